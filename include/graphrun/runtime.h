@@ -1,0 +1,231 @@
+/* graphrun: a CUDA inference runtime for Darknet-style CNNs (YOLO first).
+ *
+ * This is the one public header. Everything in it is plain C11.
+ *
+ * Error contract
+ *   - Every call that can fail returns a gr_status; GR_OK (0) is success, anything else is failure.
+ *   - After a failure, gr_last_error() returns a one-line message on the calling thread saying what
+ *     and where (file and line or key, byte offset, CUDA error name). The message stays until the
+ *     next failing call on the same thread. Engines also keep their own: gr_engine_last_error().
+ *   - No function behind this header calls exit(), abort() or assert() on bad input. Bad input is
+ *     a status, never a crash.
+ *   - Results come back through out-parameters; on failure they are left NULL / zero.
+ *
+ * Ownership
+ *   - The caller owns every object it creates (gr_model, gr_engine, gr_image, detection arrays) and
+ *     releases it with the matching destroy/free function. destroy(NULL) is a no-op.
+ *   - An engine keeps a pointer to nothing from the model it was built from: the model may be
+ *     destroyed after gr_engine_build() returns.
+ *   - The engine owns all device memory it uses.
+ *
+ * Threads
+ *   - Separate objects are independent: any number of threads may each use their own engine at the
+ *     same time, on the same GPU.
+ *   - One engine is used by one thread at a time. An engine detects a second thread entering a run
+ *     while one is in progress and rejects it with GR_ERR_BUSY instead of racing.
+ *   - A gr_model is read-only after loading and may be shared by threads building engines.
+ */
+#ifndef GRAPHRUN_RUNTIME_H
+#define GRAPHRUN_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GRAPHRUN_VERSION_MAJOR 0
+#define GRAPHRUN_VERSION_MINOR 1
+#define GRAPHRUN_VERSION_PATCH 0
+
+/* "0.1.0" */
+const char *gr_version(void);
+
+/* ---- status ------------------------------------------------------------------------------ */
+
+typedef enum gr_status {
+    GR_OK = 0,
+    GR_ERR_INVALID_ARGUMENT = 1, /* NULL where an object is needed, out-of-range option */
+    GR_ERR_IO = 2,               /* a file could not be opened, read or written */
+    GR_ERR_PARSE = 3,            /* malformed cfg, weights, image or .npy */
+    GR_ERR_UNSUPPORTED = 4,      /* valid Darknet, but not something graphrun runs */
+    GR_ERR_LIMIT = 5,            /* absurd sizes, overflowing size arithmetic, too many layers */
+    GR_ERR_OUT_OF_MEMORY = 6,    /* host or device allocation failed */
+    GR_ERR_NO_DEVICE = 7,        /* a GPU was asked for and none is usable */
+    GR_ERR_CUDA = 8,             /* a CUDA runtime call failed; the message names the error */
+    GR_ERR_CUBLAS = 9,           /* a cuBLAS / cuBLASLt call failed */
+    GR_ERR_STATE = 10,           /* the object cannot do this now (e.g. engine failed earlier) */
+    GR_ERR_BUSY = 11,            /* another thread is inside a run on this engine */
+    GR_ERR_INTERNAL = 12         /* a graphrun bug: please report it with the message */
+} gr_status;
+
+/* Short name of a status code, e.g. "parse error". Never NULL. */
+const char *gr_status_str(gr_status status);
+
+/* The message of the last failing call on this thread ("" if none). Never NULL. */
+const char *gr_last_error(void);
+
+/* ---- data types ------------------------------------------------------------------------- */
+
+typedef enum gr_dtype { GR_DTYPE_F32 = 0, GR_DTYPE_F16, GR_DTYPE_I8, GR_DTYPE_U8, GR_DTYPE_I32 } gr_dtype;
+typedef enum gr_precision { GR_PREC_FP32 = 0, GR_PREC_FP16, GR_PREC_INT8 } gr_precision;
+typedef enum gr_device { GR_DEVICE_AUTO = 0, GR_DEVICE_CPU, GR_DEVICE_GPU } gr_device;
+
+/* "fp32" / "fp16" / "int8"; parse returns GR_ERR_INVALID_ARGUMENT for anything else. */
+const char *gr_precision_name(gr_precision p);
+gr_status gr_precision_parse(const char *name, gr_precision *out);
+
+/* A dense tensor's shape: n images of c channels, h rows, w columns (NCHW order of the dims). */
+typedef struct gr_tensor_desc {
+    int n, c, h, w;
+    gr_dtype dtype;
+} gr_tensor_desc;
+
+/* ---- models ------------------------------------------------------------------------------ */
+
+typedef struct gr_model gr_model;
+
+typedef struct gr_model_options {
+    const char *builtin;      /* built-in model name ("yolo", "yolov2-tiny", "yolov3-tiny"), or NULL */
+    const char *cfg_path;     /* Darknet .cfg; replaces the built-in cfg when both are given */
+    const char *weights_path; /* Darknet .weights; NULL = deterministic synthetic weights */
+    uint64_t seed;            /* seed of the synthetic weights */
+} gr_model_options;
+
+void gr_model_options_default(gr_model_options *opt); /* builtin "yolo", seed 1 */
+
+gr_status gr_model_load(const gr_model_options *opt, gr_model **out);
+void gr_model_destroy(gr_model *model);
+
+typedef struct gr_model_info {
+    const char *name;       /* built-in name or cfg file name */
+    int width, height, channels; /* network input */
+    int n_layers;
+    int n_outputs;          /* detection heads (or 1 for a network without one) */
+    int classes;            /* 0 when the network has no detection head */
+    int synthetic_weights;  /* 1 when weights were generated rather than loaded */
+    double gflops;          /* multiply-adds x2, per image */
+    size_t n_params;        /* weight count */
+} gr_model_info;
+
+gr_status gr_model_get_info(const gr_model *model, gr_model_info *info);
+
+/* Class label ("dog"); a built-in model has its list, a --cfg model gets "class N" unless
+ * gr_model_set_class_names() gave one (a file with one name per line). */
+const char *gr_model_class_name(const gr_model *model, int class_id);
+gr_status gr_model_set_class_names(gr_model *model, const char *names_path);
+
+/* NULL-terminated list of the built-in model names; the first is the default. */
+const char *const *gr_builtin_models(void);
+
+/* ---- images ------------------------------------------------------------------------------ */
+
+/* An 8-bit interleaved (HWC) RGB image. Plain data; free with gr_image_destroy(). */
+typedef struct gr_image {
+    int w, h, c;
+    uint8_t *data;
+} gr_image;
+
+gr_status gr_image_load(const char *path, gr_image **out);   /* JPEG/PNG/BMP/...; always 3 channels */
+gr_status gr_image_write(const gr_image *im, const char *path); /* .png or .jpg/.jpeg by extension */
+void gr_image_destroy(gr_image *im);
+
+/* Darknet letterbox to net_w x net_h: float planar CHW in [0,1], 0.5 grey fill. `out` holds
+ * 3*net_w*net_h floats. */
+gr_status gr_image_letterbox(const gr_image *im, int net_w, int net_h, float *out);
+
+/* The same letterbox rounded to uint8 interleaved HWC (what the GPU input copy moves).
+ * `out` holds 3*net_w*net_h bytes. */
+gr_status gr_image_letterbox_u8(const gr_image *im, int net_w, int net_h, uint8_t *out);
+
+/* ---- detections -------------------------------------------------------------------------- */
+
+typedef struct gr_detection {
+    float left, top, right, bottom; /* pixels of the original image */
+    int class_id;
+    float prob;                     /* objectness x class probability */
+    float objectness;
+} gr_detection;
+
+typedef struct gr_detect_options {
+    float thresh;      /* class probability threshold; Darknet's default 0.5 */
+    float hier_thresh; /* unused by region/yolo heads; kept for Darknet parity, 0.5 */
+    float nms;         /* IoU threshold of the class-wise NMS; Darknet's default 0.45 */
+    int image_w, image_h; /* the original image, to undo the letterbox; 0 = network size */
+} gr_detect_options;
+
+void gr_detect_options_default(gr_detect_options *opt);
+
+/* Draw labelled boxes into the image (in place). */
+gr_status gr_image_draw_detections(gr_image *im, const gr_detection *dets, int n, const gr_model *model);
+void gr_detections_free(gr_detection *dets);
+
+/* ---- engines ----------------------------------------------------------------------------- */
+
+typedef struct gr_engine gr_engine;
+
+typedef enum gr_calib_method { GR_CALIB_MAX = 0, GR_CALIB_PERCENTILE } gr_calib_method;
+
+typedef struct gr_engine_options {
+    gr_device device;        /* AUTO: the GPU when one is visible, else the CPU reference */
+    gr_precision precision;  /* FP32 default */
+    int batch;               /* images per run, 1 default */
+    int gpu_index;           /* CUDA device ordinal, 0 default */
+    int use_cuda_graph;      /* 1 default; 0 runs the same launches eagerly on a stream */
+    int tf32;                /* 1 allows TF32 in the FP32 path; 0 default = exact FP32 */
+    int fp16_accumulate;     /* 1 accumulates FP16 GEMMs in FP16; 0 default = FP32 accumulation */
+    gr_calib_method calib_method;
+    float calib_percentile;  /* for GR_CALIB_PERCENTILE, e.g. 99.99 */
+    const char *const *calib_images; /* NULL-terminated image paths; NULL = the bundled photos */
+    const char *calib_cache; /* read if valid for this model, written otherwise; NULL = none */
+} gr_engine_options;
+
+void gr_engine_options_default(gr_engine_options *opt);
+
+gr_status gr_engine_build(const gr_model *model, const gr_engine_options *opt, gr_engine **out);
+void gr_engine_destroy(gr_engine *engine);
+
+/* The device the engine actually runs on (AUTO resolved), and its name ("NVIDIA H100 80GB HBM3",
+ * "CPU reference"). */
+gr_device gr_engine_device(const gr_engine *engine);
+const char *gr_engine_device_name(const gr_engine *engine);
+
+/* Input: batch x 3 x net_h x net_w. Outputs: one per detection head, raw conv output (float NCHW). */
+gr_status gr_engine_input_desc(const gr_engine *engine, gr_tensor_desc *desc);
+int gr_engine_output_count(const gr_engine *engine);
+gr_status gr_engine_output_desc(const gr_engine *engine, int index, gr_tensor_desc *desc);
+
+/* Run on float planar CHW input in [0,1] (batch images back to back). Synchronous. */
+gr_status gr_engine_run_f32(gr_engine *engine, const float *input);
+/* Run on letterboxed uint8 interleaved HWC input (batch images back to back). Synchronous. */
+gr_status gr_engine_run_u8(gr_engine *engine, const uint8_t *input);
+
+/* Raw output `index` of the last run: float NCHW, valid until the next run or destroy. */
+gr_status gr_engine_output(const gr_engine *engine, int index, const float **data);
+
+/* Decode the detection heads of the last run for image `batch_index`: region/yolo activation,
+ * boxes, thresholds and class-wise NMS, mapped back to opt->image_w x image_h. */
+gr_status gr_engine_detect(const gr_engine *engine, int batch_index, const gr_detect_options *opt,
+                           gr_detection **dets, int *n);
+
+/* Time split of the last run (microseconds). Type conversion = input quantize/convert plus output
+ * dequantize; copies = H2D + D2H; compute = every layer. end_to_end = the whole run as the caller
+ * sees it. On the CPU the copies are 0. */
+typedef struct gr_timing {
+    double convert_us, copy_us, compute_us, end_to_end_us;
+} gr_timing;
+
+gr_status gr_engine_timing(const gr_engine *engine, gr_timing *timing);
+
+/* The engine's own last error message ("" if none). */
+const char *gr_engine_last_error(const gr_engine *engine);
+
+/* Number of CUDA devices visible (0 without a GPU or driver). Never fails. */
+int gr_cuda_device_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GRAPHRUN_RUNTIME_H */

@@ -1,0 +1,72 @@
+/* The network IR: Darknet's layer list after parsing, with shapes inferred and (optionally)
+ * weights attached. models/ knows Darknet's file formats and nothing of CUDA.
+ *
+ * Invariants after a successful gr_net_parse*:
+ *   - layers[i].inputs[k] < i (edges point backwards; -1 is the network input), so list order is
+ *     a topological order;
+ *   - every layer's `out` shape was inferred by its op's infer() from its inputs' shapes;
+ *   - weights pointers are NULL until gr_net_load_weights*() or gr_net_synthesize_weights(). */
+#ifndef GR_MODELS_NET_H
+#define GR_MODELS_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ops/ops.h"
+
+typedef struct gr_layer {
+    gr_op_params p;
+    int n_inputs;
+    int inputs[GR_MAX_INPUTS]; /* producing layer indices in order; -1 = the network input */
+    gr_shape out;              /* per image */
+    gr_weights w;              /* conv / connected only */
+    int cfg_line;              /* line of the [section] header in the cfg, 1-based */
+} gr_layer;
+
+#define GR_NET_NAME_LEN 64
+
+typedef struct gr_net {
+    char name[GR_NET_NAME_LEN]; /* built-in name or cfg file name */
+    int w, h, c;                /* network input */
+    int n_layers;
+    gr_layer *layers;
+    float *weight_block;        /* every layer's gr_weights points into this one block */
+    size_t n_weight_floats;
+    int synthetic;              /* weights were generated, not loaded */
+    char **class_names;         /* NULL or n_class_names strings */
+    int n_class_names;
+} gr_net;
+
+/* Shape of input k of layer i (the network input for -1). */
+gr_shape gr_net_input_shape(const gr_net *net, int layer, int k);
+
+/* Parse cfg text. `source` names the file in messages ("yolov2-tiny-voc.cfg:17: ..."). */
+gr_status gr_net_parse(const char *text, size_t len, const char *source, gr_net **out);
+gr_status gr_net_parse_file(const char *path, gr_net **out);
+void gr_net_free(gr_net *net);
+
+/* Exact size in bytes of a weights file for this net with a header of `header_bytes` (16 or 20). */
+size_t gr_net_weights_file_size(const gr_net *net, size_t header_bytes);
+
+/* Load Darknet weights (header versions with 32- and 64-bit 'seen'). A truncated or oversized file
+ * is an error naming expected and found byte counts. */
+gr_status gr_net_load_weights(gr_net *net, const char *path);
+gr_status gr_net_load_weights_mem(gr_net *net, const uint8_t *data, size_t len, const char *source);
+
+/* Deterministic synthetic weights from `seed` (see models/synthetic.c for the statistics). */
+gr_status gr_net_synthesize_weights(gr_net *net, uint64_t seed);
+
+/* Built-in models: cfg and class names compiled into the library. */
+const char *const *gr_net_builtin_names(void);
+gr_status gr_net_builtin(const char *name, gr_net **out);
+/* Load class names, one per line (blank lines ignored). */
+gr_status gr_net_load_class_names(gr_net *net, const char *path);
+gr_status gr_net_set_class_names_text(gr_net *net, const char *text, size_t len, const char *source);
+
+/* Output heads: layer indices whose outputs are the network's raw outputs (the input of each
+ * region/yolo layer; the last layer when there is no head). Returns the count (<= max). */
+int gr_net_heads(const gr_net *net, int *head_layers, int max);
+/* The region/yolo layer that decodes head k, or -1 when the net has no detection head. */
+int gr_net_head_decoder(const gr_net *net, int head_index);
+
+#endif

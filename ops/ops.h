@@ -1,0 +1,129 @@
+/* The op catalogue. For every op kind (ops/ops.def) one file ops/<stem>.c holds all of that op's
+ * knowledge: parameter validation and shape rule (infer), cost (cost), and a straightforward CPU
+ * reference with Darknet's semantics (ref). The reference is the oracle every GPU path is checked
+ * against: obviously right first, fast enough second.
+ *
+ * Conventions
+ *   - Shapes are per image (c, h, w); a batch of n images is n such tensors back to back.
+ *   - The reference works on float32 NCHW tensors. Quantized values are carried as exactly
+ *     representable floats (an int8 value q is stored as (float)q).
+ *   - infer() validates parameters and input shapes and records a message without file context
+ *     (the caller prefixes "file:line: "); it never allocates.
+ *   - ref() cannot fail: everything it relies on was checked by infer(). */
+#ifndef GR_OPS_OPS_H
+#define GR_OPS_OPS_H
+
+#include <stddef.h>
+
+#include "ops/base.h"
+
+typedef enum gr_op_kind {
+#define GR_OP(e, stem, section) GR_OP_##e,
+#include "ops/ops.def"
+#undef GR_OP
+    GR_OP_COUNT
+} gr_op_kind;
+
+typedef enum gr_activation {
+    GR_ACT_LINEAR = 0,
+    GR_ACT_LEAKY,    /* x > 0 ? x : 0.1x */
+    GR_ACT_RELU,
+    GR_ACT_LOGISTIC, /* 1/(1+exp(-x)) */
+    GR_ACT_MISH,     /* x * tanh(softplus(x)) */
+    GR_ACT_SWISH,    /* x * logistic(x) */
+    GR_ACT_COUNT
+} gr_activation;
+
+const char *gr_activation_name(gr_activation a);
+/* Parse a Darknet activation name; returns false for an unknown one. */
+bool gr_activation_parse(const char *name, gr_activation *out);
+float gr_activate(float x, gr_activation a);
+
+typedef struct gr_shape {
+    int c, h, w;
+} gr_shape;
+
+static inline size_t gr_shape_elems(gr_shape s) { return (size_t)s.c * (size_t)s.h * (size_t)s.w; }
+
+#define GR_MAX_INPUTS 8   /* route inputs at most */
+#define GR_MAX_ANCHORS 16 /* anchor (w, h) pairs of a region/yolo head */
+
+/* Parameters of one op, flat: each op reads the fields its comment names. */
+typedef struct gr_op_params {
+    gr_op_kind op;
+    gr_activation activation; /* conv, connected, shortcut */
+    int filters;              /* conv: output channels; connected: outputs */
+    int size;                 /* conv kernel size; maxpool window */
+    int stride;               /* conv, maxpool; upsample factor; reorg block */
+    int pad;                  /* conv: pixels each side; maxpool: total padding (Darknet's
+                                 'padding', default size-1) */
+    int groups;               /* conv groups; softmax groups; route groups (1 = whole tensor) */
+    int group_id;             /* route: which group of each input */
+    int batch_normalize;      /* conv, connected */
+    /* region / yolo heads */
+    int classes;
+    int coords;               /* region: 4 */
+    int num;                  /* anchors in the cfg (region: per cell; yolo: total) */
+    int n_mask;               /* yolo: anchors used by this head (= channels / (5+classes)) */
+    int mask[GR_MAX_ANCHORS]; /* yolo: indices into anchors */
+    float anchors[2 * GR_MAX_ANCHORS];
+    int softmax;              /* region: softmax over classes (Darknet default 0, cfgs set 1) */
+    /* quantize / dequantize (planner-inserted) */
+    gr_dtype dtype;           /* the quantized side: GR_DTYPE_I8 or GR_DTYPE_F16 */
+    float scale;              /* int8: real = q * scale; unused for f16 */
+} gr_op_params;
+
+/* Learned parameters of conv / connected, in Darknet's order and layout. Pointers into one block
+ * owned by the network. */
+typedef struct gr_weights {
+    int n;                     /* output channels / outputs */
+    float *biases;             /* [n] */
+    float *scales;             /* [n] when batch_normalize, else NULL */
+    float *rolling_mean;       /* [n] */
+    float *rolling_variance;   /* [n] */
+    float *weights;            /* conv: [n][c/groups][size][size]; connected: [n][inputs] */
+    size_t n_weights;
+} gr_weights;
+
+/* Darknet's batch-norm epsilon: added to the standard deviation, not the variance. */
+#define GR_BN_EPSILON 0.000001f
+
+/* Per-image cost. Bytes are element counts; multiply by the dtype size in use. */
+typedef struct gr_cost {
+    double flops;       /* 2 x multiply-adds, plus elementwise work */
+    double in_elems;    /* elements read from inputs */
+    double out_elems;   /* elements written */
+    size_t n_params;    /* learned parameters (biases, BN, weights) */
+    size_t n_weights;   /* of which the weight tensor */
+} gr_cost;
+
+typedef struct gr_op_info {
+    const char *name;    /* "conv" */
+    const char *section; /* Darknet section, "" for planner-inserted ops */
+    gr_status (*infer)(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape *out);
+    void (*cost)(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, gr_cost *cost);
+    void (*ref)(const gr_op_params *p, const gr_weights *w, const float *const *in,
+                const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape, int batch);
+} gr_op_info;
+
+const gr_op_info *gr_op_get(gr_op_kind op);
+/* Op of a Darknet section name ("convolutional"); false if none. */
+bool gr_op_from_section(const char *section, gr_op_kind *out);
+
+/* Per-op declarations, one set per row of ops.def. */
+#define GR_OP(e, stem, section)                                                                    \
+    gr_status gr_op_##stem##_infer(const gr_op_params *p, const gr_shape *in, int n_in,            \
+                                   gr_shape *out);                                                 \
+    void gr_op_##stem##_cost(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out,    \
+                             gr_cost *cost);                                                       \
+    void gr_op_##stem##_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,     \
+                            const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape,   \
+                            int batch);
+#include "ops/ops.def"
+#undef GR_OP
+
+/* Set the defaults Darknet uses for a fresh layer of kind `op` (e.g. conv activation logistic,
+ * maxpool padding = size-1 is resolved by the parser once size is known). */
+void gr_op_params_default(gr_op_kind op, gr_op_params *p);
+
+#endif
