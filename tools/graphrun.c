@@ -1,10 +1,13 @@
-/* graphrun CLI (placeholder until the foundation lands). */
-#include <stdio.h>
+/* graphrun: command-line entry point. Dispatches subcommands; the default is detect. */
+#include <string.h>
 
-#include "graphrun/runtime.h"
+#include "tools/cli.h"
 
-int main(void)
+int main(int argc, char **argv)
 {
-    printf("graphrun %s\n", gr_version());
-    return 0;
+    if (argc > 1 && strcmp(argv[1], "plan") == 0)
+        return gr_cli_plan(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "detect") == 0)
+        return gr_cli_detect(argc - 1, argv + 1);
+    return gr_cli_detect(argc, argv);
 }

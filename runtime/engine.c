@@ -1,0 +1,238 @@
+/* gr_engine front: options, device resolution, output descriptors, the busy flag that rejects a
+ * second thread entering a run, detection decoding, timing and error messages. Execution itself is
+ * the backend's (engine_cpu.c, gpu_engine.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/detect.h"
+#include "runtime/engine_internal.h"
+
+double gr_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+void gr_engine_options_default(gr_engine_options *opt)
+{
+    if (!opt)
+        return;
+    memset(opt, 0, sizeof *opt);
+    opt->device = GR_DEVICE_AUTO;
+    opt->precision = GR_PREC_FP32;
+    opt->batch = 1;
+    opt->gpu_index = 0;
+    opt->use_cuda_graph = 1;
+    opt->calib_method = GR_CALIB_MAX;
+    opt->calib_percentile = 99.99f;
+}
+
+gr_status gr_engine_fail(gr_engine *e, gr_status status)
+{
+    if (e)
+        snprintf(e->error, sizeof e->error, "%s", gr_last_error());
+    return status;
+}
+
+static gr_status check_options(const gr_engine_options *opt)
+{
+    if (opt->batch < 1 || opt->batch > GR_MAX_BATCH)
+        return gr_fail(GR_ERR_LIMIT, "engine option batch=%d is outside 1..%d", opt->batch,
+                       GR_MAX_BATCH);
+    if ((unsigned)opt->precision > GR_PREC_INT8)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option precision=%d is not a gr_precision",
+                       (int)opt->precision);
+    if ((unsigned)opt->device > GR_DEVICE_GPU)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option device=%d is not a gr_device",
+                       (int)opt->device);
+    if (opt->gpu_index < 0)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option gpu_index=%d is negative",
+                       opt->gpu_index);
+    if (opt->calib_method == GR_CALIB_PERCENTILE &&
+        !(opt->calib_percentile > 50.0f && opt->calib_percentile <= 100.0f))
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option calib_percentile=%g is outside (50, 100]",
+                       (double)opt->calib_percentile);
+    return GR_OK;
+}
+
+static void engine_free(gr_engine *e)
+{
+    if (e->ops && e->ops->destroy)
+        e->ops->destroy(e);
+    for (int i = 0; i < e->n_heads; i++)
+        free(e->outputs[i]);
+    gr_net_free(e->net);
+    free(e);
+}
+
+gr_status gr_engine_build(const gr_model *model, const gr_engine_options *opt, gr_engine **out)
+{
+    if (!model || !out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_build: NULL %s", model ? "out" : "model");
+    *out = NULL;
+    gr_engine_options defaults;
+    if (!opt) {
+        gr_engine_options_default(&defaults);
+        opt = &defaults;
+    }
+    GR_TRY(check_options(opt));
+    gr_engine *e = gr_calloc(1, sizeof *e, "engine");
+    if (!e)
+        return GR_ERR_OUT_OF_MEMORY;
+    e->opt = *opt;
+    e->opt.calib_images = NULL; /* the engine keeps no caller pointers past build */
+    e->opt.calib_cache = NULL;
+    atomic_init(&e->busy, 0);
+    gr_status st = gr_net_clone(model->net, &e->net);
+    if (st != GR_OK) {
+        free(e);
+        return st;
+    }
+    e->n_heads = gr_net_heads(e->net, e->head_layers, GR_MAX_HEADS);
+    if (e->n_heads < 1) {
+        engine_free(e);
+        return gr_fail(GR_ERR_UNSUPPORTED, "%s: network has no output layer", e->net->name);
+    }
+    for (int i = 0; i < e->n_heads; i++) {
+        gr_shape s = e->net->layers[e->head_layers[i]].out;
+        e->head_desc[i] = (gr_tensor_desc){opt->batch, s.c, s.h, s.w, GR_DTYPE_F32};
+        size_t elems;
+        if (!gr_mul_size(gr_shape_elems(s), (size_t)opt->batch, &elems)) {
+            engine_free(e);
+            return gr_fail(GR_ERR_LIMIT, "output %d of %d x %dx%dx%d overflows", i, opt->batch, s.c,
+                           s.h, s.w);
+        }
+        e->outputs[i] = gr_calloc(elems, sizeof(float), "engine output");
+        if (!e->outputs[i]) {
+            engine_free(e);
+            return GR_ERR_OUT_OF_MEMORY;
+        }
+    }
+
+    gr_device device = opt->device;
+    if (device == GR_DEVICE_AUTO)
+        device = gr_cuda_device_count() > 0 ? GR_DEVICE_GPU : GR_DEVICE_CPU;
+    e->device = device;
+    /* The caller's calibration inputs are only read during build. */
+    gr_engine_options build_opt = *opt;
+    e->opt.calib_images = build_opt.calib_images;
+    e->opt.calib_cache = build_opt.calib_cache;
+    st = device == GR_DEVICE_GPU ? gr_backend_gpu_init(e) : gr_backend_cpu_init(e);
+    e->opt.calib_images = NULL;
+    e->opt.calib_cache = NULL;
+    if (st != GR_OK) {
+        engine_free(e);
+        return st;
+    }
+    *out = e;
+    return GR_OK;
+}
+
+void gr_engine_destroy(gr_engine *engine)
+{
+    if (engine)
+        engine_free(engine);
+}
+
+gr_device gr_engine_device(const gr_engine *engine) { return engine ? engine->device : GR_DEVICE_AUTO; }
+
+const char *gr_engine_device_name(const gr_engine *engine)
+{
+    return engine ? engine->device_name : "";
+}
+
+gr_status gr_engine_input_desc(const gr_engine *engine, gr_tensor_desc *desc)
+{
+    if (!engine || !desc)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_input_desc: NULL argument");
+    *desc = (gr_tensor_desc){engine->opt.batch, engine->net->c, engine->net->h, engine->net->w,
+                             GR_DTYPE_F32};
+    return GR_OK;
+}
+
+int gr_engine_output_count(const gr_engine *engine) { return engine ? engine->n_heads : 0; }
+
+gr_status gr_engine_output_desc(const gr_engine *engine, int index, gr_tensor_desc *desc)
+{
+    if (!engine || !desc)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_output_desc: NULL argument");
+    if (index < 0 || index >= engine->n_heads)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "output index %d is outside 0..%d", index,
+                       engine->n_heads - 1);
+    *desc = engine->head_desc[index];
+    return GR_OK;
+}
+
+static gr_status run(gr_engine *e, const float *f32, const uint8_t *u8)
+{
+    if (!e || (!f32 && !u8))
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_run: NULL %s", e ? "input" : "engine");
+    if (e->failed)
+        return gr_engine_fail(e, gr_fail(GR_ERR_STATE,
+                                         "engine is unusable after an earlier failure: %s",
+                                         e->error));
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&e->busy, &expected, 1))
+        return gr_fail(GR_ERR_BUSY,
+                       "engine is already running on another thread (one thread per engine at a "
+                       "time; build one engine per thread)");
+    gr_status st = e->ops->run(e, f32, u8);
+    if (st == GR_OK)
+        e->has_run = 1;
+    else
+        gr_engine_fail(e, st);
+    atomic_store(&e->busy, 0);
+    return st;
+}
+
+gr_status gr_engine_run_f32(gr_engine *engine, const float *input) { return run(engine, input, NULL); }
+
+gr_status gr_engine_run_u8(gr_engine *engine, const uint8_t *input) { return run(engine, NULL, input); }
+
+gr_status gr_engine_output(const gr_engine *engine, int index, const float **data)
+{
+    if (!engine || !data)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_output: NULL argument");
+    *data = NULL;
+    if (index < 0 || index >= engine->n_heads)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "output index %d is outside 0..%d", index,
+                       engine->n_heads - 1);
+    if (!engine->has_run)
+        return gr_fail(GR_ERR_STATE, "gr_engine_output: the engine has not run yet");
+    *data = engine->outputs[index];
+    return GR_OK;
+}
+
+gr_status gr_engine_detect(const gr_engine *engine, int batch_index, const gr_detect_options *opt,
+                           gr_detection **dets, int *n)
+{
+    if (!engine || !opt || !dets || !n)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_detect: NULL argument");
+    *dets = NULL;
+    *n = 0;
+    if (!engine->has_run)
+        return gr_fail(GR_ERR_STATE, "gr_engine_detect: the engine has not run yet");
+    if (batch_index < 0 || batch_index >= engine->opt.batch)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "batch index %d is outside 0..%d", batch_index,
+                       engine->opt.batch - 1);
+    const float *heads[GR_MAX_HEADS];
+    for (int i = 0; i < engine->n_heads; i++)
+        heads[i] = engine->outputs[i] + (size_t)batch_index * gr_shape_elems(
+                                            engine->net->layers[engine->head_layers[i]].out);
+    return gr_detect_net(engine->net, heads, opt, dets, n);
+}
+
+gr_status gr_engine_timing(const gr_engine *engine, gr_timing *timing)
+{
+    if (!engine || !timing)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_timing: NULL argument");
+    if (!engine->has_run)
+        return gr_fail(GR_ERR_STATE, "gr_engine_timing: the engine has not run yet");
+    *timing = engine->timing;
+    return GR_OK;
+}
+
+const char *gr_engine_last_error(const gr_engine *engine) { return engine ? engine->error : ""; }

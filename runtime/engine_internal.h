@@ -1,0 +1,62 @@
+/* Internal view of gr_model and gr_engine, shared by the runtime's files.
+ *
+ * An engine is a front (this struct: options, output buffers, detection, timing, error message,
+ * the busy flag that rejects concurrent runs) and a backend that executes: the CPU reference
+ * (engine_cpu.c) or the CUDA engine (gpu_engine.c). Backends fill `outputs` (float NCHW, one per
+ * head) and `timing` on each run. */
+#ifndef GR_RUNTIME_ENGINE_INTERNAL_H
+#define GR_RUNTIME_ENGINE_INTERNAL_H
+
+#include <stdatomic.h>
+
+#include "graphrun/runtime.h"
+#include "models/net.h"
+
+#define GR_MAX_HEADS 8
+
+struct gr_model {
+    gr_net *net;
+    uint64_t seed;
+};
+
+typedef struct gr_backend gr_backend;
+
+typedef struct gr_backend_ops {
+    const char *name;
+    /* input is float NCHW in [0,1] (f32 != NULL) or uint8 HWC (u8 != NULL), batch images. */
+    gr_status (*run)(gr_engine *e, const float *f32, const uint8_t *u8);
+    void (*destroy)(gr_engine *e);
+} gr_backend_ops;
+
+struct gr_engine {
+    gr_engine_options opt;
+    gr_device device;      /* resolved */
+    char device_name[128];
+    gr_net *net;           /* the engine's own copy of the model's network */
+    int n_heads;
+    int head_layers[GR_MAX_HEADS];
+    gr_tensor_desc head_desc[GR_MAX_HEADS];
+    float *outputs[GR_MAX_HEADS]; /* raw head outputs of the last run, float NCHW */
+    int has_run;
+    int failed;            /* a run failed in a way that leaves the engine unusable */
+    gr_timing timing;
+    const gr_backend_ops *ops;
+    void *impl;            /* backend state */
+    atomic_int busy;
+    char error[1024];
+};
+
+/* Deep copy of a network (layers, weights, class names) for an engine to own. */
+gr_status gr_net_clone(const gr_net *src, gr_net **out);
+
+/* Record the thread message into the engine too and return status. */
+gr_status gr_engine_fail(gr_engine *e, gr_status status);
+
+/* Backends. */
+gr_status gr_backend_cpu_init(gr_engine *e);
+gr_status gr_backend_gpu_init(gr_engine *e);
+
+/* Monotonic clock in microseconds. */
+double gr_now_us(void);
+
+#endif

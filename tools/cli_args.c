@@ -1,0 +1,141 @@
+/* Command-line parsing for `graphrun [detect]`. Pure: no I/O, no allocation, no exit, so the
+ * fuzzer can hammer it. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/cli.h"
+
+int gr_cli_exit_code(gr_status st)
+{
+    switch (st) {
+    case GR_OK: return GR_EXIT_OK;
+    case GR_ERR_INVALID_ARGUMENT: return GR_EXIT_USAGE;
+    case GR_ERR_IO:
+    case GR_ERR_PARSE:
+    case GR_ERR_UNSUPPORTED:
+    case GR_ERR_LIMIT: return GR_EXIT_INPUT;
+    case GR_ERR_NO_DEVICE: return GR_EXIT_NO_DEVICE;
+    case GR_ERR_OUT_OF_MEMORY: return GR_EXIT_OOM;
+    default: return GR_EXIT_FAILURE;
+    }
+}
+
+static int usage_error(char *err, size_t errlen, const char *fmt, const char *a, const char *b)
+{
+    snprintf(err, errlen, fmt, a, b);
+    return GR_EXIT_USAGE;
+}
+
+static int parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < lo || v > hi)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+static int parse_float(const char *s, float lo, float hi, float *out)
+{
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end != '\0' || !(v >= lo && v <= hi))
+        return 0;
+    *out = v;
+    return 1;
+}
+
+int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t errlen)
+{
+    memset(o, 0, sizeof *o);
+    o->model = "yolo";
+    o->seed = 1;
+    o->device = GR_DEVICE_AUTO;
+    o->precision = GR_PREC_FP32;
+    o->batch = 1;
+    o->thresh = 0.5f;
+    o->nms = 0.45f;
+    o->runs = 1;
+    err[0] = '\0';
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!a)
+            return usage_error(err, errlen, "argument %s%s is NULL", "", "");
+        /* Flags without a value. */
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { o->help = 1; continue; }
+        if (!strcmp(a, "--version")) { o->version = 1; continue; }
+        if (!strcmp(a, "--json")) { o->json = 1; continue; }
+        if (!strcmp(a, "--list-models")) { o->list_models = 1; continue; }
+        if (!strcmp(a, "--no-output")) { o->output = ""; continue; }
+        /* Options with a value: --opt VALUE or --opt=VALUE. */
+        const char *val = NULL;
+        char name[32];
+        const char *eq = strchr(a, '=');
+        if (strncmp(a, "--", 2) != 0)
+            return usage_error(err, errlen, "unexpected argument '%s'%s (options start with --)", a, "");
+        if (eq) {
+            size_t len = (size_t)(eq - a);
+            if (len >= sizeof name)
+                return usage_error(err, errlen, "unknown option '%.40s'%s", a, "");
+            memcpy(name, a, len);
+            name[len] = '\0';
+            val = eq + 1;
+        } else {
+            if (strlen(a) >= sizeof name)
+                return usage_error(err, errlen, "unknown option '%.40s'%s", a, "");
+            strcpy(name, a);
+            if (i + 1 >= argc || !argv[i + 1])
+                return usage_error(err, errlen, "option %s needs a value%s", name, "");
+            val = argv[++i];
+        }
+        long l;
+        if (!strcmp(name, "--model")) o->model = val;
+        else if (!strcmp(name, "--cfg")) o->cfg = val;
+        else if (!strcmp(name, "--weights")) o->weights = val;
+        else if (!strcmp(name, "--names")) o->names = val;
+        else if (!strcmp(name, "--output")) o->output = val;
+        else if (!strcmp(name, "--save-output")) o->save_output = val;
+        else if (!strcmp(name, "--input")) {
+            if (o->n_inputs >= GR_CLI_MAX_INPUTS)
+                return usage_error(err, errlen, "too many --input files (at most %s)%s", "64", "");
+            o->inputs[o->n_inputs++] = val;
+        } else if (!strcmp(name, "--seed")) {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(val, &end, 10);
+            if (errno || end == val || *end || val[0] == '-')
+                return usage_error(err, errlen, "--seed '%s' is not a non-negative integer%s", val, "");
+            o->seed = v;
+        } else if (!strcmp(name, "--device")) {
+            if (!strcmp(val, "auto")) o->device = GR_DEVICE_AUTO;
+            else if (!strcmp(val, "cpu")) o->device = GR_DEVICE_CPU;
+            else if (!strcmp(val, "gpu")) o->device = GR_DEVICE_GPU;
+            else return usage_error(err, errlen, "--device '%s' is not auto, cpu or gpu%s", val, "");
+        } else if (!strcmp(name, "--prec")) {
+            if (gr_precision_parse(val, &o->precision) != GR_OK)
+                return usage_error(err, errlen, "--prec '%s' is not fp32, fp16 or int8%s", val, "");
+        } else if (!strcmp(name, "--batch")) {
+            if (!parse_long(val, 1, GR_MAX_BATCH_CLI, &l))
+                return usage_error(err, errlen, "--batch '%s' is not an integer in 1..%s", val, "4096");
+            o->batch = (int)l;
+        } else if (!strcmp(name, "--runs")) {
+            if (!parse_long(val, 1, 1000000, &l))
+                return usage_error(err, errlen, "--runs '%s' is not an integer in 1..%s", val, "1000000");
+            o->runs = (int)l;
+        } else if (!strcmp(name, "--thresh")) {
+            if (!parse_float(val, 0.0f, 1.0f, &o->thresh))
+                return usage_error(err, errlen, "--thresh '%s' is not a number in [0, 1]%s", val, "");
+        } else if (!strcmp(name, "--nms")) {
+            if (!parse_float(val, 0.0f, 1.0f, &o->nms))
+                return usage_error(err, errlen, "--nms '%s' is not a number in [0, 1]%s", val, "");
+        } else {
+            return usage_error(err, errlen, "unknown option '%s'%s (see --help)", name, "");
+        }
+    }
+    return GR_EXIT_OK;
+}

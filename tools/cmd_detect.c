@@ -1,0 +1,337 @@
+/* `graphrun [detect]`: load a model, build an engine, run it on images (or .npy tensors), print
+ * the detections, draw them, and report the time split.
+ *
+ * stdout carries only results (detections, or JSON with --json) so that the same command gives the
+ * same stdout every time; notices and timings go to stderr. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/npy.h"
+#include "tools/cli.h"
+
+#ifndef GR_DATA_DIR
+#define GR_DATA_DIR "data"
+#endif
+
+static const char *const default_input = GR_DATA_DIR "/dog.jpg";
+
+static void print_help(void)
+{
+    printf(
+        "usage: graphrun [detect] [options]        run a detector on images\n"
+        "       graphrun plan [options]            show the execution plan (graphrun plan --help)\n"
+        "\n"
+        "model\n"
+        "  --model NAME        built-in model (default yolo = YOLOv2-tiny VOC 416x416); --list-models\n"
+        "  --cfg FILE          Darknet .cfg instead of the built-in one\n"
+        "  --weights FILE      Darknet .weights; without it, deterministic synthetic weights\n"
+        "  --seed N            seed of the synthetic weights (default 1)\n"
+        "  --names FILE        class names, one per line\n"
+        "input / output\n"
+        "  --input FILE        image (JPEG/PNG/BMP...) or .npy float32 tensor of the network's input\n"
+        "                      shape (CHW or NCHW), fed as-is; repeat for a batch (default %s)\n"
+        "  --output FILE       image with boxes (.png/.jpg; default predictions.png, with several\n"
+        "                      inputs predictions.1.png ...); --no-output writes none\n"
+        "  --save-output FILE  raw head outputs as .npy (float32 NCHW); further heads FILE.1.npy ...\n"
+        "  --json              print results as JSON\n"
+        "engine\n"
+        "  --device D          auto (default: GPU when visible, else CPU reference), cpu, gpu\n"
+        "  --prec P            fp32 (default), fp16, int8\n"
+        "  --batch N           images per run (default 1; inputs repeat to fill the batch)\n"
+        "  --runs N            run N times and report the median time (default 1)\n"
+        "detection\n"
+        "  --thresh T          class probability threshold (default 0.5, as Darknet)\n"
+        "  --nms T             IoU threshold of the class-wise NMS (default 0.45, as Darknet)\n"
+        "  --help, --version\n"
+        "\n"
+        "exit status: 0 ok, 1 runtime failure, 2 bad arguments, 3 bad input file, 4 no GPU,\n"
+        "             5 out of memory\n",
+        default_input);
+}
+
+static int fail(gr_status st, const char *what)
+{
+    fprintf(stderr, "graphrun: %s%s%s\n", what ? what : "", what ? ": " : "", gr_last_error());
+    return gr_cli_exit_code(st);
+}
+
+static int has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* "out.png" + k -> "out.k.png" (k = 0 keeps the name). */
+static void indexed_name(char *dst, size_t len, const char *path, int k, const char *default_ext)
+{
+    if (k == 0) {
+        snprintf(dst, len, "%s", path);
+        return;
+    }
+    const char *dot = strrchr(path, '.');
+    const char *slash = strrchr(path, '/');
+    if (!dot || (slash && dot < slash))
+        snprintf(dst, len, "%s.%d%s", path, k, default_ext);
+    else
+        snprintf(dst, len, "%.*s.%d%s", (int)(dot - path), path, k, dot);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            printf("\\%c", ch);
+        else if (ch < 0x20)
+            printf("\\u%04x", ch);
+        else
+            putchar(ch);
+    }
+    putchar('"');
+}
+
+typedef struct slot {
+    const char *path;
+    gr_image *image; /* NULL for .npy input */
+} slot;
+
+int gr_cli_detect(int argc, char **argv)
+{
+    gr_cli_options o;
+    char err[256];
+    int rc = gr_cli_parse(argc, argv, &o, err, sizeof err);
+    if (rc != GR_EXIT_OK) {
+        fprintf(stderr, "graphrun: %s\n", err);
+        return rc;
+    }
+    if (o.help) {
+        print_help();
+        return GR_EXIT_OK;
+    }
+    if (o.version) {
+        printf("graphrun %s\n", gr_version());
+        return GR_EXIT_OK;
+    }
+    if (o.list_models) {
+        for (const char *const *n = gr_builtin_models(); *n; n++)
+            printf("%s\n", *n);
+        return GR_EXIT_OK;
+    }
+    if (o.n_inputs == 0)
+        o.inputs[o.n_inputs++] = default_input;
+
+    gr_model *model = NULL;
+    gr_engine *engine = NULL;
+    slot *slots = NULL;
+    float *input_f32 = NULL;
+    uint8_t *input_u8 = NULL;
+    double *times = NULL;
+    gr_status st;
+
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = o.cfg ? NULL : o.model;
+    mo.cfg_path = o.cfg;
+    mo.weights_path = o.weights;
+    mo.seed = o.seed;
+    if ((st = gr_model_load(&mo, &model)) != GR_OK) {
+        rc = fail(st, NULL);
+        goto done;
+    }
+    if (o.names && (st = gr_model_set_class_names(model, o.names)) != GR_OK) {
+        rc = fail(st, NULL);
+        goto done;
+    }
+    gr_model_info info;
+    gr_model_get_info(model, &info);
+    fprintf(stderr, "graphrun %s: model %s (%dx%dx%d, %d layers, %.2f GFLOP/image)\n", gr_version(),
+            info.name, info.width, info.height, info.channels, info.n_layers, info.gflops);
+    if (info.synthetic_weights)
+        fprintf(stderr, "graphrun: weights: SYNTHETIC (seed %llu) - boxes are not meaningful; pass "
+                        "--weights FILE for trained Darknet weights\n", o.seed);
+
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = o.device;
+    eo.precision = o.precision;
+    eo.batch = o.batch;
+    if (o.device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
+        fprintf(stderr, "graphrun: no CUDA device visible: running the CPU reference (slow)\n");
+    if ((st = gr_engine_build(model, &eo, &engine)) != GR_OK) {
+        rc = fail(st, "building the engine");
+        goto done;
+    }
+    fprintf(stderr, "graphrun: device %s, precision %s, batch %d\n", gr_engine_device_name(engine),
+            gr_precision_name(o.precision), o.batch);
+
+    /* Inputs: images are letterboxed; .npy tensors are fed as-is. */
+    size_t per_image = (size_t)info.channels * (size_t)info.width * (size_t)info.height;
+    int use_u8 = gr_engine_device(engine) == GR_DEVICE_GPU;
+    slots = calloc((size_t)o.batch, sizeof *slots);
+    input_f32 = calloc(per_image * (size_t)o.batch, sizeof(float));
+    input_u8 = use_u8 ? calloc(per_image * (size_t)o.batch, 1) : NULL;
+    times = calloc((size_t)o.runs, sizeof *times);
+    if (!slots || !input_f32 || (use_u8 && !input_u8) || !times) {
+        fprintf(stderr, "graphrun: out of memory for a batch of %d inputs\n", o.batch);
+        rc = GR_EXIT_OOM;
+        goto done;
+    }
+    for (int b = 0; b < o.batch; b++) {
+        const char *path = o.inputs[b % o.n_inputs];
+        slots[b].path = path;
+        if (has_suffix(path, ".npy")) {
+            float *data = NULL;
+            int dims[4], ndim = 0;
+            if ((st = gr_npy_read(path, &data, dims, &ndim, 4)) != GR_OK) {
+                rc = fail(st, NULL);
+                goto done;
+            }
+            int chw = ndim == 3 || (ndim == 4 && dims[0] == 1);
+            const int *d = ndim == 4 ? dims + 1 : dims;
+            if (!chw || d[0] != info.channels || d[1] != info.height || d[2] != info.width) {
+                free(data);
+                fprintf(stderr, "graphrun: %s: shape does not match the network input %dx%dx%d "
+                                "(CHW or 1xCHW float32 expected)\n",
+                        path, info.channels, info.height, info.width);
+                rc = GR_EXIT_INPUT;
+                goto done;
+            }
+            memcpy(input_f32 + (size_t)b * per_image, data, per_image * sizeof(float));
+            if (use_u8) /* the GPU takes float input through the f32 path below */
+                use_u8 = 0;
+            free(data);
+            continue;
+        }
+        if ((st = gr_image_load(path, &slots[b].image)) != GR_OK) {
+            rc = fail(st, NULL);
+            goto done;
+        }
+        if ((st = gr_image_letterbox(slots[b].image, info.width, info.height,
+                                     input_f32 + (size_t)b * per_image)) != GR_OK ||
+            (input_u8 && (st = gr_image_letterbox_u8(slots[b].image, info.width, info.height,
+                                                      input_u8 + (size_t)b * per_image)) != GR_OK)) {
+            rc = fail(st, path);
+            goto done;
+        }
+    }
+
+    for (int r = 0; r < o.runs; r++) {
+        st = use_u8 ? gr_engine_run_u8(engine, input_u8) : gr_engine_run_f32(engine, input_f32);
+        if (st != GR_OK) {
+            rc = fail(st, "run");
+            goto done;
+        }
+        gr_timing t;
+        gr_engine_timing(engine, &t);
+        times[r] = t.end_to_end_us;
+    }
+
+    if (o.json)
+        printf("{\"model\": \"%s\", \"synthetic_weights\": %s, \"precision\": \"%s\", \"images\": [",
+               info.name, info.synthetic_weights ? "true" : "false", gr_precision_name(o.precision));
+    for (int b = 0; b < o.batch; b++) {
+        gr_detect_options dopt;
+        gr_detect_options_default(&dopt);
+        dopt.thresh = o.thresh;
+        dopt.nms = o.nms;
+        if (slots[b].image) {
+            dopt.image_w = slots[b].image->w;
+            dopt.image_h = slots[b].image->h;
+        }
+        gr_detection *dets = NULL;
+        int n = 0;
+        if (info.classes > 0 && (st = gr_engine_detect(engine, b, &dopt, &dets, &n)) != GR_OK) {
+            rc = fail(st, "decoding detections");
+            goto done;
+        }
+        if (o.json) {
+            printf("%s\n  {\"input\": ", b ? "," : "");
+            json_string(slots[b].path);
+            printf(", \"detections\": [");
+            for (int i = 0; i < n; i++) {
+                printf("%s\n    {\"class\": ", i ? "," : "");
+                json_string(gr_model_class_name(model, dets[i].class_id));
+                printf(", \"class_id\": %d, \"prob\": %.6f, \"objectness\": %.6f, \"left\": %.1f, "
+                       "\"top\": %.1f, \"right\": %.1f, \"bottom\": %.1f}",
+                       dets[i].class_id, (double)dets[i].prob, (double)dets[i].objectness,
+                       (double)dets[i].left, (double)dets[i].top, (double)dets[i].right,
+                       (double)dets[i].bottom);
+            }
+            printf("]}");
+        } else {
+            printf("%s: %d detection%s\n", slots[b].path, n, n == 1 ? "" : "s");
+            for (int i = 0; i < n; i++)
+                printf("  %-14s %5.1f%%  box left %.0f top %.0f right %.0f bottom %.0f\n",
+                       gr_model_class_name(model, dets[i].class_id), 100.0 * (double)dets[i].prob,
+                       (double)dets[i].left, (double)dets[i].top, (double)dets[i].right,
+                       (double)dets[i].bottom);
+        }
+        int write_image = slots[b].image && !(o.output && o.output[0] == '\0') &&
+                          (b < o.n_inputs); /* a repeated input is drawn once */
+        if (write_image) {
+            char name[4096];
+            indexed_name(name, sizeof name, o.output ? o.output : "predictions.png", b, ".png");
+            st = gr_image_draw_detections(slots[b].image, dets, n, model);
+            if (st == GR_OK)
+                st = gr_image_write(slots[b].image, name);
+            if (st != GR_OK) {
+                gr_detections_free(dets);
+                rc = fail(st, NULL);
+                goto done;
+            }
+            fprintf(stderr, "graphrun: wrote %s\n", name);
+        }
+        gr_detections_free(dets);
+    }
+    if (o.json)
+        printf("\n]}\n");
+
+    if (o.save_output) {
+        for (int k = 0; k < gr_engine_output_count(engine); k++) {
+            gr_tensor_desc d;
+            const float *data;
+            gr_engine_output_desc(engine, k, &d);
+            gr_engine_output(engine, k, &data);
+            char name[4096];
+            indexed_name(name, sizeof name, o.save_output, k, ".npy");
+            int dims[4] = {d.n, d.c, d.h, d.w};
+            if ((st = gr_npy_write(name, data, dims, 4)) != GR_OK) {
+                rc = fail(st, NULL);
+                goto done;
+            }
+            fprintf(stderr, "graphrun: wrote %s (%dx%dx%dx%d float32)\n", name, d.n, d.c, d.h, d.w);
+        }
+    }
+
+    gr_timing t;
+    gr_engine_timing(engine, &t);
+    qsort(times, (size_t)o.runs, sizeof *times, cmp_double);
+    fprintf(stderr,
+            "time (last run): type conversion %.1f us, memory copy %.1f us, computation %.1f us; "
+            "end to end %.1f us",
+            t.convert_us, t.copy_us, t.compute_us, t.end_to_end_us);
+    if (o.runs > 1)
+        fprintf(stderr, "; median of %d runs %.1f us, p99 %.1f us", o.runs, times[o.runs / 2],
+                times[(int)((o.runs - 1) * 0.99)]);
+    fprintf(stderr, "\n");
+    rc = GR_EXIT_OK;
+done:
+    if (slots)
+        for (int b = 0; b < o.batch; b++)
+            gr_image_destroy(slots[b].image);
+    free(slots);
+    free(input_f32);
+    free(input_u8);
+    free(times);
+    gr_engine_destroy(engine);
+    gr_model_destroy(model);
+    return rc;
+}
