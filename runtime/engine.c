@@ -62,8 +62,6 @@ static void engine_free(gr_engine *e)
 {
     if (e->ops && e->ops->destroy)
         e->ops->destroy(e);
-    for (int i = 0; i < e->n_heads; i++)
-        free(e->outputs[i]);
     gr_net_free(e->net);
     free(e);
 }
@@ -83,8 +81,6 @@ gr_status gr_engine_build(const gr_model *model, const gr_engine_options *opt, g
     if (!e)
         return GR_ERR_OUT_OF_MEMORY;
     e->opt = *opt;
-    e->opt.calib_images = NULL; /* the engine keeps no caller pointers past build */
-    e->opt.calib_cache = NULL;
     atomic_init(&e->busy, 0);
     gr_status st = gr_net_clone(model->net, &e->net);
     if (st != GR_OK) {
@@ -93,34 +89,29 @@ gr_status gr_engine_build(const gr_model *model, const gr_engine_options *opt, g
     }
     e->n_heads = gr_net_heads(e->net, e->head_layers, GR_MAX_HEADS);
     if (e->n_heads < 1) {
+        gr_fail(GR_ERR_UNSUPPORTED, "%s: network has no output layer", e->net->name);
         engine_free(e);
-        return gr_fail(GR_ERR_UNSUPPORTED, "%s: network has no output layer", e->net->name);
+        return GR_ERR_UNSUPPORTED;
     }
     for (int i = 0; i < e->n_heads; i++) {
         gr_shape s = e->net->layers[e->head_layers[i]].out;
         e->head_desc[i] = (gr_tensor_desc){opt->batch, s.c, s.h, s.w, GR_DTYPE_F32};
         size_t elems;
-        if (!gr_mul_size(gr_shape_elems(s), (size_t)opt->batch, &elems)) {
+        if (!gr_mul_size(gr_shape_elems(s), (size_t)opt->batch, &elems) ||
+            elems > GR_MAX_TENSOR_ELEMS) {
             engine_free(e);
-            return gr_fail(GR_ERR_LIMIT, "output %d of %d x %dx%dx%d overflows", i, opt->batch, s.c,
-                           s.h, s.w);
-        }
-        e->outputs[i] = gr_calloc(elems, sizeof(float), "engine output");
-        if (!e->outputs[i]) {
-            engine_free(e);
-            return GR_ERR_OUT_OF_MEMORY;
+            return gr_fail(GR_ERR_LIMIT, "output %d of %d x %dx%dx%d is too large", i, opt->batch,
+                           s.c, s.h, s.w);
         }
     }
+    e->input_u8 = 1;
 
     gr_device device = opt->device;
     if (device == GR_DEVICE_AUTO)
         device = gr_cuda_device_count() > 0 ? GR_DEVICE_GPU : GR_DEVICE_CPU;
     e->device = device;
-    /* The caller's calibration inputs are only read during build. */
-    gr_engine_options build_opt = *opt;
-    e->opt.calib_images = build_opt.calib_images;
-    e->opt.calib_cache = build_opt.calib_cache;
     st = device == GR_DEVICE_GPU ? gr_backend_gpu_init(e) : gr_backend_cpu_init(e);
+    /* The caller's calibration inputs are read during build only: keep no pointers to them. */
     e->opt.calib_images = NULL;
     e->opt.calib_cache = NULL;
     if (st != GR_OK) {
@@ -166,10 +157,8 @@ gr_status gr_engine_output_desc(const gr_engine *engine, int index, gr_tensor_de
     return GR_OK;
 }
 
-static gr_status run(gr_engine *e, const float *f32, const uint8_t *u8)
+static gr_status enter(gr_engine *e)
 {
-    if (!e || (!f32 && !u8))
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_run: NULL %s", e ? "input" : "engine");
     if (e->failed)
         return gr_engine_fail(e, gr_fail(GR_ERR_STATE,
                                          "engine is unusable after an earlier failure: %s",
@@ -179,7 +168,11 @@ static gr_status run(gr_engine *e, const float *f32, const uint8_t *u8)
         return gr_fail(GR_ERR_BUSY,
                        "engine is already running on another thread (one thread per engine at a "
                        "time; build one engine per thread)");
-    gr_status st = e->ops->run(e, f32, u8);
+    return GR_OK;
+}
+
+static gr_status leave(gr_engine *e, gr_status st)
+{
     if (st == GR_OK)
         e->has_run = 1;
     else
@@ -188,9 +181,52 @@ static gr_status run(gr_engine *e, const float *f32, const uint8_t *u8)
     return st;
 }
 
-gr_status gr_engine_run_f32(gr_engine *engine, const float *input) { return run(engine, input, NULL); }
+static gr_status run_copy(gr_engine *e, const void *input, int u8)
+{
+    if (!e || !input)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_run: NULL %s", e ? "input" : "engine");
+    GR_TRY(enter(e));
+    void *buffer;
+    size_t bytes;
+    gr_status st = e->ops->input_buffer(e, u8, &buffer, &bytes);
+    if (st == GR_OK) {
+        memcpy(buffer, input, bytes);
+        st = e->ops->run(e, u8);
+    }
+    return leave(e, st);
+}
 
-gr_status gr_engine_run_u8(gr_engine *engine, const uint8_t *input) { return run(engine, NULL, input); }
+gr_status gr_engine_run_f32(gr_engine *engine, const float *input) { return run_copy(engine, input, 0); }
+
+gr_status gr_engine_run_u8(gr_engine *engine, const uint8_t *input) { return run_copy(engine, input, 1); }
+
+gr_status gr_engine_input_buffer(gr_engine *engine, int u8, void **buffer, size_t *bytes)
+{
+    if (!engine || !buffer || !bytes)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_input_buffer: NULL argument");
+    GR_TRY(engine->ops->input_buffer(engine, u8 != 0, buffer, bytes));
+    engine->input_u8 = u8 != 0;
+    return GR_OK;
+}
+
+gr_status gr_engine_run(gr_engine *engine)
+{
+    if (!engine)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_run: NULL engine");
+    GR_TRY(enter(engine));
+    return leave(engine, engine->ops->run(engine, engine->input_u8));
+}
+
+gr_status gr_engine_run_async(gr_engine *engine, void *cuda_stream, void *done_event)
+{
+    if (!engine)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_run_async: NULL engine");
+    if (!engine->ops->run_async)
+        return gr_fail(GR_ERR_UNSUPPORTED, "gr_engine_run_async: the %s backend runs synchronously "
+                                           "only; use gr_engine_run()", engine->ops->name);
+    GR_TRY(enter(engine));
+    return leave(engine, engine->ops->run_async(engine, cuda_stream, done_event));
+}
 
 gr_status gr_engine_output(const gr_engine *engine, int index, const float **data)
 {

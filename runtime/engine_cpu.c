@@ -9,7 +9,8 @@
 #include "runtime/reference.h"
 
 typedef struct cpu_state {
-    float *input; /* batch x c x h x w, for u8 input conversion */
+    float *input_f32;  /* batch x c x h x w in [0,1] */
+    uint8_t *input_u8; /* batch x h x w x c */
     float **layer_outputs;
 } cpu_state;
 
@@ -18,13 +19,31 @@ static void cpu_destroy(gr_engine *e)
     cpu_state *s = e->impl;
     if (!s)
         return;
-    free(s->input);
+    free(s->input_f32);
+    free(s->input_u8);
     free(s->layer_outputs);
+    for (int i = 0; i < e->n_heads; i++) {
+        free(e->outputs[i]);
+        e->outputs[i] = NULL;
+    }
     free(s);
     e->impl = NULL;
 }
 
-static gr_status cpu_run(gr_engine *e, const float *f32, const uint8_t *u8)
+static size_t input_elems(const gr_engine *e)
+{
+    return (size_t)e->net->c * (size_t)e->net->h * (size_t)e->net->w * (size_t)e->opt.batch;
+}
+
+static gr_status cpu_input_buffer(gr_engine *e, int u8, void **buffer, size_t *bytes)
+{
+    cpu_state *s = e->impl;
+    *buffer = u8 ? (void *)s->input_u8 : (void *)s->input_f32;
+    *bytes = input_elems(e) * (u8 ? 1 : sizeof(float));
+    return GR_OK;
+}
+
+static gr_status cpu_run(gr_engine *e, int u8)
 {
     cpu_state *s = e->impl;
     const gr_net *net = e->net;
@@ -34,17 +53,16 @@ static gr_status cpu_run(gr_engine *e, const float *f32, const uint8_t *u8)
         /* uint8 HWC -> float CHW in [0,1]. */
         size_t plane = (size_t)net->w * (size_t)net->h;
         for (int b = 0; b < batch; b++) {
-            const uint8_t *src = u8 + (size_t)b * plane * (size_t)net->c;
-            float *dst = s->input + (size_t)b * plane * (size_t)net->c;
+            const uint8_t *src = s->input_u8 + (size_t)b * plane * (size_t)net->c;
+            float *dst = s->input_f32 + (size_t)b * plane * (size_t)net->c;
             for (size_t p = 0; p < plane; p++)
                 for (int ch = 0; ch < net->c; ch++)
                     dst[(size_t)ch * plane + p] = (float)src[p * (size_t)net->c + (size_t)ch] / 255.0f;
         }
-        f32 = s->input;
     }
     double t1 = gr_now_us();
     memset(s->layer_outputs, 0, (size_t)net->n_layers * sizeof *s->layer_outputs);
-    gr_status st = gr_reference_forward(net, f32, batch, 0, s->layer_outputs);
+    gr_status st = gr_reference_forward(net, s->input_f32, batch, 0, s->layer_outputs);
     double t2 = gr_now_us();
     if (st == GR_OK) {
         for (int i = 0; i < e->n_heads; i++) {
@@ -61,7 +79,7 @@ static gr_status cpu_run(gr_engine *e, const float *f32, const uint8_t *u8)
     return st;
 }
 
-static const gr_backend_ops cpu_ops = {"cpu", cpu_run, cpu_destroy};
+static const gr_backend_ops cpu_ops = {"cpu", cpu_input_buffer, cpu_run, NULL, cpu_destroy};
 
 gr_status gr_backend_cpu_init(gr_engine *e)
 {
@@ -74,11 +92,18 @@ gr_status gr_backend_cpu_init(gr_engine *e)
         return GR_ERR_OUT_OF_MEMORY;
     e->impl = s;
     e->ops = &cpu_ops;
-    size_t elems = (size_t)e->net->c * (size_t)e->net->h * (size_t)e->net->w * (size_t)e->opt.batch;
-    s->input = gr_calloc(elems, sizeof(float), "CPU engine input");
+    s->input_f32 = gr_calloc(input_elems(e), sizeof(float), "CPU engine input");
+    s->input_u8 = gr_calloc(input_elems(e), 1, "CPU engine input");
     s->layer_outputs = gr_calloc((size_t)e->net->n_layers, sizeof(float *), "CPU engine outputs");
-    if (!s->input || !s->layer_outputs)
+    if (!s->input_f32 || !s->input_u8 || !s->layer_outputs)
         return GR_ERR_OUT_OF_MEMORY;
+    for (int i = 0; i < e->n_heads; i++) {
+        const gr_tensor_desc *d = &e->head_desc[i];
+        e->outputs[i] = gr_calloc((size_t)d->n * (size_t)d->c * (size_t)d->h * (size_t)d->w,
+                                  sizeof(float), "CPU engine output");
+        if (!e->outputs[i])
+            return GR_ERR_OUT_OF_MEMORY;
+    }
     snprintf(e->device_name, sizeof e->device_name, "CPU reference");
     return GR_OK;
 }

@@ -2,8 +2,8 @@
  *
  * An engine is a front (this struct: options, output buffers, detection, timing, error message,
  * the busy flag that rejects concurrent runs) and a backend that executes: the CPU reference
- * (engine_cpu.c) or the CUDA engine (gpu_engine.c). Backends fill `outputs` (float NCHW, one per
- * head) and `timing` on each run. */
+ * (engine_cpu.c) or the CUDA engine (gpu_engine.c). Backends own the input staging buffer and the
+ * output buffers (float NCHW, one per head) and fill `timing` on each run. */
 #ifndef GR_RUNTIME_ENGINE_INTERNAL_H
 #define GR_RUNTIME_ENGINE_INTERNAL_H
 
@@ -23,8 +23,12 @@ typedef struct gr_backend gr_backend;
 
 typedef struct gr_backend_ops {
     const char *name;
-    /* input is float NCHW in [0,1] (f32 != NULL) or uint8 HWC (u8 != NULL), batch images. */
-    gr_status (*run)(gr_engine *e, const float *f32, const uint8_t *u8);
+    /* The backend's input staging buffer: uint8 HWC (u8 = 1) or float CHW in [0,1]. */
+    gr_status (*input_buffer)(gr_engine *e, int u8, void **buffer, size_t *bytes);
+    /* Run on the staging buffer of that type. Fills e->outputs and e->timing. */
+    gr_status (*run)(gr_engine *e, int u8);
+    /* Asynchronous run on a caller's stream; NULL when the backend cannot. */
+    gr_status (*run_async)(gr_engine *e, void *stream, void *event);
     void (*destroy)(gr_engine *e);
 } gr_backend_ops;
 
@@ -36,7 +40,9 @@ struct gr_engine {
     int n_heads;
     int head_layers[GR_MAX_HEADS];
     gr_tensor_desc head_desc[GR_MAX_HEADS];
-    float *outputs[GR_MAX_HEADS]; /* raw head outputs of the last run, float NCHW */
+    float *outputs[GR_MAX_HEADS]; /* raw head outputs of the last run, float NCHW; set by the
+                                     backend, which owns them (pinned memory on the GPU) */
+    int input_u8;          /* type of the staging buffer gr_engine_run() reads */
     int has_run;
     int failed;            /* a run failed in a way that leaves the engine unusable */
     gr_timing timing;

@@ -201,6 +201,19 @@ gr_status gr_engine_run_f32(gr_engine *engine, const float *input);
 /* Run on letterboxed uint8 interleaved HWC input (batch images back to back). Synchronous. */
 gr_status gr_engine_run_u8(gr_engine *engine, const uint8_t *input);
 
+/* Zero-copy input: the engine's own input buffer (pinned host memory on the GPU), of the
+ * engine's input type: uint8 HWC when `u8` is 1, float CHW otherwise; batch images back to back.
+ * Write the input there, then call gr_engine_run(). *bytes receives its size. */
+gr_status gr_engine_input_buffer(gr_engine *engine, int u8, void **buffer, size_t *bytes);
+/* Run on what is in the input buffer (of the type last asked for with gr_engine_input_buffer;
+ * uint8 by default). Synchronous; on the GPU exactly one graph launch and one synchronization. */
+gr_status gr_engine_run(gr_engine *engine);
+/* Asynchronous run on the caller's CUDA stream (a cudaStream_t passed as void *; NULL = the
+ * engine's own stream). The input buffer must be filled and must not be touched until `done_event`
+ * (a cudaEvent_t the caller created, or NULL) has completed; outputs are valid after it. GPU only.
+ * gr_engine_output/gr_engine_detect must not be called before the event completes. */
+gr_status gr_engine_run_async(gr_engine *engine, void *cuda_stream, void *done_event);
+
 /* Raw output `index` of the last run: float NCHW, valid until the next run or destroy. */
 gr_status gr_engine_output(const gr_engine *engine, int index, const float **data);
 
