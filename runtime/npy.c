@@ -202,6 +202,7 @@ static gr_status parse_header(npy_parser *ps, int *dims, int *ndim, int max_ndim
             return parse_error(ps, "expected ':' after a key");
         if (strcmp(key, "descr") == 0) {
             char descr[32];
+            skip_space(ps);
             size_t at = ps->pos;
             GR_TRY(parse_string(ps, descr, sizeof descr));
             if (strcmp(descr, "<f4") != 0) {
@@ -213,6 +214,7 @@ static gr_status parse_header(npy_parser *ps, int *dims, int *ndim, int max_ndim
             have_descr = true;
         } else if (strcmp(key, "fortran_order") == 0) {
             bool fortran = false;
+            skip_space(ps);
             size_t at = ps->pos;
             GR_TRY(parse_bool(ps, &fortran));
             if (fortran)
