@@ -89,9 +89,11 @@ START_TEST(test_region_thresholds_are_strict)
     gr_op_params p = voc_region();
     gr_shape s = {125, 13, 13};
     float *t = calloc(125 * 13 * 13, sizeof *t);
-    /* Objectness exactly at the threshold: skipped (Darknet keeps obj > thresh). */
+    /* Objectness exactly at the threshold: skipped (Darknet keeps obj > thresh). With real
+     * class probabilities (<= 1) the product test alone would reject it too, so the class value
+     * here is 1.5 to make the objectness gate itself observable: 0.5 * 1.5 = 0.75. */
     set_entry(t, 13, 13, 25, 0, 4, 0, 0, 0.5f);
-    set_entry(t, 13, 13, 25, 0, 5, 0, 0, 1.0f);
+    set_entry(t, 13, 13, 25, 0, 5, 0, 0, 1.5f);
     /* Objectness passes but 0.6 * 0.8 = 0.48 does not. */
     set_entry(t, 13, 13, 25, 1, 4, 1, 1, 0.6f);
     set_entry(t, 13, 13, 25, 1, 5, 1, 1, 0.8f);
@@ -160,8 +162,10 @@ START_TEST(test_yolo_decode_box_and_classes)
     one[1].class_id = -7;
     ck_assert_int_eq(gr_decode_yolo(&p, t, s, 416, 416, 0.5f, one, 1), 2);
     ck_assert_int_eq(one[1].class_id, -7);
-    /* Objectness at the threshold is skipped. */
+    /* Objectness at the threshold is skipped even though 0.5 * 1.2 = 0.6 would pass (a class
+     * value above 1 only to make the objectness gate observable). */
     set_entry(t, 13, 13, 85, 1, 4, 2, 10, 0.5f);
+    set_entry(t, 13, 13, 85, 1, 5 + 16, 2, 10, 1.2f);
     ck_assert_int_eq(gr_decode_yolo(&p, t, s, 416, 416, 0.5f, NULL, 0), 0);
     free(t);
 }
