@@ -446,8 +446,15 @@ gr_status gr_detect_heads(const gr_head_output *heads, int n_heads, int net_w, i
     if (!all)
         return GR_ERR_OUT_OF_MEMORY;
     int count = 0;
-    for (int h = 0; h < n_heads; h++)
-        count += decode_head(&heads[h], net_w, net_h, opt->thresh, all + count, (int)total - count);
+    for (int h = 0; h < n_heads; h++) {
+        int c = decode_head(&heads[h], net_w, net_h, opt->thresh, all + count, (int)total - count);
+        if (c < 0 || c > (int)total - count) { /* the same call counted differently above */
+            free(all);
+            return gr_fail(GR_ERR_INTERNAL, "detect: head %d decoded %d boxes, counted fewer", h,
+                           c);
+        }
+        count += c;
+    }
 
     int im_w = opt->image_w ? opt->image_w : net_w;
     int im_h = opt->image_h ? opt->image_h : net_h;
