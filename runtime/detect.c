@@ -88,8 +88,8 @@ static bool check_decode_args(const char *who, const gr_op_params *p, const floa
     return true;
 }
 
-int gr_decode_region(const gr_op_params *p, const float *activated, gr_shape s, int net_w, int net_h,
-                     float thresh, gr_detection *out, int max_out)
+int gr_decode_region(const gr_op_params *p, const float *activated, gr_shape s, int net_w,
+                     int net_h, float thresh, gr_detection *out, int max_out)
 {
     if (!check_decode_args("region decode", p, activated, s, net_w, net_h, out, max_out))
         return -1;

@@ -22,8 +22,8 @@
  * when max_out is 0) and returns how many there are in total (so a call with max_out 0 counts
  * them), or -1 with gr_last_error() set when the params and shape disagree. Boxes are in
  * network-input pixels (net_w x net_h), unclipped. */
-int gr_decode_region(const gr_op_params *p, const float *activated, gr_shape s, int net_w, int net_h,
-                     float thresh, gr_detection *out, int max_out);
+int gr_decode_region(const gr_op_params *p, const float *activated, gr_shape s, int net_w,
+                     int net_h, float thresh, gr_detection *out, int max_out);
 
 /* Decode a yolo (YOLOv3) head: channel n*(5+classes)+e for the n_mask anchors picked by mask
  * (anchors in network pixels), logistic already applied to x, y, objectness and classes. Same

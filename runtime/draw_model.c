@@ -8,7 +8,8 @@ static const char *model_label(const void *ctx, int class_id)
     return gr_model_class_name((const gr_model *)ctx, class_id);
 }
 
-gr_status gr_image_draw_detections(gr_image *im, const gr_detection *dets, int n, const gr_model *model)
+gr_status gr_image_draw_detections(gr_image *im, const gr_detection *dets, int n,
+                                   const gr_model *model)
 {
     int classes = 0;
     if (model) {

@@ -209,7 +209,8 @@ START_TEST(test_rejects_truncated_data)
     temp_path(path, sizeof path);
     write_npy(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 23);
     /* The 60-character dict pads to a 118-byte header: data starts at byte 128. */
-    expect_failure(path, 8, GR_ERR_PARSE, "byte 128: truncated npy data: expected 24 bytes, found 23");
+    expect_failure(path, 8, GR_ERR_PARSE,
+                   "byte 128: truncated npy data: expected 24 bytes, found 23");
     unlink(path);
 }
 END_TEST
