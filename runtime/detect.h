@@ -1,0 +1,82 @@
+/* Detection heads to boxes: internal API behind gr_engine_detect() and the CLI.
+ *
+ * Pipeline, exactly as Darknet's test_detector runs it (DARKNET.md):
+ *   decode (gr_decode_region / gr_decode_yolo) on the ACTIVATED head tensor of one image
+ *     -> boxes in network-input pixels, one gr_detection per (box, class) whose prob > thresh
+ *   gr_detections_correct_letterbox -> original-image pixels (unclipped, Darknet's
+ *     correct_region_boxes / correct_yolo_boxes)
+ *   gr_nms_per_class                -> Darknet's do_nms_sort: per class, IoU > nms suppresses
+ *   gr_detections_clip              -> clipped to the image as Darknet's draw_detections does
+ * gr_detect_heads() runs the whole chain over every head of a network.
+ *
+ * Thresholds are strict like Darknet's: a box needs objectness > thresh and each class
+ * objectness * class_prob > thresh; NMS suppresses only when IoU > nms (equal is kept). */
+#ifndef GR_RUNTIME_DETECT_H
+#define GR_RUNTIME_DETECT_H
+
+#include "ops/ops.h"
+
+/* Decode a region (YOLOv2) head. `activated`: s.c x s.h x s.w floats, channel
+ * a*(coords+1+classes)+e with logistic already applied to x, y, objectness and softmax to the
+ * classes; anchors in grid cells. Writes at most max_out detections to `out` (out may be NULL
+ * when max_out is 0) and returns how many there are in total (so a call with max_out 0 counts
+ * them), or -1 with gr_last_error() set when the params and shape disagree. Boxes are in
+ * network-input pixels (net_w x net_h), unclipped. */
+int gr_decode_region(const gr_op_params *p, const float *activated, gr_shape s, int net_w,
+                     int net_h, float thresh, gr_detection *out, int max_out);
+
+/* Decode a yolo (YOLOv3) head: channel n*(5+classes)+e for the n_mask anchors picked by mask
+ * (anchors in network pixels), logistic already applied to x, y, objectness and classes. Same
+ * contract as gr_decode_region. */
+int gr_decode_yolo(const gr_op_params *p, const float *activated, gr_shape s, int net_w, int net_h,
+                   float thresh, gr_detection *out, int max_out);
+
+/* Darknet's letterbox geometry: the size (new_w, new_h) the im_w x im_h image is resized to
+ * inside net_w x net_h (integer division; at least 1 pixel, where Darknet would divide by zero
+ * or read garbage). Shared by the image letterbox and the box correction so they agree. */
+void gr_letterbox_size(int im_w, int im_h, int net_w, int net_h, int *new_w, int *new_h);
+
+/* Map boxes from network-input pixels of a letterboxed input back to pixels of the im_w x im_h
+ * original (Darknet's correct_*_boxes, including its (net_w - new_w)/2. offset). No clipping. */
+void gr_detections_correct_letterbox(gr_detection *d, int n, int net_w, int net_h, int im_w,
+                                     int im_h);
+
+/* Clip boxes to [0, im_w-1] x [0, im_h-1] (Darknet's draw_detections clip). NaN -> 0. */
+void gr_detections_clip(gr_detection *d, int n, int im_w, int im_h);
+
+/* Class-wise NMS with Darknet's do_nms_sort semantics: within each class, in order of
+ * decreasing prob, a kept box suppresses every later box whose IoU with it is > iou_thresh.
+ * Compacts the kept detections to the front of `d`, sorted by prob descending (ties: class,
+ * then original order), and returns their count; -1 (with a message) if scratch memory cannot
+ * be allocated, in which case `d` is unchanged. */
+int gr_nms_per_class(gr_detection *d, int n, float iou_thresh);
+
+/* Intersection over union of two corner boxes; 0 when they do not overlap or both are empty. */
+float gr_box_iou(const gr_detection *a, const gr_detection *b);
+
+/* One detection head of a network for one image: the region/yolo layer's params and its
+ * activated output. */
+typedef struct gr_head_output {
+    const gr_op_params *params; /* op must be GR_OP_REGION or GR_OP_YOLO */
+    const float *activated;
+    gr_shape shape;
+} gr_head_output;
+
+/* Decode every head, undo the letterbox to opt->image_w x image_h (0 = network size), run NMS
+ * (skipped when opt->nms == 0, as Darknet does) and clip. *dets is a malloc'd array (free with
+ * gr_detections_free; non-NULL even when *n is 0), sorted by prob descending. */
+gr_status gr_detect_heads(const gr_head_output *heads, int n_heads, int net_w, int net_h,
+                          const gr_detect_options *opt, gr_detection **dets, int *n);
+
+/* Darknet's get_color(c, x, max) for channel c (0 blue, 1 green, 2 red in Darknet's call order)
+ * and its per-class offset: the box colour of class_id among `classes`, as RGB bytes. */
+void gr_class_color(int class_id, int classes, uint8_t rgb[3]);
+
+/* Drawing without a model: `classes` sets the colour spread (<= 0: max class_id + 1), and
+ * `label` names a class (NULL, or returning NULL: "class N"). gr_image_draw_detections() is this
+ * with the model's class count and names. */
+typedef const char *(*gr_class_label_fn)(const void *ctx, int class_id);
+gr_status gr_draw_detections_labelled(gr_image *im, const gr_detection *dets, int n, int classes,
+                                      gr_class_label_fn label, const void *ctx);
+
+#endif
