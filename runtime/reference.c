@@ -131,16 +131,18 @@ static gr_status run_layers(const gr_net *net, const float *input, int batch,
 gr_status gr_reference_forward(const gr_net *net, const float *input, int batch, int keep_all,
                                float **outputs)
 {
-    if (!net || !input || !outputs)
+    if (!net || !outputs)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_reference_forward: NULL argument");
     if (net->n_layers < 1 || net->n_layers > GR_MAX_LAYERS || !net->layers)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_reference_forward: network has %d layers",
                        net->n_layers);
+    for (int i = 0; i < net->n_layers; i++)
+        outputs[i] = NULL;
+    if (!input)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_reference_forward: NULL input");
     if (batch < 1 || batch > GR_MAX_BATCH)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_reference_forward: batch %d not in 1..%d",
                        batch, GR_MAX_BATCH);
-    for (int i = 0; i < net->n_layers; i++)
-        outputs[i] = NULL;
     gr_shape in_shapes[GR_MAX_INPUTS];
     for (int i = 0; i < net->n_layers; i++)
         GR_TRY(check_layer(net, i, in_shapes));

@@ -13,7 +13,8 @@
    soon as no later layer reads them and left NULL). outputs must hold net->n_layers pointers; its
    incoming values are ignored. Conv and connected layers need weights attached. Every layer's
    shape is re-checked with its op's infer() before anything runs. On failure every outputs[i] is
-   NULL and the message names the layer (index, op, cfg line). */
+   NULL (unless net or outputs itself was unusable) and the message names the layer (index, op,
+   cfg line). */
 gr_status gr_reference_forward(const gr_net *net, const float *input, int batch, int keep_all,
                                float **outputs);
 
