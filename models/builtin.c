@@ -1,12 +1,12 @@
 /* Built-in models (cfg and class names compiled into the library by cmake/embed.cmake) and class
  * name lists. "yolo" is an alias of yolov2-tiny-voc (20 VOC classes); yolov2-tiny and yolov3-tiny
  * use the 80 COCO classes. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "models/embedded.h"
+#include "models/internal.h"
 #include "models/net.h"
 
 #define MAX_CLASS_NAMES GR_MAX_DIM
@@ -158,22 +158,10 @@ gr_status gr_net_load_class_names(gr_net *net, const char *path)
 {
     if (!net || !path)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_net_load_class_names: NULL argument");
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return gr_fail(GR_ERR_IO, "%s: cannot open class names: %s", path, strerror(errno));
-    size_t cap = MAX_NAMES_BYTES + 1;
-    char *text = gr_malloc(cap, "class names file");
-    if (!text) {
-        fclose(f);
-        return GR_ERR_OUT_OF_MEMORY;
-    }
-    size_t len = fread(text, 1, cap, f);
-    gr_status st = GR_OK;
-    if (ferror(f))
-        st = gr_fail(GR_ERR_IO, "%s: read error", path);
-    fclose(f);
-    if (st == GR_OK)
-        st = gr_net_set_class_names_text(net, text, len, path);
+    char *text;
+    size_t len;
+    GR_TRY(gr_read_small_file(path, MAX_NAMES_BYTES, "class names", &text, &len));
+    gr_status st = gr_net_set_class_names_text(net, text, len, path);
     free(text);
     return st;
 }

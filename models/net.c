@@ -1,8 +1,12 @@
 /* The network IR's small accessors: freeing, input shapes, and which layers are the outputs.
  * A "head" is the layer whose output the region/yolo decoder reads (the raw detector output the
  * engine hands back); a network without a decoder has its last layer as its only head. */
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "models/internal.h"
 #include "models/net.h"
 
 void gr_net_free(gr_net *net)
@@ -64,4 +68,53 @@ int gr_net_head_decoder(const gr_net *net, int head_index)
         seen++;
     }
     return -1;
+}
+
+gr_status gr_read_small_file(const char *path, size_t max_bytes, const char *what, char **text,
+                             size_t *len)
+{
+    *text = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return gr_fail(GR_ERR_IO, "%s: cannot open %s file: %s", path, what, strerror(errno));
+    size_t cap = 64 * 1024, used = 0;
+    char *buf = gr_malloc(cap + 1, what);
+    gr_status st = buf ? GR_OK : GR_ERR_OUT_OF_MEMORY;
+    while (st == GR_OK) {
+        if (used == cap) {
+            if (cap > max_bytes) {
+                st = gr_fail(GR_ERR_LIMIT, "%s: larger than %zu bytes: not a %s file", path,
+                             max_bytes, what);
+                break;
+            }
+            char *bigger = realloc(buf, 2 * cap + 1);
+            if (!bigger) {
+                st = gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory reading the %s file", path,
+                             what);
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+        size_t got = fread(buf + used, 1, cap - used, f);
+        used += got;
+        if (got == 0) {
+            if (ferror(f))
+                st = gr_fail(GR_ERR_IO, "%s: read error after %zu bytes", path, used);
+            break;
+        }
+    }
+    fclose(f);
+    if (st == GR_OK && used > max_bytes)
+        st = gr_fail(GR_ERR_LIMIT, "%s: larger than %zu bytes: not a %s file", path, max_bytes,
+                     what);
+    if (st != GR_OK) {
+        free(buf);
+        return st;
+    }
+    buf[used] = '\0';
+    *text = buf;
+    *len = used;
+    return GR_OK;
 }

@@ -696,8 +696,7 @@ static gr_status build_layer(const section_ctx *cx, gr_net *net, int index)
         in[k] = gr_net_input_shape(net, index, k);
     gr_status st = gr_op_get(op)->infer(&l->p, in, l->n_inputs, &l->out);
     if (st != GR_OK)
-        return gr_fail_prefix(st, "%s:%d: [%s] layer %d: ", cx->doc->source, cx->sec->line,
-                              cx->sec->name, index);
+        return gr_fail_prefix(st, "%s:%d: layer %d: ", cx->doc->source, cx->sec->line, index);
     /* Defensive: whatever infer() allows, the IR never holds an empty or absurd tensor. */
     if (l->out.c <= 0 || l->out.h <= 0 || l->out.w <= 0 || l->out.c > GR_MAX_DIM ||
         l->out.h > GR_MAX_DIM || l->out.w > GR_MAX_DIM ||
@@ -801,39 +800,10 @@ gr_status gr_net_parse_file(const char *path, gr_net **out)
     if (!out || !path)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_net_parse_file: NULL argument");
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return gr_fail(GR_ERR_IO, "%s: cannot open cfg: %s", path, strerror(errno));
-    /* Read at most one byte past the limit: a larger file is rejected without reading it all. */
-    size_t cap = 64 * 1024, len = 0;
-    char *text = gr_malloc(cap, "cfg file");
-    gr_status st = text ? GR_OK : GR_ERR_OUT_OF_MEMORY;
-    while (st == GR_OK) {
-        if (len == cap) {
-            if (cap > MAX_CFG_BYTES) {
-                st = gr_fail(GR_ERR_LIMIT, "%s: larger than %zu bytes: not a cfg", path,
-                             MAX_CFG_BYTES);
-                break;
-            }
-            char *bigger = realloc(text, cap * 2);
-            if (!bigger) {
-                st = gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory reading the cfg", path);
-                break;
-            }
-            text = bigger;
-            cap *= 2;
-        }
-        size_t got = fread(text + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f))
-                st = gr_fail(GR_ERR_IO, "%s: read error after %zu bytes", path, len);
-            break;
-        }
-    }
-    fclose(f);
-    if (st == GR_OK)
-        st = gr_net_parse(text, len, path, out);
+    char *text;
+    size_t len;
+    GR_TRY(gr_read_small_file(path, MAX_CFG_BYTES, "cfg", &text, &len));
+    gr_status st = gr_net_parse(text, len, path, out);
     free(text);
     return st;
 }

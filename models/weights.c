@@ -150,7 +150,7 @@ gr_status gr_net_load_weights_mem(gr_net *net, const uint8_t *data, size_t len, 
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_net_load_weights_mem: NULL argument");
     if (!source)
         source = "<weights>";
-    size_t header_bytes, n_floats;
+    size_t header_bytes = 0, n_floats = 0;
     GR_TRY(check_weights(net, data, len, len, source, &header_bytes, &n_floats));
     float *block = gr_calloc(n_floats, sizeof(float), "weights");
     if (!block)
