@@ -53,6 +53,9 @@ size_t gr_net_weights_file_size(const gr_net *net, size_t header_bytes);
 gr_status gr_net_load_weights(gr_net *net, const char *path);
 gr_status gr_net_load_weights_mem(gr_net *net, const uint8_t *data, size_t len, const char *source);
 
+/* Write the net's weights as a Darknet .weights file (header version 0.2.0, seen = 0). */
+gr_status gr_net_save_weights(const gr_net *net, const char *path);
+
 /* Deterministic synthetic weights from `seed` (see models/synthetic.c for the statistics). */
 gr_status gr_net_synthesize_weights(gr_net *net, uint64_t seed);
 

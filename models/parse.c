@@ -1,0 +1,809 @@
+/* Darknet .cfg parser: text -> gr_net (layer list with inferred shapes, no weights).
+ *
+ * Accepts what Darknet's parse.c accepts, with the same meaning:
+ *   - sections [net]/[network] (must come first), [convolutional]/[conv], [maxpool]/[max],
+ *     [avgpool]/[avg], [route], [shortcut], [upsample], [reorg], [connected]/[conn],
+ *     [softmax]/[soft], [region], [yolo]; names are case-sensitive as in Darknet;
+ *   - `key=value` lines; like Darknet's strip() every whitespace character is removed from a line
+ *     first, so "anchors = 1, 2" reads "anchors=1,2"; lines starting with '#' or ';' are comments;
+ *     blank lines and CRLF line ends are fine; a repeated key keeps its first value (Darknet's
+ *     option_find);
+ *   - Darknet's defaults (conv activation logistic, maxpool padding size-1, ...).
+ * Stricter than Darknet, because Darknet's leniency hides mistakes or is undefined behaviour:
+ *   - a key this section does not know is an error (Darknet only prints "Unused field"); the known
+ *     training keys of each section are accepted and ignored;
+ *   - keys that would change inference in ways graphrun does not implement (dilation, binary,
+ *     dontload, scale_x_y, ...) are accepted only at Darknet's default value, else
+ *     GR_ERR_UNSUPPORTED; so are valid Darknet sections graphrun does not run ([dropout], ...);
+ *   - numbers must be whole: "16abc" is an error where atoi() would read 16; an inline comment
+ *     after a value ("filters=16 # note") is allowed;
+ *   - conv `filters`, connected `output`, route `layers` and shortcut `from` are required;
+ *   - anchors must number exactly 2*num; route/shortcut indices must point at an earlier layer.
+ * Every error is one line "source:line: [section] what" with GR_ERR_PARSE, GR_ERR_LIMIT (absurd
+ * sizes, too many layers/inputs/anchors) or GR_ERR_UNSUPPORTED. No input crashes the parser:
+ * NUL bytes and other control characters, lines over 4096 bytes and files over 16 MiB are
+ * rejected before any parsing. */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/internal.h"
+#include "models/net.h"
+
+#define MAX_LINE 4096
+#define MAX_CFG_BYTES ((size_t)16 << 20)
+
+/* ---- section table ---------------------------------------------------------------------- */
+
+/* A key accepted only at Darknet's default value: other values change inference in ways
+ * graphrun does not implement. */
+typedef struct fixed_key {
+    const char *key;
+    double value;
+} fixed_key;
+
+typedef struct section_spec {
+    const char *name;          /* as written between the brackets */
+    const char *op_section;    /* the op's Darknet section (ops.def), or NULL for [net] */
+    const char *const *keys;   /* keys graphrun reads */
+    const char *const *ignored; /* training-only keys: accepted, ignored */
+    const fixed_key *fixed;
+} section_spec;
+
+#define END_KEYS NULL
+#define END_FIXED {NULL, 0.0}
+
+static const char *const net_keys[] = {"width", "height", "channels", END_KEYS};
+static const char *const net_ignored[] = {
+    "batch", "subdivisions", "learning_rate", "momentum", "decay", "time_steps", "notruth",
+    "random", "adam", "B1", "B2", "eps", "inputs", "max_crop", "min_crop", "max_ratio",
+    "min_ratio", "center", "clip", "angle", "aspect", "saturation", "exposure", "hue", "policy",
+    "burn_in", "power", "step", "scale", "steps", "scales", "gamma", "max_batches", "mosaic",
+    "mixup", "cutmix", "letter_box", "flip", "blur", "gaussian_noise", "track",
+    "augment_speed", "sequential_subdivisions", "init_sequential_subdivisions", "try_fix_nan",
+    "label_smooth_eps", "adversarial_lr", "loss_scale", "dynamic_minibatch", "optimized_memory",
+    "workspace_size_limit_MB", "ema_alpha", "resize_step", "attention", "mosaic_bound",
+    "contrastive", "unsupervised", "max_chart_loss", "equidistant_point", "burn_in_update",
+    "n", END_KEYS};
+static const fixed_key no_fixed[] = {END_FIXED};
+
+/* Keys Darknet's parse_network_cfg reads for every layer. */
+static const char *const layer_ignored[] = {"truth", "onlyforward", "stopbackward", "dontsave",
+                                            "learning_rate", "smooth", "train_only_bn",
+                                            "dont_update", "burnin_update", END_KEYS};
+static const fixed_key layer_fixed[] = {{"dontload", 0}, {"numload", 0}, {"dontloadscales", 0},
+                                        END_FIXED};
+
+static const char *const conv_keys[] = {"filters", "size", "stride", "pad", "padding", "groups",
+                                        "batch_normalize", "activation", END_KEYS};
+static const char *const conv_ignored[] = {"dot", "share_index", "assisted_excitation",
+                                           "coordconv", END_KEYS};
+static const fixed_key conv_fixed[] = {{"binary", 0},   {"xnor", 0},         {"flipped", 0},
+                                       {"dilation", 1}, {"antialiasing", 0}, {"deform", 0},
+                                       {"sway", 0},     {"rotate", 0},       {"stretch", 0},
+                                       {"stretch_sway", 0}, END_FIXED};
+
+static const char *const maxpool_keys[] = {"size", "stride", "padding", END_KEYS};
+static const fixed_key maxpool_fixed[] = {{"maxpool_depth", 0}, {"antialiasing", 0}, END_FIXED};
+
+static const char *const none_keys[] = {END_KEYS};
+
+static const char *const route_keys[] = {"layers", "groups", "group_id", END_KEYS};
+
+static const char *const shortcut_keys[] = {"from", "activation", END_KEYS};
+static const fixed_key shortcut_fixed[] = {{"alpha", 1}, {"beta", 1}, END_FIXED};
+
+static const char *const upsample_keys[] = {"stride", END_KEYS};
+static const fixed_key upsample_fixed[] = {{"scale", 1}, END_FIXED};
+
+static const char *const reorg_keys[] = {"stride", END_KEYS};
+static const fixed_key reorg_fixed[] = {{"reverse", 0}, {"flatten", 0}, {"extra", 0}, END_FIXED};
+
+static const char *const connected_keys[] = {"output", "activation", "batch_normalize", END_KEYS};
+
+static const char *const softmax_keys[] = {"groups", END_KEYS};
+static const char *const softmax_ignored[] = {"noloss", END_KEYS};
+static const fixed_key softmax_fixed[] = {{"temperature", 1}, {"spatial", 0}, END_FIXED};
+
+static const char *const region_keys[] = {"anchors", "classes", "coords", "num", "softmax",
+                                          END_KEYS};
+static const char *const region_ignored[] = {
+    "log", "sqrt", "background", "max", "jitter", "rescore", "thresh", "classfix", "absolute",
+    "random", "coord_scale", "object_scale", "noobject_scale", "mask_scale", "class_scale",
+    "bias_match", "focal_loss", "resize", END_KEYS};
+
+static const char *const yolo_keys[] = {"mask", "anchors", "classes", "num", END_KEYS};
+static const char *const yolo_ignored[] = {
+    "max", "jitter", "ignore_thresh", "truth_thresh", "random", "iou_normalizer",
+    "cls_normalizer", "obj_normalizer", "delta_normalizer", "iou_loss", "iou_thresh",
+    "iou_thresh_kind", "nms_kind", "beta_nms", "label_smooth_eps", "counters_per_class",
+    "objectness_smooth", "focal_loss", "resize", "max_delta", "uc_normalizer",
+    "track_history_size", "sim_thresh", "dets_for_track", "dets_for_show", "track_ciou_norm",
+    "embedding_layer", "show_details", END_KEYS};
+static const fixed_key yolo_fixed[] = {{"scale_x_y", 1}, {"new_coords", 0}, END_FIXED};
+
+static const char *const none_ignored[] = {END_KEYS};
+
+static const section_spec sections[] = {
+    {"net", NULL, net_keys, net_ignored, no_fixed},
+    {"network", NULL, net_keys, net_ignored, no_fixed},
+    {"convolutional", "convolutional", conv_keys, conv_ignored, conv_fixed},
+    {"conv", "convolutional", conv_keys, conv_ignored, conv_fixed},
+    {"maxpool", "maxpool", maxpool_keys, none_ignored, maxpool_fixed},
+    {"max", "maxpool", maxpool_keys, none_ignored, maxpool_fixed},
+    {"avgpool", "avgpool", none_keys, none_ignored, no_fixed},
+    {"avg", "avgpool", none_keys, none_ignored, no_fixed},
+    {"route", "route", route_keys, none_ignored, no_fixed},
+    {"shortcut", "shortcut", shortcut_keys, none_ignored, shortcut_fixed},
+    {"upsample", "upsample", upsample_keys, none_ignored, upsample_fixed},
+    {"reorg", "reorg", reorg_keys, none_ignored, reorg_fixed},
+    {"connected", "connected", connected_keys, none_ignored, no_fixed},
+    {"conn", "connected", connected_keys, none_ignored, no_fixed},
+    {"softmax", "softmax", softmax_keys, softmax_ignored, softmax_fixed},
+    {"soft", "softmax", softmax_keys, softmax_ignored, softmax_fixed},
+    {"region", "region", region_keys, region_ignored, no_fixed},
+    {"yolo", "yolo", yolo_keys, yolo_ignored, yolo_fixed},
+};
+
+/* Valid Darknet sections graphrun does not run. */
+static const char *const unsupported_sections[] = {
+    "local", "deconvolutional", "deconv", "activation", "logistic", "l2norm", "rnn", "gru",
+    "lstm", "crnn", "conv_lstm", "crop", "cost", "detection", "dropout", "normalization", "lrn",
+    "batchnorm", "iseg", "xnor", "scale_channels", "sam", "local_avgpool", "Gaussian_yolo",
+    "gaussian_yolo", "empty", "silence", "implicit_add", "implicit_mul", "contrastive",
+    "history", NULL};
+
+static const section_spec *find_section_spec(const char *name)
+{
+    for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++)
+        if (strcmp(sections[i].name, name) == 0)
+            return &sections[i];
+    return NULL;
+}
+
+static bool in_list(const char *const *list, const char *key)
+{
+    for (; *list; list++)
+        if (strcmp(*list, key) == 0)
+            return true;
+    return false;
+}
+
+static const fixed_key *find_fixed(const fixed_key *list, const char *key)
+{
+    for (; list->key; list++)
+        if (strcmp(list->key, key) == 0)
+            return list;
+    return NULL;
+}
+
+/* ---- tokenizing -------------------------------------------------------------------------- */
+
+typedef struct cfg_entry {
+    int line;
+    char *key;
+    char *value; /* "" when empty */
+} cfg_entry;
+
+typedef struct cfg_section {
+    int line;
+    char *name; /* without brackets */
+    const section_spec *spec;
+    int first_entry, n_entries;
+} cfg_section;
+
+typedef struct cfg_doc {
+    const char *source;
+    char *text; /* mutable copy, lines cut in place */
+    cfg_entry *entries;
+    int n_entries;
+    cfg_section *sections;
+    int n_sections;
+} cfg_doc;
+
+static void doc_free(cfg_doc *doc)
+{
+    free(doc->text);
+    free(doc->entries);
+    free(doc->sections);
+}
+
+static bool is_cfg_space(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\v' || ch == '\f';
+}
+
+/* Reject anything that is not text before looking at it as a cfg. */
+static gr_status check_text(const char *text, size_t len, const char *source)
+{
+    if (len > MAX_CFG_BYTES)
+        return gr_fail(GR_ERR_LIMIT, "%s: %zu bytes is too large for a cfg (limit %zu bytes)",
+                       source, len, MAX_CFG_BYTES);
+    int line = 1;
+    size_t line_start = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)text[i];
+        if (ch == '\n') {
+            line++;
+            line_start = i + 1;
+            continue;
+        }
+        if ((ch < 0x20 && !is_cfg_space((char)ch)) || ch == 0x7f)
+            return gr_fail(GR_ERR_PARSE,
+                           "%s:%d: binary data (byte 0x%02x at offset %zu): not a text cfg",
+                           source, line, ch, i);
+        if (i - line_start >= MAX_LINE)
+            return gr_fail(GR_ERR_LIMIT, "%s:%d: line longer than %d bytes", source, line,
+                           MAX_LINE);
+    }
+    return GR_OK;
+}
+
+/* Remove every whitespace character in place (Darknet's strip()). */
+static void strip_all_space(char *s)
+{
+    char *dst = s;
+    for (char *src = s; *src; src++)
+        if (!is_cfg_space(*src))
+            *dst++ = *src;
+    *dst = '\0';
+}
+
+static gr_status tokenize(cfg_doc *doc, const char *text, size_t len)
+{
+    size_t n_lines = 1;
+    for (size_t i = 0; i < len; i++)
+        n_lines += text[i] == '\n';
+    doc->text = gr_malloc(len + 1, "cfg text");
+    doc->entries = gr_calloc(n_lines, sizeof *doc->entries, "cfg entries");
+    doc->sections = gr_calloc(n_lines, sizeof *doc->sections, "cfg sections");
+    if (!doc->text || !doc->entries || !doc->sections)
+        return GR_ERR_OUT_OF_MEMORY;
+    memcpy(doc->text, text, len);
+    doc->text[len] = '\0';
+
+    char *p = doc->text;
+    /* A UTF-8 byte order mark is an editor artefact, not content. */
+    if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0)
+        p += 3;
+    for (int line = 1; p; line++) {
+        char *nl = strchr(p, '\n');
+        if (nl)
+            *nl = '\0';
+        char *s = p;
+        p = nl ? nl + 1 : NULL;
+        strip_all_space(s);
+        if (s[0] == '\0' || s[0] == '#' || s[0] == ';')
+            continue;
+        if (s[0] == '[') {
+            size_t n = strlen(s);
+            if (n < 3 || s[n - 1] != ']')
+                return gr_fail(GR_ERR_PARSE, "%s:%d: malformed section header '%s'", doc->source,
+                               line, s);
+            s[n - 1] = '\0';
+            if (doc->n_sections > GR_MAX_LAYERS) /* [net] plus GR_MAX_LAYERS layers */
+                return gr_fail(GR_ERR_LIMIT, "%s:%d: too many layers (more than %d)", doc->source,
+                               line, GR_MAX_LAYERS);
+            cfg_section *sec = &doc->sections[doc->n_sections++];
+            sec->line = line;
+            sec->name = s + 1;
+            sec->first_entry = doc->n_entries;
+            continue;
+        }
+        char *eq = strchr(s, '=');
+        if (!eq)
+            return gr_fail(GR_ERR_PARSE, "%s:%d: expected 'key=value' or '[section]', found '%s'",
+                           doc->source, line, s);
+        if (doc->n_sections == 0)
+            return gr_fail(GR_ERR_PARSE, "%s:%d: 'key=value' before the first section (the cfg "
+                           "must start with [net])", doc->source, line);
+        *eq = '\0';
+        if (s[0] == '\0')
+            return gr_fail(GR_ERR_PARSE, "%s:%d: empty key before '='", doc->source, line);
+        char *value = eq + 1;
+        value[strcspn(value, "#;")] = '\0'; /* inline comment */
+        cfg_entry *e = &doc->entries[doc->n_entries++];
+        e->line = line;
+        e->key = s;
+        e->value = value;
+        doc->sections[doc->n_sections - 1].n_entries++;
+    }
+    return GR_OK;
+}
+
+/* ---- typed values ------------------------------------------------------------------------ */
+
+typedef struct section_ctx {
+    const cfg_doc *doc;
+    const cfg_section *sec;
+} section_ctx;
+
+static const cfg_entry *find_entry(const section_ctx *cx, const char *key)
+{
+    for (int i = 0; i < cx->sec->n_entries; i++) {
+        const cfg_entry *e = &cx->doc->entries[cx->sec->first_entry + i];
+        if (strcmp(e->key, key) == 0)
+            return e;
+    }
+    return NULL;
+}
+
+static gr_status fail_key(const section_ctx *cx, const cfg_entry *e, gr_status status,
+                          const char *what)
+{
+    return gr_fail(status, "%s:%d: [%s] key '%s': '%s' %s", cx->doc->source, e->line,
+                   cx->sec->name, e->key, e->value, what);
+}
+
+static bool parse_long(const char *s, long *out)
+{
+    if (!*s)
+        return false;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*end != '\0')
+        return false;
+    if (errno == ERANGE)
+        v = v < 0 ? LONG_MIN : LONG_MAX; /* reported as out of range by the caller */
+    *out = v;
+    return true;
+}
+
+static bool parse_double(const char *s, double *out)
+{
+    if (!*s)
+        return false;
+    char *end;
+    double v = strtod(s, &end);
+    if (*end != '\0' || !isfinite(v))
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Integer key in [lo, hi]; values below lo are parse errors, above hi limit errors. */
+static gr_status get_int(const section_ctx *cx, const char *key, bool required, int dflt, int lo,
+                         int hi, int *out)
+{
+    const cfg_entry *e = find_entry(cx, key);
+    if (!e) {
+        if (required)
+            return gr_fail(GR_ERR_PARSE, "%s:%d: [%s] missing required key '%s'",
+                           cx->doc->source, cx->sec->line, cx->sec->name, key);
+        *out = dflt;
+        return GR_OK;
+    }
+    long v;
+    if (!parse_long(e->value, &v))
+        return fail_key(cx, e, GR_ERR_PARSE, "is not an integer");
+    if (v < lo) {
+        char what[64];
+        if (lo == 1)
+            snprintf(what, sizeof what, "is not a positive integer");
+        else if (lo == 0)
+            snprintf(what, sizeof what, "is negative");
+        else
+            snprintf(what, sizeof what, "is below the minimum %d", lo);
+        return fail_key(cx, e, GR_ERR_PARSE, what);
+    }
+    if (v > hi) {
+        char what[64];
+        snprintf(what, sizeof what, "is too large (at most %d)", hi);
+        return fail_key(cx, e, GR_ERR_LIMIT, what);
+    }
+    *out = (int)v;
+    return GR_OK;
+}
+
+/* Comma-separated numbers. `count` receives how many; more than `max` is a limit error. */
+static gr_status get_list(const section_ctx *cx, const cfg_entry *e, bool integers, int max,
+                          const char *what, double *values, int *count)
+{
+    char item[MAX_LINE + 1];
+    const char *p = e->value;
+    int n = 0;
+    for (;;) {
+        size_t item_len = strcspn(p, ",");
+        memcpy(item, p, item_len);
+        item[item_len] = '\0';
+        double v;
+        long iv;
+        bool ok = integers ? parse_long(item, &iv) : parse_double(item, &v);
+        if (!ok) {
+            char msg[MAX_LINE + 64];
+            snprintf(msg, sizeof msg, "has %s item %d '%s', not %s", item_len ? "the" : "an empty",
+                     n + 1, item, integers ? "an integer" : "a number");
+            return fail_key(cx, e, GR_ERR_PARSE, msg);
+        }
+        if (n == max) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "has too many %s (at most %d)", what, max);
+            return fail_key(cx, e, GR_ERR_LIMIT, msg);
+        }
+        if (integers) {
+            if (iv < -GR_MAX_LAYERS - 1 || iv > GR_MAX_LAYERS)
+                iv = iv < 0 ? -GR_MAX_LAYERS - 1 : GR_MAX_LAYERS + 1; /* out of range anyway */
+            v = (double)iv;
+        }
+        values[n++] = v;
+        if (p[item_len] == '\0')
+            break;
+        p += item_len + 1;
+    }
+    *count = n;
+    return GR_OK;
+}
+
+static gr_status get_activation(const section_ctx *cx, gr_activation dflt, gr_activation *out)
+{
+    static const char *const darknet_only[] = {"loggy", "elu", "selu", "relie", "plse",
+                                               "hardtan", "lhtan", "ramp", "tanh", "stair",
+                                               "relu6", "hard_mish", "gelu",
+                                               "normalize_channels",
+                                               "normalize_channels_softmax",
+                                               "normalize_channels_softmax_maxval", NULL};
+    const cfg_entry *e = find_entry(cx, "activation");
+    if (!e) {
+        *out = dflt;
+        return GR_OK;
+    }
+    if (gr_activation_parse(e->value, out))
+        return GR_OK;
+    if (in_list(darknet_only, e->value))
+        return fail_key(cx, e, GR_ERR_UNSUPPORTED,
+                        "is a Darknet activation graphrun does not implement (linear, leaky, "
+                        "relu, logistic, mish, swish)");
+    return fail_key(cx, e, GR_ERR_PARSE,
+                    "is not an activation (linear, leaky, relu, logistic, mish, swish)");
+}
+
+/* Every key must be known to the section; keys that change inference must have their default. */
+static gr_status check_keys(const section_ctx *cx)
+{
+    const section_spec *spec = cx->sec->spec;
+    bool is_net = spec->op_section == NULL;
+    for (int i = 0; i < cx->sec->n_entries; i++) {
+        const cfg_entry *e = &cx->doc->entries[cx->sec->first_entry + i];
+        if (in_list(spec->keys, e->key) || in_list(spec->ignored, e->key))
+            continue;
+        if (!is_net && in_list(layer_ignored, e->key))
+            continue;
+        const fixed_key *fixed = find_fixed(spec->fixed, e->key);
+        if (!fixed && !is_net)
+            fixed = find_fixed(layer_fixed, e->key);
+        if (fixed) {
+            double v;
+            if (!parse_double(e->value, &v))
+                return fail_key(cx, e, GR_ERR_PARSE, "is not a number");
+            if (v != fixed->value) {
+                char what[128];
+                snprintf(what, sizeof what, "is not supported (graphrun implements only %g)",
+                         fixed->value);
+                return fail_key(cx, e, GR_ERR_UNSUPPORTED, what);
+            }
+            continue;
+        }
+        char known[512];
+        size_t used = 0;
+        known[0] = '\0';
+        for (const char *const *k = spec->keys; *k && used < sizeof known; k++)
+            used += (size_t)snprintf(known + used, sizeof known - used, "%s%s",
+                                     k == spec->keys ? "" : ", ", *k);
+        return gr_fail(GR_ERR_PARSE, "%s:%d: [%s] unknown key '%s' (known: %s%s)",
+                       cx->doc->source, e->line, cx->sec->name, e->key,
+                       known[0] ? known : "none", known[0] ? ", and Darknet training keys" : "");
+    }
+    return GR_OK;
+}
+
+/* ---- layers ------------------------------------------------------------------------------- */
+
+/* Absolute index of a route/shortcut reference written in the cfg at layer `index`. */
+static gr_status resolve_index(const section_ctx *cx, const cfg_entry *e, int index, long ref,
+                               int *out)
+{
+    long abs_index = ref < 0 ? index + ref : ref;
+    char what[128];
+    if (abs_index < 0) {
+        snprintf(what, sizeof what, "points before the first layer (layer %ld of this layer %d)",
+                 abs_index, index);
+        return fail_key(cx, e, GR_ERR_PARSE, what);
+    }
+    if (abs_index >= index) {
+        snprintf(what, sizeof what, "must point at an earlier layer (layer %ld is %s layer %d)",
+                 abs_index, abs_index == index ? "this" : "after this", index);
+        return fail_key(cx, e, GR_ERR_PARSE, what);
+    }
+    *out = (int)abs_index;
+    return GR_OK;
+}
+
+static gr_status parse_anchors(const section_ctx *cx, int num, gr_op_params *p)
+{
+    const cfg_entry *e = find_entry(cx, "anchors");
+    if (!e) {
+        for (int i = 0; i < 2 * num; i++)
+            p->anchors[i] = 0.5f; /* Darknet's default biases */
+        return GR_OK;
+    }
+    double values[2 * GR_MAX_ANCHORS];
+    int n;
+    GR_TRY(get_list(cx, e, false, 2 * GR_MAX_ANCHORS, "anchor values", values, &n));
+    if (n != 2 * num) {
+        char what[96];
+        snprintf(what, sizeof what, "has %d values; num=%d needs %d (w,h pairs)", n, num, 2 * num);
+        return fail_key(cx, e, GR_ERR_PARSE, what);
+    }
+    for (int i = 0; i < n; i++) {
+        if (!(values[i] > 0.0))
+            return fail_key(cx, e, GR_ERR_PARSE, "has an anchor that is not positive");
+        p->anchors[i] = (float)values[i];
+    }
+    return GR_OK;
+}
+
+static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int index)
+{
+    gr_op_params *p = &l->p;
+    const cfg_entry *e;
+    double values[GR_MAX_ANCHORS > GR_MAX_INPUTS ? GR_MAX_ANCHORS : GR_MAX_INPUTS];
+    int n;
+    /* Default: read the previous layer (or the network input for layer 0). */
+    l->n_inputs = 1;
+    l->inputs[0] = index - 1;
+
+    switch (p->op) {
+    case GR_OP_CONV: {
+        int pad_flag, padding;
+        GR_TRY(get_int(cx, "filters", true, 1, 1, GR_MAX_DIM, &p->filters));
+        GR_TRY(get_int(cx, "size", false, 1, 1, GR_MAX_DIM, &p->size));
+        GR_TRY(get_int(cx, "stride", false, 1, 1, GR_MAX_DIM, &p->stride));
+        GR_TRY(get_int(cx, "pad", false, 0, 0, 1, &pad_flag));
+        GR_TRY(get_int(cx, "padding", false, 0, 0, GR_MAX_DIM, &padding));
+        GR_TRY(get_int(cx, "groups", false, 1, 1, GR_MAX_DIM, &p->groups));
+        GR_TRY(get_int(cx, "batch_normalize", false, 0, 0, 1, &p->batch_normalize));
+        GR_TRY(get_activation(cx, GR_ACT_LOGISTIC, &p->activation));
+        p->pad = pad_flag ? p->size / 2 : padding;
+        break;
+    }
+    case GR_OP_MAXPOOL:
+        GR_TRY(get_int(cx, "stride", false, 1, 1, GR_MAX_DIM, &p->stride));
+        GR_TRY(get_int(cx, "size", false, p->stride, 1, GR_MAX_DIM, &p->size));
+        GR_TRY(get_int(cx, "padding", false, p->size - 1, 0, GR_MAX_DIM, &p->pad));
+        break;
+    case GR_OP_ROUTE: {
+        e = find_entry(cx, "layers");
+        if (!e)
+            return gr_fail(GR_ERR_PARSE, "%s:%d: [%s] missing required key 'layers'",
+                           cx->doc->source, cx->sec->line, cx->sec->name);
+        GR_TRY(get_list(cx, e, true, GR_MAX_INPUTS, "route inputs", values, &n));
+        for (int k = 0; k < n; k++)
+            GR_TRY(resolve_index(cx, e, index, (long)values[k], &l->inputs[k]));
+        l->n_inputs = n;
+        GR_TRY(get_int(cx, "groups", false, 1, 1, GR_MAX_DIM, &p->groups));
+        GR_TRY(get_int(cx, "group_id", false, 0, 0, GR_MAX_DIM, &p->group_id));
+        if (p->group_id >= p->groups)
+            return gr_fail(GR_ERR_PARSE, "%s:%d: [%s] group_id %d must be less than groups %d",
+                           cx->doc->source, cx->sec->line, cx->sec->name, p->group_id, p->groups);
+        break;
+    }
+    case GR_OP_SHORTCUT: {
+        e = find_entry(cx, "from");
+        if (!e)
+            return gr_fail(GR_ERR_PARSE, "%s:%d: [%s] missing required key 'from'",
+                           cx->doc->source, cx->sec->line, cx->sec->name);
+        GR_TRY(get_list(cx, e, true, 1, "layers (graphrun adds exactly one)", values, &n));
+        GR_TRY(resolve_index(cx, e, index, (long)values[0], &l->inputs[1]));
+        l->n_inputs = 2;
+        GR_TRY(get_activation(cx, GR_ACT_LINEAR, &p->activation));
+        break;
+    }
+    case GR_OP_UPSAMPLE:
+        GR_TRY(get_int(cx, "stride", false, 2, 1, GR_MAX_DIM, &p->stride));
+        break;
+    case GR_OP_REORG:
+        GR_TRY(get_int(cx, "stride", false, 1, 1, GR_MAX_DIM, &p->stride));
+        break;
+    case GR_OP_CONNECTED:
+        GR_TRY(get_int(cx, "output", true, 1, 1, GR_MAX_DIM, &p->filters));
+        GR_TRY(get_int(cx, "batch_normalize", false, 0, 0, 1, &p->batch_normalize));
+        GR_TRY(get_activation(cx, GR_ACT_LOGISTIC, &p->activation));
+        break;
+    case GR_OP_SOFTMAX:
+        GR_TRY(get_int(cx, "groups", false, 1, 1, GR_MAX_DIM, &p->groups));
+        break;
+    case GR_OP_REGION:
+        GR_TRY(get_int(cx, "classes", false, 20, 1, GR_MAX_DIM, &p->classes));
+        GR_TRY(get_int(cx, "coords", false, 4, 4, 4, &p->coords));
+        GR_TRY(get_int(cx, "num", false, 1, 1, GR_MAX_ANCHORS, &p->num));
+        GR_TRY(get_int(cx, "softmax", false, 0, 0, 1, &p->softmax));
+        GR_TRY(parse_anchors(cx, p->num, p));
+        break;
+    case GR_OP_YOLO:
+        GR_TRY(get_int(cx, "classes", false, 20, 1, GR_MAX_DIM, &p->classes));
+        GR_TRY(get_int(cx, "num", false, 1, 1, GR_MAX_ANCHORS, &p->num));
+        GR_TRY(parse_anchors(cx, p->num, p));
+        e = find_entry(cx, "mask");
+        if (e) {
+            GR_TRY(get_list(cx, e, true, GR_MAX_ANCHORS, "mask entries", values, &n));
+            for (int k = 0; k < n; k++) {
+                if (values[k] < 0 || values[k] >= p->num) {
+                    char what[96];
+                    snprintf(what, sizeof what, "has index %d outside the %d anchors",
+                             (int)values[k], p->num);
+                    return fail_key(cx, e, GR_ERR_PARSE, what);
+                }
+                p->mask[k] = (int)values[k];
+            }
+            p->n_mask = n;
+        } else {
+            for (int k = 0; k < p->num; k++)
+                p->mask[k] = k;
+            p->n_mask = p->num;
+        }
+        break;
+    default:
+        break; /* avgpool: no parameters */
+    }
+    return GR_OK;
+}
+
+/* Parameter floats of a conv / connected layer must stay addressable; everything else has none. */
+static gr_status check_param_count(const section_ctx *cx, const gr_net *net, int index)
+{
+    const gr_layer *l = &net->layers[index];
+    if (l->p.op != GR_OP_CONV && l->p.op != GR_OP_CONNECTED)
+        return GR_OK;
+    gr_shape in = gr_net_input_shape(net, index, 0);
+    size_t n = (size_t)l->p.filters, fan_in;
+    if (l->p.op == GR_OP_CONV) {
+        if (l->p.groups <= 0 || !gr_mul_size((size_t)(in.c / l->p.groups),
+                                             (size_t)l->p.size * (size_t)l->p.size, &fan_in))
+            fan_in = SIZE_MAX;
+    } else {
+        fan_in = gr_shape_elems(in);
+    }
+    size_t n_weights;
+    if (fan_in == SIZE_MAX || !gr_mul_size(n, fan_in, &n_weights) ||
+        n_weights > GR_MAX_TENSOR_ELEMS)
+        return gr_fail(GR_ERR_LIMIT, "%s:%d: [%s] layer %d has too many weights (more than %zu)",
+                       cx->doc->source, cx->sec->line, cx->sec->name, index,
+                       (size_t)GR_MAX_TENSOR_ELEMS);
+    return GR_OK;
+}
+
+static gr_status build_layer(const section_ctx *cx, gr_net *net, int index)
+{
+    gr_layer *l = &net->layers[index];
+    gr_op_kind op;
+    if (!gr_op_from_section(cx->sec->spec->op_section, &op))
+        return gr_fail(GR_ERR_INTERNAL, "%s:%d: [%s] has no op in ops/ops.def", cx->doc->source,
+                       cx->sec->line, cx->sec->name);
+    memset(l, 0, sizeof *l);
+    gr_op_params_default(op, &l->p);
+    l->p.op = op;
+    l->cfg_line = cx->sec->line;
+    GR_TRY(check_keys(cx));
+    GR_TRY(parse_layer_params(cx, l, index));
+
+    gr_shape in[GR_MAX_INPUTS];
+    for (int k = 0; k < l->n_inputs; k++)
+        in[k] = gr_net_input_shape(net, index, k);
+    gr_status st = gr_op_get(op)->infer(&l->p, in, l->n_inputs, &l->out);
+    if (st != GR_OK)
+        return gr_fail_prefix(st, "%s:%d: layer %d: ", cx->doc->source, cx->sec->line, index);
+    /* Defensive: whatever infer() allows, the IR never holds an empty or absurd tensor. */
+    if (l->out.c <= 0 || l->out.h <= 0 || l->out.w <= 0 || l->out.c > GR_MAX_DIM ||
+        l->out.h > GR_MAX_DIM || l->out.w > GR_MAX_DIM ||
+        gr_shape_elems(l->out) > GR_MAX_TENSOR_ELEMS)
+        return gr_fail(GR_ERR_LIMIT, "%s:%d: [%s] layer %d: output %dx%dx%d is empty or too large",
+                       cx->doc->source, cx->sec->line, cx->sec->name, index, l->out.c, l->out.h,
+                       l->out.w);
+    return check_param_count(cx, net, index);
+}
+
+static gr_status parse_net_section(const section_ctx *cx, gr_net *net)
+{
+    GR_TRY(check_keys(cx));
+    GR_TRY(get_int(cx, "width", true, 0, 1, GR_MAX_DIM, &net->w));
+    GR_TRY(get_int(cx, "height", true, 0, 1, GR_MAX_DIM, &net->h));
+    GR_TRY(get_int(cx, "channels", true, 0, 1, GR_MAX_DIM, &net->c));
+    gr_shape in = {net->c, net->h, net->w};
+    if (gr_shape_elems(in) > GR_MAX_TENSOR_ELEMS)
+        return gr_fail(GR_ERR_LIMIT, "%s:%d: [%s] input %dx%dx%d is too large", cx->doc->source,
+                       cx->sec->line, cx->sec->name, net->c, net->h, net->w);
+    return GR_OK;
+}
+
+static void set_name_from_source(gr_net *net, const char *source)
+{
+    const char *base = strrchr(source, '/');
+    base = base ? base + 1 : source;
+    snprintf(net->name, sizeof net->name, "%s", base);
+}
+
+static gr_status parse_doc(cfg_doc *doc, gr_net *net)
+{
+    if (doc->n_sections == 0)
+        return gr_fail(GR_ERR_PARSE, "%s:1: empty cfg: no sections (the first must be [net])",
+                       doc->source);
+    for (int i = 0; i < doc->n_sections; i++) {
+        cfg_section *sec = &doc->sections[i];
+        sec->spec = find_section_spec(sec->name);
+        if (!sec->spec) {
+            if (in_list(unsupported_sections, sec->name))
+                return gr_fail(GR_ERR_UNSUPPORTED,
+                               "%s:%d: section [%s] is valid Darknet but graphrun does not run it",
+                               doc->source, sec->line, sec->name);
+            return gr_fail(GR_ERR_PARSE, "%s:%d: unknown section [%s]", doc->source, sec->line,
+                           sec->name);
+        }
+        bool is_net = sec->spec->op_section == NULL;
+        if (i == 0 && !is_net)
+            return gr_fail(GR_ERR_PARSE, "%s:%d: first section is [%s]; a cfg must start with "
+                           "[net] or [network]", doc->source, sec->line, sec->name);
+        if (i > 0 && is_net)
+            return gr_fail(GR_ERR_PARSE, "%s:%d: a second [%s] section (only the first may be "
+                           "[net])", doc->source, sec->line, sec->name);
+    }
+    if (doc->n_sections == 1)
+        return gr_fail(GR_ERR_PARSE, "%s:%d: cfg has no layers after [%s]", doc->source,
+                       doc->sections[0].line, doc->sections[0].name);
+
+    section_ctx cx = {doc, &doc->sections[0]};
+    GR_TRY(parse_net_section(&cx, net));
+    net->n_layers = doc->n_sections - 1;
+    net->layers = gr_calloc((size_t)net->n_layers, sizeof *net->layers, "cfg layers");
+    if (!net->layers)
+        return GR_ERR_OUT_OF_MEMORY;
+    for (int i = 0; i < net->n_layers; i++) {
+        cx.sec = &doc->sections[i + 1];
+        GR_TRY(build_layer(&cx, net, i));
+    }
+    size_t n_floats;
+    return gr_net_param_floats(net, &n_floats);
+}
+
+gr_status gr_net_parse(const char *text, size_t len, const char *source, gr_net **out)
+{
+    if (!out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_net_parse: NULL output pointer");
+    *out = NULL;
+    if (!text && len > 0)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_net_parse: NULL text");
+    if (!source)
+        source = "<cfg>";
+    GR_TRY(check_text(text, len, source));
+
+    cfg_doc doc = {source, NULL, NULL, 0, NULL, 0};
+    gr_net *net = gr_calloc(1, sizeof *net, "network");
+    gr_status st = net ? tokenize(&doc, text ? text : "", len) : GR_ERR_OUT_OF_MEMORY;
+    if (st == GR_OK)
+        st = parse_doc(&doc, net);
+    doc_free(&doc);
+    if (st != GR_OK) {
+        gr_net_free(net);
+        return st;
+    }
+    set_name_from_source(net, source);
+    *out = net;
+    return GR_OK;
+}
+
+gr_status gr_net_parse_file(const char *path, gr_net **out)
+{
+    if (!out || !path)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_net_parse_file: NULL argument");
+    *out = NULL;
+    char *text;
+    size_t len;
+    GR_TRY(gr_read_small_file(path, MAX_CFG_BYTES, "cfg", &text, &len));
+    gr_status st = gr_net_parse(text, len, path, out);
+    free(text);
+    return st;
+}

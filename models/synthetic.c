@@ -1,0 +1,429 @@
+/* Deterministic synthetic weights: a stand-in for trained .weights files, so every built-in model
+ * runs (and can be benchmarked and tested) without downloading anything.
+ *
+ * The goal is a network that *looks* trained to everything downstream of the weights: activations
+ * neither vanish nor explode through the layers, batch norm really normalizes, and the detection
+ * heads produce a trained detector's value ranges, so the bundled photos give a few detections at
+ * Darknet's 0.5 threshold. The detections are of course meaningless.
+ *
+ * Generator (all random numbers from gr_rng; layer i uses its own stream seeded from (seed, i), so
+ * a layer's random draws do not depend on any other layer's shape or count):
+ *   - conv weights: N(0,1) * sqrt(2 / fan_in) (He initialisation, right for leaky/relu), fan_in =
+ *     (c / groups) * size * size; connected weights likewise with fan_in = inputs;
+ *   - batch-normalized conv: calibrated. A forward pass of a fixed synthetic input (below) through
+ *     the layers generated so far gives each output channel's pre-normalization mean m and variance
+ *     v; then rolling_mean = m + 0.05*N*sqrt(v), rolling_variance = v * U(0.8, 1.2) (always
+ *     positive; 1 for a channel that is constant on the input), scales = 1 + 0.1*N, biases =
+ *     0.05*N. So BN output is close to N(bias, scale^2) per channel, as in a trained net, and the
+ *     mean that maxpools add is removed again by the next layer's BN;
+ *   - conv without batch norm (not a head) and connected layers: biases 0.05*N; a connected
+ *     layer's BN, if any, is not calibrated: scales 1 + 0.1*N, rolling_mean 0.05*N,
+ *     rolling_variance U(0.8, 1.2);
+ *   - head convs (the conv feeding a [region] or [yolo] layer): after He initialisation each output
+ *     channel is rescaled (weights and bias; or the BN statistics if the head has BN) so that on the
+ *     calibration input it has
+ *       box offsets x, y, w, h:  mean 0, standard deviation 1;
+ *       objectness logit:        standard deviation 3, mean chosen so that about 8 anchor-cells of
+ *                                the head at full resolution exceed logit 2 (sigmoid 0.88) if the
+ *                                logits were normal: mean = 2 - 3*z with Q(z) = 8 / anchor-cells
+ *                                (about -5.4 for yolov2-tiny-voc's 13x13x5 head);
+ *       class logits:            standard deviation 3; mean 0 under [region]'s softmax, -6 under
+ *                                [yolo]'s independent logistic (so about one class per confident
+ *                                cell passes instead of half of them).
+ * Calibration input: one image of smooth random colour patterns (6 random sinusoids of 1 to 6
+ * cycles per image per channel, a shared luminance component and a little pixel noise, mean about
+ * 0.45, clamped to [0, 1]), from a fixed seed independent of `seed`. Per-channel statistics of a
+ * convolutional net are nearly resolution independent, so the pass runs at a reduced input size
+ * (the larger side scaled down to 160, sides multiples of 32: 160x160 for a 416x416 net, so the
+ * 13x13 layers are estimated from 5x5 = 25 positions) when every layer's shape can be re-inferred
+ * there and the net has no [connected] layer; otherwise at the full input size. The pass uses only
+ * the ops' CPU references. yolov2-tiny-voc synthesizes in about 0.9 s on one core (half of it
+ * drawing its 15.9M normal numbers, half the calibration pass). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/internal.h"
+#include "models/net.h"
+
+#define CAL_MAX_SIDE 160
+#define CAL_BATCH 1
+#define CAL_INPUT_SEED 0x677261706872756eULL /* "graphrun" */
+#define HEAD_CONFIDENT_CELLS 8.0
+#define HEAD_CONFIDENT_LOGIT 2.0
+#define HEAD_LOGIT_SPREAD 3.0
+#define YOLO_CLASS_MEAN -6.0
+
+typedef struct calib {
+    const gr_net *net;
+    gr_weights *views;  /* per layer, into the new block */
+    gr_shape input;     /* calibration input shape */
+    gr_shape *shapes;   /* per layer at the calibration size */
+    float **outputs;    /* per layer, CAL_BATCH images */
+    float *input_data;
+    int *decoder_of;    /* per layer: the region/yolo layer it feeds, or -1 */
+} calib;
+
+static gr_rng layer_rng(uint64_t seed, int layer)
+{
+    gr_rng r;
+    gr_rng_seed(&r, seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(layer + 1)));
+    return r;
+}
+
+/* Shapes of every layer for an input of `input`; false if some layer does not accept it. */
+static bool infer_shapes(const gr_net *net, gr_shape input, gr_shape *shapes)
+{
+    for (int i = 0; i < net->n_layers; i++) {
+        const gr_layer *l = &net->layers[i];
+        gr_shape in[GR_MAX_INPUTS];
+        for (int k = 0; k < l->n_inputs; k++)
+            in[k] = l->inputs[k] < 0 ? input : shapes[l->inputs[k]];
+        if (gr_op_get(l->p.op)->infer(&l->p, in, l->n_inputs, &shapes[i]) != GR_OK)
+            return false;
+    }
+    return true;
+}
+
+static void choose_calibration_size(calib *cal)
+{
+    const gr_net *net = cal->net;
+    gr_shape full = {net->c, net->h, net->w};
+    int side = net->w > net->h ? net->w : net->h;
+    bool has_connected = false;
+    for (int i = 0; i < net->n_layers; i++)
+        has_connected |= net->layers[i].p.op == GR_OP_CONNECTED;
+    if (side > CAL_MAX_SIDE && !has_connected) {
+        double scale = (double)CAL_MAX_SIDE / side;
+        gr_shape reduced = {net->c, (int)(net->h * scale) / 32 * 32, (int)(net->w * scale) / 32 * 32};
+        if (reduced.h < 32)
+            reduced.h = 32;
+        if (reduced.w < 32)
+            reduced.w = 32;
+        if (infer_shapes(net, reduced, cal->shapes)) {
+            cal->input = reduced;
+            return;
+        }
+    }
+    cal->input = full;
+    for (int i = 0; i < net->n_layers; i++)
+        cal->shapes[i] = net->layers[i].out;
+}
+
+static void make_calibration_input(calib *cal)
+{
+    gr_rng r;
+    gr_rng_seed(&r, CAL_INPUT_SEED);
+    const gr_shape s = cal->input;
+    enum { WAVES = 6 };
+    for (int b = 0; b < CAL_BATCH; b++) {
+        float *img = cal->input_data + (size_t)b * gr_shape_elems(s);
+        /* Luminance shared by all channels, then a colour pattern per channel. */
+        for (int c = -1; c < s.c; c++) {
+            double fx[WAVES], fy[WAVES], phase[WAVES];
+            for (int k = 0; k < WAVES; k++) {
+                fx[k] = 6.283185307179586 * (1.0 + 5.0 * (double)gr_rng_uniform(&r)) / s.w;
+                fy[k] = 6.283185307179586 * (1.0 + 5.0 * (double)gr_rng_uniform(&r)) / s.h;
+                phase[k] = 6.283185307179586 * (double)gr_rng_uniform(&r);
+            }
+            for (int ch = (c < 0 ? 0 : c); ch < (c < 0 ? s.c : c + 1); ch++) {
+                float *plane = img + (size_t)ch * (size_t)s.h * (size_t)s.w;
+                for (int y = 0; y < s.h; y++) {
+                    for (int x = 0; x < s.w; x++) {
+                        double v = 0.0;
+                        for (int k = 0; k < WAVES; k++)
+                            v += sin(fx[k] * x + fy[k] * y + phase[k]);
+                        float *px = &plane[(size_t)y * s.w + x];
+                        if (c < 0)
+                            *px = (float)(0.45 + 0.07 * v);
+                        else
+                            *px += (float)(0.04 * v) + 0.03f * gr_rng_normal(&r);
+                    }
+                }
+            }
+        }
+        for (size_t i = 0; i < gr_shape_elems(s); i++)
+            img[i] = img[i] < 0.0f ? 0.0f : img[i] > 1.0f ? 1.0f : img[i];
+    }
+}
+
+/* Per-channel mean and variance of a CAL_BATCH-image tensor. */
+static void channel_stats(const float *x, gr_shape s, int c, double *mean, double *var)
+{
+    const size_t plane = (size_t)s.h * (size_t)s.w;
+    double sum = 0.0, sum_sq = 0.0;
+    for (int b = 0; b < CAL_BATCH; b++) {
+        const float *p = x + (size_t)b * gr_shape_elems(s) + (size_t)c * plane;
+        for (size_t i = 0; i < plane; i++) {
+            sum += (double)p[i];
+            sum_sq += (double)p[i] * (double)p[i];
+        }
+    }
+    double n = (double)plane * CAL_BATCH;
+    *mean = sum / n;
+    *var = sum_sq / n - *mean * *mean;
+    if (*var < 0.0)
+        *var = 0.0;
+}
+
+/* Run layer i's reference on the calibration tensors with (p, w) into `out`. */
+static void run_layer(const calib *cal, int i, const gr_op_params *p, const gr_weights *w,
+                      float *out)
+{
+    const gr_layer *l = &cal->net->layers[i];
+    const float *in[GR_MAX_INPUTS];
+    gr_shape in_shapes[GR_MAX_INPUTS];
+    for (int k = 0; k < l->n_inputs; k++) {
+        int from = l->inputs[k];
+        in[k] = from < 0 ? cal->input_data : cal->outputs[from];
+        in_shapes[k] = from < 0 ? cal->input : cal->shapes[from];
+    }
+    gr_op_get(p->op)->ref(p, w, in, in_shapes, l->n_inputs, out, cal->shapes[i], CAL_BATCH);
+}
+
+/* N(mean, stddev^2) values by Marsaglia's polar method (both values of each pair, no
+ * trigonometry): drawing the weights is most of the generator's time. Double precision, so the
+ * sequence only depends on gr_rng and a correctly rounding sqrt/log. */
+static void fill_normal(gr_rng *r, float *x, size_t n, double mean, double stddev)
+{
+    for (size_t i = 0; i < n; i += 2) {
+        double u, v, s;
+        do {
+            u = (double)(gr_rng_u64(r) >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+            v = (double)(gr_rng_u64(r) >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+            s = u * u + v * v;
+        } while (s >= 1.0 || s == 0.0);
+        double m = stddev * sqrt(-2.0 * log(s) / s);
+        x[i] = (float)(mean + u * m);
+        if (i + 1 < n)
+            x[i + 1] = (float)(mean + v * m);
+    }
+}
+
+/* z with P(N(0,1) > z) = tail, by bisection (tail in (0, 0.5]). */
+static double normal_upper_quantile(double tail)
+{
+    double lo = 0.0, hi = 10.0;
+    for (int it = 0; it < 80; it++) {
+        double mid = 0.5 * (lo + hi);
+        if (0.5 * erfc(mid / sqrt(2.0)) > tail)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return 0.5 * (lo + hi);
+}
+
+/* Target mean and standard deviation of head channel `ch` feeding decoder `dec`. */
+static void head_target(const gr_net *net, int head, const gr_layer *dec, int ch, double *mean,
+                        double *stddev)
+{
+    int coords = dec->p.op == GR_OP_REGION ? dec->p.coords : 4;
+    int entries = coords + 1 + dec->p.classes;
+    int e = ch % entries;
+    if (e < coords) {
+        *mean = 0.0;
+        *stddev = 1.0;
+        return;
+    }
+    *stddev = HEAD_LOGIT_SPREAD;
+    if (e > coords) {
+        *mean = dec->p.op == GR_OP_YOLO ? YOLO_CLASS_MEAN : 0.0;
+        return;
+    }
+    const gr_shape out = net->layers[head].out;
+    double anchor_cells = (double)out.h * out.w * (double)(out.c / entries);
+    double tail = HEAD_CONFIDENT_CELLS / anchor_cells;
+    if (tail > 0.5)
+        tail = 0.5;
+    *mean = HEAD_CONFIDENT_LOGIT - HEAD_LOGIT_SPREAD * normal_upper_quantile(tail);
+}
+
+/* Pre-normalization output of conv layer i (zero bias, no BN, linear) into cal->outputs[i]. */
+static void run_conv_linear(const calib *cal, int i, const gr_weights *w, float *zero_bias)
+{
+    gr_op_params p = cal->net->layers[i].p;
+    p.batch_normalize = 0;
+    p.activation = GR_ACT_LINEAR;
+    gr_weights plain = *w;
+    plain.biases = zero_bias;
+    plain.scales = plain.rolling_mean = plain.rolling_variance = NULL;
+    run_layer(cal, i, &p, &plain, cal->outputs[i]);
+}
+
+/* Apply Darknet's inference batch norm and the activation in place (as the conv reference does). */
+static void apply_bn(float *x, gr_shape s, const gr_op_params *p, const gr_weights *w)
+{
+    const size_t plane = (size_t)s.h * (size_t)s.w;
+    for (int b = 0; b < CAL_BATCH; b++) {
+        for (int c = 0; c < s.c; c++) {
+            float *v = x + (size_t)b * gr_shape_elems(s) + (size_t)c * plane;
+            double denom = sqrt((double)w->rolling_variance[c]) + (double)GR_BN_EPSILON;
+            for (size_t k = 0; k < plane; k++) {
+                float normalized = (float)((double)(v[k] - w->rolling_mean[c]) / denom);
+                v[k] = gr_activate(normalized * w->scales[c] + w->biases[c], p->activation);
+            }
+        }
+    }
+}
+
+static void synthesize_conv(calib *cal, int i, gr_rng *r, float *zero_bias)
+{
+    const gr_net *net = cal->net;
+    const gr_layer *l = &net->layers[i];
+    gr_weights *w = &cal->views[i];
+    const gr_shape s = cal->shapes[i];
+    size_t fan_in = w->n_weights / (size_t)w->n;
+    fill_normal(r, w->weights, w->n_weights, 0.0, sqrt(2.0 / (double)fan_in));
+    int dec = cal->decoder_of[i];
+
+    if (!l->p.batch_normalize && dec < 0) {
+        fill_normal(r, w->biases, (size_t)w->n, 0.0, 0.05);
+        run_layer(cal, i, &l->p, w, cal->outputs[i]);
+        return;
+    }
+    run_conv_linear(cal, i, w, zero_bias);
+    for (int c = 0; c < w->n; c++) {
+        double mean, var;
+        channel_stats(cal->outputs[i], s, c, &mean, &var);
+        if (var < 1e-12)
+            var = 1.0; /* a channel constant on this input: nothing to normalize */
+        double target_mean = 0.0, target_std = 1.0;
+        bool head = dec >= 0;
+        if (head)
+            head_target(net, i, &net->layers[dec], c, &target_mean, &target_std);
+        if (l->p.batch_normalize) {
+            double mean_jitter = (double)gr_rng_normal(r), var_jitter = (double)gr_rng_uniform(r);
+            double scale_jitter = (double)gr_rng_normal(r), bias_jitter = (double)gr_rng_normal(r);
+            if (head) {
+                w->rolling_mean[c] = (float)mean;
+                w->rolling_variance[c] = (float)var;
+                w->scales[c] = (float)target_std;
+                w->biases[c] = (float)target_mean;
+            } else {
+                w->rolling_mean[c] = (float)(mean + 0.05 * mean_jitter * sqrt(var));
+                w->rolling_variance[c] = (float)(var * (0.8 + 0.4 * var_jitter));
+                w->scales[c] = (float)(1.0 + 0.1 * scale_jitter);
+                w->biases[c] = (float)(0.05 * bias_jitter);
+            }
+        } else {
+            /* Head without BN: rescale the channel's weights and set its bias. */
+            double gain = target_std / sqrt(var);
+            float *kernel = w->weights + (size_t)c * fan_in;
+            for (size_t k = 0; k < fan_in; k++)
+                kernel[k] = (float)((double)kernel[k] * gain);
+            w->biases[c] = (float)(target_mean - mean * gain);
+        }
+    }
+    if (l->p.batch_normalize)
+        apply_bn(cal->outputs[i], s, &l->p, w);
+    else
+        run_layer(cal, i, &l->p, w, cal->outputs[i]);
+}
+
+static void synthesize_connected(calib *cal, int i, gr_rng *r)
+{
+    const gr_layer *l = &cal->net->layers[i];
+    gr_weights *w = &cal->views[i];
+    size_t fan_in = w->n_weights / (size_t)w->n;
+    fill_normal(r, w->weights, w->n_weights, 0.0, sqrt(2.0 / (double)fan_in));
+    fill_normal(r, w->biases, (size_t)w->n, 0.0, 0.05);
+    if (l->p.batch_normalize) {
+        fill_normal(r, w->scales, (size_t)w->n, 1.0, 0.1);
+        fill_normal(r, w->rolling_mean, (size_t)w->n, 0.0, 0.05);
+        for (int c = 0; c < w->n; c++)
+            w->rolling_variance[c] = 0.8f + 0.4f * gr_rng_uniform(r);
+    }
+    run_layer(cal, i, &l->p, w, cal->outputs[i]);
+}
+
+static void calib_free(calib *cal)
+{
+    if (cal->outputs)
+        for (int i = 0; i < cal->net->n_layers; i++)
+            free(cal->outputs[i]);
+    free(cal->outputs);
+    free(cal->shapes);
+    free(cal->views);
+    free(cal->input_data);
+    free(cal->decoder_of);
+}
+
+static gr_status calib_alloc(calib *cal)
+{
+    const gr_net *net = cal->net;
+    size_t n = (size_t)net->n_layers;
+    cal->views = gr_calloc(n, sizeof *cal->views, "synthetic weight views");
+    cal->shapes = gr_calloc(n, sizeof *cal->shapes, "calibration shapes");
+    cal->outputs = gr_calloc(n, sizeof *cal->outputs, "calibration outputs");
+    cal->decoder_of = gr_calloc(n, sizeof *cal->decoder_of, "calibration heads");
+    if (!cal->views || !cal->shapes || !cal->outputs || !cal->decoder_of)
+        return GR_ERR_OUT_OF_MEMORY;
+    choose_calibration_size(cal);
+    cal->input_data = gr_calloc(gr_shape_elems(cal->input), CAL_BATCH * sizeof(float),
+                                "calibration input");
+    if (!cal->input_data)
+        return GR_ERR_OUT_OF_MEMORY;
+    for (int i = 0; i < net->n_layers; i++) {
+        cal->decoder_of[i] = -1;
+        cal->outputs[i] = gr_calloc(gr_shape_elems(cal->shapes[i]), CAL_BATCH * sizeof(float),
+                                    "calibration activations");
+        if (!cal->outputs[i])
+            return GR_ERR_OUT_OF_MEMORY;
+    }
+    for (int i = 0; i < net->n_layers; i++) {
+        const gr_layer *l = &net->layers[i];
+        if ((l->p.op == GR_OP_REGION || l->p.op == GR_OP_YOLO) && l->inputs[0] >= 0 &&
+            net->layers[l->inputs[0]].p.op == GR_OP_CONV)
+            cal->decoder_of[l->inputs[0]] = i;
+    }
+    return GR_OK;
+}
+
+gr_status gr_net_synthesize_weights(gr_net *net, uint64_t seed)
+{
+    if (!net || net->n_layers <= 0 || !net->layers)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_net_synthesize_weights: no network");
+    size_t n_floats;
+    GR_TRY(gr_net_param_floats(net, &n_floats));
+    calib cal;
+    memset(&cal, 0, sizeof cal);
+    cal.net = net;
+    float *block = gr_calloc(n_floats, sizeof(float), "synthetic weights");
+    float *zero_bias = NULL;
+    gr_status st = block ? calib_alloc(&cal) : GR_ERR_OUT_OF_MEMORY;
+    if (st == GR_OK) {
+        int max_filters = 1;
+        for (int i = 0; i < net->n_layers; i++)
+            if (net->layers[i].p.filters > max_filters)
+                max_filters = net->layers[i].p.filters;
+        zero_bias = gr_calloc((size_t)max_filters, sizeof(float), "zero biases");
+        if (!zero_bias)
+            st = GR_ERR_OUT_OF_MEMORY;
+    }
+    if (st != GR_OK) {
+        calib_free(&cal);
+        free(block);
+        free(zero_bias);
+        return st;
+    }
+    size_t offset = 0;
+    for (int i = 0; i < net->n_layers; i++)
+        offset += gr_layer_param_floats(net, i, block + offset, &cal.views[i]);
+    make_calibration_input(&cal);
+    for (int i = 0; i < net->n_layers; i++) {
+        const gr_layer *l = &net->layers[i];
+        gr_rng r = layer_rng(seed, i);
+        if (l->p.op == GR_OP_CONV)
+            synthesize_conv(&cal, i, &r, zero_bias);
+        else if (l->p.op == GR_OP_CONNECTED)
+            synthesize_connected(&cal, i, &r);
+        else
+            run_layer(&cal, i, &l->p, &cal.views[i], cal.outputs[i]);
+    }
+    calib_free(&cal);
+    free(zero_bias);
+    gr_net_attach_weights(net, block, n_floats);
+    net->synthetic = 1;
+    return GR_OK;
+}

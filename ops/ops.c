@@ -1,0 +1,289 @@
+/* The op table (one row per line of ops/ops.def), activations, Darknet's parameter defaults and
+ * the validation helpers of op_util.h. Each op's own logic lives in ops/<stem>.c. */
+#include "ops/ops.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "ops/op_util.h"
+
+static const gr_op_info op_table[] = {
+#define GR_OP(e, stem, section)                                                                    \
+    [GR_OP_##e] = {#stem, section, gr_op_##stem##_infer, gr_op_##stem##_cost, gr_op_##stem##_ref},
+#include "ops/ops.def"
+#undef GR_OP
+};
+
+_Static_assert(sizeof op_table / sizeof op_table[0] == GR_OP_COUNT,
+               "ops/ops.def and the op table disagree: every op needs a row");
+
+const gr_op_info *gr_op_get(gr_op_kind op)
+{
+    if ((int)op < 0 || op >= GR_OP_COUNT)
+        return NULL;
+    return &op_table[op];
+}
+
+bool gr_op_from_section(const char *section, gr_op_kind *out)
+{
+    if (!section || !section[0])
+        return false; /* planner-inserted ops have "" and are never parsed */
+    for (int i = 0; i < GR_OP_COUNT; i++) {
+        if (strcmp(op_table[i].section, section) == 0) {
+            if (out)
+                *out = (gr_op_kind)i;
+            return true;
+        }
+    }
+    /* Darknet's parse.c accepts these aliases for the same layers. */
+    if (strcmp(section, "conv") == 0) {
+        if (out)
+            *out = GR_OP_CONV;
+        return true;
+    }
+    if (strcmp(section, "conn") == 0) {
+        if (out)
+            *out = GR_OP_CONNECTED;
+        return true;
+    }
+    if (strcmp(section, "max") == 0) {
+        if (out)
+            *out = GR_OP_MAXPOOL;
+        return true;
+    }
+    if (strcmp(section, "avg") == 0) {
+        if (out)
+            *out = GR_OP_AVGPOOL;
+        return true;
+    }
+    if (strcmp(section, "soft") == 0) {
+        if (out)
+            *out = GR_OP_SOFTMAX;
+        return true;
+    }
+    return false;
+}
+
+static const char *const activation_names[GR_ACT_COUNT] = {
+    [GR_ACT_LINEAR] = "linear", [GR_ACT_LEAKY] = "leaky", [GR_ACT_RELU] = "relu",
+    [GR_ACT_LOGISTIC] = "logistic", [GR_ACT_MISH] = "mish", [GR_ACT_SWISH] = "swish",
+};
+
+const char *gr_activation_name(gr_activation a)
+{
+    if ((int)a < 0 || a >= GR_ACT_COUNT)
+        return "?";
+    return activation_names[a];
+}
+
+bool gr_activation_parse(const char *name, gr_activation *out)
+{
+    if (!name)
+        return false;
+    for (int i = 0; i < GR_ACT_COUNT; i++) {
+        if (strcmp(name, activation_names[i]) == 0) {
+            if (out)
+                *out = (gr_activation)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Darknet computes logistic as 1./(1. + exp(-x)) in double and stores a float; so do we, so the
+ * reference matches Darknet bit for bit where the libm agrees. */
+static float logistic(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
+
+/* Darknet's leaky is (x>0) ? x : .1*x with a double .1 (its GPU kernel uses .1f, which can differ
+ * in the last bit; the CPU path is the reference). */
+static float leaky(float x) { return x > 0.0f ? x : (float)(0.1 * (double)x); }
+
+/* softplus with the threshold Darknet's mish uses (20): beyond it log(1+e^x) is x (or e^x) to
+ * float precision, and exp() would overflow for large x. */
+static float softplus(float x)
+{
+    if (x > 20.0f)
+        return x;
+    if (x < -20.0f)
+        return expf(x);
+    return log1pf(expf(x));
+}
+
+float gr_activate(float x, gr_activation a)
+{
+    switch (a) {
+    case GR_ACT_LINEAR: return x;
+    case GR_ACT_LEAKY: return leaky(x);
+    case GR_ACT_RELU: return x * (x > 0.0f ? 1.0f : 0.0f); /* Darknet's x*(x>0): -0 for x < 0 */
+    case GR_ACT_LOGISTIC: return logistic(x);
+    case GR_ACT_MISH: return x * tanhf(softplus(x));
+    case GR_ACT_SWISH: return x * logistic(x);
+    case GR_ACT_COUNT: break;
+    }
+    return x;
+}
+
+void gr_activate_array(float *x, size_t n, gr_activation a)
+{
+    switch (a) {
+    case GR_ACT_LINEAR: return;
+    case GR_ACT_LEAKY:
+        for (size_t i = 0; i < n; i++)
+            x[i] = leaky(x[i]);
+        return;
+    default:
+        for (size_t i = 0; i < n; i++)
+            x[i] = gr_activate(x[i], a);
+        return;
+    }
+}
+
+double gr_activation_flops(gr_activation a)
+{
+    switch (a) {
+    case GR_ACT_LINEAR: return 0.0;
+    case GR_ACT_LEAKY: return 1.0;
+    case GR_ACT_RELU: return 1.0;
+    case GR_ACT_LOGISTIC: return 4.0;
+    case GR_ACT_SWISH: return 5.0;
+    case GR_ACT_MISH: return 8.0;
+    case GR_ACT_COUNT: break;
+    }
+    return 0.0;
+}
+
+void gr_softmax_strided(const float *input, size_t n, size_t stride, float *output)
+{
+    float largest = -FLT_MAX;
+    for (size_t i = 0; i < n; i++)
+        if (input[i * stride] > largest)
+            largest = input[i * stride];
+    float sum = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        float e = (float)exp((double)(input[i * stride] - largest)); /* float subtract, as Darknet */
+        sum += e;
+        output[i * stride] = e;
+    }
+    for (size_t i = 0; i < n; i++)
+        output[i * stride] /= sum;
+}
+
+void gr_op_params_default(gr_op_kind op, gr_op_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->op = op;
+    p->activation = GR_ACT_LINEAR;
+    p->dtype = GR_DTYPE_F32;
+    p->groups = 1;
+    switch (op) {
+    case GR_OP_CONV: /* parse_convolutional: filters 1, size 1, stride 1, pad 0, logistic */
+    case GR_OP_CONNECTED: /* parse_connected: output 1, logistic */
+        p->activation = GR_ACT_LOGISTIC;
+        p->filters = 1;
+        p->size = 1;
+        p->stride = 1;
+        break;
+    case GR_OP_MAXPOOL: /* parse_maxpool: stride 1, size = stride, padding = size - 1 */
+        p->size = 1;
+        p->stride = 1;
+        p->pad = 0;
+        break;
+    case GR_OP_UPSAMPLE: p->stride = 2; break;
+    case GR_OP_REORG: p->stride = 1; break;
+    case GR_OP_REGION: /* parse_region: coords 4, classes 20, num 1, softmax 0; anchors .5 */
+        p->coords = 4;
+        p->classes = 20;
+        p->num = 1;
+        p->softmax = 0;
+        for (int i = 0; i < 2 * GR_MAX_ANCHORS; i++)
+            p->anchors[i] = 0.5f;
+        break;
+    case GR_OP_YOLO: /* parse_yolo: classes 20, num 1, no mask = every anchor; anchors .5 */
+        p->coords = 4;
+        p->classes = 20;
+        p->num = 1;
+        p->n_mask = 1;
+        p->mask[0] = 0;
+        for (int i = 0; i < 2 * GR_MAX_ANCHORS; i++)
+            p->anchors[i] = 0.5f;
+        break;
+    case GR_OP_QUANTIZE:
+    case GR_OP_DEQUANTIZE:
+        p->dtype = GR_DTYPE_I8;
+        p->scale = 1.0f;
+        break;
+    case GR_OP_AVGPOOL:
+    case GR_OP_ROUTE:
+    case GR_OP_SHORTCUT: /* parse_shortcut: activation linear */
+    case GR_OP_SOFTMAX:
+    case GR_OP_COUNT: break;
+    }
+}
+
+/* ---- validation helpers (op_util.h) ---------------------------------------------------------- */
+
+const char *gr_op_tag(gr_op_kind op)
+{
+    const gr_op_info *info = gr_op_get(op);
+    if (!info)
+        return "?";
+    return info->section[0] ? info->section : info->name;
+}
+
+gr_status gr_op_check_n_in(gr_op_kind op, const gr_shape *in, int n_in, int expected)
+{
+    if (!in || n_in != expected)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "[%s] takes %d input%s, got %d", gr_op_tag(op),
+                       expected, expected == 1 ? "" : "s", in ? n_in : 0);
+    return GR_OK;
+}
+
+gr_status gr_op_check_input(gr_op_kind op, gr_shape s, int k)
+{
+    if (s.c < 1 || s.h < 1 || s.w < 1)
+        return gr_fail(GR_ERR_PARSE, "[%s] input %d has an empty shape %dx%dx%d", gr_op_tag(op), k,
+                       s.c, s.h, s.w);
+    if (s.c > GR_MAX_DIM || s.h > GR_MAX_DIM || s.w > GR_MAX_DIM)
+        return gr_fail(GR_ERR_LIMIT, "[%s] input %d shape %dx%dx%d exceeds the dimension limit %d",
+                       gr_op_tag(op), k, s.c, s.h, s.w, GR_MAX_DIM);
+    if (gr_shape_elems(s) > GR_MAX_TENSOR_ELEMS)
+        return gr_fail(GR_ERR_LIMIT, "[%s] input %d shape %dx%dx%d exceeds %zu elements",
+                       gr_op_tag(op), k, s.c, s.h, s.w, GR_MAX_TENSOR_ELEMS);
+    return GR_OK;
+}
+
+gr_status gr_op_check_range(gr_op_kind op, const char *key, int value, int lo, int hi)
+{
+    if (value < lo)
+        return gr_fail(GR_ERR_PARSE, "[%s] %s %d must be >= %d", gr_op_tag(op), key, value, lo);
+    if (value > hi)
+        return gr_fail(GR_ERR_LIMIT, "[%s] %s %d exceeds the limit %d", gr_op_tag(op), key, value,
+                       hi);
+    return GR_OK;
+}
+
+gr_status gr_op_check_activation(gr_op_kind op, gr_activation a)
+{
+    if ((int)a < 0 || a >= GR_ACT_COUNT)
+        return gr_fail(GR_ERR_PARSE, "[%s] activation %d is not a known activation", gr_op_tag(op),
+                       (int)a);
+    return GR_OK;
+}
+
+gr_status gr_op_set_output(gr_op_kind op, long long c, long long h, long long w, gr_shape *out)
+{
+    if (c < 1 || h < 1 || w < 1)
+        return gr_fail(GR_ERR_PARSE, "[%s] output shape %lldx%lldx%lld is empty", gr_op_tag(op), c,
+                       h, w);
+    if (c > GR_MAX_DIM || h > GR_MAX_DIM || w > GR_MAX_DIM)
+        return gr_fail(GR_ERR_LIMIT, "[%s] output shape %lldx%lldx%lld exceeds the dimension limit %d",
+                       gr_op_tag(op), c, h, w, GR_MAX_DIM);
+    if ((unsigned long long)c * (unsigned long long)h * (unsigned long long)w > GR_MAX_TENSOR_ELEMS)
+        return gr_fail(GR_ERR_LIMIT, "[%s] output shape %lldx%lldx%lld exceeds %zu elements",
+                       gr_op_tag(op), c, h, w, GR_MAX_TENSOR_ELEMS);
+    out->c = (int)c;
+    out->h = (int)h;
+    out->w = (int)w;
+    return GR_OK;
+}

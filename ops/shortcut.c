@@ -1,0 +1,66 @@
+/* [shortcut]: out = activation(x + from). Inputs: in[0] = x (the previous layer), in[1] = the
+ * `from` layer. The output has x's shape. When the shapes differ Darknet's shortcut_cpu rule
+ * applies: with stride = w_from/w_x and sample = w_x/w_from (each at least 1), for the first
+ * min(c) channels and min(h) x min(w) positions, x[k][j*sample][i*sample] +=
+ * from[k][j*stride][i*stride]; everything else passes x through unchanged. */
+#include <string.h>
+
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+gr_status gr_op_shortcut_infer(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape *out)
+{
+    const gr_op_kind op = GR_OP_SHORTCUT;
+    GR_TRY(gr_op_check_n_in(op, in, n_in, 2));
+    GR_TRY(gr_op_check_input(op, in[0], 0));
+    GR_TRY(gr_op_check_input(op, in[1], 1));
+    GR_TRY(gr_op_check_activation(op, p->activation));
+    /* Darknet asserts the width and height ratios agree */
+    const gr_shape x = in[0], from = in[1];
+    if (from.w / x.w != from.h / x.h || x.w / from.w != x.h / from.h)
+        return gr_fail(GR_ERR_PARSE,
+                       "[shortcut] from-layer %dx%d and input %dx%d differ in w and h ratio",
+                       from.h, from.w, x.h, x.w);
+    return gr_op_set_output(op, x.c, x.h, x.w, out);
+}
+
+void gr_op_shortcut_cost(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out,
+                         gr_cost *cost)
+{
+    (void)n_in;
+    double out_elems = (double)gr_shape_elems(out);
+    memset(cost, 0, sizeof *cost);
+    cost->flops = out_elems * (1.0 + gr_activation_flops(p->activation));
+    cost->in_elems = (double)gr_shape_elems(in[0]) + (double)gr_shape_elems(in[1]);
+    cost->out_elems = out_elems;
+}
+
+static int min_int(int a, int b) { return a < b ? a : b; }
+
+void gr_op_shortcut_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,
+                        const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape,
+                        int batch)
+{
+    (void)w;
+    (void)n_in;
+    const gr_shape xs = in_shapes[0], fs = in_shapes[1];
+    int stride = fs.w / xs.w, sample = xs.w / fs.w;
+    if (stride < 1)
+        stride = 1;
+    if (sample < 1)
+        sample = 1;
+    const int min_c = min_int(xs.c, fs.c), min_h = min_int(xs.h, fs.h),
+              min_w = min_int(xs.w, fs.w);
+    const size_t out_elems = gr_shape_elems(out_shape);
+    memcpy(out, in[0], (size_t)batch * out_elems * sizeof *out);
+    for (int b = 0; b < batch; b++) {
+        float *dst = out + (size_t)b * out_elems;
+        const float *from = in[1] + (size_t)b * gr_shape_elems(fs);
+        for (int k = 0; k < min_c; k++)
+            for (int j = 0; j < min_h; j++)
+                for (int i = 0; i < min_w; i++)
+                    dst[(size_t)i * sample + (size_t)xs.w * ((size_t)j * sample + (size_t)xs.h * k)] +=
+                        from[(size_t)i * stride + (size_t)fs.w * ((size_t)j * stride + (size_t)fs.h * k)];
+        gr_activate_array(dst, out_elems, p->activation);
+    }
+}

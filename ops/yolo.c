@@ -1,0 +1,60 @@
+/* [yolo]: YOLOv3's head activations. The input holds n_mask anchors (those `mask` selects from
+ * the `num` anchors) of 5+classes channels each: channel a*(5+classes) + e with e = 0:x 1:y 2:w
+ * 3:h 4:objectness 5..:classes. Logistic on x, y, objectness and every class; w, h stay raw. The
+ * shape is unchanged. */
+#include <string.h>
+
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+gr_status gr_op_yolo_infer(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape *out)
+{
+    const gr_op_kind op = GR_OP_YOLO;
+    GR_TRY(gr_op_check_n_in(op, in, n_in, 1));
+    GR_TRY(gr_op_check_input(op, in[0], 0));
+    GR_TRY(gr_op_check_range(op, "classes", p->classes, 1, GR_MAX_DIM));
+    GR_TRY(gr_op_check_range(op, "num", p->num, 1, GR_MAX_ANCHORS));
+    GR_TRY(gr_op_check_range(op, "mask count", p->n_mask, 1, GR_MAX_ANCHORS));
+    for (int i = 0; i < p->n_mask; i++)
+        if (p->mask[i] < 0 || p->mask[i] >= p->num)
+            return gr_fail(GR_ERR_PARSE, "[yolo] mask entry %d is %d, must be in 0..%d", i,
+                           p->mask[i], p->num - 1);
+    long long expected = (long long)p->n_mask * (5LL + p->classes);
+    if (in[0].c != expected)
+        return gr_fail(GR_ERR_PARSE,
+                       "[yolo] input has %d channels, expected masks*(5+classes) = %d*(5+%d) = "
+                       "%lld",
+                       in[0].c, p->n_mask, p->classes, expected);
+    return gr_op_set_output(op, in[0].c, in[0].h, in[0].w, out);
+}
+
+void gr_op_yolo_cost(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out,
+                     gr_cost *cost)
+{
+    (void)n_in;
+    double cells = (double)out.h * (double)out.w * (double)p->n_mask;
+    memset(cost, 0, sizeof *cost);
+    cost->flops = cells * 4.0 * (3.0 + (double)p->classes); /* logistic = 4 */
+    cost->in_elems = (double)gr_shape_elems(in[0]);
+    cost->out_elems = (double)gr_shape_elems(out);
+}
+
+void gr_op_yolo_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,
+                    const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape, int batch)
+{
+    (void)w;
+    (void)n_in;
+    (void)out_shape;
+    const gr_shape s = in_shapes[0];
+    const size_t plane = (size_t)s.h * (size_t)s.w;
+    const size_t per_anchor = (size_t)(5 + p->classes) * plane;
+    memcpy(out, in[0], (size_t)batch * gr_shape_elems(s) * sizeof *out);
+    for (int b = 0; b < batch; b++) {
+        for (int a = 0; a < p->n_mask; a++) {
+            float *anchor = out + (size_t)b * gr_shape_elems(s) + (size_t)a * per_anchor;
+            gr_activate_array(anchor, 2 * plane, GR_ACT_LOGISTIC);
+            gr_activate_array(anchor + 4 * plane, (size_t)(1 + p->classes) * plane,
+                              GR_ACT_LOGISTIC);
+        }
+    }
+}

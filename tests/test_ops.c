@@ -1,0 +1,1026 @@
+/* Check suite for ops/: the op table, activations, and every op's infer / cost / ref on small
+ * cases whose expected values are worked out by hand in the comments (or, for the larger cases,
+ * by a separate literal loop of the defining formula). Every ref() output is surrounded by guard
+ * values that must survive, to catch out-of-bounds writes. */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/ops.h"
+
+/* Check's float macros pass floats through varargs (-Wdouble-promotion); compare as doubles. */
+#define ASSERT_FLOAT_EXACT(got, want)                                                              \
+    ck_assert_msg((got) == (want), "%s = %.9g, want %.9g", #got, (double)(got), (double)(want))
+#define ASSERT_FLOAT_NEAR(got, want, tol)                                                          \
+    ck_assert_double_eq_tol((double)(got), (double)(want), (double)(tol))
+
+/* Darknet's CPU leaky: (x>0) ? x : .1*x with .1 a double, rounded to float once. */
+static float darknet_leaky(float x) { return x > 0.0f ? x : (float)(0.1 * (double)x); }
+
+#define GUARD 16
+#define GUARD_VALUE 12345.0f
+
+/* Run infer then ref; returns the malloc'd output (batch x out shape) and its shape. */
+static float *run_op(const gr_op_params *p, const gr_weights *w, const float *const *in,
+                     const gr_shape *in_shapes, int n_in, int batch, gr_shape *out_shape)
+{
+    const gr_op_info *info = gr_op_get(p->op);
+    ck_assert_ptr_nonnull(info);
+    gr_status st = info->infer(p, in_shapes, n_in, out_shape);
+    ck_assert_msg(st == GR_OK, "infer failed: %s", gr_last_error());
+    size_t n = gr_shape_elems(*out_shape) * (size_t)batch;
+    float *buf = malloc((n + 2 * GUARD) * sizeof *buf);
+    ck_assert_ptr_nonnull(buf);
+    for (size_t i = 0; i < n + 2 * GUARD; i++)
+        buf[i] = GUARD_VALUE;
+    info->ref(p, w, in, in_shapes, n_in, buf + GUARD, *out_shape, batch);
+    for (size_t i = 0; i < GUARD; i++) {
+        ASSERT_FLOAT_EXACT(buf[i], GUARD_VALUE);
+        ASSERT_FLOAT_EXACT(buf[GUARD + n + i], GUARD_VALUE);
+    }
+    float *out = malloc((n ? n : 1) * sizeof *out);
+    ck_assert_ptr_nonnull(out);
+    memcpy(out, buf + GUARD, n * sizeof *out);
+    free(buf);
+    return out;
+}
+
+/* Single-input convenience. */
+static float *run1(const gr_op_params *p, const gr_weights *w, const float *in, gr_shape in_shape,
+                   int batch, gr_shape *out_shape)
+{
+    const float *ins[1] = {in};
+    return run_op(p, w, ins, &in_shape, 1, batch, out_shape);
+}
+
+static void assert_shape(gr_shape s, int c, int h, int w)
+{
+    ck_assert_int_eq(s.c, c);
+    ck_assert_int_eq(s.h, h);
+    ck_assert_int_eq(s.w, w);
+}
+
+/* Exact comparison: for integer-valued sums and copies, float arithmetic is exact. */
+static void assert_exact(const float *got, const float *want, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(got[i] == want[i], "element %zu: got %.9g want %.9g", i, (double)got[i],
+                      (double)want[i]);
+}
+
+static void assert_close(const float *got, const float *want, size_t n, double tol)
+{
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(fabs((double)got[i] - (double)want[i]) <= tol,
+                      "element %zu: got %.9g want %.9g (tol %g)", i, (double)got[i],
+                      (double)want[i], tol);
+}
+
+static gr_op_params conv_params(int filters, int size, int stride, int pad, int groups)
+{
+    gr_op_params p;
+    gr_op_params_default(GR_OP_CONV, &p);
+    p.filters = filters;
+    p.size = size;
+    p.stride = stride;
+    p.pad = pad;
+    p.groups = groups;
+    p.activation = GR_ACT_LINEAR;
+    return p;
+}
+
+static gr_weights plain_weights(int n, float *weights, size_t n_weights, float *biases)
+{
+    gr_weights w = {0};
+    w.n = n;
+    w.weights = weights;
+    w.n_weights = n_weights;
+    w.biases = biases;
+    return w;
+}
+
+/* ---- table, names, defaults ----------------------------------------------------------------- */
+
+START_TEST(test_table_complete)
+{
+    for (int i = 0; i < GR_OP_COUNT; i++) {
+        const gr_op_info *info = gr_op_get((gr_op_kind)i);
+        ck_assert_ptr_nonnull(info);
+        ck_assert_ptr_nonnull(info->name);
+        ck_assert(info->infer != NULL);
+        ck_assert(info->cost != NULL);
+        ck_assert(info->ref != NULL);
+        if (info->section[0]) {
+            gr_op_kind back;
+            ck_assert(gr_op_from_section(info->section, &back));
+            ck_assert_int_eq(back, i);
+        }
+    }
+    ck_assert_ptr_null(gr_op_get(GR_OP_COUNT));
+    ck_assert_str_eq(gr_op_get(GR_OP_CONV)->name, "conv");
+    ck_assert_str_eq(gr_op_get(GR_OP_CONV)->section, "convolutional");
+}
+END_TEST
+
+START_TEST(test_section_lookup)
+{
+    gr_op_kind k;
+    ck_assert(gr_op_from_section("maxpool", &k));
+    ck_assert_int_eq(k, GR_OP_MAXPOOL);
+    ck_assert(gr_op_from_section("conv", &k)); /* Darknet's alias */
+    ck_assert_int_eq(k, GR_OP_CONV);
+    ck_assert(!gr_op_from_section("lstm", &k));
+    ck_assert(!gr_op_from_section("", &k)); /* planner-inserted ops are not parseable */
+    ck_assert(!gr_op_from_section("quantize", &k));
+}
+END_TEST
+
+START_TEST(test_activation_names)
+{
+    for (int a = 0; a < GR_ACT_COUNT; a++) {
+        gr_activation back;
+        ck_assert(gr_activation_parse(gr_activation_name((gr_activation)a), &back));
+        ck_assert_int_eq(back, a);
+    }
+    gr_activation a;
+    ck_assert(gr_activation_parse("leaky", &a));
+    ck_assert_int_eq(a, GR_ACT_LEAKY);
+    ck_assert(!gr_activation_parse("elu", &a));
+    ck_assert(!gr_activation_parse("", &a));
+}
+END_TEST
+
+START_TEST(test_defaults_follow_darknet)
+{
+    gr_op_params p;
+    gr_op_params_default(GR_OP_CONV, &p);
+    ck_assert_int_eq(p.op, GR_OP_CONV);
+    ck_assert_int_eq(p.activation, GR_ACT_LOGISTIC); /* parse_convolutional's default */
+    ck_assert_int_eq(p.size, 1);
+    ck_assert_int_eq(p.stride, 1);
+    ck_assert_int_eq(p.pad, 0);
+    ck_assert_int_eq(p.groups, 1);
+    ck_assert_int_eq(p.batch_normalize, 0);
+    gr_op_params_default(GR_OP_CONNECTED, &p);
+    ck_assert_int_eq(p.activation, GR_ACT_LOGISTIC);
+    gr_op_params_default(GR_OP_SHORTCUT, &p);
+    ck_assert_int_eq(p.activation, GR_ACT_LINEAR);
+    gr_op_params_default(GR_OP_MAXPOOL, &p);
+    ck_assert_int_eq(p.size, 1);
+    ck_assert_int_eq(p.stride, 1);
+    gr_op_params_default(GR_OP_REGION, &p);
+    ck_assert_int_eq(p.coords, 4);
+    ck_assert_int_eq(p.classes, 20);
+    ck_assert_int_eq(p.num, 1);
+    ck_assert_int_eq(p.softmax, 0);
+    gr_op_params_default(GR_OP_YOLO, &p);
+    ck_assert_int_eq(p.classes, 20);
+    ck_assert_int_eq(p.num, 1);
+    gr_op_params_default(GR_OP_UPSAMPLE, &p);
+    ck_assert_int_eq(p.stride, 2);
+    gr_op_params_default(GR_OP_ROUTE, &p);
+    ck_assert_int_eq(p.groups, 1);
+    ck_assert_int_eq(p.group_id, 0);
+}
+END_TEST
+
+/* ---- activations ------------------------------------------------------------------------------ */
+
+START_TEST(test_activations)
+{
+    /* leaky slope 0.1 below zero */
+    ASSERT_FLOAT_EXACT(gr_activate(3.0f, GR_ACT_LEAKY), 3.0f);
+    ASSERT_FLOAT_EXACT(gr_activate(-2.0f, GR_ACT_LEAKY), -0.2f);
+    /* Darknet's CPU leaky multiplies by a double .1: 0.1 * -9 = -0.9 in double, rounded once to
+     * the float -0.9f (-0.899999976). The float product 0.1f * -9.0f is -0.900000036. */
+    ASSERT_FLOAT_EXACT(gr_activate(-9.0f, GR_ACT_LEAKY), -0.9f);
+    ck_assert(gr_activate(-9.0f, GR_ACT_LEAKY) != 0.1f * -9.0f);
+    ASSERT_FLOAT_EXACT(gr_activate(-2.0f, GR_ACT_RELU), 0.0f);
+    ASSERT_FLOAT_EXACT(gr_activate(2.5f, GR_ACT_RELU), 2.5f);
+    ASSERT_FLOAT_EXACT(gr_activate(-7.25f, GR_ACT_LINEAR), -7.25f);
+    /* logistic(0) = 1/2, logistic(ln 3) = 1/(1 + 1/3) = 3/4; tolerance: one float ulp-ish */
+    const float ln3 = (float)log(3.0);
+    ASSERT_FLOAT_NEAR(gr_activate(0.0f, GR_ACT_LOGISTIC), 0.5f, 1e-7f);
+    ASSERT_FLOAT_NEAR(gr_activate(ln3, GR_ACT_LOGISTIC), 0.75f, 1e-7f);
+    /* swish(x) = x * logistic(x) = ln3 * 3/4 */
+    ASSERT_FLOAT_NEAR(gr_activate(ln3, GR_ACT_SWISH), 0.75f * ln3, 1e-6f);
+    /* mish(x) = x * tanh(ln(1 + e^x)): mish(0) = 0, mish(1) = tanh(ln(1 + e)) = 0.8650984 */
+    ASSERT_FLOAT_NEAR(gr_activate(0.0f, GR_ACT_MISH), 0.0f, 1e-7f);
+    ASSERT_FLOAT_NEAR(gr_activate(1.0f, GR_ACT_MISH), (float)tanh(log(1.0 + exp(1.0))),
+                           1e-6f);
+    /* large inputs: no overflow to NaN */
+    ASSERT_FLOAT_NEAR(gr_activate(100.0f, GR_ACT_MISH), 100.0f, 1e-4f);
+    ASSERT_FLOAT_NEAR(gr_activate(-100.0f, GR_ACT_LOGISTIC), 0.0f, 1e-30f);
+}
+END_TEST
+
+/* ---- conv ------------------------------------------------------------------------------------ */
+
+START_TEST(test_conv_1x1)
+{
+    /* 2 input channels of 2x2, one 1x1 filter with weights (2, -1), bias 0.5:
+     * out = 2*a - b + 0.5 with a = 1..4 and b = 0.5..2: 2, 3.5, 5, 6.5 */
+    const float in[8] = {1, 2, 3, 4, 0.5f, 1, 1.5f, 2};
+    float weights[2] = {2, -1}, bias[1] = {0.5f};
+    gr_op_params p = conv_params(1, 1, 1, 0, 1);
+    gr_weights w = plain_weights(1, weights, 2, bias);
+    gr_shape os;
+    float *out = run1(&p, &w, in, (gr_shape){2, 2, 2}, 1, &os);
+    assert_shape(os, 1, 2, 2);
+    const float want[4] = {2, 3.5f, 5, 6.5f};
+    assert_exact(out, want, 4);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_conv_3x3_pad_sums)
+{
+    /* input 1..9 on 3x3, all-ones 3x3 kernel, pad 1: each output is the sum of its in-bounds
+     * neighbourhood: corner 1+2+4+5 = 12, top edge 1+..+6 = 21, centre 45, ... */
+    const float in[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    float weights[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1}, bias[1] = {0};
+    gr_op_params p = conv_params(1, 3, 1, 1, 1);
+    gr_weights w = plain_weights(1, weights, 9, bias);
+    gr_shape os;
+    float *out = run1(&p, &w, in, (gr_shape){1, 3, 3}, 1, &os);
+    assert_shape(os, 1, 3, 3);
+    const float want[9] = {12, 21, 16, 27, 45, 33, 24, 39, 28};
+    assert_exact(out, want, 9);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_conv_is_cross_correlation)
+{
+    /* Only the kernel's top-left tap is 1: out[y][x] = in[y-1][x-1] (0 outside), i.e. the
+     * kernel is not flipped: 0 0 0 / 0 1 2 / 0 4 5 */
+    const float in[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    float weights[9] = {1, 0, 0, 0, 0, 0, 0, 0, 0}, bias[1] = {0};
+    gr_op_params p = conv_params(1, 3, 1, 1, 1);
+    gr_weights w = plain_weights(1, weights, 9, bias);
+    gr_shape os;
+    float *out = run1(&p, &w, in, (gr_shape){1, 3, 3}, 1, &os);
+    const float want[9] = {0, 0, 0, 0, 1, 2, 0, 4, 5};
+    assert_exact(out, want, 9);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_conv_stride2)
+{
+    /* 3x3 input, all-ones 3x3, pad 1, stride 2: out (3+2-3)/2+1 = 2, windows centred on the
+     * input corners: 12, 16, 24, 28 (the corner sums of test_conv_3x3_pad_sums) */
+    const float in[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    float weights[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1}, bias[1] = {0};
+    gr_op_params p = conv_params(1, 3, 2, 1, 1);
+    gr_weights w = plain_weights(1, weights, 9, bias);
+    gr_shape os;
+    float *out = run1(&p, &w, in, (gr_shape){1, 3, 3}, 1, &os);
+    assert_shape(os, 1, 2, 2);
+    const float want[4] = {12, 16, 24, 28};
+    assert_exact(out, want, 4);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_conv_groups)
+{
+    /* c=2, filters=4, groups=2, 1x1: filters 0,1 see only channel 0, filters 2,3 only channel 1.
+     * in ch0 = (1, 2), ch1 = (10, 20); weights 3, -1, 5, 0.5; biases 0:
+     * out = (3, 6), (-1, -2), (50, 100), (5, 10). Without groups every filter would mix both. */
+    const float in[4] = {1, 2, 10, 20};
+    float weights[4] = {3, -1, 5, 0.5f}, bias[4] = {0, 0, 0, 0};
+    gr_op_params p = conv_params(4, 1, 1, 0, 2);
+    gr_weights w = plain_weights(4, weights, 4, bias);
+    gr_shape os;
+    float *out = run1(&p, &w, in, (gr_shape){2, 1, 2}, 1, &os);
+    assert_shape(os, 4, 1, 2);
+    const float want[8] = {3, 6, -1, -2, 50, 100, 5, 10};
+    assert_exact(out, want, 8);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_conv_batchnorm_epsilon_on_std)
+{
+    /* 1x1 identity conv then BN. Darknet: y = scale*(x-mean)/(sqrt(var)+1e-6) + bias.
+     * Channel 0: var 0, x-mean = 1e-6, scale 1, bias 0: y = 1e-6/1e-6 = 1. (cuDNN's
+     *   sqrt(var+eps) with eps 1e-6 would give 1e-6/1e-3 = 0.001.)
+     * Channel 1: x = 3, mean 1, var 4, scale 2, bias 0.5: y = 2*2/(2+1e-6) + 0.5 = 2.499999.
+     * Tolerance 1e-6: float rounding of values near 1 and 2.5. */
+    const float in[2] = {1.000001f, 3.0f};
+    float weights[4] = {1, 0, 0, 1};
+    float biases[2] = {0, 0.5f}, scales[2] = {1, 2}, mean[2] = {1, 1}, var[2] = {0, 4};
+    gr_op_params p = conv_params(2, 1, 1, 0, 1);
+    p.batch_normalize = 1;
+    gr_weights w = plain_weights(2, weights, 4, biases);
+    w.scales = scales;
+    w.rolling_mean = mean;
+    w.rolling_variance = var;
+    gr_shape os;
+    float *out = run1(&p, &w, in, (gr_shape){2, 1, 1}, 1, &os);
+    const double diff0 = (double)(1.000001f - 1.0f); /* the float input is not exactly 1+1e-6 */
+    const float want[2] = {(float)(diff0 / 1e-6), (float)(4.0 / (2.0 + 1e-6) + 0.5)};
+    assert_close(out, want, 2, 1e-6);
+    ck_assert(out[0] > 0.9f); /* not the 0.001 of the sqrt(var+eps) convention */
+    free(out);
+}
+END_TEST
+
+START_TEST(test_conv_leaky_activation)
+{
+    /* 1x1 conv with weight 1 and bias -1 on (0, 3): pre-activation (-1, 2); leaky -> (-0.1, 2) */
+    const float in[2] = {0, 3};
+    float weights[1] = {1}, bias[1] = {-1};
+    gr_op_params p = conv_params(1, 1, 1, 0, 1);
+    p.activation = GR_ACT_LEAKY;
+    gr_weights w = plain_weights(1, weights, 1, bias);
+    gr_shape os;
+    float *out = run1(&p, &w, in, (gr_shape){1, 1, 2}, 1, &os);
+    const float want[2] = {-0.1f, 2};
+    assert_exact(out, want, 2);
+    free(out);
+}
+END_TEST
+
+/* The definition of a grouped, strided, padded convolution as a literal loop, for comparison. */
+static float literal_conv(const float *in, gr_shape is, const float *weights, const float *biases,
+                          int filters, int k, int stride, int pad, int groups, int oc, int oy,
+                          int ox)
+{
+    int cg = is.c / groups, g = oc / (filters / groups);
+    double sum = 0.0;
+    for (int ic = 0; ic < cg; ic++)
+        for (int ky = 0; ky < k; ky++)
+            for (int kx = 0; kx < k; kx++) {
+                int y = oy * stride - pad + ky, x = ox * stride - pad + kx;
+                if (y < 0 || y >= is.h || x < 0 || x >= is.w)
+                    continue;
+                sum += (double)weights[((oc * cg + ic) * k + ky) * k + kx] *
+                       (double)in[((g * cg + ic) * is.h + y) * is.w + x];
+            }
+    return (float)(sum + (double)biases[oc]);
+}
+
+START_TEST(test_conv_matches_literal_definition)
+{
+    /* Odd shapes on purpose: 4x7x5 input, 6 filters of 3x3, stride 2, pad 1, groups 2, batch 2.
+     * Values are small random floats; the reference sums in float in a different order than
+     * the double literal loop: 36 products of magnitude < 1, so 1e-5 absolute is ample. */
+    const gr_shape is = {4, 7, 5};
+    const int filters = 6, k = 3, stride = 2, pad = 1, groups = 2, batch = 2;
+    float in[2 * 4 * 7 * 5], weights[6 * 2 * 3 * 3], biases[6];
+    gr_rng rng;
+    gr_rng_seed(&rng, 42);
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
+        in[i] = gr_rng_uniform(&rng) * 2.0f - 1.0f;
+    for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++)
+        weights[i] = gr_rng_uniform(&rng) - 0.5f;
+    for (int i = 0; i < filters; i++)
+        biases[i] = gr_rng_uniform(&rng);
+    gr_op_params p = conv_params(filters, k, stride, pad, groups);
+    gr_weights w = plain_weights(filters, weights, sizeof weights / sizeof weights[0], biases);
+    gr_shape os;
+    float *out = run1(&p, &w, in, is, batch, &os);
+    assert_shape(os, 6, 4, 3); /* (7+2-3)/2+1 = 4, (5+2-3)/2+1 = 3 */
+    for (int b = 0; b < batch; b++)
+        for (int oc = 0; oc < filters; oc++)
+            for (int oy = 0; oy < os.h; oy++)
+                for (int ox = 0; ox < os.w; ox++) {
+                    float want = literal_conv(in + b * gr_shape_elems(is), is, weights, biases,
+                                              filters, k, stride, pad, groups, oc, oy, ox);
+                    float got = out[b * gr_shape_elems(os) + (size_t)(oc * os.h + oy) * os.w + ox];
+                    ASSERT_FLOAT_NEAR(got, want, 1e-5f);
+                }
+    free(out);
+}
+END_TEST
+
+START_TEST(test_conv_cost_yolov2_tiny_first_layer)
+{
+    /* 3x416x416 -> 16 filters 3x3 pad 1, BN, leaky (yolov2-tiny's first layer):
+     *   weights 16*3*3*3 = 432; params 432 + 16 biases + 3*16 BN = 496;
+     *   MACs 27 per output x 16*416*416 = 2768896 outputs -> 74760192, flops 2x = 149520384;
+     *   elementwise: BN 4 + leaky 1 = 5 per output = 13844480; total 163364864. */
+    gr_op_params p = conv_params(16, 3, 1, 1, 1);
+    p.batch_normalize = 1;
+    p.activation = GR_ACT_LEAKY;
+    gr_shape in = {3, 416, 416}, out;
+    ck_assert_int_eq(gr_op_conv_infer(&p, &in, 1, &out), GR_OK);
+    assert_shape(out, 16, 416, 416);
+    gr_cost c;
+    gr_op_conv_cost(&p, &in, 1, out, &c);
+    ck_assert_uint_eq(c.n_weights, 432);
+    ck_assert_uint_eq(c.n_params, 496);
+    ck_assert_double_eq(c.flops, 163364864.0);
+    ck_assert_double_eq(c.in_elems, 519168.0);
+    ck_assert_double_eq(c.out_elems, 2768896.0);
+}
+END_TEST
+
+START_TEST(test_conv_batch_is_independent)
+{
+    /* A batch of 2 gives the same as each image alone. */
+    const float in[2 * 9] = {1, 2, 3, 4, 5, 6, 7, 8, 9, -1, 0, 2, 5, 3, 1, 0, 0, 7};
+    float weights[9] = {1, -2, 0, 0.5f, 1, 0, 0, 3, -1}, bias[1] = {0.25f};
+    gr_op_params p = conv_params(1, 3, 1, 1, 1);
+    gr_weights w = plain_weights(1, weights, 9, bias);
+    gr_shape os;
+    float *both = run1(&p, &w, in, (gr_shape){1, 3, 3}, 2, &os);
+    float *second = run1(&p, &w, in + 9, (gr_shape){1, 3, 3}, 1, &os);
+    assert_exact(both + 9, second, 9);
+    free(both);
+    free(second);
+}
+END_TEST
+
+/* ---- maxpool / avgpool --------------------------------------------------------------------- */
+
+static gr_op_params maxpool_params(int size, int stride)
+{
+    gr_op_params p;
+    gr_op_params_default(GR_OP_MAXPOOL, &p);
+    p.size = size;
+    p.stride = stride;
+    p.pad = size - 1; /* the parser's default padding */
+    return p;
+}
+
+START_TEST(test_maxpool_size2_stride1_keeps_size)
+{
+    /* padding 1, out (3+1-2)/1+1 = 3; window start i + (-1)/2 = i (C truncation): only right and
+     * bottom are padded. With input -1..-9 the max of each window is its top-left value, so the
+     * output equals the input; padding never wins (a zero pad would give 0 at the edges). */
+    const float in[9] = {-1, -2, -3, -4, -5, -6, -7, -8, -9};
+    gr_op_params p = maxpool_params(2, 1);
+    gr_shape os;
+    float *out = run1(&p, NULL, in, (gr_shape){1, 3, 3}, 1, &os);
+    assert_shape(os, 1, 3, 3);
+    assert_exact(out, in, 9);
+    free(out);
+    /* input 1..9: max of each 2x2 window clipped to the image: 5 6 6 / 8 9 9 / 8 9 9 */
+    const float up[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    out = run1(&p, NULL, up, (gr_shape){1, 3, 3}, 1, &os);
+    const float want[9] = {5, 6, 6, 8, 9, 9, 8, 9, 9};
+    assert_exact(out, want, 9);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_maxpool_size2_stride2_odd_gives_ceil)
+{
+    /* 3x3, size 2, stride 2, padding 1: out (3+1-2)/2+1 = 2 = ceil(3/2); windows start at 0 and
+     * 2: max(1,2,4,5)=5, max(3,6)=6, max(7,8)=8, 9. Two channels to check channel offsets. */
+    const float in[18] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 9, 8, 7, 6, 5, 4, 3, 2, 1};
+    gr_op_params p = maxpool_params(2, 2);
+    gr_shape os;
+    float *out = run1(&p, NULL, in, (gr_shape){2, 3, 3}, 1, &os);
+    assert_shape(os, 2, 2, 2);
+    /* channel 1 is 9..1: max(9,8,6,5)=9, max(7,4)=7, max(3,2)=3, 1 */
+    const float want[8] = {5, 6, 8, 9, 9, 7, 3, 1};
+    assert_exact(out, want, 8);
+    free(out);
+    gr_shape in5 = {1, 5, 5}, o5;
+    ck_assert_int_eq(gr_op_maxpool_infer(&p, &in5, 1, &o5), GR_OK);
+    assert_shape(o5, 1, 3, 3); /* ceil(5/2) */
+}
+END_TEST
+
+START_TEST(test_avgpool_global_mean)
+{
+    /* channel 0: (1+2+3+4)/4 = 2.5; channel 1: all -1 */
+    const float in[8] = {1, 2, 3, 4, -1, -1, -1, -1};
+    gr_op_params p;
+    gr_op_params_default(GR_OP_AVGPOOL, &p);
+    gr_shape os;
+    float *out = run1(&p, NULL, in, (gr_shape){2, 2, 2}, 1, &os);
+    assert_shape(os, 2, 1, 1);
+    const float want[2] = {2.5f, -1};
+    assert_exact(out, want, 2);
+    free(out);
+}
+END_TEST
+
+/* ---- route / shortcut / upsample / reorg ------------------------------------------------------ */
+
+START_TEST(test_route_order)
+{
+    /* inputs listed as (b, a): b's channels first. a = 1x1x2 (1,2), b = 2x1x2 (3,4 | 5,6).
+     * Batch 2: the second image is the first + 10; concatenation happens per image. */
+    const float a[4] = {1, 2, 11, 12}, b[8] = {3, 4, 5, 6, 13, 14, 15, 16};
+    const float *ins[2] = {b, a};
+    const gr_shape shapes[2] = {{2, 1, 2}, {1, 1, 2}};
+    gr_op_params p;
+    gr_op_params_default(GR_OP_ROUTE, &p);
+    gr_shape os;
+    float *out = run_op(&p, NULL, ins, shapes, 2, 2, &os);
+    assert_shape(os, 3, 1, 2);
+    const float want[12] = {3, 4, 5, 6, 1, 2, 13, 14, 15, 16, 11, 12};
+    assert_exact(out, want, 12);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_route_groups)
+{
+    /* groups 2, group_id 1: the second half of each input's channels. a = 2 channels (1 | 2),
+     * b = 4 channels (3 | 4 | 5 | 6) on 1x1: out = (2, 5, 6). */
+    const float a[2] = {1, 2}, b[4] = {3, 4, 5, 6};
+    const float *ins[2] = {a, b};
+    const gr_shape shapes[2] = {{2, 1, 1}, {4, 1, 1}};
+    gr_op_params p;
+    gr_op_params_default(GR_OP_ROUTE, &p);
+    p.groups = 2;
+    p.group_id = 1;
+    gr_shape os;
+    float *out = run_op(&p, NULL, ins, shapes, 2, 1, &os);
+    assert_shape(os, 3, 1, 1);
+    const float want[3] = {2, 5, 6};
+    assert_exact(out, want, 3);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_upsample_nearest)
+{
+    /* 1x2x2 (1 2 / 3 4), stride 2: each value becomes a 2x2 block */
+    const float in[4] = {1, 2, 3, 4};
+    gr_op_params p;
+    gr_op_params_default(GR_OP_UPSAMPLE, &p);
+    gr_shape os;
+    float *out = run1(&p, NULL, in, (gr_shape){1, 2, 2}, 1, &os);
+    assert_shape(os, 1, 4, 4);
+    const float want[16] = {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4};
+    assert_exact(out, want, 16);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_reorg_tiny_literal)
+{
+    /* C=4, H=W=2, s=2, oc=1, input value = flat index. DARKNET.md:
+     *   out[i + 2*(j + 2*k)] = in[(2i + k%2) + 4*(2j + k/2)]
+     * i.e. the input read as one 4x4 image (rows 0-3, 4-7, 8-11, 12-15), channel k taking the
+     * pixels at row parity k/2 and column parity k%2:
+     *   k=0: 0 2 8 10, k=1: 1 3 9 11, k=2: 4 6 12 14, k=3: 5 7 13 15; shape 16x1x1. */
+    float in[16];
+    for (int i = 0; i < 16; i++)
+        in[i] = (float)i;
+    gr_op_params p;
+    gr_op_params_default(GR_OP_REORG, &p);
+    p.stride = 2;
+    gr_shape os;
+    float *out = run1(&p, NULL, in, (gr_shape){4, 2, 2}, 1, &os);
+    assert_shape(os, 16, 1, 1);
+    const float want[16] = {0, 2, 8, 10, 1, 3, 9, 11, 4, 6, 12, 14, 5, 7, 13, 15};
+    assert_exact(out, want, 16);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_reorg_formula)
+{
+    /* C=8, H=4, W=6, s=2, batch 2: expected from a literal loop over DARKNET.md's formula. */
+    enum { C = 8, H = 4, W = 6, S = 2, N = C * H * W };
+    float in[2 * N], want[2 * N];
+    for (int i = 0; i < 2 * N; i++)
+        in[i] = (float)i;
+    const int oc = C / (S * S);
+    for (int b = 0; b < 2; b++)
+        for (int k = 0; k < C; k++)
+            for (int j = 0; j < H; j++)
+                for (int i = 0; i < W; i++)
+                    want[b * N + i + W * (j + H * k)] =
+                        in[b * N + (i * S + (k / oc) % S) +
+                           W * S * ((j * S + (k / oc) / S) + H * S * (k % oc))];
+    gr_op_params p;
+    gr_op_params_default(GR_OP_REORG, &p);
+    p.stride = S;
+    gr_shape os;
+    float *out = run1(&p, NULL, in, (gr_shape){C, H, W}, 2, &os);
+    assert_shape(os, 32, 2, 3);
+    assert_exact(out, want, 2 * N);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_shortcut_same_shape)
+{
+    /* x + from, then leaky: (1 + 2, -4 + 1) = (3, -3) -> (3, -0.3) */
+    const float x[2] = {1, -4}, from[2] = {2, 1};
+    const float *ins[2] = {x, from};
+    const gr_shape shapes[2] = {{1, 1, 2}, {1, 1, 2}};
+    gr_op_params p;
+    gr_op_params_default(GR_OP_SHORTCUT, &p);
+    p.activation = GR_ACT_LEAKY;
+    gr_shape os;
+    float *out = run_op(&p, NULL, ins, shapes, 2, 1, &os);
+    const float want[2] = {3, darknet_leaky(-3.0f)};
+    assert_exact(out, want, 2);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_shortcut_mismatched_from_larger)
+{
+    /* x: 2 channels of 2x2 all 1; from: 1 channel of 4x4 with values 0..15.
+     * stride = 4/2 = 2: from sampled at (0,0)=0, (0,2)=2, (2,0)=8, (2,2)=10 and added to x's
+     * channel 0 -> 1, 3, 9, 11; only min(c) = 1 channel is added, channel 1 passes through. */
+    float x[8], from[16];
+    for (int i = 0; i < 8; i++)
+        x[i] = 1;
+    for (int i = 0; i < 16; i++)
+        from[i] = (float)i;
+    const float *ins[2] = {x, from};
+    const gr_shape shapes[2] = {{2, 2, 2}, {1, 4, 4}};
+    gr_op_params p;
+    gr_op_params_default(GR_OP_SHORTCUT, &p);
+    gr_shape os;
+    float *out = run_op(&p, NULL, ins, shapes, 2, 1, &os);
+    assert_shape(os, 2, 2, 2);
+    const float want[8] = {1, 3, 9, 11, 1, 1, 1, 1};
+    assert_exact(out, want, 8);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_shortcut_mismatched_from_smaller)
+{
+    /* x: 1 channel 4x4 of zeros; from: 1x2x2 (1 2 / 3 4). sample = 4/2 = 2: from[j][i] lands on
+     * x[2j][2i], the top-left of each 2x2 block; the rest stays 0. */
+    float x[16] = {0};
+    const float from[4] = {1, 2, 3, 4};
+    const float *ins[2] = {x, from};
+    const gr_shape shapes[2] = {{1, 4, 4}, {1, 2, 2}};
+    gr_op_params p;
+    gr_op_params_default(GR_OP_SHORTCUT, &p);
+    gr_shape os;
+    float *out = run_op(&p, NULL, ins, shapes, 2, 1, &os);
+    const float want[16] = {1, 0, 2, 0, 0, 0, 0, 0, 3, 0, 4, 0, 0, 0, 0, 0};
+    assert_exact(out, want, 16);
+    free(out);
+}
+END_TEST
+
+/* ---- connected / softmax ------------------------------------------------------------------- */
+
+START_TEST(test_connected)
+{
+    /* inputs (1, 2, 3) as 3x1x1; W = [[1, 0, -1], [0.5, 0.5, 0.5]], b = (0.5, 0):
+     * (1 - 3 + 0.5, 3) = (-1.5, 3); leaky -> (-0.15, 3) */
+    const float in[3] = {1, 2, 3};
+    float weights[6] = {1, 0, -1, 0.5f, 0.5f, 0.5f}, bias[2] = {0.5f, 0};
+    gr_op_params p;
+    gr_op_params_default(GR_OP_CONNECTED, &p);
+    p.filters = 2;
+    p.activation = GR_ACT_LEAKY;
+    gr_weights w = plain_weights(2, weights, 6, bias);
+    gr_shape os;
+    float *out = run1(&p, &w, in, (gr_shape){3, 1, 1}, 1, &os);
+    assert_shape(os, 2, 1, 1);
+    const float want[2] = {darknet_leaky(-1.5f), 3};
+    assert_exact(out, want, 2);
+    gr_cost c;
+    gr_shape in_shape = {3, 1, 1};
+    gr_op_connected_cost(&p, &in_shape, 1, os, &c);
+    ck_assert_uint_eq(c.n_weights, 6);
+    ck_assert_uint_eq(c.n_params, 8); /* + 2 biases */
+    free(out);
+}
+END_TEST
+
+START_TEST(test_softmax_groups)
+{
+    /* 4 values, groups 2: (0, ln3) -> (1/4, 3/4); (5, 5) -> (1/2, 1/2). Tolerance 1e-7: one
+     * rounding of exp and one of the division. */
+    const float in[4] = {0, (float)log(3.0), 5, 5};
+    gr_op_params p;
+    gr_op_params_default(GR_OP_SOFTMAX, &p);
+    p.groups = 2;
+    gr_shape os;
+    float *out = run1(&p, NULL, in, (gr_shape){4, 1, 1}, 1, &os);
+    const float want[4] = {0.25f, 0.75f, 0.5f, 0.5f};
+    assert_close(out, want, 4, 1e-7);
+    free(out);
+}
+END_TEST
+
+/* ---- region / yolo ---------------------------------------------------------------------------- */
+
+START_TEST(test_region_softmax)
+{
+    /* num 1, classes 2, coords 4 -> 7 channels on a 1x2 grid. Cell 0:
+     *   x 0 -> 0.5, y ln3 -> 0.75, w 1.5 and h -2 raw, objectness 0 -> 0.5,
+     *   classes (0, ln3) -> softmax (0.25, 0.75).
+     * Cell 1 differs (x = ln3, classes equal) so a softmax that mixed cells would show. */
+    const float l3 = (float)log(3.0);
+    const float in[14] = {0, l3, l3, 0, 1.5f, 7, -2, 8, 0, -l3, 0, 4, l3, 4};
+    gr_op_params p;
+    gr_op_params_default(GR_OP_REGION, &p);
+    p.classes = 2;
+    p.num = 1;
+    p.softmax = 1;
+    gr_shape os;
+    float *out = run1(&p, NULL, in, (gr_shape){7, 1, 2}, 1, &os);
+    assert_shape(os, 7, 1, 2);
+    const float want[14] = {0.5f, 0.75f, 0.75f, 0.5f, 1.5f, 7, -2, 8, 0.5f, 0.25f, 0.25f, 0.5f,
+                            0.75f, 0.5f};
+    assert_close(out, want, 14, 1e-7);
+    free(out);
+    /* softmax=0: Darknet applies a logistic to the classes instead: (0, ln3) -> (0.5, 0.75) */
+    p.softmax = 0;
+    out = run1(&p, NULL, in, (gr_shape){7, 1, 2}, 1, &os);
+    ASSERT_FLOAT_NEAR(out[10], 0.5f, 1e-7f);
+    ASSERT_FLOAT_NEAR(out[12], 0.75f, 1e-7f);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_yolo_activations)
+{
+    /* one mask entry, classes 2 -> 7 channels at 1x1: logistic on x, y, objectness and both
+     * classes; w, h raw: (0, ln3, 1.5, -2, ln3, 0, -ln3) -> (.5, .75, 1.5, -2, .75, .5, .25) */
+    const float l3 = (float)log(3.0);
+    const float in[7] = {0, l3, 1.5f, -2, l3, 0, -l3};
+    gr_op_params p;
+    gr_op_params_default(GR_OP_YOLO, &p);
+    p.classes = 2;
+    p.num = 3;
+    p.n_mask = 1;
+    p.mask[0] = 2;
+    gr_shape os;
+    float *out = run1(&p, NULL, in, (gr_shape){7, 1, 1}, 1, &os);
+    const float want[7] = {0.5f, 0.75f, 1.5f, -2, 0.75f, 0.5f, 0.25f};
+    assert_close(out, want, 7, 1e-7);
+    free(out);
+}
+END_TEST
+
+/* ---- quantize / dequantize -------------------------------------------------------------------- */
+
+START_TEST(test_quantize_int8_rounding_and_clamp)
+{
+    /* scale 0.5, q = clamp(round_half_even(x / 0.5), -127, 127):
+     *   0.25 -> 0.5 -> 0 (tie to even), 0.75 -> 1.5 -> 2, 1.25 -> 2.5 -> 2, -0.25 -> -0.5 -> 0,
+     *   -0.75 -> -1.5 -> -2, 0.3 -> 0.6 -> 1, 100 -> 200 -> 127, -100 -> -127 (not -128),
+     *   63.5 -> 127 exactly, NaN -> 0 (what __float2int_rn gives). */
+    const float in[10] = {0.25f, 0.75f, 1.25f, -0.25f, -0.75f, 0.3f, 100, -100, 63.5f, NAN};
+    gr_op_params p;
+    gr_op_params_default(GR_OP_QUANTIZE, &p);
+    p.dtype = GR_DTYPE_I8;
+    p.scale = 0.5f;
+    gr_shape os;
+    float *q = run1(&p, NULL, in, (gr_shape){10, 1, 1}, 1, &os);
+    const float want[10] = {0, 2, 2, 0, -2, 1, 127, -127, 127, 0};
+    assert_exact(q, want, 10);
+    /* dequantize: q * scale */
+    gr_op_params d;
+    gr_op_params_default(GR_OP_DEQUANTIZE, &d);
+    d.scale = 0.5f;
+    float *back = run1(&d, NULL, q, (gr_shape){10, 1, 1}, 1, &os);
+    const float want_back[10] = {0, 1, 1, 0, -1, 0.5f, 63.5f, -63.5f, 63.5f, 0};
+    assert_exact(back, want_back, 10);
+    free(q);
+    free(back);
+}
+END_TEST
+
+START_TEST(test_quantize_f16)
+{
+    /* f16 has 10 mantissa bits: 1 + 2^-11 is halfway between 1 and 1 + 2^-10 -> 1 (even);
+     * 1 + 3*2^-11 is halfway between 1 + 2^-10 and 1 + 2^-9 -> 1 + 2^-9 (even); 0.5 exact. */
+    const float in[3] = {1.0f + 0x1p-11f, 1.0f + 3.0f * 0x1p-11f, 0.5f};
+    gr_op_params p;
+    gr_op_params_default(GR_OP_QUANTIZE, &p);
+    p.dtype = GR_DTYPE_F16;
+    gr_shape os;
+    float *q = run1(&p, NULL, in, (gr_shape){3, 1, 1}, 1, &os);
+    const float want[3] = {1.0f, 1.0f + 0x1p-9f, 0.5f};
+    assert_exact(q, want, 3);
+    gr_op_params d;
+    gr_op_params_default(GR_OP_DEQUANTIZE, &d);
+    d.dtype = GR_DTYPE_F16;
+    float *back = run1(&d, NULL, q, (gr_shape){3, 1, 1}, 1, &os);
+    assert_exact(back, want, 3); /* identity */
+    free(q);
+    free(back);
+}
+END_TEST
+
+/* ---- infer rejects bad parameters ------------------------------------------------------------- */
+
+static void expect_reject(const gr_op_params *p, const gr_shape *in, int n_in, gr_status want,
+                          const char *fragment)
+{
+    gr_shape out = {-7, -7, -7};
+    gr_clear_error();
+    gr_status st = gr_op_get(p->op)->infer(p, in, n_in, &out);
+    ck_assert_msg(st == want, "status %d, want %d (%s)", (int)st, (int)want, gr_last_error());
+    ck_assert_msg(strstr(gr_last_error(), fragment) != NULL, "message '%s' lacks '%s'",
+                  gr_last_error(), fragment);
+    ck_assert_msg(strchr(gr_last_error(), '\n') == NULL, "message is not one line");
+}
+
+START_TEST(test_infer_rejects_conv)
+{
+    gr_shape in = {4, 8, 8};
+    gr_op_params p = conv_params(0, 3, 1, 1, 1);
+    expect_reject(&p, &in, 1, GR_ERR_PARSE, "[convolutional] filters 0 must be >= 1");
+    p = conv_params(6, 3, 1, 1, 4);
+    expect_reject(&p, &in, 1, GR_ERR_PARSE, "filters 6 not divisible by groups 4");
+    p = conv_params(6, 3, 1, 1, 3);
+    expect_reject(&p, &in, 1, GR_ERR_PARSE, "input channels 4 not divisible by groups 3");
+    p = conv_params(4, 11, 1, 1, 1);
+    expect_reject(&p, &in, 1, GR_ERR_PARSE, "size 11 larger than the padded input");
+    p = conv_params(4, 3, 0, 1, 1);
+    expect_reject(&p, &in, 1, GR_ERR_PARSE, "stride 0 must be >= 1");
+    p = conv_params(4, 3, 1, -1, 1);
+    expect_reject(&p, &in, 1, GR_ERR_PARSE, "padding -1 must be >= 0");
+    p = conv_params(GR_MAX_DIM + 1, 1, 1, 0, 1);
+    expect_reject(&p, &in, 1, GR_ERR_LIMIT, "filters 65537 exceeds the limit");
+    /* 65536 filters of 65536 channels: a 2^32-element weight tensor */
+    gr_shape wide = {GR_MAX_DIM, 1, 1};
+    p = conv_params(GR_MAX_DIM, 1, 1, 0, 1);
+    expect_reject(&p, &wide, 1, GR_ERR_LIMIT, "weight tensor");
+    gr_shape absurd = {3, GR_MAX_DIM + 1, 4};
+    p = conv_params(4, 3, 1, 1, 1);
+    expect_reject(&p, &absurd, 1, GR_ERR_LIMIT, "exceeds the dimension limit");
+    gr_shape huge = {GR_MAX_DIM, GR_MAX_DIM, 2}; /* 2^33 elements */
+    expect_reject(&p, &huge, 1, GR_ERR_LIMIT, "elements");
+    p.activation = GR_ACT_COUNT;
+    expect_reject(&p, &in, 1, GR_ERR_PARSE, "activation");
+    p = conv_params(4, 3, 1, 1, 1);
+    expect_reject(&p, &in, 2, GR_ERR_INVALID_ARGUMENT, "takes 1 input");
+}
+END_TEST
+
+START_TEST(test_infer_rejects_pool_and_shape_ops)
+{
+    gr_shape in = {4, 8, 8};
+    gr_op_params p = maxpool_params(2, 2);
+    p.size = 0;
+    expect_reject(&p, &in, 1, GR_ERR_PARSE, "[maxpool] size 0 must be >= 1");
+    p = maxpool_params(2, 2);
+    p.pad = 3; /* ceil(3/2) = 2 >= size: a window wholly in the padding */
+    expect_reject(&p, &in, 1, GR_ERR_PARSE, "[maxpool] padding 3 too large");
+    p = maxpool_params(9, 1);
+    p.pad = 0;
+    expect_reject(&p, &in, 1, GR_ERR_PARSE, "size 9 larger");
+
+    gr_op_params u;
+    gr_op_params_default(GR_OP_UPSAMPLE, &u);
+    u.stride = 0;
+    expect_reject(&u, &in, 1, GR_ERR_PARSE, "[upsample] stride 0 must be >= 1");
+    gr_shape big = {1, 40000, 4};
+    u.stride = 2; /* 80000 rows > GR_MAX_DIM */
+    expect_reject(&u, &big, 1, GR_ERR_LIMIT, "dimension limit");
+
+    gr_op_params r;
+    gr_op_params_default(GR_OP_REORG, &r);
+    r.stride = 3;
+    expect_reject(&r, &in, 1, GR_ERR_PARSE, "[reorg] input 8x8 not divisible by stride 3");
+    gr_shape three = {3, 8, 8};
+    r.stride = 2;
+    expect_reject(&r, &three, 1, GR_ERR_PARSE, "channels 3 not divisible by stride^2 = 4");
+
+    gr_op_params route;
+    gr_op_params_default(GR_OP_ROUTE, &route);
+    gr_shape mixed[2] = {{4, 8, 8}, {4, 4, 4}};
+    expect_reject(&route, mixed, 2, GR_ERR_PARSE, "[route] input 1 is 4x4");
+    expect_reject(&route, mixed, 0, GR_ERR_PARSE, "[route] needs 1 to");
+    route.groups = 2;
+    route.group_id = 2;
+    expect_reject(&route, mixed, 1, GR_ERR_PARSE, "group_id 2 must be in 0..1");
+    gr_shape odd[1] = {{3, 8, 8}};
+    route.group_id = 0;
+    expect_reject(&route, odd, 1, GR_ERR_PARSE, "channels 3 not divisible by groups 2");
+
+    gr_op_params s;
+    gr_op_params_default(GR_OP_SHORTCUT, &s);
+    gr_shape skew[2] = {{4, 8, 8}, {4, 16, 8}}; /* height ratio 2, width ratio 1 */
+    expect_reject(&s, skew, 2, GR_ERR_PARSE, "[shortcut]");
+    expect_reject(&s, skew, 1, GR_ERR_INVALID_ARGUMENT, "takes 2 inputs");
+
+    gr_op_params sm;
+    gr_op_params_default(GR_OP_SOFTMAX, &sm);
+    sm.groups = 3;
+    gr_shape ten = {10, 1, 1};
+    expect_reject(&sm, &ten, 1, GR_ERR_PARSE, "[softmax] 10 inputs not divisible by groups 3");
+}
+END_TEST
+
+START_TEST(test_infer_rejects_heads_and_quant)
+{
+    gr_op_params p;
+    gr_op_params_default(GR_OP_REGION, &p);
+    p.num = 5; /* 5*(4+1+20) = 125 channels expected */
+    gr_shape in = {124, 13, 13};
+    expect_reject(&p, &in, 1, GR_ERR_PARSE, "[region] input has 124 channels");
+    p.coords = 5;
+    in.c = 130;
+    expect_reject(&p, &in, 1, GR_ERR_UNSUPPORTED, "[region] coords 5");
+    p.coords = 4;
+    p.num = GR_MAX_ANCHORS + 1;
+    expect_reject(&p, &in, 1, GR_ERR_LIMIT, "[region] num");
+
+    gr_op_params y;
+    gr_op_params_default(GR_OP_YOLO, &y);
+    y.classes = 80;
+    y.num = 6;
+    y.n_mask = 3;
+    y.mask[0] = 3;
+    y.mask[1] = 4;
+    y.mask[2] = 5;
+    gr_shape yin = {255, 13, 13}, yout;
+    ck_assert_int_eq(gr_op_yolo_infer(&y, &yin, 1, &yout), GR_OK);
+    assert_shape(yout, 255, 13, 13);
+    yin.c = 250;
+    expect_reject(&y, &yin, 1, GR_ERR_PARSE, "[yolo] input has 250 channels");
+    yin.c = 255;
+    y.mask[2] = 6;
+    expect_reject(&y, &yin, 1, GR_ERR_PARSE, "[yolo] mask entry 2 is 6");
+
+    gr_op_params q;
+    gr_op_params_default(GR_OP_QUANTIZE, &q);
+    q.scale = 0.0f;
+    gr_shape qin = {4, 4, 4};
+    expect_reject(&q, &qin, 1, GR_ERR_INVALID_ARGUMENT, "[quantize] int8 scale");
+    q.scale = 1.0f;
+    q.dtype = GR_DTYPE_U8;
+    expect_reject(&q, &qin, 1, GR_ERR_UNSUPPORTED, "dtype u8 unsupported");
+}
+END_TEST
+
+START_TEST(test_infer_yolov2_tiny_shapes)
+{
+    /* The shape chain of yolov2-tiny-voc: 416 -> 6 maxpools of which 5 halve (208, 104, 52,
+     * 26, 13) and the last (size 2 stride 1) keeps 13; the final 1x1 conv gives 125x13x13. */
+    gr_shape s = {3, 416, 416};
+    const int filters[6] = {16, 32, 64, 128, 256, 512};
+    for (int i = 0; i < 6; i++) {
+        gr_op_params c = conv_params(filters[i], 3, 1, 1, 1);
+        ck_assert_int_eq(gr_op_conv_infer(&c, &s, 1, &s), GR_OK);
+        gr_op_params m = maxpool_params(2, i < 5 ? 2 : 1);
+        ck_assert_int_eq(gr_op_maxpool_infer(&m, &s, 1, &s), GR_OK);
+    }
+    assert_shape(s, 512, 13, 13);
+    gr_op_params last = conv_params(125, 1, 1, 0, 1);
+    ck_assert_int_eq(gr_op_conv_infer(&last, &s, 1, &s), GR_OK);
+    assert_shape(s, 125, 13, 13);
+}
+END_TEST
+
+static Suite *ops_suite(void)
+{
+    Suite *s = suite_create("ops");
+    TCase *tc = tcase_create("ops");
+    tcase_add_test(tc, test_table_complete);
+    tcase_add_test(tc, test_section_lookup);
+    tcase_add_test(tc, test_activation_names);
+    tcase_add_test(tc, test_defaults_follow_darknet);
+    tcase_add_test(tc, test_activations);
+    tcase_add_test(tc, test_conv_1x1);
+    tcase_add_test(tc, test_conv_3x3_pad_sums);
+    tcase_add_test(tc, test_conv_is_cross_correlation);
+    tcase_add_test(tc, test_conv_stride2);
+    tcase_add_test(tc, test_conv_groups);
+    tcase_add_test(tc, test_conv_batchnorm_epsilon_on_std);
+    tcase_add_test(tc, test_conv_leaky_activation);
+    tcase_add_test(tc, test_conv_matches_literal_definition);
+    tcase_add_test(tc, test_conv_cost_yolov2_tiny_first_layer);
+    tcase_add_test(tc, test_conv_batch_is_independent);
+    tcase_add_test(tc, test_maxpool_size2_stride1_keeps_size);
+    tcase_add_test(tc, test_maxpool_size2_stride2_odd_gives_ceil);
+    tcase_add_test(tc, test_avgpool_global_mean);
+    tcase_add_test(tc, test_route_order);
+    tcase_add_test(tc, test_route_groups);
+    tcase_add_test(tc, test_upsample_nearest);
+    tcase_add_test(tc, test_reorg_tiny_literal);
+    tcase_add_test(tc, test_reorg_formula);
+    tcase_add_test(tc, test_shortcut_same_shape);
+    tcase_add_test(tc, test_shortcut_mismatched_from_larger);
+    tcase_add_test(tc, test_shortcut_mismatched_from_smaller);
+    tcase_add_test(tc, test_connected);
+    tcase_add_test(tc, test_softmax_groups);
+    tcase_add_test(tc, test_region_softmax);
+    tcase_add_test(tc, test_yolo_activations);
+    tcase_add_test(tc, test_quantize_int8_rounding_and_clamp);
+    tcase_add_test(tc, test_quantize_f16);
+    tcase_add_test(tc, test_infer_rejects_conv);
+    tcase_add_test(tc, test_infer_rejects_pool_and_shape_ops);
+    tcase_add_test(tc, test_infer_rejects_heads_and_quant);
+    tcase_add_test(tc, test_infer_yolov2_tiny_shapes);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(ops_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
