@@ -254,11 +254,36 @@ gr_status gr_engine_detect(const gr_engine *engine, int batch_index, const gr_de
     if (batch_index < 0 || batch_index >= engine->opt.batch)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "batch index %d is outside 0..%d", batch_index,
                        engine->opt.batch - 1);
-    const float *heads[GR_MAX_HEADS];
+    /* Heads are raw conv outputs: apply the region/yolo activation (the ops' reference) and decode. */
+    const gr_net *net = engine->net;
+    gr_head_output heads[GR_MAX_HEADS];
+    float *activated[GR_MAX_HEADS] = {0};
+    int n_heads = 0;
+    gr_status st = GR_OK;
+    for (int i = 0; i < engine->n_heads && st == GR_OK; i++) {
+        int decoder = gr_net_head_decoder(net, i);
+        if (decoder < 0)
+            continue;
+        const gr_layer *l = &net->layers[decoder];
+        size_t elems = gr_shape_elems(l->out);
+        activated[i] = gr_malloc(elems * sizeof(float), "activated head");
+        if (!activated[i]) {
+            st = GR_ERR_OUT_OF_MEMORY;
+            break;
+        }
+        const float *raw = engine->outputs[i] + (size_t)batch_index * elems;
+        gr_shape in_shape = l->out;
+        gr_op_get(l->p.op)->ref(&l->p, &l->w, &raw, &in_shape, 1, activated[i], l->out, 1);
+        heads[n_heads++] = (gr_head_output){&l->p, activated[i], l->out};
+    }
+    if (st == GR_OK && n_heads == 0)
+        st = gr_fail(GR_ERR_UNSUPPORTED, "%s: the network has no region or yolo layer to decode",
+                     net->name);
+    if (st == GR_OK)
+        st = gr_detect_heads(heads, n_heads, net->w, net->h, opt, dets, n);
     for (int i = 0; i < engine->n_heads; i++)
-        heads[i] = engine->outputs[i] + (size_t)batch_index * gr_shape_elems(
-                                            engine->net->layers[engine->head_layers[i]].out);
-    return gr_detect_net(engine->net, heads, opt, dets, n);
+        free(activated[i]);
+    return st;
 }
 
 gr_status gr_engine_timing(const gr_engine *engine, gr_timing *timing)
