@@ -1,0 +1,132 @@
+/* INT8 calibration cache (format in calib_cache.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/calib_cache.h"
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+gr_calib_key gr_calib_key_make(const gr_net *net, gr_calib_method method, float percentile)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    int dims[3] = {net->w, net->h, net->c};
+    h = fnv1a(h, dims, sizeof dims);
+    for (int i = 0; i < net->n_layers; i++) {
+        const gr_layer *l = &net->layers[i];
+        int fields[12] = {(int)l->p.op, (int)l->p.activation, l->p.filters, l->p.size, l->p.stride,
+                          l->p.pad, l->p.groups, l->p.batch_normalize, l->out.c, l->out.h,
+                          l->out.w, l->n_inputs};
+        h = fnv1a(h, fields, sizeof fields);
+        h = fnv1a(h, l->inputs, (size_t)l->n_inputs * sizeof l->inputs[0]);
+    }
+    if (net->weight_block)
+        h = fnv1a(h, net->weight_block, net->n_weight_floats * sizeof(float));
+    gr_calib_key key = {h, method, method == GR_CALIB_PERCENTILE ? percentile : 0.0f, net->name};
+    return key;
+}
+
+static void method_str(const gr_calib_key *key, char *buf, size_t len)
+{
+    if (key->method == GR_CALIB_PERCENTILE)
+        snprintf(buf, len, "percentile %.6g", (double)key->percentile);
+    else
+        snprintf(buf, len, "max");
+}
+
+gr_status gr_calib_cache_read(const char *path, const gr_calib_key *key, int n_layers,
+                              float *layer_range, float *input_range, int *found)
+{
+    *found = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        if (errno == ENOENT)
+            return GR_OK;
+        return gr_fail(GR_ERR_IO, "%s: cannot open calibration cache: %s", path, strerror(errno));
+    }
+    char line[512], want_method[64], method[64] = "";
+    method_str(key, want_method, sizeof want_method);
+    int lineno = 0, version = 0, layers_seen = 0, have_input = 0;
+    uint64_t hash = 0;
+    gr_status st = GR_OK;
+    char *seen = calloc((size_t)n_layers + 1, 1);
+    if (!seen) {
+        fclose(f);
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "calibration cache: out of memory");
+    }
+    while (st == GR_OK && fgets(line, sizeof line, f)) {
+        lineno++;
+        char name[128];
+        int index, images;
+        float range;
+        if (sscanf(line, "graphrun-calibration %d", &version) == 1) {
+            if (version != 1)
+                st = gr_fail(GR_ERR_PARSE, "%s:%d: calibration cache version %d (expected 1)", path,
+                             lineno, version);
+        } else if (sscanf(line, "model %127s %" SCNx64, name, &hash) == 2) {
+            if (hash != key->hash)
+                st = gr_fail(GR_ERR_PARSE,
+                             "%s:%d: calibration cache is for a different model (%s, hash %016" PRIx64
+                             "; this model %s has %016" PRIx64 "): delete it or pass another path",
+                             path, lineno, name, hash, key->name, key->hash);
+        } else if (strncmp(line, "method ", 7) == 0) {
+            snprintf(method, sizeof method, "%s", line + 7);
+            method[strcspn(method, "\r\n")] = '\0';
+            if (strcmp(method, want_method) != 0)
+                st = gr_fail(GR_ERR_PARSE,
+                             "%s:%d: calibration cache was made with method '%s', this build asks "
+                             "for '%s': delete it or pass another path",
+                             path, lineno, method, want_method);
+        } else if (sscanf(line, "images %d", &images) == 1) {
+        } else if (sscanf(line, "input %f", &range) == 1) {
+            *input_range = range;
+            have_input = 1;
+        } else if (sscanf(line, "layer %d %f", &index, &range) == 2) {
+            if (index < 0 || index >= n_layers || seen[index])
+                st = gr_fail(GR_ERR_PARSE, "%s:%d: layer index %d is out of range or repeated",
+                             path, lineno, index);
+            else {
+                layer_range[index] = range;
+                seen[index] = 1;
+                layers_seen++;
+            }
+        } else if (line[0] != '\n' && line[0] != '#') {
+            st = gr_fail(GR_ERR_PARSE, "%s:%d: unrecognised calibration cache line", path, lineno);
+        }
+    }
+    fclose(f);
+    free(seen);
+    if (st == GR_OK && (version != 1 || hash == 0 || !have_input || layers_seen != n_layers))
+        st = gr_fail(GR_ERR_PARSE, "%s: incomplete calibration cache (%d of %d layers)", path,
+                     layers_seen, n_layers);
+    if (st == GR_OK)
+        *found = 1;
+    return st;
+}
+
+gr_status gr_calib_cache_write(const char *path, const gr_calib_key *key, int n_layers,
+                               const float *layer_range, float input_range, int n_images)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return gr_fail(GR_ERR_IO, "%s: cannot write calibration cache: %s", path, strerror(errno));
+    char method[64];
+    method_str(key, method, sizeof method);
+    fprintf(f, "graphrun-calibration 1\nmodel %s %016" PRIx64 "\nmethod %s\nimages %d\ninput %.9g\n",
+            key->name[0] ? key->name : "unnamed", key->hash, method, n_images, (double)input_range);
+    for (int i = 0; i < n_layers; i++)
+        fprintf(f, "layer %d %.9g\n", i, (double)layer_range[i]);
+    if (fclose(f) != 0)
+        return gr_fail(GR_ERR_IO, "%s: error writing calibration cache", path);
+    return GR_OK;
+}
