@@ -510,7 +510,7 @@ static gr_status resolve_index(const section_ctx *cx, const cfg_entry *e, int in
     long abs_index = ref < 0 ? index + ref : ref;
     char what[128];
     if (abs_index < 0) {
-        snprintf(what, sizeof what, "points before the first layer (layer %ld of this layer %d)",
+        snprintf(what, sizeof what, "points before the first layer (resolves to %ld at layer %d)",
                  abs_index, index);
         return fail_key(cx, e, GR_ERR_PARSE, what);
     }
