@@ -86,8 +86,9 @@ static void print_help(void)
            "  --eager        build engines without a CUDA graph (use_cuda_graph = 0)\n"
            "  --json FILE    also write the results as JSON\n"
            "\n"
-           "Times are host-clock microseconds of synchronous gr_engine_run_u8() calls (input copy,\n"
-           "compute, output copy). Exit: 0 ok, 1 a configuration failed, 2 usage, 77 no GPU.\n");
+           "Times are host-clock microseconds of synchronous gr_engine_run_u8() calls\n"
+           "(input copy, compute, output copy).\n"
+           "Exit: 0 ok, 1 a configuration failed, 2 usage, 77 no GPU.\n");
 }
 
 static int parse_int(const char *s, int min, int max, int *out)
@@ -132,7 +133,8 @@ static int parse_precisions(const char *arg, bench_options *o)
     strcpy(buf, arg);
     o->n_precisions = 0;
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        if (o->n_precisions == 3 || gr_precision_parse(tok, &o->precisions[o->n_precisions]) != GR_OK)
+        if (o->n_precisions == 3 ||
+            gr_precision_parse(tok, &o->precisions[o->n_precisions]) != GR_OK)
             return 0;
         o->n_precisions++;
     }
@@ -223,7 +225,8 @@ static int outputs_sane(const gr_engine *engine)
     for (int k = 0; k < gr_engine_output_count(engine); k++) {
         gr_tensor_desc d;
         const float *data = NULL;
-        if (gr_engine_output_desc(engine, k, &d) != GR_OK || gr_engine_output(engine, k, &data) != GR_OK)
+        if (gr_engine_output_desc(engine, k, &d) != GR_OK ||
+            gr_engine_output(engine, k, &data) != GR_OK)
             return 0;
         size_t n = (size_t)d.n * (size_t)d.c * (size_t)d.h * (size_t)d.w;
         for (size_t i = 0; i < n; i++) {
@@ -361,7 +364,8 @@ static void print_table(const bench_result *results, int n, const bench_options 
                r->split.end_to_end_us, target, r->output_ok ? "" : "  OUTPUT NOT SANE");
     }
     printf("host clock around synchronous gr_engine_run_u8 (copies + compute), %d runs after %d "
-           "warm-up; conv/copy/compute/e2e: medians of the engine's own split (gr_engine_timing)%s\n",
+           "warm-up;\nconv/copy/compute/e2e: medians of the engine's own split (gr_engine_timing)"
+           "%s\n",
            o->iters, o->warmup, o->eager ? "; eager (no CUDA graph)" : "");
 }
 
@@ -484,7 +488,8 @@ int main(int argc, char **argv)
         goto done;
     }
     if ((st = gr_image_letterbox_u8(image, info.width, info.height, image_u8)) != GR_OK) {
-        fprintf(stderr, "graphrun_bench: %s: %s (%s)\n", o.image, gr_last_error(), gr_status_str(st));
+        fprintf(stderr, "graphrun_bench: %s: %s (%s)\n", o.image, gr_last_error(),
+                gr_status_str(st));
         goto done;
     }
 
@@ -499,8 +504,8 @@ int main(int argc, char **argv)
             r->precision = o.precisions[p];
             r->batch = o.batches[b];
             if (bench_one(model, &o, image_u8, image_bytes, r) != GR_OK) {
-                fprintf(stderr, "graphrun_bench: %s batch %d: %s\n", gr_precision_name(r->precision),
-                        r->batch, r->error);
+                fprintf(stderr, "graphrun_bench: %s batch %d: %s\n",
+                        gr_precision_name(r->precision), r->batch, r->error);
                 failures++;
                 continue;
             }
@@ -511,7 +516,8 @@ int main(int argc, char **argv)
                 failures++;
             }
             printf("%s batch %d on %s: p50 %.1f us, %.0f images/s\n",
-                   gr_precision_name(r->precision), r->batch, r->device_name, r->p50, r->images_per_s);
+                   gr_precision_name(r->precision), r->batch, r->device_name, r->p50,
+                   r->images_per_s);
             fflush(stdout);
         }
     if (measured > 0)

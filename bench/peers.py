@@ -51,7 +51,8 @@ class YoloV2TinyVoc(nn.Module):
             conv = nn.Conv2d(channels, filters, size, padding=size // 2, bias=True)
             fan_in = channels * size * size
             with torch.no_grad():
-                conv.weight.copy_(torch.randn(conv.weight.shape, generator=gen) * (2.0 / fan_in) ** 0.5)
+                he_std = (2.0 / fan_in) ** 0.5
+                conv.weight.copy_(torch.randn(conv.weight.shape, generator=gen) * he_std)
                 conv.bias.copy_(torch.randn(filters, generator=gen) * 0.1)
             self.convs.append(conv)
             self.plan.append((leaky, pool))
@@ -240,7 +241,8 @@ def log(r):
 
 def print_table(meta, results):
     print()
-    print(f"PyTorch {meta['torch']} on {meta['device']} (CUDA {meta['cuda']}, cuDNN {meta['cudnn']})")
+    print(f"PyTorch {meta['torch']} on {meta['device']} "
+          f"(CUDA {meta['cuda']}, cuDNN {meta['cudnn']})")
     hdr = (f"{'run':<62} {'batch':>5} {'ev p50':>9} {'ev p99':>9} {'wall p50':>9} {'wall p99':>9} "
            f"{'img/s(wall)':>12}")
     print(hdr)
@@ -252,8 +254,8 @@ def print_table(meta, results):
         print(f"{r['name'][:62]:<62} {r['batch']:>5} {r['event_p50_us']:>9.1f} "
               f"{r['event_p99_us']:>9.1f} {r['wall_p50_us']:>9.1f} {r['wall_p99_us']:>9.1f} "
               f"{r['images_per_s_wall']:>12.0f}")
-    print("times in microseconds; ev = CUDA events around the work, wall = host clock from launch to "
-          "synchronised")
+    print("times in microseconds; ev = CUDA events around the work, "
+          "wall = host clock from launch to synchronised")
     for r in results:
         if r.get("note") and "event_p50_us" in r:
             print(f"note {r['name'][:3]} b{r['batch']}: {r['note']}")
