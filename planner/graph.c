@@ -578,15 +578,15 @@ gr_status gr_pass_precision(gr_plan *plan, gr_precision input_side)
         if (nd.output >= 0)
             plan->tensors[nd.output].producer = slot;
     }
+    /* Outputs are now the f32 conversions of the heads. */
+    for (int k = 0; k < plan->n_outputs && st == GR_OK; k++)
+        for (int j = 0; j < n_conv; j++)
+            if (conv[j].source == plan->output_tensors[k] && conv[j].dtype == GR_DTYPE_F32)
+                plan->output_tensors[k] = conv[j].tensor;
     free(old);
     free(conv);
     if (st != GR_OK)
         return st;
-    /* Outputs are whatever the output nodes read now (the dequantized tensors). */
-    int k = 0;
-    for (int i = 0; i < plan->n_nodes; i++)
-        if (plan->nodes[i].kind == GR_NODE_OUTPUT && k < plan->n_outputs)
-            plan->output_tensors[k++] = plan->nodes[i].inputs[0];
     return gr_plan_compact(plan);
 }
 
