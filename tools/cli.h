@@ -1,0 +1,52 @@
+/* graphrun CLI: argument parsing (kept separate from main so it can be tested and fuzzed) and the
+ * subcommands. The CLI is a thin client of include/graphrun/runtime.h. */
+#ifndef GR_TOOLS_CLI_H
+#define GR_TOOLS_CLI_H
+
+#include <stddef.h>
+
+#include "graphrun/runtime.h"
+
+/* Exit codes (documented in the README). */
+enum {
+    GR_EXIT_OK = 0,
+    GR_EXIT_FAILURE = 1,   /* CUDA / cuBLAS / internal failure while running */
+    GR_EXIT_USAGE = 2,     /* bad command line */
+    GR_EXIT_INPUT = 3,     /* unreadable or malformed cfg, weights, image or .npy; limits */
+    GR_EXIT_NO_DEVICE = 4, /* --device gpu and no usable GPU */
+    GR_EXIT_OOM = 5        /* out of memory */
+};
+
+int gr_cli_exit_code(gr_status st);
+
+#define GR_CLI_MAX_INPUTS 64
+#define GR_MAX_BATCH_CLI 4096
+
+typedef struct gr_cli_options {
+    const char *model;    /* built-in name, default "yolo" */
+    const char *cfg;
+    const char *weights;
+    const char *names;
+    unsigned long long seed;
+    const char *inputs[GR_CLI_MAX_INPUTS];
+    int n_inputs;
+    const char *output;   /* image with boxes; NULL = default, "" = none */
+    const char *save_output; /* .npy of the raw head outputs */
+    int json;
+    gr_device device;
+    gr_precision precision;
+    int batch;
+    float thresh, nms;
+    int runs;             /* timed runs (median reported), default 1 */
+    int help, version, list_models;
+} gr_cli_options;
+
+/* Parse the detection command's arguments (argv[0] is the program). Returns 0, or GR_EXIT_USAGE
+ * with a one-line message in err. Never exits, never allocates. */
+int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t errlen);
+
+/* Subcommands: argv[0] is the subcommand's name. */
+int gr_cli_detect(int argc, char **argv);
+int gr_cli_plan(int argc, char **argv);
+
+#endif
