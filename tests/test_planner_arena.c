@@ -66,20 +66,20 @@ static void assert_disjoint_live_tensors(const gr_plan *p, uint64_t seed)
                     continue;
                 int first = end[a] < begin[b] ? a : b, second = first == a ? b : a;
                 int writer = p->tensors[second].producer;
-                ck_assert_msg(gr_plan_happens_before(p, p->tensors[first].producer, writer),
-                              "seed %llu: tensor %d reuses %d before its producer finished",
-                              (unsigned long long)seed, second, first);
+                if (!gr_plan_happens_before(p, p->tensors[first].producer, writer))
+                    ck_abort_msg("seed %llu: tensor %d reuses %d before its producer finished",
+                                 (unsigned long long)seed, second, first);
                 for (int i = 0; i < p->n_nodes; i++)
                     for (int k = 0; k < p->nodes[i].n_inputs; k++)
-                        if (p->nodes[i].inputs[k] == first)
-                            ck_assert_msg(gr_plan_happens_before(p, i, writer),
-                                          "seed %llu: tensor %d overwrites %d while node %d may "
-                                          "still read it",
-                                          (unsigned long long)seed, second, first, i);
+                        if (p->nodes[i].inputs[k] == first && !gr_plan_happens_before(p, i, writer))
+                            ck_abort_msg("seed %llu: tensor %d overwrites %d while node %d may "
+                                         "still read it",
+                                         (unsigned long long)seed, second, first, i);
                 continue;
             }
-            ck_assert_msg(!share, "seed %llu: tensors %d [%d,%d] and %d [%d,%d] share bytes",
-                          (unsigned long long)seed, a, begin[a], end[a], b, begin[b], end[b]);
+            if (share) /* (a Check assertion per pair would cost a pipe write each) */
+                ck_abort_msg("seed %llu: tensors %d [%d,%d] and %d [%d,%d] share bytes",
+                             (unsigned long long)seed, a, begin[a], end[a], b, begin[b], end[b]);
         }
     free(begin);
     free(end);
@@ -201,6 +201,11 @@ END_TEST
 
 /* ---- arena targets on the real models ---------------------------------------------------- */
 
+/* Loaded once in main() before the tests fork: synthesizing weights takes about a second. */
+static const char *const model_names[] = {"yolov2-tiny-voc", "yolov2-tiny", "yolov3-tiny"};
+static gr_net *models[3];
+static gr_net *route_reorg;
+
 static void plan_stats(const gr_net *net, gr_precision prec, int batch, gr_plan **out)
 {
     gr_plan_options opt;
@@ -216,11 +221,8 @@ static void plan_stats(const gr_net *net, gr_precision prec, int batch, gr_plan 
 
 START_TEST(chain_models_reach_the_lower_bound)
 {
-    static const char *const names[] = {"yolov2-tiny-voc", "yolov2-tiny"};
     for (int m = 0; m < 2; m++) {
-        gr_net *net = NULL;
-        ck_assert_int_eq(gr_net_builtin(names[m], &net), GR_OK);
-        ck_assert_int_eq(gr_net_synthesize_weights(net, 1), GR_OK);
+        const gr_net *net = models[m];
         for (int prec = 0; prec < 3; prec++)
             for (int batch = 1; batch <= 8; batch += 7) {
                 gr_plan *p = NULL;
@@ -229,17 +231,13 @@ START_TEST(chain_models_reach_the_lower_bound)
                 ck_assert_uint_lt(p->arena_bytes, p->naive_bytes);
                 gr_plan_free(p);
             }
-        gr_net_free(net);
     }
 }
 END_TEST
 
 START_TEST(dag_models_within_five_percent_of_the_lower_bound)
 {
-    gr_net *nets[2] = {NULL, NULL};
-    ck_assert_int_eq(gr_net_builtin("yolov3-tiny", &nets[0]), GR_OK);
-    ck_assert_int_eq(gr_net_synthesize_weights(nets[0], 1), GR_OK);
-    ck_assert_msg(gr_test_route_reorg_net(&nets[1]) == GR_OK, "%s", gr_last_error());
+    const gr_net *nets[2] = {models[2], route_reorg};
     for (int m = 0; m < 2; m++) {
         for (int prec = 0; prec < 3; prec++)
             for (int batch = 1; batch <= 8; batch += 7) {
@@ -249,16 +247,13 @@ START_TEST(dag_models_within_five_percent_of_the_lower_bound)
                 ck_assert_uint_le(p->arena_bytes * 100, p->lower_bound_bytes * 105);
                 gr_plan_free(p);
             }
-        gr_net_free(nets[m]);
     }
 }
 END_TEST
 
 START_TEST(plans_are_deterministic)
 {
-    gr_net *net = NULL;
-    ck_assert_int_eq(gr_net_builtin("yolov3-tiny", &net), GR_OK);
-    ck_assert_int_eq(gr_net_synthesize_weights(net, 1), GR_OK);
+    const gr_net *net = models[2];
     char *dumps[2] = {NULL, NULL};
     long sizes[2];
     for (int k = 0; k < 2; k++) {
@@ -283,7 +278,6 @@ START_TEST(plans_are_deterministic)
     }
     free(dumps[0]);
     free(dumps[1]);
-    gr_net_free(net);
 }
 END_TEST
 
@@ -302,9 +296,23 @@ static Suite *arena_suite(void)
 
 int main(void)
 {
+    for (int i = 0; i < 3; i++) {
+        if (gr_net_builtin(model_names[i], &models[i]) != GR_OK ||
+            gr_net_synthesize_weights(models[i], 1) != GR_OK) {
+            fprintf(stderr, "cannot load %s: %s\n", model_names[i], gr_last_error());
+            return 1;
+        }
+    }
+    if (gr_test_route_reorg_net(&route_reorg) != GR_OK) {
+        fprintf(stderr, "cannot load the route/reorg net: %s\n", gr_last_error());
+        return 1;
+    }
     SRunner *sr = srunner_create(arena_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
+    for (int i = 0; i < 3; i++)
+        gr_net_free(models[i]);
+    gr_net_free(route_reorg);
     return failed == 0 ? 0 : 1;
 }
