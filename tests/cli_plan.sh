@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `graphrun plan`: the arena summary (arena bytes, lower bound, naive sum) for YOLOv2-tiny and
+# yolov3-tiny at batch 1 and 8 in each precision, JSON keys, DOT with Q/DQ marked, the SVG
+# timeline, and usage errors. $1 is the graphrun binary; run from the source root.
+set -u
+graphrun=$1
+if ! "$graphrun" plan --help 2>/dev/null | grep -q "usage: graphrun plan"; then
+    echo "skipped: this graphrun build does not dispatch the plan subcommand"
+    exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+for model in yolov2-tiny yolov3-tiny; do
+    for prec in fp32 fp16 int8; do
+        for batch in 1 8; do
+            "$graphrun" plan --model "$model" --prec "$prec" --batch "$batch" > "$tmp/out.txt" \
+                || fail "plan $model $prec $batch exited $?"
+            summary=$(grep '^arena bytes:' "$tmp/out.txt") || fail "no arena summary for $model $prec $batch"
+            echo "$model $prec batch $batch: $summary"
+            arena=$(echo "$summary" | sed -E 's/^arena bytes: ([0-9]+).*/\1/')
+            lower=$(echo "$summary" | sed -E 's/.*lower bound: ([0-9]+).*/\1/')
+            naive=$(echo "$summary" | sed -E 's/.*naive sum: ([0-9]+).*/\1/')
+            [ "$arena" -ge "$lower" ] || fail "arena below the lower bound"
+            [ "$arena" -lt "$naive" ] || fail "arena not below the naive sum"
+            if [ "$model" = yolov2-tiny ]; then
+                [ "$arena" -eq "$lower" ] || fail "yolov2-tiny arena $arena != lower bound $lower"
+            else
+                [ $((arena * 100)) -le $((lower * 105)) ] || fail "yolov3-tiny arena over 1.05 x lower bound"
+            fi
+        done
+    done
+done
+
+"$graphrun" plan --model yolov3-tiny --prec int8 --json --dot "$tmp/g.dot" --svg "$tmp/m.svg" \
+    > "$tmp/plan.json" || fail "json/dot/svg run"
+for key in arena_bytes lower_bound_bytes naive_bytes nodes; do
+    grep -q "\"$key\"" "$tmp/plan.json" || fail "JSON lacks $key"
+done
+[ "$(grep -c '"step"' "$tmp/plan.json")" -gt 20 ] || fail "JSON has too few node entries"
+[ "$(grep -c 'shape=diamond' "$tmp/g.dot")" -eq 3 ] || fail "DOT should mark 1 quantize + 2 dequantize"
+grep -q '^digraph' "$tmp/g.dot" || fail "not a DOT file"
+grep -q '<svg' "$tmp/m.svg" || fail "not an SVG"
+[ "$(grep -c '<rect' "$tmp/m.svg")" -gt 10 ] || fail "SVG has too few rectangles"
+
+"$graphrun" plan --model yolov3-tiny --single-stream | grep -q ' 1 streams, 0 events' \
+    || fail "--single-stream"
+"$graphrun" plan --model yolov3-tiny --prec int8 --layer-prec 4=fp32,8=fp16 | grep -q 'convert: 2' \
+    || fail "--layer-prec"
+
+"$graphrun" plan --prec fp64 > /dev/null 2>&1
+[ $? -eq 2 ] || fail "bad precision should exit 2"
+"$graphrun" plan --model no-such-model > /dev/null 2>&1
+[ $? -ne 0 ] || fail "unknown model should fail"
+"$graphrun" plan --batch 0 > /dev/null 2>&1
+[ $? -eq 2 ] || fail "batch 0 should exit 2"
+echo "ok"

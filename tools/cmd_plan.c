@@ -1,0 +1,219 @@
+/* `graphrun plan`: build the execution plan of a model and show it - one row per node and the
+ * arena summary (or JSON), optionally the DAG as Graphviz DOT and the memory timeline as SVG.
+ * Planning needs no GPU; without --weights the weights are synthesized (seed 1) because BN
+ * folding and int8 weight scales need numbers. int8 scales come from --calibrate (a CPU run of
+ * the fp32 plan over a deterministic synthetic image) or default to a range of 1. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/plan.h"
+#include "tools/cli.h"
+
+static void plan_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: graphrun plan [--model NAME | --cfg FILE] [--weights FILE] [--prec fp32|fp16|int8]\n"
+            "                     [--layer-prec I=P,...] [--batch N] [--json] [--dot FILE] [--svg FILE]\n"
+            "                     [--single-stream] [--fuse-maxpool] [--no-concat] [--no-inplace]\n"
+            "                     [--decode-heads] [--calibrate]\n");
+}
+
+static int status_exit(gr_status st)
+{
+    switch (st) {
+    case GR_OK: return 0;
+    case GR_ERR_INVALID_ARGUMENT: return 2;
+    case GR_ERR_IO:
+    case GR_ERR_PARSE:
+    case GR_ERR_UNSUPPORTED:
+    case GR_ERR_LIMIT: return 3;
+    case GR_ERR_OUT_OF_MEMORY: return 5;
+    default: return 1;
+    }
+}
+
+static int fail(gr_status st)
+{
+    fprintf(stderr, "graphrun plan: %s: %s\n", gr_status_str(st), gr_last_error());
+    return status_exit(st);
+}
+
+static int usage_error(const char *what, const char *arg)
+{
+    fprintf(stderr, "graphrun plan: %s '%s'\n", what, arg ? arg : "");
+    plan_usage(stderr);
+    return 2;
+}
+
+/* "3=fp16,7=fp32": layer index = precision; other layers keep --prec. */
+static int parse_layer_prec(const char *text, gr_precision base, gr_precision **map, int n_layers)
+{
+    gr_precision *m = malloc((size_t)n_layers * sizeof *m + 1);
+    if (!m)
+        return 0;
+    for (int i = 0; i < n_layers; i++)
+        m[i] = base;
+    const char *s = text;
+    while (*s) {
+        char *end;
+        errno = 0;
+        long index = strtol(s, &end, 10);
+        if (errno || end == s || *end != '=' || index < 0 || index >= n_layers) {
+            free(m);
+            return 0;
+        }
+        s = end + 1;
+        char name[8];
+        size_t len = strcspn(s, ",");
+        if (len == 0 || len >= sizeof name) {
+            free(m);
+            return 0;
+        }
+        memcpy(name, s, len);
+        name[len] = '\0';
+        if (gr_precision_parse(name, &m[index]) != GR_OK) {
+            free(m);
+            return 0;
+        }
+        s += len;
+        if (*s == ',')
+            s++;
+    }
+    *map = m;
+    return 1;
+}
+
+static gr_status write_file(const char *path, gr_status (*dump)(const gr_plan *, FILE *),
+                            const gr_plan *plan)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return gr_fail(GR_ERR_IO, "%s: cannot open for writing: %s", path, strerror(errno));
+    gr_status st = dump(plan, f);
+    if (fclose(f) != 0 && st == GR_OK)
+        st = gr_fail(GR_ERR_IO, "%s: write error", path);
+    return st;
+}
+
+/* A deterministic smooth test image in [0, 1] for --calibrate. */
+static void synthetic_image(const gr_net *net, float *image)
+{
+    gr_rng rng;
+    gr_rng_seed(&rng, 7);
+    size_t plane = (size_t)net->h * (size_t)net->w;
+    for (int c = 0; c < net->c; c++)
+        for (int y = 0; y < net->h; y++)
+            for (int x = 0; x < net->w; x++) {
+                float base = 0.5f + 0.4f * (float)((x * (c + 1) + y * 3) % 64) / 64.0f - 0.2f;
+                image[(size_t)c * plane + (size_t)y * net->w + x] =
+                    base * 0.8f + 0.2f * gr_rng_uniform(&rng);
+            }
+}
+
+int gr_cli_plan(int argc, char **argv)
+{
+    const char *model = "yolo", *cfg = NULL, *weights = NULL, *layer_prec = NULL;
+    const char *dot = NULL, *svg = NULL;
+    int json = 0, calibrate = 0;
+    gr_plan_options opt;
+    gr_plan_options_default(&opt);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has_value = i + 1 < argc;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            plan_usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--model") == 0 && has_value) {
+            model = argv[++i];
+        } else if (strcmp(a, "--cfg") == 0 && has_value) {
+            cfg = argv[++i];
+        } else if (strcmp(a, "--weights") == 0 && has_value) {
+            weights = argv[++i];
+        } else if ((strcmp(a, "--prec") == 0 || strcmp(a, "--precision") == 0) && has_value) {
+            if (gr_precision_parse(argv[++i], &opt.precision) != GR_OK)
+                return usage_error("unknown precision", argv[i]);
+        } else if (strcmp(a, "--layer-prec") == 0 && has_value) {
+            layer_prec = argv[++i];
+        } else if (strcmp(a, "--batch") == 0 && has_value) {
+            char *end;
+            errno = 0;
+            long b = strtol(argv[++i], &end, 10);
+            if (errno || *end || end == argv[i] || b < 1 || b > GR_MAX_BATCH)
+                return usage_error("batch must be an integer in 1..4096, got", argv[i]);
+            opt.batch = (int)b;
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (strcmp(a, "--dot") == 0 && has_value) {
+            dot = argv[++i];
+        } else if (strcmp(a, "--svg") == 0 && has_value) {
+            svg = argv[++i];
+        } else if (strcmp(a, "--single-stream") == 0) {
+            opt.single_stream = 1;
+        } else if (strcmp(a, "--fuse-maxpool") == 0) {
+            opt.fuse_maxpool = 1;
+        } else if (strcmp(a, "--no-concat") == 0) {
+            opt.concat_in_place = 0;
+        } else if (strcmp(a, "--no-inplace") == 0) {
+            opt.in_place = 0;
+        } else if (strcmp(a, "--decode-heads") == 0) {
+            opt.decode_heads = 1;
+        } else if (strcmp(a, "--calibrate") == 0) {
+            calibrate = 1;
+        } else {
+            return usage_error(has_value || a[0] != '-' ? "unknown argument" : "missing value for",
+                               a);
+        }
+    }
+
+    gr_net *net = NULL;
+    gr_plan *plan = NULL;
+    gr_precision *map = NULL;
+    float *image = NULL, *ranges = NULL;
+    gr_status st = cfg ? gr_net_parse_file(cfg, &net) : gr_net_builtin(model, &net);
+    if (st == GR_OK)
+        st = weights ? gr_net_load_weights(net, weights) : gr_net_synthesize_weights(net, 1);
+    if (st == GR_OK && layer_prec) {
+        if (!parse_layer_prec(layer_prec, opt.precision, &map, net->n_layers)) {
+            gr_net_free(net);
+            return usage_error("bad --layer-prec (expected I=fp32|fp16|int8,...)", layer_prec);
+        }
+        opt.layer_precision = map;
+        opt.n_layer_precision = net->n_layers;
+    }
+    if (st == GR_OK)
+        st = gr_plan_build(net, &opt, &plan);
+    if (st == GR_OK && !plan->scales_ready) {
+        ranges = calloc((size_t)net->n_layers + 1, sizeof *ranges);
+        st = ranges ? GR_OK : gr_fail(GR_ERR_OUT_OF_MEMORY, "out of memory");
+        float input_range = 1.0f;
+        if (st == GR_OK && calibrate) {
+            image = malloc((size_t)net->c * (size_t)net->h * (size_t)net->w * sizeof *image);
+            st = image ? GR_OK : gr_fail(GR_ERR_OUT_OF_MEMORY, "out of memory");
+            if (st == GR_OK) {
+                synthetic_image(net, image);
+                st = gr_plan_calibrate_ranges(net, image, 1, GR_CALIB_MAX, 0.0f, ranges,
+                                              &input_range);
+            }
+        } else {
+            for (int l = 0; ranges && l < net->n_layers; l++)
+                ranges[l] = 1.0f;
+        }
+        if (st == GR_OK)
+            st = gr_plan_set_ranges(plan, ranges, input_range);
+    }
+    if (st == GR_OK)
+        st = json ? gr_plan_dump_json(plan, stdout) : gr_plan_dump_text(plan, stdout);
+    if (st == GR_OK && dot)
+        st = write_file(dot, gr_plan_dump_dot, plan);
+    if (st == GR_OK && svg)
+        st = write_file(svg, gr_plan_dump_svg, plan);
+    int code = st == GR_OK ? 0 : fail(st);
+    free(map);
+    free(image);
+    free(ranges);
+    gr_plan_free(plan);
+    gr_net_free(net);
+    return code;
+}
