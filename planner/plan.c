@@ -16,6 +16,16 @@ void gr_plan_options_default(gr_plan_options *opt)
     opt->in_place = 1;
     opt->single_stream = 0;
     opt->decode_heads = 0;
+    opt->input_u8 = -1;
+}
+
+/* The precision whose input dtype the network input takes (gr_pass_precision: fp32 -> f32 NCHW,
+ * otherwise u8 NHWC). */
+static gr_precision input_side(const gr_plan_options *opt)
+{
+    if (opt->input_u8 < 0)
+        return opt->precision;
+    return opt->input_u8 ? GR_PREC_INT8 : GR_PREC_FP32;
 }
 
 gr_status gr_plan_build(const gr_net *net, const gr_plan_options *opt, gr_plan **out)
@@ -31,7 +41,7 @@ gr_status gr_plan_build(const gr_net *net, const gr_plan_options *opt, gr_plan *
     if (st == GR_OK && opt->fuse_maxpool)
         st = gr_pass_fuse_maxpool(plan);
     if (st == GR_OK)
-        st = gr_pass_precision(plan, opt->precision);
+        st = gr_pass_precision(plan, input_side(opt));
     if (st == GR_OK)
         st = gr_pass_fuse_epilogue(plan);
     if (st == GR_OK)

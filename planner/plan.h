@@ -131,6 +131,9 @@ typedef struct gr_plan_options {
     int in_place;               /* 1 default: elementwise ops overwrite a dying input */
     int single_stream;          /* 0 default */
     int decode_heads;           /* 0 default: outputs are the raw head convs; 1 keeps region/yolo */
+    int input_u8;               /* -1 default: u8 NHWC network input for fp16/int8, f32 NCHW for
+                                   fp32; 1 forces u8 (fp32 plans then convert on the device);
+                                   0 forces f32 NCHW (fp16/int8 plans then quantize from f32) */
 } gr_plan_options;
 
 void gr_plan_options_default(gr_plan_options *opt);

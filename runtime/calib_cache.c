@@ -80,8 +80,11 @@ gr_status gr_calib_cache_read(const char *path, const gr_calib_key *key, int n_l
                              "; this model %s has %016" PRIx64 "): delete it or pass another path",
                              path, lineno, name, hash, key->name, key->hash);
         } else if (strncmp(line, "method ", 7) == 0) {
-            snprintf(method, sizeof method, "%s", line + 7);
-            method[strcspn(method, "\r\n")] = '\0';
+            size_t len = strcspn(line + 7, "\r\n");
+            if (len >= sizeof method)
+                len = sizeof method - 1;
+            memcpy(method, line + 7, len);
+            method[len] = '\0';
             if (strcmp(method, want_method) != 0)
                 st = gr_fail(GR_ERR_PARSE,
                              "%s:%d: calibration cache was made with method '%s', this build asks "
