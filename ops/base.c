@@ -29,7 +29,10 @@ gr_status gr_fail_prefix(gr_status status, const char *fmt, ...)
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, last_error, sizeof old);
-    snprintf(last_error, sizeof last_error, "%s%s", prefix, old);
+    /* Truncating an over-long message is fine; using the result keeps gcc's
+     * -Wformat-truncation quiet under -Werror. */
+    if (snprintf(last_error, sizeof last_error, "%s%s", prefix, old) < 0)
+        last_error[0] = '\0';
     return status;
 }
 
