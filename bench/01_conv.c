@@ -1,6 +1,6 @@
 /* Benchmark 01: the nine YOLOv2-tiny-VOC convolutions at batch 1 through the tensor-core kernels
  * (kernels/conv.h), FP16 and INT8, with random data (never zeros). For each layer: every tile shape
- * and the automatic choice, each timed with CUDA events around single launches (20 warm-up runs,
+ * and the automatic choice (with a split-K workspace), and the automatic choice without one, each timed with CUDA events around single launches (20 warm-up runs,
  * then 200 timed; median and p99), plus the nine automatic launches captured in one CUDA graph and
  * replayed 200 times (median per replay: the whole network's conv time without launch gaps).
  * Usage: 01_conv [runs]   (results go to bench/LOG.md by hand) */
@@ -113,6 +113,7 @@ int main(int argc, char **argv)
     gr_conv_args args[2][9];
     void *bufs[2][9][5];
     double flops[9];
+    size_t ws_bytes = 0;
     for (int p = 0; p < 2; ++p) { /* 0: fp16, 1: int8 */
         const int is_i8 = p;
         for (int l = 0; l < 9; ++l) {
@@ -189,21 +190,41 @@ int main(int argc, char **argv)
             a->activation = L->act;
             a->out_kind = is_i8 ? GR_CONV_OUT_I8 : GR_CONV_OUT_F16;
             a->out_inv_scale = 20.0f;
+            for (int t = 0; t <= GR_CONV_TILES; ++t) {
+                a->tile_config = t;
+                const size_t ws = is_i8 ? gr_conv_workspace_bytes_i8(a) : gr_conv_workspace_bytes_f16(a);
+                ws_bytes = ws > ws_bytes ? ws : ws_bytes;
+            }
+            a->tile_config = 0;
         }
     }
+    /* One split-K workspace for every launch: they run one at a time on one stream. */
+    void *ws = NULL;
+    CHECK(cudaMalloc(&ws, ws_bytes ? ws_bytes : 256));
+    CHECK(cudaMemset(ws, 0, ws_bytes ? ws_bytes : 256));
+    for (int p = 0; p < 2; ++p)
+        for (int l = 0; l < 9; ++l) {
+            args[p][l].workspace = ws;
+            args[p][l].workspace_bytes = ws_bytes;
+        }
 
-    printf("%-5s %-4s %-22s %8s %8s %8s %8s %8s %8s\n", "prec", "layer", "shape", "auto", "p99",
-           "128x64", "64x64", "128x16", "32x64");
+    printf("split-K workspace %zu bytes; 'nosplit' = automatic tile without a workspace\n", ws_bytes);
+    printf("%-5s %-4s %-22s %8s %8s %8s %8s %8s %8s %8s\n", "prec", "layer", "shape", "auto", "p99",
+           "nosplit", "128x64", "64x64", "128x16", "32x64");
     double total_auto[2] = {0, 0}, total_best[2] = {0, 0};
     for (int p = 0; p < 2; ++p)
         for (int l = 0; l < 9; ++l) {
             const layer *L = &layers[l];
             gr_conv_args a = args[p][l];
-            stats s_auto, s_tile[GR_CONV_TILES];
+            stats s_auto, s_nosplit, s_tile[GR_CONV_TILES];
             float best = 1e30f;
             a.tile_config = 0;
             if (time_launch(&a, p, runs, ms, ev0, ev1, st, &s_auto))
                 return 1;
+            a.workspace = NULL;
+            if (time_launch(&a, p, runs, ms, ev0, ev1, st, &s_nosplit))
+                return 1;
+            a.workspace = args[p][l].workspace;
             for (int t = 1; t <= GR_CONV_TILES; ++t) {
                 a.tile_config = t;
                 if (time_launch(&a, p, runs, ms, ev0, ev1, st, &s_tile[t - 1]))
@@ -213,9 +234,10 @@ int main(int argc, char **argv)
             char shape[64];
             snprintf(shape, sizeof shape, "%dx%d %d->%d k%d", L->hw, L->hw, L->in_c, L->out_c,
                      L->ksize);
-            printf("%-5s %-4d %-22s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f  %6.1f TOPS\n",
+            printf("%-5s %-4d %-22s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f  %6.1f TOPS\n",
                    p ? "int8" : "fp16", l + 1, shape, (double)s_auto.median_us,
-                   (double)s_auto.p99_us, (double)s_tile[0].median_us, (double)s_tile[1].median_us,
+                   (double)s_auto.p99_us, (double)s_nosplit.median_us,
+                   (double)s_tile[0].median_us, (double)s_tile[1].median_us,
                    (double)s_tile[2].median_us, (double)s_tile[3].median_us,
                    flops[l] / (double)s_auto.median_us * 1e-6);
             total_auto[p] += (double)s_auto.median_us;
@@ -252,6 +274,7 @@ int main(int argc, char **argv)
         for (int l = 0; l < 9; ++l)
             for (int b = 0; b < 5; ++b)
                 CHECK(cudaFree(bufs[p][l][b]));
+    CHECK(cudaFree(ws));
     CHECK(cudaEventDestroy(ev0));
     CHECK(cudaEventDestroy(ev1));
     CHECK(cudaStreamDestroy(st));

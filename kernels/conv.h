@@ -81,7 +81,24 @@ typedef struct gr_conv_args {
     int fp16_accumulate;          /* FP16 conv only: accumulate in f16 instead of f32 */
     int tile_config;              /* 0 = chosen from the shape and the SM count; 1..GR_CONV_TILES
                                      forces one (tests, tuning): see gr_conv_tile_name() */
+    /* Split-K for small feature maps (13x13 layers fill few blocks otherwise): the K range is
+     * cut into split_k parts computed by separate blocks; each writes its partial tile to
+     * `workspace`, and the last block of a tile sums the partials in a fixed order (deterministic)
+     * and runs the epilogue. workspace: device memory of gr_conv_workspace_bytes(args) bytes,
+     * zeroed ONCE when allocated (it ends every launch zeroed again where it matters: tile
+     * counters); one workspace must not be used by two launches running at the same time.
+     * workspace NULL = no split. split_k: 0 = automatic, 1 = off, n = n parts (at most 64).
+     * Not combined with fp16_accumulate (ignored there). */
+    void *workspace;
+    size_t workspace_bytes;
+    int split_k;
 } gr_conv_args;
+
+/* Bytes of workspace a launch of `args` needs for its split_k / tile_config, assuming a
+ * workspace will be given (0 when it would not split, and for invalid arguments). Computed for
+ * the current device (SM count). The runtime sizes the buffer with this, then sets workspace. */
+size_t gr_conv_workspace_bytes_f16(const gr_conv_args *args);
+size_t gr_conv_workspace_bytes_i8(const gr_conv_args *args);
 
 /* Tile shapes (M pixels x N filters per block): 1 = 128x64 (8 warps), 2 = 64x64 (4 warps),
  * 3 = 128x16 (4 warps, for out_c <= 16), 4 = 32x64 (4 warps, small feature maps). */

@@ -11,6 +11,7 @@
  * WMMA fragment pointer is 32-byte aligned with ldm = 16 and reads one contiguous block.
  * After the K loop the accumulators go through shared memory so each thread can emit whole
  * 16-byte vectors of one output pixel (NHWC), or pixel-contiguous runs (NCHW). */
+#include <algorithm>
 #include <climits>
 #include <cstring>
 
@@ -24,7 +25,8 @@ using namespace nvcuda;
 
 namespace {
 
-constexpr int kStages = 3;
+constexpr int kMaxStages = 4; /* as deep as 48 KB of static shared memory allows */
+constexpr int kStaticSmem = 48 * 1024 - 256; /* leave room for the split-K flag */
 constexpr int kSliceBytes = 64; /* K bytes per pipeline step */
 
 template <typename In> struct InTraits;
@@ -49,6 +51,9 @@ struct ConvParams {
     int M, K, k_tiles;
     int activation, out_kind;
     float out_inv_scale;
+    int splits, kt_per_split; /* split-K: gridDim.z = splits */
+    int *counters;            /* [tiles]: blocks of a tile done so far (split-K) */
+    void *partials;           /* [tiles][splits][BM*BN] Acc (split-K) */
 };
 
 __device__ __forceinline__ void copy16(void *smem_dst, const void *src, bool valid)
@@ -117,6 +122,7 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
     constexpr int SB = Tr::slab_bytes, CH = Tr::chunk_elems, BK = 4 * CH;
     constexpr int kSlabs = kSliceBytes / SB;
     constexpr int A_STAGE = BM * kSliceBytes, B_STAGE = BN * kSliceBytes;
+    constexpr int kStages = kMaxStages * (A_STAGE + B_STAGE) <= kStaticSmem ? kMaxStages : 3;
     constexpr int PIPE = kStages * (A_STAGE + B_STAGE);
     constexpr int LDC = BN + 8;
     constexpr int EPI = BM * LDC * static_cast<int>(sizeof(Acc));
@@ -196,22 +202,25 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
         for (int j = 0; j < FN; ++j)
             wmma::fill_fragment(acc[i][j], static_cast<Acc>(0));
 
+    /* This block's share of K: tiles [kt_begin, kt_begin + n_local). */
+    const int kt_begin = blockIdx.z * p.kt_per_split;
+    const int n_local = min(p.kt_per_split, p.k_tiles - kt_begin);
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-        if (s < p.k_tiles)
-            load_tile(s, s);
+        if (s < n_local)
+            load_tile(s, kt_begin + s);
         cp_async_commit();
     }
 
-    for (int kt = 0; kt < p.k_tiles; ++kt) {
+    for (int t = 0; t < n_local; ++t) {
         cp_async_wait<kStages - 2>();
-        __syncthreads(); /* tile kt landed for everyone; stage (kt-1) is free again */
-        const int next = kt + kStages - 1;
-        if (next < p.k_tiles)
-            load_tile(next % kStages, next);
+        __syncthreads(); /* tile t landed for everyone; stage (t-1) is free again */
+        const int next = t + kStages - 1;
+        if (next < n_local)
+            load_tile(next % kStages, kt_begin + next);
         cp_async_commit();
 
-        const unsigned char *sA = smem + (kt % kStages) * (A_STAGE + B_STAGE);
+        const unsigned char *sA = smem + (t % kStages) * (A_STAGE + B_STAGE);
         const unsigned char *sB = sA + A_STAGE;
 #pragma unroll
         for (int s = 0; s < kSlabs; ++s) {
@@ -247,6 +256,34 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
             wmma::store_matrix_sync(sC + (warp_m * FM + i) * 16 * LDC + (warp_n * FN + j) * 16,
                                     acc[i][j], LDC, wmma::mem_row_major);
     __syncthreads();
+
+    if (p.splits > 1) {
+        /* Split-K: publish this part, and let the last block of the tile reduce all parts in
+         * split order (a fixed order: the result does not depend on which block came last). */
+        __shared__ int is_last;
+        const int tile_id = blockIdx.y * gridDim.x + blockIdx.x;
+        Acc *parts = static_cast<Acc *>(p.partials) + static_cast<size_t>(tile_id) * p.splits * BM * BN;
+        Acc *mine = parts + static_cast<size_t>(blockIdx.z) * BM * BN;
+        for (int i = tid; i < BM * BN; i += kThreads)
+            mine[i] = sC[(i / BN) * LDC + i % BN];
+        __threadfence();
+        __syncthreads();
+        if (tid == 0)
+            is_last = atomicAdd(&p.counters[tile_id], 1) == p.splits - 1;
+        __syncthreads();
+        if (!is_last)
+            return;
+        __threadfence();
+        for (int i = tid; i < BM * BN; i += kThreads) {
+            Acc sum = __ldcg(parts + i);
+            for (int z = 1; z < p.splits; ++z)
+                sum = sum + __ldcg(parts + static_cast<size_t>(z) * BM * BN + i);
+            sC[(i / BN) * LDC + i % BN] = sum;
+        }
+        if (tid == 0)
+            p.counters[tile_id] = 0; /* ready for the next launch */
+        __syncthreads();
+    }
 
     if (p.out_kind == GR_CONV_OUT_F32_NCHW) {
         float *out = static_cast<float *>(p.out);
@@ -328,8 +365,8 @@ cudaError_t launch_tile(Dtype dt, ConvParams &p, cudaStream_t stream)
 {
     constexpr int BM = WM * FM * 16, BN = WN * FN * 16;
     const dim3 grid(static_cast<unsigned>(gr_ceil_div(p.M, BM)),
-                    static_cast<unsigned>(gr_ceil_div(p.out_c, BN)));
-    GR_ARG_CHECK(grid.y <= 65535);
+                    static_cast<unsigned>(gr_ceil_div(p.out_c, BN)), static_cast<unsigned>(p.splits));
+    GR_ARG_CHECK(grid.y <= 65535 && grid.z <= 64);
     const dim3 block(WM * WN * 32);
     switch (dt) {
     case kF16Float: k_conv_f16<float, WM, WN, FM, FN><<<grid, block, 0, stream>>>(p); break;
@@ -344,17 +381,28 @@ int round_up(int v, int to) { return (v + to - 1) / to * to; }
 
 bool aligned16(const void *ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
-cudaError_t launch_conv(const gr_conv_args *a, bool is_i8, cudaStream_t stream)
+/* Tile shapes by tile_config (1-based): BM x BN. */
+constexpr int kTileBM[GR_CONV_TILES + 1] = {0, 128, 64, 128, 32};
+constexpr int kTileBN[GR_CONV_TILES + 1] = {0, 64, 64, 16, 64};
+
+struct Plan {
+    ConvParams p;
+    int tile;
+    size_t workspace_bytes; /* 0 unless split */
+};
+
+/* Validate, and choose the tile shape and the split for the current device. `split_allowed`:
+ * a workspace is (or will be) given. */
+cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Plan *plan)
 {
     GR_ARG_CHECK(a != nullptr);
-    GR_ARG_CHECK(a->in != nullptr && a->weights != nullptr && a->out != nullptr);
-    GR_ARG_CHECK(aligned16(a->in) && aligned16(a->weights) && aligned16(a->out));
     GR_ARG_CHECK(a->batch > 0 && a->in_h > 0 && a->in_w > 0 && a->in_c > 0 && a->out_c > 0);
     GR_ARG_CHECK(a->ksize > 0 && a->stride > 0 && a->pad >= 0);
     GR_ARG_CHECK(a->in_c <= 65536 && a->out_c <= 65536 && a->ksize <= 64 && a->pad <= 64);
     GR_ARG_CHECK(a->activation >= GR_CONV_ACT_LINEAR && a->activation <= GR_CONV_ACT_LOGISTIC);
     GR_ARG_CHECK(a->out_kind >= GR_CONV_OUT_I8 && a->out_kind <= GR_CONV_OUT_F32_NCHW);
     GR_ARG_CHECK(a->tile_config >= 0 && a->tile_config <= GR_CONV_TILES);
+    GR_ARG_CHECK(a->split_k >= 0 && a->split_k <= 64);
     GR_ARG_CHECK(!(is_i8 && a->fp16_accumulate));
     const int in_gran = is_i8 ? 16 : 8;
     const int cin_pad = round_up(a->in_c, in_gran);
@@ -387,7 +435,7 @@ cudaError_t launch_conv(const gr_conv_args *a, bool is_i8, cudaStream_t stream)
         return cudaErrorNotSupported;
     }
 
-    ConvParams p;
+    ConvParams &p = plan->p;
     p.in = a->in;
     p.weights = a->weights;
     p.mul = a->mul;
@@ -414,24 +462,77 @@ cudaError_t launch_conv(const gr_conv_args *a, bool is_i8, cudaStream_t stream)
     p.out_kind = a->out_kind;
     p.out_inv_scale = a->out_inv_scale;
 
+    split_allowed = split_allowed && !a->fp16_accumulate && a->split_k != 1;
+    auto tiles_of = [&](int t) {
+        return static_cast<long long>(gr_ceil_div(M, kTileBM[t])) * gr_ceil_div(a->out_c, kTileBN[t]);
+    };
     int tile = a->tile_config;
     if (tile == 0) {
         if (a->out_c <= 16)
             tile = 3;
-        else if (static_cast<long long>(gr_ceil_div(M, 128)) * gr_ceil_div(a->out_c, 64) >= sms)
+        else if (tiles_of(1) >= sms)
             tile = 1;
-        else if (static_cast<long long>(gr_ceil_div(M, 64)) * gr_ceil_div(a->out_c, 64) >= sms)
-            tile = 2;
+        else if (tiles_of(2) >= sms || split_allowed)
+            tile = 2; /* small maps: 64x64 tiles, split along K to fill the SMs */
         else
             tile = 4;
     }
+    const long long tiles = tiles_of(tile);
+    int splits = 1;
+    if (split_allowed) {
+        if (a->split_k > 1)
+            splits = a->split_k;
+        else if (tiles < sms) /* enough parts to fill the SMs, each at least 4 K steps long */
+            splits = static_cast<int>(std::min<long long>((sms + tiles - 1) / tiles, 16));
+        splits = std::max(1, std::min(splits, p.k_tiles / (a->split_k > 1 ? 1 : 4)));
+    }
+    p.kt_per_split = gr_ceil_div(p.k_tiles, splits);
+    p.splits = gr_ceil_div(p.k_tiles, p.kt_per_split); /* no empty parts */
+    p.counters = nullptr;
+    p.partials = nullptr;
+    plan->tile = tile;
+    plan->workspace_bytes = 0;
+    if (p.splits > 1) {
+        const size_t counter_bytes = (static_cast<size_t>(tiles) * sizeof(int) + 255) / 256 * 256;
+        plan->workspace_bytes = counter_bytes + static_cast<size_t>(tiles) * p.splits *
+                                                    kTileBM[tile] * kTileBN[tile] * sizeof(float);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t launch_conv(const gr_conv_args *a, bool is_i8, cudaStream_t stream)
+{
+    GR_ARG_CHECK(a != nullptr);
+    GR_ARG_CHECK(a->in != nullptr && a->weights != nullptr && a->out != nullptr);
+    GR_ARG_CHECK(aligned16(a->in) && aligned16(a->weights) && aligned16(a->out));
+    Plan plan;
+    const cudaError_t err = make_plan(a, is_i8, a->workspace != nullptr, &plan);
+    if (err != cudaSuccess)
+        return err;
+    ConvParams &p = plan.p;
+    if (p.splits > 1) {
+        GR_ARG_CHECK(a->workspace_bytes >= plan.workspace_bytes && aligned16(a->workspace));
+        const long long tiles = static_cast<long long>(gr_ceil_div(p.M, kTileBM[plan.tile])) *
+                                gr_ceil_div(p.out_c, kTileBN[plan.tile]);
+        p.counters = static_cast<int *>(a->workspace);
+        p.partials = static_cast<unsigned char *>(a->workspace) +
+                     (static_cast<size_t>(tiles) * sizeof(int) + 255) / 256 * 256;
+    }
     const Dtype dt = is_i8 ? kI8 : (a->fp16_accumulate ? kF16Half : kF16Float);
-    switch (tile) {
+    switch (plan.tile) {
     case 1: return launch_tile<4, 2, 2, 2>(dt, p, stream);
     case 2: return launch_tile<2, 2, 2, 2>(dt, p, stream);
     case 3: return launch_tile<4, 1, 2, 1>(dt, p, stream);
     default: return launch_tile<1, 4, 2, 1>(dt, p, stream);
     }
+}
+
+size_t workspace_bytes(const gr_conv_args *a, bool is_i8)
+{
+    Plan plan;
+    if (make_plan(a, is_i8, true, &plan) != cudaSuccess)
+        return 0;
+    return plan.workspace_bytes;
 }
 
 bool pack_args_ok(const float *w, int out_c, int in_c, int ksize, const void *packed)
@@ -472,6 +573,16 @@ extern "C" cudaError_t gr_launch_conv_f16(const gr_conv_args *args, cudaStream_t
 extern "C" cudaError_t gr_launch_conv_i8(const gr_conv_args *args, cudaStream_t stream)
 {
     return launch_conv(args, true, stream);
+}
+
+extern "C" size_t gr_conv_workspace_bytes_f16(const gr_conv_args *args)
+{
+    return workspace_bytes(args, false);
+}
+
+extern "C" size_t gr_conv_workspace_bytes_i8(const gr_conv_args *args)
+{
+    return workspace_bytes(args, true);
 }
 
 extern "C" size_t gr_conv_packed_weight_count_f16(int out_c, int in_c, int ksize)

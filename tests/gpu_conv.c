@@ -151,6 +151,8 @@ typedef struct wmma_opts {
     int fp16_accumulate;
     int tile_config;
     double tol_rel; /* FP16 / f32 outputs: |gpu - ref| <= tol_rel * max|ref| */
+    int use_workspace; /* give a split-K workspace */
+    int split_k;       /* 0 automatic, n forced */
 } wmma_opts;
 
 /* Value of output element `idx` of an output of `kind`, as a double. */
@@ -316,6 +318,20 @@ static void run_case(const conv_case *cs, const wmma_opts *o)
         a.out_inv_scale = inv_s_out;
         a.fp16_accumulate = o->fp16_accumulate;
         a.tile_config = o->tile_config;
+        a.split_k = o->split_k;
+        void *d_ws = NULL;
+        if (o->use_workspace) {
+            a.workspace_bytes =
+                o->is_i8 ? gr_conv_workspace_bytes_i8(&a) : gr_conv_workspace_bytes_f16(&a);
+            ck_assert_msg(a.workspace_bytes > 0 || o->split_k == 0,
+                          "%s: split_k %d asked for but no workspace needed", cs->name, o->split_k);
+            if (a.workspace_bytes > 0) {
+                CUDA_OK(cudaMalloc(&d_ws, a.workspace_bytes));
+                CUDA_OK(cudaMemset(d_ws, 0, a.workspace_bytes));
+            }
+            a.workspace = d_ws;
+        }
+        /* Both runs share the workspace: the second only works if the first left it ready. */
         for (int r = 0; r < 2; ++r) {
             run[r] = xmalloc(out_bytes);
             guarded_poison(&g, pattern[r]);
@@ -391,6 +407,7 @@ static void run_case(const conv_case *cs, const wmma_opts *o)
         free(run[0]);
         free(run[1]);
         CUDA_OK(cudaFree(g.base));
+        CUDA_OK(cudaFree(d_ws));
     }
 
     CUDA_OK(cudaFree(d_in));
@@ -423,14 +440,14 @@ static void run_case(const conv_case *cs, const wmma_opts *o)
 
 START_TEST(test_f16_conv_matches_cpu)
 {
-    const wmma_opts o = {0, 0, 0, TOL_F16};
+    const wmma_opts o = {0, 0, 0, TOL_F16, 0, 0};
     run_case(&cases[_i], &o);
 }
 END_TEST
 
 START_TEST(test_i8_conv_matches_cpu)
 {
-    const wmma_opts o = {1, 0, 0, TOL_I8_FLOAT_OUT};
+    const wmma_opts o = {1, 0, 0, TOL_I8_FLOAT_OUT, 0, 0};
     run_case(&cases[_i], &o);
 }
 END_TEST
@@ -440,15 +457,30 @@ START_TEST(test_every_tile_shape)
 {
     const int tile = 1 + _i % GR_CONV_TILES;
     const int is_i8 = _i >= GR_CONV_TILES;
-    const wmma_opts o = {is_i8, 0, tile, is_i8 ? TOL_I8_FLOAT_OUT : TOL_F16};
+    const wmma_opts o = {is_i8, 0, tile, is_i8 ? TOL_I8_FLOAT_OUT : TOL_F16, 0, 0};
     run_case(&cases[3], &o); /* 128->255, 17x9 */
     run_case(&cases[5], &o); /* 25->40, batch 2, no padding */
 }
 END_TEST
 
+/* Split-K: forced and automatic splits on shapes with partial tiles, f16 and i8. */
+START_TEST(test_split_k)
+{
+    const int is_i8 = _i;
+    const double tol = is_i8 ? TOL_I8_FLOAT_OUT : TOL_F16;
+    const wmma_opts forced = {is_i8, 0, 0, tol, 1, 3};
+    const wmma_opts automatic = {is_i8, 0, 0, tol, 1, 0};
+    const wmma_opts forced_small_tile = {is_i8, 0, 4, tol, 1, 5};
+    run_case(&cases[6], &forced);            /* 64->128 3x3 26x26 */
+    run_case(&cases[3], &automatic);         /* 128->255 3x3 17x9 */
+    run_case(&cases[2], &automatic);         /* 16->125 1x1 13x13 batch 3 */
+    run_case(&cases[7], &forced_small_tile); /* concat slices, 32x64 tiles */
+}
+END_TEST
+
 START_TEST(test_f16_accumulate)
 {
-    const wmma_opts o = {0, 1, 0, TOL_F16_ACC};
+    const wmma_opts o = {0, 1, 0, TOL_F16_ACC, 0, 0};
     run_case(&cases[3], &o);
     run_case(&cases[6], &o);
 }
@@ -671,6 +703,7 @@ static Suite *conv_suite(void)
     tcase_add_loop_test(tc, test_i8_conv_matches_cpu, 0, N_CASES);
     tcase_add_loop_test(tc, test_every_tile_shape, 0, 2 * GR_CONV_TILES);
     tcase_add_test(tc, test_f16_accumulate);
+    tcase_add_loop_test(tc, test_split_k, 0, 2);
     tcase_add_loop_test(tc, test_f32_cublas_matches_cpu, 0, N_CASES);
     tcase_add_test(tc, test_tf32_cublas_matches_cpu);
     suite_add_tcase(s, tc);
