@@ -482,9 +482,11 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
     if (split_allowed) {
         if (a->split_k > 1)
             splits = a->split_k;
-        else if (tiles < sms) /* enough parts to fill the SMs, each at least 4 K steps long */
-            splits = static_cast<int>(std::min<long long>((sms + tiles - 1) / tiles, 16));
-        splits = std::max(1, std::min(splits, p.k_tiles / (a->split_k > 1 ? 1 : 4)));
+        else if (tiles < sms) /* about 4 blocks per SM (one block of 4 warps per SM cannot
+                                 hide the tensor-core and shared-memory latencies), each part
+                                 at least 2 K steps long */
+            splits = static_cast<int>(std::min<long long>((4LL * sms + tiles - 1) / tiles, 32));
+        splits = std::max(1, std::min(splits, p.k_tiles / (a->split_k > 1 ? 1 : 2)));
     }
     p.kt_per_split = gr_ceil_div(p.k_tiles, splits);
     p.splits = gr_ceil_div(p.k_tiles, p.kt_per_split); /* no empty parts */
