@@ -13,6 +13,7 @@
  * 16-byte vectors of one output pixel (NHWC), or pixel-contiguous runs (NCHW). */
 #include <algorithm>
 #include <climits>
+#include <type_traits>
 #include <cstring>
 
 #include <cuda_fp16.h>
@@ -264,8 +265,13 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
         const int tile_id = blockIdx.y * gridDim.x + blockIdx.x;
         Acc *parts = static_cast<Acc *>(p.partials) + static_cast<size_t>(tile_id) * p.splits * BM * BN;
         Acc *mine = parts + static_cast<size_t>(blockIdx.z) * BM * BN;
-        for (int i = tid; i < BM * BN; i += kThreads)
-            mine[i] = sC[(i / BN) * LDC + i % BN];
+        static_assert(sizeof(Acc) == 4 || sizeof(Acc) == 2, "accumulator of 2 or 4 bytes");
+        /* 16-byte vectors where the accumulator is 4 bytes (the split paths: f32, int32) */
+        constexpr int VE = sizeof(Acc) == 4 ? 4 : 1;
+        using Vec = typename std::conditional<sizeof(Acc) == 4, int4, Acc>::type;
+        for (int i = tid * VE; i < BM * BN; i += kThreads * VE)
+            *reinterpret_cast<Vec *>(mine + i) =
+                *reinterpret_cast<const Vec *>(sC + (i / BN) * LDC + i % BN);
         __threadfence();
         __syncthreads();
         if (tid == 0)
@@ -274,11 +280,35 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
         if (!is_last)
             return;
         __threadfence();
-        for (int i = tid; i < BM * BN; i += kThreads) {
-            Acc sum = __ldcg(parts + i);
-            for (int z = 1; z < p.splits; ++z)
-                sum = sum + __ldcg(parts + static_cast<size_t>(z) * BM * BN + i);
-            sC[(i / BN) * LDC + i % BN] = sum;
+        for (int i = tid * VE; i < BM * BN; i += kThreads * VE) {
+            Acc sum[VE];
+#pragma unroll
+            for (int e = 0; e < VE; ++e)
+                sum[e] = static_cast<Acc>(0);
+            int z = 0;
+            /* four parts' loads in flight before their adds; the order of the sums is fixed */
+            for (; z + 4 <= p.splits; z += 4) {
+                Vec v[4];
+#pragma unroll
+                for (int u = 0; u < 4; ++u)
+                    v[u] = __ldcg(reinterpret_cast<const Vec *>(
+                        parts + static_cast<size_t>(z + u) * BM * BN + i));
+#pragma unroll
+                for (int u = 0; u < 4; ++u)
+#pragma unroll
+                    for (int e = 0; e < VE; ++e)
+                        sum[e] = sum[e] + reinterpret_cast<const Acc *>(&v[u])[e];
+            }
+            for (; z < p.splits; ++z) {
+                const Vec v =
+                    __ldcg(reinterpret_cast<const Vec *>(parts + static_cast<size_t>(z) * BM * BN + i));
+#pragma unroll
+                for (int e = 0; e < VE; ++e)
+                    sum[e] = sum[e] + reinterpret_cast<const Acc *>(&v)[e];
+            }
+#pragma unroll
+            for (int e = 0; e < VE; ++e)
+                sC[(i / BN) * LDC + i % BN + e] = sum[e];
         }
         if (tid == 0)
             p.counters[tile_id] = 0; /* ready for the next launch */
@@ -468,12 +498,14 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
     };
     int tile = a->tile_config;
     if (tile == 0) {
+        /* Measured on an H100 (bench/LOG.md): 128x64 only pays with two waves or more; small
+         * maps do best with 32x64 tiles, split along K when even those do not fill the SMs. */
         if (a->out_c <= 16)
             tile = 3;
-        else if (tiles_of(1) >= sms)
+        else if (tiles_of(1) >= 2LL * sms)
             tile = 1;
-        else if (tiles_of(2) >= sms || split_allowed)
-            tile = 2; /* small maps: 64x64 tiles, split along K to fill the SMs */
+        else if (tiles_of(2) >= sms)
+            tile = 2;
         else
             tile = 4;
     }
@@ -485,7 +517,7 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
         else if (tiles < sms) /* about 4 blocks per SM (one block of 4 warps per SM cannot
                                  hide the tensor-core and shared-memory latencies), each part
                                  at least 2 K steps long */
-            splits = static_cast<int>(std::min<long long>((4LL * sms + tiles - 1) / tiles, 32));
+            splits = static_cast<int>(std::min<long long>((4LL * sms + tiles - 1) / tiles, 16));
         splits = std::max(1, std::min(splits, p.k_tiles / (a->split_k > 1 ? 1 : 2)));
     }
     p.kt_per_split = gr_ceil_div(p.k_tiles, splits);
