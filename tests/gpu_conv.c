@@ -475,6 +475,10 @@ START_TEST(test_split_k)
     run_case(&cases[3], &automatic);         /* 128->255 3x3 17x9 */
     run_case(&cases[2], &automatic);         /* 16->125 1x1 13x13 batch 3 */
     run_case(&cases[7], &forced_small_tile); /* concat slices, 32x64 tiles */
+    const wmma_opts split_64x64 = {is_i8, 0, 2, tol, 1, 2};
+    const wmma_opts split_128x64 = {is_i8, 0, 1, tol, 1, 4};
+    run_case(&cases[3], &split_64x64);  /* 128->255 17x9 */
+    run_case(&cases[5], &split_128x64); /* 25->40 pad 0, batch 2 */
 }
 END_TEST
 
