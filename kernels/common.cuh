@@ -1,0 +1,38 @@
+/* CUDA-side helpers shared by the kernel families: the check macro (records statement, file, line
+ * and error name, then returns the error: kernels never abort) and small device utilities. */
+#ifndef GR_KERNELS_COMMON_CUH
+#define GR_KERNELS_COMMON_CUH
+
+#include <cuda_runtime.h>
+
+#include "kernels/common.h"
+
+/* Record a failed check for gr_kernels_last_failure(). */
+void gr_kernels_record_failure(const char *file, int line, const char *stmt, const char *what);
+
+/* Evaluate a CUDA runtime call; on failure record it and return its cudaError_t. */
+#define GR_CUDA_TRY(stmt)                                                                          \
+    do {                                                                                           \
+        cudaError_t gr_cuda_try_err_ = (stmt);                                                     \
+        if (gr_cuda_try_err_ != cudaSuccess) {                                                     \
+            gr_kernels_record_failure(__FILE__, __LINE__, #stmt,                                   \
+                                      cudaGetErrorName(gr_cuda_try_err_));                         \
+            return gr_cuda_try_err_;                                                               \
+        }                                                                                          \
+    } while (0)
+
+/* Reject bad launcher arguments: record the condition and return cudaErrorInvalidValue. */
+#define GR_ARG_CHECK(cond)                                                                         \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            gr_kernels_record_failure(__FILE__, __LINE__, #cond, "invalid argument");              \
+            return cudaErrorInvalidValue;                                                          \
+        }                                                                                          \
+    } while (0)
+
+/* The launch itself: report a configuration error from the kernel launch just issued. */
+#define GR_LAUNCH_CHECK() GR_CUDA_TRY(cudaGetLastError())
+
+static inline int gr_ceil_div(long long a, long long b) { return (int)((a + b - 1) / b); }
+
+#endif

@@ -1,0 +1,142 @@
+/* Tensor-core convolution (FP16 and INT8) as an implicit GEMM on channels-last tensors.
+ *
+ * GEMM view: M = batch*out_h*out_w output pixels, N = out_c filters, K = ksize*ksize*in_c_pad.
+ * The kernel builds the im2col rows on the fly from the NHWC input (no workspace), multiplies on
+ * tensor cores through WMMA (16x16x16 fragments) and applies the whole epilogue of
+ * /work/briefs/gpuspec.md in registers before one write: per-channel multiplier and bias,
+ * activation, conversion to i8 / f16 / f32.
+ *
+ * Layouts (gpuspec.md)
+ *   - Input: f16 or i8 NHWC. Element (n, y, x, ch) is at ((n*in_h + y)*in_w + x)*in_c_stride +
+ *     in_c_offset + ch. Channels in [in_c, in_c_pad) must hold 0 (in_c_pad = round_up(in_c, 8) for
+ *     f16, 16 for i8); in_c_stride and in_c_offset are multiples of that granule and the pointer is
+ *     16-byte aligned.
+ *   - Weights, packed by the host (gr_conv_pack_weights_f16 / _i8 below, or the same layout built
+ *     elsewhere): [out_c][ksize][ksize][in_c_pad], dense, f16 or i8, padded input channels 0.
+ *     Darknet's order is [out_c][in_c][ksize][ksize]; the packer transposes. No padding of out_c
+ *     is needed: the kernel masks filters >= out_c.
+ *   - Output NHWC (f16, i8, or f32): written at ((n*out_h + y)*out_w + x)*out_c_stride +
+ *     out_c_offset + ch for ch in [0, out_c_pad), where out_c_pad = round_up(out_c, 16) for i8
+ *     and round_up(out_c, 8) for f16/f32; channels in [out_c, out_c_pad) are written as 0 and
+ *     nothing else is touched, so a conv can write a channel slice of a concat buffer.
+ *     out_c_stride / out_c_offset are multiples of the granule; the pointer is 16-byte aligned.
+ *   - Output NCHW (f32 only, GR_CONV_OUT_F32_NCHW, the network output): dense
+ *     [batch][out_c][out_h][out_w], no padding; out_c_stride / out_c_offset are ignored.
+ *
+ * Epilogue, per output channel c (acc is the f32 or int32 dot product):
+ *   y = mul ? fmaf((float)acc, mul[c], bias[c]) : acc + bias[c]   (bias NULL = 0)
+ *   y = act(y)
+ *   i8 out:  clamp(rint(y * out_inv_scale), -127, 127)   (round-half-even, __float2int_rn)
+ *   f16 out: __float2half_rn(y);   f32 out: y.
+ * For INT8 convs mul[c] = s_in * s_w[c] (f32, host-computed); for FP16 convs mul is NULL.
+ *
+ * Requirements: FP16 needs compute capability 7.0+, INT8 7.2+ (checked at every launch; an older
+ * device gives cudaErrorNotSupported). Launchers neither allocate nor synchronize.
+ * This header is plain C11. */
+#ifndef GR_KERNELS_CONV_H
+#define GR_KERNELS_CONV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Activation codes: the same values as gr_activation in ops/ops.h (the tests assert it). */
+enum {
+    GR_CONV_ACT_LINEAR = 0,
+    GR_CONV_ACT_LEAKY = 1,
+    GR_CONV_ACT_RELU = 2,
+    GR_CONV_ACT_LOGISTIC = 3
+};
+
+typedef enum gr_conv_out_kind {
+    GR_CONV_OUT_I8 = 0,       /* NHWC, channel-padded to 16 */
+    GR_CONV_OUT_F16 = 1,      /* NHWC, channel-padded to 8 */
+    GR_CONV_OUT_F32 = 2,      /* NHWC, channel-padded to 8 */
+    GR_CONV_OUT_F32_NCHW = 3  /* dense NCHW, unpadded */
+} gr_conv_out_kind;
+
+typedef struct gr_conv_args {
+    /* shapes */
+    int batch;
+    int in_h, in_w, in_c;         /* in_c: real channels (3 for the first layer) */
+    int in_c_stride, in_c_offset; /* elements; in_c_stride >= in_c_offset + in_c_pad */
+    int out_c;                    /* filters */
+    int out_c_stride, out_c_offset; /* elements (NHWC outputs only) */
+    int ksize, stride, pad;       /* square kernel; pad pixels on each side */
+    /* device pointers */
+    const void *in;               /* f16 (as uint16 bits) or i8 */
+    const void *weights;          /* packed, see above */
+    const float *mul;             /* [out_c] or NULL (FP16 convs) */
+    const float *bias;            /* [out_c] or NULL */
+    void *out;
+    /* epilogue */
+    int activation;               /* GR_CONV_ACT_* */
+    gr_conv_out_kind out_kind;
+    float out_inv_scale;          /* i8 output: 1.0f / s_out */
+    int fp16_accumulate;          /* FP16 conv only: accumulate in f16 instead of f32 */
+    int tile_config;              /* 0 = chosen from the shape and the SM count; 1..GR_CONV_TILES
+                                     forces one (tests, tuning): see gr_conv_tile_name() */
+    /* Split-K for small feature maps (13x13 layers fill few blocks otherwise): the K range is
+     * cut into split_k parts computed by separate blocks; each writes its partial tile to
+     * `workspace`, and the last block of a tile sums the partials in a fixed order (deterministic)
+     * and runs the epilogue. workspace: device memory of gr_conv_workspace_bytes(args) bytes,
+     * zeroed ONCE when allocated (it ends every launch zeroed again where it matters: tile
+     * counters); one workspace must not be used by two launches running at the same time.
+     * workspace NULL = no split. split_k: 0 = automatic, 1 = off, n = n parts (at most 64).
+     * Not combined with fp16_accumulate (ignored there). */
+    void *workspace;
+    size_t workspace_bytes;
+    int split_k;
+} gr_conv_args;
+
+/* Bytes of workspace a launch of `args` needs for its split_k / tile_config, assuming a
+ * workspace will be given (0 when it would not split, and for invalid arguments). Computed for
+ * the current device (SM count). The runtime sizes the buffer with this, then sets workspace. */
+size_t gr_conv_workspace_bytes_f16(const gr_conv_args *args);
+size_t gr_conv_workspace_bytes_i8(const gr_conv_args *args);
+
+/* Tile shapes (M pixels x N filters per block): 1 = 128x64 (8 warps), 2 = 64x64 (4 warps),
+ * 3 = 128x16 (4 warps, for out_c <= 16), 4 = 32x64 (4 warps, small feature maps). */
+#define GR_CONV_TILES 4
+/* "128x64" etc. for 1..GR_CONV_TILES, "auto" for 0, "?" otherwise. */
+const char *gr_conv_tile_name(int tile_config);
+
+/* Output size of a Darknet conv along one axis: (in + 2*pad - ksize)/stride + 1. */
+int gr_conv_out_dim(int in, int ksize, int stride, int pad);
+
+/* Padded channel count for a dtype granule: round_up(c, 8) for f16/f32, round_up(c, 16) for i8. */
+int gr_conv_c_pad_f16(int c);
+int gr_conv_c_pad_i8(int c);
+
+/* Launch one convolution on `stream`. Returns cudaErrorInvalidValue for inconsistent arguments
+ * (the reason is in gr_kernels_last_failure()), cudaErrorNotSupported on a device without the
+ * tensor-core instructions, else the launch's cudaGetLastError(). */
+cudaError_t gr_launch_conv_f16(const gr_conv_args *args, cudaStream_t stream);
+cudaError_t gr_launch_conv_i8(const gr_conv_args *args, cudaStream_t stream);
+
+/* ---- host-side weight packing --------------------------------------------------------------- */
+
+/* Elements of the packed weight array: out_c * ksize * ksize * in_c_pad (granule 8 or 16). */
+size_t gr_conv_packed_weight_count_f16(int out_c, int in_c, int ksize);
+size_t gr_conv_packed_weight_count_i8(int out_c, int in_c, int ksize);
+
+/* w: BN-folded f32 weights in Darknet's order [out_c][in_c][ksize][ksize] (host memory).
+ * f16: packed[c][ky][kx][ci] = half_rn(w[c][ci][ky][kx]) as IEEE binary16 bits.
+ * i8:  s_w[c] = max_k |w[c][k]| / 127 (1.0 when all are zero), packed = clamp(rint(w / s_w[c]),
+ *      -127, 127); weight_scale[c] receives s_w[c]. The caller then builds mul[c] = s_in * s_w[c].
+ * Returns cudaErrorInvalidValue for NULL pointers or non-positive sizes, else cudaSuccess. */
+cudaError_t gr_conv_pack_weights_f16(const float *w, int out_c, int in_c, int ksize,
+                                     uint16_t *packed);
+cudaError_t gr_conv_pack_weights_i8(const float *w, int out_c, int in_c, int ksize, int8_t *packed,
+                                    float *weight_scale);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,679 @@
+/* Implicit-GEMM convolution on tensor cores through WMMA (FP16 x FP16 -> f32/f16, INT8 x INT8 ->
+ * int32) with the fused epilogue of gpuspec.md. Contract, layouts and epilogue math: kernels/conv.h.
+ *
+ * Design. A block computes a BM x BN tile of the output (BM pixels x BN filters) with WM x WN warps,
+ * each warp FM x FN fragments of 16x16. K advances 64 bytes at a time (32 f16 or 64 i8 values).
+ * Every thread owns one 16-byte column of the 64-byte K slice (kc = tid & 3) for a fixed set of
+ * rows: since in_c_pad is a multiple of 16 bytes, a 16-byte chunk never straddles a (ky, kx) tap,
+ * so one chunk = one aligned 16-byte load from the NHWC input (or zero fill for padding / K tail).
+ * Tiles go through a 3-stage cp.async pipeline (sm_80+; plain loads before that). Shared memory
+ * holds each stage as K "slabs" of 16 values: slab s, row r at (s*rows + r)*slab_bytes, so every
+ * WMMA fragment pointer is 32-byte aligned with ldm = 16 and reads one contiguous block.
+ * After the K loop the accumulators go through shared memory so each thread can emit whole
+ * 16-byte vectors of one output pixel (NHWC), or pixel-contiguous runs (NCHW). */
+#include <algorithm>
+#include <climits>
+#include <type_traits>
+#include <cstring>
+
+#include <cuda_fp16.h>
+#include <mma.h>
+
+#include "kernels/common.cuh"
+#include "kernels/conv.h"
+
+using namespace nvcuda;
+
+namespace {
+
+constexpr int kMaxStages = 4; /* as deep as 48 KB of static shared memory allows */
+constexpr int kStaticSmem = 48 * 1024 - 256; /* leave room for the split-K flag */
+constexpr int kSliceBytes = 64; /* K bytes per pipeline step */
+
+template <typename In> struct InTraits;
+template <> struct InTraits<__half> {
+    static constexpr int chunk_elems = 8; /* values per 16-byte chunk */
+    static constexpr int slab_bytes = 32; /* 16 values */
+};
+template <> struct InTraits<signed char> {
+    static constexpr int chunk_elems = 16;
+    static constexpr int slab_bytes = 16;
+};
+
+struct ConvParams {
+    const void *in;
+    const void *weights;
+    const float *mul;
+    const float *bias;
+    void *out;
+    int in_h, in_w, in_c_stride, in_c_offset, cin_pad;
+    int out_h, out_w, out_c, out_c_pad, out_c_stride, out_c_offset;
+    int ksize, stride, pad;
+    int M, K, k_tiles;
+    int activation, out_kind;
+    float out_inv_scale;
+    int splits, kt_per_split; /* split-K: gridDim.z = splits */
+    int *counters;            /* [tiles]: blocks of a tile done so far (split-K) */
+    void *partials;           /* [tiles][splits][BM*BN] Acc (split-K) */
+};
+
+__device__ __forceinline__ void copy16(void *smem_dst, const void *src, bool valid)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+    const int bytes = valid ? 16 : 0; /* 0: zero-fill, nothing read */
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+#else
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (valid)
+        v = __ldg(static_cast<const uint4 *>(src));
+    *static_cast<uint4 *>(smem_dst) = v;
+#endif
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+__device__ __forceinline__ float activate(float y, int act)
+{
+    switch (act) {
+    case GR_CONV_ACT_LEAKY: return y > 0.0f ? y : 0.1f * y;
+    case GR_CONV_ACT_RELU: return y > 0.0f ? y : 0.0f;
+    case GR_CONV_ACT_LOGISTIC: return 1.0f / (1.0f + expf(-y));
+    default: return y;
+    }
+}
+
+__device__ __forceinline__ float acc_to_float(float a) { return a; }
+__device__ __forceinline__ float acc_to_float(__half a) { return __half2float(a); }
+__device__ __forceinline__ float acc_to_float(int a) { return static_cast<float>(a); }
+
+/* The epilogue of one value: bias, multiplier, activation (conversion is the caller's). */
+__device__ __forceinline__ float epilogue(const ConvParams &p, float acc, int n)
+{
+    const float b = p.bias ? p.bias[n] : 0.0f;
+    const float y = p.mul ? fmaf(acc, p.mul[n], b) : acc + b;
+    return activate(y, p.activation);
+}
+
+__device__ __forceinline__ signed char to_i8(float y, float inv_scale)
+{
+    int q = __float2int_rn(y * inv_scale);
+    q = q < -127 ? -127 : (q > 127 ? 127 : q);
+    return static_cast<signed char>(q);
+}
+
+template <typename In, typename Acc, int WM, int WN, int FM, int FN>
+__device__ __forceinline__ void conv_body(const ConvParams &p)
+{
+    using Tr = InTraits<In>;
+    constexpr int kThreads = WM * WN * 32;
+    constexpr int BM = WM * FM * 16, BN = WN * FN * 16;
+    constexpr int SB = Tr::slab_bytes, CH = Tr::chunk_elems, BK = 4 * CH;
+    constexpr int kSlabs = kSliceBytes / SB;
+    constexpr int A_STAGE = BM * kSliceBytes, B_STAGE = BN * kSliceBytes;
+    constexpr int kStages = kMaxStages * (A_STAGE + B_STAGE) <= kStaticSmem ? kMaxStages : 3;
+    constexpr int PIPE = kStages * (A_STAGE + B_STAGE);
+    constexpr int LDC = BN + 8;
+    constexpr int EPI = BM * LDC * static_cast<int>(sizeof(Acc));
+    constexpr int SMEM = PIPE > EPI ? PIPE : EPI;
+    constexpr int A_ITERS = BM * 4 / kThreads;
+    constexpr int B_ITERS = (BN * 4 + kThreads - 1) / kThreads;
+    static_assert(BM * 4 % kThreads == 0, "A tile chunks must divide among the threads");
+    static_assert(kThreads % 4 == 0, "a thread keeps one chunk column");
+
+    __shared__ __align__(128) unsigned char smem[SMEM];
+
+    const In *in = static_cast<const In *>(p.in);
+    const In *wts = static_cast<const In *>(p.weights);
+    const int tid = threadIdx.x;
+    const int warp = tid >> 5;
+    const int warp_m = warp % WM, warp_n = warp / WM;
+    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+    const int kc = tid & 3;
+    const int slab = kc * 16 / SB, slab_off = kc * 16 % SB;
+    const int hw_out = p.out_h * p.out_w;
+
+    /* Rows of the A tile this thread loads: image base pixel and top-left input corner. */
+    long long a_pix[A_ITERS];
+    int a_iy[A_ITERS], a_ix[A_ITERS];
+#pragma unroll
+    for (int i = 0; i < A_ITERS; ++i) {
+        const int m = m0 + (tid >> 2) + i * (kThreads / 4);
+        if (m < p.M) {
+            const int img = m / hw_out, rem = m - img * hw_out;
+            const int oy = rem / p.out_w, ox = rem - oy * p.out_w;
+            a_pix[i] = static_cast<long long>(img) * p.in_h * p.in_w;
+            a_iy[i] = oy * p.stride - p.pad;
+            a_ix[i] = ox * p.stride - p.pad;
+        } else {
+            a_pix[i] = 0;
+            a_iy[i] = INT_MIN / 2; /* fails every bounds test */
+            a_ix[i] = 0;
+        }
+    }
+
+    auto load_tile = [&](int stage, int kt) {
+        unsigned char *sA = smem + stage * (A_STAGE + B_STAGE);
+        unsigned char *sB = sA + A_STAGE;
+        const int k = kt * BK + kc * CH;
+        const bool k_ok = k < p.K;
+        const int tap = k / p.cin_pad, ci = k - tap * p.cin_pad;
+        const int ky = tap / p.ksize, kx = tap - ky * p.ksize;
+#pragma unroll
+        for (int i = 0; i < A_ITERS; ++i) {
+            const int row = (tid >> 2) + i * (kThreads / 4);
+            const int iy = a_iy[i] + ky, ix = a_ix[i] + kx;
+            const bool ok = k_ok && static_cast<unsigned>(iy) < static_cast<unsigned>(p.in_h) &&
+                            static_cast<unsigned>(ix) < static_cast<unsigned>(p.in_w);
+            const In *src = ok ? in + ((a_pix[i] + static_cast<long long>(iy) * p.in_w + ix) *
+                                           p.in_c_stride +
+                                       p.in_c_offset + ci)
+                               : in;
+            copy16(sA + slab * BM * SB + row * SB + slab_off, src, ok);
+        }
+#pragma unroll
+        for (int i = 0; i < B_ITERS; ++i) {
+            const int chunk = tid + i * kThreads;
+            if (BN * 4 % kThreads != 0 && chunk >= BN * 4)
+                break;
+            const int row = chunk >> 2;
+            const int n = n0 + row;
+            const bool ok = k_ok && n < p.out_c;
+            const In *src = ok ? wts + (static_cast<long long>(n) * p.K + k) : wts;
+            copy16(sB + slab * BN * SB + row * SB + slab_off, src, ok);
+        }
+    };
+
+    wmma::fragment<wmma::accumulator, 16, 16, 16, Acc> acc[FM][FN];
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j)
+            wmma::fill_fragment(acc[i][j], static_cast<Acc>(0));
+
+    /* This block's share of K: tiles [kt_begin, kt_begin + n_local). */
+    const int kt_begin = blockIdx.z * p.kt_per_split;
+    const int n_local = min(p.kt_per_split, p.k_tiles - kt_begin);
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+        if (s < n_local)
+            load_tile(s, kt_begin + s);
+        cp_async_commit();
+    }
+
+    for (int t = 0; t < n_local; ++t) {
+        cp_async_wait<kStages - 2>();
+        __syncthreads(); /* tile t landed for everyone; stage (t-1) is free again */
+        const int next = t + kStages - 1;
+        if (next < n_local)
+            load_tile(next % kStages, kt_begin + next);
+        cp_async_commit();
+
+        const unsigned char *sA = smem + (t % kStages) * (A_STAGE + B_STAGE);
+        const unsigned char *sB = sA + A_STAGE;
+#pragma unroll
+        for (int s = 0; s < kSlabs; ++s) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, In, wmma::row_major> fa[FM];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, In, wmma::col_major> fb[FN];
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+                wmma::load_matrix_sync(
+                    fa[i],
+                    reinterpret_cast<const In *>(sA + s * BM * SB + (warp_m * FM + i) * 16 * SB),
+                    16);
+#pragma unroll
+            for (int j = 0; j < FN; ++j)
+                wmma::load_matrix_sync(
+                    fb[j],
+                    reinterpret_cast<const In *>(sB + s * BN * SB + (warp_n * FN + j) * 16 * SB),
+                    16);
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+#pragma unroll
+                for (int j = 0; j < FN; ++j)
+                    wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads(); /* pipeline buffers are reused for the accumulator tile */
+
+    Acc *sC = reinterpret_cast<Acc *>(smem);
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j)
+            wmma::store_matrix_sync(sC + (warp_m * FM + i) * 16 * LDC + (warp_n * FN + j) * 16,
+                                    acc[i][j], LDC, wmma::mem_row_major);
+    __syncthreads();
+
+    if (p.splits > 1) {
+        /* Split-K: publish this part, and let the last block of the tile reduce all parts in
+         * split order (a fixed order: the result does not depend on which block came last). */
+        __shared__ int is_last;
+        const int tile_id = blockIdx.y * gridDim.x + blockIdx.x;
+        Acc *parts = static_cast<Acc *>(p.partials) + static_cast<size_t>(tile_id) * p.splits * BM * BN;
+        Acc *mine = parts + static_cast<size_t>(blockIdx.z) * BM * BN;
+        static_assert(sizeof(Acc) == 4 || sizeof(Acc) == 2, "accumulator of 2 or 4 bytes");
+        /* 16-byte vectors where the accumulator is 4 bytes (the split paths: f32, int32) */
+        constexpr int VE = sizeof(Acc) == 4 ? 4 : 1;
+        using Vec = typename std::conditional<sizeof(Acc) == 4, int4, Acc>::type;
+        for (int i = tid * VE; i < BM * BN; i += kThreads * VE)
+            *reinterpret_cast<Vec *>(mine + i) =
+                *reinterpret_cast<const Vec *>(sC + (i / BN) * LDC + i % BN);
+        __threadfence();
+        __syncthreads();
+        if (tid == 0)
+            is_last = atomicAdd(&p.counters[tile_id], 1) == p.splits - 1;
+        __syncthreads();
+        if (!is_last)
+            return;
+        __threadfence();
+        for (int i = tid * VE; i < BM * BN; i += kThreads * VE) {
+            Acc sum[VE];
+#pragma unroll
+            for (int e = 0; e < VE; ++e)
+                sum[e] = static_cast<Acc>(0);
+            int z = 0;
+            /* four parts' loads in flight before their adds; the order of the sums is fixed */
+            for (; z + 4 <= p.splits; z += 4) {
+                Vec v[4];
+#pragma unroll
+                for (int u = 0; u < 4; ++u)
+                    v[u] = __ldcg(reinterpret_cast<const Vec *>(
+                        parts + static_cast<size_t>(z + u) * BM * BN + i));
+#pragma unroll
+                for (int u = 0; u < 4; ++u)
+#pragma unroll
+                    for (int e = 0; e < VE; ++e)
+                        sum[e] = sum[e] + reinterpret_cast<const Acc *>(&v[u])[e];
+            }
+            for (; z < p.splits; ++z) {
+                const Vec v =
+                    __ldcg(reinterpret_cast<const Vec *>(parts + static_cast<size_t>(z) * BM * BN + i));
+#pragma unroll
+                for (int e = 0; e < VE; ++e)
+                    sum[e] = sum[e] + reinterpret_cast<const Acc *>(&v)[e];
+            }
+#pragma unroll
+            for (int e = 0; e < VE; ++e)
+                sC[(i / BN) * LDC + i % BN + e] = sum[e];
+        }
+        if (tid == 0)
+            p.counters[tile_id] = 0; /* ready for the next launch */
+        __syncthreads();
+    }
+
+    if (p.out_kind == GR_CONV_OUT_F32_NCHW) {
+        float *out = static_cast<float *>(p.out);
+        for (int it = tid; it < BM * BN; it += kThreads) {
+            const int r = it % BM, c = it / BM; /* consecutive threads: consecutive pixels */
+            const int m = m0 + r, n = n0 + c;
+            if (m >= p.M || n >= p.out_c)
+                continue;
+            const int img = m / hw_out, rem = m - img * hw_out;
+            out[(static_cast<long long>(img) * p.out_c + n) * hw_out + rem] =
+                epilogue(p, acc_to_float(sC[r * LDC + c]), n);
+        }
+        return;
+    }
+
+    /* NHWC: one 16-byte vector (16 i8 or 8 f16) or two (8 f32) of one pixel per item. */
+    const int V = p.out_kind == GR_CONV_OUT_I8 ? 16 : 8;
+    const int per_row = BN / V;
+    for (int it = tid; it < BM * per_row; it += kThreads) {
+        const int r = it / per_row, c0 = (it - r * per_row) * V;
+        const int m = m0 + r, n_base = n0 + c0;
+        if (m >= p.M || n_base >= p.out_c_pad)
+            continue;
+        const long long dst = static_cast<long long>(m) * p.out_c_stride + p.out_c_offset + n_base;
+        const Acc *src = sC + r * LDC + c0;
+        if (p.out_kind == GR_CONV_OUT_I8) {
+            alignas(16) signed char v[16];
+#pragma unroll
+            for (int e = 0; e < 16; ++e) {
+                const int n = n_base + e;
+                v[e] = n < p.out_c ? to_i8(epilogue(p, acc_to_float(src[e]), n), p.out_inv_scale)
+                                   : static_cast<signed char>(0);
+            }
+            *reinterpret_cast<uint4 *>(static_cast<signed char *>(p.out) + dst) =
+                *reinterpret_cast<const uint4 *>(v);
+        } else if (p.out_kind == GR_CONV_OUT_F16) {
+            alignas(16) __half v[8];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                const int n = n_base + e;
+                v[e] = __float2half_rn(n < p.out_c ? epilogue(p, acc_to_float(src[e]), n) : 0.0f);
+            }
+            *reinterpret_cast<uint4 *>(static_cast<__half *>(p.out) + dst) =
+                *reinterpret_cast<const uint4 *>(v);
+        } else {
+            alignas(16) float v[8];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                const int n = n_base + e;
+                v[e] = n < p.out_c ? epilogue(p, acc_to_float(src[e]), n) : 0.0f;
+            }
+            float4 *o = reinterpret_cast<float4 *>(static_cast<float *>(p.out) + dst);
+            o[0] = *reinterpret_cast<const float4 *>(v);
+            o[1] = *reinterpret_cast<const float4 *>(v + 4);
+        }
+    }
+}
+
+template <typename Acc, int WM, int WN, int FM, int FN>
+__global__ void __launch_bounds__(WM *WN * 32) k_conv_f16(const ConvParams p)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    conv_body<__half, Acc, WM, WN, FM, FN>(p);
+#endif
+}
+
+template <int WM, int WN, int FM, int FN>
+__global__ void __launch_bounds__(WM *WN * 32) k_conv_i8(const ConvParams p)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 720
+    conv_body<signed char, int, WM, WN, FM, FN>(p);
+#endif
+}
+
+enum Dtype { kF16Float, kF16Half, kI8 };
+
+template <int WM, int WN, int FM, int FN>
+cudaError_t launch_tile(Dtype dt, ConvParams &p, cudaStream_t stream)
+{
+    constexpr int BM = WM * FM * 16, BN = WN * FN * 16;
+    const dim3 grid(static_cast<unsigned>(gr_ceil_div(p.M, BM)),
+                    static_cast<unsigned>(gr_ceil_div(p.out_c, BN)), static_cast<unsigned>(p.splits));
+    GR_ARG_CHECK(grid.y <= 65535 && grid.z <= 64);
+    const dim3 block(WM * WN * 32);
+    switch (dt) {
+    case kF16Float: k_conv_f16<float, WM, WN, FM, FN><<<grid, block, 0, stream>>>(p); break;
+    case kF16Half: k_conv_f16<__half, WM, WN, FM, FN><<<grid, block, 0, stream>>>(p); break;
+    case kI8: k_conv_i8<WM, WN, FM, FN><<<grid, block, 0, stream>>>(p); break;
+    }
+    GR_LAUNCH_CHECK();
+    return cudaSuccess;
+}
+
+int round_up(int v, int to) { return (v + to - 1) / to * to; }
+
+bool aligned16(const void *ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+
+/* Tile shapes by tile_config (1-based): BM x BN. */
+constexpr int kTileBM[GR_CONV_TILES + 1] = {0, 128, 64, 128, 32};
+constexpr int kTileBN[GR_CONV_TILES + 1] = {0, 64, 64, 16, 64};
+
+struct Plan {
+    ConvParams p;
+    int tile;
+    size_t workspace_bytes; /* 0 unless split */
+};
+
+/* Validate, and choose the tile shape and the split for the current device. `split_allowed`:
+ * a workspace is (or will be) given. */
+cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Plan *plan)
+{
+    GR_ARG_CHECK(a != nullptr);
+    GR_ARG_CHECK(a->batch > 0 && a->in_h > 0 && a->in_w > 0 && a->in_c > 0 && a->out_c > 0);
+    GR_ARG_CHECK(a->ksize > 0 && a->stride > 0 && a->pad >= 0);
+    GR_ARG_CHECK(a->in_c <= 65536 && a->out_c <= 65536 && a->ksize <= 64 && a->pad <= 64);
+    GR_ARG_CHECK(a->activation >= GR_CONV_ACT_LINEAR && a->activation <= GR_CONV_ACT_LOGISTIC);
+    GR_ARG_CHECK(a->out_kind >= GR_CONV_OUT_I8 && a->out_kind <= GR_CONV_OUT_F32_NCHW);
+    GR_ARG_CHECK(a->tile_config >= 0 && a->tile_config <= GR_CONV_TILES);
+    GR_ARG_CHECK(a->split_k >= 0 && a->split_k <= 64);
+    GR_ARG_CHECK(!(is_i8 && a->fp16_accumulate));
+    const int in_gran = is_i8 ? 16 : 8;
+    const int cin_pad = round_up(a->in_c, in_gran);
+    GR_ARG_CHECK(a->in_c_offset >= 0 && a->in_c_offset % in_gran == 0);
+    GR_ARG_CHECK(a->in_c_stride % in_gran == 0 && a->in_c_offset + cin_pad <= a->in_c_stride);
+    const int out_h = gr_conv_out_dim(a->in_h, a->ksize, a->stride, a->pad);
+    const int out_w = gr_conv_out_dim(a->in_w, a->ksize, a->stride, a->pad);
+    GR_ARG_CHECK(out_h > 0 && out_w > 0);
+    const int out_gran = a->out_kind == GR_CONV_OUT_I8 ? 16 : 8;
+    const int out_c_pad = round_up(a->out_c, out_gran);
+    if (a->out_kind != GR_CONV_OUT_F32_NCHW) {
+        GR_ARG_CHECK(a->out_c_offset >= 0 && a->out_c_offset % out_gran == 0);
+        GR_ARG_CHECK(a->out_c_stride % out_gran == 0 &&
+                     a->out_c_offset + out_c_pad <= a->out_c_stride);
+    }
+    const long long M = static_cast<long long>(a->batch) * out_h * out_w;
+    const long long K = static_cast<long long>(a->ksize) * a->ksize * cin_pad;
+    const long long in_elems = static_cast<long long>(a->batch) * a->in_h * a->in_w;
+    GR_ARG_CHECK(M < INT_MAX && K < INT_MAX / 2 && in_elems < INT_MAX);
+
+    int dev = 0, major = 0, minor = 0, sms = 0;
+    GR_CUDA_TRY(cudaGetDevice(&dev));
+    GR_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    GR_CUDA_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    GR_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const int cc = major * 10 + minor;
+    if (cc < (is_i8 ? 72 : 70)) {
+        gr_kernels_record_failure(__FILE__, __LINE__, "compute capability check",
+                                  is_i8 ? "INT8 WMMA needs sm_72+" : "FP16 WMMA needs sm_70+");
+        return cudaErrorNotSupported;
+    }
+
+    ConvParams &p = plan->p;
+    p.in = a->in;
+    p.weights = a->weights;
+    p.mul = a->mul;
+    p.bias = a->bias;
+    p.out = a->out;
+    p.in_h = a->in_h;
+    p.in_w = a->in_w;
+    p.in_c_stride = a->in_c_stride;
+    p.in_c_offset = a->in_c_offset;
+    p.cin_pad = cin_pad;
+    p.out_h = out_h;
+    p.out_w = out_w;
+    p.out_c = a->out_c;
+    p.out_c_pad = out_c_pad;
+    p.out_c_stride = a->out_c_stride;
+    p.out_c_offset = a->out_c_offset;
+    p.ksize = a->ksize;
+    p.stride = a->stride;
+    p.pad = a->pad;
+    p.M = static_cast<int>(M);
+    p.K = static_cast<int>(K);
+    p.k_tiles = gr_ceil_div(K, kSliceBytes / (is_i8 ? 1 : 2));
+    p.activation = a->activation;
+    p.out_kind = a->out_kind;
+    p.out_inv_scale = a->out_inv_scale;
+
+    split_allowed = split_allowed && !a->fp16_accumulate && a->split_k != 1;
+    auto tiles_of = [&](int t) {
+        return static_cast<long long>(gr_ceil_div(M, kTileBM[t])) * gr_ceil_div(a->out_c, kTileBN[t]);
+    };
+    int tile = a->tile_config;
+    if (tile == 0) {
+        /* Measured on an H100 (bench/LOG.md): 128x64 only pays with two waves or more; small
+         * maps do best with 32x64 tiles, split along K when even those do not fill the SMs. */
+        if (a->out_c <= 16)
+            tile = 3;
+        else if (tiles_of(1) >= 2LL * sms)
+            tile = 1;
+        else if (tiles_of(2) >= sms)
+            tile = 2;
+        else
+            tile = 4;
+    }
+    const long long tiles = tiles_of(tile);
+    int splits = 1;
+    if (split_allowed) {
+        if (a->split_k > 1)
+            splits = a->split_k;
+        else if (tiles < sms) /* about 4 blocks per SM (one block of 4 warps per SM cannot
+                                 hide the tensor-core and shared-memory latencies), each part
+                                 at least 2 K steps long */
+            splits = static_cast<int>(std::min<long long>((4LL * sms + tiles - 1) / tiles, 16));
+        splits = std::max(1, std::min(splits, p.k_tiles / (a->split_k > 1 ? 1 : 2)));
+    }
+    p.kt_per_split = gr_ceil_div(p.k_tiles, splits);
+    p.splits = gr_ceil_div(p.k_tiles, p.kt_per_split); /* no empty parts */
+    p.counters = nullptr;
+    p.partials = nullptr;
+    plan->tile = tile;
+    plan->workspace_bytes = 0;
+    if (p.splits > 1) {
+        const size_t counter_bytes = (static_cast<size_t>(tiles) * sizeof(int) + 255) / 256 * 256;
+        plan->workspace_bytes = counter_bytes + static_cast<size_t>(tiles) * p.splits *
+                                                    kTileBM[tile] * kTileBN[tile] * sizeof(float);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t launch_conv(const gr_conv_args *a, bool is_i8, cudaStream_t stream)
+{
+    GR_ARG_CHECK(a != nullptr);
+    GR_ARG_CHECK(a->in != nullptr && a->weights != nullptr && a->out != nullptr);
+    GR_ARG_CHECK(aligned16(a->in) && aligned16(a->weights) && aligned16(a->out));
+    Plan plan;
+    const cudaError_t err = make_plan(a, is_i8, a->workspace != nullptr, &plan);
+    if (err != cudaSuccess)
+        return err;
+    ConvParams &p = plan.p;
+    if (p.splits > 1) {
+        GR_ARG_CHECK(a->workspace_bytes >= plan.workspace_bytes && aligned16(a->workspace));
+        const long long tiles = static_cast<long long>(gr_ceil_div(p.M, kTileBM[plan.tile])) *
+                                gr_ceil_div(p.out_c, kTileBN[plan.tile]);
+        p.counters = static_cast<int *>(a->workspace);
+        p.partials = static_cast<unsigned char *>(a->workspace) +
+                     (static_cast<size_t>(tiles) * sizeof(int) + 255) / 256 * 256;
+    }
+    const Dtype dt = is_i8 ? kI8 : (a->fp16_accumulate ? kF16Half : kF16Float);
+    switch (plan.tile) {
+    case 1: return launch_tile<4, 2, 2, 2>(dt, p, stream);
+    case 2: return launch_tile<2, 2, 2, 2>(dt, p, stream);
+    case 3: return launch_tile<4, 1, 2, 1>(dt, p, stream);
+    default: return launch_tile<1, 4, 2, 1>(dt, p, stream);
+    }
+}
+
+size_t workspace_bytes(const gr_conv_args *a, bool is_i8)
+{
+    Plan plan;
+    if (make_plan(a, is_i8, true, &plan) != cudaSuccess)
+        return 0;
+    return plan.workspace_bytes;
+}
+
+bool pack_args_ok(const float *w, int out_c, int in_c, int ksize, const void *packed)
+{
+    return w && packed && out_c > 0 && in_c > 0 && ksize > 0 && out_c <= 65536 && in_c <= 65536 &&
+           ksize <= 64;
+}
+
+} // namespace
+
+extern "C" int gr_conv_out_dim(int in, int ksize, int stride, int pad)
+{
+    if (stride <= 0)
+        return 0;
+    return (in + 2 * pad - ksize) / stride + 1;
+}
+
+extern "C" int gr_conv_c_pad_f16(int c) { return round_up(c, 8); }
+extern "C" int gr_conv_c_pad_i8(int c) { return round_up(c, 16); }
+
+extern "C" const char *gr_conv_tile_name(int tile_config)
+{
+    switch (tile_config) {
+    case 0: return "auto";
+    case 1: return "128x64";
+    case 2: return "64x64";
+    case 3: return "128x16";
+    case 4: return "32x64";
+    default: return "?";
+    }
+}
+
+extern "C" cudaError_t gr_launch_conv_f16(const gr_conv_args *args, cudaStream_t stream)
+{
+    return launch_conv(args, false, stream);
+}
+
+extern "C" cudaError_t gr_launch_conv_i8(const gr_conv_args *args, cudaStream_t stream)
+{
+    return launch_conv(args, true, stream);
+}
+
+extern "C" size_t gr_conv_workspace_bytes_f16(const gr_conv_args *args)
+{
+    return workspace_bytes(args, false);
+}
+
+extern "C" size_t gr_conv_workspace_bytes_i8(const gr_conv_args *args)
+{
+    return workspace_bytes(args, true);
+}
+
+extern "C" size_t gr_conv_packed_weight_count_f16(int out_c, int in_c, int ksize)
+{
+    return static_cast<size_t>(out_c) * ksize * ksize * round_up(in_c, 8);
+}
+
+extern "C" size_t gr_conv_packed_weight_count_i8(int out_c, int in_c, int ksize)
+{
+    return static_cast<size_t>(out_c) * ksize * ksize * round_up(in_c, 16);
+}
+
+extern "C" cudaError_t gr_conv_pack_weights_f16(const float *w, int out_c, int in_c, int ksize,
+                                                uint16_t *packed)
+{
+    GR_ARG_CHECK(pack_args_ok(w, out_c, in_c, ksize, packed));
+    const int cin_pad = round_up(in_c, 8);
+    for (int c = 0; c < out_c; ++c)
+        for (int ky = 0; ky < ksize; ++ky)
+            for (int kx = 0; kx < ksize; ++kx) {
+                uint16_t *dst = packed + ((static_cast<size_t>(c) * ksize + ky) * ksize + kx) * cin_pad;
+                for (int ci = 0; ci < cin_pad; ++ci) {
+                    const float v =
+                        ci < in_c ? w[((static_cast<size_t>(c) * in_c + ci) * ksize + ky) * ksize + kx]
+                                  : 0.0f;
+                    const __half h = __float2half_rn(v);
+                    std::memcpy(&dst[ci], &h, sizeof dst[ci]);
+                }
+            }
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t gr_conv_pack_weights_i8(const float *w, int out_c, int in_c, int ksize,
+                                               int8_t *packed, float *weight_scale)
+{
+    GR_ARG_CHECK(pack_args_ok(w, out_c, in_c, ksize, packed) && weight_scale != nullptr);
+    const int cin_pad = round_up(in_c, 16);
+    const size_t per_filter = static_cast<size_t>(in_c) * ksize * ksize;
+    for (int c = 0; c < out_c; ++c) {
+        const float *wc = w + static_cast<size_t>(c) * per_filter;
+        float max_abs = 0.0f;
+        for (size_t k = 0; k < per_filter; ++k)
+            max_abs = fmaxf(max_abs, fabsf(wc[k]));
+        const float scale = max_abs > 0.0f ? max_abs / 127.0f : 1.0f;
+        weight_scale[c] = scale;
+        for (int ky = 0; ky < ksize; ++ky)
+            for (int kx = 0; kx < ksize; ++kx) {
+                int8_t *dst = packed + ((static_cast<size_t>(c) * ksize + ky) * ksize + kx) * cin_pad;
+                for (int ci = 0; ci < cin_pad; ++ci) {
+                    float q = 0.0f;
+                    if (ci < in_c) {
+                        q = rintf(wc[(static_cast<size_t>(ci) * ksize + ky) * ksize + kx] / scale);
+                        q = fminf(fmaxf(q, -127.0f), 127.0f);
+                    }
+                    dst[ci] = static_cast<int8_t>(q);
+                }
+            }
+    }
+    return cudaSuccess;
+}

@@ -1,0 +1,168 @@
+/* FP32 convolution: im2col + cublasSgemmStridedBatched + bias/activation (kernels/gemm_f32.h).
+ * GEMM in cuBLAS's column-major terms: for each image, C (hw x out_c, ld hw) = col^T-view (hw x K,
+ * ld hw) x W^T-view (K x out_c, ld K), which is row-major out[out_c][hw] = W[out_c][K] x col[K][hw]
+ * exactly as Darknet computes it. */
+#include <climits>
+
+#include "kernels/common.cuh"
+#include "kernels/conv.h"
+#include "kernels/gemm_f32.h"
+
+namespace {
+
+__global__ void k_im2col_f32(const float *__restrict__ in, int in_c, int in_h, int in_w, int ksize,
+                             int stride, int pad, int out_h, int out_w, long long total,
+                             float *__restrict__ col)
+{
+    const int hw = out_h * out_w;
+    const long long rows = static_cast<long long>(in_c) * ksize * ksize;
+    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
+         i += static_cast<long long>(gridDim.x) * blockDim.x) {
+        const int pix = static_cast<int>(i % hw);
+        const long long r = (i / hw) % rows;
+        const long long b = i / (hw * rows);
+        const int kx = static_cast<int>(r % ksize);
+        const int ky = static_cast<int>((r / ksize) % ksize);
+        const int ci = static_cast<int>(r / (static_cast<long long>(ksize) * ksize));
+        const int oy = pix / out_w, ox = pix - oy * out_w;
+        const int iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
+        float v = 0.0f;
+        if (iy >= 0 && iy < in_h && ix >= 0 && ix < in_w)
+            v = in[((b * in_c + ci) * in_h + iy) * in_w + ix];
+        col[i] = v;
+    }
+}
+
+__global__ void k_bias_act_f32(float *__restrict__ data, const float *__restrict__ bias,
+                               int channels, int hw, long long total, int act)
+{
+    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
+         i += static_cast<long long>(gridDim.x) * blockDim.x) {
+        const int c = static_cast<int>((i / hw) % channels);
+        float y = data[i] + (bias ? bias[c] : 0.0f);
+        switch (act) {
+        case GR_CONV_ACT_LEAKY: y = y > 0.0f ? y : 0.1f * y; break;
+        case GR_CONV_ACT_RELU: y = y > 0.0f ? y : 0.0f; break;
+        case GR_CONV_ACT_LOGISTIC: y = 1.0f / (1.0f + expf(-y)); break;
+        default: break;
+        }
+        data[i] = y;
+    }
+}
+
+unsigned grid_for(long long total, int threads)
+{
+    const long long blocks = (total + threads - 1) / threads;
+    return static_cast<unsigned>(blocks < 65536 * 8 ? blocks : 65536 * 8); /* grid-stride beyond */
+}
+
+bool is_direct(const gr_conv_f32_args *a)
+{
+    return a->ksize == 1 && a->stride == 1 && a->pad == 0;
+}
+
+} // namespace
+
+extern "C" size_t gr_conv_f32_workspace_floats(const gr_conv_f32_args *a, int *ok)
+{
+    *ok = 0;
+    if (!a || a->batch <= 0 || a->in_c <= 0 || a->in_h <= 0 || a->in_w <= 0 || a->out_c <= 0 ||
+        a->ksize <= 0 || a->stride <= 0 || a->pad < 0 || a->ksize > 64 || a->pad > 64)
+        return 0;
+    const int out_h = gr_conv_out_dim(a->in_h, a->ksize, a->stride, a->pad);
+    const int out_w = gr_conv_out_dim(a->in_w, a->ksize, a->stride, a->pad);
+    if (out_h <= 0 || out_w <= 0)
+        return 0;
+    const long long k = static_cast<long long>(a->in_c) * a->ksize * a->ksize;
+    const long long hw = static_cast<long long>(out_h) * out_w;
+    /* cuBLAS takes int dimensions and leading dimensions */
+    if (k >= INT_MAX || hw >= INT_MAX || a->out_c >= INT_MAX / 2 ||
+        static_cast<long long>(a->batch) * a->in_c * a->in_h * a->in_w >= (1LL << 40))
+        return 0;
+    *ok = 1;
+    if (is_direct(a))
+        return 0;
+    return static_cast<size_t>(a->batch) * static_cast<size_t>(k) * static_cast<size_t>(hw);
+}
+
+extern "C" cudaError_t gr_launch_im2col_f32(const float *in, int batch, int in_c, int in_h,
+                                            int in_w, int ksize, int stride, int pad, float *col,
+                                            cudaStream_t stream)
+{
+    GR_ARG_CHECK(in != nullptr && col != nullptr && batch > 0 && in_c > 0 && in_h > 0 && in_w > 0);
+    GR_ARG_CHECK(ksize > 0 && stride > 0 && pad >= 0);
+    const int out_h = gr_conv_out_dim(in_h, ksize, stride, pad);
+    const int out_w = gr_conv_out_dim(in_w, ksize, stride, pad);
+    GR_ARG_CHECK(out_h > 0 && out_w > 0);
+    const long long total =
+        static_cast<long long>(batch) * in_c * ksize * ksize * static_cast<long long>(out_h) * out_w;
+    k_im2col_f32<<<grid_for(total, 256), 256, 0, stream>>>(in, in_c, in_h, in_w, ksize, stride, pad,
+                                                           out_h, out_w, total, col);
+    GR_LAUNCH_CHECK();
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t gr_launch_bias_act_f32(float *data, const float *bias, int batch,
+                                              int channels, int hw, int activation,
+                                              cudaStream_t stream)
+{
+    GR_ARG_CHECK(data != nullptr && batch > 0 && channels > 0 && hw > 0);
+    GR_ARG_CHECK(activation >= GR_CONV_ACT_LINEAR && activation <= GR_CONV_ACT_LOGISTIC);
+    const long long total = static_cast<long long>(batch) * channels * hw;
+    k_bias_act_f32<<<grid_for(total, 256), 256, 0, stream>>>(data, bias, channels, hw, total,
+                                                             activation);
+    GR_LAUNCH_CHECK();
+    return cudaSuccess;
+}
+
+extern "C" cublasStatus_t gr_launch_conv_f32(cublasHandle_t handle, const gr_conv_f32_args *a,
+                                             cudaStream_t stream, cudaError_t *cuda_error)
+{
+    if (cuda_error)
+        *cuda_error = cudaSuccess;
+    int ok = 0;
+    const size_t ws = gr_conv_f32_workspace_floats(a, &ok);
+    if (!handle || !ok || !a->in || !a->weights || !a->out || (ws > 0 && !a->workspace) ||
+        a->activation < GR_CONV_ACT_LINEAR || a->activation > GR_CONV_ACT_LOGISTIC) {
+        gr_kernels_record_failure(__FILE__, __LINE__, "gr_launch_conv_f32", "invalid argument");
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    const int out_h = gr_conv_out_dim(a->in_h, a->ksize, a->stride, a->pad);
+    const int out_w = gr_conv_out_dim(a->in_w, a->ksize, a->stride, a->pad);
+    const int hw = out_h * out_w;
+    const int k = a->in_c * a->ksize * a->ksize;
+
+    cudaError_t err = cudaSuccess;
+    const float *col = a->in;
+    if (!is_direct(a)) {
+        err = gr_launch_im2col_f32(a->in, a->batch, a->in_c, a->in_h, a->in_w, a->ksize, a->stride,
+                                   a->pad, a->workspace, stream);
+        if (err != cudaSuccess) {
+            if (cuda_error)
+                *cuda_error = err;
+            return CUBLAS_STATUS_EXECUTION_FAILED;
+        }
+        col = a->workspace;
+    }
+    cublasStatus_t st = cublasSetStream(handle, stream);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasSetMathMode(handle, a->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        const float one = 1.0f, zero = 0.0f;
+        st = cublasSgemmStridedBatched(handle, CUBLAS_OP_N, CUBLAS_OP_N, hw, a->out_c, k, &one, col,
+                                       hw, static_cast<long long>(k) * hw, a->weights, k, 0, &zero,
+                                       a->out, hw, static_cast<long long>(a->out_c) * hw, a->batch);
+    }
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        gr_kernels_record_failure(__FILE__, __LINE__, "cublasSgemmStridedBatched",
+                                  cublasGetStatusName(st));
+        return st;
+    }
+    err = gr_launch_bias_act_f32(a->out, a->bias, a->batch, a->out_c, hw, a->activation, stream);
+    if (err != cudaSuccess) {
+        if (cuda_error)
+            *cuda_error = err;
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
