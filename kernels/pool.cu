@@ -1,6 +1,7 @@
 // Pooling kernels: Darknet maxpool (any size/stride/padding) and global average pool, for f32
-// NCHW and f16 / i8 NHWC with padded channels. One thread per output element (maxpool) or per
-// output channel (avgpool, a sequential sum so the result is reproducible bit for bit).
+// NCHW and f16 / i8 NHWC with padded channels. Maxpool: one thread per output element, or for
+// granule-aligned NHWC views one thread per 16-byte channel granule (vector loads; same result).
+// Avgpool: one thread per output channel (a sequential sum, reproducible bit for bit).
 #include "kernels/misc_common.cuh"
 
 using namespace grk;
@@ -38,6 +39,76 @@ __device__ void maxpool_body(const T *in, gr_kview iv, T *out, gr_kview ov, int 
             }
         }
         out[o] = best;
+    }
+}
+
+// Vector path for NHWC: one thread per 16-byte channel granule (8 f16 / 16 i8 channels) of one
+// output pixel, 16-byte loads and stores. Same comparison and tap order as maxpool_body, so the
+// result is bit-identical; lanes past the slice's channels are written as 0 (padding).
+union Granule {
+    uint4 v;
+    int8_t i8[16];
+    unsigned short f16[8];
+};
+
+__device__ __forceinline__ void granule_max(Granule &best, const Granule &tap, int8_t)
+{
+    best.v.x = __vmaxs4(best.v.x, tap.v.x);
+    best.v.y = __vmaxs4(best.v.y, tap.v.y);
+    best.v.z = __vmaxs4(best.v.z, tap.v.z);
+    best.v.w = __vmaxs4(best.v.w, tap.v.w);
+}
+
+__device__ __forceinline__ void granule_max(Granule &best, const Granule &tap, __half)
+{
+#pragma unroll
+    for (int l = 0; l < 8; l++)
+        if (__half2float(__ushort_as_half(tap.f16[l])) > __half2float(__ushort_as_half(best.f16[l])))
+            best.f16[l] = tap.f16[l];
+}
+
+template <typename T>
+__device__ void maxpool_vec_body(const T *in, gr_kview iv, T *out, gr_kview ov, int granules,
+                                 int size, int stride, int window_offset)
+{
+    constexpr int lanes = 16 / sizeof(T);
+    const unsigned total = (unsigned)ov.n * ov.h * ov.w * granules;
+    Granule lowest;
+    if (sizeof(T) == 1)
+        lowest.v = make_uint4(0x81818181u, 0x81818181u, 0x81818181u, 0x81818181u);  // -127
+    else
+        lowest.v = make_uint4(0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u);  // -inf
+    GRK_GRID_STRIDE(e, total)
+    {
+        unsigned g = e % granules, pixel = e / granules;
+        unsigned x = pixel % ov.w, y = (pixel / ov.w) % ov.h, n = pixel / ((unsigned)ov.w * ov.h);
+        Granule best = lowest;
+        int y0 = (int)y * stride + window_offset, x0 = (int)x * stride + window_offset;
+        for (int dy = 0; dy < size; dy++) {
+            int yy = y0 + dy;
+            if (yy < 0 || yy >= iv.h)
+                continue;
+            for (int dx = 0; dx < size; dx++) {
+                int xx = x0 + dx;
+                if (xx < 0 || xx >= iv.w)
+                    continue;
+                Granule tap;
+                tap.v = *reinterpret_cast<const uint4 *>(in + offset_of<true>(iv, n, g * lanes, yy, xx));
+                granule_max(best, tap, T());
+            }
+        }
+        int valid = ov.c - (int)(g * lanes);  // lanes at or past this are padding
+        if (valid < lanes) {
+#pragma unroll
+            for (int l = 0; l < lanes; l++)
+                if (l >= valid) {
+                    if (sizeof(T) == 1)
+                        best.i8[l] = 0;
+                    else
+                        best.f16[l] = 0;
+                }
+        }
+        *reinterpret_cast<uint4 *>(out + offset_of<true>(ov, n, g * lanes, y, x)) = best.v;
     }
 }
 
@@ -80,6 +151,17 @@ __global__ void k_maxpool_i8(const int8_t *in, gr_kview iv, int8_t *out, gr_kvie
                              int size, int stride, int offset)
 {
     maxpool_body<int8_t>(in, iv, out, ov, cw, size, stride, offset);
+}
+
+__global__ void k_maxpool_vec_f16(const __half *in, gr_kview iv, __half *out, gr_kview ov,
+                                  int granules, int size, int stride, int offset)
+{
+    maxpool_vec_body<__half>(in, iv, out, ov, granules, size, stride, offset);
+}
+__global__ void k_maxpool_vec_i8(const int8_t *in, gr_kview iv, int8_t *out, gr_kview ov,
+                                 int granules, int size, int stride, int offset)
+{
+    maxpool_vec_body<int8_t>(in, iv, out, ov, granules, size, stride, offset);
 }
 
 __global__ void k_avgpool_f32(const float *in, gr_kview iv, float *out, gr_kview ov, int cw)
@@ -139,23 +221,58 @@ bool avgpool_args_ok(const void *in, const gr_kview &iv, const void *out, const 
 
 }  // namespace
 
-#define GRK_MAXPOOL_LAUNCHER(suffix, CT, DT)                                                       \
-    extern "C" cudaError_t gr_launch_maxpool_##suffix(const CT *in, gr_kview iv, CT *out,          \
-                                                       gr_kview ov, int size, int stride,           \
-                                                       int padding, cudaStream_t stream)            \
-    {                                                                                              \
-        if (!maxpool_args_ok<DT>(in, iv, out, ov, size, stride, padding))                         \
-            return cudaErrorInvalidValue;                                                          \
-        int cw = channels_written(ov, Dtype<DT>::align);                                           \
-        size_t total = (size_t)ov.n * cw * ov.h * ov.w;                                            \
-        k_maxpool_##suffix<<<blocks_for(total), kThreads, 0, stream>>>(                            \
-            (const DT *)in, iv, (DT *)out, ov, cw, size, stride, -padding / 2);                   \
-        return cudaGetLastError();                                                                 \
-    }
+// The vector path needs granule-aligned slices and 16-byte aligned buffers.
+static bool vec_ok(const void *in, const gr_kview &iv, const void *out, const gr_kview &ov, int cw,
+                   int lanes)
+{
+    return (uintptr_t)in % 16 == 0 && (uintptr_t)out % 16 == 0 && iv.c_offset % lanes == 0 &&
+           ov.c_offset % lanes == 0 && cw % lanes == 0;
+}
 
-GRK_MAXPOOL_LAUNCHER(f32, float, float)
-GRK_MAXPOOL_LAUNCHER(f16, uint16_t, __half)
-GRK_MAXPOOL_LAUNCHER(i8, int8_t, int8_t)
+template <typename T>
+using maxpool_kernel = void (*)(const T *, gr_kview, T *, gr_kview, int, int, int, int);
+
+// vec_kernel: NULL where the dtype has no vector path (f32).
+template <typename T>
+static cudaError_t launch_maxpool(maxpool_kernel<T> scalar_kernel, maxpool_kernel<T> vec_kernel,
+                                  const void *in, gr_kview iv, void *out, gr_kview ov, int size,
+                                  int stride, int padding, cudaStream_t stream)
+{
+    if (!maxpool_args_ok<T>(in, iv, out, ov, size, stride, padding))
+        return cudaErrorInvalidValue;
+    const int cw = channels_written(ov, Dtype<T>::align), lanes = 16 / (int)sizeof(T);
+    if (vec_kernel && vec_ok(in, iv, out, ov, cw, lanes)) {
+        const int granules = cw / lanes;
+        vec_kernel<<<blocks_for((size_t)ov.n * granules * ov.h * ov.w), kThreads, 0, stream>>>(
+            (const T *)in, iv, (T *)out, ov, granules, size, stride, -padding / 2);
+    } else {
+        scalar_kernel<<<blocks_for((size_t)ov.n * cw * ov.h * ov.w), kThreads, 0, stream>>>(
+            (const T *)in, iv, (T *)out, ov, cw, size, stride, -padding / 2);
+    }
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t gr_launch_maxpool_f32(const float *in, gr_kview iv, float *out, gr_kview ov,
+                                             int size, int stride, int padding, cudaStream_t stream)
+{
+    return launch_maxpool<float>(k_maxpool_f32, nullptr, in, iv, out, ov, size, stride, padding,
+                                 stream);
+}
+
+extern "C" cudaError_t gr_launch_maxpool_f16(const uint16_t *in, gr_kview iv, uint16_t *out,
+                                             gr_kview ov, int size, int stride, int padding,
+                                             cudaStream_t stream)
+{
+    return launch_maxpool<__half>(k_maxpool_f16, k_maxpool_vec_f16, in, iv, out, ov, size, stride,
+                                  padding, stream);
+}
+
+extern "C" cudaError_t gr_launch_maxpool_i8(const int8_t *in, gr_kview iv, int8_t *out, gr_kview ov,
+                                            int size, int stride, int padding, cudaStream_t stream)
+{
+    return launch_maxpool<int8_t>(k_maxpool_i8, k_maxpool_vec_i8, in, iv, out, ov, size, stride,
+                                  padding, stream);
+}
 
 extern "C" cudaError_t gr_launch_avgpool_f32(const float *in, gr_kview iv, float *out, gr_kview ov,
                                              cudaStream_t stream)
