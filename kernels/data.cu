@@ -17,8 +17,9 @@ __device__ void upsample_body(const T *in, gr_kview iv, T *out, gr_kview ov, int
     {
         Pos p = decompose<nhwc>(e, cw, ov.h, ov.w);
         size_t o = offset_of<nhwc>(ov, p.n, p.ch, p.y, p.x);
-        out[o] = p.ch < (unsigned)ov.c ? in[offset_of<nhwc>(iv, p.n, p.ch, p.y / factor, p.x / factor)]
-                                       : Dtype<T>::zero();
+        out[o] = p.ch < (unsigned)ov.c
+                     ? in[offset_of<nhwc>(iv, p.n, p.ch, p.y / factor, p.x / factor)]
+                     : Dtype<T>::zero();
     }
 }
 
@@ -55,8 +56,8 @@ __device__ void route_copy_body(const T *in, gr_kview iv, T *out, gr_kview ov, i
     {
         Pos p = decompose<nhwc>(e, cw, ov.h, ov.w);
         size_t o = offset_of<nhwc>(ov, p.n, p.ch, p.y, p.x);
-        out[o] = p.ch < (unsigned)ov.c ? in[offset_of<nhwc>(iv, p.n, p.ch, p.y, p.x)]
-                                       : Dtype<T>::zero();
+        out[o] =
+            p.ch < (unsigned)ov.c ? in[offset_of<nhwc>(iv, p.n, p.ch, p.y, p.x)] : Dtype<T>::zero();
     }
 }
 
@@ -91,7 +92,7 @@ __device__ void shortcut_body(const T *x, gr_kview xv, float x_scale, const T *f
     }
 }
 
-}  // namespace
+} // namespace
 
 #define GRK_DEFINE_KERNELS(suffix, DT)                                                             \
     __global__ void k_upsample_##suffix(const DT *in, gr_kview iv, DT *out, gr_kview ov, int cw,   \
@@ -121,9 +122,11 @@ GRK_DEFINE_KERNELS(i8, int8_t)
 
 namespace {
 
-template <typename T> bool views_ok(const void *in, const gr_kview &iv, const void *out, const gr_kview &ov)
+template <typename T>
+bool views_ok(const void *in, const gr_kview &iv, const void *out, const gr_kview &ov)
 {
-    return in && out && view_ok(iv, Dtype<T>::align) && view_ok(ov, Dtype<T>::align) && iv.n == ov.n;
+    return in && out && view_ok(iv, Dtype<T>::align) && view_ok(ov, Dtype<T>::align) &&
+           iv.n == ov.n;
 }
 
 template <typename T>
@@ -131,7 +134,8 @@ bool upsample_args_ok(const void *in, const gr_kview &iv, const void *out, const
                       int factor)
 {
     return views_ok<T>(in, iv, out, ov) && factor >= 1 && ov.c == iv.c &&
-           (long long)ov.h == (long long)iv.h * factor && (long long)ov.w == (long long)iv.w * factor;
+           (long long)ov.h == (long long)iv.h * factor &&
+           (long long)ov.w == (long long)iv.w * factor;
 }
 
 template <typename T>
@@ -162,38 +166,37 @@ bool shortcut_args_ok(const void *x, const gr_kview &xv, const void *from, const
     return fv.w / xv.w == fv.h / xv.h && xv.w / fv.w == xv.h / fv.h;
 }
 
-}  // namespace
+} // namespace
 
 #define GRK_DATA_LAUNCHERS(suffix, CT, DT)                                                         \
-    extern "C" cudaError_t gr_launch_upsample_##suffix(const CT *in, gr_kview iv, CT *out,         \
-                                                        gr_kview ov, int factor,                   \
-                                                        cudaStream_t stream)                       \
+    extern "C" cudaError_t gr_launch_upsample_##suffix(                                            \
+        const CT *in, gr_kview iv, CT *out, gr_kview ov, int factor, cudaStream_t stream)          \
     {                                                                                              \
         if (!upsample_args_ok<DT>(in, iv, out, ov, factor))                                        \
             return cudaErrorInvalidValue;                                                          \
         int cw = channels_written(ov, Dtype<DT>::align);                                           \
-        k_upsample_##suffix<<<blocks_for((size_t)ov.n * cw * ov.h * ov.w), kThreads, 0, stream>>>( \
+        k_upsample_##suffix<<<blocks_for((size_t)ov.n *cw *ov.h *ov.w), kThreads, 0, stream>>>(    \
             (const DT *)in, iv, (DT *)out, ov, cw, factor);                                        \
         return cudaGetLastError();                                                                 \
     }                                                                                              \
     extern "C" cudaError_t gr_launch_reorg_##suffix(const CT *in, gr_kview iv, CT *out,            \
-                                                     gr_kview ov, int stride, cudaStream_t stream) \
+                                                    gr_kview ov, int stride, cudaStream_t stream)  \
     {                                                                                              \
         if (!reorg_args_ok<DT>(in, iv, out, ov, stride))                                           \
             return cudaErrorInvalidValue;                                                          \
         int cw = channels_written(ov, Dtype<DT>::align);                                           \
-        k_reorg_##suffix<<<blocks_for((size_t)ov.n * cw * ov.h * ov.w), kThreads, 0, stream>>>(    \
+        k_reorg_##suffix<<<blocks_for((size_t)ov.n *cw *ov.h *ov.w), kThreads, 0, stream>>>(       \
             (const DT *)in, iv, (DT *)out, ov, cw, stride);                                        \
         return cudaGetLastError();                                                                 \
     }                                                                                              \
     extern "C" cudaError_t gr_launch_route_copy_##suffix(const CT *in, gr_kview iv, CT *out,       \
-                                                          gr_kview ov, cudaStream_t stream)        \
+                                                         gr_kview ov, cudaStream_t stream)         \
     {                                                                                              \
         if (!route_copy_args_ok<DT>(in, iv, out, ov))                                              \
             return cudaErrorInvalidValue;                                                          \
         int cw = channels_written(ov, Dtype<DT>::align);                                           \
-        k_route_copy_##suffix<<<blocks_for((size_t)ov.n * cw * ov.h * ov.w), kThreads, 0,          \
-                                stream>>>((const DT *)in, iv, (DT *)out, ov, cw);                  \
+        k_route_copy_##suffix<<<blocks_for((size_t)ov.n *cw *ov.h *ov.w), kThreads, 0, stream>>>(  \
+            (const DT *)in, iv, (DT *)out, ov, cw);                                                \
         return cudaGetLastError();                                                                 \
     }
 

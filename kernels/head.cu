@@ -9,9 +9,12 @@ using namespace grk;
 
 namespace {
 
-__device__ __forceinline__ float darknet_logistic(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
+__device__ __forceinline__ float darknet_logistic(float x)
+{
+    return (float)(1.0 / (1.0 + exp(-(double)x)));
+}
 
-}  // namespace
+} // namespace
 
 __global__ void k_region_f32(const float *in, float *out, int n, int cells, int num, int coords,
                              int classes, int softmax)
@@ -20,7 +23,7 @@ __global__ void k_region_f32(const float *in, float *out, int n, int cells, int 
     const int entries = coords + 1 + classes;
     GRK_GRID_STRIDE(e, total)
     {
-        unsigned cell = e % cells, box = e / cells;  // box = image * num + anchor
+        unsigned cell = e % cells, box = e / cells; // box = image * num + anchor
         size_t base = (size_t)box * entries * cells + cell;
         for (int k = 0; k < entries; k++) {
             size_t i = base + (size_t)k * cells;
@@ -46,7 +49,8 @@ __global__ void k_region_f32(const float *in, float *out, int n, int cells, int 
     }
 }
 
-__global__ void k_yolo_f32(const float *in, float *out, int n, int cells, int n_anchors, int classes)
+__global__ void k_yolo_f32(const float *in, float *out, int n, int cells, int n_anchors,
+                           int classes)
 {
     const unsigned total = (unsigned)n * n_anchors * cells;
     const int entries = 5 + classes;
@@ -71,13 +75,14 @@ bool head_size_ok(int n, int h, int w, int anchors, int entries)
     return elems < kMaxElems;
 }
 
-}  // namespace
+} // namespace
 
 extern "C" cudaError_t gr_launch_region_f32(const float *in, float *out, int n, int h, int w,
                                             int num, int coords, int classes, int softmax,
                                             cudaStream_t stream)
 {
-    if (!in || !out || coords < 2 || classes < 0 || !head_size_ok(n, h, w, num, coords + 1 + classes))
+    if (!in || !out || coords < 2 || classes < 0 ||
+        !head_size_ok(n, h, w, num, coords + 1 + classes))
         return cudaErrorInvalidValue;
     k_region_f32<<<blocks_for((size_t)n * num * h * w), kThreads, 0, stream>>>(
         in, out, n, h * w, num, coords, classes, softmax != 0);
@@ -89,7 +94,7 @@ extern "C" cudaError_t gr_launch_yolo_f32(const float *in, float *out, int n, in
 {
     if (!in || !out || classes < 0 || !head_size_ok(n, h, w, n_anchors, 5 + classes))
         return cudaErrorInvalidValue;
-    k_yolo_f32<<<blocks_for((size_t)n * n_anchors * h * w), kThreads, 0, stream>>>(in, out, n, h * w,
-                                                                                   n_anchors, classes);
+    k_yolo_f32<<<blocks_for((size_t)n * n_anchors * h * w), kThreads, 0, stream>>>(
+        in, out, n, h * w, n_anchors, classes);
     return cudaGetLastError();
 }

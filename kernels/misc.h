@@ -56,9 +56,9 @@ extern "C" {
 #define GR_KALIGN_I8 16
 
 typedef struct gr_kview {
-    int n, c, h, w;  /* logical shape: batch, channels, height, width */
-    int c_stride;    /* channels of the underlying buffer (NHWC: padded) */
-    int c_offset;    /* first channel of this tensor inside the buffer */
+    int n, c, h, w; /* logical shape: batch, channels, height, width */
+    int c_stride;   /* channels of the underlying buffer (NHWC: padded) */
+    int c_offset;   /* first channel of this tensor inside the buffer */
 } gr_kview;
 
 /* A whole, dense tensor of dtype `t` (F32: NCHW, c_stride = c; F16/I8: NHWC, padded). */
@@ -78,22 +78,22 @@ cudaError_t gr_launch_maxpool_f32(const float *in, gr_kview in_view, float *out,
 cudaError_t gr_launch_maxpool_f16(const uint16_t *in, gr_kview in_view, uint16_t *out,
                                   gr_kview out_view, int size, int stride, int padding,
                                   cudaStream_t stream);
-cudaError_t gr_launch_maxpool_i8(const int8_t *in, gr_kview in_view, int8_t *out,
-                                 gr_kview out_view, int size, int stride, int padding,
-                                 cudaStream_t stream);
+cudaError_t gr_launch_maxpool_i8(const int8_t *in, gr_kview in_view, int8_t *out, gr_kview out_view,
+                                 int size, int stride, int padding, cudaStream_t stream);
 
 /* Global average pool: out is (n, c, 1, 1). i8 scales: real = q * scale. */
-cudaError_t gr_launch_avgpool_f32(const float *in, gr_kview in_view, float *out,
-                                  gr_kview out_view, cudaStream_t stream);
+cudaError_t gr_launch_avgpool_f32(const float *in, gr_kview in_view, float *out, gr_kview out_view,
+                                  cudaStream_t stream);
 cudaError_t gr_launch_avgpool_f16(const uint16_t *in, gr_kview in_view, uint16_t *out,
                                   gr_kview out_view, cudaStream_t stream);
 cudaError_t gr_launch_avgpool_i8(const int8_t *in, gr_kview in_view, float in_scale, int8_t *out,
                                  gr_kview out_view, float out_scale, cudaStream_t stream);
 
 /* ---- data movement (data.cu) -----------------------------------------------------------------
- * Nearest upsample by `factor`: out (n, c, h*factor, w*factor), out[y][x] = in[y/factor][x/factor]. */
-cudaError_t gr_launch_upsample_f32(const float *in, gr_kview in_view, float *out,
-                                   gr_kview out_view, int factor, cudaStream_t stream);
+ * Nearest upsample by `factor`: out (n, c, h*factor, w*factor),
+ * out[y][x] = in[y/factor][x/factor]. */
+cudaError_t gr_launch_upsample_f32(const float *in, gr_kview in_view, float *out, gr_kview out_view,
+                                   int factor, cudaStream_t stream);
 cudaError_t gr_launch_upsample_f16(const uint16_t *in, gr_kview in_view, uint16_t *out,
                                    gr_kview out_view, int factor, cudaStream_t stream);
 cudaError_t gr_launch_upsample_i8(const int8_t *in, gr_kview in_view, int8_t *out,
@@ -156,7 +156,7 @@ cudaError_t gr_launch_dequantize_f16_f32(const uint16_t *in, gr_kview in_view, f
 cudaError_t gr_launch_dequantize_i8_f32(const int8_t *in, gr_kview in_view, float in_scale,
                                         float *out, gr_kview out_view, cudaStream_t stream);
 
-/* ---- detection heads (head.cu), f32 NCHW dense, out may equal in (in place) ----------------------
+/* ---- detection heads (head.cu): f32 NCHW dense, out may equal in (in place) ----------------
  * region: c = num*(coords+1+classes); per anchor a, channel a*(coords+1+classes)+e: logistic on
  * e = 0, 1 (x, y) and e = coords (objectness); if softmax, softmax over the classes
  * e = coords+1 ... per cell; w, h (and classes without softmax) copied raw. */

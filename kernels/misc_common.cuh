@@ -35,7 +35,7 @@ template <> struct Dtype<__half> {
     static constexpr int align = GR_KALIGN_F16;
     __device__ static float to_f32(__half v) { return __half2float(v); }
     __device__ static __half zero() { return __ushort_as_half((unsigned short)0); }
-    __device__ static __half lowest() { return __ushort_as_half((unsigned short)0xFC00); }  // -inf
+    __device__ static __half lowest() { return __ushort_as_half((unsigned short)0xFC00); } // -inf
     __device__ static bool greater(__half a, __half b) { return __half2float(a) > __half2float(b); }
 };
 template <> struct Dtype<int8_t> {
@@ -68,13 +68,19 @@ __device__ __forceinline__ Pos decompose(unsigned e, unsigned c, unsigned h, uns
 {
     Pos p;
     if (Nhwc) {
-        p.ch = e % c; e /= c;
-        p.x = e % w; e /= w;
-        p.y = e % h; p.n = e / h;
+        p.ch = e % c;
+        e /= c;
+        p.x = e % w;
+        e /= w;
+        p.y = e % h;
+        p.n = e / h;
     } else {
-        p.x = e % w; e /= w;
-        p.y = e % h; e /= h;
-        p.ch = e % c; p.n = e / c;
+        p.x = e % w;
+        e /= w;
+        p.y = e % h;
+        e /= h;
+        p.ch = e % c;
+        p.n = e / c;
     }
     return p;
 }
@@ -105,7 +111,7 @@ inline int channels_written(const gr_kview &v, int align)
 inline unsigned blocks_for(size_t elems)
 {
     size_t blocks = (elems + kThreads - 1) / kThreads;
-    const size_t cap = (size_t)1 << 20;  // grid-stride loops cover the rest
+    const size_t cap = (size_t)1 << 20; // grid-stride loops cover the rest
     return (unsigned)(blocks < cap ? (blocks > 0 ? blocks : 1) : cap);
 }
 
@@ -126,6 +132,20 @@ __device__ __forceinline__ float activate(float y, gr_activation act)
     }
 }
 
+// One 16-byte channel granule of an NHWC pixel (8 f16 or 16 i8 lanes), for vector loads/stores.
+union Granule {
+    uint4 v;
+    int8_t i8[16];
+    unsigned short f16[8];
+};
+
+// Vector paths need granule-aligned slices (channel offsets and written channel counts multiples of
+// the lane count) and 16-byte aligned buffers.
+inline bool granule_aligned(const void *ptr, const gr_kview &v, int cw, int lanes)
+{
+    return (uintptr_t)ptr % 16 == 0 && v.c_offset % lanes == 0 && cw % lanes == 0;
+}
+
 inline bool activation_ok(gr_activation act) { return act >= GR_ACT_LINEAR && act < GR_ACT_COUNT; }
 
 // Output-side conversion of an f32 value y into each dtype (i8: rint(y * inv_scale), clamped).
@@ -144,6 +164,6 @@ template <> struct Store<int8_t> {
     }
 };
 
-}  // namespace grk
+} // namespace grk
 
 #endif

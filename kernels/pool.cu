@@ -9,8 +9,8 @@ using namespace grk;
 namespace {
 
 template <typename T>
-__device__ void maxpool_body(const T *in, gr_kview iv, T *out, gr_kview ov, int c_written,
-                             int size, int stride, int window_offset)
+__device__ void maxpool_body(const T *in, gr_kview iv, T *out, gr_kview ov, int c_written, int size,
+                             int stride, int window_offset)
 {
     constexpr bool nhwc = Dtype<T>::nhwc;
     const unsigned total = (unsigned)ov.n * c_written * ov.h * ov.w;
@@ -45,12 +45,6 @@ __device__ void maxpool_body(const T *in, gr_kview iv, T *out, gr_kview ov, int 
 // Vector path for NHWC: one thread per 16-byte channel granule (8 f16 / 16 i8 channels) of one
 // output pixel, 16-byte loads and stores. Same comparison and tap order as maxpool_body, so the
 // result is bit-identical; lanes past the slice's channels are written as 0 (padding).
-union Granule {
-    uint4 v;
-    int8_t i8[16];
-    unsigned short f16[8];
-};
-
 __device__ __forceinline__ void granule_max(Granule &best, const Granule &tap, int8_t)
 {
     best.v.x = __vmaxs4(best.v.x, tap.v.x);
@@ -63,7 +57,8 @@ __device__ __forceinline__ void granule_max(Granule &best, const Granule &tap, _
 {
 #pragma unroll
     for (int l = 0; l < 8; l++)
-        if (__half2float(__ushort_as_half(tap.f16[l])) > __half2float(__ushort_as_half(best.f16[l])))
+        if (__half2float(__ushort_as_half(tap.f16[l])) >
+            __half2float(__ushort_as_half(best.f16[l])))
             best.f16[l] = tap.f16[l];
 }
 
@@ -75,9 +70,9 @@ __device__ void maxpool_vec_body(const T *in, gr_kview iv, T *out, gr_kview ov, 
     const unsigned total = (unsigned)ov.n * ov.h * ov.w * granules;
     Granule lowest;
     if (sizeof(T) == 1)
-        lowest.v = make_uint4(0x81818181u, 0x81818181u, 0x81818181u, 0x81818181u);  // -127
+        lowest.v = make_uint4(0x81818181u, 0x81818181u, 0x81818181u, 0x81818181u); // -127
     else
-        lowest.v = make_uint4(0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u);  // -inf
+        lowest.v = make_uint4(0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u, 0xFC00FC00u); // -inf
     GRK_GRID_STRIDE(e, total)
     {
         unsigned g = e % granules, pixel = e / granules;
@@ -93,11 +88,12 @@ __device__ void maxpool_vec_body(const T *in, gr_kview iv, T *out, gr_kview ov, 
                 if (xx < 0 || xx >= iv.w)
                     continue;
                 Granule tap;
-                tap.v = *reinterpret_cast<const uint4 *>(in + offset_of<true>(iv, n, g * lanes, yy, xx));
+                tap.v = *reinterpret_cast<const uint4 *>(in +
+                                                         offset_of<true>(iv, n, g * lanes, yy, xx));
                 granule_max(best, tap, T());
             }
         }
-        int valid = ov.c - (int)(g * lanes);  // lanes at or past this are padding
+        int valid = ov.c - (int)(g * lanes); // lanes at or past this are padding
         if (valid < lanes) {
 #pragma unroll
             for (int l = 0; l < lanes; l++)
@@ -135,7 +131,7 @@ __device__ void avgpool_body(const T *in, gr_kview iv, T *out, gr_kview ov, int 
     }
 }
 
-}  // namespace
+} // namespace
 
 __global__ void k_maxpool_f32(const float *in, gr_kview iv, float *out, gr_kview ov, int cw,
                               int size, int stride, int offset)
@@ -208,7 +204,8 @@ bool maxpool_args_ok(const void *in, const gr_kview &iv, const void *out, const 
         return false;
     if (iv.h + padding < size || iv.w + padding < size)
         return false;
-    return ov.h == (iv.h + padding - size) / stride + 1 && ov.w == (iv.w + padding - size) / stride + 1;
+    return ov.h == (iv.h + padding - size) / stride + 1 &&
+           ov.w == (iv.w + padding - size) / stride + 1;
 }
 
 template <typename T>
@@ -219,15 +216,7 @@ bool avgpool_args_ok(const void *in, const gr_kview &iv, const void *out, const 
            ov.h == 1 && ov.w == 1 && (long long)iv.h * iv.w < (1 << 24);
 }
 
-}  // namespace
-
-// The vector path needs granule-aligned slices and 16-byte aligned buffers.
-static bool vec_ok(const void *in, const gr_kview &iv, const void *out, const gr_kview &ov, int cw,
-                   int lanes)
-{
-    return (uintptr_t)in % 16 == 0 && (uintptr_t)out % 16 == 0 && iv.c_offset % lanes == 0 &&
-           ov.c_offset % lanes == 0 && cw % lanes == 0;
-}
+} // namespace
 
 template <typename T>
 using maxpool_kernel = void (*)(const T *, gr_kview, T *, gr_kview, int, int, int, int);
@@ -241,7 +230,8 @@ static cudaError_t launch_maxpool(maxpool_kernel<T> scalar_kernel, maxpool_kerne
     if (!maxpool_args_ok<T>(in, iv, out, ov, size, stride, padding))
         return cudaErrorInvalidValue;
     const int cw = channels_written(ov, Dtype<T>::align), lanes = 16 / (int)sizeof(T);
-    if (vec_kernel && vec_ok(in, iv, out, ov, cw, lanes)) {
+    const bool vec = granule_aligned(out, ov, cw, lanes) && granule_aligned(in, iv, lanes, lanes);
+    if (vec_kernel && vec) {
         const int granules = cw / lanes;
         vec_kernel<<<blocks_for((size_t)ov.n * granules * ov.h * ov.w), kThreads, 0, stream>>>(
             (const T *)in, iv, (T *)out, ov, granules, size, stride, -padding / 2);
@@ -290,8 +280,8 @@ extern "C" cudaError_t gr_launch_avgpool_f16(const uint16_t *in, gr_kview iv, ui
     if (!avgpool_args_ok<__half>(in, iv, out, ov))
         return cudaErrorInvalidValue;
     int cw = channels_written(ov, GR_KALIGN_F16);
-    k_avgpool_f16<<<blocks_for((size_t)ov.n * cw), kThreads, 0, stream>>>(
-        (const __half *)in, iv, (__half *)out, ov, cw);
+    k_avgpool_f16<<<blocks_for((size_t)ov.n * cw), kThreads, 0, stream>>>((const __half *)in, iv,
+                                                                          (__half *)out, ov, cw);
     return cudaGetLastError();
 }
 

@@ -1,8 +1,9 @@
 // Precision/layout conversion kernels at the edges of a quantized region (gpuspec.md):
 //   network input u8 NHWC (v/255) -> f16 / i8 NHWC padded, or -> f32 NCHW;
 //   f32 NCHW -> f16 / i8 NHWC padded (quantize);  f16 / i8 NHWC padded -> f32 NCHW (dequantize).
-// One thread per written output element, enumerated in the output's memory order. Divisions use
-// the IEEE-rounded intrinsics so no compiler flag can change the result.
+// One thread per written output element, enumerated in the output's memory order (the u8 input
+// quantize: one thread per 16-byte output granule where the output is granule-aligned). Divisions
+// use the IEEE-rounded intrinsics so no compiler flag can change the result.
 #include "kernels/misc_common.cuh"
 
 using namespace grk;
@@ -17,7 +18,42 @@ __device__ __forceinline__ int8_t quantize_i8(float real, float scale)
 
 __device__ __forceinline__ float u8_real(uint8_t v) { return __fdiv_rn((float)v, 255.0f); }
 
-}  // namespace
+} // namespace
+
+__device__ __forceinline__ void set_lane(Granule &g, int l, const uint8_t *src, float scale, int8_t)
+{
+    g.i8[l] = quantize_i8(u8_real(*src), scale);
+}
+
+__device__ __forceinline__ void set_lane(Granule &g, int l, const uint8_t *src, float, __half)
+{
+    g.f16[l] = __half_as_ushort(__float2half_rn(u8_real(*src)));
+}
+
+// Vector path of the network-input quantize: one thread per 16-byte granule of an output pixel
+// (for c = 3 one granule per pixel), lanes past the channels written as 0.
+template <typename T>
+__device__ void quantize_u8_vec_body(const uint8_t *in, T *out, gr_kview ov, float scale,
+                                     int granules)
+{
+    constexpr int lanes = 16 / sizeof(T);
+    const unsigned total = (unsigned)ov.n * ov.h * ov.w * granules;
+    GRK_GRID_STRIDE(e, total)
+    {
+        unsigned g = e % granules, pixel = e / granules;
+        unsigned x = pixel % ov.w, y = (pixel / ov.w) % ov.h, n = pixel / ((unsigned)ov.w * ov.h);
+        const uint8_t *src = in + (size_t)pixel * ov.c;
+        Granule out_lanes;
+        out_lanes.v = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+        for (int l = 0; l < lanes; l++) {
+            int ch = (int)g * lanes + l;
+            if (ch < ov.c)
+                set_lane(out_lanes, l, src + ch, scale, T());
+        }
+        *reinterpret_cast<uint4 *>(out + offset_of<true>(ov, n, g * lanes, y, x)) = out_lanes.v;
+    }
+}
 
 // u8 input: dense NHWC with ov.c channels per pixel.
 __global__ void k_quantize_u8_f16(const uint8_t *in, __half *out, gr_kview ov, int cw)
@@ -28,8 +64,20 @@ __global__ void k_quantize_u8_f16(const uint8_t *in, __half *out, gr_kview ov, i
         Pos p = decompose<true>(e, cw, ov.h, ov.w);
         size_t pixel = ((size_t)p.n * ov.h + p.y) * ov.w + p.x;
         out[offset_of<true>(ov, p.n, p.ch, p.y, p.x)] =
-            p.ch < (unsigned)ov.c ? __float2half_rn(u8_real(in[pixel * ov.c + p.ch])) : Dtype<__half>::zero();
+            p.ch < (unsigned)ov.c ? __float2half_rn(u8_real(in[pixel * ov.c + p.ch]))
+                                  : Dtype<__half>::zero();
     }
+}
+
+__global__ void k_quantize_u8_vec_f16(const uint8_t *in, __half *out, gr_kview ov, int granules)
+{
+    quantize_u8_vec_body<__half>(in, out, ov, 1.0f, granules);
+}
+
+__global__ void k_quantize_u8_vec_i8(const uint8_t *in, int8_t *out, gr_kview ov, float scale,
+                                     int granules)
+{
+    quantize_u8_vec_body<int8_t>(in, out, ov, scale, granules);
 }
 
 __global__ void k_quantize_u8_i8(const uint8_t *in, int8_t *out, gr_kview ov, float scale, int cw)
@@ -40,7 +88,8 @@ __global__ void k_quantize_u8_i8(const uint8_t *in, int8_t *out, gr_kview ov, fl
         Pos p = decompose<true>(e, cw, ov.h, ov.w);
         size_t pixel = ((size_t)p.n * ov.h + p.y) * ov.w + p.x;
         out[offset_of<true>(ov, p.n, p.ch, p.y, p.x)] =
-            p.ch < (unsigned)ov.c ? quantize_i8(u8_real(in[pixel * ov.c + p.ch]), scale) : (int8_t)0;
+            p.ch < (unsigned)ov.c ? quantize_i8(u8_real(in[pixel * ov.c + p.ch]), scale)
+                                  : (int8_t)0;
     }
 }
 
@@ -75,8 +124,9 @@ __global__ void k_quantize_f32_i8(const float *in, gr_kview iv, int8_t *out, gr_
     {
         Pos p = decompose<true>(e, cw, ov.h, ov.w);
         out[offset_of<true>(ov, p.n, p.ch, p.y, p.x)] =
-            p.ch < (unsigned)ov.c ? quantize_i8(in[offset_of<false>(iv, p.n, p.ch, p.y, p.x)], scale)
-                                  : (int8_t)0;
+            p.ch < (unsigned)ov.c
+                ? quantize_i8(in[offset_of<false>(iv, p.n, p.ch, p.y, p.x)], scale)
+                : (int8_t)0;
     }
 }
 
@@ -112,7 +162,7 @@ bool same_shape(const gr_kview &a, const gr_kview &b)
 
 size_t written_elems(const gr_kview &v, int cw) { return (size_t)v.n * cw * v.h * v.w; }
 
-}  // namespace
+} // namespace
 
 extern "C" cudaError_t gr_launch_quantize_u8_f16(const uint8_t *in, uint16_t *out, gr_kview ov,
                                                  cudaStream_t stream)
@@ -120,8 +170,12 @@ extern "C" cudaError_t gr_launch_quantize_u8_f16(const uint8_t *in, uint16_t *ou
     if (!in || !out || !view_ok(ov, GR_KALIGN_F16))
         return cudaErrorInvalidValue;
     int cw = channels_written(ov, GR_KALIGN_F16);
-    k_quantize_u8_f16<<<blocks_for(written_elems(ov, cw)), kThreads, 0, stream>>>(in, (__half *)out,
-                                                                                 ov, cw);
+    if (granule_aligned(out, ov, cw, 8))
+        k_quantize_u8_vec_f16<<<blocks_for(written_elems(ov, cw / 8)), kThreads, 0, stream>>>(
+            in, (__half *)out, ov, cw / 8);
+    else
+        k_quantize_u8_f16<<<blocks_for(written_elems(ov, cw)), kThreads, 0, stream>>>(
+            in, (__half *)out, ov, cw);
     return cudaGetLastError();
 }
 
@@ -131,8 +185,12 @@ extern "C" cudaError_t gr_launch_quantize_u8_i8(const uint8_t *in, int8_t *out, 
     if (!in || !out || !view_ok(ov, GR_KALIGN_I8) || !(out_scale > 0.0f))
         return cudaErrorInvalidValue;
     int cw = channels_written(ov, GR_KALIGN_I8);
-    k_quantize_u8_i8<<<blocks_for(written_elems(ov, cw)), kThreads, 0, stream>>>(in, out, ov,
-                                                                                out_scale, cw);
+    if (granule_aligned(out, ov, cw, 16))
+        k_quantize_u8_vec_i8<<<blocks_for(written_elems(ov, cw / 16)), kThreads, 0, stream>>>(
+            in, out, ov, out_scale, cw / 16);
+    else
+        k_quantize_u8_i8<<<blocks_for(written_elems(ov, cw)), kThreads, 0, stream>>>(in, out, ov,
+                                                                                     out_scale, cw);
     return cudaGetLastError();
 }
 
@@ -164,7 +222,7 @@ extern "C" cudaError_t gr_launch_quantize_f32_i8(const float *in, gr_kview iv, i
         return cudaErrorInvalidValue;
     int cw = channels_written(ov, GR_KALIGN_I8);
     k_quantize_f32_i8<<<blocks_for(written_elems(ov, cw)), kThreads, 0, stream>>>(in, iv, out, ov,
-                                                                                 out_scale, cw);
+                                                                                  out_scale, cw);
     return cudaGetLastError();
 }
 
@@ -184,7 +242,7 @@ extern "C" cudaError_t gr_launch_dequantize_i8_f32(const int8_t *in, gr_kview iv
     if (!in || !out || !view_ok(iv, GR_KALIGN_I8) || !view_ok(ov, 1) || !same_shape(iv, ov) ||
         !(in_scale > 0.0f))
         return cudaErrorInvalidValue;
-    k_dequantize_i8_f32<<<blocks_for(written_elems(ov, ov.c)), kThreads, 0, stream>>>(in, iv,
-                                                                                     in_scale, out, ov);
+    k_dequantize_i8_f32<<<blocks_for(written_elems(ov, ov.c)), kThreads, 0, stream>>>(
+        in, iv, in_scale, out, ov);
     return cudaGetLastError();
 }
