@@ -9,6 +9,10 @@ using namespace grk;
 
 namespace {
 
+// A head has few boxes (845 for YOLOv2-tiny), each a long serial chain of double-precision work:
+// small blocks spread them over more SMs.
+constexpr int kHeadThreads = 32;
+
 __device__ __forceinline__ float darknet_logistic(float x)
 {
     return (float)(1.0 / (1.0 + exp(-(double)x)));
@@ -84,7 +88,7 @@ extern "C" cudaError_t gr_launch_region_f32(const float *in, float *out, int n, 
     if (!in || !out || coords < 2 || classes < 0 ||
         !head_size_ok(n, h, w, num, coords + 1 + classes))
         return cudaErrorInvalidValue;
-    k_region_f32<<<blocks_for((size_t)n * num * h * w), kThreads, 0, stream>>>(
+    k_region_f32<<<blocks_for((size_t)n * num * h * w, kHeadThreads), kHeadThreads, 0, stream>>>(
         in, out, n, h * w, num, coords, classes, softmax != 0);
     return cudaGetLastError();
 }
@@ -94,7 +98,7 @@ extern "C" cudaError_t gr_launch_yolo_f32(const float *in, float *out, int n, in
 {
     if (!in || !out || classes < 0 || !head_size_ok(n, h, w, n_anchors, 5 + classes))
         return cudaErrorInvalidValue;
-    k_yolo_f32<<<blocks_for((size_t)n * n_anchors * h * w), kThreads, 0, stream>>>(
-        in, out, n, h * w, n_anchors, classes);
+    k_yolo_f32<<<blocks_for((size_t)n * n_anchors * h * w, kHeadThreads), kHeadThreads, 0,
+                 stream>>>(in, out, n, h * w, n_anchors, classes);
     return cudaGetLastError();
 }

@@ -108,9 +108,9 @@ inline int channels_written(const gr_kview &v, int align)
     return v.c;
 }
 
-inline unsigned blocks_for(size_t elems)
+inline unsigned blocks_for(size_t elems, int threads = kThreads)
 {
-    size_t blocks = (elems + kThreads - 1) / kThreads;
+    size_t blocks = (elems + threads - 1) / threads;
     const size_t cap = (size_t)1 << 20; // grid-stride loops cover the rest
     return (unsigned)(blocks < cap ? (blocks > 0 ? blocks : 1) : cap);
 }
