@@ -1,7 +1,8 @@
 // Detection-head activations on the dequantized f32 NCHW head output, with Darknet's CPU
 // arithmetic (forward_region_layer / forward_yolo_layer): logistic computed in double
 // (1./(1.+exp(-x))) and rounded to f32; softmax with a double exp of the f32 difference, an f32
-// sequential sum and an f32 division. One thread per (image, anchor, cell) owns every entry of its
+// sequential sum and an f32 division; without softmax the classes get the logistic too (as
+// forward_region_layer does). One thread per (image, anchor, cell) owns every entry of its
 // box, so in-place use (out == in) is safe.
 #include "kernels/misc_common.cuh"
 
@@ -12,11 +13,6 @@ namespace {
 // A head has few boxes (845 for YOLOv2-tiny), each a long serial chain of double-precision work:
 // small blocks spread them over more SMs.
 constexpr int kHeadThreads = 32;
-
-__device__ __forceinline__ float darknet_logistic(float x)
-{
-    return (float)(1.0 / (1.0 + exp(-(double)x)));
-}
 
 } // namespace
 
@@ -31,7 +27,8 @@ __global__ void k_region_f32(const float *in, float *out, int n, int cells, int 
         size_t base = (size_t)box * entries * cells + cell;
         for (int k = 0; k < entries; k++) {
             size_t i = base + (size_t)k * cells;
-            out[i] = (k < 2 || k == coords) ? darknet_logistic(in[i]) : in[i];
+            bool logistic = k < 2 || k == coords || (k > coords && !softmax);
+            out[i] = logistic ? darknet_logistic(in[i]) : in[i];
         }
         if (!softmax || classes < 1)
             continue;

@@ -29,8 +29,10 @@
  *   - shortcut: y = x + from (f32 add of the widened values; i8: (q_x*s_x) + (q_from*s_from), each
  *     product rounded to f32 first, no fma), channels/pixels outside Darknet's sampled overlap
  *     pass x through; then the activation; then the output conversion.
- *     Activations: linear, leaky (y > 0 ? y : 0.1f*y), relu, logistic 1.0f/(1.0f + expf(-y)),
- *     mish y*tanhf(log1pf(expf(y))) (y for y > 20), swish y/(1.0f + expf(-y)).
+ *     Activations exactly as the CPU reference gr_activate() (ops/ops.c, Darknet's CPU code):
+ *     leaky y > 0 ? y : (float)(0.1 * (double)y) (NOTE: not gpuspec.md's 0.1f*y, which differs in
+ *     the last bit for some y), relu y * (y > 0), logistic (float)(1./(1.+exp(-(double)y))),
+ *     mish y*tanhf(softplus(y)) with Darknet's threshold 20, swish y * logistic(y).
  *   - region/yolo: Darknet's CPU arithmetic: logistic as 1/(1+exp(-x)) in double rounded to f32;
  *     softmax e_i = (float)exp((double)(x_i - max)), sum sequential in f32, out = e_i / sum.
  *
@@ -158,8 +160,8 @@ cudaError_t gr_launch_dequantize_i8_f32(const int8_t *in, gr_kview in_view, floa
 
 /* ---- detection heads (head.cu): f32 NCHW dense, out may equal in (in place) ----------------
  * region: c = num*(coords+1+classes); per anchor a, channel a*(coords+1+classes)+e: logistic on
- * e = 0, 1 (x, y) and e = coords (objectness); if softmax, softmax over the classes
- * e = coords+1 ... per cell; w, h (and classes without softmax) copied raw. */
+ * e = 0, 1 (x, y) and e = coords (objectness); classes e = coords+1 ...: softmax per cell if
+ * softmax, else logistic (Darknet's forward_region_layer CPU path); w, h copied raw. */
 cudaError_t gr_launch_region_f32(const float *in, float *out, int n, int h, int w, int num,
                                  int coords, int classes, int softmax, cudaStream_t stream);
 /* yolo: c = n_anchors*(5+classes); logistic on e = 0, 1 and e >= 4; w, h copied raw. */

@@ -119,15 +119,26 @@ inline unsigned blocks_for(size_t elems, int threads = kThreads)
     for (unsigned e = blockIdx.x * blockDim.x + threadIdx.x; e < (total);                          \
          e += gridDim.x * blockDim.x)
 
-// Activation with the conv epilogue's f32 formulas (gpuspec.md).
+// Darknet's CPU logistic: 1./(1.+exp(-x)) in double, stored as float (ops/ops.c does the same).
+__device__ __forceinline__ float darknet_logistic(float x)
+{
+    return (float)(1.0 / (1.0 + exp(-(double)x)));
+}
+
+// Activations exactly as the CPU reference gr_activate() (ops/ops.c), i.e. Darknet's CPU code:
+// leaky with a double .1, relu as x*(x>0) (-0 for negative x), logistic in double, mish with
+// Darknet's softplus threshold 20, swish = x * logistic(x).
 __device__ __forceinline__ float activate(float y, gr_activation act)
 {
     switch (act) {
-    case GR_ACT_LEAKY: return y > 0.0f ? y : __fmul_rn(0.1f, y);
-    case GR_ACT_RELU: return y > 0.0f ? y : 0.0f;
-    case GR_ACT_LOGISTIC: return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-y)));
-    case GR_ACT_MISH: return __fmul_rn(y, tanhf(y > 20.0f ? y : log1pf(expf(y))));
-    case GR_ACT_SWISH: return __fdiv_rn(y, __fadd_rn(1.0f, expf(-y)));
+    case GR_ACT_LEAKY: return y > 0.0f ? y : (float)(0.1 * (double)y);
+    case GR_ACT_RELU: return __fmul_rn(y, y > 0.0f ? 1.0f : 0.0f);
+    case GR_ACT_LOGISTIC: return darknet_logistic(y);
+    case GR_ACT_MISH: {
+        float softplus = y > 20.0f ? y : y < -20.0f ? expf(y) : log1pf(expf(y));
+        return __fmul_rn(y, tanhf(softplus));
+    }
+    case GR_ACT_SWISH: return __fmul_rn(y, darknet_logistic(y));
     default: return y;
     }
 }

@@ -579,12 +579,20 @@ END_TEST
 
 /* ---- shortcut -------------------------------------------------------------------------------- */
 
+static float logistic_darknet(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
+
+/* Darknet's CPU activations (the ops reference follows them): double .1 in leaky, x*(x>0). */
 static float act_ref(float y, gr_activation a)
 {
     switch (a) {
-    case GR_ACT_LEAKY: return y > 0.0f ? y : 0.1f * y;
-    case GR_ACT_RELU: return y > 0.0f ? y : 0.0f;
-    case GR_ACT_LOGISTIC: return 1.0f / (1.0f + expf(-y));
+    case GR_ACT_LEAKY: return y > 0.0f ? y : (float)(0.1 * (double)y);
+    case GR_ACT_RELU: return y * (y > 0.0f ? 1.0f : 0.0f);
+    case GR_ACT_LOGISTIC: return logistic_darknet(y);
+    case GR_ACT_SWISH: return y * logistic_darknet(y);
+    case GR_ACT_MISH: {
+        float softplus = y > 20.0f ? y : y < -20.0f ? expf(y) : log1pf(expf(y));
+        return y * tanhf(softplus);
+    }
     default: return y;
     }
 }
@@ -672,19 +680,27 @@ START_TEST(shortcut_adds_with_darknet_shape_rule)
 }
 END_TEST
 
-START_TEST(shortcut_logistic_f32_within_expf_tolerance)
+START_TEST(shortcut_transcendental_activations_f32)
 {
-    /* GPU expf is within 2 ulp, glibc's within 1: the logistic differs by a few ulp at most, far
-     * below the stated 1e-6 relative. */
-    kcase k = {0};
-    k.act = GR_ACT_LOGISTIC;
-    case_input(&k, 0, GR_DTYPE_F32, view(GR_DTYPE_F32, 3, 7, 13, 13), 3.0f);
-    case_input(&k, 1, GR_DTYPE_F32, view(GR_DTYPE_F32, 3, 7, 13, 13), 3.0f);
-    k.out_scale = 1.0f;
-    k.out_t = GR_DTYPE_F32;
-    k.out_v = k.in_v;
-    run_case(&k, launch_shortcut, ref_shortcut, 1e-6f, "shortcut f32 logistic");
-    case_free(&k);
+    /* logistic/swish: double exp on both sides (CUDA's and glibc's differ by at most an ulp of a
+     * double, invisible after rounding to f32 but for a rare tie); mish: expf/log1pf/tanhf, each
+     * within 2 ulp on the GPU and 1 in glibc, so a few f32 ulp in all: 1e-6 relative is a safe
+     * bound that still catches any wrong formula. */
+    static const gr_activation acts[3] = {GR_ACT_LOGISTIC, GR_ACT_SWISH, GR_ACT_MISH};
+    static const char *const names[3] = {"logistic", "swish", "mish"};
+    for (int a = 0; a < 3; a++) {
+        kcase k = {0};
+        k.act = acts[a];
+        case_input(&k, 0, GR_DTYPE_F32, view(GR_DTYPE_F32, 3, 7, 13, 13), 3.0f);
+        case_input(&k, 1, GR_DTYPE_F32, view(GR_DTYPE_F32, 3, 7, 13, 13), 3.0f);
+        k.out_scale = 1.0f;
+        k.out_t = GR_DTYPE_F32;
+        k.out_v = k.in_v;
+        char what[64];
+        snprintf(what, sizeof what, "shortcut f32 %s", names[a]);
+        run_case(&k, launch_shortcut, ref_shortcut, 1e-6f, what);
+        case_free(&k);
+    }
 }
 END_TEST
 
@@ -873,8 +889,6 @@ END_TEST
 
 /* ---- region / yolo --------------------------------------------------------------------------- */
 
-static float logistic_darknet(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
-
 static void ref_region(const kcase *k, unsigned char *out)
 {
     const gr_kview *v = &k->in_v;
@@ -891,10 +905,13 @@ static void ref_region(const kcase *k, unsigned char *out)
                 box[cell] = logistic_darknet(box[cell]);
                 box[cells + cell] = logistic_darknet(box[cells + cell]);
                 box[k->coords * cells + cell] = logistic_darknet(box[k->coords * cells + cell]);
-                if (!k->softmax)
-                    continue;
-                /* Darknet softmax(): largest, e = exp(x - largest) (double exp), sum, divide */
                 float *cls = box + (size_t)(k->coords + 1) * cells + cell;
+                if (!k->softmax) { /* forward_region_layer: logistic on the classes instead */
+                    for (int c = 0; c < k->classes; c++)
+                        cls[c * cells] = logistic_darknet(cls[c * cells]);
+                    continue;
+                }
+                /* Darknet softmax(): largest, e = exp(x - largest) (double exp), sum, divide */
                 float largest = -FLT_MAX, sum = 0.0f;
                 for (int c = 0; c < k->classes; c++)
                     largest = cls[c * cells] > largest ? cls[c * cells] : largest;
@@ -1058,7 +1075,7 @@ static Suite *misc_suite(void)
     tcase_add_test(tc, reorg_small_literal_case);
     tcase_add_test(tc, route_copy_fills_concat_slices);
     tcase_add_test(tc, shortcut_adds_with_darknet_shape_rule);
-    tcase_add_test(tc, shortcut_logistic_f32_within_expf_tolerance);
+    tcase_add_test(tc, shortcut_transcendental_activations_f32);
     tcase_add_test(tc, shortcut_in_place);
     tcase_add_test(tc, quantize_network_input_u8);
     tcase_add_test(tc, quantize_f32_to_nhwc);
