@@ -1,0 +1,244 @@
+// Data-movement kernels: nearest upsample, Darknet reorg, route/concat channel copy and shortcut,
+// for f32 NCHW and f16 / i8 NHWC with padded channels. One thread per written output element;
+// flat indices enumerate the output in memory order so neighbouring threads write neighbouring
+// addresses.
+#include "kernels/misc_common.cuh"
+
+using namespace grk;
+
+namespace {
+
+template <typename T>
+__device__ void upsample_body(const T *in, gr_kview iv, T *out, gr_kview ov, int cw, int factor)
+{
+    constexpr bool nhwc = Dtype<T>::nhwc;
+    const unsigned total = (unsigned)ov.n * cw * ov.h * ov.w;
+    GRK_GRID_STRIDE(e, total)
+    {
+        Pos p = decompose<nhwc>(e, cw, ov.h, ov.w);
+        size_t o = offset_of<nhwc>(ov, p.n, p.ch, p.y, p.x);
+        out[o] = p.ch < (unsigned)ov.c
+                     ? in[offset_of<nhwc>(iv, p.n, p.ch, p.y / factor, p.x / factor)]
+                     : Dtype<T>::zero();
+    }
+}
+
+// Darknet reorg_cpu(forward = 0): output flat index f (per image) reads input flat index g, both
+// flat over the input's (C, H, W); see DARKNET.md.
+template <typename T>
+__device__ void reorg_body(const T *in, gr_kview iv, T *out, gr_kview ov, int cw, int s)
+{
+    constexpr bool nhwc = Dtype<T>::nhwc;
+    const unsigned total = (unsigned)ov.n * cw * ov.h * ov.w;
+    const unsigned W = iv.w, H = iv.h, oc = iv.c / (s * s);
+    GRK_GRID_STRIDE(e, total)
+    {
+        Pos p = decompose<nhwc>(e, cw, ov.h, ov.w);
+        size_t o = offset_of<nhwc>(ov, p.n, p.ch, p.y, p.x);
+        if (p.ch >= (unsigned)ov.c) {
+            out[o] = Dtype<T>::zero();
+            continue;
+        }
+        unsigned f = p.x + ov.w * (p.y + ov.h * p.ch);
+        unsigned i = f % W, j = (f / W) % H, k = f / (W * H);
+        unsigned block = k / oc;
+        unsigned g = (i * s + block % s) + W * s * ((j * s + block / s) + H * s * (k % oc));
+        out[o] = in[offset_of<nhwc>(iv, p.n, g / (W * H), (g / W) % H, g % W)];
+    }
+}
+
+template <typename T>
+__device__ void route_copy_body(const T *in, gr_kview iv, T *out, gr_kview ov, int cw)
+{
+    constexpr bool nhwc = Dtype<T>::nhwc;
+    const unsigned total = (unsigned)ov.n * cw * ov.h * ov.w;
+    GRK_GRID_STRIDE(e, total)
+    {
+        Pos p = decompose<nhwc>(e, cw, ov.h, ov.w);
+        size_t o = offset_of<nhwc>(ov, p.n, p.ch, p.y, p.x);
+        out[o] =
+            p.ch < (unsigned)ov.c ? in[offset_of<nhwc>(iv, p.n, p.ch, p.y, p.x)] : Dtype<T>::zero();
+    }
+}
+
+// Darknet shortcut_cpu with alpha = beta = 1, then the activation over every element.
+// Scales are 1 for f32/f16 (the products are then exact).
+template <typename T>
+__device__ void shortcut_body(const T *x, gr_kview xv, float x_scale, const T *from, gr_kview fv,
+                              float from_scale, T *out, gr_kview ov, float inv_out_scale, int cw,
+                              gr_activation act)
+{
+    constexpr bool nhwc = Dtype<T>::nhwc;
+    const unsigned total = (unsigned)ov.n * cw * ov.h * ov.w;
+    int stride = fv.w / xv.w, sample = xv.w / fv.w;
+    stride = stride < 1 ? 1 : stride;
+    sample = sample < 1 ? 1 : sample;
+    const unsigned minc = min(xv.c, fv.c), minh = min(xv.h, fv.h), minw = min(xv.w, fv.w);
+    GRK_GRID_STRIDE(e, total)
+    {
+        Pos p = decompose<nhwc>(e, cw, ov.h, ov.w);
+        size_t o = offset_of<nhwc>(ov, p.n, p.ch, p.y, p.x);
+        if (p.ch >= (unsigned)ov.c) {
+            out[o] = Dtype<T>::zero();
+            continue;
+        }
+        float y = __fmul_rn(Dtype<T>::to_f32(x[offset_of<nhwc>(xv, p.n, p.ch, p.y, p.x)]), x_scale);
+        unsigned j = p.y / sample, i = p.x / sample;
+        if (p.ch < minc && p.y % sample == 0 && p.x % sample == 0 && j < minh && i < minw) {
+            T f = from[offset_of<nhwc>(fv, p.n, p.ch, j * stride, i * stride)];
+            y = __fadd_rn(y, __fmul_rn(Dtype<T>::to_f32(f), from_scale));
+        }
+        out[o] = Store<T>::from_f32(activate(y, act), inv_out_scale);
+    }
+}
+
+} // namespace
+
+#define GRK_DEFINE_KERNELS(suffix, DT)                                                             \
+    __global__ void k_upsample_##suffix(const DT *in, gr_kview iv, DT *out, gr_kview ov, int cw,   \
+                                        int factor)                                                \
+    {                                                                                              \
+        upsample_body<DT>(in, iv, out, ov, cw, factor);                                            \
+    }                                                                                              \
+    __global__ void k_reorg_##suffix(const DT *in, gr_kview iv, DT *out, gr_kview ov, int cw,      \
+                                     int stride)                                                   \
+    {                                                                                              \
+        reorg_body<DT>(in, iv, out, ov, cw, stride);                                               \
+    }                                                                                              \
+    __global__ void k_route_copy_##suffix(const DT *in, gr_kview iv, DT *out, gr_kview ov, int cw) \
+    {                                                                                              \
+        route_copy_body<DT>(in, iv, out, ov, cw);                                                  \
+    }                                                                                              \
+    __global__ void k_shortcut_##suffix(const DT *x, gr_kview xv, float x_scale, const DT *from,   \
+                                        gr_kview fv, float from_scale, DT *out, gr_kview ov,       \
+                                        float inv_out_scale, int cw, gr_activation act)            \
+    {                                                                                              \
+        shortcut_body<DT>(x, xv, x_scale, from, fv, from_scale, out, ov, inv_out_scale, cw, act);  \
+    }
+
+GRK_DEFINE_KERNELS(f32, float)
+GRK_DEFINE_KERNELS(f16, __half)
+GRK_DEFINE_KERNELS(i8, int8_t)
+
+namespace {
+
+template <typename T>
+bool views_ok(const void *in, const gr_kview &iv, const void *out, const gr_kview &ov)
+{
+    return in && out && view_ok(iv, Dtype<T>::align) && view_ok(ov, Dtype<T>::align) &&
+           iv.n == ov.n;
+}
+
+template <typename T>
+bool upsample_args_ok(const void *in, const gr_kview &iv, const void *out, const gr_kview &ov,
+                      int factor)
+{
+    return views_ok<T>(in, iv, out, ov) && factor >= 1 && ov.c == iv.c &&
+           (long long)ov.h == (long long)iv.h * factor &&
+           (long long)ov.w == (long long)iv.w * factor;
+}
+
+template <typename T>
+bool reorg_args_ok(const void *in, const gr_kview &iv, const void *out, const gr_kview &ov, int s)
+{
+    if (!views_ok<T>(in, iv, out, ov) || s < 1 || s > 256)
+        return false;
+    return iv.c % (s * s) == 0 && iv.h % s == 0 && iv.w % s == 0 &&
+           (long long)ov.c == (long long)iv.c * s * s && ov.h == iv.h / s && ov.w == iv.w / s;
+}
+
+template <typename T>
+bool route_copy_args_ok(const void *in, const gr_kview &iv, const void *out, const gr_kview &ov)
+{
+    return views_ok<T>(in, iv, out, ov) && iv.c == ov.c && iv.h == ov.h && iv.w == ov.w;
+}
+
+// Darknet asserts stride == h1/h2 and sample == h2/h1 (before clamping to 1).
+template <typename T>
+bool shortcut_args_ok(const void *x, const gr_kview &xv, const void *from, const gr_kview &fv,
+                      const void *out, const gr_kview &ov, gr_activation act)
+{
+    if (!views_ok<T>(x, xv, out, ov) || !from || !view_ok(fv, Dtype<T>::align) || fv.n != xv.n ||
+        !activation_ok(act))
+        return false;
+    if (ov.c != xv.c || ov.h != xv.h || ov.w != xv.w)
+        return false;
+    return fv.w / xv.w == fv.h / xv.h && xv.w / fv.w == xv.h / fv.h;
+}
+
+} // namespace
+
+#define GRK_DATA_LAUNCHERS(suffix, CT, DT)                                                         \
+    extern "C" cudaError_t gr_launch_upsample_##suffix(                                            \
+        const CT *in, gr_kview iv, CT *out, gr_kview ov, int factor, cudaStream_t stream)          \
+    {                                                                                              \
+        if (!upsample_args_ok<DT>(in, iv, out, ov, factor))                                        \
+            return cudaErrorInvalidValue;                                                          \
+        int cw = channels_written(ov, Dtype<DT>::align);                                           \
+        k_upsample_##suffix<<<blocks_for((size_t)ov.n *cw *ov.h *ov.w), kThreads, 0, stream>>>(    \
+            (const DT *)in, iv, (DT *)out, ov, cw, factor);                                        \
+        return cudaGetLastError();                                                                 \
+    }                                                                                              \
+    extern "C" cudaError_t gr_launch_reorg_##suffix(const CT *in, gr_kview iv, CT *out,            \
+                                                    gr_kview ov, int stride, cudaStream_t stream)  \
+    {                                                                                              \
+        if (!reorg_args_ok<DT>(in, iv, out, ov, stride))                                           \
+            return cudaErrorInvalidValue;                                                          \
+        int cw = channels_written(ov, Dtype<DT>::align);                                           \
+        k_reorg_##suffix<<<blocks_for((size_t)ov.n *cw *ov.h *ov.w), kThreads, 0, stream>>>(       \
+            (const DT *)in, iv, (DT *)out, ov, cw, stride);                                        \
+        return cudaGetLastError();                                                                 \
+    }                                                                                              \
+    extern "C" cudaError_t gr_launch_route_copy_##suffix(const CT *in, gr_kview iv, CT *out,       \
+                                                         gr_kview ov, cudaStream_t stream)         \
+    {                                                                                              \
+        if (!route_copy_args_ok<DT>(in, iv, out, ov))                                              \
+            return cudaErrorInvalidValue;                                                          \
+        int cw = channels_written(ov, Dtype<DT>::align);                                           \
+        k_route_copy_##suffix<<<blocks_for((size_t)ov.n *cw *ov.h *ov.w), kThreads, 0, stream>>>(  \
+            (const DT *)in, iv, (DT *)out, ov, cw);                                                \
+        return cudaGetLastError();                                                                 \
+    }
+
+GRK_DATA_LAUNCHERS(f32, float, float)
+GRK_DATA_LAUNCHERS(f16, uint16_t, __half)
+GRK_DATA_LAUNCHERS(i8, int8_t, int8_t)
+
+extern "C" cudaError_t gr_launch_shortcut_f32(const float *x, gr_kview xv, const float *from,
+                                              gr_kview fv, float *out, gr_kview ov,
+                                              gr_activation act, cudaStream_t stream)
+{
+    if (!shortcut_args_ok<float>(x, xv, from, fv, out, ov, act))
+        return cudaErrorInvalidValue;
+    int cw = channels_written(ov, 1);
+    k_shortcut_f32<<<blocks_for((size_t)ov.n * cw * ov.h * ov.w), kThreads, 0, stream>>>(
+        x, xv, 1.0f, from, fv, 1.0f, out, ov, 1.0f, cw, act);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t gr_launch_shortcut_f16(const uint16_t *x, gr_kview xv, const uint16_t *from,
+                                              gr_kview fv, uint16_t *out, gr_kview ov,
+                                              gr_activation act, cudaStream_t stream)
+{
+    if (!shortcut_args_ok<__half>(x, xv, from, fv, out, ov, act))
+        return cudaErrorInvalidValue;
+    int cw = channels_written(ov, GR_KALIGN_F16);
+    k_shortcut_f16<<<blocks_for((size_t)ov.n * cw * ov.h * ov.w), kThreads, 0, stream>>>(
+        (const __half *)x, xv, 1.0f, (const __half *)from, fv, 1.0f, (__half *)out, ov, 1.0f, cw,
+        act);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t gr_launch_shortcut_i8(const int8_t *x, gr_kview xv, float x_scale,
+                                             const int8_t *from, gr_kview fv, float from_scale,
+                                             int8_t *out, gr_kview ov, float out_scale,
+                                             gr_activation act, cudaStream_t stream)
+{
+    if (!shortcut_args_ok<int8_t>(x, xv, from, fv, out, ov, act) || !(x_scale > 0.0f) ||
+        !(from_scale > 0.0f) || !(out_scale > 0.0f))
+        return cudaErrorInvalidValue;
+    int cw = channels_written(ov, GR_KALIGN_I8);
+    k_shortcut_i8<<<blocks_for((size_t)ov.n * cw * ov.h * ov.w), kThreads, 0, stream>>>(
+        x, xv, x_scale, from, fv, from_scale, out, ov, 1.0f / out_scale, cw, act);
+    return cudaGetLastError();
+}
