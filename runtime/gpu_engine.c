@@ -882,7 +882,7 @@ gr_status gr_backend_gpu_init(gr_engine *e)
     if (e->opt.precision != GR_PREC_FP32 && prop.major * 10 + prop.minor < 72)
         return gr_fail(GR_ERR_UNSUPPORTED, "%s needs tensor cores with int8 (sm_72+); %s is sm_%d%d",
                        gr_precision_name(e->opt.precision), prop.name, prop.major, prop.minor);
-    snprintf(e->device_name, sizeof e->device_name, "%s (sm_%d%d)", prop.name, prop.major,
+    snprintf(e->device_name, sizeof e->device_name, "%.100s (sm_%d%d)", prop.name, prop.major,
              prop.minor);
 
     /* Streams, events and cuBLAS handles (one per stream, each with its own workspace so capture

@@ -1,0 +1,411 @@
+/* GPU engine, whole network: agreement with the CPU reference per precision, detections across
+ * precisions, the captured graph's contents (exactly one H2D and one D2H copy, no allocation),
+ * no copies or allocations on the run path, the async entry point, and the calibration cache.
+ * Exits 77 (skipped) with one line when no CUDA device is visible.
+ *
+ * Tolerances (NRMSE = sqrt(mean((x-y)^2)) / (max(y)-min(y)), y the fp32 CPU reference):
+ *   fp32 <= 1e-5 and max |x-y| <= 1e-4 x range: cuBLAS's exact FP32 sums in another order than the
+ *        reference (rounding of ~1e-7 relative per layer, growing slowly over 9-13 layers);
+ *   fp16 <= 1e-3: operands and activations rounded to 11-bit mantissas at every layer;
+ *   int8 <= 2e-2: 8-bit activations (per-tensor scales) and weights (per-channel scales).
+ * Against the planner's CPU emulation of the same precision (same scales, same rounding rules) the
+ * GPU must agree far closer: fp16 <= 2e-3 x range max error (f32 accumulation order), int8 at most
+ * 0.5% of values differing, by at most one quantization step (fma vs. separate rounding at .5 ties
+ * propagating through later layers). */
+#define _GNU_SOURCE
+#include <check.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "graphrun/runtime.h"
+#include "runtime/gpu_internal.h"
+
+/* ---- interposed CUDA entry points: count copies and allocations the run path makes -------- */
+static int count_copies, count_allocs;
+
+static cudaError_t (*real_memcpy)(void *, const void *, size_t, enum cudaMemcpyKind);
+static cudaError_t (*real_memcpy_async)(void *, const void *, size_t, enum cudaMemcpyKind,
+                                        cudaStream_t);
+static cudaError_t (*real_malloc)(void **, size_t);
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
+{
+    if (!real_memcpy)
+        *(void **)&real_memcpy = dlsym(RTLD_NEXT, "cudaMemcpy");
+    count_copies++;
+    return real_memcpy(dst, src, n, kind);
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
+                            cudaStream_t s)
+{
+    if (!real_memcpy_async)
+        *(void **)&real_memcpy_async = dlsym(RTLD_NEXT, "cudaMemcpyAsync");
+    count_copies++;
+    return real_memcpy_async(dst, src, n, kind, s);
+}
+
+cudaError_t cudaMalloc(void **p, size_t n)
+{
+    if (!real_malloc)
+        *(void **)&real_malloc = dlsym(RTLD_NEXT, "cudaMalloc");
+    count_allocs++;
+    return real_malloc(p, n);
+}
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+static const char *const photos[] = {"data/dog.jpg", "data/person.jpg", "data/horses.jpg",
+                                     "data/eagle.jpg", "data/giraffe.jpg"};
+
+static char calib_cache[256];
+
+static gr_model *load_model(const char *name)
+{
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = name;
+    gr_model *m = NULL;
+    ck_assert_msg(gr_model_load(&mo, &m) == GR_OK, "%s", gr_last_error());
+    return m;
+}
+
+static gr_engine *build(const gr_model *m, gr_device dev, gr_precision prec, int batch, int graph)
+{
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = dev;
+    eo.precision = prec;
+    eo.batch = batch;
+    eo.use_cuda_graph = graph;
+    eo.calib_cache = calib_cache;
+    gr_engine *e = NULL;
+    gr_status st = gr_engine_build(m, &eo, &e);
+    ck_assert_msg(st == GR_OK, "build %s: %s", gr_precision_name(prec), gr_last_error());
+    return e;
+}
+
+/* Letterboxed uint8 HWC input and the same values as float CHW. */
+static void load_input(const gr_model *m, const char *path, uint8_t **u8, float **f32, int *im_w,
+                       int *im_h)
+{
+    gr_model_info info;
+    gr_model_get_info(m, &info);
+    size_t n = (size_t)info.width * info.height * info.channels, plane = n / 3;
+    gr_image *im = NULL;
+    ck_assert_msg(gr_image_load(path, &im) == GR_OK, "%s", gr_last_error());
+    *u8 = malloc(n);
+    *f32 = malloc(n * sizeof(float));
+    ck_assert(*u8 && *f32);
+    ck_assert(gr_image_letterbox_u8(im, info.width, info.height, *u8) == GR_OK);
+    for (size_t p = 0; p < plane; p++)
+        for (int c = 0; c < 3; c++)
+            (*f32)[(size_t)c * plane + p] = (float)(*u8)[p * 3 + (size_t)c] / 255.0f;
+    if (im_w) {
+        *im_w = im->w;
+        *im_h = im->h;
+    }
+    gr_image_destroy(im);
+}
+
+static size_t output_elems(const gr_engine *e, int k)
+{
+    gr_tensor_desc d;
+    ck_assert(gr_engine_output_desc(e, k, &d) == GR_OK);
+    return (size_t)d.n * d.c * d.h * d.w;
+}
+
+static float *copy_output(const gr_engine *e, int k)
+{
+    const float *src = NULL;
+    ck_assert(gr_engine_output(e, k, &src) == GR_OK);
+    size_t n = output_elems(e, k);
+    float *dst = malloc(n * sizeof *dst);
+    ck_assert(dst);
+    memcpy(dst, src, n * sizeof *dst);
+    return dst;
+}
+
+typedef struct stats {
+    double nrmse, max_abs, range;
+    size_t differing;
+} stats;
+
+static stats compare(const float *x, const float *y, size_t n)
+{
+    double se = 0, lo = INFINITY, hi = -INFINITY, max_abs = 0;
+    size_t differing = 0;
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_msg(isfinite(x[i]), "non-finite output at %zu", i);
+        double d = (double)x[i] - (double)y[i];
+        se += d * d;
+        if (fabs(d) > max_abs)
+            max_abs = fabs(d);
+        differing += x[i] != y[i];
+        if ((double)y[i] < lo)
+            lo = y[i];
+        if ((double)y[i] > hi)
+            hi = y[i];
+    }
+    stats s = {sqrt(se / (double)n) / (hi - lo), max_abs, hi - lo, differing};
+    return s;
+}
+
+/* ---- tests -------------------------------------------------------------------------------- */
+
+static const char *const models[] = {"yolo", "yolov3-tiny"};
+
+START_TEST(test_agreement_with_cpu_reference)
+{
+    const char *name = models[_i];
+    gr_model *m = load_model(name);
+    uint8_t *u8;
+    float *f32;
+    load_input(m, "data/dog.jpg", &u8, &f32, NULL, NULL);
+    gr_engine *cpu = build(m, GR_DEVICE_CPU, GR_PREC_FP32, 1, 1);
+    ck_assert(gr_engine_run_f32(cpu, f32) == GR_OK);
+    static const double limit[] = {1e-5, 1e-3, 2e-2};
+    for (int p = GR_PREC_FP32; p <= GR_PREC_INT8; p++) {
+        gr_engine *gpu = build(m, GR_DEVICE_GPU, (gr_precision)p, 1, 1);
+        ck_assert(gr_engine_device(gpu) == GR_DEVICE_GPU);
+        ck_assert_msg(gr_engine_run_u8(gpu, u8) == GR_OK, "%s", gr_last_error());
+        for (int k = 0; k < gr_engine_output_count(gpu); k++) {
+            const float *ref = NULL, *out = NULL;
+            gr_engine_output(cpu, k, &ref);
+            gr_engine_output(gpu, k, &out);
+            stats s = compare(out, ref, output_elems(gpu, k));
+            printf("%-12s %s head %d: NRMSE %.3g, max |err| %.3g (range %.3g)\n", name,
+                   gr_precision_name((gr_precision)p), k, s.nrmse, s.max_abs, s.range);
+            ck_assert_msg(s.nrmse <= limit[p], "%s %s head %d: NRMSE %g > %g", name,
+                          gr_precision_name((gr_precision)p), k, s.nrmse, limit[p]);
+            if (p == GR_PREC_FP32)
+                ck_assert_msg(s.max_abs <= 1e-4 * s.range, "fp32 max error %g > 1e-4 x %g",
+                              s.max_abs, s.range);
+        }
+        /* The float-input path computes the same function. */
+        ck_assert_msg(gr_engine_run_f32(gpu, f32) == GR_OK, "%s", gr_last_error());
+        const float *ref = NULL, *out = NULL;
+        gr_engine_output(cpu, 0, &ref);
+        gr_engine_output(gpu, 0, &out);
+        stats s = compare(out, ref, output_elems(gpu, 0));
+        ck_assert_msg(s.nrmse <= limit[p], "f32 input: NRMSE %g", s.nrmse);
+        gr_engine_destroy(gpu);
+    }
+    gr_engine_destroy(cpu);
+    gr_model_destroy(m);
+    free(u8);
+    free(f32);
+}
+END_TEST
+
+static int same_box(const gr_detection *a, const gr_detection *b)
+{
+    float iw = fminf(a->right, b->right) - fmaxf(a->left, b->left);
+    float ih = fminf(a->bottom, b->bottom) - fmaxf(a->top, b->top);
+    if (iw <= 0 || ih <= 0 || a->class_id != b->class_id)
+        return 0;
+    float inter = iw * ih;
+    float uni = (a->right - a->left) * (a->bottom - a->top) + (b->right - b->left) * (b->bottom - b->top) - inter;
+    return inter / uni >= 0.5f;
+}
+
+/* INT8 and FP16 find the boxes FP32 finds (same class, IoU >= 0.5). Synthetic weights put some
+ * boxes right at the threshold, where any rounding flips them: FP32 boxes within 0.05 of the
+ * threshold are not required, and nothing is asserted about photos where FP32 finds none. */
+START_TEST(test_detections_agree_across_precisions)
+{
+    gr_model *m = load_model("yolo");
+    gr_engine *e[3];
+    for (int p = 0; p < 3; p++)
+        e[p] = build(m, GR_DEVICE_GPU, (gr_precision)p, 1, 1);
+    int checked = 0;
+    for (size_t i = 0; i < sizeof photos / sizeof photos[0]; i++) {
+        uint8_t *u8;
+        float *f32;
+        int w, h;
+        load_input(m, photos[i], &u8, &f32, &w, &h);
+        gr_detect_options dopt;
+        gr_detect_options_default(&dopt);
+        dopt.image_w = w;
+        dopt.image_h = h;
+        gr_detection *d[3];
+        int n[3];
+        for (int p = 0; p < 3; p++) {
+            ck_assert(gr_engine_run_u8(e[p], u8) == GR_OK);
+            ck_assert(gr_engine_detect(e[p], 0, &dopt, &d[p], &n[p]) == GR_OK);
+        }
+        printf("%s: fp32 %d, fp16 %d, int8 %d detections\n", photos[i], n[0], n[1], n[2]);
+        for (int p = 1; p < 3; p++)
+            for (int a = 0; a < n[0]; a++) {
+                if (d[0][a].prob < dopt.thresh + 0.05f)
+                    continue;
+                int found = 0;
+                for (int b = 0; b < n[p] && !found; b++)
+                    found = same_box(&d[0][a], &d[p][b]);
+                ck_assert_msg(found, "%s: %s misses fp32's class %d box (p %.2f)", photos[i],
+                              gr_precision_name((gr_precision)p), d[0][a].class_id,
+                              (double)d[0][a].prob);
+                checked++;
+            }
+        for (int p = 0; p < 3; p++)
+            gr_detections_free(d[p]);
+        free(u8);
+        free(f32);
+    }
+    ck_assert_msg(checked > 0, "no fp32 detection was confident enough to compare");
+    for (int p = 0; p < 3; p++)
+        gr_engine_destroy(e[p]);
+    gr_model_destroy(m);
+}
+END_TEST
+
+START_TEST(test_graph_has_exactly_two_copies)
+{
+    gr_model *m = load_model(models[_i]);
+    for (int p = 0; p < 3; p++) {
+        for (int batch = 1; batch <= 4; batch += 3) {
+            gr_engine *e = build(m, GR_DEVICE_GPU, (gr_precision)p, batch, 1);
+            gr_graph_info gi;
+            ck_assert_msg(gr_engine_graph_info(e, &gi) == GR_OK, "%s", gr_last_error());
+            int launching = 0;
+            gr_engine_plan_stats(e, &launching, NULL);
+            printf("%s %s batch %d: %d graph nodes (%d kernels, %d H2D, %d D2H, %d events, %d "
+                   "empty), %d launching plan nodes\n",
+                   models[_i], gr_precision_name((gr_precision)p), batch, gi.nodes, gi.kernels,
+                   gi.memcpy_h2d, gi.memcpy_d2h, gi.events, gi.empty, launching);
+            ck_assert_int_eq(gi.memcpy_h2d, 1);
+            ck_assert_int_eq(gi.memcpy_d2h, 1);
+            ck_assert_int_eq(gi.memcpy_other, 0);
+            ck_assert_int_eq(gi.mem_alloc, 0);
+            ck_assert_int_eq(gi.mem_free, 0);
+            ck_assert_int_eq(gi.memsets, 0);
+            ck_assert_int_ge(gi.kernels, launching);
+
+            /* The run path: one graph launch, no copies, no allocations. */
+            void *buf;
+            size_t bytes;
+            ck_assert(gr_engine_input_buffer(e, 1, &buf, &bytes) == GR_OK);
+            memset(buf, 0x5a, bytes);
+            count_copies = count_allocs = 0;
+            for (int r = 0; r < 10; r++)
+                ck_assert(gr_engine_run(e) == GR_OK);
+            ck_assert_int_eq(count_copies, 0);
+            ck_assert_int_eq(count_allocs, 0);
+            gr_engine_destroy(e);
+        }
+    }
+    gr_model_destroy(m);
+}
+END_TEST
+
+START_TEST(test_async_run_matches_sync)
+{
+    gr_model *m = load_model("yolo");
+    gr_engine *e = build(m, GR_DEVICE_GPU, GR_PREC_INT8, 1, 1);
+    uint8_t *u8;
+    float *f32;
+    load_input(m, "data/horses.jpg", &u8, &f32, NULL, NULL);
+    ck_assert(gr_engine_run_u8(e, u8) == GR_OK);
+    float *sync_out = copy_output(e, 0);
+    void *buf;
+    size_t bytes;
+    ck_assert(gr_engine_input_buffer(e, 1, &buf, &bytes) == GR_OK);
+    memcpy(buf, u8, bytes);
+    cudaStream_t s;
+    cudaEvent_t done;
+    ck_assert(cudaStreamCreate(&s) == cudaSuccess);
+    ck_assert(cudaEventCreate(&done) == cudaSuccess);
+    ck_assert_msg(gr_engine_run_async(e, s, done) == GR_OK, "%s", gr_last_error());
+    ck_assert(cudaEventSynchronize(done) == cudaSuccess);
+    const float *out;
+    ck_assert(gr_engine_output(e, 0, &out) == GR_OK);
+    ck_assert(memcmp(out, sync_out, output_elems(e, 0) * sizeof(float)) == 0);
+    cudaEventDestroy(done);
+    cudaStreamDestroy(s);
+    free(sync_out);
+    free(u8);
+    free(f32);
+    gr_engine_destroy(e);
+    gr_model_destroy(m);
+}
+END_TEST
+
+START_TEST(test_calibration_cache)
+{
+    char path[] = "/tmp/graphrun_calib_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert(fd >= 0);
+    close(fd);
+    unlink(path);
+    gr_model *m = load_model("yolo");
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = GR_DEVICE_GPU;
+    eo.precision = GR_PREC_INT8;
+    eo.calib_cache = path;
+    gr_engine *a = NULL, *b = NULL, *c = NULL;
+    ck_assert_msg(gr_engine_build(m, &eo, &a) == GR_OK, "%s", gr_last_error());
+    ck_assert_msg(access(path, R_OK) == 0, "the cache was not written");
+    ck_assert_msg(gr_engine_build(m, &eo, &b) == GR_OK, "%s", gr_last_error());
+    uint8_t *u8;
+    float *f32;
+    load_input(m, "data/dog.jpg", &u8, &f32, NULL, NULL);
+    ck_assert(gr_engine_run_u8(a, u8) == GR_OK && gr_engine_run_u8(b, u8) == GR_OK);
+    const float *oa, *ob;
+    gr_engine_output(a, 0, &oa);
+    gr_engine_output(b, 0, &ob);
+    ck_assert_msg(memcmp(oa, ob, output_elems(a, 0) * sizeof(float)) == 0,
+                  "an engine built from the cache differs from the calibrated one");
+    /* Another model (other weights) must not take this cache. */
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.seed = 2;
+    gr_model *other = NULL;
+    ck_assert(gr_model_load(&mo, &other) == GR_OK);
+    ck_assert(gr_engine_build(other, &eo, &c) != GR_OK);
+    ck_assert_msg(strstr(gr_last_error(), "different model") && strstr(gr_last_error(), path),
+                  "%s", gr_last_error());
+    ck_assert(c == NULL);
+    gr_engine_destroy(a);
+    gr_engine_destroy(b);
+    gr_model_destroy(other);
+    gr_model_destroy(m);
+    free(u8);
+    free(f32);
+    unlink(path);
+}
+END_TEST
+
+int main(void)
+{
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess || n == 0) {
+        printf("SKIP gpu_engine: no CUDA device (%s)\n",
+               err != cudaSuccess ? cudaGetErrorName(err) : "0 devices");
+        return 77;
+    }
+    snprintf(calib_cache, sizeof calib_cache, "/tmp/graphrun_gpu_engine_%d.calib", (int)getpid());
+    Suite *s = suite_create("gpu_engine");
+    TCase *tc = tcase_create("engine");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, test_agreement_with_cpu_reference, 0, 2);
+    tcase_add_test(tc, test_detections_agree_across_precisions);
+    tcase_add_loop_test(tc, test_graph_has_exactly_two_copies, 0, 2);
+    tcase_add_test(tc, test_async_run_matches_sync);
+    tcase_add_test(tc, test_calibration_cache);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK); /* CUDA is initialised in this process */
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    unlink(calib_cache);
+    return failed == 0 ? 0 : 1;
+}
