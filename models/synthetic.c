@@ -107,7 +107,8 @@ static void choose_calibration_size(calib *cal)
         has_connected |= net->layers[i].p.op == GR_OP_CONNECTED;
     if (side > CAL_MAX_SIDE && !has_connected) {
         double scale = (double)CAL_MAX_SIDE / side;
-        gr_shape reduced = {net->c, (int)(net->h * scale) / 32 * 32, (int)(net->w * scale) / 32 * 32};
+        gr_shape reduced = {net->c, (int)(net->h * scale) / 32 * 32,
+                            (int)(net->w * scale) / 32 * 32};
         if (reduced.h < 32)
             reduced.h = 32;
         if (reduced.w < 32)
@@ -342,8 +343,10 @@ static void centre_yolo_class_filters(const calib *cal, int i, const gr_layer *d
             for (int j = 0; j < dec->p.classes; j++)
                 mean += (double)first[(size_t)j * fan_in + k];
             mean /= dec->p.classes;
-            for (int j = 0; j < dec->p.classes; j++)
-                first[(size_t)j * fan_in + k] = (float)((double)first[(size_t)j * fan_in + k] - mean);
+            for (int j = 0; j < dec->p.classes; j++) {
+                float *weight = &first[(size_t)j * fan_in + k];
+                *weight = (float)((double)*weight - mean);
+            }
         }
     }
 }

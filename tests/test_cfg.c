@@ -197,6 +197,26 @@ START_TEST(parse_from_memory_names_source)
 }
 END_TEST
 
+/* Darknet reads booleans with atoi and tests for nonzero; keys that graphrun only supports at
+ * their default are accepted at that value; per-layer training keys are ignored. */
+START_TEST(darknet_flags_and_default_valued_keys)
+{
+    const char text[] = "[net]\nwidth=8\nheight=8\nchannels=2\n"
+                        "[convolutional]\nfilters=4\nsize=5\npad=2\nbatch_normalize=7\n"
+                        "dilation=1\nbinary=0\nstopbackward=1\nlearning_rate=0.5\n"
+                        "[shortcut]\nfrom=-1\nalpha=1\nbeta=1.0\n";
+    gr_net *net = NULL;
+    ck_assert_msg(gr_net_parse(text, strlen(text), "flags.cfg", &net) == GR_OK, "%s",
+                  gr_last_error());
+    ck_assert_int_eq(net->layers[0].p.pad, 2); /* size/2, not the flag's value */
+    ck_assert_int_eq(net->layers[0].p.batch_normalize, 1);
+    assert_shape(net, 0, 4, 8, 8);
+    ck_assert_int_eq(net->layers[1].inputs[0], 0);
+    ck_assert_int_eq(net->layers[1].inputs[1], 0);
+    gr_net_free(net);
+}
+END_TEST
+
 START_TEST(too_many_layers)
 {
     /* GR_MAX_LAYERS + 1 one-pixel maxpools: a limit error naming the offending line. */
@@ -480,6 +500,7 @@ static Suite *cfg_suite(void)
     tcase_add_test(syntax, darknet_spellings);
     tcase_add_test(syntax, crlf_equals_lf);
     tcase_add_test(syntax, parse_from_memory_names_source);
+    tcase_add_test(syntax, darknet_flags_and_default_valued_keys);
     tcase_add_test(syntax, too_many_layers);
     tcase_add_test(syntax, missing_file_is_io_error);
     tcase_add_test(syntax, null_arguments);
