@@ -73,22 +73,27 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
         if (!strcmp(a, "--list-models")) { o->list_models = 1; continue; }
         if (!strcmp(a, "--no-output")) { o->output = ""; continue; }
         /* Options with a value: --opt VALUE or --opt=VALUE. */
+        static const char *const with_value[] = {
+            "--model", "--cfg", "--weights", "--names", "--output", "--save-output", "--input",
+            "--seed", "--device", "--prec", "--batch", "--runs", "--thresh", "--nms", NULL};
         const char *val = NULL;
         char name[32];
         const char *eq = strchr(a, '=');
         if (strncmp(a, "--", 2) != 0)
             return usage_error(err, errlen, "unexpected argument '%s'%s (options start with --)", a, "");
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        if (len >= sizeof name)
+            return usage_error(err, errlen, "unknown option '%.40s'%s (see --help)", a, "");
+        memcpy(name, a, len);
+        name[len] = '\0';
+        int known = 0;
+        for (int k = 0; with_value[k] && !known; k++)
+            known = strcmp(name, with_value[k]) == 0;
+        if (!known)
+            return usage_error(err, errlen, "unknown option '%s'%s (see --help)", name, "");
         if (eq) {
-            size_t len = (size_t)(eq - a);
-            if (len >= sizeof name)
-                return usage_error(err, errlen, "unknown option '%.40s'%s", a, "");
-            memcpy(name, a, len);
-            name[len] = '\0';
             val = eq + 1;
         } else {
-            if (strlen(a) >= sizeof name)
-                return usage_error(err, errlen, "unknown option '%.40s'%s", a, "");
-            strcpy(name, a);
             if (i + 1 >= argc || !argv[i + 1])
                 return usage_error(err, errlen, "option %s needs a value%s", name, "");
             val = argv[++i];

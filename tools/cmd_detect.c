@@ -131,10 +131,25 @@ int gr_cli_detect(int argc, char **argv)
     gr_model *model = NULL;
     gr_engine *engine = NULL;
     slot *slots = NULL;
+    gr_image *images[GR_CLI_MAX_INPUTS] = {0};
+    float *tensors[GR_CLI_MAX_INPUTS] = {0};
+    int tensor_dims[GR_CLI_MAX_INPUTS][4], tensor_ndim[GR_CLI_MAX_INPUTS];
     float *input_f32 = NULL;
     uint8_t *input_u8 = NULL;
     double *times = NULL;
     gr_status st;
+
+    /* Read every input first: a bad file fails before any model work, with one line. */
+    for (int i = 0; i < o.n_inputs; i++) {
+        const char *path = o.inputs[i];
+        st = has_suffix(path, ".npy")
+                 ? gr_npy_read(path, &tensors[i], tensor_dims[i], &tensor_ndim[i], 4)
+                 : gr_image_load(path, &images[i]);
+        if (st != GR_OK) {
+            rc = fail(st, NULL);
+            goto done;
+        }
+    }
 
     gr_model_options mo;
     gr_model_options_default(&mo);
@@ -152,6 +167,19 @@ int gr_cli_detect(int argc, char **argv)
     }
     gr_model_info info;
     gr_model_get_info(model, &info);
+    for (int i = 0; i < o.n_inputs; i++) {
+        if (!tensors[i])
+            continue;
+        const int *d = tensor_ndim[i] == 4 ? tensor_dims[i] + 1 : tensor_dims[i];
+        int chw = tensor_ndim[i] == 3 || (tensor_ndim[i] == 4 && tensor_dims[i][0] == 1);
+        if (!chw || d[0] != info.channels || d[1] != info.height || d[2] != info.width) {
+            fprintf(stderr, "graphrun: %s: shape does not match the network input %dx%dx%d "
+                            "(float32 CHW or 1xCHW expected)\n",
+                    o.inputs[i], info.channels, info.height, info.width);
+            rc = GR_EXIT_INPUT;
+            goto done;
+        }
+    }
     fprintf(stderr, "graphrun %s: model %s (%dx%dx%d, %d layers, %.2f GFLOP/image)\n", gr_version(),
             info.name, info.width, info.height, info.channels, info.n_layers, info.gflops);
     if (info.synthetic_weights)
@@ -172,9 +200,14 @@ int gr_cli_detect(int argc, char **argv)
     fprintf(stderr, "graphrun: device %s, precision %s, batch %d\n", gr_engine_device_name(engine),
             gr_precision_name(o.precision), o.batch);
 
-    /* Inputs: images are letterboxed; .npy tensors are fed as-is. */
+    /* The batch: inputs repeat to fill it. Images are letterboxed (uint8 for the GPU, whose input
+     * copy moves bytes; float, exactly as Darknet, for the CPU reference); .npy tensors are fed
+     * as-is through the float path. */
     size_t per_image = (size_t)info.channels * (size_t)info.width * (size_t)info.height;
     int use_u8 = gr_engine_device(engine) == GR_DEVICE_GPU;
+    for (int i = 0; i < o.n_inputs; i++)
+        if (tensors[i])
+            use_u8 = 0;
     slots = calloc((size_t)o.batch, sizeof *slots);
     input_f32 = calloc(per_image * (size_t)o.batch, sizeof(float));
     input_u8 = use_u8 ? calloc(per_image * (size_t)o.batch, 1) : NULL;
@@ -185,40 +218,18 @@ int gr_cli_detect(int argc, char **argv)
         goto done;
     }
     for (int b = 0; b < o.batch; b++) {
-        const char *path = o.inputs[b % o.n_inputs];
-        slots[b].path = path;
-        if (has_suffix(path, ".npy")) {
-            float *data = NULL;
-            int dims[4], ndim = 0;
-            if ((st = gr_npy_read(path, &data, dims, &ndim, 4)) != GR_OK) {
-                rc = fail(st, NULL);
-                goto done;
-            }
-            int chw = ndim == 3 || (ndim == 4 && dims[0] == 1);
-            const int *d = ndim == 4 ? dims + 1 : dims;
-            if (!chw || d[0] != info.channels || d[1] != info.height || d[2] != info.width) {
-                free(data);
-                fprintf(stderr, "graphrun: %s: shape does not match the network input %dx%dx%d "
-                                "(CHW or 1xCHW float32 expected)\n",
-                        path, info.channels, info.height, info.width);
-                rc = GR_EXIT_INPUT;
-                goto done;
-            }
-            memcpy(input_f32 + (size_t)b * per_image, data, per_image * sizeof(float));
-            if (use_u8) /* the GPU takes float input through the f32 path below */
-                use_u8 = 0;
-            free(data);
+        int i = b % o.n_inputs;
+        slots[b].path = o.inputs[i];
+        slots[b].image = images[i];
+        float *dst = input_f32 + (size_t)b * per_image;
+        if (tensors[i]) {
+            memcpy(dst, tensors[i], per_image * sizeof(float));
             continue;
         }
-        if ((st = gr_image_load(path, &slots[b].image)) != GR_OK) {
-            rc = fail(st, NULL);
-            goto done;
-        }
-        if ((st = gr_image_letterbox(slots[b].image, info.width, info.height,
-                                     input_f32 + (size_t)b * per_image)) != GR_OK ||
-            (input_u8 && (st = gr_image_letterbox_u8(slots[b].image, info.width, info.height,
+        if ((st = gr_image_letterbox(images[i], info.width, info.height, dst)) != GR_OK ||
+            (input_u8 && (st = gr_image_letterbox_u8(images[i], info.width, info.height,
                                                       input_u8 + (size_t)b * per_image)) != GR_OK)) {
-            rc = fail(st, path);
+            rc = fail(st, o.inputs[i]);
             goto done;
         }
     }
@@ -324,9 +335,10 @@ int gr_cli_detect(int argc, char **argv)
     fprintf(stderr, "\n");
     rc = GR_EXIT_OK;
 done:
-    if (slots)
-        for (int b = 0; b < o.batch; b++)
-            gr_image_destroy(slots[b].image);
+    for (int i = 0; i < o.n_inputs; i++) {
+        gr_image_destroy(images[i]);
+        free(tensors[i]);
+    }
     free(slots);
     free(input_f32);
     free(input_u8);
