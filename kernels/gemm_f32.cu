@@ -144,7 +144,12 @@ extern "C" cublasStatus_t gr_launch_conv_f32(cublasHandle_t handle, const gr_con
         }
         col = a->workspace;
     }
-    cublasStatus_t st = cublasSetStream(handle, stream);
+    /* cublasSetStream resets a user workspace (cublasSetWorkspace) to cuBLAS's own pool, which then
+     * allocates inside graph capture: only switch streams when the handle is on another one. */
+    cudaStream_t current = nullptr;
+    cublasStatus_t st = cublasGetStream(handle, &current);
+    if (st == CUBLAS_STATUS_SUCCESS && current != stream)
+        st = cublasSetStream(handle, stream);
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasSetMathMode(handle, a->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
     if (st == CUBLAS_STATUS_SUCCESS) {

@@ -106,6 +106,17 @@ const uint8_t *gr_plan_exec_buffer(const gr_plan_exec *ex, int buffer)
     return ex->base[buffer];
 }
 
+gr_status gr_plan_exec_load_buffer(gr_plan_exec *ex, int buffer, const void *src, size_t bytes)
+{
+    if (!ex || !src || buffer < 0 || buffer >= ex->plan->n_buffers)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_plan_exec_load_buffer: bad argument");
+    if (bytes > ex->plan->buffers[buffer].bytes)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_plan_exec_load_buffer: %zu bytes into buffer %d of %zu",
+                       bytes, buffer, ex->plan->buffers[buffer].bytes);
+    memcpy(ex->base[buffer], src, bytes);
+    return GR_OK;
+}
+
 /* ---- element access ---------------------------------------------------------------------- */
 
 static size_t element_index(const gr_plan_tensor *t, int n, int c, int y, int x)

@@ -214,6 +214,9 @@ const float *gr_plan_exec_output(const gr_plan_exec *ex, int k);
 gr_status gr_plan_exec_read_tensor(const gr_plan_exec *ex, int tensor, float *dst);
 /* The raw storage of a tensor's buffer (for tests comparing bytes). */
 const uint8_t *gr_plan_exec_buffer(const gr_plan_exec *ex, int buffer);
+/* Overwrite a buffer's storage (e.g. with a GPU's copy of the same buffer, to decode it with
+ * gr_plan_exec_read_tensor). */
+gr_status gr_plan_exec_load_buffer(gr_plan_exec *ex, int buffer, const void *src, size_t bytes);
 /* Called after each node with the node index (calibration, debugging); NULL = none. */
 void gr_plan_exec_set_hook(gr_plan_exec *ex, void (*hook)(const gr_plan_exec *, int node, void *),
                            void *user);

@@ -1011,3 +1011,83 @@ gr_status gr_engine_plan_stats(const gr_engine *engine, int *launching_nodes, si
         *arena_bytes = v->plan->arena_bytes;
     return GR_OK;
 }
+
+/* ---- tracing (tests, debugging) ------------------------------------------------------------ */
+
+const struct gr_plan *gr_engine_debug_plan(const gr_engine *engine)
+{
+    if (!engine || engine->device != GR_DEVICE_GPU || !engine->impl)
+        return NULL;
+    const gpu_state *g = engine->impl;
+    return g->var[1].plan;
+}
+
+/* Copy every buffer (arena, input, outputs) into a CPU executor's storage so its decoder reads
+ * the GPU's values. */
+static gr_status mirror_buffers(const variant *v, gr_plan_exec *ex, uint8_t *scratch)
+{
+    const gr_plan *plan = v->plan;
+    for (int b = 0; b < plan->n_buffers; b++) {
+        int root = plan->buffers[b].root;
+        const uint8_t *src = tensor_storage(v, root);
+        size_t bytes = plan->tensors[root].bytes;
+        CUDA_TRY(cudaMemcpy(scratch, src, bytes, cudaMemcpyDeviceToHost));
+        GR_TRY(gr_plan_exec_load_buffer(ex, b, scratch, bytes));
+    }
+    return GR_OK;
+}
+
+gr_status gr_engine_debug_trace(gr_engine *engine, const uint8_t *input, gr_trace_fn fn, void *user)
+{
+    if (!engine || !input || !fn)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_debug_trace: NULL argument");
+    if (engine->device != GR_DEVICE_GPU || !engine->impl)
+        return gr_fail(GR_ERR_STATE, "gr_engine_debug_trace: not a GPU engine");
+    GR_TRY(ensure_variant(engine, 1));
+    gpu_state *g = engine->impl;
+    variant *v = &g->var[1];
+    const gr_plan *plan = v->plan;
+    gr_plan_exec *ex = NULL;
+    GR_TRY(gr_plan_exec_create(plan, 1, &ex));
+    size_t largest = 0, elems = 0;
+    for (int t = 0; t < plan->n_tensors; t++) {
+        const gr_plan_tensor *pt = &plan->tensors[t];
+        size_t n = (size_t)pt->n * pt->c * pt->h * pt->w;
+        if (pt->bytes > largest)
+            largest = pt->bytes;
+        if (n > elems)
+            elems = n;
+    }
+    uint8_t *scratch = gr_malloc(largest, "trace scratch");
+    float *values = gr_malloc(elems * sizeof(float), "trace values");
+    gr_status st = scratch && values ? GR_OK : GR_ERR_OUT_OF_MEMORY;
+    const gr_plan_tensor *in = &plan->tensors[plan->input_tensor];
+    if (st == GR_OK) {
+        memcpy(v->host_in, input, in->bytes);
+        cudaError_t err = cudaMemcpy(v->io, v->host_in, in->bytes, cudaMemcpyHostToDevice);
+        if (err != cudaSuccess)
+            st = cuda_fail(err, "trace input copy", __LINE__);
+    }
+    for (int i = 0; i < plan->n_nodes && st == GR_OK; i++) {
+        const gr_plan_node *nd = &plan->nodes[i];
+        if (nd->noop || nd->kind == GR_NODE_INPUT || nd->kind == GR_NODE_OUTPUT)
+            continue;
+        st = launch_node(g, v, i);
+        if (st != GR_OK)
+            break;
+        cudaError_t err = cudaDeviceSynchronize();
+        if (err != cudaSuccess) {
+            st = cuda_fail(err, "trace node", __LINE__);
+            break;
+        }
+        st = mirror_buffers(v, ex, scratch);
+        if (st == GR_OK)
+            st = gr_plan_exec_read_tensor(ex, nd->output, values);
+        if (st == GR_OK)
+            fn(plan, i, values, user);
+    }
+    free(scratch);
+    free(values);
+    gr_plan_exec_destroy(ex);
+    return st;
+}

@@ -26,4 +26,13 @@ gr_status gr_engine_graph_info(const gr_engine *engine, gr_graph_info *info);
 /* Number of plan nodes that launch work, and the plan's arena bytes. */
 gr_status gr_engine_plan_stats(const gr_engine *engine, int *launching_nodes, size_t *arena_bytes);
 
+/* Debugging and per-layer tests: run the plan eagerly on `input` (uint8 HWC), and after every node
+ * that launches work call `fn` with the plan, the node index and the node's output tensor as
+ * float NCHW real values (int8 dequantized with its scale), read back from the device. */
+struct gr_plan;
+typedef void (*gr_trace_fn)(const struct gr_plan *plan, int node, const float *values, void *user);
+gr_status gr_engine_debug_trace(gr_engine *engine, const uint8_t *input, gr_trace_fn fn, void *user);
+/* The plan of the engine's uint8-input graph. */
+const struct gr_plan *gr_engine_debug_plan(const gr_engine *engine);
+
 #endif

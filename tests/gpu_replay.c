@@ -16,12 +16,16 @@ enum { REPLAYS = 1000, EAGER_RUNS = 200 };
 
 static gr_engine *build(const gr_model *m, gr_precision prec, int graph)
 {
+    gr_model_info info;
+    gr_model_get_info(m, &info);
+    char cache[256];
+    snprintf(cache, sizeof cache, "/tmp/graphrun_gpu_replay_%s.calib", info.name);
     gr_engine_options eo;
     gr_engine_options_default(&eo);
     eo.device = GR_DEVICE_GPU;
     eo.precision = prec;
     eo.use_cuda_graph = graph;
-    eo.calib_cache = "/tmp/graphrun_gpu_replay.calib";
+    eo.calib_cache = cache;
     gr_engine *e = NULL;
     ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s", gr_last_error());
     return e;
