@@ -145,8 +145,9 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
     const int slab = kc * 16 / SB, slab_off = kc * 16 % SB;
     const int hw_out = p.out_h * p.out_w;
 
-    /* Rows of the A tile this thread loads: image base pixel and top-left input corner. */
-    long long a_pix[A_ITERS];
+    /* Rows of the A tile this thread loads: element offset of the (unclipped) top-left tap and
+     * its input coordinates. A row past M gets coordinates that fail every bounds test. */
+    long long a_base[A_ITERS];
     int a_iy[A_ITERS], a_ix[A_ITERS];
 #pragma unroll
     for (int i = 0; i < A_ITERS; ++i) {
@@ -154,33 +155,52 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
         if (m < p.M) {
             const int img = m / hw_out, rem = m - img * hw_out;
             const int oy = rem / p.out_w, ox = rem - oy * p.out_w;
-            a_pix[i] = static_cast<long long>(img) * p.in_h * p.in_w;
             a_iy[i] = oy * p.stride - p.pad;
             a_ix[i] = ox * p.stride - p.pad;
+            a_base[i] = ((static_cast<long long>(img) * p.in_h + a_iy[i]) * p.in_w + a_ix[i]) *
+                            p.in_c_stride +
+                        p.in_c_offset;
         } else {
-            a_pix[i] = 0;
-            a_iy[i] = INT_MIN / 2; /* fails every bounds test */
+            a_base[i] = 0;
+            a_iy[i] = INT_MIN / 2;
             a_ix[i] = 0;
         }
     }
+    /* Rows of the B tile: filter offsets (-1: past out_c). */
+    long long b_base[B_ITERS];
+#pragma unroll
+    for (int i = 0; i < B_ITERS; ++i) {
+        const int n = n0 + ((tid + i * kThreads) >> 2);
+        b_base[i] = n < p.out_c ? static_cast<long long>(n) * p.K : -1;
+    }
 
-    auto load_tile = [&](int stage, int kt) {
+    /* This block's share of K: tiles [kt_begin, kt_begin + n_local). */
+    const int kt_begin = blockIdx.z * p.kt_per_split;
+    const int n_local = min(p.kt_per_split, p.k_tiles - kt_begin);
+
+    /* The K position this thread loads next, k = (ky*ksize + kx)*cin_pad + ci. load_tile() is
+     * called for consecutive K tiles, so it advances (ky, kx, ci) instead of dividing. */
+    int k_cur = kt_begin * BK + kc * CH;
+    int ci, ky, kx;
+    {
+        const int tap = k_cur / p.cin_pad;
+        ci = k_cur - tap * p.cin_pad;
+        ky = tap / p.ksize;
+        kx = tap - ky * p.ksize;
+    }
+
+    auto load_tile = [&](int stage) {
         unsigned char *sA = smem + stage * (A_STAGE + B_STAGE);
         unsigned char *sB = sA + A_STAGE;
-        const int k = kt * BK + kc * CH;
-        const bool k_ok = k < p.K;
-        const int tap = k / p.cin_pad, ci = k - tap * p.cin_pad;
-        const int ky = tap / p.ksize, kx = tap - ky * p.ksize;
+        const bool k_ok = k_cur < p.K;
+        const long long tap_off = (static_cast<long long>(ky) * p.in_w + kx) * p.in_c_stride + ci;
 #pragma unroll
         for (int i = 0; i < A_ITERS; ++i) {
             const int row = (tid >> 2) + i * (kThreads / 4);
             const int iy = a_iy[i] + ky, ix = a_ix[i] + kx;
             const bool ok = k_ok && static_cast<unsigned>(iy) < static_cast<unsigned>(p.in_h) &&
                             static_cast<unsigned>(ix) < static_cast<unsigned>(p.in_w);
-            const In *src = ok ? in + ((a_pix[i] + static_cast<long long>(iy) * p.in_w + ix) *
-                                           p.in_c_stride +
-                                       p.in_c_offset + ci)
-                               : in;
+            const In *src = ok ? in + (a_base[i] + tap_off) : in;
             copy16(sA + slab * BM * SB + row * SB + slab_off, src, ok);
         }
 #pragma unroll
@@ -189,10 +209,18 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
             if (BN * 4 % kThreads != 0 && chunk >= BN * 4)
                 break;
             const int row = chunk >> 2;
-            const int n = n0 + row;
-            const bool ok = k_ok && n < p.out_c;
-            const In *src = ok ? wts + (static_cast<long long>(n) * p.K + k) : wts;
+            const bool ok = k_ok && b_base[i] >= 0;
+            const In *src = ok ? wts + (b_base[i] + k_cur) : wts;
             copy16(sB + slab * BN * SB + row * SB + slab_off, src, ok);
+        }
+        k_cur += BK;
+        ci += BK;
+        while (ci >= p.cin_pad) {
+            ci -= p.cin_pad;
+            if (++kx == p.ksize) {
+                kx = 0;
+                ++ky;
+            }
         }
     };
 
@@ -203,13 +231,10 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
         for (int j = 0; j < FN; ++j)
             wmma::fill_fragment(acc[i][j], static_cast<Acc>(0));
 
-    /* This block's share of K: tiles [kt_begin, kt_begin + n_local). */
-    const int kt_begin = blockIdx.z * p.kt_per_split;
-    const int n_local = min(p.kt_per_split, p.k_tiles - kt_begin);
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
         if (s < n_local)
-            load_tile(s, kt_begin + s);
+            load_tile(s);
         cp_async_commit();
     }
 
@@ -218,7 +243,7 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
         __syncthreads(); /* tile t landed for everyone; stage (t-1) is free again */
         const int next = t + kStages - 1;
         if (next < n_local)
-            load_tile(next % kStages, kt_begin + next);
+            load_tile(next % kStages);
         cp_async_commit();
 
         const unsigned char *sA = smem + (t % kStages) * (A_STAGE + B_STAGE);
