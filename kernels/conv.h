@@ -87,7 +87,8 @@ typedef struct gr_conv_args {
      * and runs the epilogue. workspace: device memory of gr_conv_workspace_bytes(args) bytes,
      * zeroed ONCE when allocated (it ends every launch zeroed again where it matters: tile
      * counters); one workspace must not be used by two launches running at the same time.
-     * workspace NULL = no split. split_k: 0 = automatic, 1 = off, n = n parts (at most 64).
+     * workspace NULL = no split. split_k: 0 = automatic (currently never splits: see
+     * bench/LOG.md), 1 = off, n = n parts (at most 64; fewer when K has fewer steps).
      * Not combined with fp16_accumulate (ignored there). */
     void *workspace;
     size_t workspace_bytes;

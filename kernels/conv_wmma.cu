@@ -436,6 +436,11 @@ int round_up(int v, int to) { return (v + to - 1) / to * to; }
 
 bool aligned16(const void *ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
+/* Automatic split-K is off: on the H100 (bench/LOG.md, v4) the unsplit tiles beat the automatic
+ * split on every 13x13 layer once the K loop lost its divisions. Forced splits (split_k > 1)
+ * stay available for tuning; flip this to bring the automatic choice back. */
+constexpr bool kAutoSplit = false;
+
 /* Tile shapes by tile_config (1-based): BM x BN. */
 constexpr int kTileBM[GR_CONV_TILES + 1] = {0, 128, 64, 128, 32};
 constexpr int kTileBN[GR_CONV_TILES + 1] = {0, 64, 64, 16, 64};
@@ -539,9 +544,7 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
     if (split_allowed) {
         if (a->split_k > 1)
             splits = a->split_k;
-        else if (tiles < sms) /* about 4 blocks per SM (one block of 4 warps per SM cannot
-                                 hide the tensor-core and shared-memory latencies), each part
-                                 at least 2 K steps long */
+        else if (kAutoSplit && tiles < sms) /* about 4 blocks per SM, parts >= 2 K steps */
             splits = static_cast<int>(std::min<long long>((4LL * sms + tiles - 1) / tiles, 16));
         splits = std::max(1, std::min(splits, p.k_tiles / (a->split_k > 1 ? 1 : 2)));
     }
