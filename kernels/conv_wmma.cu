@@ -26,7 +26,7 @@ using namespace nvcuda;
 
 namespace {
 
-constexpr int kMaxStages = 8; /* cp.async groups in flight: at most 7 */
+constexpr int kMaxStages = 4; /* as deep as 48 KB of static shared memory allows */
 constexpr int kStaticSmem = 48 * 1024 - 256; /* leave room for the split-K flag */
 constexpr int kSliceBytes = 64; /* K bytes per pipeline step */
 
@@ -123,13 +123,7 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
     constexpr int SB = Tr::slab_bytes, CH = Tr::chunk_elems, BK = 4 * CH;
     constexpr int kSlabs = kSliceBytes / SB;
     constexpr int A_STAGE = BM * kSliceBytes, B_STAGE = BN * kSliceBytes;
-    /* As many stages as the static shared memory holds (up to 8): small tiles keep more K steps
-     * in flight, which the 13x13 layers (one block per SM, long K) need to hide memory latency. */
-    /* The 128-row tiles serve big maps with short K, where occupancy matters more: 4 at most. */
-    constexpr int kCap = BM >= 128 ? 4 : kMaxStages;
-    constexpr int kFit = kStaticSmem / (A_STAGE + B_STAGE);
-    constexpr int kStages = kFit > kCap ? kCap : (kFit < 2 ? 2 : kFit);
-    static_assert(kStages * (A_STAGE + B_STAGE) <= kStaticSmem, "pipeline must fit");
+    constexpr int kStages = kMaxStages * (A_STAGE + B_STAGE) <= kStaticSmem ? kMaxStages : 3;
     constexpr int PIPE = kStages * (A_STAGE + B_STAGE);
     constexpr int LDC = BN + 8;
     constexpr int EPI = BM * LDC * static_cast<int>(sizeof(Acc));
