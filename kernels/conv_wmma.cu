@@ -1,14 +1,15 @@
 /* Implicit-GEMM convolution on tensor cores through WMMA (FP16 x FP16 -> f32/f16, INT8 x INT8 ->
- * int32) with the fused epilogue of gpuspec.md. Contract, layouts and epilogue math: kernels/conv.h.
+ * int32) with the fused epilogue of gpuspec.md. Contract, layouts and epilogue math:
+ * kernels/conv.h.
  *
- * Design. A block computes a BM x BN tile of the output (BM pixels x BN filters) with WM x WN warps,
- * each warp FM x FN fragments of 16x16. K advances 64 bytes at a time (32 f16 or 64 i8 values).
- * Every thread owns one 16-byte column of the 64-byte K slice (kc = tid & 3) for a fixed set of
- * rows: since in_c_pad is a multiple of 16 bytes, a 16-byte chunk never straddles a (ky, kx) tap,
- * so one chunk = one aligned 16-byte load from the NHWC input (or zero fill for padding / K tail).
- * Tiles go through a 3-stage cp.async pipeline (sm_80+; plain loads before that). Shared memory
- * holds each stage as K "slabs" of 16 values: slab s, row r at (s*rows + r)*slab_bytes, so every
- * WMMA fragment pointer is 32-byte aligned with ldm = 16 and reads one contiguous block.
+ * Design. A block computes a BM x BN tile of the output (BM pixels x BN filters) with WM x WN
+ * warps, each warp FM x FN fragments of 16x16. K advances 64 bytes at a time (32 f16 or 64 i8
+ * values). Every thread owns one 16-byte column of the 64-byte K slice (kc = tid & 3) for a fixed
+ * set of rows: since in_c_pad is a multiple of 16 bytes, a 16-byte chunk never straddles a (ky, kx)
+ * tap, so one chunk = one aligned 16-byte load from the NHWC input (or zero fill for padding / K
+ * tail). Tiles go through a 3-stage cp.async pipeline (sm_80+; plain loads before that). Shared
+ * memory holds each stage as K "slabs" of 16 values: slab s, row r at (s*rows + r)*slab_bytes, so
+ * every WMMA fragment pointer is 32-byte aligned with ldm = 16 and reads one contiguous block.
  * After the K loop the accumulators go through shared memory so each thread can emit whole
  * 16-byte vectors of one output pixel (NHWC), or pixel-contiguous runs (NCHW). */
 #include <algorithm>
@@ -24,11 +25,12 @@
 
 using namespace nvcuda;
 
-namespace {
+namespace
+{
 
-constexpr int kMaxStages = 4; /* as deep as 48 KB of static shared memory allows */
+constexpr int kMaxStages = 4;                /* as deep as 48 KB of static shared memory allows */
 constexpr int kStaticSmem = 48 * 1024 - 256; /* leave room for the split-K flag */
-constexpr int kSliceBytes = 64; /* K bytes per pipeline step */
+constexpr int kSliceBytes = 64;              /* K bytes per pipeline step */
 
 template <typename In> struct InTraits;
 template <> struct InTraits<__half> {
@@ -62,7 +64,8 @@ __device__ __forceinline__ void copy16(void *smem_dst, const void *src, bool val
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
     const int bytes = valid ? 16 : 0; /* 0: zero-fill, nothing read */
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(bytes));
 #else
     uint4 v = make_uint4(0, 0, 0, 0);
     if (valid)
@@ -95,9 +98,18 @@ __device__ __forceinline__ float activate(float y, int act)
     }
 }
 
-__device__ __forceinline__ float acc_to_float(float a) { return a; }
-__device__ __forceinline__ float acc_to_float(__half a) { return __half2float(a); }
-__device__ __forceinline__ float acc_to_float(int a) { return static_cast<float>(a); }
+__device__ __forceinline__ float acc_to_float(float a)
+{
+    return a;
+}
+__device__ __forceinline__ float acc_to_float(__half a)
+{
+    return __half2float(a);
+}
+__device__ __forceinline__ float acc_to_float(int a)
+{
+    return static_cast<float>(a);
+}
 
 /* The epilogue of one value: bias, multiplier, activation (conversion is the caller's). */
 __device__ __forceinline__ float epilogue(const ConvParams &p, float acc, int n)
@@ -288,7 +300,8 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
          * split order (a fixed order: the result does not depend on which block came last). */
         __shared__ int is_last;
         const int tile_id = blockIdx.y * gridDim.x + blockIdx.x;
-        Acc *parts = static_cast<Acc *>(p.partials) + static_cast<size_t>(tile_id) * p.splits * BM * BN;
+        Acc *parts =
+            static_cast<Acc *>(p.partials) + static_cast<size_t>(tile_id) * p.splits * BM * BN;
         Acc *mine = parts + static_cast<size_t>(blockIdx.z) * BM * BN;
         static_assert(sizeof(Acc) == 4 || sizeof(Acc) == 2, "accumulator of 2 or 4 bytes");
         /* 16-byte vectors where the accumulator is 4 bytes (the split paths: f32, int32) */
@@ -325,8 +338,8 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
                         sum[e] = sum[e] + reinterpret_cast<const Acc *>(&v[u])[e];
             }
             for (; z < p.splits; ++z) {
-                const Vec v =
-                    __ldcg(reinterpret_cast<const Vec *>(parts + static_cast<size_t>(z) * BM * BN + i));
+                const Vec v = __ldcg(
+                    reinterpret_cast<const Vec *>(parts + static_cast<size_t>(z) * BM * BN + i));
 #pragma unroll
                 for (int e = 0; e < VE; ++e)
                     sum[e] = sum[e] + reinterpret_cast<const Acc *>(&v)[e];
@@ -420,7 +433,8 @@ cudaError_t launch_tile(Dtype dt, ConvParams &p, cudaStream_t stream)
 {
     constexpr int BM = WM * FM * 16, BN = WN * FN * 16;
     const dim3 grid(static_cast<unsigned>(gr_ceil_div(p.M, BM)),
-                    static_cast<unsigned>(gr_ceil_div(p.out_c, BN)), static_cast<unsigned>(p.splits));
+                    static_cast<unsigned>(gr_ceil_div(p.out_c, BN)),
+                    static_cast<unsigned>(p.splits));
     GR_ARG_CHECK(grid.y <= 65535 && grid.z <= 64);
     const dim3 block(WM * WN * 32);
     switch (dt) {
@@ -432,14 +446,21 @@ cudaError_t launch_tile(Dtype dt, ConvParams &p, cudaStream_t stream)
     return cudaSuccess;
 }
 
-int round_up(int v, int to) { return (v + to - 1) / to * to; }
+int round_up(int v, int to)
+{
+    return (v + to - 1) / to * to;
+}
 
-bool aligned16(const void *ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+bool aligned16(const void *ptr)
+{
+    return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0;
+}
 
-/* Automatic split-K is off: on the H100 (bench/LOG.md, v4) the unsplit tiles beat the automatic
- * split on every 13x13 layer once the K loop lost its divisions. Forced splits (split_k > 1)
- * stay available for tuning; flip this to bring the automatic choice back. */
-constexpr bool kAutoSplit = false;
+/* Automatic split-K, by dtype. On the H100 (bench/LOG.md, v4/v6) it pays for FP16 (layer 8:
+ * 90 -> 63 us) but not for INT8, whose K loop has half the steps (layer 8: 56 unsplit, 58 split).
+ * Forced splits (split_k > 1) work for both. */
+constexpr bool kAutoSplitF16 = true;
+constexpr bool kAutoSplitI8 = false;
 
 /* Tile shapes by tile_config (1-based): BM x BN. */
 constexpr int kTileBM[GR_CONV_TILES + 1] = {0, 128, 64, 128, 32};
@@ -524,7 +545,8 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
 
     split_allowed = split_allowed && !a->fp16_accumulate && a->split_k != 1;
     auto tiles_of = [&](int t) {
-        return static_cast<long long>(gr_ceil_div(M, kTileBM[t])) * gr_ceil_div(a->out_c, kTileBN[t]);
+        return static_cast<long long>(gr_ceil_div(M, kTileBM[t])) *
+               gr_ceil_div(a->out_c, kTileBN[t]);
     };
     int tile = a->tile_config;
     if (tile == 0) {
@@ -544,7 +566,8 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
     if (split_allowed) {
         if (a->split_k > 1)
             splits = a->split_k;
-        else if (kAutoSplit && tiles < sms) /* about 4 blocks per SM, parts >= 2 K steps */
+        else if ((is_i8 ? kAutoSplitI8 : kAutoSplitF16) && tiles < sms) /* ~4 blocks per SM,
+                                                                           parts >= 2 K steps */
             splits = static_cast<int>(std::min<long long>((4LL * sms + tiles - 1) / tiles, 16));
         splits = std::max(1, std::min(splits, p.k_tiles / (a->split_k > 1 ? 1 : 2)));
     }
@@ -612,8 +635,14 @@ extern "C" int gr_conv_out_dim(int in, int ksize, int stride, int pad)
     return (in + 2 * pad - ksize) / stride + 1;
 }
 
-extern "C" int gr_conv_c_pad_f16(int c) { return round_up(c, 8); }
-extern "C" int gr_conv_c_pad_i8(int c) { return round_up(c, 16); }
+extern "C" int gr_conv_c_pad_f16(int c)
+{
+    return round_up(c, 8);
+}
+extern "C" int gr_conv_c_pad_i8(int c)
+{
+    return round_up(c, 16);
+}
 
 extern "C" const char *gr_conv_tile_name(int tile_config)
 {
@@ -665,11 +694,13 @@ extern "C" cudaError_t gr_conv_pack_weights_f16(const float *w, int out_c, int i
     for (int c = 0; c < out_c; ++c)
         for (int ky = 0; ky < ksize; ++ky)
             for (int kx = 0; kx < ksize; ++kx) {
-                uint16_t *dst = packed + ((static_cast<size_t>(c) * ksize + ky) * ksize + kx) * cin_pad;
+                uint16_t *dst =
+                    packed + ((static_cast<size_t>(c) * ksize + ky) * ksize + kx) * cin_pad;
                 for (int ci = 0; ci < cin_pad; ++ci) {
                     const float v =
-                        ci < in_c ? w[((static_cast<size_t>(c) * in_c + ci) * ksize + ky) * ksize + kx]
-                                  : 0.0f;
+                        ci < in_c
+                            ? w[((static_cast<size_t>(c) * in_c + ci) * ksize + ky) * ksize + kx]
+                            : 0.0f;
                     const __half h = __float2half_rn(v);
                     std::memcpy(&dst[ci], &h, sizeof dst[ci]);
                 }
@@ -692,7 +723,8 @@ extern "C" cudaError_t gr_conv_pack_weights_i8(const float *w, int out_c, int in
         weight_scale[c] = scale;
         for (int ky = 0; ky < ksize; ++ky)
             for (int kx = 0; kx < ksize; ++kx) {
-                int8_t *dst = packed + ((static_cast<size_t>(c) * ksize + ky) * ksize + kx) * cin_pad;
+                int8_t *dst =
+                    packed + ((static_cast<size_t>(c) * ksize + ky) * ksize + kx) * cin_pad;
                 for (int ci = 0; ci < cin_pad; ++ci) {
                     float q = 0.0f;
                     if (ci < in_c) {
