@@ -1,9 +1,10 @@
 /* Benchmark 01: the nine YOLOv2-tiny-VOC convolutions at batch 1 through the tensor-core kernels
  * (kernels/conv.h), FP16 and INT8, with random data (never zeros). For each layer: every tile shape
- * and the automatic choice (with a split-K workspace), and the automatic choice without one, each timed with CUDA events around single launches (20 warm-up runs,
- * then 200 timed; median and p99), plus the nine automatic launches captured in one CUDA graph and
- * replayed 200 times (median per replay: the whole network's conv time without launch gaps).
- * Usage: 01_conv [runs]   (results go to bench/LOG.md by hand) */
+ * and the automatic choice (with a split-K workspace), and the automatic choice without one, each
+ * timed with CUDA events around single launches (20 warm-up runs, then 200 timed; median and p99),
+ * plus the nine automatic launches captured in one CUDA graph and replayed 200 times (median per
+ * replay: the whole network's conv time without launch gaps). Usage: 01_conv [runs]   (results go
+ * to bench/LOG.md by hand) */
 #include <stdio.h>
 
 #ifndef GR_HAVE_CUDA
@@ -31,10 +32,10 @@ typedef struct layer {
 
 /* yolov2-tiny-voc.cfg: 416x416 input, maxpools between the first six convs. */
 static const layer layers[9] = {
-    {416, 3, 16, 3, GR_CONV_ACT_LEAKY},    {208, 16, 32, 3, GR_CONV_ACT_LEAKY},
-    {104, 32, 64, 3, GR_CONV_ACT_LEAKY},   {52, 64, 128, 3, GR_CONV_ACT_LEAKY},
-    {26, 128, 256, 3, GR_CONV_ACT_LEAKY},  {13, 256, 512, 3, GR_CONV_ACT_LEAKY},
-    {13, 512, 1024, 3, GR_CONV_ACT_LEAKY}, {13, 1024, 1024, 3, GR_CONV_ACT_LEAKY},
+    {416, 3, 16, 3, GR_CONV_ACT_LEAKY},     {208, 16, 32, 3, GR_CONV_ACT_LEAKY},
+    {104, 32, 64, 3, GR_CONV_ACT_LEAKY},    {52, 64, 128, 3, GR_CONV_ACT_LEAKY},
+    {26, 128, 256, 3, GR_CONV_ACT_LEAKY},   {13, 256, 512, 3, GR_CONV_ACT_LEAKY},
+    {13, 512, 1024, 3, GR_CONV_ACT_LEAKY},  {13, 1024, 1024, 3, GR_CONV_ACT_LEAKY},
     {13, 1024, 125, 1, GR_CONV_ACT_LINEAR},
 };
 
@@ -146,8 +147,10 @@ int main(int argc, char **argv)
             }
             for (size_t i = 0; i < n_wf; ++i)
                 wf[i] = gr_rng_normal(&rng) * 0.05f;
-            CHECK(is_i8 ? gr_conv_pack_weights_i8(wf, L->out_c, L->in_c, L->ksize, (int8_t *)wp, scale)
-                        : gr_conv_pack_weights_f16(wf, L->out_c, L->in_c, L->ksize, (uint16_t *)wp));
+            CHECK(
+                is_i8
+                    ? gr_conv_pack_weights_i8(wf, L->out_c, L->in_c, L->ksize, (int8_t *)wp, scale)
+                    : gr_conv_pack_weights_f16(wf, L->out_c, L->in_c, L->ksize, (uint16_t *)wp));
             for (int c = 0; c < L->out_c; ++c)
                 vec[c] = 0.1f * gr_rng_normal(&rng);
             for (int b = 0; b < 5; ++b)
@@ -192,7 +195,8 @@ int main(int argc, char **argv)
             a->out_inv_scale = 20.0f;
             for (int t = 0; t <= GR_CONV_TILES; ++t) {
                 a->tile_config = t;
-                const size_t ws = is_i8 ? gr_conv_workspace_bytes_i8(a) : gr_conv_workspace_bytes_f16(a);
+                const size_t ws =
+                    is_i8 ? gr_conv_workspace_bytes_i8(a) : gr_conv_workspace_bytes_f16(a);
                 ws_bytes = ws > ws_bytes ? ws : ws_bytes;
             }
             a->tile_config = 0;
@@ -208,7 +212,8 @@ int main(int argc, char **argv)
             args[p][l].workspace_bytes = ws_bytes;
         }
 
-    printf("split-K workspace %zu bytes; 'nosplit' = automatic tile without a workspace\n", ws_bytes);
+    printf("split-K workspace %zu bytes; 'nosplit' = automatic tile without a workspace\n",
+           ws_bytes);
     printf("%-5s %-4s %-22s %8s %8s %8s %8s %8s %8s %8s\n", "prec", "layer", "shape", "auto", "p99",
            "nosplit", "128x64", "64x64", "128x16", "32x64");
     double total_auto[2] = {0, 0}, total_best[2] = {0, 0};
@@ -236,10 +241,9 @@ int main(int argc, char **argv)
                      L->ksize);
             printf("%-5s %-4d %-22s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f  %6.1f TOPS\n",
                    p ? "int8" : "fp16", l + 1, shape, (double)s_auto.median_us,
-                   (double)s_auto.p99_us, (double)s_nosplit.median_us,
-                   (double)s_tile[0].median_us, (double)s_tile[1].median_us,
-                   (double)s_tile[2].median_us, (double)s_tile[3].median_us,
-                   flops[l] / (double)s_auto.median_us * 1e-6);
+                   (double)s_auto.p99_us, (double)s_nosplit.median_us, (double)s_tile[0].median_us,
+                   (double)s_tile[1].median_us, (double)s_tile[2].median_us,
+                   (double)s_tile[3].median_us, flops[l] / (double)s_auto.median_us * 1e-6);
             total_auto[p] += (double)s_auto.median_us;
             total_best[p] += (double)best;
         }

@@ -10,6 +10,12 @@ void gr_kernels_record_failure(const char *file, int line, const char *stmt, con
     snprintf(last_failure, sizeof last_failure, "%s:%d: %s: %s", file, line, stmt, what);
 }
 
-extern "C" const char *gr_kernels_last_failure(void) { return last_failure; }
+extern "C" const char *gr_kernels_last_failure(void)
+{
+    return last_failure;
+}
 
-extern "C" void gr_kernels_clear_failure(void) { last_failure[0] = '\0'; }
+extern "C" void gr_kernels_clear_failure(void)
+{
+    last_failure[0] = '\0';
+}

@@ -33,6 +33,9 @@ void gr_kernels_record_failure(const char *file, int line, const char *stmt, con
 /* The launch itself: report a configuration error from the kernel launch just issued. */
 #define GR_LAUNCH_CHECK() GR_CUDA_TRY(cudaGetLastError())
 
-static inline int gr_ceil_div(long long a, long long b) { return (int)((a + b - 1) / b); }
+static inline int gr_ceil_div(long long a, long long b)
+{
+    return (int)((a + b - 1) / b);
+}
 
 #endif

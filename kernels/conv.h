@@ -54,40 +54,41 @@ enum {
 };
 
 typedef enum gr_conv_out_kind {
-    GR_CONV_OUT_I8 = 0,       /* NHWC, channel-padded to 16 */
-    GR_CONV_OUT_F16 = 1,      /* NHWC, channel-padded to 8 */
-    GR_CONV_OUT_F32 = 2,      /* NHWC, channel-padded to 8 */
-    GR_CONV_OUT_F32_NCHW = 3  /* dense NCHW, unpadded */
+    GR_CONV_OUT_I8 = 0,      /* NHWC, channel-padded to 16 */
+    GR_CONV_OUT_F16 = 1,     /* NHWC, channel-padded to 8 */
+    GR_CONV_OUT_F32 = 2,     /* NHWC, channel-padded to 8 */
+    GR_CONV_OUT_F32_NCHW = 3 /* dense NCHW, unpadded */
 } gr_conv_out_kind;
 
 typedef struct gr_conv_args {
     /* shapes */
     int batch;
-    int in_h, in_w, in_c;         /* in_c: real channels (3 for the first layer) */
-    int in_c_stride, in_c_offset; /* elements; in_c_stride >= in_c_offset + in_c_pad */
-    int out_c;                    /* filters */
+    int in_h, in_w, in_c;           /* in_c: real channels (3 for the first layer) */
+    int in_c_stride, in_c_offset;   /* elements; in_c_stride >= in_c_offset + in_c_pad */
+    int out_c;                      /* filters */
     int out_c_stride, out_c_offset; /* elements (NHWC outputs only) */
-    int ksize, stride, pad;       /* square kernel; pad pixels on each side */
+    int ksize, stride, pad;         /* square kernel; pad pixels on each side */
     /* device pointers */
-    const void *in;               /* f16 (as uint16 bits) or i8 */
-    const void *weights;          /* packed, see above */
-    const float *mul;             /* [out_c] or NULL (FP16 convs) */
-    const float *bias;            /* [out_c] or NULL */
+    const void *in;      /* f16 (as uint16 bits) or i8 */
+    const void *weights; /* packed, see above */
+    const float *mul;    /* [out_c] or NULL (FP16 convs) */
+    const float *bias;   /* [out_c] or NULL */
     void *out;
     /* epilogue */
-    int activation;               /* GR_CONV_ACT_* */
+    int activation; /* GR_CONV_ACT_* */
     gr_conv_out_kind out_kind;
-    float out_inv_scale;          /* i8 output: 1.0f / s_out */
-    int fp16_accumulate;          /* FP16 conv only: accumulate in f16 instead of f32 */
-    int tile_config;              /* 0 = chosen from the shape and the SM count; 1..GR_CONV_TILES
-                                     forces one (tests, tuning): see gr_conv_tile_name() */
+    float out_inv_scale; /* i8 output: 1.0f / s_out */
+    int fp16_accumulate; /* FP16 conv only: accumulate in f16 instead of f32 */
+    int tile_config;     /* 0 = chosen from the shape and the SM count; 1..GR_CONV_TILES
+                            forces one (tests, tuning): see gr_conv_tile_name() */
     /* Split-K for small feature maps (13x13 layers fill few blocks otherwise): the K range is
      * cut into split_k parts computed by separate blocks; each writes its partial tile to
      * `workspace`, and the last block of a tile sums the partials in a fixed order (deterministic)
-     * and runs the epilogue. workspace: device memory of gr_conv_workspace_bytes(args) bytes,
-     * zeroed ONCE when allocated (it ends every launch zeroed again where it matters: tile
+     * and runs the epilogue. workspace: device memory of gr_conv_workspace_bytes_f16/_i8(args)
+     * bytes, zeroed ONCE when allocated (it ends every launch zeroed again where it matters: tile
      * counters); one workspace must not be used by two launches running at the same time.
-     * workspace NULL = no split. split_k: 0 = automatic, 1 = off, n = n parts (at most 64).
+     * workspace NULL = no split. split_k: 0 = automatic (FP16 splits the small maps, INT8 does
+     * not: see bench/LOG.md), 1 = off, n = n parts (at most 64; fewer when K has fewer steps).
      * Not combined with fp16_accumulate (ignored there). */
     void *workspace;
     size_t workspace_bytes;

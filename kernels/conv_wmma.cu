@@ -1,14 +1,15 @@
 /* Implicit-GEMM convolution on tensor cores through WMMA (FP16 x FP16 -> f32/f16, INT8 x INT8 ->
- * int32) with the fused epilogue of gpuspec.md. Contract, layouts and epilogue math: kernels/conv.h.
+ * int32) with the fused epilogue of gpuspec.md. Contract, layouts and epilogue math:
+ * kernels/conv.h.
  *
- * Design. A block computes a BM x BN tile of the output (BM pixels x BN filters) with WM x WN warps,
- * each warp FM x FN fragments of 16x16. K advances 64 bytes at a time (32 f16 or 64 i8 values).
- * Every thread owns one 16-byte column of the 64-byte K slice (kc = tid & 3) for a fixed set of
- * rows: since in_c_pad is a multiple of 16 bytes, a 16-byte chunk never straddles a (ky, kx) tap,
- * so one chunk = one aligned 16-byte load from the NHWC input (or zero fill for padding / K tail).
- * Tiles go through a 3-stage cp.async pipeline (sm_80+; plain loads before that). Shared memory
- * holds each stage as K "slabs" of 16 values: slab s, row r at (s*rows + r)*slab_bytes, so every
- * WMMA fragment pointer is 32-byte aligned with ldm = 16 and reads one contiguous block.
+ * Design. A block computes a BM x BN tile of the output (BM pixels x BN filters) with WM x WN
+ * warps, each warp FM x FN fragments of 16x16. K advances 64 bytes at a time (32 f16 or 64 i8
+ * values). Every thread owns one 16-byte column of the 64-byte K slice (kc = tid & 3) for a fixed
+ * set of rows: since in_c_pad is a multiple of 16 bytes, a 16-byte chunk never straddles a (ky, kx)
+ * tap, so one chunk = one aligned 16-byte load from the NHWC input (or zero fill for padding / K
+ * tail). Tiles go through a 3-stage cp.async pipeline (sm_80+; plain loads before that). Shared
+ * memory holds each stage as K "slabs" of 16 values: slab s, row r at (s*rows + r)*slab_bytes, so
+ * every WMMA fragment pointer is 32-byte aligned with ldm = 16 and reads one contiguous block.
  * After the K loop the accumulators go through shared memory so each thread can emit whole
  * 16-byte vectors of one output pixel (NHWC), or pixel-contiguous runs (NCHW). */
 #include <algorithm>
@@ -24,11 +25,12 @@
 
 using namespace nvcuda;
 
-namespace {
+namespace
+{
 
-constexpr int kMaxStages = 4; /* as deep as 48 KB of static shared memory allows */
+constexpr int kMaxStages = 4;                /* as deep as 48 KB of static shared memory allows */
 constexpr int kStaticSmem = 48 * 1024 - 256; /* leave room for the split-K flag */
-constexpr int kSliceBytes = 64; /* K bytes per pipeline step */
+constexpr int kSliceBytes = 64;              /* K bytes per pipeline step */
 
 template <typename In> struct InTraits;
 template <> struct InTraits<__half> {
@@ -62,7 +64,8 @@ __device__ __forceinline__ void copy16(void *smem_dst, const void *src, bool val
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
     const int bytes = valid ? 16 : 0; /* 0: zero-fill, nothing read */
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(bytes));
 #else
     uint4 v = make_uint4(0, 0, 0, 0);
     if (valid)
@@ -95,9 +98,18 @@ __device__ __forceinline__ float activate(float y, int act)
     }
 }
 
-__device__ __forceinline__ float acc_to_float(float a) { return a; }
-__device__ __forceinline__ float acc_to_float(__half a) { return __half2float(a); }
-__device__ __forceinline__ float acc_to_float(int a) { return static_cast<float>(a); }
+__device__ __forceinline__ float acc_to_float(float a)
+{
+    return a;
+}
+__device__ __forceinline__ float acc_to_float(__half a)
+{
+    return __half2float(a);
+}
+__device__ __forceinline__ float acc_to_float(int a)
+{
+    return static_cast<float>(a);
+}
 
 /* The epilogue of one value: bias, multiplier, activation (conversion is the caller's). */
 __device__ __forceinline__ float epilogue(const ConvParams &p, float acc, int n)
@@ -145,8 +157,9 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
     const int slab = kc * 16 / SB, slab_off = kc * 16 % SB;
     const int hw_out = p.out_h * p.out_w;
 
-    /* Rows of the A tile this thread loads: image base pixel and top-left input corner. */
-    long long a_pix[A_ITERS];
+    /* Rows of the A tile this thread loads: element offset of the (unclipped) top-left tap and
+     * its input coordinates. A row past M gets coordinates that fail every bounds test. */
+    long long a_base[A_ITERS];
     int a_iy[A_ITERS], a_ix[A_ITERS];
 #pragma unroll
     for (int i = 0; i < A_ITERS; ++i) {
@@ -154,33 +167,52 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
         if (m < p.M) {
             const int img = m / hw_out, rem = m - img * hw_out;
             const int oy = rem / p.out_w, ox = rem - oy * p.out_w;
-            a_pix[i] = static_cast<long long>(img) * p.in_h * p.in_w;
             a_iy[i] = oy * p.stride - p.pad;
             a_ix[i] = ox * p.stride - p.pad;
+            a_base[i] = ((static_cast<long long>(img) * p.in_h + a_iy[i]) * p.in_w + a_ix[i]) *
+                            p.in_c_stride +
+                        p.in_c_offset;
         } else {
-            a_pix[i] = 0;
-            a_iy[i] = INT_MIN / 2; /* fails every bounds test */
+            a_base[i] = 0;
+            a_iy[i] = INT_MIN / 2;
             a_ix[i] = 0;
         }
     }
+    /* Rows of the B tile: filter offsets (-1: past out_c). */
+    long long b_base[B_ITERS];
+#pragma unroll
+    for (int i = 0; i < B_ITERS; ++i) {
+        const int n = n0 + ((tid + i * kThreads) >> 2);
+        b_base[i] = n < p.out_c ? static_cast<long long>(n) * p.K : -1;
+    }
 
-    auto load_tile = [&](int stage, int kt) {
+    /* This block's share of K: tiles [kt_begin, kt_begin + n_local). */
+    const int kt_begin = blockIdx.z * p.kt_per_split;
+    const int n_local = min(p.kt_per_split, p.k_tiles - kt_begin);
+
+    /* The K position this thread loads next, k = (ky*ksize + kx)*cin_pad + ci. load_tile() is
+     * called for consecutive K tiles, so it advances (ky, kx, ci) instead of dividing. */
+    int k_cur = kt_begin * BK + kc * CH;
+    int ci, ky, kx;
+    {
+        const int tap = k_cur / p.cin_pad;
+        ci = k_cur - tap * p.cin_pad;
+        ky = tap / p.ksize;
+        kx = tap - ky * p.ksize;
+    }
+
+    auto load_tile = [&](int stage) {
         unsigned char *sA = smem + stage * (A_STAGE + B_STAGE);
         unsigned char *sB = sA + A_STAGE;
-        const int k = kt * BK + kc * CH;
-        const bool k_ok = k < p.K;
-        const int tap = k / p.cin_pad, ci = k - tap * p.cin_pad;
-        const int ky = tap / p.ksize, kx = tap - ky * p.ksize;
+        const bool k_ok = k_cur < p.K;
+        const long long tap_off = (static_cast<long long>(ky) * p.in_w + kx) * p.in_c_stride + ci;
 #pragma unroll
         for (int i = 0; i < A_ITERS; ++i) {
             const int row = (tid >> 2) + i * (kThreads / 4);
             const int iy = a_iy[i] + ky, ix = a_ix[i] + kx;
             const bool ok = k_ok && static_cast<unsigned>(iy) < static_cast<unsigned>(p.in_h) &&
                             static_cast<unsigned>(ix) < static_cast<unsigned>(p.in_w);
-            const In *src = ok ? in + ((a_pix[i] + static_cast<long long>(iy) * p.in_w + ix) *
-                                           p.in_c_stride +
-                                       p.in_c_offset + ci)
-                               : in;
+            const In *src = ok ? in + (a_base[i] + tap_off) : in;
             copy16(sA + slab * BM * SB + row * SB + slab_off, src, ok);
         }
 #pragma unroll
@@ -189,10 +221,18 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
             if (BN * 4 % kThreads != 0 && chunk >= BN * 4)
                 break;
             const int row = chunk >> 2;
-            const int n = n0 + row;
-            const bool ok = k_ok && n < p.out_c;
-            const In *src = ok ? wts + (static_cast<long long>(n) * p.K + k) : wts;
+            const bool ok = k_ok && b_base[i] >= 0;
+            const In *src = ok ? wts + (b_base[i] + k_cur) : wts;
             copy16(sB + slab * BN * SB + row * SB + slab_off, src, ok);
+        }
+        k_cur += BK;
+        ci += BK;
+        while (ci >= p.cin_pad) {
+            ci -= p.cin_pad;
+            if (++kx == p.ksize) {
+                kx = 0;
+                ++ky;
+            }
         }
     };
 
@@ -203,13 +243,10 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
         for (int j = 0; j < FN; ++j)
             wmma::fill_fragment(acc[i][j], static_cast<Acc>(0));
 
-    /* This block's share of K: tiles [kt_begin, kt_begin + n_local). */
-    const int kt_begin = blockIdx.z * p.kt_per_split;
-    const int n_local = min(p.kt_per_split, p.k_tiles - kt_begin);
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
         if (s < n_local)
-            load_tile(s, kt_begin + s);
+            load_tile(s);
         cp_async_commit();
     }
 
@@ -218,7 +255,7 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
         __syncthreads(); /* tile t landed for everyone; stage (t-1) is free again */
         const int next = t + kStages - 1;
         if (next < n_local)
-            load_tile(next % kStages, kt_begin + next);
+            load_tile(next % kStages);
         cp_async_commit();
 
         const unsigned char *sA = smem + (t % kStages) * (A_STAGE + B_STAGE);
@@ -263,7 +300,8 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
          * split order (a fixed order: the result does not depend on which block came last). */
         __shared__ int is_last;
         const int tile_id = blockIdx.y * gridDim.x + blockIdx.x;
-        Acc *parts = static_cast<Acc *>(p.partials) + static_cast<size_t>(tile_id) * p.splits * BM * BN;
+        Acc *parts =
+            static_cast<Acc *>(p.partials) + static_cast<size_t>(tile_id) * p.splits * BM * BN;
         Acc *mine = parts + static_cast<size_t>(blockIdx.z) * BM * BN;
         static_assert(sizeof(Acc) == 4 || sizeof(Acc) == 2, "accumulator of 2 or 4 bytes");
         /* 16-byte vectors where the accumulator is 4 bytes (the split paths: f32, int32) */
@@ -300,8 +338,8 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
                         sum[e] = sum[e] + reinterpret_cast<const Acc *>(&v[u])[e];
             }
             for (; z < p.splits; ++z) {
-                const Vec v =
-                    __ldcg(reinterpret_cast<const Vec *>(parts + static_cast<size_t>(z) * BM * BN + i));
+                const Vec v = __ldcg(
+                    reinterpret_cast<const Vec *>(parts + static_cast<size_t>(z) * BM * BN + i));
 #pragma unroll
                 for (int e = 0; e < VE; ++e)
                     sum[e] = sum[e] + reinterpret_cast<const Acc *>(&v)[e];
@@ -395,7 +433,8 @@ cudaError_t launch_tile(Dtype dt, ConvParams &p, cudaStream_t stream)
 {
     constexpr int BM = WM * FM * 16, BN = WN * FN * 16;
     const dim3 grid(static_cast<unsigned>(gr_ceil_div(p.M, BM)),
-                    static_cast<unsigned>(gr_ceil_div(p.out_c, BN)), static_cast<unsigned>(p.splits));
+                    static_cast<unsigned>(gr_ceil_div(p.out_c, BN)),
+                    static_cast<unsigned>(p.splits));
     GR_ARG_CHECK(grid.y <= 65535 && grid.z <= 64);
     const dim3 block(WM * WN * 32);
     switch (dt) {
@@ -407,9 +446,21 @@ cudaError_t launch_tile(Dtype dt, ConvParams &p, cudaStream_t stream)
     return cudaSuccess;
 }
 
-int round_up(int v, int to) { return (v + to - 1) / to * to; }
+int round_up(int v, int to)
+{
+    return (v + to - 1) / to * to;
+}
 
-bool aligned16(const void *ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+bool aligned16(const void *ptr)
+{
+    return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0;
+}
+
+/* Automatic split-K, by dtype. On the H100 (bench/LOG.md, v4/v6) it pays for FP16 (layer 8:
+ * 90 -> 63 us) but not for INT8, whose K loop has half the steps (layer 8: 56 unsplit, 58 split).
+ * Forced splits (split_k > 1) work for both. */
+constexpr bool kAutoSplitF16 = true;
+constexpr bool kAutoSplitI8 = false;
 
 /* Tile shapes by tile_config (1-based): BM x BN. */
 constexpr int kTileBM[GR_CONV_TILES + 1] = {0, 128, 64, 128, 32};
@@ -494,7 +545,8 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
 
     split_allowed = split_allowed && !a->fp16_accumulate && a->split_k != 1;
     auto tiles_of = [&](int t) {
-        return static_cast<long long>(gr_ceil_div(M, kTileBM[t])) * gr_ceil_div(a->out_c, kTileBN[t]);
+        return static_cast<long long>(gr_ceil_div(M, kTileBM[t])) *
+               gr_ceil_div(a->out_c, kTileBN[t]);
     };
     int tile = a->tile_config;
     if (tile == 0) {
@@ -514,9 +566,8 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
     if (split_allowed) {
         if (a->split_k > 1)
             splits = a->split_k;
-        else if (tiles < sms) /* about 4 blocks per SM (one block of 4 warps per SM cannot
-                                 hide the tensor-core and shared-memory latencies), each part
-                                 at least 2 K steps long */
+        else if ((is_i8 ? kAutoSplitI8 : kAutoSplitF16) && tiles < sms) /* ~4 blocks per SM,
+                                                                           parts >= 2 K steps */
             splits = static_cast<int>(std::min<long long>((4LL * sms + tiles - 1) / tiles, 16));
         splits = std::max(1, std::min(splits, p.k_tiles / (a->split_k > 1 ? 1 : 2)));
     }
@@ -584,8 +635,14 @@ extern "C" int gr_conv_out_dim(int in, int ksize, int stride, int pad)
     return (in + 2 * pad - ksize) / stride + 1;
 }
 
-extern "C" int gr_conv_c_pad_f16(int c) { return round_up(c, 8); }
-extern "C" int gr_conv_c_pad_i8(int c) { return round_up(c, 16); }
+extern "C" int gr_conv_c_pad_f16(int c)
+{
+    return round_up(c, 8);
+}
+extern "C" int gr_conv_c_pad_i8(int c)
+{
+    return round_up(c, 16);
+}
 
 extern "C" const char *gr_conv_tile_name(int tile_config)
 {
@@ -637,11 +694,13 @@ extern "C" cudaError_t gr_conv_pack_weights_f16(const float *w, int out_c, int i
     for (int c = 0; c < out_c; ++c)
         for (int ky = 0; ky < ksize; ++ky)
             for (int kx = 0; kx < ksize; ++kx) {
-                uint16_t *dst = packed + ((static_cast<size_t>(c) * ksize + ky) * ksize + kx) * cin_pad;
+                uint16_t *dst =
+                    packed + ((static_cast<size_t>(c) * ksize + ky) * ksize + kx) * cin_pad;
                 for (int ci = 0; ci < cin_pad; ++ci) {
                     const float v =
-                        ci < in_c ? w[((static_cast<size_t>(c) * in_c + ci) * ksize + ky) * ksize + kx]
-                                  : 0.0f;
+                        ci < in_c
+                            ? w[((static_cast<size_t>(c) * in_c + ci) * ksize + ky) * ksize + kx]
+                            : 0.0f;
                     const __half h = __float2half_rn(v);
                     std::memcpy(&dst[ci], &h, sizeof dst[ci]);
                 }
@@ -664,7 +723,8 @@ extern "C" cudaError_t gr_conv_pack_weights_i8(const float *w, int out_c, int in
         weight_scale[c] = scale;
         for (int ky = 0; ky < ksize; ++ky)
             for (int kx = 0; kx < ksize; ++kx) {
-                int8_t *dst = packed + ((static_cast<size_t>(c) * ksize + ky) * ksize + kx) * cin_pad;
+                int8_t *dst =
+                    packed + ((static_cast<size_t>(c) * ksize + ky) * ksize + kx) * cin_pad;
                 for (int ci = 0; ci < cin_pad; ++ci) {
                     float q = 0.0f;
                     if (ci < in_c) {

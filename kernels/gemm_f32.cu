@@ -8,7 +8,8 @@
 #include "kernels/conv.h"
 #include "kernels/gemm_f32.h"
 
-namespace {
+namespace
+{
 
 __global__ void k_im2col_f32(const float *__restrict__ in, int in_c, int in_h, int in_w, int ksize,
                              int stride, int pad, int out_h, int out_w, long long total,
@@ -94,8 +95,8 @@ extern "C" cudaError_t gr_launch_im2col_f32(const float *in, int batch, int in_c
     const int out_h = gr_conv_out_dim(in_h, ksize, stride, pad);
     const int out_w = gr_conv_out_dim(in_w, ksize, stride, pad);
     GR_ARG_CHECK(out_h > 0 && out_w > 0);
-    const long long total =
-        static_cast<long long>(batch) * in_c * ksize * ksize * static_cast<long long>(out_h) * out_w;
+    const long long total = static_cast<long long>(batch) * in_c * ksize * ksize *
+                            static_cast<long long>(out_h) * out_w;
     k_im2col_f32<<<grid_for(total, 256), 256, 0, stream>>>(in, in_c, in_h, in_w, ksize, stride, pad,
                                                            out_h, out_w, total, col);
     GR_LAUNCH_CHECK();

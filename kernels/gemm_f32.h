@@ -5,8 +5,8 @@
  * Layouts: input [batch][in_c][in_h][in_w], weights Darknet's [out_c][in_c][ksize][ksize] with BN
  * folded in, output [batch][out_c][out_h][out_w], all dense f32. The im2col workspace holds
  * batch * (in_c*ksize*ksize) * (out_h*out_w) floats, rows ordered (ci, ky, kx) as in Darknet;
- * it is not used (and may be NULL) for a 1x1 stride-1 unpadded conv, which reads the input directly.
- * Plain C11 header. */
+ * it is not used (and may be NULL) for a 1x1 stride-1 unpadded conv, which reads the input
+ * directly. Plain C11 header. */
 #ifndef GR_KERNELS_GEMM_F32_H
 #define GR_KERNELS_GEMM_F32_H
 
@@ -42,8 +42,8 @@ cudaError_t gr_launch_im2col_f32(const float *in, int batch, int in_c, int in_h,
                                  int ksize, int stride, int pad, float *col, cudaStream_t stream);
 
 /* In place on NCHW data: x = act(x + bias[c]) (bias NULL = 0). */
-cudaError_t gr_launch_bias_act_f32(float *data, const float *bias, int batch, int channels,
-                                   int hw, int activation, cudaStream_t stream);
+cudaError_t gr_launch_bias_act_f32(float *data, const float *bias, int batch, int channels, int hw,
+                                   int activation, cudaStream_t stream);
 
 /* The whole conv on `stream`, using the caller's handle (its stream and math mode are set here).
  * Returns CUBLAS_STATUS_SUCCESS; a cuBLAS failure's status; CUBLAS_STATUS_INVALID_VALUE for bad

@@ -48,7 +48,10 @@ static gr_rng rng;
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
-static int round_up(int v, int to) { return (v + to - 1) / to * to; }
+static int round_up(int v, int to)
+{
+    return (v + to - 1) / to * to;
+}
 
 static float act_ref(float y, int act)
 {
@@ -67,7 +70,8 @@ static int8_t quantize_ref(float y, float inv_scale)
     return (int8_t)q;
 }
 
-/* Device buffer with GUARD_BYTES on both sides of `bytes` of payload (payload stays 256-aligned). */
+/* Device buffer with GUARD_BYTES on both sides of `bytes` of payload (payload stays 256-aligned).
+ */
 typedef struct guarded {
     unsigned char *base;
     void *data;
@@ -96,7 +100,8 @@ static void guarded_fetch(const guarded *g, int pattern, void *host)
     ck_assert_ptr_nonnull(all);
     CUDA_OK(cudaMemcpy(all, g->base, g->bytes + 2 * GUARD_BYTES, cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < GUARD_BYTES; ++i) {
-        ck_assert_msg(all[i] == (unsigned char)pattern, "guard byte %zu before the output changed", i);
+        ck_assert_msg(all[i] == (unsigned char)pattern, "guard byte %zu before the output changed",
+                      i);
         ck_assert_msg(all[GUARD_BYTES + g->bytes + i] == (unsigned char)pattern,
                       "guard byte %zu after the output changed", i);
     }
@@ -150,7 +155,7 @@ typedef struct wmma_opts {
     int is_i8;
     int fp16_accumulate;
     int tile_config;
-    double tol_rel; /* FP16 / f32 outputs: |gpu - ref| <= tol_rel * max|ref| */
+    double tol_rel;    /* FP16 / f32 outputs: |gpu - ref| <= tol_rel * max|ref| */
     int use_workspace; /* give a split-K workspace */
     int split_k;       /* 0 automatic, n forced */
 } wmma_opts;
@@ -182,8 +187,9 @@ static void run_case(const conv_case *cs, const wmma_opts *o)
     const size_t in_pixels = (size_t)cs->batch * cs->in_h * cs->in_w;
     const size_t n_in = in_pixels * (size_t)in_stride;
     const size_t n_w = (size_t)cs->out_c * cs->in_c * kk;
-    const size_t n_packed = o->is_i8 ? gr_conv_packed_weight_count_i8(cs->out_c, cs->in_c, cs->ksize)
-                                     : gr_conv_packed_weight_count_f16(cs->out_c, cs->in_c, cs->ksize);
+    const size_t n_packed = o->is_i8
+                                ? gr_conv_packed_weight_count_i8(cs->out_c, cs->in_c, cs->ksize)
+                                : gr_conv_packed_weight_count_f16(cs->out_c, cs->in_c, cs->ksize);
 
     /* Inputs: real values in the slice's real channels, 0 in its padding, random values in the
      * channels outside the slice (which the kernel must not read). in_real: the value as float. */
@@ -225,8 +231,8 @@ static void run_case(const conv_case *cs, const wmma_opts *o)
         mul[c] = s_in * s_w;
         for (int k = 0; k < cs->in_c * kk; ++k) {
             const size_t i = (size_t)c * cs->in_c * kk + (size_t)k;
-            w_ref[i] = o->is_i8 ? fminf(fmaxf(rintf(wc[k] / s_w), -127.0f), 127.0f)
-                                : gr_round_f16(wc[k]);
+            w_ref[i] =
+                o->is_i8 ? fminf(fmaxf(rintf(wc[k] / s_w), -127.0f), 127.0f) : gr_round_f16(wc[k]);
         }
     }
 
@@ -246,7 +252,8 @@ static void run_case(const conv_case *cs, const wmma_opts *o)
                         if (iy < 0 || iy >= cs->in_h || ix < 0 || ix >= cs->in_w)
                             continue;
                         const size_t ii =
-                            (((size_t)b * cs->in_h + (size_t)iy) * cs->in_w + (size_t)ix) * in_stride +
+                            (((size_t)b * cs->in_h + (size_t)iy) * cs->in_w + (size_t)ix) *
+                                in_stride +
                             (size_t)(cs->in_offset + ci);
                         const float wv =
                             w_ref[(((size_t)c * cs->in_c + ci) * cs->ksize + ky) * cs->ksize + kx];
@@ -287,7 +294,8 @@ static void run_case(const conv_case *cs, const wmma_opts *o)
         const int ogran = kind == GR_CONV_OUT_I8 ? 16 : 8;
         const int out_c_pad = round_up(cs->out_c, ogran);
         const int out_offset = nchw ? 0 : round_up(cs->out_offset, ogran);
-        const int out_stride = nchw ? cs->out_c : out_offset + out_c_pad + round_up(cs->out_extra, ogran);
+        const int out_stride =
+            nchw ? cs->out_c : out_offset + out_c_pad + round_up(cs->out_extra, ogran);
         const size_t n_out = (size_t)M * (size_t)out_stride;
         const size_t out_bytes = n_out * kind_size(kind);
         guarded g = guarded_alloc(out_bytes);
@@ -382,8 +390,8 @@ static void run_case(const conv_case *cs, const wmma_opts *o)
                     if (got != want) {
                         ++mismatches;
                         ck_assert_msg(fabs(got - want) <= i8_max_diff,
-                                      "%s: i8 out (m %d, c %d) = %g, reference %g", cs->name, mm, co,
-                                      got, want);
+                                      "%s: i8 out (m %d, c %d) = %g, reference %g", cs->name, mm,
+                                      co, got, want);
                     }
                 } else {
                     const double want =
@@ -394,8 +402,7 @@ static void run_case(const conv_case *cs, const wmma_opts *o)
                                   "%.7g, |diff| %.3g > %.3g * range %.4g (seed %llu)",
                                   cs->name, o->is_i8 ? "i8" : "f16",
                                   gr_conv_tile_name(o->tile_config), kind_i, mm, co, got, want,
-                                  diff, o->tol_rel, (double)y_max,
-                                  (unsigned long long)test_seed);
+                                  diff, o->tol_rel, (double)y_max, (unsigned long long)test_seed);
                 }
             }
         /* Integer accumulation is exact; an i8 output may differ by 1 only where y/s_out sits on a
@@ -512,8 +519,9 @@ START_TEST(test_pack_i8_follows_spec)
             for (int ci = 0; ci < cin_pad; ++ci) {
                 const int got = packed[(c * 9 + t) * cin_pad + ci];
                 const int want =
-                    ci < in_c ? (int)fminf(fmaxf(rintf(w[(c * in_c + ci) * 9 + t] / s), -127.f), 127.f)
-                              : 0;
+                    ci < in_c
+                        ? (int)fminf(fmaxf(rintf(w[(c * in_c + ci) * 9 + t] / s), -127.f), 127.f)
+                        : 0;
                 ck_assert_int_eq(got, want);
             }
     }
@@ -571,7 +579,7 @@ START_TEST(test_bad_arguments_rejected)
     a.in_c = a.in_c_stride = 8; /* fine for f16 (granule 8), not for i8 (granule 16) */
     CUDA_OK(gr_launch_conv_f16(&a, 0));
     ck_assert_int_eq(gr_launch_conv_i8(&a, 0), cudaErrorInvalidValue);
-    a.ksize = 11;                                                       /* output would be empty */
+    a.ksize = 11; /* output would be empty */
     a.pad = 0;
     ck_assert_int_eq(gr_launch_conv_f16(&a, 0), cudaErrorInvalidValue);
     ck_assert_int_eq(gr_launch_conv_f16(NULL, 0), cudaErrorInvalidValue);
@@ -579,7 +587,8 @@ START_TEST(test_bad_arguments_rejected)
 }
 END_TEST
 
-/* ---- FP32 cuBLAS path -------------------------------------------------------------------------- */
+/* ---- FP32 cuBLAS path --------------------------------------------------------------------------
+ */
 
 static void run_f32_case(const conv_case *cs, int tf32, double tol_rel)
 {
@@ -613,8 +622,13 @@ static void run_f32_case(const conv_case *cs, int tf32, double tol_rel)
                             const int ix = ox * cs->stride - cs->pad + kx;
                             if (iy < 0 || iy >= cs->in_h || ix < 0 || ix >= cs->in_w)
                                 continue;
-                            acc += (double)in[(((size_t)b * cs->in_c + ci) * cs->in_h + iy) * cs->in_w + ix] *
-                                   (double)w[(((size_t)c * cs->in_c + ci) * cs->ksize + ky) * cs->ksize + kx];
+                            acc +=
+                                (double)
+                                    in[(((size_t)b * cs->in_c + ci) * cs->in_h + iy) * cs->in_w +
+                                       ix] *
+                                (double)
+                                    w[(((size_t)c * cs->in_c + ci) * cs->ksize + ky) * cs->ksize +
+                                      kx];
                         }
                 const double y = acc + (double)bias[c];
                 double a = y;
@@ -660,8 +674,8 @@ static void run_f32_case(const conv_case *cs, int tf32, double tol_rel)
     guarded_fetch(&g, 0xA5, got);
     for (size_t i = 0; i < n_out; ++i)
         ck_assert_msg(fabs((double)got[i] - ref[i]) <= tol_rel * range,
-                      "%s (%s): element %zu = %.8g, reference %.8g (range %.4g, seed %llu)", cs->name,
-                      tf32 ? "tf32" : "fp32", i, (double)got[i], ref[i], range,
+                      "%s (%s): element %zu = %.8g, reference %.8g (range %.4g, seed %llu)",
+                      cs->name, tf32 ? "tf32" : "fp32", i, (double)got[i], ref[i], range,
                       (unsigned long long)test_seed);
     cublasDestroy(h);
     CUDA_OK(cudaFree((void *)a.in));
