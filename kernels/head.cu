@@ -3,7 +3,7 @@
 // (1./(1.+exp(-x))) and rounded to f32; softmax with a double exp of the f32 difference, an f32
 // sequential sum and an f32 division; without softmax the classes get the logistic too (as
 // forward_region_layer does). One thread per (image, anchor, cell) owns every entry of its
-// box, so in-place use (out == in) is safe.
+// box and reads each entry before writing it, so in-place use (out == in) is safe.
 #include "kernels/misc_common.cuh"
 
 using namespace grk;
@@ -13,6 +13,56 @@ namespace {
 // A head has few boxes (845 for YOLOv2-tiny), each a long serial chain of double-precision work:
 // small blocks spread them over more SMs.
 constexpr int kHeadThreads = 32;
+
+// Entries [first, first + count) of one box at one cell, `cells` apart: out = logistic(in) where
+// is_logistic(k) else in. Loads go in chunks of kChunk before their stores, so the loads of a chunk
+// are in flight together even though out may alias in (the compiler cannot move a load above a
+// store to a possibly-equal address).
+constexpr int kChunk = 8;
+
+template <typename IsLogistic>
+__device__ __forceinline__ void map_entries(const float *in, float *out, int first, int count,
+                                            int cells, IsLogistic is_logistic)
+{
+    for (int k0 = 0; k0 < count; k0 += kChunk) {
+        float v[kChunk];
+#pragma unroll
+        for (int j = 0; j < kChunk; j++)
+            if (k0 + j < count)
+                v[j] = in[(size_t)(first + k0 + j) * cells];
+#pragma unroll
+        for (int j = 0; j < kChunk; j++)
+            if (k0 + j < count)
+                out[(size_t)(first + k0 + j) * cells] =
+                    is_logistic(first + k0 + j) ? darknet_logistic(v[j]) : v[j];
+    }
+}
+
+// Darknet's softmax() over `classes` values `cells` apart: two load-only passes (max, then the
+// sequential sum of exp), then a chunked pass recomputing each exp (same value) and storing e/sum.
+__device__ __forceinline__ void darknet_softmax(const float *in, float *out, int classes, int cells)
+{
+    float largest = -FLT_MAX;
+    for (int c = 0; c < classes; c++) {
+        float v = in[(size_t)c * cells];
+        largest = v > largest ? v : largest;
+    }
+    float sum = 0.0f;
+    for (int c = 0; c < classes; c++)
+        sum = __fadd_rn(sum, (float)exp((double)__fsub_rn(in[(size_t)c * cells], largest)));
+    for (int c0 = 0; c0 < classes; c0 += kChunk) {
+        float v[kChunk];
+#pragma unroll
+        for (int j = 0; j < kChunk; j++)
+            if (c0 + j < classes)
+                v[j] = in[(size_t)(c0 + j) * cells];
+#pragma unroll
+        for (int j = 0; j < kChunk; j++)
+            if (c0 + j < classes)
+                out[(size_t)(c0 + j) * cells] =
+                    __fdiv_rn((float)exp((double)__fsub_rn(v[j], largest)), sum);
+    }
+}
 
 } // namespace
 
@@ -25,28 +75,16 @@ __global__ void k_region_f32(const float *in, float *out, int n, int cells, int 
     {
         unsigned cell = e % cells, box = e / cells; // box = image * num + anchor
         size_t base = (size_t)box * entries * cells + cell;
-        for (int k = 0; k < entries; k++) {
-            size_t i = base + (size_t)k * cells;
-            bool logistic = k < 2 || k == coords || (k > coords && !softmax);
-            out[i] = logistic ? darknet_logistic(in[i]) : in[i];
+        if (softmax) {
+            map_entries(in + base, out + base, 0, coords + 1, cells,
+                        [coords](int k) { return k < 2 || k == coords; });
+            if (classes > 0)
+                darknet_softmax(in + base + (size_t)(coords + 1) * cells,
+                                out + base + (size_t)(coords + 1) * cells, classes, cells);
+        } else {
+            map_entries(in + base, out + base, 0, entries, cells,
+                        [coords](int k) { return k < 2 || k >= coords; });
         }
-        if (!softmax || classes < 1)
-            continue;
-        const float *cls_in = in + base + (size_t)(coords + 1) * cells;
-        float *cls_out = out + base + (size_t)(coords + 1) * cells;
-        float largest = -FLT_MAX;
-        for (int c = 0; c < classes; c++) {
-            float v = cls_in[(size_t)c * cells];
-            largest = v > largest ? v : largest;
-        }
-        float sum = 0.0f;
-        for (int c = 0; c < classes; c++) {
-            float ex = (float)exp((double)__fsub_rn(cls_in[(size_t)c * cells], largest));
-            sum = __fadd_rn(sum, ex);
-            cls_out[(size_t)c * cells] = ex;
-        }
-        for (int c = 0; c < classes; c++)
-            cls_out[(size_t)c * cells] = __fdiv_rn(cls_out[(size_t)c * cells], sum);
     }
 }
 
@@ -59,10 +97,8 @@ __global__ void k_yolo_f32(const float *in, float *out, int n, int cells, int n_
     {
         unsigned cell = e % cells, box = e / cells;
         size_t base = (size_t)box * entries * cells + cell;
-        for (int k = 0; k < entries; k++) {
-            size_t i = base + (size_t)k * cells;
-            out[i] = (k < 2 || k >= 4) ? darknet_logistic(in[i]) : in[i];
-        }
+        map_entries(in + base, out + base, 0, entries, cells,
+                    [](int k) { return k < 2 || k >= 4; });
     }
 }
 
