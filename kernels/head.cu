@@ -2,67 +2,99 @@
 // arithmetic (forward_region_layer / forward_yolo_layer): logistic computed in double
 // (1./(1.+exp(-x))) and rounded to f32; softmax with a double exp of the f32 difference, an f32
 // sequential sum and an f32 division; without softmax the classes get the logistic too (as
-// forward_region_layer does). One thread per (image, anchor, cell) owns every entry of its
-// box, so in-place use (out == in) is safe.
+// forward_region_layer does). One warp per (image, anchor, cell); each lane reads an entry before
+// writing it and touches only its own entries, so in-place use (out == in) is safe.
 #include "kernels/misc_common.cuh"
 
 using namespace grk;
 
 namespace {
 
-// A head has few boxes (845 for YOLOv2-tiny), each a long serial chain of double-precision work:
-// small blocks spread them over more SMs.
-constexpr int kHeadThreads = 32;
+// One warp per (image, anchor, cell): a head has few boxes (845 for YOLOv2-tiny) and each entry
+// costs a double-precision exp, so the entries of a box are spread over the lanes (a thread per box
+// leaves the SMs nearly empty and runs ~40 dependent double exps in a row: ~10 us measured).
+constexpr int kHeadThreads = 128;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// Lanes map entries [first, first + count) of one box (`cells` apart): out = logistic(in) where
+// is_logistic(k), else in. Each lane reads an entry before writing it and touches no other lane's
+// entries, so out may alias in.
+template <typename IsLogistic>
+__device__ __forceinline__ void map_entries(const float *in, float *out, int first, int count,
+                                            int cells, int lane, IsLogistic is_logistic)
+{
+    for (int k = first + lane; k < first + count; k += 32) {
+        float v = in[(size_t)k * cells];
+        out[(size_t)k * cells] = is_logistic(k) ? darknet_logistic(v) : v;
+    }
+}
+
+// Darknet's softmax() over `classes` values `cells` apart, by a warp: the max is a warp reduction
+// (exact in any order); the sum of the exps is accumulated in class order, one class at a time
+// broadcast from its lane, so it is Darknet's sequential f32 sum; each lane then recomputes its
+// exps (same values) and stores e / sum.
+__device__ __forceinline__ void darknet_softmax(const float *in, float *out, int classes, int cells,
+                                                int lane)
+{
+    float largest = -FLT_MAX;
+    for (int c = lane; c < classes; c += 32) {
+        float v = in[(size_t)c * cells];
+        largest = v > largest ? v : largest;
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+        float other = __shfl_xor_sync(kFullMask, largest, offset);
+        largest = other > largest ? other : largest;
+    }
+    float sum = 0.0f;
+    for (int c0 = 0; c0 < classes; c0 += 32) {
+        int c = c0 + lane;
+        float ex =
+            c < classes ? (float)exp((double)__fsub_rn(in[(size_t)c * cells], largest)) : 0.0f;
+        int in_chunk = classes - c0 < 32 ? classes - c0 : 32;
+        for (int j = 0; j < in_chunk; j++)
+            sum = __fadd_rn(sum, __shfl_sync(kFullMask, ex, j));
+    }
+    for (int c = lane; c < classes; c += 32)
+        out[(size_t)c * cells] =
+            __fdiv_rn((float)exp((double)__fsub_rn(in[(size_t)c * cells], largest)), sum);
+}
 
 } // namespace
 
+// Every lane of a warp stays in the loop together (the bound is per warp), as the shuffles need.
 __global__ void k_region_f32(const float *in, float *out, int n, int cells, int num, int coords,
                              int classes, int softmax)
 {
-    const unsigned total = (unsigned)n * num * cells;
-    const int entries = coords + 1 + classes;
-    GRK_GRID_STRIDE(e, total)
-    {
+    const unsigned boxes = (unsigned)n * num * cells;
+    const int entries = coords + 1 + classes, lane = threadIdx.x % 32;
+    const unsigned warps = gridDim.x * (blockDim.x / 32);
+    for (unsigned e = (blockIdx.x * blockDim.x + threadIdx.x) / 32; e < boxes; e += warps) {
         unsigned cell = e % cells, box = e / cells; // box = image * num + anchor
         size_t base = (size_t)box * entries * cells + cell;
-        for (int k = 0; k < entries; k++) {
-            size_t i = base + (size_t)k * cells;
-            bool logistic = k < 2 || k == coords || (k > coords && !softmax);
-            out[i] = logistic ? darknet_logistic(in[i]) : in[i];
+        if (softmax) {
+            map_entries(in + base, out + base, 0, coords + 1, cells, lane,
+                        [coords](int k) { return k < 2 || k == coords; });
+            if (classes > 0)
+                darknet_softmax(in + base + (size_t)(coords + 1) * cells,
+                                out + base + (size_t)(coords + 1) * cells, classes, cells, lane);
+        } else {
+            map_entries(in + base, out + base, 0, entries, cells, lane,
+                        [coords](int k) { return k < 2 || k >= coords; });
         }
-        if (!softmax || classes < 1)
-            continue;
-        const float *cls_in = in + base + (size_t)(coords + 1) * cells;
-        float *cls_out = out + base + (size_t)(coords + 1) * cells;
-        float largest = -FLT_MAX;
-        for (int c = 0; c < classes; c++) {
-            float v = cls_in[(size_t)c * cells];
-            largest = v > largest ? v : largest;
-        }
-        float sum = 0.0f;
-        for (int c = 0; c < classes; c++) {
-            float ex = (float)exp((double)__fsub_rn(cls_in[(size_t)c * cells], largest));
-            sum = __fadd_rn(sum, ex);
-            cls_out[(size_t)c * cells] = ex;
-        }
-        for (int c = 0; c < classes; c++)
-            cls_out[(size_t)c * cells] = __fdiv_rn(cls_out[(size_t)c * cells], sum);
     }
 }
 
 __global__ void k_yolo_f32(const float *in, float *out, int n, int cells, int n_anchors,
                            int classes)
 {
-    const unsigned total = (unsigned)n * n_anchors * cells;
-    const int entries = 5 + classes;
-    GRK_GRID_STRIDE(e, total)
-    {
+    const unsigned boxes = (unsigned)n * n_anchors * cells;
+    const int entries = 5 + classes, lane = threadIdx.x % 32;
+    const unsigned warps = gridDim.x * (blockDim.x / 32);
+    for (unsigned e = (blockIdx.x * blockDim.x + threadIdx.x) / 32; e < boxes; e += warps) {
         unsigned cell = e % cells, box = e / cells;
         size_t base = (size_t)box * entries * cells + cell;
-        for (int k = 0; k < entries; k++) {
-            size_t i = base + (size_t)k * cells;
-            out[i] = (k < 2 || k >= 4) ? darknet_logistic(in[i]) : in[i];
-        }
+        map_entries(in + base, out + base, 0, entries, cells, lane,
+                    [](int k) { return k < 2 || k >= 4; });
     }
 }
 
@@ -85,8 +117,8 @@ extern "C" cudaError_t gr_launch_region_f32(const float *in, float *out, int n, 
     if (!in || !out || coords < 2 || classes < 0 ||
         !head_size_ok(n, h, w, num, coords + 1 + classes))
         return cudaErrorInvalidValue;
-    k_region_f32<<<blocks_for((size_t)n * num * h * w, kHeadThreads), kHeadThreads, 0, stream>>>(
-        in, out, n, h * w, num, coords, classes, softmax != 0);
+    k_region_f32<<<blocks_for((size_t)n * num * h * w * 32, kHeadThreads), kHeadThreads, 0,
+                   stream>>>(in, out, n, h * w, num, coords, classes, softmax != 0);
     return cudaGetLastError();
 }
 
@@ -95,7 +127,7 @@ extern "C" cudaError_t gr_launch_yolo_f32(const float *in, float *out, int n, in
 {
     if (!in || !out || classes < 0 || !head_size_ok(n, h, w, n_anchors, 5 + classes))
         return cudaErrorInvalidValue;
-    k_yolo_f32<<<blocks_for((size_t)n * n_anchors * h * w, kHeadThreads), kHeadThreads, 0,
+    k_yolo_f32<<<blocks_for((size_t)n * n_anchors * h * w * 32, kHeadThreads), kHeadThreads, 0,
                  stream>>>(in, out, n, h * w, n_anchors, classes);
     return cudaGetLastError();
 }
