@@ -69,8 +69,9 @@ typedef struct variant {
     uint8_t *weights;       /* device */
     node_weights *nw;
     float *im2col[MAX_STREAMS];
-    void *splitk[MAX_STREAMS];
-    size_t splitk_bytes[MAX_STREAMS];
+    uint8_t *splitk;        /* split-K partials and tile counters, one region per conv node: the
+                               counters of one launch must never see another's partials */
+    size_t *splitk_offset, *splitk_bytes; /* per node */
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     gr_timing split;        /* from the instrumented run */
@@ -91,7 +92,7 @@ typedef struct gpu_state {
     variant var[2];         /* [0] float input, [1] u8 input */
 } gpu_state;
 
-static const size_t cublas_ws_bytes = 4u << 20;
+static const size_t cublas_ws_bytes = 32u << 20; /* what cuBLAS asks for on Hopper */
 
 /* ---- addresses -------------------------------------------------------------------------- */
 
@@ -202,7 +203,8 @@ static gr_status launch_conv(gpu_state *g, variant *v, int index, int s)
         .activation = (int)nd->p.activation, .out_kind = out_kind,
         .out_inv_scale = y->dtype == GR_DTYPE_I8 ? 1.0f / y->scale : 1.0f,
         .fp16_accumulate = 0, .tile_config = 0,
-        .workspace = v->splitk[s], .workspace_bytes = v->splitk_bytes[s], .split_k = 0};
+        .workspace = v->splitk_bytes[index] ? v->splitk + v->splitk_offset[index] : NULL,
+        .workspace_bytes = v->splitk_bytes[index], .split_k = 0};
     cudaError_t err = x->dtype == GR_DTYPE_I8 ? gr_launch_conv_i8(&a, stream)
                                               : gr_launch_conv_f16(&a, stream);
     return kernel_status(err, nd, index);
@@ -465,11 +467,16 @@ static gr_status upload_weights(variant *v)
     return st;
 }
 
-/* Per-stream scratch: im2col for fp32 convs, split-K partials for tensor-core convs. */
+/* Scratch: im2col per stream for fp32 convs (convs on one stream run one after another);
+ * split-K partials per tensor-core conv node. */
 static gr_status alloc_scratch(gpu_state *g, variant *v)
 {
     const gr_plan *plan = v->plan;
-    size_t im2col[MAX_STREAMS] = {0}, splitk[MAX_STREAMS] = {0};
+    size_t im2col[MAX_STREAMS] = {0}, splitk_total = 0;
+    v->splitk_offset = gr_calloc((size_t)plan->n_nodes, sizeof(size_t), "split-K offsets");
+    v->splitk_bytes = gr_calloc((size_t)plan->n_nodes, sizeof(size_t), "split-K sizes");
+    if (!v->splitk_offset || !v->splitk_bytes)
+        return GR_ERR_OUT_OF_MEMORY;
     for (int i = 0; i < plan->n_nodes; i++) {
         const gr_plan_node *nd = &plan->nodes[i];
         if (nd->kind != GR_OP_CONV || nd->noop)
@@ -494,21 +501,21 @@ static gr_status alloc_scratch(gpu_state *g, variant *v)
                               .out_c = y->c, .out_c_stride = y->c_stride,
                               .out_c_offset = y->c_offset, .ksize = nd->p.size,
                               .stride = nd->p.stride, .pad = nd->p.pad,
+                              .activation = (int)nd->p.activation,
                               .out_kind = y->dtype == GR_DTYPE_I8 ? GR_CONV_OUT_I8 : GR_CONV_OUT_F16};
             size_t bytes = x->dtype == GR_DTYPE_I8 ? gr_conv_workspace_bytes_i8(&a)
                                                    : gr_conv_workspace_bytes_f16(&a);
-            if (bytes > splitk[s])
-                splitk[s] = bytes;
+            v->splitk_offset[i] = splitk_total;
+            v->splitk_bytes[i] = bytes;
+            splitk_total = align_up(splitk_total + bytes, 256);
         }
     }
-    for (int s = 0; s < g->n_streams; s++) {
+    for (int s = 0; s < g->n_streams; s++)
         if (im2col[s])
             CUDA_TRY(cudaMalloc((void **)&v->im2col[s], im2col[s] * sizeof(float)));
-        if (splitk[s]) {
-            CUDA_TRY(cudaMalloc(&v->splitk[s], splitk[s]));
-            CUDA_TRY(cudaMemset(v->splitk[s], 0, splitk[s]));
-            v->splitk_bytes[s] = splitk[s];
-        }
+    if (splitk_total) {
+        CUDA_TRY(cudaMalloc((void **)&v->splitk, splitk_total));
+        CUDA_TRY(cudaMemset(v->splitk, 0, splitk_total)); /* tile counters start at zero */
     }
     return GR_OK;
 }
@@ -589,10 +596,11 @@ static void variant_free(variant *v)
         cudaGraphExecDestroy(v->exec);
     if (v->graph)
         cudaGraphDestroy(v->graph);
-    for (int s = 0; s < MAX_STREAMS; s++) {
+    for (int s = 0; s < MAX_STREAMS; s++)
         cudaFree(v->im2col[s]);
-        cudaFree(v->splitk[s]);
-    }
+    cudaFree(v->splitk);
+    free(v->splitk_offset);
+    free(v->splitk_bytes);
     cudaFree(v->weights);
     cudaFree(v->arena);
     cudaFree(v->io);
@@ -885,39 +893,45 @@ gr_status gr_backend_gpu_init(gr_engine *e)
     snprintf(e->device_name, sizeof e->device_name, "%.100s (sm_%d%d)", prop.name, prop.major,
              prop.minor);
 
-    /* Streams, events and cuBLAS handles (one per stream, each with its own workspace so capture
-     * never allocates and parallel branches never share scratch). */
-    g->n_streams = MAX_STREAMS;
-    for (int s = 0; s < MAX_STREAMS; s++) {
-        CUDA_TRY(cudaStreamCreateWithFlags(&g->streams[s], cudaStreamNonBlocking));
-        if (cublasCreate(&g->cublas[s]) != CUBLAS_STATUS_SUCCESS)
-            return gr_fail(GR_ERR_CUBLAS, "cublasCreate failed");
-        CUDA_TRY(cudaMalloc(&g->cublas_ws[s], cublas_ws_bytes));
-        if (cublasSetWorkspace(g->cublas[s], g->cublas_ws[s], cublas_ws_bytes) != CUBLAS_STATUS_SUCCESS ||
-            cublasSetStream(g->cublas[s], g->streams[s]) != CUBLAS_STATUS_SUCCESS)
-            return gr_fail(GR_ERR_CUBLAS, "cublasSetWorkspace/cublasSetStream failed");
-    }
-    CUDA_TRY(cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming));
-
-    /* int8 scales before planning. */
-    if (e->opt.precision == GR_PREC_INT8)
-        GR_TRY(calibrate(e, g, e->opt.calib_images, e->opt.calib_cache));
-
-    /* The plan's events (known once a plan exists) plus one join event per stream. */
+    /* How many streams and events the plans use (the float-input plan may add a conversion). */
     gr_plan_options po;
     gr_plan_options_default(&po);
     po.precision = e->opt.precision;
     po.batch = e->opt.batch;
     gr_plan *probe = NULL;
     GR_TRY(gr_plan_build(e->net, &po, &probe));
-    g->n_events = probe->n_events * 2 + MAX_STREAMS; /* room for either input variant */
+    g->n_events = probe->n_events * 2 + MAX_STREAMS; /* room for either input variant + joins */
     g->n_streams = probe->n_streams < 1 ? 1 : probe->n_streams;
     gr_plan_free(probe);
+    if (g->n_streams > MAX_STREAMS)
+        return gr_fail(GR_ERR_UNSUPPORTED, "the plan uses %d streams, the engine at most %d",
+                       g->n_streams, MAX_STREAMS);
+
+    /* Streams, events and cuBLAS handles (one per stream, each with its own workspace so capture
+     * never allocates and parallel branches never share scratch). */
+    for (int s = 0; s < g->n_streams; s++) {
+        CUDA_TRY(cudaStreamCreateWithFlags(&g->streams[s], cudaStreamNonBlocking));
+        if (e->opt.precision != GR_PREC_FP32)
+            continue; /* only the fp32 path calls cuBLAS */
+        if (cublasCreate(&g->cublas[s]) != CUBLAS_STATUS_SUCCESS)
+            return gr_fail(GR_ERR_CUBLAS, "cublasCreate failed");
+        CUDA_TRY(cudaMalloc(&g->cublas_ws[s], cublas_ws_bytes));
+        /* Stream first: cublasSetStream resets the workspace to cuBLAS's own pool, which would
+         * then allocate inside graph capture. */
+        if (cublasSetStream(g->cublas[s], g->streams[s]) != CUBLAS_STATUS_SUCCESS ||
+            cublasSetWorkspace(g->cublas[s], g->cublas_ws[s], cublas_ws_bytes) != CUBLAS_STATUS_SUCCESS)
+            return gr_fail(GR_ERR_CUBLAS, "cublasSetStream/cublasSetWorkspace failed");
+    }
+    CUDA_TRY(cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming));
     g->events = gr_calloc((size_t)g->n_events, sizeof *g->events, "events");
     if (!g->events)
         return GR_ERR_OUT_OF_MEMORY;
     for (int i = 0; i < g->n_events; i++)
         CUDA_TRY(cudaEventCreateWithFlags(&g->events[i], cudaEventDisableTiming));
+
+    /* int8 scales before planning. */
+    if (e->opt.precision == GR_PREC_INT8)
+        GR_TRY(calibrate(e, g, e->opt.calib_images, e->opt.calib_cache));
 
     /* The default input is uint8; build it now so a failure shows at build time. */
     GR_TRY(ensure_variant(e, 1));
