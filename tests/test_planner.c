@@ -31,7 +31,7 @@ static void release(gr_net *net)
     for (int i = 0; i < 2; i++)
         if (net == models[i])
             return;
-    release(net);
+    gr_net_free(net);
 }
 
 static gr_net *from_cfg(const char *text)
