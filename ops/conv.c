@@ -4,7 +4,9 @@
  *
  * The reference accumulates one output plane at a time: for each input channel and kernel tap it
  * adds weight * (shifted input rows) to the plane, so the innermost loop runs over contiguous
- * output columns and the compiler vectorizes it; no im2col buffer is needed. */
+ * output columns and the compiler vectorizes it; no im2col buffer is needed. This is also the
+ * summation order of Darknet's CPU im2col + gemm_nn (per filter, for each (channel, ky, kx) row
+ * of the im2col matrix, add weight * row to the output), padded taps there adding exact zeros. */
 #include <math.h>
 #include <string.h>
 

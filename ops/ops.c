@@ -95,6 +95,10 @@ bool gr_activation_parse(const char *name, gr_activation *out)
  * reference matches Darknet bit for bit where the libm agrees. */
 static float logistic(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
 
+/* Darknet's leaky is (x>0) ? x : .1*x with a double .1 (its GPU kernel uses .1f, which can differ
+ * in the last bit; the CPU path is the reference). */
+static float leaky(float x) { return x > 0.0f ? x : (float)(0.1 * (double)x); }
+
 /* softplus with the threshold Darknet's mish uses (20): beyond it log(1+e^x) is x (or e^x) to
  * float precision, and exp() would overflow for large x. */
 static float softplus(float x)
@@ -110,8 +114,8 @@ float gr_activate(float x, gr_activation a)
 {
     switch (a) {
     case GR_ACT_LINEAR: return x;
-    case GR_ACT_LEAKY: return x > 0.0f ? x : 0.1f * x;
-    case GR_ACT_RELU: return x > 0.0f ? x : 0.0f;
+    case GR_ACT_LEAKY: return leaky(x);
+    case GR_ACT_RELU: return x * (x > 0.0f ? 1.0f : 0.0f); /* Darknet's x*(x>0): -0 for x < 0 */
     case GR_ACT_LOGISTIC: return logistic(x);
     case GR_ACT_MISH: return x * tanhf(softplus(x));
     case GR_ACT_SWISH: return x * logistic(x);
@@ -126,7 +130,7 @@ void gr_activate_array(float *x, size_t n, gr_activation a)
     case GR_ACT_LINEAR: return;
     case GR_ACT_LEAKY:
         for (size_t i = 0; i < n; i++)
-            x[i] = x[i] > 0.0f ? x[i] : 0.1f * x[i];
+            x[i] = leaky(x[i]);
         return;
     default:
         for (size_t i = 0; i < n; i++)

@@ -16,6 +16,9 @@
 #define ASSERT_FLOAT_NEAR(got, want, tol)                                                          \
     ck_assert_double_eq_tol((double)(got), (double)(want), (double)(tol))
 
+/* Darknet's CPU leaky: (x>0) ? x : .1*x with .1 a double, rounded to float once. */
+static float darknet_leaky(float x) { return x > 0.0f ? x : (float)(0.1 * (double)x); }
+
 #define GUARD 16
 #define GUARD_VALUE 12345.0f
 
@@ -189,7 +192,11 @@ START_TEST(test_activations)
 {
     /* leaky slope 0.1 below zero */
     ASSERT_FLOAT_EXACT(gr_activate(3.0f, GR_ACT_LEAKY), 3.0f);
-    ASSERT_FLOAT_EXACT(gr_activate(-2.0f, GR_ACT_LEAKY), 0.1f * -2.0f);
+    ASSERT_FLOAT_EXACT(gr_activate(-2.0f, GR_ACT_LEAKY), -0.2f);
+    /* Darknet's CPU leaky multiplies by a double .1: 0.1 * -9 = -0.9 in double, rounded once to
+     * the float -0.9f (-0.899999976). The float product 0.1f * -9.0f is -0.900000036. */
+    ASSERT_FLOAT_EXACT(gr_activate(-9.0f, GR_ACT_LEAKY), -0.9f);
+    ck_assert(gr_activate(-9.0f, GR_ACT_LEAKY) != 0.1f * -9.0f);
     ASSERT_FLOAT_EXACT(gr_activate(-2.0f, GR_ACT_RELU), 0.0f);
     ASSERT_FLOAT_EXACT(gr_activate(2.5f, GR_ACT_RELU), 2.5f);
     ASSERT_FLOAT_EXACT(gr_activate(-7.25f, GR_ACT_LINEAR), -7.25f);
@@ -332,7 +339,7 @@ START_TEST(test_conv_leaky_activation)
     gr_weights w = plain_weights(1, weights, 1, bias);
     gr_shape os;
     float *out = run1(&p, &w, in, (gr_shape){1, 1, 2}, 1, &os);
-    const float want[2] = {0.1f * -1.0f, 2};
+    const float want[2] = {-0.1f, 2};
     assert_exact(out, want, 2);
     free(out);
 }
@@ -610,7 +617,7 @@ START_TEST(test_shortcut_same_shape)
     p.activation = GR_ACT_LEAKY;
     gr_shape os;
     float *out = run_op(&p, NULL, ins, shapes, 2, 1, &os);
-    const float want[2] = {3, 0.1f * -3.0f};
+    const float want[2] = {3, darknet_leaky(-3.0f)};
     assert_exact(out, want, 2);
     free(out);
 }
@@ -673,7 +680,7 @@ START_TEST(test_connected)
     gr_shape os;
     float *out = run1(&p, &w, in, (gr_shape){3, 1, 1}, 1, &os);
     assert_shape(os, 2, 1, 1);
-    const float want[2] = {0.1f * -1.5f, 3};
+    const float want[2] = {darknet_leaky(-1.5f), 3};
     assert_exact(out, want, 2);
     gr_cost c;
     gr_shape in_shape = {3, 1, 1};
