@@ -400,6 +400,14 @@ static gr_status get_int(const section_ctx *cx, const char *key, bool required, 
     return GR_OK;
 }
 
+/* A Darknet boolean: any non-negative integer, nonzero meaning true (stored as 0 or 1). */
+static gr_status get_flag(const section_ctx *cx, const char *key, int *out)
+{
+    GR_TRY(get_int(cx, key, false, 0, 0, INT_MAX, out));
+    *out = *out != 0;
+    return GR_OK;
+}
+
 /* Comma-separated numbers. `count` receives how many; more than `max` is a limit error. */
 static gr_status get_list(const section_ctx *cx, const cfg_entry *e, bool integers, int max,
                           const char *what, double *values, int *count)
@@ -510,7 +518,7 @@ static gr_status resolve_index(const section_ctx *cx, const cfg_entry *e, int in
     long abs_index = ref < 0 ? index + ref : ref;
     char what[128];
     if (abs_index < 0) {
-        snprintf(what, sizeof what, "points before the first layer (layer %ld of this layer %d)",
+        snprintf(what, sizeof what, "points before the first layer (resolves to %ld at layer %d)",
                  abs_index, index);
         return fail_key(cx, e, GR_ERR_PARSE, what);
     }
@@ -563,10 +571,10 @@ static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int inde
         GR_TRY(get_int(cx, "filters", true, 1, 1, GR_MAX_DIM, &p->filters));
         GR_TRY(get_int(cx, "size", false, 1, 1, GR_MAX_DIM, &p->size));
         GR_TRY(get_int(cx, "stride", false, 1, 1, GR_MAX_DIM, &p->stride));
-        GR_TRY(get_int(cx, "pad", false, 0, 0, 1, &pad_flag));
+        GR_TRY(get_flag(cx, "pad", &pad_flag));
         GR_TRY(get_int(cx, "padding", false, 0, 0, GR_MAX_DIM, &padding));
         GR_TRY(get_int(cx, "groups", false, 1, 1, GR_MAX_DIM, &p->groups));
-        GR_TRY(get_int(cx, "batch_normalize", false, 0, 0, 1, &p->batch_normalize));
+        GR_TRY(get_flag(cx, "batch_normalize", &p->batch_normalize));
         GR_TRY(get_activation(cx, GR_ACT_LOGISTIC, &p->activation));
         p->pad = pad_flag ? p->size / 2 : padding;
         break;
@@ -611,7 +619,7 @@ static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int inde
         break;
     case GR_OP_CONNECTED:
         GR_TRY(get_int(cx, "output", true, 1, 1, GR_MAX_DIM, &p->filters));
-        GR_TRY(get_int(cx, "batch_normalize", false, 0, 0, 1, &p->batch_normalize));
+        GR_TRY(get_flag(cx, "batch_normalize", &p->batch_normalize));
         GR_TRY(get_activation(cx, GR_ACT_LOGISTIC, &p->activation));
         break;
     case GR_OP_SOFTMAX:
@@ -621,7 +629,7 @@ static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int inde
         GR_TRY(get_int(cx, "classes", false, 20, 1, GR_MAX_DIM, &p->classes));
         GR_TRY(get_int(cx, "coords", false, 4, 4, 4, &p->coords));
         GR_TRY(get_int(cx, "num", false, 1, 1, GR_MAX_ANCHORS, &p->num));
-        GR_TRY(get_int(cx, "softmax", false, 0, 0, 1, &p->softmax));
+        GR_TRY(get_flag(cx, "softmax", &p->softmax));
         GR_TRY(parse_anchors(cx, p->num, p));
         break;
     case GR_OP_YOLO:

@@ -19,26 +19,36 @@
  *   - conv without batch norm (not a head) and connected layers: biases 0.05*N; a connected
  *     layer's BN, if any, is not calibrated: scales 1 + 0.1*N, rolling_mean 0.05*N,
  *     rolling_variance U(0.8, 1.2);
- *   - head convs (the conv feeding a [region] or [yolo] layer): after He initialisation each output
- *     channel is rescaled (weights and bias; or the BN statistics if the head has BN) so that on the
- *     calibration input it has
- *       box offsets x, y, w, h:  mean 0, standard deviation 1;
- *       objectness logit:        standard deviation 3, mean chosen so that about 8 anchor-cells of
- *                                the head at full resolution exceed logit 2 (sigmoid 0.88) if the
- *                                logits were normal: mean = 2 - 3*z with Q(z) = 8 / anchor-cells
- *                                (about -5.4 for yolov2-tiny-voc's 13x13x5 head);
- *       class logits:            standard deviation 3; mean 0 under [region]'s softmax, -6 under
- *                                [yolo]'s independent logistic (so about one class per confident
- *                                cell passes instead of half of them).
- * Calibration input: one image of smooth random colour patterns (6 random sinusoids of 1 to 6
- * cycles per image per channel, a shared luminance component and a little pixel noise, mean about
- * 0.45, clamped to [0, 1]), from a fixed seed independent of `seed`. Per-channel statistics of a
- * convolutional net are nearly resolution independent, so the pass runs at a reduced input size
- * (the larger side scaled down to 160, sides multiples of 32: 160x160 for a 416x416 net, so the
- * 13x13 layers are estimated from 5x5 = 25 positions) when every layer's shape can be re-inferred
- * there and the net has no [connected] layer; otherwise at the full input size. The pass uses only
- * the ops' CPU references. yolov2-tiny-voc synthesizes in about 0.9 s on one core (half of it
- * drawing its 15.9M normal numbers, half the calibration pass). */
+ *   - head convs (the conv feeding a [region] or [yolo] layer, usually linear without BN): after He
+ *     initialisation each filter loses its component along the head input's mean vector (so a
+ *     cell's logits do not all rise together where features are strong overall), under [yolo]
+ *     each anchor's class filters are centred (so classes compete, as under [region]'s softmax),
+ *     then each output channel is rescaled (weights and bias; or the BN statistics if the head has
+ *     BN) to a target mean and standard deviation on the calibration input:
+ *       box offsets x, y, w, h:  mean 0, spread 1;
+ *       objectness logit:        spread 3, mean chosen so that about 12 anchor-cells of the head
+ *                                at full resolution would exceed logit 2 (sigmoid 0.88) if the
+ *                                logits were normal: mean = 2 - 3*z with Q(z) = 12 / anchor-cells
+ *                                (about -4.6 for yolov2-tiny-voc's 13x13x5 head);
+ *       class logits:            spread 3; mean 0 under [region]'s softmax, -6 under [yolo]'s
+ *                                independent logistic (so about one class of a confident cell
+ *                                passes, not half of them).
+ *     The spreads are divided by 1.7 at calibration: measured on the five bundled photos, head
+ *     logits spread about 1.7 times more than on the calibration image, and with this correction
+ *     their spreads on the photos come out near the targets above. The constants were tuned so the
+ *     photos give a few boxes at Darknet's 0.5 threshold (seed 1, before NMS: 1 to 28 per photo
+ *     for yolov2-tiny-voc, 3 to 310 for yolov3-tiny); other seeds vary around that.
+ * Calibration input: one "dead leaves" image (opaque discs of random colour painted over each
+ * other, radii from a power law between 1 pixel and a third of the image), from a fixed seed
+ * independent of `seed`. Such images share photos' 1/f spectrum, sharp edges and flat regions, so
+ * the statistics carry over to real pictures (smooth patterns underestimate the feature variance
+ * of edges and texture by about 2x per layer). Per-channel statistics of a convolutional net are
+ * nearly resolution independent, so the pass runs at a reduced input size (the larger side scaled
+ * down to 160, sides multiples of 32: 160x160 for a 416x416 net, so the 13x13 layers are estimated
+ * from 5x5 = 25 positions) when every layer's shape can be re-inferred there and the net has no
+ * [connected] layer; otherwise at the full input size. The pass uses only the ops' CPU
+ * references. yolov2-tiny-voc synthesizes in about 1 s on one core (a third drawing its 15.9M
+ * normal numbers, two thirds the calibration pass). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,10 +59,12 @@
 #define CAL_MAX_SIDE 160
 #define CAL_BATCH 1
 #define CAL_INPUT_SEED 0x677261706872756eULL /* "graphrun" */
-#define HEAD_CONFIDENT_CELLS 8.0
+#define HEAD_CONFIDENT_CELLS 12.0
 #define HEAD_CONFIDENT_LOGIT 2.0
 #define HEAD_LOGIT_SPREAD 3.0
 #define YOLO_CLASS_MEAN -6.0
+/* Head logits spread this much more on the bundled photos than on the calibration image. */
+#define HEAD_PHOTO_SPREAD_RATIO 1.7
 
 typedef struct calib {
     const gr_net *net;
@@ -95,7 +107,8 @@ static void choose_calibration_size(calib *cal)
         has_connected |= net->layers[i].p.op == GR_OP_CONNECTED;
     if (side > CAL_MAX_SIDE && !has_connected) {
         double scale = (double)CAL_MAX_SIDE / side;
-        gr_shape reduced = {net->c, (int)(net->h * scale) / 32 * 32, (int)(net->w * scale) / 32 * 32};
+        gr_shape reduced = {net->c, (int)(net->h * scale) / 32 * 32,
+                            (int)(net->w * scale) / 32 * 32};
         if (reduced.h < 32)
             reduced.h = 32;
         if (reduced.w < 32)
@@ -110,40 +123,48 @@ static void choose_calibration_size(calib *cal)
         cal->shapes[i] = net->layers[i].out;
 }
 
+/* A "dead leaves" image: opaque discs of random colour painted over each other, radii drawn from
+ * a power law (density ~ r^-3) between 1 pixel and a third of the image. Such images share the
+ * statistics of photos that matter here (a 1/f spectrum, sharp occlusion edges, flat regions,
+ * scale invariance), so the calibrated statistics carry over to real pictures; smooth patterns
+ * underestimate the feature variance that edges and texture produce. */
 static void make_calibration_input(calib *cal)
 {
     gr_rng r;
     gr_rng_seed(&r, CAL_INPUT_SEED);
     const gr_shape s = cal->input;
-    enum { WAVES = 6 };
+    const size_t plane = (size_t)s.h * (size_t)s.w;
+    const double max_radius = (s.w < s.h ? s.w : s.h) / 3.0;
+    /* Enough discs to cover the image several times over at every scale. */
+    const int n_discs = (int)(4.0 * (double)plane / 12.0) + 64;
     for (int b = 0; b < CAL_BATCH; b++) {
         float *img = cal->input_data + (size_t)b * gr_shape_elems(s);
-        /* Luminance shared by all channels, then a colour pattern per channel. */
-        for (int c = -1; c < s.c; c++) {
-            double fx[WAVES], fy[WAVES], phase[WAVES];
-            for (int k = 0; k < WAVES; k++) {
-                fx[k] = 6.283185307179586 * (1.0 + 5.0 * (double)gr_rng_uniform(&r)) / s.w;
-                fy[k] = 6.283185307179586 * (1.0 + 5.0 * (double)gr_rng_uniform(&r)) / s.h;
-                phase[k] = 6.283185307179586 * (double)gr_rng_uniform(&r);
+        for (int c = 0; c < s.c; c++)
+            for (size_t k = 0; k < plane; k++)
+                img[(size_t)c * plane + k] = 0.5f;
+        for (int d = 0; d < n_discs; d++) {
+            double cx = (double)gr_rng_uniform(&r) * s.w, cy = (double)gr_rng_uniform(&r) * s.h;
+            double radius = 1.0 / sqrt(1.0 - (double)gr_rng_uniform(&r));
+            if (radius > max_radius)
+                radius = max_radius;
+            double luma = 0.05 + 0.9 * (double)gr_rng_uniform(&r);
+            float colour[3];
+            for (int c = 0; c < 3; c++) {
+                double v = luma + 0.12 * (double)gr_rng_normal(&r);
+                colour[c] = (float)(v < 0.0 ? 0.0 : v > 1.0 ? 1.0 : v);
             }
-            for (int ch = (c < 0 ? 0 : c); ch < (c < 0 ? s.c : c + 1); ch++) {
-                float *plane = img + (size_t)ch * (size_t)s.h * (size_t)s.w;
-                for (int y = 0; y < s.h; y++) {
-                    for (int x = 0; x < s.w; x++) {
-                        double v = 0.0;
-                        for (int k = 0; k < WAVES; k++)
-                            v += sin(fx[k] * x + fy[k] * y + phase[k]);
-                        float *px = &plane[(size_t)y * s.w + x];
-                        if (c < 0)
-                            *px = (float)(0.45 + 0.07 * v);
-                        else
-                            *px += (float)(0.04 * v) + 0.03f * gr_rng_normal(&r);
-                    }
+            int x0 = (int)(cx - radius), x1 = (int)(cx + radius) + 1;
+            int y0 = (int)(cy - radius), y1 = (int)(cy + radius) + 1;
+            for (int y = y0 < 0 ? 0 : y0; y < (y1 > s.h ? s.h : y1); y++) {
+                for (int x = x0 < 0 ? 0 : x0; x < (x1 > s.w ? s.w : x1); x++) {
+                    double dx = x + 0.5 - cx, dy = y + 0.5 - cy;
+                    if (dx * dx + dy * dy > radius * radius)
+                        continue;
+                    for (int c = 0; c < s.c; c++)
+                        img[(size_t)c * plane + (size_t)y * s.w + x] = colour[c % 3];
                 }
             }
         }
-        for (size_t i = 0; i < gr_shape_elems(s); i++)
-            img[i] = img[i] < 0.0f ? 0.0f : img[i] > 1.0f ? 1.0f : img[i];
     }
 }
 
@@ -223,10 +244,10 @@ static void head_target(const gr_net *net, int head, const gr_layer *dec, int ch
     int e = ch % entries;
     if (e < coords) {
         *mean = 0.0;
-        *stddev = 1.0;
+        *stddev = 1.0 / HEAD_PHOTO_SPREAD_RATIO;
         return;
     }
-    *stddev = HEAD_LOGIT_SPREAD;
+    *stddev = HEAD_LOGIT_SPREAD / HEAD_PHOTO_SPREAD_RATIO;
     if (e > coords) {
         *mean = dec->p.op == GR_OP_YOLO ? YOLO_CLASS_MEAN : 0.0;
         return;
@@ -267,6 +288,69 @@ static void apply_bn(float *x, gr_shape s, const gr_op_params *p, const gr_weigh
     }
 }
 
+/* Make every output channel of head conv i blind to the mean of its input: remove from each
+ * filter its component along the (per-tap repeated) mean input vector. Otherwise all logits of a
+ * cell move together wherever the features are strong overall (high-contrast texture), which
+ * makes every class of such cells "confident" at once - not how a trained head behaves. */
+static void decorrelate_from_mean_input(const calib *cal, int i, gr_weights *w)
+{
+    const gr_layer *l = &cal->net->layers[i];
+    const int from = l->inputs[0];
+    const gr_shape in = from < 0 ? cal->input : cal->shapes[from];
+    const float *x = from < 0 ? cal->input_data : cal->outputs[from];
+    const int in_per_group = in.c / l->p.groups, out_per_group = l->p.filters / l->p.groups;
+    const size_t taps = (size_t)l->p.size * (size_t)l->p.size;
+    const size_t fan_in = (size_t)in_per_group * taps;
+    for (int oc = 0; oc < w->n; oc++) {
+        const int group = oc / out_per_group;
+        float *kernel = w->weights + (size_t)oc * fan_in;
+        double dot = 0.0, norm = 0.0;
+        for (int ic = 0; ic < in_per_group; ic++) {
+            double mean, var;
+            channel_stats(x, in, group * in_per_group + ic, &mean, &var);
+            for (size_t t = 0; t < taps; t++) {
+                dot += (double)kernel[(size_t)ic * taps + t] * mean;
+                norm += mean * mean;
+            }
+        }
+        if (norm <= 0.0)
+            continue;
+        for (int ic = 0; ic < in_per_group; ic++) {
+            double mean, var;
+            channel_stats(x, in, group * in_per_group + ic, &mean, &var);
+            for (size_t t = 0; t < taps; t++)
+                kernel[(size_t)ic * taps + t] =
+                    (float)((double)kernel[(size_t)ic * taps + t] - dot / norm * mean);
+        }
+    }
+}
+
+/* [yolo] scores every class with its own logistic, so classes do not compete as under [region]'s
+ * softmax. Centre each anchor's class filters (subtract their mean filter): the class logits of a
+ * cell then sum to a constant, one class standing out means the others stand back, and a
+ * confident cell does not pass a dozen classes at once. */
+static void centre_yolo_class_filters(const calib *cal, int i, const gr_layer *dec, gr_weights *w)
+{
+    const gr_layer *l = &cal->net->layers[i];
+    const int entries = 5 + dec->p.classes;
+    const size_t fan_in = w->n_weights / (size_t)w->n;
+    if (dec->p.classes < 2 || l->p.filters % entries != 0)
+        return;
+    for (int a = 0; a < l->p.filters / entries; a++) {
+        float *first = w->weights + (size_t)(a * entries + 5) * fan_in;
+        for (size_t k = 0; k < fan_in; k++) {
+            double mean = 0.0;
+            for (int j = 0; j < dec->p.classes; j++)
+                mean += (double)first[(size_t)j * fan_in + k];
+            mean /= dec->p.classes;
+            for (int j = 0; j < dec->p.classes; j++) {
+                float *weight = &first[(size_t)j * fan_in + k];
+                *weight = (float)((double)*weight - mean);
+            }
+        }
+    }
+}
+
 static void synthesize_conv(calib *cal, int i, gr_rng *r, float *zero_bias)
 {
     const gr_net *net = cal->net;
@@ -281,6 +365,11 @@ static void synthesize_conv(calib *cal, int i, gr_rng *r, float *zero_bias)
         fill_normal(r, w->biases, (size_t)w->n, 0.0, 0.05);
         run_layer(cal, i, &l->p, w, cal->outputs[i]);
         return;
+    }
+    if (dec >= 0) {
+        decorrelate_from_mean_input(cal, i, w);
+        if (net->layers[dec].p.op == GR_OP_YOLO)
+            centre_yolo_class_filters(cal, i, &net->layers[dec], w);
     }
     run_conv_linear(cal, i, w, zero_bias);
     for (int c = 0; c < w->n; c++) {
