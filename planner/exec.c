@@ -223,6 +223,24 @@ static gr_shape tensor_shape(const gr_plan_tensor *t)
     return s;
 }
 
+/* Activation of the f16/int8 epilogues, as the GPU kernels compute it (float constants, expf).
+ * fp32 uses gr_activate, Darknet's CPU code (double 0.1 and exp), so it equals the references. */
+static float epilogue_activate(float y, gr_activation a)
+{
+    switch (a) {
+    case GR_ACT_LINEAR: return y;
+    case GR_ACT_LEAKY: return y > 0.0f ? y : 0.1f * y;
+    case GR_ACT_RELU: return y > 0.0f ? y : 0.0f;
+    case GR_ACT_LOGISTIC: return 1.0f / (1.0f + expf(-y));
+    default: return gr_activate(y, a);
+    }
+}
+
+static float activate_for(gr_dtype compute, float y, gr_activation a)
+{
+    return compute == GR_DTYPE_F32 ? gr_activate(y, a) : epilogue_activate(y, a);
+}
+
 /* ---- convolution ------------------------------------------------------------------------- */
 
 /* Outputs o in [lo, hi) read input o*stride + offset inside [0, in_n). */
@@ -366,7 +384,7 @@ static gr_status run_conv(gr_plan_exec *ex, const gr_plan_node *nd)
                 } else {
                     v = plane[i] + bias[oc];
                 }
-                plane[i] = gr_activate(v, nd->p.activation);
+                plane[i] = activate_for(x->dtype, v, nd->p.activation);
             }
         }
         const float *result = act;
@@ -451,6 +469,11 @@ static gr_status run_reference(gr_plan_exec *ex, const gr_plan_node *nd)
         in_const[k] = in[k];
         shapes[k] = tensor_shape(x);
     }
+    /* Shortcut in f16/i8: the reference adds (linear), the epilogue activation follows. */
+    gr_op_params params = nd->p;
+    int low_precision_act = nd->kind == GR_OP_SHORTCUT && y->dtype != GR_DTYPE_F32;
+    if (low_precision_act)
+        params.activation = GR_ACT_LINEAR;
     gr_weights w;
     memset(&w, 0, sizeof w);
     if (nd->kind == GR_OP_CONNECTED) {
@@ -460,11 +483,13 @@ static gr_status run_reference(gr_plan_exec *ex, const gr_plan_node *nd)
         w.n_weights = nd->n_w;
     }
     gr_op_get((gr_op_kind)nd->kind)
-        ->ref(&nd->p, &w, in_const, shapes, nd->n_inputs, out, tensor_shape(y), batch);
+        ->ref(&params, &w, in_const, shapes, nd->n_inputs, out, tensor_shape(y), batch);
     if (!stored) {
         float inv = y->dtype == GR_DTYPE_I8 ? 1.0f / y->scale : 1.0f;
-        for (size_t i = 0; i < out_count; i++)
-            out[i] = requantize(y, out[i], inv);
+        for (size_t i = 0; i < out_count; i++) {
+            float v = low_precision_act ? epilogue_activate(out[i], nd->p.activation) : out[i];
+            out[i] = requantize(y, v, inv);
+        }
     }
     scatter(ex, nd->output, 0, batch, out);
 done:
