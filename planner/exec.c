@@ -112,9 +112,12 @@ static size_t element_index(const gr_plan_tensor *t, int n, int c, int y, int x)
 {
     if (t->layout == GR_LAYOUT_NCHW)
         return (((size_t)n * (size_t)t->c_stride + (size_t)t->c_offset + (size_t)c) * (size_t)t->h +
-                (size_t)y) * (size_t)t->w + (size_t)x;
+                (size_t)y) *
+                   (size_t)t->w +
+               (size_t)x;
     return (((size_t)n * (size_t)t->h + (size_t)y) * (size_t)t->w + (size_t)x) *
-               (size_t)t->c_stride + (size_t)t->c_offset + (size_t)c;
+               (size_t)t->c_stride +
+           (size_t)t->c_offset + (size_t)c;
 }
 
 static float load_stored(const gr_plan_tensor *t, const uint8_t *base, size_t i)
@@ -273,7 +276,8 @@ static void conv_accumulate_f32(const conv_geometry *g, const float *in, const f
         int group = oc / out_per_group;
         for (int ic = 0; ic < in_per_group; ic++) {
             const float *src = in + (size_t)(group * in_per_group + ic) * in_plane;
-            const float *kernel = w + ((size_t)oc * (size_t)in_per_group + (size_t)ic) * g->k * g->k;
+            const float *kernel =
+                w + ((size_t)oc * (size_t)in_per_group + (size_t)ic) * g->k * g->k;
             for (int ky = 0; ky < g->k; ky++)
                 for (int kx = 0; kx < g->k; kx++) {
                     float weight = kernel[ky * g->k + kx];
@@ -282,7 +286,8 @@ static void conv_accumulate_f32(const conv_geometry *g, const float *in, const f
                     tap_range(g->out_w, g->in_w, g->stride, dx, &x0, &x1);
                     for (int oy = y0; oy < y1; oy++) {
                         float *restrict row = plane + (size_t)oy * g->out_w;
-                        const float *restrict in_row = src + (size_t)(oy * g->stride + dy) * g->in_w;
+                        const float *restrict in_row =
+                            src + (size_t)(oy * g->stride + dy) * g->in_w;
                         for (int ox = x0; ox < x1; ox++)
                             row[ox] += weight * in_row[ox * g->stride + dx];
                     }
@@ -303,7 +308,8 @@ static void conv_accumulate_i8(const conv_geometry *g, const int16_t *in, const 
         int group = oc / out_per_group;
         for (int ic = 0; ic < in_per_group; ic++) {
             const int16_t *src = in + (size_t)(group * in_per_group + ic) * in_plane;
-            const int8_t *kernel = w + ((size_t)oc * (size_t)in_per_group + (size_t)ic) * g->k * g->k;
+            const int8_t *kernel =
+                w + ((size_t)oc * (size_t)in_per_group + (size_t)ic) * g->k * g->k;
             for (int ky = 0; ky < g->k; ky++)
                 for (int kx = 0; kx < g->k; kx++) {
                     int32_t weight = kernel[ky * g->k + kx];
@@ -312,7 +318,8 @@ static void conv_accumulate_i8(const conv_geometry *g, const int16_t *in, const 
                     tap_range(g->out_w, g->in_w, g->stride, dx, &x0, &x1);
                     for (int oy = y0; oy < y1; oy++) {
                         int32_t *restrict row = plane + (size_t)oy * g->out_w;
-                        const int16_t *restrict in_row = src + (size_t)(oy * g->stride + dy) * g->in_w;
+                        const int16_t *restrict in_row =
+                            src + (size_t)(oy * g->stride + dy) * g->in_w;
                         for (int ox = x0; ox < x1; ox++)
                             row[ox] += weight * (int32_t)in_row[ox * g->stride + dx];
                     }
@@ -326,8 +333,9 @@ static gr_status run_conv(gr_plan_exec *ex, const gr_plan_node *nd)
     const gr_plan *plan = ex->plan;
     const gr_plan_tensor *x = &plan->tensors[nd->inputs[0]];
     const gr_plan_tensor *y = &plan->tensors[nd->output];
-    conv_geometry g = {x->c, x->h, x->w, nd->p.filters, 0, 0, nd->p.size, nd->p.stride,
-                       nd->p.pad, nd->p.groups > 0 ? nd->p.groups : 1};
+    conv_geometry g = {
+        x->c, x->h,       x->w,         nd->p.filters, 0,
+        0,    nd->p.size, nd->p.stride, nd->p.pad,     nd->p.groups > 0 ? nd->p.groups : 1};
     g.out_h = (g.in_h + 2 * g.pad - g.k) / g.stride + 1;
     g.out_w = (g.in_w + 2 * g.pad - g.k) / g.stride + 1;
     size_t in_elems = image_elems(x);
@@ -340,7 +348,8 @@ static gr_status run_conv(gr_plan_exec *ex, const gr_plan_node *nd)
     float *act = gr_malloc(conv_elems * sizeof *act, "conv output scratch");
     float *pooled = gr_malloc(image_elems(y) * sizeof *pooled, "conv pool scratch");
     int16_t *in_q = is_i8 ? gr_malloc(in_elems * sizeof *in_q, "conv int8 input") : NULL;
-    int32_t *acc_q = is_i8 ? gr_malloc(conv_elems * sizeof *acc_q, "conv int32 accumulators") : NULL;
+    int32_t *acc_q =
+        is_i8 ? gr_malloc(conv_elems * sizeof *acc_q, "conv int32 accumulators") : NULL;
     float *w16 = is_f16 ? gr_malloc(nd->n_w * sizeof *w16, "conv f16 weights") : NULL;
     gr_status st = GR_OK;
     if (!in || !act || !pooled || (is_i8 && (!in_q || !acc_q)) || (is_f16 && !w16)) {

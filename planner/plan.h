@@ -130,6 +130,8 @@ typedef struct gr_plan_options {
     int fold_bn;                /* 1 default */
     int fuse_maxpool;           /* 0 default: fuse a conv's sole-consumer maxpool */
     int concat_in_place;        /* 1 default */
+    int nchw_strided_views;     /* 0 default: f32 tensors stay dense (gpuspec), so f32 concats
+                                   alias only at batch 1; 1 also aliases strided batch > 1 slices */
     int in_place;               /* 1 default: elementwise ops overwrite a dying input */
     int single_stream;          /* 0 default */
     int decode_heads;           /* 0 default: outputs are the raw head convs; 1 keeps region/yolo */

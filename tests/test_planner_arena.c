@@ -16,8 +16,7 @@
 
 #define N_RANDOM_DAGS 1000
 
-static void random_options(gr_rng *r, const gr_net *net, gr_plan_options *opt,
-                           gr_precision *map)
+static void random_options(gr_rng *r, const gr_net *net, gr_plan_options *opt, gr_precision *map)
 {
     gr_plan_options_default(opt);
     opt->precision = (gr_precision)(gr_rng_u64(r) % 3);
@@ -25,6 +24,7 @@ static void random_options(gr_rng *r, const gr_net *net, gr_plan_options *opt,
     opt->fuse_maxpool = (int)(gr_rng_u64(r) % 2);
     opt->single_stream = (int)(gr_rng_u64(r) % 4 == 0);
     opt->decode_heads = (int)(gr_rng_u64(r) % 4 == 0);
+    opt->nchw_strided_views = (int)(gr_rng_u64(r) % 2);
     if (gr_rng_u64(r) % 2) {
         for (int i = 0; i < net->n_layers; i++)
             map[i] = (gr_precision)(gr_rng_u64(r) % 3);

@@ -38,8 +38,9 @@ static void paired_images(int c, int h, int w, int batch, uint64_t seed, uint8_t
             for (int x = 0; x < w; x++)
                 for (int ch = 0; ch < c; ch++) {
                     /* smooth pattern plus noise, like a photo */
-                    int v = (int)(128.0f + 90.0f * sinf(0.11f * (float)(x + 3 * ch)) *
-                                               cosf(0.07f * (float)(y + b)) +
+                    int v = (int)(128.0f +
+                                  90.0f * sinf(0.11f * (float)(x + 3 * ch)) *
+                                      cosf(0.07f * (float)(y + b)) +
                                   30.0f * gr_rng_uniform(&r));
                     v = v < 0 ? 0 : (v > 255 ? 255 : v);
                     (*u8)[(((size_t)b * h + y) * w + x) * c + ch] = (uint8_t)v;
@@ -208,7 +209,8 @@ START_TEST(int8_conv_follows_the_epilogue_spec_bit_for_bit)
     for (int c = 0; c < 3; c++)
         for (int y = 0; y < 5; y++)
             for (int x = 0; x < 6; x++)
-                q_in[c][y][x] = (int)clamp127(rintf(((float)u8[(y * 6 + x) * 3 + c] / 255.0f) / s_in));
+                q_in[c][y][x] =
+                    (int)clamp127(rintf(((float)u8[(y * 6 + x) * 3 + c] / 255.0f) / s_in));
     const float *w = p->weights + conv->w_offset, *bias = p->weights + conv->b_offset;
     size_t mismatches = 0;
     for (int oc = 0; oc < 5; oc++) {
@@ -342,7 +344,8 @@ START_TEST(fp16_and_int8_track_fp32_after_calibration)
         float *q8 = run_output(p8, u8, k);
         size_t n = tensor_elems(&p32->tensors[p32->output_tensors[k]]);
         double e16 = rms_relative(half, ref, n), e8 = rms_relative(q8, ref, n);
-        printf("head %d: fp16 rms error %.4f, int8 rms error %.4f (relative to fp32)\n", k, e16, e8);
+        printf("head %d: fp16 rms error %.4f, int8 rms error %.4f (relative to fp32)\n", k, e16,
+               e8);
         /* fp16 rounds each value to 11 significant bits (~5e-4) at every layer: ~3e-3 measured
          * over 13 convs; 1e-2 is the bound. int8 with max calibration on these synthetic weights
          * (activation maxima ~15x their RMS) loses ~3-5% per layer: ~0.1 measured; 0.2 is the
@@ -369,12 +372,12 @@ START_TEST(calibration_ranges_and_shared_scales)
     float max_r[24], pct_r[24], full_r[24], in_max, in_pct, in_full;
     ck_assert_int_eq(gr_plan_calibrate_ranges(net, images, 2, GR_CALIB_MAX, 0.0f, max_r, &in_max),
                      GR_OK);
-    ck_assert_int_eq(gr_plan_calibrate_ranges(net, images, 2, GR_CALIB_PERCENTILE, 99.0f, pct_r,
-                                              &in_pct),
-                     GR_OK);
-    ck_assert_int_eq(gr_plan_calibrate_ranges(net, images, 2, GR_CALIB_PERCENTILE, 100.0f, full_r,
-                                              &in_full),
-                     GR_OK);
+    ck_assert_int_eq(
+        gr_plan_calibrate_ranges(net, images, 2, GR_CALIB_PERCENTILE, 99.0f, pct_r, &in_pct),
+        GR_OK);
+    ck_assert_int_eq(
+        gr_plan_calibrate_ranges(net, images, 2, GR_CALIB_PERCENTILE, 100.0f, full_r, &in_full),
+        GR_OK);
     /* The input is uniform in [0, 1): its max is just below 1, its 99th percentile near 0.99. */
     ck_assert(in_max < 1.0f && in_max > 0.999f);
     ck_assert(in_pct > 0.98f && in_pct < 0.995f);
