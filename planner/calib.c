@@ -1,7 +1,8 @@
 /* Host-side int8 calibration on the CPU: run an fp32 plan of the network over calibration images
  * with the plan executor, record each layer output's |x| statistics (max, or every value for a
  * percentile), and turn them into per-layer ranges (gr_plan_set_ranges makes the scales). The GPU
- * engine may fill the same table from its own runs; the ranges are what a calibration cache keeps. */
+ * engine may fill the same table from its own runs; the ranges are what a calibration cache keeps.
+ */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +16,9 @@ typedef struct value_list {
 
 typedef struct calib_state {
     const gr_plan *plan;
-    int keep_values;     /* percentile: keep every |x| */
-    float *layer_max;    /* [n_layers] */
-    value_list *lists;   /* [n_layers] when keep_values */
+    int keep_values;   /* percentile: keep every |x| */
+    float *layer_max;  /* [n_layers] */
+    value_list *lists; /* [n_layers] when keep_values */
     float *scratch;
     size_t scratch_cap;
     gr_status status;
@@ -112,8 +113,8 @@ gr_status gr_plan_calibrate_ranges(const gr_net *net, const float *images, int n
     cs.layer_max = gr_calloc((size_t)net->n_layers, sizeof *cs.layer_max, "calibration");
     cs.lists = gr_calloc((size_t)net->n_layers + 1, sizeof *cs.lists, "calibration");
     value_list input_values = {0};
-    gr_status st = cs.layer_max && cs.lists ? gr_plan_exec_create(plan, 0, &ex)
-                                            : GR_ERR_OUT_OF_MEMORY;
+    gr_status st =
+        cs.layer_max && cs.lists ? gr_plan_exec_create(plan, 0, &ex) : GR_ERR_OUT_OF_MEMORY;
     size_t image_elems = (size_t)net->c * (size_t)net->h * (size_t)net->w;
     float input_max = 0.0f;
     if (st == GR_OK)
@@ -131,8 +132,8 @@ gr_status gr_plan_calibrate_ranges(const gr_net *net, const float *images, int n
     }
     if (st == GR_OK) {
         for (int l = 0; l < net->n_layers; l++)
-            layer_range[l] = cs.keep_values ? percentile_of(&cs.lists[l], percentile)
-                                            : cs.layer_max[l];
+            layer_range[l] =
+                cs.keep_values ? percentile_of(&cs.lists[l], percentile) : cs.layer_max[l];
         *input_range = cs.keep_values ? percentile_of(&input_values, percentile) : input_max;
     }
     for (int l = 0; cs.lists && l < net->n_layers; l++)
@@ -153,14 +154,14 @@ gr_status gr_plan_calibrate(gr_plan *plan, const gr_net *net, const float *image
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_plan_calibrate: NULL argument");
     if (plan->n_layers != net->n_layers)
         return gr_fail(GR_ERR_INVALID_ARGUMENT,
-                       "gr_plan_calibrate: the plan has %d layers, the network %d",
-                       plan->n_layers, net->n_layers);
+                       "gr_plan_calibrate: the plan has %d layers, the network %d", plan->n_layers,
+                       net->n_layers);
     float *ranges = gr_calloc((size_t)net->n_layers, sizeof *ranges, "calibration ranges");
     if (!ranges)
         return GR_ERR_OUT_OF_MEMORY;
     float input_range = 0.0f;
-    gr_status st = gr_plan_calibrate_ranges(net, images, n_images, method, percentile, ranges,
-                                            &input_range);
+    gr_status st =
+        gr_plan_calibrate_ranges(net, images, n_images, method, percentile, ranges, &input_range);
     if (st == GR_OK)
         st = gr_plan_set_ranges(plan, ranges, input_range);
     free(ranges);

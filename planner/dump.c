@@ -34,13 +34,14 @@ gr_status gr_plan_dump_text(const gr_plan *plan, FILE *f)
 {
     if (!plan || !f)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_plan_dump_text: NULL argument");
-    fprintf(f, "plan: %dx%dx%d input, batch %d, %s, %d nodes, %d tensors, %d buffers, %d streams, "
-               "%d events\n",
+    fprintf(f,
+            "plan: %dx%dx%d input, batch %d, %s, %d nodes, %d tensors, %d buffers, %d streams, "
+            "%d events\n",
             plan->net_w, plan->net_h, plan->net_c, plan->batch, gr_precision_name(plan->precision),
             plan->n_nodes, plan->n_tensors, plan->n_buffers, plan->n_streams, plan->n_events);
     fprintf(f, "%4s %-10s %5s %-24s %-9s %-6s %-20s %3s %-10s %12s %12s %-9s %s\n", "step", "op",
-            "layer", "fused", "dtype", "layout", "shape n,c(pad),h,w", "str", "wait>rec",
-            "offset", "bytes", "live", "storage");
+            "layer", "fused", "dtype", "layout", "shape n,c(pad),h,w", "str", "wait>rec", "offset",
+            "bytes", "live", "storage");
     for (int i = 0; i < plan->n_nodes; i++) {
         const gr_plan_node *nd = &plan->nodes[i];
         int t = row_tensor(nd);
@@ -50,8 +51,8 @@ gr_status gr_plan_dump_text(const gr_plan *plan, FILE *f)
         gr_plan_fused_str(nd, fused, sizeof fused);
         if (nd->noop)
             snprintf(fused, sizeof fused, "(view, no-op)");
-        const char *in_dtype = nd->n_inputs ? gr_dtype_name(plan->tensors[nd->inputs[0]].dtype)
-                                            : "-";
+        const char *in_dtype =
+            nd->n_inputs ? gr_dtype_name(plan->tensors[nd->inputs[0]].dtype) : "-";
         snprintf(dtype, sizeof dtype, "%s>%s", in_dtype,
                  nd->output >= 0 ? gr_dtype_name(x->dtype) : "-");
         snprintf(shape, sizeof shape, "%d,%d(%d),%d,%d", x->n, x->c, x->c_pad, x->h, x->w);
@@ -75,11 +76,12 @@ gr_status gr_plan_dump_text(const gr_plan *plan, FILE *f)
                      x->pinned ? " (pinned)" : "");
         snprintf(live, sizeof live, "[%d,%d]", x->live_begin, x->live_end);
         fprintf(f, "%4d %-10s %5d %-24s %-9s %-6s %-20s %3d %-10s %12zu %12zu %-9s %s\n", i,
-                gr_plan_kind_name(nd->kind), nd->layer, fused, dtype, layout_name(x->layout),
-                shape, nd->stream, events, b->offset, x->bytes, live, storage);
+                gr_plan_kind_name(nd->kind), nd->layer, fused, dtype, layout_name(x->layout), shape,
+                nd->stream, events, b->offset, x->bytes, live, storage);
     }
-    fprintf(f, "arena bytes: %zu  lower bound: %zu (arena/lb %.4f)  naive sum: %zu (arena/naive "
-               "%.3f)  placement: %s\n",
+    fprintf(f,
+            "arena bytes: %zu  lower bound: %zu (arena/lb %.4f)  naive sum: %zu (arena/naive "
+            "%.3f)  placement: %s\n",
             plan->arena_bytes, plan->lower_bound_bytes,
             plan->lower_bound_bytes ? (double)plan->arena_bytes / (double)plan->lower_bound_bytes
                                     : 1.0,
@@ -116,33 +118,36 @@ gr_status gr_plan_dump_json(const gr_plan *plan, FILE *f)
         const gr_plan_tensor *x = &plan->tensors[t];
         char fused[64];
         gr_plan_fused_str(nd, fused, sizeof fused);
-        fprintf(f, "    {\"step\": %d, \"op\": \"%s\", \"layer\": %d, \"fused\": \"%s\", "
-                   "\"noop\": %d, \"inputs\": [",
+        fprintf(f,
+                "    {\"step\": %d, \"op\": \"%s\", \"layer\": %d, \"fused\": \"%s\", "
+                "\"noop\": %d, \"inputs\": [",
                 i, gr_plan_kind_name(nd->kind), nd->layer, nd->fused ? fused : "", nd->noop);
         for (int k = 0; k < nd->n_inputs; k++)
             fprintf(f, "%s%d", k ? ", " : "", nd->inputs[k]);
         fprintf(f, "], \"output\": %d, \"dtype_in\": \"%s\", \"dtype_out\": \"%s\", ", nd->output,
                 nd->n_inputs ? gr_dtype_name(plan->tensors[nd->inputs[0]].dtype) : "",
                 nd->output >= 0 ? gr_dtype_name(x->dtype) : "");
-        fprintf(f, "\"layout\": \"%s\", \"shape\": [%d, %d, %d, %d], \"c_pad\": %d, "
-                   "\"c_stride\": %d, \"c_offset\": %d, ",
-                layout_name(x->layout), x->n, x->c, x->h, x->w, x->c_pad, x->c_stride,
-                x->c_offset);
+        fprintf(f,
+                "\"layout\": \"%s\", \"shape\": [%d, %d, %d, %d], \"c_pad\": %d, "
+                "\"c_stride\": %d, \"c_offset\": %d, ",
+                layout_name(x->layout), x->n, x->c, x->h, x->w, x->c_pad, x->c_stride, x->c_offset);
         fprintf(f, "\"stream\": %d, \"waits\": [", nd->stream);
         for (int w = 0; w < nd->n_waits; w++)
             fprintf(f, "%s%d", w ? ", " : "", plan->waits[nd->wait_begin + w]);
-        fprintf(f, "], \"record_event\": %d, \"buffer\": %d, \"offset\": %zu, \"bytes\": %zu, "
-                   "\"live\": [%d, %d], \"view_of\": %d, \"inplace_of\": %d, \"pinned\": %d, "
-                   "\"scale\": %.9g}%s\n",
+        fprintf(f,
+                "], \"record_event\": %d, \"buffer\": %d, \"offset\": %zu, \"bytes\": %zu, "
+                "\"live\": [%d, %d], \"view_of\": %d, \"inplace_of\": %d, \"pinned\": %d, "
+                "\"scale\": %.9g}%s\n",
                 nd->record_event, x->buffer, plan->buffers[x->buffer].offset, x->bytes,
-                x->live_begin, x->live_end, x->view_of, x->inplace_of, x->pinned,
-                (double)x->scale, i + 1 < plan->n_nodes ? "," : "");
+                x->live_begin, x->live_end, x->view_of, x->inplace_of, x->pinned, (double)x->scale,
+                i + 1 < plan->n_nodes ? "," : "");
     }
     fprintf(f, "  ],\n  \"buffers\": [\n");
     for (int b = 0; b < plan->n_buffers; b++) {
         const gr_plan_buffer *x = &plan->buffers[b];
-        fprintf(f, "    {\"offset\": %zu, \"bytes\": %zu, \"live\": [%d, %d], \"root\": %d, "
-                   "\"pinned\": %d}%s\n",
+        fprintf(f,
+                "    {\"offset\": %zu, \"bytes\": %zu, \"live\": [%d, %d], \"root\": %d, "
+                "\"pinned\": %d}%s\n",
                 x->offset, x->bytes, x->live_begin, x->live_end, x->root, x->pinned,
                 b + 1 < plan->n_buffers ? "," : "");
     }
@@ -188,11 +193,12 @@ gr_status gr_plan_dump_dot(const gr_plan *plan, FILE *f)
         } else if (nd->noop) {
             style = "dashed";
         }
-        fprintf(f, "  n%d [label=\"%d: %s%s%s%s\\nstream %d\", shape=%s, style=%s, fillcolor=%s, "
-                   "color=%s];\n",
-                i, i, gr_plan_kind_name(nd->kind), nd->fused ? "\\n" : "",
-                nd->fused ? fused : "", nd->noop ? "\\n(view)" : "", nd->stream, shape, style,
-                fill, stream_colour(nd->stream));
+        fprintf(f,
+                "  n%d [label=\"%d: %s%s%s%s\\nstream %d\", shape=%s, style=%s, fillcolor=%s, "
+                "color=%s];\n",
+                i, i, gr_plan_kind_name(nd->kind), nd->fused ? "\\n" : "", nd->fused ? fused : "",
+                nd->noop ? "\\n(view)" : "", nd->stream, shape, style, fill,
+                stream_colour(nd->stream));
     }
     for (int i = 0; i < plan->n_nodes; i++) {
         const gr_plan_node *nd = &plan->nodes[i];
@@ -225,15 +231,18 @@ gr_status gr_plan_dump_svg(const gr_plan *plan, FILE *f)
     int steps = plan->n_nodes > 0 ? plan->n_nodes : 1;
     double arena = plan->arena_bytes ? (double)plan->arena_bytes : 1.0;
     double step_w = width / steps;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-               "font-family=\"Helvetica\" font-size=\"10\">\n",
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+            "font-family=\"Helvetica\" font-size=\"10\">\n",
             left + width + 20, top + height + 50);
-    fprintf(f, "<text x=\"%.0f\" y=\"20\" font-size=\"13\">%s batch %d: arena %zu B, lower bound "
-               "%zu B, naive %zu B (%s)</text>\n",
+    fprintf(f,
+            "<text x=\"%.0f\" y=\"20\" font-size=\"13\">%s batch %d: arena %zu B, lower bound "
+            "%zu B, naive %zu B (%s)</text>\n",
             left, gr_precision_name(plan->precision), plan->batch, plan->arena_bytes,
             plan->lower_bound_bytes, plan->naive_bytes, plan->placement ? plan->placement : "");
-    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
-               "stroke=\"black\"/>\n",
+    fprintf(f,
+            "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+            "stroke=\"black\"/>\n",
             left, top, width, height);
     for (int b = 0; b < plan->n_buffers; b++) {
         const gr_plan_buffer *x = &plan->buffers[b];
@@ -245,17 +254,19 @@ gr_status gr_plan_dump_svg(const gr_plan *plan, FILE *f)
         double rh = (double)x->bytes / arena * height;
         char label[64];
         tensor_label(plan, x->root, label, sizeof label);
-        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" "
-                   "stroke=\"#333\" stroke-width=\"0.5\"><title>%s: offset %zu, %zu bytes, steps "
-                   "%d-%d</title></rect>\n",
+        fprintf(f,
+                "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" "
+                "stroke=\"#333\" stroke-width=\"0.5\"><title>%s: offset %zu, %zu bytes, steps "
+                "%d-%d</title></rect>\n",
                 rx, ry, rw, rh > 0.5 ? rh : 0.5, dtype_colour(root->dtype), label, x->offset,
                 x->bytes, x->live_begin, x->live_end);
         if (rh >= 10)
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", rx + 2, ry + 10, label);
     }
     double lb_y = top + height - (double)plan->lower_bound_bytes / arena * height;
-    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"red\" "
-               "stroke-dasharray=\"4,3\"/>\n",
+    fprintf(f,
+            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"red\" "
+            "stroke-dasharray=\"4,3\"/>\n",
             left, lb_y, left + width, lb_y);
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"red\">lower bound</text>\n", left + width - 70,
             lb_y - 3);

@@ -123,9 +123,12 @@ static size_t element_index(const gr_plan_tensor *t, int n, int c, int y, int x)
 {
     if (t->layout == GR_LAYOUT_NCHW)
         return (((size_t)n * (size_t)t->c_stride + (size_t)t->c_offset + (size_t)c) * (size_t)t->h +
-                (size_t)y) * (size_t)t->w + (size_t)x;
+                (size_t)y) *
+                   (size_t)t->w +
+               (size_t)x;
     return (((size_t)n * (size_t)t->h + (size_t)y) * (size_t)t->w + (size_t)x) *
-               (size_t)t->c_stride + (size_t)t->c_offset + (size_t)c;
+               (size_t)t->c_stride +
+           (size_t)t->c_offset + (size_t)c;
 }
 
 static float load_stored(const gr_plan_tensor *t, const uint8_t *base, size_t i)
@@ -234,6 +237,24 @@ static gr_shape tensor_shape(const gr_plan_tensor *t)
     return s;
 }
 
+/* Activation of the f16/int8 epilogues, as the GPU kernels compute it (float constants, expf).
+ * fp32 uses gr_activate, Darknet's CPU code (double 0.1 and exp), so it equals the references. */
+static float epilogue_activate(float y, gr_activation a)
+{
+    switch (a) {
+    case GR_ACT_LINEAR: return y;
+    case GR_ACT_LEAKY: return y > 0.0f ? y : 0.1f * y;
+    case GR_ACT_RELU: return y > 0.0f ? y : 0.0f;
+    case GR_ACT_LOGISTIC: return 1.0f / (1.0f + expf(-y));
+    default: return gr_activate(y, a);
+    }
+}
+
+static float activate_for(gr_dtype compute, float y, gr_activation a)
+{
+    return compute == GR_DTYPE_F32 ? gr_activate(y, a) : epilogue_activate(y, a);
+}
+
 /* ---- convolution ------------------------------------------------------------------------- */
 
 /* Outputs o in [lo, hi) read input o*stride + offset inside [0, in_n). */
@@ -266,7 +287,8 @@ static void conv_accumulate_f32(const conv_geometry *g, const float *in, const f
         int group = oc / out_per_group;
         for (int ic = 0; ic < in_per_group; ic++) {
             const float *src = in + (size_t)(group * in_per_group + ic) * in_plane;
-            const float *kernel = w + ((size_t)oc * (size_t)in_per_group + (size_t)ic) * g->k * g->k;
+            const float *kernel =
+                w + ((size_t)oc * (size_t)in_per_group + (size_t)ic) * g->k * g->k;
             for (int ky = 0; ky < g->k; ky++)
                 for (int kx = 0; kx < g->k; kx++) {
                     float weight = kernel[ky * g->k + kx];
@@ -275,7 +297,8 @@ static void conv_accumulate_f32(const conv_geometry *g, const float *in, const f
                     tap_range(g->out_w, g->in_w, g->stride, dx, &x0, &x1);
                     for (int oy = y0; oy < y1; oy++) {
                         float *restrict row = plane + (size_t)oy * g->out_w;
-                        const float *restrict in_row = src + (size_t)(oy * g->stride + dy) * g->in_w;
+                        const float *restrict in_row =
+                            src + (size_t)(oy * g->stride + dy) * g->in_w;
                         for (int ox = x0; ox < x1; ox++)
                             row[ox] += weight * in_row[ox * g->stride + dx];
                     }
@@ -296,7 +319,8 @@ static void conv_accumulate_i8(const conv_geometry *g, const int16_t *in, const 
         int group = oc / out_per_group;
         for (int ic = 0; ic < in_per_group; ic++) {
             const int16_t *src = in + (size_t)(group * in_per_group + ic) * in_plane;
-            const int8_t *kernel = w + ((size_t)oc * (size_t)in_per_group + (size_t)ic) * g->k * g->k;
+            const int8_t *kernel =
+                w + ((size_t)oc * (size_t)in_per_group + (size_t)ic) * g->k * g->k;
             for (int ky = 0; ky < g->k; ky++)
                 for (int kx = 0; kx < g->k; kx++) {
                     int32_t weight = kernel[ky * g->k + kx];
@@ -305,7 +329,8 @@ static void conv_accumulate_i8(const conv_geometry *g, const int16_t *in, const 
                     tap_range(g->out_w, g->in_w, g->stride, dx, &x0, &x1);
                     for (int oy = y0; oy < y1; oy++) {
                         int32_t *restrict row = plane + (size_t)oy * g->out_w;
-                        const int16_t *restrict in_row = src + (size_t)(oy * g->stride + dy) * g->in_w;
+                        const int16_t *restrict in_row =
+                            src + (size_t)(oy * g->stride + dy) * g->in_w;
                         for (int ox = x0; ox < x1; ox++)
                             row[ox] += weight * (int32_t)in_row[ox * g->stride + dx];
                     }
@@ -319,8 +344,9 @@ static gr_status run_conv(gr_plan_exec *ex, const gr_plan_node *nd)
     const gr_plan *plan = ex->plan;
     const gr_plan_tensor *x = &plan->tensors[nd->inputs[0]];
     const gr_plan_tensor *y = &plan->tensors[nd->output];
-    conv_geometry g = {x->c, x->h, x->w, nd->p.filters, 0, 0, nd->p.size, nd->p.stride,
-                       nd->p.pad, nd->p.groups > 0 ? nd->p.groups : 1};
+    conv_geometry g = {
+        x->c, x->h,       x->w,         nd->p.filters, 0,
+        0,    nd->p.size, nd->p.stride, nd->p.pad,     nd->p.groups > 0 ? nd->p.groups : 1};
     g.out_h = (g.in_h + 2 * g.pad - g.k) / g.stride + 1;
     g.out_w = (g.in_w + 2 * g.pad - g.k) / g.stride + 1;
     size_t in_elems = image_elems(x);
@@ -333,7 +359,8 @@ static gr_status run_conv(gr_plan_exec *ex, const gr_plan_node *nd)
     float *act = gr_malloc(conv_elems * sizeof *act, "conv output scratch");
     float *pooled = gr_malloc(image_elems(y) * sizeof *pooled, "conv pool scratch");
     int16_t *in_q = is_i8 ? gr_malloc(in_elems * sizeof *in_q, "conv int8 input") : NULL;
-    int32_t *acc_q = is_i8 ? gr_malloc(conv_elems * sizeof *acc_q, "conv int32 accumulators") : NULL;
+    int32_t *acc_q =
+        is_i8 ? gr_malloc(conv_elems * sizeof *acc_q, "conv int32 accumulators") : NULL;
     float *w16 = is_f16 ? gr_malloc(nd->n_w * sizeof *w16, "conv f16 weights") : NULL;
     gr_status st = GR_OK;
     if (!in || !act || !pooled || (is_i8 && (!in_q || !acc_q)) || (is_f16 && !w16)) {
@@ -377,7 +404,7 @@ static gr_status run_conv(gr_plan_exec *ex, const gr_plan_node *nd)
                 } else {
                     v = plane[i] + bias[oc];
                 }
-                plane[i] = gr_activate(v, nd->p.activation);
+                plane[i] = activate_for(x->dtype, v, nd->p.activation);
             }
         }
         const float *result = act;
@@ -462,6 +489,11 @@ static gr_status run_reference(gr_plan_exec *ex, const gr_plan_node *nd)
         in_const[k] = in[k];
         shapes[k] = tensor_shape(x);
     }
+    /* Shortcut in f16/i8: the reference adds (linear), the epilogue activation follows. */
+    gr_op_params params = nd->p;
+    int low_precision_act = nd->kind == GR_OP_SHORTCUT && y->dtype != GR_DTYPE_F32;
+    if (low_precision_act)
+        params.activation = GR_ACT_LINEAR;
     gr_weights w;
     memset(&w, 0, sizeof w);
     if (nd->kind == GR_OP_CONNECTED) {
@@ -471,11 +503,13 @@ static gr_status run_reference(gr_plan_exec *ex, const gr_plan_node *nd)
         w.n_weights = nd->n_w;
     }
     gr_op_get((gr_op_kind)nd->kind)
-        ->ref(&nd->p, &w, in_const, shapes, nd->n_inputs, out, tensor_shape(y), batch);
+        ->ref(&params, &w, in_const, shapes, nd->n_inputs, out, tensor_shape(y), batch);
     if (!stored) {
         float inv = y->dtype == GR_DTYPE_I8 ? 1.0f / y->scale : 1.0f;
-        for (size_t i = 0; i < out_count; i++)
-            out[i] = requantize(y, out[i], inv);
+        for (size_t i = 0; i < out_count; i++) {
+            float v = low_precision_act ? epilogue_activate(out[i], nd->p.activation) : out[i];
+            out[i] = requantize(y, v, inv);
+        }
     }
     scatter(ex, nd->output, 0, batch, out);
 done:

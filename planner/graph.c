@@ -258,8 +258,8 @@ static gr_status check_options(const gr_net *net, const gr_plan_options *opt)
         return gr_fail(GR_ERR_LIMIT, "gr_plan_build: %d layers (limit %d)", net->n_layers,
                        GR_MAX_LAYERS);
     if (opt->batch < 1 || opt->batch > GR_MAX_BATCH)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_plan_build: batch %d outside 1..%d",
-                       opt->batch, GR_MAX_BATCH);
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_plan_build: batch %d outside 1..%d", opt->batch,
+                       GR_MAX_BATCH);
     if ((unsigned)opt->precision > GR_PREC_INT8)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_plan_build: unknown precision %d",
                        (int)opt->precision);
@@ -434,7 +434,8 @@ gr_status gr_pass_fold_bn(gr_plan *plan)
             /* Darknet: (x - mean) / (sqrt(var) + 0.000001) * scale + bias, in double. */
             double factor = (double)scales[c] / (sqrt((double)var[c]) + (double)GR_BN_EPSILON);
             for (size_t k = 0; k < per_filter; k++)
-                w[(size_t)c * per_filter + k] = (float)((double)w[(size_t)c * per_filter + k] * factor);
+                w[(size_t)c * per_filter + k] =
+                    (float)((double)w[(size_t)c * per_filter + k] * factor);
             b[c] = (float)((double)b[c] - (double)mean[c] * factor);
         }
         nd->p.batch_normalize = 0;
@@ -520,8 +521,8 @@ gr_status gr_pass_precision(gr_plan *plan, gr_precision input_side)
     /* Rebuild the schedule, emitting each conversion right before its first consumer. */
     int old_count = plan->n_nodes;
     gr_plan_node *old = gr_malloc((size_t)old_count * sizeof *old, "schedule copy");
-    conversion *conv = gr_malloc((size_t)(old_count * GR_MAX_INPUTS + 1) * sizeof *conv,
-                                 "conversions");
+    conversion *conv =
+        gr_malloc((size_t)(old_count * GR_MAX_INPUTS + 1) * sizeof *conv, "conversions");
     if (!old || !conv) {
         free(old);
         free(conv);
@@ -691,7 +692,7 @@ static void make_slice(gr_plan *plan, int t, int parent, int offset)
     x->c_stride = p->c_stride;
 }
 
-gr_status gr_pass_concat_views(gr_plan *plan)
+gr_status gr_pass_concat_views(gr_plan *plan, int nchw_strided_views)
 {
     for (int i = 0; i < plan->n_nodes; i++) {
         gr_plan_node *nd = &plan->nodes[i];
@@ -715,15 +716,15 @@ gr_status gr_pass_concat_views(gr_plan *plan)
             nd->noop = 1;
             continue;
         }
-        int ok = 1;
+        /* A channel slice of an NCHW tensor is dense only for one image. */
+        int ok = o->layout != GR_LAYOUT_NCHW || o->n == 1 || nchw_strided_views;
         int granule = channel_granule(o->dtype);
         for (int k = 0; k < nd->n_inputs && ok; k++) {
             int src = nd->inputs[k];
             const gr_plan_tensor *s = &plan->tensors[src];
             const gr_plan_node *prod = &plan->nodes[s->producer];
             ok = s->dtype == o->dtype && s->view_of < 0 && !is_plan_io(plan, src) &&
-                 prod->kind != GR_NODE_INPUT &&
-                 (k == nd->n_inputs - 1 || s->c % granule == 0);
+                 prod->kind != GR_NODE_INPUT && (k == nd->n_inputs - 1 || s->c % granule == 0);
             for (int j = 0; j < k && ok; j++)
                 ok = nd->inputs[j] != src;
         }

@@ -221,7 +221,7 @@ static void choose_in_place(gr_plan *plan)
 static size_t align_up(size_t x) { return (x + GR_PLAN_ALIGN - 1) / GR_PLAN_ALIGN * GR_PLAN_ALIGN; }
 
 typedef struct placer {
-    int n;                /* buffers */
+    int n; /* buffers */
     const gr_plan_buffer *buf;
     const char *conflict; /* n x n */
     size_t *offset;       /* result */
@@ -338,8 +338,8 @@ static void order_by_size(const gr_plan_buffer *buf, int n, int *order)
         int v = order[i], k = i;
         while (k > 0) {
             const gr_plan_buffer *x = &buf[order[k - 1]], *y = &buf[v];
-            int after = x->bytes < y->bytes ||
-                        (x->bytes == y->bytes && x->live_begin > y->live_begin);
+            int after =
+                x->bytes < y->bytes || (x->bytes == y->bytes && x->live_begin > y->live_begin);
             if (!after)
                 break;
             order[k] = order[k - 1];
@@ -618,19 +618,23 @@ gr_status gr_plan_check(const gr_plan *plan)
         const gr_plan_buffer *b = &plan->buffers[x->buffer];
         if (begin < b->live_begin || end > b->live_end)
             return gr_fail(GR_ERR_INTERNAL,
-                           "plan check: tensor %d used over [%d, %d] outside buffer %d [%d, %d]",
-                           t, begin, end, x->buffer, b->live_begin, b->live_end);
+                           "plan check: tensor %d used over [%d, %d] outside buffer %d [%d, %d]", t,
+                           begin, end, x->buffer, b->live_begin, b->live_end);
         /* Its last byte must lie inside the buffer. */
         size_t esize = gr_dtype_size(x->dtype);
         size_t last;
         if (x->layout == GR_LAYOUT_NCHW)
-            last = ((((size_t)x->n - 1) * (size_t)x->c_stride + (size_t)x->c_offset +
-                     (size_t)x->c - 1) * (size_t)x->h + (size_t)x->h - 1) * (size_t)x->w +
+            last = ((((size_t)x->n - 1) * (size_t)x->c_stride + (size_t)x->c_offset + (size_t)x->c -
+                     1) *
+                        (size_t)x->h +
+                    (size_t)x->h - 1) *
+                       (size_t)x->w +
                    (size_t)x->w - 1;
         else
             last = ((((size_t)x->n - 1) * (size_t)x->h + (size_t)x->h - 1) * (size_t)x->w +
-                    (size_t)x->w - 1) * (size_t)x->c_stride + (size_t)x->c_offset +
-                   (size_t)x->c_pad - 1;
+                    (size_t)x->w - 1) *
+                       (size_t)x->c_stride +
+                   (size_t)x->c_offset + (size_t)x->c_pad - 1;
         if ((last + 1) * esize > b->bytes)
             return gr_fail(GR_ERR_INTERNAL, "plan check: tensor %d ends past buffer %d", t,
                            x->buffer);
@@ -645,7 +649,8 @@ gr_status gr_plan_check(const gr_plan *plan)
                          x->offset, x->bytes, plan->arena_bytes);
         for (int b = a + 1; b < plan->n_buffers && st == GR_OK; b++) {
             const gr_plan_buffer *y = &plan->buffers[b];
-            int overlap_bytes = x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes;
+            int overlap_bytes =
+                x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes;
             if (overlap_bytes && conflict[(size_t)a * (size_t)plan->n_buffers + (size_t)b])
                 st = gr_fail(GR_ERR_INTERNAL,
                              "plan check: buffers %d [%d,%d] and %d [%d,%d] may be live together "

@@ -26,7 +26,7 @@ gr_status gr_pass_fuse_epilogue(gr_plan *plan);
 gr_status gr_pass_quantize_weights(gr_plan *plan);
 /* Concatenation without a copy: producers write into their channel slice of the route's tensor;
  * the route becomes a no-op. */
-gr_status gr_pass_concat_views(gr_plan *plan);
+gr_status gr_pass_concat_views(gr_plan *plan, int nchw_strided_views);
 /* Stream ids and fork/join events; builds the happens-before matrix. */
 gr_status gr_pass_streams(gr_plan *plan, int single_stream);
 /* Live intervals, in-place reuse, buffers, arena placement, lower bound and naive sum. */

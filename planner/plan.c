@@ -47,7 +47,7 @@ gr_status gr_plan_build(const gr_net *net, const gr_plan_options *opt, gr_plan *
     if (st == GR_OK)
         st = gr_pass_quantize_weights(plan);
     if (st == GR_OK && opt->concat_in_place)
-        st = gr_pass_concat_views(plan);
+        st = gr_pass_concat_views(plan, opt->nchw_strided_views);
     if (st == GR_OK)
         st = gr_pass_streams(plan, opt->single_stream);
     if (st == GR_OK)
@@ -198,9 +198,8 @@ gr_status gr_plan_set_ranges(gr_plan *plan, const float *layer_range, float inpu
     }
     for (int t = 0; t < n; t++) {
         float r = range[find_set(parent, t)];
-        plan->tensors[t].scale = plan->tensors[t].dtype == GR_DTYPE_I8
-                                     ? (r > 0.0f ? r / 127.0f : 1.0f / 127.0f)
-                                     : 0.0f;
+        plan->tensors[t].scale =
+            plan->tensors[t].dtype == GR_DTYPE_I8 ? (r > 0.0f ? r / 127.0f : 1.0f / 127.0f) : 0.0f;
     }
     free(parent);
     free(range);

@@ -28,6 +28,8 @@
  *              y = fmaf((float)acc, m[c], b'[c]); y = act(y);
  *              i8 out : q = clamp(rint(y * inv_s_out), -127, 127), inv_s_out = 1.0f / s_out (f32)
  *              f16 out: half_rn(y); f32 out: y
+ *   act in the f16/i8 epilogues: leaky y > 0 ? y : 0.1f*y, relu y > 0 ? y : 0, logistic
+ *   1.0f/(1.0f+expf(-y)); the CPU fp32 path uses gr_activate (Darknet's CPU code, = the refs).
  *   rint = round half to even (__float2int_rn). Fused maxpool (GR_FUSED_MAXPOOL) takes the max of
  *   the activated y over the window before the output conversion.
  *   BN folding (Darknet's formula, epsilon on the standard deviation):
@@ -128,6 +130,8 @@ typedef struct gr_plan_options {
     int fold_bn;                /* 1 default */
     int fuse_maxpool;           /* 0 default: fuse a conv's sole-consumer maxpool */
     int concat_in_place;        /* 1 default */
+    int nchw_strided_views;     /* 0 default: f32 tensors stay dense (gpuspec), so f32 concats
+                                   alias only at batch 1; 1 also aliases strided batch > 1 slices */
     int in_place;               /* 1 default: elementwise ops overwrite a dying input */
     int single_stream;          /* 0 default */
     int decode_heads;           /* 0 default: outputs are the raw head convs; 1 keeps region/yolo */

@@ -31,7 +31,7 @@ static void release(gr_net *net)
     for (int i = 0; i < 2; i++)
         if (net == models[i])
             return;
-    release(net);
+    gr_net_free(net);
 }
 
 static gr_net *from_cfg(const char *text)
@@ -238,7 +238,8 @@ START_TEST(uniform_int8_has_one_quantize_and_one_dequantize_per_head)
         gr_plan_free(p);
     }
     gr_plan *p = build(net, GR_PREC_FP32, 1);
-    ck_assert_int_eq(gr_plan_count_kind(p, GR_OP_QUANTIZE) + gr_plan_count_kind(p, GR_OP_DEQUANTIZE) +
+    ck_assert_int_eq(gr_plan_count_kind(p, GR_OP_QUANTIZE) +
+                         gr_plan_count_kind(p, GR_OP_DEQUANTIZE) +
                          gr_plan_count_kind(p, GR_NODE_CONVERT),
                      0);
     gr_plan_free(p);
@@ -280,7 +281,8 @@ START_TEST(per_layer_map_converts_once_per_boundary)
     ck_assert_int_eq(gr_plan_count_kind(p, GR_NODE_CONVERT), 2);
     for (int i = 0; i < p->n_nodes; i++) {
         const gr_plan_node *nd = &p->nodes[i];
-        if (nd->kind != GR_OP_QUANTIZE && nd->kind != GR_OP_DEQUANTIZE && nd->kind != GR_NODE_CONVERT)
+        if (nd->kind != GR_OP_QUANTIZE && nd->kind != GR_OP_DEQUANTIZE &&
+            nd->kind != GR_NODE_CONVERT)
             continue;
         ck_assert_int_ne(p->tensors[nd->inputs[0]].dtype, p->tensors[nd->output].dtype);
         for (int j = i + 1; j < p->n_nodes; j++)
@@ -320,8 +322,9 @@ START_TEST(epilogue_records_fused_parts)
         ck_assert_uint_eq(p->nodes[node_of_layer(p, 14, GR_OP_CONV)].fused, expect_head[prec]);
         char buf[64];
         gr_plan_fused_str(&p->nodes[node_of_layer(p, 0, GR_OP_CONV)], buf, sizeof buf);
-        ck_assert_str_eq(buf, prec == 0 ? "bn+bias+leaky"
-                                        : (prec == 1 ? "bn+bias+leaky+f16" : "bn+bias+leaky+requant"));
+        ck_assert_str_eq(buf, prec == 0
+                                  ? "bn+bias+leaky"
+                                  : (prec == 1 ? "bn+bias+leaky+f16" : "bn+bias+leaky+requant"));
         gr_plan_free(p);
     }
     release(net);
@@ -369,7 +372,14 @@ START_TEST(concat_writes_into_slices_of_the_route)
 {
     gr_net *net = builtin("yolov3-tiny");
     for (int prec = 0; prec < 3; prec++) {
-        gr_plan *p = build(net, (gr_precision)prec, 2);
+        gr_plan_options opt;
+        gr_plan_options_default(&opt);
+        opt.precision = (gr_precision)prec;
+        opt.batch = 2;
+        /* f32 slices of a batch of 2 are strided: only with nchw_strided_views. */
+        opt.nchw_strided_views = prec == GR_PREC_FP32;
+        gr_plan *p = NULL;
+        ck_assert_int_eq(gr_plan_build(net, &opt, &p), GR_OK);
         int route = node_of_layer(p, 20, GR_OP_ROUTE);
         const gr_plan_node *r = &p->nodes[route];
         ck_assert_int_eq(r->noop, 1);
@@ -386,6 +396,12 @@ START_TEST(concat_writes_into_slices_of_the_route)
         ck_assert_int_eq(p->tensors[r17->output].view_of, r17->inputs[0]);
         gr_plan_free(p);
     }
+    /* By default f32 tensors stay dense: the batch-2 concat copies, the batch-1 one aliases. */
+    gr_plan *dense2 = build(net, GR_PREC_FP32, 2), *dense1 = build(net, GR_PREC_FP32, 1);
+    ck_assert_int_eq(dense2->nodes[node_of_layer(dense2, 20, GR_OP_ROUTE)].noop, 0);
+    ck_assert_int_eq(dense1->nodes[node_of_layer(dense1, 20, GR_OP_ROUTE)].noop, 1);
+    gr_plan_free(dense2);
+    gr_plan_free(dense1);
     release(net);
 
     /* A 12-channel slice would start the next one mid-granule in int8/fp16 (16 / 8 channels):

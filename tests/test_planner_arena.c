@@ -16,8 +16,7 @@
 
 #define N_RANDOM_DAGS 1000
 
-static void random_options(gr_rng *r, const gr_net *net, gr_plan_options *opt,
-                           gr_precision *map)
+static void random_options(gr_rng *r, const gr_net *net, gr_plan_options *opt, gr_precision *map)
 {
     gr_plan_options_default(opt);
     opt->precision = (gr_precision)(gr_rng_u64(r) % 3);
@@ -25,6 +24,7 @@ static void random_options(gr_rng *r, const gr_net *net, gr_plan_options *opt,
     opt->fuse_maxpool = (int)(gr_rng_u64(r) % 2);
     opt->single_stream = (int)(gr_rng_u64(r) % 4 == 0);
     opt->decode_heads = (int)(gr_rng_u64(r) % 4 == 0);
+    opt->nchw_strided_views = (int)(gr_rng_u64(r) % 2);
     if (gr_rng_u64(r) % 2) {
         for (int i = 0; i < net->n_layers; i++)
             map[i] = (gr_precision)(gr_rng_u64(r) % 3);
@@ -251,6 +251,35 @@ START_TEST(dag_models_within_five_percent_of_the_lower_bound)
 }
 END_TEST
 
+START_TEST(pinned_buffers_are_never_shared)
+{
+    for (int m = 0; m < 3; m++)
+        for (int prec = 0; prec < 3; prec++) {
+            gr_plan_options opt;
+            gr_plan_options_default(&opt);
+            opt.precision = (gr_precision)prec;
+            gr_plan *p = NULL;
+            ck_assert_int_eq(gr_plan_build(models[m], &opt, &p), GR_OK);
+            int pinned = 0;
+            for (int a = 0; a < p->n_buffers; a++) {
+                const gr_plan_buffer *x = &p->buffers[a];
+                if (!x->pinned)
+                    continue;
+                pinned++;
+                for (int b = 0; b < p->n_buffers; b++) {
+                    const gr_plan_buffer *y = &p->buffers[b];
+                    if (b != a && x->offset < y->offset + y->bytes &&
+                        y->offset < x->offset + x->bytes)
+                        ck_abort_msg("%s: pinned buffer %d shares bytes with %d", models[m]->name,
+                                     a, b);
+                }
+            }
+            ck_assert_int_eq(pinned, 1 + p->n_outputs); /* the input and every output */
+            gr_plan_free(p);
+        }
+}
+END_TEST
+
 START_TEST(plans_are_deterministic)
 {
     const gr_net *net = models[2];
@@ -289,6 +318,7 @@ static Suite *arena_suite(void)
     tcase_add_test(tc, random_dags_arena_equals_private_buffers);
     tcase_add_test(tc, chain_models_reach_the_lower_bound);
     tcase_add_test(tc, dag_models_within_five_percent_of_the_lower_bound);
+    tcase_add_test(tc, pinned_buffers_are_never_shared);
     tcase_add_test(tc, plans_are_deterministic);
     suite_add_tcase(s, tc);
     return s;

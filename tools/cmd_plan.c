@@ -13,11 +13,11 @@
 
 static void plan_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: graphrun plan [--model NAME | --cfg FILE] [--weights FILE] [--prec fp32|fp16|int8]\n"
-            "                     [--layer-prec I=P,...] [--batch N] [--json] [--dot FILE] [--svg FILE]\n"
-            "                     [--single-stream] [--fuse-maxpool] [--no-concat] [--no-inplace]\n"
-            "                     [--decode-heads] [--calibrate]\n");
+    fprintf(f, "usage: graphrun plan [--model NAME | --cfg FILE] [--weights FILE]\n"
+               "                     [--prec fp32|fp16|int8] [--layer-prec I=P,...] [--batch N]\n"
+               "                     [--json] [--dot FILE] [--svg FILE] [--single-stream]\n"
+               "                     [--fuse-maxpool] [--no-concat] [--no-inplace]\n"
+               "                     [--decode-heads] [--calibrate]\n");
 }
 
 static int status_exit(gr_status st)

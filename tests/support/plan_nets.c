@@ -84,8 +84,8 @@ size_t gr_test_random_cfg(uint64_t seed, char *buf, size_t len)
             int members[3] = {anchor, -1, -1}, m = 1;
             int want = 1 + pick(&r, 3);
             for (int j = n - 1; j >= 0 && m < want; j--)
-                if (j != anchor && s[j].routable && s[j].h == s[anchor].h && s[j].w == s[anchor].w &&
-                    pick(&r, 2))
+                if (j != anchor && s[j].routable && s[j].h == s[anchor].h &&
+                    s[j].w == s[anchor].w && pick(&r, 2))
                     members[m++] = j;
             emit(&w, "\n[route]\nlayers=");
             cur.c = 0;
@@ -104,7 +104,8 @@ size_t gr_test_random_cfg(uint64_t seed, char *buf, size_t len)
                     from = j;
             if (from < 0 || !s[n - 1].routable)
                 continue;
-            emit(&w, "\n[shortcut]\nfrom=%d\nactivation=%s\n", from, pick(&r, 2) ? "leaky" : "linear");
+            emit(&w, "\n[shortcut]\nfrom=%d\nactivation=%s\n", from,
+                 pick(&r, 2) ? "leaky" : "linear");
         } else if (choice < 78) {
             if (cur.h > 12 || cur.w > 12)
                 continue;

@@ -9,7 +9,8 @@
 
 #include "models/net.h"
 
-/* Write a random cfg for `seed` into buf (NUL-terminated). Returns the length, 0 if it did not fit. */
+/* Write a random cfg for `seed` into buf (NUL-terminated). Returns the length, 0 if it did not fit.
+ */
 size_t gr_test_random_cfg(uint64_t seed, char *buf, size_t len);
 
 /* Parse the random cfg of `seed` and synthesize its weights. */
