@@ -225,9 +225,10 @@ static int same_box(const gr_detection *a, const gr_detection *b)
     return inter / uni >= 0.5f;
 }
 
-/* INT8 and FP16 find the boxes FP32 finds (same class, IoU >= 0.5). Synthetic weights put some
- * boxes right at the threshold, where any rounding flips them: FP32 boxes within 0.05 of the
- * threshold are not required, and nothing is asserted about photos where FP32 finds none. */
+/* INT8 and FP16 find the boxes FP32 finds (same class, IoU >= 0.5). INT8 moves the head's logits
+ * by about 1% of their range (NRMSE ~1e-2 of ~25), which moves a probability near 0.5 by up to
+ * ~0.1: FP32 boxes are required when they clear the threshold by 0.05, and are looked for among
+ * the other precision's boxes decoded at the threshold minus 0.1. */
 START_TEST(test_detections_agree_across_precisions)
 {
     gr_model *m = load_model("yolo");
@@ -247,10 +248,14 @@ START_TEST(test_detections_agree_across_precisions)
         gr_detection *d[3];
         int n[3];
         for (int p = 0; p < 3; p++) {
+            gr_detect_options o = dopt;
+            if (p > 0)
+                o.thresh = dopt.thresh - 0.1f;
             ck_assert(gr_engine_run_u8(e[p], u8) == GR_OK);
-            ck_assert(gr_engine_detect(e[p], 0, &dopt, &d[p], &n[p]) == GR_OK);
+            ck_assert(gr_engine_detect(e[p], 0, &o, &d[p], &n[p]) == GR_OK);
         }
-        printf("%s: fp32 %d, fp16 %d, int8 %d detections\n", photos[i], n[0], n[1], n[2]);
+        printf("%s: fp32 %d detections; fp16 %d, int8 %d at threshold %.2f\n", photos[i], n[0], n[1],
+               n[2], (double)(dopt.thresh - 0.1f));
         for (int p = 1; p < 3; p++)
             for (int a = 0; a < n[0]; a++) {
                 if (d[0][a].prob < dopt.thresh + 0.05f)
