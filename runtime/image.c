@@ -8,6 +8,7 @@
  * column and row. The build uses -std=c11, which keeps gcc from contracting a*b+c into FMA, so
  * the rounding is Darknet's. */
 #include "runtime/detect.h"
+#include "runtime/image.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -33,10 +34,6 @@
 #pragma GCC diagnostic pop
 #endif
 
-/* Largest image gr_image_load decodes: 2^28 pixels (768 MiB of RGB) as well as GR_MAX_DIM per
- * side, checked from the header before any pixel is decoded. */
-#define GR_MAX_IMAGE_PIXELS ((size_t)1 << 28)
-
 void gr_image_destroy(gr_image *im)
 {
     if (!im)
@@ -45,37 +42,37 @@ void gr_image_destroy(gr_image *im)
     free(im);
 }
 
-gr_status gr_image_load(const char *path, gr_image **out)
+gr_status gr_image_decode_mem(const uint8_t *data, size_t len, const char *name, gr_image **out)
 {
     if (out)
         *out = NULL;
-    if (!path || !out)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_load: NULL argument");
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return gr_fail(GR_ERR_IO, "%s: cannot open image: %s", path, strerror(errno));
+    if (!out || (!data && len > 0))
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_decode_mem: NULL argument");
+    if (!name)
+        name = "<image>";
+    if (len > GR_MAX_IMAGE_FILE_BYTES)
+        return gr_fail(GR_ERR_LIMIT, "%s: %zu bytes is larger than the %zu-byte image file limit",
+                       name, len, GR_MAX_IMAGE_FILE_BYTES);
+    static const uint8_t empty[1] = {0};
+    const stbi_uc *bytes = len > 0 ? data : empty;
     int w = 0, h = 0, comp = 0;
-    if (!stbi_info_from_file(f, &w, &h, &comp)) {
+    if (!stbi_info_from_memory(bytes, (int)len, &w, &h, &comp)) {
         const char *why = stbi_failure_reason();
-        fclose(f);
-        return gr_fail(GR_ERR_PARSE, "%s: not a readable image: %s", path, why ? why : "unknown");
+        return gr_fail(GR_ERR_PARSE, "%s: not a readable image: %s", name, why ? why : "unknown");
     }
     if (w <= 0 || h <= 0 || w > GR_MAX_DIM || h > GR_MAX_DIM ||
-        (size_t)w * (size_t)h > GR_MAX_IMAGE_PIXELS) {
-        fclose(f);
+        (size_t)w * (size_t)h > GR_MAX_IMAGE_PIXELS)
         return gr_fail(GR_ERR_LIMIT, "%s: image is %dx%d; the limit is %d per side and %zu pixels",
-                       path, w, h, GR_MAX_DIM, GR_MAX_IMAGE_PIXELS);
-    }
+                       name, w, h, GR_MAX_DIM, GR_MAX_IMAGE_PIXELS);
     int dw = 0, dh = 0;
-    uint8_t *pixels = stbi_load_from_file(f, &dw, &dh, &comp, 3);
-    fclose(f);
+    uint8_t *pixels = stbi_load_from_memory(bytes, (int)len, &dw, &dh, &comp, 3);
     if (!pixels) {
         const char *why = stbi_failure_reason();
-        return gr_fail(GR_ERR_PARSE, "%s: corrupt image: %s", path, why ? why : "unknown");
+        return gr_fail(GR_ERR_PARSE, "%s: corrupt image: %s", name, why ? why : "unknown");
     }
     if (dw != w || dh != h) { /* the header said one thing and the decoder another */
         stbi_image_free(pixels);
-        return gr_fail(GR_ERR_PARSE, "%s: header says %dx%d but decoded %dx%d", path, w, h, dw, dh);
+        return gr_fail(GR_ERR_PARSE, "%s: header says %dx%d but decoded %dx%d", name, w, h, dw, dh);
     }
     gr_image *im = gr_malloc(sizeof *im, "image");
     if (!im) {
@@ -84,20 +81,80 @@ gr_status gr_image_load(const char *path, gr_image **out)
     }
     /* Copy into our own allocation so gr_image_destroy() frees with free(), whatever allocator
      * stb was built with. */
-    size_t bytes = (size_t)w * (size_t)h * 3;
-    im->data = gr_malloc(bytes, "image pixels");
+    size_t n_bytes = (size_t)w * (size_t)h * 3;
+    im->data = gr_malloc(n_bytes, "image pixels");
     if (!im->data) {
         free(im);
         stbi_image_free(pixels);
         return GR_ERR_OUT_OF_MEMORY;
     }
-    memcpy(im->data, pixels, bytes);
+    memcpy(im->data, pixels, n_bytes);
     stbi_image_free(pixels);
     im->w = w;
     im->h = h;
     im->c = 3;
     *out = im;
     return GR_OK;
+}
+
+/* The whole file in a malloc'd buffer; a file over GR_MAX_IMAGE_FILE_BYTES is refused after
+ * reading at most one byte more than the limit. Works on pipes too (no seeking). */
+static gr_status read_image_file(const char *path, uint8_t **data, size_t *len)
+{
+    *data = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return gr_fail(GR_ERR_IO, "%s: cannot open image: %s", path, strerror(errno));
+    size_t cap = 64 * 1024, used = 0;
+    uint8_t *buf = gr_malloc(cap, "image file");
+    gr_status st = buf ? GR_OK : GR_ERR_OUT_OF_MEMORY;
+    while (st == GR_OK) {
+        if (used == cap) {
+            if (cap > GR_MAX_IMAGE_FILE_BYTES) {
+                st = gr_fail(GR_ERR_LIMIT, "%s: larger than the %zu-byte image file limit", path,
+                             GR_MAX_IMAGE_FILE_BYTES);
+                break;
+            }
+            uint8_t *bigger = realloc(buf, 2 * cap);
+            if (!bigger) {
+                st = gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory reading the image file",
+                             path);
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+        size_t got = fread(buf + used, 1, cap - used, f);
+        used += got;
+        if (got == 0) {
+            if (ferror(f))
+                st = gr_fail(GR_ERR_IO, "%s: read error after %zu bytes", path, used);
+            break;
+        }
+    }
+    fclose(f);
+    if (st != GR_OK) {
+        free(buf);
+        return st;
+    }
+    *data = buf;
+    *len = used;
+    return GR_OK;
+}
+
+gr_status gr_image_load(const char *path, gr_image **out)
+{
+    if (out)
+        *out = NULL;
+    if (!path || !out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_load: NULL argument");
+    uint8_t *data;
+    size_t len;
+    GR_TRY(read_image_file(path, &data, &len));
+    gr_status st = gr_image_decode_mem(data, len, path, out);
+    free(data);
+    return st;
 }
 
 static bool check_image(const gr_image *im)

@@ -246,27 +246,129 @@ static gr_status parse_header(npy_parser *ps, int *dims, int *ndim, int max_ndim
     return GR_OK;
 }
 
+/* The fixed prefix: magic, version and header length. `got` bytes of `p` are available (at most
+ * 12 are looked at). On success *header_start is 10 (v1.0) or 12 and *header_len the dict's size. */
+static gr_status parse_prefix(const uint8_t *p, size_t got, const char *path,
+                              size_t *header_start, size_t *header_len)
+{
+    if (got < 8 || memcmp(p, npy_magic, 6) != 0)
+        return gr_fail(GR_ERR_PARSE, "%s: byte 0: bad magic (not a .npy file)", path);
+    int major = p[6];
+    if (major < 1 || major > 3)
+        return gr_fail(GR_ERR_UNSUPPORTED, "%s: byte 6: npy format version %d.%d not supported",
+                       path, major, p[7]);
+    *header_start = major == 1 ? 10 : 12;
+    if (got < *header_start)
+        return gr_fail(GR_ERR_PARSE, "%s: byte %zu: truncated npy header length", path,
+                       got < 10 ? got : (size_t)10);
+    *header_len = (size_t)p[8] | (size_t)p[9] << 8;
+    if (major > 1)
+        *header_len |= (size_t)p[10] << 16 | (size_t)p[11] << 24;
+    if (*header_len > NPY_MAX_HEADER)
+        return gr_fail(GR_ERR_LIMIT, "%s: byte 8: npy header length %zu exceeds %u", path,
+                       *header_len, NPY_MAX_HEADER);
+    return GR_OK;
+}
+
+/* Check the dict text (header_len bytes starting at file offset header_start) and return the
+ * shape and the data's byte count (bounded by GR_MAX_TENSOR_ELEMS floats). */
+static gr_status parse_dict(const char *text, size_t header_len, size_t header_start,
+                            const char *path, int *dims, int *ndim, int max_ndim, size_t *bytes)
+{
+    const char *nul = memchr(text, '\0', header_len);
+    if (nul)
+        return gr_fail(GR_ERR_PARSE, "%s: byte %zu: NUL byte in the npy header", path,
+                       header_start + (size_t)(nul - text));
+    npy_parser ps = {path, text, header_len, 0, header_start};
+    GR_TRY(parse_header(&ps, dims, ndim, max_ndim));
+    size_t elems = 1; /* parse_shape bounded the product by GR_MAX_TENSOR_ELEMS */
+    for (int i = 0; i < *ndim; i++)
+        elems *= (size_t)dims[i];
+    *bytes = elems * sizeof(float);
+    return GR_OK;
+}
+
+/* The data must be exactly what the header promises: checked before allocating anything. */
+static gr_status check_data_size(const char *path, size_t data_offset, size_t bytes,
+                                 size_t available)
+{
+    if (available < bytes)
+        return gr_fail(GR_ERR_PARSE,
+                       "%s: byte %zu: truncated npy data: expected %zu bytes, found %zu", path,
+                       data_offset, bytes, available);
+    if (available > bytes)
+        return gr_fail(GR_ERR_PARSE, "%s: byte %zu: trailing bytes after %zu bytes of npy data",
+                       path, data_offset + bytes, bytes);
+    return GR_OK;
+}
+
+static gr_status check_read_args(float **data, int *dims, int *ndim, int max_ndim)
+{
+    if (data)
+        *data = NULL;
+    if (ndim)
+        *ndim = 0;
+    if (!data || !ndim || max_ndim < 0 || (!dims && max_ndim > 0))
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_npy_read: bad arguments");
+    return GR_OK;
+}
+
+gr_status gr_npy_read_mem(const uint8_t *bytes, size_t len, const char *name, float **data,
+                          int *dims, int *ndim, int max_ndim)
+{
+    GR_TRY(check_read_args(data, dims, ndim, max_ndim));
+    if (!bytes && len > 0)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_npy_read_mem: NULL bytes");
+    if (!name)
+        name = "<npy>";
+    size_t header_start = 0, header_len = 0;
+    GR_TRY(parse_prefix(bytes, len, name, &header_start, &header_len));
+    if (len - header_start < header_len)
+        return gr_fail(GR_ERR_PARSE,
+                       "%s: byte %zu: npy header claims %zu bytes but the file ends %zu bytes in",
+                       name, header_start, header_len, len - header_start);
+    int shape[GR_NPY_MAX_NDIM];
+    int n = 0;
+    size_t data_bytes = 0, data_offset = header_start + header_len;
+    int limit = max_ndim < GR_NPY_MAX_NDIM ? max_ndim : GR_NPY_MAX_NDIM;
+    GR_TRY(parse_dict((const char *)bytes + header_start, header_len, header_start, name, shape,
+                      &n, limit, &data_bytes));
+    GR_TRY(check_data_size(name, data_offset, data_bytes, len - data_offset));
+    float *values = gr_malloc(data_bytes, "npy data");
+    if (!values)
+        return GR_ERR_OUT_OF_MEMORY;
+    if (data_bytes)
+        memcpy(values, bytes + data_offset, data_bytes);
+    if (n > 0)
+        memcpy(dims, shape, (size_t)n * sizeof *dims);
+    *ndim = n;
+    *data = values;
+    return GR_OK;
+}
+
+/* Bytes from the current position to the end of the file, or SIZE_MAX when the stream cannot
+ * seek (a pipe): then the data read itself finds a short or long file. */
+static size_t bytes_left(FILE *f)
+{
+    long here = ftell(f);
+    if (here < 0 || fseek(f, 0, SEEK_END) != 0)
+        return SIZE_MAX;
+    long end = ftell(f);
+    if (end < here || fseek(f, here, SEEK_SET) != 0)
+        return SIZE_MAX;
+    return (size_t)(end - here);
+}
+
 /* Reads the header and validates it; the file is left positioned at the data. */
 static gr_status read_header(FILE *f, const char *path, int *dims, int *ndim, int max_ndim,
-                             size_t *data_offset)
+                             size_t *data_offset, size_t *data_bytes)
 {
     uint8_t prefix[12];
     size_t got = fread(prefix, 1, 10, f);
-    if (got < 8 || memcmp(prefix, npy_magic, 6) != 0)
-        return gr_fail(GR_ERR_PARSE, "%s: byte 0: bad magic (not a .npy file)", path);
-    int major = prefix[6];
-    if (major < 1 || major > 3)
-        return gr_fail(GR_ERR_UNSUPPORTED, "%s: byte 6: npy format version %d.%d not supported",
-                       path, major, prefix[7]);
-    size_t header_start = major == 1 ? 10 : 12;
-    if (got < 10 || (major > 1 && fread(prefix + 10, 1, 2, f) != 2))
-        return gr_fail(GR_ERR_PARSE, "%s: byte %zu: truncated npy header length", path, got);
-    size_t header_len = (size_t)prefix[8] | (size_t)prefix[9] << 8;
-    if (major > 1)
-        header_len |= (size_t)prefix[10] << 16 | (size_t)prefix[11] << 24;
-    if (header_len > NPY_MAX_HEADER)
-        return gr_fail(GR_ERR_LIMIT, "%s: byte 8: npy header length %zu exceeds %u", path,
-                       header_len, NPY_MAX_HEADER);
+    if (got == 10 && prefix[6] > 1 && prefix[6] <= 3)
+        got += fread(prefix + 10, 1, 2, f);
+    size_t header_start = 0, header_len = 0;
+    GR_TRY(parse_prefix(prefix, got, path, &header_start, &header_len));
     char *text = gr_malloc(header_len + 1, "npy header");
     if (!text)
         return GR_ERR_OUT_OF_MEMORY;
@@ -278,14 +380,8 @@ static gr_status read_header(FILE *f, const char *path, int *dims, int *ndim, in
                        path, header_start, header_len, text_got);
     }
     text[header_len] = '\0';
-    if (memchr(text, '\0', header_len)) {
-        size_t at = (size_t)((char *)memchr(text, '\0', header_len) - text);
-        free(text);
-        return gr_fail(GR_ERR_PARSE, "%s: byte %zu: NUL byte in the npy header", path,
-                       header_start + at);
-    }
-    npy_parser ps = {path, text, header_len, 0, header_start};
-    gr_status st = parse_header(&ps, dims, ndim, max_ndim);
+    gr_status st = parse_dict(text, header_len, header_start, path, dims, ndim, max_ndim,
+                              data_bytes);
     free(text);
     *data_offset = header_start + header_len;
     return st;
@@ -293,35 +389,31 @@ static gr_status read_header(FILE *f, const char *path, int *dims, int *ndim, in
 
 gr_status gr_npy_read(const char *path, float **data, int *dims, int *ndim, int max_ndim)
 {
-    if (data)
-        *data = NULL;
-    if (ndim)
-        *ndim = 0;
-    if (!path || !data || !ndim || max_ndim < 0 || (!dims && max_ndim > 0))
+    GR_TRY(check_read_args(data, dims, ndim, max_ndim));
+    if (!path)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_npy_read: bad arguments");
     FILE *f = fopen(path, "rb");
     if (!f)
         return gr_fail(GR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     int shape[GR_NPY_MAX_NDIM];
     int n = 0;
-    size_t data_offset = 0;
+    size_t data_offset = 0, bytes = 0;
     int limit = max_ndim < GR_NPY_MAX_NDIM ? max_ndim : GR_NPY_MAX_NDIM;
-    gr_status st = read_header(f, path, shape, &n, limit, &data_offset);
+    gr_status st = read_header(f, path, shape, &n, limit, &data_offset, &bytes);
+    size_t left = st == GR_OK ? bytes_left(f) : SIZE_MAX;
+    if (st == GR_OK && left != SIZE_MAX)
+        st = check_data_size(path, data_offset, bytes, left);
     if (st != GR_OK) {
         fclose(f);
         return st;
     }
-    size_t elems = 1; /* parse_shape bounded the product by GR_MAX_TENSOR_ELEMS */
-    for (int i = 0; i < n; i++)
-        elems *= (size_t)shape[i];
-    size_t bytes = elems * sizeof(float);
     float *values = gr_malloc(bytes, "npy data");
     if (!values) {
         fclose(f);
         return GR_ERR_OUT_OF_MEMORY;
     }
     size_t got = fread(values, 1, bytes, f);
-    /* One more byte would mean the header understates the data. */
+    /* One more byte would mean the header understates the data (or the file grew). */
     int extra = got == bytes ? fgetc(f) : EOF;
     bool read_error = ferror(f) != 0;
     fclose(f);
@@ -329,12 +421,7 @@ gr_status gr_npy_read(const char *path, float **data, int *dims, int *ndim, int 
         free(values);
         if (read_error)
             return gr_fail(GR_ERR_IO, "%s: read error in the data at byte %zu", path, data_offset);
-        if (got != bytes)
-            return gr_fail(GR_ERR_PARSE,
-                           "%s: byte %zu: truncated npy data: expected %zu bytes, found %zu", path,
-                           data_offset, bytes, got);
-        return gr_fail(GR_ERR_PARSE, "%s: byte %zu: trailing bytes after %zu bytes of npy data",
-                       path, data_offset + bytes, bytes);
+        return check_data_size(path, data_offset, bytes, got != bytes ? got : bytes + 1);
     }
     if (n > 0)
         memcpy(dims, shape, (size_t)n * sizeof *dims);

@@ -16,4 +16,9 @@ gr_status gr_npy_write(const char *path, const float *data, const int *dims, int
  * array (free()), dims[0..*ndim) its shape; on failure *data is NULL and *ndim 0. */
 gr_status gr_npy_read(const char *path, float **data, int *dims, int *ndim, int max_ndim);
 
+/* The same from `len` bytes in memory; `name` names the source in messages. The data size is
+ * checked against the header before anything is allocated. */
+gr_status gr_npy_read_mem(const uint8_t *bytes, size_t len, const char *name, float **data,
+                          int *dims, int *ndim, int max_ndim);
+
 #endif
