@@ -769,9 +769,18 @@ static gr_status parse_doc(cfg_doc *doc, gr_net *net)
     net->layers = gr_calloc((size_t)net->n_layers, sizeof *net->layers, "cfg layers");
     if (!net->layers)
         return GR_ERR_OUT_OF_MEMORY;
+    /* The whole weight block is one allocation (loaded or synthesized): it is held to the same
+     * element limit as any one tensor, checked at the layer that crosses it. */
+    size_t total_floats = 0;
     for (int i = 0; i < net->n_layers; i++) {
         cx.sec = &doc->sections[i + 1];
         GR_TRY(build_layer(&cx, net, i));
+        total_floats += gr_layer_param_floats(net, i, NULL, NULL); /* each <= 2^31 + 4 * 2^16 */
+        if (total_floats > GR_MAX_TENSOR_ELEMS)
+            return gr_fail(GR_ERR_LIMIT,
+                           "%s:%d: [%s] layer %d brings the network to %zu weights (limit %zu)",
+                           doc->source, cx.sec->line, cx.sec->name, i, total_floats,
+                           GR_MAX_TENSOR_ELEMS);
     }
     size_t n_floats;
     return gr_net_param_floats(net, &n_floats);

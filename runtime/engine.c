@@ -59,6 +59,30 @@ static gr_status check_options(const gr_engine_options *opt)
     return GR_OK;
 }
 
+/* Every tensor of a run (the input and each layer's output, times the batch) must stay within
+ * GR_MAX_TENSOR_ELEMS: checked before any backend allocates, so an absurd batch or network is a
+ * clear GR_ERR_LIMIT rather than an allocation failure (or success) halfway through. */
+static gr_status check_tensor_sizes(const gr_net *net, int batch)
+{
+    gr_shape in = {net->c, net->h, net->w};
+    size_t elems;
+    if (!gr_mul_size(gr_shape_elems(in), (size_t)batch, &elems) || elems > GR_MAX_TENSOR_ELEMS)
+        return gr_fail(GR_ERR_LIMIT,
+                       "%s: input %dx%dx%d x batch %d is more than %zu elements per tensor",
+                       net->name, in.c, in.h, in.w, batch, GR_MAX_TENSOR_ELEMS);
+    for (int i = 0; i < net->n_layers; i++) {
+        const gr_layer *l = &net->layers[i];
+        if (!gr_mul_size(gr_shape_elems(l->out), (size_t)batch, &elems) ||
+            elems > GR_MAX_TENSOR_ELEMS)
+            return gr_fail(GR_ERR_LIMIT,
+                           "%s:%d: layer %d (%s): output %dx%dx%d x batch %d is more than %zu "
+                           "elements per tensor (use a smaller batch)",
+                           net->name, l->cfg_line, i, gr_op_get(l->p.op)->name, l->out.c,
+                           l->out.h, l->out.w, batch, GR_MAX_TENSOR_ELEMS);
+    }
+    return GR_OK;
+}
+
 static void engine_free(gr_engine *e)
 {
     if (e->ops && e->ops->destroy)
@@ -78,6 +102,7 @@ gr_status gr_engine_build(const gr_model *model, const gr_engine_options *opt, g
         opt = &defaults;
     }
     GR_TRY(check_options(opt));
+    GR_TRY(check_tensor_sizes(model->net, opt->batch));
     gr_engine *e = gr_calloc(1, sizeof *e, "engine");
     if (!e)
         return GR_ERR_OUT_OF_MEMORY;

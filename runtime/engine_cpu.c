@@ -1,9 +1,11 @@
 /* CPU backend: runs the reference executor (runtime/reference.c) layer by layer in float32 with
  * Darknet's semantics. It is the oracle the GPU engine is checked against, and what graphrun runs
  * on a machine without a GPU. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/engine_internal.h"
 #include "runtime/reference.h"
@@ -79,6 +81,61 @@ static gr_status cpu_run(gr_engine *e, int u8)
     return st;
 }
 
+/* Host bytes of one run, as the reference executor allocates them: the two input buffers, the
+ * head outputs, and the peak of the layer outputs alive at once (an output lives from its layer to
+ * its last reader; heads live to the end). Sizes were bounded by the front, so nothing overflows:
+ * at most GR_MAX_LAYERS tensors of GR_MAX_TENSOR_ELEMS floats. */
+static gr_status cpu_peak_bytes(const gr_engine *e, size_t *bytes)
+{
+    const gr_net *net = e->net;
+    size_t batch = (size_t)e->opt.batch;
+    int *last_reader = gr_calloc((size_t)net->n_layers, sizeof *last_reader, "CPU engine sizing");
+    if (!last_reader)
+        return GR_ERR_OUT_OF_MEMORY;
+    for (int i = 0; i < net->n_layers; i++)
+        last_reader[i] = i;
+    for (int i = 0; i < net->n_layers; i++)
+        for (int k = 0; k < net->layers[i].n_inputs; k++)
+            if (net->layers[i].inputs[k] >= 0)
+                last_reader[net->layers[i].inputs[k]] = i;
+    for (int h = 0; h < e->n_heads; h++)
+        last_reader[e->head_layers[h]] = net->n_layers;
+    size_t total = input_elems(e) * (sizeof(float) + 1), live_peak = 0;
+    for (int h = 0; h < e->n_heads; h++)
+        total += gr_shape_elems(net->layers[e->head_layers[h]].out) * batch * sizeof(float);
+    for (int i = 0; i < net->n_layers; i++) {
+        size_t live = 0;
+        for (int j = 0; j <= i; j++)
+            if (last_reader[j] >= i)
+                live += gr_shape_elems(net->layers[j].out) * batch * sizeof(float);
+        if (live > live_peak)
+            live_peak = live;
+    }
+    free(last_reader);
+    *bytes = total + live_peak;
+    return GR_OK;
+}
+
+/* Refuse a run that cannot fit in this machine's memory before allocating any of it. */
+static gr_status check_host_memory(const gr_engine *e)
+{
+    size_t need;
+    GR_TRY(cpu_peak_bytes(e, &need));
+    long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page_size <= 0)
+        return GR_OK; /* unknown: let the allocations decide */
+    size_t have;
+    if (!gr_mul_size((size_t)pages, (size_t)page_size, &have))
+        return GR_OK;
+    if (need > have)
+        return gr_fail(GR_ERR_LIMIT,
+                       "%s: the CPU engine needs about %.1f GiB of host memory for a batch of %d "
+                       "(inputs, live activations, outputs); this machine has %.1f GiB",
+                       e->net->name, (double)need / 1073741824.0, e->opt.batch,
+                       (double)have / 1073741824.0);
+    return GR_OK;
+}
+
 static const gr_backend_ops cpu_ops = {"cpu", cpu_input_buffer, cpu_run, NULL, cpu_destroy};
 
 gr_status gr_backend_cpu_init(gr_engine *e)
@@ -87,6 +144,7 @@ gr_status gr_backend_cpu_init(gr_engine *e)
         return gr_fail(GR_ERR_UNSUPPORTED,
                        "the CPU reference runs fp32 only so far; %s needs the GPU engine",
                        gr_precision_name(e->opt.precision));
+    GR_TRY(check_host_memory(e));
     cpu_state *s = gr_calloc(1, sizeof *s, "CPU engine");
     if (!s)
         return GR_ERR_OUT_OF_MEMORY;

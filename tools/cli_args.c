@@ -22,9 +22,14 @@ int gr_cli_exit_code(gr_status st)
     }
 }
 
+/* The message quotes the user's arguments: control characters (a newline in an argument) become
+ * '?' so that it stays one line. */
 static int usage_error(char *err, size_t errlen, const char *fmt, const char *a, const char *b)
 {
     snprintf(err, errlen, fmt, a, b);
+    for (char *p = err; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
     return GR_EXIT_USAGE;
 }
 

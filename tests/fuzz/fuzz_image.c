@@ -1,0 +1,43 @@
+/* libFuzzer harness: image decoding from memory (every format stb_image reads) and Darknet's
+ * letterbox of whatever decodes, to a small network size in both float and uint8 form.
+ *
+ * Headers that claim more than 2^20 pixels only exercise the size check: a 100-byte JPEG may
+ * legally declare 16384x16384 and stb then spends seconds filling 768 MiB, which tells the fuzzer
+ * nothing and trips its timeouts. The library's own limit (GR_MAX_IMAGE_PIXELS) is still hit on
+ * the path taken for claims above it. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <stb/stb_image.h>
+
+#include "runtime/image.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define FUZZ_MAX_PIXELS ((size_t)1 << 20)
+#define NET_W 16
+#define NET_H 12
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    int w = 0, h = 0, comp = 0;
+    if (size > 0 && size < (size_t)1 << 30 &&
+        stbi_info_from_memory(data, (int)size, &w, &h, &comp) && w > 0 && h > 0 &&
+        (size_t)w * (size_t)h > FUZZ_MAX_PIXELS &&
+        (size_t)w * (size_t)h <= GR_MAX_IMAGE_PIXELS && w <= GR_MAX_DIM && h <= GR_MAX_DIM)
+        return 0;
+    gr_image *im = NULL;
+    if (gr_image_decode_mem(data, size, "fuzz.img", &im) != GR_OK)
+        return 0;
+    static float planar[3 * NET_W * NET_H];
+    static uint8_t packed[3 * NET_W * NET_H];
+    if (gr_image_letterbox(im, NET_W, NET_H, planar) != GR_OK ||
+        gr_image_letterbox_u8(im, NET_W, NET_H, packed) != GR_OK)
+        __builtin_trap(); /* a decoded image always letterboxes */
+    for (size_t i = 0; i < sizeof planar / sizeof planar[0]; i++)
+        if (!(planar[i] >= 0.0f && planar[i] <= 1.0f))
+            __builtin_trap(); /* pixels / 255 stay in [0, 1] */
+    gr_image_destroy(im);
+    return 0;
+}
