@@ -183,17 +183,21 @@ gr_status gr_engine_output_desc(const gr_engine *engine, int index, gr_tensor_de
     return GR_OK;
 }
 
+/* Take the engine for one run. The busy flag is taken first: `failed` and `error` belong to the
+ * thread inside a run, so a second thread must not read them until it owns the engine. */
 static gr_status enter(gr_engine *e)
 {
-    if (e->failed)
-        return gr_engine_fail(e, gr_fail(GR_ERR_STATE,
-                                         "engine is unusable after an earlier failure: %s",
-                                         e->error));
     int expected = 0;
     if (!atomic_compare_exchange_strong(&e->busy, &expected, 1))
         return gr_fail(GR_ERR_BUSY,
                        "engine is already running on another thread (one thread per engine at a "
                        "time; build one engine per thread)");
+    if (e->failed) {
+        gr_fail(GR_ERR_STATE, "engine is unusable after an earlier failure: %s", e->error);
+        gr_engine_fail(e, GR_ERR_STATE);
+        atomic_store(&e->busy, 0);
+        return GR_ERR_STATE;
+    }
     return GR_OK;
 }
 
