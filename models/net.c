@@ -104,7 +104,8 @@ gr_status gr_read_small_file(const char *path, size_t max_bytes, const char *wha
         used += got;
         if (got == 0) {
             if (ferror(f))
-                st = gr_fail(GR_ERR_IO, "%s: read error after %zu bytes", path, used);
+                st = gr_fail(GR_ERR_IO, "%s: read error after %zu bytes: %s", path, used,
+                             strerror(errno));
             break;
         }
     }

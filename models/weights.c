@@ -185,6 +185,9 @@ gr_status gr_net_load_weights(gr_net *net, const char *path)
     uint8_t head[20];
     gr_status st = file_size(f, path, &total);
     size_t head_len = st == GR_OK ? fread(head, 1, sizeof head, f) : 0;
+    /* A directory opens and "seeks" to a huge size on Linux; reading it fails. */
+    if (st == GR_OK && ferror(f))
+        st = gr_fail(GR_ERR_IO, "%s: cannot read weights: %s", path, strerror(errno));
     if (st == GR_OK)
         st = check_weights(net, head, head_len, total, path, &header_bytes, &n_floats);
     float *block = NULL;

@@ -129,7 +129,8 @@ static gr_status read_image_file(const char *path, uint8_t **data, size_t *len)
         used += got;
         if (got == 0) {
             if (ferror(f))
-                st = gr_fail(GR_ERR_IO, "%s: read error after %zu bytes", path, used);
+                st = gr_fail(GR_ERR_IO, "%s: read error after %zu bytes: %s", path, used,
+                             strerror(errno));
             break;
         }
     }

@@ -367,6 +367,8 @@ static gr_status read_header(FILE *f, const char *path, int *dims, int *ndim, in
     size_t got = fread(prefix, 1, 10, f);
     if (got == 10 && prefix[6] > 1 && prefix[6] <= 3)
         got += fread(prefix + 10, 1, 2, f);
+    if (ferror(f)) /* a directory, for one */
+        return gr_fail(GR_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
     size_t header_start = 0, header_len = 0;
     GR_TRY(parse_prefix(prefix, got, path, &header_start, &header_len));
     char *text = gr_malloc(header_len + 1, "npy header");
