@@ -268,8 +268,22 @@ static gr_status check_options(const gr_net *net, const gr_plan_options *opt)
             return gr_fail(GR_ERR_INVALID_ARGUMENT,
                            "gr_plan_build: layer_precision[%d] = %d is not a precision", i,
                            (int)opt->layer_precision[i]);
+    /* Every tensor of the plan holds `batch` images: bounded like any tensor, before any is made. */
+    gr_shape in_shape = {net->c, net->h, net->w};
+    size_t elems;
+    if (!gr_mul_size(gr_shape_elems(in_shape), (size_t)opt->batch, &elems) ||
+        elems > GR_MAX_TENSOR_ELEMS)
+        return gr_fail(GR_ERR_LIMIT, "gr_plan_build: input %dx%dx%d x batch %d is more than %zu "
+                       "elements", net->c, net->h, net->w, opt->batch, GR_MAX_TENSOR_ELEMS);
     for (int i = 0; i < net->n_layers; i++) {
         const gr_layer *l = &net->layers[i];
+        if (!gr_mul_size(gr_shape_elems(l->out), (size_t)opt->batch, &elems) ||
+            elems > GR_MAX_TENSOR_ELEMS)
+            return gr_fail(GR_ERR_LIMIT,
+                           "gr_plan_build: layer %d (cfg line %d): output %dx%dx%d x batch %d is "
+                           "more than %zu elements",
+                           i, l->cfg_line, l->out.c, l->out.h, l->out.w, opt->batch,
+                           GR_MAX_TENSOR_ELEMS);
         if (l->n_inputs < 1 || l->n_inputs > GR_MAX_INPUTS)
             return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_plan_build: layer %d has %d inputs", i,
                            l->n_inputs);

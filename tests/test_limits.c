@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "models/net.h"
+#include "planner/plan.h"
 #include "runtime/image.h"
 #include "runtime/npy.h"
 
@@ -94,6 +95,20 @@ START_TEST(batch_4096_of_yolov2_tiny)
     assert_one_line_containing("yolov2-tiny-voc:");
     assert_one_line_containing("layer 0 (conv): output 16x416x416 x batch 4096");
     gr_model_destroy(model);
+}
+END_TEST
+
+START_TEST(plan_of_batch_4096_of_yolov2_tiny)
+{
+    gr_net *net = NULL;
+    ck_assert_int_eq(gr_net_builtin("yolo", &net), GR_OK);
+    gr_plan_options opt;
+    gr_plan_options_default(&opt);
+    opt.batch = 4096;
+    gr_plan *plan = (gr_plan *)1;
+    ck_assert_int_eq(gr_plan_build(net, &opt, &plan), GR_ERR_LIMIT);
+    assert_one_line_containing("layer 0 (cfg line 25): output 16x416x416 x batch 4096 is more than");
+    gr_net_free(net);
 }
 END_TEST
 
@@ -260,6 +275,7 @@ static Suite *limits_suite(void)
     TCase *engine = tcase_create("engine");
     tcase_set_timeout(engine, 120);
     tcase_add_test(engine, batch_4096_of_yolov2_tiny);
+    tcase_add_test(engine, plan_of_batch_4096_of_yolov2_tiny);
     tcase_add_test(engine, batch_above_maximum);
     tcase_add_test(engine, cpu_run_larger_than_host_memory);
     suite_add_tcase(s, engine);
