@@ -42,6 +42,86 @@ void gr_image_destroy(gr_image *im)
     free(im);
 }
 
+/* ---- what reaches the decoder ---------------------------------------------------------------
+ * stb_image 2.27 (what Debian ships as libstb) has known memory-safety bugs in its less common
+ * decoders (GIF, PSD, PIC, HDR, TGA: CVE-2021-42715, CVE-2022-28041, CVE-2023-45661..45667) and
+ * fuzzing found an out-of-bounds write in its JPEG Huffman table builder. graphrun therefore hands
+ * stb only the formats detectors are fed - JPEG, PNG, BMP and binary PPM/PGM - recognised by their
+ * signature, and checks JPEG Huffman tables itself before stb builds them. */
+
+static bool starts_with(const uint8_t *data, size_t len, const char *magic, size_t n)
+{
+    return len >= n && memcmp(data, magic, n) == 0;
+}
+
+static uint16_t read_be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+
+/* Every DHT segment's tables hold at most 256 codes (JPEG allows 256 symbols per table; stb's
+ * table builder writes one byte per code into a 257-byte array). Walks the marker segments,
+ * skipping entropy-coded data after each SOS. Other damage is left to the decoder. */
+static gr_status check_jpeg_huffman_tables(const uint8_t *data, size_t len, const char *name)
+{
+    size_t pos = 2; /* after SOI */
+    while (pos + 4 <= len) {
+        if (data[pos] != 0xff) { /* entropy-coded data: find the next marker */
+            pos++;
+            continue;
+        }
+        uint8_t marker = data[pos + 1];
+        if (marker == 0xff) { /* fill byte */
+            pos++;
+            continue;
+        }
+        if (marker == 0x00 || marker == 0x01 || (marker >= 0xd0 && marker <= 0xd8)) {
+            pos += 2; /* stuffed zero, TEM, restart markers, SOI: no length field */
+            continue;
+        }
+        if (marker == 0xd9) /* EOI */
+            return GR_OK;
+        size_t seg_len = read_be16(data + pos + 2);
+        if (seg_len < 2)
+            return GR_OK; /* malformed: stb rejects it */
+        size_t seg_end = pos + 2 + seg_len < len ? pos + 2 + seg_len : len;
+        if (marker == 0xc4) {
+            size_t t = pos + 4;
+            while (t + 17 <= seg_end) {
+                size_t codes = 0;
+                for (int i = 1; i <= 16; i++)
+                    codes += data[t + (size_t)i];
+                if (codes > 256)
+                    return gr_fail(GR_ERR_PARSE,
+                                   "%s: byte %zu: corrupt JPEG: Huffman table with %zu codes (at "
+                                   "most 256)", name, t, codes);
+                t += 17 + codes;
+            }
+        }
+        pos = seg_end;
+    }
+    return GR_OK;
+}
+
+static gr_status check_image_format(const uint8_t *data, size_t len, const char *name)
+{
+    if (starts_with(data, len, "\xff\xd8\xff", 3))
+        return check_jpeg_huffman_tables(data, len, name);
+    if (starts_with(data, len, "\x89PNG\r\n\x1a\n", 8) || starts_with(data, len, "BM", 2) ||
+        starts_with(data, len, "P5", 2) || starts_with(data, len, "P6", 2))
+        return GR_OK;
+    static const struct {
+        const char *magic;
+        size_t n;
+        const char *format;
+    } refused[] = {{"GIF8", 4, "GIF"},           {"8BPS", 4, "PSD"},
+                   {"#?RADIANCE", 10, "HDR"},   {"#?RGBE", 6, "HDR"},
+                   {"\x53\x80\xf6\x34", 4, "PIC"}};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        if (starts_with(data, len, refused[i].magic, refused[i].n))
+            return gr_fail(GR_ERR_UNSUPPORTED,
+                           "%s: byte 0: %s images are not accepted (JPEG, PNG, BMP, PPM/PGM)",
+                           name, refused[i].format);
+    return gr_fail(GR_ERR_PARSE, "%s: byte 0: not a JPEG, PNG, BMP or PPM/PGM image", name);
+}
+
 gr_status gr_image_decode_mem(const uint8_t *data, size_t len, const char *name, gr_image **out)
 {
     if (out)
@@ -53,6 +133,7 @@ gr_status gr_image_decode_mem(const uint8_t *data, size_t len, const char *name,
     if (len > GR_MAX_IMAGE_FILE_BYTES)
         return gr_fail(GR_ERR_LIMIT, "%s: %zu bytes is larger than the %zu-byte image file limit",
                        name, len, GR_MAX_IMAGE_FILE_BYTES);
+    GR_TRY(check_image_format(data, len, name));
     static const uint8_t empty[1] = {0};
     const stbi_uc *bytes = len > 0 ? data : empty;
     int w = 0, h = 0, comp = 0;

@@ -153,6 +153,48 @@ START_TEST(regression_inputs_fail_cleanly)
 }
 END_TEST
 
+/* Fuzzing the decoders (stb_image 2.27) found an out-of-bounds write when a JPEG Huffman table
+ * declares more than 256 codes: graphrun now refuses such a file before stb sees it. */
+START_TEST(jpeg_huffman_table_over_256_codes_is_refused)
+{
+    size_t len;
+    uint8_t *data = read_all(REGRESS_DIR "image/jpeg_huffman_table_over_256_codes.jpg", &len);
+    gr_image *im = (gr_image *)1;
+    ck_assert_int_eq(gr_image_decode_mem(data, len, "bad.jpg", &im), GR_ERR_PARSE);
+    ck_assert_ptr_null(im);
+    ck_assert_msg(strstr(gr_last_error(), "bad.jpg: byte ") &&
+                      strstr(gr_last_error(), "corrupt JPEG: Huffman table with"),
+                  "%s", gr_last_error());
+    free(data);
+}
+END_TEST
+
+/* The decoders with published memory-safety bugs in stb_image 2.27 are not reached at all. */
+START_TEST(risky_formats_are_refused_by_signature)
+{
+    static const struct {
+        const char *bytes;
+        const char *format;
+    } cases[] = {{"GIF89a\x01\x00\x01\x00\x80\x00\x00", "GIF"},
+                 {"8BPS\x00\x01\x00\x00\x00\x00\x00\x00", "PSD"},
+                 {"#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n", "HDR"},
+                 {"\x53\x80\xf6\x34PICT", "PIC"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gr_image *im = NULL;
+        ck_assert_int_eq(gr_image_decode_mem((const uint8_t *)cases[i].bytes,
+                                             strlen(cases[i].bytes) + 1, "x.img", &im),
+                         GR_ERR_UNSUPPORTED);
+        ck_assert_ptr_nonnull(strstr(gr_last_error(), cases[i].format));
+        ck_assert_ptr_nonnull(strstr(gr_last_error(), "x.img: byte 0: "));
+    }
+    /* No signature at all (TGA has none): refused as not an accepted image. */
+    static const uint8_t tga[18] = {0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 24, 0};
+    gr_image *im = NULL;
+    ck_assert_int_eq(gr_image_decode_mem(tga, sizeof tga, "x.tga", &im), GR_ERR_PARSE);
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), "not a JPEG, PNG, BMP or PPM/PGM image"));
+}
+END_TEST
+
 START_TEST(regression_folder_is_not_empty)
 {
     /* The replay above must have something to replay: at least the CLI finding is there. */
@@ -179,6 +221,8 @@ static Suite *regress_suite(void)
     tcase_add_loop_test(tc, regression_inputs_fail_cleanly, 0,
                         (int)(sizeof targets / sizeof targets[0]));
     tcase_add_test(tc, regression_folder_is_not_empty);
+    tcase_add_test(tc, jpeg_huffman_table_over_256_codes_is_refused);
+    tcase_add_test(tc, risky_formats_are_refused_by_signature);
     suite_add_tcase(s, tc);
     return s;
 }
