@@ -44,10 +44,11 @@ void gr_image_destroy(gr_image *im)
 
 /* ---- what reaches the decoder ---------------------------------------------------------------
  * stb_image 2.27 (what Debian ships as libstb) has known memory-safety bugs in its less common
- * decoders (GIF, PSD, PIC, HDR, TGA: CVE-2021-42715, CVE-2022-28041, CVE-2023-45661..45667) and
- * fuzzing found an out-of-bounds write in its JPEG Huffman table builder. graphrun therefore hands
- * stb only the formats detectors are fed - JPEG, PNG, BMP and binary PPM/PGM - recognised by their
- * signature, and checks JPEG Huffman tables itself before stb builds them. */
+ * decoders (GIF, PSD, PIC, HDR, TGA: CVE-2021-42715, CVE-2022-28041, CVE-2023-45661..45667), and
+ * fuzzing found more: an out-of-bounds write in its JPEG Huffman table builder, a read past the
+ * data (a crash) in its 16-bit PGM path and integer overflow in its PNM header parser. graphrun
+ * therefore hands stb only the formats detectors are fed - JPEG, PNG and BMP - recognised by
+ * their signature, and checks JPEG Huffman tables itself before stb builds them. */
 
 static bool starts_with(const uint8_t *data, size_t len, const char *magic, size_t n)
 {
@@ -104,8 +105,7 @@ static gr_status check_image_format(const uint8_t *data, size_t len, const char 
 {
     if (starts_with(data, len, "\xff\xd8\xff", 3))
         return check_jpeg_huffman_tables(data, len, name);
-    if (starts_with(data, len, "\x89PNG\r\n\x1a\n", 8) || starts_with(data, len, "BM", 2) ||
-        starts_with(data, len, "P5", 2) || starts_with(data, len, "P6", 2))
+    if (starts_with(data, len, "\x89PNG\r\n\x1a\n", 8) || starts_with(data, len, "BM", 2))
         return GR_OK;
     static const struct {
         const char *magic;
@@ -113,13 +113,14 @@ static gr_status check_image_format(const uint8_t *data, size_t len, const char 
         const char *format;
     } refused[] = {{"GIF8", 4, "GIF"},           {"8BPS", 4, "PSD"},
                    {"#?RADIANCE", 10, "HDR"},   {"#?RGBE", 6, "HDR"},
-                   {"\x53\x80\xf6\x34", 4, "PIC"}};
+                   {"\x53\x80\xf6\x34", 4, "PIC"}, {"P5", 2, "PGM"},
+                   {"P6", 2, "PPM"}};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
         if (starts_with(data, len, refused[i].magic, refused[i].n))
             return gr_fail(GR_ERR_UNSUPPORTED,
-                           "%s: byte 0: %s images are not accepted (JPEG, PNG, BMP, PPM/PGM)",
+                           "%s: byte 0: %s images are not accepted (JPEG, PNG, BMP)",
                            name, refused[i].format);
-    return gr_fail(GR_ERR_PARSE, "%s: byte 0: not a JPEG, PNG, BMP or PPM/PGM image", name);
+    return gr_fail(GR_ERR_PARSE, "%s: byte 0: not a JPEG, PNG or BMP image", name);
 }
 
 gr_status gr_image_decode_mem(const uint8_t *data, size_t len, const char *name, gr_image **out)

@@ -15,7 +15,7 @@
 #define GR_MAX_IMAGE_FILE_BYTES ((size_t)256 << 20)
 #define GR_MAX_IMAGE_PIXELS ((size_t)1 << 28)
 
-/* Decode a JPEG, PNG, BMP or binary PPM/PGM held in `data` (len bytes) to 3-channel RGB; other
+/* Decode a JPEG, PNG or BMP held in `data` (len bytes) to 3-channel RGB; other
  * formats stb_image knows are refused (see image.c for why). `name` names the source in messages
  * ("dog.jpg: corrupt image: ..."). On failure *out is NULL. */
 gr_status gr_image_decode_mem(const uint8_t *data, size_t len, const char *name, gr_image **out);

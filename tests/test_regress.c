@@ -169,7 +169,8 @@ START_TEST(jpeg_huffman_table_over_256_codes_is_refused)
 }
 END_TEST
 
-/* The decoders with published memory-safety bugs in stb_image 2.27 are not reached at all. */
+/* The decoders with published memory-safety bugs in stb_image 2.27, and its PNM decoder (the
+ * fuzzer crashed it with a 20-byte 16-bit PGM: tests/data/regress/image/pgm_*), are not reached. */
 START_TEST(risky_formats_are_refused_by_signature)
 {
     static const struct {
@@ -178,7 +179,9 @@ START_TEST(risky_formats_are_refused_by_signature)
     } cases[] = {{"GIF89a\x01\x00\x01\x00\x80\x00\x00", "GIF"},
                  {"8BPS\x00\x01\x00\x00\x00\x00\x00\x00", "PSD"},
                  {"#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n", "HDR"},
-                 {"\x53\x80\xf6\x34PICT", "PIC"}};
+                 {"\x53\x80\xf6\x34PICT", "PIC"},
+                 {"P5 2 2 65535\n\x01\x02", "PGM"},
+                 {"P6 1 1 255\n\x01\x02\x03", "PPM"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gr_image *im = NULL;
         ck_assert_int_eq(gr_image_decode_mem((const uint8_t *)cases[i].bytes,
@@ -191,7 +194,7 @@ START_TEST(risky_formats_are_refused_by_signature)
     static const uint8_t tga[18] = {0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0, 24, 0};
     gr_image *im = NULL;
     ck_assert_int_eq(gr_image_decode_mem(tga, sizeof tga, "x.tga", &im), GR_ERR_PARSE);
-    ck_assert_ptr_nonnull(strstr(gr_last_error(), "not a JPEG, PNG, BMP or PPM/PGM image"));
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), "not a JPEG, PNG or BMP image"));
 }
 END_TEST
 
