@@ -123,29 +123,40 @@ static gr_status check_image_format(const uint8_t *data, size_t len, const char 
     return gr_fail(GR_ERR_PARSE, "%s: byte 0: not a JPEG, PNG or BMP image", name);
 }
 
-gr_status gr_image_decode_mem(const uint8_t *data, size_t len, const char *name, gr_image **out)
+gr_status gr_image_probe_mem(const uint8_t *data, size_t len, const char *name, int *w, int *h)
 {
-    if (out)
-        *out = NULL;
-    if (!out || (!data && len > 0))
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_decode_mem: NULL argument");
+    if (!w || !h || (!data && len > 0))
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_probe_mem: NULL argument");
+    *w = *h = 0;
     if (!name)
         name = "<image>";
     if (len > GR_MAX_IMAGE_FILE_BYTES)
         return gr_fail(GR_ERR_LIMIT, "%s: %zu bytes is larger than the %zu-byte image file limit",
                        name, len, GR_MAX_IMAGE_FILE_BYTES);
-    GR_TRY(check_image_format(data, len, name));
-    static const uint8_t empty[1] = {0};
-    const stbi_uc *bytes = len > 0 ? data : empty;
-    int w = 0, h = 0, comp = 0;
-    if (!stbi_info_from_memory(bytes, (int)len, &w, &h, &comp)) {
+    GR_TRY(check_image_format(data, len, name)); /* so len >= 2 from here */
+    int comp = 0;
+    if (!stbi_info_from_memory(data, (int)len, w, h, &comp)) {
         const char *why = stbi_failure_reason();
         return gr_fail(GR_ERR_PARSE, "%s: not a readable image: %s", name, why ? why : "unknown");
     }
-    if (w <= 0 || h <= 0 || w > GR_MAX_DIM || h > GR_MAX_DIM ||
-        (size_t)w * (size_t)h > GR_MAX_IMAGE_PIXELS)
+    if (*w <= 0 || *h <= 0 || *w > GR_MAX_DIM || *h > GR_MAX_DIM ||
+        (size_t)*w * (size_t)*h > GR_MAX_IMAGE_PIXELS)
         return gr_fail(GR_ERR_LIMIT, "%s: image is %dx%d; the limit is %d per side and %zu pixels",
-                       name, w, h, GR_MAX_DIM, GR_MAX_IMAGE_PIXELS);
+                       name, *w, *h, GR_MAX_DIM, GR_MAX_IMAGE_PIXELS);
+    return GR_OK;
+}
+
+gr_status gr_image_decode_mem(const uint8_t *data, size_t len, const char *name, gr_image **out)
+{
+    if (out)
+        *out = NULL;
+    if (!out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_decode_mem: NULL argument");
+    if (!name)
+        name = "<image>";
+    int w = 0, h = 0, comp = 0;
+    GR_TRY(gr_image_probe_mem(data, len, name, &w, &h));
+    const stbi_uc *bytes = data;
     int dw = 0, dh = 0;
     uint8_t *pixels = stbi_load_from_memory(bytes, (int)len, &dw, &dh, &comp, 3);
     if (!pixels) {

@@ -20,4 +20,8 @@
  * ("dog.jpg: corrupt image: ..."). On failure *out is NULL. */
 gr_status gr_image_decode_mem(const uint8_t *data, size_t len, const char *name, gr_image **out);
 
+/* The checks gr_image_decode_mem makes before decoding (size, format, header, dimensions); on
+ * success *w x *h is the image's size. */
+gr_status gr_image_probe_mem(const uint8_t *data, size_t len, const char *name, int *w, int *h);
+
 #endif
