@@ -199,6 +199,9 @@ int gr_cli_detect(int argc, char **argv)
     }
     fprintf(stderr, "graphrun: device %s, precision %s, batch %d\n", gr_engine_device_name(engine),
             gr_precision_name(o.precision), o.batch);
+    if (gr_engine_device(engine) == GR_DEVICE_CPU && o.precision != GR_PREC_FP32)
+        fprintf(stderr, "graphrun: %s on the CPU emulates the GPU's arithmetic: slow, for checking "
+                        "numbers, not speed\n", gr_precision_name(o.precision));
 
     /* The batch: inputs repeat to fill it. Images are letterboxed (uint8 for the GPU, whose input
      * copy moves bytes; float, exactly as Darknet, for the CPU reference); .npy tensors are fed
