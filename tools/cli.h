@@ -32,6 +32,7 @@ typedef struct gr_cli_options {
     int n_inputs;
     const char *output;   /* image with boxes; NULL = default, "" = none */
     const char *save_output; /* .npy of the raw head outputs */
+    const char *calib_cache; /* int8 calibration cache file */
     int json;
     gr_device device;
     gr_precision precision;

@@ -75,7 +75,7 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
         /* Options with a value: --opt VALUE or --opt=VALUE. */
         static const char *const with_value[] = {
             "--model", "--cfg", "--weights", "--names", "--output", "--save-output", "--input",
-            "--seed", "--device", "--prec", "--batch", "--runs", "--thresh", "--nms", NULL};
+            "--seed", "--device", "--prec", "--batch", "--runs", "--thresh", "--nms", "--calib-cache", NULL};
         const char *val = NULL;
         char name[32];
         const char *eq = strchr(a, '=');
@@ -105,6 +105,7 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
         else if (!strcmp(name, "--names")) o->names = val;
         else if (!strcmp(name, "--output")) o->output = val;
         else if (!strcmp(name, "--save-output")) o->save_output = val;
+        else if (!strcmp(name, "--calib-cache")) o->calib_cache = val;
         else if (!strcmp(name, "--input")) {
             if (o->n_inputs >= GR_CLI_MAX_INPUTS)
                 return usage_error(err, errlen, "too many --input files (at most %s)%s", "64", "");

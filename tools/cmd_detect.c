@@ -40,6 +40,8 @@ static void print_help(void)
         "  --prec P            fp32 (default), fp16, int8\n"
         "  --batch N           images per run (default 1; inputs repeat to fill the batch)\n"
         "  --runs N            run N times and report the median time (default 1)\n"
+        "  --calib-cache FILE  int8: reuse the calibration in FILE, or calibrate on the bundled\n"
+        "                      photos and write it there (rejected if made for another model)\n"
         "detection\n"
         "  --thresh T          class probability threshold (default 0.5, as Darknet)\n"
         "  --nms T             IoU threshold of the class-wise NMS (default 0.45, as Darknet)\n"
@@ -191,6 +193,7 @@ int gr_cli_detect(int argc, char **argv)
     eo.device = o.device;
     eo.precision = o.precision;
     eo.batch = o.batch;
+    eo.calib_cache = o.calib_cache;
     if (o.device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
         fprintf(stderr, "graphrun: no CUDA device visible: running the CPU reference (slow)\n");
     if ((st = gr_engine_build(model, &eo, &engine)) != GR_OK) {
