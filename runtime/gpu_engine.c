@@ -89,6 +89,7 @@ typedef struct gpu_state {
     float *layer_range;     /* int8: per-layer activation ranges, shared by the variants */
     float input_range;
     variant var[2];         /* [0] float input, [1] u8 input */
+    cudaError_t inject;     /* tests: the next run fails with this error */
 } gpu_state;
 
 static const size_t cublas_ws_bytes = 32u << 20; /* what cuBLAS asks for on Hopper */
@@ -727,6 +728,11 @@ static gr_status gpu_run(gr_engine *e, int u8)
     variant *v = current(g, u8);
     double t0 = gr_now_us();
     cudaError_t err;
+    if (g->inject != cudaSuccess) {
+        err = g->inject;
+        g->inject = cudaSuccess;
+        return run_failed(e, err, "cudaGraphLaunch (injected by a test)");
+    }
     if (v->exec) {
         err = cudaGraphLaunch(v->exec, g->streams[0]);
         if (err != cudaSuccess)
@@ -1035,4 +1041,12 @@ gr_status gr_engine_debug_trace(gr_engine *engine, const uint8_t *input, gr_trac
     free(values);
     gr_plan_exec_destroy(ex);
     return st;
+}
+
+gr_status gr_engine_debug_inject_error(gr_engine *engine, int cuda_error)
+{
+    if (!engine || engine->device != GR_DEVICE_GPU || !engine->impl)
+        return gr_fail(GR_ERR_STATE, "gr_engine_debug_inject_error: not a GPU engine");
+    ((gpu_state *)engine->impl)->inject = (cudaError_t)cuda_error;
+    return GR_OK;
 }
