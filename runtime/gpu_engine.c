@@ -90,6 +90,8 @@ typedef struct gpu_state {
     float input_range;
     variant var[2];         /* [0] float input, [1] u8 input */
     cudaError_t inject;     /* tests: the next run fails with this error */
+    int tf32;               /* fp32 convs may use TF32 tensor cores */
+    int fp16_accumulate;    /* fp16 convs accumulate in fp16 */
 } gpu_state;
 
 static const size_t cublas_ws_bytes = 32u << 20; /* what cuBLAS asks for on Hopper */
@@ -174,7 +176,7 @@ static gr_status launch_conv(gpu_state *g, variant *v, int index, int s)
                 .out = (float *)tensor_storage(v, nd->output) + (size_t)b * y_image +
                        (size_t)y->c_offset * y->h * y->w,
                 .workspace = v->im2col[s], .activation = (int)nd->p.activation,
-                .tf32 = 0};
+                .tf32 = g->tf32};
             cudaError_t cerr = cudaSuccess;
             cublasStatus_t bst = gr_launch_conv_f32(g->cublas[s], &a, stream, &cerr);
             if (bst != CUBLAS_STATUS_SUCCESS)
@@ -202,7 +204,7 @@ static gr_status launch_conv(gpu_state *g, variant *v, int index, int s)
         .bias = w->bias, .out = tensor_storage(v, nd->output),
         .activation = (int)nd->p.activation, .out_kind = out_kind,
         .out_inv_scale = y->dtype == GR_DTYPE_I8 ? 1.0f / y->scale : 1.0f,
-        .fp16_accumulate = 0, .tile_config = 0,
+        .fp16_accumulate = x->dtype == GR_DTYPE_F16 && g->fp16_accumulate, .tile_config = 0,
         .workspace = v->splitk_bytes[index] ? v->splitk + v->splitk_offset[index] : NULL,
         .workspace_bytes = v->splitk_bytes[index], .split_k = 0};
     cudaError_t err = x->dtype == GR_DTYPE_I8 ? gr_launch_conv_i8(&a, stream)
@@ -821,6 +823,8 @@ gr_status gr_backend_gpu_init(gr_engine *e)
     e->impl = g;
     e->ops = &gpu_ops;
     g->device = e->opt.gpu_index;
+    g->tf32 = e->opt.tf32 != 0;
+    g->fp16_accumulate = e->opt.fp16_accumulate != 0;
     CUDA_TRY(cudaSetDevice(g->device));
     struct cudaDeviceProp prop;
     CUDA_TRY(cudaGetDeviceProperties(&prop, g->device));

@@ -39,6 +39,7 @@ typedef struct gr_cli_options {
     int batch;
     float thresh, nms;
     int runs;             /* timed runs (median reported), default 1 */
+    int tf32, fp16_accumulate; /* --tf32, --fp16-accumulate */
     int help, version, list_models;
 } gr_cli_options;
 

@@ -72,6 +72,8 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
         if (!strcmp(a, "--json")) { o->json = 1; continue; }
         if (!strcmp(a, "--list-models")) { o->list_models = 1; continue; }
         if (!strcmp(a, "--no-output")) { o->output = ""; continue; }
+        if (!strcmp(a, "--tf32")) { o->tf32 = 1; continue; }
+        if (!strcmp(a, "--fp16-accumulate")) { o->fp16_accumulate = 1; continue; }
         /* Options with a value: --opt VALUE or --opt=VALUE. */
         static const char *const with_value[] = {
             "--model", "--cfg", "--weights", "--names", "--output", "--save-output", "--input",

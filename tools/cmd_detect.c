@@ -40,6 +40,8 @@ static void print_help(void)
         "  --prec P            fp32 (default), fp16, int8\n"
         "  --batch N           images per run (default 1; inputs repeat to fill the batch)\n"
         "  --runs N            run N times and report the median time (default 1)\n"
+        "  --tf32              fp32 on the GPU may use TF32 tensor cores (default: exact FP32)\n"
+        "  --fp16-accumulate   fp16 convolutions accumulate in fp16 (default: fp32)\n"
         "  --calib-cache FILE  int8: reuse the calibration in FILE, or calibrate on the bundled\n"
         "                      photos and write it there (rejected if made for another model)\n"
         "detection\n"
@@ -194,6 +196,8 @@ int gr_cli_detect(int argc, char **argv)
     eo.precision = o.precision;
     eo.batch = o.batch;
     eo.calib_cache = o.calib_cache;
+    eo.tf32 = o.tf32;
+    eo.fp16_accumulate = o.fp16_accumulate;
     if (o.device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
         fprintf(stderr, "graphrun: no CUDA device visible: running the CPU reference (slow)\n");
     if ((st = gr_engine_build(model, &eo, &engine)) != GR_OK) {
