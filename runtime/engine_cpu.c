@@ -1,12 +1,16 @@
-/* CPU backend: runs the reference executor (runtime/reference.c) layer by layer in float32 with
- * Darknet's semantics. It is the oracle the GPU engine is checked against, and what graphrun runs
- * on a machine without a GPU. */
+/* CPU backend. fp32 runs the reference executor (runtime/reference.c) layer by layer with Darknet's
+ * semantics: the oracle the GPU engine is checked against, and what graphrun runs on a machine
+ * without a GPU. fp16 and int8 run the planner's CPU executor on the same plan the GPU would run,
+ * emulating the precision's arithmetic (f16 rounding, int8 quantization with the same calibrated
+ * scales, exact int32 accumulation): slow, but the same numbers as the GPU's up to accumulation
+ * order. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "planner/plan.h"
 #include "runtime/engine_internal.h"
 #include "runtime/reference.h"
 
@@ -14,6 +18,8 @@ typedef struct cpu_state {
     float *input_f32;  /* batch x c x h x w in [0,1] */
     uint8_t *input_u8; /* batch x h x w x c */
     float **layer_outputs;
+    gr_plan *plan;       /* fp16 / int8 emulation */
+    gr_plan_exec *exec;
 } cpu_state;
 
 static void cpu_destroy(gr_engine *e)
@@ -24,6 +30,8 @@ static void cpu_destroy(gr_engine *e)
     free(s->input_f32);
     free(s->input_u8);
     free(s->layer_outputs);
+    gr_plan_exec_destroy(s->exec);
+    gr_plan_free(s->plan);
     for (int i = 0; i < e->n_heads; i++) {
         free(e->outputs[i]);
         e->outputs[i] = NULL;
@@ -63,6 +71,16 @@ static gr_status cpu_run(gr_engine *e, int u8)
         }
     }
     double t1 = gr_now_us();
+    if (s->exec) {
+        gr_status st = gr_plan_execute(s->exec, s->input_f32);
+        double t2 = gr_now_us();
+        for (int i = 0; i < e->n_heads && st == GR_OK; i++)
+            memcpy(e->outputs[i], gr_plan_exec_output(s->exec, i),
+                   gr_shape_elems(net->layers[e->head_layers[i]].out) * (size_t)batch * sizeof(float));
+        e->timing = (gr_timing){.convert_us = t1 - t0, .compute_us = t2 - t1,
+                                .end_to_end_us = gr_now_us() - t0};
+        return st;
+    }
     memset(s->layer_outputs, 0, (size_t)net->n_layers * sizeof *s->layer_outputs);
     gr_status st = gr_reference_forward(net, s->input_f32, batch, 0, s->layer_outputs);
     double t2 = gr_now_us();
@@ -81,10 +99,11 @@ static gr_status cpu_run(gr_engine *e, int u8)
     return st;
 }
 
-/* Host bytes of one run, as the reference executor allocates them: the two input buffers, the
+/* Host bytes of one run, as the fp32 reference executor allocates them: the two input buffers, the
  * head outputs, and the peak of the layer outputs alive at once (an output lives from its layer to
- * its last reader; heads live to the end). Sizes were bounded by the front, so nothing overflows:
- * at most GR_MAX_LAYERS tensors of GR_MAX_TENSOR_ELEMS floats. */
+ * its last reader; heads live to the end). The fp16/int8 emulation keeps the same activations in
+ * a liveness-planned arena, so this is its estimate too. Sizes were bounded by the front, so
+ * nothing overflows: at most GR_MAX_LAYERS tensors of GR_MAX_TENSOR_ELEMS floats. */
 static gr_status cpu_peak_bytes(const gr_engine *e, size_t *bytes)
 {
     const gr_net *net = e->net;
@@ -140,16 +159,29 @@ static const gr_backend_ops cpu_ops = {"cpu", cpu_input_buffer, cpu_run, NULL, c
 
 gr_status gr_backend_cpu_init(gr_engine *e)
 {
-    if (e->opt.precision != GR_PREC_FP32)
-        return gr_fail(GR_ERR_UNSUPPORTED,
-                       "the CPU reference runs fp32 only so far; %s needs the GPU engine",
-                       gr_precision_name(e->opt.precision));
     GR_TRY(check_host_memory(e));
     cpu_state *s = gr_calloc(1, sizeof *s, "CPU engine");
     if (!s)
         return GR_ERR_OUT_OF_MEMORY;
     e->impl = s;
     e->ops = &cpu_ops;
+    if (e->opt.precision != GR_PREC_FP32) {
+        gr_plan_options po;
+        gr_plan_options_default(&po);
+        po.precision = e->opt.precision;
+        po.batch = e->opt.batch;
+        po.input_u8 = 0; /* float input: u8 input is widened to v / 255 first, the same values */
+        GR_TRY(gr_plan_build(e->net, &po, &s->plan));
+        if (e->opt.precision == GR_PREC_INT8) {
+            float *ranges = NULL, input_range = 0.0f;
+            gr_status st = gr_engine_calibrate(e, &ranges, &input_range);
+            if (st == GR_OK)
+                st = gr_plan_set_ranges(s->plan, ranges, input_range);
+            free(ranges);
+            GR_TRY(st);
+        }
+        GR_TRY(gr_plan_exec_create(s->plan, 0, &s->exec));
+    }
     s->input_f32 = gr_calloc(input_elems(e), sizeof(float), "CPU engine input");
     s->input_u8 = gr_calloc(input_elems(e), 1, "CPU engine input");
     s->layer_outputs = gr_calloc((size_t)e->net->n_layers, sizeof(float *), "CPU engine outputs");
@@ -162,6 +194,7 @@ gr_status gr_backend_cpu_init(gr_engine *e)
         if (!e->outputs[i])
             return GR_ERR_OUT_OF_MEMORY;
     }
-    snprintf(e->device_name, sizeof e->device_name, "CPU reference");
+    snprintf(e->device_name, sizeof e->device_name, "%s",
+             s->exec ? "CPU reference (emulating the GPU's arithmetic)" : "CPU reference");
     return GR_OK;
 }

@@ -62,6 +62,10 @@ gr_status gr_engine_fail(gr_engine *e, gr_status status);
 gr_status gr_backend_cpu_init(gr_engine *e);
 gr_status gr_backend_gpu_init(gr_engine *e);
 
+/* INT8 activation ranges for the engine's network (per layer, and the input), from
+ * e->opt.calib_cache or by calibrating on e->opt.calib_images. *layer_range is malloc'd. */
+gr_status gr_engine_calibrate(gr_engine *e, float **layer_range, float *input_range);
+
 /* Monotonic clock in microseconds. */
 double gr_now_us(void);
 

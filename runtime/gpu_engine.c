@@ -25,7 +25,6 @@
 #include "kernels/gemm_f32.h"
 #include "kernels/misc.h"
 #include "planner/plan.h"
-#include "runtime/calib_cache.h"
 #include "runtime/engine_internal.h"
 #include "runtime/gpu_internal.h"
 
@@ -90,6 +89,9 @@ typedef struct gpu_state {
     float *layer_range;     /* int8: per-layer activation ranges, shared by the variants */
     float input_range;
     variant var[2];         /* [0] float input, [1] u8 input */
+    cudaError_t inject;     /* tests: the next run fails with this error */
+    int tf32;               /* fp32 convs may use TF32 tensor cores */
+    int fp16_accumulate;    /* fp16 convs accumulate in fp16 */
 } gpu_state;
 
 static const size_t cublas_ws_bytes = 32u << 20; /* what cuBLAS asks for on Hopper */
@@ -174,7 +176,7 @@ static gr_status launch_conv(gpu_state *g, variant *v, int index, int s)
                 .out = (float *)tensor_storage(v, nd->output) + (size_t)b * y_image +
                        (size_t)y->c_offset * y->h * y->w,
                 .workspace = v->im2col[s], .activation = (int)nd->p.activation,
-                .tf32 = 0};
+                .tf32 = g->tf32};
             cudaError_t cerr = cudaSuccess;
             cublasStatus_t bst = gr_launch_conv_f32(g->cublas[s], &a, stream, &cerr);
             if (bst != CUBLAS_STATUS_SUCCESS)
@@ -202,7 +204,7 @@ static gr_status launch_conv(gpu_state *g, variant *v, int index, int s)
         .bias = w->bias, .out = tensor_storage(v, nd->output),
         .activation = (int)nd->p.activation, .out_kind = out_kind,
         .out_inv_scale = y->dtype == GR_DTYPE_I8 ? 1.0f / y->scale : 1.0f,
-        .fp16_accumulate = 0, .tile_config = 0,
+        .fp16_accumulate = x->dtype == GR_DTYPE_F16 && g->fp16_accumulate, .tile_config = 0,
         .workspace = v->splitk_bytes[index] ? v->splitk + v->splitk_offset[index] : NULL,
         .workspace_bytes = v->splitk_bytes[index], .split_k = 0};
     cudaError_t err = x->dtype == GR_DTYPE_I8 ? gr_launch_conv_i8(&a, stream)
@@ -520,74 +522,6 @@ static gr_status alloc_scratch(gpu_state *g, variant *v)
     return GR_OK;
 }
 
-/* ---- int8 calibration --------------------------------------------------------------------- */
-
-#ifndef GR_DATA_DIR
-#define GR_DATA_DIR "data"
-#endif
-
-static const char *const bundled_photos[] = {GR_DATA_DIR "/dog.jpg", GR_DATA_DIR "/person.jpg",
-                                             GR_DATA_DIR "/horses.jpg", GR_DATA_DIR "/eagle.jpg",
-                                             GR_DATA_DIR "/giraffe.jpg", NULL};
-
-/* Per-layer activation ranges for int8: from the calibration cache when it matches this model,
- * else by running the fp32 reference plan over the calibration images (and writing the cache). */
-static gr_status calibrate(gr_engine *e, gpu_state *g, const char *const *images, const char *cache)
-{
-    const gr_net *net = e->net;
-    g->layer_range = gr_calloc((size_t)net->n_layers, sizeof(float), "calibration ranges");
-    if (!g->layer_range)
-        return GR_ERR_OUT_OF_MEMORY;
-    gr_calib_key key = gr_calib_key_make(net, e->opt.calib_method, e->opt.calib_percentile);
-    if (cache) {
-        int found = 0;
-        GR_TRY(gr_calib_cache_read(cache, &key, net->n_layers, g->layer_range, &g->input_range,
-                                   &found));
-        if (found)
-            return GR_OK;
-    }
-    if (!images)
-        images = bundled_photos;
-    int n = 0;
-    while (images[n])
-        n++;
-    if (n == 0)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "int8 calibration needs at least one image");
-    size_t per_image = (size_t)net->c * (size_t)net->w * (size_t)net->h;
-    float *data = gr_calloc((size_t)n * per_image, sizeof(float), "calibration images");
-    uint8_t *u8 = gr_malloc(per_image, "calibration image");
-    if (!data || !u8) {
-        free(data);
-        free(u8);
-        return GR_ERR_OUT_OF_MEMORY;
-    }
-    gr_status st = GR_OK;
-    for (int i = 0; i < n && st == GR_OK; i++) {
-        gr_image *im = NULL;
-        st = gr_image_load(images[i], &im);
-        if (st != GR_OK) {
-            gr_fail_prefix(st, "int8 calibration: ");
-            break;
-        }
-        /* The engine's input is the uint8 letterbox: calibrate on exactly those values. */
-        st = gr_image_letterbox_u8(im, net->w, net->h, u8);
-        float *dst = data + (size_t)i * per_image;
-        size_t plane = (size_t)net->w * (size_t)net->h;
-        for (size_t p = 0; p < plane && st == GR_OK; p++)
-            for (int c = 0; c < net->c; c++)
-                dst[(size_t)c * plane + p] = (float)u8[p * (size_t)net->c + (size_t)c] / 255.0f;
-        gr_image_destroy(im);
-    }
-    if (st == GR_OK)
-        st = gr_plan_calibrate_ranges(net, data, n, e->opt.calib_method, e->opt.calib_percentile,
-                                      g->layer_range, &g->input_range);
-    free(data);
-    free(u8);
-    if (st == GR_OK && cache)
-        st = gr_calib_cache_write(cache, &key, net->n_layers, g->layer_range, g->input_range, n);
-    return st;
-}
-
 /* ---- variants ----------------------------------------------------------------------------- */
 
 static void variant_free(variant *v)
@@ -796,6 +730,11 @@ static gr_status gpu_run(gr_engine *e, int u8)
     variant *v = current(g, u8);
     double t0 = gr_now_us();
     cudaError_t err;
+    if (g->inject != cudaSuccess) {
+        err = g->inject;
+        g->inject = cudaSuccess;
+        return run_failed(e, err, "cudaGraphLaunch (injected by a test)");
+    }
     if (v->exec) {
         err = cudaGraphLaunch(v->exec, g->streams[0]);
         if (err != cudaSuccess)
@@ -884,6 +823,8 @@ gr_status gr_backend_gpu_init(gr_engine *e)
     e->impl = g;
     e->ops = &gpu_ops;
     g->device = e->opt.gpu_index;
+    g->tf32 = e->opt.tf32 != 0;
+    g->fp16_accumulate = e->opt.fp16_accumulate != 0;
     CUDA_TRY(cudaSetDevice(g->device));
     struct cudaDeviceProp prop;
     CUDA_TRY(cudaGetDeviceProperties(&prop, g->device));
@@ -931,7 +872,7 @@ gr_status gr_backend_gpu_init(gr_engine *e)
 
     /* int8 scales before planning. */
     if (e->opt.precision == GR_PREC_INT8)
-        GR_TRY(calibrate(e, g, e->opt.calib_images, e->opt.calib_cache));
+        GR_TRY(gr_engine_calibrate(e, &g->layer_range, &g->input_range));
 
     /* The default input is uint8; build it now so a failure shows at build time. */
     GR_TRY(ensure_variant(e, 1));
@@ -1104,4 +1045,12 @@ gr_status gr_engine_debug_trace(gr_engine *engine, const uint8_t *input, gr_trac
     free(values);
     gr_plan_exec_destroy(ex);
     return st;
+}
+
+gr_status gr_engine_debug_inject_error(gr_engine *engine, int cuda_error)
+{
+    if (!engine || engine->device != GR_DEVICE_GPU || !engine->impl)
+        return gr_fail(GR_ERR_STATE, "gr_engine_debug_inject_error: not a GPU engine");
+    ((gpu_state *)engine->impl)->inject = (cudaError_t)cuda_error;
+    return GR_OK;
 }

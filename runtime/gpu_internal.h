@@ -32,6 +32,9 @@ gr_status gr_engine_plan_stats(const gr_engine *engine, int *launching_nodes, si
 struct gr_plan;
 typedef void (*gr_trace_fn)(const struct gr_plan *plan, int node, const float *values, void *user);
 gr_status gr_engine_debug_trace(gr_engine *engine, const uint8_t *input, gr_trace_fn fn, void *user);
+/* Fault injection (tests): the engine's next run fails as if the GPU had returned `cuda_error`
+ * (a cudaError_t value). */
+gr_status gr_engine_debug_inject_error(gr_engine *engine, int cuda_error);
 /* The plan of the engine's uint8-input graph. */
 const struct gr_plan *gr_engine_debug_plan(const gr_engine *engine);
 

@@ -176,7 +176,6 @@ run_case "names: missing file" 3 "missing.names: cannot open" -- "${cpu[@]}" --c
 run_case "output: unwritable" 3 "no_such_dir/out.png: cannot write image" -- --device cpu --cfg small.cfg --input ok.png --output no_such_dir/out.png
 run_case "output: unknown extension" 2 "out.gif: unknown image extension" -- --device cpu --cfg small.cfg --input ok.png --output out.gif
 run_case "save-output: unwritable" 3 "no_such_dir/out.npy: cannot create: No such file" -- --device cpu --cfg small.cfg --no-output --input ok.png --save-output no_such_dir/out.npy
-run_case "prec int8 on the CPU" 3 "the CPU reference runs fp32 only" -- "${cpu[@]}" --cfg small.cfg --prec int8
 if ! "$bin" --help >/dev/null 2>&1 || ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   run_case "--device gpu without a GPU" 4 "(built without CUDA|no CUDA device|CUDA)" -- --device gpu --cfg small.cfg --no-output --input ok.png
 fi

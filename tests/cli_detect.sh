@@ -36,6 +36,12 @@ head -c 8 "$tmp/a.png" | od -An -tx1 | grep -q '89 50 4e 47'; check "output is a
 grep -q 'SYNTHETIC' "$tmp/a.err"; check "synthetic weights announced" $?
 grep -q 'time (last run)' "$tmp/a.err"; check "time split reported" $?
 
+# fp16 without a GPU: the CPU emulates the GPU's arithmetic, says so, and finds boxes too.
+"$bin" --device cpu --prec fp16 --input data/dog.jpg --no-output >"$tmp/h.txt" 2>"$tmp/h.err"
+check "fp16 on the CPU exit 0" $?
+grep -q 'emulates' "$tmp/h.err"; check "fp16 CPU emulation announced" $?
+grep -q 'box left' "$tmp/h.txt"; check "fp16 CPU emulation finds boxes" $?
+
 # yolov3-tiny: two yolo heads, raw outputs saved as FILE.npy and FILE.1.npy.
 "$bin" --model yolov3-tiny --device cpu --input data/dog.jpg --output "$tmp/c.png" \
   --save-output "$tmp/heads.npy" --json >"$tmp/c.json" 2>/dev/null

@@ -401,6 +401,42 @@ START_TEST(test_layers_match_cpu_emulation)
 }
 END_TEST
 
+/* The speed options stay close to the exact paths: TF32 (10-bit mantissa products) <= 5e-3 and FP16
+ * accumulation (11-bit partial sums over K up to 9216) <= 2e-2, both against the fp32 reference. */
+START_TEST(test_speed_options)
+{
+    gr_model *m = load_model("yolo");
+    uint8_t *u8;
+    float *f32;
+    load_input(m, "data/dog.jpg", &u8, &f32, NULL, NULL);
+    gr_engine *cpu = build(m, GR_DEVICE_CPU, GR_PREC_FP32, 1, 1);
+    ck_assert(gr_engine_run_f32(cpu, f32) == GR_OK);
+    const float *ref;
+    gr_engine_output(cpu, 0, &ref);
+    for (int k = 0; k < 2; k++) {
+        gr_engine_options eo;
+        gr_engine_options_default(&eo);
+        eo.device = GR_DEVICE_GPU;
+        eo.precision = k ? GR_PREC_FP16 : GR_PREC_FP32;
+        eo.tf32 = k == 0;
+        eo.fp16_accumulate = k == 1;
+        gr_engine *e = NULL;
+        ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s", gr_last_error());
+        ck_assert(gr_engine_run_u8(e, u8) == GR_OK);
+        const float *out;
+        gr_engine_output(e, 0, &out);
+        stats st = compare(out, ref, output_elems(e, 0));
+        printf("yolo %s: NRMSE %.3g\n", k ? "fp16 with fp16 accumulation" : "fp32 with TF32", st.nrmse);
+        ck_assert_msg(st.nrmse <= (k ? 2e-2 : 5e-3), "NRMSE %g", st.nrmse);
+        gr_engine_destroy(e);
+    }
+    gr_engine_destroy(cpu);
+    gr_model_destroy(m);
+    free(u8);
+    free(f32);
+}
+END_TEST
+
 START_TEST(test_async_run_matches_sync)
 {
     gr_model *m = load_model("yolo");
@@ -496,6 +532,7 @@ int main(void)
     tcase_add_loop_test(tc, test_agreement_with_cpu_reference, 0, 2);
     tcase_add_test(tc, test_detections_agree_across_precisions);
     tcase_add_loop_test(tc, test_graph_has_exactly_two_copies, 0, 2);
+    tcase_add_test(tc, test_speed_options);
     tcase_add_test(tc, test_async_run_matches_sync);
     tcase_add_test(tc, test_calibration_cache);
     suite_add_tcase(s, tc);

@@ -32,12 +32,14 @@ typedef struct gr_cli_options {
     int n_inputs;
     const char *output;   /* image with boxes; NULL = default, "" = none */
     const char *save_output; /* .npy of the raw head outputs */
+    const char *calib_cache; /* int8 calibration cache file */
     int json;
     gr_device device;
     gr_precision precision;
     int batch;
     float thresh, nms;
     int runs;             /* timed runs (median reported), default 1 */
+    int tf32, fp16_accumulate; /* --tf32, --fp16-accumulate */
     int help, version, list_models;
 } gr_cli_options;
 

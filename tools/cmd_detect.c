@@ -40,6 +40,10 @@ static void print_help(void)
         "  --prec P            fp32 (default), fp16, int8\n"
         "  --batch N           images per run (default 1; inputs repeat to fill the batch)\n"
         "  --runs N            run N times and report the median time (default 1)\n"
+        "  --tf32              fp32 on the GPU may use TF32 tensor cores (default: exact FP32)\n"
+        "  --fp16-accumulate   fp16 convolutions accumulate in fp16 (default: fp32)\n"
+        "  --calib-cache FILE  int8: reuse the calibration in FILE, or calibrate on the bundled\n"
+        "                      photos and write it there (rejected if made for another model)\n"
         "detection\n"
         "  --thresh T          class probability threshold (default 0.5, as Darknet)\n"
         "  --nms T             IoU threshold of the class-wise NMS (default 0.45, as Darknet)\n"
@@ -191,6 +195,9 @@ int gr_cli_detect(int argc, char **argv)
     eo.device = o.device;
     eo.precision = o.precision;
     eo.batch = o.batch;
+    eo.calib_cache = o.calib_cache;
+    eo.tf32 = o.tf32;
+    eo.fp16_accumulate = o.fp16_accumulate;
     if (o.device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
         fprintf(stderr, "graphrun: no CUDA device visible: running the CPU reference (slow)\n");
     if ((st = gr_engine_build(model, &eo, &engine)) != GR_OK) {
@@ -199,6 +206,9 @@ int gr_cli_detect(int argc, char **argv)
     }
     fprintf(stderr, "graphrun: device %s, precision %s, batch %d\n", gr_engine_device_name(engine),
             gr_precision_name(o.precision), o.batch);
+    if (gr_engine_device(engine) == GR_DEVICE_CPU && o.precision != GR_PREC_FP32)
+        fprintf(stderr, "graphrun: %s on the CPU emulates the GPU's arithmetic: slow, for checking "
+                        "numbers, not speed\n", gr_precision_name(o.precision));
 
     /* The batch: inputs repeat to fill it. Images are letterboxed (uint8 for the GPU, whose input
      * copy moves bytes; float, exactly as Darknet, for the CPU reference); .npy tensors are fed

@@ -174,7 +174,8 @@ typedef struct gr_engine_options {
     int gpu_index;           /* CUDA device ordinal, 0 default */
     int use_cuda_graph;      /* 1 default; 0 runs the same launches eagerly on a stream */
     int tf32;                /* 1 allows TF32 in the FP32 path; 0 default = exact FP32 */
-    int fp16_accumulate;     /* 1 accumulates FP16 GEMMs in FP16; 0 default = FP32 accumulation */
+    int fp16_accumulate;     /* 1 accumulates FP16 GEMMs in FP16; 0 default = FP32 accumulation
+                                (GPU only: the CPU emulation always accumulates in FP32) */
     gr_calib_method calib_method;
     float calib_percentile;  /* for GR_CALIB_PERCENTILE, e.g. 99.99 */
     const char *const *calib_images; /* NULL-terminated image paths; NULL = the bundled photos */
