@@ -82,13 +82,15 @@ static gr_status check_jpeg_huffman_tables(const uint8_t *data, size_t len, cons
         size_t seg_len = read_be16(data + pos + 2);
         if (seg_len < 2)
             return GR_OK; /* malformed: stb rejects it */
-        size_t seg_end = pos + 2 + seg_len < len ? pos + 2 + seg_len : len;
+        size_t seg_end = pos + 2 + seg_len; /* may lie past the end of a truncated file */
         if (marker == 0xc4) {
+            /* As stb reads it: tables back to back while the declared length lasts, bytes past
+             * the end of the data reading as 0. */
             size_t t = pos + 4;
-            while (t + 17 <= seg_end) {
+            while (t < seg_end) {
                 size_t codes = 0;
-                for (int i = 1; i <= 16; i++)
-                    codes += data[t + (size_t)i];
+                for (size_t i = 1; i <= 16; i++)
+                    codes += t + i < len ? data[t + i] : 0;
                 if (codes > 256)
                     return gr_fail(GR_ERR_PARSE,
                                    "%s: byte %zu: corrupt JPEG: Huffman table with %zu codes (at "

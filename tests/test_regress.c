@@ -154,18 +154,25 @@ START_TEST(regression_inputs_fail_cleanly)
 END_TEST
 
 /* Fuzzing the decoders (stb_image 2.27) found an out-of-bounds write when a JPEG Huffman table
- * declares more than 256 codes: graphrun now refuses such a file before stb sees it. */
+ * declares more than 256 codes (also in a table cut off by the end of the file, whose missing
+ * counts stb reads as 0): graphrun now refuses such a file before stb sees it. */
 START_TEST(jpeg_huffman_table_over_256_codes_is_refused)
 {
-    size_t len;
-    uint8_t *data = read_all(REGRESS_DIR "image/jpeg_huffman_table_over_256_codes.jpg", &len);
-    gr_image *im = (gr_image *)1;
-    ck_assert_int_eq(gr_image_decode_mem(data, len, "bad.jpg", &im), GR_ERR_PARSE);
-    ck_assert_ptr_null(im);
-    ck_assert_msg(strstr(gr_last_error(), "bad.jpg: byte ") &&
-                      strstr(gr_last_error(), "corrupt JPEG: Huffman table with"),
-                  "%s", gr_last_error());
-    free(data);
+    static const char *const files[] = {"jpeg_huffman_table_over_256_codes.jpg",
+                                        "jpeg_huffman_table_past_end.jpg"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[256];
+        snprintf(path, sizeof path, REGRESS_DIR "image/%s", files[i]);
+        size_t len;
+        uint8_t *data = read_all(path, &len);
+        gr_image *im = (gr_image *)1;
+        ck_assert_int_eq(gr_image_decode_mem(data, len, "bad.jpg", &im), GR_ERR_PARSE);
+        ck_assert_ptr_null(im);
+        ck_assert_msg(strstr(gr_last_error(), "bad.jpg: byte ") &&
+                          strstr(gr_last_error(), "corrupt JPEG: Huffman table with"),
+                      "%s: %s", files[i], gr_last_error());
+        free(data);
+    }
 }
 END_TEST
 
