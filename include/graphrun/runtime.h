@@ -127,7 +127,7 @@ typedef struct gr_image {
     uint8_t *data;
 } gr_image;
 
-gr_status gr_image_load(const char *path, gr_image **out);   /* JPEG/PNG/BMP/...; always 3 channels */
+gr_status gr_image_load(const char *path, gr_image **out);   /* JPEG, PNG or BMP; always 3 channels */
 gr_status gr_image_write(const gr_image *im, const char *path); /* .png or .jpg/.jpeg by extension */
 void gr_image_destroy(gr_image *im);
 
