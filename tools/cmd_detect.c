@@ -29,7 +29,7 @@ static void print_help(void)
         "  --seed N            seed of the synthetic weights (default 1)\n"
         "  --names FILE        class names, one per line\n"
         "input / output\n"
-        "  --input FILE        image (JPEG/PNG/BMP...) or .npy float32 tensor of the network's input\n"
+        "  --input FILE        image (JPEG, PNG, BMP) or .npy float32 tensor of the network's input\n"
         "                      shape (CHW or NCHW), fed as-is; repeat for a batch (default %s)\n"
         "  --output FILE       image with boxes (.png/.jpg; default predictions.png, with several\n"
         "                      inputs predictions.1.png ...); --no-output writes none\n"
