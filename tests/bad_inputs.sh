@@ -176,9 +176,9 @@ run_case "names: missing file" 3 "missing.names: cannot open" -- "${cpu[@]}" --c
 run_case "output: unwritable" 3 "no_such_dir/out.png: cannot write image" -- --device cpu --cfg small.cfg --input ok.png --output no_such_dir/out.png
 run_case "output: unknown extension" 2 "out.gif: unknown image extension" -- --device cpu --cfg small.cfg --input ok.png --output out.gif
 run_case "save-output: unwritable" 3 "no_such_dir/out.npy: cannot create: No such file" -- --device cpu --cfg small.cfg --no-output --input ok.png --save-output no_such_dir/out.npy
-if ! "$bin" --help >/dev/null 2>&1 || ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+if ! nvidia-smi -L >/dev/null 2>&1; then # only where no GPU is visible
   run_case "--device gpu without a GPU" 4 "(built without CUDA|no CUDA device|CUDA)" -- --device gpu --cfg small.cfg --no-output --input ok.png
 fi
 
-echo "bad_inputs: $((total - fails)) of $total cases as documented" >&2
+echo "$((total - fails)) passed, $fails failed (tests/bad_inputs.sh: $total bad inputs)" >&2
 [ "$fails" -eq 0 ]
