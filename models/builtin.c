@@ -160,7 +160,7 @@ gr_status gr_net_load_class_names(gr_net *net, const char *path)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_net_load_class_names: NULL argument");
     char *text;
     size_t len;
-    GR_TRY(gr_read_small_file(path, MAX_NAMES_BYTES, "class names", &text, &len));
+    GR_TRY(gr_read_file(path, MAX_NAMES_BYTES, "class names", &text, &len));
     gr_status st = gr_net_set_class_names_text(net, text, len, path);
     free(text);
     return st;

@@ -23,11 +23,6 @@ gr_status gr_net_param_floats(const gr_net *net, size_t *n_floats);
  * net's weights; every conv / connected layer's gr_weights points into it afterwards. */
 void gr_net_attach_weights(gr_net *net, float *block, size_t n_floats);
 
-/* Read a whole file of at most `max_bytes` (a larger one is GR_ERR_LIMIT, detected without reading
- * it all) into a NUL-terminated buffer the caller frees. `what` names the file kind in messages. */
-gr_status gr_read_small_file(const char *path, size_t max_bytes, const char *what, char **text,
-                             size_t *len);
-
 /* True on a little-endian host (the only kind whose memory layout matches .weights files). */
 int gr_host_is_little_endian(void);
 

@@ -819,7 +819,7 @@ gr_status gr_net_parse_file(const char *path, gr_net **out)
     *out = NULL;
     char *text;
     size_t len;
-    GR_TRY(gr_read_small_file(path, MAX_CFG_BYTES, "cfg", &text, &len));
+    GR_TRY(gr_read_file(path, MAX_CFG_BYTES, "cfg", &text, &len));
     gr_status st = gr_net_parse(text, len, path, out);
     free(text);
     return st;

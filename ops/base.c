@@ -1,6 +1,7 @@
 /* Base utilities: thread-local error message, checked sizes, RNG, fp16 conversion. */
 #include "ops/base.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -245,4 +246,57 @@ const char *gr_dtype_name(gr_dtype t)
     case GR_DTYPE_I32: return "i32";
     }
     return "?";
+}
+
+/* The whole file in a malloc'd, NUL-terminated buffer (the NUL not counted in *len). A file over
+ * max_bytes is refused after reading at most one chunk past the limit; works on pipes (no seeking).
+ * Messages name the file and `what` ("cfg", "image", ...). */
+gr_status gr_read_file(const char *path, size_t max_bytes, const char *what, char **text,
+                             size_t *len)
+{
+    *text = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return gr_fail(GR_ERR_IO, "%s: cannot open %s file: %s", path, what, strerror(errno));
+    size_t cap = 64 * 1024, used = 0;
+    char *buf = gr_malloc(cap + 1, what);
+    gr_status st = buf ? GR_OK : GR_ERR_OUT_OF_MEMORY;
+    while (st == GR_OK) {
+        if (used == cap) {
+            if (cap > max_bytes) {
+                st = gr_fail(GR_ERR_LIMIT, "%s: larger than %zu bytes (the %s file limit)", path,
+                             max_bytes, what);
+                break;
+            }
+            char *bigger = realloc(buf, 2 * cap + 1);
+            if (!bigger) {
+                st = gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory reading the %s file", path,
+                             what);
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+        size_t got = fread(buf + used, 1, cap - used, f);
+        used += got;
+        if (got == 0) {
+            if (ferror(f))
+                st = gr_fail(GR_ERR_IO, "%s: read error after %zu bytes: %s", path, used,
+                             strerror(errno));
+            break;
+        }
+    }
+    fclose(f);
+    if (st == GR_OK && used > max_bytes)
+        st = gr_fail(GR_ERR_LIMIT, "%s: larger than %zu bytes (the %s file limit)", path, max_bytes,
+                     what);
+    if (st != GR_OK) {
+        free(buf);
+        return st;
+    }
+    buf[used] = '\0';
+    *text = buf;
+    *len = used;
+    return GR_OK;
 }

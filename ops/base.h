@@ -68,6 +68,10 @@ uint16_t gr_f32_to_f16(float x);
 float gr_f16_to_f32(uint16_t h);
 static inline float gr_round_f16(float x) { return gr_f16_to_f32(gr_f32_to_f16(x)); }
 
+/* Read a whole file (at most max_bytes) into a malloc'd NUL-terminated buffer. */
+gr_status gr_read_file(const char *path, size_t max_bytes, const char *what, char **data,
+                       size_t *len);
+
 size_t gr_dtype_size(gr_dtype t);
 const char *gr_dtype_name(gr_dtype t);
 

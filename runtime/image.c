@@ -192,62 +192,16 @@ gr_status gr_image_decode_mem(const uint8_t *data, size_t len, const char *name,
     return GR_OK;
 }
 
-/* The whole file in a malloc'd buffer; a file over GR_MAX_IMAGE_FILE_BYTES is refused after
- * reading at most one byte more than the limit. Works on pipes too (no seeking). */
-static gr_status read_image_file(const char *path, uint8_t **data, size_t *len)
-{
-    *data = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return gr_fail(GR_ERR_IO, "%s: cannot open image: %s", path, strerror(errno));
-    size_t cap = 64 * 1024, used = 0;
-    uint8_t *buf = gr_malloc(cap, "image file");
-    gr_status st = buf ? GR_OK : GR_ERR_OUT_OF_MEMORY;
-    while (st == GR_OK) {
-        if (used == cap) {
-            if (cap > GR_MAX_IMAGE_FILE_BYTES) {
-                st = gr_fail(GR_ERR_LIMIT, "%s: larger than the %zu-byte image file limit", path,
-                             GR_MAX_IMAGE_FILE_BYTES);
-                break;
-            }
-            uint8_t *bigger = realloc(buf, 2 * cap);
-            if (!bigger) {
-                st = gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory reading the image file",
-                             path);
-                break;
-            }
-            buf = bigger;
-            cap *= 2;
-        }
-        size_t got = fread(buf + used, 1, cap - used, f);
-        used += got;
-        if (got == 0) {
-            if (ferror(f))
-                st = gr_fail(GR_ERR_IO, "%s: read error after %zu bytes: %s", path, used,
-                             strerror(errno));
-            break;
-        }
-    }
-    fclose(f);
-    if (st != GR_OK) {
-        free(buf);
-        return st;
-    }
-    *data = buf;
-    *len = used;
-    return GR_OK;
-}
-
 gr_status gr_image_load(const char *path, gr_image **out)
 {
     if (out)
         *out = NULL;
     if (!path || !out)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_load: NULL argument");
-    uint8_t *data;
+    char *text;
     size_t len;
-    GR_TRY(read_image_file(path, &data, &len));
+    GR_TRY(gr_read_file(path, GR_MAX_IMAGE_FILE_BYTES, "image", &text, &len));
+    uint8_t *data = (uint8_t *)text;
     gr_status st = gr_image_decode_mem(data, len, path, out);
     free(data);
     return st;
