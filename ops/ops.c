@@ -9,8 +9,9 @@
 #include "ops/op_util.h"
 
 static const gr_op_info op_table[] = {
-#define GR_OP(e, stem, section)                                                                    \
-    [GR_OP_##e] = {#stem, section, gr_op_##stem##_infer, gr_op_##stem##_cost, gr_op_##stem##_ref},
+#define GR_OP(e, stem, section, flags)                                                             \
+    [GR_OP_##e] = {#stem, section, flags, gr_op_##stem##_infer, gr_op_##stem##_cost,              \
+                   gr_op_##stem##_ref},
 #include "ops/ops.def"
 #undef GR_OP
 };
@@ -36,33 +37,14 @@ bool gr_op_from_section(const char *section, gr_op_kind *out)
             return true;
         }
     }
-    /* Darknet's parse.c accepts these aliases for the same layers. */
-    if (strcmp(section, "conv") == 0) {
-        if (out)
-            *out = GR_OP_CONV;
-        return true;
-    }
-    if (strcmp(section, "conn") == 0) {
-        if (out)
-            *out = GR_OP_CONNECTED;
-        return true;
-    }
-    if (strcmp(section, "max") == 0) {
-        if (out)
-            *out = GR_OP_MAXPOOL;
-        return true;
-    }
-    if (strcmp(section, "avg") == 0) {
-        if (out)
-            *out = GR_OP_AVGPOOL;
-        return true;
-    }
-    if (strcmp(section, "soft") == 0) {
-        if (out)
-            *out = GR_OP_SOFTMAX;
-        return true;
-    }
     return false;
+}
+
+bool gr_op_has(int kind, unsigned flags)
+{
+    if (kind < 0 || kind >= GR_OP_COUNT)
+        return false;
+    return (op_table[kind].flags & flags) == flags;
 }
 
 static const char *const activation_names[GR_ACT_COUNT] = {
