@@ -167,9 +167,9 @@ void gr_op_params_default(gr_op_kind op, gr_op_params *p)
         p->stride = 1;
         break;
     case GR_OP_MAXPOOL: /* parse_maxpool: stride 1, size = stride, padding = size - 1 */
-        p->size = 1;
         p->stride = 1;
-        p->pad = 0;
+        p->size = GR_PARAM_DERIVED;
+        p->pad = GR_PARAM_DERIVED;
         break;
     case GR_OP_UPSAMPLE: p->stride = 2; break;
     case GR_OP_REORG: p->stride = 1; break;
@@ -185,8 +185,7 @@ void gr_op_params_default(gr_op_kind op, gr_op_params *p)
         p->coords = 4;
         p->classes = 20;
         p->num = 1;
-        p->n_mask = 1;
-        p->mask[0] = 0;
+        p->n_mask = GR_PARAM_DERIVED;
         for (int i = 0; i < 2 * GR_MAX_ANCHORS; i++)
             p->anchors[i] = 0.5f;
         break;
@@ -200,6 +199,26 @@ void gr_op_params_default(gr_op_kind op, gr_op_params *p)
     case GR_OP_SHORTCUT: /* parse_shortcut: activation linear */
     case GR_OP_SOFTMAX:
     case GR_OP_COUNT: break;
+    }
+}
+
+void gr_op_params_resolve(gr_op_params *p)
+{
+    switch (p->op) {
+    case GR_OP_MAXPOOL:
+        if (p->size == GR_PARAM_DERIVED)
+            p->size = p->stride;
+        if (p->pad == GR_PARAM_DERIVED)
+            p->pad = p->size - 1;
+        break;
+    case GR_OP_YOLO:
+        if (p->n_mask == GR_PARAM_DERIVED) {
+            for (int k = 0; k < p->num && k < GR_MAX_ANCHORS; k++)
+                p->mask[k] = k;
+            p->n_mask = p->num;
+        }
+        break;
+    default: break;
     }
 }
 

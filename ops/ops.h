@@ -141,8 +141,16 @@ bool gr_op_has(int kind, unsigned flags);
 #include "ops/ops.def"
 #undef GR_OP
 
-/* Set the defaults Darknet uses for a fresh layer of kind `op` (e.g. conv activation logistic,
- * maxpool padding = size-1 is resolved by the parser once size is known). */
+/* Marks a parameter whose Darknet default depends on others (gr_op_params_resolve fills it). */
+#define GR_PARAM_DERIVED (-1)
+
+/* Darknet's defaults for a fresh layer of kind `op`, the one place they are written down (the
+ * parser only reads the keys a cfg gives over them): e.g. conv activation logistic, upsample
+ * stride 2, region classes 20. Defaults that depend on other keys are GR_PARAM_DERIVED until
+ * gr_op_params_resolve: maxpool size (= stride) and padding (= size - 1), yolo mask (every
+ * anchor). */
 void gr_op_params_default(gr_op_kind op, gr_op_params *p);
+/* Fill the GR_PARAM_DERIVED parameters from the others, once a cfg's keys are read. */
+void gr_op_params_resolve(gr_op_params *p);
 
 #endif

@@ -205,8 +205,15 @@ START_TEST(test_defaults_follow_darknet)
     gr_op_params_default(GR_OP_SHORTCUT, &p);
     ck_assert_int_eq(p.activation, GR_ACT_LINEAR);
     gr_op_params_default(GR_OP_MAXPOOL, &p);
+    gr_op_params_resolve(&p);
     ck_assert_int_eq(p.size, 1);
     ck_assert_int_eq(p.stride, 1);
+    ck_assert_int_eq(p.pad, 0);
+    gr_op_params_default(GR_OP_MAXPOOL, &p); /* size = stride, padding = size - 1 */
+    p.stride = 3;
+    gr_op_params_resolve(&p);
+    ck_assert_int_eq(p.size, 3);
+    ck_assert_int_eq(p.pad, 2);
     gr_op_params_default(GR_OP_REGION, &p);
     ck_assert_int_eq(p.coords, 4);
     ck_assert_int_eq(p.classes, 20);
@@ -215,6 +222,11 @@ START_TEST(test_defaults_follow_darknet)
     gr_op_params_default(GR_OP_YOLO, &p);
     ck_assert_int_eq(p.classes, 20);
     ck_assert_int_eq(p.num, 1);
+    p.num = 3; /* no mask: every anchor */
+    gr_op_params_resolve(&p);
+    ck_assert_int_eq(p.n_mask, 3);
+    ck_assert_int_eq(p.mask[2], 2);
+    ck_assert(p.anchors[5] == 0.5f);
     gr_op_params_default(GR_OP_UPSAMPLE, &p);
     ck_assert_int_eq(p.stride, 2);
     gr_op_params_default(GR_OP_ROUTE, &p);
