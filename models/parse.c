@@ -657,7 +657,7 @@ static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int inde
 static gr_status check_param_count(const section_ctx *cx, const gr_net *net, int index)
 {
     const gr_layer *l = &net->layers[index];
-    if (l->p.op != GR_OP_CONV && l->p.op != GR_OP_CONNECTED)
+    if (!gr_op_has((int)l->p.op, GR_OPF_WEIGHTS))
         return GR_OK;
     gr_shape in = gr_net_input_shape(net, index, 0);
     size_t n = (size_t)l->p.filters, fan_in;

@@ -32,6 +32,12 @@
  *   1.0f/(1.0f+expf(-y)); the CPU fp32 path uses gr_activate (Darknet's CPU code, = the refs).
  *   rint = round half to even (__float2int_rn). Fused maxpool (GR_FUSED_MAXPOOL) takes the max of
  *   the activated y over the window before the output conversion.
+ *   Fused input quantize (GR_FUSED_QUANTIZE_IN): the conv reads the u8 network input and loads v
+ *   as clamp(rint((v / 255.0f) / s_in), -127, 127) (i8, s_in = node->in_scale) or
+ *   half_rn(v / 255.0f) (f16), the quantize formulas below; the rest is unchanged.
+ *   Fused output dequantize (GR_FUSED_DEQUANT_OUT): the output is f32 NCHW and nothing is rounded:
+ *     i8: y = fmaf((float)acc, m[c], b'[c]); y = act(y); out = y   (no int8, no output scale)
+ *     f16: y = acc + b'[c]; y = act(y); out = y                    (no half rounding)
  *   BN folding (Darknet's formula, epsilon on the standard deviation):
  *     d[c] = sqrt(var[c]) + 0.000001 (in double, as Darknet), w' = (float)(w * scale[c] / d[c]),
  *     b' = (float)(bias[c] - mean[c] * scale[c] / d[c]); without BN w' = w, b' = bias.
