@@ -1,7 +1,8 @@
 /* Planner passes, one test per behaviour: DAG construction, dead nodes, BN folding, maxpool
  * fusion, precision with explicit Q/DQ, input-quantize / output-dequantize fusion, epilogue
- * fusion, int8 weights, concat views, in-place, streams, plan views and argument errors. Numerics of execution are in test_planner_exec.c, the
- * arena properties in test_planner_arena.c. */
+ * fusion, int8 weights, concat views, in-place, streams, plan views and argument errors.
+ * Numerics of execution are in test_planner_exec.c, the arena properties in
+ * test_planner_arena.c. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>

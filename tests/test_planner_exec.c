@@ -197,7 +197,8 @@ static void one_conv_spec(const gr_plan *p, const gr_plan_node *conv, const uint
         for (int y = 0; y < 5; y++)
             for (int x = 0; x < 6; x++) {
                 float v = (float)u8[(y * 6 + x) * 3 + c] / 255.0f;
-                x_in[c][y][x] = compute == GR_DTYPE_I8 ? clamp127(rintf(v / s_in)) : gr_round_f16(v);
+                x_in[c][y][x] =
+                    compute == GR_DTYPE_I8 ? clamp127(rintf(v / s_in)) : gr_round_f16(v);
             }
     for (int oc = 0; oc < 5; oc++) {
         float max_abs = 0.0f;
