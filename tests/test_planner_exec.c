@@ -351,7 +351,13 @@ static gr_plan *build_fused_io(const gr_net *net, gr_precision prec, int batch, 
     return p;
 }
 
-START_TEST(fused_input_quantize_is_bit_identical)
+/* Plans of yolov2-tiny-voc and yolov3-tiny (128 x 128), fp16 and int8, batch 1 and 2, built
+ * without and with the I/O fusions asked for, run on the same u8 images; compare() gets every
+ * output pair. Checks each fused plan loses its conversion nodes and stays a valid placement. */
+typedef void (*io_compare)(const gr_plan *plain, int k, int prec, const float *plain_out,
+                           const float *fused_out, size_t n);
+
+static void for_each_io_fusion_case(int quant_in, int dequant_out, io_compare compare)
 {
     const gr_net *nets[2] = {v2_128, v3_128};
     for (int m = 0; m < 2; m++)
@@ -362,15 +368,18 @@ START_TEST(fused_input_quantize_is_bit_identical)
                 float *unused;
                 paired_images(3, net->h, net->w, batch, 41 + (uint64_t)batch, &u8, &unused);
                 gr_plan *plain = build_fused_io(net, (gr_precision)prec, batch, 0, 0);
-                gr_plan *fused = build_fused_io(net, (gr_precision)prec, batch, 1, 0);
-                ck_assert_int_eq(fused->n_nodes, plain->n_nodes - 1);
-                ck_assert_int_eq(gr_plan_count_kind(fused, GR_OP_QUANTIZE), 0);
+                gr_plan *fused =
+                    build_fused_io(net, (gr_precision)prec, batch, quant_in, dequant_out);
+                ck_assert_int_eq(fused->n_nodes,
+                                 plain->n_nodes - quant_in - dequant_out * plain->n_outputs);
+                ck_assert_int_eq(gr_plan_count_kind(fused, GR_OP_QUANTIZE), 1 - quant_in);
+                ck_assert_int_eq(gr_plan_count_kind(fused, GR_OP_DEQUANTIZE),
+                                 (1 - dequant_out) * plain->n_outputs);
                 ck_assert_int_eq(gr_plan_check(fused), GR_OK);
                 for (int k = 0; k < plain->n_outputs; k++) {
                     float *a = run_output(plain, u8, k), *b = run_output(fused, u8, k);
-                    size_t n = tensor_elems(&plain->tensors[plain->output_tensors[k]]);
-                    ck_assert_msg(memcmp(a, b, n * sizeof *a) == 0, "net %d prec %d batch %d", m,
-                                  prec, batch);
+                    compare(plain, k, prec, a, b,
+                            tensor_elems(&plain->tensors[plain->output_tensors[k]]));
                     free(a);
                     free(b);
                 }
@@ -380,58 +389,49 @@ START_TEST(fused_input_quantize_is_bit_identical)
                 free(unused);
             }
 }
+
+static void expect_identical(const gr_plan *plain, int k, int prec, const float *a, const float *b,
+                             size_t n)
+{
+    (void)plain;
+    ck_assert_msg(memcmp(a, b, n * sizeof *a) == 0, "output %d prec %d", k, prec);
+}
+
+START_TEST(fused_input_quantize_is_bit_identical)
+{
+    for_each_io_fusion_case(1, 0, expect_identical);
+}
 END_TEST
 
 /* The unfused plan rounds the head conv's y to its storage and dequantizes; the fused one writes y.
  * So, exactly: int8 unfused = clamp(rint(y / s_out)) * s_out, which is within s_out / 2 of y where
  * |y| stays inside the int8 range (one step s_out is the bound asserted); fp16 unfused =
  * half_rn(y), within half an f16 ulp of y (2^-11 relative; 2^-25 absolute near zero). */
+static void expect_rounding_removed(const gr_plan *plain, int k, int prec, const float *a,
+                                    const float *b, size_t n)
+{
+    const gr_plan_node *dq = &plain->nodes[plain->tensors[plain->output_tensors[k]].producer];
+    float s_out = plain->tensors[dq->inputs[0]].scale, inv = 1.0f / s_out;
+    size_t mismatches = 0, off_bound = 0, differing = 0;
+    for (size_t i = 0; i < n; i++) {
+        float d = fabsf(a[i] - b[i]);
+        differing += a[i] != b[i];
+        if (prec == GR_PREC_INT8) {
+            mismatches += a[i] != clamp127(rintf(b[i] * inv)) * s_out;
+            off_bound += fabsf(b[i]) < 127.0f * s_out && d > s_out;
+        } else {
+            mismatches += a[i] != gr_round_f16(b[i]);
+            off_bound += d > fabsf(b[i]) * 0x1p-11f + 0x1p-25f;
+        }
+    }
+    ck_assert_uint_eq(mismatches, 0);
+    ck_assert_uint_eq(off_bound, 0);
+    ck_assert_uint_gt(differing, 0); /* the rounding really is gone */
+}
+
 START_TEST(fused_output_dequantize_rounds_only_where_the_unfused_plan_did)
 {
-    const gr_net *nets[2] = {v2_128, v3_128};
-    for (int m = 0; m < 2; m++)
-        for (int prec = GR_PREC_FP16; prec <= GR_PREC_INT8; prec++)
-            for (int batch = 1; batch <= 2; batch++) {
-                const gr_net *net = nets[m];
-                uint8_t *u8;
-                float *unused;
-                paired_images(3, net->h, net->w, batch, 51 + (uint64_t)batch, &u8, &unused);
-                gr_plan *plain = build_fused_io(net, (gr_precision)prec, batch, 0, 0);
-                gr_plan *fused = build_fused_io(net, (gr_precision)prec, batch, 0, 1);
-                ck_assert_int_eq(fused->n_nodes, plain->n_nodes - plain->n_outputs);
-                ck_assert_int_eq(gr_plan_count_kind(fused, GR_OP_DEQUANTIZE), 0);
-                ck_assert_int_eq(gr_plan_check(fused), GR_OK);
-                for (int k = 0; k < plain->n_outputs; k++) {
-                    const gr_plan_tensor *head =
-                        &plain->tensors[plain->nodes[plain->tensors[plain->output_tensors[k]]
-                                                         .producer]
-                                            .inputs[0]];
-                    float s_out = head->scale, inv = 1.0f / s_out;
-                    float *a = run_output(plain, u8, k), *b = run_output(fused, u8, k);
-                    size_t n = tensor_elems(&plain->tensors[plain->output_tensors[k]]);
-                    size_t mismatches = 0, off_bound = 0, differing = 0;
-                    for (size_t i = 0; i < n; i++) {
-                        float d = fabsf(a[i] - b[i]);
-                        differing += a[i] != b[i];
-                        if (prec == GR_PREC_INT8) {
-                            mismatches += a[i] != clamp127(rintf(b[i] * inv)) * s_out;
-                            off_bound += fabsf(b[i]) < 127.0f * s_out && d > s_out;
-                        } else {
-                            mismatches += a[i] != gr_round_f16(b[i]);
-                            off_bound += d > fabsf(b[i]) * 0x1p-11f + 0x1p-25f;
-                        }
-                    }
-                    ck_assert_uint_eq(mismatches, 0);
-                    ck_assert_uint_eq(off_bound, 0);
-                    ck_assert_uint_gt(differing, 0); /* the rounding really is gone */
-                    free(a);
-                    free(b);
-                }
-                gr_plan_free(plain);
-                gr_plan_free(fused);
-                free(u8);
-                free(unused);
-            }
+    for_each_io_fusion_case(0, 1, expect_rounding_removed);
 }
 END_TEST
 
