@@ -131,6 +131,184 @@ __device__ __forceinline__ signed char to_i8(float y, float inv_scale)
     return static_cast<signed char>(q);
 }
 
+/* One warp's FM x FN tile of 16x16 accumulators, fed one pipeline stage (64 bytes of K) at a
+ * time from the shared-memory slabs (slab s, row r at (s*rows + r)*SB: 16-byte rows, so every
+ * 8-row block is 128 contiguous bytes).
+ * sm_80+: ldmatrix + mma.sync (m16n8k32 INT8, m16n8k16 FP16): per 32 bytes of K one ldmatrix.x4
+ * per 16 rows of A and per 16 filters of B, and two MMAs per 16x16 - a fraction of WMMA's
+ * fragment-load instructions, which made the old loop issue-bound (bench/LOG.md).
+ * Before sm_80: WMMA 16x16x16 (Turing has neither MMA shape). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+template <typename In, typename Acc> struct MmaOp;
+template <> struct MmaOp<signed char, int> {
+    static constexpr int regs = 4;
+    using Reg = int;
+    static __device__ __forceinline__ void mma(int (&c)[4], const unsigned (&a)[4], unsigned b0,
+                                               unsigned b1)
+    {
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+template <> struct MmaOp<__half, float> {
+    static constexpr int regs = 4;
+    using Reg = float;
+    static __device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], unsigned b0,
+                                               unsigned b1)
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+template <> struct MmaOp<__half, __half> { /* f16 accumulators: two half2 registers */
+    static constexpr int regs = 2;
+    using Reg = unsigned;
+    static __device__ __forceinline__ void mma(unsigned (&c)[2], const unsigned (&a)[4],
+                                               unsigned b0, unsigned b1)
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0,%1}, "
+                     "{%2,%3,%4,%5}, {%6,%7}, {%0,%1};\n"
+                     : "+r"(c[0]), "+r"(c[1])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void *smem_row)
+{
+    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(smem_row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+template <typename In, typename Acc, int FM, int FN> struct WarpTile {
+    using Op = MmaOp<In, Acc>;
+    typename Op::Reg c[FM][2 * FN][Op::regs]; /* MMA tiles of 16 rows x 8 filters */
+
+    __device__ __forceinline__ void zero()
+    {
+#pragma unroll
+        for (int i = 0; i < FM; ++i)
+#pragma unroll
+            for (int j = 0; j < 2 * FN; ++j)
+#pragma unroll
+                for (int r = 0; r < Op::regs; ++r)
+                    c[i][j][r] = 0;
+    }
+
+    /* Byte address of row `row`, K byte `col` (0..63) of a stage holding `rows` rows. */
+    template <int rows>
+    static __device__ __forceinline__ const unsigned char *at(const unsigned char *stage, int row,
+                                                              int col)
+    {
+        constexpr int SB = InTraits<In>::slab_bytes;
+        return stage + ((col / SB) * rows + row) * SB + col % SB;
+    }
+
+    template <int BM, int BN>
+    __device__ __forceinline__ void step(const unsigned char *sA, const unsigned char *sB,
+                                         int warp_m, int warp_n, int lane)
+    {
+        const int mat = lane >> 3, r8 = lane & 7;
+#pragma unroll
+        for (int chunk = 0; chunk < kSliceBytes / 32; ++chunk) {
+            unsigned a[FM][4], b[FN][4];
+#pragma unroll
+            for (int i = 0; i < FM; ++i) /* rows 0-7 / 8-15 x K bytes 0-15 / 16-31 */
+                ldmatrix_x4(a[i], at<BM>(sA, (warp_m * FM + i) * 16 + (mat & 1) * 8 + r8,
+                                         chunk * 32 + (mat >> 1) * 16));
+#pragma unroll
+            for (int j = 0; j < FN; ++j) /* filters 0-7 x K 0-15 / 16-31, then filters 8-15 */
+                ldmatrix_x4(b[j], at<BN>(sB, (warp_n * FN + j) * 16 + (mat >> 1) * 8 + r8,
+                                         chunk * 32 + (mat & 1) * 16));
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+#pragma unroll
+                for (int j = 0; j < FN; ++j) {
+                    Op::mma(c[i][2 * j], a[i], b[j][0], b[j][1]);
+                    Op::mma(c[i][2 * j + 1], a[i], b[j][2], b[j][3]);
+                }
+        }
+    }
+
+    /* Row-major into shared memory: thread (g, t) of an MMA tile holds rows g and g+8, columns
+     * 2t and 2t+1. */
+    __device__ __forceinline__ void store(Acc *sC, int ldc, int warp_m, int warp_n, int lane)
+    {
+        const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+        for (int i = 0; i < FM; ++i)
+#pragma unroll
+            for (int j = 0; j < 2 * FN; ++j) {
+                Acc *dst = sC + ((warp_m * FM + i) * 16 + g) * ldc + (warp_n * FN * 16 + j * 8 + 2 * t);
+                if constexpr (Op::regs == 4) {
+                    dst[0] = c[i][j][0];
+                    dst[1] = c[i][j][1];
+                    dst[8 * ldc] = c[i][j][2];
+                    dst[8 * ldc + 1] = c[i][j][3];
+                } else { /* half2 pairs */
+                    *reinterpret_cast<unsigned *>(dst) = c[i][j][0];
+                    *reinterpret_cast<unsigned *>(dst + 8 * ldc) = c[i][j][1];
+                }
+            }
+    }
+};
+#else
+template <typename In, typename Acc, int FM, int FN> struct WarpTile {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, Acc> c[FM][FN];
+
+    __device__ __forceinline__ void zero()
+    {
+#pragma unroll
+        for (int i = 0; i < FM; ++i)
+#pragma unroll
+            for (int j = 0; j < FN; ++j)
+                wmma::fill_fragment(c[i][j], static_cast<Acc>(0));
+    }
+
+    template <int BM, int BN>
+    __device__ __forceinline__ void step(const unsigned char *sA, const unsigned char *sB,
+                                         int warp_m, int warp_n, int)
+    {
+        constexpr int SB = InTraits<In>::slab_bytes;
+#pragma unroll
+        for (int s = 0; s < kSliceBytes / SB; ++s) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, In, wmma::row_major> fa[FM];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, In, wmma::col_major> fb[FN];
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+                wmma::load_matrix_sync(
+                    fa[i], reinterpret_cast<const In *>(sA + s * BM * SB + (warp_m * FM + i) * 16 * SB),
+                    16);
+#pragma unroll
+            for (int j = 0; j < FN; ++j)
+                wmma::load_matrix_sync(
+                    fb[j], reinterpret_cast<const In *>(sB + s * BN * SB + (warp_n * FN + j) * 16 * SB),
+                    16);
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+#pragma unroll
+                for (int j = 0; j < FN; ++j)
+                    wmma::mma_sync(c[i][j], fa[i], fb[j], c[i][j]);
+        }
+    }
+
+    __device__ __forceinline__ void store(Acc *sC, int ldc, int warp_m, int warp_n, int)
+    {
+#pragma unroll
+        for (int i = 0; i < FM; ++i)
+#pragma unroll
+            for (int j = 0; j < FN; ++j)
+                wmma::store_matrix_sync(sC + (warp_m * FM + i) * 16 * ldc + (warp_n * FN + j) * 16,
+                                        c[i][j], ldc, wmma::mem_row_major);
+    }
+};
+#endif
+
 /* The conv output pixel GEMM row m computes, or false when it computes nothing: a row past M,
  * or a pooling-window tap outside the conv output (Darknet's pool padding never wins). */
 __device__ __forceinline__ bool row_pixel(const ConvParams &p, int m, int &img, int &oy, int &ox)
@@ -160,15 +338,6 @@ __device__ __forceinline__ void wait_for_producer()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-
-/* Let the next kernel on the stream start its launch (it still waits for this one to finish
- * before reading anything: wait_for_producer). */
-__device__ __forceinline__ void allow_dependents()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
 
@@ -243,7 +412,6 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
     constexpr int kThreads = WM * WN * 32;
     constexpr int BM = WM * FM * 16, BN = WN * FN * 16;
     constexpr int SB = Tr::slab_bytes, CH = Tr::chunk_elems, BK = 4 * CH;
-    constexpr int kSlabs = kSliceBytes / SB;
     constexpr int A_STAGE = BM * kSliceBytes, B_STAGE = BN * kSliceBytes;
     constexpr int kStages = kMaxStages * (A_STAGE + B_STAGE) <= kStaticSmem ? kMaxStages : 3;
     constexpr int PIPE = kStages * (A_STAGE + B_STAGE);
@@ -356,8 +524,8 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
         k_cur += BK;
         ci += BK;
         if (kTap) {
-            if (ci == p.cin_pad) { /* BK divides cin_pad: at most one tap per step */
-                ci = 0;
+            if (ci >= p.cin_pad) { /* BK divides cin_pad: at most one tap per step */
+                ci -= p.cin_pad;
                 ++tap_bit;
                 if (++kx == p.ksize) {
                     kx = 0;
@@ -376,12 +544,8 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
         }
     };
 
-    wmma::fragment<wmma::accumulator, 16, 16, 16, Acc> acc[FM][FN];
-#pragma unroll
-    for (int i = 0; i < FM; ++i)
-#pragma unroll
-        for (int j = 0; j < FN; ++j)
-            wmma::fill_fragment(acc[i][j], static_cast<Acc>(0));
+    WarpTile<In, Acc, FM, FN> acc;
+    acc.zero();
 
     wait_for_producer(); /* the input is the previous kernel's output */
 #pragma unroll
@@ -400,41 +564,13 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
         cp_async_commit();
 
         const unsigned char *sA = smem + (t % kStages) * (A_STAGE + B_STAGE);
-        const unsigned char *sB = sA + A_STAGE;
-#pragma unroll
-        for (int s = 0; s < kSlabs; ++s) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, In, wmma::row_major> fa[FM];
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, In, wmma::col_major> fb[FN];
-#pragma unroll
-            for (int i = 0; i < FM; ++i)
-                wmma::load_matrix_sync(
-                    fa[i],
-                    reinterpret_cast<const In *>(sA + s * BM * SB + (warp_m * FM + i) * 16 * SB),
-                    16);
-#pragma unroll
-            for (int j = 0; j < FN; ++j)
-                wmma::load_matrix_sync(
-                    fb[j],
-                    reinterpret_cast<const In *>(sB + s * BN * SB + (warp_n * FN + j) * 16 * SB),
-                    16);
-#pragma unroll
-            for (int i = 0; i < FM; ++i)
-#pragma unroll
-                for (int j = 0; j < FN; ++j)
-                    wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
-        }
+        acc.template step<BM, BN>(sA, sA + A_STAGE, warp_m, warp_n, tid & 31);
     }
     cp_async_wait<0>();
-    allow_dependents();
     __syncthreads(); /* pipeline buffers are reused for the accumulator tile */
 
     Acc *sC = reinterpret_cast<Acc *>(smem);
-#pragma unroll
-    for (int i = 0; i < FM; ++i)
-#pragma unroll
-        for (int j = 0; j < FN; ++j)
-            wmma::store_matrix_sync(sC + (warp_m * FM + i) * 16 * LDC + (warp_n * FN + j) * 16,
-                                    acc[i][j], LDC, wmma::mem_row_major);
+    acc.store(sC, LDC, warp_m, warp_n, tid & 31);
     __syncthreads();
 
     if (p.splits > 1) {
