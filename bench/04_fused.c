@@ -1,9 +1,11 @@
 /* Benchmark 04: YOLOv2-tiny-VOC's nine convolutions at batch 1 as the fused engine runs them
  * (kernels/conv.h): the first layer straight from the uint8 input with its maxpool, the 2x2
  * maxpools of layers 2-6 in the conv epilogues, the head writing f32 NCHW from the accumulator.
- * Random packed weights and inputs (never zeros). Per layer: the automatic choice and forced
- * split-K factors (median of event-timed single launches); then the nine launches captured in one
- * CUDA graph, with and without programmatic dependent launch, replayed (median and p99 per
+ * Random packed weights and inputs (never zeros). Per layer: the automatic choice and every tile
+ * shape x split-K factor (median of event-timed single launches, which include the host
+ * launcher: compare within a column); then the nine launches captured in one
+ * CUDA graph (automatic, and the best tile and split per layer), with and without
+ * programmatic dependent launch, replayed (median and p99 per
  * replay). Usage: 04_fused [runs]   (results go to bench/LOG.md by hand) */
 #include <stdio.h>
 
@@ -125,7 +127,7 @@ int main(int argc, char **argv)
     CHECK(cudaMalloc(&ws, ws_bytes));
     CHECK(cudaMemset(ws, 0, ws_bytes));
 
-    static const int splits[] = {1, 2, 4, 8, 16};
+    static const int splits[] = {1, 2, 4, 8};
     for (int is_i8 = 1; is_i8 >= 0; --is_i8) {
         gr_conv_args args[9];
         void *allocs[9][5];
@@ -177,36 +179,37 @@ int main(int argc, char **argv)
             a->workspace = first ? NULL : ws;
             a->workspace_bytes = first ? 0 : ws_bytes;
         }
-        printf("%-5s %-5s %-28s %8s", is_i8 ? "int8" : "fp16", "layer", "shape", "auto");
-        for (size_t s = 0; s < sizeof splits / sizeof splits[0]; ++s)
-            printf("   split%-2d", splits[s]);
-        printf("\n");
+        printf("%-5s %-5s %-28s %8s   (tile x split-K: median us)\n", is_i8 ? "int8" : "fp16",
+               "layer", "shape", "auto");
         double sum_auto = 0, sum_best = 0;
-        int best_split[9];
+        int best_split[9], best_tile[9];
         for (int l = 0; l < 9; ++l) {
             const layer *L = &layers[l];
             gr_conv_args a = args[l];
             const float t_auto = time_launch(&a, is_i8, runs, ms, ev0, ev1, st);
             float best = t_auto;
-            best_split[l] = 0;
+            best_split[l] = best_tile[l] = 0;
             char shape[64];
             snprintf(shape, sizeof shape, "%dx%d %d->%d k%d%s", L->hw, L->hw, L->in_c, L->out_c,
                      L->ksize, L->pool_stride == 2 ? " +pool2/2" : L->pool_stride ? " +pool2/1" : "");
-            printf("%-5s %-5d %-28s %8.2f", is_i8 ? "int8" : "fp16", l + 1, shape, (double)t_auto);
-            for (size_t s = 0; s < sizeof splits / sizeof splits[0] && l > 0; ++s) {
-                a.split_k = splits[s];
-                const float t = time_launch(&a, is_i8, runs, ms, ev0, ev1, st);
-                printf(" %9.2f", (double)t);
-                if (t < best) {
-                    best = t;
-                    best_split[l] = splits[s];
+            printf("%-5s %-5d %-28s %8.2f ", is_i8 ? "int8" : "fp16", l + 1, shape, (double)t_auto);
+            for (int t = 1; t <= GR_CONV_TILES && l > 0; ++t)
+                for (size_t s = 0; s < sizeof splits / sizeof splits[0]; ++s) {
+                    a.tile_config = t;
+                    a.split_k = splits[s];
+                    const float tm = time_launch(&a, is_i8, runs, ms, ev0, ev1, st);
+                    printf(" %s/%d:%.1f", gr_conv_tile_name(t), splits[s], (double)tm);
+                    if (tm < best) {
+                        best = tm;
+                        best_split[l] = splits[s];
+                        best_tile[l] = t;
+                    }
                 }
-            }
             printf("\n");
             sum_auto += (double)t_auto;
             sum_best += (double)best;
         }
-        printf("%s: sum of medians %.1f us (auto), %.1f us (best split per layer)\n",
+        printf("%s: sum of medians %.1f us (auto), %.1f us (best tile and split per layer)\n",
                is_i8 ? "int8" : "fp16", sum_auto, sum_best);
 
         /* The chain in one graph: layer l reads layer l-1's output. */
@@ -221,6 +224,7 @@ int main(int argc, char **argv)
                 gr_conv_args a = args[l];
                 a.pdl = pdl;
                 a.split_k = tuned ? best_split[l] : 0;
+                a.tile_config = tuned ? best_tile[l] : 0;
                 CHECK(launch(&a, is_i8, st));
             }
             CHECK(cudaStreamEndCapture(st, &graph));

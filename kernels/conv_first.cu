@@ -6,11 +6,11 @@
  * Why SIMT and not tensor cores: with 3 input channels K is 27 (3x3x3), so the GEMM is thin and
  * the layer is bound by its bytes (the 0.5 MB input, the pooled output), not its 75 M
  * multiply-adds. Each thread computes one output pixel - a pooling window of up to four conv
- * pixels - for 16 filters at a time: INT8 packs a pixel's channels into one word and multiplies
+ * pixels - for 4 filters (many small threads: the layer is latency-bound, not arithmetic-bound): INT8 packs a pixel's channels into one word and multiplies
  * with dp4a (exact int32 sums, so the result equals the CPU emulation bit for bit); FP16 multiplies
  * the half-rounded operands in f32 (the same operands as the tensor-core path, another order).
  * The input's per-value quantization is a 256-entry table built per block with the exact
- * formula, and the 16 filters' weights sit in shared memory. */
+ * formula, and all filters' weights sit in shared memory. */
 #include <cfloat>
 #include <climits>
 #include <type_traits>
@@ -25,9 +25,10 @@ namespace
 {
 
 constexpr int kThreads = 128;
-constexpr int kGroup = 16; /* filters per pass */
+constexpr int kGroup = 4; /* filters per thread */
 constexpr int kMaxK = 7;
 constexpr int kMaxC = 4;
+constexpr int kMaxWeights = 1024; /* out_c_pad * ksize^2 words in shared memory */
 
 struct FirstParams {
     const unsigned char *in;
@@ -121,111 +122,110 @@ __global__ void __launch_bounds__(kThreads) k_conv_first(const FirstParams p)
     using Word = typename Math::Word;
     using Lut = typename std::conditional<Math::is_i8, int, float>::type;
     __shared__ Lut lut[256];
-    __shared__ Word w_s[kGroup][kMaxK * kMaxK];
+    __shared__ Word w_s[kMaxWeights]; /* [filter][tap] */
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
+    const int kk = p.ksize * p.ksize;
     for (int v = threadIdx.x; v < 256; v += kThreads)
         lut[v] = Math::lut_entry(v, p.in_scale);
+    for (int i = threadIdx.x; i < p.out_c_pad * kk; i += kThreads) {
+        const int n = i / kk, tap = i - n * kk;
+        w_s[i] = n < p.out_c
+                     ? Math::weight(p.weights, (static_cast<size_t>(n) * kk + tap) * p.cin_pad, p.in_c)
+                     : Math::weight(p.weights, 0, 0);
+    }
+    __syncthreads();
 
-    const int pix = blockIdx.x * kThreads + threadIdx.x;
-    const bool active = pix < p.pixels;
-    /* The conv pixels this thread computes: one, or the pooling window's four. */
-    int img = 0, oy[P * P], ox[P * P];
+    /* One item: an output pixel (a pooling window of up to four conv pixels) x kGroup filters;
+     * consecutive threads take consecutive filter groups of a pixel, so stores are contiguous. */
+    const int groups = p.out_c_pad / kGroup;
+    const int item = blockIdx.x * kThreads + threadIdx.x;
+    if (item >= p.pixels * groups)
+        return;
+    const int pix = item / groups, g0 = (item - pix * groups) * kGroup;
+    int img, oy[P * P], ox[P * P];
     bool valid[P * P];
     {
         const int hw = P == 2 ? p.pool_h * p.pool_w : p.out_h * p.out_w;
         const int wdt = P == 2 ? p.pool_w : p.out_w;
-        img = active ? pix / hw : 0;
-        const int rem = active ? pix - img * hw : 0;
+        img = pix / hw;
+        const int rem = pix - img * hw;
         const int y = rem / wdt, x = rem - y * wdt;
 #pragma unroll
         for (int q = 0; q < P * P; ++q) {
             oy[q] = P == 2 ? y * p.pool_stride + p.pool_offset + q / 2 : y;
             ox[q] = P == 2 ? x * p.pool_stride + p.pool_offset + q % 2 : x;
-            valid[q] = active && oy[q] >= 0 && oy[q] < p.out_h && ox[q] >= 0 && ox[q] < p.out_w;
+            valid[q] = oy[q] >= 0 && oy[q] < p.out_h && ox[q] >= 0 && ox[q] < p.out_w;
         }
     }
-    const int kk = p.ksize * p.ksize;
 
-    for (int g0 = 0; g0 < p.out_c_pad; g0 += kGroup) {
-        __syncthreads(); /* the table is built; the previous group's weights are used up */
-        for (int i = threadIdx.x; i < kGroup * kk; i += kThreads) {
-            const int f = i / kk, tap = i - f * kk, n = g0 + f;
-            w_s[f][tap] = n < p.out_c ? Math::weight(p.weights,
-                                                     (static_cast<size_t>(n) * kk + tap) * p.cin_pad,
-                                                     p.in_c)
-                                      : Math::weight(p.weights, 0, 0);
-        }
-        __syncthreads();
-
-        Acc acc[P * P][kGroup];
+    Acc acc[P * P][kGroup];
 #pragma unroll
-        for (int q = 0; q < P * P; ++q)
+    for (int q = 0; q < P * P; ++q)
+#pragma unroll
+        for (int f = 0; f < kGroup; ++f)
+            acc[q][f] = Acc(0);
+    for (int ky = 0; ky < p.ksize; ++ky)
+        for (int kx = 0; kx < p.ksize; ++kx) {
+            const int tap = ky * p.ksize + kx;
+            Word w[kGroup];
 #pragma unroll
             for (int f = 0; f < kGroup; ++f)
-                acc[q][f] = Acc(0);
-        for (int ky = 0; ky < p.ksize; ++ky)
-            for (int kx = 0; kx < p.ksize; ++kx) {
-                const int tap = ky * p.ksize + kx;
-#pragma unroll
-                for (int q = 0; q < P * P; ++q) {
-                    const int iy = oy[q] * p.stride - p.pad + ky, ix = ox[q] * p.stride - p.pad + kx;
-                    if (!valid[q] || iy < 0 || iy >= p.in_h || ix < 0 || ix >= p.in_w)
-                        continue; /* zero padding: adds nothing */
-                    const unsigned char *px =
-                        p.in + (static_cast<size_t>(img * p.in_h + iy) * p.in_w + ix) * p.in_c_stride +
-                        p.in_c_offset;
-                    const Word x = Math::pack(lut, px, p.in_c);
-#pragma unroll
-                    for (int f = 0; f < kGroup; ++f)
-                        acc[q][f] = Math::fma(x, w_s[f][tap], acc[q][f]);
-                }
-            }
-        if (!active)
-            continue;
-
-        /* Epilogue: multiplier/bias, activation, max over the window (in tap order, as the CPU
-         * reference: v > best), conversion; filters past out_c write 0. */
-        float y[kGroup];
-#pragma unroll
-        for (int f = 0; f < kGroup; ++f) {
-            const int n = g0 + f;
-            y[f] = -FLT_MAX;
+                w[f] = w_s[(g0 + f) * kk + tap];
 #pragma unroll
             for (int q = 0; q < P * P; ++q) {
-                if (!valid[q] || n >= p.out_c)
-                    continue;
-                const float a = static_cast<float>(acc[q][f]);
-                const float b = p.bias ? p.bias[n] : 0.0f;
-                const float v = activate(p.mul ? fmaf(a, p.mul[n], b) : a + b, p.activation);
-                y[f] = v > y[f] ? v : y[f];
-            }
-            if (n >= p.out_c)
-                y[f] = 0.0f;
-        }
-        const size_t dst = static_cast<size_t>(pix) * p.out_c_stride + p.out_c_offset + g0;
-        if (Math::is_i8) {
-            alignas(16) signed char v[kGroup];
+                const int iy = oy[q] * p.stride - p.pad + ky, ix = ox[q] * p.stride - p.pad + kx;
+                if (!valid[q] || iy < 0 || iy >= p.in_h || ix < 0 || ix >= p.in_w)
+                    continue; /* zero padding: adds nothing */
+                const unsigned char *px =
+                    p.in + (static_cast<size_t>(img * p.in_h + iy) * p.in_w + ix) * p.in_c_stride +
+                    p.in_c_offset;
+                const Word x = Math::pack(lut, px, p.in_c);
 #pragma unroll
-            for (int f = 0; f < kGroup; ++f) {
-                int q = __float2int_rn(y[f] * p.out_inv_scale);
-                q = q < -127 ? -127 : (q > 127 ? 127 : q);
-                v[f] = static_cast<signed char>(q);
+                for (int f = 0; f < kGroup; ++f)
+                    acc[q][f] = Math::fma(x, w[f], acc[q][f]);
             }
-            *reinterpret_cast<uint4 *>(static_cast<signed char *>(p.out) + dst) =
-                *reinterpret_cast<const uint4 *>(v);
-        } else {
-            alignas(16) __half v[kGroup];
-#pragma unroll
-            for (int f = 0; f < kGroup; ++f)
-                v[f] = __float2half_rn(y[f]);
-            uint4 *o = reinterpret_cast<uint4 *>(static_cast<__half *>(p.out) + dst);
-            o[0] = *reinterpret_cast<const uint4 *>(v);
-            if (g0 + 8 < p.out_c_pad) /* f16 channels are padded to 8, not 16 */
-                o[1] = *reinterpret_cast<const uint4 *>(v + 8);
         }
+
+    /* Epilogue: multiplier/bias, activation, max over the window (in tap order, as the CPU
+     * reference: v > best), conversion; filters past out_c write 0. */
+    float y[kGroup];
+#pragma unroll
+    for (int f = 0; f < kGroup; ++f) {
+        const int n = g0 + f;
+        y[f] = -FLT_MAX;
+#pragma unroll
+        for (int q = 0; q < P * P; ++q) {
+            if (!valid[q] || n >= p.out_c)
+                continue;
+            const float a = static_cast<float>(acc[q][f]);
+            const float b = p.bias ? p.bias[n] : 0.0f;
+            const float v = activate(p.mul ? fmaf(a, p.mul[n], b) : a + b, p.activation);
+            y[f] = v > y[f] ? v : y[f];
+        }
+        if (n >= p.out_c)
+            y[f] = 0.0f;
+    }
+    const size_t dst = static_cast<size_t>(pix) * p.out_c_stride + p.out_c_offset + g0;
+    if (Math::is_i8) {
+        alignas(4) signed char v[kGroup];
+#pragma unroll
+        for (int f = 0; f < kGroup; ++f) {
+            int q = __float2int_rn(y[f] * p.out_inv_scale);
+            q = q < -127 ? -127 : (q > 127 ? 127 : q);
+            v[f] = static_cast<signed char>(q);
+        }
+        *reinterpret_cast<unsigned *>(static_cast<signed char *>(p.out) + dst) =
+            *reinterpret_cast<const unsigned *>(v);
+    } else {
+        alignas(8) __half v[kGroup];
+#pragma unroll
+        for (int f = 0; f < kGroup; ++f)
+            v[f] = __float2half_rn(y[f]);
+        *reinterpret_cast<uint2 *>(static_cast<__half *>(p.out) + dst) =
+            *reinterpret_cast<const uint2 *>(v);
     }
 }
 
@@ -238,7 +238,8 @@ template <typename Math, int P>
 cudaError_t launch(const FirstParams &p, bool pdl, cudaStream_t stream)
 {
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(static_cast<unsigned>(gr_ceil_div(p.pixels, kThreads)));
+    cfg.gridDim =
+        dim3(static_cast<unsigned>(gr_ceil_div(static_cast<long long>(p.pixels) * (p.out_c_pad / kGroup), kThreads)));
     cfg.blockDim = dim3(kThreads);
     cfg.stream = stream;
     cudaLaunchAttribute attr[1];
@@ -306,7 +307,8 @@ cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t
         GR_ARG_CHECK(p.pool_h > 0 && p.pool_w > 0);
         pixels = static_cast<long long>(a->batch) * p.pool_h * p.pool_w;
     }
-    GR_ARG_CHECK(pixels < INT_MAX / 2);
+    GR_ARG_CHECK(pixels * (p.out_c_pad / kGroup) < INT_MAX / 2);
+    GR_ARG_CHECK(p.out_c_pad * a->ksize * a->ksize <= kMaxWeights);
     p.pixels = static_cast<int>(pixels);
     const bool pdl = a->pdl && gr_conv_pdl_supported();
     if (is_i8)
