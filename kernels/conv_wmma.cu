@@ -350,6 +350,7 @@ __device__ __forceinline__ void store_nhwc(const ConvParams &p, const Acc *sC, i
 {
     const int rows = p.pool ? 4 : 1;
     constexpr int per_row = BN / V;
+    static_assert(V * sizeof(Acc) % 16 == 0, "whole 16-byte vectors of accumulators");
     for (int it = tid; it < BM / rows * per_row; it += kThreads) {
         const int r0 = it / per_row * rows, c0 = it % per_row * V;
         const int m = m0 + r0, n_base = n0 + c0;
@@ -357,19 +358,43 @@ __device__ __forceinline__ void store_nhwc(const ConvParams &p, const Acc *sC, i
             continue;
         const long long dst =
             static_cast<long long>(m / rows) * p.out_c_stride + p.out_c_offset + n_base;
+        /* Per channel once: y = fmaf(acc, mul, bias) (mul 1 without a multiplier: fmaf(a, 1, b)
+         * rounds a + b exactly as the plain sum does). */
+        float bias[V], mul[V];
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            const int n = n_base + e;
+            bias[e] = p.bias && n < p.out_c ? p.bias[n] : 0.0f;
+            mul[e] = p.mul ? (n < p.out_c ? p.mul[n] : 0.0f) : 1.0f;
+        }
+        /* Which of the window's taps lie inside the conv output (one division per item). */
+        unsigned inside = 1u;
+        if (p.pool) {
+            const int pooled = m >> 2, phw = p.pool_h * p.pool_w;
+            const int rem = pooled % phw, py = rem / p.pool_w, px = rem - py * p.pool_w;
+            const int oy = py * p.pool_stride + p.pool_offset, ox = px * p.pool_stride + p.pool_offset;
+            inside = 0u;
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+                if (oy + (q >> 1) >= 0 && oy + (q >> 1) < p.out_h && ox + (q & 1) >= 0 &&
+                    ox + (q & 1) < p.out_w)
+                    inside |= 1u << q;
+        }
         float y[V];
 #pragma unroll
         for (int e = 0; e < V; ++e)
             y[e] = -FLT_MAX;
         for (int q = 0; q < rows; ++q) {
-            int img, oy, ox;
-            if (!row_pixel(p, m + q, img, oy, ox))
+            if (!((inside >> q) & 1u))
                 continue;
-            const Acc *src = sC + (r0 + q) * LDC + c0;
+            alignas(16) Acc acc[V];
+#pragma unroll
+            for (int h = 0; h < V * static_cast<int>(sizeof(Acc)) / 16; ++h)
+                reinterpret_cast<uint4 *>(acc)[h] =
+                    reinterpret_cast<const uint4 *>(sC + (r0 + q) * LDC + c0)[h];
 #pragma unroll
             for (int e = 0; e < V; ++e) {
-                const int n = n_base + e;
-                const float v = n < p.out_c ? epilogue(p, acc_to_float(src[e]), n) : 0.0f;
+                const float v = activate(fmaf(acc_to_float(acc[e]), mul[e], bias[e]), p.activation);
                 y[e] = v > y[e] ? v : y[e];
             }
         }
