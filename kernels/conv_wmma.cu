@@ -750,12 +750,6 @@ bool aligned16(const void *ptr)
     return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0;
 }
 
-/* Automatic split-K, by dtype. On the H100 (bench/LOG.md, v4/v6) it pays for FP16 (layer 8:
- * 90 -> 63 us) but not for INT8, whose K loop has half the steps (layer 8: 56 unsplit, 58 split).
- * Forced splits (split_k > 1) work for both. */
-constexpr bool kAutoSplitF16 = true;
-constexpr bool kAutoSplitI8 = false;
-
 /* Tile shapes by tile_config (1-based): BM x BN. */
 constexpr int kTileBM[GR_CONV_TILES + 1] = {0, 128, 64, 128, 32};
 constexpr int kTileBN[GR_CONV_TILES + 1] = {0, 64, 64, 16, 64};
@@ -858,19 +852,25 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
     plan->tap_aligned = cin_pad % bk == 0 && a->ksize * a->ksize <= 32;
 
     split_allowed = split_allowed && !a->fp16_accumulate && a->split_k != 1;
-    auto tiles_of = [&](int t) {
+    const auto tiles_of = [&](int t) {
         return static_cast<long long>(gr_ceil_div(M, kTileBM[t])) *
                gr_ceil_div(a->out_c, kTileBN[t]);
     };
+    /* Automatic tile and split, from the sweep of bench/04_fused on an H100 (bench/LOG.md):
+     * long K (>= 4 KB per filter) on few tiles: 128x64 tiles split along K until about one
+     * block per SM (the 13x13 layers: fewer re-reads of the weights than narrower tiles, and
+     * enough blocks); otherwise the widest tile that still gives half a block per SM, no split. */
+    const long long k_bytes = K * (is_i8 ? 1 : 2);
     int tile = a->tile_config;
+    bool long_k = false;
     if (tile == 0) {
-        /* Measured on an H100 (bench/LOG.md): 128x64 only pays with two waves or more; small
-         * maps do best with 32x64 tiles, split along K when even those do not fill the SMs. */
         if (a->out_c <= 16)
             tile = 3;
+        else if (k_bytes >= 4096 && tiles_of(1) < sms)
+            tile = 1, long_k = true;
         else if (tiles_of(1) >= 2LL * sms)
             tile = 1;
-        else if (tiles_of(2) >= sms)
+        else if (2 * tiles_of(2) >= sms)
             tile = 2;
         else
             tile = 4;
@@ -880,9 +880,8 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
     if (split_allowed) {
         if (a->split_k > 1)
             splits = a->split_k;
-        else if ((is_i8 ? kAutoSplitI8 : kAutoSplitF16) && tiles < sms) /* ~4 blocks per SM,
-                                                                           parts >= 2 K steps */
-            splits = static_cast<int>(std::min<long long>((4LL * sms + tiles - 1) / tiles, 16));
+        else if (long_k)
+            splits = static_cast<int>(std::min<long long>(std::max<long long>(sms / tiles, 1), 8));
         splits = std::max(1, std::min(splits, p.k_tiles / (a->split_k > 1 ? 1 : 2)));
     }
     p.kt_per_split = gr_ceil_div(p.k_tiles, splits);
