@@ -5,12 +5,13 @@
  *
  * Why SIMT and not tensor cores: with 3 input channels K is 27 (3x3x3), so the GEMM is thin and
  * the layer is bound by its bytes (the 0.5 MB input, the pooled output), not its 75 M
- * multiply-adds. Each thread computes one output pixel - a pooling window of up to four conv
- * pixels - for 4 filters (many small threads: the layer is latency-bound, not arithmetic-bound): INT8 packs a pixel's channels into one word and multiplies
+ * multiply-adds. A block stages the input pixels of an 8x8 tile of output pixels in shared memory,
+ * each quantized and packed once; a thread then computes one output pixel - a pooling window of
+ * up to four conv pixels - for 4 filters: INT8 packs a pixel's channels into one word and multiplies
  * with dp4a (exact int32 sums, so the result equals the CPU emulation bit for bit); FP16 multiplies
  * the half-rounded operands in f32 (the same operands as the tensor-core path, another order).
- * The input's per-value quantization is a 256-entry table built per block with the exact
- * formula, and all filters' weights sit in shared memory. */
+ * The input's quantization is a 256-entry table built per block with the exact formula; all
+ * filters' weights sit in shared memory too. */
 #include <cfloat>
 #include <climits>
 #include <type_traits>
@@ -24,7 +25,9 @@
 namespace
 {
 
-constexpr int kThreads = 128;
+constexpr int kThreads = 256;
+constexpr int kTile = 8;        /* output pixels per block: kTile x kTile */
+constexpr int kMaxPatch = 1600; /* input pixels staged per block (40 x 40) */
 constexpr int kGroup = 4; /* filters per thread */
 constexpr int kMaxK = 7;
 constexpr int kMaxC = 4;
@@ -41,7 +44,7 @@ struct FirstParams {
     int ksize, stride, pad, activation;
     float out_inv_scale, in_scale;
     int pool, pool_stride, pool_offset, pool_h, pool_w;
-    int pixels; /* output pixels (pooled ones when pooling), all images */
+    int patch_h, patch_w; /* input pixels a block stages */
 };
 
 __device__ __forceinline__ float activate(float y, int act)
@@ -122,7 +125,8 @@ __global__ void __launch_bounds__(kThreads) k_conv_first(const FirstParams p)
     using Word = typename Math::Word;
     using Lut = typename std::conditional<Math::is_i8, int, float>::type;
     __shared__ Lut lut[256];
-    __shared__ Word w_s[kMaxWeights]; /* [filter][tap] */
+    __shared__ Word w_s[kMaxWeights];  /* [filter][tap] */
+    __shared__ Word patch[kMaxPatch];  /* the block's input pixels, quantized and packed */
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -136,96 +140,102 @@ __global__ void __launch_bounds__(kThreads) k_conv_first(const FirstParams p)
                      ? Math::weight(p.weights, (static_cast<size_t>(n) * kk + tap) * p.cin_pad, p.in_c)
                      : Math::weight(p.weights, 0, 0);
     }
+    /* This block: kTile x kTile output pixels of image blockIdx.z. The conv pixels they need start
+     * at (cy0, cx0), the input pixels at (iy0, ix0); the patch is patch_h x patch_w. */
+    const int img = blockIdx.z;
+    const int ty0 = blockIdx.y * kTile, tx0 = blockIdx.x * kTile;
+    const int cy0 = P == 2 ? ty0 * p.pool_stride + p.pool_offset : ty0;
+    const int cx0 = P == 2 ? tx0 * p.pool_stride + p.pool_offset : tx0;
+    const int iy0 = cy0 * p.stride - p.pad, ix0 = cx0 * p.stride - p.pad;
+    __syncthreads(); /* the table is ready */
+    for (int i = threadIdx.x; i < p.patch_h * p.patch_w; i += kThreads) {
+        const int r = i / p.patch_w, c = i - r * p.patch_w;
+        const int iy = iy0 + r, ix = ix0 + c;
+        Word w = Math::weight(p.weights, 0, 0); /* zero padding */
+        if (iy >= 0 && iy < p.in_h && ix >= 0 && ix < p.in_w)
+            w = Math::pack(lut, p.in + (static_cast<size_t>(img * p.in_h + iy) * p.in_w + ix) *
+                                           p.in_c_stride + p.in_c_offset, p.in_c);
+        patch[i] = w;
+    }
     __syncthreads();
 
-    /* One item: an output pixel (a pooling window of up to four conv pixels) x kGroup filters;
+    /* Items: an output pixel (a pooling window of up to four conv pixels) x kGroup filters;
      * consecutive threads take consecutive filter groups of a pixel, so stores are contiguous. */
     const int groups = p.out_c_pad / kGroup;
-    const int item = blockIdx.x * kThreads + threadIdx.x;
-    if (item >= p.pixels * groups)
-        return;
-    const int pix = item / groups, g0 = (item - pix * groups) * kGroup;
-    int img, oy[P * P], ox[P * P];
-    bool valid[P * P];
-    {
-        const int hw = P == 2 ? p.pool_h * p.pool_w : p.out_h * p.out_w;
-        const int wdt = P == 2 ? p.pool_w : p.out_w;
-        img = pix / hw;
-        const int rem = pix - img * hw;
-        const int y = rem / wdt, x = rem - y * wdt;
+    const int map_h = P == 2 ? p.pool_h : p.out_h, map_w = P == 2 ? p.pool_w : p.out_w;
+    for (int it = threadIdx.x; it < kTile * kTile * groups; it += kThreads) {
+        const int lp = it / groups, g0 = (it - lp * groups) * kGroup;
+        const int y = ty0 + lp / kTile, x = tx0 + lp % kTile;
+        if (y >= map_h || x >= map_w)
+            continue;
+        Acc acc[P * P][kGroup];
+        bool valid[P * P];
+        int base[P * P]; /* patch index of the window tap's top-left input pixel */
 #pragma unroll
         for (int q = 0; q < P * P; ++q) {
-            oy[q] = P == 2 ? y * p.pool_stride + p.pool_offset + q / 2 : y;
-            ox[q] = P == 2 ? x * p.pool_stride + p.pool_offset + q % 2 : x;
-            valid[q] = oy[q] >= 0 && oy[q] < p.out_h && ox[q] >= 0 && ox[q] < p.out_w;
-        }
-    }
-
-    Acc acc[P * P][kGroup];
-#pragma unroll
-    for (int q = 0; q < P * P; ++q)
-#pragma unroll
-        for (int f = 0; f < kGroup; ++f)
-            acc[q][f] = Acc(0);
-    for (int ky = 0; ky < p.ksize; ++ky)
-        for (int kx = 0; kx < p.ksize; ++kx) {
-            const int tap = ky * p.ksize + kx;
-            Word w[kGroup];
+            const int oy = P == 2 ? y * p.pool_stride + p.pool_offset + q / 2 : y;
+            const int ox = P == 2 ? x * p.pool_stride + p.pool_offset + q % 2 : x;
+            valid[q] = oy >= 0 && oy < p.out_h && ox >= 0 && ox < p.out_w;
+            base[q] = (oy - cy0) * p.stride * p.patch_w + (ox - cx0) * p.stride;
 #pragma unroll
             for (int f = 0; f < kGroup; ++f)
-                w[f] = w_s[(g0 + f) * kk + tap];
-#pragma unroll
-            for (int q = 0; q < P * P; ++q) {
-                const int iy = oy[q] * p.stride - p.pad + ky, ix = ox[q] * p.stride - p.pad + kx;
-                if (!valid[q] || iy < 0 || iy >= p.in_h || ix < 0 || ix >= p.in_w)
-                    continue; /* zero padding: adds nothing */
-                const unsigned char *px =
-                    p.in + (static_cast<size_t>(img * p.in_h + iy) * p.in_w + ix) * p.in_c_stride +
-                    p.in_c_offset;
-                const Word x = Math::pack(lut, px, p.in_c);
+                acc[q][f] = Acc(0);
+        }
+        for (int ky = 0; ky < p.ksize; ++ky)
+            for (int kx = 0; kx < p.ksize; ++kx) {
+                const int tap = ky * p.ksize + kx, off = ky * p.patch_w + kx;
+                Word w[kGroup];
 #pragma unroll
                 for (int f = 0; f < kGroup; ++f)
-                    acc[q][f] = Math::fma(x, w[f], acc[q][f]);
+                    w[f] = w_s[(g0 + f) * kk + tap];
+#pragma unroll
+                for (int q = 0; q < P * P; ++q) {
+                    const Word xw = patch[valid[q] ? base[q] + off : 0];
+#pragma unroll
+                    for (int f = 0; f < kGroup; ++f)
+                        acc[q][f] = Math::fma(xw, w[f], acc[q][f]);
+                }
             }
-        }
 
-    /* Epilogue: multiplier/bias, activation, max over the window (in tap order, as the CPU
-     * reference: v > best), conversion; filters past out_c write 0. */
-    float y[kGroup];
-#pragma unroll
-    for (int f = 0; f < kGroup; ++f) {
-        const int n = g0 + f;
-        y[f] = -FLT_MAX;
-#pragma unroll
-        for (int q = 0; q < P * P; ++q) {
-            if (!valid[q] || n >= p.out_c)
-                continue;
-            const float a = static_cast<float>(acc[q][f]);
-            const float b = p.bias ? p.bias[n] : 0.0f;
-            const float v = activate(p.mul ? fmaf(a, p.mul[n], b) : a + b, p.activation);
-            y[f] = v > y[f] ? v : y[f];
-        }
-        if (n >= p.out_c)
-            y[f] = 0.0f;
-    }
-    const size_t dst = static_cast<size_t>(pix) * p.out_c_stride + p.out_c_offset + g0;
-    if (Math::is_i8) {
-        alignas(4) signed char v[kGroup];
+        /* Epilogue: multiplier/bias, activation, max over the window (in tap order, as the CPU
+         * reference: v > best), conversion; filters past out_c write 0. */
+        float out[kGroup];
 #pragma unroll
         for (int f = 0; f < kGroup; ++f) {
-            int q = __float2int_rn(y[f] * p.out_inv_scale);
-            q = q < -127 ? -127 : (q > 127 ? 127 : q);
-            v[f] = static_cast<signed char>(q);
-        }
-        *reinterpret_cast<unsigned *>(static_cast<signed char *>(p.out) + dst) =
-            *reinterpret_cast<const unsigned *>(v);
-    } else {
-        alignas(8) __half v[kGroup];
+            const int n = g0 + f;
+            out[f] = -FLT_MAX;
 #pragma unroll
-        for (int f = 0; f < kGroup; ++f)
-            v[f] = __float2half_rn(y[f]);
-        *reinterpret_cast<uint2 *>(static_cast<__half *>(p.out) + dst) =
-            *reinterpret_cast<const uint2 *>(v);
+            for (int q = 0; q < P * P; ++q) {
+                if (!valid[q] || n >= p.out_c)
+                    continue;
+                const float a = static_cast<float>(acc[q][f]);
+                const float b = p.bias ? p.bias[n] : 0.0f;
+                const float v = activate(p.mul ? fmaf(a, p.mul[n], b) : a + b, p.activation);
+                out[f] = v > out[f] ? v : out[f];
+            }
+            if (n >= p.out_c)
+                out[f] = 0.0f;
+        }
+        const size_t dst = (static_cast<size_t>(img * map_h + y) * map_w + x) * p.out_c_stride +
+                           p.out_c_offset + g0;
+        if (Math::is_i8) {
+            alignas(4) signed char v[kGroup];
+#pragma unroll
+            for (int f = 0; f < kGroup; ++f) {
+                int q = __float2int_rn(out[f] * p.out_inv_scale);
+                q = q < -127 ? -127 : (q > 127 ? 127 : q);
+                v[f] = static_cast<signed char>(q);
+            }
+            *reinterpret_cast<unsigned *>(static_cast<signed char *>(p.out) + dst) =
+                *reinterpret_cast<const unsigned *>(v);
+        } else {
+            alignas(8) __half v[kGroup];
+#pragma unroll
+            for (int f = 0; f < kGroup; ++f)
+                v[f] = __float2half_rn(out[f]);
+            *reinterpret_cast<uint2 *>(static_cast<__half *>(p.out) + dst) =
+                *reinterpret_cast<const uint2 *>(v);
+        }
     }
 }
 
@@ -235,11 +245,12 @@ int round_up(int v, int to)
 }
 
 template <typename Math, int P>
-cudaError_t launch(const FirstParams &p, bool pdl, cudaStream_t stream)
+cudaError_t launch(const FirstParams &p, int batch, bool pdl, cudaStream_t stream)
 {
+    const int map_h = P == 2 ? p.pool_h : p.out_h, map_w = P == 2 ? p.pool_w : p.out_w;
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim =
-        dim3(static_cast<unsigned>(gr_ceil_div(static_cast<long long>(p.pixels) * (p.out_c_pad / kGroup), kThreads)));
+    cfg.gridDim = dim3(static_cast<unsigned>(gr_ceil_div(map_w, kTile)),
+                       static_cast<unsigned>(gr_ceil_div(map_h, kTile)), static_cast<unsigned>(batch));
     cfg.blockDim = dim3(kThreads);
     cfg.stream = stream;
     cudaLaunchAttribute attr[1];
@@ -253,7 +264,7 @@ cudaError_t launch(const FirstParams &p, bool pdl, cudaStream_t stream)
 
 } // namespace
 
-cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t stream)
+cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t stream, bool check_only)
 {
     GR_ARG_CHECK(a->in_c >= 1 && a->in_c <= kMaxC && a->ksize >= 1 && a->ksize <= kMaxK);
     GR_ARG_CHECK(a->stride > 0 && a->pad >= 0 && a->pad <= kMaxK);
@@ -295,7 +306,7 @@ cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t
     p.activation = a->activation;
     p.out_inv_scale = a->out_inv_scale;
     p.in_scale = a->in_scale;
-    long long pixels = static_cast<long long>(a->batch) * out_h * out_w;
+    int conv_span = kTile; /* conv rows (and columns) a block's output tile needs */
     if (a->pool_size != 0) {
         GR_ARG_CHECK(a->pool_size == 2 && (a->pool_stride == 1 || a->pool_stride == 2));
         GR_ARG_CHECK(a->pool_pad >= 0 && a->pool_pad <= 2);
@@ -305,15 +316,20 @@ cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t
         p.pool_h = (out_h + a->pool_pad - 2) / a->pool_stride + 1;
         p.pool_w = (out_w + a->pool_pad - 2) / a->pool_stride + 1;
         GR_ARG_CHECK(p.pool_h > 0 && p.pool_w > 0);
-        pixels = static_cast<long long>(a->batch) * p.pool_h * p.pool_w;
+        conv_span = (kTile - 1) * a->pool_stride + 2;
     }
-    GR_ARG_CHECK(pixels * (p.out_c_pad / kGroup) < INT_MAX / 2);
+    p.patch_h = p.patch_w = (conv_span - 1) * a->stride + a->ksize;
+    GR_ARG_CHECK(p.patch_h * p.patch_w <= kMaxPatch);
     GR_ARG_CHECK(p.out_c_pad * a->ksize * a->ksize <= kMaxWeights);
-    p.pixels = static_cast<int>(pixels);
+    GR_ARG_CHECK(static_cast<long long>(a->batch) * a->in_h * a->in_w * a->in_c_stride < INT_MAX);
+    GR_ARG_CHECK(a->batch <= 65535);
+    if (check_only)
+        return cudaSuccess;
     const bool pdl = a->pdl && gr_conv_pdl_supported();
+    const int b = a->batch;
     if (is_i8)
-        return p.pool ? launch<I8Math, 2>(p, pdl, stream) : launch<I8Math, 1>(p, pdl, stream);
-    return p.pool ? launch<F16Math, 2>(p, pdl, stream) : launch<F16Math, 1>(p, pdl, stream);
+        return p.pool ? launch<I8Math, 2>(p, b, pdl, stream) : launch<I8Math, 1>(p, b, pdl, stream);
+    return p.pool ? launch<F16Math, 2>(p, b, pdl, stream) : launch<F16Math, 1>(p, b, pdl, stream);
 }
 
 bool gr_conv_pdl_supported()
