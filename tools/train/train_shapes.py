@@ -508,7 +508,7 @@ def train(args):
     def validate(lr):
         m50, m5095 = evaluate(model, images, labels, device)
         mark = ""
-        if m50 > best["map50"]:
+        if (m50, m5095) > (best["map50"], best["map50_95"]):   # ties: the better mAP@0.5:0.95
             best.update(map50=m50, map50_95=m5095)
             torch.save(model.state_dict(), os.path.join(args.out, "shapes_best.pt"))
             mark = " (best)"
