@@ -2,8 +2,8 @@
 # `graphrun eval` end to end on the CPU: the bundled trained `shapes` model on the first 20
 # validation images in fp32 and int8 (the CPU emulation of the GPU's int8 arithmetic), against
 # floors measured on the bundled weights; a self-consistency case whose mAP must be exactly 1
-# (labels made from graphrun's own detections); label-file errors. $1 is the graphrun binary; run
-# from the source root.
+# (labels made from graphrun's own detections); label-file errors; with a GPU, issue 11's bounds
+# on all 240 images in fp32, fp16 and int8. $1 is the graphrun binary; run from the source root.
 set -u
 graphrun=$1
 tmp=$(mktemp -d)
@@ -89,4 +89,22 @@ grep -q "a.txt:2: class 7" "$tmp/err.txt" || fail "class message: $(cat "$tmp/er
 [ $? -eq 2 ] || fail "no --images: expected exit 2"
 "$graphrun" eval --images data/shapes-val --prec int4 > /dev/null 2>&1
 [ $? -eq 2 ] || fail "bad --prec: expected exit 2"
+# On a GPU, the whole validation set in every precision: fp32 mAP@0.5 >= 0.85, fp16 within 0.005
+# of it, int8 within 0.01 (issue 11's acceptance bounds for the bundled model).
+if "$graphrun" eval --model shapes --images data/shapes-val --max-images 1 --device gpu \
+    > /dev/null 2>&1; then
+    "$graphrun" eval --model shapes --images data/shapes-val --device gpu --prec all --batch 16 \
+        --json > "$tmp/gpu.json" 2> "$tmp/err.txt" || { cat "$tmp/err.txt"; fail "GPU eval exited"; }
+    g32=$(json_num "$tmp/gpu.json" fp32 map50)
+    g16=$(json_num "$tmp/gpu.json" fp16 map50)
+    g8=$(json_num "$tmp/gpu.json" int8 map50)
+    echo "shapes, 240 validation images, GPU: mAP@0.5 fp32 $g32, fp16 $g16, int8 $g8"
+    ge "$g32" 0.85 || fail "GPU fp32 mAP@0.5 $g32 < 0.85"
+    awk -v a="$g32" -v b="$g16" 'BEGIN { d = a - b; exit !(d <= 0.005 && d >= -0.005) }' \
+        || fail "GPU fp16 $g16 not within 0.005 of fp32 $g32"
+    awk -v a="$g32" -v b="$g8" 'BEGIN { exit !(a - b <= 0.01) }' \
+        || fail "GPU int8 $g8 more than 0.01 below fp32 $g32"
+else
+    echo "no usable GPU: the GPU part (all precisions on 240 images) is skipped"
+fi
 echo "cli_eval: all checks passed"
