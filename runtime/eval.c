@@ -187,7 +187,8 @@ gr_status gr_eval_add_image(gr_eval *ev, const gr_detection *dets, int n_dets,
     }
     for (int i = 0; i < n_dets; i++)
         order[i] = (ranked){dets[i].prob, i};
-    qsort(order, (size_t)n_dets, sizeof *order, by_prob_then_index);
+    if (n_dets > 1) /* qsort(NULL, 0, ...) is undefined */
+        qsort(order, (size_t)n_dets, sizeof *order, by_prob_then_index);
     for (int r = 0; r < n_dets && st == GR_OK; r++) {
         const gr_detection *d = &dets[order[r].index];
         int best = -1;
