@@ -50,5 +50,6 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
 /* Subcommands: argv[0] is the subcommand's name. */
 int gr_cli_detect(int argc, char **argv);
 int gr_cli_plan(int argc, char **argv);
+int gr_cli_eval(int argc, char **argv);
 
 #endif

@@ -21,11 +21,13 @@ static void print_help(void)
     printf(
         "usage: graphrun [detect] [options]        run a detector on images\n"
         "       graphrun plan [options]            show the execution plan (graphrun plan --help)\n"
+        "       graphrun eval --images DIR [options]  mAP on labelled images (graphrun eval --help)\n"
         "\n"
         "model\n"
         "  --model NAME        built-in model (default yolo = YOLOv2-tiny VOC 416x416); --list-models\n"
         "  --cfg FILE          Darknet .cfg instead of the built-in one\n"
         "  --weights FILE      Darknet .weights; without it, deterministic synthetic weights\n"
+        "                      (--model shapes: its bundled trained weights)\n"
         "  --seed N            seed of the synthetic weights (default 1)\n"
         "  --names FILE        class names, one per line\n"
         "input / output\n"
