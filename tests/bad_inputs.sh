@@ -113,7 +113,7 @@ run_case "image: 70000x2 header" 3 "wide_70000x2.bmp: image is 70000x2" -- "${cp
 cp "$src/tests/fuzz/corpus/image/white1x1.gif" one_pixel.gif
 run_case "image: GIF (refused format)" 3 "one_pixel.gif: byte 0: GIF images are not accepted \(JPEG, PNG, BMP\)" -- "${cpu_own_input[@]}" --input one_pixel.gif
 cp "$src/tests/data/regress/image/jpeg_huffman_table_over_256_codes.jpg" bad_huffman.jpg
-run_case "image: JPEG Huffman table > 256 codes" 3 "bad_huffman.jpg: byte [0-9]+: corrupt JPEG: Huffman table with [0-9]+ codes" -- "${cpu_own_input[@]}" --input bad_huffman.jpg
+run_case "image: JPEG Huffman table > 256 codes" 3 "bad_huffman.jpg: not a readable image: JPEG: Bogus Huffman table definition" -- "${cpu_own_input[@]}" --input bad_huffman.jpg
 cp "$src/tests/data/regress/image/pgm_16bit_truncated_segv.pgm" short_16bit.pgm
 run_case "image: 20-byte 16-bit PGM (crashed stb)" 3 "short_16bit.pgm: byte 0: PGM images are not accepted" -- "${cpu_own_input[@]}" --input short_16bit.pgm
 run_case "image: missing file" 3 "missing.jpg: cannot open image file: No such file" -- "${cpu_own_input[@]}" --input missing.jpg
