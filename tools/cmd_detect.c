@@ -21,6 +21,8 @@ static void print_help(void)
     printf(
         "usage: graphrun [detect] [options]        run a detector on images\n"
         "       graphrun plan [options]            show the execution plan (graphrun plan --help)\n"
+        "       graphrun bench [options]           GPU latency and throughput per precision and batch\n"
+        "                                          (graphrun bench --help)\n"
         "\n"
         "model\n"
         "  --model NAME        built-in model (default yolo = YOLOv2-tiny VOC 416x416); --list-models\n"
@@ -92,21 +94,6 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
-}
-
-void gr_cli_json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
 }
 
 void gr_cli_json_detections(FILE *f, const gr_model *model, const gr_detection *dets, int n,
