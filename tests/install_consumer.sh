@@ -33,12 +33,13 @@ cmake -S "$src/examples" -B "$tmp/cmake" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_B
 check "CMake consumer builds (find_package)" $? || true
 [ "$fails" -eq 0 ] || cat "$tmp/cmake.log"
 
-# pkg-config consumer.
-PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --modversion graphrun | grep -q '^[0-9]'
+# pkg-config consumer. graphrun.pc's paths are real ones: no PKG_CONFIG_SYSROOT_DIR for it (the
+# GPU machine sets one for the packages it carries).
+pc() { env -u PKG_CONFIG_SYSROOT_DIR PKG_CONFIG_PATH="$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" pkg-config "$@"; }
+pc --modversion graphrun | grep -q '^[0-9]'
 check "pkg-config --modversion graphrun" $?
 # shellcheck disable=SC2046
-cc -std=c11 -o "$tmp/detect_pc" "$src/examples/detect.c" \
-  $(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs graphrun) >"$tmp/pc.log" 2>&1
+cc -std=c11 -o "$tmp/detect_pc" "$src/examples/detect.c" $(pc --cflags --libs graphrun) >"$tmp/pc.log" 2>&1
 check "pkg-config consumer builds" $? || cat "$tmp/pc.log"
 
 # Each runs on the photo; the installed library reads nothing from the build tree.
