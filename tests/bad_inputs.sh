@@ -110,6 +110,11 @@ run_case "image: text file" 3 "text.jpg: byte 0: not a JPEG, PNG or BMP image" -
 run_case "image: empty file" 3 "empty.png: byte 0: not a JPEG, PNG or BMP image" -- "${cpu_own_input[@]}" --input empty.png
 run_case "image: 30000x30000 header" 3 "huge_30000x30000.bmp: image is 30000x30000; the limit is 65536 per side and 268435456 pixels" -- "${cpu_own_input[@]}" --input huge_30000x30000.bmp
 run_case "image: 70000x2 header" 3 "wide_70000x2.bmp: image is 70000x2" -- "${cpu_own_input[@]}" --input wide_70000x2.bmp
+# A 2x2 BMP header whose pixel data is missing, and an 8-bit (paletted) one: not read here.
+bmp '\x02\0\0\0' '\x02\0\0\0' >no_pixels_2x2.bmp
+printf 'BM\0\0\0\0\0\0\0\0\x36\0\0\0\x28\0\0\0\x02\0\0\0\x02\0\0\0\1\0\x08\0' >paletted.bmp; head -c 40 /dev/zero >>paletted.bmp
+run_case "image: BMP without its pixels" 3 "no_pixels_2x2.bmp: corrupt image: BMP pixel data at byte 54 needs 16 bytes, the file has 0" -- "${cpu_own_input[@]}" --input no_pixels_2x2.bmp
+run_case "image: 8-bit BMP" 3 "paletted.bmp: byte 28: BMP with 8 bits per pixel, compression 0 \(only uncompressed 24- and 32-bit BMP is read\)" -- "${cpu_own_input[@]}" --input paletted.bmp
 cp "$src/tests/fuzz/corpus/image/white1x1.gif" one_pixel.gif
 run_case "image: GIF (refused format)" 3 "one_pixel.gif: byte 0: GIF images are not accepted \(JPEG, PNG, BMP\)" -- "${cpu_own_input[@]}" --input one_pixel.gif
 cp "$src/tests/data/regress/image/jpeg_huffman_table_over_256_codes.jpg" bad_huffman.jpg
