@@ -4,13 +4,7 @@
 # then exit 77 (skipped) with one line. $1 = the graphrun binary; graphrun_bench lies next to it.
 set -u
 bin=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-pass=0
-check() { # check NAME CONDITION-EXIT-STATUS
-  if [ "$2" = 0 ]; then pass=$((pass + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
+source "$(dirname "$0")/lib/check.sh"
 
 "$bin" bench --help | grep -q -- '--eager'; check "bench --help" $?
 "$bin" bench --batch 0 >/dev/null 2>"$tmp/err"

@@ -7,14 +7,8 @@
 set -u
 build=$(realpath "$1")
 src=$(pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/lib/check.sh"
 prefix=$tmp/prefix
-fails=0
-pass=0
-check() { # check NAME CONDITION-EXIT-STATUS
-  if [ "$2" = 0 ]; then pass=$((pass + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
 
 cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" 2>&1
 check "cmake --install" $?

@@ -235,11 +235,32 @@ def letterbox(image, width, height, dtype=np.uint8):
     return out
 
 
-class Model:
+class _Handle:
+    """Owns a C handle: close() (or leaving a with-block, or collection) releases it once."""
+
+    _handle = None  # until built: close() and __del__ after a failed __init__ do nothing
+    _destroy = None
+
+    def close(self):
+        if self._handle:
+            type(self)._destroy(self._handle)
+            self._handle = _P()
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Model(_Handle):
     """A network: a built-in name ("yolo", "yolov2-tiny", "yolov3-tiny") or a Darknet cfg, with
     Darknet weights or deterministic synthetic ones (seed)."""
 
-    _handle = None  # until built: close() and __del__ after a failed __init__ do nothing
+    _destroy = _lib.gr_model_destroy
 
     def __init__(self, builtin="yolo", cfg=None, weights=None, seed=1, names=None):
         opt = _ModelOptions()
@@ -268,26 +289,12 @@ class Model:
         """An engine for this model (see Engine)."""
         return Engine(self, device, precision, batch, use_cuda_graph, calib_cache, calib_images)
 
-    def close(self):
-        if self._handle:
-            _lib.gr_model_destroy(self._handle)
-            self._handle = _P()
 
-    def __del__(self):
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-class Engine:
+class Engine(_Handle):
     """A built engine: device "auto" | "cpu" | "gpu", precision "fp32" | "fp16" | "int8", and the
     number of images per run. Keeps the class names of its model."""
 
-    _handle = None
+    _destroy = _lib.gr_engine_destroy
 
     def __init__(self, model, device="auto", precision="fp32", batch=1, use_cuda_graph=True,
                  calib_cache=None, calib_images=None):
@@ -385,17 +392,3 @@ class Engine:
             return out
         finally:
             _lib.gr_detections_free(dets)
-
-    def close(self):
-        if self._handle:
-            _lib.gr_engine_destroy(self._handle)
-            self._handle = _P()
-
-    def __del__(self):
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
