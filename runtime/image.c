@@ -446,11 +446,19 @@ static gr_status letterbox_f32(const gr_image *im, int net_w, int net_h, float *
     float *part = src + src_elems;
     float *resized = part + part_elems;
 
-    /* load_image_stb: interleaved bytes -> planar (float)(v / 255.) */
+    /* load_image_stb: interleaved bytes -> planar (float)(v / 255.), the 256 values computed
+     * once (the same doubles rounded the same way; a division per pixel was half of the
+     * letterbox's time). */
+    float to_unit[256];
+    for (int v = 0; v < 256; v++)
+        to_unit[v] = (float)(v / 255.);
     size_t plane = (size_t)im->w * (size_t)im->h;
-    for (size_t i = 0; i < plane; i++)
-        for (int k = 0; k < 3; k++)
-            src[(size_t)k * plane + i] = (float)(im->data[i * 3 + (size_t)k] / 255.);
+    const uint8_t *px = im->data;
+    for (size_t i = 0; i < plane; i++, px += 3) {
+        src[i] = to_unit[px[0]];
+        src[plane + i] = to_unit[px[1]];
+        src[2 * plane + i] = to_unit[px[2]];
+    }
 
     resize_darknet(src, 3, im->w, im->h, part, resized, new_w, new_h);
 
