@@ -100,7 +100,7 @@ static int read_directory(const char *dir, path_list *l)
             !list_add(l, trimmed, entry->d_name, strlen(entry->d_name)))
             rc = GR_EXIT_OOM;
     closedir(d);
-    if (rc == GR_EXIT_OK)
+    if (rc == GR_EXIT_OK && l->n > 1) /* qsort's array may not be NULL, even for 0 items */
         qsort(l->paths, (size_t)l->n, sizeof *l->paths, cmp_path);
     return rc;
 }
