@@ -133,6 +133,9 @@ int gr_conv_out_dim(int in, int ksize, int stride, int pad);
  * tensor-core instructions, else the launch's cudaGetLastError(). */
 cudaError_t gr_launch_conv_f16(const gr_conv_args *args, cudaStream_t stream);
 cudaError_t gr_launch_conv_i8(const gr_conv_args *args, cudaStream_t stream);
+/* The checks of a launch (shapes, layouts, fusions, the device's capability) without the
+ * pointers and without launching: the runtime asks before it plans fusions into a network. */
+cudaError_t gr_conv_check(const gr_conv_args *args, int is_i8);
 
 #ifdef __cplusplus
 }

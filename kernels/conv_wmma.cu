@@ -904,7 +904,7 @@ cudaError_t launch_conv(const gr_conv_args *a, bool is_i8, cudaStream_t stream)
     GR_ARG_CHECK(a->in != nullptr && a->weights != nullptr && a->out != nullptr);
     GR_ARG_CHECK(aligned16(a->in) && aligned16(a->weights) && aligned16(a->out));
     if (a->in_u8)
-        return gr_conv_first_launch(a, is_i8, stream);
+        return gr_conv_first_launch(a, is_i8, stream, false);
     Plan plan;
     const cudaError_t err = make_plan(a, is_i8, a->workspace != nullptr, &plan);
     if (err != cudaSuccess)
@@ -966,6 +966,15 @@ extern "C" cudaError_t gr_launch_conv_f16(const gr_conv_args *args, cudaStream_t
 extern "C" cudaError_t gr_launch_conv_i8(const gr_conv_args *args, cudaStream_t stream)
 {
     return launch_conv(args, true, stream);
+}
+
+extern "C" cudaError_t gr_conv_check(const gr_conv_args *args, int is_i8)
+{
+    GR_ARG_CHECK(args != nullptr);
+    if (args->in_u8)
+        return gr_conv_first_launch(args, is_i8 != 0, nullptr, true);
+    Plan plan;
+    return make_plan(args, is_i8 != 0, false, &plan);
 }
 
 extern "C" size_t gr_conv_workspace_bytes_f16(const gr_conv_args *args)
