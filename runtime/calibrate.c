@@ -7,6 +7,7 @@
 #include "planner/plan.h"
 #include "runtime/calib_cache.h"
 #include "runtime/engine_internal.h"
+#include "runtime/trace.h"
 
 #ifndef GR_DATA_DIR
 #define GR_DATA_DIR "data"
@@ -16,7 +17,7 @@ static const char *const bundled_photos[] = {GR_DATA_DIR "/dog.jpg", GR_DATA_DIR
                                              GR_DATA_DIR "/horses.jpg", GR_DATA_DIR "/eagle.jpg",
                                              GR_DATA_DIR "/giraffe.jpg", NULL};
 
-gr_status gr_engine_calibrate(gr_engine *e, float **layer_range_out, float *input_range)
+static gr_status calibrate(gr_engine *e, float **layer_range_out, float *input_range)
 {
     const gr_net *net = e->net;
     const char *const *images = e->opt.calib_images;
@@ -75,3 +76,11 @@ gr_status gr_engine_calibrate(gr_engine *e, float **layer_range_out, float *inpu
     return st;
 }
 
+
+gr_status gr_engine_calibrate(gr_engine *e, float **layer_range_out, float *input_range)
+{
+    gr_trace_push("graphrun: int8 calibration");
+    gr_status st = calibrate(e, layer_range_out, input_range);
+    gr_trace_pop();
+    return st;
+}

@@ -79,10 +79,12 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
         if (!strcmp(a, "--no-output")) { o->output = ""; continue; }
         if (!strcmp(a, "--tf32")) { o->tf32 = 1; continue; }
         if (!strcmp(a, "--fp16-accumulate")) { o->fp16_accumulate = 1; continue; }
+        if (!strcmp(a, "--eager")) { o->eager = 1; continue; }
         /* Options with a value: --opt VALUE or --opt=VALUE. */
         static const char *const with_value[] = {
             "--model", "--cfg", "--weights", "--names", "--output", "--save-output", "--input",
-            "--seed", "--device", "--prec", "--batch", "--runs", "--thresh", "--nms", "--calib-cache", NULL};
+            "--seed", "--device", "--prec", "--batch", "--runs", "--thresh", "--nms", "--calib-cache",
+            "--input-list", "--threads", NULL};
         const char *val = NULL;
         char name[32];
         const char *eq = strchr(a, '=');
@@ -113,6 +115,12 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
         else if (!strcmp(name, "--output")) o->output = val;
         else if (!strcmp(name, "--save-output")) o->save_output = val;
         else if (!strcmp(name, "--calib-cache")) o->calib_cache = val;
+        else if (!strcmp(name, "--input-list")) o->input_list = val;
+        else if (!strcmp(name, "--threads")) {
+            if (!parse_long(val, 1, 1024, &l))
+                return usage_error(err, errlen, "--threads '%s' is not an integer in 1..%s", val, "1024");
+            o->threads = (int)l;
+        }
         else if (!strcmp(name, "--input")) {
             if (o->n_inputs >= GR_CLI_MAX_INPUTS)
                 return usage_error(err, errlen, "too many --input files (at most %s)%s", "64", "");
