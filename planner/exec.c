@@ -357,7 +357,7 @@ static gr_status run_conv(gr_plan_exec *ex, const gr_plan_node *nd)
     /* With GR_FUSED_QUANTIZE_IN x is the u8 input and the conv quantizes it as it loads. */
     int quantize_in = (nd->fused & GR_FUSED_QUANTIZE_IN) != 0;
     gr_dtype compute = gr_plan_conv_in_dtype(plan, nd);
-    float s_in = quantize_in ? nd->in_scale : x->scale;
+    float s_in = gr_plan_conv_in_scale(plan, nd);
     int is_i8 = compute == GR_DTYPE_I8;
     int is_f16 = compute == GR_DTYPE_F16;
 

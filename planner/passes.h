@@ -59,8 +59,6 @@ int gr_plan_root(const gr_plan *plan, int t);
 int gr_plan_consumers(const gr_plan *plan, int t);
 /* The node reading tensor t when exactly one input slot of one node does, else -1. */
 int gr_plan_sole_consumer(const gr_plan *plan, int t);
-/* The dtype a conv computes on: its input tensor's, or the one it quantizes the u8 input to. */
-gr_dtype gr_plan_conv_in_dtype(const gr_plan *plan, const gr_plan_node *nd);
 /* placement.c: n_buffers x n_buffers, 1 where two buffers may be live at once (gr_plan_check
  * verifies the placement against the same relation). */
 gr_status gr_plan_conflict_matrix(const gr_plan *plan, char **out);

@@ -223,6 +223,13 @@ gr_dtype gr_plan_conv_in_dtype(const gr_plan *plan, const gr_plan_node *nd)
     return plan->tensors[nd->inputs[0]].dtype;
 }
 
+float gr_plan_conv_in_scale(const gr_plan *plan, const gr_plan_node *nd)
+{
+    if (nd->fused & GR_FUSED_QUANTIZE_IN)
+        return nd->in_scale;
+    return plan->tensors[nd->inputs[0]].scale;
+}
+
 void gr_plan_free(gr_plan *plan)
 {
     if (!plan)

@@ -199,6 +199,12 @@ const char *gr_plan_kind_name(int kind);
 /* "bn+bias+leaky+requant" style list of the fused parts into buf; returns buf. */
 const char *gr_plan_fused_str(const gr_plan_node *node, char *buf, size_t len);
 int gr_plan_count_kind(const gr_plan *plan, int kind);
+/* The dtype a conv computes on: its input tensor's, or, with GR_FUSED_QUANTIZE_IN, the one it
+ * quantizes the u8 input to (node->in_dtype). */
+gr_dtype gr_plan_conv_in_dtype(const gr_plan *plan, const gr_plan_node *nd);
+/* The scale of the values a conv multiplies: its input tensor's, or node->in_scale with
+ * GR_FUSED_QUANTIZE_IN. */
+float gr_plan_conv_in_scale(const gr_plan *plan, const gr_plan_node *nd);
 
 /* ---- int8 scales ------------------------------------------------------------------------- */
 /* Set the activation range (max |x| or a percentile of |x|) of each net layer's output and of
