@@ -39,8 +39,9 @@ check "pkg-config consumer builds" $? || cat "$tmp/pc.log"
 # Each runs on the photo; the installed library reads nothing from the build tree.
 "$tmp/cmake/detect" data/dog.jpg >"$tmp/shared.txt" 2>&1; check "CMake (shared) consumer runs" $?
 "$tmp/cmake/detect_static" data/dog.jpg >"$tmp/static.txt" 2>&1; check "CMake (static) consumer runs" $?
-LD_LIBRARY_PATH="$libdir" "$tmp/detect_pc" data/dog.jpg >"$tmp/pc.txt" 2>&1
-check "pkg-config consumer runs" $?
+LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$tmp/detect_pc" data/dog.jpg \
+  >"$tmp/pc.txt" 2>&1
+check "pkg-config consumer runs" $? || cat "$tmp/pc.txt"
 ldd "$tmp/cmake/detect" | grep -q "$libdir/libgraphrun.so"; check "CMake consumer uses the installed .so" $?
 # Same detections (the timing lines differ).
 for f in static pc; do
