@@ -93,6 +93,24 @@ typedef struct gr_conv_args {
     void *workspace;
     size_t workspace_bytes;
     int split_k;
+    /* Fused 2x2 maxpool (a Darknet [maxpool] size=2 right after this conv, planner flag
+     * GR_FUSED_MAXPOOL): pool_size 0 = none, 2 = the conv output is pooled before the output
+     * conversion and only the pooled map is written (NHWC outputs only). pool_stride 1 or 2,
+     * pool_pad Darknet's total padding (window start i*stride + (-pool_pad)/2; taps outside the
+     * conv output never win). The output's pixel grid is then the pooled one. The kernel orders
+     * the GEMM rows window by window (4 rows per pooled pixel), so a window never straddles two
+     * blocks; a stride-1 pool recomputes each conv pixel up to four times. */
+    int pool_size, pool_stride, pool_pad;
+    /* First layer straight from the network input (planner flag GR_FUSED_QUANTIZE_IN): `in` is
+     * uint8 NHWC with in_c_stride channels per pixel (value v means v/255), quantized as it is
+     * read: i8 q = clamp(rint((v / 255.0f) / in_scale), -127, 127), f16 half_rn(v / 255.0f).
+     * Needs in_c <= 4 and ksize <= 7 (a SIMT kernel: the GEMM has K = 27 for the usual 3x3x3). */
+    int in_u8;
+    float in_scale;
+    /* Programmatic dependent launch (sm_90+, ignored before): the kernel may be scheduled while
+     * the previous kernel on the stream finishes; it waits for it (griddepcontrol.wait) before
+     * reading anything. Works inside stream capture (programmatic graph edges). */
+    int pdl;
 } gr_conv_args;
 
 /* Bytes of workspace a launch of `args` needs for its split_k / tile_config, assuming a

@@ -13,6 +13,7 @@
  * After the K loop the accumulators go through shared memory so each thread can emit whole
  * 16-byte vectors of one output pixel (NHWC), or pixel-contiguous runs (NCHW). */
 #include <algorithm>
+#include <cfloat>
 #include <climits>
 #include <type_traits>
 #include <cstring>
@@ -22,6 +23,7 @@
 
 #include "kernels/common.cuh"
 #include "kernels/conv.h"
+#include "kernels/conv_internal.cuh"
 
 using namespace nvcuda;
 
@@ -49,7 +51,7 @@ struct ConvParams {
     const float *bias;
     void *out;
     int in_h, in_w, in_c_stride, in_c_offset, cin_pad;
-    int out_h, out_w, out_c, out_c_pad, out_c_stride, out_c_offset;
+    int out_h, out_w, out_c, out_c_pad, out_c_stride, out_c_offset; /* out_h/w: the conv's map */
     int ksize, stride, pad;
     int M, K, k_tiles;
     int activation, out_kind;
@@ -57,6 +59,9 @@ struct ConvParams {
     int splits, kt_per_split; /* split-K: gridDim.z = splits */
     int *counters;            /* [tiles]: blocks of a tile done so far (split-K) */
     void *partials;           /* [tiles][splits][BM*BN] Acc (split-K) */
+    /* Fused 2x2 maxpool: GEMM row m is tap (m & 3) of pooled pixel m >> 2 (tap q at row offset
+     * q >> 1, column offset q & 1 of the window). M = batch * pool_h * pool_w * 4. */
+    int pool, pool_stride, pool_offset, pool_h, pool_w;
 };
 
 __device__ __forceinline__ void copy16(void *smem_dst, const void *src, bool valid)
@@ -126,14 +131,312 @@ __device__ __forceinline__ signed char to_i8(float y, float inv_scale)
     return static_cast<signed char>(q);
 }
 
-template <typename In, typename Acc, int WM, int WN, int FM, int FN>
+/* One warp's FM x FN tile of 16x16 accumulators, fed one pipeline stage (64 bytes of K) at a
+ * time from the shared-memory slabs (slab s, row r at (s*rows + r)*SB: 16-byte rows, so every
+ * 8-row block is 128 contiguous bytes).
+ * sm_80+: ldmatrix + mma.sync (m16n8k32 INT8, m16n8k16 FP16): per 32 bytes of K one ldmatrix.x4
+ * per 16 rows of A and per 16 filters of B, and two MMAs per 16x16 - a fraction of WMMA's
+ * fragment-load instructions, which made the old loop issue-bound (bench/LOG.md).
+ * Before sm_80: WMMA 16x16x16 (Turing has neither MMA shape). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+template <typename In, typename Acc> struct MmaOp;
+template <> struct MmaOp<signed char, int> {
+    static constexpr int regs = 4;
+    using Reg = int;
+    static __device__ __forceinline__ void mma(int (&c)[4], const unsigned (&a)[4], unsigned b0,
+                                               unsigned b1)
+    {
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+template <> struct MmaOp<__half, float> {
+    static constexpr int regs = 4;
+    using Reg = float;
+    static __device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], unsigned b0,
+                                               unsigned b1)
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+template <> struct MmaOp<__half, __half> { /* f16 accumulators: two half2 registers */
+    static constexpr int regs = 2;
+    using Reg = unsigned;
+    static __device__ __forceinline__ void mma(unsigned (&c)[2], const unsigned (&a)[4],
+                                               unsigned b0, unsigned b1)
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0,%1}, "
+                     "{%2,%3,%4,%5}, {%6,%7}, {%0,%1};\n"
+                     : "+r"(c[0]), "+r"(c[1])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void *smem_row)
+{
+    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(smem_row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+template <typename In, typename Acc, int FM, int FN> struct WarpTile {
+    using Op = MmaOp<In, Acc>;
+    typename Op::Reg c[FM][2 * FN][Op::regs]; /* MMA tiles of 16 rows x 8 filters */
+
+    __device__ __forceinline__ void zero()
+    {
+#pragma unroll
+        for (int i = 0; i < FM; ++i)
+#pragma unroll
+            for (int j = 0; j < 2 * FN; ++j)
+#pragma unroll
+                for (int r = 0; r < Op::regs; ++r)
+                    c[i][j][r] = 0;
+    }
+
+    /* Byte address of row `row`, K byte `col` (0..63) of a stage holding `rows` rows. */
+    template <int rows>
+    static __device__ __forceinline__ const unsigned char *at(const unsigned char *stage, int row,
+                                                              int col)
+    {
+        constexpr int SB = InTraits<In>::slab_bytes;
+        return stage + ((col / SB) * rows + row) * SB + col % SB;
+    }
+
+    template <int BM, int BN>
+    __device__ __forceinline__ void step(const unsigned char *sA, const unsigned char *sB,
+                                         int warp_m, int warp_n, int lane)
+    {
+        const int mat = lane >> 3, r8 = lane & 7;
+#pragma unroll
+        for (int chunk = 0; chunk < kSliceBytes / 32; ++chunk) {
+            unsigned a[FM][4], b[FN][4];
+#pragma unroll
+            for (int i = 0; i < FM; ++i) /* rows 0-7 / 8-15 x K bytes 0-15 / 16-31 */
+                ldmatrix_x4(a[i], at<BM>(sA, (warp_m * FM + i) * 16 + (mat & 1) * 8 + r8,
+                                         chunk * 32 + (mat >> 1) * 16));
+#pragma unroll
+            for (int j = 0; j < FN; ++j) /* filters 0-7 x K 0-15 / 16-31, then filters 8-15 */
+                ldmatrix_x4(b[j], at<BN>(sB, (warp_n * FN + j) * 16 + (mat >> 1) * 8 + r8,
+                                         chunk * 32 + (mat & 1) * 16));
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+#pragma unroll
+                for (int j = 0; j < FN; ++j) {
+                    Op::mma(c[i][2 * j], a[i], b[j][0], b[j][1]);
+                    Op::mma(c[i][2 * j + 1], a[i], b[j][2], b[j][3]);
+                }
+        }
+    }
+
+    /* Row-major into shared memory: thread (g, t) of an MMA tile holds rows g and g+8, columns
+     * 2t and 2t+1. */
+    __device__ __forceinline__ void store(Acc *sC, int ldc, int warp_m, int warp_n, int lane)
+    {
+        const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+        for (int i = 0; i < FM; ++i)
+#pragma unroll
+            for (int j = 0; j < 2 * FN; ++j) {
+                Acc *dst = sC + ((warp_m * FM + i) * 16 + g) * ldc + (warp_n * FN * 16 + j * 8 + 2 * t);
+                if constexpr (Op::regs == 4) {
+                    dst[0] = c[i][j][0];
+                    dst[1] = c[i][j][1];
+                    dst[8 * ldc] = c[i][j][2];
+                    dst[8 * ldc + 1] = c[i][j][3];
+                } else { /* half2 pairs */
+                    *reinterpret_cast<unsigned *>(dst) = c[i][j][0];
+                    *reinterpret_cast<unsigned *>(dst + 8 * ldc) = c[i][j][1];
+                }
+            }
+    }
+};
+#else
+template <typename In, typename Acc, int FM, int FN> struct WarpTile {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, Acc> c[FM][FN];
+
+    __device__ __forceinline__ void zero()
+    {
+#pragma unroll
+        for (int i = 0; i < FM; ++i)
+#pragma unroll
+            for (int j = 0; j < FN; ++j)
+                wmma::fill_fragment(c[i][j], static_cast<Acc>(0));
+    }
+
+    template <int BM, int BN>
+    __device__ __forceinline__ void step(const unsigned char *sA, const unsigned char *sB,
+                                         int warp_m, int warp_n, int)
+    {
+        constexpr int SB = InTraits<In>::slab_bytes;
+#pragma unroll
+        for (int s = 0; s < kSliceBytes / SB; ++s) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, In, wmma::row_major> fa[FM];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, In, wmma::col_major> fb[FN];
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+                wmma::load_matrix_sync(
+                    fa[i], reinterpret_cast<const In *>(sA + s * BM * SB + (warp_m * FM + i) * 16 * SB),
+                    16);
+#pragma unroll
+            for (int j = 0; j < FN; ++j)
+                wmma::load_matrix_sync(
+                    fb[j], reinterpret_cast<const In *>(sB + s * BN * SB + (warp_n * FN + j) * 16 * SB),
+                    16);
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+#pragma unroll
+                for (int j = 0; j < FN; ++j)
+                    wmma::mma_sync(c[i][j], fa[i], fb[j], c[i][j]);
+        }
+    }
+
+    __device__ __forceinline__ void store(Acc *sC, int ldc, int warp_m, int warp_n, int)
+    {
+#pragma unroll
+        for (int i = 0; i < FM; ++i)
+#pragma unroll
+            for (int j = 0; j < FN; ++j)
+                wmma::store_matrix_sync(sC + (warp_m * FM + i) * 16 * ldc + (warp_n * FN + j) * 16,
+                                        c[i][j], ldc, wmma::mem_row_major);
+    }
+};
+#endif
+
+/* The conv output pixel GEMM row m computes, or false when it computes nothing: a row past M,
+ * or a pooling-window tap outside the conv output (Darknet's pool padding never wins). */
+__device__ __forceinline__ bool row_pixel(const ConvParams &p, int m, int &img, int &oy, int &ox)
+{
+    if (m >= p.M)
+        return false;
+    if (!p.pool) {
+        const int hw = p.out_h * p.out_w;
+        img = m / hw;
+        const int rem = m - img * hw;
+        oy = rem / p.out_w;
+        ox = rem - oy * p.out_w;
+        return true;
+    }
+    const int q = m & 3, pooled = m >> 2, phw = p.pool_h * p.pool_w;
+    img = pooled / phw;
+    const int rem = pooled - img * phw;
+    const int py = rem / p.pool_w, px = rem - py * p.pool_w;
+    oy = py * p.pool_stride + p.pool_offset + (q >> 1);
+    ox = px * p.pool_stride + p.pool_offset + (q & 1);
+    return oy >= 0 && oy < p.out_h && ox >= 0 && ox < p.out_w;
+}
+
+/* Programmatic dependent launch (sm_90): wait until the previous kernel's writes are visible;
+ * a no-op for a kernel launched without the attribute. */
+__device__ __forceinline__ void wait_for_producer()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+/* NHWC outputs: one 16-byte vector (V = 16 i8 or 8 f16) or two (8 f32) of one output pixel per
+ * item. Pooled: an item takes its window's four rows, activated, and keeps the maximum of the
+ * taps inside the conv output (in tap order, as the CPU reference: v > best). */
+template <int V, int BM, int BN, int LDC, int kThreads, typename Acc>
+__device__ __forceinline__ void store_nhwc(const ConvParams &p, const Acc *sC, int m0, int n0,
+                                           int tid)
+{
+    const int rows = p.pool ? 4 : 1;
+    constexpr int per_row = BN / V;
+    static_assert(V * sizeof(Acc) % 16 == 0, "whole 16-byte vectors of accumulators");
+    for (int it = tid; it < BM / rows * per_row; it += kThreads) {
+        const int r0 = it / per_row * rows, c0 = it % per_row * V;
+        const int m = m0 + r0, n_base = n0 + c0;
+        if (m >= p.M || n_base >= p.out_c_pad)
+            continue;
+        const long long dst =
+            static_cast<long long>(m / rows) * p.out_c_stride + p.out_c_offset + n_base;
+        /* Per channel once: y = fmaf(acc, mul, bias) (mul 1 without a multiplier: fmaf(a, 1, b)
+         * rounds a + b exactly as the plain sum does). */
+        float bias[V], mul[V];
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            const int n = n_base + e;
+            bias[e] = p.bias && n < p.out_c ? p.bias[n] : 0.0f;
+            mul[e] = p.mul ? (n < p.out_c ? p.mul[n] : 0.0f) : 1.0f;
+        }
+        /* Which of the window's taps lie inside the conv output (one division per item). */
+        unsigned inside = 1u;
+        if (p.pool) {
+            const int pooled = m >> 2, phw = p.pool_h * p.pool_w;
+            const int rem = pooled % phw, py = rem / p.pool_w, px = rem - py * p.pool_w;
+            const int oy = py * p.pool_stride + p.pool_offset, ox = px * p.pool_stride + p.pool_offset;
+            inside = 0u;
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+                if (oy + (q >> 1) >= 0 && oy + (q >> 1) < p.out_h && ox + (q & 1) >= 0 &&
+                    ox + (q & 1) < p.out_w)
+                    inside |= 1u << q;
+        }
+        float y[V];
+#pragma unroll
+        for (int e = 0; e < V; ++e)
+            y[e] = -FLT_MAX;
+        for (int q = 0; q < rows; ++q) {
+            if (!((inside >> q) & 1u))
+                continue;
+            alignas(16) Acc acc[V];
+#pragma unroll
+            for (int h = 0; h < V * static_cast<int>(sizeof(Acc)) / 16; ++h)
+                reinterpret_cast<uint4 *>(acc)[h] =
+                    reinterpret_cast<const uint4 *>(sC + (r0 + q) * LDC + c0)[h];
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const float v = activate(fmaf(acc_to_float(acc[e]), mul[e], bias[e]), p.activation);
+                y[e] = v > y[e] ? v : y[e];
+            }
+        }
+        if (V == 16) { /* i8 */
+            alignas(16) signed char v[V];
+#pragma unroll
+            for (int e = 0; e < V; ++e)
+                v[e] = n_base + e < p.out_c ? to_i8(y[e], p.out_inv_scale)
+                                            : static_cast<signed char>(0);
+            *reinterpret_cast<uint4 *>(static_cast<signed char *>(p.out) + dst) =
+                *reinterpret_cast<const uint4 *>(v);
+        } else if (p.out_kind == GR_CONV_OUT_F16) {
+            alignas(16) __half v[V];
+#pragma unroll
+            for (int e = 0; e < V; ++e)
+                v[e] = __float2half_rn(n_base + e < p.out_c ? y[e] : 0.0f);
+            *reinterpret_cast<uint4 *>(static_cast<__half *>(p.out) + dst) =
+                *reinterpret_cast<const uint4 *>(v);
+        } else {
+            alignas(16) float v[V];
+#pragma unroll
+            for (int e = 0; e < V; ++e)
+                v[e] = n_base + e < p.out_c ? y[e] : 0.0f;
+            float4 *o = reinterpret_cast<float4 *>(static_cast<float *>(p.out) + dst);
+#pragma unroll
+            for (int h = 0; h < V / 4; ++h)
+                o[h] = *reinterpret_cast<const float4 *>(v + 4 * h);
+        }
+    }
+}
+
+/* kTap: in_c_pad is a multiple of the K step, so every K step lies inside one filter tap
+ * (ky, kx): the loader keeps, per A row, the offset of the top-left tap and a bit mask of the
+ * taps inside the image, and a step costs one mask test and one add per row. Otherwise (the
+ * first layers, few channels) the step's chunks can straddle taps and each is checked. */
+template <typename In, typename Acc, int WM, int WN, int FM, int FN, bool kTap>
 __device__ __forceinline__ void conv_body(const ConvParams &p)
 {
     using Tr = InTraits<In>;
     constexpr int kThreads = WM * WN * 32;
     constexpr int BM = WM * FM * 16, BN = WN * FN * 16;
     constexpr int SB = Tr::slab_bytes, CH = Tr::chunk_elems, BK = 4 * CH;
-    constexpr int kSlabs = kSliceBytes / SB;
     constexpr int A_STAGE = BM * kSliceBytes, B_STAGE = BN * kSliceBytes;
     constexpr int kStages = kMaxStages * (A_STAGE + B_STAGE) <= kStaticSmem ? kMaxStages : 3;
     constexpr int PIPE = kStages * (A_STAGE + B_STAGE);
@@ -144,6 +447,7 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
     constexpr int B_ITERS = (BN * 4 + kThreads - 1) / kThreads;
     static_assert(BM * 4 % kThreads == 0, "A tile chunks must divide among the threads");
     static_assert(kThreads % 4 == 0, "a thread keeps one chunk column");
+    static_assert(BM % 4 == 0, "a pooling window's four rows stay in one tile");
 
     __shared__ __align__(128) unsigned char smem[SMEM];
 
@@ -155,23 +459,28 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
     const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
     const int kc = tid & 3;
     const int slab = kc * 16 / SB, slab_off = kc * 16 % SB;
-    const int hw_out = p.out_h * p.out_w;
 
     /* Rows of the A tile this thread loads: element offset of the (unclipped) top-left tap and
-     * its input coordinates. A row past M gets coordinates that fail every bounds test. */
-    long long a_base[A_ITERS];
-    int a_iy[A_ITERS], a_ix[A_ITERS];
+     * its input coordinates (32-bit: the launcher checks the input has < 2^31 elements). A row
+     * that computes nothing gets coordinates that fail every bounds test. */
+    int a_base[A_ITERS], a_iy[A_ITERS], a_ix[A_ITERS];
+    unsigned a_taps[A_ITERS]; /* kTap: bit ky*ksize+kx set when that tap is inside the image */
 #pragma unroll
     for (int i = 0; i < A_ITERS; ++i) {
+        int img, oy, ox;
         const int m = m0 + (tid >> 2) + i * (kThreads / 4);
-        if (m < p.M) {
-            const int img = m / hw_out, rem = m - img * hw_out;
-            const int oy = rem / p.out_w, ox = rem - oy * p.out_w;
+        a_taps[i] = 0;
+        if (row_pixel(p, m, img, oy, ox)) {
             a_iy[i] = oy * p.stride - p.pad;
             a_ix[i] = ox * p.stride - p.pad;
-            a_base[i] = ((static_cast<long long>(img) * p.in_h + a_iy[i]) * p.in_w + a_ix[i]) *
-                            p.in_c_stride +
+            a_base[i] = ((img * p.in_h + a_iy[i]) * p.in_w + a_ix[i]) * p.in_c_stride +
                         p.in_c_offset;
+            if (kTap)
+                for (int ky = 0; ky < p.ksize; ++ky)
+                    for (int kx = 0; kx < p.ksize; ++kx)
+                        if (static_cast<unsigned>(a_iy[i] + ky) < static_cast<unsigned>(p.in_h) &&
+                            static_cast<unsigned>(a_ix[i] + kx) < static_cast<unsigned>(p.in_w))
+                            a_taps[i] |= 1u << (ky * p.ksize + kx);
         } else {
             a_base[i] = 0;
             a_iy[i] = INT_MIN / 2;
@@ -179,11 +488,11 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
         }
     }
     /* Rows of the B tile: filter offsets (-1: past out_c). */
-    long long b_base[B_ITERS];
+    int b_base[B_ITERS];
 #pragma unroll
     for (int i = 0; i < B_ITERS; ++i) {
         const int n = n0 + ((tid + i * kThreads) >> 2);
-        b_base[i] = n < p.out_c ? static_cast<long long>(n) * p.K : -1;
+        b_base[i] = n < p.out_c ? n * p.K : -1;
     }
 
     /* This block's share of K: tiles [kt_begin, kt_begin + n_local). */
@@ -200,20 +509,32 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
         ky = tap / p.ksize;
         kx = tap - ky * p.ksize;
     }
+    int tap_bit = ky * p.ksize + kx;                  /* kTap: the current tap's mask bit */
+    int tap_off = (ky * p.in_w + kx) * p.in_c_stride; /* kTap: its offset from the top-left */
 
     auto load_tile = [&](int stage) {
         unsigned char *sA = smem + stage * (A_STAGE + B_STAGE);
         unsigned char *sB = sA + A_STAGE;
-        const bool k_ok = k_cur < p.K;
-        const long long tap_off = (static_cast<long long>(ky) * p.in_w + kx) * p.in_c_stride + ci;
+        if (kTap) {
 #pragma unroll
-        for (int i = 0; i < A_ITERS; ++i) {
-            const int row = (tid >> 2) + i * (kThreads / 4);
-            const int iy = a_iy[i] + ky, ix = a_ix[i] + kx;
-            const bool ok = k_ok && static_cast<unsigned>(iy) < static_cast<unsigned>(p.in_h) &&
-                            static_cast<unsigned>(ix) < static_cast<unsigned>(p.in_w);
-            const In *src = ok ? in + (a_base[i] + tap_off) : in;
-            copy16(sA + slab * BM * SB + row * SB + slab_off, src, ok);
+            for (int i = 0; i < A_ITERS; ++i) {
+                const int row = (tid >> 2) + i * (kThreads / 4);
+                const bool ok = (a_taps[i] >> tap_bit) & 1u;
+                const In *src = ok ? in + (a_base[i] + tap_off + ci) : in;
+                copy16(sA + slab * BM * SB + row * SB + slab_off, src, ok);
+            }
+        } else {
+            const bool k_ok = k_cur < p.K;
+            const int t_off = (ky * p.in_w + kx) * p.in_c_stride + ci;
+#pragma unroll
+            for (int i = 0; i < A_ITERS; ++i) {
+                const int row = (tid >> 2) + i * (kThreads / 4);
+                const int iy = a_iy[i] + ky, ix = a_ix[i] + kx;
+                const bool ok = k_ok && static_cast<unsigned>(iy) < static_cast<unsigned>(p.in_h) &&
+                                static_cast<unsigned>(ix) < static_cast<unsigned>(p.in_w);
+                const In *src = ok ? in + (a_base[i] + t_off) : in;
+                copy16(sA + slab * BM * SB + row * SB + slab_off, src, ok);
+            }
         }
 #pragma unroll
         for (int i = 0; i < B_ITERS; ++i) {
@@ -221,28 +542,37 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
             if (BN * 4 % kThreads != 0 && chunk >= BN * 4)
                 break;
             const int row = chunk >> 2;
-            const bool ok = k_ok && b_base[i] >= 0;
+            const bool ok = (kTap || k_cur < p.K) && b_base[i] >= 0;
             const In *src = ok ? wts + (b_base[i] + k_cur) : wts;
             copy16(sB + slab * BN * SB + row * SB + slab_off, src, ok);
         }
         k_cur += BK;
         ci += BK;
-        while (ci >= p.cin_pad) {
-            ci -= p.cin_pad;
-            if (++kx == p.ksize) {
-                kx = 0;
-                ++ky;
+        if (kTap) {
+            if (ci >= p.cin_pad) { /* BK divides cin_pad: at most one tap per step */
+                ci -= p.cin_pad;
+                ++tap_bit;
+                if (++kx == p.ksize) {
+                    kx = 0;
+                    ++ky;
+                }
+                tap_off = (ky * p.in_w + kx) * p.in_c_stride;
+            }
+        } else {
+            while (ci >= p.cin_pad) {
+                ci -= p.cin_pad;
+                if (++kx == p.ksize) {
+                    kx = 0;
+                    ++ky;
+                }
             }
         }
     };
 
-    wmma::fragment<wmma::accumulator, 16, 16, 16, Acc> acc[FM][FN];
-#pragma unroll
-    for (int i = 0; i < FM; ++i)
-#pragma unroll
-        for (int j = 0; j < FN; ++j)
-            wmma::fill_fragment(acc[i][j], static_cast<Acc>(0));
+    WarpTile<In, Acc, FM, FN> acc;
+    acc.zero();
 
+    wait_for_producer(); /* the input is the previous kernel's output */
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
         if (s < n_local)
@@ -259,40 +589,13 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
         cp_async_commit();
 
         const unsigned char *sA = smem + (t % kStages) * (A_STAGE + B_STAGE);
-        const unsigned char *sB = sA + A_STAGE;
-#pragma unroll
-        for (int s = 0; s < kSlabs; ++s) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, In, wmma::row_major> fa[FM];
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, In, wmma::col_major> fb[FN];
-#pragma unroll
-            for (int i = 0; i < FM; ++i)
-                wmma::load_matrix_sync(
-                    fa[i],
-                    reinterpret_cast<const In *>(sA + s * BM * SB + (warp_m * FM + i) * 16 * SB),
-                    16);
-#pragma unroll
-            for (int j = 0; j < FN; ++j)
-                wmma::load_matrix_sync(
-                    fb[j],
-                    reinterpret_cast<const In *>(sB + s * BN * SB + (warp_n * FN + j) * 16 * SB),
-                    16);
-#pragma unroll
-            for (int i = 0; i < FM; ++i)
-#pragma unroll
-                for (int j = 0; j < FN; ++j)
-                    wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
-        }
+        acc.template step<BM, BN>(sA, sA + A_STAGE, warp_m, warp_n, tid & 31);
     }
     cp_async_wait<0>();
     __syncthreads(); /* pipeline buffers are reused for the accumulator tile */
 
     Acc *sC = reinterpret_cast<Acc *>(smem);
-#pragma unroll
-    for (int i = 0; i < FM; ++i)
-#pragma unroll
-        for (int j = 0; j < FN; ++j)
-            wmma::store_matrix_sync(sC + (warp_m * FM + i) * 16 * LDC + (warp_n * FN + j) * 16,
-                                    acc[i][j], LDC, wmma::mem_row_major);
+    acc.store(sC, LDC, warp_m, warp_n, tid & 31);
     __syncthreads();
 
     if (p.splits > 1) {
@@ -353,7 +656,8 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
         __syncthreads();
     }
 
-    if (p.out_kind == GR_CONV_OUT_F32_NCHW) {
+    if (p.out_kind == GR_CONV_OUT_F32_NCHW) { /* never pooled (the launcher checks) */
+        const int hw_out = p.out_h * p.out_w;
         float *out = static_cast<float *>(p.out);
         for (int it = tid; it < BM * BN; it += kThreads) {
             const int r = it % BM, c = it / BM; /* consecutive threads: consecutive pixels */
@@ -367,69 +671,51 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
         return;
     }
 
-    /* NHWC: one 16-byte vector (16 i8 or 8 f16) or two (8 f32) of one pixel per item. */
-    const int V = p.out_kind == GR_CONV_OUT_I8 ? 16 : 8;
-    const int per_row = BN / V;
-    for (int it = tid; it < BM * per_row; it += kThreads) {
-        const int r = it / per_row, c0 = (it - r * per_row) * V;
-        const int m = m0 + r, n_base = n0 + c0;
-        if (m >= p.M || n_base >= p.out_c_pad)
-            continue;
-        const long long dst = static_cast<long long>(m) * p.out_c_stride + p.out_c_offset + n_base;
-        const Acc *src = sC + r * LDC + c0;
-        if (p.out_kind == GR_CONV_OUT_I8) {
-            alignas(16) signed char v[16];
-#pragma unroll
-            for (int e = 0; e < 16; ++e) {
-                const int n = n_base + e;
-                v[e] = n < p.out_c ? to_i8(epilogue(p, acc_to_float(src[e]), n), p.out_inv_scale)
-                                   : static_cast<signed char>(0);
-            }
-            *reinterpret_cast<uint4 *>(static_cast<signed char *>(p.out) + dst) =
-                *reinterpret_cast<const uint4 *>(v);
-        } else if (p.out_kind == GR_CONV_OUT_F16) {
-            alignas(16) __half v[8];
-#pragma unroll
-            for (int e = 0; e < 8; ++e) {
-                const int n = n_base + e;
-                v[e] = __float2half_rn(n < p.out_c ? epilogue(p, acc_to_float(src[e]), n) : 0.0f);
-            }
-            *reinterpret_cast<uint4 *>(static_cast<__half *>(p.out) + dst) =
-                *reinterpret_cast<const uint4 *>(v);
-        } else {
-            alignas(16) float v[8];
-#pragma unroll
-            for (int e = 0; e < 8; ++e) {
-                const int n = n_base + e;
-                v[e] = n < p.out_c ? epilogue(p, acc_to_float(src[e]), n) : 0.0f;
-            }
-            float4 *o = reinterpret_cast<float4 *>(static_cast<float *>(p.out) + dst);
-            o[0] = *reinterpret_cast<const float4 *>(v);
-            o[1] = *reinterpret_cast<const float4 *>(v + 4);
-        }
-    }
+    if (p.out_kind == GR_CONV_OUT_I8)
+        store_nhwc<16, BM, BN, LDC, kThreads>(p, sC, m0, n0, tid);
+    else
+        store_nhwc<8, BM, BN, LDC, kThreads>(p, sC, m0, n0, tid);
 }
 
-template <typename Acc, int WM, int WN, int FM, int FN>
+template <typename Acc, int WM, int WN, int FM, int FN, bool kTap>
 __global__ void __launch_bounds__(WM *WN * 32) k_conv_f16(const ConvParams p)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-    conv_body<__half, Acc, WM, WN, FM, FN>(p);
+    conv_body<__half, Acc, WM, WN, FM, FN, kTap>(p);
 #endif
 }
 
-template <int WM, int WN, int FM, int FN>
+template <int WM, int WN, int FM, int FN, bool kTap>
 __global__ void __launch_bounds__(WM *WN * 32) k_conv_i8(const ConvParams p)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 720
-    conv_body<signed char, int, WM, WN, FM, FN>(p);
+    conv_body<signed char, int, WM, WN, FM, FN, kTap>(p);
 #endif
 }
 
 enum Dtype { kF16Float, kF16Half, kI8 };
 
-template <int WM, int WN, int FM, int FN>
-cudaError_t launch_tile(Dtype dt, ConvParams &p, cudaStream_t stream)
+/* Launch on `stream`, as a programmatic dependent launch when `pdl` (sm_90+). */
+template <typename... KArgs, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, bool pdl,
+                          cudaStream_t stream, Args... args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    GR_CUDA_TRY(cudaLaunchKernelEx(&cfg, kernel, args...));
+    return cudaSuccess;
+}
+
+template <int WM, int WN, int FM, int FN, bool kTap>
+cudaError_t launch_tile(Dtype dt, ConvParams &p, bool pdl, cudaStream_t stream)
 {
     constexpr int BM = WM * FM * 16, BN = WN * FN * 16;
     const dim3 grid(static_cast<unsigned>(gr_ceil_div(p.M, BM)),
@@ -438,12 +724,20 @@ cudaError_t launch_tile(Dtype dt, ConvParams &p, cudaStream_t stream)
     GR_ARG_CHECK(grid.y <= 65535 && grid.z <= 64);
     const dim3 block(WM * WN * 32);
     switch (dt) {
-    case kF16Float: k_conv_f16<float, WM, WN, FM, FN><<<grid, block, 0, stream>>>(p); break;
-    case kF16Half: k_conv_f16<__half, WM, WN, FM, FN><<<grid, block, 0, stream>>>(p); break;
-    case kI8: k_conv_i8<WM, WN, FM, FN><<<grid, block, 0, stream>>>(p); break;
+    case kF16Float:
+        return launch_kernel(k_conv_f16<float, WM, WN, FM, FN, kTap>, grid, block, pdl, stream, p);
+    case kF16Half:
+        return launch_kernel(k_conv_f16<__half, WM, WN, FM, FN, kTap>, grid, block, pdl, stream,
+                             p);
+    default: return launch_kernel(k_conv_i8<WM, WN, FM, FN, kTap>, grid, block, pdl, stream, p);
     }
-    GR_LAUNCH_CHECK();
-    return cudaSuccess;
+}
+
+template <int WM, int WN, int FM, int FN>
+cudaError_t launch_tile(Dtype dt, ConvParams &p, bool tap_aligned, bool pdl, cudaStream_t stream)
+{
+    return tap_aligned ? launch_tile<WM, WN, FM, FN, true>(dt, p, pdl, stream)
+                       : launch_tile<WM, WN, FM, FN, false>(dt, p, pdl, stream);
 }
 
 int round_up(int v, int to)
@@ -469,6 +763,7 @@ constexpr int kTileBN[GR_CONV_TILES + 1] = {0, 64, 64, 16, 64};
 struct Plan {
     ConvParams p;
     int tile;
+    bool tap_aligned;
     size_t workspace_bytes; /* 0 unless split */
 };
 
@@ -485,6 +780,7 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
     GR_ARG_CHECK(a->tile_config >= 0 && a->tile_config <= GR_CONV_TILES);
     GR_ARG_CHECK(a->split_k >= 0 && a->split_k <= 64);
     GR_ARG_CHECK(!(is_i8 && a->fp16_accumulate));
+    GR_ARG_CHECK(!a->in_u8); /* the first-layer kernel's arguments (conv_first.cu) */
     const int in_gran = is_i8 ? 16 : 8;
     const int cin_pad = round_up(a->in_c, in_gran);
     GR_ARG_CHECK(a->in_c_offset >= 0 && a->in_c_offset % in_gran == 0);
@@ -499,10 +795,21 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
         GR_ARG_CHECK(a->out_c_stride % out_gran == 0 &&
                      a->out_c_offset + out_c_pad <= a->out_c_stride);
     }
-    const long long M = static_cast<long long>(a->batch) * out_h * out_w;
+    int pool_h = 0, pool_w = 0;
+    if (a->pool_size != 0) {
+        GR_ARG_CHECK(a->pool_size == 2 && (a->pool_stride == 1 || a->pool_stride == 2));
+        GR_ARG_CHECK(a->pool_pad >= 0 && a->pool_pad <= 2);
+        GR_ARG_CHECK(a->out_kind != GR_CONV_OUT_F32_NCHW);
+        pool_h = (out_h + a->pool_pad - 2) / a->pool_stride + 1;
+        pool_w = (out_w + a->pool_pad - 2) / a->pool_stride + 1;
+        GR_ARG_CHECK(pool_h > 0 && pool_w > 0);
+    }
+    const long long M = static_cast<long long>(a->batch) *
+                        (a->pool_size ? 4LL * pool_h * pool_w : static_cast<long long>(out_h) * out_w);
     const long long K = static_cast<long long>(a->ksize) * a->ksize * cin_pad;
     const long long in_elems = static_cast<long long>(a->batch) * a->in_h * a->in_w;
-    GR_ARG_CHECK(M < INT_MAX && K < INT_MAX / 2 && in_elems < INT_MAX);
+    GR_ARG_CHECK(M < INT_MAX && K < INT_MAX / 2 && in_elems * a->in_c_stride < INT_MAX);
+    GR_ARG_CHECK(static_cast<long long>(a->out_c) * K < INT_MAX);
 
     int dev = 0, major = 0, minor = 0, sms = 0;
     GR_CUDA_TRY(cudaGetDevice(&dev));
@@ -538,10 +845,17 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
     p.pad = a->pad;
     p.M = static_cast<int>(M);
     p.K = static_cast<int>(K);
-    p.k_tiles = gr_ceil_div(K, kSliceBytes / (is_i8 ? 1 : 2));
+    const int bk = kSliceBytes / (is_i8 ? 1 : 2);
+    p.k_tiles = gr_ceil_div(K, bk);
     p.activation = a->activation;
     p.out_kind = a->out_kind;
     p.out_inv_scale = a->out_inv_scale;
+    p.pool = a->pool_size != 0;
+    p.pool_stride = a->pool_stride;
+    p.pool_offset = -a->pool_pad / 2;
+    p.pool_h = pool_h;
+    p.pool_w = pool_w;
+    plan->tap_aligned = cin_pad % bk == 0 && a->ksize * a->ksize <= 32;
 
     split_allowed = split_allowed && !a->fp16_accumulate && a->split_k != 1;
     auto tiles_of = [&](int t) {
@@ -590,6 +904,8 @@ cudaError_t launch_conv(const gr_conv_args *a, bool is_i8, cudaStream_t stream)
     GR_ARG_CHECK(a != nullptr);
     GR_ARG_CHECK(a->in != nullptr && a->weights != nullptr && a->out != nullptr);
     GR_ARG_CHECK(aligned16(a->in) && aligned16(a->weights) && aligned16(a->out));
+    if (a->in_u8)
+        return gr_conv_first_launch(a, is_i8, stream);
     Plan plan;
     const cudaError_t err = make_plan(a, is_i8, a->workspace != nullptr, &plan);
     if (err != cudaSuccess)
@@ -604,11 +920,13 @@ cudaError_t launch_conv(const gr_conv_args *a, bool is_i8, cudaStream_t stream)
                      (static_cast<size_t>(tiles) * sizeof(int) + 255) / 256 * 256;
     }
     const Dtype dt = is_i8 ? kI8 : (a->fp16_accumulate ? kF16Half : kF16Float);
+    const bool pdl = a->pdl && gr_conv_pdl_supported();
+    const bool tap = plan.tap_aligned;
     switch (plan.tile) {
-    case 1: return launch_tile<4, 2, 2, 2>(dt, p, stream);
-    case 2: return launch_tile<2, 2, 2, 2>(dt, p, stream);
-    case 3: return launch_tile<4, 1, 2, 1>(dt, p, stream);
-    default: return launch_tile<1, 4, 2, 1>(dt, p, stream);
+    case 1: return launch_tile<4, 2, 2, 2>(dt, p, tap, pdl, stream);
+    case 2: return launch_tile<2, 2, 2, 2>(dt, p, tap, pdl, stream);
+    case 3: return launch_tile<4, 1, 2, 1>(dt, p, tap, pdl, stream);
+    default: return launch_tile<1, 4, 2, 1>(dt, p, tap, pdl, stream);
     }
 }
 

@@ -1,0 +1,17 @@
+/* Shared between the convolution kernel files (CUDA side only): the tensor-core launcher
+ * (conv_wmma.cu) hands first-layer convolutions on the uint8 network input to conv_first.cu. */
+#ifndef GR_KERNELS_CONV_INTERNAL_CUH
+#define GR_KERNELS_CONV_INTERNAL_CUH
+
+#include <cuda_runtime.h>
+
+#include "kernels/conv.h"
+
+/* Launch the SIMT first-layer kernel for args->in_u8 (conv.h); is_i8 selects the INT8 or the
+ * FP16 arithmetic. Same return contract as gr_launch_conv_i8/_f16. */
+cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t stream);
+
+/* True when the current device can take programmatic dependent launches (sm_90+). */
+bool gr_conv_pdl_supported();
+
+#endif
