@@ -2,8 +2,8 @@
  * threads up to the core count, for one method, and check that every thread count gives the same
  * ranges bit for bit. Images are deterministic pseudo-photos (decoding is not what is timed).
  *
- *   ./build/04_calib [model-or-cfg [images [method]]]     default: yolo 16 max
- *   e.g. ./build/04_calib yolov2-voc.cfg 32 entropy
+ *   ./build/05_calib [model-or-cfg [images [method]]]     default: yolo 16 max
+ *   e.g. ./build/05_calib yolov2-voc.cfg 32 entropy
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -40,7 +40,7 @@ int main(int argc, char **argv)
     int n_images = argc > 2 ? atoi(argv[2]) : 16;
     gr_calib_method method = GR_CALIB_MAX;
     if (n_images < 1 || (argc > 3 && gr_calib_method_parse(argv[3], &method) != GR_OK)) {
-        fprintf(stderr, "usage: 04_calib [model-or-cfg [images [max|percentile|entropy|mse]]]\n");
+        fprintf(stderr, "usage: 05_calib [model-or-cfg [images [max|percentile|entropy|mse]]]\n");
         return 2;
     }
     gr_net *net = NULL;
@@ -50,7 +50,7 @@ int main(int argc, char **argv)
     if (st == GR_OK)
         st = gr_net_synthesize_weights(net, 1);
     if (st != GR_OK) {
-        fprintf(stderr, "04_calib: %s\n", gr_last_error());
+        fprintf(stderr, "05_calib: %s\n", gr_last_error());
         return 1;
     }
     int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -71,7 +71,7 @@ int main(int argc, char **argv)
         st = gr_plan_calibrate_images(net, n_images, &cfg, out, &out[net->n_layers]);
         double t = now_s() - t0;
         if (st != GR_OK) {
-            fprintf(stderr, "04_calib: %s\n", gr_last_error());
+            fprintf(stderr, "05_calib: %s\n", gr_last_error());
             return 1;
         }
         if (threads == 1)
