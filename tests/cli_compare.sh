@@ -68,6 +68,11 @@ check "int8 entropy calibration on a folder exit 0" $?
 grep -q '^method entropy$' "$tmp/c.calib"; check "cache records the method" $?
 grep -q '^images 2 [0-9a-f]\{16\}$' "$tmp/c.calib"; check "cache records the image set (2 files)" $?
 ! grep -q 'calibrating \[' "$tmp/e.err"; check "no progress bar when stderr is not a terminal" $?
+if command -v script >/dev/null; then # a pseudo-terminal on stderr: the bar is drawn
+  script -qec "'$bin' --cfg '$tmp/small.cfg' --device cpu --prec int8 --calib mse \
+    --calib-images '$tmp/photos' --input data/dog.jpg --no-output" /dev/null >"$tmp/tty.out" 2>&1
+  grep -q 'calibrating \[#*\] 2/2' "$tmp/tty.out"; check "progress bar on a terminal" $?
+fi
 cp data/horses.jpg "$tmp/photos/"
 "$bin" --cfg "$tmp/small.cfg" --device cpu --prec int8 --calib entropy --calib-images "$tmp/photos" \
   --calib-cache "$tmp/c.calib" --input data/dog.jpg --no-output >/dev/null 2>"$tmp/e.err"
