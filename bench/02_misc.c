@@ -48,22 +48,11 @@ static cudaError_t launch(const bench_case *b, const void *in, void *out, gr_kvi
 {
     switch (b->op) {
     case MAXPOOL:
-        if (b->t == GR_DTYPE_F32)
-            return gr_launch_maxpool_f32(in, iv, out, ov, b->size, b->stride, b->size - 1, 0);
-        if (b->t == GR_DTYPE_F16)
-            return gr_launch_maxpool_f16(in, iv, out, ov, b->size, b->stride, b->size - 1, 0);
-        return gr_launch_maxpool_i8(in, iv, out, ov, b->size, b->stride, b->size - 1, 0);
+        return gr_launch_maxpool(b->t, in, iv, out, ov, b->size, b->stride, b->size - 1, 0);
     case QUANT_U8:
-        if (b->t == GR_DTYPE_F32)
-            return gr_launch_convert_u8_f32(in, out, ov, 0);
-        if (b->t == GR_DTYPE_F16)
-            return gr_launch_quantize_u8_f16(in, out, ov, 0);
-        return gr_launch_quantize_u8_i8(in, out, ov, 1.0f / 127.0f, 0);
-    case DEQUANT:
-        if (b->t == GR_DTYPE_F16)
-            return gr_launch_dequantize_f16_f32(in, iv, out, ov, 0);
-        return gr_launch_dequantize_i8_f32(in, iv, 0.05f, out, ov, 0);
-    case REGION: return gr_launch_region_f32(in, out, 1, b->h, b->w, 5, 4, 20, 1, 0);
+        return gr_launch_convert(GR_DTYPE_U8, b->t, in, iv, 1.0f, out, ov, 1.0f / 127.0f, 0);
+    case DEQUANT: return gr_launch_convert(b->t, GR_DTYPE_F32, in, iv, 0.05f, out, ov, 1.0f, 0);
+    case REGION: return gr_launch_region(GR_DTYPE_F32, in, out, 1, b->h, b->w, 5, 4, 20, 1, 0);
     }
     return cudaErrorInvalidValue;
 }

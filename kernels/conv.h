@@ -2,18 +2,18 @@
  *
  * GEMM view: M = batch*out_h*out_w output pixels, N = out_c filters, K = ksize*ksize*in_c_pad.
  * The kernel builds the im2col rows on the fly from the NHWC input (no workspace), multiplies on
- * tensor cores through WMMA (16x16x16 fragments) and applies the whole epilogue of
- * /work/briefs/gpuspec.md in registers before one write: per-channel multiplier and bias,
- * activation, conversion to i8 / f16 / f32.
+ * tensor cores through WMMA (16x16x16 fragments) and applies the whole epilogue (planner/plan.h's
+ * header comment, docs/planner.md) in registers before one write: per-channel multiplier and
+ * bias, activation, conversion to i8 / f16 / f32.
  *
- * Layouts (gpuspec.md)
+ * Layouts (the planner's, see planner/plan.h)
  *   - Input: f16 or i8 NHWC. Element (n, y, x, ch) is at ((n*in_h + y)*in_w + x)*in_c_stride +
  *     in_c_offset + ch. Channels in [in_c, in_c_pad) must hold 0 (in_c_pad = round_up(in_c, 8) for
  *     f16, 16 for i8); in_c_stride and in_c_offset are multiples of that granule and the pointer is
  *     16-byte aligned.
- *   - Weights, packed by the host (gr_conv_pack_weights_f16 / _i8 below, or the same layout built
- *     elsewhere): [out_c][ksize][ksize][in_c_pad], dense, f16 or i8, padded input channels 0.
- *     Darknet's order is [out_c][in_c][ksize][ksize]; the packer transposes. No padding of out_c
+ *   - Weights, re-laid out by the host (runtime/conv_weights.h): [out_c][ksize][ksize][in_c_pad],
+ *     dense, f16 or i8 (the planner's int8 quantization), padded input channels 0. Darknet's order
+ *     is [out_c][in_c][ksize][ksize]; the re-layout transposes. No padding of out_c
  *     is needed: the kernel masks filters >= out_c.
  *   - Output NHWC (f16, i8, or f32): written at ((n*out_h + y)*out_w + x)*out_c_stride +
  *     out_c_offset + ch for ch in [0, out_c_pad), where out_c_pad = round_up(out_c, 16) for i8
@@ -70,7 +70,7 @@ typedef struct gr_conv_args {
     int ksize, stride, pad;         /* square kernel; pad pixels on each side */
     /* device pointers */
     const void *in;      /* f16 (as uint16 bits) or i8 */
-    const void *weights; /* packed, see above */
+    const void *weights; /* [out_c][ksize][ksize][in_c_pad], see above */
     const float *mul;    /* [out_c] or NULL (FP16 convs) */
     const float *bias;   /* [out_c] or NULL */
     void *out;
@@ -87,8 +87,8 @@ typedef struct gr_conv_args {
      * and runs the epilogue. workspace: device memory of gr_conv_workspace_bytes_f16/_i8(args)
      * bytes, zeroed ONCE when allocated (it ends every launch zeroed again where it matters: tile
      * counters); one workspace must not be used by two launches running at the same time.
-     * workspace NULL = no split. split_k: 0 = automatic (FP16 splits the small maps, INT8 does
-     * not: see bench/LOG.md), 1 = off, n = n parts (at most 64; fewer when K has fewer steps).
+     * workspace NULL = no split. split_k: 0 = automatic (layers with long K on few tiles split
+     * to about one block per SM: see bench/LOG.md), 1 = off, n = n parts (at most 64; fewer when K has fewer steps).
      * Not combined with fp16_accumulate (ignored there). */
     void *workspace;
     size_t workspace_bytes;
@@ -128,31 +128,14 @@ const char *gr_conv_tile_name(int tile_config);
 /* Output size of a Darknet conv along one axis: (in + 2*pad - ksize)/stride + 1. */
 int gr_conv_out_dim(int in, int ksize, int stride, int pad);
 
-/* Padded channel count for a dtype granule: round_up(c, 8) for f16/f32, round_up(c, 16) for i8. */
-int gr_conv_c_pad_f16(int c);
-int gr_conv_c_pad_i8(int c);
-
 /* Launch one convolution on `stream`. Returns cudaErrorInvalidValue for inconsistent arguments
  * (the reason is in gr_kernels_last_failure()), cudaErrorNotSupported on a device without the
  * tensor-core instructions, else the launch's cudaGetLastError(). */
 cudaError_t gr_launch_conv_f16(const gr_conv_args *args, cudaStream_t stream);
 cudaError_t gr_launch_conv_i8(const gr_conv_args *args, cudaStream_t stream);
-
-/* ---- host-side weight packing --------------------------------------------------------------- */
-
-/* Elements of the packed weight array: out_c * ksize * ksize * in_c_pad (granule 8 or 16). */
-size_t gr_conv_packed_weight_count_f16(int out_c, int in_c, int ksize);
-size_t gr_conv_packed_weight_count_i8(int out_c, int in_c, int ksize);
-
-/* w: BN-folded f32 weights in Darknet's order [out_c][in_c][ksize][ksize] (host memory).
- * f16: packed[c][ky][kx][ci] = half_rn(w[c][ci][ky][kx]) as IEEE binary16 bits.
- * i8:  s_w[c] = max_k |w[c][k]| / 127 (1.0 when all are zero), packed = clamp(rint(w / s_w[c]),
- *      -127, 127); weight_scale[c] receives s_w[c]. The caller then builds mul[c] = s_in * s_w[c].
- * Returns cudaErrorInvalidValue for NULL pointers or non-positive sizes, else cudaSuccess. */
-cudaError_t gr_conv_pack_weights_f16(const float *w, int out_c, int in_c, int ksize,
-                                     uint16_t *packed);
-cudaError_t gr_conv_pack_weights_i8(const float *w, int out_c, int in_c, int ksize, int8_t *packed,
-                                    float *weight_scale);
+/* The checks of a launch (shapes, layouts, fusions, the device's capability) without the
+ * pointers and without launching: the runtime asks before it plans fusions into a network. */
+cudaError_t gr_conv_check(const gr_conv_args *args, int is_i8);
 
 #ifdef __cplusplus
 }

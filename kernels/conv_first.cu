@@ -264,7 +264,7 @@ cudaError_t launch(const FirstParams &p, int batch, bool pdl, cudaStream_t strea
 
 } // namespace
 
-cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t stream)
+cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t stream, bool check_only)
 {
     GR_ARG_CHECK(a->in_c >= 1 && a->in_c <= kMaxC && a->ksize >= 1 && a->ksize <= kMaxK);
     GR_ARG_CHECK(a->stride > 0 && a->pad >= 0 && a->pad <= kMaxK);
@@ -323,6 +323,8 @@ cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t
     GR_ARG_CHECK(p.out_c_pad * a->ksize * a->ksize <= kMaxWeights);
     GR_ARG_CHECK(static_cast<long long>(a->batch) * a->in_h * a->in_w * a->in_c_stride < INT_MAX);
     GR_ARG_CHECK(a->batch <= 65535);
+    if (check_only)
+        return cudaSuccess;
     const bool pdl = a->pdl && gr_conv_pdl_supported();
     const int b = a->batch;
     if (is_i8)

@@ -8,8 +8,10 @@
 #include "kernels/conv.h"
 
 /* Launch the SIMT first-layer kernel for args->in_u8 (conv.h); is_i8 selects the INT8 or the
- * FP16 arithmetic. Same return contract as gr_launch_conv_i8/_f16. */
-cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t stream);
+ * FP16 arithmetic. Same return contract as gr_launch_conv_i8/_f16. check_only: validate the
+ * arguments (not the pointers) and return without launching. */
+cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t stream,
+                                 bool check_only);
 
 /* True when the current device can take programmatic dependent launches (sm_90+). */
 bool gr_conv_pdl_supported();

@@ -1,6 +1,6 @@
 /* Implicit-GEMM convolution on tensor cores through WMMA (FP16 x FP16 -> f32/f16, INT8 x INT8 ->
- * int32) with the fused epilogue of gpuspec.md. Contract, layouts and epilogue math:
- * kernels/conv.h.
+ * int32) with the fused epilogue of planner/plan.h's header comment. Contract, layouts and
+ * epilogue math: kernels/conv.h.
  *
  * Design. A block computes a BM x BN tile of the output (BM pixels x BN filters) with WM x WN
  * warps, each warp FM x FN fragments of 16x16. K advances 64 bytes at a time (32 f16 or 64 i8
@@ -750,12 +750,6 @@ bool aligned16(const void *ptr)
     return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0;
 }
 
-/* Automatic split-K, by dtype. On the H100 (bench/LOG.md, v4/v6) it pays for FP16 (layer 8:
- * 90 -> 63 us) but not for INT8, whose K loop has half the steps (layer 8: 56 unsplit, 58 split).
- * Forced splits (split_k > 1) work for both. */
-constexpr bool kAutoSplitF16 = true;
-constexpr bool kAutoSplitI8 = false;
-
 /* Tile shapes by tile_config (1-based): BM x BN. */
 constexpr int kTileBM[GR_CONV_TILES + 1] = {0, 128, 64, 128, 32};
 constexpr int kTileBN[GR_CONV_TILES + 1] = {0, 64, 64, 16, 64};
@@ -858,19 +852,25 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
     plan->tap_aligned = cin_pad % bk == 0 && a->ksize * a->ksize <= 32;
 
     split_allowed = split_allowed && !a->fp16_accumulate && a->split_k != 1;
-    auto tiles_of = [&](int t) {
+    const auto tiles_of = [&](int t) {
         return static_cast<long long>(gr_ceil_div(M, kTileBM[t])) *
                gr_ceil_div(a->out_c, kTileBN[t]);
     };
+    /* Automatic tile and split, from the sweep of bench/04_fused on an H100 (bench/LOG.md):
+     * long K (>= 4 KB per filter) on few tiles: 128x64 tiles split along K until about one
+     * block per SM (the 13x13 layers: fewer re-reads of the weights than narrower tiles, and
+     * enough blocks); otherwise the widest tile that still gives half a block per SM, no split. */
+    const long long k_bytes = K * (is_i8 ? 1 : 2);
     int tile = a->tile_config;
+    bool long_k = false;
     if (tile == 0) {
-        /* Measured on an H100 (bench/LOG.md): 128x64 only pays with two waves or more; small
-         * maps do best with 32x64 tiles, split along K when even those do not fill the SMs. */
         if (a->out_c <= 16)
             tile = 3;
+        else if (k_bytes >= 4096 && tiles_of(1) < sms)
+            tile = 1, long_k = true;
         else if (tiles_of(1) >= 2LL * sms)
             tile = 1;
-        else if (tiles_of(2) >= sms)
+        else if (2 * tiles_of(2) >= sms)
             tile = 2;
         else
             tile = 4;
@@ -880,9 +880,8 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
     if (split_allowed) {
         if (a->split_k > 1)
             splits = a->split_k;
-        else if ((is_i8 ? kAutoSplitI8 : kAutoSplitF16) && tiles < sms) /* ~4 blocks per SM,
-                                                                           parts >= 2 K steps */
-            splits = static_cast<int>(std::min<long long>((4LL * sms + tiles - 1) / tiles, 16));
+        else if (long_k)
+            splits = static_cast<int>(std::min<long long>(std::max<long long>(sms / tiles, 1), 8));
         splits = std::max(1, std::min(splits, p.k_tiles / (a->split_k > 1 ? 1 : 2)));
     }
     p.kt_per_split = gr_ceil_div(p.k_tiles, splits);
@@ -905,7 +904,7 @@ cudaError_t launch_conv(const gr_conv_args *a, bool is_i8, cudaStream_t stream)
     GR_ARG_CHECK(a->in != nullptr && a->weights != nullptr && a->out != nullptr);
     GR_ARG_CHECK(aligned16(a->in) && aligned16(a->weights) && aligned16(a->out));
     if (a->in_u8)
-        return gr_conv_first_launch(a, is_i8, stream);
+        return gr_conv_first_launch(a, is_i8, stream, false);
     Plan plan;
     const cudaError_t err = make_plan(a, is_i8, a->workspace != nullptr, &plan);
     if (err != cudaSuccess)
@@ -938,12 +937,6 @@ size_t workspace_bytes(const gr_conv_args *a, bool is_i8)
     return plan.workspace_bytes;
 }
 
-bool pack_args_ok(const float *w, int out_c, int in_c, int ksize, const void *packed)
-{
-    return w && packed && out_c > 0 && in_c > 0 && ksize > 0 && out_c <= 65536 && in_c <= 65536 &&
-           ksize <= 64;
-}
-
 } // namespace
 
 extern "C" int gr_conv_out_dim(int in, int ksize, int stride, int pad)
@@ -951,15 +944,6 @@ extern "C" int gr_conv_out_dim(int in, int ksize, int stride, int pad)
     if (stride <= 0)
         return 0;
     return (in + 2 * pad - ksize) / stride + 1;
-}
-
-extern "C" int gr_conv_c_pad_f16(int c)
-{
-    return round_up(c, 8);
-}
-extern "C" int gr_conv_c_pad_i8(int c)
-{
-    return round_up(c, 16);
 }
 
 extern "C" const char *gr_conv_tile_name(int tile_config)
@@ -984,6 +968,15 @@ extern "C" cudaError_t gr_launch_conv_i8(const gr_conv_args *args, cudaStream_t 
     return launch_conv(args, true, stream);
 }
 
+extern "C" cudaError_t gr_conv_check(const gr_conv_args *args, int is_i8)
+{
+    GR_ARG_CHECK(args != nullptr);
+    if (args->in_u8)
+        return gr_conv_first_launch(args, is_i8 != 0, nullptr, true);
+    Plan plan;
+    return make_plan(args, is_i8 != 0, false, &plan);
+}
+
 extern "C" size_t gr_conv_workspace_bytes_f16(const gr_conv_args *args)
 {
     return workspace_bytes(args, false);
@@ -992,66 +985,4 @@ extern "C" size_t gr_conv_workspace_bytes_f16(const gr_conv_args *args)
 extern "C" size_t gr_conv_workspace_bytes_i8(const gr_conv_args *args)
 {
     return workspace_bytes(args, true);
-}
-
-extern "C" size_t gr_conv_packed_weight_count_f16(int out_c, int in_c, int ksize)
-{
-    return static_cast<size_t>(out_c) * ksize * ksize * round_up(in_c, 8);
-}
-
-extern "C" size_t gr_conv_packed_weight_count_i8(int out_c, int in_c, int ksize)
-{
-    return static_cast<size_t>(out_c) * ksize * ksize * round_up(in_c, 16);
-}
-
-extern "C" cudaError_t gr_conv_pack_weights_f16(const float *w, int out_c, int in_c, int ksize,
-                                                uint16_t *packed)
-{
-    GR_ARG_CHECK(pack_args_ok(w, out_c, in_c, ksize, packed));
-    const int cin_pad = round_up(in_c, 8);
-    for (int c = 0; c < out_c; ++c)
-        for (int ky = 0; ky < ksize; ++ky)
-            for (int kx = 0; kx < ksize; ++kx) {
-                uint16_t *dst =
-                    packed + ((static_cast<size_t>(c) * ksize + ky) * ksize + kx) * cin_pad;
-                for (int ci = 0; ci < cin_pad; ++ci) {
-                    const float v =
-                        ci < in_c
-                            ? w[((static_cast<size_t>(c) * in_c + ci) * ksize + ky) * ksize + kx]
-                            : 0.0f;
-                    const __half h = __float2half_rn(v);
-                    std::memcpy(&dst[ci], &h, sizeof dst[ci]);
-                }
-            }
-    return cudaSuccess;
-}
-
-extern "C" cudaError_t gr_conv_pack_weights_i8(const float *w, int out_c, int in_c, int ksize,
-                                               int8_t *packed, float *weight_scale)
-{
-    GR_ARG_CHECK(pack_args_ok(w, out_c, in_c, ksize, packed) && weight_scale != nullptr);
-    const int cin_pad = round_up(in_c, 16);
-    const size_t per_filter = static_cast<size_t>(in_c) * ksize * ksize;
-    for (int c = 0; c < out_c; ++c) {
-        const float *wc = w + static_cast<size_t>(c) * per_filter;
-        float max_abs = 0.0f;
-        for (size_t k = 0; k < per_filter; ++k)
-            max_abs = fmaxf(max_abs, fabsf(wc[k]));
-        const float scale = max_abs > 0.0f ? max_abs / 127.0f : 1.0f;
-        weight_scale[c] = scale;
-        for (int ky = 0; ky < ksize; ++ky)
-            for (int kx = 0; kx < ksize; ++kx) {
-                int8_t *dst =
-                    packed + ((static_cast<size_t>(c) * ksize + ky) * ksize + kx) * cin_pad;
-                for (int ci = 0; ci < cin_pad; ++ci) {
-                    float q = 0.0f;
-                    if (ci < in_c) {
-                        q = rintf(wc[(static_cast<size_t>(ci) * ksize + ky) * ksize + kx] / scale);
-                        q = fminf(fmaxf(q, -127.0f), 127.0f);
-                    }
-                    dst[ci] = static_cast<int8_t>(q);
-                }
-            }
-    }
-    return cudaSuccess;
 }

@@ -166,79 +166,109 @@ bool shortcut_args_ok(const void *x, const gr_kview &xv, const void *from, const
     return fv.w / xv.w == fv.h / xv.h && xv.w / fv.w == xv.h / fv.h;
 }
 
+// One launch of `kernel` over the written channels of ov: T is the stored type, Args the
+// kernel's arguments after the channel count.
+template <typename T, typename... Args>
+cudaError_t launch_data(void (*kernel)(const T *, gr_kview, T *, gr_kview, int, Args...),
+                        const void *in, const gr_kview &iv, void *out, const gr_kview &ov,
+                        cudaStream_t stream, Args... args)
+{
+    int cw = channels_written(ov, Dtype<T>::align);
+    kernel<<<blocks_for((size_t)ov.n * cw * ov.h * ov.w), kThreads, 0, stream>>>(
+        (const T *)in, iv, (T *)out, ov, cw, args...);
+    return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t upsample(void (*kernel)(const T *, gr_kview, T *, gr_kview, int, int), const void *in,
+                     gr_kview iv, void *out, gr_kview ov, int factor, cudaStream_t stream)
+{
+    GR_ARG_CHECK(upsample_args_ok<T>(in, iv, out, ov, factor));
+    return launch_data<T, int>(kernel, in, iv, out, ov, stream, factor);
+}
+
+template <typename T>
+cudaError_t reorg(void (*kernel)(const T *, gr_kview, T *, gr_kview, int, int), const void *in,
+                  gr_kview iv, void *out, gr_kview ov, int stride, cudaStream_t stream)
+{
+    GR_ARG_CHECK(reorg_args_ok<T>(in, iv, out, ov, stride));
+    return launch_data<T, int>(kernel, in, iv, out, ov, stream, stride);
+}
+
+template <typename T>
+cudaError_t route_copy(void (*kernel)(const T *, gr_kview, T *, gr_kview, int), const void *in,
+                       gr_kview iv, void *out, gr_kview ov, cudaStream_t stream)
+{
+    GR_ARG_CHECK(route_copy_args_ok<T>(in, iv, out, ov));
+    return launch_data<T>(kernel, in, iv, out, ov, stream);
+}
+
 } // namespace
 
-#define GRK_DATA_LAUNCHERS(suffix, CT, DT)                                                         \
-    extern "C" cudaError_t gr_launch_upsample_##suffix(                                            \
-        const CT *in, gr_kview iv, CT *out, gr_kview ov, int factor, cudaStream_t stream)          \
-    {                                                                                              \
-        if (!upsample_args_ok<DT>(in, iv, out, ov, factor))                                        \
-            return cudaErrorInvalidValue;                                                          \
-        int cw = channels_written(ov, Dtype<DT>::align);                                           \
-        k_upsample_##suffix<<<blocks_for((size_t)ov.n *cw *ov.h *ov.w), kThreads, 0, stream>>>(    \
-            (const DT *)in, iv, (DT *)out, ov, cw, factor);                                        \
-        return cudaGetLastError();                                                                 \
-    }                                                                                              \
-    extern "C" cudaError_t gr_launch_reorg_##suffix(const CT *in, gr_kview iv, CT *out,            \
-                                                    gr_kview ov, int stride, cudaStream_t stream)  \
-    {                                                                                              \
-        if (!reorg_args_ok<DT>(in, iv, out, ov, stride))                                           \
-            return cudaErrorInvalidValue;                                                          \
-        int cw = channels_written(ov, Dtype<DT>::align);                                           \
-        k_reorg_##suffix<<<blocks_for((size_t)ov.n *cw *ov.h *ov.w), kThreads, 0, stream>>>(       \
-            (const DT *)in, iv, (DT *)out, ov, cw, stride);                                        \
-        return cudaGetLastError();                                                                 \
-    }                                                                                              \
-    extern "C" cudaError_t gr_launch_route_copy_##suffix(const CT *in, gr_kview iv, CT *out,       \
-                                                         gr_kview ov, cudaStream_t stream)         \
-    {                                                                                              \
-        if (!route_copy_args_ok<DT>(in, iv, out, ov))                                              \
-            return cudaErrorInvalidValue;                                                          \
-        int cw = channels_written(ov, Dtype<DT>::align);                                           \
-        k_route_copy_##suffix<<<blocks_for((size_t)ov.n *cw *ov.h *ov.w), kThreads, 0, stream>>>(  \
-            (const DT *)in, iv, (DT *)out, ov, cw);                                                \
-        return cudaGetLastError();                                                                 \
+extern "C" cudaError_t gr_launch_upsample(gr_dtype dtype, const void *in, gr_kview iv, void *out,
+                                          gr_kview ov, int factor, cudaStream_t stream)
+{
+    switch (dtype) {
+    case GR_DTYPE_F32: return upsample<float>(k_upsample_f32, in, iv, out, ov, factor, stream);
+    case GR_DTYPE_F16: return upsample<__half>(k_upsample_f16, in, iv, out, ov, factor, stream);
+    case GR_DTYPE_I8: return upsample<int8_t>(k_upsample_i8, in, iv, out, ov, factor, stream);
+    default: return no_kernel(__FILE__, __LINE__, "gr_launch_upsample");
     }
-
-GRK_DATA_LAUNCHERS(f32, float, float)
-GRK_DATA_LAUNCHERS(f16, uint16_t, __half)
-GRK_DATA_LAUNCHERS(i8, int8_t, int8_t)
-
-extern "C" cudaError_t gr_launch_shortcut_f32(const float *x, gr_kview xv, const float *from,
-                                              gr_kview fv, float *out, gr_kview ov,
-                                              gr_activation act, cudaStream_t stream)
-{
-    if (!shortcut_args_ok<float>(x, xv, from, fv, out, ov, act))
-        return cudaErrorInvalidValue;
-    int cw = channels_written(ov, 1);
-    k_shortcut_f32<<<blocks_for((size_t)ov.n * cw * ov.h * ov.w), kThreads, 0, stream>>>(
-        x, xv, 1.0f, from, fv, 1.0f, out, ov, 1.0f, cw, act);
-    return cudaGetLastError();
 }
 
-extern "C" cudaError_t gr_launch_shortcut_f16(const uint16_t *x, gr_kview xv, const uint16_t *from,
-                                              gr_kview fv, uint16_t *out, gr_kview ov,
-                                              gr_activation act, cudaStream_t stream)
+extern "C" cudaError_t gr_launch_reorg(gr_dtype dtype, const void *in, gr_kview iv, void *out,
+                                       gr_kview ov, int stride, cudaStream_t stream)
 {
-    if (!shortcut_args_ok<__half>(x, xv, from, fv, out, ov, act))
-        return cudaErrorInvalidValue;
-    int cw = channels_written(ov, GR_KALIGN_F16);
-    k_shortcut_f16<<<blocks_for((size_t)ov.n * cw * ov.h * ov.w), kThreads, 0, stream>>>(
-        (const __half *)x, xv, 1.0f, (const __half *)from, fv, 1.0f, (__half *)out, ov, 1.0f, cw,
-        act);
-    return cudaGetLastError();
+    switch (dtype) {
+    case GR_DTYPE_F32: return reorg<float>(k_reorg_f32, in, iv, out, ov, stride, stream);
+    case GR_DTYPE_F16: return reorg<__half>(k_reorg_f16, in, iv, out, ov, stride, stream);
+    case GR_DTYPE_I8: return reorg<int8_t>(k_reorg_i8, in, iv, out, ov, stride, stream);
+    default: return no_kernel(__FILE__, __LINE__, "gr_launch_reorg");
+    }
 }
 
-extern "C" cudaError_t gr_launch_shortcut_i8(const int8_t *x, gr_kview xv, float x_scale,
-                                             const int8_t *from, gr_kview fv, float from_scale,
-                                             int8_t *out, gr_kview ov, float out_scale,
-                                             gr_activation act, cudaStream_t stream)
+extern "C" cudaError_t gr_launch_route_copy(gr_dtype dtype, const void *in, gr_kview iv, void *out,
+                                            gr_kview ov, cudaStream_t stream)
 {
-    if (!shortcut_args_ok<int8_t>(x, xv, from, fv, out, ov, act) || !(x_scale > 0.0f) ||
-        !(from_scale > 0.0f) || !(out_scale > 0.0f))
-        return cudaErrorInvalidValue;
-    int cw = channels_written(ov, GR_KALIGN_I8);
-    k_shortcut_i8<<<blocks_for((size_t)ov.n * cw * ov.h * ov.w), kThreads, 0, stream>>>(
-        x, xv, x_scale, from, fv, from_scale, out, ov, 1.0f / out_scale, cw, act);
+    switch (dtype) {
+    case GR_DTYPE_F32: return route_copy<float>(k_route_copy_f32, in, iv, out, ov, stream);
+    case GR_DTYPE_F16: return route_copy<__half>(k_route_copy_f16, in, iv, out, ov, stream);
+    case GR_DTYPE_I8: return route_copy<int8_t>(k_route_copy_i8, in, iv, out, ov, stream);
+    default: return no_kernel(__FILE__, __LINE__, "gr_launch_route_copy");
+    }
+}
+
+/* The kernel reads the scales only for i8 (Store<T>): f32 / f16 pass 1.0f as before. */
+extern "C" cudaError_t gr_launch_shortcut(gr_dtype dtype, const void *x, gr_kview xv, float x_scale,
+                                          const void *from, gr_kview fv, float from_scale,
+                                          void *out, gr_kview ov, float out_scale,
+                                          gr_activation act, cudaStream_t stream)
+{
+    int cw = 0;
+    switch (dtype) {
+    case GR_DTYPE_F32:
+        GR_ARG_CHECK(shortcut_args_ok<float>(x, xv, from, fv, out, ov, act));
+        cw = channels_written(ov, 1);
+        k_shortcut_f32<<<blocks_for((size_t)ov.n * cw * ov.h * ov.w), kThreads, 0, stream>>>(
+            (const float *)x, xv, 1.0f, (const float *)from, fv, 1.0f, (float *)out, ov, 1.0f, cw,
+            act);
+        break;
+    case GR_DTYPE_F16:
+        GR_ARG_CHECK(shortcut_args_ok<__half>(x, xv, from, fv, out, ov, act));
+        cw = channels_written(ov, GR_KALIGN_F16);
+        k_shortcut_f16<<<blocks_for((size_t)ov.n * cw * ov.h * ov.w), kThreads, 0, stream>>>(
+            (const __half *)x, xv, 1.0f, (const __half *)from, fv, 1.0f, (__half *)out, ov, 1.0f,
+            cw, act);
+        break;
+    case GR_DTYPE_I8:
+        GR_ARG_CHECK(shortcut_args_ok<int8_t>(x, xv, from, fv, out, ov, act) && x_scale > 0.0f &&
+                     from_scale > 0.0f && out_scale > 0.0f);
+        cw = channels_written(ov, GR_KALIGN_I8);
+        k_shortcut_i8<<<blocks_for((size_t)ov.n * cw * ov.h * ov.w), kThreads, 0, stream>>>(
+            (const int8_t *)x, xv, x_scale, (const int8_t *)from, fv, from_scale, (int8_t *)out,
+            ov, 1.0f / out_scale, cw, act);
+        break;
+    default: return no_kernel(__FILE__, __LINE__, "gr_launch_shortcut");
+    }
     return cudaGetLastError();
 }

@@ -110,24 +110,27 @@ bool head_size_ok(int n, int h, int w, int anchors, int entries)
 
 } // namespace
 
-extern "C" cudaError_t gr_launch_region_f32(const float *in, float *out, int n, int h, int w,
-                                            int num, int coords, int classes, int softmax,
-                                            cudaStream_t stream)
+extern "C" cudaError_t gr_launch_region(gr_dtype dtype, const void *in, void *out, int n, int h,
+                                        int w, int num, int coords, int classes, int softmax,
+                                        cudaStream_t stream)
 {
-    if (!in || !out || coords < 2 || classes < 0 ||
-        !head_size_ok(n, h, w, num, coords + 1 + classes))
-        return cudaErrorInvalidValue;
+    if (dtype != GR_DTYPE_F32)
+        return no_kernel(__FILE__, __LINE__, "gr_launch_region");
+    GR_ARG_CHECK(in && out && coords >= 2 && classes >= 0 &&
+                 head_size_ok(n, h, w, num, coords + 1 + classes));
     k_region_f32<<<blocks_for((size_t)n * num * h * w * 32, kHeadThreads), kHeadThreads, 0,
-                   stream>>>(in, out, n, h * w, num, coords, classes, softmax != 0);
+                   stream>>>((const float *)in, (float *)out, n, h * w, num, coords, classes,
+                             softmax != 0);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t gr_launch_yolo_f32(const float *in, float *out, int n, int h, int w,
-                                          int n_anchors, int classes, cudaStream_t stream)
+extern "C" cudaError_t gr_launch_yolo(gr_dtype dtype, const void *in, void *out, int n, int h,
+                                      int w, int n_anchors, int classes, cudaStream_t stream)
 {
-    if (!in || !out || classes < 0 || !head_size_ok(n, h, w, n_anchors, 5 + classes))
-        return cudaErrorInvalidValue;
+    if (dtype != GR_DTYPE_F32)
+        return no_kernel(__FILE__, __LINE__, "gr_launch_yolo");
+    GR_ARG_CHECK(in && out && classes >= 0 && head_size_ok(n, h, w, n_anchors, 5 + classes));
     k_yolo_f32<<<blocks_for((size_t)n * n_anchors * h * w * 32, kHeadThreads), kHeadThreads, 0,
-                 stream>>>(in, out, n, h * w, n_anchors, classes);
+                 stream>>>((const float *)in, (float *)out, n, h * w, n_anchors, classes);
     return cudaGetLastError();
 }

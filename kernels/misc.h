@@ -2,7 +2,8 @@
  * shortcut), precision conversion (quantize / dequantize) and the detection-head activations.
  * Plain C11 interface; the kernels live in kernels/{pool,data,quant,head}.cu.
  *
- * Layouts (docs: /work/briefs/gpuspec.md, the contract with the planner's CPU emulation):
+ * Layouts (the contract with the planner's CPU emulation: planner/plan.h's header comment and
+ * docs/planner.md):
  *   f32 tensors are NCHW, f16 and i8 tensors are NHWC with padded channels. A gr_kview names the
  *   logical shape (n, c, h, w) and where those channels sit in the buffer:
  *     NCHW: element (n, ch, y, x) at ((n*c_stride + c_offset + ch)*h + y)*w + x
@@ -30,16 +31,16 @@
  *     product rounded to f32 first, no fma), channels/pixels outside Darknet's sampled overlap
  *     pass x through; then the activation; then the output conversion.
  *     Activations exactly as the CPU reference gr_activate() (ops/ops.c, Darknet's CPU code):
- *     leaky y > 0 ? y : (float)(0.1 * (double)y) (NOTE: not gpuspec.md's 0.1f*y, which differs in
- *     the last bit for some y), relu y * (y > 0), logistic (float)(1./(1.+exp(-(double)y))),
+ *     leaky y > 0 ? y : (float)(0.1 * (double)y) (NOTE: not the conv epilogue's 0.1f*y of
+ *     planner/plan.h, which differs in the last bit for some y), relu y * (y > 0), logistic (float)(1./(1.+exp(-(double)y))),
  *     mish y*tanhf(softplus(y)) with Darknet's threshold 20, swish y * logistic(y).
  *   - region/yolo: Darknet's CPU arithmetic: logistic as 1/(1+exp(-x)) in double rounded to f32;
  *     softmax e_i = (float)exp((double)(x_i - max)), sum sequential in f32, out = e_i / sum.
  *
  * Launchers take a cudaStream_t, launch (never allocate or synchronize) and return
- * cudaGetLastError(), or cudaErrorInvalidValue for inconsistent arguments (nothing launched).
- * f16 data are passed as uint16_t (IEEE binary16 bits). In-place use is allowed only where a
- * launcher says so. */
+ * cudaGetLastError(), or cudaErrorInvalidValue for inconsistent arguments (nothing launched; the
+ * failed check is in gr_kernels_last_failure()). f16 data are IEEE binary16 bits. In-place use
+ * is allowed only where a launcher says so. */
 #ifndef GR_KERNELS_MISC_H
 #define GR_KERNELS_MISC_H
 
@@ -71,102 +72,73 @@ static inline gr_kview gr_kview_dense(gr_dtype t, int n, int c, int h, int w)
     return v;
 }
 
+/* Every launcher takes the stored dtype of its tensors (`dtype`: GR_DTYPE_F32, _F16 or _I8,
+ * as in gr_kview_dense) and picks the kernel; a dtype (or pair) without a kernel gives
+ * cudaErrorNotSupported, recorded for gr_kernels_last_failure() (kernels/common.h) like every
+ * rejected argument. Scale arguments are read for i8 only (real = q * scale, > 0). Pointers
+ * are device memory of that dtype. */
+
 /* ---- pooling (pool.cu) ------------------------------------------------------------------------
  * maxpool, Darknet semantics: out.h = (in.h + padding - size)/stride + 1 (same for w), window of
  * output i starts at i*stride + (-padding)/2 (C division), taps outside never win. out.n/c must
  * equal in.n/c. */
-cudaError_t gr_launch_maxpool_f32(const float *in, gr_kview in_view, float *out, gr_kview out_view,
-                                  int size, int stride, int padding, cudaStream_t stream);
-cudaError_t gr_launch_maxpool_f16(const uint16_t *in, gr_kview in_view, uint16_t *out,
-                                  gr_kview out_view, int size, int stride, int padding,
-                                  cudaStream_t stream);
-cudaError_t gr_launch_maxpool_i8(const int8_t *in, gr_kview in_view, int8_t *out, gr_kview out_view,
-                                 int size, int stride, int padding, cudaStream_t stream);
+cudaError_t gr_launch_maxpool(gr_dtype dtype, const void *in, gr_kview in_view, void *out,
+                              gr_kview out_view, int size, int stride, int padding,
+                              cudaStream_t stream);
 
-/* Global average pool: out is (n, c, 1, 1). i8 scales: real = q * scale. */
-cudaError_t gr_launch_avgpool_f32(const float *in, gr_kview in_view, float *out, gr_kview out_view,
-                                  cudaStream_t stream);
-cudaError_t gr_launch_avgpool_f16(const uint16_t *in, gr_kview in_view, uint16_t *out,
-                                  gr_kview out_view, cudaStream_t stream);
-cudaError_t gr_launch_avgpool_i8(const int8_t *in, gr_kview in_view, float in_scale, int8_t *out,
-                                 gr_kview out_view, float out_scale, cudaStream_t stream);
+/* Global average pool: out is (n, c, 1, 1). */
+cudaError_t gr_launch_avgpool(gr_dtype dtype, const void *in, gr_kview in_view, float in_scale,
+                              void *out, gr_kview out_view, float out_scale, cudaStream_t stream);
 
 /* ---- data movement (data.cu) -----------------------------------------------------------------
  * Nearest upsample by `factor`: out (n, c, h*factor, w*factor),
  * out[y][x] = in[y/factor][x/factor]. */
-cudaError_t gr_launch_upsample_f32(const float *in, gr_kview in_view, float *out, gr_kview out_view,
-                                   int factor, cudaStream_t stream);
-cudaError_t gr_launch_upsample_f16(const uint16_t *in, gr_kview in_view, uint16_t *out,
-                                   gr_kview out_view, int factor, cudaStream_t stream);
-cudaError_t gr_launch_upsample_i8(const int8_t *in, gr_kview in_view, int8_t *out,
-                                  gr_kview out_view, int factor, cudaStream_t stream);
+cudaError_t gr_launch_upsample(gr_dtype dtype, const void *in, gr_kview in_view, void *out,
+                               gr_kview out_view, int factor, cudaStream_t stream);
 
 /* Darknet reorg (stride s, DARKNET.md's formula on flat per-image indices): in (n, C, H, W),
  * out (n, C*s*s, H/s, W/s); needs C % (s*s) == 0, H % s == 0, W % s == 0. */
-cudaError_t gr_launch_reorg_f32(const float *in, gr_kview in_view, float *out, gr_kview out_view,
-                                int stride, cudaStream_t stream);
-cudaError_t gr_launch_reorg_f16(const uint16_t *in, gr_kview in_view, uint16_t *out,
-                                gr_kview out_view, int stride, cudaStream_t stream);
-cudaError_t gr_launch_reorg_i8(const int8_t *in, gr_kview in_view, int8_t *out, gr_kview out_view,
-                               int stride, cudaStream_t stream);
+cudaError_t gr_launch_reorg(gr_dtype dtype, const void *in, gr_kview in_view, void *out,
+                            gr_kview out_view, int stride, cudaStream_t stream);
 
 /* Route / concat copy: copies in (all in_view.c channels, from in_view.c_offset) into out's
  * channels [out_view.c_offset, out_view.c_offset + in_view.c); out_view.c must equal in_view.c and
  * out_view.c_offset may be any channel (not only a multiple of the granule). A route with
  * groups/group_id reads a channel slice: set in_view.c_offset / in_view.c. i8: both sides must
  * have the same scale (the values are copied). */
-cudaError_t gr_launch_route_copy_f32(const float *in, gr_kview in_view, float *out,
-                                     gr_kview out_view, cudaStream_t stream);
-cudaError_t gr_launch_route_copy_f16(const uint16_t *in, gr_kview in_view, uint16_t *out,
-                                     gr_kview out_view, cudaStream_t stream);
-cudaError_t gr_launch_route_copy_i8(const int8_t *in, gr_kview in_view, int8_t *out,
-                                    gr_kview out_view, cudaStream_t stream);
+cudaError_t gr_launch_route_copy(gr_dtype dtype, const void *in, gr_kview in_view, void *out,
+                                 gr_kview out_view, cudaStream_t stream);
 
 /* Shortcut: out = act(x + from) with Darknet's mismatched-shape rule: stride = from.w / x.w,
  * sample = x.w / from.w (each at least 1; from.h / x.h and x.h / from.h must give the same two
  * numbers), for ch < min(c_x, c_from), j < min(h_x, h_from), i < min(w_x, w_from):
  * out[ch][j*sample][i*sample] += from[ch][j*stride][i*stride]; everything else passes x through.
  * out has x's shape. out may be x itself (same view) for in-place use. */
-cudaError_t gr_launch_shortcut_f32(const float *x, gr_kview x_view, const float *from,
-                                   gr_kview from_view, float *out, gr_kview out_view,
-                                   gr_activation act, cudaStream_t stream);
-cudaError_t gr_launch_shortcut_f16(const uint16_t *x, gr_kview x_view, const uint16_t *from,
-                                   gr_kview from_view, uint16_t *out, gr_kview out_view,
-                                   gr_activation act, cudaStream_t stream);
-cudaError_t gr_launch_shortcut_i8(const int8_t *x, gr_kview x_view, float x_scale,
-                                  const int8_t *from, gr_kview from_view, float from_scale,
-                                  int8_t *out, gr_kview out_view, float out_scale,
-                                  gr_activation act, cudaStream_t stream);
+cudaError_t gr_launch_shortcut(gr_dtype dtype, const void *x, gr_kview x_view, float x_scale,
+                               const void *from, gr_kview from_view, float from_scale, void *out,
+                               gr_kview out_view, float out_scale, gr_activation act,
+                               cudaStream_t stream);
 
 /* ---- precision conversion (quant.cu) ---------------------------------------------------------
- * Network input: u8 NHWC, dense, `c` channels (3), value v means v/255. out_view: NHWC padded
- * (f16/i8) with out_view.n/c/h/w = n/c/h/w, or NCHW f32. */
-cudaError_t gr_launch_quantize_u8_f16(const uint8_t *in, uint16_t *out, gr_kview out_view,
-                                      cudaStream_t stream);
-cudaError_t gr_launch_quantize_u8_i8(const uint8_t *in, int8_t *out, gr_kview out_view,
-                                     float out_scale, cudaStream_t stream);
-cudaError_t gr_launch_convert_u8_f32(const uint8_t *in, float *out, gr_kview out_view,
-                                     cudaStream_t stream);
-/* f32 NCHW -> f16 / i8 NHWC padded. */
-cudaError_t gr_launch_quantize_f32_f16(const float *in, gr_kview in_view, uint16_t *out,
-                                       gr_kview out_view, cudaStream_t stream);
-cudaError_t gr_launch_quantize_f32_i8(const float *in, gr_kview in_view, int8_t *out,
-                                      gr_kview out_view, float out_scale, cudaStream_t stream);
-/* f16 / i8 NHWC padded -> f32 NCHW (out_view.c channels, the padding is dropped). */
-cudaError_t gr_launch_dequantize_f16_f32(const uint16_t *in, gr_kview in_view, float *out,
-                                         gr_kview out_view, cudaStream_t stream);
-cudaError_t gr_launch_dequantize_i8_f32(const int8_t *in, gr_kview in_view, float in_scale,
-                                        float *out, gr_kview out_view, cudaStream_t stream);
+ * From dtype `from` to dtype `to`:
+ *   u8 -> f16 / i8 (quantize) or f32 (convert): the network input, u8 NHWC dense with
+ *     out_view's n, c (3), h, w; value v means v/255; in_view is not read.
+ *   f32 NCHW -> f16 / i8 NHWC padded (quantize).
+ *   f16 / i8 NHWC padded -> f32 NCHW (dequantize: out_view.c channels, the padding is dropped).
+ * in_view and out_view must have the same shape where in_view is read. */
+cudaError_t gr_launch_convert(gr_dtype from, gr_dtype to, const void *in, gr_kview in_view,
+                              float in_scale, void *out, gr_kview out_view, float out_scale,
+                              cudaStream_t stream);
 
-/* ---- detection heads (head.cu): f32 NCHW dense, out may equal in (in place) ----------------
+/* ---- detection heads (head.cu): f32 NCHW dense only, out may equal in (in place) ------------
  * region: c = num*(coords+1+classes); per anchor a, channel a*(coords+1+classes)+e: logistic on
  * e = 0, 1 (x, y) and e = coords (objectness); classes e = coords+1 ...: softmax per cell if
  * softmax, else logistic (Darknet's forward_region_layer CPU path); w, h copied raw. */
-cudaError_t gr_launch_region_f32(const float *in, float *out, int n, int h, int w, int num,
-                                 int coords, int classes, int softmax, cudaStream_t stream);
+cudaError_t gr_launch_region(gr_dtype dtype, const void *in, void *out, int n, int h, int w,
+                             int num, int coords, int classes, int softmax, cudaStream_t stream);
 /* yolo: c = n_anchors*(5+classes); logistic on e = 0, 1 and e >= 4; w, h copied raw. */
-cudaError_t gr_launch_yolo_f32(const float *in, float *out, int n, int h, int w, int n_anchors,
-                               int classes, cudaStream_t stream);
+cudaError_t gr_launch_yolo(gr_dtype dtype, const void *in, void *out, int n, int h, int w,
+                           int n_anchors, int classes, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

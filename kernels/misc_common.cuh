@@ -11,6 +11,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "kernels/common.cuh"
 #include "kernels/misc.h"
 
 namespace grk {
@@ -113,6 +114,14 @@ inline unsigned blocks_for(size_t elems, int threads = kThreads)
     size_t blocks = (elems + threads - 1) / threads;
     const size_t cap = (size_t)1 << 20; // grid-stride loops cover the rest
     return (unsigned)(blocks < cap ? (blocks > 0 ? blocks : 1) : cap);
+}
+
+// A dtype (or dtype pair) without a kernel: recorded like a failed argument check, and
+// cudaErrorNotSupported (kernels/misc.h).
+inline cudaError_t no_kernel(const char *file, int line, const char *launcher)
+{
+    gr_kernels_record_failure(file, line, launcher, "no kernel for this dtype");
+    return cudaErrorNotSupported;
 }
 
 #define GRK_GRID_STRIDE(e, total)                                                                  \

@@ -227,8 +227,7 @@ static cudaError_t launch_maxpool(maxpool_kernel<T> scalar_kernel, maxpool_kerne
                                   const void *in, gr_kview iv, void *out, gr_kview ov, int size,
                                   int stride, int padding, cudaStream_t stream)
 {
-    if (!maxpool_args_ok<T>(in, iv, out, ov, size, stride, padding))
-        return cudaErrorInvalidValue;
+    GR_ARG_CHECK(maxpool_args_ok<T>(in, iv, out, ov, size, stride, padding));
     const int cw = channels_written(ov, Dtype<T>::align), lanes = 16 / (int)sizeof(T);
     const bool vec = granule_aligned(out, ov, cw, lanes) && granule_aligned(in, iv, lanes, lanes);
     if (vec_kernel && vec) {
@@ -242,57 +241,52 @@ static cudaError_t launch_maxpool(maxpool_kernel<T> scalar_kernel, maxpool_kerne
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t gr_launch_maxpool_f32(const float *in, gr_kview iv, float *out, gr_kview ov,
-                                             int size, int stride, int padding, cudaStream_t stream)
+extern "C" cudaError_t gr_launch_maxpool(gr_dtype dtype, const void *in, gr_kview iv, void *out,
+                                         gr_kview ov, int size, int stride, int padding,
+                                         cudaStream_t stream)
 {
-    return launch_maxpool<float>(k_maxpool_f32, nullptr, in, iv, out, ov, size, stride, padding,
-                                 stream);
+    switch (dtype) {
+    case GR_DTYPE_F32:
+        return launch_maxpool<float>(k_maxpool_f32, nullptr, in, iv, out, ov, size, stride,
+                                     padding, stream);
+    case GR_DTYPE_F16:
+        return launch_maxpool<__half>(k_maxpool_f16, k_maxpool_vec_f16, in, iv, out, ov, size,
+                                      stride, padding, stream);
+    case GR_DTYPE_I8:
+        return launch_maxpool<int8_t>(k_maxpool_i8, k_maxpool_vec_i8, in, iv, out, ov, size,
+                                      stride, padding, stream);
+    default: return no_kernel(__FILE__, __LINE__, "gr_launch_maxpool");
+    }
 }
 
-extern "C" cudaError_t gr_launch_maxpool_f16(const uint16_t *in, gr_kview iv, uint16_t *out,
-                                             gr_kview ov, int size, int stride, int padding,
-                                             cudaStream_t stream)
+extern "C" cudaError_t gr_launch_avgpool(gr_dtype dtype, const void *in, gr_kview iv,
+                                         float in_scale, void *out, gr_kview ov, float out_scale,
+                                         cudaStream_t stream)
 {
-    return launch_maxpool<__half>(k_maxpool_f16, k_maxpool_vec_f16, in, iv, out, ov, size, stride,
-                                  padding, stream);
-}
-
-extern "C" cudaError_t gr_launch_maxpool_i8(const int8_t *in, gr_kview iv, int8_t *out, gr_kview ov,
-                                            int size, int stride, int padding, cudaStream_t stream)
-{
-    return launch_maxpool<int8_t>(k_maxpool_i8, k_maxpool_vec_i8, in, iv, out, ov, size, stride,
-                                  padding, stream);
-}
-
-extern "C" cudaError_t gr_launch_avgpool_f32(const float *in, gr_kview iv, float *out, gr_kview ov,
-                                             cudaStream_t stream)
-{
-    if (!avgpool_args_ok<float>(in, iv, out, ov))
-        return cudaErrorInvalidValue;
-    int cw = channels_written(ov, 1);
-    k_avgpool_f32<<<blocks_for((size_t)ov.n * cw), kThreads, 0, stream>>>(in, iv, out, ov, cw);
-    return cudaGetLastError();
-}
-
-extern "C" cudaError_t gr_launch_avgpool_f16(const uint16_t *in, gr_kview iv, uint16_t *out,
-                                             gr_kview ov, cudaStream_t stream)
-{
-    if (!avgpool_args_ok<__half>(in, iv, out, ov))
-        return cudaErrorInvalidValue;
-    int cw = channels_written(ov, GR_KALIGN_F16);
-    k_avgpool_f16<<<blocks_for((size_t)ov.n * cw), kThreads, 0, stream>>>((const __half *)in, iv,
-                                                                          (__half *)out, ov, cw);
-    return cudaGetLastError();
-}
-
-extern "C" cudaError_t gr_launch_avgpool_i8(const int8_t *in, gr_kview iv, float in_scale,
-                                            int8_t *out, gr_kview ov, float out_scale,
-                                            cudaStream_t stream)
-{
-    if (!avgpool_args_ok<int8_t>(in, iv, out, ov) || !(in_scale > 0.0f) || !(out_scale > 0.0f))
-        return cudaErrorInvalidValue;
-    int cw = channels_written(ov, GR_KALIGN_I8);
-    k_avgpool_i8<<<blocks_for((size_t)ov.n * cw), kThreads, 0, stream>>>(in, iv, in_scale, out, ov,
-                                                                         1.0f / out_scale, cw);
+    switch (dtype) {
+    case GR_DTYPE_F32: {
+        GR_ARG_CHECK(avgpool_args_ok<float>(in, iv, out, ov));
+        int cw = channels_written(ov, 1);
+        k_avgpool_f32<<<blocks_for((size_t)ov.n * cw), kThreads, 0, stream>>>(
+            (const float *)in, iv, (float *)out, ov, cw);
+        break;
+    }
+    case GR_DTYPE_F16: {
+        GR_ARG_CHECK(avgpool_args_ok<__half>(in, iv, out, ov));
+        int cw = channels_written(ov, GR_KALIGN_F16);
+        k_avgpool_f16<<<blocks_for((size_t)ov.n * cw), kThreads, 0, stream>>>(
+            (const __half *)in, iv, (__half *)out, ov, cw);
+        break;
+    }
+    case GR_DTYPE_I8: {
+        GR_ARG_CHECK(avgpool_args_ok<int8_t>(in, iv, out, ov) && in_scale > 0.0f &&
+                     out_scale > 0.0f);
+        int cw = channels_written(ov, GR_KALIGN_I8);
+        k_avgpool_i8<<<blocks_for((size_t)ov.n * cw), kThreads, 0, stream>>>(
+            (const int8_t *)in, iv, in_scale, (int8_t *)out, ov, 1.0f / out_scale, cw);
+        break;
+    }
+    default: return no_kernel(__FILE__, __LINE__, "gr_launch_avgpool");
+    }
     return cudaGetLastError();
 }

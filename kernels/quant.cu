@@ -1,4 +1,5 @@
-// Precision/layout conversion kernels at the edges of a quantized region (gpuspec.md):
+// Precision/layout conversion kernels at the edges of a quantized region (the Q/DQ rules of
+// planner/plan.h's header comment and docs/planner.md):
 //   network input u8 NHWC (v/255) -> f16 / i8 NHWC padded, or -> f32 NCHW;
 //   f32 NCHW -> f16 / i8 NHWC padded (quantize);  f16 / i8 NHWC padded -> f32 NCHW (dequantize).
 // One thread per written output element, enumerated in the output's memory order (the u8 input
@@ -162,13 +163,10 @@ bool same_shape(const gr_kview &a, const gr_kview &b)
 
 size_t written_elems(const gr_kview &v, int cw) { return (size_t)v.n * cw * v.h * v.w; }
 
-} // namespace
-
-extern "C" cudaError_t gr_launch_quantize_u8_f16(const uint8_t *in, uint16_t *out, gr_kview ov,
-                                                 cudaStream_t stream)
+cudaError_t quantize_u8_f16(const uint8_t *in, uint16_t *out, gr_kview ov,
+                            cudaStream_t stream)
 {
-    if (!in || !out || !view_ok(ov, GR_KALIGN_F16))
-        return cudaErrorInvalidValue;
+    GR_ARG_CHECK(in && out && view_ok(ov, GR_KALIGN_F16));
     int cw = channels_written(ov, GR_KALIGN_F16);
     if (granule_aligned(out, ov, cw, 8))
         k_quantize_u8_vec_f16<<<blocks_for(written_elems(ov, cw / 8)), kThreads, 0, stream>>>(
@@ -179,11 +177,10 @@ extern "C" cudaError_t gr_launch_quantize_u8_f16(const uint8_t *in, uint16_t *ou
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t gr_launch_quantize_u8_i8(const uint8_t *in, int8_t *out, gr_kview ov,
-                                                float out_scale, cudaStream_t stream)
+cudaError_t quantize_u8_i8(const uint8_t *in, int8_t *out, gr_kview ov,
+                           float out_scale, cudaStream_t stream)
 {
-    if (!in || !out || !view_ok(ov, GR_KALIGN_I8) || !(out_scale > 0.0f))
-        return cudaErrorInvalidValue;
+    GR_ARG_CHECK(in && out && view_ok(ov, GR_KALIGN_I8) && out_scale > 0.0f);
     int cw = channels_written(ov, GR_KALIGN_I8);
     if (granule_aligned(out, ov, cw, 16))
         k_quantize_u8_vec_i8<<<blocks_for(written_elems(ov, cw / 16)), kThreads, 0, stream>>>(
@@ -194,55 +191,74 @@ extern "C" cudaError_t gr_launch_quantize_u8_i8(const uint8_t *in, int8_t *out, 
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t gr_launch_convert_u8_f32(const uint8_t *in, float *out, gr_kview ov,
-                                                cudaStream_t stream)
+cudaError_t convert_u8_f32(const uint8_t *in, float *out, gr_kview ov,
+                           cudaStream_t stream)
 {
-    if (!in || !out || !view_ok(ov, 1))
-        return cudaErrorInvalidValue;
+    GR_ARG_CHECK(in && out && view_ok(ov, 1));
     k_convert_u8_f32<<<blocks_for(written_elems(ov, ov.c)), kThreads, 0, stream>>>(in, out, ov);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t gr_launch_quantize_f32_f16(const float *in, gr_kview iv, uint16_t *out,
-                                                  gr_kview ov, cudaStream_t stream)
+cudaError_t quantize_f32_f16(const float *in, gr_kview iv, uint16_t *out,
+                             gr_kview ov, cudaStream_t stream)
 {
-    if (!in || !out || !view_ok(iv, 1) || !view_ok(ov, GR_KALIGN_F16) || !same_shape(iv, ov))
-        return cudaErrorInvalidValue;
+    GR_ARG_CHECK(in && out && view_ok(iv, 1) && view_ok(ov, GR_KALIGN_F16) && same_shape(iv, ov));
     int cw = channels_written(ov, GR_KALIGN_F16);
     k_quantize_f32_f16<<<blocks_for(written_elems(ov, cw)), kThreads, 0, stream>>>(
         in, iv, (__half *)out, ov, cw);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t gr_launch_quantize_f32_i8(const float *in, gr_kview iv, int8_t *out,
-                                                 gr_kview ov, float out_scale, cudaStream_t stream)
+cudaError_t quantize_f32_i8(const float *in, gr_kview iv, int8_t *out,
+                            gr_kview ov, float out_scale, cudaStream_t stream)
 {
-    if (!in || !out || !view_ok(iv, 1) || !view_ok(ov, GR_KALIGN_I8) || !same_shape(iv, ov) ||
-        !(out_scale > 0.0f))
-        return cudaErrorInvalidValue;
+    GR_ARG_CHECK(in && out && view_ok(iv, 1) && view_ok(ov, GR_KALIGN_I8) && same_shape(iv, ov) &&
+                 out_scale > 0.0f);
     int cw = channels_written(ov, GR_KALIGN_I8);
     k_quantize_f32_i8<<<blocks_for(written_elems(ov, cw)), kThreads, 0, stream>>>(in, iv, out, ov,
                                                                                   out_scale, cw);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t gr_launch_dequantize_f16_f32(const uint16_t *in, gr_kview iv, float *out,
-                                                    gr_kview ov, cudaStream_t stream)
+cudaError_t dequantize_f16_f32(const uint16_t *in, gr_kview iv, float *out,
+                               gr_kview ov, cudaStream_t stream)
 {
-    if (!in || !out || !view_ok(iv, GR_KALIGN_F16) || !view_ok(ov, 1) || !same_shape(iv, ov))
-        return cudaErrorInvalidValue;
+    GR_ARG_CHECK(in && out && view_ok(iv, GR_KALIGN_F16) && view_ok(ov, 1) && same_shape(iv, ov));
     k_dequantize_f16_f32<<<blocks_for(written_elems(ov, ov.c)), kThreads, 0, stream>>>(
         (const __half *)in, iv, out, ov);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t gr_launch_dequantize_i8_f32(const int8_t *in, gr_kview iv, float in_scale,
-                                                   float *out, gr_kview ov, cudaStream_t stream)
+cudaError_t dequantize_i8_f32(const int8_t *in, gr_kview iv, float in_scale,
+                              float *out, gr_kview ov, cudaStream_t stream)
 {
-    if (!in || !out || !view_ok(iv, GR_KALIGN_I8) || !view_ok(ov, 1) || !same_shape(iv, ov) ||
-        !(in_scale > 0.0f))
-        return cudaErrorInvalidValue;
+    GR_ARG_CHECK(in && out && view_ok(iv, GR_KALIGN_I8) && view_ok(ov, 1) && same_shape(iv, ov) &&
+                 in_scale > 0.0f);
     k_dequantize_i8_f32<<<blocks_for(written_elems(ov, ov.c)), kThreads, 0, stream>>>(
         in, iv, in_scale, out, ov);
     return cudaGetLastError();
+}
+
+} // namespace
+
+extern "C" cudaError_t gr_launch_convert(gr_dtype from, gr_dtype to, const void *in, gr_kview iv,
+                                         float in_scale, void *out, gr_kview ov, float out_scale,
+                                         cudaStream_t stream)
+{
+    const uint8_t *u8 = (const uint8_t *)in;
+    if (from == GR_DTYPE_U8 && to == GR_DTYPE_F32)
+        return convert_u8_f32(u8, (float *)out, ov, stream);
+    if (from == GR_DTYPE_U8 && to == GR_DTYPE_F16)
+        return quantize_u8_f16(u8, (uint16_t *)out, ov, stream);
+    if (from == GR_DTYPE_U8 && to == GR_DTYPE_I8)
+        return quantize_u8_i8(u8, (int8_t *)out, ov, out_scale, stream);
+    if (from == GR_DTYPE_F32 && to == GR_DTYPE_F16)
+        return quantize_f32_f16((const float *)in, iv, (uint16_t *)out, ov, stream);
+    if (from == GR_DTYPE_F32 && to == GR_DTYPE_I8)
+        return quantize_f32_i8((const float *)in, iv, (int8_t *)out, ov, out_scale, stream);
+    if (from == GR_DTYPE_F16 && to == GR_DTYPE_F32)
+        return dequantize_f16_f32((const uint16_t *)in, iv, (float *)out, ov, stream);
+    if (from == GR_DTYPE_I8 && to == GR_DTYPE_F32)
+        return dequantize_i8_f32((const int8_t *)in, iv, in_scale, (float *)out, ov, stream);
+    return no_kernel(__FILE__, __LINE__, "gr_launch_convert");
 }

@@ -2,8 +2,8 @@
  *
  * An engine is a front (this struct: options, output buffers, detection, timing, error message,
  * the busy flag that rejects concurrent runs) and a backend that executes: the CPU reference
- * (engine_cpu.c) or the CUDA engine (gpu_engine.c). Backends own the input staging buffer and the
- * output buffers (float NCHW, one per head) and fill `timing` on each run. */
+ * (engine_cpu.c) or the CUDA engine (gpu_*.c, see gpu_private.h). Backends own the input staging
+ * buffer and the output buffers (float NCHW, one per head) and fill `timing` on each run. */
 #ifndef GR_RUNTIME_ENGINE_INTERNAL_H
 #define GR_RUNTIME_ENGINE_INTERNAL_H
 

@@ -29,6 +29,7 @@ int main(void)
 #include "kernels/gemm_f32.h"
 #include "ops/base.h"
 #include "ops/ops.h"
+#include "runtime/conv_weights.h"
 
 _Static_assert(GR_CONV_ACT_LINEAR == (int)GR_ACT_LINEAR && GR_CONV_ACT_LEAKY == (int)GR_ACT_LEAKY &&
                    GR_CONV_ACT_RELU == (int)GR_ACT_RELU &&
@@ -187,9 +188,7 @@ static void run_case(const conv_case *cs, const wmma_opts *o)
     const size_t in_pixels = (size_t)cs->batch * cs->in_h * cs->in_w;
     const size_t n_in = in_pixels * (size_t)in_stride;
     const size_t n_w = (size_t)cs->out_c * cs->in_c * kk;
-    const size_t n_packed = o->is_i8
-                                ? gr_conv_packed_weight_count_i8(cs->out_c, cs->in_c, cs->ksize)
-                                : gr_conv_packed_weight_count_f16(cs->out_c, cs->in_c, cs->ksize);
+    const size_t n_packed = gr_conv_weights_count(cs->out_c, cs->in_c, cs->ksize, gran);
 
     /* Inputs: real values in the slice's real channels, 0 in its padding, random values in the
      * channels outside the slice (which the kernel must not read). in_real: the value as float. */
@@ -219,7 +218,8 @@ static void run_case(const conv_case *cs, const wmma_opts *o)
     for (int c = 0; c < cs->out_c; ++c)
         bias[c] = 0.5f * gr_rng_normal(&rng);
 
-    /* The reference's own view of the weights: f16-rounded, or quantized per gpuspec.md. */
+    /* The reference's own view of the weights: f16-rounded, or quantized as planner/plan.h says
+     * (the planner's quantizer gives the same bytes: tests/test_conv_weights.c). */
     float *w_ref = xmalloc(n_w * sizeof(float));
     float *mul = xmalloc((size_t)cs->out_c * sizeof(float));
     for (int c = 0; c < cs->out_c; ++c) {
@@ -276,13 +276,17 @@ static void run_case(const conv_case *cs, const wmma_opts *o)
      * output steps, plus that step. */
     const double i8_max_diff = o->fp16_accumulate ? ceil(o->tol_rel * 100.0) + 1.0 : 1.0;
 
-    /* Pack and upload. */
+    /* Weights in the kernel's layout (runtime/conv_weights.h), and upload. */
     void *packed = xmalloc(n_packed * (o->is_i8 ? 1 : 2));
-    float *w_scale = xmalloc((size_t)cs->out_c * sizeof(float));
-    if (o->is_i8)
-        CUDA_OK(gr_conv_pack_weights_i8(w, cs->out_c, cs->in_c, cs->ksize, packed, w_scale));
-    else
-        CUDA_OK(gr_conv_pack_weights_f16(w, cs->out_c, cs->in_c, cs->ksize, packed));
+    if (o->is_i8) {
+        int8_t *q = xmalloc(n_w);
+        for (size_t i = 0; i < n_w; ++i)
+            q[i] = (int8_t)w_ref[i];
+        gr_conv_weights_relayout_i8(q, cs->out_c, cs->in_c, cs->ksize, packed);
+        free(q);
+    } else {
+        gr_conv_weights_relayout_f16(w, cs->out_c, cs->in_c, cs->ksize, packed);
+    }
     void *d_in = o->is_i8 ? upload(in_i8, n_in) : upload(in_f16, n_in * 2);
     void *d_w = upload(packed, n_packed * (o->is_i8 ? 1 : 2));
     void *d_bias = upload(bias, (size_t)cs->out_c * sizeof(float));
@@ -430,7 +434,6 @@ static void run_case(const conv_case *cs, const wmma_opts *o)
     free(mul);
     free(y_ref);
     free(packed);
-    free(w_scale);
 }
 
 /* FP16 operands with f32 accumulation vs. a reference with the same f16 operands accumulated in
@@ -494,54 +497,6 @@ START_TEST(test_f16_accumulate)
     const wmma_opts o = {0, 1, 0, TOL_F16_ACC, 0, 0};
     run_case(&cases[3], &o);
     run_case(&cases[6], &o);
-}
-END_TEST
-
-/* The INT8 packer follows gpuspec.md exactly, including an all-zero filter (scale 1). */
-START_TEST(test_pack_i8_follows_spec)
-{
-    const int out_c = 5, in_c = 3, ks = 3, cin_pad = 16;
-    float w[5 * 3 * 9];
-    for (int i = 0; i < 5 * 27; ++i)
-        w[i] = (i / 27 == 2) ? 0.0f : gr_rng_normal(&rng);
-    int8_t packed[5 * 9 * 16];
-    float scale[5];
-    ck_assert_uint_eq(gr_conv_packed_weight_count_i8(out_c, in_c, ks), sizeof packed);
-    CUDA_OK(gr_conv_pack_weights_i8(w, out_c, in_c, ks, packed, scale));
-    for (int c = 0; c < out_c; ++c) {
-        float max_abs = 0.0f;
-        for (int k = 0; k < 27; ++k)
-            max_abs = fmaxf(max_abs, fabsf(w[c * 27 + k]));
-        const float s = max_abs > 0.0f ? max_abs / 127.0f : 1.0f;
-        ck_assert_msg(scale[c] == s, "filter %d: scale %.9g, spec %.9g", c, (double)scale[c],
-                      (double)s);
-        for (int t = 0; t < 9; ++t)
-            for (int ci = 0; ci < cin_pad; ++ci) {
-                const int got = packed[(c * 9 + t) * cin_pad + ci];
-                const int want =
-                    ci < in_c
-                        ? (int)fminf(fmaxf(rintf(w[(c * in_c + ci) * 9 + t] / s), -127.f), 127.f)
-                        : 0;
-                ck_assert_int_eq(got, want);
-            }
-    }
-}
-END_TEST
-
-START_TEST(test_pack_f16_layout)
-{
-    const int out_c = 3, in_c = 10, ks = 3, cin_pad = 16;
-    float w[3 * 10 * 9];
-    for (int i = 0; i < 270; ++i)
-        w[i] = gr_rng_normal(&rng);
-    uint16_t packed[3 * 9 * 16];
-    ck_assert_uint_eq(gr_conv_packed_weight_count_f16(out_c, in_c, ks), 3 * 9 * 16);
-    CUDA_OK(gr_conv_pack_weights_f16(w, out_c, in_c, ks, packed));
-    for (int c = 0; c < out_c; ++c)
-        for (int t = 0; t < 9; ++t)
-            for (int ci = 0; ci < cin_pad; ++ci)
-                ck_assert_uint_eq(packed[(c * 9 + t) * cin_pad + ci],
-                                  ci < in_c ? gr_f32_to_f16(w[(c * in_c + ci) * 9 + t]) : 0);
 }
 END_TEST
 
@@ -714,8 +669,6 @@ static Suite *conv_suite(void)
     Suite *s = suite_create("gpu_conv");
     TCase *tc = tcase_create("conv");
     tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_pack_i8_follows_spec);
-    tcase_add_test(tc, test_pack_f16_layout);
     tcase_add_test(tc, test_bad_arguments_rejected);
     tcase_add_loop_test(tc, test_f16_conv_matches_cpu, 0, N_CASES);
     tcase_add_loop_test(tc, test_i8_conv_matches_cpu, 0, N_CASES);

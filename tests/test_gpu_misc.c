@@ -26,6 +26,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/common.h"
 #include "kernels/misc.h"
 #include "ops/base.h"
 
@@ -269,17 +270,8 @@ static void ref_maxpool(const kcase *k, unsigned char *out)
 
 static cudaError_t launch_maxpool(const kcase *k, void *out)
 {
-    switch (k->in_t) {
-    case GR_DTYPE_F32:
-        return gr_launch_maxpool_f32(k->in_dev, k->in_v, out, k->out_v, k->size, k->stride,
-                                     k->padding, 0);
-    case GR_DTYPE_F16:
-        return gr_launch_maxpool_f16(k->in_dev, k->in_v, out, k->out_v, k->size, k->stride,
-                                     k->padding, 0);
-    default:
-        return gr_launch_maxpool_i8(k->in_dev, k->in_v, out, k->out_v, k->size, k->stride,
-                                    k->padding, 0);
-    }
+    return gr_launch_maxpool(k->in_t, k->in_dev, k->in_v, out, k->out_v, k->size, k->stride,
+                             k->padding, 0);
 }
 
 START_TEST(maxpool_matches_darknet_windows)
@@ -366,13 +358,8 @@ static void ref_avgpool(const kcase *k, unsigned char *out)
 
 static cudaError_t launch_avgpool(const kcase *k, void *out)
 {
-    switch (k->in_t) {
-    case GR_DTYPE_F32: return gr_launch_avgpool_f32(k->in_dev, k->in_v, out, k->out_v, 0);
-    case GR_DTYPE_F16: return gr_launch_avgpool_f16(k->in_dev, k->in_v, out, k->out_v, 0);
-    default:
-        return gr_launch_avgpool_i8(k->in_dev, k->in_v, k->in_scale, out, k->out_v, k->out_scale,
-                                    0);
-    }
+    return gr_launch_avgpool(k->in_t, k->in_dev, k->in_v, k->in_scale, out, k->out_v, k->out_scale,
+                             0);
 }
 
 START_TEST(avgpool_is_global_mean_per_channel)
@@ -413,13 +400,7 @@ static void ref_upsample(const kcase *k, unsigned char *out)
 
 static cudaError_t launch_upsample(const kcase *k, void *out)
 {
-    switch (k->in_t) {
-    case GR_DTYPE_F32:
-        return gr_launch_upsample_f32(k->in_dev, k->in_v, out, k->out_v, k->factor, 0);
-    case GR_DTYPE_F16:
-        return gr_launch_upsample_f16(k->in_dev, k->in_v, out, k->out_v, k->factor, 0);
-    default: return gr_launch_upsample_i8(k->in_dev, k->in_v, out, k->out_v, k->factor, 0);
-    }
+    return gr_launch_upsample(k->in_t, k->in_dev, k->in_v, out, k->out_v, k->factor, 0);
 }
 
 START_TEST(upsample_repeats_nearest)
@@ -474,11 +455,7 @@ static void ref_reorg(const kcase *k, unsigned char *out)
 
 static cudaError_t launch_reorg(const kcase *k, void *out)
 {
-    switch (k->in_t) {
-    case GR_DTYPE_F32: return gr_launch_reorg_f32(k->in_dev, k->in_v, out, k->out_v, k->stride, 0);
-    case GR_DTYPE_F16: return gr_launch_reorg_f16(k->in_dev, k->in_v, out, k->out_v, k->stride, 0);
-    default: return gr_launch_reorg_i8(k->in_dev, k->in_v, out, k->out_v, k->stride, 0);
-    }
+    return gr_launch_reorg(k->in_t, k->in_dev, k->in_v, out, k->out_v, k->stride, 0);
 }
 
 START_TEST(reorg_follows_darknet_order)
@@ -512,8 +489,8 @@ START_TEST(reorg_small_literal_case)
         host_in[i] = (float)i + 0.5f;
     void *din = upload((const unsigned char *)host_in, sizeof host_in), *dout = NULL;
     ck_assert_int_eq(cudaMalloc(&dout, sizeof host_out), cudaSuccess);
-    ck_assert_int_eq(gr_launch_reorg_f32(din, view(GR_DTYPE_F32, 1, 4, 2, 2), dout,
-                                         view(GR_DTYPE_F32, 1, 16, 1, 1), 2, 0),
+    ck_assert_int_eq(gr_launch_reorg(GR_DTYPE_F32, din, view(GR_DTYPE_F32, 1, 4, 2, 2), dout,
+                                     view(GR_DTYPE_F32, 1, 16, 1, 1), 2, 0),
                      cudaSuccess);
     ck_assert_int_eq(cudaMemcpy(host_out, dout, sizeof host_out, cudaMemcpyDeviceToHost),
                      cudaSuccess);
@@ -541,11 +518,7 @@ static void ref_route_copy(const kcase *k, unsigned char *out)
 
 static cudaError_t launch_route_copy(const kcase *k, void *out)
 {
-    switch (k->in_t) {
-    case GR_DTYPE_F32: return gr_launch_route_copy_f32(k->in_dev, k->in_v, out, k->out_v, 0);
-    case GR_DTYPE_F16: return gr_launch_route_copy_f16(k->in_dev, k->in_v, out, k->out_v, 0);
-    default: return gr_launch_route_copy_i8(k->in_dev, k->in_v, out, k->out_v, 0);
-    }
+    return gr_launch_route_copy(k->in_t, k->in_dev, k->in_v, out, k->out_v, 0);
 }
 
 START_TEST(route_copy_fills_concat_slices)
@@ -636,17 +609,8 @@ static void ref_shortcut(const kcase *k, unsigned char *out)
 
 static cudaError_t launch_shortcut(const kcase *k, void *out)
 {
-    switch (k->in_t) {
-    case GR_DTYPE_F32:
-        return gr_launch_shortcut_f32(k->in_dev, k->in_v, k->in2_dev, k->in2_v, out, k->out_v,
-                                      k->act, 0);
-    case GR_DTYPE_F16:
-        return gr_launch_shortcut_f16(k->in_dev, k->in_v, k->in2_dev, k->in2_v, out, k->out_v,
-                                      k->act, 0);
-    default:
-        return gr_launch_shortcut_i8(k->in_dev, k->in_v, k->in_scale, k->in2_dev, k->in2_v,
-                                     k->in2_scale, out, k->out_v, k->out_scale, k->act, 0);
-    }
+    return gr_launch_shortcut(k->in_t, k->in_dev, k->in_v, k->in_scale, k->in2_dev, k->in2_v,
+                              k->in2_scale, out, k->out_v, k->out_scale, k->act, 0);
 }
 
 START_TEST(shortcut_adds_with_darknet_shape_rule)
@@ -764,13 +728,10 @@ static void ref_from_u8(const kcase *k, unsigned char *out)
     expect_padding(k->out_t, ov, out);
 }
 
-static cudaError_t launch_from_u8(const kcase *k, void *out)
+static cudaError_t launch_convert(const kcase *k, void *out)
 {
-    switch (k->out_t) {
-    case GR_DTYPE_F32: return gr_launch_convert_u8_f32(k->in_dev, out, k->out_v, 0);
-    case GR_DTYPE_F16: return gr_launch_quantize_u8_f16(k->in_dev, out, k->out_v, 0);
-    default: return gr_launch_quantize_u8_i8(k->in_dev, out, k->out_v, k->out_scale, 0);
-    }
+    return gr_launch_convert(k->in_t, k->out_t, k->in_dev, k->in_v, k->in_scale, out, k->out_v,
+                             k->out_scale, 0);
 }
 
 START_TEST(quantize_network_input_u8)
@@ -792,7 +753,7 @@ START_TEST(quantize_network_input_u8)
                 k.out_v = slice(p[0], 3, p[1], p[2], t == GR_DTYPE_F32 ? 9 : 2 * align_of(t), 5);
             char what[64];
             snprintf(what, sizeof what, "u8 -> %s case %d", gr_dtype_name(t), s);
-            run_case(&k, launch_from_u8, ref_from_u8, 0.0f, what);
+            run_case(&k, launch_convert, ref_from_u8, 0.0f, what);
             case_free(&k);
         }
 }
@@ -817,13 +778,6 @@ static void ref_quantize_f32(const kcase *k, unsigned char *out)
     expect_padding(k->out_t, ov, out);
 }
 
-static cudaError_t launch_quantize_f32(const kcase *k, void *out)
-{
-    if (k->out_t == GR_DTYPE_F16)
-        return gr_launch_quantize_f32_f16(k->in_dev, k->in_v, out, k->out_v, 0);
-    return gr_launch_quantize_f32_i8(k->in_dev, k->in_v, out, k->out_v, k->out_scale, 0);
-}
-
 START_TEST(quantize_f32_to_nhwc)
 {
     static const int shapes[][4] = {{1, 3, 13, 13}, {3, 125, 7, 5}};
@@ -838,7 +792,7 @@ START_TEST(quantize_f32_to_nhwc)
             k.out_v = view(k.out_t, p[0], p[1], p[2], p[3]);
             char what[64];
             snprintf(what, sizeof what, "f32 -> %s case %d", gr_dtype_name(k.out_t), s);
-            run_case(&k, launch_quantize_f32, ref_quantize_f32, 0.0f, what);
+            run_case(&k, launch_convert, ref_quantize_f32, 0.0f, what);
             case_free(&k);
         }
 }
@@ -858,13 +812,6 @@ static void ref_dequantize(const kcase *k, unsigned char *out)
                 }
 }
 
-static cudaError_t launch_dequantize(const kcase *k, void *out)
-{
-    if (k->in_t == GR_DTYPE_F16)
-        return gr_launch_dequantize_f16_f32(k->in_dev, k->in_v, out, k->out_v, 0);
-    return gr_launch_dequantize_i8_f32(k->in_dev, k->in_v, k->in_scale, out, k->out_v, 0);
-}
-
 START_TEST(dequantize_nhwc_to_f32)
 {
     /* YOLOv2-tiny's head 125x13x13 (batch 3) and a 3-channel tensor read from a slice */
@@ -880,7 +827,7 @@ START_TEST(dequantize_nhwc_to_f32)
             k.out_v = view(GR_DTYPE_F32, ins[s].n, ins[s].c, ins[s].h, ins[s].w);
             char what[64];
             snprintf(what, sizeof what, "%s -> f32 case %d", gr_dtype_name(t), s);
-            run_case(&k, launch_dequantize, ref_dequantize, 0.0f, what);
+            run_case(&k, launch_convert, ref_dequantize, 0.0f, what);
             case_free(&k);
         }
     }
@@ -930,8 +877,8 @@ static void ref_region(const kcase *k, unsigned char *out)
 
 static cudaError_t launch_region(const kcase *k, void *out)
 {
-    return gr_launch_region_f32(k->in_dev, out, k->in_v.n, k->in_v.h, k->in_v.w, k->num, k->coords,
-                                k->classes, k->softmax, 0);
+    return gr_launch_region(k->in_t, k->in_dev, out, k->in_v.n, k->in_v.h, k->in_v.w, k->num,
+                            k->coords, k->classes, k->softmax, 0);
 }
 
 START_TEST(region_activation_matches_darknet)
@@ -974,8 +921,8 @@ static void ref_yolo(const kcase *k, unsigned char *out)
 
 static cudaError_t launch_yolo(const kcase *k, void *out)
 {
-    return gr_launch_yolo_f32(k->in_dev, out, k->in_v.n, k->in_v.h, k->in_v.w, k->num, k->classes,
-                              0);
+    return gr_launch_yolo(k->in_t, k->in_dev, out, k->in_v.n, k->in_v.h, k->in_v.w, k->num,
+                          k->classes, 0);
 }
 
 START_TEST(yolo_activation_matches_darknet)
@@ -1033,32 +980,49 @@ START_TEST(launchers_reject_inconsistent_shapes)
     int8_t *q = (int8_t *)(uintptr_t)0x1000;
     gr_kview in = view(GR_DTYPE_F32, 1, 16, 13, 13);
     /* maxpool 2/2 on 13 gives 7, not 6 */
-    ck_assert_int_eq(gr_launch_maxpool_f32(p, in, p, view(GR_DTYPE_F32, 1, 16, 6, 6), 2, 2, 1, 0),
+    ck_assert_int_eq(gr_launch_maxpool(GR_DTYPE_F32, p, in, p, view(GR_DTYPE_F32, 1, 16, 6, 6), 2,
+                                       2, 1, 0),
                      cudaErrorInvalidValue);
+    /* the launcher says which check failed, and where */
+    ck_assert_msg(strstr(gr_kernels_last_failure(), "kernels/pool.cu:") &&
+                      strstr(gr_kernels_last_failure(), "maxpool_args_ok"),
+                  "%s", gr_kernels_last_failure());
     /* f16 buffer not padded to 8 channels */
     gr_kview bad = {1, 5, 4, 4, 5, 0};
-    ck_assert_int_eq(gr_launch_upsample_f16(h, bad, h, view(GR_DTYPE_F16, 1, 5, 8, 8), 2, 0),
-                     cudaErrorInvalidValue);
+    ck_assert_int_eq(
+        gr_launch_upsample(GR_DTYPE_F16, h, bad, h, view(GR_DTYPE_F16, 1, 5, 8, 8), 2, 0),
+        cudaErrorInvalidValue);
     /* slice running past its buffer */
     ck_assert_int_eq(
-        gr_launch_route_copy_i8(q, view(GR_DTYPE_I8, 1, 8, 3, 3), q, slice(1, 8, 3, 3, 16, 12), 0),
+        gr_launch_route_copy(GR_DTYPE_I8, q, view(GR_DTYPE_I8, 1, 8, 3, 3), q,
+                             slice(1, 8, 3, 3, 16, 12), 0),
         cudaErrorInvalidValue);
     /* reorg channels not divisible by stride^2 */
-    ck_assert_int_eq(gr_launch_reorg_f32(p, view(GR_DTYPE_F32, 1, 6, 4, 4), p,
-                                         view(GR_DTYPE_F32, 1, 24, 2, 2), 2, 0),
+    ck_assert_int_eq(gr_launch_reorg(GR_DTYPE_F32, p, view(GR_DTYPE_F32, 1, 6, 4, 4), p,
+                                     view(GR_DTYPE_F32, 1, 24, 2, 2), 2, 0),
                      cudaErrorInvalidValue);
     /* shortcut with inconsistent width/height ratios */
-    ck_assert_int_eq(gr_launch_shortcut_f32(p, view(GR_DTYPE_F32, 1, 4, 8, 8), p,
-                                            view(GR_DTYPE_F32, 1, 4, 16, 8), p,
-                                            view(GR_DTYPE_F32, 1, 4, 8, 8), GR_ACT_LINEAR, 0),
+    ck_assert_int_eq(gr_launch_shortcut(GR_DTYPE_F32, p, view(GR_DTYPE_F32, 1, 4, 8, 8), 1.0f, p,
+                                        view(GR_DTYPE_F32, 1, 4, 16, 8), 1.0f, p,
+                                        view(GR_DTYPE_F32, 1, 4, 8, 8), 1.0f, GR_ACT_LINEAR, 0),
                      cudaErrorInvalidValue);
     /* i8 with a non-positive scale; NULL input */
-    ck_assert_int_eq(gr_launch_quantize_f32_i8(p, in, q, view(GR_DTYPE_I8, 1, 16, 13, 13), 0.0f, 0),
+    ck_assert_int_eq(gr_launch_convert(GR_DTYPE_F32, GR_DTYPE_I8, p, in, 1.0f, q,
+                                       view(GR_DTYPE_I8, 1, 16, 13, 13), 0.0f, 0),
                      cudaErrorInvalidValue);
-    ck_assert_int_eq(
-        gr_launch_dequantize_i8_f32(NULL, view(GR_DTYPE_I8, 1, 16, 13, 13), 1.0f, p, in, 0),
-        cudaErrorInvalidValue);
-    ck_assert_int_eq(gr_launch_region_f32(p, p, 1, 13, 13, 5, 4, -1, 1, 0), cudaErrorInvalidValue);
+    ck_assert_int_eq(gr_launch_convert(GR_DTYPE_I8, GR_DTYPE_F32, NULL,
+                                       view(GR_DTYPE_I8, 1, 16, 13, 13), 1.0f, p, in, 1.0f, 0),
+                     cudaErrorInvalidValue);
+    ck_assert_int_eq(gr_launch_region(GR_DTYPE_F32, p, p, 1, 13, 13, 5, 4, -1, 1, 0),
+                     cudaErrorInvalidValue);
+    /* dtypes without a kernel: not supported, recorded like a failed check */
+    ck_assert_int_eq(gr_launch_maxpool(GR_DTYPE_U8, q, in, q, in, 2, 2, 1, 0),
+                     cudaErrorNotSupported);
+    ck_assert_msg(strstr(gr_kernels_last_failure(), "no kernel"), "%s", gr_kernels_last_failure());
+    ck_assert_int_eq(gr_launch_convert(GR_DTYPE_F16, GR_DTYPE_I8, h, in, 1.0f, q, in, 1.0f, 0),
+                     cudaErrorNotSupported);
+    ck_assert_int_eq(gr_launch_region(GR_DTYPE_F16, h, h, 1, 13, 13, 5, 4, 20, 1, 0),
+                     cudaErrorNotSupported);
 }
 END_TEST
 

@@ -1,0 +1,181 @@
+/* What runtime/gpu_internal.h declares for the GPU tests, the benchmark and debugging: the
+ * captured graph's contents, plan statistics, a node-by-node trace read back through the planner's
+ * CPU executor, and fault injection. Nothing here runs in a normal inference. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/gpu_internal.h"
+#include "runtime/gpu_private.h"
+
+/* ---- inspection ------------------------------------------------------------------------------ */
+
+static int is_host_pointer(const void *p)
+{
+    struct cudaPointerAttributes attr;
+    if (!p || cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return attr.type == cudaMemoryTypeHost || attr.type == cudaMemoryTypeUnregistered;
+}
+
+gr_status gr_engine_graph_info(const gr_engine *engine, gr_graph_info *info)
+{
+    if (!engine || !info)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_graph_info: NULL argument");
+    memset(info, 0, sizeof *info);
+    if (engine->device != GR_DEVICE_GPU || !engine->impl)
+        return gr_fail(GR_ERR_STATE, "gr_engine_graph_info: not a GPU engine");
+    const gpu_state *g = engine->impl;
+    const gpu_variant *v = &g->var[engine->input_u8 ? 1 : 0];
+    if (!v->graph)
+        return gr_fail(GR_ERR_STATE, "gr_engine_graph_info: the engine runs without a CUDA graph");
+    size_t n = 0;
+    CUDA_TRY(cudaGraphGetNodes(v->graph, NULL, &n));
+    cudaGraphNode_t *nodes = gr_calloc(n ? n : 1, sizeof *nodes, "graph nodes");
+    if (!nodes)
+        return GR_ERR_OUT_OF_MEMORY;
+    cudaError_t err = cudaGraphGetNodes(v->graph, nodes, &n);
+    info->nodes = (int)n;
+    for (size_t i = 0; i < n && err == cudaSuccess; i++) {
+        enum cudaGraphNodeType type;
+        err = cudaGraphNodeGetType(nodes[i], &type);
+        if (err != cudaSuccess)
+            break;
+        switch (type) {
+        case cudaGraphNodeTypeKernel: info->kernels++; break;
+        case cudaGraphNodeTypeMemcpy: {
+            struct cudaMemcpy3DParms p;
+            err = cudaGraphMemcpyNodeGetParams(nodes[i], &p);
+            if (err != cudaSuccess)
+                break;
+            int src_host = is_host_pointer(p.srcPtr.ptr);
+            int dst_host = is_host_pointer(p.dstPtr.ptr);
+            if (p.kind == cudaMemcpyHostToDevice || (p.kind == cudaMemcpyDefault && src_host && !dst_host))
+                info->memcpy_h2d++;
+            else if (p.kind == cudaMemcpyDeviceToHost || (p.kind == cudaMemcpyDefault && !src_host && dst_host))
+                info->memcpy_d2h++;
+            else
+                info->memcpy_other++;
+            break;
+        }
+        case cudaGraphNodeTypeMemset: info->memsets++; break;
+        case cudaGraphNodeTypeMemAlloc: info->mem_alloc++; break;
+        case cudaGraphNodeTypeMemFree: info->mem_free++; break;
+        case cudaGraphNodeTypeEventRecord:
+        case cudaGraphNodeTypeWaitEvent: info->events++; break;
+        case cudaGraphNodeTypeEmpty: info->empty++; break;
+        default: info->other++; break;
+        }
+    }
+    free(nodes);
+    if (err != cudaSuccess)
+        return gr_gpu_cuda_fail(err, "inspecting the graph", __FILE__, __LINE__);
+    return GR_OK;
+}
+
+gr_status gr_engine_plan_stats(const gr_engine *engine, int *launching_nodes, size_t *arena_bytes)
+{
+    if (!engine || engine->device != GR_DEVICE_GPU || !engine->impl)
+        return gr_fail(GR_ERR_STATE, "gr_engine_plan_stats: not a GPU engine");
+    const gpu_state *g = engine->impl;
+    const gpu_variant *v = &g->var[engine->input_u8 ? 1 : 0];
+    if (!v->plan)
+        return gr_fail(GR_ERR_STATE, "gr_engine_plan_stats: no plan built");
+    int n = 0;
+    for (int i = 0; i < v->plan->n_nodes; i++)
+        n += gr_gpu_node_launches(&v->plan->nodes[i]);
+    if (launching_nodes)
+        *launching_nodes = n;
+    if (arena_bytes)
+        *arena_bytes = v->plan->arena_bytes;
+    return GR_OK;
+}
+
+/* ---- tracing (tests, debugging) ------------------------------------------------------------ */
+
+const struct gr_plan *gr_engine_debug_plan(const gr_engine *engine)
+{
+    if (!engine || engine->device != GR_DEVICE_GPU || !engine->impl)
+        return NULL;
+    const gpu_state *g = engine->impl;
+    return g->var[1].plan;
+}
+
+/* Copy every buffer (arena, input, outputs) into a CPU executor's storage so its decoder reads
+ * the GPU's values. */
+static gr_status mirror_buffers(const gpu_variant *v, gr_plan_exec *ex, uint8_t *scratch)
+{
+    const gr_plan *plan = v->plan;
+    for (int b = 0; b < plan->n_buffers; b++) {
+        int root = plan->buffers[b].root;
+        const uint8_t *src = gr_gpu_tensor_storage(v, root);
+        size_t bytes = plan->tensors[root].bytes;
+        CUDA_TRY(cudaMemcpy(scratch, src, bytes, cudaMemcpyDeviceToHost));
+        GR_TRY(gr_plan_exec_load_buffer(ex, b, scratch, bytes));
+    }
+    return GR_OK;
+}
+
+gr_status gr_engine_debug_trace(gr_engine *engine, const uint8_t *input, gr_trace_fn fn, void *user)
+{
+    if (!engine || !input || !fn)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_debug_trace: NULL argument");
+    if (engine->device != GR_DEVICE_GPU || !engine->impl)
+        return gr_fail(GR_ERR_STATE, "gr_engine_debug_trace: not a GPU engine");
+    GR_TRY(gr_gpu_ensure_variant(engine, 1));
+    gpu_state *g = engine->impl;
+    gpu_variant *v = &g->var[1];
+    const gr_plan *plan = v->plan;
+    gr_plan_exec *ex = NULL;
+    GR_TRY(gr_plan_exec_create(plan, 1, &ex));
+    size_t largest = 0, elems = 0;
+    for (int t = 0; t < plan->n_tensors; t++) {
+        const gr_plan_tensor *pt = &plan->tensors[t];
+        size_t n = (size_t)pt->n * pt->c * pt->h * pt->w;
+        if (pt->bytes > largest)
+            largest = pt->bytes;
+        if (n > elems)
+            elems = n;
+    }
+    uint8_t *scratch = gr_malloc(largest, "trace scratch");
+    float *values = gr_malloc(elems * sizeof(float), "trace values");
+    gr_status st = scratch && values ? GR_OK : GR_ERR_OUT_OF_MEMORY;
+    const gr_plan_tensor *in = &plan->tensors[plan->input_tensor];
+    if (st == GR_OK) {
+        memcpy(v->host_in, input, in->bytes);
+        cudaError_t err = cudaMemcpy(v->io, v->host_in, in->bytes, cudaMemcpyHostToDevice);
+        if (err != cudaSuccess)
+            st = gr_gpu_cuda_fail(err, "trace input copy", __FILE__, __LINE__);
+    }
+    for (int i = 0; i < plan->n_nodes && st == GR_OK; i++) {
+        const gr_plan_node *nd = &plan->nodes[i];
+        if (!gr_gpu_node_launches(nd))
+            continue;
+        st = gr_gpu_launch_node(g, v, i);
+        if (st != GR_OK)
+            break;
+        cudaError_t err = cudaDeviceSynchronize();
+        if (err != cudaSuccess) {
+            st = gr_gpu_cuda_fail(err, "trace node", __FILE__, __LINE__);
+            break;
+        }
+        st = mirror_buffers(v, ex, scratch);
+        if (st == GR_OK)
+            st = gr_plan_exec_read_tensor(ex, nd->output, values);
+        if (st == GR_OK)
+            fn(plan, i, values, user);
+    }
+    free(scratch);
+    free(values);
+    gr_plan_exec_destroy(ex);
+    return st;
+}
+
+gr_status gr_engine_debug_inject_error(gr_engine *engine, int cuda_error)
+{
+    if (!engine || engine->device != GR_DEVICE_GPU || !engine->impl)
+        return gr_fail(GR_ERR_STATE, "gr_engine_debug_inject_error: not a GPU engine");
+    ((gpu_state *)engine->impl)->inject = (cudaError_t)cuda_error;
+    return GR_OK;
+}

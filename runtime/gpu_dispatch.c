@@ -1,0 +1,249 @@
+/* From plan to launches: where each tensor lives on the device, which launcher runs each plan
+ * node (the launchers pick the kernel for the node's dtype, kernels/misc.h), and the forward pass
+ * on the plan's streams with its fork, cross-stream events and join. */
+#include <string.h>
+
+#include "kernels/common.h"
+#include "kernels/misc.h"
+#include "runtime/gpu_private.h"
+
+/* ---- addresses -------------------------------------------------------------------------- */
+
+static int output_index(const gr_plan *plan, int tensor)
+{
+    for (int k = 0; k < plan->n_outputs; k++)
+        if (plan->output_tensors[k] == tensor)
+            return k;
+    return -1;
+}
+
+/* The network input and the outputs live in the io block, everything else in the arena. */
+uint8_t *gr_gpu_tensor_storage(const gpu_variant *v, int tensor)
+{
+    const gr_plan *plan = v->plan;
+    const gr_plan_tensor *t = &plan->tensors[tensor];
+    int root = t->view_of >= 0 ? t->view_of : tensor;
+    if (root == plan->input_tensor)
+        return v->io;
+    int k = output_index(plan, root);
+    if (k >= 0)
+        return v->io + v->in_bytes + v->out_offset[k];
+    return v->arena + plan->buffers[t->buffer].offset;
+}
+
+static gr_kview kview(const gr_plan_tensor *t)
+{
+    gr_kview kv = {t->n, t->c, t->h, t->w, t->c_stride, t->c_offset};
+    return kv;
+}
+
+/* ---- convolution -------------------------------------------------------------------------- */
+
+gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, int index, gpu_conv *c)
+{
+    const gr_plan *plan = v->plan;
+    const gr_plan_node *nd = &plan->nodes[index];
+    const gr_plan_tensor *x = &plan->tensors[nd->inputs[0]];
+    const gr_plan_tensor *y = &plan->tensors[nd->output];
+    const gpu_conv_weights *w = &v->nw[index];
+    memset(c, 0, sizeof *c);
+    if (x->dtype == GR_DTYPE_F32) {
+        if (y->dtype != GR_DTYPE_F32)
+            return gr_gpu_unsupported(plan, index);
+        /* cuBLAS path on NCHW; a channel slice with batch > 1 is not contiguous: one image at a
+         * time, each a contiguous block. */
+        int per_image = x->n > 1 && (x->c_stride != x->c || y->c_stride != y->c);
+        c->images = per_image ? x->n : 1;
+        c->x_image = (size_t)x->c_stride * x->h * x->w;
+        c->y_image = (size_t)y->c_stride * y->h * y->w;
+        c->f32 = (gr_conv_f32_args){
+            .batch = per_image ? 1 : x->n,
+            .in_c = x->c, .in_h = x->h, .in_w = x->w, .out_c = y->c,
+            .ksize = nd->p.size, .stride = nd->p.stride, .pad = nd->p.pad,
+            .in = (const float *)gr_gpu_tensor_storage(v, nd->inputs[0]) +
+                  (size_t)x->c_offset * x->h * x->w,
+            .weights = w->weights, .bias = w->bias,
+            .out = (float *)gr_gpu_tensor_storage(v, nd->output) +
+                   (size_t)y->c_offset * y->h * y->w,
+            .workspace = v->im2col[nd->stream], .activation = (int)nd->p.activation,
+            .tf32 = g->tf32};
+        return GR_OK;
+    }
+    gr_conv_out_kind out_kind;
+    switch (y->dtype) {
+    case GR_DTYPE_I8: out_kind = GR_CONV_OUT_I8; break;
+    case GR_DTYPE_F16: out_kind = GR_CONV_OUT_F16; break;
+    default: return gr_gpu_unsupported(plan, index);
+    }
+    if ((x->dtype != GR_DTYPE_I8 && x->dtype != GR_DTYPE_F16) || nd->p.groups > 1)
+        return gr_gpu_unsupported(plan, index);
+    c->tensor_cores = 1;
+    c->is_i8 = x->dtype == GR_DTYPE_I8;
+    c->tc = (gr_conv_args){
+        .batch = x->n, .in_h = x->h, .in_w = x->w, .in_c = x->c,
+        .in_c_stride = x->c_stride, .in_c_offset = x->c_offset,
+        .out_c = y->c, .out_c_stride = y->c_stride, .out_c_offset = y->c_offset,
+        .ksize = nd->p.size, .stride = nd->p.stride, .pad = nd->p.pad,
+        .in = gr_gpu_tensor_storage(v, nd->inputs[0]), .weights = w->weights, .mul = w->mul,
+        .bias = w->bias, .out = gr_gpu_tensor_storage(v, nd->output),
+        .activation = (int)nd->p.activation, .out_kind = out_kind,
+        .out_inv_scale = y->dtype == GR_DTYPE_I8 ? 1.0f / y->scale : 1.0f,
+        .fp16_accumulate = x->dtype == GR_DTYPE_F16 && g->fp16_accumulate, .tile_config = 0,
+        .split_k = 0};
+    return GR_OK;
+}
+
+static gr_status launch_conv(gpu_state *g, gpu_variant *v, int index)
+{
+    const gr_plan *plan = v->plan;
+    int s = plan->nodes[index].stream;
+    gpu_conv c;
+    GR_TRY(gr_gpu_conv_args(g, v, index, &c));
+    if (c.tensor_cores) {
+        c.tc.workspace = v->splitk_bytes[index] ? v->splitk + v->splitk_offset[index] : NULL;
+        c.tc.workspace_bytes = v->splitk_bytes[index];
+        cudaError_t err = c.is_i8 ? gr_launch_conv_i8(&c.tc, g->streams[s])
+                                  : gr_launch_conv_f16(&c.tc, g->streams[s]);
+        return gr_gpu_launch_status(err, plan, index);
+    }
+    for (int b = 0; b < c.images; b++) {
+        gr_conv_f32_args a = c.f32;
+        a.in += (size_t)b * c.x_image;
+        a.out += (size_t)b * c.y_image;
+        cudaError_t cuda_err = cudaSuccess;
+        cublasStatus_t st = gr_launch_conv_f32(g->cublas[s], &a, g->streams[s], &cuda_err);
+        if (st != CUBLAS_STATUS_SUCCESS)
+            return gr_gpu_cublas_fail(st, cuda_err, plan, index);
+    }
+    return GR_OK;
+}
+
+/* ---- every other node --------------------------------------------------------------------- */
+
+/* Not aliased by the planner: copy each input (or its group slice) into place. */
+static cudaError_t launch_route(gpu_variant *v, const gr_plan_node *nd, cudaStream_t stream)
+{
+    const gr_plan_tensor *y = &v->plan->tensors[nd->output];
+    void *out = gr_gpu_tensor_storage(v, nd->output);
+    int groups = nd->p.groups > 1 ? nd->p.groups : 1;
+    int offset = 0;
+    for (int k = 0; k < nd->n_inputs; k++) {
+        const gr_plan_tensor *src = &v->plan->tensors[nd->inputs[k]];
+        gr_kview sv = kview(src);
+        sv.c = src->c / groups;
+        sv.c_offset += (nd->p.groups > 1 ? nd->p.group_id : 0) * sv.c;
+        gr_kview dv = kview(y);
+        dv.c = sv.c;
+        dv.c_offset += offset;
+        offset += sv.c;
+        cudaError_t err = gr_launch_route_copy(y->dtype, gr_gpu_tensor_storage(v, nd->inputs[k]),
+                                               sv, out, dv, stream);
+        if (err != cudaSuccess)
+            return err;
+    }
+    return cudaSuccess;
+}
+
+int gr_gpu_node_launches(const gr_plan_node *nd)
+{
+    return !(nd->noop || nd->kind == GR_NODE_INPUT || nd->kind == GR_NODE_OUTPUT);
+}
+
+gr_status gr_gpu_launch_node(gpu_state *g, gpu_variant *v, int index)
+{
+    const gr_plan *plan = v->plan;
+    const gr_plan_node *nd = &plan->nodes[index];
+    if (!gr_gpu_node_launches(nd))
+        return GR_OK;
+    gr_kernels_clear_failure(); /* what a failing launcher records is about this node */
+    if (nd->kind == GR_OP_CONV)
+        return launch_conv(g, v, index);
+    const gr_plan_tensor *x = &plan->tensors[nd->inputs[0]];
+    const gr_plan_tensor *y = &plan->tensors[nd->output];
+    const void *in = gr_gpu_tensor_storage(v, nd->inputs[0]);
+    void *out = gr_gpu_tensor_storage(v, nd->output);
+    gr_kview xv = kview(x), yv = kview(y);
+    const gr_op_params *p = &nd->p;
+    cudaStream_t stream = g->streams[nd->stream];
+    cudaError_t err;
+    switch (nd->kind) {
+    case GR_OP_QUANTIZE:
+    case GR_OP_DEQUANTIZE:
+    case GR_NODE_CONVERT:
+        err = gr_launch_convert(x->dtype, y->dtype, in, xv, x->scale, out, yv, y->scale, stream);
+        break;
+    case GR_OP_MAXPOOL:
+        err = gr_launch_maxpool(y->dtype, in, xv, out, yv, p->size, p->stride, p->pad, stream);
+        break;
+    case GR_OP_AVGPOOL:
+        err = gr_launch_avgpool(y->dtype, in, xv, x->scale, out, yv, y->scale, stream);
+        break;
+    case GR_OP_UPSAMPLE:
+        err = gr_launch_upsample(y->dtype, in, xv, out, yv, p->stride, stream);
+        break;
+    case GR_OP_REORG: err = gr_launch_reorg(y->dtype, in, xv, out, yv, p->stride, stream); break;
+    case GR_OP_SHORTCUT: {
+        const gr_plan_tensor *f = &plan->tensors[nd->inputs[1]];
+        err = gr_launch_shortcut(y->dtype, in, xv, x->scale, gr_gpu_tensor_storage(v, nd->inputs[1]),
+                                 kview(f), f->scale, out, yv, y->scale, p->activation, stream);
+        break;
+    }
+    case GR_OP_ROUTE: err = launch_route(v, nd, stream); break;
+    case GR_OP_REGION:
+        err = gr_launch_region(y->dtype, in, out, x->n, x->h, x->w, p->num, p->coords, p->classes,
+                               p->softmax, stream);
+        break;
+    case GR_OP_YOLO:
+        err = gr_launch_yolo(y->dtype, in, out, x->n, x->h, x->w, p->n_mask, p->classes, stream);
+        break;
+    default: return gr_gpu_unsupported(plan, index);
+    }
+    return gr_gpu_launch_status(err, plan, index);
+}
+
+/* ---- the forward pass ----------------------------------------------------------------------- */
+
+gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, cudaEvent_t *node_events,
+                                 cudaEvent_t *copy_events)
+{
+    const gr_plan *plan = v->plan;
+    cudaStream_t s0 = g->streams[0];
+    if (copy_events)
+        CUDA_TRY(cudaEventRecord(copy_events[0], s0));
+    CUDA_TRY(cudaMemcpyAsync(v->io, v->host_in, v->in_bytes, cudaMemcpyHostToDevice, s0));
+    if (copy_events)
+        CUDA_TRY(cudaEventRecord(copy_events[1], s0));
+    /* Fork: every other stream starts after the input copy. */
+    if (g->n_streams > 1) {
+        CUDA_TRY(cudaEventRecord(g->fork, s0));
+        for (int s = 1; s < g->n_streams; s++)
+            CUDA_TRY(cudaStreamWaitEvent(g->streams[s], g->fork, 0));
+    }
+    for (int i = 0; i < plan->n_nodes; i++) {
+        const gr_plan_node *nd = &plan->nodes[i];
+        cudaStream_t stream = g->streams[nd->stream];
+        for (int k = 0; k < nd->n_waits; k++)
+            CUDA_TRY(cudaStreamWaitEvent(stream, g->events[plan->waits[nd->wait_begin + k]], 0));
+        if (node_events)
+            CUDA_TRY(cudaEventRecord(node_events[2 * i], stream));
+        GR_TRY(gr_gpu_launch_node(g, v, i));
+        if (node_events)
+            CUDA_TRY(cudaEventRecord(node_events[2 * i + 1], stream));
+        if (nd->record_event >= 0)
+            CUDA_TRY(cudaEventRecord(g->events[nd->record_event], stream));
+    }
+    for (int k = 0; k < plan->n_join_waits; k++)
+        CUDA_TRY(cudaStreamWaitEvent(s0, g->events[plan->waits[plan->join_wait_begin + k]], 0));
+    /* Join every stream back (capture requires it; eagerly it orders the output copy). */
+    for (int s = 1; s < g->n_streams; s++) {
+        CUDA_TRY(cudaEventRecord(g->join[s], g->streams[s]));
+        CUDA_TRY(cudaStreamWaitEvent(s0, g->join[s], 0));
+    }
+    if (copy_events)
+        CUDA_TRY(cudaEventRecord(copy_events[2], s0));
+    CUDA_TRY(cudaMemcpyAsync(v->host_out, v->io + v->in_bytes, v->out_bytes, cudaMemcpyDeviceToHost,
+                             s0));
+    if (copy_events)
+        CUDA_TRY(cudaEventRecord(copy_events[3], s0));
+    return GR_OK;
+}

@@ -1,0 +1,136 @@
+/* Private to the CUDA engine's files, and only them:
+ *   gpu_engine.c    state, variants (plan, memory, timing, capture), streams, backend entry points
+ *   gpu_dispatch.c  tensor addresses, plan node -> kernel launcher, the forward pass on the streams
+ *   gpu_weights.c   weights in the kernels' layouts and their upload, scratch buffers
+ *   gpu_error.c     CUDA / cuBLAS / launcher failures -> gr_status with a one-line message
+ *   gpu_debug.c     what runtime/gpu_internal.h declares (graph info, plan stats, trace, faults)
+ * A build without CUDA has none of them (runtime/nogpu_engine.c stands in). */
+#ifndef GR_RUNTIME_GPU_PRIVATE_H
+#define GR_RUNTIME_GPU_PRIVATE_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "kernels/conv.h"
+#include "kernels/gemm_f32.h"
+#include "planner/plan.h"
+#include "runtime/engine_internal.h"
+
+#define GR_GPU_MAX_STREAMS 8
+
+/* Record a CUDA runtime failure with its name and the statement, and return from the function. */
+#define CUDA_TRY(call)                                                                             \
+    do {                                                                                           \
+        cudaError_t cuda_err_ = (call);                                                            \
+        if (cuda_err_ != cudaSuccess)                                                              \
+            return gr_gpu_cuda_fail(cuda_err_, #call, __FILE__, __LINE__);                        \
+    } while (0)
+
+/* A conv node's device parameters. */
+typedef struct gpu_conv_weights {
+    void *weights; /* f32: Darknet order; f16 / i8: [out_c][k][k][in_c_pad] (conv_weights.h) */
+    float *mul;    /* i8: s_in * s_w[c] */
+    float *bias;
+} gpu_conv_weights;
+
+/* Everything that depends on the input type: plan, memory, graph. */
+typedef struct gpu_variant {
+    int built;
+    gr_plan *plan;
+    uint8_t *arena;
+    uint8_t *io;            /* device: input, then the outputs back to back */
+    size_t in_bytes, out_bytes;
+    size_t out_offset[GR_MAX_HEADS];
+    void *host_in;          /* pinned */
+    uint8_t *host_out;      /* pinned */
+    uint8_t *weights;       /* device */
+    gpu_conv_weights *nw;   /* per plan node */
+    float *im2col[GR_GPU_MAX_STREAMS];
+    uint8_t *splitk;        /* split-K partials and tile counters, one region per conv node: the
+                               counters of one launch must never see another's partials */
+    size_t *splitk_offset, *splitk_bytes; /* per node */
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    gr_timing split;        /* from the instrumented run */
+} gpu_variant;
+
+typedef struct gpu_state {
+    int device;
+    int n_streams;          /* as many as the largest plan built so far uses */
+    cudaStream_t streams[GR_GPU_MAX_STREAMS];
+    cublasHandle_t cublas[GR_GPU_MAX_STREAMS]; /* fp32 only: one per stream */
+    void *cublas_ws[GR_GPU_MAX_STREAMS];
+    cudaEvent_t fork;       /* recorded on stream 0 after the input copy; every stream waits */
+    cudaEvent_t join[GR_GPU_MAX_STREAMS]; /* join[s], s >= 1: stream s is done; stream 0 waits */
+    cudaEvent_t *events;    /* the plans' cross-stream events, by plan event id */
+    int n_events;
+    float *layer_range;     /* int8: per-layer activation ranges, shared by the variants */
+    float input_range;
+    gpu_variant var[2];     /* [0] float input, [1] u8 input */
+    cudaError_t inject;     /* tests: the next run fails with this error */
+    int tf32;               /* fp32 convs may use TF32 tensor cores */
+    int fp16_accumulate;    /* fp16 convs accumulate in fp16 */
+} gpu_state;
+
+static inline size_t gr_gpu_align(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+static inline gpu_variant *gr_gpu_variant(gpu_state *g, int input_u8)
+{
+    return &g->var[input_u8 ? 1 : 0];
+}
+
+/* ---- gpu_engine.c ---- */
+/* Build the variant for that input type if it is not built yet. */
+gr_status gr_gpu_ensure_variant(gr_engine *e, int input_u8);
+
+/* ---- gpu_dispatch.c ---- */
+/* Device address of a tensor's storage (its buffer's start: views index with c_offset). */
+uint8_t *gr_gpu_tensor_storage(const gpu_variant *v, int tensor);
+/* Does plan node `index` launch work? (not a no-op, an input or an output marker) */
+int gr_gpu_node_launches(const gr_plan_node *nd);
+
+/* A conv node's kernel arguments, built once for the launch and for sizing its scratch:
+ * f32 convs go through cuBLAS (f32, one launch per image when a channel slice of a batch is not
+ * contiguous: `images` launches, the pointers advancing by x_image / y_image floats), f16 and i8
+ * through the tensor-core kernels (tc; workspace not set). GR_ERR_UNSUPPORTED for dtypes or
+ * groups without a kernel. */
+typedef struct gpu_conv {
+    int tensor_cores;
+    int is_i8;
+    gr_conv_args tc;
+    gr_conv_f32_args f32;
+    int images;
+    size_t x_image, y_image;
+} gpu_conv;
+gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, int index, gpu_conv *out);
+
+/* Launch plan node `index` on its stream. */
+gr_status gr_gpu_launch_node(gpu_state *g, gpu_variant *v, int index);
+/* The whole forward pass on the plan's streams (input copy, every node, output copy), as run
+ * eagerly or recorded by capture. node_events (2 per node) and copy_events (4) are optional
+ * timing brackets for the instrumented runs. */
+gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, cudaEvent_t *node_events,
+                                 cudaEvent_t *copy_events);
+
+/* ---- gpu_weights.c ---- */
+/* Every conv's weights, multipliers and biases in the kernels' layouts, uploaded (build-time
+ * copies); sets v->weights and v->nw. */
+gr_status gr_gpu_upload_weights(gpu_variant *v);
+/* im2col per stream for fp32 convs, split-K workspace per tensor-core conv node. */
+gr_status gr_gpu_alloc_scratch(gpu_state *g, gpu_variant *v);
+
+/* ---- gpu_error.c ---- */
+/* A CUDA runtime call failed: "CUDA error <name> (<text>) in <what> (<file>:<line>)". */
+gr_status gr_gpu_cuda_fail(cudaError_t err, const char *what, const char *file, int line);
+/* A kernel launcher for plan node `index` returned err: GR_ERR_UNSUPPORTED for
+ * cudaErrorNotSupported (no kernel for these dtypes, or this device), else GR_ERR_CUDA (or
+ * GR_ERR_OUT_OF_MEMORY). The message names the node and carries gr_kernels_last_failure(): the
+ * launcher's check that failed, with its file and line. GR_OK for cudaSuccess. */
+gr_status gr_gpu_launch_status(cudaError_t err, const gr_plan *plan, int index);
+/* The cuBLAS conv of plan node `index` failed: a kernel launch (cuda_err) or cuBLAS itself. */
+gr_status gr_gpu_cublas_fail(cublasStatus_t status, cudaError_t cuda_err, const gr_plan *plan,
+                             int index);
+/* No kernel for plan node `index` with its input and output dtypes. */
+gr_status gr_gpu_unsupported(const gr_plan *plan, int index);
+
+#endif
