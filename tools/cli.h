@@ -72,6 +72,9 @@ void gr_cli_calib_options(const gr_cli_options *o, const char *const *images,
  * `what` names the run (precision and method). */
 int gr_cli_report_nonfinite(const gr_engine *engine, const char *what);
 
+/* The model of the command line (--model or --cfg, --weights or synthetic from --seed). */
+gr_status gr_cli_load_model(const gr_cli_options *o, gr_model **model);
+
 /* The network of the command line's model (cfg/builtin, weights or synthetic), as the planner
  * sees it. */
 struct gr_net;

@@ -1,6 +1,6 @@
-/* CLI helpers shared by `graphrun detect` and `graphrun compare`: the calibration image folder,
- * the calibration progress bar, the non-finite output report, and a layer-by-layer CPU trace of a
- * plan (where --find-overflow and --per-layer look at every tensor). */
+/* CLI helpers shared by `graphrun detect` and `graphrun compare`: loading the model, the
+ * calibration image folder, the calibration progress bar, the non-finite output report, and a
+ * layer-by-layer CPU trace of a plan (where --find-overflow and --per-layer see every tensor). */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <errno.h>
@@ -121,6 +121,17 @@ int gr_cli_report_nonfinite(const gr_engine *engine, const char *what)
         bad_outputs++;
     }
     return bad_outputs;
+}
+
+gr_status gr_cli_load_model(const gr_cli_options *o, gr_model **model)
+{
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = o->cfg ? NULL : o->model;
+    mo.cfg_path = o->cfg;
+    mo.weights_path = o->weights;
+    mo.seed = o->seed;
+    return gr_model_load(&mo, model);
 }
 
 gr_status gr_cli_load_net(const gr_cli_options *o, gr_net **net)

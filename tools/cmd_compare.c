@@ -463,13 +463,7 @@ int gr_cli_compare(int argc, char **argv)
         goto done;
     const char *const *calib_images = calib_list ? (const char *const *)calib_list : bundled;
 
-    gr_model_options mo;
-    gr_model_options_default(&mo);
-    mo.builtin = o.cfg ? NULL : o.model;
-    mo.cfg_path = o.cfg;
-    mo.weights_path = o.weights;
-    mo.seed = o.seed;
-    if ((st = gr_model_load(&mo, &model)) != GR_OK || (st = gr_cli_load_net(&o, &net)) != GR_OK)
+    if ((st = gr_cli_load_model(&o, &model)) != GR_OK || (st = gr_cli_load_net(&o, &net)) != GR_OK)
         goto fail;
     gr_model_info info;
     gr_model_get_info(model, &info);

@@ -210,13 +210,7 @@ int gr_cli_detect(int argc, char **argv)
         }
     }
 
-    gr_model_options mo;
-    gr_model_options_default(&mo);
-    mo.builtin = o.cfg ? NULL : o.model;
-    mo.cfg_path = o.cfg;
-    mo.weights_path = o.weights;
-    mo.seed = o.seed;
-    if ((st = gr_model_load(&mo, &model)) != GR_OK) {
+    if ((st = gr_cli_load_model(&o, &model)) != GR_OK) {
         rc = fail(st, NULL);
         goto done;
     }
