@@ -1,6 +1,7 @@
 /* Built-in models (cfg and class names compiled into the library by cmake/embed.cmake) and class
  * name lists. "yolo" is an alias of yolov2-tiny-voc (20 VOC classes); yolov2-tiny and yolov3-tiny
- * use the 80 COCO classes. */
+ * use the 80 COCO classes; "shapes" is the project's own small detector of coloured shapes, whose
+ * trained weights ship as a data file (tools/train/train_shapes.py). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,17 +18,33 @@ typedef struct builtin_model {
     const char *name;  /* as the user writes it */
     const char *model; /* canonical model: <model>.cfg */
     const char *names; /* class names file */
+    const char *weights; /* bundled trained weights in the data directory, or NULL */
 } builtin_model;
 
 static const builtin_model builtins[] = {
-    {"yolo", "yolov2-tiny-voc", "voc.names"},
-    {"yolov2-tiny-voc", "yolov2-tiny-voc", "voc.names"},
-    {"yolov2-tiny", "yolov2-tiny", "coco.names"},
-    {"yolov3-tiny", "yolov3-tiny", "coco.names"},
+    {"yolo", "yolov2-tiny-voc", "voc.names", NULL},
+    {"yolov2-tiny-voc", "yolov2-tiny-voc", "voc.names", NULL},
+    {"yolov2-tiny", "yolov2-tiny", "coco.names", NULL},
+    {"yolov3-tiny", "yolov3-tiny", "coco.names", NULL},
+    {"shapes", "shapes", "shapes.names", "shapes.weights"},
 };
 
 static const char *const builtin_names[] = {"yolo", "yolov2-tiny-voc", "yolov2-tiny",
-                                            "yolov3-tiny", NULL};
+                                            "yolov3-tiny", "shapes", NULL};
+
+static const builtin_model *find_builtin(const char *name)
+{
+    for (size_t i = 0; name && i < sizeof builtins / sizeof builtins[0]; i++)
+        if (strcmp(builtins[i].name, name) == 0)
+            return &builtins[i];
+    return NULL;
+}
+
+const char *gr_net_builtin_weights(const char *name)
+{
+    const builtin_model *b = find_builtin(name);
+    return b ? b->weights : NULL;
+}
 
 const gr_embedded_file *gr_embedded_find(const char *name)
 {
@@ -46,14 +63,11 @@ gr_status gr_net_builtin(const char *name, gr_net **out)
     if (!name || !out)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_net_builtin: NULL argument");
     *out = NULL;
-    const builtin_model *b = NULL;
-    for (size_t i = 0; i < sizeof builtins / sizeof builtins[0]; i++)
-        if (strcmp(builtins[i].name, name) == 0)
-            b = &builtins[i];
+    const builtin_model *b = find_builtin(name);
     if (!b)
         return gr_fail(GR_ERR_INVALID_ARGUMENT,
                        "unknown built-in model '%s' (built-in: yolo, yolov2-tiny-voc, "
-                       "yolov2-tiny, yolov3-tiny)", name);
+                       "yolov2-tiny, yolov3-tiny, shapes)", name);
     char cfg_name[GR_NET_NAME_LEN + 8];
     snprintf(cfg_name, sizeof cfg_name, "%s.cfg", b->model);
     const gr_embedded_file *cfg = gr_embedded_find(cfg_name);

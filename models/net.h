@@ -62,6 +62,9 @@ gr_status gr_net_synthesize_weights(gr_net *net, uint64_t seed);
 /* Built-in models: cfg and class names compiled into the library. */
 const char *const *gr_net_builtin_names(void);
 gr_status gr_net_builtin(const char *name, gr_net **out);
+/* File name (in the data directory) of a built-in model's bundled trained weights, or NULL when
+ * it has none (its default weights are then synthetic). */
+const char *gr_net_builtin_weights(const char *name);
 /* Load class names, one per line (blank lines ignored). */
 gr_status gr_net_load_class_names(gr_net *net, const char *path);
 gr_status gr_net_set_class_names_text(gr_net *net, const char *text, size_t len, const char *source);

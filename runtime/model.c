@@ -6,6 +6,10 @@
 
 #include "runtime/engine_internal.h"
 
+#ifndef GR_DATA_DIR
+#define GR_DATA_DIR "data"
+#endif
+
 void gr_model_options_default(gr_model_options *opt)
 {
     if (!opt)
@@ -57,10 +61,22 @@ gr_status gr_model_load(const gr_model_options *opt, gr_model **out)
     }
     if (st != GR_OK)
         return st;
-    if (opt->weights_path)
+    /* A built-in model with bundled trained weights loads them unless other weights are named
+     * (a --cfg replaces the network, so it gets synthetic weights like any cfg). */
+    const char *bundled = opt->cfg_path ? NULL : gr_net_builtin_weights(opt->builtin);
+    if (opt->weights_path) {
         st = gr_net_load_weights(net, opt->weights_path);
-    else
+    } else if (bundled) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", GR_DATA_DIR, bundled);
+        st = gr_net_load_weights(net, path);
+        if (st != GR_OK)
+            gr_fail_prefix(st, "built-in model '%s' needs its trained weights (made by "
+                               "tools/train/train_shapes.py; or pass --weights FILE): ",
+                           opt->builtin);
+    } else {
         st = gr_net_synthesize_weights(net, opt->seed);
+    }
     if (st != GR_OK) {
         gr_net_free(net);
         return st;

@@ -376,10 +376,10 @@ END_TEST
 START_TEST(builtin_names_list)
 {
     const char *const *names = gr_net_builtin_names();
-    const char *expected[] = {"yolo", "yolov2-tiny-voc", "yolov2-tiny", "yolov3-tiny"};
-    for (int i = 0; i < 4; i++)
+    const char *expected[] = {"yolo", "yolov2-tiny-voc", "yolov2-tiny", "yolov3-tiny", "shapes"};
+    for (int i = 0; i < 5; i++)
         ck_assert_str_eq(names[i], expected[i]);
-    ck_assert_ptr_null(names[4]);
+    ck_assert_ptr_null(names[5]);
 }
 END_TEST
 
@@ -394,6 +394,7 @@ START_TEST(builtin_models_parse_with_class_names)
         {"yolov2-tiny-voc", "yolov2-tiny-voc", 16, 20, "aeroplane", "tvmonitor"},
         {"yolov2-tiny", "yolov2-tiny", 16, 80, "person", "toothbrush"},
         {"yolov3-tiny", "yolov3-tiny", 24, 80, "person", "toothbrush"},
+        {"shapes", "shapes", 12, 5, "circle", "cross"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gr_net *net = NULL;

@@ -88,5 +88,6 @@ typedef int (*gr_cli_layer_fn)(int layer, int node_kind, const float *values, si
 gr_status gr_cli_trace_layers(const struct gr_net *net, gr_precision prec,
                               const float *layer_range, float input_range, const float *input,
                               gr_cli_layer_fn fn, void *user);
+int gr_cli_eval(int argc, char **argv);
 
 #endif

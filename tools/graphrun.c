@@ -9,6 +9,8 @@ int main(int argc, char **argv)
         return gr_cli_plan(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "compare") == 0)
         return gr_cli_compare(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "eval") == 0)
+        return gr_cli_eval(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "detect") == 0)
         return gr_cli_detect(argc - 1, argv + 1);
     return gr_cli_detect(argc, argv);

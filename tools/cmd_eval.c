@@ -1,0 +1,602 @@
+/* `graphrun eval`: accuracy of a model on a folder of labelled images - mAP@0.5 (VOC all-point)
+ * and mAP@0.5:0.95 with a per-class AP table, for one or every precision. Labels are YOLO text
+ * files (one `class cx cy w h` line per object, normalised to the image) with the image's stem;
+ * an image without one has no objects. Detections are kept down to --thresh 0.005 with NMS 0.45,
+ * as Darknet's `detector map` does; the metric is runtime/eval.c.
+ *
+ * stdout carries only results; progress, timing and notices go to stderr. */
+#define _POSIX_C_SOURCE 200809L /* opendir, strdup, strcasecmp */
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "ops/base.h"
+#include "runtime/eval.h"
+#include "tools/cli.h"
+
+#ifndef GR_DATA_DIR
+#define GR_DATA_DIR "data"
+#endif
+
+#define MAX_LABEL_LINE 1024
+#define MAX_CALIB_IMAGES 64
+#define MAX_EVAL_IMAGES 1000000
+
+typedef struct eval_args {
+    const char *model, *cfg, *weights, *names;
+    const char *images, *labels, *calib_images;
+    gr_precision precs[3];
+    int n_precs;
+    gr_device device;
+    int batch, max_images, json;
+    float thresh, nms;
+} eval_args;
+
+static void eval_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: graphrun eval --images DIR [options]\n"
+            "  mAP@0.5 (VOC all-point) and mAP@0.5:0.95 of a model on images with YOLO labels\n"
+            "  --model NAME | --cfg FILE   network (default yolo); --weights FILE, --names FILE\n"
+            "  --images DIR        JPEG/PNG/BMP images, evaluated in name order\n"
+            "  --labels DIR        YOLO label files <stem>.txt (default: the images' folder)\n"
+            "  --max-images N      only the first N images\n"
+            "  --prec P            fp32 (default), fp16, int8, or all\n"
+            "  --device D          auto (default), cpu, gpu\n"
+            "  --batch N           images per run (default 1)\n"
+            "  --calib-images DIR  int8 calibration images (default: data/shapes-calib for\n"
+            "                      --model shapes, else the engine's default, the bundled photos)\n"
+            "  --thresh T          detection threshold (default 0.005), --nms T (default 0.45)\n"
+            "  --json              results as JSON\n");
+}
+
+static int usage_error(const char *what, const char *arg)
+{
+    fprintf(stderr, "graphrun eval: %s '%s'\n", what, arg ? arg : "");
+    eval_usage(stderr);
+    return GR_EXIT_USAGE;
+}
+
+static int fail(gr_status st, const char *what)
+{
+    fprintf(stderr, "graphrun eval: %s%s%s\n", what ? what : "", what ? ": " : "",
+            gr_last_error());
+    return gr_cli_exit_code(st);
+}
+
+static int parse_int(const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return 0;
+    *out = (int)v;
+    return 1;
+}
+
+static int parse_unit(const char *s, float *out)
+{
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end || !(v >= 0.0f && v <= 1.0f))
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* Returns GR_EXIT_OK, GR_EXIT_USAGE (message printed), or -1 for --help. */
+static int parse_args(int argc, char **argv, eval_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->model = "yolo";
+    a->precs[0] = GR_PREC_FP32;
+    a->n_precs = 1;
+    a->batch = 1;
+    a->max_images = MAX_EVAL_IMAGES;
+    a->thresh = 0.005f;
+    a->nms = 0.45f;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (!strcmp(o, "--help") || !strcmp(o, "-h"))
+            return -1;
+        if (!strcmp(o, "--json")) {
+            a->json = 1;
+            continue;
+        }
+        if (i + 1 >= argc)
+            return usage_error(strncmp(o, "--", 2) ? "unexpected argument" : "needs a value", o);
+        const char *v = argv[++i];
+        if (!strcmp(o, "--model")) a->model = v;
+        else if (!strcmp(o, "--cfg")) a->cfg = v;
+        else if (!strcmp(o, "--weights")) a->weights = v;
+        else if (!strcmp(o, "--names")) a->names = v;
+        else if (!strcmp(o, "--images")) a->images = v;
+        else if (!strcmp(o, "--labels")) a->labels = v;
+        else if (!strcmp(o, "--calib-images")) a->calib_images = v;
+        else if (!strcmp(o, "--prec")) {
+            if (!strcmp(v, "all")) {
+                a->n_precs = 3;
+                a->precs[1] = GR_PREC_FP16;
+                a->precs[2] = GR_PREC_INT8;
+            } else if (gr_precision_parse(v, &a->precs[0]) == GR_OK) {
+                a->n_precs = 1;
+            } else {
+                return usage_error("--prec is not fp32, fp16, int8 or all:", v);
+            }
+        } else if (!strcmp(o, "--device")) {
+            if (!strcmp(v, "auto")) a->device = GR_DEVICE_AUTO;
+            else if (!strcmp(v, "cpu")) a->device = GR_DEVICE_CPU;
+            else if (!strcmp(v, "gpu")) a->device = GR_DEVICE_GPU;
+            else return usage_error("--device is not auto, cpu or gpu:", v);
+        } else if (!strcmp(o, "--batch")) {
+            if (!parse_int(v, 1, GR_MAX_BATCH_CLI, &a->batch))
+                return usage_error("--batch is not an integer in 1..4096:", v);
+        } else if (!strcmp(o, "--max-images")) {
+            if (!parse_int(v, 1, MAX_EVAL_IMAGES, &a->max_images))
+                return usage_error("--max-images is not a positive integer:", v);
+        } else if (!strcmp(o, "--thresh")) {
+            if (!parse_unit(v, &a->thresh))
+                return usage_error("--thresh is not a number in 0..1:", v);
+        } else if (!strcmp(o, "--nms")) {
+            if (!parse_unit(v, &a->nms))
+                return usage_error("--nms is not a number in 0..1:", v);
+        } else {
+            return usage_error("unknown option", o);
+        }
+    }
+    if (!a->images)
+        return usage_error("--images DIR is required", "");
+    if (!a->labels)
+        a->labels = a->images;
+    return GR_EXIT_OK;
+}
+
+/* ---- files -------------------------------------------------------------------------------- */
+
+typedef struct name_list {
+    char **names;
+    int n, cap;
+} name_list;
+
+static void names_free(name_list *l)
+{
+    for (int i = 0; i < l->n; i++)
+        free(l->names[i]);
+    free(l->names);
+    memset(l, 0, sizeof *l);
+}
+
+static int is_image_name(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    return dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg") ||
+                   !strcasecmp(dot, ".png") || !strcasecmp(dot, ".bmp"));
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The image files of `dir` (names only), sorted, at most `max`. */
+static gr_status list_images(const char *dir, int max, name_list *out)
+{
+    memset(out, 0, sizeof *out);
+    DIR *d = opendir(dir);
+    if (!d)
+        return gr_fail(GR_ERR_IO, "%s: cannot open the folder: %s", dir, strerror(errno));
+    struct dirent *e;
+    gr_status st = GR_OK;
+    while (st == GR_OK && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || !is_image_name(e->d_name))
+            continue;
+        if (out->n == out->cap) {
+            int cap = out->cap ? 2 * out->cap : 256;
+            char **grown = realloc(out->names, (size_t)cap * sizeof *grown);
+            if (!grown) {
+                st = gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory listing images", dir);
+                break;
+            }
+            out->names = grown;
+            out->cap = cap;
+        }
+        if (!(out->names[out->n] = strdup(e->d_name)))
+            st = gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory listing images", dir);
+        else
+            out->n++;
+    }
+    closedir(d);
+    if (st != GR_OK) {
+        names_free(out);
+        return st;
+    }
+    if (out->n == 0)
+        return gr_fail(GR_ERR_IO, "%s: no .jpg, .jpeg, .png or .bmp images", dir);
+    qsort(out->names, (size_t)out->n, sizeof *out->names, by_name);
+    while (out->n > max)
+        free(out->names[--out->n]);
+    return GR_OK;
+}
+
+static void join_path(char *dst, size_t len, const char *dir, const char *name)
+{
+    size_t n = strlen(dir);
+    snprintf(dst, len, "%s%s%s", dir, n && dir[n - 1] == '/' ? "" : "/", name);
+}
+
+/* Ground truth of one image from <labels>/<stem>.txt, in pixels of the w x h image. A missing
+ * file means no objects (*missing is set). */
+static gr_status read_labels(const char *labels_dir, const char *image_name, int w, int h,
+                             int classes, gr_detection **out, int *n, int *missing)
+{
+    *out = NULL;
+    *n = 0;
+    *missing = 0;
+    char stem[1024], path[4096];
+    snprintf(stem, sizeof stem, "%s", image_name);
+    char *dot = strrchr(stem, '.');
+    if (dot)
+        *dot = '\0';
+    snprintf(path, sizeof path, "%s.txt", stem);
+    char full[4200];
+    join_path(full, sizeof full, labels_dir, path);
+    FILE *f = fopen(full, "r");
+    if (!f) {
+        if (errno == ENOENT) {
+            *missing = 1;
+            return GR_OK;
+        }
+        return gr_fail(GR_ERR_IO, "%s: cannot open: %s", full, strerror(errno));
+    }
+    char line[MAX_LABEL_LINE];
+    int line_no = 0, cap = 0;
+    gr_status st = GR_OK;
+    while (st == GR_OK && fgets(line, sizeof line, f)) {
+        line_no++;
+        if (!strchr(line, '\n') && !feof(f)) {
+            st = gr_fail(GR_ERR_PARSE, "%s:%d: line longer than %d bytes", full, line_no,
+                         MAX_LABEL_LINE - 2);
+            break;
+        }
+        char *p = line;
+        while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+            p++;
+        if (*p == '\0')
+            continue;
+        double v[5];
+        int k = 0;
+        for (; k < 5; k++) {
+            char *end;
+            errno = 0;
+            v[k] = strtod(p, &end);
+            if (end == p || errno || !isfinite(v[k]))
+                break;
+            p = end;
+        }
+        while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+            p++;
+        if (k < 5 || *p) {
+            st = gr_fail(GR_ERR_PARSE, "%s:%d: expected 'class cx cy w h' (5 numbers)", full,
+                         line_no);
+            break;
+        }
+        if (v[0] != floor(v[0]) || v[0] < 0 || v[0] >= classes) {
+            st = gr_fail(GR_ERR_PARSE, "%s:%d: class %g is not an integer in 0..%d (the model's "
+                                       "classes)", full, line_no, v[0], classes - 1);
+            break;
+        }
+        if (v[3] < 0 || v[4] < 0) {
+            st = gr_fail(GR_ERR_PARSE, "%s:%d: negative box size", full, line_no);
+            break;
+        }
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            gr_detection *grown = realloc(*out, (size_t)cap * sizeof *grown);
+            if (!grown) {
+                st = gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory", full);
+                break;
+            }
+            *out = grown;
+        }
+        gr_detection *g = &(*out)[(*n)++];
+        memset(g, 0, sizeof *g);
+        g->class_id = (int)v[0];
+        g->left = (float)((v[1] - v[3] / 2) * w);
+        g->right = (float)((v[1] + v[3] / 2) * w);
+        g->top = (float)((v[2] - v[4] / 2) * h);
+        g->bottom = (float)((v[2] + v[4] / 2) * h);
+    }
+    fclose(f);
+    if (st != GR_OK) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return st;
+}
+
+/* ---- one precision ------------------------------------------------------------------------ */
+
+typedef struct eval_result {
+    gr_precision prec;
+    double map50, map50_95, seconds;
+    long long dets;
+    gr_eval_class *per_class;
+} eval_result;
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static gr_status run_precision(const eval_args *a, const gr_model *model, const gr_model_info *info,
+                               const name_list *images, const char *const *calib, gr_precision prec,
+                               eval_result *res, long long *n_gt, int *n_missing)
+{
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = a->device;
+    eo.precision = prec;
+    eo.batch = a->batch;
+    eo.calib_images = calib;
+    gr_engine *engine = NULL;
+    gr_eval *ev = NULL;
+    gr_image **batch_images = calloc((size_t)a->batch, sizeof *batch_images);
+    size_t per_image = (size_t)info->channels * (size_t)info->width * (size_t)info->height;
+    float *in_f32 = NULL;
+    uint8_t *in_u8 = NULL;
+    double start = now_seconds();
+    gr_status st = batch_images ? GR_OK : gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: batch");
+    if (st == GR_OK)
+        st = gr_engine_build(model, &eo, &engine);
+    if (st != GR_OK) {
+        gr_fail_prefix(st, "building the %s engine: ", gr_precision_name(prec));
+        goto done;
+    }
+    int use_u8 = gr_engine_device(engine) == GR_DEVICE_GPU;
+    fprintf(stderr, "graphrun eval: %s on %s, batch %d\n", gr_precision_name(prec),
+            gr_engine_device_name(engine), a->batch);
+    in_f32 = use_u8 ? NULL : calloc(per_image * (size_t)a->batch, sizeof(float));
+    in_u8 = use_u8 ? calloc(per_image * (size_t)a->batch, 1) : NULL;
+    if ((!use_u8 && !in_f32) || (use_u8 && !in_u8)) {
+        st = gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: input batch of %d", a->batch);
+        goto done;
+    }
+    if ((st = gr_eval_create(info->classes, &ev)) != GR_OK)
+        goto done;
+    *n_missing = 0;
+    for (int first = 0; first < images->n && st == GR_OK; first += a->batch) {
+        int count = images->n - first < a->batch ? images->n - first : a->batch;
+        for (int b = 0; b < a->batch && st == GR_OK; b++) {
+            char path[4200];
+            join_path(path, sizeof path, a->images, images->names[first + (b < count ? b : 0)]);
+            gr_image_destroy(batch_images[b]);
+            batch_images[b] = NULL;
+            if ((st = gr_image_load(path, &batch_images[b])) != GR_OK)
+                break;
+            st = use_u8 ? gr_image_letterbox_u8(batch_images[b], info->width, info->height,
+                                                in_u8 + (size_t)b * per_image)
+                        : gr_image_letterbox(batch_images[b], info->width, info->height,
+                                             in_f32 + (size_t)b * per_image);
+        }
+        if (st == GR_OK)
+            st = use_u8 ? gr_engine_run_u8(engine, in_u8) : gr_engine_run_f32(engine, in_f32);
+        for (int b = 0; b < count && st == GR_OK; b++) {
+            gr_detect_options dopt;
+            gr_detect_options_default(&dopt);
+            dopt.thresh = a->thresh;
+            dopt.nms = a->nms;
+            dopt.image_w = batch_images[b]->w;
+            dopt.image_h = batch_images[b]->h;
+            gr_detection *dets = NULL, *gt = NULL;
+            int nd = 0, ng = 0, missing = 0;
+            st = gr_engine_detect(engine, b, &dopt, &dets, &nd);
+            if (st == GR_OK)
+                st = read_labels(a->labels, images->names[first + b], batch_images[b]->w,
+                                 batch_images[b]->h, info->classes, &gt, &ng, &missing);
+            if (st == GR_OK)
+                st = gr_eval_add_image(ev, dets, nd, gt, ng);
+            *n_missing += missing;
+            gr_detections_free(dets);
+            free(gt);
+        }
+    }
+    if (st != GR_OK)
+        goto done;
+    res->prec = prec;
+    res->per_class = calloc((size_t)info->classes, sizeof *res->per_class);
+    if (!res->per_class) {
+        st = gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: results");
+        goto done;
+    }
+    st = gr_eval_result(ev, GR_AP_ALL_POINT, res->per_class, &res->map50, &res->map50_95);
+    gr_eval_counts(ev, NULL, n_gt, &res->dets);
+    res->seconds = now_seconds() - start;
+done:
+    for (int b = 0; batch_images && b < a->batch; b++)
+        gr_image_destroy(batch_images[b]);
+    free(batch_images);
+    free(in_f32);
+    free(in_u8);
+    gr_eval_destroy(ev);
+    gr_engine_destroy(engine);
+    return st;
+}
+
+/* ---- output ------------------------------------------------------------------------------- */
+
+static void print_text(const gr_model *model, const gr_model_info *info, const eval_result *r)
+{
+    printf("%s  mAP@0.5 %.4f  mAP@0.5:0.95 %.4f  (%lld detections)\n", gr_precision_name(r->prec),
+           r->map50, r->map50_95, r->dets);
+    printf("  %-16s %6s %7s %8s %12s\n", "class", "GT", "dets", "AP@0.5", "AP@0.5:0.95");
+    for (int c = 0; c < info->classes; c++) {
+        const gr_eval_class *k = &r->per_class[c];
+        if (k->n_gt == 0 && k->n_dets == 0)
+            continue;
+        if (k->n_gt == 0)
+            printf("  %-16.16s %6d %7d %8s %12s\n", gr_model_class_name(model, c), 0, k->n_dets,
+                   "-", "-");
+        else
+            printf("  %-16.16s %6d %7d %8.4f %12.4f\n", gr_model_class_name(model, c), k->n_gt,
+                   k->n_dets, k->ap[0], k->ap50_95);
+    }
+}
+
+static void print_json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            printf("\\%c", ch);
+        else if (ch < 0x20)
+            printf("\\u%04x", ch);
+        else
+            putchar(ch);
+    }
+    putchar('"');
+}
+
+static void print_json(const gr_model *model, const gr_model_info *info, const eval_result *res,
+                       int n_res, int n_images, long long n_gt)
+{
+    printf("{\"model\": ");
+    print_json_string(info->name);
+    printf(", \"images\": %d, \"ground_truth\": %lld, \"results\": [", n_images, n_gt);
+    for (int i = 0; i < n_res; i++) {
+        const eval_result *r = &res[i];
+        printf("%s\n  {\"precision\": \"%s\", \"map50\": %.6f, \"map50_95\": %.6f, "
+               "\"detections\": %lld, \"classes\": [", i ? "," : "", gr_precision_name(r->prec),
+               r->map50, r->map50_95, r->dets);
+        int first = 1;
+        for (int c = 0; c < info->classes; c++) {
+            const gr_eval_class *k = &r->per_class[c];
+            if (k->n_gt == 0)
+                continue;
+            printf("%s\n    {\"class\": ", first ? "" : ",");
+            print_json_string(gr_model_class_name(model, c));
+            printf(", \"class_id\": %d, \"ground_truth\": %d, \"detections\": %d, \"ap50\": %.6f, "
+                   "\"ap50_95\": %.6f}", c, k->n_gt, k->n_dets, k->ap[0], k->ap50_95);
+            first = 0;
+        }
+        printf("]}");
+    }
+    printf("\n]}\n");
+}
+
+int gr_cli_eval(int argc, char **argv)
+{
+    eval_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc < 0) {
+        eval_usage(stdout);
+        return GR_EXIT_OK;
+    }
+    if (rc != GR_EXIT_OK)
+        return rc;
+    gr_model *model = NULL;
+    name_list images = {0}, calib_names = {0};
+    const char *calib[MAX_CALIB_IMAGES + 1] = {0};
+    char *calib_paths[MAX_CALIB_IMAGES] = {0};
+    eval_result res[3];
+    memset(res, 0, sizeof res);
+    int n_res = 0;
+    gr_status st;
+
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = a.cfg ? NULL : a.model;
+    mo.cfg_path = a.cfg;
+    mo.weights_path = a.weights;
+    if ((st = gr_model_load(&mo, &model)) != GR_OK ||
+        (a.names && (st = gr_model_set_class_names(model, a.names)) != GR_OK)) {
+        rc = fail(st, NULL);
+        goto done;
+    }
+    gr_model_info info;
+    gr_model_get_info(model, &info);
+    if (info.classes < 1) {
+        fprintf(stderr, "graphrun eval: %s has no detection head\n", info.name);
+        rc = GR_EXIT_INPUT;
+        goto done;
+    }
+    if (info.synthetic_weights)
+        fprintf(stderr, "graphrun eval: weights: SYNTHETIC - expect a mAP near 0; pass --weights "
+                        "FILE\n");
+    if ((st = list_images(a.images, a.max_images, &images)) != GR_OK) {
+        rc = fail(st, NULL);
+        goto done;
+    }
+    /* int8 calibration images: --calib-images, or the shapes model's own calibration set. */
+    const char *calib_dir = a.calib_images;
+    if (!calib_dir && !a.cfg && !strcmp(a.model, "shapes"))
+        calib_dir = GR_DATA_DIR "/shapes-calib";
+    for (int i = 0; i < a.n_precs; i++) {
+        if (a.precs[i] != GR_PREC_INT8 || !calib_dir)
+            continue;
+        if ((st = list_images(calib_dir, MAX_CALIB_IMAGES, &calib_names)) != GR_OK) {
+            rc = fail(st, "int8 calibration images");
+            goto done;
+        }
+        for (int k = 0; k < calib_names.n; k++) {
+            size_t len = strlen(calib_dir) + strlen(calib_names.names[k]) + 2;
+            if (!(calib_paths[k] = malloc(len))) {
+                rc = fail(gr_fail(GR_ERR_OUT_OF_MEMORY, "calibration paths"), NULL);
+                goto done;
+            }
+            join_path(calib_paths[k], len, calib_dir, calib_names.names[k]);
+            calib[k] = calib_paths[k];
+        }
+        break;
+    }
+    if (a.device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
+        fprintf(stderr,
+                "graphrun eval: no CUDA device visible: running the CPU reference (slow)\n");
+
+    long long n_gt = 0;
+    int n_missing = 0;
+    for (int i = 0; i < a.n_precs; i++) {
+        st = run_precision(&a, model, &info, &images, calib[0] ? calib : NULL, a.precs[i],
+                           &res[n_res], &n_gt, &n_missing);
+        if (st != GR_OK) {
+            rc = fail(st, NULL);
+            goto done;
+        }
+        fprintf(stderr, "graphrun eval: %s: %d images in %.1f s\n", gr_precision_name(a.precs[i]),
+                images.n, res[n_res].seconds);
+        n_res++;
+    }
+    if (n_missing)
+        fprintf(stderr, "graphrun eval: %d images have no label file in %s (no objects)\n",
+                n_missing, a.labels);
+    if (a.json) {
+        print_json(model, &info, res, n_res, images.n, n_gt);
+    } else {
+        printf("model %s (%dx%d, %d classes): %d images, %lld ground-truth boxes; detections "
+               "above %g, NMS %g\n", info.name, info.width, info.height, info.classes, images.n,
+               n_gt, (double)a.thresh, (double)a.nms);
+        for (int i = 0; i < n_res; i++)
+            print_text(model, &info, &res[i]);
+    }
+    rc = GR_EXIT_OK;
+done:
+    for (int i = 0; i < 3; i++)
+        free(res[i].per_class);
+    for (int k = 0; k < MAX_CALIB_IMAGES; k++)
+        free(calib_paths[k]);
+    names_free(&images);
+    names_free(&calib_names);
+    gr_model_destroy(model);
+    return rc;
+}
