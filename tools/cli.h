@@ -55,6 +55,7 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
 int gr_cli_detect(int argc, char **argv);
 int gr_cli_plan(int argc, char **argv);
 int gr_cli_compare(int argc, char **argv);
+int gr_cli_eval(int argc, char **argv);
 
 /* ---- shared by detect and compare (tools/cli_calib.c) ------------------------------------ */
 
@@ -88,6 +89,5 @@ typedef int (*gr_cli_layer_fn)(int layer, int node_kind, const float *values, si
 gr_status gr_cli_trace_layers(const struct gr_net *net, gr_precision prec,
                               const float *layer_range, float input_range, const float *input,
                               gr_cli_layer_fn fn, void *user);
-int gr_cli_eval(int argc, char **argv);
 
 #endif
