@@ -9,6 +9,7 @@
 #include "planner/calib.h"
 #include "runtime/calib_cache.h"
 #include "runtime/engine_internal.h"
+#include "runtime/trace.h"
 
 #ifndef GR_DATA_DIR
 #define GR_DATA_DIR "data"
@@ -46,7 +47,7 @@ static gr_status load_image(int index, float *dst, void *user)
     return st;
 }
 
-gr_status gr_engine_calibrate(gr_engine *e, float **layer_range_out, float *input_range)
+static gr_status calibrate(gr_engine *e, float **layer_range_out, float *input_range)
 {
     const gr_net *net = e->net;
     const char *const *images = e->opt.calib_images ? e->opt.calib_images : bundled_photos;
@@ -87,4 +88,12 @@ gr_status gr_engine_calibrate(gr_engine *e, float **layer_range_out, float *inpu
     if (cache)
         GR_TRY(gr_calib_cache_write(cache, &key, net->n_layers, layer_range, *input_range));
     return GR_OK;
+}
+
+gr_status gr_engine_calibrate(gr_engine *e, float **layer_range_out, float *input_range)
+{
+    gr_trace_push("graphrun: int8 calibration");
+    gr_status st = calibrate(e, layer_range_out, input_range);
+    gr_trace_pop();
+    return st;
 }

@@ -10,6 +10,7 @@
 
 #include "runtime/detect.h"
 #include "runtime/engine_internal.h"
+#include "runtime/trace.h"
 
 double gr_now_us(void)
 {
@@ -144,7 +145,10 @@ gr_status gr_engine_build(const gr_model *model, const gr_engine_options *opt, g
     if (device == GR_DEVICE_AUTO)
         device = gr_cuda_device_count() > 0 ? GR_DEVICE_GPU : GR_DEVICE_CPU;
     e->device = device;
+    gr_trace_push(device == GR_DEVICE_GPU ? "graphrun: engine build (GPU)"
+                                          : "graphrun: engine build (CPU)");
     st = device == GR_DEVICE_GPU ? gr_backend_gpu_init(e) : gr_backend_cpu_init(e);
+    gr_trace_pop();
     /* The caller's calibration inputs are read during build only: keep no pointers to them. */
     e->opt.calib_images = NULL;
     e->opt.calib_cache = NULL;

@@ -1,5 +1,6 @@
-/* Images: loading and writing through stb_image (libstb holds the implementations), Darknet's
- * letterbox preprocessing, and drawing labelled detection boxes.
+/* Images: decoding (JPEG through libjpeg-turbo, PNG through libpng, BMP here), writing through
+ * stb_image_write (libstb holds the implementation), Darknet's letterbox preprocessing, and
+ * drawing labelled detection boxes.
  *
  * The letterbox reproduces Darknet's load_image_color + letterbox_image + resize_image float for
  * float: pixels are (float)(v / 255.) computed in double as Darknet does, and the bilinear resize
@@ -17,8 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <stb/stb_image.h>
+#include <png.h>
 #include <stb/stb_image_write.h>
+#include <turbojpeg.h>
 
 /* stb_easy_font is header-only and all static; this is its one translation unit. We use only
  * part of it, and it is not written for our warning set. */
@@ -42,73 +44,37 @@ void gr_image_destroy(gr_image *im)
     free(im);
 }
 
-/* ---- what reaches the decoder ---------------------------------------------------------------
- * stb_image 2.27 (what Debian ships as libstb) has known memory-safety bugs in its less common
- * decoders (GIF, PSD, PIC, HDR, TGA: CVE-2021-42715, CVE-2022-28041, CVE-2023-45661..45667), and
- * fuzzing found more: an out-of-bounds write in its JPEG Huffman table builder, a read past the
- * data (a crash) in its 16-bit PGM path and integer overflow in its PNM header parser. graphrun
- * therefore hands stb only the formats detectors are fed - JPEG, PNG and BMP - recognised by
- * their signature, and checks JPEG Huffman tables itself before stb builds them. */
+/* ---- decoding --------------------------------------------------------------------------------
+ * JPEG goes to libjpeg-turbo (TurboJPEG API) and PNG to libpng (its simplified API): the decoders
+ * the field uses, SIMD-fast and fuzzed upstream (OSS-Fuzz). BMP, rare in detection data, is read
+ * here (read_bmp: uncompressed 24- and 32-bit only). Formats are recognised by signature; GIF, PSD,
+ * HDR, PIC and PNM are named in the refusal, anything else is "not an image". Sizes are checked
+ * from the header (gr_image_probe_mem) before any pixel is decoded. A decoder's warning (a
+ * truncated or damaged JPEG that libjpeg-turbo would pad with grey) is an error: graphrun runs a
+ * detector on what the file holds or refuses it. */
 
 static bool starts_with(const uint8_t *data, size_t len, const char *magic, size_t n)
 {
     return len >= n && memcmp(data, magic, n) == 0;
 }
 
-static uint16_t read_be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+typedef enum { FORMAT_JPEG, FORMAT_PNG, FORMAT_BMP } image_format;
 
-/* Every DHT segment's tables hold at most 256 codes (JPEG allows 256 symbols per table; stb's
- * table builder writes one byte per code into a 257-byte array). Walks the marker segments,
- * skipping entropy-coded data after each SOS. Other damage is left to the decoder. */
-static gr_status check_jpeg_huffman_tables(const uint8_t *data, size_t len, const char *name)
+static gr_status identify_format(const uint8_t *data, size_t len, const char *name,
+                                 image_format *format)
 {
-    size_t pos = 2; /* after SOI */
-    while (pos + 4 <= len) {
-        if (data[pos] != 0xff) { /* entropy-coded data: find the next marker */
-            pos++;
-            continue;
-        }
-        uint8_t marker = data[pos + 1];
-        if (marker == 0xff) { /* fill byte */
-            pos++;
-            continue;
-        }
-        if (marker == 0x00 || marker == 0x01 || (marker >= 0xd0 && marker <= 0xd8)) {
-            pos += 2; /* stuffed zero, TEM, restart markers, SOI: no length field */
-            continue;
-        }
-        if (marker == 0xd9) /* EOI */
-            return GR_OK;
-        size_t seg_len = read_be16(data + pos + 2);
-        if (seg_len < 2)
-            return GR_OK; /* malformed: stb rejects it */
-        size_t seg_end = pos + 2 + seg_len; /* may lie past the end of a truncated file */
-        if (marker == 0xc4) {
-            /* As stb reads it: tables back to back while the declared length lasts, bytes past
-             * the end of the data reading as 0. */
-            size_t t = pos + 4;
-            while (t < seg_end) {
-                size_t codes = 0;
-                for (size_t i = 1; i <= 16; i++)
-                    codes += t + i < len ? data[t + i] : 0;
-                if (codes > 256)
-                    return gr_fail(GR_ERR_PARSE,
-                                   "%s: byte %zu: corrupt JPEG: Huffman table with %zu codes (at "
-                                   "most 256)", name, t, codes);
-                t += 17 + codes;
-            }
-        }
-        pos = seg_end;
-    }
-    return GR_OK;
-}
-
-static gr_status check_image_format(const uint8_t *data, size_t len, const char *name)
-{
-    if (starts_with(data, len, "\xff\xd8\xff", 3))
-        return check_jpeg_huffman_tables(data, len, name);
-    if (starts_with(data, len, "\x89PNG\r\n\x1a\n", 8) || starts_with(data, len, "BM", 2))
+    if (starts_with(data, len, "\xff\xd8\xff", 3)) {
+        *format = FORMAT_JPEG;
         return GR_OK;
+    }
+    if (starts_with(data, len, "\x89PNG\r\n\x1a\n", 8)) {
+        *format = FORMAT_PNG;
+        return GR_OK;
+    }
+    if (starts_with(data, len, "BM", 2)) {
+        *format = FORMAT_BMP;
+        return GR_OK;
+    }
     static const struct {
         const char *magic;
         size_t n;
@@ -125,6 +91,152 @@ static gr_status check_image_format(const uint8_t *data, size_t len, const char 
     return gr_fail(GR_ERR_PARSE, "%s: byte 0: not a JPEG, PNG or BMP image", name);
 }
 
+static uint32_t read_be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+/* ---- BMP: BITMAPINFOHEADER (or a later, longer header), BI_RGB, 24 or 32 bits per pixel ---- */
+
+static uint32_t read_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+typedef struct bmp_header {
+    int w, h;          /* h > 0 */
+    bool top_down;     /* a negative height in the file */
+    int bytes_per_pixel;
+    size_t pixel_offset, row_stride;
+} bmp_header;
+
+/* Dimensions first (so a huge header reports the size limit), then what this reader supports. */
+static gr_status read_bmp_header(const uint8_t *data, size_t len, const char *name, bmp_header *b,
+                                 bool dims_only)
+{
+    if (len < 54 || read_le32(data + 14) < 40)
+        return gr_fail(GR_ERR_PARSE, "%s: not a readable image: BMP header cut short or older "
+                       "than BITMAPINFOHEADER", name);
+    int32_t w = (int32_t)read_le32(data + 18), h = (int32_t)read_le32(data + 22);
+    if (w <= 0 || h == 0 || h == INT32_MIN)
+        return gr_fail(GR_ERR_PARSE, "%s: byte 18: BMP size %dx%d", name, (int)w, (int)h);
+    b->w = (int)w;
+    b->top_down = h < 0;
+    b->h = (int)(h < 0 ? -h : h);
+    if (dims_only)
+        return GR_OK;
+    unsigned bits = (unsigned)(data[28] | data[29] << 8);
+    uint32_t compression = read_le32(data + 30);
+    if (compression != 0 || (bits != 24 && bits != 32))
+        return gr_fail(GR_ERR_UNSUPPORTED, "%s: byte 28: BMP with %u bits per pixel, compression "
+                       "%u (only uncompressed 24- and 32-bit BMP is read)", name, bits,
+                       (unsigned)compression);
+    b->bytes_per_pixel = (int)bits / 8;
+    b->row_stride = ((size_t)b->w * (size_t)b->bytes_per_pixel + 3) & ~(size_t)3;
+    b->pixel_offset = read_le32(data + 10);
+    size_t need; /* the dimensions are within the limits here, so this cannot overflow */
+    need = b->row_stride * (size_t)b->h;
+    if (b->pixel_offset > len || len - b->pixel_offset < need)
+        return gr_fail(GR_ERR_PARSE, "%s: corrupt image: BMP pixel data at byte %zu needs %zu "
+                       "bytes, the file has %zu", name, b->pixel_offset, need,
+                       b->pixel_offset > len ? (size_t)0 : len - b->pixel_offset);
+    return GR_OK;
+}
+
+static gr_status decode_bmp(const uint8_t *data, size_t len, const char *name, uint8_t *rgb)
+{
+    bmp_header b;
+    GR_TRY(read_bmp_header(data, len, name, &b, false));
+    for (int y = 0; y < b.h; y++) {
+        int src_row = b.top_down ? y : b.h - 1 - y; /* BMP rows go bottom-up by default */
+        const uint8_t *src = data + b.pixel_offset + (size_t)src_row * b.row_stride;
+        uint8_t *dst = rgb + (size_t)y * (size_t)b.w * 3;
+        for (int x = 0; x < b.w; x++, src += b.bytes_per_pixel, dst += 3) {
+            dst[0] = src[2]; /* stored BGR(A) */
+            dst[1] = src[1];
+            dst[2] = src[0];
+        }
+    }
+    return GR_OK;
+}
+
+/* ---- JPEG: libjpeg-turbo ----------------------------------------------------------------- */
+
+static gr_status jpeg_open(const char *name, tjhandle *tj)
+{
+    *tj = tjInitDecompress();
+    if (!*tj)
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: cannot start the JPEG decoder: %s", name,
+                       tjGetErrorStr2(NULL));
+    return GR_OK;
+}
+
+static gr_status jpeg_size(tjhandle tj, const uint8_t *data, size_t len, const char *name, int *w,
+                           int *h)
+{
+    int subsamp = 0, colorspace = 0;
+    if (tjDecompressHeader3(tj, data, (unsigned long)len, w, h, &subsamp, &colorspace) != 0)
+        return gr_fail(GR_ERR_PARSE, "%s: not a readable image: JPEG: %s", name,
+                       tjGetErrorStr2(tj));
+    if (*w <= 0 || *h <= 0) /* libjpeg-turbo reached the end of the data before a frame header */
+        return gr_fail(GR_ERR_PARSE, "%s: not a readable image: JPEG: no frame header before the "
+                       "end of the data (%zu bytes)", name, len);
+    return GR_OK;
+}
+
+static gr_status decode_jpeg(const uint8_t *data, size_t len, const char *name, int w, int h,
+                             uint8_t *rgb)
+{
+    tjhandle tj;
+    GR_TRY(jpeg_open(name, &tj));
+    /* LIMITSCANS: a progressive JPEG of more than 500 scans is refused (a CPU-time bomb). */
+    int rc = tjDecompress2(tj, data, (unsigned long)len, rgb, w, 0, h, TJPF_RGB,
+                           TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS);
+    gr_status st = GR_OK;
+    if (rc != 0)
+        st = gr_fail(GR_ERR_PARSE, "%s: corrupt image: JPEG: %s", name, tjGetErrorStr2(tj));
+    tjDestroy(tj);
+    return st;
+}
+
+/* ---- PNG: libpng's simplified API ---------------------------------------------------------- */
+
+static gr_status png_begin(png_image *png, const uint8_t *data, size_t len, const char *name)
+{
+    memset(png, 0, sizeof *png);
+    png->version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_memory(png, data, len))
+        return gr_fail(GR_ERR_PARSE, "%s: not a readable image: PNG: %s", name, png->message);
+    return GR_OK;
+}
+
+/* An alpha channel is dropped, not composited (what Darknet's loader does). */
+static gr_status decode_png(const uint8_t *data, size_t len, const char *name, uint8_t **rgb)
+{
+    png_image png;
+    GR_TRY(png_begin(&png, data, len, name));
+    bool alpha = (png.format & PNG_FORMAT_FLAG_ALPHA) != 0;
+    png.format = alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB;
+    size_t channels = alpha ? 4 : 3;
+    size_t pixels = (size_t)png.width * (size_t)png.height;
+    uint8_t *buf = gr_malloc(pixels * channels, "image pixels");
+    if (!buf) {
+        png_image_free(&png);
+        return GR_ERR_OUT_OF_MEMORY;
+    }
+    if (!png_image_finish_read(&png, NULL, buf, 0, NULL)) {
+        gr_status st = gr_fail(GR_ERR_PARSE, "%s: corrupt image: PNG: %s", name, png.message);
+        png_image_free(&png);
+        free(buf);
+        return st;
+    }
+    if (alpha)
+        for (size_t i = 0; i < pixels; i++)
+            memmove(buf + i * 3, buf + i * 4, 3);
+    *rgb = buf;
+    return GR_OK;
+}
+
 gr_status gr_image_probe_mem(const uint8_t *data, size_t len, const char *name, int *w, int *h)
 {
     if (!w || !h || (!data && len > 0))
@@ -135,11 +247,28 @@ gr_status gr_image_probe_mem(const uint8_t *data, size_t len, const char *name, 
     if (len > GR_MAX_IMAGE_FILE_BYTES)
         return gr_fail(GR_ERR_LIMIT, "%s: %zu bytes is larger than the %zu-byte image file limit",
                        name, len, GR_MAX_IMAGE_FILE_BYTES);
-    GR_TRY(check_image_format(data, len, name)); /* so len >= 2 from here */
-    int comp = 0;
-    if (!stbi_info_from_memory(data, (int)len, w, h, &comp)) {
-        const char *why = stbi_failure_reason();
-        return gr_fail(GR_ERR_PARSE, "%s: not a readable image: %s", name, why ? why : "unknown");
+    image_format format;
+    GR_TRY(identify_format(data, len, name, &format));
+    if (format == FORMAT_JPEG) {
+        tjhandle tj;
+        GR_TRY(jpeg_open(name, &tj));
+        gr_status st = jpeg_size(tj, data, len, name, w, h);
+        tjDestroy(tj);
+        GR_TRY(st);
+    } else if (format == FORMAT_PNG) {
+        /* The size straight from IHDR (which must come first), so that a file cut short after it
+         * still reports the size limit; libpng checks the chunk, its CRC and the rest. */
+        if (len < 24 || memcmp(data + 12, "IHDR", 4) != 0)
+            return gr_fail(GR_ERR_PARSE, "%s: byte 12: not a readable image: PNG without an IHDR "
+                           "chunk first", name);
+        uint32_t pw = read_be32(data + 16), ph = read_be32(data + 20);
+        *w = pw > INT32_MAX ? INT32_MAX : (int)pw;
+        *h = ph > INT32_MAX ? INT32_MAX : (int)ph;
+    } else {
+        bmp_header b;
+        GR_TRY(read_bmp_header(data, len, name, &b, true));
+        *w = b.w;
+        *h = b.h;
     }
     if (*w <= 0 || *h <= 0 || *w > GR_MAX_DIM || *h > GR_MAX_DIM ||
         (size_t)*w * (size_t)*h > GR_MAX_IMAGE_PIXELS)
@@ -156,38 +285,34 @@ gr_status gr_image_decode_mem(const uint8_t *data, size_t len, const char *name,
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_decode_mem: NULL argument");
     if (!name)
         name = "<image>";
-    int w = 0, h = 0, comp = 0;
+    int w = 0, h = 0;
     GR_TRY(gr_image_probe_mem(data, len, name, &w, &h));
-    const stbi_uc *bytes = data;
-    int dw = 0, dh = 0;
-    uint8_t *pixels = stbi_load_from_memory(bytes, (int)len, &dw, &dh, &comp, 3);
-    if (!pixels) {
-        const char *why = stbi_failure_reason();
-        return gr_fail(GR_ERR_PARSE, "%s: corrupt image: %s", name, why ? why : "unknown");
+    image_format format;
+    GR_TRY(identify_format(data, len, name, &format));
+    uint8_t *pixels = NULL;
+    gr_status st;
+    if (format == FORMAT_PNG) {
+        st = decode_png(data, len, name, &pixels);
+    } else {
+        pixels = gr_malloc((size_t)w * (size_t)h * 3, "image pixels");
+        if (!pixels)
+            return GR_ERR_OUT_OF_MEMORY;
+        st = format == FORMAT_JPEG ? decode_jpeg(data, len, name, w, h, pixels)
+                                   : decode_bmp(data, len, name, pixels);
     }
-    if (dw != w || dh != h) { /* the header said one thing and the decoder another */
-        stbi_image_free(pixels);
-        return gr_fail(GR_ERR_PARSE, "%s: header says %dx%d but decoded %dx%d", name, w, h, dw, dh);
+    if (st != GR_OK) {
+        free(pixels);
+        return st;
     }
     gr_image *im = gr_malloc(sizeof *im, "image");
     if (!im) {
-        stbi_image_free(pixels);
+        free(pixels);
         return GR_ERR_OUT_OF_MEMORY;
     }
-    /* Copy into our own allocation so gr_image_destroy() frees with free(), whatever allocator
-     * stb was built with. */
-    size_t n_bytes = (size_t)w * (size_t)h * 3;
-    im->data = gr_malloc(n_bytes, "image pixels");
-    if (!im->data) {
-        free(im);
-        stbi_image_free(pixels);
-        return GR_ERR_OUT_OF_MEMORY;
-    }
-    memcpy(im->data, pixels, n_bytes);
-    stbi_image_free(pixels);
     im->w = w;
     im->h = h;
     im->c = 3;
+    im->data = pixels;
     *out = im;
     return GR_OK;
 }
@@ -321,11 +446,19 @@ static gr_status letterbox_f32(const gr_image *im, int net_w, int net_h, float *
     float *part = src + src_elems;
     float *resized = part + part_elems;
 
-    /* load_image_stb: interleaved bytes -> planar (float)(v / 255.) */
+    /* load_image_stb: interleaved bytes -> planar (float)(v / 255.), the 256 values computed
+     * once (the same doubles rounded the same way; a division per pixel was half of the
+     * letterbox's time). */
+    float to_unit[256];
+    for (int v = 0; v < 256; v++)
+        to_unit[v] = (float)(v / 255.);
     size_t plane = (size_t)im->w * (size_t)im->h;
-    for (size_t i = 0; i < plane; i++)
-        for (int k = 0; k < 3; k++)
-            src[(size_t)k * plane + i] = (float)(im->data[i * 3 + (size_t)k] / 255.);
+    const uint8_t *px = im->data;
+    for (size_t i = 0; i < plane; i++, px += 3) {
+        src[i] = to_unit[px[0]];
+        src[plane + i] = to_unit[px[1]];
+        src[2 * plane + i] = to_unit[px[2]];
+    }
 
     resize_darknet(src, 3, im->w, im->h, part, resized, new_w, new_h);
 

@@ -9,14 +9,14 @@
 
 #include "ops/base.h"
 
-/* Largest image file gr_image_load reads (stb takes an int length), and the largest decoded image:
+/* Largest image file gr_image_load reads, and the largest decoded image:
  * 2^28 pixels (768 MiB of RGB) and GR_MAX_DIM per side, checked from the header before any pixel
  * is decoded. */
 #define GR_MAX_IMAGE_FILE_BYTES ((size_t)256 << 20)
 #define GR_MAX_IMAGE_PIXELS ((size_t)1 << 28)
 
-/* Decode a JPEG, PNG or BMP held in `data` (len bytes) to 3-channel RGB; other
- * formats stb_image knows are refused (see image.c for why). `name` names the source in messages
+/* Decode a JPEG (libjpeg-turbo), PNG (libpng) or uncompressed 24/32-bit BMP held in `data` (len
+ * bytes) to 3-channel RGB; other formats are refused. `name` names the source in messages
  * ("dog.jpg: corrupt image: ..."). On failure *out is NULL. */
 gr_status gr_image_decode_mem(const uint8_t *data, size_t len, const char *name, gr_image **out);
 

@@ -4,13 +4,7 @@
 # documented exit status. $1 = the graphrun binary. Runs from the source root.
 set -u
 bin=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-pass=0
-check() { # check NAME CONDITION-EXIT-STATUS
-  if [ "$2" = 0 ]; then pass=$((pass + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
+source "$(dirname "$0")/lib/check.sh"
 expect_exit() { # expect_exit NAME CODE PATTERN -- ARGS...
   local name=$1 code=$2 pattern=$3; shift 4
   "$bin" "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?

@@ -11,6 +11,7 @@
 
 #include "graphrun/runtime.h"
 #include "runtime/detect.h"
+#include "runtime/image.h"
 
 /* Check's float macros pass floats through varargs (-Wdouble-promotion): compare as double. */
 #define ASSERT_NEAR(a, b, tol) ck_assert_double_eq_tol((double)(a), (double)(b), (double)(tol))
@@ -385,6 +386,65 @@ START_TEST(test_jpeg_write)
 }
 END_TEST
 
+/* A w x h BMP written byte by byte as the format says: BITMAPINFOHEADER, `bits` per pixel, rows
+ * padded to 4 bytes, bottom-up unless top_down (negative height). Pixel (x, y) is
+ * (x*40, y*60, x+y) in RGB, stored BGR(A). */
+static size_t make_bmp(uint8_t *b, int w, int h, int bits, int top_down)
+{
+    size_t bpp = (size_t)bits / 8, stride = ((size_t)w * bpp + 3) & ~(size_t)3;
+    size_t size = 54 + stride * (size_t)h;
+    memset(b, 0, size);
+    uint32_t fields[][2] = {{2, (uint32_t)size}, {10, 54}, {14, 40}, {18, (uint32_t)w},
+                            {22, (uint32_t)(top_down ? -h : h)}};
+    b[0] = 'B';
+    b[1] = 'M';
+    for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++)
+        for (int k = 0; k < 4; k++)
+            b[fields[f][0] + (uint32_t)k] = (uint8_t)(fields[f][1] >> (8 * k));
+    b[26] = 1; /* planes */
+    b[28] = (uint8_t)bits;
+    for (int y = 0; y < h; y++) {
+        int row = top_down ? y : h - 1 - y;
+        uint8_t *p = b + 54 + (size_t)row * stride;
+        for (int x = 0; x < w; x++, p += bpp) {
+            p[0] = (uint8_t)(x + y);
+            p[1] = (uint8_t)(y * 60);
+            p[2] = (uint8_t)(x * 40);
+        }
+    }
+    return size;
+}
+
+START_TEST(test_bmp_24_and_32_bit)
+{
+    uint8_t bmp[54 + 8 * 4 * 3];
+    for (int variant = 0; variant < 4; variant++) {
+        int bits = variant & 1 ? 32 : 24, top_down = variant >> 1;
+        size_t len = make_bmp(bmp, 5, 3, bits, top_down);
+        gr_image *im = NULL;
+        ck_assert_int_eq(gr_image_decode_mem(bmp, len, "x.bmp", &im), GR_OK);
+        ck_assert_int_eq(im->w, 5);
+        ck_assert_int_eq(im->h, 3);
+        for (int y = 0; y < 3; y++)
+            for (int x = 0; x < 5; x++) {
+                const uint8_t *p = im->data + ((size_t)y * 5 + (size_t)x) * 3;
+                ck_assert_int_eq(p[0], x * 40);
+                ck_assert_int_eq(p[1], y * 60);
+                ck_assert_int_eq(p[2], x + y);
+            }
+        gr_image_destroy(im);
+        /* One byte short of the pixel data. */
+        ck_assert_int_eq(gr_image_decode_mem(bmp, len - 1, "x.bmp", &im), GR_ERR_PARSE);
+        ck_assert_ptr_nonnull(strstr(gr_last_error(), "x.bmp: corrupt image: BMP pixel data"));
+    }
+    size_t len = make_bmp(bmp, 5, 3, 24, 0);
+    bmp[28] = 8; /* paletted: not read */
+    gr_image *im = NULL;
+    ck_assert_int_eq(gr_image_decode_mem(bmp, len, "x.bmp", &im), GR_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), "only uncompressed 24- and 32-bit BMP"));
+}
+END_TEST
+
 START_TEST(test_write_rejects_unknown_extension)
 {
     gr_image *src = make_image(4, 4, 1);
@@ -488,6 +548,7 @@ static Suite *image_suite(void)
     tcase_add_test(tc, test_load_rejects_absurd_dimensions);
     tcase_add_test(tc, test_png_round_trip);
     tcase_add_test(tc, test_jpeg_write);
+    tcase_add_test(tc, test_bmp_24_and_32_bit);
     tcase_add_test(tc, test_write_rejects_unknown_extension);
     tcase_add_test(tc, test_class_color_darknet);
     tcase_add_test(tc, test_draw_detections);

@@ -4,6 +4,7 @@
 #define GR_TOOLS_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "graphrun/runtime.h"
 
@@ -45,11 +46,36 @@ typedef struct gr_cli_options {
     float calib_percentile;       /* --calib-percentile (default 99.99) */
     const char *calib_images;     /* --calib-images DIR */
     int find_overflow;            /* --find-overflow */
+    const char *input_list; /* --input-list FILE: one image path per line (streamed) */
+    int threads;          /* decoding threads when streaming; 0 = one per core */
+    int eager;            /* --eager: run the plan without the CUDA graph (use_cuda_graph = 0) */
 } gr_cli_options;
 
 /* Parse the detection command's arguments (argv[0] is the program). Returns 0, or GR_EXIT_USAGE
  * with a one-line message in err. Never exits, never allocates. */
 int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t errlen);
+
+/* Shared by the detect paths: load the model and build the engine that `o` asks for, printing
+ * the notices (model, synthetic weights, CPU fallback, device) on stderr. Returns an exit code;
+ * on failure the error line is printed and nothing is left to free. */
+int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, gr_model_info *info);
+
+/* Print an error line "graphrun: [what: ]<last error>" and return the exit code of st. */
+int gr_cli_fail(gr_status st, const char *what);
+
+/* JSON string literal of s on f, escaped. */
+void gr_cli_json_string(FILE *f, const char *s);
+/* `"detections": [...]` for n detections (class names from the model), each object after
+ * `indent` ("" keeps it on one line). */
+void gr_cli_json_detections(FILE *f, const gr_model *model, const gr_detection *dets, int n,
+                            const char *indent);
+
+/* 1 if path names a directory. */
+int gr_cli_is_directory(const char *path);
+
+/* Folders and lists of images (--input DIR, --input-list FILE): decode on worker threads,
+ * double-buffered batches, JSON Lines on stdout. */
+int gr_cli_detect_stream(const gr_cli_options *o);
 
 /* Subcommands: argv[0] is the subcommand's name. */
 int gr_cli_detect(int argc, char **argv);

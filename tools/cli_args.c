@@ -82,11 +82,12 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
         if (!strcmp(a, "--tf32")) { o->tf32 = 1; continue; }
         if (!strcmp(a, "--fp16-accumulate")) { o->fp16_accumulate = 1; continue; }
         if (!strcmp(a, "--find-overflow")) { o->find_overflow = 1; continue; }
+        if (!strcmp(a, "--eager")) { o->eager = 1; continue; }
         /* Options with a value: --opt VALUE or --opt=VALUE. */
         static const char *const with_value[] = {
             "--model", "--cfg", "--weights", "--names", "--output", "--save-output", "--input",
             "--seed", "--device", "--prec", "--batch", "--runs", "--thresh", "--nms", "--calib-cache",
-            "--calib", "--calib-percentile", "--calib-images", NULL};
+            "--calib", "--calib-percentile", "--calib-images", "--input-list", "--threads", NULL};
         const char *val = NULL;
         char name[32];
         const char *eq = strchr(a, '=');
@@ -126,6 +127,11 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
             if (!parse_float(val, 50.0f, 100.0f, &o->calib_percentile) || o->calib_percentile == 50.0f)
                 return usage_error(err, errlen, "--calib-percentile '%s' is not a number in (50, 100]%s",
                                    val, "");
+        } else if (!strcmp(name, "--input-list")) o->input_list = val;
+        else if (!strcmp(name, "--threads")) {
+            if (!parse_long(val, 1, 1024, &l))
+                return usage_error(err, errlen, "--threads '%s' is not an integer in 1..%s", val, "1024");
+            o->threads = (int)l;
         }
         else if (!strcmp(name, "--input")) {
             if (o->n_inputs >= GR_CLI_MAX_INPUTS)

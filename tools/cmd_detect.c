@@ -25,6 +25,8 @@ static void print_help(void)
         "       graphrun plan [options]            show the execution plan (graphrun plan --help)\n"
         "       graphrun compare [options]         fp32 vs fp16 vs int8 accuracy (compare --help)\n"
         "       graphrun eval --images DIR [options]  mAP on labelled images (graphrun eval --help)\n"
+        "       graphrun bench [options]           GPU latency and throughput per precision and batch\n"
+        "                                          (graphrun bench --help)\n"
         "\n"
         "model\n"
         "  --model NAME        built-in model (default yolo = YOLOv2-tiny VOC 416x416); --list-models\n"
@@ -36,6 +38,11 @@ static void print_help(void)
         "input / output\n"
         "  --input FILE        image (JPEG, PNG, BMP) or .npy float32 tensor of the network's input\n"
         "                      shape (CHW or NCHW), fed as-is; repeat for a batch (default %s)\n"
+        "  --input DIR         every .jpg/.jpeg/.png/.bmp in DIR, sorted by name, streamed: decoded\n"
+        "                      on --threads N threads (default one per core) into batches of\n"
+        "                      --batch, results as JSON Lines (one object per image), no images\n"
+        "                      drawn; a bad file gets an \"error\" line, the rest go on (exit 3)\n"
+        "  --input-list FILE   the same for the image paths in FILE, one per line\n"
         "  --output FILE       image with boxes (.png/.jpg; default predictions.png, with several\n"
         "                      inputs predictions.1.png ...); --no-output writes none\n"
         "  --save-output FILE  raw head outputs as .npy (float32 NCHW); further heads FILE.1.npy ...\n"
@@ -53,6 +60,8 @@ static void print_help(void)
         "  --calib-percentile P  percentile of |x| for --calib percentile (default 99.99)\n"
         "  --calib-images DIR  calibrate on the JPEG/PNG files of DIR (default: the bundled photos)\n"
         "  --find-overflow     when an output holds NaN/Inf, name the first layer that produced one\n"
+        "  --eager             run the plan's kernels one by one, without the CUDA graph (to see\n"
+        "                      each node in Nsight Systems)\n"
         "detection\n"
         "  --thresh T          class probability threshold (default 0.5, as Darknet)\n"
         "  --nms T             IoU threshold of the class-wise NMS (default 0.45, as Darknet)\n"
@@ -63,7 +72,7 @@ static void print_help(void)
         default_input);
 }
 
-static int fail(gr_status st, const char *what)
+int gr_cli_fail(gr_status st, const char *what)
 {
     fprintf(stderr, "graphrun: %s%s%s\n", what ? what : "", what ? ": " : "", gr_last_error());
     return gr_cli_exit_code(st);
@@ -96,19 +105,73 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void json_string(const char *s)
+void gr_cli_json_detections(FILE *f, const gr_model *model, const gr_detection *dets, int n,
+                            const char *indent)
 {
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            printf("\\%c", ch);
-        else if (ch < 0x20)
-            printf("\\u%04x", ch);
-        else
-            putchar(ch);
+    fprintf(f, "\"detections\": [");
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "%s%s{\"class\": ", i ? ", " : "", indent);
+        gr_cli_json_string(f, gr_model_class_name(model, dets[i].class_id));
+        fprintf(f, ", \"class_id\": %d, \"prob\": %.6f, \"objectness\": %.6f, \"left\": %.1f, "
+                   "\"top\": %.1f, \"right\": %.1f, \"bottom\": %.1f}",
+                dets[i].class_id, (double)dets[i].prob, (double)dets[i].objectness,
+                (double)dets[i].left, (double)dets[i].top, (double)dets[i].right,
+                (double)dets[i].bottom);
     }
-    putchar('"');
+    fputc(']', f);
+}
+
+int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, gr_model_info *info)
+{
+    *model = NULL;
+    *engine = NULL;
+    char **calib_list = NULL;
+    int rc = o->calib_images ? gr_cli_list_images(o->calib_images, &calib_list) : GR_EXIT_OK;
+    if (rc != GR_EXIT_OK)
+        return rc;
+    gr_status st = gr_cli_load_model(o, model);
+    if (st == GR_OK && o->names)
+        st = gr_model_set_class_names(*model, o->names);
+    if (st != GR_OK) {
+        gr_cli_free_list(calib_list);
+        gr_model_destroy(*model);
+        *model = NULL;
+        return gr_cli_fail(st, NULL);
+    }
+    gr_model_get_info(*model, info);
+    fprintf(stderr, "graphrun %s: model %s (%dx%dx%d, %d layers, %.2f GFLOP/image)\n", gr_version(),
+            info->name, info->width, info->height, info->channels, info->n_layers, info->gflops);
+    if (info->synthetic_weights)
+        fprintf(stderr, "graphrun: weights: SYNTHETIC (seed %llu) - boxes are not meaningful; pass "
+                        "--weights FILE for trained Darknet weights\n", o->seed);
+
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = o->device;
+    eo.precision = o->precision;
+    eo.batch = o->batch;
+    gr_cli_calib_options(o, (const char *const *)calib_list, &eo);
+    eo.tf32 = o->tf32;
+    eo.fp16_accumulate = o->fp16_accumulate;
+    eo.use_cuda_graph = !o->eager;
+    if (o->device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
+        fprintf(stderr, "graphrun: no CUDA device visible: running the CPU reference (slow)\n");
+    st = gr_engine_build(*model, &eo, engine);
+    gr_cli_free_list(calib_list); /* the engine keeps no pointer to the calibration inputs */
+    if (st != GR_OK) {
+        gr_model_destroy(*model);
+        *model = NULL;
+        return gr_cli_fail(st, "building the engine");
+    }
+    if (gr_engine_notice(*engine)[0])
+        fprintf(stderr, "graphrun: %s\n", gr_engine_notice(*engine));
+    fprintf(stderr, "graphrun: device %s, precision %s, batch %d%s\n",
+            gr_engine_device_name(*engine), gr_precision_name(o->precision), o->batch,
+            o->eager && gr_engine_device(*engine) == GR_DEVICE_GPU ? ", eager (no CUDA graph)" : "");
+    if (gr_engine_device(*engine) == GR_DEVICE_CPU && o->precision != GR_PREC_FP32)
+        fprintf(stderr, "graphrun: %s on the CPU emulates the GPU's arithmetic: slow, for checking "
+                        "numbers, not speed\n", gr_precision_name(o->precision));
+    return GR_EXIT_OK;
 }
 
 typedef struct overflow_search {
@@ -181,6 +244,8 @@ int gr_cli_detect(int argc, char **argv)
             printf("%s\n", *n);
         return GR_EXIT_OK;
     }
+    if (o.input_list || (o.n_inputs > 0 && gr_cli_is_directory(o.inputs[0])))
+        return gr_cli_detect_stream(&o);
     if (o.n_inputs == 0)
         o.inputs[o.n_inputs++] = default_input;
 
@@ -193,12 +258,8 @@ int gr_cli_detect(int argc, char **argv)
     float *input_f32 = NULL;
     uint8_t *input_u8 = NULL;
     double *times = NULL;
-    char **calib_list = NULL;
     int nonfinite = 0;
     gr_status st;
-
-    if (o.calib_images && (rc = gr_cli_list_images(o.calib_images, &calib_list)) != GR_EXIT_OK)
-        return rc;
 
     /* Read every input first: a bad file fails before any model work, with one line. */
     for (int i = 0; i < o.n_inputs; i++) {
@@ -207,21 +268,14 @@ int gr_cli_detect(int argc, char **argv)
                  ? gr_npy_read(path, &tensors[i], tensor_dims[i], &tensor_ndim[i], 4)
                  : gr_image_load(path, &images[i]);
         if (st != GR_OK) {
-            rc = fail(st, NULL);
+            rc = gr_cli_fail(st, NULL);
             goto done;
         }
     }
 
-    if ((st = gr_cli_load_model(&o, &model)) != GR_OK) {
-        rc = fail(st, NULL);
-        goto done;
-    }
-    if (o.names && (st = gr_model_set_class_names(model, o.names)) != GR_OK) {
-        rc = fail(st, NULL);
-        goto done;
-    }
     gr_model_info info;
-    gr_model_get_info(model, &info);
+    if ((rc = gr_cli_open(&o, &model, &engine, &info)) != GR_EXIT_OK)
+        goto done;
     for (int i = 0; i < o.n_inputs; i++) {
         if (!tensors[i])
             continue;
@@ -235,34 +289,6 @@ int gr_cli_detect(int argc, char **argv)
             goto done;
         }
     }
-    fprintf(stderr, "graphrun %s: model %s (%dx%dx%d, %d layers, %.2f GFLOP/image)\n", gr_version(),
-            info.name, info.width, info.height, info.channels, info.n_layers, info.gflops);
-    if (info.synthetic_weights)
-        fprintf(stderr, "graphrun: weights: SYNTHETIC (seed %llu) - boxes are not meaningful; pass "
-                        "--weights FILE for trained Darknet weights\n", o.seed);
-
-    gr_engine_options eo;
-    gr_engine_options_default(&eo);
-    eo.device = o.device;
-    eo.precision = o.precision;
-    eo.batch = o.batch;
-    gr_cli_calib_options(&o, (const char *const *)calib_list, &eo);
-    eo.tf32 = o.tf32;
-    eo.fp16_accumulate = o.fp16_accumulate;
-    if (o.device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
-        fprintf(stderr, "graphrun: no CUDA device visible: running the CPU reference (slow)\n");
-    if ((st = gr_engine_build(model, &eo, &engine)) != GR_OK) {
-        rc = fail(st, "building the engine");
-        goto done;
-    }
-    if (gr_engine_notice(engine)[0])
-        fprintf(stderr, "graphrun: %s\n", gr_engine_notice(engine));
-    fprintf(stderr, "graphrun: device %s, precision %s, batch %d\n", gr_engine_device_name(engine),
-            gr_precision_name(o.precision), o.batch);
-    if (gr_engine_device(engine) == GR_DEVICE_CPU && o.precision != GR_PREC_FP32)
-        fprintf(stderr, "graphrun: %s on the CPU emulates the GPU's arithmetic: slow, for checking "
-                        "numbers, not speed\n", gr_precision_name(o.precision));
-
     /* The batch: inputs repeat to fill it. Images are letterboxed (uint8 for the GPU, whose input
      * copy moves bytes; float, exactly as Darknet, for the CPU reference); .npy tensors are fed
      * as-is through the float path. */
@@ -292,7 +318,7 @@ int gr_cli_detect(int argc, char **argv)
         if ((st = gr_image_letterbox(images[i], info.width, info.height, dst)) != GR_OK ||
             (input_u8 && (st = gr_image_letterbox_u8(images[i], info.width, info.height,
                                                       input_u8 + (size_t)b * per_image)) != GR_OK)) {
-            rc = fail(st, o.inputs[i]);
+            rc = gr_cli_fail(st, o.inputs[i]);
             goto done;
         }
     }
@@ -300,7 +326,7 @@ int gr_cli_detect(int argc, char **argv)
     for (int r = 0; r < o.runs; r++) {
         st = use_u8 ? gr_engine_run_u8(engine, input_u8) : gr_engine_run_f32(engine, input_f32);
         if (st != GR_OK) {
-            rc = fail(st, "run");
+            rc = gr_cli_fail(st, "run");
             goto done;
         }
         gr_timing t;
@@ -309,7 +335,7 @@ int gr_cli_detect(int argc, char **argv)
     }
     nonfinite = gr_cli_report_nonfinite(engine, gr_precision_name(o.precision));
     if (nonfinite && o.find_overflow && (st = find_overflow(&o, input_f32)) != GR_OK) {
-        rc = fail(st, "--find-overflow");
+        rc = gr_cli_fail(st, "--find-overflow");
         goto done;
     }
 
@@ -328,23 +354,15 @@ int gr_cli_detect(int argc, char **argv)
         gr_detection *dets = NULL;
         int n = 0;
         if (info.classes > 0 && (st = gr_engine_detect(engine, b, &dopt, &dets, &n)) != GR_OK) {
-            rc = fail(st, "decoding detections");
+            rc = gr_cli_fail(st, "decoding detections");
             goto done;
         }
         if (o.json) {
             printf("%s\n  {\"input\": ", b ? "," : "");
-            json_string(slots[b].path);
-            printf(", \"detections\": [");
-            for (int i = 0; i < n; i++) {
-                printf("%s\n    {\"class\": ", i ? "," : "");
-                json_string(gr_model_class_name(model, dets[i].class_id));
-                printf(", \"class_id\": %d, \"prob\": %.6f, \"objectness\": %.6f, \"left\": %.1f, "
-                       "\"top\": %.1f, \"right\": %.1f, \"bottom\": %.1f}",
-                       dets[i].class_id, (double)dets[i].prob, (double)dets[i].objectness,
-                       (double)dets[i].left, (double)dets[i].top, (double)dets[i].right,
-                       (double)dets[i].bottom);
-            }
-            printf("]}");
+            gr_cli_json_string(stdout, slots[b].path);
+            printf(", ");
+            gr_cli_json_detections(stdout, model, dets, n, "\n    ");
+            printf("}");
         } else {
             printf("%s: %d detection%s\n", slots[b].path, n, n == 1 ? "" : "s");
             for (int i = 0; i < n; i++)
@@ -363,7 +381,7 @@ int gr_cli_detect(int argc, char **argv)
                 st = gr_image_write(slots[b].image, name);
             if (st != GR_OK) {
                 gr_detections_free(dets);
-                rc = fail(st, NULL);
+                rc = gr_cli_fail(st, NULL);
                 goto done;
             }
             fprintf(stderr, "graphrun: wrote %s\n", name);
@@ -383,7 +401,7 @@ int gr_cli_detect(int argc, char **argv)
             indexed_name(name, sizeof name, o.save_output, k, ".npy");
             int dims[4] = {d.n, d.c, d.h, d.w};
             if ((st = gr_npy_write(name, data, dims, 4)) != GR_OK) {
-                rc = fail(st, NULL);
+                rc = gr_cli_fail(st, NULL);
                 goto done;
             }
             fprintf(stderr, "graphrun: wrote %s (%dx%dx%dx%d float32)\n", name, d.n, d.c, d.h, d.w);
@@ -403,7 +421,6 @@ int gr_cli_detect(int argc, char **argv)
     fprintf(stderr, "\n");
     rc = nonfinite ? GR_EXIT_FAILURE : GR_EXIT_OK;
 done:
-    gr_cli_free_list(calib_list);
     for (int i = 0; i < o.n_inputs; i++) {
         gr_image_destroy(images[i]);
         free(tensors[i]);

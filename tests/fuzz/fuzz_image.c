@@ -1,9 +1,9 @@
-/* libFuzzer harness: image decoding from memory (the signature check, the JPEG Huffman table check
- * and stb_image's decoders, compiled into the fuzz build with instrumentation by stb_image_impl.c)
- * and Darknet's letterbox of whatever decodes, to a small network size in float and uint8 form.
+/* libFuzzer harness: image decoding from memory (the signature check, the header checks, the BMP
+ * reader, and libjpeg-turbo and libpng behind them) and Darknet's letterbox of whatever decodes,
+ * to a small network size in float and uint8 form.
  *
  * Headers that claim more than 2^20 pixels only exercise the size check: a 100-byte JPEG may
- * legally declare 16384x16384 and stb then spends seconds filling 768 MiB, which tells the fuzzer
+ * legally declare 16384x16384 and the decoder then spends seconds filling 768 MiB, which tells the fuzzer
  * nothing and trips its timeouts. The library's own checks (gr_image_probe_mem: format, header,
  * GR_MAX_IMAGE_PIXELS) run on every input. */
 #include <stddef.h>

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# `graphrun bench`: usage errors, and on a GPU a short run whose JSON has the same fields as
+# bench/graphrun_bench's (one code path, tools/bench_core.c). Without a GPU: the usage checks,
+# then exit 77 (skipped) with one line. $1 = the graphrun binary; graphrun_bench lies next to it.
+set -u
+bin=$1
+source "$(dirname "$0")/lib/check.sh"
+
+"$bin" bench --help | grep -q -- '--eager'; check "bench --help" $?
+"$bin" bench --batch 0 >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "^graphrun bench: --batch '0' is not valid" "$tmp/err"; check "bad --batch: exit 2" $?
+"$bin" bench --frobnicate >/dev/null 2>&1; [ $? -eq 2 ]; check "unknown option: exit 2" $?
+
+args=(--prec fp32,int8 --batch 1,4 --iters 20 --warmup 2)
+"$bin" bench "${args[@]}" --json "$tmp/a.json" >"$tmp/out" 2>&1
+rc=$?
+if [ $rc -eq 77 ]; then
+  echo "$pass passed, $fails failed; no CUDA device visible: the timed run is skipped"
+  [ $fails -eq 0 ] && exit 77
+  exit 1
+fi
+[ $rc -eq 0 ]; check "bench run exit 0 (got $rc)" $?
+"$(dirname "$bin")/graphrun_bench" "${args[@]}" --json "$tmp/b.json" >/dev/null 2>&1
+check "graphrun_bench run" $?
+keys() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sorted(d), [sorted(r) for r in d["results"]])' "$1"; }
+[ "$(keys "$tmp/a.json")" = "$(keys "$tmp/b.json")" ]; check "same JSON fields" $?
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; assert len(r)==4 and all(x["ok"] and x["output_sane"] and x["images_per_s"]>0 for x in r)' "$tmp/a.json"
+check "4 configurations measured, outputs sane" $?
+echo "$pass passed, $fails failed"
+[ $fails -eq 0 ]

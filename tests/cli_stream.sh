@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# CLI: folders and lists of images (--input DIR, --input-list FILE) on the CPU reference with a
+# tiny network: one JSON line per image in sorted order, a bad file reported on its own line while
+# the rest go on (exit 3), and every image's detections identical whatever the batch size and the
+# number of decoding threads, and identical to running that image alone. $1 = the graphrun binary.
+set -u
+bin=$1
+src=$(pwd)
+source "$(dirname "$0")/lib/check.sh"
+
+printf '[net]\nwidth=16\nheight=16\nchannels=3\n[convolutional]\nbatch_normalize=1\nfilters=8\nsize=3\nstride=1\npad=1\nactivation=leaky\n[maxpool]\nsize=2\nstride=2\n[convolutional]\nfilters=14\nsize=1\nstride=1\nactivation=linear\n[region]\nanchors=1.5,2.5,3,3\nclasses=2\ncoords=4\nnum=2\nsoftmax=1\n' >"$tmp/small.cfg"
+mkdir "$tmp/images"
+for f in grey3x9.jpg grey7x4.png rgb8x6.bmp rgb8x6.jpg rgb8x6.png rgba5x3.png; do
+  cp "$src/tests/fuzz/corpus/image/$f" "$tmp/images/$f"
+done
+cp "$src/data/dog.jpg" "$tmp/images/Dog.JPG"                 # extensions match in any case
+head -c 20000 "$src/data/dog.jpg" >"$tmp/images/cut.jpg"       # truncated: fails on its line
+echo "not an image" >"$tmp/images/notes.txt"                 # not an image name: skipped
+run=(--device cpu --cfg "$tmp/small.cfg" --thresh 0.2)
+
+"$bin" "${run[@]}" --input "$tmp/images/" --batch 3 --threads 2 >"$tmp/a.jsonl" 2>"$tmp/a.err"
+rc=$?
+[ $rc -eq 3 ]; check "a bad file makes the exit status 3 (got $rc)" $?
+[ "$(wc -l <"$tmp/a.jsonl")" -eq 8 ]; check "one line per image (8)" $?
+grep -q '"input": "[^"]*/cut.jpg", "error": "[^"]*cut.jpg: corrupt image: JPEG: ' "$tmp/a.jsonl"
+check "the truncated JPEG's line holds its error" $?
+grep -q "notes.txt" "$tmp/a.jsonl"; check "non-image names are skipped" $((1 - $?))
+grep -q '8 images in .* images/s from files on disk to detections; 1 failed' "$tmp/a.err"
+check "summary on stderr" $?
+python3 - "$tmp/a.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+names = [l["input"].rsplit("/", 1)[1] for l in lines]
+assert names == sorted(names), names
+assert sum("detections" in l for l in lines) == 7
+PY
+check "every line is a JSON object, sorted by name" $?
+
+# The same images from a list file, in the list's order, one at a time on one thread.
+ls "$tmp/images/"* | grep -v notes.txt | sort >"$tmp/list.txt"
+"$bin" "${run[@]}" --input-list "$tmp/list.txt" --batch 1 --threads 1 >"$tmp/b.jsonl" 2>/dev/null
+sed 's|images//|images/|' "$tmp/a.jsonl" | cmp -s - "$tmp/b.jsonl"
+check "batch 3 x 2 threads == batch 1 x 1 thread, folder == list" $?
+
+# One image alone through the ordinary path gives the same detections.
+"$bin" "${run[@]}" --no-output --json --input "$tmp/images/rgb8x6.png" 2>/dev/null |
+  python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["images"][0]["detections"]))' >"$tmp/alone.json"
+python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    o = json.loads(l)
+    if o["input"].endswith("/rgb8x6.png"): print(json.dumps(o["detections"]))' "$tmp/b.jsonl" >"$tmp/streamed.json"
+[ -s "$tmp/alone.json" ] && cmp -s "$tmp/alone.json" "$tmp/streamed.json"
+check "streamed detections == single-image detections" $?
+
+"$bin" "${run[@]}" --input "$tmp/images" --input data/dog.jpg >/dev/null 2>"$tmp/c.err"
+[ $? -eq 2 ] && grep -q "only input of a run" "$tmp/c.err"; check "a directory plus another input is a usage error" $?
+mkdir "$tmp/empty"
+"$bin" "${run[@]}" --input "$tmp/empty" >/dev/null 2>"$tmp/d.err"
+[ $? -eq 3 ] && grep -q "no images" "$tmp/d.err"; check "an empty directory: exit 3" $?
+"$bin" "${run[@]}" --input-list "$tmp/missing.txt" >/dev/null 2>"$tmp/e.err"
+[ $? -eq 3 ] && grep -q "missing.txt" "$tmp/e.err"; check "a missing list: exit 3" $?
+
+echo "$pass passed, $fails failed"
+[ $fails -eq 0 ]

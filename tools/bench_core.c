@@ -1,0 +1,533 @@
+/* `graphrun bench` and bench/graphrun_bench (the same code, the same JSON): end-to-end latency and
+ * throughput of the GPU engine, per precision and batch.
+ *
+ * For each (precision, batch) it builds a GPU engine from the model (synthetic weights unless the
+ * model options say otherwise), fills the input with a letterboxed photo (data/dog.jpg, non-zero,
+ * replicated over the batch), warms up, then times --iters synchronous gr_engine_run() calls (input already in the pinned buffer)
+ * with the host's monotonic clock: what a caller waits, input copy, compute and output copy
+ * included. It reports p50/p99/max/mean, images/s (batch / p50) and the medians of the engine's
+ * own time split (gr_engine_timing), checks that the output is finite and not all zero, and
+ * compares with the project's targets.
+ *
+ * It uses only include/graphrun/runtime.h. Exit status: 0 all configurations ran, 1 one failed
+ * (one line each on stderr, the others still run), 2 bad command line, 77 no CUDA device. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, gmtime_r */
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tools/bench_core.h"
+#include "tools/cli.h"
+
+#ifndef GR_DATA_DIR
+#define GR_DATA_DIR "data"
+#endif
+
+#define MAX_BATCHES 16
+#define EXIT_SKIP 77
+
+typedef struct bench_options {
+    const char *model;
+    const char *image;
+    gr_precision precisions[3];
+    int n_precisions;
+    int batches[MAX_BATCHES];
+    int n_batches;
+    int iters, warmup;
+    int eager; /* 1: use_cuda_graph = 0 */
+    const char *json_path;
+} bench_options;
+
+/* One (precision, batch) measurement; times in microseconds. */
+typedef struct bench_result {
+    gr_precision precision;
+    int batch;
+    gr_status status;
+    char error[512];
+    double p50, p99, max, mean, images_per_s;
+    gr_timing split; /* medians of each component over the timed runs */
+    int output_ok;   /* finite and not all zero */
+    char device_name[128];
+} bench_result;
+
+/* The project's targets on the H100 (bench/README.md): batch-1 end-to-end latency ceilings and
+ * batch-64 throughput floors. 0 = no target for that pair. */
+static double target_latency_us(gr_precision p, int batch)
+{
+    if (batch != 1)
+        return 0;
+    return p == GR_PREC_INT8 ? 60.0 : p == GR_PREC_FP16 ? 75.0 : 0;
+}
+
+static double target_images_per_s(gr_precision p, int batch)
+{
+    if (batch != 64)
+        return 0;
+    return p == GR_PREC_INT8 ? 48000.0 : p == GR_PREC_FP16 ? 36000.0 : 0;
+}
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+/* The program's name in messages: "graphrun_bench" or "graphrun bench". */
+static const char *prog = "graphrun_bench";
+
+static void print_help(void)
+{
+    printf("usage: %s [--model M] [--prec fp32|fp16|int8|all] [--batch N[,N...]]\n"
+           "         [--iters N] [--warmup N] [--image FILE] [--eager] [--json FILE]\n"
+           "\n"
+           "  --model M      built-in model (default yolo = YOLOv2-tiny VOC), synthetic weights\n"
+           "  --prec P       precision(s), comma-separated or 'all' (default all)\n"
+           "  --batch LIST   batch sizes, comma-separated (default 1)\n"
+           "  --iters N      timed runs per configuration (default 1000)\n"
+           "  --warmup N     untimed runs first (default 100)\n"
+           "  --image FILE   input photo, letterboxed and replicated (default %s/dog.jpg)\n"
+           "  --eager        build engines without a CUDA graph (use_cuda_graph = 0)\n"
+           "  --json FILE    also write the results as JSON\n"
+           "\n"
+           "Times are host-clock microseconds of synchronous gr_engine_run() calls (input already in the pinned buffer)\n"
+           "(input copy, compute, output copy).\n"
+           "Exit: 0 ok, 1 a configuration failed, 2 usage, 77 no GPU.\n", prog, GR_DATA_DIR);
+}
+
+static int parse_int(const char *s, int min, int max, int *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v < min || v > max)
+        return 0;
+    *out = (int)v;
+    return 1;
+}
+
+/* "1,64" -> batches; returns 0 on a malformed list. */
+static int parse_batches(const char *arg, bench_options *o)
+{
+    char buf[256];
+    if (strlen(arg) >= sizeof buf)
+        return 0;
+    strcpy(buf, arg);
+    o->n_batches = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (o->n_batches == MAX_BATCHES || !parse_int(tok, 1, 4096, &o->batches[o->n_batches]))
+            return 0;
+        o->n_batches++;
+    }
+    return o->n_batches > 0;
+}
+
+static int parse_precisions(const char *arg, bench_options *o)
+{
+    if (strcmp(arg, "all") == 0) {
+        o->precisions[0] = GR_PREC_FP32;
+        o->precisions[1] = GR_PREC_FP16;
+        o->precisions[2] = GR_PREC_INT8;
+        o->n_precisions = 3;
+        return 1;
+    }
+    char buf[64];
+    if (strlen(arg) >= sizeof buf)
+        return 0;
+    strcpy(buf, arg);
+    o->n_precisions = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (o->n_precisions == 3 ||
+            gr_precision_parse(tok, &o->precisions[o->n_precisions]) != GR_OK)
+            return 0;
+        o->n_precisions++;
+    }
+    return o->n_precisions > 0;
+}
+
+/* Returns -1 to go on, else the exit status (help or a usage error). */
+static int parse_args(int argc, char **argv, bench_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->model = "yolo";
+    o->image = GR_DATA_DIR "/dog.jpg";
+    parse_precisions("all", o);
+    o->batches[0] = 1;
+    o->n_batches = 1;
+    o->iters = 1000;
+    o->warmup = 100;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int ok = 1, takes_value = 1;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            print_help();
+            return 0;
+        } else if (strcmp(a, "--eager") == 0) {
+            o->eager = 1;
+            takes_value = 0;
+        } else if (!v) {
+            fprintf(stderr, "%s: '%s' needs a value (or is unknown; see --help)\n", prog, a);
+            return 2;
+        } else if (strcmp(a, "--model") == 0) {
+            o->model = v;
+        } else if (strcmp(a, "--image") == 0) {
+            o->image = v;
+        } else if (strcmp(a, "--json") == 0) {
+            o->json_path = v;
+        } else if (strcmp(a, "--prec") == 0) {
+            ok = parse_precisions(v, o);
+        } else if (strcmp(a, "--batch") == 0) {
+            ok = parse_batches(v, o);
+        } else if (strcmp(a, "--iters") == 0) {
+            ok = parse_int(v, 1, 10000000, &o->iters);
+        } else if (strcmp(a, "--warmup") == 0) {
+            ok = parse_int(v, 0, 10000000, &o->warmup);
+        } else {
+            fprintf(stderr, "%s: unknown option '%s' (see --help)\n", prog, a);
+            return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "%s: %s '%s' is not valid (see --help)\n", prog, a, v);
+            return 2;
+        }
+        i += takes_value;
+    }
+    return -1;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest rank on sorted values: q in [0, 100]. */
+static double percentile(const double *sorted, int n, double q)
+{
+    int k = (int)(q / 100.0 * (double)(n - 1) + 0.5);
+    return sorted[k < 0 ? 0 : k >= n ? n - 1 : k];
+}
+
+static double median_of(double *values, int n)
+{
+    qsort(values, (size_t)n, sizeof *values, cmp_double);
+    return percentile(values, n, 50.0);
+}
+
+static gr_status record_failure(bench_result *r, gr_status st, const char *what)
+{
+    r->status = st;
+    snprintf(r->error, sizeof r->error, "%s: %s (%s)", what, gr_last_error(), gr_status_str(st));
+    return st;
+}
+
+/* Every output finite and at least one non-zero: a broken engine must not look fast. */
+static int outputs_sane(const gr_engine *engine)
+{
+    int any_nonzero = 0;
+    for (int k = 0; k < gr_engine_output_count(engine); k++) {
+        gr_tensor_desc d;
+        const float *data = NULL;
+        if (gr_engine_output_desc(engine, k, &d) != GR_OK ||
+            gr_engine_output(engine, k, &data) != GR_OK)
+            return 0;
+        size_t n = (size_t)d.n * (size_t)d.c * (size_t)d.h * (size_t)d.w;
+        for (size_t i = 0; i < n; i++) {
+            if (!isfinite(data[i]))
+                return 0;
+            any_nonzero |= data[i] != 0.0f;
+        }
+    }
+    return any_nonzero;
+}
+
+/* Time one (precision, batch). `image_u8` is one letterboxed image of `image_bytes`. */
+static gr_status bench_one(const gr_model *model, const bench_options *o, const uint8_t *image_u8,
+                           size_t image_bytes, bench_result *r)
+{
+    gr_engine *engine = NULL;
+    double *times = NULL, *parts = NULL;
+    gr_status st;
+
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = GR_DEVICE_GPU;
+    eo.precision = r->precision;
+    eo.batch = r->batch;
+    eo.use_cuda_graph = !o->eager;
+    if ((st = gr_engine_build(model, &eo, &engine)) != GR_OK) {
+        record_failure(r, st, "building the GPU engine");
+        goto done;
+    }
+    snprintf(r->device_name, sizeof r->device_name, "%s", gr_engine_device_name(engine));
+
+    /* Zero-copy: the image goes straight into the engine's pinned input buffer once; each run is
+     * then exactly what a serving loop does after writing its input (one graph launch + sync). */
+    void *pinned = NULL;
+    size_t pinned_bytes = 0;
+    times = malloc(sizeof *times * (size_t)o->iters);
+    parts = malloc(sizeof *parts * 4 * (size_t)o->iters);
+    if (!times || !parts) {
+        st = GR_ERR_OUT_OF_MEMORY;
+        snprintf(r->error, sizeof r->error, "out of host memory for batch %d", r->batch);
+        r->status = st;
+        goto done;
+    }
+    if ((st = gr_engine_input_buffer(engine, 1, &pinned, &pinned_bytes)) != GR_OK) {
+        record_failure(r, st, "gr_engine_input_buffer");
+        goto done;
+    }
+    for (int b = 0; b < r->batch; b++)
+        memcpy((uint8_t *)pinned + (size_t)b * image_bytes, image_u8, image_bytes);
+
+    for (int i = 0; i < o->warmup; i++)
+        if ((st = gr_engine_run(engine)) != GR_OK) {
+            record_failure(r, st, "warm-up run");
+            goto done;
+        }
+    for (int i = 0; i < o->iters; i++) {
+        double t0 = now_us();
+        st = gr_engine_run(engine);
+        double t1 = now_us();
+        if (st != GR_OK) {
+            record_failure(r, st, "timed run");
+            goto done;
+        }
+        times[i] = t1 - t0;
+        gr_timing t;
+        if ((st = gr_engine_timing(engine, &t)) != GR_OK) {
+            record_failure(r, st, "gr_engine_timing");
+            goto done;
+        }
+        parts[i] = t.convert_us;
+        parts[o->iters + i] = t.copy_us;
+        parts[2 * o->iters + i] = t.compute_us;
+        parts[3 * o->iters + i] = t.end_to_end_us;
+    }
+    r->output_ok = outputs_sane(engine);
+
+    double sum = 0;
+    for (int i = 0; i < o->iters; i++)
+        sum += times[i];
+    qsort(times, (size_t)o->iters, sizeof *times, cmp_double);
+    r->p50 = percentile(times, o->iters, 50.0);
+    r->p99 = percentile(times, o->iters, 99.0);
+    r->max = times[o->iters - 1];
+    r->mean = sum / o->iters;
+    r->images_per_s = r->batch / (r->p50 * 1e-6);
+    r->split.convert_us = median_of(parts, o->iters);
+    r->split.copy_us = median_of(parts + o->iters, o->iters);
+    r->split.compute_us = median_of(parts + 2 * o->iters, o->iters);
+    r->split.end_to_end_us = median_of(parts + 3 * o->iters, o->iters);
+    r->status = GR_OK;
+    st = GR_OK;
+done:
+    free(parts);
+    free(times);
+
+    gr_engine_destroy(engine);
+    return st;
+}
+
+/* "ok" / "MISS" against the target, "-" where there is none. */
+static const char *verdict(const bench_result *r)
+{
+    double lat = target_latency_us(r->precision, r->batch);
+    double ips = target_images_per_s(r->precision, r->batch);
+    if (lat > 0)
+        return r->p50 <= lat ? "ok" : "MISS";
+    if (ips > 0)
+        return r->images_per_s >= ips ? "ok" : "MISS";
+    return "-";
+}
+
+static void target_text(const bench_result *r, char *buf, size_t len)
+{
+    double lat = target_latency_us(r->precision, r->batch);
+    double ips = target_images_per_s(r->precision, r->batch);
+    if (lat > 0)
+        snprintf(buf, len, "<=%.0fus %s", lat, verdict(r));
+    else if (ips > 0)
+        snprintf(buf, len, ">=%.0fk/s %s", ips / 1000, verdict(r));
+    else
+        snprintf(buf, len, "-");
+}
+
+static void print_table(const bench_result *results, int n, const bench_options *o)
+{
+    printf("\n%-5s %5s %9s %9s %9s %9s %10s | %8s %8s %8s %8s | %-14s\n", "prec", "batch", "p50 us",
+           "p99 us", "max us", "mean us", "img/s", "conv", "copy", "compute", "e2e", "target");
+    printf("---------------------------------------------------------------------------------------"
+           "-------------------------------\n");
+    for (int i = 0; i < n; i++) {
+        const bench_result *r = &results[i];
+        if (r->status != GR_OK) {
+            printf("%-5s %5d  failed: %s\n", gr_precision_name(r->precision), r->batch, r->error);
+            continue;
+        }
+        char target[32];
+        target_text(r, target, sizeof target);
+        printf("%-5s %5d %9.1f %9.1f %9.1f %9.1f %10.0f | %8.1f %8.1f %8.1f %8.1f | %-14s%s\n",
+               gr_precision_name(r->precision), r->batch, r->p50, r->p99, r->max, r->mean,
+               r->images_per_s, r->split.convert_us, r->split.copy_us, r->split.compute_us,
+               r->split.end_to_end_us, target, r->output_ok ? "" : "  OUTPUT NOT SANE");
+    }
+    printf("host clock around synchronous gr_engine_run (H2D copy + compute + D2H copy), %d runs after %d "
+           "warm-up;\nconv/copy/compute/e2e: medians of the engine's own split (gr_engine_timing)"
+           "%s\n",
+           o->iters, o->warmup, o->eager ? "; eager (no CUDA graph)" : "");
+}
+
+static int write_json(const char *path, const bench_options *o, const char *model_name,
+                      const bench_result *results, int n)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", prog, path, strerror(errno));
+        return 0;
+    }
+    char date[32] = "";
+    time_t now = time(NULL);
+    struct tm utc;
+    if (gmtime_r(&now, &utc))
+        strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &utc);
+    fprintf(f, "{\"tool\": \"graphrun_bench\", \"version\": \"%s\", \"date\": \"%s\", \"model\": ",
+            gr_version(), date);
+    gr_cli_json_string(f, model_name);
+    fprintf(f, ", \"image\": ");
+    gr_cli_json_string(f, o->image);
+    fprintf(f, ", \"iters\": %d, \"warmup\": %d, \"cuda_graph\": %s, \"clock\": \"host monotonic, "
+               "synchronous gr_engine_run\",\n \"results\": [",
+            o->iters, o->warmup, o->eager ? "false" : "true");
+    for (int i = 0; i < n; i++) {
+        const bench_result *r = &results[i];
+        fprintf(f, "%s\n  {\"precision\": \"%s\", \"batch\": %d, ", i ? "," : "",
+                gr_precision_name(r->precision), r->batch);
+        if (r->status != GR_OK) {
+            fprintf(f, "\"ok\": false, \"status\": \"%s\", \"error\": ", gr_status_str(r->status));
+            gr_cli_json_string(f, r->error);
+            fprintf(f, "}");
+            continue;
+        }
+        double lat = target_latency_us(r->precision, r->batch);
+        double ips = target_images_per_s(r->precision, r->batch);
+        fprintf(f, "\"ok\": true, \"device\": ");
+        gr_cli_json_string(f, r->device_name);
+        fprintf(f, ", \"p50_us\": %.2f, \"p99_us\": %.2f, \"max_us\": %.2f, \"mean_us\": %.2f, "
+                   "\"images_per_s\": %.1f, \"engine_split_median_us\": {\"convert\": %.2f, "
+                   "\"copy\": %.2f, \"compute\": %.2f, \"end_to_end\": %.2f}, \"output_sane\": %s",
+                r->p50, r->p99, r->max, r->mean, r->images_per_s, r->split.convert_us,
+                r->split.copy_us, r->split.compute_us, r->split.end_to_end_us,
+                r->output_ok ? "true" : "false");
+        if (lat > 0)
+            fprintf(f, ", \"target_p50_us_max\": %.0f, \"target_met\": %s", lat,
+                    r->p50 <= lat ? "true" : "false");
+        if (ips > 0)
+            fprintf(f, ", \"target_images_per_s_min\": %.0f, \"target_met\": %s", ips,
+                    r->images_per_s >= ips ? "true" : "false");
+        fprintf(f, "}");
+    }
+    fprintf(f, "\n]}\n");
+    int ok = !ferror(f);
+    if (fclose(f) != 0 || !ok) {
+        fprintf(stderr, "%s: error writing %s\n", prog, path);
+        return 0;
+    }
+    return 1;
+}
+
+int gr_bench_main(const char *program, int argc, char **argv)
+{
+    prog = program;
+    bench_options o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+
+    if (gr_cuda_device_count() == 0) {
+        printf("%s: no CUDA device visible (no GPU or driver, or graphrun was built without "
+               "CUDA): nothing to time\n", prog);
+        return EXIT_SKIP;
+    }
+
+    gr_model *model = NULL;
+    gr_image *image = NULL;
+    uint8_t *image_u8 = NULL;
+    bench_result *results = NULL;
+    int n_results = 0;
+    gr_status st;
+    rc = 1;
+
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = o.model;
+    if ((st = gr_model_load(&mo, &model)) != GR_OK) {
+        fprintf(stderr, "%s: loading model '%s': %s (%s)\n", prog, o.model, gr_last_error(),
+                gr_status_str(st));
+        goto done;
+    }
+    gr_model_info info;
+    if ((st = gr_model_get_info(model, &info)) != GR_OK) {
+        fprintf(stderr, "%s: %s (%s)\n", prog, gr_last_error(), gr_status_str(st));
+        goto done;
+    }
+    if ((st = gr_image_load(o.image, &image)) != GR_OK) {
+        fprintf(stderr, "%s: %s (%s)\n", prog, gr_last_error(), gr_status_str(st));
+        goto done;
+    }
+    size_t image_bytes = (size_t)info.channels * (size_t)info.width * (size_t)info.height;
+    image_u8 = malloc(image_bytes);
+    results = calloc((size_t)o.n_precisions * (size_t)o.n_batches, sizeof *results);
+    if (!image_u8 || !results) {
+        fprintf(stderr, "%s: out of host memory\n", prog);
+        goto done;
+    }
+    if ((st = gr_image_letterbox_u8(image, info.width, info.height, image_u8)) != GR_OK) {
+        fprintf(stderr, "%s: %s: %s (%s)\n", prog, o.image, gr_last_error(), gr_status_str(st));
+        goto done;
+    }
+
+    printf("%s %s: model %s (%dx%dx%d, %.2f GFLOP/image, %s weights), input %s\n",
+           prog, gr_version(), info.name, info.width, info.height, info.channels, info.gflops,
+           info.synthetic_weights ? "synthetic" : "loaded", o.image);
+    fflush(stdout);
+    int failures = 0, measured = 0;
+    for (int p = 0; p < o.n_precisions; p++)
+        for (int b = 0; b < o.n_batches; b++) {
+            bench_result *r = &results[n_results++];
+            r->precision = o.precisions[p];
+            r->batch = o.batches[b];
+            if (bench_one(model, &o, image_u8, image_bytes, r) != GR_OK) {
+                fprintf(stderr, "%s: %s batch %d: %s\n", prog,
+                        gr_precision_name(r->precision), r->batch, r->error);
+                failures++;
+                continue;
+            }
+            measured++;
+            if (!r->output_ok) {
+                fprintf(stderr, "%s: %s batch %d: the output has non-finite values or is all "
+                                "zero\n", prog, gr_precision_name(r->precision), r->batch);
+                failures++;
+            }
+            printf("%s batch %d on %s: p50 %.1f us, %.0f images/s\n",
+                   gr_precision_name(r->precision), r->batch, r->device_name, r->p50,
+                   r->images_per_s);
+            fflush(stdout);
+        }
+    if (measured > 0)
+        print_table(results, n_results, &o);
+    if (o.json_path && !write_json(o.json_path, &o, info.name, results, n_results))
+        failures++;
+    rc = failures ? 1 : 0;
+done:
+    free(results);
+    free(image_u8);
+    gr_image_destroy(image);
+    gr_model_destroy(model);
+    return rc;
+}

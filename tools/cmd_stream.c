@@ -1,0 +1,376 @@
+/* `graphrun --input DIR` / `--input-list FILE`: detection over many images, streamed.
+ *
+ * Worker threads decode and letterbox images straight into one of two batch buffers while the
+ * main thread runs the engine on the other (double buffering): image i belongs to batch
+ * i / batch, which lives in buffer (i / batch) % 2, so a worker may fill batch k+1 while batch k
+ * runs, and waits only when it is two batches ahead. Images are claimed in order from a shared
+ * counter, so the buffers fill front to back. Results leave as JSON Lines, one object per image
+ * in input order, flushed after each batch. A file that fails to read or decode gets
+ * {"input": ..., "error": ...} and a grey slot in its batch; the rest go on, and the exit status
+ * is 3. Throughput is reported from files on disk to detections. */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ops/base.h"
+#include "tools/cli.h"
+
+int gr_cli_is_directory(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* ---- the list of images ------------------------------------------------------------------- */
+
+typedef struct path_list {
+    char **paths;
+    int n, cap;
+} path_list;
+
+static int list_add(path_list *l, const char *dir, const char *name, size_t name_len)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 256;
+        char **grown = realloc(l->paths, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return 0;
+        l->paths = grown;
+        l->cap = cap;
+    }
+    size_t dir_len = dir ? strlen(dir) + 1 : 0;
+    char *p = malloc(dir_len + name_len + 1);
+    if (!p)
+        return 0;
+    if (dir)
+        snprintf(p, dir_len + 1, "%s/", dir);
+    memcpy(p + dir_len, name, name_len);
+    p[dir_len + name_len] = '\0';
+    l->paths[l->n++] = p;
+    return 1;
+}
+
+static void list_free(path_list *l)
+{
+    for (int i = 0; i < l->n; i++)
+        free(l->paths[i]);
+    free(l->paths);
+}
+
+static int is_image_name(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    if (!dot || name[0] == '.')
+        return 0;
+    static const char *const exts[] = {".jpg", ".jpeg", ".png", ".bmp"};
+    for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++)
+        if (strcasecmp(dot, exts[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static int cmp_path(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int read_directory(const char *dir, path_list *l)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "graphrun: %s: cannot open directory\n", dir);
+        return GR_EXIT_INPUT;
+    }
+    size_t dir_len = strlen(dir);
+    while (dir_len > 1 && dir[dir_len - 1] == '/')
+        dir_len--;
+    char trimmed[4096];
+    snprintf(trimmed, sizeof trimmed, "%.*s", (int)dir_len, dir);
+    struct dirent *entry;
+    int rc = GR_EXIT_OK;
+    while ((entry = readdir(d)) != NULL && rc == GR_EXIT_OK)
+        if (is_image_name(entry->d_name) &&
+            !list_add(l, trimmed, entry->d_name, strlen(entry->d_name)))
+            rc = GR_EXIT_OOM;
+    closedir(d);
+    if (rc == GR_EXIT_OK && l->n > 1) /* qsort's array may not be NULL, even for 0 items */
+        qsort(l->paths, (size_t)l->n, sizeof *l->paths, cmp_path);
+    return rc;
+}
+
+/* One path per line; blank lines are skipped, a trailing '\r' is dropped. */
+static int read_list_file(const char *file, path_list *l)
+{
+    char *text;
+    size_t len;
+    gr_status st = gr_read_file(file, (size_t)1 << 30, "image list", &text, &len);
+    if (st != GR_OK)
+        return gr_cli_fail(st, NULL);
+    int rc = GR_EXIT_OK;
+    for (size_t start = 0; start < len && rc == GR_EXIT_OK;) {
+        const char *nl = memchr(text + start, '\n', len - start);
+        size_t end = nl ? (size_t)(nl - text) : len, line_end = end;
+        if (line_end > start && text[line_end - 1] == '\r')
+            line_end--;
+        if (line_end > start && !list_add(l, NULL, text + start, line_end - start))
+            rc = GR_EXIT_OOM;
+        start = end + 1;
+    }
+    free(text);
+    return rc;
+}
+
+/* ---- the pipeline ------------------------------------------------------------------------- */
+
+#define ERROR_LEN 512
+
+typedef struct image_slot {
+    int w, h;            /* original size, to map boxes back */
+    char error[ERROR_LEN]; /* "" when the image decoded */
+} image_slot;
+
+typedef struct batch_buffer {
+    int batch_index;     /* which batch this buffer holds (or is being filled with) */
+    int filled;          /* slots of that batch finished */
+    void *input;         /* batch images, uint8 HWC or float CHW */
+    image_slot *slots;
+} batch_buffer;
+
+typedef struct pipeline {
+    const path_list *list;
+    int batch, net_w, net_h, use_u8;
+    size_t per_image;    /* elements per image */
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    int next_image;      /* next image a worker claims */
+    int stop;            /* the main thread gave up */
+    batch_buffer buf[2];
+} pipeline;
+
+static int batch_size(const pipeline *p, int batch_index)
+{
+    int left = p->list->n - batch_index * p->batch;
+    return left < p->batch ? left : p->batch;
+}
+
+static void decode_into(pipeline *p, const char *path, void *dst, image_slot *slot)
+{
+    gr_image *im = NULL;
+    gr_status st = gr_image_load(path, &im);
+    if (st == GR_OK) {
+        slot->w = im->w;
+        slot->h = im->h;
+        st = p->use_u8 ? gr_image_letterbox_u8(im, p->net_w, p->net_h, dst)
+                       : gr_image_letterbox(im, p->net_w, p->net_h, dst);
+    }
+    gr_image_destroy(im);
+    if (st != GR_OK) {
+        snprintf(slot->error, sizeof slot->error, "%s", gr_last_error());
+        /* The slot still runs: grey, like the letterbox's border. */
+        if (p->use_u8)
+            memset(dst, 128, p->per_image);
+        else
+            for (size_t i = 0; i < p->per_image; i++)
+                ((float *)dst)[i] = 0.5f;
+    }
+}
+
+static void *worker(void *arg)
+{
+    pipeline *p = arg;
+    pthread_mutex_lock(&p->lock);
+    while (!p->stop && p->next_image < p->list->n) {
+        int i = p->next_image++;
+        int batch_index = i / p->batch, slot = i % p->batch;
+        batch_buffer *b = &p->buf[batch_index % 2];
+        while (!p->stop && b->batch_index != batch_index) /* still held by batch_index - 2 */
+            pthread_cond_wait(&p->changed, &p->lock);
+        if (p->stop)
+            break;
+        pthread_mutex_unlock(&p->lock);
+        size_t elem = p->use_u8 ? 1 : sizeof(float);
+        void *dst = (char *)b->input + (size_t)slot * p->per_image * elem;
+        b->slots[slot].error[0] = '\0';
+        decode_into(p, p->list->paths[i], dst, &b->slots[slot]);
+        pthread_mutex_lock(&p->lock);
+        b->filled++;
+        pthread_cond_broadcast(&p->changed);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void progress(int done, int total, double elapsed)
+{
+    int width = 30, bar = total ? done * width / total : width;
+    fprintf(stderr, "\r[%.*s%.*s] %d/%d images, %.0f images/s ", bar,
+            "##############################", width - bar, "                              ",
+            done, total, elapsed > 0 ? done / elapsed : 0.0);
+}
+
+/* Run batch k (in b), print its JSON lines. Returns an exit code (failures of the engine stop
+ * everything; a bad image only counts in *failed). */
+static int run_batch(const gr_cli_options *o, pipeline *p, gr_model *model, gr_engine *engine,
+                     batch_buffer *b, int *failed)
+{
+    gr_status st = p->use_u8 ? gr_engine_run_u8(engine, b->input)
+                             : gr_engine_run_f32(engine, b->input);
+    if (st != GR_OK)
+        return gr_cli_fail(st, "run");
+    gr_model_info info;
+    gr_model_get_info(model, &info);
+    int n_images = batch_size(p, b->batch_index);
+    for (int s = 0; s < n_images; s++) {
+        const char *path = p->list->paths[b->batch_index * p->batch + s];
+        printf("{\"input\": ");
+        gr_cli_json_string(stdout, path);
+        if (b->slots[s].error[0]) {
+            (*failed)++;
+            printf(", \"error\": ");
+            gr_cli_json_string(stdout, b->slots[s].error);
+            printf("}\n");
+            continue;
+        }
+        gr_detection *dets = NULL;
+        int n = 0;
+        if (info.classes > 0) {
+            gr_detect_options dopt;
+            gr_detect_options_default(&dopt);
+            dopt.thresh = o->thresh;
+            dopt.nms = o->nms;
+            dopt.image_w = b->slots[s].w;
+            dopt.image_h = b->slots[s].h;
+            if ((st = gr_engine_detect(engine, s, &dopt, &dets, &n)) != GR_OK)
+                return gr_cli_fail(st, "decoding detections");
+        }
+        printf(", \"width\": %d, \"height\": %d, ", b->slots[s].w, b->slots[s].h);
+        gr_cli_json_detections(stdout, model, dets, n, "");
+        printf("}\n");
+        gr_detections_free(dets);
+    }
+    fflush(stdout);
+    return GR_EXIT_OK;
+}
+
+static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model *model,
+                        gr_engine *engine, const gr_model_info *info)
+{
+    pipeline p = {.list = list, .batch = o->batch, .net_w = info->width, .net_h = info->height};
+    p.use_u8 = gr_engine_device(engine) == GR_DEVICE_GPU;
+    p.per_image = (size_t)info->channels * (size_t)info->width * (size_t)info->height;
+    size_t elem = p.use_u8 ? 1 : sizeof(float);
+    for (int k = 0; k < 2; k++) {
+        p.buf[k].batch_index = k;
+        p.buf[k].input = calloc(p.per_image * (size_t)o->batch, elem);
+        p.buf[k].slots = calloc((size_t)o->batch, sizeof(image_slot));
+    }
+    int threads = o->threads;
+    if (threads <= 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cores > 0 ? (int)cores : 1;
+    }
+    if (threads > list->n)
+        threads = list->n;
+    pthread_t *tids = calloc((size_t)threads, sizeof *tids);
+    int rc = GR_EXIT_OK;
+    if (!p.buf[0].input || !p.buf[1].input || !p.buf[0].slots || !p.buf[1].slots || !tids) {
+        fprintf(stderr, "graphrun: out of memory for two batches of %d images\n", o->batch);
+        rc = GR_EXIT_OOM;
+        goto out;
+    }
+    pthread_mutex_init(&p.lock, NULL);
+    pthread_cond_init(&p.changed, NULL);
+    fprintf(stderr, "graphrun: %d images, %d decoding threads, batches of %d\n", list->n, threads,
+            o->batch);
+    int started = 0;
+    double t0 = now_s();
+    for (; started < threads; started++)
+        if (pthread_create(&tids[started], NULL, worker, &p) != 0)
+            break;
+    if (started == 0) {
+        fprintf(stderr, "graphrun: cannot start a decoding thread\n");
+        rc = GR_EXIT_FAILURE;
+    }
+    int show_progress = isatty(STDERR_FILENO), failed = 0;
+    int n_batches = (list->n + o->batch - 1) / o->batch;
+    for (int k = 0; k < n_batches && rc == GR_EXIT_OK; k++) {
+        batch_buffer *b = &p.buf[k % 2];
+        pthread_mutex_lock(&p.lock);
+        while (b->filled < batch_size(&p, k))
+            pthread_cond_wait(&p.changed, &p.lock);
+        pthread_mutex_unlock(&p.lock);
+        rc = run_batch(o, &p, model, engine, b, &failed);
+        /* Hand the buffer to batch k + 2. */
+        pthread_mutex_lock(&p.lock);
+        b->batch_index = k + 2;
+        b->filled = 0;
+        if (rc != GR_EXIT_OK)
+            p.stop = 1;
+        pthread_cond_broadcast(&p.changed);
+        pthread_mutex_unlock(&p.lock);
+        if (show_progress)
+            progress(k * o->batch + batch_size(&p, k), list->n, now_s() - t0);
+    }
+    for (int t = 0; t < started; t++)
+        pthread_join(tids[t], NULL);
+    double elapsed = now_s() - t0;
+    if (show_progress)
+        fputc('\n', stderr);
+    pthread_cond_destroy(&p.changed);
+    pthread_mutex_destroy(&p.lock);
+    if (rc == GR_EXIT_OK) {
+        fprintf(stderr, "graphrun: %d images in %.2f s: %.1f images/s from files on disk to "
+                        "detections%s",
+                list->n, elapsed, elapsed > 0 ? list->n / elapsed : 0.0, failed ? "; " : "\n");
+        if (failed)
+            fprintf(stderr, "%d failed (their lines hold the error)\n", failed);
+        rc = failed ? GR_EXIT_INPUT : GR_EXIT_OK;
+    }
+out:
+    for (int k = 0; k < 2; k++) {
+        free(p.buf[k].input);
+        free(p.buf[k].slots);
+    }
+    free(tids);
+    return rc;
+}
+
+int gr_cli_detect_stream(const gr_cli_options *o)
+{
+    if (o->n_inputs > (o->input_list ? 0 : 1)) {
+        fprintf(stderr, "graphrun: a directory or --input-list is the only input of a run "
+                        "(no other --input)\n");
+        return GR_EXIT_USAGE;
+    }
+    path_list list = {0};
+    int rc = o->input_list ? read_list_file(o->input_list, &list)
+                           : read_directory(o->inputs[0], &list);
+    if (rc == GR_EXIT_OK && list.n == 0) {
+        fprintf(stderr, "graphrun: %s: no images (.jpg, .jpeg, .png, .bmp)\n",
+                o->input_list ? o->input_list : o->inputs[0]);
+        rc = GR_EXIT_INPUT;
+    }
+    gr_model *model = NULL;
+    gr_engine *engine = NULL;
+    gr_model_info info;
+    if (rc == GR_EXIT_OK && (rc = gr_cli_open(o, &model, &engine, &info)) == GR_EXIT_OK)
+        rc = run_pipeline(o, &list, model, engine, &info);
+    gr_engine_destroy(engine);
+    gr_model_destroy(model);
+    list_free(&list);
+    return rc;
+}
