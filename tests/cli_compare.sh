@@ -8,13 +8,7 @@
 # $1 = the graphrun binary. Runs from the source root.
 set -u
 bin=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-pass=0
-check() { # check NAME CONDITION-EXIT-STATUS
-  if [ "$2" = 0 ]; then pass=$((pass + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi
-}
+source "$(dirname "$0")/lib/check.sh"
 
 # YOLOv2-tiny VOC at 256x256 keeps the six configurations (and four calibrations) quicker.
 sed 's/^width=416/width=256/; s/^height=416/height=256/' models/yolov2-tiny-voc.cfg >"$tmp/y256.cfg"
