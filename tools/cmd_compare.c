@@ -312,8 +312,8 @@ static void print_results(const gr_cli_options *o, const gr_net *net, const conf
 /* Run one configuration over every input, compare with the fp32 reference (or become it). */
 static gr_status run_config(const gr_cli_options *o, const gr_model *model, config *cf,
                             const char *const *calib_images, const float *inputs,
-                            const gr_image *const *images, size_t per_image, int n_heads,
-                            reference *ref, double *times)
+                            const uint8_t *inputs_u8, const gr_image *const *images,
+                            size_t per_image, int n_heads, reference *ref, double *times)
 {
     gr_engine_options eo;
     gr_engine_options_default(&eo);
@@ -329,9 +329,13 @@ static gr_status run_config(const gr_cli_options *o, const gr_model *model, conf
     int is_ref = cf->prec == GR_PREC_FP32;
     gr_status st = GR_OK;
     int n_times = 0;
+    /* The GPU takes the uint8 letterbox (its input copy moves bytes, as detect does); the CPU the
+     * float one. Every configuration of one device sees the same input. */
+    int u8 = gr_engine_device(e) == GR_DEVICE_GPU;
     for (int i = 0; i < o->n_inputs && st == GR_OK; i++) {
         for (int r = 0; r < o->runs && st == GR_OK; r++) {
-            st = gr_engine_run_f32(e, inputs + (size_t)i * per_image);
+            st = u8 ? gr_engine_run_u8(e, inputs_u8 + (size_t)i * per_image)
+                    : gr_engine_run_f32(e, inputs + (size_t)i * per_image);
             gr_timing t;
             if (st == GR_OK && gr_engine_timing(e, &t) == GR_OK)
                 times[n_times++] = t.end_to_end_us;
@@ -455,6 +459,7 @@ int gr_cli_compare(int argc, char **argv)
     gr_net *net = NULL;
     gr_image *images[GR_CLI_MAX_INPUTS] = {0};
     float *inputs = NULL;
+    uint8_t *inputs_u8 = NULL;
     double *times = NULL;
     reference ref = {0};
     int n_heads = 0;
@@ -471,11 +476,12 @@ int gr_cli_compare(int argc, char **argv)
     n_heads = gr_net_heads(net, heads, GR_MAX_HEADS_CLI);
     size_t per_image = (size_t)info.channels * (size_t)info.width * (size_t)info.height;
     inputs = malloc((size_t)o.n_inputs * per_image * sizeof *inputs);
+    inputs_u8 = malloc((size_t)o.n_inputs * per_image);
     times = malloc((size_t)o.n_inputs * (size_t)o.runs * sizeof *times);
     ref.outputs = calloc((size_t)o.n_inputs * (size_t)n_heads, sizeof *ref.outputs);
     ref.dets = calloc((size_t)o.n_inputs, sizeof *ref.dets);
     ref.n_dets = calloc((size_t)o.n_inputs, sizeof *ref.n_dets);
-    if (!inputs || !times || !ref.outputs || !ref.dets || !ref.n_dets) {
+    if (!inputs || !inputs_u8 || !times || !ref.outputs || !ref.dets || !ref.n_dets) {
         st = gr_fail(GR_ERR_OUT_OF_MEMORY, "compare: out of memory for %d inputs", o.n_inputs);
         goto fail;
     }
@@ -487,15 +493,17 @@ int gr_cli_compare(int argc, char **argv)
     for (int i = 0; i < o.n_inputs; i++)
         if ((st = gr_image_load(o.inputs[i], &images[i])) != GR_OK ||
             (st = gr_image_letterbox(images[i], info.width, info.height,
-                                     inputs + (size_t)i * per_image)) != GR_OK)
+                                     inputs + (size_t)i * per_image)) != GR_OK ||
+            (st = gr_image_letterbox_u8(images[i], info.width, info.height,
+                                        inputs_u8 + (size_t)i * per_image)) != GR_OK)
             goto fail;
     fprintf(stderr, "graphrun compare: model %s, %d input%s, %d configurations\n", info.name,
             o.n_inputs, o.n_inputs == 1 ? "" : "s", n_cfgs);
     for (int c = 0; c < n_cfgs; c++) {
         fprintf(stderr, "graphrun: running %s\n", cfgs[c].name);
-        if ((st = run_config(&o, model, &cfgs[c], calib_images,
-                             inputs, (const gr_image *const *)images, per_image, n_heads, &ref,
-                             times)) != GR_OK)
+        if ((st = run_config(&o, model, &cfgs[c], calib_images, inputs, inputs_u8,
+                             (const gr_image *const *)images, per_image, n_heads, &ref, times)) !=
+            GR_OK)
             goto fail;
     }
     if (want_per_layer && (st = per_layer(&o, net, inputs, cfgs, n_cfgs, calib_images)) != GR_OK)
@@ -525,6 +533,7 @@ done:
     gr_net_free(net);
     gr_model_destroy(model);
     free(inputs);
+    free(inputs_u8);
     free(times);
     free(ref.dets);
     free(ref.n_dets);
