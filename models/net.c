@@ -38,10 +38,7 @@ gr_shape gr_net_input_shape(const gr_net *net, int layer, int k)
     return net->layers[from].out;
 }
 
-static int is_decoder(const gr_layer *l)
-{
-    return l->p.op == GR_OP_REGION || l->p.op == GR_OP_YOLO;
-}
+static int is_decoder(const gr_layer *l) { return gr_op_has((int)l->p.op, GR_OPF_HEAD); }
 
 int gr_net_heads(const gr_net *net, int *head_layers, int max)
 {

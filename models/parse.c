@@ -367,15 +367,15 @@ static bool parse_double(const char *s, double *out)
 }
 
 /* Integer key in [lo, hi]; values below lo are parse errors, above hi limit errors. */
-static gr_status get_int(const section_ctx *cx, const char *key, bool required, int dflt, int lo,
-                         int hi, int *out)
+/* *out keeps its value (the op's Darknet default, ops/ops.c) when an optional key is absent. */
+static gr_status get_int(const section_ctx *cx, const char *key, bool required, int lo, int hi,
+                         int *out)
 {
     const cfg_entry *e = find_entry(cx, key);
     if (!e) {
         if (required)
             return gr_fail(GR_ERR_PARSE, "%s:%d: [%s] missing required key '%s'",
                            cx->doc->source, cx->sec->line, cx->sec->name, key);
-        *out = dflt;
         return GR_OK;
     }
     long v;
@@ -403,7 +403,7 @@ static gr_status get_int(const section_ctx *cx, const char *key, bool required, 
 /* A Darknet boolean: any non-negative integer, nonzero meaning true (stored as 0 or 1). */
 static gr_status get_flag(const section_ctx *cx, const char *key, int *out)
 {
-    GR_TRY(get_int(cx, key, false, 0, 0, INT_MAX, out));
+    GR_TRY(get_int(cx, key, false, 0, INT_MAX, out));
     *out = *out != 0;
     return GR_OK;
 }
@@ -447,7 +447,7 @@ static gr_status get_list(const section_ctx *cx, const cfg_entry *e, bool intege
     return GR_OK;
 }
 
-static gr_status get_activation(const section_ctx *cx, gr_activation dflt, gr_activation *out)
+static gr_status get_activation(const section_ctx *cx, gr_activation *out)
 {
     static const char *const darknet_only[] = {"loggy", "elu", "selu", "relie", "plse",
                                                "hardtan", "lhtan", "ramp", "tanh", "stair",
@@ -456,10 +456,8 @@ static gr_status get_activation(const section_ctx *cx, gr_activation dflt, gr_ac
                                                "normalize_channels_softmax",
                                                "normalize_channels_softmax_maxval", NULL};
     const cfg_entry *e = find_entry(cx, "activation");
-    if (!e) {
-        *out = dflt;
+    if (!e)
         return GR_OK;
-    }
     if (gr_activation_parse(e->value, out))
         return GR_OK;
     if (in_list(darknet_only, e->value))
@@ -534,11 +532,8 @@ static gr_status resolve_index(const section_ctx *cx, const cfg_entry *e, int in
 static gr_status parse_anchors(const section_ctx *cx, int num, gr_op_params *p)
 {
     const cfg_entry *e = find_entry(cx, "anchors");
-    if (!e) {
-        for (int i = 0; i < 2 * num; i++)
-            p->anchors[i] = 0.5f; /* Darknet's default biases */
-        return GR_OK;
-    }
+    if (!e)
+        return GR_OK; /* Darknet's default biases, set by gr_op_params_default */
     double values[2 * GR_MAX_ANCHORS];
     int n;
     GR_TRY(get_list(cx, e, false, 2 * GR_MAX_ANCHORS, "anchor values", values, &n));
@@ -567,22 +562,23 @@ static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int inde
 
     switch (p->op) {
     case GR_OP_CONV: {
-        int pad_flag, padding;
-        GR_TRY(get_int(cx, "filters", true, 1, 1, GR_MAX_DIM, &p->filters));
-        GR_TRY(get_int(cx, "size", false, 1, 1, GR_MAX_DIM, &p->size));
-        GR_TRY(get_int(cx, "stride", false, 1, 1, GR_MAX_DIM, &p->stride));
+        int pad_flag = 0;
+        GR_TRY(get_int(cx, "filters", true, 1, GR_MAX_DIM, &p->filters));
+        GR_TRY(get_int(cx, "size", false, 1, GR_MAX_DIM, &p->size));
+        GR_TRY(get_int(cx, "stride", false, 1, GR_MAX_DIM, &p->stride));
         GR_TRY(get_flag(cx, "pad", &pad_flag));
-        GR_TRY(get_int(cx, "padding", false, 0, 0, GR_MAX_DIM, &padding));
-        GR_TRY(get_int(cx, "groups", false, 1, 1, GR_MAX_DIM, &p->groups));
+        GR_TRY(get_int(cx, "padding", false, 0, GR_MAX_DIM, &p->pad));
+        GR_TRY(get_int(cx, "groups", false, 1, GR_MAX_DIM, &p->groups));
         GR_TRY(get_flag(cx, "batch_normalize", &p->batch_normalize));
-        GR_TRY(get_activation(cx, GR_ACT_LOGISTIC, &p->activation));
-        p->pad = pad_flag ? p->size / 2 : padding;
+        GR_TRY(get_activation(cx, &p->activation));
+        if (pad_flag) /* Darknet: pad=1 means size/2, overriding padding */
+            p->pad = p->size / 2;
         break;
     }
     case GR_OP_MAXPOOL:
-        GR_TRY(get_int(cx, "stride", false, 1, 1, GR_MAX_DIM, &p->stride));
-        GR_TRY(get_int(cx, "size", false, p->stride, 1, GR_MAX_DIM, &p->size));
-        GR_TRY(get_int(cx, "padding", false, p->size - 1, 0, GR_MAX_DIM, &p->pad));
+        GR_TRY(get_int(cx, "stride", false, 1, GR_MAX_DIM, &p->stride));
+        GR_TRY(get_int(cx, "size", false, 1, GR_MAX_DIM, &p->size));
+        GR_TRY(get_int(cx, "padding", false, 0, GR_MAX_DIM, &p->pad));
         break;
     case GR_OP_ROUTE: {
         e = find_entry(cx, "layers");
@@ -593,8 +589,8 @@ static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int inde
         for (int k = 0; k < n; k++)
             GR_TRY(resolve_index(cx, e, index, (long)values[k], &l->inputs[k]));
         l->n_inputs = n;
-        GR_TRY(get_int(cx, "groups", false, 1, 1, GR_MAX_DIM, &p->groups));
-        GR_TRY(get_int(cx, "group_id", false, 0, 0, GR_MAX_DIM, &p->group_id));
+        GR_TRY(get_int(cx, "groups", false, 1, GR_MAX_DIM, &p->groups));
+        GR_TRY(get_int(cx, "group_id", false, 0, GR_MAX_DIM, &p->group_id));
         if (p->group_id >= p->groups)
             return gr_fail(GR_ERR_PARSE, "%s:%d: [%s] group_id %d must be less than groups %d",
                            cx->doc->source, cx->sec->line, cx->sec->name, p->group_id, p->groups);
@@ -608,33 +604,33 @@ static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int inde
         GR_TRY(get_list(cx, e, true, 1, "layers (graphrun adds exactly one)", values, &n));
         GR_TRY(resolve_index(cx, e, index, (long)values[0], &l->inputs[1]));
         l->n_inputs = 2;
-        GR_TRY(get_activation(cx, GR_ACT_LINEAR, &p->activation));
+        GR_TRY(get_activation(cx, &p->activation));
         break;
     }
     case GR_OP_UPSAMPLE:
-        GR_TRY(get_int(cx, "stride", false, 2, 1, GR_MAX_DIM, &p->stride));
+        GR_TRY(get_int(cx, "stride", false, 1, GR_MAX_DIM, &p->stride));
         break;
     case GR_OP_REORG:
-        GR_TRY(get_int(cx, "stride", false, 1, 1, GR_MAX_DIM, &p->stride));
+        GR_TRY(get_int(cx, "stride", false, 1, GR_MAX_DIM, &p->stride));
         break;
     case GR_OP_CONNECTED:
-        GR_TRY(get_int(cx, "output", true, 1, 1, GR_MAX_DIM, &p->filters));
+        GR_TRY(get_int(cx, "output", true, 1, GR_MAX_DIM, &p->filters));
         GR_TRY(get_flag(cx, "batch_normalize", &p->batch_normalize));
-        GR_TRY(get_activation(cx, GR_ACT_LOGISTIC, &p->activation));
+        GR_TRY(get_activation(cx, &p->activation));
         break;
     case GR_OP_SOFTMAX:
-        GR_TRY(get_int(cx, "groups", false, 1, 1, GR_MAX_DIM, &p->groups));
+        GR_TRY(get_int(cx, "groups", false, 1, GR_MAX_DIM, &p->groups));
         break;
     case GR_OP_REGION:
-        GR_TRY(get_int(cx, "classes", false, 20, 1, GR_MAX_DIM, &p->classes));
-        GR_TRY(get_int(cx, "coords", false, 4, 4, 4, &p->coords));
-        GR_TRY(get_int(cx, "num", false, 1, 1, GR_MAX_ANCHORS, &p->num));
+        GR_TRY(get_int(cx, "classes", false, 1, GR_MAX_DIM, &p->classes));
+        GR_TRY(get_int(cx, "coords", false, 4, 4, &p->coords));
+        GR_TRY(get_int(cx, "num", false, 1, GR_MAX_ANCHORS, &p->num));
         GR_TRY(get_flag(cx, "softmax", &p->softmax));
         GR_TRY(parse_anchors(cx, p->num, p));
         break;
     case GR_OP_YOLO:
-        GR_TRY(get_int(cx, "classes", false, 20, 1, GR_MAX_DIM, &p->classes));
-        GR_TRY(get_int(cx, "num", false, 1, 1, GR_MAX_ANCHORS, &p->num));
+        GR_TRY(get_int(cx, "classes", false, 1, GR_MAX_DIM, &p->classes));
+        GR_TRY(get_int(cx, "num", false, 1, GR_MAX_ANCHORS, &p->num));
         GR_TRY(parse_anchors(cx, p->num, p));
         e = find_entry(cx, "mask");
         if (e) {
@@ -649,10 +645,6 @@ static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int inde
                 p->mask[k] = (int)values[k];
             }
             p->n_mask = n;
-        } else {
-            for (int k = 0; k < p->num; k++)
-                p->mask[k] = k;
-            p->n_mask = p->num;
         }
         break;
     default:
@@ -665,7 +657,7 @@ static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int inde
 static gr_status check_param_count(const section_ctx *cx, const gr_net *net, int index)
 {
     const gr_layer *l = &net->layers[index];
-    if (l->p.op != GR_OP_CONV && l->p.op != GR_OP_CONNECTED)
+    if (!gr_op_has((int)l->p.op, GR_OPF_WEIGHTS))
         return GR_OK;
     gr_shape in = gr_net_input_shape(net, index, 0);
     size_t n = (size_t)l->p.filters, fan_in;
@@ -698,6 +690,7 @@ static gr_status build_layer(const section_ctx *cx, gr_net *net, int index)
     l->cfg_line = cx->sec->line;
     GR_TRY(check_keys(cx));
     GR_TRY(parse_layer_params(cx, l, index));
+    gr_op_params_resolve(&l->p);
 
     gr_shape in[GR_MAX_INPUTS];
     for (int k = 0; k < l->n_inputs; k++)
@@ -718,9 +711,9 @@ static gr_status build_layer(const section_ctx *cx, gr_net *net, int index)
 static gr_status parse_net_section(const section_ctx *cx, gr_net *net)
 {
     GR_TRY(check_keys(cx));
-    GR_TRY(get_int(cx, "width", true, 0, 1, GR_MAX_DIM, &net->w));
-    GR_TRY(get_int(cx, "height", true, 0, 1, GR_MAX_DIM, &net->h));
-    GR_TRY(get_int(cx, "channels", true, 0, 1, GR_MAX_DIM, &net->c));
+    GR_TRY(get_int(cx, "width", true, 1, GR_MAX_DIM, &net->w));
+    GR_TRY(get_int(cx, "height", true, 1, GR_MAX_DIM, &net->h));
+    GR_TRY(get_int(cx, "channels", true, 1, GR_MAX_DIM, &net->c));
     gr_shape in = {net->c, net->h, net->w};
     if (gr_shape_elems(in) > GR_MAX_TENSOR_ELEMS)
         return gr_fail(GR_ERR_LIMIT, "%s:%d: [%s] input %dx%dx%d is too large", cx->doc->source,

@@ -462,7 +462,7 @@ static gr_status calib_alloc(calib *cal)
     }
     for (int i = 0; i < net->n_layers; i++) {
         const gr_layer *l = &net->layers[i];
-        if ((l->p.op == GR_OP_REGION || l->p.op == GR_OP_YOLO) && l->inputs[0] >= 0 &&
+        if (gr_op_has((int)l->p.op, GR_OPF_HEAD) && l->inputs[0] >= 0 &&
             net->layers[l->inputs[0]].p.op == GR_OP_CONV)
             cal->decoder_of[l->inputs[0]] = i;
     }

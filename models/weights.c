@@ -32,7 +32,7 @@ int gr_host_is_little_endian(void)
 size_t gr_layer_param_floats(const gr_net *net, int layer, float *base, gr_weights *w)
 {
     const gr_layer *l = &net->layers[layer];
-    if (l->p.op != GR_OP_CONV && l->p.op != GR_OP_CONNECTED)
+    if (!gr_op_has((int)l->p.op, GR_OPF_WEIGHTS))
         return 0;
     gr_shape in = gr_net_input_shape(net, layer, 0);
     size_t n = (size_t)l->p.filters;
@@ -86,7 +86,7 @@ void gr_net_attach_weights(gr_net *net, float *block, size_t n_floats)
     size_t offset = 0;
     for (int i = 0; i < net->n_layers; i++) {
         gr_layer *l = &net->layers[i];
-        if (l->p.op == GR_OP_CONV || l->p.op == GR_OP_CONNECTED)
+        if (gr_op_has((int)l->p.op, GR_OPF_WEIGHTS))
             offset += gr_layer_param_floats(net, i, block + offset, &l->w);
         else
             memset(&l->w, 0, sizeof l->w);

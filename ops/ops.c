@@ -9,8 +9,9 @@
 #include "ops/op_util.h"
 
 static const gr_op_info op_table[] = {
-#define GR_OP(e, stem, section)                                                                    \
-    [GR_OP_##e] = {#stem, section, gr_op_##stem##_infer, gr_op_##stem##_cost, gr_op_##stem##_ref},
+#define GR_OP(e, stem, section, flags)                                                             \
+    [GR_OP_##e] = {#stem, section, flags, gr_op_##stem##_infer, gr_op_##stem##_cost,              \
+                   gr_op_##stem##_ref},
 #include "ops/ops.def"
 #undef GR_OP
 };
@@ -36,33 +37,14 @@ bool gr_op_from_section(const char *section, gr_op_kind *out)
             return true;
         }
     }
-    /* Darknet's parse.c accepts these aliases for the same layers. */
-    if (strcmp(section, "conv") == 0) {
-        if (out)
-            *out = GR_OP_CONV;
-        return true;
-    }
-    if (strcmp(section, "conn") == 0) {
-        if (out)
-            *out = GR_OP_CONNECTED;
-        return true;
-    }
-    if (strcmp(section, "max") == 0) {
-        if (out)
-            *out = GR_OP_MAXPOOL;
-        return true;
-    }
-    if (strcmp(section, "avg") == 0) {
-        if (out)
-            *out = GR_OP_AVGPOOL;
-        return true;
-    }
-    if (strcmp(section, "soft") == 0) {
-        if (out)
-            *out = GR_OP_SOFTMAX;
-        return true;
-    }
     return false;
+}
+
+bool gr_op_has(int kind, unsigned flags)
+{
+    if (kind < 0 || kind >= GR_OP_COUNT)
+        return false;
+    return (op_table[kind].flags & flags) == flags;
 }
 
 static const char *const activation_names[GR_ACT_COUNT] = {
@@ -185,9 +167,9 @@ void gr_op_params_default(gr_op_kind op, gr_op_params *p)
         p->stride = 1;
         break;
     case GR_OP_MAXPOOL: /* parse_maxpool: stride 1, size = stride, padding = size - 1 */
-        p->size = 1;
         p->stride = 1;
-        p->pad = 0;
+        p->size = GR_PARAM_DERIVED;
+        p->pad = GR_PARAM_DERIVED;
         break;
     case GR_OP_UPSAMPLE: p->stride = 2; break;
     case GR_OP_REORG: p->stride = 1; break;
@@ -203,8 +185,7 @@ void gr_op_params_default(gr_op_kind op, gr_op_params *p)
         p->coords = 4;
         p->classes = 20;
         p->num = 1;
-        p->n_mask = 1;
-        p->mask[0] = 0;
+        p->n_mask = GR_PARAM_DERIVED;
         for (int i = 0; i < 2 * GR_MAX_ANCHORS; i++)
             p->anchors[i] = 0.5f;
         break;
@@ -218,6 +199,26 @@ void gr_op_params_default(gr_op_kind op, gr_op_params *p)
     case GR_OP_SHORTCUT: /* parse_shortcut: activation linear */
     case GR_OP_SOFTMAX:
     case GR_OP_COUNT: break;
+    }
+}
+
+void gr_op_params_resolve(gr_op_params *p)
+{
+    switch (p->op) {
+    case GR_OP_MAXPOOL:
+        if (p->size == GR_PARAM_DERIVED)
+            p->size = p->stride;
+        if (p->pad == GR_PARAM_DERIVED)
+            p->pad = p->size - 1;
+        break;
+    case GR_OP_YOLO:
+        if (p->n_mask == GR_PARAM_DERIVED) {
+            for (int k = 0; k < p->num && k < GR_MAX_ANCHORS; k++)
+                p->mask[k] = k;
+            p->n_mask = p->num;
+        }
+        break;
+    default: break;
     }
 }
 

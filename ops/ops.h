@@ -17,8 +17,22 @@
 
 #include "ops/base.h"
 
+/* Op properties, the flags column of ops/ops.def. */
+enum {
+    GR_OPF_STORED_VALUES = 1u << 0, /* the output holds the input's stored values (copies, max):
+                                       exact on i8/f16 storage, one int8 scale for both */
+    GR_OPF_IN_PLACE = 1u << 1,      /* elementwise: may overwrite its dying first input */
+    GR_OPF_HEAD = 1u << 2,          /* a detection head's decoder (region, yolo) */
+    GR_OPF_WEIGHTS = 1u << 3,       /* learned weights and bias, a bias/activation epilogue */
+    GR_OPF_F32_ONLY = 1u << 4,      /* the planner computes it in f32 whatever the precision */
+    GR_OPF_CONVERSION = 1u << 5,    /* a dtype conversion inserted by the planner */
+    GR_OPF_GPU_F32 = 1u << 6,       /* the GPU engine has a kernel for it on f32 tensors */
+    GR_OPF_GPU_F16 = 1u << 7,       /* ... on f16 tensors (quantize/dequantize: f16 side) */
+    GR_OPF_GPU_I8 = 1u << 8         /* ... on i8 tensors (quantize/dequantize: i8 side) */
+};
+
 typedef enum gr_op_kind {
-#define GR_OP(e, stem, section) GR_OP_##e,
+#define GR_OP(e, stem, section, flags) GR_OP_##e,
 #include "ops/ops.def"
 #undef GR_OP
     GR_OP_COUNT
@@ -100,6 +114,7 @@ typedef struct gr_cost {
 typedef struct gr_op_info {
     const char *name;    /* "conv" */
     const char *section; /* Darknet section, "" for planner-inserted ops */
+    unsigned flags;      /* GR_OPF_* */
     gr_status (*infer)(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape *out);
     void (*cost)(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, gr_cost *cost);
     void (*ref)(const gr_op_params *p, const gr_weights *w, const float *const *in,
@@ -107,11 +122,15 @@ typedef struct gr_op_info {
 } gr_op_info;
 
 const gr_op_info *gr_op_get(gr_op_kind op);
-/* Op of a Darknet section name ("convolutional"); false if none. */
+/* Op of a Darknet section name as ops.def spells it ("convolutional"); false if none. Darknet's
+ * aliases ([conv], [max], ...) are the parser's section table's business (models/parse.c). */
 bool gr_op_from_section(const char *section, gr_op_kind *out);
+/* True when `kind` has every flag of `flags`. Takes any int so planner node kinds (>= GR_OP_COUNT,
+ * see planner/plan.h) can be asked too: they have no flags. */
+bool gr_op_has(int kind, unsigned flags);
 
 /* Per-op declarations, one set per row of ops.def. */
-#define GR_OP(e, stem, section)                                                                    \
+#define GR_OP(e, stem, section, flags)                                                             \
     gr_status gr_op_##stem##_infer(const gr_op_params *p, const gr_shape *in, int n_in,            \
                                    gr_shape *out);                                                 \
     void gr_op_##stem##_cost(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out,    \
@@ -122,8 +141,16 @@ bool gr_op_from_section(const char *section, gr_op_kind *out);
 #include "ops/ops.def"
 #undef GR_OP
 
-/* Set the defaults Darknet uses for a fresh layer of kind `op` (e.g. conv activation logistic,
- * maxpool padding = size-1 is resolved by the parser once size is known). */
+/* Marks a parameter whose Darknet default depends on others (gr_op_params_resolve fills it). */
+#define GR_PARAM_DERIVED (-1)
+
+/* Darknet's defaults for a fresh layer of kind `op`, the one place they are written down (the
+ * parser only reads the keys a cfg gives over them): e.g. conv activation logistic, upsample
+ * stride 2, region classes 20. Defaults that depend on other keys are GR_PARAM_DERIVED until
+ * gr_op_params_resolve: maxpool size (= stride) and padding (= size - 1), yolo mask (every
+ * anchor). */
 void gr_op_params_default(gr_op_kind op, gr_op_params *p);
+/* Fill the GR_PARAM_DERIVED parameters from the others, once a cfg's keys are read. */
+void gr_op_params_resolve(gr_op_params *p);
 
 #endif

@@ -23,6 +23,15 @@ static void tensor_label(const gr_plan *plan, int t, char *buf, size_t len)
         snprintf(buf, len, "t%d %s", t, gr_plan_kind_name(p->kind));
 }
 
+/* Nodes carrying a fused part (each stands for one node fused away). */
+static int count_fused(const gr_plan *plan, unsigned part)
+{
+    int count = 0;
+    for (int i = 0; i < plan->n_nodes; i++)
+        count += (plan->nodes[i].fused & part) != 0;
+    return count;
+}
+
 static gr_status finish(FILE *f, const char *what)
 {
     if (ferror(f))
@@ -88,10 +97,16 @@ gr_status gr_plan_dump_text(const gr_plan *plan, FILE *f)
             plan->naive_bytes,
             plan->naive_bytes ? (double)plan->arena_bytes / (double)plan->naive_bytes : 1.0,
             plan->placement ? plan->placement : "-");
-    fprintf(f, "quantize: %d  dequantize: %d  convert: %d  fused maxpools: %d  dead nodes: %d\n",
+    fprintf(f, "quantize: %d  dequantize: %d  convert: %d  fused maxpools: %d  dead nodes: %d",
             gr_plan_count_kind(plan, GR_OP_QUANTIZE), gr_plan_count_kind(plan, GR_OP_DEQUANTIZE),
-            gr_plan_count_kind(plan, GR_NODE_CONVERT), plan->fused_nodes_removed,
+            gr_plan_count_kind(plan, GR_NODE_CONVERT), count_fused(plan, GR_FUSED_MAXPOOL),
             plan->dead_nodes_removed);
+    /* Shown only when the fusions are on, so default plans print as before. */
+    int quant_in = count_fused(plan, GR_FUSED_QUANTIZE_IN);
+    int dequant_out = count_fused(plan, GR_FUSED_DEQUANT_OUT);
+    if (quant_in || dequant_out)
+        fprintf(f, "  fused quant-in: %d  fused dequant-out: %d", quant_in, dequant_out);
+    fputc('\n', f);
     return finish(f, "text");
 }
 

@@ -99,13 +99,6 @@ const float *gr_plan_exec_output(const gr_plan_exec *ex, int k)
     return ex->outputs[k];
 }
 
-const uint8_t *gr_plan_exec_buffer(const gr_plan_exec *ex, int buffer)
-{
-    if (!ex || buffer < 0 || buffer >= ex->plan->n_buffers)
-        return NULL;
-    return ex->base[buffer];
-}
-
 gr_status gr_plan_exec_load_buffer(gr_plan_exec *ex, int buffer, const void *src, size_t bytes)
 {
     if (!ex || !src || buffer < 0 || buffer >= ex->plan->n_buffers)
@@ -185,6 +178,15 @@ static float requantize(const gr_plan_tensor *t, float y, float inv_scale)
     if (t->dtype == GR_DTYPE_F16)
         return gr_round_f16(y);
     return y;
+}
+
+/* The quantize node's u8 conversions (plan.h), for a conv with GR_FUSED_QUANTIZE_IN: the same
+ * float operations, so fusing changes no bit. */
+static float quantize_u8(float v, gr_dtype to, float scale)
+{
+    if (to == GR_DTYPE_I8)
+        return clamp_q(rintf((v / 255.0f) / scale));
+    return gr_round_f16(v / 255.0f);
 }
 
 static uint8_t *tensor_base(const gr_plan_exec *ex, const gr_plan_tensor *t)
@@ -352,8 +354,12 @@ static gr_status run_conv(gr_plan_exec *ex, const gr_plan_node *nd)
     size_t in_elems = image_elems(x);
     size_t conv_elems = (size_t)g.out_c * (size_t)g.out_h * (size_t)g.out_w;
     size_t out_plane = (size_t)g.out_h * (size_t)g.out_w;
-    int is_i8 = x->dtype == GR_DTYPE_I8;
-    int is_f16 = x->dtype == GR_DTYPE_F16;
+    /* With GR_FUSED_QUANTIZE_IN x is the u8 input and the conv quantizes it as it loads. */
+    int quantize_in = (nd->fused & GR_FUSED_QUANTIZE_IN) != 0;
+    gr_dtype compute = gr_plan_conv_in_dtype(plan, nd);
+    float s_in = gr_plan_conv_in_scale(plan, nd);
+    int is_i8 = compute == GR_DTYPE_I8;
+    int is_f16 = compute == GR_DTYPE_F16;
 
     float *in = gr_malloc(in_elems * sizeof *in, "conv input scratch");
     float *act = gr_malloc(conv_elems * sizeof *act, "conv output scratch");
@@ -380,6 +386,8 @@ static gr_status run_conv(gr_plan_exec *ex, const gr_plan_node *nd)
 
     for (int n = 0; n < x->n; n++) {
         gather(ex, nd->inputs[0], n, 1, 0, in);
+        for (size_t k = 0; quantize_in && k < in_elems; k++)
+            in[k] = quantize_u8(in[k], compute, s_in);
         if (is_i8) {
             for (size_t k = 0; k < in_elems; k++)
                 in_q[k] = (int16_t)in[k];
@@ -388,7 +396,7 @@ static gr_status run_conv(gr_plan_exec *ex, const gr_plan_node *nd)
             conv_accumulate_f32(&g, in, w, act);
         }
         for (int oc = 0; oc < g.out_c; oc++) {
-            float m = is_i8 ? x->scale * w_scale[oc] : 1.0f;
+            float m = is_i8 ? s_in * w_scale[oc] : 1.0f;
             float *plane = act + (size_t)oc * out_plane;
             const int32_t *qplane = is_i8 ? acc_q + (size_t)oc * out_plane : NULL;
             for (size_t i = 0; i < out_plane; i++) {
@@ -404,7 +412,7 @@ static gr_status run_conv(gr_plan_exec *ex, const gr_plan_node *nd)
                 } else {
                     v = plane[i] + bias[oc];
                 }
-                plane[i] = activate_for(x->dtype, v, nd->p.activation);
+                plane[i] = activate_for(compute, v, nd->p.activation);
             }
         }
         const float *result = act;
@@ -458,12 +466,6 @@ static gr_status run_conversion(gr_plan_exec *ex, const gr_plan_node *nd)
 
 /* ---- everything else: the op reference on dense float copies ----------------------------- */
 
-static int uses_stored_values(int kind)
-{
-    return kind == GR_OP_MAXPOOL || kind == GR_OP_UPSAMPLE || kind == GR_OP_REORG ||
-           kind == GR_OP_ROUTE;
-}
-
 static gr_status run_reference(gr_plan_exec *ex, const gr_plan_node *nd)
 {
     const gr_plan *plan = ex->plan;
@@ -472,7 +474,7 @@ static gr_status run_reference(gr_plan_exec *ex, const gr_plan_node *nd)
     float *in[GR_MAX_INPUTS] = {0};
     const float *in_const[GR_MAX_INPUTS];
     gr_shape shapes[GR_MAX_INPUTS];
-    int stored = uses_stored_values(nd->kind);
+    int stored = gr_op_has(nd->kind, GR_OPF_STORED_VALUES);
     gr_status st = GR_OK;
     size_t out_count = (size_t)batch * image_elems(y);
     float *out = gr_malloc(out_count * sizeof *out, "op output scratch");
@@ -496,7 +498,7 @@ static gr_status run_reference(gr_plan_exec *ex, const gr_plan_node *nd)
         params.activation = GR_ACT_LINEAR;
     gr_weights w;
     memset(&w, 0, sizeof w);
-    if (nd->kind == GR_OP_CONNECTED) {
+    if (gr_op_has(nd->kind, GR_OPF_WEIGHTS)) {
         w.n = nd->p.filters;
         w.biases = plan->weights + nd->b_offset;
         w.weights = plan->weights + nd->w_offset;
@@ -545,8 +547,7 @@ gr_status gr_plan_execute(gr_plan_exec *ex, const void *input)
                     gather(ex, nd->inputs[0], 0, t->n, 1, ex->outputs[k]);
         } else if (nd->kind == GR_OP_CONV) {
             st = run_conv(ex, nd);
-        } else if (nd->kind == GR_OP_QUANTIZE || nd->kind == GR_OP_DEQUANTIZE ||
-                   nd->kind == GR_NODE_CONVERT) {
+        } else if (gr_op_has(nd->kind, GR_OPF_CONVERSION) || nd->kind == GR_NODE_CONVERT) {
             st = run_conversion(ex, nd);
         } else {
             st = run_reference(ex, nd);

@@ -8,7 +8,7 @@
  * plan->buffers (storage shared by tensors that alias: in-place results and concat slices). All
  * cross references are indices. Same net + same options -> byte-identical plan.
  *
- * Layouts (the contract with kernels/, see docs/planner.md and the gpuspec):
+ * Layouts (the contract with kernels/; docs/planner.md has the same with tables):
  *   - f32: NCHW. Element (n, c, y, x) at ((n*c_stride + c_offset + c)*h + y)*w + x.
  *   - f16 / i8: NHWC channels-last, channels padded to c_pad = round_up(c, 8) (f16) or
  *     round_up(c, 16) (i8); padding channels hold 0. Element at ((n*h + y)*w + x)*c_stride +
@@ -32,6 +32,12 @@
  *   1.0f/(1.0f+expf(-y)); the CPU fp32 path uses gr_activate (Darknet's CPU code, = the refs).
  *   rint = round half to even (__float2int_rn). Fused maxpool (GR_FUSED_MAXPOOL) takes the max of
  *   the activated y over the window before the output conversion.
+ *   Fused input quantize (GR_FUSED_QUANTIZE_IN): the conv reads the u8 network input and loads v
+ *   as clamp(rint((v / 255.0f) / s_in), -127, 127) (i8, s_in = node->in_scale) or
+ *   half_rn(v / 255.0f) (f16), the quantize formulas below; the rest is unchanged.
+ *   Fused output dequantize (GR_FUSED_DEQUANT_OUT): the output is f32 NCHW and nothing is rounded:
+ *     i8: y = fmaf((float)acc, m[c], b'[c]); y = act(y); out = y   (no int8, no output scale)
+ *     f16: y = acc + b'[c]; y = act(y); out = y                    (no half rounding)
  *   BN folding (Darknet's formula, epsilon on the standard deviation):
  *     d[c] = sqrt(var[c]) + 0.000001 (in double, as Darknet), w' = (float)(w * scale[c] / d[c]),
  *     b' = (float)(bias[c] - mean[c] * scale[c] / d[c]); without BN w' = w, b' = bias.
@@ -65,7 +71,9 @@ enum {
     GR_FUSED_ACT = 1u << 2,      /* activation (not linear) applied in the epilogue */
     GR_FUSED_REQUANT = 1u << 3,  /* int8 output: requantized with the output scale */
     GR_FUSED_CONVERT = 1u << 4,  /* f16 output rounded in the epilogue */
-    GR_FUSED_MAXPOOL = 1u << 5   /* the following maxpool is applied before the output conversion */
+    GR_FUSED_MAXPOOL = 1u << 5,  /* the following maxpool is applied before the output conversion */
+    GR_FUSED_QUANTIZE_IN = 1u << 6, /* conv reads the u8 network input and quantizes it itself */
+    GR_FUSED_DEQUANT_OUT = 1u << 7  /* conv writes f32 NCHW directly (its dequantize folded in) */
 };
 
 typedef enum gr_layout { GR_LAYOUT_NCHW = 0, GR_LAYOUT_NHWC } gr_layout;
@@ -110,6 +118,8 @@ typedef struct gr_plan_node {
     int noop;             /* nothing to run: a concat whose inputs were written into its slices */
     gr_op_params p;       /* the layer's params (conv activation is the fused one) */
     int pool_size, pool_stride, pool_pad, pool_layer; /* GR_FUSED_MAXPOOL */
+    gr_dtype in_dtype;    /* GR_FUSED_QUANTIZE_IN: the dtype it computes on (i8 or f16) */
+    float in_scale;       /* GR_FUSED_QUANTIZE_IN, i8: s_in, set with the other scales */
     /* conv / connected parameters in plan->weights (floats) and plan->qweights (int8) */
     size_t w_offset, n_w; /* weights, w' after folding: [filters][c/groups][size][size] */
     size_t b_offset;      /* bias b' [filters] */
@@ -129,8 +139,12 @@ typedef struct gr_plan_options {
     int batch;                  /* >= 1 */
     int fold_bn;                /* 1 default */
     int fuse_maxpool;           /* 0 default: fuse a conv's sole-consumer maxpool */
+    int fuse_input_quantize;    /* 0 default: a conv that is the only reader of the u8 input's
+                                   quantize reads the u8 input itself (GR_FUSED_QUANTIZE_IN) */
+    int fuse_output_dequantize; /* 0 default: a conv whose only reader is a dequantize writes
+                                   the f32 result itself (GR_FUSED_DEQUANT_OUT) */
     int concat_in_place;        /* 1 default */
-    int nchw_strided_views;     /* 0 default: f32 tensors stay dense (gpuspec), so f32 concats
+    int nchw_strided_views;     /* 0 default: f32 tensors stay dense (Layouts above), so f32 concats
                                    alias only at batch 1; 1 also aliases strided batch > 1 slices */
     int in_place;               /* 1 default: elementwise ops overwrite a dying input */
     int single_stream;          /* 0 default */
@@ -167,8 +181,10 @@ typedef struct gr_plan {
     size_t naive_bytes;         /* every tensor its own buffer */
     const char *placement;      /* name of the heuristic that won */
     int scales_ready;           /* every i8 tensor has a scale (calibrated or set) */
-    int fused_nodes_removed;    /* bookkeeping for reports: maxpools fused, dead nodes */
-    int dead_nodes_removed;
+    int fused_nodes_removed;    /* bookkeeping for reports: nodes fused away (maxpools, Q/DQ), */
+    int dead_nodes_removed;     /* dead nodes */
+    gr_plan_options options;    /* as built; layer_precision is cleared (not owned), its effect
+                                   is in the nodes' precisions */
     /* private to the planner */
     int cap_nodes, cap_tensors;
     uint64_t *order;            /* happens-before bit matrix, n_nodes rows of order_words */
@@ -183,6 +199,12 @@ const char *gr_plan_kind_name(int kind);
 /* "bn+bias+leaky+requant" style list of the fused parts into buf; returns buf. */
 const char *gr_plan_fused_str(const gr_plan_node *node, char *buf, size_t len);
 int gr_plan_count_kind(const gr_plan *plan, int kind);
+/* The dtype a conv computes on: its input tensor's, or, with GR_FUSED_QUANTIZE_IN, the one it
+ * quantizes the u8 input to (node->in_dtype). */
+gr_dtype gr_plan_conv_in_dtype(const gr_plan *plan, const gr_plan_node *nd);
+/* The scale of the values a conv multiplies: its input tensor's, or node->in_scale with
+ * GR_FUSED_QUANTIZE_IN. */
+float gr_plan_conv_in_scale(const gr_plan *plan, const gr_plan_node *nd);
 
 /* ---- int8 scales ------------------------------------------------------------------------- */
 /* Set the activation range (max |x| or a percentile of |x|) of each net layer's output and of
@@ -216,8 +238,6 @@ const float *gr_plan_exec_output(const gr_plan_exec *ex, int k);
 /* Copy any tensor out as float NCHW real values (i8 dequantized with its scale, u8 / 255).
  * dst holds n*c*h*w floats. Valid for tensors whose storage has not been reused yet. */
 gr_status gr_plan_exec_read_tensor(const gr_plan_exec *ex, int tensor, float *dst);
-/* The raw storage of a tensor's buffer (for tests comparing bytes). */
-const uint8_t *gr_plan_exec_buffer(const gr_plan_exec *ex, int buffer);
 /* Overwrite a buffer's storage (e.g. with a GPU's copy of the same buffer, to decode it with
  * gr_plan_exec_read_tensor). */
 gr_status gr_plan_exec_load_buffer(gr_plan_exec *ex, int buffer, const void *src, size_t bytes);

@@ -1,11 +1,13 @@
 /* From plan to launches: where each tensor lives on the device, which launcher runs each plan
  * node (the launchers pick the kernel for the node's dtype, kernels/misc.h), and the forward pass
  * on the plan's streams with its fork, cross-stream events and join. */
+#include <stdio.h>
 #include <string.h>
 
 #include "kernels/common.h"
 #include "kernels/misc.h"
 #include "runtime/gpu_private.h"
+#include "runtime/trace.h"
 
 /* ---- addresses -------------------------------------------------------------------------- */
 
@@ -45,10 +47,13 @@ gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, int index, 
     const gr_plan_node *nd = &plan->nodes[index];
     const gr_plan_tensor *x = &plan->tensors[nd->inputs[0]];
     const gr_plan_tensor *y = &plan->tensors[nd->output];
-    const gpu_conv_weights *w = &v->nw[index];
+    const gpu_conv_weights *w = v->nw ? &v->nw[index] : NULL;
     memset(c, 0, sizeof *c);
-    if (x->dtype == GR_DTYPE_F32) {
-        if (y->dtype != GR_DTYPE_F32)
+    const unsigned fusions = GR_FUSED_MAXPOOL | GR_FUSED_QUANTIZE_IN | GR_FUSED_DEQUANT_OUT;
+    const gr_dtype compute = gr_plan_conv_in_dtype(plan, nd);
+    const int allocated = v->arena != NULL; /* else only the shapes (gr_gpu_plan_check) */
+    if (compute == GR_DTYPE_F32) {
+        if (y->dtype != GR_DTYPE_F32 || (nd->fused & fusions))
             return gr_gpu_unsupported(plan, index);
         /* cuBLAS path on NCHW; a channel slice with batch > 1 is not contiguous: one image at a
          * time, each a contiguous block. */
@@ -60,37 +65,84 @@ gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, int index, 
             .batch = per_image ? 1 : x->n,
             .in_c = x->c, .in_h = x->h, .in_w = x->w, .out_c = y->c,
             .ksize = nd->p.size, .stride = nd->p.stride, .pad = nd->p.pad,
-            .in = (const float *)gr_gpu_tensor_storage(v, nd->inputs[0]) +
-                  (size_t)x->c_offset * x->h * x->w,
-            .weights = w->weights, .bias = w->bias,
-            .out = (float *)gr_gpu_tensor_storage(v, nd->output) +
-                   (size_t)y->c_offset * y->h * y->w,
+            .in = allocated ? (const float *)gr_gpu_tensor_storage(v, nd->inputs[0]) +
+                                  (size_t)x->c_offset * x->h * x->w
+                            : NULL,
+            .weights = w ? w->weights : NULL, .bias = w ? w->bias : NULL,
+            .out = allocated ? (float *)gr_gpu_tensor_storage(v, nd->output) +
+                                   (size_t)y->c_offset * y->h * y->w
+                             : NULL,
             .workspace = v->im2col[nd->stream], .activation = (int)nd->p.activation,
             .tf32 = g->tf32};
         return GR_OK;
     }
     gr_conv_out_kind out_kind;
-    switch (y->dtype) {
-    case GR_DTYPE_I8: out_kind = GR_CONV_OUT_I8; break;
-    case GR_DTYPE_F16: out_kind = GR_CONV_OUT_F16; break;
-    default: return gr_gpu_unsupported(plan, index);
-    }
-    if ((x->dtype != GR_DTYPE_I8 && x->dtype != GR_DTYPE_F16) || nd->p.groups > 1)
+    size_t out_offset = 0; /* bytes */
+    if (nd->fused & GR_FUSED_DEQUANT_OUT) {
+        /* f32 NCHW straight from the accumulator; a channel slice only where it is contiguous */
+        if (y->dtype != GR_DTYPE_F32 || (y->n > 1 && y->c_stride != y->c))
+            return gr_gpu_unsupported(plan, index);
+        out_kind = GR_CONV_OUT_F32_NCHW;
+        out_offset = (size_t)y->c_offset * y->h * y->w * sizeof(float);
+    } else if (y->dtype == GR_DTYPE_I8) {
+        out_kind = GR_CONV_OUT_I8;
+    } else if (y->dtype == GR_DTYPE_F16) {
+        out_kind = GR_CONV_OUT_F16;
+    } else {
         return gr_gpu_unsupported(plan, index);
+    }
+    const int in_u8 = (nd->fused & GR_FUSED_QUANTIZE_IN) != 0;
+    if ((compute != GR_DTYPE_I8 && compute != GR_DTYPE_F16) || nd->p.groups > 1 ||
+        (in_u8 && x->dtype != GR_DTYPE_U8))
+        return gr_gpu_unsupported(plan, index);
+    const int pooled = (nd->fused & GR_FUSED_MAXPOOL) != 0;
     c->tensor_cores = 1;
-    c->is_i8 = x->dtype == GR_DTYPE_I8;
+    c->is_i8 = compute == GR_DTYPE_I8;
     c->tc = (gr_conv_args){
         .batch = x->n, .in_h = x->h, .in_w = x->w, .in_c = x->c,
         .in_c_stride = x->c_stride, .in_c_offset = x->c_offset,
         .out_c = y->c, .out_c_stride = y->c_stride, .out_c_offset = y->c_offset,
         .ksize = nd->p.size, .stride = nd->p.stride, .pad = nd->p.pad,
-        .in = gr_gpu_tensor_storage(v, nd->inputs[0]), .weights = w->weights, .mul = w->mul,
-        .bias = w->bias, .out = gr_gpu_tensor_storage(v, nd->output),
+        .in = allocated ? gr_gpu_tensor_storage(v, nd->inputs[0]) : NULL,
+        .weights = w ? w->weights : NULL, .mul = w ? w->mul : NULL, .bias = w ? w->bias : NULL,
+        .out = allocated ? gr_gpu_tensor_storage(v, nd->output) + out_offset : NULL,
         .activation = (int)nd->p.activation, .out_kind = out_kind,
         .out_inv_scale = y->dtype == GR_DTYPE_I8 ? 1.0f / y->scale : 1.0f,
-        .fp16_accumulate = x->dtype == GR_DTYPE_F16 && g->fp16_accumulate, .tile_config = 0,
-        .split_k = 0};
+        .fp16_accumulate = compute == GR_DTYPE_F16 && g->fp16_accumulate, .tile_config = 0,
+        .split_k = 0,
+        .pool_size = pooled ? nd->pool_size : 0, .pool_stride = pooled ? nd->pool_stride : 0,
+        .pool_pad = pooled ? nd->pool_pad : 0,
+        .in_u8 = in_u8, .in_scale = in_u8 ? nd->in_scale : 0.0f,
+        .pdl = v->pdl ? v->pdl[index] : 0};
     return GR_OK;
+}
+
+gr_status gr_gpu_plan_check(const gpu_state *g, const gpu_variant *v)
+{
+    const gr_plan *plan = v->plan;
+    for (int i = 0; i < plan->n_nodes; i++) {
+        if (plan->nodes[i].kind != GR_OP_CONV || !gr_gpu_node_launches(&plan->nodes[i]))
+            continue;
+        gpu_conv c;
+        GR_TRY(gr_gpu_conv_args(g, v, i, &c));
+        if (c.tensor_cores)
+            GR_TRY(gr_gpu_launch_status(gr_conv_check(&c.tc, c.is_i8), plan, i));
+    }
+    return GR_OK;
+}
+
+void gr_gpu_mark_pdl(const gpu_state *g, gpu_variant *v)
+{
+    const gr_plan *plan = v->plan;
+    int prev_launch = -1; /* the previous launching node (one stream only) */
+    for (int i = 0; i < plan->n_nodes; i++) {
+        const gr_plan_node *nd = &plan->nodes[i];
+        if (!gr_gpu_node_launches(nd))
+            continue;
+        v->pdl[i] = g->pdl && plan->n_streams <= 1 && nd->kind == GR_OP_CONV && prev_launch >= 0 &&
+                    nd->n_waits == 0 && plan->nodes[prev_launch].record_event < 0;
+        prev_launch = i;
+    }
 }
 
 static gr_status launch_conv(gpu_state *g, gpu_variant *v, int index)
@@ -226,7 +278,13 @@ gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, cudaEvent_t *node
             CUDA_TRY(cudaStreamWaitEvent(stream, g->events[plan->waits[nd->wait_begin + k]], 0));
         if (node_events)
             CUDA_TRY(cudaEventRecord(node_events[2 * i], stream));
-        GR_TRY(gr_gpu_launch_node(g, v, i));
+        char name[64];
+        snprintf(name, sizeof name, "node %d %s (layer %d)", i, gr_plan_kind_name(nd->kind),
+                 nd->layer);
+        gr_trace_push(name); /* Nsight Systems shows the plan's nodes */
+        gr_status st = gr_gpu_launch_node(g, v, i);
+        gr_trace_pop();
+        GR_TRY(st);
         if (node_events)
             CUDA_TRY(cudaEventRecord(node_events[2 * i + 1], stream));
         if (nd->record_event >= 0)

@@ -86,6 +86,7 @@ static void variant_free(gpu_variant *v)
     if (v->host_out)
         cudaFreeHost(v->host_out);
     free(v->nw);
+    free(v->pdl);
     gr_plan_free(v->plan);
     memset(v, 0, sizeof *v);
 }
@@ -158,27 +159,48 @@ static gr_status instrumented_runs(gpu_state *g, gpu_variant *v)
     return GR_OK;
 }
 
-static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int input_u8)
+/* The variant's plan, its int8 scales set. */
+static gr_status plan_variant(gr_engine *e, const gpu_state *g, gpu_variant *v, int input_u8,
+                              int fuse)
 {
-    const gr_net *net = e->net;
     gr_plan_options po;
     gr_plan_options_default(&po);
     po.precision = e->opt.precision;
     po.batch = e->opt.batch;
     po.input_u8 = input_u8;
-    GR_TRY(gr_plan_build(net, &po, &v->plan));
-    gr_plan *plan = v->plan;
+    po.fuse_maxpool = po.fuse_input_quantize = po.fuse_output_dequantize = fuse;
+    GR_TRY(gr_plan_build(e->net, &po, &v->plan));
+    const gr_plan *plan = v->plan;
     if (plan->n_outputs != e->n_heads || plan->n_outputs > GR_MAX_HEADS)
         return gr_fail(GR_ERR_INTERNAL, "plan has %d outputs, the network %d heads",
                        plan->n_outputs, e->n_heads);
     if (e->opt.precision == GR_PREC_INT8)
-        GR_TRY(gr_plan_set_ranges(plan, g->layer_range, g->input_range));
+        GR_TRY(gr_plan_set_ranges(v->plan, g->layer_range, g->input_range));
     if (!plan->scales_ready)
         return gr_fail(GR_ERR_INTERNAL, "plan has int8 tensors without scales");
+    return GR_OK;
+}
+
+static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int input_u8)
+{
+    /* The tensor-core precisions fuse what the kernels can: maxpools into the convs' epilogues,
+     * the input quantization into the first conv, the output dequantization into the heads.
+     * If a kernel cannot take one of the planned convs (a 3x3 pool, say), plan again without. */
+    int fuse = e->opt.precision != GR_PREC_FP32;
+    gr_status st = plan_variant(e, g, v, input_u8, fuse);
+    if (st == GR_OK && fuse && gr_gpu_plan_check(g, v) != GR_OK) {
+        gr_plan_free(v->plan);
+        v->plan = NULL;
+        st = plan_variant(e, g, v, input_u8, 0);
+    }
+    GR_TRY(st);
+    gr_plan *plan = v->plan;
     GR_TRY(ensure_streams(e, g, plan));
     v->nw = gr_calloc((size_t)plan->n_nodes, sizeof *v->nw, "node weights");
-    if (!v->nw)
+    v->pdl = gr_calloc((size_t)plan->n_nodes, 1, "launch modes");
+    if (!v->nw || !v->pdl)
         return GR_ERR_OUT_OF_MEMORY;
+    gr_gpu_mark_pdl(g, v);
 
     /* The io block: input, then each output (f32 NCHW, 256-byte aligned) back to back. */
     const gr_plan_tensor *in = &plan->tensors[plan->input_tensor];
@@ -206,7 +228,7 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
     GR_TRY(instrumented_runs(g, v));
     if (e->opt.use_cuda_graph) {
         CUDA_TRY(cudaStreamBeginCapture(g->streams[0], cudaStreamCaptureModeThreadLocal));
-        gr_status st = gr_gpu_enqueue_forward(g, v, NULL, NULL);
+        st = gr_gpu_enqueue_forward(g, v, NULL, NULL);
         cudaGraph_t graph = NULL;
         cudaError_t err = cudaStreamEndCapture(g->streams[0], &graph);
         if (st != GR_OK) {
@@ -365,6 +387,8 @@ gr_status gr_backend_gpu_init(gr_engine *e)
     g->device = e->opt.gpu_index;
     g->tf32 = e->opt.tf32 != 0;
     g->fp16_accumulate = e->opt.fp16_accumulate != 0;
+    const char *no_pdl = getenv("GR_DISABLE_PDL");
+    g->pdl = !(no_pdl && no_pdl[0] == '1');
     CUDA_TRY(cudaSetDevice(g->device));
     struct cudaDeviceProp prop;
     CUDA_TRY(cudaGetDeviceProperties(&prop, g->device));

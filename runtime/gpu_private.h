@@ -52,6 +52,7 @@ typedef struct gpu_variant {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     gr_timing split;        /* from the instrumented run */
+    unsigned char *pdl;     /* per plan node: launched as a programmatic dependent launch */
 } gpu_variant;
 
 typedef struct gpu_state {
@@ -70,6 +71,8 @@ typedef struct gpu_state {
     cudaError_t inject;     /* tests: the next run fails with this error */
     int tf32;               /* fp32 convs may use TF32 tensor cores */
     int fp16_accumulate;    /* fp16 convs accumulate in fp16 */
+    int pdl;                /* programmatic dependent launch between convs (sm_90+; off with
+                               GR_DISABLE_PDL=1) */
 } gpu_state;
 
 static inline size_t gr_gpu_align(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -103,6 +106,12 @@ typedef struct gpu_conv {
     size_t x_image, y_image;
 } gpu_conv;
 gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, int index, gpu_conv *out);
+/* Before anything is allocated: can the kernels run every conv of v->plan as planned (fusions
+ * included)? The launchers' own checks (gr_conv_check), so a failure names the check. */
+gr_status gr_gpu_plan_check(const gpu_state *g, const gpu_variant *v);
+/* Set v->pdl: a conv directly after another kernel on the only stream, with no event between,
+ * launches as a programmatic dependent launch (its kernels wait for their producer inside). */
+void gr_gpu_mark_pdl(const gpu_state *g, gpu_variant *v);
 
 /* Launch plan node `index` on its stream. */
 gr_status gr_gpu_launch_node(gpu_state *g, gpu_variant *v, int index);

@@ -10,10 +10,10 @@
 #include "runtime/gpu_private.h"
 
 /* Bytes of a conv's weights in its kernel's layout (x: the conv's input). */
-static size_t weight_bytes(const gr_plan_node *nd, const gr_plan_tensor *x)
+static size_t weight_bytes(const gr_plan *plan, const gr_plan_node *nd, const gr_plan_tensor *x)
 {
     int out_c = nd->p.filters, k = nd->p.size;
-    switch (x->dtype) {
+    switch (gr_plan_conv_in_dtype(plan, nd)) {
     case GR_DTYPE_I8: return gr_conv_weights_count(out_c, x->c, k, GR_KALIGN_I8);
     case GR_DTYPE_F16:
         return gr_conv_weights_count(out_c, x->c, k, GR_KALIGN_F16) * sizeof(uint16_t);
@@ -30,15 +30,17 @@ static void fill_weights(const gr_plan *plan, const gr_plan_node *nd, const gr_p
     int out_c = nd->p.filters, k = nd->p.size;
     const float *w = plan->weights + nd->w_offset;
     int full = nd->n_w == (size_t)out_c * x->c * k * k;
-    if (x->dtype == GR_DTYPE_I8 && full) {
+    gr_dtype compute = gr_plan_conv_in_dtype(plan, nd); /* i8 / f16 also for a fused u8 input */
+    if (compute == GR_DTYPE_I8 && full) {
         gr_conv_weights_relayout_i8(plan->qweights + nd->qw_offset, out_c, x->c, k,
                                     (int8_t *)weights);
         const float *weight_scale = plan->weights + nd->ws_offset;
+        const float s_in = gr_plan_conv_in_scale(plan, nd);
         for (int c = 0; c < out_c; c++)
-            mul[c] = x->scale * weight_scale[c]; /* m[c] = s_in * s_w[c], in f32 (planner/plan.h) */
-    } else if (x->dtype == GR_DTYPE_F16 && full) {
+            mul[c] = s_in * weight_scale[c]; /* m[c] = s_in * s_w[c], in f32 (planner/plan.h) */
+    } else if (compute == GR_DTYPE_F16 && full) {
         gr_conv_weights_relayout_f16(w, out_c, x->c, k, (uint16_t *)weights);
-    } else if (x->dtype != GR_DTYPE_I8 && x->dtype != GR_DTYPE_F16) {
+    } else if (compute != GR_DTYPE_I8 && compute != GR_DTYPE_F16) {
         memcpy(weights, w, nd->n_w * sizeof(float));
     }
 }
@@ -57,7 +59,7 @@ gr_status gr_gpu_upload_weights(gpu_variant *v)
             continue;
         size_t channel_bytes = (size_t)nd->p.filters * sizeof(float);
         offsets[3 * i] = total;
-        total = gr_gpu_align(total + weight_bytes(nd, &plan->tensors[nd->inputs[0]]), 256);
+        total = gr_gpu_align(total + weight_bytes(plan, nd, &plan->tensors[nd->inputs[0]]), 256);
         offsets[3 * i + 1] = total;
         total = gr_gpu_align(total + channel_bytes, 256);
         offsets[3 * i + 2] = total;
@@ -86,9 +88,9 @@ gr_status gr_gpu_upload_weights(gpu_variant *v)
     for (int i = 0; i < plan->n_nodes && st == GR_OK; i++) {
         if (plan->nodes[i].kind != GR_OP_CONV)
             continue;
-        const gr_plan_tensor *x = &plan->tensors[plan->nodes[i].inputs[0]];
+        int is_i8 = gr_plan_conv_in_dtype(plan, &plan->nodes[i]) == GR_DTYPE_I8;
         v->nw[i].weights = v->weights + offsets[3 * i];
-        v->nw[i].mul = x->dtype == GR_DTYPE_I8 ? (float *)(v->weights + offsets[3 * i + 1]) : NULL;
+        v->nw[i].mul = is_i8 ? (float *)(v->weights + offsets[3 * i + 1]) : NULL;
         v->nw[i].bias = (float *)(v->weights + offsets[3 * i + 2]);
     }
     free(host);

@@ -42,7 +42,7 @@ gr_status gr_model_load(const gr_model_options *opt, gr_model **out)
             if (gr_net_builtin(opt->builtin, &builtin) == GR_OK && builtin->class_names) {
                 int classes = 0;
                 for (int i = 0; i < net->n_layers; i++)
-                    if (net->layers[i].p.op == GR_OP_REGION || net->layers[i].p.op == GR_OP_YOLO)
+                    if (gr_op_has((int)net->layers[i].p.op, GR_OPF_HEAD))
                         classes = net->layers[i].p.classes;
                 if (classes == builtin->n_class_names) {
                     net->class_names = builtin->class_names;
@@ -126,7 +126,7 @@ gr_status gr_model_get_info(const gr_model *model, gr_model_info *info)
         gr_op_get(l->p.op)->cost(&l->p, in, l->n_inputs, l->out, &cost);
         info->gflops += cost.flops * 1e-9;
         info->n_params += cost.n_params;
-        if (l->p.op == GR_OP_REGION || l->p.op == GR_OP_YOLO)
+        if (gr_op_has((int)l->p.op, GR_OPF_HEAD))
             info->classes = l->p.classes;
     }
     return GR_OK;

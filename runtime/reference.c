@@ -19,7 +19,7 @@ static gr_status layer_fail(gr_status st, const gr_net *net, int i, const char *
 static gr_status check_weights(const gr_net *net, int i, const gr_shape *in_shapes, int n_in)
 {
     const gr_layer *l = &net->layers[i];
-    if (l->p.op != GR_OP_CONV && l->p.op != GR_OP_CONNECTED)
+    if (!gr_op_has((int)l->p.op, GR_OPF_WEIGHTS))
         return GR_OK;
     const gr_weights *w = &l->w;
     if (!w->weights || !w->biases)

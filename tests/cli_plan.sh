@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `graphrun plan`: the arena summary (arena bytes, lower bound, naive sum) for YOLOv2-tiny and
 # yolov3-tiny at batch 1 and 8 in each precision, JSON keys, DOT with Q/DQ marked, the SVG
-# timeline, and usage errors. $1 is the graphrun binary; run from the source root.
+# timeline, the I/O fusion flags, and usage errors. $1 is the graphrun binary; run from the source
+# root.
 set -u
 graphrun=$1
 if ! "$graphrun" plan --help 2>/dev/null | grep -q "usage: graphrun plan"; then
@@ -48,6 +49,22 @@ grep -q '<svg' "$tmp/m.svg" || fail "not an SVG"
     || fail "--single-stream"
 "$graphrun" plan --model yolov3-tiny --prec int8 --layer-prec 4=fp32,8=fp16 | grep -q 'convert: 2' \
     || fail "--layer-prec"
+
+# The I/O fusions: off by default; --fuse-io removes the input's quantize and both heads'
+# dequantizes and shows them in the fused column and the summary.
+"$graphrun" plan --model yolov3-tiny --prec int8 > "$tmp/plain.txt" || fail "int8 plan"
+grep -q 'quant-in\|dequant-out' "$tmp/plain.txt" && fail "I/O fusions must be off by default"
+"$graphrun" plan --model yolov3-tiny --prec int8 --fuse-io > "$tmp/io.txt" || fail "--fuse-io"
+grep -q 'quantize: 0  dequantize: 0' "$tmp/io.txt" || fail "--fuse-io left a quantize or dequantize"
+grep -q 'fused quant-in: 1  fused dequant-out: 2' "$tmp/io.txt" || fail "--fuse-io summary"
+[ "$(grep -c ' conv .*quant-in+' "$tmp/io.txt")" -eq 1 ] || fail "one conv reads the u8 input"
+[ "$(grep -c 'dequant-out ' "$tmp/io.txt")" -eq 2 ] || fail "two convs write f32 heads"
+[ $(($(grep -c '^ *[0-9]' "$tmp/plain.txt") - $(grep -c '^ *[0-9]' "$tmp/io.txt"))) -eq 3 ] \
+    || fail "--fuse-io should remove 3 nodes"
+"$graphrun" plan --model yolov3-tiny --prec fp16 --fuse-quant-in \
+    | grep -q 'quantize: 0  dequantize: 2' || fail "--fuse-quant-in"
+"$graphrun" plan --model yolov3-tiny --prec fp16 --fuse-dequant-out \
+    | grep -q 'quantize: 1  dequantize: 0' || fail "--fuse-dequant-out"
 
 "$graphrun" plan --prec fp64 > /dev/null 2>&1
 [ $? -eq 2 ] || fail "bad precision should exit 2"

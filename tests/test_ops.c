@@ -129,11 +129,48 @@ START_TEST(test_section_lookup)
     gr_op_kind k;
     ck_assert(gr_op_from_section("maxpool", &k));
     ck_assert_int_eq(k, GR_OP_MAXPOOL);
-    ck_assert(gr_op_from_section("conv", &k)); /* Darknet's alias */
-    ck_assert_int_eq(k, GR_OP_CONV);
+    /* Darknet's aliases ([conv], [max]) belong to the parser's section table (test_cfg). */
+    ck_assert(!gr_op_from_section("conv", &k));
     ck_assert(!gr_op_from_section("lstm", &k));
     ck_assert(!gr_op_from_section("", &k)); /* planner-inserted ops are not parseable */
     ck_assert(!gr_op_from_section("quantize", &k));
+}
+END_TEST
+
+/* The flags column of ops.def: each property on exactly the kinds the planner relied on. */
+START_TEST(test_op_flags)
+{
+    static const struct {
+        unsigned flag;
+        gr_op_kind kinds[6];
+        int n;
+    } expect[] = {
+        {GR_OPF_STORED_VALUES, {GR_OP_MAXPOOL, GR_OP_ROUTE, GR_OP_UPSAMPLE, GR_OP_REORG}, 4},
+        {GR_OPF_IN_PLACE, {GR_OP_SHORTCUT, GR_OP_REGION, GR_OP_YOLO}, 3},
+        {GR_OPF_HEAD, {GR_OP_REGION, GR_OP_YOLO}, 2},
+        {GR_OPF_WEIGHTS, {GR_OP_CONV, GR_OP_CONNECTED}, 2},
+        {GR_OPF_F32_ONLY,
+         {GR_OP_AVGPOOL, GR_OP_CONNECTED, GR_OP_SOFTMAX, GR_OP_REGION, GR_OP_YOLO},
+         5},
+        {GR_OPF_CONVERSION, {GR_OP_QUANTIZE, GR_OP_DEQUANTIZE}, 2},
+    };
+    for (size_t e = 0; e < sizeof expect / sizeof expect[0]; e++)
+        for (int kind = 0; kind < GR_OP_COUNT; kind++) {
+            int want = 0;
+            for (int k = 0; k < expect[e].n; k++)
+                want |= expect[e].kinds[k] == (gr_op_kind)kind;
+            ck_assert_msg(gr_op_has(kind, expect[e].flag) == (want != 0), "%s flag %#x",
+                          gr_op_get((gr_op_kind)kind)->name, expect[e].flag);
+        }
+    /* No GPU kernel for the classifier tail today; the heads decode in f32 only. */
+    ck_assert(!gr_op_has(GR_OP_CONNECTED, GR_OPF_GPU_F32));
+    ck_assert(!gr_op_has(GR_OP_SOFTMAX, GR_OPF_GPU_F32));
+    ck_assert(gr_op_has(GR_OP_YOLO, GR_OPF_GPU_F32) && !gr_op_has(GR_OP_YOLO, GR_OPF_GPU_F16));
+    ck_assert(gr_op_has(GR_OP_CONV, GR_OPF_GPU_F32 | GR_OPF_GPU_F16 | GR_OPF_GPU_I8));
+    /* Every flag set at once is asked for all of them; kinds outside the table have none. */
+    ck_assert(!gr_op_has(GR_OP_CONV, GR_OPF_WEIGHTS | GR_OPF_HEAD));
+    ck_assert(!gr_op_has(GR_OP_COUNT, GR_OPF_WEIGHTS));
+    ck_assert(!gr_op_has(-1, GR_OPF_WEIGHTS));
 }
 END_TEST
 
@@ -168,8 +205,15 @@ START_TEST(test_defaults_follow_darknet)
     gr_op_params_default(GR_OP_SHORTCUT, &p);
     ck_assert_int_eq(p.activation, GR_ACT_LINEAR);
     gr_op_params_default(GR_OP_MAXPOOL, &p);
+    gr_op_params_resolve(&p);
     ck_assert_int_eq(p.size, 1);
     ck_assert_int_eq(p.stride, 1);
+    ck_assert_int_eq(p.pad, 0);
+    gr_op_params_default(GR_OP_MAXPOOL, &p); /* size = stride, padding = size - 1 */
+    p.stride = 3;
+    gr_op_params_resolve(&p);
+    ck_assert_int_eq(p.size, 3);
+    ck_assert_int_eq(p.pad, 2);
     gr_op_params_default(GR_OP_REGION, &p);
     ck_assert_int_eq(p.coords, 4);
     ck_assert_int_eq(p.classes, 20);
@@ -178,6 +222,11 @@ START_TEST(test_defaults_follow_darknet)
     gr_op_params_default(GR_OP_YOLO, &p);
     ck_assert_int_eq(p.classes, 20);
     ck_assert_int_eq(p.num, 1);
+    p.num = 3; /* no mask: every anchor */
+    gr_op_params_resolve(&p);
+    ck_assert_int_eq(p.n_mask, 3);
+    ck_assert_int_eq(p.mask[2], 2);
+    ck_assert(p.anchors[5] == 0.5f);
     gr_op_params_default(GR_OP_UPSAMPLE, &p);
     ck_assert_int_eq(p.stride, 2);
     gr_op_params_default(GR_OP_ROUTE, &p);
@@ -978,6 +1027,7 @@ static Suite *ops_suite(void)
     TCase *tc = tcase_create("ops");
     tcase_add_test(tc, test_table_complete);
     tcase_add_test(tc, test_section_lookup);
+    tcase_add_test(tc, test_op_flags);
     tcase_add_test(tc, test_activation_names);
     tcase_add_test(tc, test_defaults_follow_darknet);
     tcase_add_test(tc, test_activations);

@@ -1,7 +1,8 @@
 /* Planner passes, one test per behaviour: DAG construction, dead nodes, BN folding, maxpool
- * fusion, precision with explicit Q/DQ, epilogue fusion, int8 weights, concat views, in-place,
- * streams, plan views and argument errors. Numerics of execution are in test_planner_exec.c, the
- * arena properties in test_planner_arena.c. */
+ * fusion, precision with explicit Q/DQ, input-quantize / output-dequantize fusion, epilogue
+ * fusion, int8 weights, concat views, in-place, streams, plan views and argument errors.
+ * Numerics of execution are in test_planner_exec.c, the arena properties in
+ * test_planner_arena.c. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -307,6 +308,79 @@ START_TEST(per_layer_map_converts_once_per_boundary)
 }
 END_TEST
 
+/* The I/O fusions take a conversion only when a conv is on its other side alone: the mixed map of
+ * per_layer_map_converts_once_per_boundary leaves quantizes and dequantizes that must stay. */
+START_TEST(io_fusions_apply_only_where_a_conv_is_the_sole_partner)
+{
+    gr_net *net = builtin("yolov3-tiny");
+    gr_precision map[24];
+    for (int i = 0; i < net->n_layers; i++)
+        map[i] = GR_PREC_INT8;
+    map[4] = GR_PREC_FP32;
+    map[8] = GR_PREC_FP16;
+    map[14] = GR_PREC_FP32;
+    map[17] = GR_PREC_FP32;
+    gr_plan_options opt;
+    gr_plan_options_default(&opt);
+    ck_assert_int_eq(opt.fuse_input_quantize, 0);
+    ck_assert_int_eq(opt.fuse_output_dequantize, 0);
+    opt.precision = GR_PREC_INT8;
+    opt.layer_precision = map;
+    opt.n_layer_precision = net->n_layers;
+    opt.fuse_input_quantize = 1;
+    opt.fuse_output_dequantize = 1;
+    gr_plan *p = NULL;
+    ck_assert_int_eq(gr_plan_build(net, &opt, &p), GR_OK);
+    /* Gone: the input's quantize (into conv 0), the dequantize of conv 13 (shared by 14 and 17:
+     * conv 13's i8 output has it as its only reader) and both heads'. Kept: the quantizes of
+     * conv 4 and 14 and route 17 (not the u8 input) and maxpool 3's dequantize (not a conv). */
+    ck_assert_int_eq(gr_plan_count_kind(p, GR_OP_QUANTIZE), 3);
+    ck_assert_int_eq(gr_plan_count_kind(p, GR_OP_DEQUANTIZE), 1);
+    ck_assert_int_eq(p->fused_nodes_removed, 4);
+    const gr_plan_node *conv0 = &p->nodes[node_of_layer(p, 0, GR_OP_CONV)];
+    ck_assert(conv0->fused & GR_FUSED_QUANTIZE_IN);
+    ck_assert_int_eq(conv0->inputs[0], p->input_tensor);
+    ck_assert_int_eq(conv0->in_dtype, GR_DTYPE_I8);
+    static const int dequant_out[] = {13, 15, 22};
+    for (int k = 0; k < 3; k++) {
+        const gr_plan_node *c = &p->nodes[node_of_layer(p, dequant_out[k], GR_OP_CONV)];
+        ck_assert(c->fused & GR_FUSED_DEQUANT_OUT);
+        ck_assert_uint_eq(c->fused & GR_FUSED_REQUANT, 0);
+        ck_assert_int_eq(p->tensors[c->output].dtype, GR_DTYPE_F32);
+    }
+    ck_assert_int_eq(p->tensors[p->nodes[node_of_layer(p, 14, GR_OP_CONV)].inputs[0]].dtype,
+                     GR_DTYPE_F32);
+    char fused[96];
+    ck_assert_str_eq(gr_plan_fused_str(conv0, fused, sizeof fused),
+                     "quant-in+bn+bias+leaky+requant");
+    assert_valid_schedule(p);
+    ck_assert_int_eq(gr_plan_check(p), GR_OK);
+    gr_plan_free(p);
+
+    /* An f32 network input is quantized f32 -> i8: not the u8 read the fused conv does. */
+    opt.layer_precision = NULL;
+    opt.n_layer_precision = 0;
+    opt.input_u8 = 0;
+    ck_assert_int_eq(gr_plan_build(net, &opt, &p), GR_OK);
+    ck_assert_int_eq(gr_plan_count_kind(p, GR_OP_QUANTIZE), 1);
+    ck_assert_int_eq(gr_plan_count_kind(p, GR_OP_DEQUANTIZE), 0);
+    gr_plan_free(p);
+    release(net);
+
+    /* A maxpool reading the input first: its quantize stays. */
+    gr_net *pool_first = from_cfg("[net]\nwidth=16\nheight=16\nchannels=3\n"
+                                  "[maxpool]\nsize=2\nstride=2\n"
+                                  "[convolutional]\nfilters=4\nsize=3\npad=1\n"
+                                  "activation=leaky\n");
+    opt.input_u8 = -1;
+    ck_assert_int_eq(gr_plan_build(pool_first, &opt, &p), GR_OK);
+    ck_assert_int_eq(gr_plan_count_kind(p, GR_OP_QUANTIZE), 1);
+    ck_assert_int_eq(gr_plan_count_kind(p, GR_OP_DEQUANTIZE), 0);
+    gr_plan_free(p);
+    release(pool_first);
+}
+END_TEST
+
 START_TEST(epilogue_records_fused_parts)
 {
     gr_net *net = builtin("yolov2-tiny-voc");
@@ -590,6 +664,7 @@ static Suite *planner_suite(void)
     tcase_add_test(tc, maxpool_fuses_only_into_a_sole_consumer_conv);
     tcase_add_test(tc, uniform_int8_has_one_quantize_and_one_dequantize_per_head);
     tcase_add_test(tc, per_layer_map_converts_once_per_boundary);
+    tcase_add_test(tc, io_fusions_apply_only_where_a_conv_is_the_sole_partner);
     tcase_add_test(tc, epilogue_records_fused_parts);
     tcase_add_test(tc, int8_weights_are_per_channel_symmetric);
     tcase_add_test(tc, concat_writes_into_slices_of_the_route);

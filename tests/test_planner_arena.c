@@ -4,7 +4,7 @@
  *     independently of the planner's own bookkeeping, and by gr_plan_check for streams);
  *   - executing in the planned arena is bit-identical to executing the same plan with one
  *     private buffer per storage group, and to a plan without aliasing (no concat views, no
- *     in-place) where every tensor has its own private buffer.
+ *     in-place) where every tensor has its own private buffer; with the I/O fusions on or off.
  * Plus the arena targets on the real models. */
 #include <check.h>
 #include <stdio.h>
@@ -134,7 +134,7 @@ static void free_outputs(float **outs, int n)
 
 START_TEST(random_dags_arena_equals_private_buffers)
 {
-    int multi_stream_plans = 0, views = 0, in_place = 0, conversions = 0;
+    int multi_stream_plans = 0, views = 0, in_place = 0, conversions = 0, fused_io = 0;
     for (uint64_t seed = 1; seed <= N_RANDOM_DAGS; seed++) {
         gr_net *net = NULL;
         ck_assert_msg(gr_test_random_net(seed, &net) == GR_OK, "seed %llu: %s",
@@ -144,6 +144,11 @@ START_TEST(random_dags_arena_equals_private_buffers)
         gr_precision map[64];
         gr_plan_options opt;
         random_options(&r, net, &opt, map);
+        /* The I/O fusions from a stream of their own, so the other draws stay as they were. */
+        gr_rng fusion_rng;
+        gr_rng_seed(&fusion_rng, seed * 7919u + 1u);
+        opt.fuse_input_quantize = (int)(gr_rng_u64(&fusion_rng) % 2);
+        opt.fuse_output_dequantize = (int)(gr_rng_u64(&fusion_rng) % 2);
         gr_plan *planned = NULL, *unaliased = NULL;
         ck_assert_msg(gr_plan_build(net, &opt, &planned) == GR_OK, "seed %llu: %s",
                       (unsigned long long)seed, gr_last_error());
@@ -174,6 +179,9 @@ START_TEST(random_dags_arena_equals_private_buffers)
                           (unsigned long long)seed, k);
         }
         multi_stream_plans += planned->n_streams > 1;
+        unsigned io_parts = GR_FUSED_QUANTIZE_IN | GR_FUSED_DEQUANT_OUT;
+        for (int i = 0; i < planned->n_nodes; i++)
+            fused_io += (planned->nodes[i].fused & io_parts) != 0;
         for (int t = 0; t < planned->n_tensors; t++) {
             views += planned->tensors[t].view_of >= 0;
             in_place += planned->tensors[t].inplace_of >= 0;
@@ -190,12 +198,14 @@ START_TEST(random_dags_arena_equals_private_buffers)
         gr_net_free(net);
     }
     /* The generator must really exercise the interesting cases. */
-    printf("random DAGs: %d multi-stream plans, %d views, %d in-place tensors, %d conversions\n",
-           multi_stream_plans, views, in_place, conversions);
+    printf("random DAGs: %d multi-stream plans, %d views, %d in-place tensors, %d conversions, "
+           "%d convs with fused I/O conversions\n",
+           multi_stream_plans, views, in_place, conversions, fused_io);
     ck_assert_int_gt(multi_stream_plans, 50);
     ck_assert_int_gt(views, 100);
     ck_assert_int_gt(in_place, 20);
     ck_assert_int_gt(conversions, 500);
+    ck_assert_int_gt(fused_io, 100);
 }
 END_TEST
 

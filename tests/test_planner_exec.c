@@ -12,7 +12,7 @@
 #include "tests/support/plan_nets.h"
 
 /* Built in main() before the tests fork (synthetic weights take a moment). */
-static gr_net *v2_128, *v3_128, *v2_64;
+static gr_net *v2_128, *v3_128, *v2_64, *v3_64;
 
 static float *float_image(int c, int h, int w, int batch, uint64_t seed)
 {
@@ -183,6 +183,51 @@ static int conv_node(const gr_plan *p)
     return -1;
 }
 
+/* The epilogue spec for one_conv_cfg (3x5x6 u8 input, 5 filters 3x3 pad 1, leaky), written out
+ * independently of the executor: y[(oc*5 + y)*6 + x] after the activation and before the output
+ * conversion. compute is the dtype the conv runs on (i8: q_in with scale s_in; f16: half inputs
+ * and weights, f32 accumulation in (input channel, ky, kx) order: the CPU emulation's order; a
+ * GPU's order differs by f32 rounding only). */
+static void one_conv_spec(const gr_plan *p, const gr_plan_node *conv, const uint8_t *u8,
+                          gr_dtype compute, float s_in, float *out_y)
+{
+    const float *w = p->weights + conv->w_offset, *bias = p->weights + conv->b_offset;
+    float x_in[3][5][6];
+    for (int c = 0; c < 3; c++)
+        for (int y = 0; y < 5; y++)
+            for (int x = 0; x < 6; x++) {
+                float v = (float)u8[(y * 6 + x) * 3 + c] / 255.0f;
+                x_in[c][y][x] =
+                    compute == GR_DTYPE_I8 ? clamp127(rintf(v / s_in)) : gr_round_f16(v);
+            }
+    for (int oc = 0; oc < 5; oc++) {
+        float max_abs = 0.0f;
+        for (int k = 0; k < 27; k++)
+            max_abs = fmaxf(max_abs, fabsf(w[oc * 27 + k]));
+        float s_w = max_abs / 127.0f;
+        for (int y = 0; y < 5; y++)
+            for (int x = 0; x < 6; x++) {
+                int acc_q = 0;
+                float acc = 0.0f;
+                for (int ic = 0; ic < 3; ic++)
+                    for (int ky = 0; ky < 3; ky++)
+                        for (int kx = 0; kx < 3; kx++) {
+                            int iy = y + ky - 1, ix = x + kx - 1;
+                            if (iy < 0 || iy >= 5 || ix < 0 || ix >= 6)
+                                continue;
+                            float wk = w[oc * 27 + ic * 9 + ky * 3 + kx];
+                            if (compute == GR_DTYPE_I8)
+                                acc_q += (int)x_in[ic][iy][ix] * (int)clamp127(rintf(wk / s_w));
+                            else
+                                acc += gr_round_f16(wk) * x_in[ic][iy][ix];
+                        }
+                float v = compute == GR_DTYPE_I8 ? fmaf((float)acc_q, s_in * s_w, bias[oc])
+                                                 : acc + bias[oc];
+                out_y[(oc * 5 + y) * 6 + x] = v > 0.0f ? v : 0.1f * v;
+            }
+    }
+}
+
 START_TEST(int8_conv_follows_the_epilogue_spec_bit_for_bit)
 {
     gr_net *net = NULL;
@@ -200,43 +245,13 @@ START_TEST(int8_conv_follows_the_epilogue_spec_bit_for_bit)
     ck_assert(s_out == 2.5f / 127.0f);
 
     uint8_t *u8;
-    float *unused;
+    float *unused, y[150];
     paired_images(3, 5, 6, 1, 21, &u8, &unused);
     float *out = run_output(p, u8, 0);
-
-    /* The spec, written out independently of the executor. */
-    int q_in[3][5][6];
-    for (int c = 0; c < 3; c++)
-        for (int y = 0; y < 5; y++)
-            for (int x = 0; x < 6; x++)
-                q_in[c][y][x] =
-                    (int)clamp127(rintf(((float)u8[(y * 6 + x) * 3 + c] / 255.0f) / s_in));
-    const float *w = p->weights + conv->w_offset, *bias = p->weights + conv->b_offset;
+    one_conv_spec(p, conv, u8, GR_DTYPE_I8, s_in, y);
     size_t mismatches = 0;
-    for (int oc = 0; oc < 5; oc++) {
-        float max_abs = 0.0f;
-        for (int k = 0; k < 27; k++)
-            max_abs = fmaxf(max_abs, fabsf(w[oc * 27 + k]));
-        float s_w = max_abs / 127.0f;
-        float m = s_in * s_w, inv_out = 1.0f / s_out;
-        for (int y = 0; y < 5; y++)
-            for (int x = 0; x < 6; x++) {
-                int acc = 0;
-                for (int ic = 0; ic < 3; ic++)
-                    for (int ky = 0; ky < 3; ky++)
-                        for (int kx = 0; kx < 3; kx++) {
-                            int iy = y + ky - 1, ix = x + kx - 1;
-                            if (iy < 0 || iy >= 5 || ix < 0 || ix >= 6)
-                                continue;
-                            int qw = (int)clamp127(rintf(w[oc * 27 + ic * 9 + ky * 3 + kx] / s_w));
-                            acc += q_in[ic][iy][ix] * qw;
-                        }
-                float v = fmaf((float)acc, m, bias[oc]);
-                v = v > 0.0f ? v : 0.1f * v;
-                float q = clamp127(rintf(v * inv_out));
-                mismatches += out[(oc * 5 + y) * 6 + x] != q * s_out;
-            }
-    }
+    for (int i = 0; i < 150; i++)
+        mismatches += out[i] != clamp127(rintf(y[i] * (1.0f / s_out))) * s_out;
     ck_assert_uint_eq(mismatches, 0);
     free(out);
     free(u8);
@@ -255,36 +270,172 @@ START_TEST(fp16_conv_follows_the_epilogue_spec_bit_for_bit)
     const gr_plan_node *conv = &p->nodes[conv_node(p)];
     ck_assert_int_eq(p->tensors[conv->output].c_pad, 8);
     uint8_t *u8;
-    float *unused;
+    float *unused, y[150];
     paired_images(3, 5, 6, 1, 22, &u8, &unused);
     float *out = run_output(p, u8, 0);
-    const float *w = p->weights + conv->w_offset, *bias = p->weights + conv->b_offset;
+    one_conv_spec(p, conv, u8, GR_DTYPE_F16, 0.0f, y);
     size_t mismatches = 0;
-    for (int oc = 0; oc < 5; oc++)
-        for (int y = 0; y < 5; y++)
-            for (int x = 0; x < 6; x++) {
-                /* f16 operands, f32 accumulation in (input channel, ky, kx) order: the CPU
-                 * emulation's order; a GPU's order differs by f32 rounding only. */
-                float acc = 0.0f;
-                for (int ic = 0; ic < 3; ic++)
-                    for (int ky = 0; ky < 3; ky++)
-                        for (int kx = 0; kx < 3; kx++) {
-                            int iy = y + ky - 1, ix = x + kx - 1;
-                            if (iy < 0 || iy >= 5 || ix < 0 || ix >= 6)
-                                continue;
-                            float xin = gr_round_f16((float)u8[(iy * 6 + ix) * 3 + ic] / 255.0f);
-                            acc += gr_round_f16(w[oc * 27 + ic * 9 + ky * 3 + kx]) * xin;
-                        }
-                float v = acc + bias[oc];
-                v = v > 0.0f ? v : 0.1f * v;
-                mismatches += out[(oc * 5 + y) * 6 + x] != gr_round_f16(v);
-            }
+    for (int i = 0; i < 150; i++)
+        mismatches += out[i] != gr_round_f16(y[i]);
     ck_assert_uint_eq(mismatches, 0);
     free(out);
     free(u8);
     free(unused);
     gr_plan_free(p);
     gr_net_free(net);
+}
+END_TEST
+
+/* Both I/O fusions on one conv: it reads the u8 input (quantizing as the removed quantize did)
+ * and writes f32 straight from its epilogue, so the plan's output is the spec's y itself. */
+START_TEST(fused_io_conv_writes_the_unrounded_epilogue_value)
+{
+    gr_net *net = NULL;
+    ck_assert_int_eq(gr_net_parse(one_conv_cfg, strlen(one_conv_cfg), "one.cfg", &net), GR_OK);
+    ck_assert_int_eq(gr_net_synthesize_weights(net, 5), GR_OK);
+    uint8_t *u8;
+    float *unused, y[150];
+    paired_images(3, 5, 6, 1, 23, &u8, &unused);
+    for (int prec = GR_PREC_FP16; prec <= GR_PREC_INT8; prec++) {
+        gr_plan_options opt;
+        gr_plan_options_default(&opt);
+        opt.precision = (gr_precision)prec;
+        opt.fuse_input_quantize = 1;
+        opt.fuse_output_dequantize = 1;
+        gr_plan *p = NULL;
+        ck_assert_int_eq(gr_plan_build(net, &opt, &p), GR_OK);
+        /* input, conv, output: the quantize and the dequantize are gone */
+        ck_assert_int_eq(p->n_nodes, 3);
+        ck_assert_int_eq(p->fused_nodes_removed, 2);
+        const gr_plan_node *conv = &p->nodes[conv_node(p)];
+        gr_dtype compute = prec == GR_PREC_INT8 ? GR_DTYPE_I8 : GR_DTYPE_F16;
+        ck_assert_uint_eq(conv->fused & (GR_FUSED_QUANTIZE_IN | GR_FUSED_DEQUANT_OUT),
+                          GR_FUSED_QUANTIZE_IN | GR_FUSED_DEQUANT_OUT);
+        ck_assert_uint_eq(conv->fused & (GR_FUSED_REQUANT | GR_FUSED_CONVERT), 0);
+        ck_assert_int_eq(conv->in_dtype, compute);
+        ck_assert_int_eq(p->tensors[conv->inputs[0]].dtype, GR_DTYPE_U8);
+        ck_assert_int_eq(p->tensors[conv->output].dtype, GR_DTYPE_F32);
+        ck_assert_int_eq(p->tensors[conv->output].layout, GR_LAYOUT_NCHW);
+        ck_assert_int_eq(p->scales_ready, prec != GR_PREC_INT8);
+        float range = 2.5f;
+        ck_assert_int_eq(gr_plan_set_ranges(p, &range, 0.8f), GR_OK);
+        float s_in = prec == GR_PREC_INT8 ? 0.8f / 127.0f : 0.0f;
+        ck_assert(conv->in_scale == s_in);
+        float *out = run_output(p, u8, 0);
+        one_conv_spec(p, conv, u8, compute, s_in, y);
+        ck_assert_int_eq(memcmp(out, y, sizeof y), 0);
+        free(out);
+        gr_plan_free(p);
+    }
+    free(u8);
+    free(unused);
+    gr_net_free(net);
+}
+END_TEST
+
+static gr_plan *build_fused_io(const gr_net *net, gr_precision prec, int batch, int quant_in,
+                               int dequant_out)
+{
+    gr_plan_options opt;
+    gr_plan_options_default(&opt);
+    opt.precision = prec;
+    opt.batch = batch;
+    opt.fuse_input_quantize = quant_in;
+    opt.fuse_output_dequantize = dequant_out;
+    gr_plan *p = NULL;
+    ck_assert_msg(gr_plan_build(net, &opt, &p) == GR_OK, "%s", gr_last_error());
+    float ranges[GR_MAX_LAYERS];
+    for (int l = 0; l < net->n_layers; l++)
+        ranges[l] = 4.0f + 0.25f * (float)(l % 5); /* a few distinct scales */
+    ck_assert_int_eq(gr_plan_set_ranges(p, ranges, 0.9f), GR_OK);
+    return p;
+}
+
+/* Plans of yolov2-tiny-voc and yolov3-tiny (64 x 64: every layer kind, a quarter of the work of
+ * 128 x 128), fp16 and int8, batch 1 and 2, built
+ * without and with the I/O fusions asked for, run on the same u8 images; compare() gets every
+ * output pair. Checks each fused plan loses its conversion nodes and stays a valid placement. */
+typedef void (*io_compare)(const gr_plan *plain, int k, int prec, const float *plain_out,
+                           const float *fused_out, size_t n);
+
+static void for_each_io_fusion_case(int quant_in, int dequant_out, io_compare compare)
+{
+    const gr_net *nets[2] = {v2_64, v3_64};
+    for (int m = 0; m < 2; m++)
+        for (int prec = GR_PREC_FP16; prec <= GR_PREC_INT8; prec++)
+            for (int batch = 1; batch <= 2; batch++) {
+                const gr_net *net = nets[m];
+                uint8_t *u8;
+                float *unused;
+                paired_images(3, net->h, net->w, batch, 41 + (uint64_t)batch, &u8, &unused);
+                gr_plan *plain = build_fused_io(net, (gr_precision)prec, batch, 0, 0);
+                gr_plan *fused =
+                    build_fused_io(net, (gr_precision)prec, batch, quant_in, dequant_out);
+                ck_assert_int_eq(fused->n_nodes,
+                                 plain->n_nodes - quant_in - dequant_out * plain->n_outputs);
+                ck_assert_int_eq(gr_plan_count_kind(fused, GR_OP_QUANTIZE), 1 - quant_in);
+                ck_assert_int_eq(gr_plan_count_kind(fused, GR_OP_DEQUANTIZE),
+                                 (1 - dequant_out) * plain->n_outputs);
+                ck_assert_int_eq(gr_plan_check(fused), GR_OK);
+                gr_plan_exec *ea = NULL, *eb = NULL;
+                ck_assert_int_eq(gr_plan_exec_create(plain, 0, &ea), GR_OK);
+                ck_assert_int_eq(gr_plan_exec_create(fused, 0, &eb), GR_OK);
+                ck_assert_int_eq(gr_plan_execute(ea, u8), GR_OK);
+                ck_assert_int_eq(gr_plan_execute(eb, u8), GR_OK);
+                for (int k = 0; k < plain->n_outputs; k++)
+                    compare(plain, k, prec, gr_plan_exec_output(ea, k), gr_plan_exec_output(eb, k),
+                            tensor_elems(&plain->tensors[plain->output_tensors[k]]));
+                gr_plan_exec_destroy(ea);
+                gr_plan_exec_destroy(eb);
+                gr_plan_free(plain);
+                gr_plan_free(fused);
+                free(u8);
+                free(unused);
+            }
+}
+
+static void expect_identical(const gr_plan *plain, int k, int prec, const float *a, const float *b,
+                             size_t n)
+{
+    (void)plain;
+    ck_assert_msg(memcmp(a, b, n * sizeof *a) == 0, "output %d prec %d", k, prec);
+}
+
+START_TEST(fused_input_quantize_is_bit_identical)
+{
+    for_each_io_fusion_case(1, 0, expect_identical);
+}
+END_TEST
+
+/* The unfused plan rounds the head conv's y to its storage and dequantizes; the fused one writes y.
+ * So, exactly: int8 unfused = clamp(rint(y / s_out)) * s_out, which is within s_out / 2 of y where
+ * |y| stays inside the int8 range (one step s_out is the bound asserted); fp16 unfused =
+ * half_rn(y), within half an f16 ulp of y (2^-11 relative; 2^-25 absolute near zero). */
+static void expect_rounding_removed(const gr_plan *plain, int k, int prec, const float *a,
+                                    const float *b, size_t n)
+{
+    const gr_plan_node *dq = &plain->nodes[plain->tensors[plain->output_tensors[k]].producer];
+    float s_out = plain->tensors[dq->inputs[0]].scale, inv = 1.0f / s_out;
+    size_t mismatches = 0, off_bound = 0, differing = 0;
+    for (size_t i = 0; i < n; i++) {
+        float d = fabsf(a[i] - b[i]);
+        differing += a[i] != b[i];
+        if (prec == GR_PREC_INT8) {
+            mismatches += a[i] != clamp127(rintf(b[i] * inv)) * s_out;
+            off_bound += fabsf(b[i]) < 127.0f * s_out && d > s_out;
+        } else {
+            mismatches += a[i] != gr_round_f16(b[i]);
+            off_bound += d > fabsf(b[i]) * 0x1p-11f + 0x1p-25f;
+        }
+    }
+    ck_assert_uint_eq(mismatches, 0);
+    ck_assert_uint_eq(off_bound, 0);
+    ck_assert_uint_gt(differing, 0); /* the rounding really is gone */
+}
+
+START_TEST(fused_output_dequantize_rounds_only_where_the_unfused_plan_did)
+{
+    for_each_io_fusion_case(0, 1, expect_rounding_removed);
 }
 END_TEST
 
@@ -477,6 +628,9 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, int8_conv_follows_the_epilogue_spec_bit_for_bit);
     tcase_add_test(tc, fp16_conv_follows_the_epilogue_spec_bit_for_bit);
     tcase_add_test(tc, fused_maxpool_is_bit_identical_in_every_precision);
+    tcase_add_test(tc, fused_io_conv_writes_the_unrounded_epilogue_value);
+    tcase_add_test(tc, fused_input_quantize_is_bit_identical);
+    tcase_add_test(tc, fused_output_dequantize_rounds_only_where_the_unfused_plan_did);
     tcase_add_test(tc, fp16_and_int8_track_fp32_after_calibration);
     tcase_add_test(tc, calibration_ranges_and_shared_scales);
     tcase_add_test(tc, classifier_tail_runs_in_fp32_around_int8_convs);
@@ -488,7 +642,8 @@ int main(void)
 {
     if (gr_test_builtin_at("yolov2-tiny-voc.cfg", 128, &v2_128) != GR_OK ||
         gr_test_builtin_at("yolov3-tiny.cfg", 128, &v3_128) != GR_OK ||
-        gr_test_builtin_at("yolov2-tiny-voc.cfg", 64, &v2_64) != GR_OK) {
+        gr_test_builtin_at("yolov2-tiny-voc.cfg", 64, &v2_64) != GR_OK ||
+        gr_test_builtin_at("yolov3-tiny.cfg", 64, &v3_64) != GR_OK) {
         fprintf(stderr, "cannot load the test models: %s\n", gr_last_error());
         return 1;
     }
@@ -499,5 +654,6 @@ int main(void)
     gr_net_free(v2_128);
     gr_net_free(v3_128);
     gr_net_free(v2_64);
+    gr_net_free(v3_64);
     return failed == 0 ? 0 : 1;
 }

@@ -16,7 +16,8 @@ static void plan_usage(FILE *f)
     fprintf(f, "usage: graphrun plan [--model NAME | --cfg FILE] [--weights FILE]\n"
                "                     [--prec fp32|fp16|int8] [--layer-prec I=P,...] [--batch N]\n"
                "                     [--json] [--dot FILE] [--svg FILE] [--single-stream]\n"
-               "                     [--fuse-maxpool] [--no-concat] [--no-inplace]\n"
+               "                     [--fuse-maxpool] [--fuse-quant-in] [--fuse-dequant-out]\n"
+               "                     [--fuse-io] [--no-concat] [--no-inplace]\n"
                "                     [--decode-heads] [--calibrate]\n");
 }
 
@@ -153,6 +154,13 @@ int gr_cli_plan(int argc, char **argv)
             opt.single_stream = 1;
         } else if (strcmp(a, "--fuse-maxpool") == 0) {
             opt.fuse_maxpool = 1;
+        } else if (strcmp(a, "--fuse-quant-in") == 0) {
+            opt.fuse_input_quantize = 1;
+        } else if (strcmp(a, "--fuse-dequant-out") == 0) {
+            opt.fuse_output_dequantize = 1;
+        } else if (strcmp(a, "--fuse-io") == 0) {
+            opt.fuse_input_quantize = 1;
+            opt.fuse_output_dequantize = 1;
         } else if (strcmp(a, "--no-concat") == 0) {
             opt.concat_in_place = 0;
         } else if (strcmp(a, "--no-inplace") == 0) {

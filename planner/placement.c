@@ -1,5 +1,5 @@
-/* Streams and memory: stream ids with fork/join events, the happens-before relation they imply,
- * live intervals, in-place reuse, buffers and their placement in one arena.
+/* Placement (the memory pass): live intervals, in-place reuse, buffers, their placement in one
+ * arena by the best of five heuristics, the live-bytes lower bound and the naive sum.
  *
  * Safety rule: two buffers may share bytes only when their live intervals (schedule steps) do
  * not overlap AND every access of the earlier one happens before every write of the later one
@@ -11,141 +11,7 @@
 
 #include "planner/passes.h"
 
-/* ---- streams ----------------------------------------------------------------------------- */
-
-static int order_bit(const gr_plan *plan, int a, int b)
-{
-    const uint64_t *row = plan->order + (size_t)b * (size_t)plan->order_words;
-    return (int)((row[a / 64] >> (a % 64)) & 1u);
-}
-
-int gr_plan_happens_before(const gr_plan *plan, int a, int b)
-{
-    if (!plan || !plan->order || a < 0 || b < 0 || a >= plan->n_nodes || b >= plan->n_nodes)
-        return 0;
-    return order_bit(plan, a, b);
-}
-
-static gr_status push_wait(gr_plan *plan, int *cap, int event)
-{
-    if (plan->n_waits == *cap) {
-        int grown_cap = *cap ? *cap * 2 : 32;
-        int *grown = realloc(plan->waits, (size_t)grown_cap * sizeof *grown);
-        if (!grown)
-            return gr_fail(GR_ERR_OUT_OF_MEMORY, "planner: out of memory recording events");
-        plan->waits = grown;
-        *cap = grown_cap;
-    }
-    plan->waits[plan->n_waits++] = event;
-    return GR_OK;
-}
-
-static int event_of(gr_plan *plan, int node)
-{
-    if (plan->nodes[node].record_event < 0)
-        plan->nodes[node].record_event = plan->n_events++;
-    return plan->nodes[node].record_event;
-}
-
-gr_status gr_pass_streams(gr_plan *plan, int single_stream)
-{
-    int n = plan->n_nodes;
-    int *tail = gr_malloc((size_t)(n + 1) * sizeof *tail, "stream tails"); /* stream -> node */
-    if (!tail)
-        return GR_ERR_OUT_OF_MEMORY;
-    free(plan->waits);
-    plan->waits = NULL;
-    plan->n_waits = 0;
-    plan->n_events = 0;
-    plan->n_streams = 1;
-    int cap = 0;
-    gr_status st = GR_OK;
-    tail[0] = -1;
-    for (int i = 0; i < n && st == GR_OK; i++) {
-        gr_plan_node *nd = &plan->nodes[i];
-        nd->record_event = -1;
-        nd->n_waits = 0;
-        nd->wait_begin = plan->n_waits;
-        if (single_stream || nd->n_inputs == 0) {
-            nd->stream = 0;
-        } else {
-            /* Continue the stream of the first input whose producer is still its stream's tail;
-             * otherwise fork a new stream. */
-            int chosen = -1;
-            for (int k = 0; k < nd->n_inputs && chosen < 0; k++) {
-                int prod = plan->tensors[nd->inputs[k]].producer;
-                int s = plan->nodes[prod].stream;
-                if (tail[s] == prod)
-                    chosen = s;
-            }
-            if (chosen < 0)
-                chosen = plan->n_streams++;
-            nd->stream = chosen;
-        }
-        /* Wait on producers that ran on other streams (once per event). */
-        for (int k = 0; k < nd->n_inputs && !single_stream; k++) {
-            int prod = plan->tensors[nd->inputs[k]].producer;
-            if (plan->nodes[prod].stream == nd->stream)
-                continue;
-            int ev = event_of(plan, prod);
-            int dup = 0;
-            for (int w = nd->wait_begin; w < plan->n_waits; w++)
-                dup |= plan->waits[w] == ev;
-            if (dup)
-                continue;
-            st = push_wait(plan, &cap, ev);
-            nd->n_waits++;
-        }
-        tail[nd->stream] = i;
-    }
-    /* Join: stream 0 waits for the tail of every other stream after the last node. */
-    plan->join_wait_begin = plan->n_waits;
-    plan->n_join_waits = 0;
-    for (int s = 1; s < plan->n_streams && st == GR_OK; s++) {
-        st = push_wait(plan, &cap, event_of(plan, tail[s]));
-        plan->n_join_waits++;
-    }
-    free(tail);
-    if (st != GR_OK)
-        return st;
-
-    /* Happens-before: row b holds every a ordered before b (previous node on b's stream, and
-     * the producers b reads, transitively). */
-    free(plan->order);
-    plan->order_words = (n + 63) / 64;
-    plan->order = gr_calloc((size_t)n * (size_t)plan->order_words, sizeof *plan->order,
-                            "happens-before matrix");
-    if (!plan->order)
-        return GR_ERR_OUT_OF_MEMORY;
-    int words = plan->order_words;
-    for (int b = 0; b < n; b++) {
-        uint64_t *row = plan->order + (size_t)b * (size_t)words;
-        int prev = -1;
-        for (int a = b - 1; a >= 0 && prev < 0; a--)
-            if (plan->nodes[a].stream == plan->nodes[b].stream)
-                prev = a;
-        int preds[GR_MAX_INPUTS + 1];
-        int n_preds = 0;
-        if (prev >= 0)
-            preds[n_preds++] = prev;
-        for (int k = 0; k < plan->nodes[b].n_inputs; k++)
-            preds[n_preds++] = plan->tensors[plan->nodes[b].inputs[k]].producer;
-        for (int p = 0; p < n_preds; p++) {
-            const uint64_t *prow = plan->order + (size_t)preds[p] * (size_t)words;
-            for (int w = 0; w < words; w++)
-                row[w] |= prow[w];
-            row[preds[p] / 64] |= (uint64_t)1 << (preds[p] % 64);
-        }
-    }
-    return GR_OK;
-}
-
 /* ---- liveness ---------------------------------------------------------------------------- */
-
-static int is_inplace_kind(int kind)
-{
-    return kind == GR_OP_SHORTCUT || kind == GR_OP_REGION || kind == GR_OP_YOLO;
-}
 
 static int same_storage_shape(const gr_plan_tensor *a, const gr_plan_tensor *b)
 {
@@ -193,7 +59,7 @@ static void choose_in_place(gr_plan *plan)
 {
     for (int i = 0; i < plan->n_nodes; i++) {
         const gr_plan_node *nd = &plan->nodes[i];
-        if (!is_inplace_kind(nd->kind) || nd->n_inputs < 1)
+        if (!gr_op_has(nd->kind, GR_OPF_IN_PLACE) || nd->n_inputs < 1)
             continue;
         int src = nd->inputs[0];
         int dst = nd->output;
@@ -208,7 +74,7 @@ static void choose_in_place(gr_plan *plan)
             if (j == i)
                 continue;
             for (int k = 0; k < plan->nodes[j].n_inputs; k++)
-                if (plan->nodes[j].inputs[k] == src && !order_bit(plan, j, i))
+                if (plan->nodes[j].inputs[k] == src && !gr_plan_order_bit(plan, j, i))
                     ok = 0;
         }
         if (ok)
@@ -379,7 +245,7 @@ static int buffers_conflict(const gr_plan *plan, const gr_plan_buffer *a, int ia
     int second = first == ia ? ib : ia;
     for (int x = access_start[first]; x < access_start[first + 1]; x++)
         for (int y = write_start[second]; y < write_start[second + 1]; y++)
-            if (!order_bit(plan, access[x], writes[y]))
+            if (!gr_plan_order_bit(plan, access[x], writes[y]))
                 return 1;
     return 0;
 }
@@ -496,7 +362,7 @@ static gr_status make_buffers(gr_plan *plan)
     return GR_OK;
 }
 
-static gr_status conflict_matrix(const gr_plan *plan, char **out)
+gr_status gr_plan_conflict_matrix(const gr_plan *plan, char **out)
 {
     int nb = plan->n_buffers;
     size_t cells;
@@ -526,12 +392,12 @@ static gr_status conflict_matrix(const gr_plan *plan, char **out)
     return GR_OK;
 }
 
-gr_status gr_pass_memory(gr_plan *plan, int in_place)
+gr_status gr_pass_memory(gr_plan *plan)
 {
     for (int t = 0; t < plan->n_tensors; t++)
         plan->tensors[t].inplace_of = -1;
     compute_tensor_intervals(plan);
-    if (in_place)
+    if (plan->options.in_place)
         choose_in_place(plan);
     GR_TRY(make_buffers(plan));
 
@@ -550,7 +416,7 @@ gr_status gr_pass_memory(gr_plan *plan, int in_place)
     }
 
     char *conflict = NULL;
-    GR_TRY(conflict_matrix(plan, &conflict));
+    GR_TRY(gr_plan_conflict_matrix(plan, &conflict));
     placer pl = {0};
     pl.n = nb;
     pl.buf = plan->buffers;
@@ -596,68 +462,5 @@ done:
     free(pl.gap_lo);
     free(pl.gap_hi);
     free(pl.order);
-    return st;
-}
-
-/* ---- verification ------------------------------------------------------------------------ */
-
-gr_status gr_plan_check(const gr_plan *plan)
-{
-    if (!plan)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_plan_check: NULL plan");
-    /* Recompute every tensor's interval from the schedule and check its buffer covers it. */
-    for (int t = 0; t < plan->n_tensors; t++) {
-        const gr_plan_tensor *x = &plan->tensors[t];
-        int begin = x->producer, end = x->producer;
-        for (int i = 0; i < plan->n_nodes; i++)
-            for (int k = 0; k < plan->nodes[i].n_inputs; k++)
-                if (plan->nodes[i].inputs[k] == t && i > end)
-                    end = i;
-        if (x->buffer < 0 || x->buffer >= plan->n_buffers)
-            return gr_fail(GR_ERR_INTERNAL, "plan check: tensor %d has no buffer", t);
-        const gr_plan_buffer *b = &plan->buffers[x->buffer];
-        if (begin < b->live_begin || end > b->live_end)
-            return gr_fail(GR_ERR_INTERNAL,
-                           "plan check: tensor %d used over [%d, %d] outside buffer %d [%d, %d]", t,
-                           begin, end, x->buffer, b->live_begin, b->live_end);
-        /* Its last byte must lie inside the buffer. */
-        size_t esize = gr_dtype_size(x->dtype);
-        size_t last;
-        if (x->layout == GR_LAYOUT_NCHW)
-            last = ((((size_t)x->n - 1) * (size_t)x->c_stride + (size_t)x->c_offset + (size_t)x->c -
-                     1) *
-                        (size_t)x->h +
-                    (size_t)x->h - 1) *
-                       (size_t)x->w +
-                   (size_t)x->w - 1;
-        else
-            last = ((((size_t)x->n - 1) * (size_t)x->h + (size_t)x->h - 1) * (size_t)x->w +
-                    (size_t)x->w - 1) *
-                       (size_t)x->c_stride +
-                   (size_t)x->c_offset + (size_t)x->c_pad - 1;
-        if ((last + 1) * esize > b->bytes)
-            return gr_fail(GR_ERR_INTERNAL, "plan check: tensor %d ends past buffer %d", t,
-                           x->buffer);
-    }
-    char *conflict = NULL;
-    GR_TRY(conflict_matrix(plan, &conflict));
-    gr_status st = GR_OK;
-    for (int a = 0; a < plan->n_buffers && st == GR_OK; a++) {
-        const gr_plan_buffer *x = &plan->buffers[a];
-        if (x->offset % GR_PLAN_ALIGN || x->offset + x->bytes > plan->arena_bytes)
-            st = gr_fail(GR_ERR_INTERNAL, "plan check: buffer %d at %zu+%zu outside arena %zu", a,
-                         x->offset, x->bytes, plan->arena_bytes);
-        for (int b = a + 1; b < plan->n_buffers && st == GR_OK; b++) {
-            const gr_plan_buffer *y = &plan->buffers[b];
-            int overlap_bytes =
-                x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes;
-            if (overlap_bytes && conflict[(size_t)a * (size_t)plan->n_buffers + (size_t)b])
-                st = gr_fail(GR_ERR_INTERNAL,
-                             "plan check: buffers %d [%d,%d] and %d [%d,%d] may be live together "
-                             "but share bytes",
-                             a, x->live_begin, x->live_end, b, y->live_begin, y->live_end);
-        }
-    }
-    free(conflict);
     return st;
 }

@@ -1,0 +1,90 @@
+/* Concatenation without a copy: a route's inputs write straight into their channel slice of the
+ * route's tensor and the route becomes a no-op (a one-input route is a view of its input), where
+ * the layouts allow it (docs/planner.md lists the conditions). */
+#include "planner/passes.h"
+
+static int has_views(const gr_plan *plan, int t)
+{
+    for (int u = 0; u < plan->n_tensors; u++)
+        if (plan->tensors[u].view_of == t)
+            return 1;
+    return 0;
+}
+
+/* The network input and the tensors output nodes read keep their own storage. */
+static int is_plan_io(const gr_plan *plan, int t)
+{
+    if (t == plan->input_tensor)
+        return 1;
+    for (int i = 0; i < plan->n_nodes; i++)
+        if (plan->nodes[i].kind == GR_NODE_OUTPUT && plan->nodes[i].inputs[0] == t)
+            return 1;
+    return 0;
+}
+
+/* Make tensor t (and the views it hosts) a slice of parent at channel offset. */
+static void make_slice(gr_plan *plan, int t, int parent, int offset)
+{
+    const gr_plan_tensor *p = &plan->tensors[parent];
+    for (int u = 0; u < plan->n_tensors; u++) {
+        gr_plan_tensor *x = &plan->tensors[u];
+        if (x->view_of == t) {
+            x->view_of = parent;
+            x->c_offset += offset;
+            x->c_stride = p->c_stride;
+        }
+    }
+    gr_plan_tensor *x = &plan->tensors[t];
+    x->view_of = parent;
+    x->c_offset = offset;
+    x->c_stride = p->c_stride;
+}
+
+gr_status gr_pass_concat_views(gr_plan *plan)
+{
+    int nchw_strided_views = plan->options.nchw_strided_views;
+    for (int i = 0; i < plan->n_nodes; i++) {
+        gr_plan_node *nd = &plan->nodes[i];
+        if (nd->kind != GR_OP_ROUTE || nd->p.groups > 1)
+            continue;
+        int out = nd->output;
+        gr_plan_tensor *o = &plan->tensors[out];
+        if (o->view_of >= 0 || is_plan_io(plan, out))
+            continue;
+        if (nd->n_inputs == 1) {
+            /* A one-input route is the same tensor: read it through a view. */
+            int src = nd->inputs[0];
+            const gr_plan_tensor *s = &plan->tensors[src];
+            if (s->dtype != o->dtype || s->c_pad != o->c_pad || has_views(plan, out))
+                continue;
+            int root = s->view_of >= 0 ? s->view_of : src;
+            int offset = s->view_of >= 0 ? s->c_offset : 0;
+            o->view_of = root;
+            o->c_offset = offset;
+            o->c_stride = plan->tensors[root].c_stride;
+            nd->noop = 1;
+            continue;
+        }
+        /* A channel slice of an NCHW tensor is dense only for one image. */
+        int ok = o->layout != GR_LAYOUT_NCHW || o->n == 1 || nchw_strided_views;
+        int granule = gr_plan_channel_granule(o->dtype);
+        for (int k = 0; k < nd->n_inputs && ok; k++) {
+            int src = nd->inputs[k];
+            const gr_plan_tensor *s = &plan->tensors[src];
+            const gr_plan_node *prod = &plan->nodes[s->producer];
+            ok = s->dtype == o->dtype && s->view_of < 0 && !is_plan_io(plan, src) &&
+                 prod->kind != GR_NODE_INPUT && (k == nd->n_inputs - 1 || s->c % granule == 0);
+            for (int j = 0; j < k && ok; j++)
+                ok = nd->inputs[j] != src;
+        }
+        if (!ok)
+            continue;
+        int offset = 0;
+        for (int k = 0; k < nd->n_inputs; k++) {
+            make_slice(plan, nd->inputs[k], out, offset);
+            offset += plan->tensors[nd->inputs[k]].c;
+        }
+        nd->noop = 1;
+    }
+    return GR_OK;
+}

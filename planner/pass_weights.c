@@ -1,0 +1,44 @@
+/* int8 weight quantization: per output channel, symmetric, from the folded weights
+ * (s_w[c] = max |w'| / 127, q_w = clamp(rint(w' / s_w[c]), -127, 127); plan.h). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "planner/passes.h"
+
+gr_status gr_pass_quantize_weights(gr_plan *plan)
+{
+    for (int i = 0; i < plan->n_nodes; i++) {
+        gr_plan_node *nd = &plan->nodes[i];
+        if (nd->kind != GR_OP_CONV || gr_plan_conv_in_dtype(plan, nd) != GR_DTYPE_I8)
+            continue;
+        int filters = nd->p.filters;
+        size_t per_filter = nd->n_w / (size_t)filters;
+        GR_TRY(gr_plan_append_floats(plan, NULL, (size_t)filters, &nd->ws_offset));
+        size_t total;
+        if (!gr_add_size(plan->n_qweights, nd->n_w, &total))
+            return gr_fail(GR_ERR_LIMIT, "planner: int8 weight block size overflow");
+        int8_t *grown = realloc(plan->qweights, total ? total : 1);
+        if (!grown)
+            return gr_fail(GR_ERR_OUT_OF_MEMORY, "planner: out of memory quantizing weights");
+        plan->qweights = grown;
+        nd->qw_offset = plan->n_qweights;
+        plan->n_qweights = total;
+        const float *w = plan->weights + nd->w_offset;
+        float *ws = plan->weights + nd->ws_offset;
+        int8_t *q = plan->qweights + nd->qw_offset;
+        for (int c = 0; c < filters; c++) {
+            const float *wc = w + (size_t)c * per_filter;
+            float max_abs = 0.0f;
+            for (size_t k = 0; k < per_filter; k++)
+                max_abs = fmaxf(max_abs, fabsf(wc[k]));
+            float s = max_abs > 0.0f ? max_abs / 127.0f : 1.0f;
+            ws[c] = s;
+            for (size_t k = 0; k < per_filter; k++) {
+                float r = rintf(wc[k] / s);
+                r = r > 127.0f ? 127.0f : (r < -127.0f ? -127.0f : r);
+                q[(size_t)c * per_filter + k] = (int8_t)r;
+            }
+        }
+    }
+    return GR_OK;
+}
