@@ -59,6 +59,7 @@ const char *gr_status_str(gr_status status)
     case GR_ERR_STATE: return "invalid state";
     case GR_ERR_BUSY: return "engine busy";
     case GR_ERR_INTERNAL: return "internal error";
+    case GR_ERR_NUMERIC: return "non-finite output";
     }
     return "unknown status";
 }

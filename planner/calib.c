@@ -1,150 +1,229 @@
 /* Host-side int8 calibration on the CPU: run an fp32 plan of the network over calibration images
- * with the plan executor, record each layer output's |x| statistics (max, or every value for a
- * percentile), and turn them into per-layer ranges (gr_plan_set_ranges makes the scales). The GPU
- * engine may fill the same table from its own runs; the ranges are what a calibration cache keeps.
- */
-#include <math.h>
+ * with the plan executor, on several threads, gather each layer output's |x| into a histogram
+ * (planner/calib_hist.c: no value is stored), and turn the histograms into per-layer ranges by the
+ * calibration method (gr_plan_set_ranges makes the scales). The GPU engine may feed the same
+ * collector from its own runs; the ranges are what a calibration cache keeps.
+ *
+ * Threads take images from a shared counter; each has its own executor and one histogram per
+ * layer, merged at the end. Merging is exact and order-free, so the ranges do not depend on the
+ * thread count or the scheduling. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "planner/plan.h"
+#include "planner/calib.h"
+#include "planner/calib_hist.h"
 
-typedef struct value_list {
-    float *values;
-    size_t count, cap;
-} value_list;
+#define MAX_THREADS 64
 
-typedef struct calib_state {
-    const gr_plan *plan;
-    int keep_values;   /* percentile: keep every |x| */
-    float *layer_max;  /* [n_layers] */
-    value_list *lists; /* [n_layers] when keep_values */
-    float *scratch;
+typedef struct calib_shared calib_shared;
+
+typedef struct calib_worker {
+    calib_shared *shared;
+    gr_plan_exec *ex;
+    gr_hist *hists; /* [n_layers + 1]: layers, then the network input */
+    float *scratch; /* one tensor as float NCHW */
     size_t scratch_cap;
+    float *image;
     gr_status status;
-} calib_state;
+    char error[1024];
+} calib_worker;
 
-static gr_status list_append(value_list *l, const float *v, size_t n)
+struct calib_shared {
+    const gr_plan *plan;
+    const gr_calib_config *cfg;
+    int n_images, next, done, failed;
+    pthread_mutex_t lock;
+};
+
+void gr_calib_config_default(gr_calib_config *cfg)
 {
-    if (l->count + n > l->cap) {
-        size_t cap = l->cap ? l->cap : 4096;
-        while (cap < l->count + n)
-            cap *= 2;
-        float *grown = realloc(l->values, cap * sizeof *grown);
-        if (!grown)
-            return gr_fail(GR_ERR_OUT_OF_MEMORY, "calibration: out of memory keeping %zu values",
-                           cap);
-        l->values = grown;
-        l->cap = cap;
-    }
-    for (size_t i = 0; i < n; i++)
-        l->values[l->count + i] = fabsf(v[i]);
-    l->count += n;
-    return GR_OK;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->method = GR_CALIB_MAX;
+    cfg->percentile = 99.99f;
 }
 
 static void record_node(const gr_plan_exec *ex, int node, void *user)
 {
-    calib_state *cs = user;
-    const gr_plan_node *nd = &cs->plan->nodes[node];
-    if (cs->status != GR_OK || nd->output < 0)
+    calib_worker *w = user;
+    const gr_plan *plan = w->shared->plan;
+    const gr_plan_node *nd = &plan->nodes[node];
+    if (w->status != GR_OK || nd->output < 0)
         return;
-    const gr_plan_tensor *t = &cs->plan->tensors[nd->output];
-    if (t->layer < 0 || t->layer >= cs->plan->n_layers)
+    const gr_plan_tensor *t = &plan->tensors[nd->output];
+    if (t->layer < 0 || t->layer >= plan->n_layers)
         return;
     size_t n = (size_t)t->n * (size_t)t->c * (size_t)t->h * (size_t)t->w;
-    if (n > cs->scratch_cap) {
-        float *grown = realloc(cs->scratch, n * sizeof *grown);
+    if (n > w->scratch_cap) {
+        float *grown = realloc(w->scratch, n * sizeof *grown);
         if (!grown) {
-            cs->status = gr_fail(GR_ERR_OUT_OF_MEMORY, "calibration: out of memory");
+            w->status = gr_fail(GR_ERR_OUT_OF_MEMORY, "calibration: out of memory");
             return;
         }
-        cs->scratch = grown;
-        cs->scratch_cap = n;
+        w->scratch = grown;
+        w->scratch_cap = n;
     }
-    gr_plan_exec_read_tensor(ex, nd->output, cs->scratch);
-    float m = cs->layer_max[t->layer];
-    for (size_t i = 0; i < n; i++)
-        m = fmaxf(m, fabsf(cs->scratch[i]));
-    cs->layer_max[t->layer] = m;
-    if (cs->keep_values)
-        cs->status = list_append(&cs->lists[t->layer], cs->scratch, n);
+    gr_plan_exec_read_tensor(ex, nd->output, w->scratch);
+    gr_hist_add(&w->hists[t->layer], w->scratch, n);
 }
 
-static int compare_float(const void *a, const void *b)
+/* Next image index, or -1 when all are taken or a worker failed. */
+static int take_image(calib_shared *s)
 {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
+    pthread_mutex_lock(&s->lock);
+    int i = s->failed || s->next >= s->n_images ? -1 : s->next++;
+    pthread_mutex_unlock(&s->lock);
+    return i;
 }
 
-/* The value at `percentile` percent of the sorted |x| (nearest rank). */
-static float percentile_of(value_list *l, float percentile)
+static void finish_image(calib_shared *s, gr_status st)
 {
-    if (l->count == 0)
-        return 0.0f;
-    qsort(l->values, l->count, sizeof *l->values, compare_float);
-    double rank = ceil((double)percentile / 100.0 * (double)l->count);
-    size_t index = rank < 1.0 ? 0 : (size_t)rank - 1;
-    if (index >= l->count)
-        index = l->count - 1;
-    return l->values[index];
+    pthread_mutex_lock(&s->lock);
+    if (st != GR_OK)
+        s->failed = 1;
+    else if (s->cfg->progress)
+        s->cfg->progress(++s->done, s->n_images, s->cfg->progress_user);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void *work(void *arg)
+{
+    calib_worker *w = arg;
+    calib_shared *s = w->shared;
+    const gr_plan *plan = s->plan;
+    size_t image_elems = (size_t)plan->net_c * (size_t)plan->net_h * (size_t)plan->net_w;
+    for (int i; w->status == GR_OK && (i = take_image(s)) >= 0;) {
+        w->status = s->cfg->load(i, w->image, s->cfg->load_user);
+        if (w->status == GR_OK) {
+            gr_hist_add(&w->hists[plan->n_layers], w->image, image_elems);
+            w->status = gr_plan_execute(w->ex, w->image);
+        }
+        finish_image(s, w->status);
+    }
+    if (w->status != GR_OK) /* the message is thread-local: carry it to the caller's thread */
+        snprintf(w->error, sizeof w->error, "%s", gr_last_error());
+    return NULL;
+}
+
+static gr_status worker_init(calib_worker *w, calib_shared *s)
+{
+    const gr_plan *plan = s->plan;
+    w->shared = s;
+    w->hists = gr_malloc(((size_t)plan->n_layers + 1) * sizeof *w->hists, "calibration histograms");
+    w->image = gr_malloc((size_t)plan->net_c * (size_t)plan->net_h * (size_t)plan->net_w *
+                             sizeof *w->image,
+                         "calibration image");
+    if (!w->hists || !w->image)
+        return GR_ERR_OUT_OF_MEMORY;
+    for (int l = 0; l <= plan->n_layers; l++)
+        gr_hist_init(&w->hists[l], s->cfg->method == GR_CALIB_MAX);
+    GR_TRY(gr_plan_exec_create(plan, 0, &w->ex));
+    gr_plan_exec_set_hook(w->ex, record_node, w);
+    return GR_OK;
+}
+
+static void worker_free(calib_worker *w)
+{
+    gr_plan_exec_destroy(w->ex);
+    free(w->hists);
+    free(w->image);
+    free(w->scratch);
+}
+
+static int thread_count(const gr_calib_config *cfg, int n_images)
+{
+    long n = cfg->threads > 0 ? cfg->threads : sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        n = 1;
+    if (n > MAX_THREADS)
+        n = MAX_THREADS;
+    return n > n_images ? n_images : (int)n;
+}
+
+gr_status gr_plan_calibrate_images(const gr_net *net, int n_images, const gr_calib_config *cfg,
+                                   float *layer_range, float *input_range)
+{
+    if (!net || n_images < 1 || !cfg || !cfg->load || !layer_range || !input_range)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_plan_calibrate_images: bad argument");
+    if ((unsigned)cfg->method > GR_CALIB_MSE)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT,
+                       "gr_plan_calibrate_images: method %d is not a gr_calib_method",
+                       (int)cfg->method);
+    if (cfg->method == GR_CALIB_PERCENTILE && !(cfg->percentile > 0.0f && cfg->percentile <= 100.0f))
+        return gr_fail(GR_ERR_INVALID_ARGUMENT,
+                       "gr_plan_calibrate_images: percentile %g outside (0, 100]",
+                       (double)cfg->percentile);
+    gr_plan_options opt;
+    gr_plan_options_default(&opt);
+    opt.precision = GR_PREC_FP32;
+    gr_plan *plan = NULL;
+    GR_TRY(gr_plan_build(net, &opt, &plan));
+    calib_shared s = {.plan = plan, .cfg = cfg, .n_images = n_images};
+    pthread_mutex_init(&s.lock, NULL);
+    int n_threads = thread_count(cfg, n_images), started = 0;
+    calib_worker *workers = gr_calloc((size_t)n_threads, sizeof *workers, "calibration threads");
+    pthread_t threads[MAX_THREADS];
+    gr_status st = workers ? GR_OK : GR_ERR_OUT_OF_MEMORY;
+    for (int t = 0; t < n_threads && st == GR_OK; t++)
+        st = worker_init(&workers[t], &s);
+    /* The calling thread is worker 0; the others run alongside. */
+    for (int t = 1; t < n_threads && st == GR_OK; t++, started++)
+        if (pthread_create(&threads[t], NULL, work, &workers[t]) != 0) {
+            st = gr_fail(GR_ERR_INTERNAL, "calibration: cannot start thread %d", t);
+            finish_image(&s, st); /* stop the others */
+        }
+    if (st == GR_OK)
+        work(&workers[0]);
+    for (int t = 1; t <= started; t++)
+        pthread_join(threads[t], NULL);
+    for (int t = 0; t < n_threads && st == GR_OK && workers; t++)
+        if (workers[t].status != GR_OK)
+            st = gr_fail(workers[t].status, "%s", workers[t].error);
+    for (int t = 1; t < n_threads && st == GR_OK; t++)
+        for (int l = 0; l <= net->n_layers; l++)
+            gr_hist_merge(&workers[0].hists[l], &workers[t].hists[l]);
+    if (st == GR_OK) {
+        for (int l = 0; l < net->n_layers; l++)
+            layer_range[l] = gr_hist_threshold(&workers[0].hists[l], cfg->method, cfg->percentile);
+        *input_range =
+            gr_hist_threshold(&workers[0].hists[net->n_layers], cfg->method, cfg->percentile);
+    }
+    for (int t = 0; workers && t < n_threads; t++)
+        worker_free(&workers[t]);
+    free(workers);
+    pthread_mutex_destroy(&s.lock);
+    gr_plan_free(plan);
+    return st;
+}
+
+typedef struct image_array {
+    const float *images;
+    size_t image_elems;
+} image_array;
+
+static gr_status load_from_array(int index, float *dst, void *user)
+{
+    const image_array *a = user;
+    memcpy(dst, a->images + (size_t)index * a->image_elems, a->image_elems * sizeof *dst);
+    return GR_OK;
 }
 
 gr_status gr_plan_calibrate_ranges(const gr_net *net, const float *images, int n_images,
                                    gr_calib_method method, float percentile, float *layer_range,
                                    float *input_range)
 {
-    if (!net || !images || n_images < 1 || !layer_range || !input_range)
+    if (!net || !images)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_plan_calibrate_ranges: bad argument");
-    if (method == GR_CALIB_PERCENTILE && !(percentile > 0.0f && percentile <= 100.0f))
-        return gr_fail(GR_ERR_INVALID_ARGUMENT,
-                       "gr_plan_calibrate_ranges: percentile %g outside (0, 100]",
-                       (double)percentile);
-    gr_plan_options opt;
-    gr_plan_options_default(&opt);
-    opt.precision = GR_PREC_FP32;
-    gr_plan *plan = NULL;
-    gr_plan_exec *ex = NULL;
-    GR_TRY(gr_plan_build(net, &opt, &plan));
-    calib_state cs;
-    memset(&cs, 0, sizeof cs);
-    cs.plan = plan;
-    cs.keep_values = method == GR_CALIB_PERCENTILE;
-    cs.layer_max = gr_calloc((size_t)net->n_layers, sizeof *cs.layer_max, "calibration");
-    cs.lists = gr_calloc((size_t)net->n_layers + 1, sizeof *cs.lists, "calibration");
-    value_list input_values = {0};
-    gr_status st =
-        cs.layer_max && cs.lists ? gr_plan_exec_create(plan, 0, &ex) : GR_ERR_OUT_OF_MEMORY;
-    size_t image_elems = (size_t)net->c * (size_t)net->h * (size_t)net->w;
-    float input_max = 0.0f;
-    if (st == GR_OK)
-        gr_plan_exec_set_hook(ex, record_node, &cs);
-    for (int i = 0; i < n_images && st == GR_OK; i++) {
-        const float *image = images + (size_t)i * image_elems;
-        for (size_t k = 0; k < image_elems; k++)
-            input_max = fmaxf(input_max, fabsf(image[k]));
-        if (cs.keep_values)
-            st = list_append(&input_values, image, image_elems);
-        if (st == GR_OK)
-            st = gr_plan_execute(ex, image);
-        if (st == GR_OK)
-            st = cs.status;
-    }
-    if (st == GR_OK) {
-        for (int l = 0; l < net->n_layers; l++)
-            layer_range[l] =
-                cs.keep_values ? percentile_of(&cs.lists[l], percentile) : cs.layer_max[l];
-        *input_range = cs.keep_values ? percentile_of(&input_values, percentile) : input_max;
-    }
-    for (int l = 0; cs.lists && l < net->n_layers; l++)
-        free(cs.lists[l].values);
-    free(cs.lists);
-    free(cs.layer_max);
-    free(cs.scratch);
-    free(input_values.values);
-    gr_plan_exec_destroy(ex);
-    gr_plan_free(plan);
-    return st;
+    image_array array = {images, (size_t)net->c * (size_t)net->h * (size_t)net->w};
+    gr_calib_config cfg;
+    gr_calib_config_default(&cfg);
+    cfg.method = method;
+    cfg.percentile = percentile;
+    cfg.load = load_from_array;
+    cfg.load_user = &array;
+    return gr_plan_calibrate_images(net, n_images, &cfg, layer_range, input_range);
 }
 
 gr_status gr_plan_calibrate(gr_plan *plan, const gr_net *net, const float *images, int n_images,

@@ -215,8 +215,9 @@ gr_status gr_plan_set_ranges(gr_plan *plan, const float *layer_range, float inpu
 
 /* Host-side calibration on the CPU: run an fp32 plan of `net` (batch 1) over n_images inputs
  * (float NCHW c x h x w each, values in [0, 1]) and return per-layer ranges (layer_range has
- * net->n_layers entries) and the input range. method MAX: max |x|; PERCENTILE: the `percentile`
- * (e.g. 99.99) of |x| over all calibration values of the tensor. */
+ * net->n_layers entries) and the input range, by `method` (max, percentile, entropy, MSE over a
+ * histogram of |x|: planner/calib_hist.h), on all cores. gr_plan_calibrate_images()
+ * (planner/calib.h) takes a loader callback, a thread count and a progress callback instead. */
 gr_status gr_plan_calibrate_ranges(const gr_net *net, const float *images, int n_images,
                                    gr_calib_method method, float percentile, float *layer_range,
                                    float *input_range);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "runtime/calib_cache.h"
+#include "runtime/image.h"
 
 static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
 {
@@ -17,7 +18,33 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
     return h;
 }
 
-gr_calib_key gr_calib_key_make(const gr_net *net, gr_calib_method method, float percentile)
+/* File name without its directory: the same photos in another folder are the same set. */
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+static gr_status hash_images(const char *const *paths, int n, uint64_t *out)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int i = 0; i < n; i++) {
+        char *bytes = NULL;
+        size_t size = 0;
+        GR_TRY(gr_read_file(paths[i], GR_MAX_IMAGE_FILE_BYTES, "calibration image", &bytes, &size));
+        const char *name = base_name(paths[i]);
+        h = fnv1a(h, name, strlen(name) + 1);
+        uint64_t size64 = size;
+        h = fnv1a(h, &size64, sizeof size64);
+        h = fnv1a(h, bytes, size);
+        free(bytes);
+    }
+    *out = h;
+    return GR_OK;
+}
+
+gr_status gr_calib_key_make(const gr_net *net, gr_calib_method method, float percentile,
+                            const char *const *paths, int n_images, gr_calib_key *key)
 {
     uint64_t h = 0xcbf29ce484222325ULL;
     int dims[3] = {net->w, net->h, net->c};
@@ -32,8 +59,9 @@ gr_calib_key gr_calib_key_make(const gr_net *net, gr_calib_method method, float 
     }
     if (net->weight_block)
         h = fnv1a(h, net->weight_block, net->n_weight_floats * sizeof(float));
-    gr_calib_key key = {h, method, method == GR_CALIB_PERCENTILE ? percentile : 0.0f, net->name};
-    return key;
+    *key = (gr_calib_key){h, method, method == GR_CALIB_PERCENTILE ? percentile : 0.0f, net->name,
+                          n_images, 0};
+    return hash_images(paths, n_images, &key->images_hash);
 }
 
 static void method_str(const gr_calib_key *key, char *buf, size_t len)
@@ -41,13 +69,15 @@ static void method_str(const gr_calib_key *key, char *buf, size_t len)
     if (key->method == GR_CALIB_PERCENTILE)
         snprintf(buf, len, "percentile %.6g", (double)key->percentile);
     else
-        snprintf(buf, len, "max");
+        snprintf(buf, len, "%s", gr_calib_method_name(key->method));
 }
 
 gr_status gr_calib_cache_read(const char *path, const gr_calib_key *key, int n_layers,
-                              float *layer_range, float *input_range, int *found)
+                              float *layer_range, float *input_range, int *found, char *notice,
+                              size_t notice_len)
 {
     *found = 0;
+    notice[0] = '\0';
     FILE *f = fopen(path, "r");
     if (!f) {
         if (errno == ENOENT)
@@ -68,10 +98,18 @@ gr_status gr_calib_cache_read(const char *path, const gr_calib_key *key, int n_l
         lineno++;
         char name[128];
         int index, images;
+        uint64_t images_hash;
         float range;
         if (sscanf(line, "graphrun-calibration %d", &version) == 1) {
-            if (version != 1)
-                st = gr_fail(GR_ERR_PARSE, "%s:%d: calibration cache version %d (expected 1)", path,
+            if (version == 1) { /* no method parameters or image set recorded: cannot be trusted */
+                snprintf(notice, notice_len,
+                         "%s: calibration cache from an older graphrun (no image-set hash): "
+                         "ignored, calibrating again and replacing it",
+                         path);
+                break;
+            }
+            if (version != 2)
+                st = gr_fail(GR_ERR_PARSE, "%s:%d: calibration cache version %d (expected 2)", path,
                              lineno, version);
         } else if (sscanf(line, "model %127s %" SCNx64, name, &hash) == 2) {
             if (hash != key->hash)
@@ -90,7 +128,13 @@ gr_status gr_calib_cache_read(const char *path, const gr_calib_key *key, int n_l
                              "%s:%d: calibration cache was made with method '%s', this build asks "
                              "for '%s': delete it or pass another path",
                              path, lineno, method, want_method);
-        } else if (sscanf(line, "images %d", &images) == 1) {
+        } else if (sscanf(line, "images %d %" SCNx64, &images, &images_hash) == 2) {
+            if (images != key->n_images || images_hash != key->images_hash)
+                st = gr_fail(GR_ERR_PARSE,
+                             "%s:%d: calibration cache was made from another image set (%d images, "
+                             "hash %016" PRIx64 "; these %d images have %016" PRIx64
+                             "): delete it or pass another path",
+                             path, lineno, images, images_hash, key->n_images, key->images_hash);
         } else if (sscanf(line, "input %f", &range) == 1) {
             *input_range = range;
             have_input = 1;
@@ -109,7 +153,9 @@ gr_status gr_calib_cache_read(const char *path, const gr_calib_key *key, int n_l
     }
     fclose(f);
     free(seen);
-    if (st == GR_OK && (version != 1 || hash == 0 || !have_input || layers_seen != n_layers))
+    if (notice[0])
+        return GR_OK;
+    if (st == GR_OK && (version != 2 || hash == 0 || !have_input || layers_seen != n_layers))
         st = gr_fail(GR_ERR_PARSE, "%s: incomplete calibration cache (%d of %d layers)", path,
                      layers_seen, n_layers);
     if (st == GR_OK)
@@ -118,15 +164,18 @@ gr_status gr_calib_cache_read(const char *path, const gr_calib_key *key, int n_l
 }
 
 gr_status gr_calib_cache_write(const char *path, const gr_calib_key *key, int n_layers,
-                               const float *layer_range, float input_range, int n_images)
+                               const float *layer_range, float input_range)
 {
     FILE *f = fopen(path, "w");
     if (!f)
         return gr_fail(GR_ERR_IO, "%s: cannot write calibration cache: %s", path, strerror(errno));
     char method[64];
     method_str(key, method, sizeof method);
-    fprintf(f, "graphrun-calibration 1\nmodel %s %016" PRIx64 "\nmethod %s\nimages %d\ninput %.9g\n",
-            key->name[0] ? key->name : "unnamed", key->hash, method, n_images, (double)input_range);
+    fprintf(f,
+            "graphrun-calibration 2\nmodel %s %016" PRIx64 "\nmethod %s\nimages %d %016" PRIx64
+            "\ninput %.9g\n",
+            key->name[0] ? key->name : "unnamed", key->hash, method, key->n_images,
+            key->images_hash, (double)input_range);
     for (int i = 0; i < n_layers; i++)
         fprintf(f, "layer %d %.9g\n", i, (double)layer_range[i]);
     if (fclose(f) != 0)

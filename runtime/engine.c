@@ -2,6 +2,7 @@
  * second thread entering a run, detection decoding, timing and error messages. Execution itself is
  * the backend's (engine_cpu.c, gpu_engine.c and the other gpu_*.c). */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,13 @@ static gr_status check_options(const gr_engine_options *opt)
     if (opt->gpu_index < 0)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option gpu_index=%d is negative",
                        opt->gpu_index);
+    if ((unsigned)opt->calib_method > GR_CALIB_MSE)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT,
+                       "engine option calib_method=%d is not a gr_calib_method",
+                       (int)opt->calib_method);
+    if (opt->calib_threads < 0)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option calib_threads=%d is negative",
+                       opt->calib_threads);
     if (opt->calib_method == GR_CALIB_PERCENTILE &&
         !(opt->calib_percentile > 50.0f && opt->calib_percentile <= 100.0f))
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option calib_percentile=%g is outside (50, 100]",
@@ -144,6 +152,8 @@ gr_status gr_engine_build(const gr_model *model, const gr_engine_options *opt, g
     /* The caller's calibration inputs are read during build only: keep no pointers to them. */
     e->opt.calib_images = NULL;
     e->opt.calib_cache = NULL;
+    e->opt.calib_progress = NULL;
+    e->opt.calib_progress_user = NULL;
     if (st != GR_OK) {
         engine_free(e);
         return st;
@@ -205,6 +215,36 @@ static gr_status enter(gr_engine *e)
     return GR_OK;
 }
 
+/* Count the non-finite values of output `index` (host copy, valid after a synchronous run). */
+static size_t count_nonfinite(const gr_engine *e, int index)
+{
+    const gr_tensor_desc *d = &e->head_desc[index];
+    size_t n = (size_t)d->n * (size_t)d->c * (size_t)d->h * (size_t)d->w, bad = 0;
+    const float *v = e->outputs[index];
+    for (size_t i = 0; i < n; i++)
+        bad += !isfinite(v[i]);
+    return bad;
+}
+
+/* With nonfinite_is_error, a synchronous run whose outputs hold NaN/Inf fails with
+ * GR_ERR_NUMERIC; the outputs stay readable (has_run is set all the same). */
+static gr_status check_finite(gr_engine *e, gr_status st)
+{
+    if (st != GR_OK || !e->opt.nonfinite_is_error)
+        return st;
+    for (int i = 0; i < e->n_heads; i++) {
+        size_t bad = count_nonfinite(e, i);
+        if (bad) {
+            e->has_run = 1;
+            return gr_fail(GR_ERR_NUMERIC,
+                           "output %d (layer %d) holds %zu non-finite values (NaN/Inf) at %s: "
+                           "activations overflow; fp32 or int8 avoid it",
+                           i, e->head_layers[i], bad, gr_precision_name(e->opt.precision));
+        }
+    }
+    return GR_OK;
+}
+
 static gr_status leave(gr_engine *e, gr_status st)
 {
     if (st == GR_OK)
@@ -225,7 +265,7 @@ static gr_status run_copy(gr_engine *e, const void *input, int u8)
     gr_status st = e->ops->input_buffer(e, u8, &buffer, &bytes);
     if (st == GR_OK) {
         memcpy(buffer, input, bytes);
-        st = e->ops->run(e, u8);
+        st = check_finite(e, e->ops->run(e, u8));
     }
     return leave(e, st);
 }
@@ -248,7 +288,7 @@ gr_status gr_engine_run(gr_engine *engine)
     if (!engine)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_run: NULL engine");
     GR_TRY(enter(engine));
-    return leave(engine, engine->ops->run(engine, engine->input_u8));
+    return leave(engine, check_finite(engine, engine->ops->run(engine, engine->input_u8)));
 }
 
 gr_status gr_engine_run_async(gr_engine *engine, void *cuda_stream, void *done_event)
@@ -273,6 +313,20 @@ gr_status gr_engine_output(const gr_engine *engine, int index, const float **dat
     if (!engine->has_run)
         return gr_fail(GR_ERR_STATE, "gr_engine_output: the engine has not run yet");
     *data = engine->outputs[index];
+    return GR_OK;
+}
+
+gr_status gr_engine_output_nonfinite(const gr_engine *engine, int index, size_t *count)
+{
+    if (!engine || !count)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_output_nonfinite: NULL argument");
+    *count = 0;
+    if (index < 0 || index >= engine->n_heads)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "output index %d is outside 0..%d", index,
+                       engine->n_heads - 1);
+    if (!engine->has_run)
+        return gr_fail(GR_ERR_STATE, "gr_engine_output_nonfinite: the engine has not run yet");
+    *count = count_nonfinite(engine, index);
     return GR_OK;
 }
 
@@ -331,3 +385,5 @@ gr_status gr_engine_timing(const gr_engine *engine, gr_timing *timing)
 }
 
 const char *gr_engine_last_error(const gr_engine *engine) { return engine ? engine->error : ""; }
+
+const char *gr_engine_notice(const gr_engine *engine) { return engine ? engine->notice : ""; }

@@ -50,6 +50,7 @@ struct gr_engine {
     void *impl;            /* backend state */
     atomic_int busy;
     char error[1024];
+    char notice[512];      /* gr_engine_notice(): from the build, e.g. a stale calibration cache */
 };
 
 /* Deep copy of a network (layers, weights, class names) for an engine to own. */

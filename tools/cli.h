@@ -42,6 +42,10 @@ typedef struct gr_cli_options {
     int runs;             /* timed runs (median reported), default 1 */
     int tf32, fp16_accumulate; /* --tf32, --fp16-accumulate */
     int help, version, list_models;
+    gr_calib_method calib_method; /* --calib (default max) */
+    float calib_percentile;       /* --calib-percentile (default 99.99) */
+    const char *calib_images;     /* --calib-images DIR */
+    int find_overflow;            /* --find-overflow */
     const char *input_list; /* --input-list FILE: one image path per line (streamed) */
     int threads;          /* decoding threads when streaming; 0 = one per core */
     int eager;            /* --eager: run the plan without the CUDA graph (use_cuda_graph = 0) */
@@ -76,6 +80,40 @@ int gr_cli_detect_stream(const gr_cli_options *o);
 /* Subcommands: argv[0] is the subcommand's name. */
 int gr_cli_detect(int argc, char **argv);
 int gr_cli_plan(int argc, char **argv);
+int gr_cli_compare(int argc, char **argv);
 int gr_cli_eval(int argc, char **argv);
+
+/* ---- shared by detect and compare (tools/cli_calib.c) ------------------------------------ */
+
+/* The JPEG and PNG files of a folder, sorted by name, NULL-terminated; free with
+ * gr_cli_free_list. Returns 0, or an exit code after printing one line. */
+int gr_cli_list_images(const char *dir, char ***paths);
+void gr_cli_free_list(char **paths);
+
+/* Calibration options from the command line into engine options (images: the list above or
+ * NULL for the bundled photos); a progress bar on stderr when it is a terminal. */
+void gr_cli_calib_options(const gr_cli_options *o, const char *const *images,
+                          gr_engine_options *eo);
+
+/* One stderr line per engine output holding NaN/Inf after a run; returns how many such outputs.
+ * `what` names the run (precision and method). */
+int gr_cli_report_nonfinite(const gr_engine *engine, const char *what);
+
+/* The model of the command line (--model or --cfg, --weights or synthetic from --seed). */
+gr_status gr_cli_load_model(const gr_cli_options *o, gr_model **model);
+
+/* The network of the command line's model (cfg/builtin, weights or synthetic), as the planner
+ * sees it. */
+struct gr_net;
+gr_status gr_cli_load_net(const gr_cli_options *o, struct gr_net **net);
+
+/* Run `net` as a CPU plan of precision prec on one float CHW input and call fn after each node
+ * that computes a layer's value, with that value as float NCHW (n values). int8 needs the ranges
+ * (layer_range[n_layers], input_range). fn returns nonzero to stop. */
+typedef int (*gr_cli_layer_fn)(int layer, int node_kind, const float *values, size_t n,
+                               void *user);
+gr_status gr_cli_trace_layers(const struct gr_net *net, gr_precision prec,
+                              const float *layer_range, float input_range, const float *input,
+                              gr_cli_layer_fn fn, void *user);
 
 #endif

@@ -66,6 +66,8 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
     o->thresh = 0.5f;
     o->nms = 0.45f;
     o->runs = 1;
+    o->calib_method = GR_CALIB_MAX;
+    o->calib_percentile = 99.99f;
     err[0] = '\0';
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -79,12 +81,13 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
         if (!strcmp(a, "--no-output")) { o->output = ""; continue; }
         if (!strcmp(a, "--tf32")) { o->tf32 = 1; continue; }
         if (!strcmp(a, "--fp16-accumulate")) { o->fp16_accumulate = 1; continue; }
+        if (!strcmp(a, "--find-overflow")) { o->find_overflow = 1; continue; }
         if (!strcmp(a, "--eager")) { o->eager = 1; continue; }
         /* Options with a value: --opt VALUE or --opt=VALUE. */
         static const char *const with_value[] = {
             "--model", "--cfg", "--weights", "--names", "--output", "--save-output", "--input",
             "--seed", "--device", "--prec", "--batch", "--runs", "--thresh", "--nms", "--calib-cache",
-            "--input-list", "--threads", NULL};
+            "--calib", "--calib-percentile", "--calib-images", "--input-list", "--threads", NULL};
         const char *val = NULL;
         char name[32];
         const char *eq = strchr(a, '=');
@@ -115,7 +118,16 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
         else if (!strcmp(name, "--output")) o->output = val;
         else if (!strcmp(name, "--save-output")) o->save_output = val;
         else if (!strcmp(name, "--calib-cache")) o->calib_cache = val;
-        else if (!strcmp(name, "--input-list")) o->input_list = val;
+        else if (!strcmp(name, "--calib-images")) o->calib_images = val;
+        else if (!strcmp(name, "--calib")) {
+            if (gr_calib_method_parse(val, &o->calib_method) != GR_OK)
+                return usage_error(err, errlen, "--calib '%s' is not max, percentile, entropy or mse%s",
+                                   val, "");
+        } else if (!strcmp(name, "--calib-percentile")) {
+            if (!parse_float(val, 50.0f, 100.0f, &o->calib_percentile) || o->calib_percentile == 50.0f)
+                return usage_error(err, errlen, "--calib-percentile '%s' is not a number in (50, 100]%s",
+                                   val, "");
+        } else if (!strcmp(name, "--input-list")) o->input_list = val;
         else if (!strcmp(name, "--threads")) {
             if (!parse_long(val, 1, 1024, &l))
                 return usage_error(err, errlen, "--threads '%s' is not an integer in 1..%s", val, "1024");

@@ -3,10 +3,12 @@
  *
  * stdout carries only results (detections, or JSON with --json) so that the same command gives the
  * same stdout every time; notices and timings go to stderr. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/net.h"
 #include "runtime/npy.h"
 #include "tools/cli.h"
 
@@ -21,6 +23,7 @@ static void print_help(void)
     printf(
         "usage: graphrun [detect] [options]        run a detector on images\n"
         "       graphrun plan [options]            show the execution plan (graphrun plan --help)\n"
+        "       graphrun compare [options]         fp32 vs fp16 vs int8 accuracy (compare --help)\n"
         "       graphrun eval --images DIR [options]  mAP on labelled images (graphrun eval --help)\n"
         "       graphrun bench [options]           GPU latency and throughput per precision and batch\n"
         "                                          (graphrun bench --help)\n"
@@ -51,17 +54,21 @@ static void print_help(void)
         "  --runs N            run N times and report the median time (default 1)\n"
         "  --tf32              fp32 on the GPU may use TF32 tensor cores (default: exact FP32)\n"
         "  --fp16-accumulate   fp16 convolutions accumulate in fp16 (default: fp32)\n"
+        "  --calib-cache FILE  int8: reuse the calibration in FILE, or calibrate and write it there\n"
+        "                      (rejected if made for another model, method or image set)\n"
+        "  --calib M           int8 calibration method: max (default), percentile, entropy, mse\n"
+        "  --calib-percentile P  percentile of |x| for --calib percentile (default 99.99)\n"
+        "  --calib-images DIR  calibrate on the JPEG/PNG files of DIR (default: the bundled photos)\n"
+        "  --find-overflow     when an output holds NaN/Inf, name the first layer that produced one\n"
         "  --eager             run the plan's kernels one by one, without the CUDA graph (to see\n"
         "                      each node in Nsight Systems)\n"
-        "  --calib-cache FILE  int8: reuse the calibration in FILE, or calibrate on the bundled\n"
-        "                      photos and write it there (rejected if made for another model)\n"
         "detection\n"
         "  --thresh T          class probability threshold (default 0.5, as Darknet)\n"
         "  --nms T             IoU threshold of the class-wise NMS (default 0.45, as Darknet)\n"
         "  --help, --version\n"
         "\n"
-        "exit status: 0 ok, 1 runtime failure, 2 bad arguments, 3 bad input file, 4 no GPU,\n"
-        "             5 out of memory\n",
+        "exit status: 0 ok, 1 runtime failure or NaN/Inf in an output, 2 bad arguments, 3 bad input\n"
+        "             file, 4 no GPU, 5 out of memory\n",
         default_input);
 }
 
@@ -118,16 +125,15 @@ int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, g
 {
     *model = NULL;
     *engine = NULL;
-    gr_model_options mo;
-    gr_model_options_default(&mo);
-    mo.builtin = o->cfg ? NULL : o->model;
-    mo.cfg_path = o->cfg;
-    mo.weights_path = o->weights;
-    mo.seed = o->seed;
-    gr_status st = gr_model_load(&mo, model);
+    char **calib_list = NULL;
+    int rc = o->calib_images ? gr_cli_list_images(o->calib_images, &calib_list) : GR_EXIT_OK;
+    if (rc != GR_EXIT_OK)
+        return rc;
+    gr_status st = gr_cli_load_model(o, model);
     if (st == GR_OK && o->names)
         st = gr_model_set_class_names(*model, o->names);
     if (st != GR_OK) {
+        gr_cli_free_list(calib_list);
         gr_model_destroy(*model);
         *model = NULL;
         return gr_cli_fail(st, NULL);
@@ -144,17 +150,21 @@ int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, g
     eo.device = o->device;
     eo.precision = o->precision;
     eo.batch = o->batch;
-    eo.calib_cache = o->calib_cache;
+    gr_cli_calib_options(o, (const char *const *)calib_list, &eo);
     eo.tf32 = o->tf32;
     eo.fp16_accumulate = o->fp16_accumulate;
     eo.use_cuda_graph = !o->eager;
     if (o->device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
         fprintf(stderr, "graphrun: no CUDA device visible: running the CPU reference (slow)\n");
-    if ((st = gr_engine_build(*model, &eo, engine)) != GR_OK) {
+    st = gr_engine_build(*model, &eo, engine);
+    gr_cli_free_list(calib_list); /* the engine keeps no pointer to the calibration inputs */
+    if (st != GR_OK) {
         gr_model_destroy(*model);
         *model = NULL;
         return gr_cli_fail(st, "building the engine");
     }
+    if (gr_engine_notice(*engine)[0])
+        fprintf(stderr, "graphrun: %s\n", gr_engine_notice(*engine));
     fprintf(stderr, "graphrun: device %s, precision %s, batch %d%s\n",
             gr_engine_device_name(*engine), gr_precision_name(o->precision), o->batch,
             o->eager && gr_engine_device(*engine) == GR_DEVICE_GPU ? ", eager (no CUDA graph)" : "");
@@ -162,6 +172,49 @@ int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, g
         fprintf(stderr, "graphrun: %s on the CPU emulates the GPU's arithmetic: slow, for checking "
                         "numbers, not speed\n", gr_precision_name(o->precision));
     return GR_EXIT_OK;
+}
+
+typedef struct overflow_search {
+    const gr_net *net;
+    int layer, kind;
+    size_t bad;
+} overflow_search;
+
+static int first_nonfinite(int layer, int kind, const float *values, size_t n, void *user)
+{
+    overflow_search *os = user;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += !isfinite(values[i]);
+    if (bad) {
+        os->layer = layer;
+        os->kind = kind;
+        os->bad = bad;
+    }
+    return bad != 0;
+}
+
+/* --find-overflow: run the same input layer by layer in the CPU emulation of the precision (int8
+ * clamps, so it is searched in fp32) and name the first layer whose output is not finite. */
+static gr_status find_overflow(const gr_cli_options *o, const float *input)
+{
+    gr_net *net = NULL;
+    GR_TRY(gr_cli_load_net(o, &net));
+    overflow_search os = {net, -1, 0, 0};
+    gr_precision prec = o->precision == GR_PREC_INT8 ? GR_PREC_FP32 : o->precision;
+    gr_status st = gr_cli_trace_layers(net, prec, NULL, 0.0f, input, first_nonfinite, &os);
+    if (st == GR_OK && os.layer >= 0) {
+        const gr_layer *l = &net->layers[os.layer];
+        fprintf(stderr,
+                "graphrun: first non-finite value at layer %d (%s, cfg line %d): %zu of its "
+                "values are NaN/Inf in %s; use --prec fp32 or int8\n",
+                os.layer, gr_op_get(l->p.op)->name, l->cfg_line, os.bad, gr_precision_name(prec));
+    } else if (st == GR_OK) {
+        fprintf(stderr, "graphrun: --find-overflow: every layer is finite in the CPU emulation of "
+                        "%s for the first input\n", gr_precision_name(prec));
+    }
+    gr_net_free(net);
+    return st;
 }
 
 typedef struct slot {
@@ -205,6 +258,7 @@ int gr_cli_detect(int argc, char **argv)
     float *input_f32 = NULL;
     uint8_t *input_u8 = NULL;
     double *times = NULL;
+    int nonfinite = 0;
     gr_status st;
 
     /* Read every input first: a bad file fails before any model work, with one line. */
@@ -278,6 +332,11 @@ int gr_cli_detect(int argc, char **argv)
         gr_timing t;
         gr_engine_timing(engine, &t);
         times[r] = t.end_to_end_us;
+    }
+    nonfinite = gr_cli_report_nonfinite(engine, gr_precision_name(o.precision));
+    if (nonfinite && o.find_overflow && (st = find_overflow(&o, input_f32)) != GR_OK) {
+        rc = gr_cli_fail(st, "--find-overflow");
+        goto done;
     }
 
     if (o.json)
@@ -360,7 +419,7 @@ int gr_cli_detect(int argc, char **argv)
         fprintf(stderr, "; median of %d runs %.1f us, p99 %.1f us", o.runs, times[o.runs / 2],
                 times[(int)((o.runs - 1) * 0.99)]);
     fprintf(stderr, "\n");
-    rc = GR_EXIT_OK;
+    rc = nonfinite ? GR_EXIT_FAILURE : GR_EXIT_OK;
 done:
     for (int i = 0; i < o.n_inputs; i++) {
         gr_image_destroy(images[i]);

@@ -8,6 +8,8 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "plan") == 0)
         return gr_cli_plan(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "compare") == 0)
+        return gr_cli_compare(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "eval") == 0)
         return gr_cli_eval(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "bench") == 0)

@@ -57,7 +57,9 @@ typedef enum gr_status {
     GR_ERR_CUBLAS = 9,           /* a cuBLAS / cuBLASLt call failed */
     GR_ERR_STATE = 10,           /* the object cannot do this now (e.g. engine failed earlier) */
     GR_ERR_BUSY = 11,            /* another thread is inside a run on this engine */
-    GR_ERR_INTERNAL = 12         /* a graphrun bug: please report it with the message */
+    GR_ERR_INTERNAL = 12,        /* a graphrun bug: please report it with the message */
+    GR_ERR_NUMERIC = 13          /* outputs hold NaN/Inf (only with nonfinite_is_error; the
+                                    outputs of that run stay readable) */
 } gr_status;
 
 /* Short name of a status code, e.g. "parse error". Never NULL. */
@@ -168,7 +170,20 @@ void gr_detections_free(gr_detection *dets);
 
 typedef struct gr_engine gr_engine;
 
-typedef enum gr_calib_method { GR_CALIB_MAX = 0, GR_CALIB_PERCENTILE } gr_calib_method;
+/* How int8 calibration turns each tensor's |x| statistics into its range (docs/calibration.md):
+ * MAX the largest |x|; PERCENTILE the calib_percentile of |x|; ENTROPY the threshold of least
+ * KL divergence between the clipped and the quantized distribution (TensorRT's legacy method);
+ * MSE the threshold of least expected squared quantization error (clipping plus rounding). */
+typedef enum gr_calib_method {
+    GR_CALIB_MAX = 0,
+    GR_CALIB_PERCENTILE,
+    GR_CALIB_ENTROPY,
+    GR_CALIB_MSE
+} gr_calib_method;
+
+/* "max" / "percentile" / "entropy" / "mse"; parse returns GR_ERR_INVALID_ARGUMENT otherwise. */
+const char *gr_calib_method_name(gr_calib_method m);
+gr_status gr_calib_method_parse(const char *name, gr_calib_method *out);
 
 typedef struct gr_engine_options {
     gr_device device;        /* AUTO: the GPU when one is visible, else the CPU reference */
@@ -182,7 +197,16 @@ typedef struct gr_engine_options {
     gr_calib_method calib_method;
     float calib_percentile;  /* for GR_CALIB_PERCENTILE, e.g. 99.99 */
     const char *const *calib_images; /* NULL-terminated image paths; NULL = the bundled photos */
-    const char *calib_cache; /* read if valid for this model, written otherwise; NULL = none */
+    const char *calib_cache; /* read if valid for this model, method and image set, written
+                                otherwise; NULL = none */
+    int calib_threads;       /* CPU threads calibrating in parallel; 0 default = one per core */
+    /* Called after each calibration image (done of total), from the calibrating threads one at
+     * a time; NULL default = none. */
+    void (*calib_progress)(int done, int total, void *user);
+    void *calib_progress_user;
+    int nonfinite_is_error;  /* 1: a synchronous run whose outputs hold NaN/Inf returns
+                                GR_ERR_NUMERIC (outputs still readable); 0 default: GR_OK, ask
+                                gr_engine_output_nonfinite() */
 } gr_engine_options;
 
 void gr_engine_options_default(gr_engine_options *opt);
@@ -221,6 +245,11 @@ gr_status gr_engine_run_async(gr_engine *engine, void *cuda_stream, void *done_e
 /* Raw output `index` of the last run: float NCHW, valid until the next run or destroy. */
 gr_status gr_engine_output(const gr_engine *engine, int index, const float **data);
 
+/* Number of non-finite values (NaN, +-Inf) in raw output `index` of the last run, in *count. A
+ * scan of the host copy of the output (small next to a run). Non-zero is almost always fp16
+ * overflow (activations above 65504): fp32 or int8 avoid it. */
+gr_status gr_engine_output_nonfinite(const gr_engine *engine, int index, size_t *count);
+
 /* Decode the detection heads of the last run for image `batch_index`: region/yolo activation,
  * boxes, thresholds and class-wise NMS, mapped back to opt->image_w x image_h. */
 gr_status gr_engine_detect(const gr_engine *engine, int batch_index, const gr_detect_options *opt,
@@ -234,6 +263,10 @@ typedef struct gr_timing {
 } gr_timing;
 
 gr_status gr_engine_timing(const gr_engine *engine, gr_timing *timing);
+
+/* Notices from building the engine ("" if none), one line each: e.g. a calibration cache in an
+ * old format that was ignored and rewritten. Never NULL. */
+const char *gr_engine_notice(const gr_engine *engine);
 
 /* The engine's own last error message ("" if none). */
 const char *gr_engine_last_error(const gr_engine *engine);

@@ -1,0 +1,542 @@
+/* `graphrun compare`: the same images through fp32 and the reduced precisions (fp16, and int8 once
+ * per calibration method), against fp32: NRMSE per output head (sqrt(mean((x - y)^2)) /
+ * (max(y) - min(y)), y = fp32, over every input), max abs error, detection agreement (fp32 boxes
+ * matched by a box of the same class with IoU >= 0.5, greedily in fp32's order) and the p50
+ * latency of a run. --per-layer runs the first input layer by layer in the CPU emulation of each
+ * precision and prints every layer's NRMSE against fp32, to show where the error enters.
+ *
+ * stdout carries the table (or JSON with --json); notices go to stderr. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "models/net.h"
+#include "runtime/calib_cache.h"
+#include "tools/cli.h"
+
+#ifndef GR_DATA_DIR
+#define GR_DATA_DIR "data"
+#endif
+
+#define MAX_CONFIGS 6      /* fp32, fp16, int8 x 4 methods */
+#define GR_MAX_HEADS_CLI 8
+
+typedef struct config {
+    gr_precision prec;
+    gr_calib_method method; /* int8 only */
+    char name[32];          /* "fp32", "int8 entropy" */
+    char cache[256];        /* int8: where its ranges were kept */
+    /* results */
+    double sq_err[GR_MAX_HEADS_CLI], max_abs;
+    size_t nonfinite;
+    int matched, p50_runs;
+    double p50_us;
+    double *layer_nrmse; /* [n_layers], NaN where the layer has no value */
+} config;
+
+typedef struct reference {
+    float **outputs; /* [input][head] fp32 outputs */
+    double ymin[GR_MAX_HEADS_CLI], ymax[GR_MAX_HEADS_CLI];
+    size_t elems[GR_MAX_HEADS_CLI], count[GR_MAX_HEADS_CLI];
+    gr_detection **dets;
+    int *n_dets;
+    int total_dets;
+} reference;
+
+static void print_help(void)
+{
+    printf("usage: graphrun compare [options]   fp32 vs fp16 vs int8 on the same inputs\n"
+           "\n"
+           "  --input FILE        image (repeat; default the bundled photos)\n"
+           "  --model/--cfg/--weights/--seed   the network, as for detect\n"
+           "  --device D          auto (default), cpu, gpu\n"
+           "  --calib M           int8 calibration method to compare (repeat; default all four:\n"
+           "                      max, percentile, entropy, mse)\n"
+           "  --calib-percentile P, --calib-images DIR   as for detect\n"
+           "  --calib-cache FILE  keep each method's ranges in FILE.<method> (default: temporary)\n"
+           "  --runs N            timed runs per input (default 1); p50 is reported\n"
+           "  --thresh T, --nms T detection thresholds for the agreement (defaults 0.5, 0.45)\n"
+           "  --per-layer         NRMSE of every layer (CPU emulation of the first input)\n"
+           "  --json              JSON on stdout\n"
+           "\n"
+           "NRMSE = sqrt(mean((x - y)^2)) / (max(y) - min(y)) with y the fp32 output.\n");
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static float iou(const gr_detection *a, const gr_detection *b)
+{
+    float w = fminf(a->right, b->right) - fmaxf(a->left, b->left);
+    float h = fminf(a->bottom, b->bottom) - fmaxf(a->top, b->top);
+    if (w <= 0.0f || h <= 0.0f)
+        return 0.0f;
+    float inter = w * h;
+    float area_a = (a->right - a->left) * (a->bottom - a->top);
+    float area_b = (b->right - b->left) * (b->bottom - b->top);
+    return inter / (area_a + area_b - inter);
+}
+
+/* fp32 boxes matched by a distinct box of the same class with IoU >= 0.5. */
+static int match_boxes(const gr_detection *ref, int n_ref, const gr_detection *d, int n)
+{
+    char used[1024] = {0};
+    int matched = 0;
+    for (int i = 0; i < n_ref; i++)
+        for (int j = 0; j < n && j < (int)sizeof used; j++)
+            if (!used[j] && d[j].class_id == ref[i].class_id && iou(&ref[i], &d[j]) >= 0.5f) {
+                used[j] = 1;
+                matched++;
+                break;
+            }
+    return matched;
+}
+
+static double nrmse(double sq_err, size_t count, double ymin, double ymax)
+{
+    if (count == 0)
+        return 0.0;
+    double range = ymax - ymin;
+    return sqrt(sq_err / (double)count) / (range > 0.0 ? range : 1.0);
+}
+
+/* Split the compare-only options (--calib repeated, --per-layer) from those detect parses. */
+static int split_args(int argc, char **argv, char **rest, int *n_rest, config *cfgs, int *n_int8,
+                      int *per_layer)
+{
+    *n_rest = 0;
+    *n_int8 = 0;
+    *per_layer = 0;
+    rest[(*n_rest)++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--per-layer")) {
+            *per_layer = 1;
+        } else if (!strcmp(argv[i], "--calib") || !strncmp(argv[i], "--calib=", 8)) {
+            const char *val = argv[i][7] == '=' ? argv[i] + 8 : (i + 1 < argc ? argv[++i] : NULL);
+            gr_calib_method m;
+            if (!val || gr_calib_method_parse(val, &m) != GR_OK) {
+                fprintf(stderr, "graphrun: --calib '%s' is not max, percentile, entropy or mse\n",
+                        val ? val : "");
+                return GR_EXIT_USAGE;
+            }
+            if (*n_int8 >= 4)
+                continue;
+            cfgs[(*n_int8)++].method = m;
+        } else {
+            rest[(*n_rest)++] = argv[i];
+        }
+    }
+    return GR_EXIT_OK;
+}
+
+typedef struct layer_capture {
+    float **values; /* [n_layers], fp32 run */
+    size_t *n;
+    const config *cfg;
+    double *out;    /* [n_layers] */
+} layer_capture;
+
+static int keep_layer(int layer, int kind, const float *values, size_t n, void *user)
+{
+    (void)kind;
+    layer_capture *lc = user;
+    free(lc->values[layer]);
+    lc->values[layer] = malloc(n * sizeof(float));
+    if (lc->values[layer]) {
+        memcpy(lc->values[layer], values, n * sizeof(float));
+        lc->n[layer] = n;
+    }
+    return 0;
+}
+
+static int score_layer(int layer, int kind, const float *values, size_t n, void *user)
+{
+    (void)kind;
+    layer_capture *lc = user;
+    const float *ref = lc->values[layer];
+    if (!ref || lc->n[layer] != n)
+        return 0;
+    double sq = 0.0, ymin = INFINITY, ymax = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)values[i] - (double)ref[i];
+        sq += d * d;
+        ymin = fmin(ymin, (double)ref[i]);
+        ymax = fmax(ymax, (double)ref[i]);
+    }
+    lc->out[layer] = nrmse(sq, n, ymin, ymax);
+    return 0;
+}
+
+/* --per-layer: every layer's NRMSE for each reduced precision, on the first input. */
+static gr_status per_layer(const gr_cli_options *o, const gr_net *net, const float *input,
+                           config *cfgs, int n_cfgs, const char *const *calib_images)
+{
+    layer_capture lc = {0};
+    lc.values = calloc((size_t)net->n_layers, sizeof *lc.values);
+    lc.n = calloc((size_t)net->n_layers, sizeof *lc.n);
+    float *ranges = calloc((size_t)net->n_layers, sizeof *ranges);
+    if (!lc.values || !lc.n || !ranges) {
+        free(lc.values);
+        free(lc.n);
+        free(ranges);
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "--per-layer: out of memory");
+    }
+    gr_status st = gr_cli_trace_layers(net, GR_PREC_FP32, NULL, 0.0f, input, keep_layer, &lc);
+    int n_images = 0;
+    while (calib_images[n_images])
+        n_images++;
+    for (int c = 0; c < n_cfgs && st == GR_OK; c++) {
+        config *cf = &cfgs[c];
+        cf->layer_nrmse = malloc((size_t)net->n_layers * sizeof *cf->layer_nrmse);
+        if (!cf->layer_nrmse) {
+            st = gr_fail(GR_ERR_OUT_OF_MEMORY, "--per-layer: out of memory");
+            break;
+        }
+        for (int l = 0; l < net->n_layers; l++)
+            cf->layer_nrmse[l] = NAN;
+        float input_range = 0.0f;
+        if (cf->prec == GR_PREC_INT8) {
+            /* The ranges the engine was built with, from the cache it wrote. */
+            gr_calib_key key;
+            int found = 0;
+            char notice[512];
+            st = gr_calib_key_make(net, cf->method, o->calib_percentile, calib_images, n_images,
+                                   &key);
+            if (st == GR_OK)
+                st = gr_calib_cache_read(cf->cache, &key, net->n_layers, ranges, &input_range,
+                                         &found, notice, sizeof notice);
+            if (st == GR_OK && !found)
+                st = gr_fail(GR_ERR_STATE, "%s: the int8 ranges were not kept", cf->cache);
+        }
+        lc.cfg = cf;
+        lc.out = cf->layer_nrmse;
+        if (st == GR_OK)
+            st = gr_cli_trace_layers(net, cf->prec, ranges, input_range, input, score_layer, &lc);
+    }
+    for (int l = 0; l < net->n_layers; l++)
+        free(lc.values[l]);
+    free(lc.values);
+    free(lc.n);
+    free(ranges);
+    return st;
+}
+
+/* A run with NaN/Inf outputs has no meaningful error numbers: NaN (printed nan / null). */
+static double head_nrmse(const config *cf, const reference *ref, int h)
+{
+    return cf->nonfinite ? (double)NAN
+                         : nrmse(cf->sq_err[h], ref->count[h], ref->ymin[h], ref->ymax[h]);
+}
+
+static double max_abs_error(const config *cf) { return cf->nonfinite ? (double)NAN : cf->max_abs; }
+
+static void print_number(double v, int json)
+{
+    if (isfinite(v))
+        printf("%.6g", v);
+    else
+        printf(json ? "null" : "nan");
+}
+
+static void print_results(const gr_cli_options *o, const gr_net *net, const config *cfgs,
+                          int n_cfgs, int n_heads, const reference *ref, int per_layer_done)
+{
+    if (o->json) {
+        printf("{\"model\": \"%s\", \"inputs\": %d, \"fp32_boxes\": %d, \"rows\": [", net->name,
+               o->n_inputs, ref->total_dets);
+        for (int c = 0; c < n_cfgs; c++) {
+            const config *cf = &cfgs[c];
+            printf("%s\n  {\"precision\": \"%s\", \"method\": ", c ? "," : "",
+                   gr_precision_name(cf->prec));
+            if (cf->prec == GR_PREC_INT8)
+                printf("\"%s\"", gr_calib_method_name(cf->method));
+            else
+                printf("null");
+            printf(", \"nrmse\": [");
+            for (int h = 0; h < n_heads; h++) {
+                printf("%s", h ? ", " : "");
+                print_number(head_nrmse(cf, ref, h), 1);
+            }
+            printf("], \"max_abs_error\": ");
+            print_number(max_abs_error(cf), 1);
+            printf(", \"nonfinite\": %zu, \"boxes_matched\": %d, \"p50_us\": %.1f", cf->nonfinite,
+                   cf->matched, cf->p50_us);
+            if (per_layer_done && cf->layer_nrmse) {
+                printf(", \"layer_nrmse\": [");
+                for (int l = 0; l < net->n_layers; l++) {
+                    printf("%s", l ? ", " : "");
+                    print_number(cf->layer_nrmse[l], 1);
+                }
+                printf("]");
+            }
+            printf("}");
+        }
+        printf("\n]}\n");
+        return;
+    }
+    printf("%-18s", "precision");
+    for (int h = 0; h < n_heads; h++)
+        printf(" nrmse[%d]   ", h);
+    printf(" max_abs_err  detections_agree  p50_us\n");
+    for (int c = 0; c < n_cfgs; c++) {
+        const config *cf = &cfgs[c];
+        printf("%-18s", cf->name);
+        for (int h = 0; h < n_heads; h++)
+            printf(" %-11.4g", head_nrmse(cf, ref, h));
+        char agree[48];
+        snprintf(agree, sizeof agree, "%d/%d", cf->matched, ref->total_dets);
+        printf(" %-12.4g %-17s %.1f\n", max_abs_error(cf), agree, cf->p50_us);
+    }
+    if (!per_layer_done)
+        return;
+    printf("\nper-layer NRMSE against fp32 (first input, CPU emulation)\nlayer  op          ");
+    for (int c = 1; c < n_cfgs; c++)
+        printf(" %-16s", cfgs[c].name);
+    printf("\n");
+    for (int l = 0; l < net->n_layers; l++) {
+        if (!cfgs[1 < n_cfgs ? 1 : 0].layer_nrmse || isnan(cfgs[n_cfgs - 1].layer_nrmse[l]))
+            continue;
+        printf("%-6d %-12s", l, gr_op_get(net->layers[l].p.op)->name);
+        for (int c = 1; c < n_cfgs; c++)
+            printf(" %-16.4g", cfgs[c].layer_nrmse[l]);
+        printf("\n");
+    }
+}
+
+/* Run one configuration over every input, compare with the fp32 reference (or become it). */
+static gr_status run_config(const gr_cli_options *o, const gr_model *model, config *cf,
+                            const char *const *calib_images, const float *inputs,
+                            const uint8_t *inputs_u8, const gr_image *const *images,
+                            size_t per_image, int n_heads, reference *ref, double *times)
+{
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = o->device;
+    eo.precision = cf->prec;
+    gr_cli_calib_options(o, calib_images, &eo);
+    eo.calib_method = cf->method;
+    eo.calib_cache = cf->prec == GR_PREC_INT8 ? cf->cache : NULL;
+    gr_engine *e = NULL;
+    GR_TRY(gr_engine_build(model, &eo, &e));
+    if (gr_engine_notice(e)[0])
+        fprintf(stderr, "graphrun: %s\n", gr_engine_notice(e));
+    int is_ref = cf->prec == GR_PREC_FP32;
+    gr_status st = GR_OK;
+    int n_times = 0;
+    /* The GPU takes the uint8 letterbox (its input copy moves bytes, as detect does); the CPU the
+     * float one. Every configuration of one device sees the same input. */
+    int u8 = gr_engine_device(e) == GR_DEVICE_GPU;
+    for (int i = 0; i < o->n_inputs && st == GR_OK; i++) {
+        for (int r = 0; r < o->runs && st == GR_OK; r++) {
+            st = u8 ? gr_engine_run_u8(e, inputs_u8 + (size_t)i * per_image)
+                    : gr_engine_run_f32(e, inputs + (size_t)i * per_image);
+            gr_timing t;
+            if (st == GR_OK && gr_engine_timing(e, &t) == GR_OK)
+                times[n_times++] = t.end_to_end_us;
+        }
+        if (st != GR_OK)
+            break;
+        if (gr_cli_report_nonfinite(e, cf->name))
+            for (int h = 0; h < n_heads; h++) {
+                size_t bad = 0;
+                gr_engine_output_nonfinite(e, h, &bad);
+                cf->nonfinite += bad;
+            }
+        for (int h = 0; h < n_heads && st == GR_OK; h++) {
+            const float *out;
+            gr_engine_output(e, h, &out);
+            size_t n = ref->elems[h];
+            float **slot = &ref->outputs[i * n_heads + h];
+            if (is_ref) {
+                *slot = malloc(n * sizeof **slot);
+                if (!*slot) {
+                    st = gr_fail(GR_ERR_OUT_OF_MEMORY, "compare: out of memory");
+                    break;
+                }
+                memcpy(*slot, out, n * sizeof **slot);
+                for (size_t k = 0; k < n; k++) {
+                    ref->ymin[h] = fmin(ref->ymin[h], (double)out[k]);
+                    ref->ymax[h] = fmax(ref->ymax[h], (double)out[k]);
+                }
+                ref->count[h] += n;
+            }
+            for (size_t k = 0; k < n; k++) {
+                double d = (double)out[k] - (double)(*slot)[k];
+                cf->sq_err[h] += d * d;
+                cf->max_abs = fmax(cf->max_abs, fabs(d));
+            }
+        }
+        gr_detect_options dopt;
+        gr_detect_options_default(&dopt);
+        dopt.thresh = o->thresh;
+        dopt.nms = o->nms;
+        dopt.image_w = images[i]->w;
+        dopt.image_h = images[i]->h;
+        gr_detection *dets = NULL;
+        int n = 0;
+        gr_model_info info;
+        gr_model_get_info(model, &info);
+        if (st == GR_OK && info.classes > 0)
+            st = gr_engine_detect(e, 0, &dopt, &dets, &n);
+        if (st != GR_OK)
+            break;
+        if (is_ref) {
+            ref->dets[i] = dets;
+            ref->n_dets[i] = n;
+            ref->total_dets += n;
+        } else {
+            cf->matched += match_boxes(ref->dets[i], ref->n_dets[i], dets, n);
+            gr_detections_free(dets);
+        }
+    }
+    if (is_ref)
+        cf->matched = ref->total_dets;
+    qsort(times, (size_t)n_times, sizeof *times, cmp_double);
+    cf->p50_us = n_times ? times[n_times / 2] : 0.0;
+    gr_engine_destroy(e);
+    return st;
+}
+
+int gr_cli_compare(int argc, char **argv)
+{
+    static const char *const bundled[] = {GR_DATA_DIR "/dog.jpg",    GR_DATA_DIR "/person.jpg",
+                                          GR_DATA_DIR "/horses.jpg", GR_DATA_DIR "/eagle.jpg",
+                                          GR_DATA_DIR "/giraffe.jpg", NULL};
+    config cfgs[MAX_CONFIGS];
+    memset(cfgs, 0, sizeof cfgs);
+    char **rest = malloc(((size_t)argc + 1) * sizeof *rest);
+    if (!rest)
+        return GR_EXIT_OOM;
+    int n_rest, n_int8, want_per_layer;
+    int rc = split_args(argc, argv, rest, &n_rest, cfgs + 2, &n_int8, &want_per_layer);
+    gr_cli_options o;
+    char err[256];
+    if (rc == GR_EXIT_OK && (rc = gr_cli_parse(n_rest, rest, &o, err, sizeof err)) != GR_EXIT_OK)
+        fprintf(stderr, "graphrun: %s\n", err);
+    free(rest);
+    if (rc != GR_EXIT_OK)
+        return rc;
+    if (o.help) {
+        print_help();
+        return GR_EXIT_OK;
+    }
+    if (n_int8 == 0)
+        for (n_int8 = 0; n_int8 < 4; n_int8++)
+            cfgs[2 + n_int8].method = (gr_calib_method)n_int8;
+    if (o.n_inputs == 0)
+        for (; bundled[o.n_inputs]; o.n_inputs++)
+            o.inputs[o.n_inputs] = bundled[o.n_inputs];
+    int n_cfgs = 2 + n_int8;
+    char tmpdir[] = "/tmp/graphrun_compare_XXXXXX";
+    int made_tmp = 0;
+    if (!o.calib_cache) {
+        if (!mkdtemp(tmpdir)) {
+            fprintf(stderr, "graphrun: cannot make a temporary folder for the calibrations\n");
+            return GR_EXIT_FAILURE;
+        }
+        made_tmp = 1;
+    }
+    for (int c = 0; c < n_cfgs; c++) {
+        config *cf = &cfgs[c];
+        cf->prec = c == 0 ? GR_PREC_FP32 : c == 1 ? GR_PREC_FP16 : GR_PREC_INT8;
+        if (cf->prec == GR_PREC_INT8) {
+            snprintf(cf->name, sizeof cf->name, "int8 %s", gr_calib_method_name(cf->method));
+            snprintf(cf->cache, sizeof cf->cache, made_tmp ? "%s/%s.calib" : "%s.%s",
+                     made_tmp ? tmpdir : o.calib_cache, gr_calib_method_name(cf->method));
+        } else {
+            snprintf(cf->name, sizeof cf->name, "%s", gr_precision_name(cf->prec));
+        }
+    }
+
+    char **calib_list = NULL;
+    gr_model *model = NULL;
+    gr_net *net = NULL;
+    gr_image *images[GR_CLI_MAX_INPUTS] = {0};
+    float *inputs = NULL;
+    uint8_t *inputs_u8 = NULL;
+    double *times = NULL;
+    reference ref = {0};
+    int n_heads = 0;
+    gr_status st = GR_OK;
+    if (o.calib_images && (rc = gr_cli_list_images(o.calib_images, &calib_list)) != GR_EXIT_OK)
+        goto done;
+    const char *const *calib_images = calib_list ? (const char *const *)calib_list : bundled;
+
+    if ((st = gr_cli_load_model(&o, &model)) != GR_OK || (st = gr_cli_load_net(&o, &net)) != GR_OK)
+        goto fail;
+    gr_model_info info;
+    gr_model_get_info(model, &info);
+    int heads[GR_MAX_HEADS_CLI];
+    n_heads = gr_net_heads(net, heads, GR_MAX_HEADS_CLI);
+    size_t per_image = (size_t)info.channels * (size_t)info.width * (size_t)info.height;
+    inputs = malloc((size_t)o.n_inputs * per_image * sizeof *inputs);
+    inputs_u8 = malloc((size_t)o.n_inputs * per_image);
+    times = malloc((size_t)o.n_inputs * (size_t)o.runs * sizeof *times);
+    ref.outputs = calloc((size_t)o.n_inputs * (size_t)n_heads, sizeof *ref.outputs);
+    ref.dets = calloc((size_t)o.n_inputs, sizeof *ref.dets);
+    ref.n_dets = calloc((size_t)o.n_inputs, sizeof *ref.n_dets);
+    if (!inputs || !inputs_u8 || !times || !ref.outputs || !ref.dets || !ref.n_dets) {
+        st = gr_fail(GR_ERR_OUT_OF_MEMORY, "compare: out of memory for %d inputs", o.n_inputs);
+        goto fail;
+    }
+    for (int h = 0; h < n_heads; h++) {
+        ref.elems[h] = gr_shape_elems(net->layers[heads[h]].out);
+        ref.ymin[h] = INFINITY;
+        ref.ymax[h] = -INFINITY;
+    }
+    for (int i = 0; i < o.n_inputs; i++)
+        if ((st = gr_image_load(o.inputs[i], &images[i])) != GR_OK ||
+            (st = gr_image_letterbox(images[i], info.width, info.height,
+                                     inputs + (size_t)i * per_image)) != GR_OK ||
+            (st = gr_image_letterbox_u8(images[i], info.width, info.height,
+                                        inputs_u8 + (size_t)i * per_image)) != GR_OK)
+            goto fail;
+    fprintf(stderr, "graphrun compare: model %s, %d input%s, %d configurations\n", info.name,
+            o.n_inputs, o.n_inputs == 1 ? "" : "s", n_cfgs);
+    for (int c = 0; c < n_cfgs; c++) {
+        fprintf(stderr, "graphrun: running %s\n", cfgs[c].name);
+        if ((st = run_config(&o, model, &cfgs[c], calib_images, inputs, inputs_u8,
+                             (const gr_image *const *)images, per_image, n_heads, &ref, times)) !=
+            GR_OK)
+            goto fail;
+    }
+    if (want_per_layer && (st = per_layer(&o, net, inputs, cfgs, n_cfgs, calib_images)) != GR_OK)
+        goto fail;
+    print_results(&o, net, cfgs, n_cfgs, n_heads, &ref, want_per_layer);
+    rc = GR_EXIT_OK;
+    goto done;
+fail:
+    fprintf(stderr, "graphrun: compare: %s\n", gr_last_error());
+    rc = gr_cli_exit_code(st);
+done:
+    for (int c = 0; c < n_cfgs; c++) {
+        free(cfgs[c].layer_nrmse);
+        if (made_tmp && cfgs[c].prec == GR_PREC_INT8)
+            remove(cfgs[c].cache);
+    }
+    if (made_tmp)
+        rmdir(tmpdir);
+    for (int i = 0; i < o.n_inputs; i++) {
+        gr_image_destroy(images[i]);
+        if (ref.dets)
+            gr_detections_free(ref.dets[i]);
+        for (int h = 0; ref.outputs && h < n_heads; h++)
+            free(ref.outputs[i * n_heads + h]);
+    }
+    gr_cli_free_list(calib_list);
+    gr_net_free(net);
+    gr_model_destroy(model);
+    free(inputs);
+    free(inputs_u8);
+    free(times);
+    free(ref.dets);
+    free(ref.n_dets);
+    free(ref.outputs);
+    return rc;
+}
