@@ -31,6 +31,7 @@ void gr_engine_options_default(gr_engine_options *opt)
     opt->use_cuda_graph = 1;
     opt->calib_method = GR_CALIB_MAX;
     opt->calib_percentile = 99.99f;
+    opt->inflight = 1;
 }
 
 gr_status gr_engine_fail(gr_engine *e, gr_status status)
@@ -58,6 +59,9 @@ static gr_status check_options(const gr_engine_options *opt)
         return gr_fail(GR_ERR_INVALID_ARGUMENT,
                        "engine option calib_method=%d is not a gr_calib_method",
                        (int)opt->calib_method);
+    if (opt->inflight < 0 || opt->inflight > GR_MAX_INFLIGHT)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option inflight=%d is outside 1..%d",
+                       opt->inflight, GR_MAX_INFLIGHT);
     if (opt->calib_threads < 0)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option calib_threads=%d is negative",
                        opt->calib_threads);
@@ -116,6 +120,8 @@ gr_status gr_engine_build(const gr_model *model, const gr_engine_options *opt, g
     if (!e)
         return GR_ERR_OUT_OF_MEMORY;
     e->opt = *opt;
+    e->inflight = opt->inflight > 0 ? opt->inflight : 1;
+    e->opt.inflight = e->inflight;
     atomic_init(&e->busy, 0);
     gr_status st = gr_net_clone(model->net, &e->net);
     if (st != GR_OK) {
@@ -255,6 +261,16 @@ static gr_status leave(gr_engine *e, gr_status st)
     return st;
 }
 
+/* A synchronous run is slot 0 submitted and waited for. */
+static gr_status run_slot0(gr_engine *e, int u8)
+{
+    if (e->slot_busy[0])
+        return gr_fail(GR_ERR_STATE, "slot 0 is in flight: gr_engine_wait(engine, 0) before a "
+                                     "synchronous run");
+    GR_TRY(e->ops->submit(e, 0, u8));
+    return check_finite(e, e->ops->wait(e, 0, u8));
+}
+
 static gr_status run_copy(gr_engine *e, const void *input, int u8)
 {
     if (!e || !input)
@@ -262,10 +278,12 @@ static gr_status run_copy(gr_engine *e, const void *input, int u8)
     GR_TRY(enter(e));
     void *buffer;
     size_t bytes;
-    gr_status st = e->ops->input_buffer(e, u8, &buffer, &bytes);
+    if (e->slot_busy[0])
+        return leave(e, run_slot0(e, u8)); /* refused before the input buffer is touched */
+    gr_status st = e->ops->input_buffer(e, 0, u8, &buffer, &bytes);
     if (st == GR_OK) {
         memcpy(buffer, input, bytes);
-        st = check_finite(e, e->ops->run(e, u8));
+        st = run_slot0(e, u8);
     }
     return leave(e, st);
 }
@@ -274,13 +292,79 @@ gr_status gr_engine_run_f32(gr_engine *engine, const float *input) { return run_
 
 gr_status gr_engine_run_u8(gr_engine *engine, const uint8_t *input) { return run_copy(engine, input, 1); }
 
+/* Slot numbers come from the caller: outside 0..inflight-1 is an invalid argument. */
+static gr_status check_slot(const gr_engine *e, int slot, const char *fn)
+{
+    if (!e)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: NULL engine", fn);
+    if (slot < 0 || slot >= e->inflight)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: slot %d is outside 0..%d (engine option "
+                                                "inflight=%d)",
+                       fn, slot, e->inflight - 1, e->inflight);
+    return GR_OK;
+}
+
+gr_status gr_engine_slot_input(gr_engine *engine, int slot, int u8, void **buffer, size_t *bytes)
+{
+    GR_TRY(check_slot(engine, slot, "gr_engine_slot_input"));
+    if (!buffer || !bytes)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_slot_input: NULL argument");
+    *buffer = NULL;
+    *bytes = 0;
+    GR_TRY(engine->ops->input_buffer(engine, slot, u8 != 0, buffer, bytes));
+    engine->input_u8 = u8 != 0;
+    return GR_OK;
+}
+
 gr_status gr_engine_input_buffer(gr_engine *engine, int u8, void **buffer, size_t *bytes)
 {
     if (!engine || !buffer || !bytes)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_input_buffer: NULL argument");
-    GR_TRY(engine->ops->input_buffer(engine, u8 != 0, buffer, bytes));
-    engine->input_u8 = u8 != 0;
-    return GR_OK;
+    return gr_engine_slot_input(engine, 0, u8, buffer, bytes);
+}
+
+gr_status gr_engine_submit(gr_engine *engine, int slot)
+{
+    GR_TRY(check_slot(engine, slot, "gr_engine_submit"));
+    GR_TRY(enter(engine));
+    gr_status st = GR_OK;
+    if (engine->slot_busy[slot])
+        st = gr_fail(GR_ERR_STATE, "gr_engine_submit: slot %d is in flight already "
+                                   "(gr_engine_wait for it first)", slot);
+    if (st == GR_OK)
+        st = engine->ops->submit(engine, slot, engine->input_u8);
+    if (st == GR_OK) {
+        engine->slot_busy[slot] = 1;
+        engine->slot_u8[slot] = engine->input_u8;
+    } else {
+        gr_engine_fail(engine, st);
+    }
+    atomic_store(&engine->busy, 0); /* the results are the wait's: has_run stays as it was */
+    return st;
+}
+
+gr_status gr_engine_wait(gr_engine *engine, int slot)
+{
+    GR_TRY(check_slot(engine, slot, "gr_engine_wait"));
+    GR_TRY(enter(engine));
+    if (!engine->slot_busy[slot]) {
+        gr_fail(GR_ERR_STATE, "gr_engine_wait: nothing was submitted on slot %d", slot);
+        return leave(engine, GR_ERR_STATE);
+    }
+    engine->slot_busy[slot] = 0;
+    return leave(engine, check_finite(engine, engine->ops->wait(engine, slot,
+                                                                engine->slot_u8[slot])));
+}
+
+int gr_engine_inflight(const gr_engine *engine) { return engine ? engine->inflight : 0; }
+
+gr_status gr_engine_memory(const gr_engine *engine, gr_engine_memory_info *info)
+{
+    if (!engine || !info)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_memory: NULL argument");
+    memset(info, 0, sizeof *info);
+    info->inflight = engine->inflight;
+    return engine->ops->memory(engine, info);
 }
 
 gr_status gr_engine_run(gr_engine *engine)
@@ -288,7 +372,7 @@ gr_status gr_engine_run(gr_engine *engine)
     if (!engine)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_run: NULL engine");
     GR_TRY(enter(engine));
-    return leave(engine, check_finite(engine, engine->ops->run(engine, engine->input_u8)));
+    return leave(engine, run_slot0(engine, engine->input_u8));
 }
 
 gr_status gr_engine_run_async(gr_engine *engine, void *cuda_stream, void *done_event)
@@ -299,6 +383,10 @@ gr_status gr_engine_run_async(gr_engine *engine, void *cuda_stream, void *done_e
         return gr_fail(GR_ERR_UNSUPPORTED, "gr_engine_run_async: the %s backend runs synchronously "
                                            "only; use gr_engine_run()", engine->ops->name);
     GR_TRY(enter(engine));
+    if (engine->slot_busy[0]) {
+        gr_fail(GR_ERR_STATE, "gr_engine_run_async: slot 0 is in flight (gr_engine_wait first)");
+        return leave(engine, GR_ERR_STATE);
+    }
     return leave(engine, engine->ops->run_async(engine, cuda_stream, done_event));
 }
 

@@ -3,7 +3,9 @@
  * An engine is a front (this struct: options, output buffers, detection, timing, error message,
  * the busy flag that rejects concurrent runs) and a backend that executes: the CPU reference
  * (engine_cpu.c) or the CUDA engine (gpu_*.c, see gpu_private.h). Backends own the input staging
- * buffer and the output buffers (float NCHW, one per head) and fill `timing` on each run. */
+ * buffers and the output buffers (float NCHW, one per head) of every slot (runs in flight: the
+ * front checks slot numbers and which slots are in flight; backends see valid slots only) and
+ * fill `timing` on each wait. */
 #ifndef GR_RUNTIME_ENGINE_INTERNAL_H
 #define GR_RUNTIME_ENGINE_INTERNAL_H
 
@@ -23,12 +25,15 @@ typedef struct gr_backend gr_backend;
 
 typedef struct gr_backend_ops {
     const char *name;
-    /* The backend's input staging buffer: uint8 HWC (u8 = 1) or float CHW in [0,1]. */
-    gr_status (*input_buffer)(gr_engine *e, int u8, void **buffer, size_t *bytes);
-    /* Run on the staging buffer of that type. Fills e->outputs and e->timing. */
-    gr_status (*run)(gr_engine *e, int u8);
-    /* Asynchronous run on a caller's stream; NULL when the backend cannot. */
+    /* Slot `slot`'s input staging buffer: uint8 HWC (u8 = 1) or float CHW in [0,1]. */
+    gr_status (*input_buffer)(gr_engine *e, int slot, int u8, void **buffer, size_t *bytes);
+    /* Start a run of the slot on its staging buffer of that type (the CPU runs it to the end). */
+    gr_status (*submit)(gr_engine *e, int slot, int u8);
+    /* Finish the slot's run: point e->outputs at the slot's outputs and fill e->timing. */
+    gr_status (*wait)(gr_engine *e, int slot, int u8);
+    /* Asynchronous run of slot 0 on a caller's stream; NULL when the backend cannot. */
     gr_status (*run_async)(gr_engine *e, void *stream, void *event);
+    gr_status (*memory)(const gr_engine *e, gr_engine_memory_info *info);
     void (*destroy)(gr_engine *e);
 } gr_backend_ops;
 
@@ -42,7 +47,10 @@ struct gr_engine {
     gr_tensor_desc head_desc[GR_MAX_HEADS];
     float *outputs[GR_MAX_HEADS]; /* raw head outputs of the last run, float NCHW; set by the
                                      backend, which owns them (pinned memory on the GPU) */
-    int input_u8;          /* type of the staging buffer gr_engine_run() reads */
+    int input_u8;          /* type of the staging buffer gr_engine_run() and submits read */
+    int inflight;          /* slots: opt.inflight, 0 taken as 1 */
+    int slot_busy[GR_MAX_INFLIGHT]; /* submitted and not waited for */
+    int slot_u8[GR_MAX_INFLIGHT];   /* the input type of the slot's submitted run */
     int has_run;
     int failed;            /* a run failed in a way that leaves the engine unusable */
     gr_timing timing;

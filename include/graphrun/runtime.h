@@ -207,7 +207,13 @@ typedef struct gr_engine_options {
     int nonfinite_is_error;  /* 1: a synchronous run whose outputs hold NaN/Inf returns
                                 GR_ERR_NUMERIC (outputs still readable); 0 default: GR_OK, ask
                                 gr_engine_output_nonfinite() */
+    int inflight;            /* runs that may be in flight at once, 1..GR_MAX_INFLIGHT; 1 default.
+                                Each is an instance with its own activations, device io, pinned
+                                host buffers, scratch, stream and captured graph; the weights are
+                                shared. See "Runs in flight" below. */
 } gr_engine_options;
+
+#define GR_MAX_INFLIGHT 8
 
 void gr_engine_options_default(gr_engine_options *opt);
 
@@ -241,6 +247,56 @@ gr_status gr_engine_run(gr_engine *engine);
  * (a cudaEvent_t the caller created, or NULL) has completed; outputs are valid after it. GPU only.
  * gr_engine_output/gr_engine_detect must not be called before the event completes. */
 gr_status gr_engine_run_async(gr_engine *engine, void *cuda_stream, void *done_event);
+
+/* ---- runs in flight ----
+ * An engine built with inflight = N has N slots (0..N-1), each an instance of the engine with its
+ * own input buffer, outputs and, on the GPU, its own stream and captured graph (weights shared),
+ * so the input copy and compute of one slot overlap those of the others:
+ *
+ *     for (i = 0; i < count; i++) {
+ *         int slot = i % N;
+ *         if (i >= N) { gr_engine_wait(e, slot); ...read outputs of run i - N... }
+ *         gr_engine_slot_input(e, slot, 1, &buf, &bytes); ...write input i...
+ *         gr_engine_submit(e, slot);
+ *     }
+ *     ...then wait for the last min(count, N) slots in order...
+ *
+ * - gr_engine_slot_input: the slot's input buffer (as gr_engine_input_buffer; it also sets the
+ *   input type the next submits read). Do not write it while the slot is in flight.
+ * - gr_engine_submit: start a run of the slot on its input buffer and return (on the GPU: one
+ *   graph launch on the slot's stream; the CPU backend runs it to the end before returning).
+ *   GR_ERR_STATE if the slot is in flight already (wait for it first).
+ * - gr_engine_wait: block until the slot's run is done. Afterwards gr_engine_output,
+ *   gr_engine_output_nonfinite, gr_engine_detect and gr_engine_timing read that run (and with
+ *   nonfinite_is_error a run with NaN/Inf returns GR_ERR_NUMERIC here); its outputs stay valid
+ *   until the slot is submitted again or the engine destroyed. GR_ERR_STATE if nothing was
+ *   submitted on the slot.
+ * - A slot number outside 0..inflight-1 is GR_ERR_INVALID_ARGUMENT. The thread rule is
+ *   unchanged: one thread at a time per engine, submit and wait included.
+ * - gr_engine_run and gr_engine_input_buffer are slot 0 (GR_ERR_STATE while slot 0 is in flight);
+ *   gr_engine_run_async uses slot 0's graph. Results equal a serial run's, bit for bit. */
+gr_status gr_engine_slot_input(gr_engine *engine, int slot, int u8, void **buffer, size_t *bytes);
+gr_status gr_engine_submit(gr_engine *engine, int slot);
+gr_status gr_engine_wait(gr_engine *engine, int slot);
+/* Number of slots (the inflight option); 0 for NULL. */
+int gr_engine_inflight(const gr_engine *engine);
+
+/* Memory the engine runs from: device memory on the GPU, host memory on the CPU (its arena
+ * figure there is the reference executor's peak of live activations). The per-instance figures
+ * are for the current input type (uint8 unless float input was asked for); total counts
+ * everything allocated, both input types and every instance included. */
+typedef struct gr_engine_memory_info {
+    int inflight;                    /* instances */
+    size_t weights_bytes;            /* shared by every instance, never duplicated */
+    size_t shared_workspace_bytes;   /* shared scratch (cuBLAS workspaces of the eager path) */
+    size_t arena_bytes;              /* per instance: activations */
+    size_t workspace_bytes;          /* per instance: im2col, split-K, cuBLAS workspaces */
+    size_t io_bytes;                 /* per instance: device input + outputs (GPU) */
+    size_t pinned_bytes;             /* per instance: pinned host input + outputs (GPU) */
+    size_t total_bytes;              /* device (GPU) or host (CPU) bytes of all of the above */
+} gr_engine_memory_info;
+
+gr_status gr_engine_memory(const gr_engine *engine, gr_engine_memory_info *info);
 
 /* Raw output `index` of the last run: float NCHW, valid until the next run or destroy. */
 gr_status gr_engine_output(const gr_engine *engine, int index, const float **data);
