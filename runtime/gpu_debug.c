@@ -21,21 +21,29 @@ static int is_host_pointer(const void *p)
 
 gr_status gr_engine_graph_info(const gr_engine *engine, gr_graph_info *info)
 {
+    return gr_engine_slot_graph_info(engine, 0, info);
+}
+
+gr_status gr_engine_slot_graph_info(const gr_engine *engine, int slot, gr_graph_info *info)
+{
     if (!engine || !info)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_graph_info: NULL argument");
     memset(info, 0, sizeof *info);
     if (engine->device != GR_DEVICE_GPU || !engine->impl)
         return gr_fail(GR_ERR_STATE, "gr_engine_graph_info: not a GPU engine");
+    if (slot < 0 || slot >= engine->inflight)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_graph_info: slot %d is outside 0..%d",
+                       slot, engine->inflight - 1);
     const gpu_state *g = engine->impl;
-    const gpu_variant *v = &g->var[engine->input_u8 ? 1 : 0];
-    if (!v->graph)
+    cudaGraph_t graph = g->var[engine->input_u8 ? 1 : 0].inst[slot].graph;
+    if (!graph)
         return gr_fail(GR_ERR_STATE, "gr_engine_graph_info: the engine runs without a CUDA graph");
     size_t n = 0;
-    CUDA_TRY(cudaGraphGetNodes(v->graph, NULL, &n));
+    CUDA_TRY(cudaGraphGetNodes(graph, NULL, &n));
     cudaGraphNode_t *nodes = gr_calloc(n ? n : 1, sizeof *nodes, "graph nodes");
     if (!nodes)
         return GR_ERR_OUT_OF_MEMORY;
-    cudaError_t err = cudaGraphGetNodes(v->graph, nodes, &n);
+    cudaError_t err = cudaGraphGetNodes(graph, nodes, &n);
     info->nodes = (int)n;
     for (size_t i = 0; i < n && err == cudaSuccess; i++) {
         enum cudaGraphNodeType type;
@@ -104,12 +112,13 @@ const struct gr_plan *gr_engine_debug_plan(const gr_engine *engine)
 
 /* Copy every buffer (arena, input, outputs) into a CPU executor's storage so its decoder reads
  * the GPU's values. */
-static gr_status mirror_buffers(const gpu_variant *v, gr_plan_exec *ex, uint8_t *scratch)
+static gr_status mirror_buffers(const gpu_variant *v, const gpu_instance *inst, gr_plan_exec *ex,
+                                uint8_t *scratch)
 {
     const gr_plan *plan = v->plan;
     for (int b = 0; b < plan->n_buffers; b++) {
         int root = plan->buffers[b].root;
-        const uint8_t *src = gr_gpu_tensor_storage(v, root);
+        const uint8_t *src = gr_gpu_tensor_storage(v, inst, root);
         size_t bytes = plan->tensors[root].bytes;
         CUDA_TRY(cudaMemcpy(scratch, src, bytes, cudaMemcpyDeviceToHost));
         GR_TRY(gr_plan_exec_load_buffer(ex, b, scratch, bytes));
@@ -126,6 +135,7 @@ gr_status gr_engine_debug_trace(gr_engine *engine, const uint8_t *input, gr_trac
     GR_TRY(gr_gpu_ensure_variant(engine, 1));
     gpu_state *g = engine->impl;
     gpu_variant *v = &g->var[1];
+    gpu_instance *inst = &v->inst[0];
     const gr_plan *plan = v->plan;
     gr_plan_exec *ex = NULL;
     GR_TRY(gr_plan_exec_create(plan, 1, &ex));
@@ -143,8 +153,8 @@ gr_status gr_engine_debug_trace(gr_engine *engine, const uint8_t *input, gr_trac
     gr_status st = scratch && values ? GR_OK : GR_ERR_OUT_OF_MEMORY;
     const gr_plan_tensor *in = &plan->tensors[plan->input_tensor];
     if (st == GR_OK) {
-        memcpy(v->host_in, input, in->bytes);
-        cudaError_t err = cudaMemcpy(v->io, v->host_in, in->bytes, cudaMemcpyHostToDevice);
+        memcpy(inst->host_in, input, in->bytes);
+        cudaError_t err = cudaMemcpy(inst->io, inst->host_in, in->bytes, cudaMemcpyHostToDevice);
         if (err != cudaSuccess)
             st = gr_gpu_cuda_fail(err, "trace input copy", __FILE__, __LINE__);
     }
@@ -152,7 +162,7 @@ gr_status gr_engine_debug_trace(gr_engine *engine, const uint8_t *input, gr_trac
         const gr_plan_node *nd = &plan->nodes[i];
         if (!gr_gpu_node_launches(nd))
             continue;
-        st = gr_gpu_launch_node(g, v, i);
+        st = gr_gpu_launch_node(g, v, inst, i);
         if (st != GR_OK)
             break;
         cudaError_t err = cudaDeviceSynchronize();
@@ -160,7 +170,7 @@ gr_status gr_engine_debug_trace(gr_engine *engine, const uint8_t *input, gr_trac
             st = gr_gpu_cuda_fail(err, "trace node", __FILE__, __LINE__);
             break;
         }
-        st = mirror_buffers(v, ex, scratch);
+        st = mirror_buffers(v, inst, ex, scratch);
         if (st == GR_OK)
             st = gr_plan_exec_read_tensor(ex, nd->output, values);
         if (st == GR_OK)

@@ -20,17 +20,17 @@ static int output_index(const gr_plan *plan, int tensor)
 }
 
 /* The network input and the outputs live in the io block, everything else in the arena. */
-uint8_t *gr_gpu_tensor_storage(const gpu_variant *v, int tensor)
+uint8_t *gr_gpu_tensor_storage(const gpu_variant *v, const gpu_instance *inst, int tensor)
 {
     const gr_plan *plan = v->plan;
     const gr_plan_tensor *t = &plan->tensors[tensor];
     int root = t->view_of >= 0 ? t->view_of : tensor;
     if (root == plan->input_tensor)
-        return v->io;
+        return inst->io;
     int k = output_index(plan, root);
     if (k >= 0)
-        return v->io + v->in_bytes + v->out_offset[k];
-    return v->arena + plan->buffers[t->buffer].offset;
+        return inst->io + v->in_bytes + v->out_offset[k];
+    return inst->arena + plan->buffers[t->buffer].offset;
 }
 
 static gr_kview kview(const gr_plan_tensor *t)
@@ -41,7 +41,8 @@ static gr_kview kview(const gr_plan_tensor *t)
 
 /* ---- convolution -------------------------------------------------------------------------- */
 
-gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, int index, gpu_conv *c)
+gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_instance *inst,
+                           int index, gpu_conv *c)
 {
     const gr_plan *plan = v->plan;
     const gr_plan_node *nd = &plan->nodes[index];
@@ -51,7 +52,7 @@ gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, int index, 
     memset(c, 0, sizeof *c);
     const unsigned fusions = GR_FUSED_MAXPOOL | GR_FUSED_QUANTIZE_IN | GR_FUSED_DEQUANT_OUT;
     const gr_dtype compute = gr_plan_conv_in_dtype(plan, nd);
-    const int allocated = v->arena != NULL; /* else only the shapes (gr_gpu_plan_check) */
+    const int allocated = inst != NULL; /* else only the shapes (gr_gpu_plan_check) */
     if (compute == GR_DTYPE_F32) {
         if (y->dtype != GR_DTYPE_F32 || (nd->fused & fusions))
             return gr_gpu_unsupported(plan, index);
@@ -65,14 +66,14 @@ gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, int index, 
             .batch = per_image ? 1 : x->n,
             .in_c = x->c, .in_h = x->h, .in_w = x->w, .out_c = y->c,
             .ksize = nd->p.size, .stride = nd->p.stride, .pad = nd->p.pad,
-            .in = allocated ? (const float *)gr_gpu_tensor_storage(v, nd->inputs[0]) +
+            .in = allocated ? (const float *)gr_gpu_tensor_storage(v, inst, nd->inputs[0]) +
                                   (size_t)x->c_offset * x->h * x->w
                             : NULL,
             .weights = w ? w->weights : NULL, .bias = w ? w->bias : NULL,
-            .out = allocated ? (float *)gr_gpu_tensor_storage(v, nd->output) +
+            .out = allocated ? (float *)gr_gpu_tensor_storage(v, inst, nd->output) +
                                    (size_t)y->c_offset * y->h * y->w
                              : NULL,
-            .workspace = v->im2col[nd->stream], .activation = (int)nd->p.activation,
+            .workspace = allocated ? inst->im2col[nd->stream] : NULL, .activation = (int)nd->p.activation,
             .tf32 = g->tf32};
         return GR_OK;
     }
@@ -103,9 +104,9 @@ gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, int index, 
         .in_c_stride = x->c_stride, .in_c_offset = x->c_offset,
         .out_c = y->c, .out_c_stride = y->c_stride, .out_c_offset = y->c_offset,
         .ksize = nd->p.size, .stride = nd->p.stride, .pad = nd->p.pad,
-        .in = allocated ? gr_gpu_tensor_storage(v, nd->inputs[0]) : NULL,
+        .in = allocated ? gr_gpu_tensor_storage(v, inst, nd->inputs[0]) : NULL,
         .weights = w ? w->weights : NULL, .mul = w ? w->mul : NULL, .bias = w ? w->bias : NULL,
-        .out = allocated ? gr_gpu_tensor_storage(v, nd->output) + out_offset : NULL,
+        .out = allocated ? gr_gpu_tensor_storage(v, inst, nd->output) + out_offset : NULL,
         .activation = (int)nd->p.activation, .out_kind = out_kind,
         .out_inv_scale = y->dtype == GR_DTYPE_I8 ? 1.0f / y->scale : 1.0f,
         .fp16_accumulate = compute == GR_DTYPE_F16 && g->fp16_accumulate, .tile_config = 0,
@@ -124,7 +125,7 @@ gr_status gr_gpu_plan_check(const gpu_state *g, const gpu_variant *v)
         if (plan->nodes[i].kind != GR_OP_CONV || !gr_gpu_node_launches(&plan->nodes[i]))
             continue;
         gpu_conv c;
-        GR_TRY(gr_gpu_conv_args(g, v, i, &c));
+        GR_TRY(gr_gpu_conv_args(g, v, NULL, i, &c));
         if (c.tensor_cores)
             GR_TRY(gr_gpu_launch_status(gr_conv_check(&c.tc, c.is_i8), plan, i));
     }
@@ -145,14 +146,14 @@ void gr_gpu_mark_pdl(const gpu_state *g, gpu_variant *v)
     }
 }
 
-static gr_status launch_conv(gpu_state *g, gpu_variant *v, int index)
+static gr_status launch_conv(gpu_state *g, gpu_variant *v, const gpu_instance *inst, int index)
 {
     const gr_plan *plan = v->plan;
     int s = plan->nodes[index].stream;
     gpu_conv c;
-    GR_TRY(gr_gpu_conv_args(g, v, index, &c));
+    GR_TRY(gr_gpu_conv_args(g, v, inst, index, &c));
     if (c.tensor_cores) {
-        c.tc.workspace = v->splitk_bytes[index] ? v->splitk + v->splitk_offset[index] : NULL;
+        c.tc.workspace = v->splitk_bytes[index] ? inst->splitk + v->splitk_offset[index] : NULL;
         c.tc.workspace_bytes = v->splitk_bytes[index];
         cudaError_t err = c.is_i8 ? gr_launch_conv_i8(&c.tc, g->streams[s])
                                   : gr_launch_conv_f16(&c.tc, g->streams[s]);
@@ -173,10 +174,11 @@ static gr_status launch_conv(gpu_state *g, gpu_variant *v, int index)
 /* ---- every other node --------------------------------------------------------------------- */
 
 /* Not aliased by the planner: copy each input (or its group slice) into place. */
-static cudaError_t launch_route(gpu_variant *v, const gr_plan_node *nd, cudaStream_t stream)
+static cudaError_t launch_route(gpu_variant *v, const gpu_instance *inst, const gr_plan_node *nd,
+                                cudaStream_t stream)
 {
     const gr_plan_tensor *y = &v->plan->tensors[nd->output];
-    void *out = gr_gpu_tensor_storage(v, nd->output);
+    void *out = gr_gpu_tensor_storage(v, inst, nd->output);
     int groups = nd->p.groups > 1 ? nd->p.groups : 1;
     int offset = 0;
     for (int k = 0; k < nd->n_inputs; k++) {
@@ -188,7 +190,7 @@ static cudaError_t launch_route(gpu_variant *v, const gr_plan_node *nd, cudaStre
         dv.c = sv.c;
         dv.c_offset += offset;
         offset += sv.c;
-        cudaError_t err = gr_launch_route_copy(y->dtype, gr_gpu_tensor_storage(v, nd->inputs[k]),
+        cudaError_t err = gr_launch_route_copy(y->dtype, gr_gpu_tensor_storage(v, inst, nd->inputs[k]),
                                                sv, out, dv, stream);
         if (err != cudaSuccess)
             return err;
@@ -201,7 +203,7 @@ int gr_gpu_node_launches(const gr_plan_node *nd)
     return !(nd->noop || nd->kind == GR_NODE_INPUT || nd->kind == GR_NODE_OUTPUT);
 }
 
-gr_status gr_gpu_launch_node(gpu_state *g, gpu_variant *v, int index)
+gr_status gr_gpu_launch_node(gpu_state *g, gpu_variant *v, const gpu_instance *inst, int index)
 {
     const gr_plan *plan = v->plan;
     const gr_plan_node *nd = &plan->nodes[index];
@@ -209,11 +211,11 @@ gr_status gr_gpu_launch_node(gpu_state *g, gpu_variant *v, int index)
         return GR_OK;
     gr_kernels_clear_failure(); /* what a failing launcher records is about this node */
     if (nd->kind == GR_OP_CONV)
-        return launch_conv(g, v, index);
+        return launch_conv(g, v, inst, index);
     const gr_plan_tensor *x = &plan->tensors[nd->inputs[0]];
     const gr_plan_tensor *y = &plan->tensors[nd->output];
-    const void *in = gr_gpu_tensor_storage(v, nd->inputs[0]);
-    void *out = gr_gpu_tensor_storage(v, nd->output);
+    const void *in = gr_gpu_tensor_storage(v, inst, nd->inputs[0]);
+    void *out = gr_gpu_tensor_storage(v, inst, nd->output);
     gr_kview xv = kview(x), yv = kview(y);
     const gr_op_params *p = &nd->p;
     cudaStream_t stream = g->streams[nd->stream];
@@ -236,11 +238,12 @@ gr_status gr_gpu_launch_node(gpu_state *g, gpu_variant *v, int index)
     case GR_OP_REORG: err = gr_launch_reorg(y->dtype, in, xv, out, yv, p->stride, stream); break;
     case GR_OP_SHORTCUT: {
         const gr_plan_tensor *f = &plan->tensors[nd->inputs[1]];
-        err = gr_launch_shortcut(y->dtype, in, xv, x->scale, gr_gpu_tensor_storage(v, nd->inputs[1]),
-                                 kview(f), f->scale, out, yv, y->scale, p->activation, stream);
+        err = gr_launch_shortcut(y->dtype, in, xv, x->scale,
+                                 gr_gpu_tensor_storage(v, inst, nd->inputs[1]), kview(f), f->scale,
+                                 out, yv, y->scale, p->activation, stream);
         break;
     }
-    case GR_OP_ROUTE: err = launch_route(v, nd, stream); break;
+    case GR_OP_ROUTE: err = launch_route(v, inst, nd, stream); break;
     case GR_OP_REGION:
         err = gr_launch_region(y->dtype, in, out, x->n, x->h, x->w, p->num, p->coords, p->classes,
                                p->softmax, stream);
@@ -255,14 +258,14 @@ gr_status gr_gpu_launch_node(gpu_state *g, gpu_variant *v, int index)
 
 /* ---- the forward pass ----------------------------------------------------------------------- */
 
-gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, cudaEvent_t *node_events,
-                                 cudaEvent_t *copy_events)
+gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, const gpu_instance *inst,
+                                 cudaEvent_t *node_events, cudaEvent_t *copy_events)
 {
     const gr_plan *plan = v->plan;
     cudaStream_t s0 = g->streams[0];
     if (copy_events)
         CUDA_TRY(cudaEventRecord(copy_events[0], s0));
-    CUDA_TRY(cudaMemcpyAsync(v->io, v->host_in, v->in_bytes, cudaMemcpyHostToDevice, s0));
+    CUDA_TRY(cudaMemcpyAsync(inst->io, inst->host_in, v->in_bytes, cudaMemcpyHostToDevice, s0));
     if (copy_events)
         CUDA_TRY(cudaEventRecord(copy_events[1], s0));
     /* Fork: every other stream starts after the input copy. */
@@ -282,7 +285,7 @@ gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, cudaEvent_t *node
         snprintf(name, sizeof name, "node %d %s (layer %d)", i, gr_plan_kind_name(nd->kind),
                  nd->layer);
         gr_trace_push(name); /* Nsight Systems shows the plan's nodes */
-        gr_status st = gr_gpu_launch_node(g, v, i);
+        gr_status st = gr_gpu_launch_node(g, v, inst, i);
         gr_trace_pop();
         GR_TRY(st);
         if (node_events)
@@ -299,8 +302,8 @@ gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, cudaEvent_t *node
     }
     if (copy_events)
         CUDA_TRY(cudaEventRecord(copy_events[2], s0));
-    CUDA_TRY(cudaMemcpyAsync(v->host_out, v->io + v->in_bytes, v->out_bytes, cudaMemcpyDeviceToHost,
-                             s0));
+    CUDA_TRY(cudaMemcpyAsync(inst->host_out, inst->io + v->in_bytes, v->out_bytes,
+                             cudaMemcpyDeviceToHost, s0));
     if (copy_events)
         CUDA_TRY(cudaEventRecord(copy_events[3], s0));
     return GR_OK;

@@ -9,8 +9,14 @@
  * on the plan's streams - H2D input copy, every node, D2H output copy - into one graph and
  * instantiate it.
  *
- * Run: one cudaGraphLaunch and one stream synchronization. Nothing is allocated, copied by the host
- * or synchronized besides. With use_cuda_graph = 0 the same dispatch loop runs eagerly instead.
+ * Runs in flight (inflight = N): a variant has N instances, each with its own arena, io block,
+ * pinned staging, im2col / split-K scratch, done event, and graph (captured from the same dispatch
+ * loop with the instance's addresses); the plan and the weights are the variant's, shared.
+ * Instance 0 launches on the engine's first stream, the others on their own streams.
+ *
+ * Run: one cudaGraphLaunch, an event record and one event synchronization. Nothing is allocated,
+ * copied by the host or synchronized besides. With use_cuda_graph = 0 the same dispatch loop runs
+ * eagerly instead (every instance on the plan's streams, so runs in flight then do not overlap).
  *
  * An engine takes u8 HWC input by default (a quarter of the bytes of float). Float input (the
  * f32 entry points) gets its own plan and graph, built the first time it is asked for.
@@ -65,30 +71,115 @@ static gr_status ensure_streams(const gr_engine *e, gpu_state *g, const gr_plan 
     return GR_OK;
 }
 
-/* ---- variants ----------------------------------------------------------------------------- */
+/* ---- variants and their instances ----------------------------------------------------------- */
+
+/* Where an instance's graph is launched: instance 0 on the engine's first stream (where eager runs
+ * and capture happen too), the others on their own, so their runs overlap. */
+static cudaStream_t launch_stream(const gpu_state *g, const gpu_instance *inst)
+{
+    return inst->stream ? inst->stream : g->streams[0];
+}
+
+static void instance_free(gpu_instance *inst)
+{
+    if (inst->done)
+        cudaEventSynchronize(inst->done); /* nothing is freed under a run in flight */
+    if (inst->exec)
+        cudaGraphExecDestroy(inst->exec);
+    if (inst->graph)
+        cudaGraphDestroy(inst->graph);
+    for (int s = 0; s < GR_GPU_MAX_STREAMS; s++) {
+        cudaFree(inst->im2col[s]);
+        cudaFree(inst->cublas_ws[s]);
+    }
+    cudaFree(inst->splitk);
+    cudaFree(inst->arena);
+    cudaFree(inst->io);
+    if (inst->host_in)
+        cudaFreeHost(inst->host_in);
+    if (inst->host_out)
+        cudaFreeHost(inst->host_out);
+    if (inst->done)
+        cudaEventDestroy(inst->done);
+    if (inst->stream)
+        cudaStreamDestroy(inst->stream);
+    memset(inst, 0, sizeof *inst);
+}
 
 static void variant_free(gpu_variant *v)
 {
-    if (v->exec)
-        cudaGraphExecDestroy(v->exec);
-    if (v->graph)
-        cudaGraphDestroy(v->graph);
-    for (int s = 0; s < GR_GPU_MAX_STREAMS; s++)
-        cudaFree(v->im2col[s]);
-    cudaFree(v->splitk);
+    for (int k = 0; k < GR_MAX_INFLIGHT; k++)
+        instance_free(&v->inst[k]);
     free(v->splitk_offset);
     free(v->splitk_bytes);
     cudaFree(v->weights);
-    cudaFree(v->arena);
-    cudaFree(v->io);
-    if (v->host_in)
-        cudaFreeHost(v->host_in);
-    if (v->host_out)
-        cudaFreeHost(v->host_out);
     free(v->nw);
     free(v->pdl);
     gr_plan_free(v->plan);
     memset(v, 0, sizeof *v);
+}
+
+/* Instance `k`'s activations, io block and pinned staging, with deterministic non-zero input
+ * before the first run (warm-up and timing); instances >= 1 also get their launch stream and, for
+ * fp32, a cuBLAS workspace per stream for their captured graph. */
+static gr_status instance_alloc(const gpu_state *g, const gpu_variant *v, gpu_instance *inst, int k)
+{
+    size_t arena = v->plan->arena_bytes ? v->plan->arena_bytes : 256;
+    CUDA_TRY(cudaMalloc((void **)&inst->arena, arena));
+    CUDA_TRY(cudaMemset(inst->arena, 0, arena));
+    CUDA_TRY(cudaMalloc((void **)&inst->io, v->in_bytes + v->out_bytes));
+    CUDA_TRY(cudaMallocHost(&inst->host_in, v->in_bytes));
+    CUDA_TRY(cudaMallocHost((void **)&inst->host_out, v->out_bytes));
+    memset(inst->host_in, 0x40, v->in_bytes);
+    CUDA_TRY(cudaEventCreateWithFlags(&inst->done, cudaEventDisableTiming));
+    if (k == 0)
+        return GR_OK;
+    CUDA_TRY(cudaStreamCreateWithFlags(&inst->stream, cudaStreamNonBlocking));
+    for (int s = 0; s < g->n_streams; s++)
+        if (g->cublas[s])
+            CUDA_TRY(cudaMalloc(&inst->cublas_ws[s], cublas_ws_bytes));
+    return GR_OK;
+}
+
+/* Point the cuBLAS handles at these workspaces (one per stream). */
+static gr_status use_cublas_workspaces(gpu_state *g, void *const *ws)
+{
+    for (int s = 0; s < g->n_streams; s++)
+        if (g->cublas[s] &&
+            cublasSetWorkspace(g->cublas[s], ws[s], cublas_ws_bytes) != CUBLAS_STATUS_SUCCESS)
+            return gr_fail(GR_ERR_CUBLAS, "cublasSetWorkspace failed (stream %d)", s);
+    return GR_OK;
+}
+
+/* Record the instance's forward pass on the plan's streams into its own graph. The cuBLAS kernels
+ * recorded keep the workspace set at capture: an instance >= 1 captures with its own, so graphs
+ * running at once never share one; the engine's are restored afterwards for instance 0 and eager
+ * runs. */
+static gr_status capture_instance(gpu_state *g, gpu_variant *v, gpu_instance *inst)
+{
+    if (inst->stream)
+        GR_TRY(use_cublas_workspaces(g, inst->cublas_ws));
+    gr_status st = GR_OK;
+    cudaError_t err = cudaStreamBeginCapture(g->streams[0], cudaStreamCaptureModeThreadLocal);
+    cudaGraph_t graph = NULL;
+    if (err == cudaSuccess) {
+        st = gr_gpu_enqueue_forward(g, v, inst, NULL, NULL);
+        err = cudaStreamEndCapture(g->streams[0], &graph);
+    }
+    if (inst->stream) {
+        gr_status restored = use_cublas_workspaces(g, g->cublas_ws);
+        st = st != GR_OK ? st : restored;
+    }
+    if (st != GR_OK || err != cudaSuccess) {
+        if (graph)
+            cudaGraphDestroy(graph);
+        return st != GR_OK ? st : gr_gpu_cuda_fail(err, "capturing the graph", __FILE__, __LINE__);
+    }
+    inst->graph = graph;
+    CUDA_TRY(cudaGraphInstantiate(&inst->exec, inst->graph, 0));
+    CUDA_TRY(cudaGraphUpload(inst->exec, launch_stream(g, inst)));
+    CUDA_TRY(cudaStreamSynchronize(launch_stream(g, inst)));
+    return GR_OK;
 }
 
 static int cmp_float(const void *a, const void *b)
@@ -97,8 +188,9 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* One eager run with events around every node: the time split (type conversion, copies,
- * computation), median over a few runs. Also the warm-up before capture. */
+/* Eager runs of instance 0 with events around every node: the time split (type conversion,
+ * copies, computation), median over a few runs. Also the warm-up before capture (module loading
+ * and cuBLAS setup are per engine, so the other instances need none). */
 static gr_status instrumented_runs(gpu_state *g, gpu_variant *v)
 {
     const gr_plan *plan = v->plan;
@@ -116,7 +208,7 @@ static gr_status instrumented_runs(gpu_state *g, gpu_variant *v)
     }
     float convert[RUNS], copy[RUNS], compute[RUNS], total[RUNS];
     for (int r = 0; r < RUNS && st == GR_OK; r++) {
-        st = gr_gpu_enqueue_forward(g, v, ev, ev + n_ev);
+        st = gr_gpu_enqueue_forward(g, v, &v->inst[0], ev, ev + n_ev);
         if (st == GR_OK) {
             cudaError_t err = cudaStreamSynchronize(g->streams[0]);
             if (err != cudaSuccess)
@@ -213,36 +305,17 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
         v->out_offset[k] = v->out_bytes;
         v->out_bytes += gr_gpu_align(t->bytes, 256);
     }
-    CUDA_TRY(cudaMalloc((void **)&v->arena, plan->arena_bytes ? plan->arena_bytes : 256));
-    CUDA_TRY(cudaMalloc((void **)&v->io, v->in_bytes + v->out_bytes));
-    CUDA_TRY(cudaMallocHost(&v->host_in, v->in_bytes));
-    CUDA_TRY(cudaMallocHost((void **)&v->host_out, v->out_bytes));
-    /* Deterministic, non-zero contents before the first run (warm-up and timing). */
-    memset(v->host_in, 0x40, v->in_bytes);
-    CUDA_TRY(cudaMemset(v->arena, 0, plan->arena_bytes ? plan->arena_bytes : 256));
+    v->n_inst = e->inflight;
+    for (int k = 0; k < v->n_inst; k++)
+        GR_TRY(instance_alloc(g, v, &v->inst[k], k));
     GR_TRY(gr_gpu_upload_weights(v));
     GR_TRY(gr_gpu_alloc_scratch(g, v));
     CUDA_TRY(cudaDeviceSynchronize());
 
-    /* Warm-up and the time split, eagerly; then capture the same launches. */
+    /* Warm-up and the time split, eagerly; then capture the same launches, once per instance. */
     GR_TRY(instrumented_runs(g, v));
-    if (e->opt.use_cuda_graph) {
-        CUDA_TRY(cudaStreamBeginCapture(g->streams[0], cudaStreamCaptureModeThreadLocal));
-        st = gr_gpu_enqueue_forward(g, v, NULL, NULL);
-        cudaGraph_t graph = NULL;
-        cudaError_t err = cudaStreamEndCapture(g->streams[0], &graph);
-        if (st != GR_OK) {
-            if (graph)
-                cudaGraphDestroy(graph);
-            return st;
-        }
-        if (err != cudaSuccess)
-            return gr_gpu_cuda_fail(err, "cudaStreamEndCapture", __FILE__, __LINE__);
-        v->graph = graph;
-        CUDA_TRY(cudaGraphInstantiate(&v->exec, v->graph, 0));
-        CUDA_TRY(cudaGraphUpload(v->exec, g->streams[0]));
-        CUDA_TRY(cudaStreamSynchronize(g->streams[0]));
-    }
+    for (int k = 0; k < v->n_inst && e->opt.use_cuda_graph; k++)
+        GR_TRY(capture_instance(g, v, &v->inst[k]));
     v->built = 1;
     return GR_OK;
 }
@@ -262,17 +335,17 @@ gr_status gr_gpu_ensure_variant(gr_engine *e, int u8)
 
 /* ---- backend ops -------------------------------------------------------------------------- */
 
-static void point_outputs(gr_engine *e, gpu_variant *v)
+static void point_outputs(gr_engine *e, const gpu_variant *v, const gpu_instance *inst)
 {
     for (int k = 0; k < e->n_heads; k++)
-        e->outputs[k] = (float *)(v->host_out + v->out_offset[k]);
+        e->outputs[k] = (float *)(inst->host_out + v->out_offset[k]);
 }
 
-static gr_status gpu_input_buffer(gr_engine *e, int u8, void **buffer, size_t *bytes)
+static gr_status gpu_input_buffer(gr_engine *e, int slot, int u8, void **buffer, size_t *bytes)
 {
     GR_TRY(gr_gpu_ensure_variant(e, u8));
     gpu_variant *v = gr_gpu_variant(e->impl, u8);
-    *buffer = v->host_in;
+    *buffer = v->inst[slot].host_in;
     *bytes = v->plan->tensors[v->plan->input_tensor].bytes;
     return GR_OK;
 }
@@ -284,36 +357,50 @@ static gr_status run_failed(gr_engine *e, cudaError_t err, const char *what)
     return gr_gpu_cuda_fail(err, what, __FILE__, __LINE__);
 }
 
-static gr_status gpu_run(gr_engine *e, int u8)
+/* One graph launch on the slot's stream (or the eager launches on the plan's streams) and the
+ * slot's done event after it; nothing waits here. */
+static gr_status gpu_submit(gr_engine *e, int slot, int u8)
 {
     gpu_state *g = e->impl;
     GR_TRY(gr_gpu_ensure_variant(e, u8));
     gpu_variant *v = gr_gpu_variant(g, u8);
-    double t0 = gr_now_us();
+    gpu_instance *inst = &v->inst[slot];
+    inst->submitted_us = gr_now_us();
     cudaError_t err;
     if (g->inject != cudaSuccess) {
         err = g->inject;
         g->inject = cudaSuccess;
         return run_failed(e, err, "cudaGraphLaunch (injected by a test)");
     }
-    if (v->exec) {
-        err = cudaGraphLaunch(v->exec, g->streams[0]);
+    cudaStream_t stream = g->streams[0];
+    if (inst->exec) {
+        stream = launch_stream(g, inst);
+        err = cudaGraphLaunch(inst->exec, stream);
         if (err != cudaSuccess)
             return run_failed(e, err, "cudaGraphLaunch");
     } else {
-        gr_status st = gr_gpu_enqueue_forward(g, v, NULL, NULL);
+        gr_status st = gr_gpu_enqueue_forward(g, v, inst, NULL, NULL);
         if (st != GR_OK) {
             e->failed = 1;
             return st;
         }
     }
-    err = cudaStreamSynchronize(g->streams[0]);
+    err = cudaEventRecord(inst->done, stream);
     if (err != cudaSuccess)
-        return run_failed(e, err, "cudaStreamSynchronize after the run");
-    double t1 = gr_now_us();
-    point_outputs(e, v);
+        return run_failed(e, err, "cudaEventRecord (end of the run)");
+    return GR_OK;
+}
+
+static gr_status gpu_wait(gr_engine *e, int slot, int u8)
+{
+    gpu_variant *v = gr_gpu_variant(e->impl, u8);
+    gpu_instance *inst = &v->inst[slot];
+    cudaError_t err = cudaEventSynchronize(inst->done);
+    if (err != cudaSuccess)
+        return run_failed(e, err, "cudaEventSynchronize after the run");
+    point_outputs(e, v, inst);
     e->timing = v->split;
-    e->timing.end_to_end_us = t1 - t0;
+    e->timing.end_to_end_us = gr_now_us() - inst->submitted_us;
     return GR_OK;
 }
 
@@ -322,17 +409,47 @@ static gr_status gpu_run_async(gr_engine *e, void *stream, void *event)
     gpu_state *g = e->impl;
     GR_TRY(gr_gpu_ensure_variant(e, e->input_u8));
     gpu_variant *v = gr_gpu_variant(g, e->input_u8);
-    if (!v->exec)
+    gpu_instance *inst = &v->inst[0];
+    if (!inst->exec)
         return gr_fail(GR_ERR_STATE, "gr_engine_run_async needs use_cuda_graph = 1");
     cudaStream_t s = stream ? (cudaStream_t)stream : g->streams[0];
-    cudaError_t err = cudaGraphLaunch(v->exec, s);
+    cudaError_t err = cudaGraphLaunch(inst->exec, s);
     if (err != cudaSuccess)
         return run_failed(e, err, "cudaGraphLaunch (async)");
     if (event && (err = cudaEventRecord((cudaEvent_t)event, s)) != cudaSuccess)
         return run_failed(e, err, "cudaEventRecord (async completion)");
-    point_outputs(e, v);
+    point_outputs(e, v, inst);
     e->timing = v->split;
     e->timing.end_to_end_us = 0.0;
+    return GR_OK;
+}
+
+/* Device bytes: weights once per variant, every instance's own memory, every cuBLAS workspace. */
+static gr_status gpu_memory(const gr_engine *e, gr_engine_memory_info *info)
+{
+    const gpu_state *g = e->impl;
+    for (int s = 0; s < GR_GPU_MAX_STREAMS; s++)
+        info->cublas_workspace_bytes += g->cublas_ws[s] ? cublas_ws_bytes : 0;
+    for (int u8 = 0; u8 < 2; u8++) {
+        const gpu_variant *v = &g->var[u8];
+        if (!v->built)
+            continue;
+        size_t arena = v->plan->arena_bytes ? v->plan->arena_bytes : 256;
+        size_t workspace = v->im2col_bytes + v->splitk_total;
+        size_t io = v->in_bytes + v->out_bytes;
+        for (int k = 0; k < v->n_inst; k++)
+            for (int s = 0; s < GR_GPU_MAX_STREAMS; s++)
+                info->cublas_workspace_bytes += v->inst[k].cublas_ws[s] ? cublas_ws_bytes : 0;
+        info->total_bytes += v->weights_bytes + (arena + workspace + io) * (size_t)v->n_inst;
+        if (u8 != (e->input_u8 != 0))
+            continue;
+        info->weights_bytes = v->weights_bytes;
+        info->arena_bytes = arena;
+        info->workspace_bytes = workspace;
+        info->io_bytes = io;
+        info->pinned_bytes = io;
+    }
+    info->total_bytes += info->cublas_workspace_bytes;
     return GR_OK;
 }
 
@@ -369,7 +486,8 @@ static void gpu_destroy(gr_engine *e)
     e->impl = NULL;
 }
 
-static const gr_backend_ops gpu_ops = {"gpu", gpu_input_buffer, gpu_run, gpu_run_async, gpu_destroy};
+static const gr_backend_ops gpu_ops = {"gpu",         gpu_input_buffer, gpu_submit, gpu_wait,
+                                       gpu_run_async, gpu_memory,       gpu_destroy};
 
 gr_status gr_backend_gpu_init(gr_engine *e)
 {
@@ -406,6 +524,6 @@ gr_status gr_backend_gpu_init(gr_engine *e)
     /* The default input is uint8; build it now so a failure shows at build time (its plan sizes
      * the streams and events; a float-input variant built later may add more). */
     GR_TRY(gr_gpu_ensure_variant(e, 1));
-    point_outputs(e, gr_gpu_variant(g, 1));
+    point_outputs(e, gr_gpu_variant(g, 1), &gr_gpu_variant(g, 1)->inst[0]);
     return GR_OK;
 }

@@ -20,8 +20,9 @@ typedef struct gr_graph_info {
 } gr_graph_info;
 
 /* Inspect the captured graph of the engine's current input type (GR_ERR_STATE for a CPU engine
- * or one running eagerly). */
+ * or one running eagerly): slot 0's, or slot `slot`'s (runs in flight). */
 gr_status gr_engine_graph_info(const gr_engine *engine, gr_graph_info *info);
+gr_status gr_engine_slot_graph_info(const gr_engine *engine, int slot, gr_graph_info *info);
 
 /* Number of plan nodes that launch work, and the plan's arena bytes. */
 gr_status gr_engine_plan_stats(const gr_engine *engine, int *launching_nodes, size_t *arena_bytes);

@@ -33,24 +33,39 @@ typedef struct gpu_conv_weights {
     float *bias;
 } gpu_conv_weights;
 
-/* Everything that depends on the input type: plan, memory, graph. */
+/* One run in flight (runtime.h, "Runs in flight"): everything a run writes, and its graph. The
+ * variant's instances share its plan and weights; instance 0 is what gr_engine_run uses. */
+typedef struct gpu_instance {
+    uint8_t *arena;
+    uint8_t *io;            /* device: input, then the outputs back to back */
+    void *host_in;          /* pinned */
+    uint8_t *host_out;      /* pinned */
+    float *im2col[GR_GPU_MAX_STREAMS];
+    uint8_t *splitk;        /* split-K partials and tile counters, one region per conv node: the
+                               counters of one launch must never see another's partials, so no
+                               two instances share them either */
+    void *cublas_ws[GR_GPU_MAX_STREAMS]; /* fp32, instances >= 1: the cuBLAS workspaces their
+                               graphs were captured with (instance 0 uses gpu_state's) */
+    cudaStream_t stream;    /* instances >= 1: where the graph is launched; 0 uses streams[0] */
+    cudaEvent_t done;       /* recorded after the run's launches; a wait synchronizes on it */
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    double submitted_us;    /* host clock at submit: end_to_end of the wait */
+} gpu_instance;
+
+/* Everything that depends on the input type: plan, weights, and the instances. */
 typedef struct gpu_variant {
     int built;
     gr_plan *plan;
-    uint8_t *arena;
-    uint8_t *io;            /* device: input, then the outputs back to back */
     size_t in_bytes, out_bytes;
     size_t out_offset[GR_MAX_HEADS];
-    void *host_in;          /* pinned */
-    uint8_t *host_out;      /* pinned */
     uint8_t *weights;       /* device */
+    size_t weights_bytes;
     gpu_conv_weights *nw;   /* per plan node */
-    float *im2col[GR_GPU_MAX_STREAMS];
-    uint8_t *splitk;        /* split-K partials and tile counters, one region per conv node: the
-                               counters of one launch must never see another's partials */
     size_t *splitk_offset, *splitk_bytes; /* per node */
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
+    size_t splitk_total, im2col_bytes;    /* per instance */
+    int n_inst;             /* the engine's inflight */
+    gpu_instance inst[GR_MAX_INFLIGHT];
     gr_timing split;        /* from the instrumented run */
     unsigned char *pdl;     /* per plan node: launched as a programmatic dependent launch */
 } gpu_variant;
@@ -87,8 +102,9 @@ static inline gpu_variant *gr_gpu_variant(gpu_state *g, int input_u8)
 gr_status gr_gpu_ensure_variant(gr_engine *e, int input_u8);
 
 /* ---- gpu_dispatch.c ---- */
-/* Device address of a tensor's storage (its buffer's start: views index with c_offset). */
-uint8_t *gr_gpu_tensor_storage(const gpu_variant *v, int tensor);
+/* Device address of a tensor's storage in instance `inst` (its buffer's start: views index with
+ * c_offset). */
+uint8_t *gr_gpu_tensor_storage(const gpu_variant *v, const gpu_instance *inst, int tensor);
 /* Does plan node `index` launch work? (not a no-op, an input or an output marker) */
 int gr_gpu_node_launches(const gr_plan_node *nd);
 
@@ -105,7 +121,9 @@ typedef struct gpu_conv {
     int images;
     size_t x_image, y_image;
 } gpu_conv;
-gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, int index, gpu_conv *out);
+/* `inst` NULL: shapes only (no addresses). */
+gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_instance *inst,
+                           int index, gpu_conv *out);
 /* Before anything is allocated: can the kernels run every conv of v->plan as planned (fusions
  * included)? The launchers' own checks (gr_conv_check), so a failure names the check. */
 gr_status gr_gpu_plan_check(const gpu_state *g, const gpu_variant *v);
@@ -113,19 +131,20 @@ gr_status gr_gpu_plan_check(const gpu_state *g, const gpu_variant *v);
  * launches as a programmatic dependent launch (its kernels wait for their producer inside). */
 void gr_gpu_mark_pdl(const gpu_state *g, gpu_variant *v);
 
-/* Launch plan node `index` on its stream. */
-gr_status gr_gpu_launch_node(gpu_state *g, gpu_variant *v, int index);
-/* The whole forward pass on the plan's streams (input copy, every node, output copy), as run
- * eagerly or recorded by capture. node_events (2 per node) and copy_events (4) are optional
- * timing brackets for the instrumented runs. */
-gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, cudaEvent_t *node_events,
-                                 cudaEvent_t *copy_events);
+/* Launch plan node `index` of instance `inst` on its stream. */
+gr_status gr_gpu_launch_node(gpu_state *g, gpu_variant *v, const gpu_instance *inst, int index);
+/* The whole forward pass of instance `inst` on the plan's streams (input copy, every node, output
+ * copy), as run eagerly or recorded by capture. node_events (2 per node) and copy_events (4) are
+ * optional timing brackets for the instrumented runs. */
+gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, const gpu_instance *inst,
+                                 cudaEvent_t *node_events, cudaEvent_t *copy_events);
 
 /* ---- gpu_weights.c ---- */
 /* Every conv's weights, multipliers and biases in the kernels' layouts, uploaded (build-time
- * copies); sets v->weights and v->nw. */
+ * copies); sets v->weights, v->weights_bytes and v->nw. Once per variant: instances share them. */
 gr_status gr_gpu_upload_weights(gpu_variant *v);
-/* im2col per stream for fp32 convs, split-K workspace per tensor-core conv node. */
+/* im2col per stream for fp32 convs, split-K workspace per tensor-core conv node, for every
+ * instance (sized with instance 0's arguments; its arena and io must be allocated). */
 gr_status gr_gpu_alloc_scratch(gpu_state *g, gpu_variant *v);
 
 /* ---- gpu_error.c ---- */

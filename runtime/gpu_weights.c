@@ -80,7 +80,8 @@ gr_status gr_gpu_upload_weights(gpu_variant *v)
                (size_t)nd->p.filters * sizeof(float));
     }
     gr_status st = GR_OK;
-    cudaError_t err = cudaMalloc((void **)&v->weights, total ? total : 256);
+    v->weights_bytes = total ? total : 256;
+    cudaError_t err = cudaMalloc((void **)&v->weights, v->weights_bytes);
     if (err == cudaSuccess)
         err = cudaMemcpy(v->weights, host, total, cudaMemcpyHostToDevice);
     if (err != cudaSuccess)
@@ -99,7 +100,8 @@ gr_status gr_gpu_upload_weights(gpu_variant *v)
 }
 
 /* im2col per stream for fp32 convs (convs on one stream run one after another); split-K
- * partials and counters per tensor-core conv node, sized by the same arguments it launches with. */
+ * partials and counters per tensor-core conv node, sized by the same arguments it launches with
+ * (instance 0's: every instance has the same shapes). Each instance gets its own. */
 gr_status gr_gpu_alloc_scratch(gpu_state *g, gpu_variant *v)
 {
     const gr_plan *plan = v->plan;
@@ -113,7 +115,7 @@ gr_status gr_gpu_alloc_scratch(gpu_state *g, gpu_variant *v)
         if (nd->kind != GR_OP_CONV || nd->noop)
             continue;
         gpu_conv c;
-        GR_TRY(gr_gpu_conv_args(g, v, i, &c));
+        GR_TRY(gr_gpu_conv_args(g, v, &v->inst[0], i, &c));
         if (!c.tensor_cores) {
             int ok = 1;
             size_t floats = gr_conv_f32_workspace_floats(&c.f32, &ok);
@@ -129,12 +131,19 @@ gr_status gr_gpu_alloc_scratch(gpu_state *g, gpu_variant *v)
             splitk_total = gr_gpu_align(splitk_total + bytes, 256);
         }
     }
+    v->splitk_total = splitk_total;
+    v->im2col_bytes = 0;
     for (int s = 0; s < g->n_streams; s++)
-        if (im2col[s])
-            CUDA_TRY(cudaMalloc((void **)&v->im2col[s], im2col[s] * sizeof(float)));
-    if (splitk_total) {
-        CUDA_TRY(cudaMalloc((void **)&v->splitk, splitk_total));
-        CUDA_TRY(cudaMemset(v->splitk, 0, splitk_total)); /* tile counters start at zero */
+        v->im2col_bytes += im2col[s] * sizeof(float);
+    for (int k = 0; k < v->n_inst; k++) {
+        gpu_instance *inst = &v->inst[k];
+        for (int s = 0; s < g->n_streams; s++)
+            if (im2col[s])
+                CUDA_TRY(cudaMalloc((void **)&inst->im2col[s], im2col[s] * sizeof(float)));
+        if (splitk_total) {
+            CUDA_TRY(cudaMalloc((void **)&inst->splitk, splitk_total));
+            CUDA_TRY(cudaMemset(inst->splitk, 0, splitk_total)); /* tile counters start at 0 */
+        }
     }
     return GR_OK;
 }

@@ -13,13 +13,14 @@
 #include "runtime/gpu_private.h"
 
 /* A plan of one node reading tensor 0 (the network input, in the io block) and writing tensor 1
- * (in the arena), run by a variant whose memory is a fake, aligned device address. */
+ * (in the arena), run by an instance whose memory is a fake, aligned device address. */
 typedef struct one_node {
     gr_plan plan;
     gr_plan_node node;
     gr_plan_tensor t[2];
     gr_plan_buffer buffer;
     gpu_variant v;
+    gpu_instance inst;
     gpu_state g;
     gpu_conv_weights nw;
     size_t splitk_offset, splitk_bytes;
@@ -43,8 +44,9 @@ static void setup(one_node *o, int kind, gr_plan_tensor x, gr_plan_tensor y)
     o->plan = (gr_plan){.n_nodes = 1, .n_tensors = 2, .n_buffers = 1, .nodes = &o->node,
                         .tensors = o->t, .buffers = &o->buffer, .input_tensor = 0};
     o->nw = (gpu_conv_weights){.weights = fake, .bias = (float *)(void *)fake};
-    o->v = (gpu_variant){.plan = &o->plan, .arena = fake, .io = fake, .nw = &o->nw,
-                         .splitk_offset = &o->splitk_offset, .splitk_bytes = &o->splitk_bytes};
+    o->inst = (gpu_instance){.arena = fake, .io = fake};
+    o->v = (gpu_variant){.plan = &o->plan, .nw = &o->nw, .splitk_offset = &o->splitk_offset,
+                         .splitk_bytes = &o->splitk_bytes};
     o->g.n_streams = 1; /* the default stream: nothing is launched */
 }
 
@@ -64,7 +66,7 @@ START_TEST(rejected_maxpool_names_the_failed_check)
     o.node.p.size = 2, o.node.p.stride = 2, o.node.p.pad = 1;
     const char *parts[] = {"plan node 0 (maxpool, layer 3): launch failed: cudaErrorInvalidValue",
                            "; kernels/pool.cu:", "maxpool_args_ok", NULL};
-    expect_message(gr_gpu_launch_node(&o.g, &o.v, 0), GR_ERR_CUDA, parts);
+    expect_message(gr_gpu_launch_node(&o.g, &o.v, &o.inst, 0), GR_ERR_CUDA, parts);
 }
 END_TEST
 
@@ -76,7 +78,7 @@ START_TEST(rejected_conv_names_the_failed_check)
     o.node.p.size = 65, o.node.p.stride = 1, o.node.p.pad = 0, o.node.p.filters = 16;
     const char *parts[] = {"plan node 0 (conv, layer 3): launch failed: cudaErrorInvalidValue",
                            "; kernels/conv_wmma.cu:", "a->ksize <= 64", NULL};
-    expect_message(gr_gpu_launch_node(&o.g, &o.v, 0), GR_ERR_CUDA, parts);
+    expect_message(gr_gpu_launch_node(&o.g, &o.v, &o.inst, 0), GR_ERR_CUDA, parts);
 }
 END_TEST
 
@@ -87,7 +89,7 @@ START_TEST(dtype_without_a_kernel_is_unsupported)
     o.node.p.stride = 2;
     const char *parts[] = {"the GPU engine has no kernel for upsample (layer 3) from u8 to u8",
                            "; kernels/data.cu:", "no kernel for this dtype", NULL};
-    expect_message(gr_gpu_launch_node(&o.g, &o.v, 0), GR_ERR_UNSUPPORTED, parts);
+    expect_message(gr_gpu_launch_node(&o.g, &o.v, &o.inst, 0), GR_ERR_UNSUPPORTED, parts);
 }
 END_TEST
 

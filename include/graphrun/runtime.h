@@ -288,9 +288,11 @@ int gr_engine_inflight(const gr_engine *engine);
 typedef struct gr_engine_memory_info {
     int inflight;                    /* instances */
     size_t weights_bytes;            /* shared by every instance, never duplicated */
-    size_t shared_workspace_bytes;   /* shared scratch (cuBLAS workspaces of the eager path) */
+    size_t cublas_workspace_bytes;   /* every cuBLAS workspace (fp32 on the GPU): one per stream
+                                        for the engine (slot 0, eager runs), and one per stream for
+                                        each slot >= 1, whose graph runs beside the others */
     size_t arena_bytes;              /* per instance: activations */
-    size_t workspace_bytes;          /* per instance: im2col, split-K, cuBLAS workspaces */
+    size_t workspace_bytes;          /* per instance: im2col and split-K scratch */
     size_t io_bytes;                 /* per instance: device input + outputs (GPU) */
     size_t pinned_bytes;             /* per instance: pinned host input + outputs (GPU) */
     size_t total_bytes;              /* device (GPU) or host (CPU) bytes of all of the above */
