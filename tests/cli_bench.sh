@@ -10,8 +10,10 @@ source "$(dirname "$0")/lib/check.sh"
 "$bin" bench --batch 0 >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "^graphrun bench: --batch '0' is not valid" "$tmp/err"; check "bad --batch: exit 2" $?
 "$bin" bench --frobnicate >/dev/null 2>&1; [ $? -eq 2 ]; check "unknown option: exit 2" $?
+"$bin" bench --inflight 9 >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "^graphrun bench: --inflight '9' is not valid" "$tmp/err"; check "bad --inflight: exit 2" $?
 
-args=(--prec fp32,int8 --batch 1,4 --iters 20 --warmup 2)
+args=(--prec fp32,int8 --batch 1,4 --iters 20 --warmup 2 --inflight 2)
 "$bin" bench "${args[@]}" --json "$tmp/a.json" >"$tmp/out" 2>&1
 rc=$?
 if [ $rc -eq 77 ]; then
@@ -24,7 +26,7 @@ fi
 check "graphrun_bench run" $?
 keys() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sorted(d), [sorted(r) for r in d["results"]])' "$1"; }
 [ "$(keys "$tmp/a.json")" = "$(keys "$tmp/b.json")" ]; check "same JSON fields" $?
-python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; assert len(r)==4 and all(x["ok"] and x["output_sane"] and x["images_per_s"]>0 for x in r)' "$tmp/a.json"
-check "4 configurations measured, outputs sane" $?
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; assert len(r)==4 and all(x["ok"] and x["output_sane"] and x["images_per_s"]>0 and x["inflight"]==2 and x["sustained_images_per_s"]>0 and x["device_memory"]["weights"]>0 for x in r)' "$tmp/a.json"
+check "4 configurations measured (2 in flight), outputs sane" $?
 echo "$pass passed, $fails failed"
 [ $fails -eq 0 ]

@@ -7,7 +7,10 @@
  * with the host's monotonic clock: what a caller waits, input copy, compute and output copy
  * included. It reports p50/p99/max/mean, images/s (batch / p50) and the medians of the engine's
  * own time split (gr_engine_timing), checks that the output is finite and not all zero, and
- * compares with the project's targets.
+ * compares with the project's targets. Then sustained throughput: --iters runs round robin over
+ * the engine's --inflight slots (runtime.h "Runs in flight": submit run i after waiting for run
+ * i - N on its slot), images over the wall time of the whole loop; and the engine's device memory
+ * (gr_engine_memory).
  *
  * It uses only include/graphrun/runtime.h. Exit status: 0 all configurations ran, 1 one failed
  * (one line each on stderr, the others still run), 2 bad command line, 77 no CUDA device. */
@@ -39,6 +42,7 @@ typedef struct bench_options {
     int n_batches;
     int iters, warmup;
     int eager; /* 1: use_cuda_graph = 0 */
+    int inflight; /* the engines' slots for the sustained throughput */
     const char *json_path;
 } bench_options;
 
@@ -49,6 +53,8 @@ typedef struct bench_result {
     gr_status status;
     char error[512];
     double p50, p99, max, mean, images_per_s;
+    double sustained_images_per_s; /* runs in flight, round robin over the slots */
+    gr_engine_memory_info memory;
     gr_timing split; /* medians of each component over the timed runs */
     int output_ok;   /* finite and not all zero */
     char device_name[128];
@@ -83,20 +89,25 @@ static const char *prog = "graphrun_bench";
 static void print_help(void)
 {
     printf("usage: %s [--model M] [--prec fp32|fp16|int8|all] [--batch N[,N...]]\n"
-           "         [--iters N] [--warmup N] [--image FILE] [--eager] [--json FILE]\n"
+           "         [--iters N] [--warmup N] [--inflight N] [--image FILE] [--eager]\n"
+           "         [--json FILE]\n"
            "\n"
            "  --model M      built-in model (default yolo = YOLOv2-tiny VOC), synthetic weights\n"
            "  --prec P       precision(s), comma-separated or 'all' (default all)\n"
            "  --batch LIST   batch sizes, comma-separated (default 1)\n"
            "  --iters N      timed runs per configuration (default 1000)\n"
            "  --warmup N     untimed runs first (default 100)\n"
+           "  --inflight N   runs in flight for the sustained throughput, 1..%d (default 1)\n"
            "  --image FILE   input photo, letterboxed and replicated (default %s/dog.jpg)\n"
            "  --eager        build engines without a CUDA graph (use_cuda_graph = 0)\n"
            "  --json FILE    also write the results as JSON\n"
            "\n"
            "Times are host-clock microseconds of synchronous gr_engine_run() calls (input already in the pinned buffer)\n"
            "(input copy, compute, output copy).\n"
-           "Exit: 0 ok, 1 a configuration failed, 2 usage, 77 no GPU.\n", prog, GR_DATA_DIR);
+           "Sustained img/s: --iters runs round robin over --inflight slots (gr_engine_submit /\n"
+           "gr_engine_wait), images over the wall time of the loop.\n"
+           "Exit: 0 ok, 1 a configuration failed, 2 usage, 77 no GPU.\n",
+           prog, GR_MAX_INFLIGHT, GR_DATA_DIR);
 }
 
 static int parse_int(const char *s, int min, int max, int *out)
@@ -160,6 +171,7 @@ static int parse_args(int argc, char **argv, bench_options *o)
     o->n_batches = 1;
     o->iters = 1000;
     o->warmup = 100;
+    o->inflight = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -187,6 +199,8 @@ static int parse_args(int argc, char **argv, bench_options *o)
             ok = parse_int(v, 1, 10000000, &o->iters);
         } else if (strcmp(a, "--warmup") == 0) {
             ok = parse_int(v, 0, 10000000, &o->warmup);
+        } else if (strcmp(a, "--inflight") == 0) {
+            ok = parse_int(v, 1, GR_MAX_INFLIGHT, &o->inflight);
         } else {
             fprintf(stderr, "%s: unknown option '%s' (see --help)\n", prog, a);
             return 2;
@@ -246,6 +260,22 @@ static int outputs_sane(const gr_engine *engine)
     return any_nonzero;
 }
 
+/* `runs` runs round robin over the engine's slots: run i is submitted on slot i % N once run
+ * i - N there is waited for, so up to N runs are in flight. */
+static gr_status round_robin(gr_engine *engine, int runs, bench_result *r)
+{
+    int slots = gr_engine_inflight(engine);
+    gr_status st;
+    for (int i = 0; i < runs + slots; i++) {
+        int slot = i % slots;
+        if (i >= slots && (st = gr_engine_wait(engine, slot)) != GR_OK)
+            return record_failure(r, st, "gr_engine_wait");
+        if (i < runs && (st = gr_engine_submit(engine, slot)) != GR_OK)
+            return record_failure(r, st, "gr_engine_submit");
+    }
+    return GR_OK;
+}
+
 /* Time one (precision, batch). `image_u8` is one letterboxed image of `image_bytes`. */
 static gr_status bench_one(const gr_model *model, const bench_options *o, const uint8_t *image_u8,
                            size_t image_bytes, bench_result *r)
@@ -260,6 +290,7 @@ static gr_status bench_one(const gr_model *model, const bench_options *o, const 
     eo.precision = r->precision;
     eo.batch = r->batch;
     eo.use_cuda_graph = !o->eager;
+    eo.inflight = o->inflight;
     if ((st = gr_engine_build(model, &eo, &engine)) != GR_OK) {
         record_failure(r, st, "building the GPU engine");
         goto done;
@@ -278,12 +309,14 @@ static gr_status bench_one(const gr_model *model, const bench_options *o, const 
         r->status = st;
         goto done;
     }
-    if ((st = gr_engine_input_buffer(engine, 1, &pinned, &pinned_bytes)) != GR_OK) {
-        record_failure(r, st, "gr_engine_input_buffer");
-        goto done;
+    for (int slot = gr_engine_inflight(engine) - 1; slot >= 0; slot--) {
+        if ((st = gr_engine_slot_input(engine, slot, 1, &pinned, &pinned_bytes)) != GR_OK) {
+            record_failure(r, st, "gr_engine_slot_input");
+            goto done;
+        }
+        for (int b = 0; b < r->batch; b++)
+            memcpy((uint8_t *)pinned + (size_t)b * image_bytes, image_u8, image_bytes);
     }
-    for (int b = 0; b < r->batch; b++)
-        memcpy((uint8_t *)pinned + (size_t)b * image_bytes, image_u8, image_bytes);
 
     for (int i = 0; i < o->warmup; i++)
         if ((st = gr_engine_run(engine)) != GR_OK) {
@@ -310,6 +343,18 @@ static gr_status bench_one(const gr_model *model, const bench_options *o, const 
         parts[3 * o->iters + i] = t.end_to_end_us;
     }
     r->output_ok = outputs_sane(engine);
+
+    if ((st = round_robin(engine, o->warmup, r)) != GR_OK)
+        goto done;
+    double t0 = now_us();
+    if ((st = round_robin(engine, o->iters, r)) != GR_OK)
+        goto done;
+    r->sustained_images_per_s = (double)o->iters * r->batch / ((now_us() - t0) * 1e-6);
+    r->output_ok &= outputs_sane(engine);
+    if ((st = gr_engine_memory(engine, &r->memory)) != GR_OK) {
+        record_failure(r, st, "gr_engine_memory");
+        goto done;
+    }
 
     double sum = 0;
     for (int i = 0; i < o->iters; i++)
@@ -360,10 +405,11 @@ static void target_text(const bench_result *r, char *buf, size_t len)
 
 static void print_table(const bench_result *results, int n, const bench_options *o)
 {
-    printf("\n%-5s %5s %9s %9s %9s %9s %10s | %8s %8s %8s %8s | %-14s\n", "prec", "batch", "p50 us",
-           "p99 us", "max us", "mean us", "img/s", "conv", "copy", "compute", "e2e", "target");
+    printf("\n%-5s %5s %9s %9s %9s %9s %10s %10s | %8s %8s %8s %8s | %-14s\n", "prec", "batch",
+           "p50 us", "p99 us", "max us", "mean us", "img/s", "sustained", "conv", "copy", "compute",
+           "e2e", "target");
     printf("---------------------------------------------------------------------------------------"
-           "-------------------------------\n");
+           "------------------------------------------\n");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &results[i];
         if (r->status != GR_OK) {
@@ -372,15 +418,26 @@ static void print_table(const bench_result *results, int n, const bench_options 
         }
         char target[32];
         target_text(r, target, sizeof target);
-        printf("%-5s %5d %9.1f %9.1f %9.1f %9.1f %10.0f | %8.1f %8.1f %8.1f %8.1f | %-14s%s\n",
+        printf("%-5s %5d %9.1f %9.1f %9.1f %9.1f %10.0f %10.0f | %8.1f %8.1f %8.1f %8.1f | %-14s%s\n",
                gr_precision_name(r->precision), r->batch, r->p50, r->p99, r->max, r->mean,
-               r->images_per_s, r->split.convert_us, r->split.copy_us, r->split.compute_us,
+               r->images_per_s, r->sustained_images_per_s, r->split.convert_us, r->split.copy_us, r->split.compute_us,
                r->split.end_to_end_us, target, r->output_ok ? "" : "  OUTPUT NOT SANE");
     }
     printf("host clock around synchronous gr_engine_run (H2D copy + compute + D2H copy), %d runs after %d "
-           "warm-up;\nconv/copy/compute/e2e: medians of the engine's own split (gr_engine_timing)"
-           "%s\n",
-           o->iters, o->warmup, o->eager ? "; eager (no CUDA graph)" : "");
+           "warm-up;\nsustained: img/s of %d runs round robin over %d in flight; conv/copy/compute/"
+           "e2e: medians of the engine's own split (gr_engine_timing)%s\n",
+           o->iters, o->warmup, o->iters, o->inflight, o->eager ? "; eager (no CUDA graph)" : "");
+    for (int i = 0; i < n; i++) {
+        const gr_engine_memory_info *m = &results[i].memory;
+        if (results[i].status == GR_OK)
+            printf("%-5s %5d device memory: weights %.2f MiB (shared), per instance: arena %.2f + "
+                   "scratch %.2f + io %.2f MiB; cuBLAS %.1f MiB; total %.2f MiB for %d in flight\n",
+                   gr_precision_name(results[i].precision), results[i].batch,
+                   (double)m->weights_bytes / 1048576.0, (double)m->arena_bytes / 1048576.0,
+                   (double)m->workspace_bytes / 1048576.0, (double)m->io_bytes / 1048576.0,
+                   (double)m->cublas_workspace_bytes / 1048576.0,
+                   (double)m->total_bytes / 1048576.0, m->inflight);
+    }
 }
 
 static int write_json(const char *path, const bench_options *o, const char *model_name,
@@ -401,9 +458,9 @@ static int write_json(const char *path, const bench_options *o, const char *mode
     gr_cli_json_string(f, model_name);
     fprintf(f, ", \"image\": ");
     gr_cli_json_string(f, o->image);
-    fprintf(f, ", \"iters\": %d, \"warmup\": %d, \"cuda_graph\": %s, \"clock\": \"host monotonic, "
-               "synchronous gr_engine_run\",\n \"results\": [",
-            o->iters, o->warmup, o->eager ? "false" : "true");
+    fprintf(f, ", \"iters\": %d, \"warmup\": %d, \"inflight\": %d, \"cuda_graph\": %s, \"clock\": "
+               "\"host monotonic, synchronous gr_engine_run\",\n \"results\": [",
+            o->iters, o->warmup, o->inflight, o->eager ? "false" : "true");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &results[i];
         fprintf(f, "%s\n  {\"precision\": \"%s\", \"batch\": %d, ", i ? "," : "",
@@ -424,6 +481,12 @@ static int write_json(const char *path, const bench_options *o, const char *mode
                 r->p50, r->p99, r->max, r->mean, r->images_per_s, r->split.convert_us,
                 r->split.copy_us, r->split.compute_us, r->split.end_to_end_us,
                 r->output_ok ? "true" : "false");
+        fprintf(f, ", \"inflight\": %d, \"sustained_images_per_s\": %.1f, \"device_memory\": "
+                   "{\"weights\": %zu, \"arena_per_instance\": %zu, \"workspace_per_instance\": "
+                   "%zu, \"io_per_instance\": %zu, \"cublas_workspace\": %zu, \"total\": %zu}",
+                r->memory.inflight, r->sustained_images_per_s, r->memory.weights_bytes,
+                r->memory.arena_bytes, r->memory.workspace_bytes, r->memory.io_bytes,
+                r->memory.cublas_workspace_bytes, r->memory.total_bytes);
         if (lat > 0)
             fprintf(f, ", \"target_p50_us_max\": %.0f, \"target_met\": %s", lat,
                     r->p50 <= lat ? "true" : "false");
@@ -514,9 +577,10 @@ int gr_bench_main(const char *program, int argc, char **argv)
                                 "zero\n", prog, gr_precision_name(r->precision), r->batch);
                 failures++;
             }
-            printf("%s batch %d on %s: p50 %.1f us, %.0f images/s\n",
+            printf("%s batch %d on %s: p50 %.1f us, %.0f images/s; %.0f images/s sustained with %d "
+                   "in flight\n",
                    gr_precision_name(r->precision), r->batch, r->device_name, r->p50,
-                   r->images_per_s);
+                   r->images_per_s, r->sustained_images_per_s, o.inflight);
             fflush(stdout);
         }
     if (measured > 0)
