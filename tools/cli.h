@@ -49,6 +49,7 @@ typedef struct gr_cli_options {
     const char *input_list; /* --input-list FILE: one image path per line (streamed) */
     int threads;          /* decoding threads when streaming; 0 = one per core */
     int eager;            /* --eager: run the plan without the CUDA graph (use_cuda_graph = 0) */
+    int inflight;         /* engine slots (runs in flight); set by the streaming path, 0 = 1 */
 } gr_cli_options;
 
 /* Parse the detection command's arguments (argv[0] is the program). Returns 0, or GR_EXIT_USAGE
@@ -56,7 +57,7 @@ typedef struct gr_cli_options {
 int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t errlen);
 
 /* Shared by the detect paths: load the model and build the engine that `o` asks for, printing
- * the notices (model, synthetic weights, CPU fallback, device) on stderr. Returns an exit code;
+ * the notices (model, synthetic weights, CPU fallback, device, the GPU's memory) on stderr. Returns an exit code;
  * on failure the error line is printed and nothing is left to free. */
 int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, gr_model_info *info);
 

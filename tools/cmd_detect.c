@@ -154,6 +154,7 @@ int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, g
     eo.tf32 = o->tf32;
     eo.fp16_accumulate = o->fp16_accumulate;
     eo.use_cuda_graph = !o->eager;
+    eo.inflight = o->inflight > 0 ? o->inflight : 1;
     if (o->device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
         fprintf(stderr, "graphrun: no CUDA device visible: running the CPU reference (slow)\n");
     st = gr_engine_build(*model, &eo, engine);
@@ -168,6 +169,13 @@ int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, g
     fprintf(stderr, "graphrun: device %s, precision %s, batch %d%s\n",
             gr_engine_device_name(*engine), gr_precision_name(o->precision), o->batch,
             o->eager && gr_engine_device(*engine) == GR_DEVICE_GPU ? ", eager (no CUDA graph)" : "");
+    gr_engine_memory_info mem;
+    if (gr_engine_device(*engine) == GR_DEVICE_GPU && gr_engine_memory(*engine, &mem) == GR_OK)
+        fprintf(stderr, "graphrun: device memory %.1f MiB: weights %.1f MiB (shared), per run in "
+                        "flight %.1f MiB (activations, scratch, io) x %d, cuBLAS %.1f MiB\n",
+                (double)mem.total_bytes / 1048576.0, (double)mem.weights_bytes / 1048576.0,
+                (double)(mem.arena_bytes + mem.workspace_bytes + mem.io_bytes) / 1048576.0,
+                mem.inflight, (double)mem.cublas_workspace_bytes / 1048576.0);
     if (gr_engine_device(*engine) == GR_DEVICE_CPU && o->precision != GR_PREC_FP32)
         fprintf(stderr, "graphrun: %s on the CPU emulates the GPU's arithmetic: slow, for checking "
                         "numbers, not speed\n", gr_precision_name(o->precision));

@@ -1,9 +1,12 @@
 /* `graphrun --input DIR` / `--input-list FILE`: detection over many images, streamed.
  *
- * Worker threads decode and letterbox images straight into one of two batch buffers while the
- * main thread runs the engine on the other (double buffering): image i belongs to batch
- * i / batch, which lives in buffer (i / batch) % 2, so a worker may fill batch k+1 while batch k
- * runs, and waits only when it is two batches ahead. Images are claimed in order from a shared
+ * The engine is built with two runs in flight (runtime.h, "Runs in flight"), and its two slots'
+ * input buffers (pinned memory on the GPU) are the batch buffers: worker threads decode and
+ * letterbox images straight into them (no copy). Image i belongs to batch i / batch, which lives
+ * in slot (i / batch) % 2. The main thread submits batch k as soon as it is decoded, then waits for
+ * batch k-1 and reports it and hands its buffer to batch k+1: so decoding batch k+1, the copy and
+ * compute of batch k and the detection decoding of batch k-1 overlap. A worker waits only when it
+ * is two batches ahead. Images are claimed in order from a shared
  * counter, so the buffers fill front to back. Results leave as JSON Lines, one object per image
  * in input order, flushed after each batch. A file that fails to read or decode gets
  * {"input": ..., "error": ...} and a grey slot in its batch; the rest go on, and the exit status
@@ -139,7 +142,7 @@ typedef struct image_slot {
 typedef struct batch_buffer {
     int batch_index;     /* which batch this buffer holds (or is being filled with) */
     int filled;          /* slots of that batch finished */
-    void *input;         /* batch images, uint8 HWC or float CHW */
+    void *input;         /* the engine slot's input: batch images, uint8 HWC or float CHW */
     image_slot *slots;
 } batch_buffer;
 
@@ -222,13 +225,13 @@ static void progress(int done, int total, double elapsed)
             done, total, elapsed > 0 ? done / elapsed : 0.0);
 }
 
-/* Run batch k (in b), print its JSON lines. Returns an exit code (failures of the engine stop
- * everything; a bad image only counts in *failed). */
-static int run_batch(const gr_cli_options *o, pipeline *p, gr_model *model, gr_engine *engine,
-                     batch_buffer *b, int *failed)
+/* Wait for the run of batch b->batch_index (on engine slot batch_index % 2), print its JSON
+ * lines. Returns an exit code (failures of the engine stop everything; a bad image only counts
+ * in *failed). */
+static int report_batch(const gr_cli_options *o, pipeline *p, gr_model *model, gr_engine *engine,
+                        batch_buffer *b, int *failed)
 {
-    gr_status st = p->use_u8 ? gr_engine_run_u8(engine, b->input)
-                             : gr_engine_run_f32(engine, b->input);
+    gr_status st = gr_engine_wait(engine, b->batch_index % 2);
     if (st != GR_OK)
         return gr_cli_fail(st, "run");
     gr_model_info info;
@@ -266,16 +269,31 @@ static int run_batch(const gr_cli_options *o, pipeline *p, gr_model *model, gr_e
     return GR_EXIT_OK;
 }
 
+/* Hand batch k's buffer to batch k + 2 (or stop the workers after a failure). */
+static void release_buffer(pipeline *p, batch_buffer *b, int k, int rc)
+{
+    pthread_mutex_lock(&p->lock);
+    b->batch_index = k + 2;
+    b->filled = 0;
+    if (rc != GR_EXIT_OK)
+        p->stop = 1;
+    pthread_cond_broadcast(&p->changed);
+    pthread_mutex_unlock(&p->lock);
+}
+
 static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model *model,
                         gr_engine *engine, const gr_model_info *info)
 {
     pipeline p = {.list = list, .batch = o->batch, .net_w = info->width, .net_h = info->height};
     p.use_u8 = gr_engine_device(engine) == GR_DEVICE_GPU;
     p.per_image = (size_t)info->channels * (size_t)info->width * (size_t)info->height;
-    size_t elem = p.use_u8 ? 1 : sizeof(float);
-    for (int k = 0; k < 2; k++) {
+    int rc = GR_EXIT_OK;
+    for (int k = 0; k < 2 && rc == GR_EXIT_OK; k++) {
+        size_t bytes;
+        gr_status st = gr_engine_slot_input(engine, k, p.use_u8, &p.buf[k].input, &bytes);
+        if (st != GR_OK)
+            rc = gr_cli_fail(st, "the engine's input buffers");
         p.buf[k].batch_index = k;
-        p.buf[k].input = calloc(p.per_image * (size_t)o->batch, elem);
         p.buf[k].slots = calloc((size_t)o->batch, sizeof(image_slot));
     }
     int threads = o->threads;
@@ -286,16 +304,16 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
     if (threads > list->n)
         threads = list->n;
     pthread_t *tids = calloc((size_t)threads, sizeof *tids);
-    int rc = GR_EXIT_OK;
-    if (!p.buf[0].input || !p.buf[1].input || !p.buf[0].slots || !p.buf[1].slots || !tids) {
+    if (rc == GR_EXIT_OK && (!p.buf[0].slots || !p.buf[1].slots || !tids)) {
         fprintf(stderr, "graphrun: out of memory for two batches of %d images\n", o->batch);
         rc = GR_EXIT_OOM;
-        goto out;
     }
+    if (rc != GR_EXIT_OK)
+        goto out;
     pthread_mutex_init(&p.lock, NULL);
     pthread_cond_init(&p.changed, NULL);
-    fprintf(stderr, "graphrun: %d images, %d decoding threads, batches of %d\n", list->n, threads,
-            o->batch);
+    fprintf(stderr, "graphrun: %d images, %d decoding threads, batches of %d, 2 in flight\n",
+            list->n, threads, o->batch);
     int started = 0;
     double t0 = now_s();
     for (; started < threads; started++)
@@ -307,23 +325,28 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
     }
     int show_progress = isatty(STDERR_FILENO), failed = 0;
     int n_batches = (list->n + o->batch - 1) / o->batch;
-    for (int k = 0; k < n_batches && rc == GR_EXIT_OK; k++) {
-        batch_buffer *b = &p.buf[k % 2];
-        pthread_mutex_lock(&p.lock);
-        while (b->filled < batch_size(&p, k))
-            pthread_cond_wait(&p.changed, &p.lock);
-        pthread_mutex_unlock(&p.lock);
-        rc = run_batch(o, &p, model, engine, b, &failed);
-        /* Hand the buffer to batch k + 2. */
-        pthread_mutex_lock(&p.lock);
-        b->batch_index = k + 2;
-        b->filled = 0;
-        if (rc != GR_EXIT_OK)
-            p.stop = 1;
-        pthread_cond_broadcast(&p.changed);
-        pthread_mutex_unlock(&p.lock);
+    /* Submit batch k once decoded, then report batch k - 1 (k = n_batches: the last one). */
+    for (int k = 0; k <= n_batches && rc == GR_EXIT_OK; k++) {
+        if (k < n_batches) {
+            batch_buffer *b = &p.buf[k % 2];
+            pthread_mutex_lock(&p.lock);
+            while (b->filled < batch_size(&p, k))
+                pthread_cond_wait(&p.changed, &p.lock);
+            pthread_mutex_unlock(&p.lock);
+            gr_status st = gr_engine_submit(engine, k % 2);
+            if (st != GR_OK) {
+                rc = gr_cli_fail(st, "run");
+                release_buffer(&p, b, k, rc);
+                break;
+            }
+        }
+        if (k == 0)
+            continue;
+        batch_buffer *done = &p.buf[(k - 1) % 2];
+        rc = report_batch(o, &p, model, engine, done, &failed);
+        release_buffer(&p, done, k - 1, rc);
         if (show_progress)
-            progress(k * o->batch + batch_size(&p, k), list->n, now_s() - t0);
+            progress((k - 1) * o->batch + batch_size(&p, k - 1), list->n, now_s() - t0);
     }
     for (int t = 0; t < started; t++)
         pthread_join(tids[t], NULL);
@@ -341,10 +364,8 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
         rc = failed ? GR_EXIT_INPUT : GR_EXIT_OK;
     }
 out:
-    for (int k = 0; k < 2; k++) {
-        free(p.buf[k].input);
+    for (int k = 0; k < 2; k++)
         free(p.buf[k].slots);
-    }
     free(tids);
     return rc;
 }
@@ -367,7 +388,9 @@ int gr_cli_detect_stream(const gr_cli_options *o)
     gr_model *model = NULL;
     gr_engine *engine = NULL;
     gr_model_info info;
-    if (rc == GR_EXIT_OK && (rc = gr_cli_open(o, &model, &engine, &info)) == GR_EXIT_OK)
+    gr_cli_options streaming = *o;
+    streaming.inflight = 2; /* the two batch buffers are the engine's two slots */
+    if (rc == GR_EXIT_OK && (rc = gr_cli_open(&streaming, &model, &engine, &info)) == GR_EXIT_OK)
         rc = run_pipeline(o, &list, model, engine, &info);
     gr_engine_destroy(engine);
     gr_model_destroy(model);
