@@ -218,23 +218,23 @@ __global__ void __launch_bounds__(kThreads) k_conv_first(const FirstParams p)
         }
         const size_t dst = (static_cast<size_t>(img * map_h + y) * map_w + x) * p.out_c_stride +
                            p.out_c_offset + g0;
+        /* Packed by value into words (no addressable byte array: that would be local memory). */
+        static_assert(kGroup == 4, "one 32-bit word of int8, two of f16");
         if (Math::is_i8) {
-            alignas(4) signed char v[kGroup];
+            unsigned w = 0u;
 #pragma unroll
             for (int f = 0; f < kGroup; ++f) {
                 int q = __float2int_rn(out[f] * p.out_inv_scale);
                 q = q < -127 ? -127 : (q > 127 ? 127 : q);
-                v[f] = static_cast<signed char>(q);
+                w |= (static_cast<unsigned>(q) & 0xffu) << (8 * f);
             }
-            *reinterpret_cast<unsigned *>(static_cast<signed char *>(p.out) + dst) =
-                *reinterpret_cast<const unsigned *>(v);
+            *reinterpret_cast<unsigned *>(static_cast<signed char *>(p.out) + dst) = w;
         } else {
-            alignas(8) __half v[kGroup];
-#pragma unroll
-            for (int f = 0; f < kGroup; ++f)
-                v[f] = __float2half_rn(out[f]);
-            *reinterpret_cast<uint2 *>(static_cast<__half *>(p.out) + dst) =
-                *reinterpret_cast<const uint2 *>(v);
+            const unsigned lo = static_cast<unsigned>(__half_as_ushort(__float2half_rn(out[0]))) |
+                                static_cast<unsigned>(__half_as_ushort(__float2half_rn(out[1]))) << 16;
+            const unsigned hi = static_cast<unsigned>(__half_as_ushort(__float2half_rn(out[2]))) |
+                                static_cast<unsigned>(__half_as_ushort(__float2half_rn(out[3]))) << 16;
+            *reinterpret_cast<uint2 *>(static_cast<__half *>(p.out) + dst) = make_uint2(lo, hi);
         }
     }
 }
