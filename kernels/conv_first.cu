@@ -47,16 +47,6 @@ struct FirstParams {
     int patch_h, patch_w; /* input pixels a block stages */
 };
 
-__device__ __forceinline__ float activate(float y, int act)
-{
-    switch (act) {
-    case GR_CONV_ACT_LEAKY: return y > 0.0f ? y : 0.1f * y;
-    case GR_CONV_ACT_RELU: return y > 0.0f ? y : 0.0f;
-    case GR_CONV_ACT_LOGISTIC: return 1.0f / (1.0f + expf(-y));
-    default: return y;
-    }
-}
-
 /* INT8: words of 4 quantized channels, dp4a, int32 sums. */
 struct I8Math {
     using Acc = int;
@@ -210,7 +200,7 @@ __global__ void __launch_bounds__(kThreads) k_conv_first(const FirstParams p)
                     continue;
                 const float a = static_cast<float>(acc[q][f]);
                 const float b = p.bias ? p.bias[n] : 0.0f;
-                const float v = activate(p.mul ? fmaf(a, p.mul[n], b) : a + b, p.activation);
+                const float v = gr_conv_activate(p.mul ? fmaf(a, p.mul[n], b) : a + b, p.activation);
                 out[f] = v > out[f] ? v : out[f];
             }
             if (n >= p.out_c)

@@ -93,16 +93,6 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
 #endif
 }
 
-__device__ __forceinline__ float activate(float y, int act)
-{
-    switch (act) {
-    case GR_CONV_ACT_LEAKY: return y > 0.0f ? y : 0.1f * y;
-    case GR_CONV_ACT_RELU: return y > 0.0f ? y : 0.0f;
-    case GR_CONV_ACT_LOGISTIC: return 1.0f / (1.0f + expf(-y));
-    default: return y;
-    }
-}
-
 __device__ __forceinline__ float acc_to_float(float a)
 {
     return a;
@@ -121,7 +111,7 @@ __device__ __forceinline__ float epilogue(const ConvParams &p, float acc, int n)
 {
     const float b = p.bias ? p.bias[n] : 0.0f;
     const float y = p.mul ? fmaf(acc, p.mul[n], b) : acc + b;
-    return activate(y, p.activation);
+    return gr_conv_activate(y, p.activation);
 }
 
 __device__ __forceinline__ signed char to_i8(float y, float inv_scale)
@@ -389,7 +379,7 @@ __device__ __forceinline__ void store_nhwc(const ConvParams &p, const Acc *sC, i
             const Acc *acc = sC + (r0 + q) * LDC + c0; /* scalar reads: no local copy */
 #pragma unroll
             for (int e = 0; e < V; ++e) {
-                const float v = activate(fmaf(acc_to_float(acc[e]), mul[e], bias[e]), p.activation);
+                const float v = gr_conv_activate(fmaf(acc_to_float(acc[e]), mul[e], bias[e]), p.activation);
                 y[e] = v > y[e] ? v : y[e];
             }
         }
