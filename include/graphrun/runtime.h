@@ -207,7 +207,8 @@ typedef struct gr_engine_options {
     int nonfinite_is_error;  /* 1: a synchronous run whose outputs hold NaN/Inf returns
                                 GR_ERR_NUMERIC (outputs still readable); 0 default: GR_OK, ask
                                 gr_engine_output_nonfinite() */
-    int inflight;            /* runs that may be in flight at once, 1..GR_MAX_INFLIGHT; 1 default.
+    int inflight;            /* runs that may be in flight at once, 1..GR_MAX_INFLIGHT; 1 default
+                                (0 is taken as 1).
                                 Each is an instance with its own activations, device io, pinned
                                 host buffers, scratch, stream and captured graph; the weights are
                                 shared. See "Runs in flight" below. */
@@ -273,8 +274,9 @@ gr_status gr_engine_run_async(gr_engine *engine, void *cuda_stream, void *done_e
  *   submitted on the slot.
  * - A slot number outside 0..inflight-1 is GR_ERR_INVALID_ARGUMENT. The thread rule is
  *   unchanged: one thread at a time per engine, submit and wait included.
- * - gr_engine_run and gr_engine_input_buffer are slot 0 (GR_ERR_STATE while slot 0 is in flight);
- *   gr_engine_run_async uses slot 0's graph. Results equal a serial run's, bit for bit. */
+ * - gr_engine_run* and gr_engine_input_buffer are slot 0 (a synchronous run is GR_ERR_STATE
+ *   while slot 0 is in flight); gr_engine_run_async uses slot 0's graph. Results equal a serial
+ *   run's, bit for bit. */
 gr_status gr_engine_slot_input(gr_engine *engine, int slot, int u8, void **buffer, size_t *bytes);
 gr_status gr_engine_submit(gr_engine *engine, int slot);
 gr_status gr_engine_wait(gr_engine *engine, int slot);
@@ -293,9 +295,11 @@ typedef struct gr_engine_memory_info {
                                         each slot >= 1, whose graph runs beside the others */
     size_t arena_bytes;              /* per instance: activations */
     size_t workspace_bytes;          /* per instance: im2col and split-K scratch */
-    size_t io_bytes;                 /* per instance: device input + outputs (GPU) */
-    size_t pinned_bytes;             /* per instance: pinned host input + outputs (GPU) */
-    size_t total_bytes;              /* device (GPU) or host (CPU) bytes of all of the above */
+    size_t io_bytes;                 /* per instance: device input + outputs (CPU: the slot's host
+                                        input buffers and outputs) */
+    size_t pinned_bytes;             /* per instance: pinned host input + outputs (GPU only) */
+    size_t total_bytes;              /* device (GPU) or host (CPU) bytes of all of the above,
+                                        every instance and input type; pinned memory not included */
 } gr_engine_memory_info;
 
 gr_status gr_engine_memory(const gr_engine *engine, gr_engine_memory_info *info);
