@@ -151,8 +151,9 @@ extern "C" cudaError_t gr_launch_yolo(gr_dtype dtype, const void *in, void *out,
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t gr_launch_softmax(gr_dtype dtype, const void *in, gr_kview in_view, void *out,
-                                         gr_kview out_view, int groups, cudaStream_t stream)
+extern "C" cudaError_t gr_launch_softmax(gr_dtype dtype, const void *in, gr_kview in_view,
+                                         void *out, gr_kview out_view, int groups,
+                                         cudaStream_t stream)
 {
     if (dtype != GR_DTYPE_F32)
         return no_kernel(__FILE__, __LINE__, "gr_launch_softmax");

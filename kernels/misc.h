@@ -35,7 +35,8 @@
  *     leaky y > 0 ? y : (float)(0.1 * (double)y) (NOTE: not the conv epilogue's 0.1f*y of
  *     planner/plan.h, which differs in the last bit for some y), relu y * (y > 0), logistic (float)(1./(1.+exp(-(double)y))),
  *     mish y*tanhf(softplus(y)) with Darknet's threshold 20, swish y * logistic(y).
- *   - region/yolo/softmax: Darknet's CPU arithmetic: logistic as 1/(1+exp(-x)) in double rounded to f32;
+ *   - region/yolo/softmax: Darknet's CPU arithmetic: logistic as 1/(1+exp(-x)) in double rounded
+ *     to f32;
  *     softmax e_i = (float)exp((double)(x_i - max)), sum sequential in f32, out = e_i / sum.
  *
  * Launchers take a cudaStream_t, launch (never allocate or synchronize) and return
@@ -133,8 +134,8 @@ cudaError_t gr_launch_convert(gr_dtype from, gr_dtype to, const void *in, gr_kvi
 
 /* ---- detection heads and softmax (head.cu): f32 NCHW, out may equal in (in place) -----------
  * region (dense): c = num*(coords+1+classes); per anchor a, channel a*(coords+1+classes)+e:
- * logistic on e = 0, 1 (x, y) and e = coords (objectness); classes e = coords+1 ...: softmax per cell if
- * softmax, else logistic (Darknet's forward_region_layer CPU path); w, h copied raw. */
+ * logistic on e = 0, 1 (x, y) and e = coords (objectness); classes e = coords+1 ...: softmax per
+ * cell if softmax, else logistic (Darknet's forward_region_layer CPU path); w, h copied raw. */
 cudaError_t gr_launch_region(gr_dtype dtype, const void *in, void *out, int n, int h, int w,
                              int num, int coords, int classes, int softmax, cudaStream_t stream);
 /* yolo (dense): c = n_anchors*(5+classes); logistic on e = 0, 1 and e >= 4; w, h copied raw. */

@@ -38,7 +38,8 @@ static gr_status create_cublas(gpu_state *g, int s)
     /* Stream first: cublasSetStream resets the workspace to cuBLAS's own pool, which would
      * then allocate inside graph capture. */
     if (cublasSetStream(g->cublas[s], g->streams[s]) != CUBLAS_STATUS_SUCCESS ||
-        cublasSetWorkspace(g->cublas[s], g->cublas_ws[s], cublas_ws_bytes) != CUBLAS_STATUS_SUCCESS) {
+        cublasSetWorkspace(g->cublas[s], g->cublas_ws[s], cublas_ws_bytes) !=
+            CUBLAS_STATUS_SUCCESS) {
         cublasDestroy(g->cublas[s]);
         g->cublas[s] = NULL;
         return gr_fail(GR_ERR_CUBLAS, "cublasSetStream/cublasSetWorkspace failed");

@@ -1,7 +1,8 @@
 /* Device memory a variant needs besides its arena: every conv's weights in its kernel's layout
- * (f32, and [connected]: the planner's folded weights as they are, for cuBLAS; f16 / i8: channels-last re-layout
- * of runtime/conv_weights.h, int8 values and scales from the planner's quantizer), the int8
- * multipliers m[c] = s_in * s_w[c], the biases; and the scratch of the conv kernels. */
+ * (f32, and [connected]: the planner's folded weights as they are, for cuBLAS; f16 / i8:
+ * channels-last re-layout of runtime/conv_weights.h, int8 values and scales from the planner's
+ * quantizer), the int8 multipliers m[c] = s_in * s_w[c], the biases; and the scratch of the conv
+ * kernels. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -5,7 +5,8 @@
  * Networks: small cfgs written here (synthetic weights), batch 2 (two different random images),
  *   A: conv(bn, leaky) -> maxpool -> conv(relu) -> connected(32, leaky) -> connected(10, linear)
  *      -> softmax(groups 2): the connected input is a flattened 8x9x10 map;
- *   B: conv(bn, leaky) -> maxpool -> conv 1x1 (10 filters) -> avgpool -> softmax (darknet19's tail).
+ *   B: conv(bn, leaky) -> maxpool -> conv 1x1 (10 filters) -> avgpool -> softmax (darknet19's
+ *      tail).
  * The outputs are probabilities (in [0, 1], each group summing to 1), compared in absolute terms:
  *   fp32 GPU vs fp32 CPU <= 1e-5: cuBLAS sums in another order (~1e-7 relative per layer);
  *   fp16 / int8 GPU vs the CPU engine of the same precision (the planner's emulation, same
@@ -41,7 +42,8 @@ typedef struct net_case {
 
 static const net_case nets[] = {
     {"connected", "[net]\nwidth=20\nheight=18\nchannels=3\n"
-                  "[convolutional]\nbatch_normalize=1\nfilters=16\nsize=3\npad=1\nactivation=leaky\n"
+                  "[convolutional]\nbatch_normalize=1\nfilters=16\nsize=3\npad=1\n"
+                  "activation=leaky\n"
                   "[maxpool]\nsize=2\nstride=2\n"
                   "[convolutional]\nfilters=8\nsize=3\npad=1\nactivation=relu\n"
                   "[connected]\noutput=32\nactivation=leaky\n"
@@ -49,7 +51,8 @@ static const net_case nets[] = {
                   "[softmax]\ngroups=2\n",
      2},
     {"avgpool", "[net]\nwidth=20\nheight=18\nchannels=3\n"
-                "[convolutional]\nbatch_normalize=1\nfilters=16\nsize=3\npad=1\nactivation=leaky\n"
+                "[convolutional]\nbatch_normalize=1\nfilters=16\nsize=3\npad=1\n"
+                "activation=leaky\n"
                 "[maxpool]\nsize=2\nstride=2\n"
                 "[convolutional]\nfilters=10\nsize=1\nstride=1\nactivation=linear\n"
                 "[avgpool]\n"
@@ -157,8 +160,9 @@ START_TEST(classifier_tail_matches_cpu)
                gr_precision_name(prec), d_ref, gr_precision_name(prec), d_same);
         /* Print every precision before failing. */
         if (d_ref > vs_fp32[p] || d_same > vs_same[p])
-            snprintf(failure, sizeof failure, "%s %s: %g vs fp32 (limit %g), %g vs the CPU (limit %g)",
-                     nc->name, gr_precision_name(prec), d_ref, vs_fp32[p], d_same, vs_same[p]);
+            snprintf(failure, sizeof failure,
+                     "%s %s: %g vs fp32 (limit %g), %g vs the CPU (limit %g)", nc->name,
+                     gr_precision_name(prec), d_ref, vs_fp32[p], d_same, vs_same[p]);
         free(gpu);
         free(cpu);
     }

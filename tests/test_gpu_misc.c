@@ -972,7 +972,7 @@ START_TEST(head_activations_in_place)
 }
 END_TEST
 
-/* ---- [softmax] ---------------------------------------------------------------------------------- */
+/* ---- [softmax] ------------------------------------------------------------------------------- */
 
 /* The op's CPU reference (ops/softmax.c) on a dense copy of the input slice, written back into
  * the output slice: an image's c*h*w values are contiguous in f32 NCHW. */

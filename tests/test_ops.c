@@ -166,7 +166,8 @@ START_TEST(test_op_flags)
     ck_assert(gr_op_has(GR_OP_CONNECTED, GR_OPF_GPU_F32) &&
               !gr_op_has(GR_OP_CONNECTED, GR_OPF_GPU_F16) &&
               !gr_op_has(GR_OP_CONNECTED, GR_OPF_GPU_I8));
-    ck_assert(gr_op_has(GR_OP_SOFTMAX, GR_OPF_GPU_F32) && !gr_op_has(GR_OP_SOFTMAX, GR_OPF_GPU_F16));
+    ck_assert(gr_op_has(GR_OP_SOFTMAX, GR_OPF_GPU_F32) &&
+              !gr_op_has(GR_OP_SOFTMAX, GR_OPF_GPU_F16));
     ck_assert(gr_op_has(GR_OP_YOLO, GR_OPF_GPU_F32) && !gr_op_has(GR_OP_YOLO, GR_OPF_GPU_F16));
     ck_assert(gr_op_has(GR_OP_CONV, GR_OPF_GPU_F32 | GR_OPF_GPU_F16 | GR_OPF_GPU_I8));
     /* Every flag set at once is asked for all of them; kinds outside the table have none. */
