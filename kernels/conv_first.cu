@@ -47,16 +47,6 @@ struct FirstParams {
     int patch_h, patch_w; /* input pixels a block stages */
 };
 
-__device__ __forceinline__ float activate(float y, int act)
-{
-    switch (act) {
-    case GR_CONV_ACT_LEAKY: return y > 0.0f ? y : 0.1f * y;
-    case GR_CONV_ACT_RELU: return y > 0.0f ? y : 0.0f;
-    case GR_CONV_ACT_LOGISTIC: return 1.0f / (1.0f + expf(-y));
-    default: return y;
-    }
-}
-
 /* INT8: words of 4 quantized channels, dp4a, int32 sums. */
 struct I8Math {
     using Acc = int;
@@ -210,7 +200,7 @@ __global__ void __launch_bounds__(kThreads) k_conv_first(const FirstParams p)
                     continue;
                 const float a = static_cast<float>(acc[q][f]);
                 const float b = p.bias ? p.bias[n] : 0.0f;
-                const float v = activate(p.mul ? fmaf(a, p.mul[n], b) : a + b, p.activation);
+                const float v = gr_conv_activate(p.mul ? fmaf(a, p.mul[n], b) : a + b, p.activation);
                 out[f] = v > out[f] ? v : out[f];
             }
             if (n >= p.out_c)
@@ -218,23 +208,23 @@ __global__ void __launch_bounds__(kThreads) k_conv_first(const FirstParams p)
         }
         const size_t dst = (static_cast<size_t>(img * map_h + y) * map_w + x) * p.out_c_stride +
                            p.out_c_offset + g0;
+        /* Packed by value into words (no addressable byte array: that would be local memory). */
+        static_assert(kGroup == 4, "one 32-bit word of int8, two of f16");
         if (Math::is_i8) {
-            alignas(4) signed char v[kGroup];
+            unsigned w = 0u;
 #pragma unroll
             for (int f = 0; f < kGroup; ++f) {
                 int q = __float2int_rn(out[f] * p.out_inv_scale);
                 q = q < -127 ? -127 : (q > 127 ? 127 : q);
-                v[f] = static_cast<signed char>(q);
+                w |= (static_cast<unsigned>(q) & 0xffu) << (8 * f);
             }
-            *reinterpret_cast<unsigned *>(static_cast<signed char *>(p.out) + dst) =
-                *reinterpret_cast<const unsigned *>(v);
+            *reinterpret_cast<unsigned *>(static_cast<signed char *>(p.out) + dst) = w;
         } else {
-            alignas(8) __half v[kGroup];
-#pragma unroll
-            for (int f = 0; f < kGroup; ++f)
-                v[f] = __float2half_rn(out[f]);
-            *reinterpret_cast<uint2 *>(static_cast<__half *>(p.out) + dst) =
-                *reinterpret_cast<const uint2 *>(v);
+            const unsigned lo = static_cast<unsigned>(__half_as_ushort(__float2half_rn(out[0]))) |
+                                static_cast<unsigned>(__half_as_ushort(__float2half_rn(out[1]))) << 16;
+            const unsigned hi = static_cast<unsigned>(__half_as_ushort(__float2half_rn(out[2]))) |
+                                static_cast<unsigned>(__half_as_ushort(__float2half_rn(out[3]))) << 16;
+            *reinterpret_cast<uint2 *>(static_cast<__half *>(p.out) + dst) = make_uint2(lo, hi);
         }
     }
 }

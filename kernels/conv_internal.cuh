@@ -13,6 +13,17 @@
 cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t stream,
                                  bool check_only);
 
+/* The epilogue's activation (codes of conv.h), the f32 expressions planner/plan.h specifies. */
+__device__ __forceinline__ float gr_conv_activate(float y, int act)
+{
+    switch (act) {
+    case GR_CONV_ACT_LEAKY: return y > 0.0f ? y : 0.1f * y;
+    case GR_CONV_ACT_RELU: return y > 0.0f ? y : 0.0f;
+    case GR_CONV_ACT_LOGISTIC: return 1.0f / (1.0f + expf(-y));
+    default: return y;
+    }
+}
+
 /* True when the current device can take programmatic dependent launches (sm_90+). */
 bool gr_conv_pdl_supported();
 

@@ -93,16 +93,6 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
 #endif
 }
 
-__device__ __forceinline__ float activate(float y, int act)
-{
-    switch (act) {
-    case GR_CONV_ACT_LEAKY: return y > 0.0f ? y : 0.1f * y;
-    case GR_CONV_ACT_RELU: return y > 0.0f ? y : 0.0f;
-    case GR_CONV_ACT_LOGISTIC: return 1.0f / (1.0f + expf(-y));
-    default: return y;
-    }
-}
-
 __device__ __forceinline__ float acc_to_float(float a)
 {
     return a;
@@ -121,7 +111,7 @@ __device__ __forceinline__ float epilogue(const ConvParams &p, float acc, int n)
 {
     const float b = p.bias ? p.bias[n] : 0.0f;
     const float y = p.mul ? fmaf(acc, p.mul[n], b) : acc + b;
-    return activate(y, p.activation);
+    return gr_conv_activate(y, p.activation);
 }
 
 __device__ __forceinline__ signed char to_i8(float y, float inv_scale)
@@ -350,7 +340,6 @@ __device__ __forceinline__ void store_nhwc(const ConvParams &p, const Acc *sC, i
 {
     const int rows = p.pool ? 4 : 1;
     constexpr int per_row = BN / V;
-    static_assert(V * sizeof(Acc) % 16 == 0, "whole 16-byte vectors of accumulators");
     for (int it = tid; it < BM / rows * per_row; it += kThreads) {
         const int r0 = it / per_row * rows, c0 = it % per_row * V;
         const int m = m0 + r0, n_base = n0 + c0;
@@ -387,41 +376,45 @@ __device__ __forceinline__ void store_nhwc(const ConvParams &p, const Acc *sC, i
         for (int q = 0; q < rows; ++q) {
             if (!((inside >> q) & 1u))
                 continue;
-            alignas(16) Acc acc[V];
-#pragma unroll
-            for (int h = 0; h < V * static_cast<int>(sizeof(Acc)) / 16; ++h)
-                reinterpret_cast<uint4 *>(acc)[h] =
-                    reinterpret_cast<const uint4 *>(sC + (r0 + q) * LDC + c0)[h];
+            const Acc *acc = sC + (r0 + q) * LDC + c0; /* scalar reads: no local copy */
 #pragma unroll
             for (int e = 0; e < V; ++e) {
-                const float v = activate(fmaf(acc_to_float(acc[e]), mul[e], bias[e]), p.activation);
+                const float v = gr_conv_activate(fmaf(acc_to_float(acc[e]), mul[e], bias[e]), p.activation);
                 y[e] = v > y[e] ? v : y[e];
             }
         }
+        /* Pack into 32-bit words by value (a byte array whose address is taken would live in
+         * local memory, as ncu showed), then one or two 16-byte stores. */
         if (V == 16) { /* i8 */
-            alignas(16) signed char v[V];
+            unsigned w[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
-            for (int e = 0; e < V; ++e)
-                v[e] = n_base + e < p.out_c ? to_i8(y[e], p.out_inv_scale)
-                                            : static_cast<signed char>(0);
+            for (int e = 0; e < V; ++e) {
+                const int q = n_base + e < p.out_c ? to_i8(y[e], p.out_inv_scale) : 0;
+                w[e / 4] |= (static_cast<unsigned>(q) & 0xffu) << (8 * (e % 4));
+            }
             *reinterpret_cast<uint4 *>(static_cast<signed char *>(p.out) + dst) =
-                *reinterpret_cast<const uint4 *>(v);
+                make_uint4(w[0], w[1], w[2], w[3]);
         } else if (p.out_kind == GR_CONV_OUT_F16) {
-            alignas(16) __half v[V];
+            unsigned w[4];
 #pragma unroll
-            for (int e = 0; e < V; ++e)
-                v[e] = __float2half_rn(n_base + e < p.out_c ? y[e] : 0.0f);
+            for (int h = 0; h < 4; ++h) {
+                const __half lo = __float2half_rn(n_base + 2 * h < p.out_c ? y[2 * h] : 0.0f);
+                const __half hi = __float2half_rn(n_base + 2 * h + 1 < p.out_c ? y[2 * h + 1] : 0.0f);
+                w[h] = static_cast<unsigned>(__half_as_ushort(lo)) |
+                       (static_cast<unsigned>(__half_as_ushort(hi)) << 16);
+            }
             *reinterpret_cast<uint4 *>(static_cast<__half *>(p.out) + dst) =
-                *reinterpret_cast<const uint4 *>(v);
+                make_uint4(w[0], w[1], w[2], w[3]);
         } else {
-            alignas(16) float v[V];
-#pragma unroll
-            for (int e = 0; e < V; ++e)
-                v[e] = n_base + e < p.out_c ? y[e] : 0.0f;
             float4 *o = reinterpret_cast<float4 *>(static_cast<float *>(p.out) + dst);
 #pragma unroll
-            for (int h = 0; h < V / 4; ++h)
-                o[h] = *reinterpret_cast<const float4 *>(v + 4 * h);
+            for (int h = 0; h < V / 4; ++h) {
+                float v[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    v[e] = n_base + 4 * h + e < p.out_c ? y[4 * h + e] : 0.0f;
+                o[h] = make_float4(v[0], v[1], v[2], v[3]);
+            }
         }
     }
 }
