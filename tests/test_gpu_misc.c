@@ -946,28 +946,35 @@ START_TEST(yolo_activation_matches_darknet)
 }
 END_TEST
 
+/* Launch with out = the input buffer (dense f32) and compare with the reference, each element
+ * within 1e-6 relative (the double exp, as the cases above). */
+static void check_in_place(kcase *k, launch_fn launch, ref_fn ref, const char *what)
+{
+    size_t bytes = buffer_elems(&k->in_v) * 4;
+    unsigned char *expect = malloc(bytes), *got = malloc(bytes);
+    ck_assert_ptr_nonnull(expect);
+    ck_assert_ptr_nonnull(got);
+    ref(k, expect);
+    ck_assert_int_eq(launch(k, k->in_dev), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(got, k->in_dev, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (size_t i = 0; i < bytes / 4; i++) {
+        float g = load_real(GR_DTYPE_F32, got, i), e = load_real(GR_DTYPE_F32, expect, i);
+        ck_assert_msg(fabsf(g - e) <= 1e-6f * fabsf(e), "in-place %s element %zu: %.9g vs %.9g",
+                      what, i, (double)g, (double)e);
+    }
+    free(expect);
+    free(got);
+}
+
 START_TEST(head_activations_in_place)
 {
     gr_kview v = view(GR_DTYPE_F32, 2, 5 * 25, 13, 13);
-    size_t bytes = buffer_elems(&v) * 4;
     kcase k = {0};
     k.num = 5, k.coords = 4, k.classes = 20, k.softmax = 1;
     case_input(&k, 0, GR_DTYPE_F32, v, 4.0f);
     k.out_t = GR_DTYPE_F32;
     k.out_v = v;
-    unsigned char *expect = malloc(bytes), *got = malloc(bytes);
-    ck_assert_ptr_nonnull(expect);
-    ck_assert_ptr_nonnull(got);
-    ref_region(&k, expect);
-    ck_assert_int_eq(launch_region(&k, k.in_dev), cudaSuccess);
-    ck_assert_int_eq(cudaMemcpy(got, k.in_dev, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
-    for (size_t i = 0; i < bytes / 4; i++) {
-        float g = load_real(GR_DTYPE_F32, got, i), e = load_real(GR_DTYPE_F32, expect, i);
-        ck_assert_msg(fabsf(g - e) <= 1e-6f * fabsf(e), "in-place region element %zu: %.9g vs %.9g",
-                      i, (double)g, (double)e);
-    }
-    free(expect);
-    free(got);
+    check_in_place(&k, launch_region, ref_region, "region");
     case_free(&k);
 }
 END_TEST
@@ -1045,19 +1052,7 @@ START_TEST(softmax_in_place)
     case_input(&k, 0, GR_DTYPE_F32, view(GR_DTYPE_F32, 2, 40, 1, 1), 4.0f);
     k.out_t = GR_DTYPE_F32;
     k.out_v = k.in_v;
-    size_t elems = buffer_elems(&k.in_v);
-    float *expect = malloc(elems * sizeof(float)), *got = malloc(elems * sizeof(float));
-    ck_assert(expect && got);
-    ref_softmax(&k, (unsigned char *)expect);
-    ck_assert_int_eq(launch_softmax(&k, k.in_dev), cudaSuccess);
-    ck_assert_int_eq(cudaMemcpy(got, k.in_dev, elems * sizeof(float), cudaMemcpyDeviceToHost),
-                     cudaSuccess);
-    for (size_t i = 0; i < elems; i++)
-        ck_assert_msg(fabsf(got[i] - expect[i]) <= 1e-6f * fabsf(expect[i]),
-                      "in-place softmax element %zu: %.9g vs %.9g", i, (double)got[i],
-                      (double)expect[i]);
-    free(expect);
-    free(got);
+    check_in_place(&k, launch_softmax, ref_softmax, "softmax");
     case_free(&k);
 }
 END_TEST
