@@ -4,6 +4,7 @@
 // sequential sum and an f32 division; without softmax the classes get the logistic too (as
 // forward_region_layer does). One warp per (image, anchor, cell); each lane reads an entry before
 // writing it and touches only its own entries, so in-place use (out == in) is safe.
+// The classifier's [softmax] layer uses the same warp softmax, one warp per (image, group).
 #include "kernels/misc_common.cuh"
 
 using namespace grk;
@@ -98,6 +99,21 @@ __global__ void k_yolo_f32(const float *in, float *out, int n, int cells, int n_
     }
 }
 
+// [softmax]: one warp per (image, group) of group_size consecutive values; an image's c*h*w values
+// are contiguous in f32 NCHW (a channel slice starts c_offset*h*w in, images c_stride*h*w apart).
+__global__ void k_softmax_f32(const float *in, size_t in_image, float *out, size_t out_image,
+                              int n, int groups, int group_size)
+{
+    const unsigned rows = (unsigned)n * groups;
+    const int lane = threadIdx.x % 32;
+    const unsigned warps = gridDim.x * (blockDim.x / 32);
+    for (unsigned r = (blockIdx.x * blockDim.x + threadIdx.x) / 32; r < rows; r += warps) {
+        unsigned b = r / groups, g = r % groups;
+        size_t at = (size_t)g * group_size;
+        darknet_softmax(in + b * in_image + at, out + b * out_image + at, group_size, 1, lane);
+    }
+}
+
 namespace {
 
 bool head_size_ok(int n, int h, int w, int anchors, int entries)
@@ -132,5 +148,24 @@ extern "C" cudaError_t gr_launch_yolo(gr_dtype dtype, const void *in, void *out,
     GR_ARG_CHECK(in && out && classes >= 0 && head_size_ok(n, h, w, n_anchors, 5 + classes));
     k_yolo_f32<<<blocks_for((size_t)n * n_anchors * h * w * 32, kHeadThreads), kHeadThreads, 0,
                  stream>>>((const float *)in, (float *)out, n, h * w, n_anchors, classes);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t gr_launch_softmax(gr_dtype dtype, const void *in, gr_kview in_view,
+                                         void *out, gr_kview out_view, int groups,
+                                         cudaStream_t stream)
+{
+    if (dtype != GR_DTYPE_F32)
+        return no_kernel(__FILE__, __LINE__, "gr_launch_softmax");
+    GR_ARG_CHECK(in && out && groups >= 1 && view_ok(in_view, 1) && view_ok(out_view, 1));
+    GR_ARG_CHECK(in_view.n == out_view.n && in_view.c == out_view.c && in_view.h == out_view.h &&
+                 in_view.w == out_view.w);
+    const size_t hw = (size_t)in_view.h * in_view.w, elems = (size_t)in_view.c * hw;
+    GR_ARG_CHECK(elems % (size_t)groups == 0);
+    const float *x = (const float *)in + (size_t)in_view.c_offset * hw;
+    float *y = (float *)out + (size_t)out_view.c_offset * hw;
+    k_softmax_f32<<<blocks_for((size_t)in_view.n * groups * 32, kHeadThreads), kHeadThreads, 0,
+                    stream>>>(x, (size_t)in_view.c_stride * hw, y, (size_t)out_view.c_stride * hw,
+                              in_view.n, groups, (int)(elems / (size_t)groups));
     return cudaGetLastError();
 }

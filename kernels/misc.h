@@ -1,5 +1,6 @@
 /* Non-GEMM GPU kernels of graphrun: pooling, data movement (upsample, reorg, route copy,
- * shortcut), precision conversion (quantize / dequantize) and the detection-head activations.
+ * shortcut), precision conversion (quantize / dequantize), the detection-head activations and the
+ * classifier's softmax.
  * Plain C11 interface; the kernels live in kernels/{pool,data,quant,head}.cu.
  *
  * Layouts (the contract with the planner's CPU emulation: planner/plan.h's header comment and
@@ -34,7 +35,8 @@
  *     leaky y > 0 ? y : (float)(0.1 * (double)y) (NOTE: not the conv epilogue's 0.1f*y of
  *     planner/plan.h, which differs in the last bit for some y), relu y * (y > 0), logistic (float)(1./(1.+exp(-(double)y))),
  *     mish y*tanhf(softplus(y)) with Darknet's threshold 20, swish y * logistic(y).
- *   - region/yolo: Darknet's CPU arithmetic: logistic as 1/(1+exp(-x)) in double rounded to f32;
+ *   - region/yolo/softmax: Darknet's CPU arithmetic: logistic as 1/(1+exp(-x)) in double rounded
+ *     to f32;
  *     softmax e_i = (float)exp((double)(x_i - max)), sum sequential in f32, out = e_i / sum.
  *
  * Launchers take a cudaStream_t, launch (never allocate or synchronize) and return
@@ -130,15 +132,20 @@ cudaError_t gr_launch_convert(gr_dtype from, gr_dtype to, const void *in, gr_kvi
                               float in_scale, void *out, gr_kview out_view, float out_scale,
                               cudaStream_t stream);
 
-/* ---- detection heads (head.cu): f32 NCHW dense only, out may equal in (in place) ------------
- * region: c = num*(coords+1+classes); per anchor a, channel a*(coords+1+classes)+e: logistic on
- * e = 0, 1 (x, y) and e = coords (objectness); classes e = coords+1 ...: softmax per cell if
- * softmax, else logistic (Darknet's forward_region_layer CPU path); w, h copied raw. */
+/* ---- detection heads and softmax (head.cu): f32 NCHW, out may equal in (in place) -----------
+ * region (dense): c = num*(coords+1+classes); per anchor a, channel a*(coords+1+classes)+e:
+ * logistic on e = 0, 1 (x, y) and e = coords (objectness); classes e = coords+1 ...: softmax per
+ * cell if softmax, else logistic (Darknet's forward_region_layer CPU path); w, h copied raw. */
 cudaError_t gr_launch_region(gr_dtype dtype, const void *in, void *out, int n, int h, int w,
                              int num, int coords, int classes, int softmax, cudaStream_t stream);
-/* yolo: c = n_anchors*(5+classes); logistic on e = 0, 1 and e >= 4; w, h copied raw. */
+/* yolo (dense): c = n_anchors*(5+classes); logistic on e = 0, 1 and e >= 4; w, h copied raw. */
 cudaError_t gr_launch_yolo(gr_dtype dtype, const void *in, void *out, int n, int h, int w,
                            int n_anchors, int classes, cudaStream_t stream);
+/* [softmax] (f32 NCHW, channel slices allowed): each image's c*h*w values, flattened in NCHW
+ * order, are `groups` groups of consecutive values, each normalized with the softmax above.
+ * in_view and out_view have the same shape; out may be in (same view). */
+cudaError_t gr_launch_softmax(gr_dtype dtype, const void *in, gr_kview in_view, void *out,
+                              gr_kview out_view, int groups, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

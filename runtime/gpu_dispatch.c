@@ -53,6 +53,9 @@ gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_i
     const unsigned fusions = GR_FUSED_MAXPOOL | GR_FUSED_QUANTIZE_IN | GR_FUSED_DEQUANT_OUT;
     const gr_dtype compute = gr_plan_conv_in_dtype(plan, nd);
     const int allocated = inst != NULL; /* else only the shapes (gr_gpu_plan_check) */
+    const int connected = nd->kind == GR_OP_CONNECTED;
+    if (connected && compute != GR_DTYPE_F32)
+        return gr_gpu_unsupported(plan, index);
     if (compute == GR_DTYPE_F32) {
         if (y->dtype != GR_DTYPE_F32 || (nd->fused & fusions))
             return gr_gpu_unsupported(plan, index);
@@ -64,8 +67,12 @@ gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_i
         c->y_image = (size_t)y->c_stride * y->h * y->w;
         c->f32 = (gr_conv_f32_args){
             .batch = per_image ? 1 : x->n,
-            .in_c = x->c, .in_h = x->h, .in_w = x->w, .out_c = y->c,
-            .ksize = nd->p.size, .stride = nd->p.stride, .pad = nd->p.pad,
+            /* [connected] is a 1x1 conv on the flattened image: W [outputs][c*h*w] is the conv's
+             * [out_c][in_c][1][1], and an image's c*h*w values are contiguous in NCHW. */
+            .in_c = connected ? x->c * x->h * x->w : x->c, .in_h = connected ? 1 : x->h,
+            .in_w = connected ? 1 : x->w, .out_c = y->c,
+            .ksize = connected ? 1 : nd->p.size, .stride = connected ? 1 : nd->p.stride,
+            .pad = connected ? 0 : nd->p.pad,
             .in = allocated ? (const float *)gr_gpu_tensor_storage(v, inst, nd->inputs[0]) +
                                   (size_t)x->c_offset * x->h * x->w
                             : NULL,
@@ -146,6 +153,15 @@ void gr_gpu_mark_pdl(const gpu_state *g, gpu_variant *v)
     }
 }
 
+int gr_gpu_node_uses_cublas(const gr_plan *plan, const gr_plan_node *nd)
+{
+    if (!gr_gpu_node_launches(nd))
+        return 0;
+    return nd->kind == GR_OP_CONNECTED ||
+           (nd->kind == GR_OP_CONV && gr_plan_conv_in_dtype(plan, nd) == GR_DTYPE_F32);
+}
+
+/* A conv, or a [connected] (an f32 1x1 conv for gr_gpu_conv_args). */
 static gr_status launch_conv(gpu_state *g, gpu_variant *v, const gpu_instance *inst, int index)
 {
     const gr_plan *plan = v->plan;
@@ -210,7 +226,7 @@ gr_status gr_gpu_launch_node(gpu_state *g, gpu_variant *v, const gpu_instance *i
     if (!gr_gpu_node_launches(nd))
         return GR_OK;
     gr_kernels_clear_failure(); /* what a failing launcher records is about this node */
-    if (nd->kind == GR_OP_CONV)
+    if (nd->kind == GR_OP_CONV || nd->kind == GR_OP_CONNECTED)
         return launch_conv(g, v, inst, index);
     const gr_plan_tensor *x = &plan->tensors[nd->inputs[0]];
     const gr_plan_tensor *y = &plan->tensors[nd->output];
@@ -250,6 +266,9 @@ gr_status gr_gpu_launch_node(gpu_state *g, gpu_variant *v, const gpu_instance *i
         break;
     case GR_OP_YOLO:
         err = gr_launch_yolo(y->dtype, in, out, x->n, x->h, x->w, p->n_mask, p->classes, stream);
+        break;
+    case GR_OP_SOFTMAX:
+        err = gr_launch_softmax(y->dtype, in, xv, out, yv, p->groups, stream);
         break;
     default: return gr_gpu_unsupported(plan, index);
     }

@@ -31,11 +31,32 @@ static const size_t cublas_ws_bytes = 32u << 20; /* what cuBLAS asks for on Hopp
 
 /* ---- streams and events -------------------------------------------------------------------- */
 
-/* Grow the streams (with their join events, and for fp32 their cuBLAS handles: one per stream,
- * each with its own workspace so capture never allocates and parallel branches never share
- * scratch) and the plan events to what `plan` uses. Variants built earlier keep working: their
- * plans use a prefix of both. */
-static gr_status ensure_streams(const gr_engine *e, gpu_state *g, const gr_plan *plan)
+/* A cuBLAS handle for stream s, with its own workspace so capture never allocates and parallel
+ * branches never share scratch. */
+static gr_status create_cublas(gpu_state *g, int s)
+{
+    if (!g->cublas_ws[s])
+        CUDA_TRY(cudaMalloc(&g->cublas_ws[s], cublas_ws_bytes));
+    if (cublasCreate(&g->cublas[s]) != CUBLAS_STATUS_SUCCESS) {
+        g->cublas[s] = NULL;
+        return gr_fail(GR_ERR_CUBLAS, "cublasCreate failed");
+    }
+    /* Stream first: cublasSetStream resets the workspace to cuBLAS's own pool, which would
+     * then allocate inside graph capture. */
+    if (cublasSetStream(g->cublas[s], g->streams[s]) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetWorkspace(g->cublas[s], g->cublas_ws[s], cublas_ws_bytes) !=
+            CUBLAS_STATUS_SUCCESS) {
+        cublasDestroy(g->cublas[s]);
+        g->cublas[s] = NULL;
+        return gr_fail(GR_ERR_CUBLAS, "cublasSetStream/cublasSetWorkspace failed");
+    }
+    return GR_OK;
+}
+
+/* Grow the streams (with their join events, and a cuBLAS handle on each once a plan calls
+ * cuBLAS: f32 convs, [connected], in any engine precision) and the plan events to what `plan`
+ * uses. Variants built earlier keep working: their plans use a prefix of both. */
+static gr_status ensure_streams(gpu_state *g, const gr_plan *plan)
 {
     int streams = plan->n_streams < 1 ? 1 : plan->n_streams;
     if (streams > GR_GPU_MAX_STREAMS)
@@ -46,17 +67,13 @@ static gr_status ensure_streams(const gr_engine *e, gpu_state *g, const gr_plan 
         CUDA_TRY(cudaStreamCreateWithFlags(&g->streams[s], cudaStreamNonBlocking));
         if (s > 0)
             CUDA_TRY(cudaEventCreateWithFlags(&g->join[s], cudaEventDisableTiming));
-        if (e->opt.precision != GR_PREC_FP32)
-            continue; /* only the fp32 path calls cuBLAS */
-        if (cublasCreate(&g->cublas[s]) != CUBLAS_STATUS_SUCCESS)
-            return gr_fail(GR_ERR_CUBLAS, "cublasCreate failed");
-        CUDA_TRY(cudaMalloc(&g->cublas_ws[s], cublas_ws_bytes));
-        /* Stream first: cublasSetStream resets the workspace to cuBLAS's own pool, which would
-         * then allocate inside graph capture. */
-        if (cublasSetStream(g->cublas[s], g->streams[s]) != CUBLAS_STATUS_SUCCESS ||
-            cublasSetWorkspace(g->cublas[s], g->cublas_ws[s], cublas_ws_bytes) != CUBLAS_STATUS_SUCCESS)
-            return gr_fail(GR_ERR_CUBLAS, "cublasSetStream/cublasSetWorkspace failed");
     }
+    int uses_cublas = 0;
+    for (int i = 0; i < plan->n_nodes && !uses_cublas; i++)
+        uses_cublas = gr_gpu_node_uses_cublas(plan, &plan->nodes[i]);
+    for (int s = 0; s < streams && uses_cublas; s++)
+        if (!g->cublas[s])
+            GR_TRY(create_cublas(g, s));
     if (plan->n_events > g->n_events) {
         cudaEvent_t *events = gr_calloc((size_t)plan->n_events, sizeof *events, "events");
         if (!events)
@@ -120,8 +137,8 @@ static void variant_free(gpu_variant *v)
 }
 
 /* Instance `k`'s activations, io block and pinned staging, with deterministic non-zero input
- * before the first run (warm-up and timing); instances >= 1 also get their launch stream and, for
- * fp32, a cuBLAS workspace per stream for their captured graph. */
+ * before the first run (warm-up and timing); instances >= 1 also get their launch stream and,
+ * where the engine has cuBLAS handles, a cuBLAS workspace per stream for their captured graph. */
 static gr_status instance_alloc(const gpu_state *g, const gpu_variant *v, gpu_instance *inst, int k)
 {
     size_t arena = v->plan->arena_bytes ? v->plan->arena_bytes : 256;
@@ -145,7 +162,7 @@ static gr_status instance_alloc(const gpu_state *g, const gpu_variant *v, gpu_in
 static gr_status use_cublas_workspaces(gpu_state *g, void *const *ws)
 {
     for (int s = 0; s < g->n_streams; s++)
-        if (g->cublas[s] &&
+        if (g->cublas[s] && ws[s] &&
             cublasSetWorkspace(g->cublas[s], ws[s], cublas_ws_bytes) != CUBLAS_STATUS_SUCCESS)
             return gr_fail(GR_ERR_CUBLAS, "cublasSetWorkspace failed (stream %d)", s);
     return GR_OK;
@@ -287,7 +304,7 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
     }
     GR_TRY(st);
     gr_plan *plan = v->plan;
-    GR_TRY(ensure_streams(e, g, plan));
+    GR_TRY(ensure_streams(g, plan));
     v->nw = gr_calloc((size_t)plan->n_nodes, sizeof *v->nw, "node weights");
     v->pdl = gr_calloc((size_t)plan->n_nodes, 1, "launch modes");
     if (!v->nw || !v->pdl)

@@ -68,6 +68,7 @@ gr_status gr_gpu_cublas_fail(cublasStatus_t status, cudaError_t cuda_err, const 
     if (cuda_err != cudaSuccess)
         return gr_gpu_launch_status(cuda_err, plan, index);
     char buf[600];
-    return gr_fail(GR_ERR_CUBLAS, "plan node %d (conv, layer %d): cuBLAS status %d%s", index,
-                   plan->nodes[index].layer, (int)status, failure_suffix(buf, sizeof buf));
+    return gr_fail(GR_ERR_CUBLAS, "plan node %d (%s, layer %d): cuBLAS status %d%s", index,
+                   gr_plan_kind_name(plan->nodes[index].kind), plan->nodes[index].layer,
+                   (int)status, failure_suffix(buf, sizeof buf));
 }

@@ -44,7 +44,7 @@ typedef struct gpu_instance {
     uint8_t *splitk;        /* split-K partials and tile counters, one region per conv node: the
                                counters of one launch must never see another's partials, so no
                                two instances share them either */
-    void *cublas_ws[GR_GPU_MAX_STREAMS]; /* fp32, instances >= 1: the cuBLAS workspaces their
+    void *cublas_ws[GR_GPU_MAX_STREAMS]; /* instances >= 1: the cuBLAS workspaces their
                                graphs were captured with (instance 0 uses gpu_state's) */
     cudaStream_t stream;    /* instances >= 1: where the graph is launched; 0 uses streams[0] */
     cudaEvent_t done;       /* recorded after the run's launches; a wait synchronizes on it */
@@ -74,7 +74,7 @@ typedef struct gpu_state {
     int device;
     int n_streams;          /* as many as the largest plan built so far uses */
     cudaStream_t streams[GR_GPU_MAX_STREAMS];
-    cublasHandle_t cublas[GR_GPU_MAX_STREAMS]; /* fp32 only: one per stream */
+    cublasHandle_t cublas[GR_GPU_MAX_STREAMS]; /* one per stream, once a plan calls cuBLAS */
     void *cublas_ws[GR_GPU_MAX_STREAMS];
     cudaEvent_t fork;       /* recorded on stream 0 after the input copy; every stream waits */
     cudaEvent_t join[GR_GPU_MAX_STREAMS]; /* join[s], s >= 1: stream s is done; stream 0 waits */
@@ -108,7 +108,11 @@ uint8_t *gr_gpu_tensor_storage(const gpu_variant *v, const gpu_instance *inst, i
 /* Does plan node `index` launch work? (not a no-op, an input or an output marker) */
 int gr_gpu_node_launches(const gr_plan_node *nd);
 
-/* A conv node's kernel arguments, built once for the launch and for sizing its scratch:
+/* Does plan node `nd` call cuBLAS? (f32 convs and [connected]) */
+int gr_gpu_node_uses_cublas(const gr_plan *plan, const gr_plan_node *nd);
+
+/* A conv node's kernel arguments, built once for the launch and for sizing its scratch
+ * ([connected] too: an f32 1x1 conv on the flattened image):
  * f32 convs go through cuBLAS (f32, one launch per image when a channel slice of a batch is not
  * contiguous: `images` launches, the pointers advancing by x_image / y_image floats), f16 and i8
  * through the tensor-core kernels (tc; workspace not set). GR_ERR_UNSUPPORTED for dtypes or
@@ -155,7 +159,8 @@ gr_status gr_gpu_cuda_fail(cudaError_t err, const char *what, const char *file, 
  * GR_ERR_OUT_OF_MEMORY). The message names the node and carries gr_kernels_last_failure(): the
  * launcher's check that failed, with its file and line. GR_OK for cudaSuccess. */
 gr_status gr_gpu_launch_status(cudaError_t err, const gr_plan *plan, int index);
-/* The cuBLAS conv of plan node `index` failed: a kernel launch (cuda_err) or cuBLAS itself. */
+/* The cuBLAS conv or connected of plan node `index` failed: a kernel launch (cuda_err) or
+ * cuBLAS itself. */
 gr_status gr_gpu_cublas_fail(cublasStatus_t status, cudaError_t cuda_err, const gr_plan *plan,
                              int index);
 /* No kernel for plan node `index` with its input and output dtypes. */

@@ -1,7 +1,8 @@
 /* Device memory a variant needs besides its arena: every conv's weights in its kernel's layout
- * (f32: the planner's folded weights as they are, for cuBLAS; f16 / i8: channels-last re-layout
- * of runtime/conv_weights.h, int8 values and scales from the planner's quantizer), the int8
- * multipliers m[c] = s_in * s_w[c], the biases; and the scratch of the conv kernels. */
+ * (f32, and [connected]: the planner's folded weights as they are, for cuBLAS; f16 / i8:
+ * channels-last re-layout of runtime/conv_weights.h, int8 values and scales from the planner's
+ * quantizer), the int8 multipliers m[c] = s_in * s_w[c], the biases; and the scratch of the conv
+ * kernels. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,7 +56,7 @@ gr_status gr_gpu_upload_weights(gpu_variant *v)
     /* Measure: weights, multipliers, biases of each conv, 256-byte aligned. */
     for (int i = 0; i < plan->n_nodes; i++) {
         const gr_plan_node *nd = &plan->nodes[i];
-        if (nd->kind != GR_OP_CONV)
+        if (!gr_op_has(nd->kind, GR_OPF_WEIGHTS))
             continue;
         size_t channel_bytes = (size_t)nd->p.filters * sizeof(float);
         offsets[3 * i] = total;
@@ -72,7 +73,7 @@ gr_status gr_gpu_upload_weights(gpu_variant *v)
     }
     for (int i = 0; i < plan->n_nodes; i++) {
         const gr_plan_node *nd = &plan->nodes[i];
-        if (nd->kind != GR_OP_CONV)
+        if (!gr_op_has(nd->kind, GR_OPF_WEIGHTS))
             continue;
         fill_weights(plan, nd, &plan->tensors[nd->inputs[0]], host + offsets[3 * i],
                      (float *)(host + offsets[3 * i + 1]));
@@ -87,7 +88,7 @@ gr_status gr_gpu_upload_weights(gpu_variant *v)
     if (err != cudaSuccess)
         st = gr_gpu_cuda_fail(err, "uploading the weights", __FILE__, __LINE__);
     for (int i = 0; i < plan->n_nodes && st == GR_OK; i++) {
-        if (plan->nodes[i].kind != GR_OP_CONV)
+        if (!gr_op_has(plan->nodes[i].kind, GR_OPF_WEIGHTS))
             continue;
         int is_i8 = gr_plan_conv_in_dtype(plan, &plan->nodes[i]) == GR_DTYPE_I8;
         v->nw[i].weights = v->weights + offsets[3 * i];
@@ -112,7 +113,7 @@ gr_status gr_gpu_alloc_scratch(gpu_state *g, gpu_variant *v)
         return GR_ERR_OUT_OF_MEMORY;
     for (int i = 0; i < plan->n_nodes; i++) {
         const gr_plan_node *nd = &plan->nodes[i];
-        if (nd->kind != GR_OP_CONV || nd->noop)
+        if ((nd->kind != GR_OP_CONV && nd->kind != GR_OP_CONNECTED) || nd->noop)
             continue;
         gpu_conv c;
         GR_TRY(gr_gpu_conv_args(g, v, &v->inst[0], i, &c));

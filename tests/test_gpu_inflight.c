@@ -176,8 +176,6 @@ START_TEST(test_memory_counts_weights_once)
     size_t per_instance = b.arena_bytes + b.workspace_bytes + b.io_bytes;
     ck_assert_uint_eq(b.total_bytes - a.total_bytes,
                       (SLOTS - 1) * per_instance + (b.cublas_workspace_bytes - a.cublas_workspace_bytes));
-    if (prec != GR_PREC_FP32)
-        ck_assert_uint_eq(b.cublas_workspace_bytes, 0);
     printf("%s: weights %zu, per instance arena %zu + workspace %zu + io %zu, cuBLAS %zu -> %zu, "
            "total %zu -> %zu bytes\n",
            gr_precision_name(prec), b.weights_bytes, b.arena_bytes, b.workspace_bytes, b.io_bytes,

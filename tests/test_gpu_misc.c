@@ -1,6 +1,6 @@
 /* GPU tests of the non-GEMM kernels (kernels/misc.h): every kernel, every dtype, against an
  * independent CPU computation written here, on random inputs and odd shapes (13x13, 7x5, c = 3,
- * c = 125, batch 3, channel slices).
+ * c = 125, batch 3, channel slices), and the classifier's softmax against its op reference.
  *
  * How a case is checked: the output buffer (with GUARD bytes on both sides) is filled with a poison
  * byte on the device and in the host's expected copy; the CPU reference writes only what the
@@ -29,6 +29,7 @@
 #include "kernels/common.h"
 #include "kernels/misc.h"
 #include "ops/base.h"
+#include "ops/ops.h"
 
 #define GUARD 256
 
@@ -134,6 +135,7 @@ typedef struct kcase {
     int size, stride, padding, factor;
     gr_activation act;
     int num, coords, classes, softmax;
+    int groups; /* [softmax] */
 } kcase;
 
 typedef cudaError_t (*launch_fn)(const kcase *k, void *out);
@@ -944,28 +946,113 @@ START_TEST(yolo_activation_matches_darknet)
 }
 END_TEST
 
+/* Launch with out = the input buffer (dense f32) and compare with the reference, each element
+ * within 1e-6 relative (the double exp, as the cases above). */
+static void check_in_place(kcase *k, launch_fn launch, ref_fn ref, const char *what)
+{
+    size_t bytes = buffer_elems(&k->in_v) * 4;
+    unsigned char *expect = malloc(bytes), *got = malloc(bytes);
+    ck_assert_ptr_nonnull(expect);
+    ck_assert_ptr_nonnull(got);
+    ref(k, expect);
+    ck_assert_int_eq(launch(k, k->in_dev), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(got, k->in_dev, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (size_t i = 0; i < bytes / 4; i++) {
+        float g = load_real(GR_DTYPE_F32, got, i), e = load_real(GR_DTYPE_F32, expect, i);
+        ck_assert_msg(fabsf(g - e) <= 1e-6f * fabsf(e), "in-place %s element %zu: %.9g vs %.9g",
+                      what, i, (double)g, (double)e);
+    }
+    free(expect);
+    free(got);
+}
+
 START_TEST(head_activations_in_place)
 {
     gr_kview v = view(GR_DTYPE_F32, 2, 5 * 25, 13, 13);
-    size_t bytes = buffer_elems(&v) * 4;
     kcase k = {0};
     k.num = 5, k.coords = 4, k.classes = 20, k.softmax = 1;
     case_input(&k, 0, GR_DTYPE_F32, v, 4.0f);
     k.out_t = GR_DTYPE_F32;
     k.out_v = v;
-    unsigned char *expect = malloc(bytes), *got = malloc(bytes);
-    ck_assert_ptr_nonnull(expect);
-    ck_assert_ptr_nonnull(got);
-    ref_region(&k, expect);
-    ck_assert_int_eq(launch_region(&k, k.in_dev), cudaSuccess);
-    ck_assert_int_eq(cudaMemcpy(got, k.in_dev, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
-    for (size_t i = 0; i < bytes / 4; i++) {
-        float g = load_real(GR_DTYPE_F32, got, i), e = load_real(GR_DTYPE_F32, expect, i);
-        ck_assert_msg(fabsf(g - e) <= 1e-6f * fabsf(e), "in-place region element %zu: %.9g vs %.9g",
-                      i, (double)g, (double)e);
+    check_in_place(&k, launch_region, ref_region, "region");
+    case_free(&k);
+}
+END_TEST
+
+/* ---- [softmax] ------------------------------------------------------------------------------- */
+
+/* The op's CPU reference (ops/softmax.c) on a dense copy of the input slice, written back into
+ * the output slice: an image's c*h*w values are contiguous in f32 NCHW. */
+static void ref_softmax(const kcase *k, unsigned char *out)
+{
+    const gr_kview *iv = &k->in_v, *ov = &k->out_v;
+    size_t hw = (size_t)iv->h * iv->w, image = (size_t)iv->c * hw;
+    float *x = malloc((size_t)iv->n * image * sizeof(float));
+    float *y = malloc((size_t)iv->n * image * sizeof(float));
+    ck_assert(x && y);
+    for (int b = 0; b < iv->n; b++)
+        memcpy(x + b * image,
+               k->in_host + ((size_t)b * iv->c_stride + (size_t)iv->c_offset) * hw * sizeof(float),
+               image * sizeof(float));
+    gr_op_params p;
+    gr_op_params_default(GR_OP_SOFTMAX, &p);
+    p.groups = k->groups;
+    gr_shape shape = {iv->c, iv->h, iv->w};
+    const float *in[1] = {x};
+    gr_op_softmax_ref(&p, NULL, in, &shape, 1, y, shape, iv->n);
+    for (int b = 0; b < iv->n; b++)
+        memcpy(out + ((size_t)b * ov->c_stride + (size_t)ov->c_offset) * hw * sizeof(float),
+               y + b * image, image * sizeof(float));
+    free(x);
+    free(y);
+}
+
+static cudaError_t launch_softmax(const kcase *k, void *out)
+{
+    return gr_launch_softmax(k->in_t, k->in_dev, k->in_v, out, k->out_v, k->groups, 0);
+}
+
+START_TEST(softmax_matches_darknet_groups_and_slices)
+{
+    /* Same arithmetic as the region softmax (double exp, sequential f32 sum): 1e-6 relative, as
+     * there. Shapes: a classifier's 1000 classes, batch 3 with 5 groups of 21 on a 7x5x3 map, a
+     * single value (softmax = 1), and channel slices on both sides with batch 2. */
+    static const struct {
+        int n, c, h, w, groups;
+        int in_stride, in_offset, out_stride, out_offset; /* 0: dense */
+    } cases[] = {{1, 1000, 1, 1, 1, 0, 0, 0, 0},   {3, 7, 5, 3, 5, 0, 0, 0, 0},
+                 {2, 1, 1, 1, 1, 0, 0, 0, 0},      {2, 10, 3, 3, 3, 16, 4, 12, 1},
+                 {2, 100, 1, 1, 1, 101, 1, 100, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kcase k = {0};
+        k.groups = cases[i].groups;
+        gr_kview in = view(GR_DTYPE_F32, cases[i].n, cases[i].c, cases[i].h, cases[i].w);
+        gr_kview out = in;
+        if (cases[i].in_stride)
+            in = slice(cases[i].n, cases[i].c, cases[i].h, cases[i].w, cases[i].in_stride,
+                       cases[i].in_offset);
+        if (cases[i].out_stride)
+            out = slice(cases[i].n, cases[i].c, cases[i].h, cases[i].w, cases[i].out_stride,
+                        cases[i].out_offset);
+        case_input(&k, 0, GR_DTYPE_F32, in, 4.0f);
+        k.out_t = GR_DTYPE_F32;
+        k.out_v = out;
+        char what[64];
+        snprintf(what, sizeof what, "softmax case %zu", i);
+        run_case(&k, launch_softmax, ref_softmax, 1e-6f, what);
+        case_free(&k);
     }
-    free(expect);
-    free(got);
+}
+END_TEST
+
+START_TEST(softmax_in_place)
+{
+    kcase k = {0};
+    k.groups = 2;
+    case_input(&k, 0, GR_DTYPE_F32, view(GR_DTYPE_F32, 2, 40, 1, 1), 4.0f);
+    k.out_t = GR_DTYPE_F32;
+    k.out_v = k.in_v;
+    check_in_place(&k, launch_softmax, ref_softmax, "softmax");
     case_free(&k);
 }
 END_TEST
@@ -1023,6 +1110,13 @@ START_TEST(launchers_reject_inconsistent_shapes)
                      cudaErrorNotSupported);
     ck_assert_int_eq(gr_launch_region(GR_DTYPE_F16, h, h, 1, 13, 13, 5, 4, 20, 1, 0),
                      cudaErrorNotSupported);
+    /* softmax: 10 values in 3 groups; shapes differ; f16 */
+    gr_kview ten = view(GR_DTYPE_F32, 1, 10, 1, 1);
+    ck_assert_int_eq(gr_launch_softmax(GR_DTYPE_F32, p, ten, p, ten, 3, 0), cudaErrorInvalidValue);
+    ck_assert_int_eq(gr_launch_softmax(GR_DTYPE_F32, p, ten, p, view(GR_DTYPE_F32, 2, 10, 1, 1), 1,
+                                       0),
+                     cudaErrorInvalidValue);
+    ck_assert_int_eq(gr_launch_softmax(GR_DTYPE_F16, h, ten, h, ten, 1, 0), cudaErrorNotSupported);
 }
 END_TEST
 
@@ -1047,6 +1141,8 @@ static Suite *misc_suite(void)
     tcase_add_test(tc, region_activation_matches_darknet);
     tcase_add_test(tc, yolo_activation_matches_darknet);
     tcase_add_test(tc, head_activations_in_place);
+    tcase_add_test(tc, softmax_matches_darknet_groups_and_slices);
+    tcase_add_test(tc, softmax_in_place);
     tcase_add_test(tc, launchers_reject_inconsistent_shapes);
     suite_add_tcase(s, tc);
     return s;

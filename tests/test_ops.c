@@ -162,9 +162,12 @@ START_TEST(test_op_flags)
             ck_assert_msg(gr_op_has(kind, expect[e].flag) == (want != 0), "%s flag %#x",
                           gr_op_get((gr_op_kind)kind)->name, expect[e].flag);
         }
-    /* No GPU kernel for the classifier tail today; the heads decode in f32 only. */
-    ck_assert(!gr_op_has(GR_OP_CONNECTED, GR_OPF_GPU_F32));
-    ck_assert(!gr_op_has(GR_OP_SOFTMAX, GR_OPF_GPU_F32));
+    /* The classifier tail and the heads run in f32 only on the GPU (the planner keeps them f32). */
+    ck_assert(gr_op_has(GR_OP_CONNECTED, GR_OPF_GPU_F32) &&
+              !gr_op_has(GR_OP_CONNECTED, GR_OPF_GPU_F16) &&
+              !gr_op_has(GR_OP_CONNECTED, GR_OPF_GPU_I8));
+    ck_assert(gr_op_has(GR_OP_SOFTMAX, GR_OPF_GPU_F32) &&
+              !gr_op_has(GR_OP_SOFTMAX, GR_OPF_GPU_F16));
     ck_assert(gr_op_has(GR_OP_YOLO, GR_OPF_GPU_F32) && !gr_op_has(GR_OP_YOLO, GR_OPF_GPU_F16));
     ck_assert(gr_op_has(GR_OP_CONV, GR_OPF_GPU_F32 | GR_OPF_GPU_F16 | GR_OPF_GPU_I8));
     /* Every flag set at once is asked for all of them; kinds outside the table have none. */

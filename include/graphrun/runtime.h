@@ -290,7 +290,8 @@ int gr_engine_inflight(const gr_engine *engine);
 typedef struct gr_engine_memory_info {
     int inflight;                    /* instances */
     size_t weights_bytes;            /* shared by every instance, never duplicated */
-    size_t cublas_workspace_bytes;   /* every cuBLAS workspace (fp32 on the GPU): one per stream
+    size_t cublas_workspace_bytes;   /* every cuBLAS workspace (GPU plans with f32 convs or
+                                        [connected] layers): one per stream
                                         for the engine (slot 0, eager runs), and one per stream for
                                         each slot >= 1, whose graph runs beside the others */
     size_t arena_bytes;              /* per instance: activations */
