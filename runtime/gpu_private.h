@@ -26,6 +26,15 @@
             return gr_gpu_cuda_fail(cuda_err_, #call, __FILE__, __LINE__);                        \
     } while (0)
 
+/* A tensor-core conv node's tactic (runtime/gpu_tactic.c): what gr_gpu_conv_args passes as
+ * tile_config / split_k. All zero = the kernels' automatic choice. */
+typedef struct gpu_tactic {
+    int tile, split;
+    double us, auto_us;     /* measured (or cached) median times, 0 when not searched */
+    int candidates;         /* candidates timed at this build; 0 when it came from the cache */
+    int searched;           /* 1 when a search (or a cache hit) decided it */
+} gpu_tactic;
+
 /* A conv node's device parameters. */
 typedef struct gpu_conv_weights {
     void *weights; /* f32: Darknet order; f16 / i8: [out_c][k][k][in_c_pad] (conv_weights.h) */
@@ -68,6 +77,7 @@ typedef struct gpu_variant {
     gpu_instance inst[GR_MAX_INFLIGHT];
     gr_timing split;        /* from the instrumented run */
     unsigned char *pdl;     /* per plan node: launched as a programmatic dependent launch */
+    gpu_tactic *tactic;     /* per plan node (zero: automatic); set before scratch is sized */
 } gpu_variant;
 
 typedef struct gpu_state {
@@ -88,6 +98,9 @@ typedef struct gpu_state {
     int fp16_accumulate;    /* fp16 convs accumulate in fp16 */
     int pdl;                /* programmatic dependent launch between convs (sm_90+; off with
                                GR_DISABLE_PDL=1) */
+    int tactic_search;      /* time the tactics of every tensor-core conv at build */
+    char *timing_cache_path; /* the engine's copy of opt.timing_cache, or NULL */
+    struct gr_timing_cache *tcache; /* entries for this GPU: read from the file, and measured */
 } gpu_state;
 
 static inline size_t gr_gpu_align(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -150,6 +163,22 @@ gr_status gr_gpu_upload_weights(gpu_variant *v);
 /* im2col per stream for fp32 convs, split-K workspace per tensor-core conv node, for every
  * instance (sized with instance 0's arguments; its arena and io must be allocated). */
 gr_status gr_gpu_alloc_scratch(gpu_state *g, gpu_variant *v);
+
+/* ---- gpu_tactic.c ---- */
+/* The device key of the timing cache: GPU name, compute capability, SM count, CUDA runtime and
+ * driver versions, cuBLASLt version. */
+gr_status gr_gpu_device_key(const gpu_state *g, char *key, size_t len);
+/* Choose the tactic of every tensor-core conv of v (v->tactic, allocated here), by timing the
+ * candidates on instance 0's buffers or from the timing cache; adds the new measurements to the
+ * cache. Needs the weights uploaded and instance 0's arena and io; runs before the scratch is
+ * sized (gr_gpu_alloc_scratch sizes each node's split-K workspace for its chosen tactic) and
+ * leaves the arena zeroed as instance_alloc did. With g->tactic_search 0 it only allocates
+ * v->tactic (all automatic). */
+gr_status gr_gpu_choose_tactics(gr_engine *e, gpu_state *g, gpu_variant *v);
+/* The tactic's name: "auto", "128x64", "64x64 split 4". */
+void gr_gpu_tactic_name(int tile, int split, char *buf, size_t len);
+/* e->tactics: the tactics of v's tensor-core convs (gr_engine_tactic). */
+gr_status gr_gpu_publish_tactics(gr_engine *e, const gpu_variant *v);
 
 /* ---- gpu_error.c ---- */
 /* A CUDA runtime call failed: "CUDA error <name> (<text>) in <what> (<file>:<line>)". */

@@ -212,6 +212,17 @@ typedef struct gr_engine_options {
                                 Each is an instance with its own activations, device io, pinned
                                 host buffers, scratch, stream and captured graph; the weights are
                                 shared. See "Runs in flight" below. */
+    int tactic_search;       /* GPU, fp16/int8: time each tensor-core conv's candidate tactics
+                                (tile shape x split-K) on its real shape at build and keep the
+                                fastest that passes a numerics check (int8: bit-identical to the
+                                automatic tactic; fp16: NRMSE <= 1e-3). 1 default; the environment
+                                variable GR_DISABLE_TACTIC_SEARCH=1 turns it off. See
+                                gr_engine_tactic() and docs/tactics.md. */
+    const char *timing_cache; /* file of measured tactics for this GPU: read at build (a missing
+                                file is fine; one from another GPU, driver, CUDA or graphrun
+                                version, or a corrupt one, is ignored with a notice) so that layers
+                                found there are not measured again; written (atomically) when new
+                                measurements were made. NULL = none. Only read during the build. */
 } gr_engine_options;
 
 #define GR_MAX_INFLIGHT 8
@@ -326,6 +337,32 @@ typedef struct gr_timing {
 } gr_timing;
 
 gr_status gr_engine_timing(const gr_engine *engine, gr_timing *timing);
+
+/* ---- convolution tactics (GPU engines) ----
+ * The tactic of each tensor-core convolution of the engine's uint8-input graph, in plan order
+ * (fp32 engines, CPU engines and convs without a choice - the first layer - have none). */
+typedef struct gr_tactic_info {
+    int layer;           /* Darknet layer index */
+    int tile_config;     /* 0 = the kernels' automatic choice, else a tile shape (see name) */
+    int split_k;         /* 0 = automatic, 1 = no split, n = the K range cut into n parts */
+    char name[32];       /* "auto", "128x64", "64x64 split 4" */
+    double us;           /* median measured time of the chosen tactic (microseconds; from the
+                            timing cache when cached; 0 when not searched) */
+    double auto_us;      /* the same for the automatic tactic */
+    int candidates;      /* candidates timed at this build; 0 when taken from the timing cache */
+} gr_tactic_info;
+
+typedef struct gr_tactic_stats {
+    int convs;           /* tensor-core convs with a tactic choice, every variant built */
+    int searched;        /* of them, decided by measuring at this build */
+    int cached;          /* of them, taken from the timing cache (checked, not timed) */
+    int candidates;      /* candidate tactics timed in all */
+    double search_ms;    /* host time spent choosing tactics */
+} gr_tactic_stats;
+
+int gr_engine_tactic_count(const gr_engine *engine); /* 0 for NULL */
+gr_status gr_engine_tactic(const gr_engine *engine, int index, gr_tactic_info *info);
+gr_status gr_engine_tactic_stats(const gr_engine *engine, gr_tactic_stats *stats);
 
 /* Notices from building the engine ("" if none), one line each: e.g. a calibration cache in an
  * old format that was ignored and rewritten. Never NULL. */
