@@ -62,6 +62,10 @@ static void print_help(void)
         "  --find-overflow     when an output holds NaN/Inf, name the first layer that produced one\n"
         "  --eager             run the plan's kernels one by one, without the CUDA graph (to see\n"
         "                      each node in Nsight Systems)\n"
+        "  --timing-cache FILE GPU fp16/int8: reuse the conv tactics measured in FILE, and write\n"
+        "                      new measurements there (ignored if made on another GPU or corrupt)\n"
+        "  --no-tactic-search  use the kernels' automatic conv tactics instead of timing them at\n"
+        "                      build (faster build; also GR_DISABLE_TACTIC_SEARCH=1)\n"
         "detection\n"
         "  --thresh T          class probability threshold (default 0.5, as Darknet)\n"
         "  --nms T             IoU threshold of the class-wise NMS (default 0.45, as Darknet)\n"
@@ -155,6 +159,8 @@ int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, g
     eo.fp16_accumulate = o->fp16_accumulate;
     eo.use_cuda_graph = !o->eager;
     eo.inflight = o->inflight > 0 ? o->inflight : 1;
+    eo.tactic_search = !o->no_tactic_search;
+    eo.timing_cache = o->timing_cache;
     if (o->device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
         fprintf(stderr, "graphrun: no CUDA device visible: running the CPU reference (slow)\n");
     st = gr_engine_build(*model, &eo, engine);
@@ -164,8 +170,11 @@ int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, g
         *model = NULL;
         return gr_cli_fail(st, "building the engine");
     }
-    if (gr_engine_notice(*engine)[0])
-        fprintf(stderr, "graphrun: %s\n", gr_engine_notice(*engine));
+    for (const char *line = gr_engine_notice(*engine); *line;) {
+        size_t len = strcspn(line, "\n");
+        fprintf(stderr, "graphrun: %.*s\n", (int)len, line);
+        line += len + (line[len] == '\n');
+    }
     fprintf(stderr, "graphrun: device %s, precision %s, batch %d%s\n",
             gr_engine_device_name(*engine), gr_precision_name(o->precision), o->batch,
             o->eager && gr_engine_device(*engine) == GR_DEVICE_GPU ? ", eager (no CUDA graph)" : "");

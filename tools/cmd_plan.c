@@ -3,10 +3,12 @@
  * Planning needs no GPU; without --weights the weights are synthesized (seed 1) because BN
  * folding and int8 weight scales need numbers. int8 scales come from --calibrate (a CPU run of
  * the fp32 plan over a deterministic synthetic image) or default to a range of 1. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "planner/plan.h"
 #include "tools/cli.h"
@@ -18,7 +20,11 @@ static void plan_usage(FILE *f)
                "                     [--json] [--dot FILE] [--svg FILE] [--single-stream]\n"
                "                     [--fuse-maxpool] [--fuse-quant-in] [--fuse-dequant-out]\n"
                "                     [--fuse-io] [--no-concat] [--no-inplace]\n"
-               "                     [--decode-heads] [--calibrate]\n");
+               "                     [--decode-heads] [--calibrate]\n"
+               "                     [--device gpu [--timing-cache FILE] [--no-tactic-search]]\n"
+               "--device gpu also builds the GPU engine (fusions and int8 calibration as graphrun\n"
+               "runs it) and shows each tensor-core conv's tactic: its name, measured time and the\n"
+               "automatic tactic's time (docs/tactics.md).\n");
 }
 
 static int status_exit(gr_status st)
@@ -30,6 +36,7 @@ static int status_exit(gr_status st)
     case GR_ERR_PARSE:
     case GR_ERR_UNSUPPORTED:
     case GR_ERR_LIMIT: return 3;
+    case GR_ERR_NO_DEVICE: return 4;
     case GR_ERR_OUT_OF_MEMORY: return 5;
     default: return 1;
     }
@@ -113,11 +120,73 @@ static void synthetic_image(const gr_net *net, float *image)
             }
 }
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Build the GPU engine of the same model and print its conv tactics. */
+static gr_status show_tactics(const char *model, const char *cfg, const char *weights,
+                              const gr_plan_options *opt, const char *timing_cache, int search)
+{
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = cfg ? NULL : model;
+    mo.cfg_path = cfg;
+    mo.weights_path = weights;
+    gr_model *m = NULL;
+    GR_TRY(gr_model_load(&mo, &m));
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = GR_DEVICE_GPU;
+    eo.precision = opt->precision;
+    eo.batch = opt->batch;
+    eo.tactic_search = search;
+    eo.timing_cache = timing_cache;
+    gr_engine *e = NULL;
+    double start = now_ms();
+    gr_status st = gr_engine_build(m, &eo, &e);
+    double build_ms = now_ms() - start;
+    gr_model_destroy(m);
+    if (st != GR_OK)
+        return st;
+    for (const char *line = gr_engine_notice(e); *line;) {
+        size_t len = strcspn(line, "\n");
+        fprintf(stderr, "graphrun plan: %.*s\n", (int)len, line);
+        line += len + (line[len] == '\n');
+    }
+    gr_tactic_stats ts;
+    gr_engine_tactic_stats(e, &ts);
+    printf("\nconv tactics on %s (%s, batch %d): engine build %.0f ms, tactic search %.0f ms, "
+           "%d candidates timed, %d of %d convs from the timing cache\n",
+           gr_engine_device_name(e), gr_precision_name(opt->precision), opt->batch, build_ms,
+           ts.search_ms, ts.candidates, ts.cached, ts.convs);
+    if (gr_engine_tactic_count(e) == 0)
+        printf("  none: %s\n", opt->precision == GR_PREC_FP32
+                                   ? "fp32 convs run on cuBLAS"
+                                   : "the tactic search is off (automatic tactics)");
+    else
+        printf("  layer  tactic            time us   auto us  speedup  candidates\n");
+    for (int i = 0; i < gr_engine_tactic_count(e); i++) {
+        gr_tactic_info t;
+        gr_engine_tactic(e, i, &t);
+        char timed[16];
+        snprintf(timed, sizeof timed, "%d", t.candidates);
+        printf("  %5d  %-16s %8.2f  %8.2f  %6.2fx  %s\n", t.layer, t.name, t.us, t.auto_us,
+               t.us > 0.0 ? t.auto_us / t.us : 0.0, t.candidates ? timed : "cached");
+    }
+    gr_engine_destroy(e);
+    return GR_OK;
+}
+
 int gr_cli_plan(int argc, char **argv)
 {
     const char *model = "yolo", *cfg = NULL, *weights = NULL, *layer_prec = NULL;
     const char *dot = NULL, *svg = NULL;
-    int json = 0, calibrate = 0;
+    int json = 0, calibrate = 0, gpu = 0, search = 1;
+    const char *timing_cache = NULL;
     gr_plan_options opt;
     gr_plan_options_default(&opt);
     for (int i = 1; i < argc; i++) {
@@ -169,12 +238,24 @@ int gr_cli_plan(int argc, char **argv)
             opt.decode_heads = 1;
         } else if (strcmp(a, "--calibrate") == 0) {
             calibrate = 1;
+        } else if (strcmp(a, "--device") == 0 && has_value) {
+            const char *d = argv[++i];
+            if (strcmp(d, "gpu") != 0 && strcmp(d, "cpu") != 0)
+                return usage_error("--device must be cpu or gpu, got", d);
+            gpu = strcmp(d, "gpu") == 0;
+        } else if (strcmp(a, "--timing-cache") == 0 && has_value) {
+            timing_cache = argv[++i];
+        } else if (strcmp(a, "--no-tactic-search") == 0) {
+            search = 0;
         } else {
             return usage_error(has_value || a[0] != '-' ? "unknown argument" : "missing value for",
                                a);
         }
     }
 
+    if (gpu && (json || layer_prec))
+        return usage_error("--device gpu shows the engine's tactics as text, for one precision; "
+                           "drop", json ? "--json" : "--layer-prec");
     gr_net *net = NULL;
     gr_plan *plan = NULL;
     gr_precision *map = NULL;
@@ -217,6 +298,8 @@ int gr_cli_plan(int argc, char **argv)
         st = write_file(dot, gr_plan_dump_dot, plan);
     if (st == GR_OK && svg)
         st = write_file(svg, gr_plan_dump_svg, plan);
+    if (st == GR_OK && gpu)
+        st = show_tactics(model, cfg, weights, &opt, timing_cache, search);
     int code = st == GR_OK ? 0 : fail(st);
     free(map);
     free(image);
