@@ -111,8 +111,9 @@ static double nrmse(const float *got, const float *want, size_t n)
     return ref > 0.0 ? sqrt(err / ref) : sqrt(err);
 }
 
-/* Every tactic's fields are consistent; returns how many are not the automatic tactic. */
-static int check_tactics(const gr_engine *e, int expect_measured)
+/* Every tactic's fields are consistent; returns how many are not the automatic tactic.
+ * expect_cached: every tactic came from the timing cache (0 candidates timed). */
+static int check_tactics(const gr_engine *e, int expect_cached)
 {
     int n = gr_engine_tactic_count(e), changed = 0;
     ck_assert_int_gt(n, 0);
@@ -126,9 +127,7 @@ static int check_tactics(const gr_engine *e, int expect_measured)
          * unless a candidate is faster). */
         ck_assert_msg(t.us <= t.auto_us, "layer %d: %s %.2f us > auto %.2f us", t.layer, t.name,
                       t.us, t.auto_us);
-        if (expect_measured)
-            ck_assert_int_ge(t.candidates, 1);
-        else
+        if (expect_cached)
             ck_assert_int_eq(t.candidates, 0);
         ck_assert(t.name[0] != '\0');
         ck_assert_int_eq(strcmp(t.name, "auto") == 0, t.tile_config == 0 && t.split_k == 0);
@@ -154,12 +153,13 @@ START_TEST(test_int8_bit_identical_to_auto)
     gr_engine *tuned = build(m, GR_PREC_INT8, batch, 1, NULL, 1);
     ck_assert_int_eq(gr_engine_tactic_count(plain), 0);
     printf("%s int8 batch %d:\n", name, batch);
-    int changed = check_tactics(tuned, 1);
+    int changed = check_tactics(tuned, 0);
     gr_tactic_stats st;
     ck_assert_int_eq(gr_engine_tactic_stats(tuned, &st), GR_OK);
     ck_assert_int_eq(st.convs, gr_engine_tactic_count(tuned));
-    ck_assert_int_eq(st.searched, st.convs);
-    ck_assert_int_eq(st.cached, 0);
+    /* Measured, or (two convs of the same shape) reused from the first's measurement. */
+    ck_assert_int_gt(st.searched, 0);
+    ck_assert_int_eq(st.searched + st.cached, st.convs);
     /* More than the automatic tactic was timed: the candidate list is not empty. */
     ck_assert_int_gt(st.candidates, st.searched);
     printf("%s int8 batch %d: %d convs, %d candidates timed, %.1f ms, %d not automatic\n", name,
@@ -189,11 +189,11 @@ END_TEST
  * 1e-2, while a wrong tactic gives O(1). */
 START_TEST(test_fp16_close_to_auto)
 {
-    gr_model *m = load_model("yolov3-tiny");
+    gr_model *m = load_model("yolo"); /* no fp16 overflow with the synthetic weights */
     gr_engine *plain = build(m, GR_PREC_FP16, 1, 0, NULL, 1);
     gr_engine *tuned = build(m, GR_PREC_FP16, 1, 1, NULL, 1);
-    printf("yolov3-tiny fp16 batch 1:\n");
-    check_tactics(tuned, 1);
+    printf("yolo fp16 batch 1:\n");
+    check_tactics(tuned, 0);
     for (int k = 0; k < INPUTS; k++) {
         size_t n1, n2;
         float *want = run_copy(plain, k, &n1);
@@ -300,7 +300,7 @@ START_TEST(test_timing_cache_round_trip)
     ck_assert_str_eq(gr_engine_notice(second), "");
     printf("timing cache: second build %d convs from the cache, %.1f ms\n", st.cached,
            st.search_ms);
-    check_tactics(second, 0);
+    check_tactics(second, 1);
     expect_same_tactics(first, second);
     size_t n1, n2;
     float *a = run_copy(first, 0, &n1);
@@ -350,8 +350,8 @@ START_TEST(test_timing_cache_bad_file)
         ck_assert_ptr_null(strchr(strstr(notice, "timing cache"), '\n'));
         gr_tactic_stats st;
         ck_assert_int_eq(gr_engine_tactic_stats(e, &st), GR_OK);
-        ck_assert_int_eq(st.searched, st.convs);
-        ck_assert_int_eq(st.cached, 0);
+        ck_assert_int_gt(st.searched, 0);
+        ck_assert_int_eq(st.searched + st.cached, st.convs);
         gr_engine_destroy(e);
         /* Rewritten: the next build measures nothing. */
         e = build(m, GR_PREC_INT8, 1, 1, timing_cache, 1);
