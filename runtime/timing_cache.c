@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L /* getpid */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,13 +264,15 @@ gr_status gr_timing_cache_save(const gr_timing_cache *c, const char *path)
     char *text = NULL;
     size_t len = 0;
     GR_TRY(gr_timing_cache_serialize(c, &text, &len));
-    size_t tmp_len = strlen(path) + 32;
+    size_t tmp_len = strlen(path) + 48;
     char *tmp = malloc(tmp_len);
     if (!tmp) {
         free(text);
         return gr_fail(GR_ERR_OUT_OF_MEMORY, "timing cache: out of memory");
     }
-    snprintf(tmp, tmp_len, "%s.tmp%ld", path, (long)getpid());
+    /* Unique per process and per cache object: engines built at once never share one. */
+    snprintf(tmp, tmp_len, "%s.tmp%ld-%lx", path, (long)getpid(),
+             (unsigned long)((uintptr_t)c & 0xffffffffu));
     gr_status st = GR_OK;
     FILE *f = fopen(tmp, "wb");
     if (!f) {

@@ -513,9 +513,9 @@ static int write_json(const char *path, const bench_options *o, const char *mode
                 r->memory.arena_bytes, r->memory.workspace_bytes, r->memory.io_bytes,
                 r->memory.cublas_workspace_bytes, r->memory.total_bytes);
         fprintf(f, ", \"build_ms\": %.1f, \"tactic_search\": {\"ms\": %.1f, \"convs\": %d, "
-                   "\"searched\": %d, \"cached\": %d, \"candidates\": %d}",
+                   "\"searched\": %d, \"cached\": %d, \"candidates\": %d, \"rejected\": %d}",
                 r->build_ms, r->tactics.search_ms, r->tactics.convs, r->tactics.searched,
-                r->tactics.cached, r->tactics.candidates);
+                r->tactics.cached, r->tactics.candidates, r->tactics.rejected);
         if (lat > 0)
             fprintf(f, ", \"target_p50_us_max\": %.0f, \"target_met\": %s", lat,
                     r->p50 <= lat ? "true" : "false");

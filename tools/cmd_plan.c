@@ -163,6 +163,9 @@ static gr_status show_tactics(const char *model, const char *cfg, const char *we
            "%d candidates timed, %d of %d convs from the timing cache\n",
            gr_engine_device_name(e), gr_precision_name(opt->precision), opt->batch, build_ms,
            ts.search_ms, ts.candidates, ts.cached, ts.convs);
+    if (ts.rejected)
+        printf("  %d candidates failed the numerics check against the automatic tactic (not "
+               "used)\n", ts.rejected);
     if (gr_engine_tactic_count(e) == 0)
         printf("  none: %s\n", opt->precision == GR_PREC_FP32
                                    ? "fp32 convs run on cuBLAS"

@@ -357,6 +357,7 @@ typedef struct gr_tactic_stats {
     int searched;        /* of them, decided by measuring at this build */
     int cached;          /* of them, taken from the timing cache (checked, not timed) */
     int candidates;      /* candidate tactics timed in all */
+    int rejected;        /* candidates whose output failed the numerics check (not timed) */
     double search_ms;    /* host time spent choosing tactics */
 } gr_tactic_stats;
 
