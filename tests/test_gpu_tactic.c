@@ -24,7 +24,23 @@
 
 enum { MAX_HEADS = 8, INPUTS = 3 };
 
-static char calib_cache[256], timing_cache[256];
+/* One int8 calibration cache per model (a cache of another model is an error). */
+static char calib_caches[4][256], timing_cache[256];
+static int n_calib_caches;
+
+static const char *calib_cache_for(const gr_model *m)
+{
+    gr_model_info info;
+    ck_assert_int_eq(gr_model_get_info(m, &info), GR_OK);
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/graphrun_gpu_tactic_%d_%s.calib", (int)getpid(), info.name);
+    for (int i = 0; i < n_calib_caches; i++)
+        if (strcmp(calib_caches[i], path) == 0)
+            return calib_caches[i];
+    ck_assert_int_lt(n_calib_caches, 4);
+    snprintf(calib_caches[n_calib_caches], sizeof calib_caches[0], "%s", path);
+    return calib_caches[n_calib_caches++];
+}
 
 static gr_model *load_model(const char *name)
 {
@@ -45,7 +61,7 @@ static gr_engine *build(const gr_model *m, gr_precision prec, int batch, int sea
     eo.device = GR_DEVICE_GPU;
     eo.precision = prec;
     eo.batch = batch;
-    eo.calib_cache = calib_cache;
+    eo.calib_cache = calib_cache_for(m);
     eo.tactic_search = search;
     eo.timing_cache = cache;
     eo.inflight = inflight;
@@ -404,7 +420,6 @@ int main(void)
         return 77;
     }
     unsetenv("GR_DISABLE_TACTIC_SEARCH");
-    snprintf(calib_cache, sizeof calib_cache, "/tmp/graphrun_gpu_tactic_%d.calib", (int)getpid());
     snprintf(timing_cache, sizeof timing_cache, "/tmp/graphrun_gpu_tactic_%d.timing",
              (int)getpid());
     Suite *s = suite_create("gpu_tactic");
@@ -422,7 +437,8 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    unlink(calib_cache);
+    for (int i = 0; i < n_calib_caches; i++)
+        unlink(calib_caches[i]);
     unlink(timing_cache);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
