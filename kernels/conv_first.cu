@@ -262,7 +262,8 @@ cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t
     GR_ARG_CHECK(a->in_c_offset >= 0 && a->in_c_offset + a->in_c <= a->in_c_stride);
     GR_ARG_CHECK(a->out_kind == (is_i8 ? GR_CONV_OUT_I8 : GR_CONV_OUT_F16));
     GR_ARG_CHECK(a->activation >= GR_CONV_ACT_LINEAR && a->activation <= GR_CONV_ACT_LOGISTIC);
-    GR_ARG_CHECK(!is_i8 || (a->mul != nullptr && a->in_scale > 0.0f));
+    /* the pointers are not known yet when the runtime only checks a plan */
+    GR_ARG_CHECK(!is_i8 || ((check_only || a->mul != nullptr) && a->in_scale > 0.0f));
     GR_ARG_CHECK(!a->fp16_accumulate && a->split_k <= 1);
     const int out_gran = is_i8 ? 16 : 8;
     const int out_h = gr_conv_out_dim(a->in_h, a->ksize, a->stride, a->pad);
