@@ -216,6 +216,14 @@ cudaError_t make_descriptors(gr_conv_gemm *g, const gr_conv_args *a)
     const uint64_t ws = kMaxWorkspace;
     cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    /* The contract promises 16-byte aligned pointers (channel slices, per-layer weights), not the
+     * 256 bytes cuBLASLt's heuristic assumes by default. */
+    const uint32_t align = 16;
+    const cublasLtMatmulPreferenceAttributes_t aligns[] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; ++i)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof align);
     cublasLtMatmulHeuristicResult_t res[1];
     int found = 0;
     if (st == CUBLAS_STATUS_SUCCESS)
