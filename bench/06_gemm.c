@@ -23,10 +23,11 @@ int main(void)
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
-#include "kernels/common.h"
 #include "kernels/conv.h"
 #include "kernels/conv_gemm.h"
-#include "ops/base.h"
+
+#define BENCH_NAME "06_gemm"
+#include "bench/bench_util.h"
 
 typedef struct layer {
     int hw, in_c, out_c, ksize, act, pool_stride; /* pool_stride 0: no pool */
@@ -38,40 +39,6 @@ static const layer layers[8] = {
     {13, 256, 512, 3, GR_CONV_ACT_LEAKY, 1},  {13, 512, 1024, 3, GR_CONV_ACT_LEAKY, 0},
     {13, 1024, 1024, 3, GR_CONV_ACT_LEAKY, 0}, {13, 1024, 125, 1, GR_CONV_ACT_LINEAR, 0},
 };
-
-#define CHECK(stmt)                                                                                \
-    do {                                                                                           \
-        cudaError_t e_ = (stmt);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "06_gemm: %s failed: %s (%s)\n", #stmt, cudaGetErrorName(e_),          \
-                    gr_kernels_last_failure());                                                    \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static int cmp_float(const void *a, const void *b)
-{
-    const float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-static void *random_device(gr_rng *rng, size_t bytes, int kind) /* 0 bytes, 1 floats, 2 halves */
-{
-    unsigned char *h = malloc(bytes);
-    if (!h)
-        exit(1);
-    for (size_t i = 0; kind == 1 && i < bytes / 4; ++i)
-        ((float *)h)[i] = 0.01f * (1.0f + gr_rng_uniform(rng));
-    for (size_t i = 0; kind == 2 && i < bytes / 2; ++i)
-        ((uint16_t *)h)[i] = gr_f32_to_f16(0.02f * (gr_rng_uniform(rng) - 0.5f));
-    for (size_t i = 0; kind == 0 && i < bytes; ++i)
-        h[i] = (unsigned char)(gr_rng_u64(rng) % 251 + 2);
-    void *d = NULL;
-    CHECK(cudaMalloc(&d, bytes));
-    CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
-    free(h);
-    return d;
-}
 
 /* tactic 0: implicit GEMM; 1: GEMM tactic */
 static cudaError_t launch(int tactic, const gr_conv_args *a, int is_i8, const gr_conv_gemm *g,
@@ -94,7 +61,7 @@ static float time_us(int tactic, const gr_conv_args *a, int is_i8, const gr_conv
         if (r >= 10)
             CHECK(cudaEventElapsedTime(&ms[r - 10], ev0, ev1));
     }
-    qsort(ms, (size_t)runs, sizeof *ms, cmp_float);
+    qsort(ms, (size_t)runs, sizeof *ms, bench_cmp_float);
     return 1000.0f * ms[runs / 2];
 }
 
@@ -114,13 +81,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: 06_gemm [runs >= 10]\n");
         return 2;
     }
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("06_gemm: no CUDA device\n");
-        return 0;
-    }
     struct cudaDeviceProp prop;
-    CHECK(cudaGetDeviceProperties(&prop, 0));
+    if (bench_no_device(&prop))
+        return 0;
     printf("06_gemm: %s, %d SMs, cuBLASLt %zu, %d runs per entry (median us, launch included)\n",
            prop.name, prop.multiProcessorCount, cublasLtGetVersion(), runs);
     cublasLtHandle_t lt;
@@ -161,10 +124,10 @@ int main(int argc, char **argv)
                 const size_t out_elems = head ? (size_t)batch * L->hw * L->hw * L->out_c
                                               : (size_t)batch * out_hw * out_hw * cout_pad;
                 const size_t out_bytes = out_elems * (head ? 4 : es);
-                void *in = random_device(&rng, in_bytes, is_i8 ? 0 : 2);
-                void *w = random_device(&rng, w_bytes, is_i8 ? 0 : 2);
-                void *bias = random_device(&rng, (size_t)L->out_c * 4, 1);
-                void *mul = random_device(&rng, (size_t)L->out_c * 4, 1);
+                void *in = bench_random_device(&rng, in_bytes, is_i8 ? BENCH_BYTES : BENCH_HALVES);
+                void *w = bench_random_device(&rng, w_bytes, is_i8 ? BENCH_BYTES : BENCH_HALVES);
+                void *bias = bench_random_device(&rng, (size_t)L->out_c * 4, BENCH_FLOATS);
+                void *mul = bench_random_device(&rng, (size_t)L->out_c * 4, BENCH_FLOATS);
                 void *out[2];
                 CHECK(cudaMalloc(&out[0], out_bytes));
                 CHECK(cudaMalloc(&out[1], out_bytes));
