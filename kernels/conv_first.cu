@@ -214,16 +214,12 @@ __global__ void __launch_bounds__(kThreads) k_conv_first(const FirstParams p)
             unsigned w = 0u;
 #pragma unroll
             for (int f = 0; f < kGroup; ++f) {
-                int q = __float2int_rn(out[f] * p.out_inv_scale);
-                q = q < -127 ? -127 : (q > 127 ? 127 : q);
-                w |= (static_cast<unsigned>(q) & 0xffu) << (8 * f);
+                w |= gr_conv_i8_bits(out[f], p.out_inv_scale) << (8 * f);
             }
             *reinterpret_cast<unsigned *>(static_cast<signed char *>(p.out) + dst) = w;
         } else {
-            const unsigned lo = static_cast<unsigned>(__half_as_ushort(__float2half_rn(out[0]))) |
-                                static_cast<unsigned>(__half_as_ushort(__float2half_rn(out[1]))) << 16;
-            const unsigned hi = static_cast<unsigned>(__half_as_ushort(__float2half_rn(out[2]))) |
-                                static_cast<unsigned>(__half_as_ushort(__float2half_rn(out[3]))) << 16;
+            const unsigned lo = gr_conv_half2_bits(out[0], out[1]);
+            const unsigned hi = gr_conv_half2_bits(out[2], out[3]);
             *reinterpret_cast<uint2 *>(static_cast<__half *>(p.out) + dst) = make_uint2(lo, hi);
         }
     }

@@ -97,13 +97,6 @@ struct EpilogueParams {
     long long items;                           /* written pixels x channel vectors */
 };
 
-__device__ __forceinline__ signed char to_i8(float y, float inv_scale)
-{
-    int q = __float2int_rn(y * inv_scale);
-    q = q < -127 ? -127 : (q > 127 ? 127 : q);
-    return static_cast<signed char>(q);
-}
-
 template <typename Acc, int V> __global__ void k_epilogue(EpilogueParams p)
 {
     const int per_pixel = p.out_c_pad / V;
@@ -157,8 +150,8 @@ template <typename Acc, int V> __global__ void k_epilogue(EpilogueParams p)
                 w[k] = 0u;
 #pragma unroll
             for (int e = 0; e < V; ++e) {
-                const int q = n_base + e < p.out_c ? to_i8(y[e], p.out_inv_scale) : 0;
-                w[e / 4] |= (static_cast<unsigned>(q) & 0xffu) << (8 * (e % 4));
+                const unsigned q = n_base + e < p.out_c ? gr_conv_i8_bits(y[e], p.out_inv_scale) : 0u;
+                w[e / 4] |= q << (8 * (e % 4));
             }
             uint4 *o = reinterpret_cast<uint4 *>(static_cast<signed char *>(p.out) + dst);
 #pragma unroll
@@ -168,10 +161,8 @@ template <typename Acc, int V> __global__ void k_epilogue(EpilogueParams p)
             unsigned w[V / 2];
 #pragma unroll
             for (int h = 0; h < V / 2; ++h) {
-                const __half lo = __float2half_rn(n_base + 2 * h < p.out_c ? y[2 * h] : 0.0f);
-                const __half hi = __float2half_rn(n_base + 2 * h + 1 < p.out_c ? y[2 * h + 1] : 0.0f);
-                w[h] = static_cast<unsigned>(__half_as_ushort(lo)) |
-                       (static_cast<unsigned>(__half_as_ushort(hi)) << 16);
+                w[h] = gr_conv_half2_bits(n_base + 2 * h < p.out_c ? y[2 * h] : 0.0f,
+                                          n_base + 2 * h + 1 < p.out_c ? y[2 * h + 1] : 0.0f);
             }
             uint4 *o = reinterpret_cast<uint4 *>(static_cast<__half *>(p.out) + dst);
 #pragma unroll
