@@ -170,6 +170,13 @@ static gr_status launch_conv(gpu_state *g, gpu_variant *v, const gpu_instance *i
     int s = plan->nodes[index].stream;
     gpu_conv c;
     GR_TRY(gr_gpu_conv_args(g, v, inst, index, &c));
+    if (c.tensor_cores && v->tactic && v->tactic[index].gemm) {
+        /* the GEMM tactic: its scratch is the node's region (no split-K there) */
+        cudaError_t err = gr_conv_gemm_launch(v->gemm[index], &c.tc,
+                                              inst->splitk + v->splitk_offset[index],
+                                              g->streams[s]);
+        return gr_gpu_launch_status(err, plan, index);
+    }
     if (c.tensor_cores) {
         c.tc.workspace = v->splitk_bytes[index] ? inst->splitk + v->splitk_offset[index] : NULL;
         c.tc.workspace_bytes = v->splitk_bytes[index];

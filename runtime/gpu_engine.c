@@ -133,6 +133,9 @@ static void variant_free(gpu_variant *v)
     cudaFree(v->weights);
     free(v->nw);
     free(v->pdl);
+    for (int i = 0; v->gemm && v->plan && i < v->plan->n_nodes; i++)
+        gr_conv_gemm_destroy(v->gemm[i]);
+    free(v->gemm);
     free(v->tactic);
     gr_plan_free(v->plan);
     memset(v, 0, sizeof *v);
@@ -403,6 +406,8 @@ static gr_status tactics_init(gr_engine *e, gpu_state *g)
 {
     const char *off = getenv("GR_DISABLE_TACTIC_SEARCH");
     g->tactic_search = e->opt.tactic_search && !(off && off[0] == '1');
+    const char *no_gemm = getenv("GR_DISABLE_GEMM_TACTIC");
+    g->gemm_tactic = !(no_gemm && no_gemm[0] == '1');
     if (!g->tactic_search)
         return GR_OK;
     char device[GR_TCACHE_DEVICE_MAX];
@@ -592,6 +597,8 @@ static void gpu_destroy(gr_engine *e)
         gr_timing_cache_free(g->tcache);
     free(g->tcache);
     free(g->timing_cache_path);
+    if (g->lt)
+        cublasLtDestroy(g->lt);
     cudaGetLastError();
     for (int k = 0; k < e->n_heads; k++)
         e->outputs[k] = NULL;

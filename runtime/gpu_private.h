@@ -2,6 +2,7 @@
  *   gpu_engine.c    state, variants (plan, memory, timing, capture), streams, backend entry points
  *   gpu_dispatch.c  tensor addresses, plan node -> kernel launcher, the forward pass on the streams
  *   gpu_weights.c   weights in the kernels' layouts and their upload, scratch buffers
+ *   gpu_tactic.c    each tensor-core conv's tactic, by measurement at build (timing cache)
  *   gpu_error.c     CUDA / cuBLAS / launcher failures -> gr_status with a one-line message
  *   gpu_debug.c     what runtime/gpu_internal.h declares (graph info, plan stats, trace, faults)
  * A build without CUDA has none of them (runtime/nogpu_engine.c stands in). */
@@ -12,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/conv.h"
+#include "kernels/conv_gemm.h"
 #include "kernels/gemm_f32.h"
 #include "planner/plan.h"
 #include "runtime/engine_internal.h"
@@ -29,7 +31,10 @@
 /* A tensor-core conv node's tactic (runtime/gpu_tactic.c): what gr_gpu_conv_args passes as
  * tile_config / split_k. All zero = the kernels' automatic choice. */
 typedef struct gpu_tactic {
-    int tile, split;
+    int tile, split;        /* the implicit-GEMM kernel's (both 0 for the GEMM tactic) */
+    int gemm;               /* 1: the GEMM tactic (kernels/conv_gemm.h, im2col + cuBLASLt +
+                               epilogue); its plan is v->gemm[node] */
+    size_t gemm_scratch;    /* bytes per launch of the GEMM tactic */
     double us, auto_us;     /* measured (or cached) median times, 0 when not searched */
     int candidates;         /* candidates timed at this build; 0 when it came from the cache */
     int searched;           /* 1 when a search (or a cache hit) decided it */
@@ -50,7 +55,8 @@ typedef struct gpu_instance {
     void *host_in;          /* pinned */
     uint8_t *host_out;      /* pinned */
     float *im2col[GR_GPU_MAX_STREAMS];
-    uint8_t *splitk;        /* split-K partials and tile counters, one region per conv node: the
+    uint8_t *splitk;        /* split-K partials and tile counters (or the GEMM tactic's scratch),
+                               one region per conv node: the
                                counters of one launch must never see another's partials, so no
                                two instances share them either */
     void *cublas_ws[GR_GPU_MAX_STREAMS]; /* instances >= 1: the cuBLAS workspaces their
@@ -78,6 +84,7 @@ typedef struct gpu_variant {
     gr_timing split;        /* from the instrumented run */
     unsigned char *pdl;     /* per plan node: launched as a programmatic dependent launch */
     gpu_tactic *tactic;     /* per plan node (zero: automatic); set before scratch is sized */
+    gr_conv_gemm **gemm;    /* per plan node: the GEMM tactic's plan where it was chosen */
 } gpu_variant;
 
 typedef struct gpu_state {
@@ -101,6 +108,8 @@ typedef struct gpu_state {
     int tactic_search;      /* time the tactics of every tensor-core conv at build */
     char *timing_cache_path; /* the engine's copy of opt.timing_cache, or NULL */
     struct gr_timing_cache *tcache; /* entries for this GPU: read from the file, and measured */
+    cublasLtHandle_t lt;    /* for the GEMM tactic's plans, created by the first search */
+    int gemm_tactic;        /* the GEMM tactic is a candidate (off with GR_DISABLE_GEMM_TACTIC=1) */
 } gpu_state;
 
 static inline size_t gr_gpu_align(size_t x, size_t a) { return (x + a - 1) / a * a; }

@@ -5,7 +5,8 @@
  * kernels accept for the layer crossed with split_k in {1,2,3,4,6,8,12,16}, fewer where two give
  * the same launch (same tile and same workspace size: the kernel clamps the split to the K steps,
  * and ignores it with fp16 accumulation) or the split-K workspace would exceed 32 MiB (a layer
- * with that many tiles fills the GPU without splitting). Each runs on the node's real buffers of
+ * with that many tiles fills the GPU without splitting); plus the GEMM tactic
+ * (kernels/conv_gemm.h: im2col + cuBLASLt + epilogue) where it applies. Each runs on the node's real buffers of
  * instance 0 with deterministic non-zero input (never zeros, which would time the easy case and
  * hide numerics bugs); its output must match the automatic tactic's on the same input - int8
  * bit-identical (int32 sums are exact whatever the tile or split), fp16 NRMSE <= 1e-3 - before it
@@ -33,9 +34,14 @@
 #include "runtime/gpu_private.h"
 #include "runtime/timing_cache.h"
 
-enum { TIMED_RUNS = 5, N_SPLITS = 8, MAX_CANDIDATES = 1 + GR_CONV_TILES * N_SPLITS };
+enum { TIMED_RUNS = 5, N_SPLITS = 8, MAX_CANDIDATES = 2 + GR_CONV_TILES * N_SPLITS };
+/* The GEMM tactic's code in the timing cache's tile field (split 0). */
+enum { TILE_GEMM = 16 };
 static const int split_choices[N_SPLITS] = {1, 2, 3, 4, 6, 8, 12, 16};
 static const size_t max_candidate_workspace = 32u << 20;
+/* The GEMM tactic's scratch (im2col matrix, accumulator, cuBLASLt workspace) per launch: beyond
+ * this the im2col traffic alone makes it lose, and every run in flight would hold that much. */
+static const size_t max_gemm_scratch = 128u << 20;
 /* fp16 outputs: accumulation is f32 in every tactic, only the order of the K sum changes (tiles
  * and split parts). That moves an f32 sum by a few f32 ulps relative to |sum|, which flips the
  * final f16 rounding of some outputs by one f16 ulp (2^-11 relative): an NRMSE of about 1e-4 at
@@ -46,7 +52,10 @@ static const double keep_auto_ratio = 0.98;
 
 typedef struct candidate {
     int tile, split;
-    size_t ws;
+    size_t ws;               /* split-K workspace */
+    int gemm;                /* the GEMM tactic: plan and scratch bytes */
+    gr_conv_gemm *plan;
+    size_t scratch;
 } candidate;
 
 typedef struct search_ctx {
@@ -57,6 +66,8 @@ typedef struct search_ctx {
     cudaEvent_t ev[TIMED_RUNS + 1];
     void *ws;            /* split-K workspace for the candidates, zeroed when allocated */
     size_t ws_bytes;
+    void *gemm_scratch;  /* the GEMM tactic's scratch */
+    size_t gemm_scratch_bytes;
     unsigned char *ref, *out; /* host: the automatic tactic's output, a candidate's */
     size_t host_bytes;
     atomic_int gate;     /* 0 holds the stream before a timed batch of launches (gate_wait) */
@@ -73,7 +84,9 @@ typedef struct out_region {
 
 void gr_gpu_tactic_name(int tile, int split, char *buf, size_t len)
 {
-    if (tile == 0 && split == 0)
+    if (tile == TILE_GEMM)
+        snprintf(buf, len, "gemm (cuBLASLt)");
+    else if (tile == 0 && split == 0)
         snprintf(buf, len, "auto");
     else if (split > 1)
         snprintf(buf, len, "%s split %d", gr_conv_tile_name(tile), split);
@@ -204,6 +217,11 @@ static gr_status ensure_workspace(search_ctx *s, size_t bytes)
 
 static gr_status launch(search_ctx *s, const gpu_conv *c, const candidate *k, int index)
 {
+    if (k->gemm) {
+        gr_kernels_clear_failure();
+        cudaError_t err = gr_conv_gemm_launch(k->plan, &c->tc, s->gemm_scratch, s->stream);
+        return gr_gpu_launch_status(err, s->v->plan, index);
+    }
     gr_conv_args a = c->tc;
     a.tile_config = k->tile;
     a.split_k = k->split;
@@ -339,15 +357,20 @@ static int list_candidates(const gpu_conv *c, candidate *list)
             for (int j = 0; j < n && !seen; j++)
                 seen = list[j].tile == tile && list[j].ws == ws;
             if (!seen)
-                list[n++] = (candidate){tile, a.split_k, ws};
+                list[n++] = (candidate){tile, a.split_k, ws, 0, NULL, 0};
         }
     gr_kernels_clear_failure();
     return n;
 }
 
+static int gemm_candidate(search_ctx *s, const gpu_conv *c, int index, candidate *k);
+
 /* Is a cached tactic one the kernels accept here, within the workspace bound? */
-static int cached_candidate(const gpu_conv *c, const gr_tcache_entry *hit, candidate *k)
+static int cached_candidate(search_ctx *s, const gpu_conv *c, int index,
+                            const gr_tcache_entry *hit, candidate *k)
 {
+    if (hit->tile == TILE_GEMM)
+        return hit->split == 0 && gemm_candidate(s, c, index, k);
     if (hit->tile < 0 || hit->tile > GR_CONV_TILES || hit->split < 0 || hit->split > 64)
         return 0;
     gr_conv_args a = c->tc;
@@ -359,8 +382,67 @@ static int cached_candidate(const gpu_conv *c, const gr_tcache_entry *hit, candi
     size_t ws = ok ? ws_bytes_of(&a, c->is_i8) : 0;
     if (!ok || ws > max_candidate_workspace)
         return 0;
-    *k = (candidate){hit->tile, hit->split, ws};
+    *k = (candidate){hit->tile, hit->split, ws, 0, NULL, 0};
     return 1;
+}
+
+/* The GEMM tactic as a candidate for node `index`: its plan goes to v->gemm[index] (owned by the
+ * variant from here on, so no error path leaks it). 0 when it does not apply (fp16 accumulation,
+ * no cuBLASLt algorithm for the shape, scratch too large) or is turned off: never an error, it is
+ * only one more candidate. */
+static int gemm_candidate(search_ctx *s, const gpu_conv *c, int index, candidate *k)
+{
+    gpu_state *g = s->g;
+    if (!g->gemm_tactic || c->tc.fp16_accumulate)
+        return 0;
+    if (!g->lt && cublasLtCreate(&g->lt) != CUBLAS_STATUS_SUCCESS) {
+        g->lt = NULL;
+        g->gemm_tactic = 0;
+        return 0;
+    }
+    gr_conv_gemm_destroy(s->v->gemm[index]);
+    s->v->gemm[index] = NULL;
+    gr_conv_gemm *plan = NULL;
+    size_t scratch = 0;
+    gr_conv_args a = c->tc;
+    a.workspace = NULL;
+    a.workspace_bytes = 0;
+    gr_kernels_clear_failure();
+    cudaError_t err = gr_conv_gemm_create(&a, c->is_i8, g->lt, &plan, &scratch);
+    gr_kernels_clear_failure();
+    cudaGetLastError();
+    if (err != cudaSuccess || !plan)
+        return 0;
+    if (scratch == 0 || scratch > max_gemm_scratch) {
+        gr_conv_gemm_destroy(plan);
+        return 0;
+    }
+    s->v->gemm[index] = plan;
+    *k = (candidate){0, 0, 0, 1, plan, scratch};
+    return 1;
+}
+
+static gr_status ensure_gemm_scratch(search_ctx *s, size_t bytes)
+{
+    if (bytes <= s->gemm_scratch_bytes)
+        return GR_OK;
+    cudaFree(s->gemm_scratch);
+    s->gemm_scratch = NULL;
+    s->gemm_scratch_bytes = 0;
+    CUDA_TRY(cudaMalloc(&s->gemm_scratch, bytes));
+    s->gemm_scratch_bytes = bytes;
+    return GR_OK;
+}
+
+/* The node's tactic is k: keep the GEMM plan only if it is the GEMM tactic. */
+static void set_tactic(search_ctx *s, int index, gpu_tactic *t, const candidate *k, double us,
+                       double auto_us, int timed)
+{
+    *t = (gpu_tactic){k->tile, k->split, k->gemm, k->gemm ? k->scratch : 0, us, auto_us, timed, 1};
+    if (!k->gemm) {
+        gr_conv_gemm_destroy(s->v->gemm[index]);
+        s->v->gemm[index] = NULL;
+    }
 }
 
 static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
@@ -374,7 +456,7 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
     char key[GR_TCACHE_KEY_MAX];
     layer_key(&c.tc, c.is_i8, key, sizeof key);
 
-    candidate auto_k = {0, 0, ws_bytes_of(&c.tc, c.is_i8)};
+    candidate auto_k = {0, 0, ws_bytes_of(&c.tc, c.is_i8), 0, NULL, 0};
     candidate list[MAX_CANDIDATES];
     int n = list_candidates(&c, list);
     size_t ws_max = auto_k.ws;
@@ -385,16 +467,18 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
     GR_TRY(fill_input(s, &c, index));
     const gr_tcache_entry *hit = s->g->tcache ? gr_timing_cache_find(g->tcache, key) : NULL;
     candidate cached;
-    int use_cache = hit && cached_candidate(&c, hit, &cached);
+    int use_cache = hit && cached_candidate(s, &c, index, hit, &cached);
     if (use_cache && cached.ws > ws_max)
         ws_max = cached.ws;
     GR_TRY(ensure_workspace(s, ws_max));
+    if (use_cache && cached.gemm)
+        GR_TRY(ensure_gemm_scratch(s, cached.scratch));
     GR_TRY(run_once(s, &c, &auto_k, index, &r, s->ref));
 
     if (use_cache) {
         GR_TRY(run_once(s, &c, &cached, index, &r, s->out));
         if (outputs_match(s, &c, &r)) {
-            *t = (gpu_tactic){cached.tile, cached.split, hit->us, hit->auto_us, 0, 1};
+            set_tactic(s, index, t, &cached, hit->us, hit->auto_us, 0);
             s->e->tactic_stats.cached++;
             return GR_OK;
         }
@@ -409,6 +493,11 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
         gr_engine_add_notice(s->e, line);
     }
 
+    /* The GEMM tactic last (its plan replaces a cached one that failed). */
+    if (gemm_candidate(s, &c, index, &list[n])) {
+        GR_TRY(ensure_gemm_scratch(s, list[n].scratch));
+        n++;
+    }
     double auto_us = 0.0;
     GR_TRY(time_candidate(s, &c, &auto_k, index, &auto_us));
     int timed = 1;
@@ -432,11 +521,11 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
         best = auto_k;
         best_us = auto_us;
     }
-    *t = (gpu_tactic){best.tile, best.split, best_us, auto_us, timed, 1};
+    set_tactic(s, index, t, &best, best_us, auto_us, timed);
     s->e->tactic_stats.searched++;
     s->e->tactic_stats.candidates += timed;
     if (g->tcache)
-        GR_TRY(gr_timing_cache_put(g->tcache, key, best.tile, best.split,
+        GR_TRY(gr_timing_cache_put(g->tcache, key, best.gemm ? TILE_GEMM : best.tile, best.split,
                                    best_us > 0.0 ? best_us : 1e-3, auto_us > 0.0 ? auto_us : 1e-3));
     return GR_OK;
 }
@@ -462,7 +551,8 @@ static gr_status search_variant(search_ctx *s)
 gr_status gr_gpu_choose_tactics(gr_engine *e, gpu_state *g, gpu_variant *v)
 {
     v->tactic = gr_calloc((size_t)v->plan->n_nodes, sizeof *v->tactic, "tactics");
-    if (!v->tactic)
+    v->gemm = gr_calloc((size_t)v->plan->n_nodes, sizeof *v->gemm, "GEMM tactic plans");
+    if (!v->tactic || !v->gemm)
         return GR_ERR_OUT_OF_MEMORY;
     if (!g->tactic_search)
         return GR_OK;
@@ -491,6 +581,7 @@ gr_status gr_gpu_choose_tactics(gr_engine *e, gpu_state *g, gpu_variant *v)
     for (int i = 0; i < created; i++)
         cudaEventDestroy(s.ev[i]);
     cudaFree(s.ws);
+    cudaFree(s.gemm_scratch);
     free(s.ref);
     free(s.out);
     if (st != GR_OK)
@@ -521,7 +612,9 @@ gr_status gr_gpu_publish_tactics(gr_engine *e, const gpu_variant *v)
         info->layer = plan->nodes[i].layer;
         info->tile_config = t->tile;
         info->split_k = t->split;
-        gr_gpu_tactic_name(t->tile, t->split, info->name, sizeof info->name);
+        info->gemm = t->gemm;
+        gr_gpu_tactic_name(t->gemm ? TILE_GEMM : t->tile, t->split, info->name,
+                           sizeof info->name);
         info->us = t->us;
         info->auto_us = t->auto_us;
         info->candidates = t->candidates;

@@ -10,7 +10,8 @@
  *     end
  * A layer key is one token of printable ASCII without spaces (dtype, shapes, strides, fusions,
  * batch: gpu_tactic.c builds it). tile 0..GR_TCACHE_MAX_TILE, split 0..GR_TCACHE_MAX_SPLIT (0 =
- * the kernels' automatic choice), times in microseconds, finite, in (0, GR_TCACHE_MAX_US].
+ * the kernels' automatic choice; gpu_tactic.c writes tile 16 for the GEMM tactic), times in
+ * microseconds, finite, in (0, GR_TCACHE_MAX_US].
  *
  * Invariant: a cache is never trusted in part. A file of another format version, graphrun
  * version or device, or with any malformed line, a wrong entry count or no "end", is ignored as a

@@ -1,4 +1,5 @@
-/* GPU engine, conv tactic search and timing cache (runtime/gpu_tactic.c, docs/tactics.md):
+/* GPU engine, conv tactic search and timing cache (runtime/gpu_tactic.c, docs/tactics.md; the
+ * candidates are the implicit-GEMM kernel's tiles x split-K and the GEMM tactic, cuBLASLt):
  *   - int8: an engine whose tactics were chosen by measurement gives outputs bit-identical to an
  *     engine of the kernels' automatic tactics (int32 sums are exact whatever the tile or split),
  *     at batch 1 and 4, and with two runs in flight (each instance's split-K workspace sized for
@@ -127,7 +128,8 @@ static double nrmse(const float *got, const float *want, size_t n)
     return ref > 0.0 ? sqrt(err / ref) : sqrt(err);
 }
 
-/* Every tactic's fields are consistent; returns how many are not the automatic tactic.
+/* Every tactic's fields are consistent; returns how many are not the automatic tactic (another
+ * tile or split of the implicit-GEMM kernel, or the GEMM tactic).
  * expect_cached: every tactic came from the timing cache (0 candidates timed). */
 static int check_tactics(const gr_engine *e, int expect_cached)
 {
@@ -146,8 +148,10 @@ static int check_tactics(const gr_engine *e, int expect_cached)
         if (expect_cached)
             ck_assert_int_eq(t.candidates, 0);
         ck_assert(t.name[0] != '\0');
-        ck_assert_int_eq(strcmp(t.name, "auto") == 0, t.tile_config == 0 && t.split_k == 0);
-        changed += t.tile_config != 0 || t.split_k != 0;
+        ck_assert_int_eq(strcmp(t.name, "auto") == 0,
+                         t.tile_config == 0 && t.split_k == 0 && !t.gemm);
+        ck_assert(!t.gemm || (t.tile_config == 0 && t.split_k == 0 && strstr(t.name, "gemm")));
+        changed += t.tile_config != 0 || t.split_k != 0 || t.gemm;
         printf("  layer %2d  %-16s %8.2f us  (auto %8.2f us, %d candidates)\n", t.layer, t.name,
                t.us, t.auto_us, t.candidates);
     }
@@ -279,7 +283,7 @@ static void expect_same_tactics(const gr_engine *a, const gr_engine *b)
         ck_assert_int_eq(gr_engine_tactic(a, i, &x), GR_OK);
         ck_assert_int_eq(gr_engine_tactic(b, i, &y), GR_OK);
         ck_assert_int_eq(x.layer, y.layer);
-        ck_assert_msg(x.tile_config == y.tile_config && x.split_k == y.split_k,
+        ck_assert_msg(x.tile_config == y.tile_config && x.split_k == y.split_k && x.gemm == y.gemm,
                       "layer %d: %s, then %s from the cache", x.layer, x.name, y.name);
     }
 }

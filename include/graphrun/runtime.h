@@ -306,7 +306,7 @@ typedef struct gr_engine_memory_info {
                                         for the engine (slot 0, eager runs), and one per stream for
                                         each slot >= 1, whose graph runs beside the others */
     size_t arena_bytes;              /* per instance: activations */
-    size_t workspace_bytes;          /* per instance: im2col and split-K scratch */
+    size_t workspace_bytes;          /* per instance: im2col, split-K and GEMM-tactic scratch */
     size_t io_bytes;                 /* per instance: device input + outputs (CPU: the slot's host
                                         input buffers and outputs) */
     size_t pinned_bytes;             /* per instance: pinned host input + outputs (GPU only) */
@@ -345,7 +345,9 @@ typedef struct gr_tactic_info {
     int layer;           /* Darknet layer index */
     int tile_config;     /* 0 = the kernels' automatic choice, else a tile shape (see name) */
     int split_k;         /* 0 = automatic, 1 = no split, n = the K range cut into n parts */
-    char name[32];       /* "auto", "128x64", "64x64 split 4" */
+    int gemm;            /* 1: the GEMM tactic instead (im2col + cuBLASLt matmul + the same
+                            epilogue); tile_config and split_k are then 0 */
+    char name[32];       /* "auto", "128x64", "64x64 split 4", "gemm (cuBLASLt)" */
     double us;           /* median measured time of the chosen tactic (microseconds; from the
                             timing cache when cached; 0 when not searched) */
     double auto_us;      /* the same for the automatic tactic */
