@@ -6,13 +6,13 @@
  * the same launch (same tile and same workspace size: the kernel clamps the split to the K steps,
  * and ignores it with fp16 accumulation) or the split-K workspace would exceed 32 MiB (a layer
  * with that many tiles fills the GPU without splitting); plus the GEMM tactic
- * (kernels/conv_gemm.h: im2col + cuBLASLt + epilogue) where it applies. Each runs on the node's real buffers of
- * instance 0 with deterministic non-zero input (never zeros, which would time the easy case and
- * hide numerics bugs); its output must match the automatic tactic's on the same input - int8
- * bit-identical (int32 sums are exact whatever the tile or split), fp16 NRMSE <= 1e-3 - before it
- * is timed: one launch doubles as check and warm-up, then the median of 5 launches bracketed by
- * CUDA events. The fastest wins; a candidate less than 2% faster than the automatic tactic does
- * not replace it (timing noise would otherwise flip choices from build to build).
+ * (kernels/conv_gemm.h: im2col + cuBLASLt + epilogue) where it applies. Each runs on the node's
+ * real buffers of instance 0 with deterministic non-zero input (never zeros, which would time the
+ * easy case and hide numerics bugs); its output must match the automatic tactic's on the same
+ * input - int8 bit-identical (int32 sums are exact whatever the tile or split), fp16 NRMSE <= 1e-3
+ * - before it is timed: one launch doubles as check and warm-up, then the median of 5 launches
+ * bracketed by CUDA events. The fastest wins; a candidate less than 2% faster than the automatic
+ * tactic does not replace it (timing noise would otherwise flip choices from build to build).
  *
  * A timing-cache hit (runtime/timing_cache.h) is not trusted blindly either: the cached tactic
  * must pass the kernels' argument checks and the numerics check (two untimed launches) or the
@@ -228,7 +228,8 @@ static gr_status launch(search_ctx *s, const gpu_conv *c, const candidate *k, in
     a.workspace = k->ws ? s->ws : NULL;
     a.workspace_bytes = k->ws ? s->ws_bytes : 0;
     gr_kernels_clear_failure();
-    cudaError_t err = c->is_i8 ? gr_launch_conv_i8(&a, s->stream) : gr_launch_conv_f16(&a, s->stream);
+    cudaError_t err =
+        c->is_i8 ? gr_launch_conv_i8(&a, s->stream) : gr_launch_conv_f16(&a, s->stream);
     return gr_gpu_launch_status(err, s->v->plan, index);
 }
 

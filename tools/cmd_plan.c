@@ -22,9 +22,9 @@ static void plan_usage(FILE *f)
                "                     [--fuse-io] [--no-concat] [--no-inplace]\n"
                "                     [--decode-heads] [--calibrate]\n"
                "                     [--device gpu [--timing-cache FILE] [--no-tactic-search]]\n"
-               "--device gpu also builds the GPU engine (fusions and int8 calibration as graphrun\n"
-               "runs it) and shows each tensor-core conv's tactic: its name, measured time and the\n"
-               "automatic tactic's time (docs/tactics.md).\n");
+               "--device gpu also builds the GPU engine (fusions and int8 calibration as\n"
+               "graphrun runs it) and shows each tensor-core conv's tactic: its name, measured\n"
+               "time and the automatic tactic's time (docs/tactics.md).\n");
 }
 
 static int status_exit(gr_status st)
