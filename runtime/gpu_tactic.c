@@ -446,6 +446,26 @@ static void set_tactic(search_ctx *s, int index, gpu_tactic *t, const candidate 
     }
 }
 
+/* run_once, where a failing GEMM tactic (a cuBLASLt status, not a CUDA fault: the synchronize
+ * after it must succeed) only leaves that candidate out, with a notice: it is optional. *ok is 0
+ * then. Any other failure is the build's. */
+static gr_status try_run_once(search_ctx *s, const gpu_conv *c, const candidate *k, int index,
+                              const out_region *r, int *ok)
+{
+    *ok = 1;
+    gr_status st = run_once(s, c, k, index, r, s->out);
+    if (st == GR_OK || !k->gemm)
+        return st;
+    char line[400];
+    snprintf(line, sizeof line, "GEMM tactic left out of layer %d: %.300s",
+             s->v->plan->nodes[index].layer, gr_last_error());
+    cudaGetLastError();
+    CUDA_TRY(cudaStreamSynchronize(s->stream));
+    gr_engine_add_notice(s->e, line);
+    *ok = 0;
+    return GR_OK;
+}
+
 static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
 {
     gpu_state *g = s->g;
@@ -477,8 +497,9 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
     GR_TRY(run_once(s, &c, &auto_k, index, &r, s->ref));
 
     if (use_cache) {
-        GR_TRY(run_once(s, &c, &cached, index, &r, s->out));
-        if (outputs_match(s, &c, &r)) {
+        int ran = 0;
+        GR_TRY(try_run_once(s, &c, &cached, index, &r, &ran));
+        if (ran && outputs_match(s, &c, &r)) {
             set_tactic(s, index, t, &cached, hit->us, hit->auto_us, 0);
             s->e->tactic_stats.cached++;
             return GR_OK;
@@ -505,7 +526,10 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
     candidate best = auto_k;
     double best_us = auto_us;
     for (int k = 0; k < n; k++) {
-        GR_TRY(run_once(s, &c, &list[k], index, &r, s->out));
+        int ran = 0;
+        GR_TRY(try_run_once(s, &c, &list[k], index, &r, &ran));
+        if (!ran)
+            continue;
         if (!outputs_match(s, &c, &r)) {
             s->e->tactic_stats.rejected++;
             continue;
