@@ -340,15 +340,15 @@ START_TEST(partial_batches_count_only_their_images)
 {
     gr_model *m = load_model("shapes");
     const gr_net *net = m->net;
-    /* Three images of one grey level each, at the network's size (no letterbox border): 100,
-     * 250, 50. At batch 2 the last batch holds image 2 and, stale from the first batch, image 1
-     * (250) in the second place. The input's 60th percentile is the 100 level with the three
-     * images, the 250 level if the stale one were counted. */
-    static const int level[3] = {100, 250, 50};
-    char dir[] = "/tmp/graphrun_gpu_calib_XXXXXX", paths[3][96];
+    /* Five images of one grey level each, at the network's size: 100, 250, 50, 60, 70. At batch
+     * 2 they run as [0 1] [2 3] [4 -], the last batch in the first instance's input again, where
+     * image 1 (250) still lies in the second place. The input's 60th percentile is the 70 level
+     * with the five images, the 100 level if the stale image were counted too. */
+    static const int level[5] = {100, 250, 50, 60, 70};
+    char dir[] = "/tmp/graphrun_gpu_calib_XXXXXX", paths[5][96];
     ck_assert(mkdtemp(dir) != NULL);
-    const char *list[4] = {paths[0], paths[1], paths[2], NULL};
-    for (int i = 0; i < 3; i++) {
+    const char *list[6] = {paths[0], paths[1], paths[2], paths[3], paths[4], NULL};
+    for (int i = 0; i < 5; i++) {
         gr_image im = {net->w, net->h, 3, malloc((size_t)net->w * net->h * 3)};
         memset(im.data, level[i], (size_t)net->w * net->h * 3);
         snprintf(paths[i], sizeof paths[i], "%s/level%d.png", dir, i);
@@ -358,10 +358,10 @@ START_TEST(partial_batches_count_only_their_images)
     float *ranges = calloc((size_t)net->n_layers, sizeof *ranges);
     float *ranges5 = calloc((size_t)net->n_layers, sizeof *ranges5);
     float input = 0.0f, input5 = 0.0f, cpu_input = 0.0f, stale_input = 0.0f;
-    ck_assert_int_eq(gpu_ranges(net, list, 3, GR_CALIB_PERCENTILE, 60.0f, 2, ranges, &input), 2);
-    cpu_ranges(net, list, 3, GR_CALIB_PERCENTILE, 60.0f, ranges5, &cpu_input);
-    const char *stale[5] = {paths[0], paths[1], paths[2], paths[1], NULL};
-    cpu_ranges(net, stale, 4, GR_CALIB_PERCENTILE, 60.0f, ranges5, &stale_input);
+    ck_assert_int_eq(gpu_ranges(net, list, 5, GR_CALIB_PERCENTILE, 60.0f, 2, ranges, &input), 2);
+    cpu_ranges(net, list, 5, GR_CALIB_PERCENTILE, 60.0f, ranges5, &cpu_input);
+    const char *stale[7] = {paths[0], paths[1], paths[2], paths[3], paths[4], paths[1], NULL};
+    cpu_ranges(net, stale, 6, GR_CALIB_PERCENTILE, 60.0f, ranges5, &stale_input);
     ck_assert_msg(stale_input > cpu_input, "the test cannot tell: %.6g with the stale image, %.6g "
                   "without", (double)stale_input, (double)cpu_input);
     ck_assert_msg(input == cpu_input, "60th percentile of the input %.6g on the GPU, %.6g on the "
@@ -376,7 +376,7 @@ START_TEST(partial_batches_count_only_their_images)
         ck_assert_msg(fabsf(ranges[l] - ranges5[l]) <= 1e-4f * ranges5[l],
                       "layer %d: batch 2 %.9g, batch 5 %.9g", l, (double)ranges[l],
                       (double)ranges5[l]);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 5; i++)
         remove(paths[i]);
     rmdir(dir);
     free(ranges);
