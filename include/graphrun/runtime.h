@@ -199,7 +199,8 @@ typedef struct gr_engine_options {
     const char *const *calib_images; /* NULL-terminated image paths; NULL = the bundled photos */
     const char *calib_cache; /* read if valid for this model, method and image set, written
                                 otherwise; NULL = none */
-    int calib_threads;       /* CPU threads calibrating in parallel; 0 default = one per core */
+    int calib_threads;       /* CPU threads calibrating in parallel (calibrating on the GPU:
+                                decoding the images); 0 default = one per core */
     /* Called after each calibration image (done of total), from the calibrating threads one at
      * a time; NULL default = none. */
     void (*calib_progress)(int done, int total, void *user);
