@@ -11,18 +11,18 @@
  *     method. Tolerances:
  *       input range: exactly equal (both decode and letterbox with the same code to the same
  *         uint8, and divide by 255 with IEEE rounding);
- *       MAX: 1e-4 relative. The fp32 activations differ only by summation order (cuBLAS vs the
- *         reference's loops): test_gpu_engine holds whole-network outputs to 1e-5 NRMSE and
- *         1e-4 x range max error; a maximum is one such value;
+ *       MAX: 2e-4 relative. The fp32 activations differ only by summation order (cuBLAS vs the
+ *         reference's loops): test_gpu_engine holds whole-network outputs to 1e-5 NRMSE and every
+ *         value to 1e-4 x (max - min) <= 2e-4 x max |x|; a maximum is one such value;
  *       PERCENTILE / ENTROPY / MSE: 2 bin widths of the layer's histogram (a bin is 2^e / 2048
- *         with max < 2^e, so <= max / 1024: the tolerance is max / 512) plus 1e-4 x max. Their
+ *         with max < 2^e, so <= max / 1024: the tolerance is max / 512) plus 2e-4 x max. Their
  *         thresholds are bin edges: a value within 1e-5 of an edge may land in the neighbouring
  *         bin, moving a percentile rank or the KL / MSE objective by a few counts out of
  *         millions, i.e. the threshold by one bin; the second bin covers a max landing on the
- *         other side of a power of two. (A larger difference on ENTROPY/MSE would mean two
+ *         other side of a power of two; 2e-4 x max as for MAX. (A larger difference on ENTROPY/MSE would mean two
  *         candidates whose objectives tie to ~1e-6: the message prints the numbers.)
  *   - a partial last batch counts only its real images (constant images whose 60th percentile
- *     changes if a stale image of the previous batch were counted), and batch 2 agrees with
+ *     changes if a stale image of an earlier batch were counted), and batch 2 agrees with
  *     batch 5 within the MAX tolerance;
  *   - the engine: a GPU int8 engine calibrates on the GPU by default (its notice says so), a CPU
  *     engine with calib_device = GPU writes the same cache byte for byte, calib_device = CPU on a
@@ -300,7 +300,7 @@ static void compare_with_cpu(const char *model_name)
             if (method == GR_CALIB_MAX)
                 layer_max[l] = fmaxf(cpu[l], gpu[l]);
             double lmax = (double)layer_max[l];
-            double tol = method == GR_CALIB_MAX ? 1e-4 * (double)cpu[l] : lmax / 512.0 + 1e-4 * lmax;
+            double tol = method == GR_CALIB_MAX ? 2e-4 * (double)cpu[l] : lmax / 512.0 + 2e-4 * lmax;
             double diff = fabs((double)cpu[l] - (double)gpu[l]);
             observed += cpu[l] > 0.0f;
             if (lmax > 0.0 && diff / lmax > worst)
@@ -367,13 +367,14 @@ START_TEST(partial_batches_count_only_their_images)
     ck_assert_msg(input == cpu_input, "60th percentile of the input %.6g on the GPU, %.6g on the "
                   "CPU (%.6g if the stale image counted)", (double)input, (double)cpu_input,
                   (double)stale_input);
-    /* Batch 2 (two runs, one partial) against batch 5 (one run): MAX within 1e-4. */
+    /* Batch 2 (two runs, one partial) against batch 5 (one run): MAX within 2e-4 (cuBLAS may
+     * sum in another order at another batch). */
     ck_assert_int_eq(gpu_ranges(net, photos, N_PHOTOS, GR_CALIB_MAX, 0.0f, 2, ranges, &input), 2);
     ck_assert_int_eq(gpu_ranges(net, photos, N_PHOTOS, GR_CALIB_MAX, 0.0f, 5, ranges5, &input5),
                      5);
     ck_assert(input == input5);
     for (int l = 0; l < net->n_layers; l++)
-        ck_assert_msg(fabsf(ranges[l] - ranges5[l]) <= 1e-4f * ranges5[l],
+        ck_assert_msg(fabsf(ranges[l] - ranges5[l]) <= 2e-4f * ranges5[l],
                       "layer %d: batch 2 %.9g, batch 5 %.9g", l, (double)ranges[l],
                       (double)ranges5[l]);
     for (int i = 0; i < 5; i++)
