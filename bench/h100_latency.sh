@@ -4,7 +4,7 @@
 # against the implicit GEMM per layer (06_gemm), yolov3-tiny, per-kernel times of the engine's own
 # graphs (ncu, clocks untouched), compute-sanitizer on the conv, engine and replay tests.
 #   bash .gpu/remote.sh --no-test -- bash bench/h100_latency.sh
-# Few files come back from a call: the summary is printed, the details stay in $OUT's logs.
+# Few files come back from a call: the summary is printed, the details in $OUT/logs.tgz.
 set -uo pipefail
 source bench/step.sh
 b=build-gpu
@@ -24,8 +24,9 @@ step memcheck_fused 150 env CK_FORK=no compute-sanitizer --tool memcheck --error
 step racecheck_replay 300 env CK_FORK=no compute-sanitizer --tool racecheck --error-exitcode 9 $b/test_gpu_replay
 echo "--- summary"
 for f in l2_off_a l2_on_a l2_off_b l2_on_b v3tiny; do
-  echo "# $f"; grep -E "p50" "$OUT/$f.log" | head -3
+  echo "# $f"; grep -E "p50" "$LOGS/$f.log" | head -3
 done
-cat "$OUT/gemm.log"
-for p in int8 fp16; do echo "# ncu $p (last replay)"; python3 bench/ncu_sum.py "$OUT/ncu_$p.log" 10; done
-grep -h -E "ERROR SUMMARY|RACECHECK SUMMARY|Checks:" "$OUT"/racecheck_*.log "$OUT"/memcheck_*.log
+cat "$LOGS/gemm.log"
+for p in int8 fp16; do echo "# ncu $p (last replay)"; python3 bench/ncu_sum.py "$LOGS/ncu_$p.log" 10; done
+grep -h -E "ERROR SUMMARY|RACECHECK SUMMARY|Checks:" "$LOGS"/racecheck_*.log "$LOGS"/memcheck_*.log
+pack_logs
