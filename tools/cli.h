@@ -45,6 +45,7 @@ typedef struct gr_cli_options {
     gr_calib_method calib_method; /* --calib (default max) */
     float calib_percentile;       /* --calib-percentile (default 99.99) */
     const char *calib_images;     /* --calib-images DIR */
+    gr_device calib_device;       /* --calib-device (default auto: the engine's device) */
     int find_overflow;            /* --find-overflow */
     const char *input_list; /* --input-list FILE: one image path per line (streamed) */
     int threads;          /* decoding threads when streaming; 0 = one per core */
@@ -93,6 +94,8 @@ void gr_cli_free_list(char **paths);
 
 /* Calibration options from the command line into engine options (images: the list above or
  * NULL for the bundled photos); a progress bar on stderr when it is a terminal. */
+/* The engine's build notices on stderr, "graphrun: " before each line. */
+void gr_cli_print_notices(const gr_engine *engine);
 void gr_cli_calib_options(const gr_cli_options *o, const char *const *images,
                           gr_engine_options *eo);
 

@@ -87,7 +87,8 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
         static const char *const with_value[] = {
             "--model", "--cfg", "--weights", "--names", "--output", "--save-output", "--input",
             "--seed", "--device", "--prec", "--batch", "--runs", "--thresh", "--nms", "--calib-cache",
-            "--calib", "--calib-percentile", "--calib-images", "--input-list", "--threads", NULL};
+            "--calib", "--calib-percentile", "--calib-images", "--calib-device", "--input-list",
+            "--threads", NULL};
         const char *val = NULL;
         char name[32];
         const char *eq = strchr(a, '=');
@@ -149,6 +150,11 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
             else if (!strcmp(val, "cpu")) o->device = GR_DEVICE_CPU;
             else if (!strcmp(val, "gpu")) o->device = GR_DEVICE_GPU;
             else return usage_error(err, errlen, "--device '%s' is not auto, cpu or gpu%s", val, "");
+        } else if (!strcmp(name, "--calib-device")) {
+            if (!strcmp(val, "auto")) o->calib_device = GR_DEVICE_AUTO;
+            else if (!strcmp(val, "cpu")) o->calib_device = GR_DEVICE_CPU;
+            else if (!strcmp(val, "gpu")) o->calib_device = GR_DEVICE_GPU;
+            else return usage_error(err, errlen, "--calib-device '%s' is not auto, cpu or gpu%s", val, "");
         } else if (!strcmp(name, "--prec")) {
             if (gr_precision_parse(val, &o->precision) != GR_OK)
                 return usage_error(err, errlen, "--prec '%s' is not fp32, fp16 or int8%s", val, "");

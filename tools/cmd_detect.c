@@ -59,6 +59,7 @@ static void print_help(void)
         "  --calib M           int8 calibration method: max (default), percentile, entropy, mse\n"
         "  --calib-percentile P  percentile of |x| for --calib percentile (default 99.99)\n"
         "  --calib-images DIR  calibrate on the JPEG/PNG files of DIR (default: the bundled photos)\n"
+        "  --calib-device D    where calibration runs: auto (default: the engine's device), cpu, gpu\n"
         "  --find-overflow     when an output holds NaN/Inf, name the first layer that produced one\n"
         "  --eager             run the plan's kernels one by one, without the CUDA graph (to see\n"
         "                      each node in Nsight Systems)\n"
@@ -164,8 +165,7 @@ int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, g
         *model = NULL;
         return gr_cli_fail(st, "building the engine");
     }
-    if (gr_engine_notice(*engine)[0])
-        fprintf(stderr, "graphrun: %s\n", gr_engine_notice(*engine));
+    gr_cli_print_notices(*engine);
     fprintf(stderr, "graphrun: device %s, precision %s, batch %d%s\n",
             gr_engine_device_name(*engine), gr_precision_name(o->precision), o->batch,
             o->eager && gr_engine_device(*engine) == GR_DEVICE_GPU ? ", eager (no CUDA graph)" : "");
