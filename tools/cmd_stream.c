@@ -14,9 +14,10 @@
  * in input order, flushed after each batch. A file that fails to read or decode gets
  * {"input": ..., "error": ...} and a grey slot in its batch; the rest go on, and the exit status
  * is 3. Throughput is reported from files on disk to detections. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* sched_getaffinity */
 #include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,6 +164,10 @@ typedef struct pipeline {
     int stop;            /* the main thread gave up */
     int n_buf;           /* batch buffers = engine slots, 1..STREAM_INFLIGHT */
     batch_buffer buf[STREAM_INFLIGHT];
+    /* Where the time goes (seconds; printed at the end, to tell what bounds the run). */
+    double workers_blocked; /* summed over workers: waiting for a free batch buffer (lock held) */
+    double main_fill, main_gpu, main_report; /* main thread: waiting for a decoded batch, for the
+                                                engine, decoding detections + writing JSON */
 } pipeline;
 
 static int batch_size(const pipeline *p, int batch_index)
@@ -194,6 +199,13 @@ static void decode_into(pipeline *p, gr_image_reader *reader, const char *path, 
     }
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static void *worker(void *arg)
 {
     pipeline *p = arg;
@@ -205,8 +217,12 @@ static void *worker(void *arg)
         int i = p->next_image++;
         int batch_index = i / p->batch, slot = i % p->batch;
         batch_buffer *b = &p->buf[batch_index % p->n_buf];
-        while (!p->stop && b->batch_index != batch_index) /* held by batch_index - n_buf */
-            pthread_cond_wait(&p->changed, &p->lock);
+        if (!p->stop && b->batch_index != batch_index) { /* held by batch_index - n_buf */
+            double t = now_s();
+            while (!p->stop && b->batch_index != batch_index)
+                pthread_cond_wait(&p->changed, &p->lock);
+            p->workers_blocked += now_s() - t;
+        }
         if (p->stop)
             break;
         pthread_mutex_unlock(&p->lock);
@@ -223,13 +239,6 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void progress(int done, int total, double elapsed)
 {
     int width = 30, bar = total ? done * width / total : width;
@@ -244,7 +253,10 @@ static void progress(int done, int total, double elapsed)
 static int report_batch(const gr_cli_options *o, pipeline *p, gr_model *model, gr_engine *engine,
                         batch_buffer *b, int *failed)
 {
+    double t0 = now_s();
     gr_status st = gr_engine_wait(engine, b->batch_index % p->n_buf);
+    double t1 = now_s();
+    p->main_gpu += t1 - t0;
     if (st != GR_OK)
         return gr_cli_fail(st, "run");
     gr_model_info info;
@@ -279,6 +291,7 @@ static int report_batch(const gr_cli_options *o, pipeline *p, gr_model *model, g
         gr_detections_free(dets);
     }
     fflush(stdout);
+    p->main_report += now_s() - t1;
     return GR_EXIT_OK;
 }
 
@@ -292,6 +305,18 @@ static void release_buffer(pipeline *p, batch_buffer *b, int k, int rc)
         p->stop = 1;
     pthread_cond_broadcast(&p->changed);
     pthread_mutex_unlock(&p->lock);
+}
+
+/* The cores this process may run on: its CPU affinity mask, which a container's cpuset limits,
+ * where sysconf(_SC_NPROCESSORS_ONLN) counts every core of the host (a 16-core container on a
+ * 128-core host would start 128 decoding threads). */
+static int usable_cores(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores > 0 ? (int)cores : 1;
 }
 
 static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model *model,
@@ -311,10 +336,8 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
         p.buf[k].slots = calloc((size_t)o->batch, sizeof(image_slot));
     }
     int threads = o->threads;
-    if (threads <= 0) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = cores > 0 ? (int)cores : 1;
-    }
+    if (threads <= 0)
+        threads = usable_cores();
     if (threads > list->n)
         threads = list->n;
     pthread_t *tids = calloc((size_t)threads, sizeof *tids);
@@ -347,10 +370,12 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
     for (int k = 0; k <= n_batches && rc == GR_EXIT_OK; k++) {
         if (k < n_batches) {
             batch_buffer *b = &p.buf[k % p.n_buf];
+            double t = now_s();
             pthread_mutex_lock(&p.lock);
             while (b->filled < batch_size(&p, k))
                 pthread_cond_wait(&p.changed, &p.lock);
             pthread_mutex_unlock(&p.lock);
+            p.main_fill += now_s() - t;
             gr_status st = gr_engine_submit(engine, k % p.n_buf);
             if (st != GR_OK) {
                 rc = gr_cli_fail(st, "run");
@@ -382,6 +407,13 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
         double total = now_s() - t_start;
         fprintf(stderr, "graphrun: %.2f s with the listing and the engine build (%.1f images/s)\n",
                 total, total > 0 ? list->n / total : 0.0);
+        /* Decoding-bound: the main thread mostly waits for batches and the workers never for
+         * buffers. Report-bound: the main thread reports most of the time and the workers wait
+         * for buffers. GPU-bound: the main thread waits for the engine. */
+        fprintf(stderr, "graphrun: main thread %.2f s waiting for decoded batches, %.2f s for the "
+                        "engine, %.2f s decoding detections and writing JSON; %d workers %.2f s "
+                        "waiting for a free buffer (in total)\n",
+                p.main_fill, p.main_gpu, p.main_report, started, p.workers_blocked);
         rc = failed ? GR_EXIT_INPUT : GR_EXIT_OK;
     }
 out:
