@@ -372,7 +372,43 @@ struct gr_image_reader {
     uint8_t *pixels;  /* the last image's RGB */
     size_t pixel_cap;
     gr_image image;   /* what gr_image_reader_load hands out: w, h, c and pixels */
+    int source_w, source_h;   /* the last image's size in its file */
+    int fast_net_w, fast_net_h; /* > 0: JPEGs decoded scaled down (gr_image_reader_fast_decode) */
 };
+
+void gr_image_reader_fast_decode(gr_image_reader *r, int net_w, int net_h)
+{
+    if (!r)
+        return;
+    r->fast_net_w = net_w > 0 && net_h > 0 ? net_w : 0;
+    r->fast_net_h = net_w > 0 && net_h > 0 ? net_h : 0;
+}
+
+void gr_image_reader_source_size(const gr_image_reader *r, int *w, int *h)
+{
+    *w = r ? r->source_w : 0;
+    *h = r ? r->source_h : 0;
+}
+
+/* The smallest size libjpeg-turbo can decode a w x h JPEG to (its DCT scaling: 1/2, 1/4, 1/8)
+ * that is still at least the size the letterbox resizes it to in net_w x net_h, so the
+ * letterbox still only shrinks it; w x h itself when no factor qualifies. */
+static void fast_decode_size(int w, int h, int net_w, int net_h, int *out_w, int *out_h)
+{
+    int new_w, new_h;
+    gr_letterbox_size(w, h, net_w, net_h, &new_w, &new_h);
+    *out_w = w;
+    *out_h = h;
+    static const int denoms[] = {2, 4, 8};
+    for (size_t i = 0; i < sizeof denoms / sizeof denoms[0]; i++) {
+        tjscalingfactor sf = {1, denoms[i]};
+        int sw = TJSCALED(w, sf), sh = TJSCALED(h, sf);
+        if (sw < new_w || sh < new_h)
+            break;
+        *out_w = sw;
+        *out_h = sh;
+    }
+}
 
 gr_status gr_image_reader_create(gr_image_reader **out)
 {
@@ -447,7 +483,33 @@ gr_status gr_image_reader_load(gr_image_reader *r, const char *path, const gr_im
     if (!r->tj && starts_with(r->file, len, "\xff\xd8\xff", 3))
         GR_TRY(jpeg_open(path, &r->tj));
     int w = 0, h = 0;
+    r->source_w = r->source_h = 0;
+    if (r->fast_net_w > 0 && r->tj && starts_with(r->file, len, "\xff\xd8\xff", 3)) {
+        GR_TRY(probe_mem(r->tj, r->file, len, path, &w, &h));
+        r->source_w = w;
+        r->source_h = h;
+        int sw, sh;
+        fast_decode_size(w, h, r->fast_net_w, r->fast_net_h, &sw, &sh);
+        if (sw != w || sh != h) {
+            size_t need = (size_t)sw * (size_t)sh * 3;
+            if (need > r->pixel_cap) {
+                uint8_t *bigger = gr_malloc(need, "image pixels");
+                if (!bigger)
+                    return GR_ERR_OUT_OF_MEMORY;
+                free(r->pixels);
+                r->pixels = bigger;
+                r->pixel_cap = need;
+            }
+            /* TurboJPEG picks the scaling factor from the requested size. */
+            GR_TRY(decode_jpeg(r->tj, r->file, len, path, sw, sh, r->pixels));
+            r->image = (gr_image){.w = sw, .h = sh, .c = 3, .data = r->pixels};
+            *out = &r->image;
+            return GR_OK;
+        }
+    }
     GR_TRY(decode_into(r->tj, r->file, len, path, &r->pixels, &r->pixel_cap, &w, &h));
+    r->source_w = w;
+    r->source_h = h;
     r->image = (gr_image){.w = w, .h = h, .c = 3, .data = r->pixels};
     *out = &r->image;
     return GR_OK;

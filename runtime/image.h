@@ -33,6 +33,15 @@ typedef struct gr_image_reader gr_image_reader;
 gr_status gr_image_reader_create(gr_image_reader **out);
 void gr_image_reader_destroy(gr_image_reader *r); /* NULL: no-op */
 gr_status gr_image_reader_load(gr_image_reader *r, const char *path, const gr_image **out);
+/* Opt-in, inexact: from now on decode each JPEG at the smallest of libjpeg-turbo's DCT scales
+ * (1/2, 1/4, 1/8) that keeps it at least as large as its letterbox in net_w x net_h (so only
+ * JPEGs of at least twice that size are affected), much faster than a full decode followed by a
+ * large shrink, but not the same pixels as Darknet's full-size decode (docs: `--fast-decode`).
+ * net_w or net_h <= 0 turns it off (the default). *out of a load is then the scaled image. */
+void gr_image_reader_fast_decode(gr_image_reader *r, int net_w, int net_h);
+/* The size stored in the last loaded file (what boxes map back to), scaled or not; 0 x 0 when
+ * the last load failed before reading it. */
+void gr_image_reader_source_size(const gr_image_reader *r, int *w, int *h);
 
 /* The letterbox computed step by step as Darknet does (float planes: bytes to [0,1], horizontal
  * resize of every source row, vertical resize, copy into the grey canvas, then for _u8 the

@@ -93,6 +93,27 @@ grep -q "batches of 3, 4 in flight" "$tmp/mv.err"; check "batch 3: 5 batches, 4 
 "$bin" "${run[@]}" --input "$tmp/many" --batch 16 >/dev/null 2>"$tmp/m16.err"
 grep -q "batches of 16, 1 in flight" "$tmp/m16.err"; check "one batch: one buffer" $?
 
+# --fast-decode: Dog.JPG (768x576, more than twice the 16x12 letterbox) is decoded at 1/8 scale,
+# still reported at its own size; every other line (small JPEGs, PNG, BMP, the bad file) unchanged.
+"$bin" "${run[@]}" --input "$tmp/images" --batch 3 --threads 2 --fast-decode >"$tmp/f.jsonl" 2>"$tmp/f.err"
+rc=$?
+[ $rc -eq 3 ] && grep -q "fast-decode" "$tmp/f.err"; check "--fast-decode runs (exit 3 for the bad file)" $?
+python3 - "$tmp/a.jsonl" "$tmp/f.jsonl" <<'PY'
+import json, sys
+exact = [json.loads(l) for l in open(sys.argv[1])]
+fast = [json.loads(l) for l in open(sys.argv[2])]
+assert [l["input"] for l in exact] == [l["input"] for l in fast]
+for e, f in zip(exact, fast):
+    if e["input"].endswith("Dog.JPG"):
+        assert (f["width"], f["height"]) == (768, 576), f
+    else:
+        assert e == f, (e, f)
+PY
+check "--fast-decode: only the large JPEG's line may change, its size stays 768x576" $?
+"$bin" "${run[@]}" --input data/dog.jpg --fast-decode --no-output >/dev/null 2>"$tmp/g.err"
+[ $? -eq 2 ] && grep -q "fast-decode applies to --input DIR" "$tmp/g.err"
+check "--fast-decode without a folder or list: usage error" $?
+
 "$bin" "${run[@]}" --input "$tmp/images" --input data/dog.jpg >/dev/null 2>"$tmp/c.err"
 [ $? -eq 2 ] && grep -q "only input of a run" "$tmp/c.err"; check "a directory plus another input is a usage error" $?
 mkdir "$tmp/empty"

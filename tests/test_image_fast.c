@@ -5,7 +5,7 @@
  * photos at several network sizes and on random images of random sizes (down- and upscaling,
  * one-pixel sides, extreme aspects), with guard bytes after the output. And gr_image_reader,
  * which keeps its buffers between images, must give what gr_image_load gives, including after a
- * failed file. */
+ * failed file; with --fast-decode it scales only large JPEGs. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <check.h>
@@ -197,6 +197,79 @@ START_TEST(test_reader_errors_then_goes_on)
 }
 END_TEST
 
+/* --fast-decode (opt-in): a JPEG of at least twice the letterboxed size is decoded DCT-scaled, the
+ * source size stays the file's, smaller JPEGs and other formats are untouched (exact). */
+START_TEST(test_reader_fast_decode)
+{
+    /* A 2304x1728 photo-like JPEG: dog.jpg letterboxed up x3 (no grey border at 4:3). */
+    gr_image *dog = NULL;
+    ck_assert_int_eq(gr_image_load("data/dog.jpg", &dog), GR_OK);
+    gr_image big = {.w = 2304, .h = 1728, .c = 3, .data = malloc((size_t)2304 * 1728 * 3)};
+    ck_assert_ptr_nonnull(big.data);
+    ck_assert_int_eq(gr_image_letterbox_u8(dog, 2304, 1728, big.data), GR_OK);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/gr_test_image_fast_big_%d.jpg", (int)getpid());
+    ck_assert_int_eq(gr_image_write(&big, path), GR_OK);
+    free(big.data);
+
+    gr_image_reader *exact = NULL, *fast = NULL;
+    ck_assert_int_eq(gr_image_reader_create(&exact), GR_OK);
+    ck_assert_int_eq(gr_image_reader_create(&fast), GR_OK);
+    gr_image_reader_fast_decode(fast, 416, 416);
+    const gr_image *e = NULL, *f = NULL;
+    int sw = 0, sh = 0;
+    ck_assert_int_eq(gr_image_reader_load(exact, path, &e), GR_OK);
+    ck_assert_int_eq(gr_image_reader_load(fast, path, &f), GR_OK);
+    /* Letterboxed to 416x312: 1/4 gives 576x432 >= 416x312, 1/8 gives 288x216 < it. */
+    ck_assert_int_eq(f->w, 576);
+    ck_assert_int_eq(f->h, 432);
+    gr_image_reader_source_size(fast, &sw, &sh);
+    ck_assert_int_eq(sw, 2304);
+    ck_assert_int_eq(sh, 1728);
+    ck_assert_int_eq(e->w, 2304);
+
+    /* The network input differs a little (printed; the README quotes it). The DCT-scaled decode
+     * averages 4x4 blocks where the exact path point-samples a bilinear resize, so sharp edges
+     * differ most: measured mean 2.2 levels of 255, max 86. The bounds (mean < 4, max <= 128) are
+     * about twice that; a wrong scale, offset or channel order gives a mean of tens of levels. */
+    size_t n = (size_t)416 * 416 * 3;
+    uint8_t *a = malloc(n), *b = malloc(n);
+    ck_assert(a && b);
+    ck_assert_int_eq(gr_image_letterbox_u8(e, 416, 416, a), GR_OK);
+    ck_assert_int_eq(gr_image_letterbox_u8(f, 416, 416, b), GR_OK);
+    double sum = 0;
+    int worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        int d = abs((int)a[i] - (int)b[i]);
+        sum += d;
+        worst = d > worst ? d : worst;
+    }
+    printf("fast decode 2304x1728 -> 576x432 -> 416x312: mean |diff| %.3f, max %d (uint8 levels)\n",
+           sum / (double)n, worst);
+    fflush(stdout);
+    ck_assert_double_lt(sum / (double)n, 4.0);
+    ck_assert_int_le(worst, 128);
+    ck_assert_int_gt(worst, 0); /* it is not exact, which is why it is opt-in */
+
+    /* 768x576 is less than twice 416x312: decoded in full, exactly. */
+    check_reader_equals_load(fast, "data/dog.jpg");
+    gr_image_reader_source_size(fast, &sw, &sh);
+    ck_assert_int_eq(sw, 768);
+    /* PNG: untouched. */
+    check_reader_equals_load(fast, "data/shapes.png");
+    /* Off again. */
+    gr_image_reader_fast_decode(fast, 0, 0);
+    ck_assert_int_eq(gr_image_reader_load(fast, path, &f), GR_OK);
+    ck_assert_int_eq(f->w, 2304);
+    unlink(path);
+    free(a);
+    free(b);
+    gr_image_destroy(dog);
+    gr_image_reader_destroy(exact);
+    gr_image_reader_destroy(fast);
+}
+END_TEST
+
 static Suite *image_fast_suite(void)
 {
     Suite *s = suite_create("image_fast");
@@ -207,6 +280,7 @@ static Suite *image_fast_suite(void)
     tcase_add_test(tc, test_fast_rejects_bad_args);
     tcase_add_test(tc, test_reader_equals_load);
     tcase_add_test(tc, test_reader_errors_then_goes_on);
+    tcase_add_test(tc, test_reader_fast_decode);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -43,6 +43,9 @@ static void print_help(void)
         "                      --batch, results as JSON Lines (one object per image), no images\n"
         "                      drawn; a bad file gets an \"error\" line, the rest go on (exit 3)\n"
         "  --input-list FILE   the same for the image paths in FILE, one per line\n"
+        "  --fast-decode       with --input DIR / --input-list: decode JPEGs of at least twice the\n"
+        "                      network's size at 1/2, 1/4 or 1/8 scale (faster, not Darknet's exact\n"
+        "                      pixels; off by default)\n"
         "  --output FILE       image with boxes (.png/.jpg; default predictions.png, with several\n"
         "                      inputs predictions.1.png ...); --no-output writes none\n"
         "  --save-output FILE  raw head outputs as .npy (float32 NCHW); further heads FILE.1.npy ...\n"
@@ -238,6 +241,10 @@ int gr_cli_detect(int argc, char **argv)
     }
     if (o.input_list || (o.n_inputs > 0 && gr_cli_is_directory(o.inputs[0])))
         return gr_cli_detect_stream(&o);
+    if (o.fast_decode) {
+        fprintf(stderr, "graphrun: --fast-decode applies to --input DIR and --input-list only\n");
+        return GR_EXIT_USAGE;
+    }
     if (o.n_inputs == 0)
         o.inputs[o.n_inputs++] = default_input;
 

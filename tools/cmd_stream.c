@@ -157,6 +157,7 @@ typedef struct batch_buffer {
 typedef struct pipeline {
     const path_list *list;
     int batch, net_w, net_h, use_u8;
+    int fast_decode;     /* --fast-decode: the readers DCT-scale large JPEGs */
     size_t per_image;    /* elements per image */
     pthread_mutex_t lock;
     pthread_cond_t changed;
@@ -183,8 +184,8 @@ static void decode_into(pipeline *p, gr_image_reader *reader, const char *path, 
     gr_status st = reader ? gr_image_reader_load(reader, path, &im)
                           : gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: no memory for an image reader", path);
     if (st == GR_OK) {
-        slot->w = im->w;
-        slot->h = im->h;
+        /* Boxes map back to the size in the file, also when --fast-decode decoded it smaller. */
+        gr_image_reader_source_size(reader, &slot->w, &slot->h);
         st = p->use_u8 ? gr_image_letterbox_u8(im, p->net_w, p->net_h, dst)
                        : gr_image_letterbox(im, p->net_w, p->net_h, dst);
     }
@@ -211,7 +212,8 @@ static void *worker(void *arg)
     pipeline *p = arg;
     /* Without a reader (out of memory) every image this worker claims fails on its line. */
     gr_image_reader *reader = NULL;
-    gr_image_reader_create(&reader);
+    if (gr_image_reader_create(&reader) == GR_OK && p->fast_decode)
+        gr_image_reader_fast_decode(reader, p->net_w, p->net_h);
     pthread_mutex_lock(&p->lock);
     while (!p->stop && p->next_image < p->list->n) {
         int i = p->next_image++;
@@ -324,6 +326,7 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
 {
     pipeline p = {.list = list, .batch = o->batch, .net_w = info->width, .net_h = info->height};
     p.use_u8 = gr_engine_device(engine) == GR_DEVICE_GPU;
+    p.fast_decode = o->fast_decode;
     p.per_image = (size_t)info->channels * (size_t)info->width * (size_t)info->height;
     p.n_buf = gr_engine_inflight(engine);
     int rc = GR_EXIT_OK;
@@ -353,8 +356,9 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
         goto out;
     pthread_mutex_init(&p.lock, NULL);
     pthread_cond_init(&p.changed, NULL);
-    fprintf(stderr, "graphrun: %d images, %d decoding threads, batches of %d, %d in flight\n",
-            list->n, threads, o->batch, p.n_buf);
+    fprintf(stderr, "graphrun: %d images, %d decoding threads, batches of %d, %d in flight%s\n",
+            list->n, threads, o->batch, p.n_buf,
+            p.fast_decode ? "; --fast-decode: JPEGs of 2x the input or more decoded scaled" : "");
     int started = 0;
     double t0 = now_s();
     for (; started < threads; started++)
