@@ -1,7 +1,7 @@
 /* The CPU side of `graphrun --input DIR` without a GPU: what each stage costs per image, and how
  * many images per second the decoding workers deliver at 1, 2, 4, ... threads.
  *
- *   ./build/06_stream [DIR [max_threads [min_images]]]     (DIR default data/, from the source root)
+ *   ./build/06_stream [DIR [max_threads [min_images]]]   (DIR default data/, from the source root)
  *
  * Stages (one thread, every image of DIR in turn until >= min_images, default 200):
  *   read       the file into memory (gr_read_file)

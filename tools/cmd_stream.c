@@ -10,10 +10,12 @@
  * compute of batch k and the detection decoding of batch k-1 overlap. A worker waits only when it
  * is n_buf batches ahead of the report: with 4 buffers the workers keep decoding while the main
  * thread decodes detections (its per-image work, ~0.2 ms: bench/06_stream.c). Images are claimed
- * in order from a shared counter, so the buffers fill front to back. Results leave as JSON Lines, one object per image
- * in input order, flushed after each batch. A file that fails to read or decode gets
- * {"input": ..., "error": ...} and a grey slot in its batch; the rest go on, and the exit status
- * is 3. Throughput is reported from files on disk to detections. */
+ * in order from a shared counter, so the buffers fill front to back. Results leave as JSON Lines,
+ * one object per image in input order, flushed after each batch. A file that fails to read or
+ * decode gets {"input": ..., "error": ...} and a grey slot in its batch; the rest go on, and the
+ * exit status is 3. Throughput is reported from files on disk to detections (the engine build
+ * and calibration excluded, then included), with where the time went. --fast-decode lets the
+ * readers decode large JPEGs DCT-scaled (opt-in; the default input is Darknet's exactly). */
 #define _GNU_SOURCE /* sched_getaffinity */
 #include <dirent.h>
 #include <pthread.h>
@@ -182,7 +184,7 @@ static void decode_into(pipeline *p, gr_image_reader *reader, const char *path, 
 {
     const gr_image *im = NULL;
     gr_status st = reader ? gr_image_reader_load(reader, path, &im)
-                          : gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: no memory for an image reader", path);
+                          : gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: no memory for a reader", path);
     if (st == GR_OK) {
         /* Boxes map back to the size in the file, also when --fast-decode decoded it smaller. */
         gr_image_reader_source_size(reader, &slot->w, &slot->h);
