@@ -452,7 +452,18 @@ int gr_cli_detect_stream(const gr_cli_options *o)
     /* The batch buffers are the engine's slots; no more of them than batches. */
     int n_batches = list.n > 0 ? (list.n + o->batch - 1) / o->batch : 1;
     streaming.inflight = n_batches < STREAM_INFLIGHT ? n_batches : STREAM_INFLIGHT;
-    if (rc == GR_EXIT_OK && (rc = gr_cli_open(&streaming, &model, &engine, &info)) == GR_EXIT_OK)
+    if (rc == GR_EXIT_OK) {
+        rc = gr_cli_open(&streaming, &model, &engine, &info);
+        /* Each slot is an instance of the engine: where four do not fit, two still overlap
+         * decoding with the runs (what this mode did before it had four). */
+        if (rc == GR_EXIT_OOM && streaming.inflight > 2) {
+            fprintf(stderr, "graphrun: retrying with 2 runs in flight instead of %d\n",
+                    streaming.inflight);
+            streaming.inflight = 2;
+            rc = gr_cli_open(&streaming, &model, &engine, &info);
+        }
+    }
+    if (rc == GR_EXIT_OK)
         rc = run_pipeline(o, &list, model, engine, &info, t_start);
     gr_engine_destroy(engine);
     gr_model_destroy(model);
