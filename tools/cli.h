@@ -51,6 +51,7 @@ typedef struct gr_cli_options {
     int threads;          /* decoding threads when streaming; 0 = one per core */
     int eager;            /* --eager: run the plan without the CUDA graph (use_cuda_graph = 0) */
     int inflight;         /* engine slots (runs in flight); set by the streaming path, 0 = 1 */
+    int fast_decode;      /* --fast-decode: streaming only, JPEGs >= 2x the input DCT-scaled */
 } gr_cli_options;
 
 /* Parse the detection command's arguments (argv[0] is the program). Returns 0, or GR_EXIT_USAGE

@@ -83,6 +83,7 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
         if (!strcmp(a, "--fp16-accumulate")) { o->fp16_accumulate = 1; continue; }
         if (!strcmp(a, "--find-overflow")) { o->find_overflow = 1; continue; }
         if (!strcmp(a, "--eager")) { o->eager = 1; continue; }
+        if (!strcmp(a, "--fast-decode")) { o->fast_decode = 1; continue; }
         /* Options with a value: --opt VALUE or --opt=VALUE. */
         static const char *const with_value[] = {
             "--model", "--cfg", "--weights", "--names", "--output", "--save-output", "--input",
