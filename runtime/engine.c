@@ -32,6 +32,9 @@ void gr_engine_options_default(gr_engine_options *opt)
     opt->calib_method = GR_CALIB_MAX;
     opt->calib_percentile = 99.99f;
     opt->inflight = 1;
+    /* The GPU calibration path has not yet run on hardware: CPU until it has been measured there
+     * (docs/calibration.md, "On the GPU"); then AUTO. */
+    opt->calib_device = GR_DEVICE_CPU;
 }
 
 gr_status gr_engine_fail(gr_engine *e, gr_status status)

@@ -62,7 +62,7 @@ static void print_help(void)
         "  --calib M           int8 calibration method: max (default), percentile, entropy, mse\n"
         "  --calib-percentile P  percentile of |x| for --calib percentile (default 99.99)\n"
         "  --calib-images DIR  calibrate on the JPEG/PNG files of DIR (default: the bundled photos)\n"
-        "  --calib-device D    where calibration runs: auto (default: the engine's device), cpu, gpu\n"
+        "  --calib-device D    where calibration runs: cpu (default), auto (the engine's device), gpu\n"
         "  --find-overflow     when an output holds NaN/Inf, name the first layer that produced one\n"
         "  --eager             run the plan's kernels one by one, without the CUDA graph (to see\n"
         "                      each node in Nsight Systems)\n"

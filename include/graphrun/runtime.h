@@ -213,8 +213,9 @@ typedef struct gr_engine_options {
                                 Each is an instance with its own activations, device io, pinned
                                 host buffers, scratch, stream and captured graph; the weights are
                                 shared. See "Runs in flight" below. */
-    gr_device calib_device;  /* where int8 calibration runs (docs/calibration.md): AUTO default =
-                                the GPU for a GPU engine, the CPU for a CPU engine; GPU = an fp32
+    gr_device calib_device;  /* where int8 calibration runs (docs/calibration.md): CPU default
+                                (for now: the GPU path is new, see the docs); AUTO = the GPU for a
+                                GPU engine, the CPU for a CPU engine; GPU = an fp32
                                 GPU engine computes the statistics (any engine; needs a visible
                                 GPU; calib_threads then decode the images); CPU = the planner's
                                 executor on calib_threads cores. The ranges agree to ~1e-5
