@@ -1,7 +1,7 @@
 #!/bin/bash
 # Batch-1 latency checks for issue 9 on the GPU machine, after .gpu/remote.sh built build-gpu/:
 # the engine at batch 1 with and without the L2 persisting window (A/B/A/B), the GEMM tactic
-# against the implicit GEMM per layer (06_gemm), yolov3-tiny, per-kernel times of the engine's own
+# against the implicit GEMM per layer (07_gemm), yolov3-tiny, per-kernel times of the engine's own
 # graphs (ncu, clocks untouched), compute-sanitizer on the conv, engine and replay tests.
 #   bash .gpu/remote.sh --no-test -- bash bench/h100_latency.sh
 # Few files come back from a call: the summary is printed, the details in $OUT/logs.tgz.
@@ -13,7 +13,7 @@ step l2_off_a 60 "${bench1[@]}"
 step l2_on_a 60 env GR_L2_PERSIST=1 "${bench1[@]}"
 step l2_off_b 60 "${bench1[@]}"
 step l2_on_b 60 env GR_L2_PERSIST=1 "${bench1[@]}"
-step gemm 120 $b/06_gemm 100
+step gemm 120 $b/07_gemm 100
 step v3tiny 90 $b/graphrun_bench --model yolov3-tiny --prec all --batch 1 --iters 1000
 for p in int8 fp16; do
   step ncu_$p 120 ncu --clock-control none --csv --metrics gpu__time_duration.sum \

@@ -87,7 +87,16 @@ typedef struct gpu_variant {
     gr_conv_gemm **gemm;    /* per plan node: the GEMM tactic's plan where it was chosen */
 } gpu_variant;
 
-typedef struct gpu_state {
+typedef struct gpu_state gpu_state;
+
+/* Called by gr_gpu_enqueue_forward after every plan node is enqueued on its stream (launching or
+ * not), before the node's event is recorded: work it enqueues on g->streams[node's stream] runs
+ * after the node and before anything that waits for the node, so it reads the node's output
+ * before any later node may reuse its memory (int8 calibration, gpu_calib.c). */
+typedef gr_status (*gpu_node_hook)(gpu_state *g, const gpu_variant *v, const gpu_instance *inst,
+                                   int node, void *user);
+
+struct gpu_state {
     int device;
     int n_streams;          /* as many as the largest plan built so far uses */
     cudaStream_t streams[GR_GPU_MAX_STREAMS];
@@ -110,7 +119,9 @@ typedef struct gpu_state {
     struct gr_timing_cache *tcache; /* entries for this GPU: read from the file, and measured */
     cublasLtHandle_t lt;    /* for the GEMM tactic's plans, created by the first search */
     int gemm_tactic;        /* the GEMM tactic is a candidate (off with GR_DISABLE_GEMM_TACTIC=1) */
-} gpu_state;
+    gpu_node_hook after_node; /* NULL except while calibrating (gpu_calib.c) */
+    void *after_node_user;
+};
 
 static inline size_t gr_gpu_align(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
