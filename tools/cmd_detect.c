@@ -49,7 +49,9 @@ static void print_help(void)
         "  --json              print results as JSON\n"
         "engine\n"
         "  --device D          auto (default: GPU when visible, else CPU reference), cpu, gpu\n"
-        "  --prec P            fp32 (default), fp16, int8\n"
+        "  --prec P            fp32 (default), fp16, int8, or auto: int8 or fp16 per layer, the\n"
+        "                      fastest map whose output NRMSE vs fp32 on the calibration images\n"
+        "                      stays within --max-nrmse X (default 0.01)\n"
         "  --batch N           images per run (default 1; inputs repeat to fill the batch)\n"
         "  --runs N            run N times and report the median time (default 1)\n"
         "  --tf32              fp32 on the GPU may use TF32 tensor cores (default: exact FP32)\n"
@@ -166,8 +168,9 @@ int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, g
     }
     if (gr_engine_notice(*engine)[0])
         fprintf(stderr, "graphrun: %s\n", gr_engine_notice(*engine));
-    fprintf(stderr, "graphrun: device %s, precision %s, batch %d%s\n",
-            gr_engine_device_name(*engine), gr_precision_name(o->precision), o->batch,
+    fprintf(stderr, "graphrun: device %s, precision %s%s, batch %d%s\n",
+            gr_engine_device_name(*engine), gr_precision_name(o->precision),
+            o->precision == GR_PREC_AUTO ? " (mixed int8/fp16, map above)" : "", o->batch,
             o->eager && gr_engine_device(*engine) == GR_DEVICE_GPU ? ", eager (no CUDA graph)" : "");
     gr_engine_memory_info mem;
     if (gr_engine_device(*engine) == GR_DEVICE_GPU && gr_engine_memory(*engine, &mem) == GR_OK)
