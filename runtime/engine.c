@@ -289,6 +289,8 @@ static gr_status build(const gr_model *model, const gr_engine_options *opt,
     e->opt.calib_progress_user = NULL;
     free(e->preset_range);
     e->preset_range = NULL;
+    if (st == GR_OK && opt->precision == GR_PREC_AUTO && device == GR_DEVICE_GPU)
+        st = gr_auto_precision_measure(e);
     if (st != GR_OK) {
         engine_free(e);
         return st;

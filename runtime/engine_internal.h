@@ -97,6 +97,8 @@ void gr_engine_plan_precision(const gr_engine *e, struct gr_plan_options *po);
 /* runtime/auto_precision.c: choose the per-layer map of a GR_PREC_AUTO engine (e->layer_prec,
  * e->preset_range) and describe it in e->notice. */
 gr_status gr_auto_precision(gr_engine *e);
+/* After a GR_PREC_AUTO GPU engine is built: its measured per-layer latency, into the notice. */
+gr_status gr_auto_precision_measure(gr_engine *e);
 /* One line "precision map: L0 int8, L2 fp16, ..." of the reduced-precision layers that compute
  * (convolutions) into buf. */
 void gr_precision_map_str(const gr_net *net, const gr_precision *map, char *buf, size_t len);
