@@ -33,7 +33,7 @@ void gr_engine_options_default(gr_engine_options *opt)
     opt->calib_method = GR_CALIB_MAX;
     opt->calib_percentile = 99.99f;
     opt->inflight = 1;
-    opt->max_nrmse = 0.01f;
+    opt->max_nrmse = GR_MAX_NRMSE_DEFAULT;
 }
 
 gr_status gr_engine_fail(gr_engine *e, gr_status status)

@@ -95,7 +95,7 @@ static void print_help(void)
            "\n"
            "  --model M      built-in model (default yolo = YOLOv2-tiny VOC), synthetic weights\n"
            "  --prec P       precision(s), comma-separated or 'all' (default all = fp32,fp16,int8);\n"
-           "                 auto: mixed int8/fp16 within --max-nrmse X (default 0.01), chosen on\n"
+           "                 auto: mixed int8/fp16 within --max-nrmse X (default 0.003), chosen on\n"
            "                 the bundled photos (the int8 calibration images)\n"
            "  --batch LIST   batch sizes, comma-separated (default 1)\n"
            "  --iters N      timed runs per configuration (default 1000)\n"
@@ -175,7 +175,7 @@ static int parse_args(int argc, char **argv, bench_options *o)
     o->iters = 1000;
     o->warmup = 100;
     o->inflight = 1;
-    o->max_nrmse = 0.01f;
+    o->max_nrmse = GR_MAX_NRMSE_DEFAULT;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;

@@ -68,7 +68,7 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
     o->runs = 1;
     o->calib_method = GR_CALIB_MAX;
     o->calib_percentile = 99.99f;
-    o->max_nrmse = 0.01f;
+    o->max_nrmse = GR_MAX_NRMSE_DEFAULT;
     err[0] = '\0';
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

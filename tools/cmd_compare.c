@@ -61,7 +61,7 @@ static void print_help(void)
            "  --thresh T, --nms T detection thresholds for the agreement (defaults 0.5, 0.45)\n"
            "  --per-layer         NRMSE of every layer (CPU emulation of the first input)\n"
            "  --prec auto         add a row for the automatic mixed precision map chosen within\n"
-           "                      --max-nrmse X (default 0.01; its map is printed on stderr)\n"
+           "                      --max-nrmse X (default 0.003; its map is printed on stderr)\n"
            "  --json              JSON on stdout\n"
            "\n"
            "NRMSE = sqrt(mean((x - y)^2)) / (max(y) - min(y)) with y the fp32 output.\n");

@@ -51,7 +51,7 @@ static void print_help(void)
         "  --device D          auto (default: GPU when visible, else CPU reference), cpu, gpu\n"
         "  --prec P            fp32 (default), fp16, int8, or auto: int8 or fp16 per layer, the\n"
         "                      fastest map whose output NRMSE vs fp32 on the calibration images\n"
-        "                      stays within --max-nrmse X (default 0.01)\n"
+        "                      stays within --max-nrmse X (default 0.003)\n"
         "  --batch N           images per run (default 1; inputs repeat to fill the batch)\n"
         "  --runs N            run N times and report the median time (default 1)\n"
         "  --tf32              fp32 on the GPU may use TF32 tensor cores (default: exact FP32)\n"
@@ -212,7 +212,10 @@ static gr_status find_overflow(const gr_cli_options *o, const float *input)
     gr_net *net = NULL;
     GR_TRY(gr_cli_load_net(o, &net));
     overflow_search os = {net, -1, 0, 0};
-    gr_precision prec = o->precision == GR_PREC_INT8 ? GR_PREC_FP32 : o->precision;
+    /* auto: its fp16 layers are where an overflow can come from */
+    gr_precision prec = o->precision == GR_PREC_INT8  ? GR_PREC_FP32
+                        : o->precision == GR_PREC_AUTO ? GR_PREC_FP16
+                                                       : o->precision;
     gr_status st = gr_cli_trace_layers(net, prec, NULL, 0.0f, input, first_nonfinite, &os);
     if (st == GR_OK && os.layer >= 0) {
         const gr_layer *l = &net->layers[os.layer];

@@ -49,7 +49,7 @@ static void eval_usage(FILE *f)
             "  --labels DIR        YOLO label files <stem>.txt (default: the images' folder)\n"
             "  --max-images N      only the first N images\n"
             "  --prec P            fp32 (default), fp16, int8, auto (mixed, see --max-nrmse) or all\n"
-            "  --max-nrmse X       --prec auto: the error budget (default 0.01)\n"
+            "  --max-nrmse X       --prec auto: the error budget (default 0.003)\n"
             "  --device D          auto (default), cpu, gpu\n"
             "  --batch N           images per run (default 1)\n"
             "  --calib-images DIR  int8 calibration images (default: data/shapes-calib for\n"
@@ -104,7 +104,7 @@ static int parse_args(int argc, char **argv, eval_args *a)
     a->batch = 1;
     a->max_images = MAX_EVAL_IMAGES;
     a->thresh = 0.005f;
-    a->max_nrmse = 0.01f;
+    a->max_nrmse = GR_MAX_NRMSE_DEFAULT;
     a->nms = 0.45f;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];

@@ -197,7 +197,7 @@ int gr_cli_plan(int argc, char **argv)
     const char *model = "yolo", *cfg = NULL, *weights = NULL, *layer_prec = NULL;
     const char *dot = NULL, *svg = NULL, *calib_dir = NULL;
     int json = 0, calibrate = 0;
-    float max_nrmse = 0.01f;
+    float max_nrmse = GR_MAX_NRMSE_DEFAULT;
     gr_device device = GR_DEVICE_AUTO;
     gr_plan_options opt;
     gr_plan_options_default(&opt);
