@@ -116,7 +116,7 @@ int gr_gpu_node_uses_cublas(const gr_plan *plan, const gr_plan_node *nd);
  * f32 convs go through cuBLAS (f32, one launch per image when a channel slice of a batch is not
  * contiguous: `images` launches, the pointers advancing by x_image / y_image floats), f16 and i8
  * through the tensor-core kernels (tc; workspace not set). GR_ERR_UNSUPPORTED for dtypes or
- * groups without a kernel. */
+ * groups without a kernel (groups run in f32 only). */
 typedef struct gpu_conv {
     int tensor_cores;
     int is_i8;
@@ -124,6 +124,10 @@ typedef struct gpu_conv {
     gr_conv_f32_args f32;
     int images;
     size_t x_image, y_image;
+    /* f32 grouped convs (Darknet's groups): `groups` launches per image, each on its channel
+     * slice, the pointers advancing by these many floats per group. */
+    int groups;
+    size_t x_group, y_group, w_group, b_group;
 } gpu_conv;
 /* `inst` NULL: shapes only (no addresses). */
 gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_instance *inst,
