@@ -497,6 +497,8 @@ static void append_notice(gr_engine *e, const char *line)
 gr_status gr_auto_precision(gr_engine *e)
 {
     const gr_net *net = e->net;
+    if (e->device == GR_DEVICE_GPU && gr_cuda_device_count() == 0)
+        return gr_fail(GR_ERR_NO_DEVICE, "no CUDA device is visible (--device gpu)");
     search s = {.net = net, .threads = cpu_threads(e)};
     gr_precision *map = gr_calloc((size_t)net->n_layers, sizeof *map, "precision map");
     if (!map)
