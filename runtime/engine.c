@@ -33,6 +33,9 @@ void gr_engine_options_default(gr_engine_options *opt)
     opt->calib_method = GR_CALIB_MAX;
     opt->calib_percentile = 99.99f;
     opt->inflight = 1;
+    /* The GPU calibration path has not yet run on hardware: CPU until it has been measured there
+     * (docs/calibration.md, "On the GPU"); then AUTO. */
+    opt->calib_device = GR_DEVICE_CPU;
     opt->max_nrmse = GR_MAX_NRMSE_DEFAULT;
 }
 
@@ -67,6 +70,9 @@ static gr_status check_options(const gr_engine_options *opt)
     if (opt->inflight < 0 || opt->inflight > GR_MAX_INFLIGHT)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option inflight=%d is outside 1..%d",
                        opt->inflight, GR_MAX_INFLIGHT);
+    if ((unsigned)opt->calib_device > GR_DEVICE_GPU)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option calib_device=%d is not a gr_device",
+                       (int)opt->calib_device);
     if (opt->calib_threads < 0)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option calib_threads=%d is negative",
                        opt->calib_threads);

@@ -317,6 +317,8 @@ gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, const gpu_instanc
         gr_status st = gr_gpu_launch_node(g, v, inst, i);
         gr_trace_pop();
         GR_TRY(st);
+        if (g->after_node)
+            GR_TRY(g->after_node(g, v, inst, i, g->after_node_user));
         if (node_events)
             CUDA_TRY(cudaEventRecord(node_events[2 * i + 1], stream));
         if (nd->record_event >= 0)

@@ -70,7 +70,16 @@ typedef struct gpu_variant {
     unsigned char *pdl;     /* per plan node: launched as a programmatic dependent launch */
 } gpu_variant;
 
-typedef struct gpu_state {
+typedef struct gpu_state gpu_state;
+
+/* Called by gr_gpu_enqueue_forward after every plan node is enqueued on its stream (launching or
+ * not), before the node's event is recorded: work it enqueues on g->streams[node's stream] runs
+ * after the node and before anything that waits for the node, so it reads the node's output
+ * before any later node may reuse its memory (int8 calibration, gpu_calib.c). */
+typedef gr_status (*gpu_node_hook)(gpu_state *g, const gpu_variant *v, const gpu_instance *inst,
+                                   int node, void *user);
+
+struct gpu_state {
     int device;
     int n_streams;          /* as many as the largest plan built so far uses */
     cudaStream_t streams[GR_GPU_MAX_STREAMS];
@@ -88,7 +97,9 @@ typedef struct gpu_state {
     int fp16_accumulate;    /* fp16 convs accumulate in fp16 */
     int pdl;                /* programmatic dependent launch between convs (sm_90+; off with
                                GR_DISABLE_PDL=1) */
-} gpu_state;
+    gpu_node_hook after_node; /* NULL except while calibrating (gpu_calib.c) */
+    void *after_node_user;
+};
 
 static inline size_t gr_gpu_align(size_t x, size_t a) { return (x + a - 1) / a * a; }
 

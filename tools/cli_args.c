@@ -84,12 +84,13 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
         if (!strcmp(a, "--fp16-accumulate")) { o->fp16_accumulate = 1; continue; }
         if (!strcmp(a, "--find-overflow")) { o->find_overflow = 1; continue; }
         if (!strcmp(a, "--eager")) { o->eager = 1; continue; }
+        if (!strcmp(a, "--fast-decode")) { o->fast_decode = 1; continue; }
         /* Options with a value: --opt VALUE or --opt=VALUE. */
         static const char *const with_value[] = {
             "--model", "--cfg", "--weights", "--names", "--output", "--save-output", "--input",
             "--seed", "--device", "--prec", "--batch", "--runs", "--thresh", "--nms", "--calib-cache",
-            "--calib", "--calib-percentile", "--calib-images", "--input-list", "--threads",
-            "--max-nrmse", NULL};
+            "--calib", "--calib-percentile", "--calib-images", "--calib-device", "--input-list",
+            "--threads", "--max-nrmse", NULL};
         const char *val = NULL;
         char name[32];
         const char *eq = strchr(a, '=');
@@ -155,6 +156,11 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
             else if (!strcmp(val, "cpu")) o->device = GR_DEVICE_CPU;
             else if (!strcmp(val, "gpu")) o->device = GR_DEVICE_GPU;
             else return usage_error(err, errlen, "--device '%s' is not auto, cpu or gpu%s", val, "");
+        } else if (!strcmp(name, "--calib-device")) {
+            if (!strcmp(val, "auto")) o->calib_device = GR_DEVICE_AUTO;
+            else if (!strcmp(val, "cpu")) o->calib_device = GR_DEVICE_CPU;
+            else if (!strcmp(val, "gpu")) o->calib_device = GR_DEVICE_GPU;
+            else return usage_error(err, errlen, "--calib-device '%s' is not auto, cpu or gpu%s", val, "");
         } else if (!strcmp(name, "--prec")) {
             if (gr_precision_parse(val, &o->precision) != GR_OK)
                 return usage_error(err, errlen, "--prec '%s' is not fp32, fp16, int8 or auto%s", val,

@@ -55,7 +55,7 @@ static void print_help(void)
            "  --device D          auto (default), cpu, gpu\n"
            "  --calib M           int8 calibration method to compare (repeat; default all four:\n"
            "                      max, percentile, entropy, mse)\n"
-           "  --calib-percentile P, --calib-images DIR   as for detect\n"
+           "  --calib-percentile P, --calib-images DIR, --calib-device D   as for detect\n"
            "  --calib-cache FILE  keep each method's ranges in FILE.<method> (default: temporary)\n"
            "  --runs N            timed runs per input (default 1); p50 is reported\n"
            "  --thresh T, --nms T detection thresholds for the agreement (defaults 0.5, 0.45)\n"
@@ -328,8 +328,7 @@ static gr_status run_config(const gr_cli_options *o, const gr_model *model, conf
     eo.calib_cache = cf->prec == GR_PREC_INT8 ? cf->cache : NULL;
     gr_engine *e = NULL;
     GR_TRY(gr_engine_build(model, &eo, &e));
-    if (gr_engine_notice(e)[0])
-        fprintf(stderr, "graphrun: %s\n", gr_engine_notice(e));
+    gr_cli_print_notices(e);
     int is_ref = cf->prec == GR_PREC_FP32;
     gr_status st = GR_OK;
     int n_times = 0;

@@ -377,6 +377,7 @@ static gr_status run_precision(const eval_args *a, const gr_model *model, const 
     if (gr_engine_notice(engine)[0])
         fprintf(stderr, "graphrun eval: %s\n", gr_engine_notice(engine));
     int use_u8 = gr_engine_device(engine) == GR_DEVICE_GPU;
+    gr_cli_print_notices(engine); /* e.g. the int8 calibration's time */
     fprintf(stderr, "graphrun eval: %s on %s, batch %d\n", gr_precision_name(prec),
             gr_engine_device_name(engine), a->batch);
     in_f32 = use_u8 ? NULL : calloc(per_image * (size_t)a->batch, sizeof(float));

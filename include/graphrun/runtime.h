@@ -202,7 +202,8 @@ typedef struct gr_engine_options {
     const char *const *calib_images; /* NULL-terminated image paths; NULL = the bundled photos */
     const char *calib_cache; /* read if valid for this model, method and image set, written
                                 otherwise; NULL = none */
-    int calib_threads;       /* CPU threads calibrating in parallel; 0 default = one per core */
+    int calib_threads;       /* CPU threads calibrating in parallel (calibrating on the GPU:
+                                decoding the images); 0 default = one per core */
     /* Called after each calibration image (done of total), from the calibrating threads one at
      * a time; NULL default = none. */
     void (*calib_progress)(int done, int total, void *user);
@@ -215,6 +216,13 @@ typedef struct gr_engine_options {
                                 Each is an instance with its own activations, device io, pinned
                                 host buffers, scratch, stream and captured graph; the weights are
                                 shared. See "Runs in flight" below. */
+    gr_device calib_device;  /* where int8 calibration runs (docs/calibration.md): CPU default
+                                (for now: the GPU path is new, see the docs); AUTO = the GPU for a
+                                GPU engine, the CPU for a CPU engine; GPU = an fp32
+                                GPU engine computes the statistics (any engine; needs a visible
+                                GPU; calib_threads then decode the images); CPU = the planner's
+                                executor on calib_threads cores. The ranges agree to ~1e-5
+                                relative, not bit for bit (fp32 sums in another order). */
     /* Mixed precision (docs/calibration.md, "Mixed precision"). */
     const gr_precision *layer_precision; /* NULL default, or exactly n_layers entries
                                 (gr_model_info.n_layers), one FP32 / FP16 / INT8 per network layer:
