@@ -46,6 +46,7 @@ typedef struct gr_cli_options {
     float calib_percentile;       /* --calib-percentile (default 99.99) */
     const char *calib_images;     /* --calib-images DIR */
     gr_device calib_device;       /* --calib-device (default auto: the engine's device) */
+    float max_nrmse;              /* --max-nrmse X: the --prec auto budget (default 0.003) */
     int find_overflow;            /* --find-overflow */
     const char *input_list; /* --input-list FILE: one image path per line (streamed) */
     int threads;          /* decoding threads when streaming; 0 = one per core */

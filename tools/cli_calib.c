@@ -101,6 +101,7 @@ void gr_cli_calib_options(const gr_cli_options *o, const char *const *images,
     eo->calib_images = images;
     eo->calib_cache = o->calib_cache;
     eo->calib_device = o->calib_device;
+    eo->max_nrmse = o->max_nrmse;
     if (isatty(2))
         eo->calib_progress = progress_bar;
 }

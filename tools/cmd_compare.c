@@ -21,7 +21,7 @@
 #define GR_DATA_DIR "data"
 #endif
 
-#define MAX_CONFIGS 6      /* fp32, fp16, int8 x 4 methods */
+#define MAX_CONFIGS 7      /* fp32, fp16, int8 x 4 methods, auto */
 #define GR_MAX_HEADS_CLI 8
 
 typedef struct config {
@@ -60,6 +60,8 @@ static void print_help(void)
            "  --runs N            timed runs per input (default 1); p50 is reported\n"
            "  --thresh T, --nms T detection thresholds for the agreement (defaults 0.5, 0.45)\n"
            "  --per-layer         NRMSE of every layer (CPU emulation of the first input)\n"
+           "  --prec auto         add a row for the automatic mixed precision map chosen within\n"
+           "                      --max-nrmse X (default 0.003; its map is printed on stderr)\n"
            "  --json              JSON on stdout\n"
            "\n"
            "NRMSE = sqrt(mean((x - y)^2)) / (max(y) - min(y)) with y the fp32 output.\n");
@@ -200,6 +202,8 @@ static gr_status per_layer(const gr_cli_options *o, const gr_net *net, const flo
         }
         for (int l = 0; l < net->n_layers; l++)
             cf->layer_nrmse[l] = NAN;
+        if (cf->prec == GR_PREC_AUTO)
+            continue; /* mixed: not traced layer by layer (its map is in the notice) */
         float input_range = 0.0f;
         if (cf->prec == GR_PREC_INT8) {
             /* The ranges the engine was built with, from the cache it wrote. */
@@ -431,7 +435,7 @@ int gr_cli_compare(int argc, char **argv)
     if (o.n_inputs == 0)
         for (; bundled[o.n_inputs]; o.n_inputs++)
             o.inputs[o.n_inputs] = bundled[o.n_inputs];
-    int n_cfgs = 2 + n_int8;
+    int n_cfgs = 2 + n_int8 + (o.precision == GR_PREC_AUTO); /* --prec auto: one more row */
     char tmpdir[] = "/tmp/graphrun_compare_XXXXXX";
     int made_tmp = 0;
     if (!o.calib_cache) {
@@ -444,7 +448,11 @@ int gr_cli_compare(int argc, char **argv)
     for (int c = 0; c < n_cfgs; c++) {
         config *cf = &cfgs[c];
         cf->prec = c == 0 ? GR_PREC_FP32 : c == 1 ? GR_PREC_FP16 : GR_PREC_INT8;
-        if (cf->prec == GR_PREC_INT8) {
+        if (c == 2 + n_int8)
+            cf->prec = GR_PREC_AUTO;
+        if (cf->prec == GR_PREC_AUTO) {
+            snprintf(cf->name, sizeof cf->name, "auto <= %g", (double)o.max_nrmse);
+        } else if (cf->prec == GR_PREC_INT8) {
             snprintf(cf->name, sizeof cf->name, "int8 %s", gr_calib_method_name(cf->method));
             snprintf(cf->cache, sizeof cf->cache, made_tmp ? "%s/%s.calib" : "%s.%s",
                      made_tmp ? tmpdir : o.calib_cache, gr_calib_method_name(cf->method));

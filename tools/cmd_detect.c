@@ -49,10 +49,14 @@ static void print_help(void)
         "  --output FILE       image with boxes (.png/.jpg; default predictions.png, with several\n"
         "                      inputs predictions.1.png ...); --no-output writes none\n"
         "  --save-output FILE  raw head outputs as .npy (float32 NCHW); further heads FILE.1.npy ...\n"
-        "  --json              print results as JSON\n"
+        "  --json              print results as JSON\n",
+        default_input);
+    printf(
         "engine\n"
         "  --device D          auto (default: GPU when visible, else CPU reference), cpu, gpu\n"
-        "  --prec P            fp32 (default), fp16, int8\n"
+        "  --prec P            fp32 (default), fp16, int8, or auto: int8 or fp16 per layer, the\n"
+        "                      fastest map whose output NRMSE vs fp32 on the calibration images\n"
+        "                      stays within --max-nrmse X (default 0.003)\n"
         "  --batch N           images per run (default 1; inputs repeat to fill the batch)\n"
         "  --runs N            run N times and report the median time (default 1)\n"
         "  --tf32              fp32 on the GPU may use TF32 tensor cores (default: exact FP32)\n"
@@ -76,8 +80,7 @@ static void print_help(void)
         "  --help, --version\n"
         "\n"
         "exit status: 0 ok, 1 runtime failure or NaN/Inf in an output, 2 bad arguments, 3 bad input\n"
-        "             file, 4 no GPU, 5 out of memory\n",
-        default_input);
+        "             file, 4 no GPU, 5 out of memory\n");
 }
 
 int gr_cli_fail(gr_status st, const char *what)
@@ -159,8 +162,9 @@ int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, g
         return gr_cli_fail(st, "building the engine");
     }
     gr_cli_print_notices(*engine);
-    fprintf(stderr, "graphrun: device %s, precision %s, batch %d%s\n",
-            gr_engine_device_name(*engine), gr_precision_name(o->precision), o->batch,
+    fprintf(stderr, "graphrun: device %s, precision %s%s, batch %d%s\n",
+            gr_engine_device_name(*engine), gr_precision_name(o->precision),
+            o->precision == GR_PREC_AUTO ? " (mixed int8/fp16, map above)" : "", o->batch,
             o->eager && gr_engine_device(*engine) == GR_DEVICE_GPU ? ", eager (no CUDA graph)" : "");
     gr_engine_memory_info mem;
     if (gr_engine_device(*engine) == GR_DEVICE_GPU && gr_engine_memory(*engine, &mem) == GR_OK)
@@ -202,7 +206,10 @@ static gr_status find_overflow(const gr_cli_options *o, const float *input)
     gr_net *net = NULL;
     GR_TRY(gr_cli_load_net(o, &net));
     overflow_search os = {net, -1, 0, 0};
-    gr_precision prec = o->precision == GR_PREC_INT8 ? GR_PREC_FP32 : o->precision;
+    /* auto: its fp16 layers are where an overflow can come from */
+    gr_precision prec = o->precision == GR_PREC_INT8  ? GR_PREC_FP32
+                        : o->precision == GR_PREC_AUTO ? GR_PREC_FP16
+                                                       : o->precision;
     gr_status st = gr_cli_trace_layers(net, prec, NULL, 0.0f, input, first_nonfinite, &os);
     if (st == GR_OK && os.layer >= 0) {
         const gr_layer *l = &net->layers[os.layer];

@@ -71,10 +71,13 @@ const char *gr_last_error(void);
 /* ---- data types ------------------------------------------------------------------------- */
 
 typedef enum gr_dtype { GR_DTYPE_F32 = 0, GR_DTYPE_F16, GR_DTYPE_I8, GR_DTYPE_U8, GR_DTYPE_I32 } gr_dtype;
-typedef enum gr_precision { GR_PREC_FP32 = 0, GR_PREC_FP16, GR_PREC_INT8 } gr_precision;
+/* GR_PREC_AUTO (engines only): int8 or fp16 per layer, chosen at build time for the least
+ * latency whose error stays within gr_engine_options.max_nrmse (docs/calibration.md, "Automatic
+ * mixed precision"). */
+typedef enum gr_precision { GR_PREC_FP32 = 0, GR_PREC_FP16, GR_PREC_INT8, GR_PREC_AUTO } gr_precision;
 typedef enum gr_device { GR_DEVICE_AUTO = 0, GR_DEVICE_CPU, GR_DEVICE_GPU } gr_device;
 
-/* "fp32" / "fp16" / "int8"; parse returns GR_ERR_INVALID_ARGUMENT for anything else. */
+/* "fp32" / "fp16" / "int8" / "auto"; parse returns GR_ERR_INVALID_ARGUMENT for anything else. */
 const char *gr_precision_name(gr_precision p);
 gr_status gr_precision_parse(const char *name, gr_precision *out);
 
@@ -220,6 +223,17 @@ typedef struct gr_engine_options {
                                 GPU; calib_threads then decode the images); CPU = the planner's
                                 executor on calib_threads cores. The ranges agree to ~1e-5
                                 relative, not bit for bit (fp32 sums in another order). */
+    /* Mixed precision (docs/calibration.md, "Mixed precision"). */
+    const gr_precision *layer_precision; /* NULL default, or exactly n_layers entries
+                                (gr_model_info.n_layers), one FP32 / FP16 / INT8 per network layer:
+                                layer i computes in layer_precision[i] (layers without a reduced-
+                                precision kernel stay fp32) and `precision` is ignored. Read during
+                                build only. Not with GR_PREC_AUTO. */
+    int n_layer_precision;
+    float max_nrmse;         /* GR_PREC_AUTO: the error budget, max over the calibration images
+                                (up to 16) and outputs of the output NRMSE against fp32;
+                                GR_MAX_NRMSE_DEFAULT default. The chosen map is in
+                                gr_engine_notice() and gr_engine_layer_precision(). */
     int tactic_search;       /* GPU, fp16/int8: time each tensor-core conv's candidate tactics
                                 (tile shape x split-K) on its real shape at build and keep the
                                 fastest that passes a numerics check (int8: bit-identical to the
@@ -232,6 +246,10 @@ typedef struct gr_engine_options {
                                 found there are not measured again; written (atomically) when new
                                 measurements were made. NULL = none. Only read during the build. */
 } gr_engine_options;
+
+/* 0.003: on the bundled trained model all int8 measures 0.006 and loses 0.05 of mAP@0.5:0.95,
+ * the map chosen within 0.003 keeps fp32's mAP (docs/calibration.md, "Mixed precision"). */
+#define GR_MAX_NRMSE_DEFAULT 0.003f
 
 #define GR_MAX_INFLIGHT 8
 
@@ -378,6 +396,10 @@ gr_status gr_engine_tactic_stats(const gr_engine *engine, gr_tactic_stats *stats
 /* Notices from building the engine ("" if none), one line each: e.g. a calibration cache in an
  * old format that was ignored and rewritten. Never NULL. */
 const char *gr_engine_notice(const gr_engine *engine);
+
+/* The precision each network layer computes in (n entries, the model's layer count), as built:
+ * the explicit or automatic map, or the uniform precision. NULL for a NULL engine. */
+const gr_precision *gr_engine_layer_precision(const gr_engine *engine, int *n);
 
 /* The engine's own last error message ("" if none). */
 const char *gr_engine_last_error(const gr_engine *engine);
