@@ -37,7 +37,7 @@ void gr_engine_options_default(gr_engine_options *opt)
      * (docs/calibration.md, "On the GPU"); then AUTO. */
     opt->calib_device = GR_DEVICE_CPU;
     opt->max_nrmse = GR_MAX_NRMSE_DEFAULT;
-    opt->tactic_search = 1;
+    opt->tactic_search = 0; /* on once measured on hardware: docs/tactics.md */
 }
 
 gr_status gr_engine_fail(gr_engine *e, gr_status status)

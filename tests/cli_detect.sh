@@ -32,6 +32,8 @@ grep -q 'SYNTHETIC' "$tmp/a.err"; check "synthetic weights announced" $?
 "$bin" --model shapes --device cpu --input data/shapes.png --no-output --no-tactic-search \
     --timing-cache "$tmp/t.cache" >/dev/null 2>&1
 check "--no-tactic-search --timing-cache accepted" $?
+"$bin" --model shapes --device cpu --input data/shapes.png --no-output --tactic-search >/dev/null 2>&1
+check "--tactic-search accepted" $?
 grep -q 'time (last run)' "$tmp/a.err"; check "time split reported" $?
 
 # fp16 without a GPU: the CPU emulates the GPU's arithmetic, says so, and finds boxes too.

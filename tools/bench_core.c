@@ -46,7 +46,7 @@ typedef struct bench_options {
     const char *json_path;
     float max_nrmse; /* --prec auto budget */
     const char *timing_cache; /* --timing-cache FILE */
-    int no_tactic_search;     /* --no-tactic-search */
+    int tactic_search;        /* -1 default, 1 --tactic-search, 0 --no-tactic-search */
 } bench_options;
 
 /* One (precision, batch) measurement; times in microseconds. */
@@ -95,7 +95,7 @@ static void print_help(void)
 {
     printf("usage: %s [--model M] [--prec fp32|fp16|int8|auto|all] [--batch N[,N...]]\n"
            "         [--iters N] [--warmup N] [--inflight N] [--image FILE] [--eager]\n"
-           "         [--max-nrmse X] [--json FILE] [--timing-cache FILE] [--no-tactic-search]\n"
+           "         [--max-nrmse X] [--json FILE] [--timing-cache FILE] [--[no-]tactic-search]\n"
            "\n"
            "  --model M      built-in model (default yolo = YOLOv2-tiny VOC), synthetic weights\n"
            "  --prec P       precision(s), comma-separated or 'all' (default all = fp32,fp16,int8);\n"
@@ -109,7 +109,8 @@ static void print_help(void)
            "  --eager        build engines without a CUDA graph (use_cuda_graph = 0)\n"
            "  --json FILE    also write the results as JSON\n"
            "  --timing-cache FILE  reuse / store the measured conv tactics (docs/tactics.md)\n"
-           "  --no-tactic-search   the kernels' automatic conv tactics (no timing at build)\n"
+           "  --tactic-search      time each conv's candidate tactics at build (off by default)\n"
+           "  --no-tactic-search   the kernels' automatic conv tactics (the default)\n"
            "\n"
            "Times are host-clock microseconds of synchronous gr_engine_run() calls (input already in the pinned buffer)\n"
            "(input copy, compute, output copy).\n"
@@ -174,6 +175,7 @@ static int parse_args(int argc, char **argv, bench_options *o)
 {
     memset(o, 0, sizeof *o);
     o->model = "yolo";
+    o->tactic_search = -1;
     o->image = GR_DATA_DIR "/dog.jpg";
     parse_precisions("all", o);
     o->batches[0] = 1;
@@ -193,7 +195,10 @@ static int parse_args(int argc, char **argv, bench_options *o)
             o->eager = 1;
             takes_value = 0;
         } else if (strcmp(a, "--no-tactic-search") == 0) {
-            o->no_tactic_search = 1;
+            o->tactic_search = 0;
+            takes_value = 0;
+        } else if (strcmp(a, "--tactic-search") == 0) {
+            o->tactic_search = 1;
             takes_value = 0;
         } else if (!v) {
             fprintf(stderr, "%s: '%s' needs a value (or is unknown; see --help)\n", prog, a);
@@ -312,7 +317,8 @@ static gr_status bench_one(const gr_model *model, const bench_options *o, const 
     eo.batch = r->batch;
     eo.use_cuda_graph = !o->eager;
     eo.inflight = o->inflight;
-    eo.tactic_search = !o->no_tactic_search;
+    if (o->tactic_search >= 0)
+        eo.tactic_search = o->tactic_search;
     eo.timing_cache = o->timing_cache;
     double build_start = now_us();
     st = gr_engine_build(model, &eo, &engine);

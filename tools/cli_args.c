@@ -62,6 +62,7 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
     o->seed = 1;
     o->device = GR_DEVICE_AUTO;
     o->precision = GR_PREC_FP32;
+    o->tactic_search = -1;
     o->batch = 1;
     o->thresh = 0.5f;
     o->nms = 0.45f;
@@ -85,7 +86,8 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
         if (!strcmp(a, "--find-overflow")) { o->find_overflow = 1; continue; }
         if (!strcmp(a, "--eager")) { o->eager = 1; continue; }
         if (!strcmp(a, "--fast-decode")) { o->fast_decode = 1; continue; }
-        if (!strcmp(a, "--no-tactic-search")) { o->no_tactic_search = 1; continue; }
+        if (!strcmp(a, "--no-tactic-search")) { o->tactic_search = 0; continue; }
+        if (!strcmp(a, "--tactic-search")) { o->tactic_search = 1; continue; }
         /* Options with a value: --opt VALUE or --opt=VALUE. */
         static const char *const with_value[] = {
             "--model", "--cfg", "--weights", "--names", "--output", "--save-output", "--input",

@@ -72,8 +72,9 @@ static void print_help(void)
         "                      each node in Nsight Systems)\n"
         "  --timing-cache FILE GPU fp16/int8: reuse the conv tactics measured in FILE, and write\n"
         "                      new measurements there (ignored if made on another GPU or corrupt)\n"
-        "  --no-tactic-search  use the kernels' automatic conv tactics instead of timing them at\n"
-        "                      build (faster build; also GR_DISABLE_TACTIC_SEARCH=1)\n"
+        "  --tactic-search     GPU fp16/int8: time each conv's candidate tactics at build and keep\n"
+        "                      the fastest (docs/tactics.md; new, off by default)\n"
+        "  --no-tactic-search  the kernels' automatic conv tactics (the default)\n"
         "detection\n"
         "  --thresh T          class probability threshold (default 0.5, as Darknet)\n"
         "  --nms T             IoU threshold of the class-wise NMS (default 0.45, as Darknet)\n"
@@ -150,7 +151,8 @@ int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, g
     eo.fp16_accumulate = o->fp16_accumulate;
     eo.use_cuda_graph = !o->eager;
     eo.inflight = o->inflight > 0 ? o->inflight : 1;
-    eo.tactic_search = !o->no_tactic_search;
+    if (o->tactic_search >= 0)
+        eo.tactic_search = o->tactic_search;
     eo.timing_cache = o->timing_cache;
     if (o->device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
         fprintf(stderr, "graphrun: no CUDA device visible: running the CPU reference (slow)\n");

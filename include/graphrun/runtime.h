@@ -237,8 +237,9 @@ typedef struct gr_engine_options {
     int tactic_search;       /* GPU, fp16/int8: time each tensor-core conv's candidate tactics
                                 (tile shape x split-K) on its real shape at build and keep the
                                 fastest that passes a numerics check (int8: bit-identical to the
-                                automatic tactic; fp16: NRMSE <= 1e-3). 1 default; the environment
-                                variable GR_DISABLE_TACTIC_SEARCH=1 turns it off. See
+                                automatic tactic; fp16: NRMSE <= 1e-3). 0 default for now (the
+                                search has not yet run on hardware; docs/tactics.md); the
+                                environment variable GR_DISABLE_TACTIC_SEARCH=1 forces it off. See
                                 gr_engine_tactic() and docs/tactics.md. */
     const char *timing_cache; /* file of measured tactics for this GPU: read at build (a missing
                                 file is fine; one from another GPU, driver, CUDA or graphrun
