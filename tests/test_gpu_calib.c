@@ -49,6 +49,7 @@
 #include "planner/calib_hist.h"
 #include "runtime/engine_internal.h"
 #include "runtime/gpu_calib.h"
+#include "tests/support/gpu_test.h"
 
 static uint64_t test_seed;
 static gr_rng rng;
@@ -457,13 +458,8 @@ END_TEST
 
 int main(void)
 {
-    int devices = 0;
-    cudaError_t err = cudaGetDeviceCount(&devices);
-    if (err != cudaSuccess || devices == 0) {
-        printf("SKIP gpu_calib: no CUDA device (cudaGetDeviceCount: %s)\n",
-               err != cudaSuccess ? cudaGetErrorName(err) : "0 devices");
+    if (!gr_test_have_gpu("gpu_calib"))
         return 77;
-    }
     const char *env = getenv("GR_TEST_SEED");
     test_seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL) ^ (uint64_t)clock();
     printf("gpu_calib: seed %" PRIu64 " (GR_TEST_SEED=%" PRIu64 " repeats this run)\n", test_seed,
@@ -481,11 +477,6 @@ int main(void)
     tcase_add_test(tc, a_bad_image_fails_with_its_name);
     tcase_add_test(tc, engines_calibrate_where_asked);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    /* CUDA contexts do not survive fork(): run the tests in this process. */
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = gr_test_run_in_process(s);
     return failed == 0 ? 0 : 1;
 }

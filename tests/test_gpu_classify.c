@@ -34,6 +34,7 @@
 #include <cuda_runtime_api.h>
 
 #include "graphrun/runtime.h"
+#include "tests/support/gpu_test.h"
 
 #define BATCH 2
 
@@ -202,13 +203,8 @@ END_TEST
 
 int main(void)
 {
-    int devices = 0;
-    cudaError_t err = cudaGetDeviceCount(&devices);
-    if (err != cudaSuccess || devices == 0) {
-        printf("SKIP gpu_classify: no CUDA device (%s)\n",
-               err != cudaSuccess ? cudaGetErrorName(err) : "0 devices");
+    if (!gr_test_have_gpu("gpu_classify"))
         return 77;
-    }
     if (!mkdtemp(tmp_dir)) {
         perror("mkdtemp");
         return 1;
@@ -218,11 +214,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, classifier_tail_matches_cpu, 0, (int)(sizeof nets / sizeof nets[0]));
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* CUDA is initialised in this process */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = gr_test_run_in_process(s);
     for (size_t i = 0; i < sizeof nets / sizeof nets[0]; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s/%s.cfg", tmp_dir, nets[i].name);

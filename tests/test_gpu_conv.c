@@ -30,6 +30,7 @@ int main(void)
 #include "ops/base.h"
 #include "ops/ops.h"
 #include "runtime/conv_weights.h"
+#include "tests/support/gpu_test.h"
 
 _Static_assert(GR_CONV_ACT_LINEAR == (int)GR_ACT_LINEAR && GR_CONV_ACT_LEAKY == (int)GR_ACT_LEAKY &&
                    GR_CONV_ACT_RELU == (int)GR_ACT_RELU &&
@@ -683,13 +684,8 @@ static Suite *conv_suite(void)
 
 int main(void)
 {
-    int count = 0;
-    const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess || count == 0) {
-        printf("SKIP gpu_conv: no CUDA device (cudaGetDeviceCount: %s)\n",
-               err != cudaSuccess ? cudaGetErrorName(err) : "0 devices");
+    if (!gr_test_have_gpu("gpu_conv"))
         return 77;
-    }
     const char *seed_env = getenv("GR_TEST_SEED");
     test_seed = seed_env ? strtoull(seed_env, NULL, 10)
                          : ((uint64_t)time(NULL) * 2654435761u) ^ (uint64_t)clock();
@@ -697,11 +693,7 @@ int main(void)
            (unsigned long long)test_seed, (unsigned long long)test_seed);
     gr_rng_seed(&rng, test_seed);
 
-    SRunner *sr = srunner_create(conv_suite());
-    srunner_set_fork_status(sr, CK_NOFORK); /* CUDA is initialised above: no fork() after that */
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = gr_test_run_in_process(conv_suite());
     return failed == 0 ? 0 : 1;
 }
 #endif

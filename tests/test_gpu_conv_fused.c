@@ -33,6 +33,7 @@ int main(void)
 #include "kernels/conv.h"
 #include "kernels/conv_gemm.h"
 #include "ops/base.h"
+#include "tests/support/gpu_test.h"
 
 #define GUARD 256
 #define TOL_F16 1.0e-3
@@ -561,11 +562,8 @@ END_TEST
 
 int main(void)
 {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("SKIP test_gpu_conv_fused: no CUDA device is visible\n");
+    if (!gr_test_have_gpu("gpu_conv_fused"))
         return 77;
-    }
     const char *env = getenv("GR_TEST_SEED");
     test_seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
     printf("test_gpu_conv_fused: seed %llu\n", (unsigned long long)test_seed);
@@ -582,11 +580,7 @@ int main(void)
     tcase_add_test(tc, test_pdl_graph_equals_eager);
     tcase_add_test(tc, test_fused_bad_arguments);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = gr_test_run_in_process(s);
     cublasLtDestroy(lt);
     return failed ? 1 : 0;
 }

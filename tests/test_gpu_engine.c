@@ -26,6 +26,7 @@
 #include "graphrun/runtime.h"
 #include "planner/plan.h"
 #include "runtime/gpu_internal.h"
+#include "tests/support/gpu_test.h"
 
 /* ---- interposed CUDA entry points: count copies and allocations the run path makes -------- */
 static int count_copies, count_allocs;
@@ -523,13 +524,8 @@ END_TEST
 
 int main(void)
 {
-    int n = 0;
-    cudaError_t err = cudaGetDeviceCount(&n);
-    if (err != cudaSuccess || n == 0) {
-        printf("SKIP gpu_engine: no CUDA device (%s)\n",
-               err != cudaSuccess ? cudaGetErrorName(err) : "0 devices");
+    if (!gr_test_have_gpu("gpu_engine"))
         return 77;
-    }
     snprintf(calib_cache, sizeof calib_cache, "/tmp/graphrun_gpu_engine_%d.calib", (int)getpid());
     Suite *s = suite_create("gpu_engine");
     TCase *tc = tcase_create("engine");
@@ -542,11 +538,7 @@ int main(void)
     tcase_add_test(tc, test_async_run_matches_sync);
     tcase_add_test(tc, test_calibration_cache);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* CUDA is initialised in this process */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = gr_test_run_in_process(s);
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         char cache[512];
         snprintf(cache, sizeof cache, "%s.%s", calib_cache,

@@ -16,6 +16,7 @@
 
 #include "graphrun/runtime.h"
 #include "runtime/gpu_internal.h"
+#include "tests/support/gpu_test.h"
 
 enum { SLOTS = 3, RUNS = 8, MAX_HEADS = 8 };
 
@@ -188,13 +189,8 @@ END_TEST
 
 int main(void)
 {
-    int n = 0;
-    cudaError_t err = cudaGetDeviceCount(&n);
-    if (err != cudaSuccess || n == 0) {
-        printf("SKIP gpu_inflight: no CUDA device (%s)\n",
-               err != cudaSuccess ? cudaGetErrorName(err) : "0 devices");
+    if (!gr_test_have_gpu("gpu_inflight"))
         return 77;
-    }
     snprintf(calib_cache, sizeof calib_cache, "/tmp/graphrun_gpu_inflight_%d.calib", (int)getpid());
     Suite *s = suite_create("gpu_inflight");
     TCase *tc = tcase_create("inflight");
@@ -203,11 +199,7 @@ int main(void)
     tcase_add_loop_test(tc, test_each_slot_graph_has_two_copies, 0, 3);
     tcase_add_loop_test(tc, test_memory_counts_weights_once, 0, 3);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* CUDA is initialised in this process */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = gr_test_run_in_process(s);
     unlink(calib_cache);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -30,6 +30,7 @@
 #include "kernels/misc.h"
 #include "ops/base.h"
 #include "ops/ops.h"
+#include "tests/support/gpu_test.h"
 
 #define GUARD 256
 
@@ -1206,23 +1207,13 @@ static Suite *misc_suite(void)
 
 int main(void)
 {
-    int devices = 0;
-    cudaError_t err = cudaGetDeviceCount(&devices);
-    if (err != cudaSuccess || devices == 0) {
-        printf("SKIP gpu_misc: no CUDA device (cudaGetDeviceCount: %s)\n",
-               err != cudaSuccess ? cudaGetErrorName(err) : "0 devices");
+    if (!gr_test_have_gpu("gpu_misc"))
         return 77;
-    }
     const char *env = getenv("GR_TEST_SEED");
     test_seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL) ^ (uint64_t)clock();
     printf("gpu_misc: seed %" PRIu64 " (GR_TEST_SEED=%" PRIu64 " repeats this run)\n", test_seed,
            test_seed);
     gr_rng_seed(&rng, test_seed);
-    SRunner *sr = srunner_create(misc_suite());
-    /* CUDA contexts do not survive fork(): run the tests in this process. */
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = gr_test_run_in_process(misc_suite());
     return failed == 0 ? 0 : 1;
 }

@@ -25,6 +25,7 @@
 #include "graphrun/runtime.h"
 #include "planner/plan.h"
 #include "runtime/gpu_internal.h"
+#include "tests/support/gpu_test.h"
 
 #define SIDE 160
 #define N_LAYERS 12
@@ -300,23 +301,14 @@ END_TEST
 
 int main(void)
 {
-    int n = 0;
-    cudaError_t err = cudaGetDeviceCount(&n);
-    if (err != cudaSuccess || n == 0) {
-        printf("SKIP gpu_mixed: no CUDA device (%s)\n",
-               err != cudaSuccess ? cudaGetErrorName(err) : "0 devices");
+    if (!gr_test_have_gpu("gpu_mixed"))
         return 77;
-    }
     Suite *s = suite_create("gpu_mixed");
     TCase *tc = tcase_create("mixed");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, mixed_plan_matches_cpu_emulation_node_by_node, 0, 3);
     tcase_add_test(tc, auto_map_on_the_gpu_meets_its_budget);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* CUDA is initialised in this process */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = gr_test_run_in_process(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -15,6 +15,7 @@
 
 #include "graphrun/runtime.h"
 #include "runtime/gpu_internal.h"
+#include "tests/support/gpu_test.h"
 
 static gr_model *model;
 static uint8_t *image; /* letterboxed dog.jpg, uint8 HWC */
@@ -180,13 +181,8 @@ END_TEST
 
 int main(void)
 {
-    int n = 0;
-    cudaError_t err = cudaGetDeviceCount(&n);
-    if (err != cudaSuccess || n == 0) {
-        printf("SKIP gpu_reliability: no CUDA device (%s)\n",
-               err != cudaSuccess ? cudaGetErrorName(err) : "0 devices");
+    if (!gr_test_have_gpu("gpu_reliability"))
         return 77;
-    }
     gr_model_options mo;
     gr_model_options_default(&mo);
     gr_image *im = NULL;
@@ -205,11 +201,7 @@ int main(void)
     tcase_add_test(tc, test_threads_with_own_engines);
     tcase_add_test(tc, test_shared_engine_rejects_second_thread);
     suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = gr_test_run_in_process(su);
     free(image);
     gr_model_destroy(model);
     remove("/tmp/graphrun_gpu_reliability.calib");

@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include "graphrun/runtime.h"
+#include "tests/support/gpu_test.h"
 
 enum { REPLAYS = 1000, EAGER_RUNS = 200 };
 
@@ -120,22 +121,13 @@ END_TEST
 
 int main(void)
 {
-    int n = 0;
-    cudaError_t err = cudaGetDeviceCount(&n);
-    if (err != cudaSuccess || n == 0) {
-        printf("SKIP gpu_replay: no CUDA device (%s)\n",
-               err != cudaSuccess ? cudaGetErrorName(err) : "0 devices");
+    if (!gr_test_have_gpu("gpu_replay"))
         return 77;
-    }
     Suite *s = suite_create("gpu_replay");
     TCase *tc = tcase_create("replay");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_replays_bit_identical, GR_PREC_FP32, GR_PREC_INT8 + 1);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = gr_test_run_in_process(s);
     return failed == 0 ? 0 : 1;
 }

@@ -22,6 +22,7 @@
 #include <cuda_runtime_api.h>
 
 #include "graphrun/runtime.h"
+#include "tests/support/gpu_test.h"
 
 enum { MAX_HEADS = 8, INPUTS = 3 };
 
@@ -416,13 +417,8 @@ END_TEST
 
 int main(void)
 {
-    int n = 0;
-    cudaError_t err = cudaGetDeviceCount(&n);
-    if (err != cudaSuccess || n == 0) {
-        printf("SKIP gpu_tactic: no CUDA device (%s)\n",
-               err != cudaSuccess ? cudaGetErrorName(err) : "0 devices");
+    if (!gr_test_have_gpu("gpu_tactic"))
         return 77;
-    }
     unsetenv("GR_DISABLE_TACTIC_SEARCH");
     snprintf(timing_cache, sizeof timing_cache, "/tmp/graphrun_gpu_tactic_%d.timing",
              (int)getpid());
@@ -436,11 +432,7 @@ int main(void)
     tcase_add_test(tc, test_timing_cache_bad_file);
     tcase_add_test(tc, test_search_off);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* CUDA is initialised in this process */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = gr_test_run_in_process(s);
     for (int i = 0; i < n_calib_caches; i++)
         unlink(calib_caches[i]);
     unlink(timing_cache);
