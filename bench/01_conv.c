@@ -22,9 +22,10 @@ int main(void)
 
 #include <cuda_runtime_api.h>
 
-#include "kernels/common.h"
 #include "kernels/conv.h"
-#include "ops/base.h"
+
+#define BENCH_NAME "01_conv"
+#include "bench/bench_util.h"
 #include "runtime/conv_weights.h"
 
 typedef struct layer {
@@ -40,29 +41,13 @@ static const layer layers[9] = {
     {13, 1024, 125, 1, GR_CONV_ACT_LINEAR},
 };
 
-#define CHECK(stmt)                                                                                \
-    do {                                                                                           \
-        cudaError_t e_ = (stmt);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "01_conv: %s failed: %s (%s)\n", #stmt, cudaGetErrorName(e_),          \
-                    gr_kernels_last_failure());                                                    \
-            return 1;                                                                              \
-        }                                                                                          \
-    } while (0)
-
-static int cmp_float(const void *a, const void *b)
-{
-    const float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
 typedef struct stats {
     float median_us, p99_us;
 } stats;
 
 static stats summarize(float *ms, int n)
 {
-    qsort(ms, (size_t)n, sizeof *ms, cmp_float);
+    qsort(ms, (size_t)n, sizeof *ms, bench_cmp_float);
     stats s;
     s.median_us = 1000.0f * ms[n / 2];
     s.p99_us = 1000.0f * ms[(int)((double)n * 0.99)];
@@ -91,13 +76,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: 01_conv [runs >= 10]\n");
         return 2;
     }
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("01_conv: no CUDA device\n");
-        return 0;
-    }
     struct cudaDeviceProp prop;
-    CHECK(cudaGetDeviceProperties(&prop, 0));
+    if (bench_no_device(&prop))
+        return 0;
     printf("01_conv: %s, %d SMs, batch 1, %d timed runs per entry (median / p99 in us)\n",
            prop.name, prop.multiProcessorCount, runs);
 

@@ -23,9 +23,10 @@ int main(void)
 
 #include <cuda_runtime_api.h>
 
-#include "kernels/common.h"
 #include "kernels/conv.h"
-#include "ops/base.h"
+
+#define BENCH_NAME "04_fused"
+#include "bench/bench_util.h"
 
 typedef struct layer {
     int hw, in_c, out_c, ksize, act, pool_stride; /* pool_stride 0: no pool */
@@ -38,45 +39,6 @@ static const layer layers[9] = {
     {13, 512, 1024, 3, GR_CONV_ACT_LEAKY, 0},  {13, 1024, 1024, 3, GR_CONV_ACT_LEAKY, 0},
     {13, 1024, 125, 1, GR_CONV_ACT_LINEAR, 0},
 };
-
-#define CHECK(stmt)                                                                                \
-    do {                                                                                           \
-        cudaError_t e_ = (stmt);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "04_fused: %s failed: %s (%s)\n", #stmt, cudaGetErrorName(e_),         \
-                    gr_kernels_last_failure());                                                    \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static int cmp_float(const void *a, const void *b)
-{
-    const float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-enum { BYTES, FLOATS, HALVES };
-
-static void *random_device(gr_rng *rng, size_t bytes, int kind)
-{
-    unsigned char *h = malloc(bytes);
-    if (!h)
-        exit(1);
-    if (kind == FLOATS)
-        for (size_t i = 0; i < bytes / 4; ++i)
-            ((float *)h)[i] = 0.01f * (1.0f + gr_rng_uniform(rng));
-    else if (kind == HALVES)
-        for (size_t i = 0; i < bytes / 2; ++i)
-            ((uint16_t *)h)[i] = gr_f32_to_f16(0.02f * (gr_rng_uniform(rng) - 0.5f));
-    else
-        for (size_t i = 0; i < bytes; ++i)
-            h[i] = (unsigned char)(gr_rng_u64(rng) % 251 + 2);
-    void *d = NULL;
-    CHECK(cudaMalloc(&d, bytes));
-    CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
-    free(h);
-    return d;
-}
 
 static cudaError_t launch(const gr_conv_args *a, int is_i8, cudaStream_t st)
 {
@@ -94,7 +56,7 @@ static float time_launch(const gr_conv_args *a, int is_i8, int runs, float *ms, 
         if (r >= 20)
             CHECK(cudaEventElapsedTime(&ms[r - 20], ev0, ev1));
     }
-    qsort(ms, (size_t)runs, sizeof *ms, cmp_float);
+    qsort(ms, (size_t)runs, sizeof *ms, bench_cmp_float);
     return 1000.0f * ms[runs / 2];
 }
 
@@ -105,13 +67,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: 04_fused [runs >= 10]\n");
         return 2;
     }
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("04_fused: no CUDA device\n");
-        return 0;
-    }
     struct cudaDeviceProp prop;
-    CHECK(cudaGetDeviceProperties(&prop, 0));
+    if (bench_no_device(&prop))
+        return 0;
     printf("04_fused: %s, %d SMs, batch 1, fused layers, %d runs per entry (median us)\n",
            prop.name, prop.multiProcessorCount, runs);
     gr_rng rng;
@@ -147,10 +105,10 @@ int main(int argc, char **argv)
                 (size_t)L->out_c * L->ksize * L->ksize * ((L->in_c + gran - 1) / gran * gran) * es;
             const size_t out_bytes =
                 head ? (size_t)L->hw * L->hw * L->out_c * 4 : (size_t)out_hw * out_hw * cout_pad * es;
-            allocs[l][0] = random_device(&rng, in_bytes, first || is_i8 ? BYTES : HALVES);
-            allocs[l][1] = random_device(&rng, w_bytes, is_i8 ? BYTES : HALVES);
-            allocs[l][2] = random_device(&rng, (size_t)L->out_c * 4, FLOATS);
-            allocs[l][3] = random_device(&rng, (size_t)L->out_c * 4, FLOATS);
+            allocs[l][0] = bench_random_device(&rng, in_bytes, first || is_i8 ? BENCH_BYTES : BENCH_HALVES);
+            allocs[l][1] = bench_random_device(&rng, w_bytes, is_i8 ? BENCH_BYTES : BENCH_HALVES);
+            allocs[l][2] = bench_random_device(&rng, (size_t)L->out_c * 4, BENCH_FLOATS);
+            allocs[l][3] = bench_random_device(&rng, (size_t)L->out_c * 4, BENCH_FLOATS);
             CHECK(cudaMalloc(&allocs[l][4], out_bytes));
             gr_conv_args *a = &args[l];
             memset(a, 0, sizeof *a);
@@ -237,7 +195,7 @@ int main(int argc, char **argv)
                 if (r >= 20)
                     CHECK(cudaEventElapsedTime(&ms[r - 20], ev0, ev1));
             }
-            qsort(ms, (size_t)runs, sizeof *ms, cmp_float);
+            qsort(ms, (size_t)runs, sizeof *ms, bench_cmp_float);
             printf("%s: 9-conv graph, %s splits, PDL %s: median %.1f us, p99 %.1f us\n",
                    is_i8 ? "int8" : "fp16", tuned ? "best" : "auto", pdl ? "on " : "off",
                    1000.0 * (double)ms[runs / 2], 1000.0 * (double)ms[(int)(runs * 0.99)]);

@@ -6,15 +6,8 @@
 # is printed last. Each step has its own time limit so one slow step cannot eat the others.
 #   bash .gpu/remote.sh -- bash bench/h100_check.sh
 set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+source bench/step.sh
 b=build-gpu
-step() { # name seconds command...
-  local name=$1 secs=$2; shift 2
-  local t0=$(date +%s)
-  timeout "$secs" "$@" >"$OUT/$name.log" 2>&1
-  echo "[$name] rc $? in $(( $(date +%s) - t0 )) s"
-}
 step bench 120 $b/graphrun_bench --prec all --batch 1,64 --iters 300 --inflight 3 --json "$OUT/h100-latest.json"
 mkdir -p /tmp/imgs && for i in $(seq 200); do for f in data/*.jpg; do cp "$f" "/tmp/imgs/${i}_$(basename "$f")"; done; done
 step stream 90 $b/graphrun --model yolo --prec int8 --batch 64 --input /tmp/imgs

@@ -214,16 +214,12 @@ __global__ void __launch_bounds__(kThreads) k_conv_first(const FirstParams p)
             unsigned w = 0u;
 #pragma unroll
             for (int f = 0; f < kGroup; ++f) {
-                int q = __float2int_rn(out[f] * p.out_inv_scale);
-                q = q < -127 ? -127 : (q > 127 ? 127 : q);
-                w |= (static_cast<unsigned>(q) & 0xffu) << (8 * f);
+                w |= gr_conv_i8_bits(out[f], p.out_inv_scale) << (8 * f);
             }
             *reinterpret_cast<unsigned *>(static_cast<signed char *>(p.out) + dst) = w;
         } else {
-            const unsigned lo = static_cast<unsigned>(__half_as_ushort(__float2half_rn(out[0]))) |
-                                static_cast<unsigned>(__half_as_ushort(__float2half_rn(out[1]))) << 16;
-            const unsigned hi = static_cast<unsigned>(__half_as_ushort(__float2half_rn(out[2]))) |
-                                static_cast<unsigned>(__half_as_ushort(__float2half_rn(out[3]))) << 16;
+            const unsigned lo = gr_conv_half2_bits(out[0], out[1]);
+            const unsigned hi = gr_conv_half2_bits(out[2], out[3]);
             *reinterpret_cast<uint2 *>(static_cast<__half *>(p.out) + dst) = make_uint2(lo, hi);
         }
     }
@@ -262,7 +258,8 @@ cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t
     GR_ARG_CHECK(a->in_c_offset >= 0 && a->in_c_offset + a->in_c <= a->in_c_stride);
     GR_ARG_CHECK(a->out_kind == (is_i8 ? GR_CONV_OUT_I8 : GR_CONV_OUT_F16));
     GR_ARG_CHECK(a->activation >= GR_CONV_ACT_LINEAR && a->activation <= GR_CONV_ACT_LOGISTIC);
-    GR_ARG_CHECK(!is_i8 || (a->mul != nullptr && a->in_scale > 0.0f));
+    /* the pointers are not known yet when the runtime only checks a plan */
+    GR_ARG_CHECK(!is_i8 || ((check_only || a->mul != nullptr) && a->in_scale > 0.0f));
     GR_ARG_CHECK(!a->fp16_accumulate && a->split_k <= 1);
     const int out_gran = is_i8 ? 16 : 8;
     const int out_h = gr_conv_out_dim(a->in_h, a->ksize, a->stride, a->pad);

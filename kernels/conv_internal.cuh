@@ -3,6 +3,7 @@
 #ifndef GR_KERNELS_CONV_INTERNAL_CUH
 #define GR_KERNELS_CONV_INTERNAL_CUH
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "kernels/conv.h"
@@ -12,6 +13,21 @@
  * arguments (not the pointers) and return without launching. */
 cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t stream,
                                  bool check_only);
+
+/* The epilogues' output conversions (conv.h): int8 = clamp(round-half-even(y * inv_scale), -127,
+ * 127) as the low byte of the result; two halves (round to nearest) packed lo | hi << 16. */
+__device__ __forceinline__ unsigned gr_conv_i8_bits(float y, float inv_scale)
+{
+    int q = __float2int_rn(y * inv_scale);
+    q = q < -127 ? -127 : (q > 127 ? 127 : q);
+    return static_cast<unsigned>(q) & 0xffu;
+}
+
+__device__ __forceinline__ unsigned gr_conv_half2_bits(float lo, float hi)
+{
+    return static_cast<unsigned>(__half_as_ushort(__float2half_rn(lo))) |
+           (static_cast<unsigned>(__half_as_ushort(__float2half_rn(hi))) << 16);
+}
 
 /* The epilogue's activation (codes of conv.h), the f32 expressions planner/plan.h specifies. */
 __device__ __forceinline__ float gr_conv_activate(float y, int act)

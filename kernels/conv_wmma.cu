@@ -114,13 +114,6 @@ __device__ __forceinline__ float epilogue(const ConvParams &p, float acc, int n)
     return gr_conv_activate(y, p.activation);
 }
 
-__device__ __forceinline__ signed char to_i8(float y, float inv_scale)
-{
-    int q = __float2int_rn(y * inv_scale);
-    q = q < -127 ? -127 : (q > 127 ? 127 : q);
-    return static_cast<signed char>(q);
-}
-
 /* One warp's FM x FN tile of 16x16 accumulators, fed one pipeline stage (64 bytes of K) at a
  * time from the shared-memory slabs (slab s, row r at (s*rows + r)*SB: 16-byte rows, so every
  * 8-row block is 128 contiguous bytes).
@@ -389,8 +382,8 @@ __device__ __forceinline__ void store_nhwc(const ConvParams &p, const Acc *sC, i
             unsigned w[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
             for (int e = 0; e < V; ++e) {
-                const int q = n_base + e < p.out_c ? to_i8(y[e], p.out_inv_scale) : 0;
-                w[e / 4] |= (static_cast<unsigned>(q) & 0xffu) << (8 * (e % 4));
+                const unsigned q = n_base + e < p.out_c ? gr_conv_i8_bits(y[e], p.out_inv_scale) : 0u;
+                w[e / 4] |= q << (8 * (e % 4));
             }
             *reinterpret_cast<uint4 *>(static_cast<signed char *>(p.out) + dst) =
                 make_uint4(w[0], w[1], w[2], w[3]);
@@ -398,10 +391,8 @@ __device__ __forceinline__ void store_nhwc(const ConvParams &p, const Acc *sC, i
             unsigned w[4];
 #pragma unroll
             for (int h = 0; h < 4; ++h) {
-                const __half lo = __float2half_rn(n_base + 2 * h < p.out_c ? y[2 * h] : 0.0f);
-                const __half hi = __float2half_rn(n_base + 2 * h + 1 < p.out_c ? y[2 * h + 1] : 0.0f);
-                w[h] = static_cast<unsigned>(__half_as_ushort(lo)) |
-                       (static_cast<unsigned>(__half_as_ushort(hi)) << 16);
+                w[h] = gr_conv_half2_bits(n_base + 2 * h < p.out_c ? y[2 * h] : 0.0f,
+                                          n_base + 2 * h + 1 < p.out_c ? y[2 * h + 1] : 0.0f);
             }
             *reinterpret_cast<uint4 *>(static_cast<__half *>(p.out) + dst) =
                 make_uint4(w[0], w[1], w[2], w[3]);

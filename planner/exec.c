@@ -168,7 +168,14 @@ static float real_value(const gr_plan_tensor *t, float stored)
     return stored;
 }
 
-static float clamp_q(float r) { return r > 127.0f ? 127.0f : (r < -127.0f ? -127.0f : r); }
+/* NaN becomes 0, as the GPU's round-to-int of NaN does (and a float-to-int8 cast of NaN would be
+ * undefined behaviour). */
+static float clamp_q(float r)
+{
+    if (isnan(r))
+        return 0.0f;
+    return r > 127.0f ? 127.0f : (r < -127.0f ? -127.0f : r);
+}
 
 /* The epilogue's output conversion: y (real) -> stored value of tensor t. */
 static float requantize(const gr_plan_tensor *t, float y, float inv_scale)

@@ -35,7 +35,7 @@ gr_status gr_pass_quantize_weights(gr_plan *plan)
             ws[c] = s;
             for (size_t k = 0; k < per_filter; k++) {
                 float r = rintf(wc[k] / s);
-                r = r > 127.0f ? 127.0f : (r < -127.0f ? -127.0f : r);
+                r = isnan(r) ? 0.0f : r > 127.0f ? 127.0f : (r < -127.0f ? -127.0f : r);
                 q[(size_t)c * per_filter + k] = (int8_t)r;
             }
         }

@@ -2,7 +2,8 @@
  *   - a 2x2 maxpool fused into the tensor-core conv's epilogue (stride 2 and Darknet's stride-1
  *     pool with its right/bottom padding, odd map sizes, every tile shape, split-K);
  *   - the first-layer kernel reading the uint8 network input (quantize + conv + pool in one);
- *   - programmatic dependent launches captured in a CUDA graph give the eager results.
+ *   - programmatic dependent launches captured in a CUDA graph give the eager results;
+ *   - the GEMM tactic (kernels/conv_gemm.h: im2col + cuBLASLt + epilogue) on the same cases.
  * INT8 results must equal the reference exactly: the sums are exact in int32 and the epilogue is
  * the same f32 expression (fmaf, leaky 0.1f*y, rint); FP16 within 1e-3 of the output range (f32
  * accumulation order and one f16 rounding, as in test_gpu_conv.c). Outputs are poisoned and
@@ -30,6 +31,7 @@ int main(void)
 
 #include "kernels/common.h"
 #include "kernels/conv.h"
+#include "kernels/conv_gemm.h"
 #include "ops/base.h"
 
 #define GUARD 256
@@ -44,6 +46,7 @@ int main(void)
 
 static uint64_t test_seed;
 static gr_rng rng;
+static cublasLtHandle_t lt; /* for the GEMM tactic */
 
 typedef struct fcase {
     const char *name;
@@ -63,6 +66,8 @@ static const fcase cases[] = {
      GR_CONV_ACT_RELU, 1, 1, 0, 16, 32},
     {"256->96 1x1 12x12 stride 2 conv, pool 2/2 pad 0", 1, 256, 12, 12, 96, 1, 2, 0,
      GR_CONV_ACT_LINEAR, 2, 0, 0, 0, 0},
+    {"96->40 1x1 13x13 batch 2, no pool (the GEMM reads the input in place)", 2, 96, 13, 13, 40,
+     1, 1, 0, GR_CONV_ACT_LINEAR, 0, 0, 0, 0, 0},
     {"u8 3->16 3x3 416x416, pool 2/2 (YOLO's first layer)", 1, 3, 416, 416, 16, 3, 1, 1,
      GR_CONV_ACT_LEAKY, 2, 1, 1, 0, 0},
     {"u8 3->16 3x3 33x21 batch 2, pool 2/2", 2, 3, 21, 33, 16, 3, 1, 1, GR_CONV_ACT_LEAKY, 2, 1, 1,
@@ -353,13 +358,20 @@ static void run_variants(const fcase *cs, int is_i8)
     CUDA_OK(cudaMalloc((void **)&d.out_base, total));
     unsigned char *host = xmalloc(total);
 
-    /* Tensor-core kernel: every tile shape, then automatic tiles split along K. First-layer
-     * kernel: one configuration. */
-    const int n_variants = cs->in_u8 ? 1 : GR_CONV_TILES + 2;
+    /* Tensor-core kernel: every tile shape, then automatic tiles split along K, then the GEMM
+     * tactic. First-layer kernel: one configuration. */
+    const int n_variants = cs->in_u8 ? 1 : GR_CONV_TILES + 3;
     for (int v = 0; v < n_variants; ++v) {
         gr_conv_args a = make_args(cs, &pr, &d);
         char name[64];
-        if (v <= GR_CONV_TILES) {
+        gr_conv_gemm *gemm = NULL;
+        if (v == GR_CONV_TILES + 2) {
+            size_t scratch = 0;
+            CUDA_OK(gr_conv_gemm_create(&a, is_i8, lt, &gemm, &scratch));
+            ck_assert_msg(scratch > 0, "%s: the GEMM tactic needs scratch", cs->name);
+            CUDA_OK(cudaMalloc(&d.ws, scratch));
+            snprintf(name, sizeof name, "GEMM tactic");
+        } else if (v <= GR_CONV_TILES) {
             a.tile_config = v;
             snprintf(name, sizeof name, "tile %s", gr_conv_tile_name(v));
         } else {
@@ -375,11 +387,12 @@ static void run_variants(const fcase *cs, int is_i8)
         const int pattern[2] = {0xA5, 0x3C};
         for (int r = 0; r < 2; ++r) { /* two runs: the second reuses the split-K counters */
             CUDA_OK(cudaMemset(d.out_base, pattern[r], total));
-            CUDA_OK(launch(&a, is_i8, 0));
+            CUDA_OK(gemm ? gr_conv_gemm_launch(gemm, &a, d.ws, 0) : launch(&a, is_i8, 0));
             CUDA_OK(cudaDeviceSynchronize());
             CUDA_OK(cudaMemcpy(host, d.out_base, total, cudaMemcpyDeviceToHost));
             check_output(cs, &pr, host, pattern[r], name);
         }
+        gr_conv_gemm_destroy(gemm);
         if (d.ws) {
             CUDA_OK(cudaFree(d.ws));
             d.ws = NULL;
@@ -557,6 +570,10 @@ int main(void)
     test_seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
     printf("test_gpu_conv_fused: seed %llu\n", (unsigned long long)test_seed);
     gr_rng_seed(&rng, test_seed);
+    if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) {
+        printf("test_gpu_conv_fused: cublasLtCreate failed\n");
+        return 1;
+    }
     Suite *s = suite_create("gpu_conv_fused");
     TCase *tc = tcase_create("fused");
     tcase_set_timeout(tc, 300);
@@ -570,6 +587,7 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     const int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
+    cublasLtDestroy(lt);
     return failed ? 1 : 0;
 }
 #endif

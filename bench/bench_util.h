@@ -1,0 +1,66 @@
+/* Helpers shared by the kernel benchmarks (01_conv, 04_fused, 06_gemm): the CUDA check that
+ * stops the program with the kernels' recorded reason, the median's comparator, random device
+ * buffers (never zeros) and the "is there a GPU" prologue. Header-only; CUDA builds only. */
+#ifndef GR_BENCH_UTIL_H
+#define GR_BENCH_UTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/common.h"
+#include "ops/base.h"
+
+/* Every benchmark defines BENCH_NAME before including this header. */
+#define CHECK(stmt)                                                                                \
+    do {                                                                                           \
+        cudaError_t e_ = (stmt);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "%s: %s failed: %s (%s)\n", BENCH_NAME, #stmt, cudaGetErrorName(e_),   \
+                    gr_kernels_last_failure());                                                    \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static inline int bench_cmp_float(const void *a, const void *b)
+{
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+enum { BENCH_BYTES, BENCH_FLOATS, BENCH_HALVES };
+
+/* bytes in [2, 252]; floats in [0.01, 0.02) (multipliers, biases); halves in [-0.01, 0.01). */
+static inline void *bench_random_device(gr_rng *rng, size_t bytes, int kind)
+{
+    unsigned char *h = malloc(bytes);
+    if (!h)
+        exit(1);
+    for (size_t i = 0; kind == BENCH_FLOATS && i < bytes / 4; ++i)
+        ((float *)h)[i] = 0.01f * (1.0f + gr_rng_uniform(rng));
+    for (size_t i = 0; kind == BENCH_HALVES && i < bytes / 2; ++i)
+        ((uint16_t *)h)[i] = gr_f32_to_f16(0.02f * (gr_rng_uniform(rng) - 0.5f));
+    for (size_t i = 0; kind == BENCH_BYTES && i < bytes; ++i)
+        h[i] = (unsigned char)(gr_rng_u64(rng) % 251 + 2);
+    void *d = NULL;
+    CHECK(cudaMalloc(&d, bytes));
+    CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    free(h);
+    return d;
+}
+
+/* 0 and the device's properties when a GPU is visible; else says so and returns 1. */
+static inline int bench_no_device(struct cudaDeviceProp *prop)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        printf("%s: no CUDA device\n", BENCH_NAME);
+        return 1;
+    }
+    CHECK(cudaGetDeviceProperties(prop, 0));
+    return 0;
+}
+
+#endif

@@ -1,0 +1,390 @@
+/* The GEMM tactic of a tensor-core convolution: im2col + cuBLASLt + epilogue (kernels/conv_gemm.h).
+ * The epilogue repeats conv_wmma.cu's arithmetic operation for operation (fmaf(acc, mul, bias),
+ * activation, max over the pool window, round-half-even to int8 / half), so int8 results are
+ * bit-identical to the implicit-GEMM kernel. */
+#include <cfloat>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include <cuda_fp16.h>
+
+#include "kernels/common.cuh"
+#include "kernels/conv_gemm.h"
+#include "kernels/conv_internal.cuh"
+
+struct gr_conv_gemm {
+    int is_i8, direct;
+    int batch, in_h, in_w, cin_pad, ksize, stride, pad, out_h, out_w;
+    int out_c, out_c_pad, ldc, K, chunks_per_tap;
+    long long M;
+    int pool, pool_stride, pool_offset, pool_h, pool_w;
+    int activation, out_kind;
+    float out_inv_scale;
+    size_t x_bytes, c_bytes, ws_bytes; /* scratch parts, each 256-aligned */
+    cublasLtHandle_t lt;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+};
+
+namespace
+{
+
+constexpr size_t kMaxWorkspace = 8u << 20; /* cuBLASLt workspace (split-K / stream-K partials) */
+
+size_t align256(size_t n)
+{
+    return (n + 255) & ~static_cast<size_t>(255);
+}
+
+/* cuBLASLt statuses become cudaError_t here: the reason goes to gr_kernels_last_failure(). */
+#define GR_LT_TRY(stmt)                                                                            \
+    do {                                                                                           \
+        cublasStatus_t gr_lt_st_ = (stmt);                                                         \
+        if (gr_lt_st_ != CUBLAS_STATUS_SUCCESS) {                                                  \
+            char gr_lt_what_[64];                                                                  \
+            snprintf(gr_lt_what_, sizeof gr_lt_what_, "cuBLASLt status %d", (int)gr_lt_st_);       \
+            gr_kernels_record_failure(__FILE__, __LINE__, #stmt, gr_lt_what_);                     \
+            return gr_lt_st_ == CUBLAS_STATUS_NOT_SUPPORTED ? cudaErrorNotSupported                \
+                                                            : cudaErrorUnknown;                    \
+        }                                                                                          \
+    } while (0)
+
+struct Im2colParams {
+    const unsigned char *in; /* at the channel offset */
+    uint4 *out;
+    long long total; /* 16-byte chunks */
+    int chunks_per_tap, taps, ksize, stride, pad;
+    int in_h, in_w, out_h, out_w;
+    long long in_pixel_bytes; /* in_c_stride * element size */
+};
+
+/* One thread per 16-byte chunk of the [M][K] matrix, in memory order: chunk i is channel chunk
+ * i % cpt of tap (i / cpt) % taps of row i / (cpt * taps). Taps outside the image are zeros. */
+__global__ void k_im2col(Im2colParams p)
+{
+    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < p.total;
+         i += static_cast<long long>(gridDim.x) * blockDim.x) {
+        const int ch = static_cast<int>(i % p.chunks_per_tap);
+        const long long r = i / p.chunks_per_tap;
+        const int tap = static_cast<int>(r % p.taps);
+        const long long m = r / p.taps;
+        const int ox = static_cast<int>(m % p.out_w);
+        const long long t = m / p.out_w;
+        const int oy = static_cast<int>(t % p.out_h);
+        const long long n = t / p.out_h;
+        const int iy = oy * p.stride - p.pad + tap / p.ksize;
+        const int ix = ox * p.stride - p.pad + tap % p.ksize;
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (iy >= 0 && iy < p.in_h && ix >= 0 && ix < p.in_w)
+            v = __ldg(reinterpret_cast<const uint4 *>(
+                p.in + ((n * p.in_h + iy) * p.in_w + ix) * p.in_pixel_bytes + ch * 16));
+        p.out[i] = v;
+    }
+}
+
+struct EpilogueParams {
+    const void *acc; /* int32 or f32 [M][ldc] */
+    int ldc;
+    const float *mul, *bias;
+    void *out;
+    int out_c, out_c_pad, out_c_stride, out_c_offset, out_kind, activation;
+    float out_inv_scale;
+    int batch, out_h, out_w;                  /* the conv's map */
+    int pool, pool_stride, pool_offset, ph, pw; /* the written map: pooled or the conv's */
+    long long items;                           /* written pixels x channel vectors */
+};
+
+template <typename Acc, int V> __global__ void k_epilogue(EpilogueParams p)
+{
+    const int per_pixel = p.out_c_pad / V;
+    for (long long it = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; it < p.items;
+         it += static_cast<long long>(gridDim.x) * blockDim.x) {
+        const long long pix = it / per_pixel; /* written pixel (n, py, px) */
+        const int n_base = static_cast<int>(it % per_pixel) * V;
+        const int px = static_cast<int>(pix % p.pw);
+        const int py = static_cast<int>((pix / p.pw) % p.ph);
+        const long long img = pix / (static_cast<long long>(p.pw) * p.ph);
+        float bias[V], mul[V], y[V];
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            const int n = n_base + e;
+            bias[e] = p.bias && n < p.out_c ? p.bias[n] : 0.0f;
+            mul[e] = p.mul ? (n < p.out_c ? p.mul[n] : 0.0f) : 1.0f;
+            y[e] = -FLT_MAX;
+        }
+        const int taps = p.pool ? 4 : 1;
+        for (int q = 0; q < taps; ++q) {
+            int oy = py, ox = px;
+            if (p.pool) {
+                oy = py * p.pool_stride + p.pool_offset + (q >> 1);
+                ox = px * p.pool_stride + p.pool_offset + (q & 1);
+                if (oy < 0 || oy >= p.out_h || ox < 0 || ox >= p.out_w)
+                    continue;
+            }
+            const long long m = (img * p.out_h + oy) * p.out_w + ox;
+            const Acc *acc = static_cast<const Acc *>(p.acc) + m * p.ldc + n_base;
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const float a = n_base + e < p.out_c ? static_cast<float>(acc[e]) : 0.0f;
+                const float v = gr_conv_activate(fmaf(a, mul[e], bias[e]), p.activation);
+                y[e] = v > y[e] ? v : y[e];
+            }
+        }
+        if (p.out_kind == GR_CONV_OUT_F32_NCHW) {
+            const long long hw = static_cast<long long>(p.ph) * p.pw;
+            float *o = static_cast<float *>(p.out);
+#pragma unroll
+            for (int e = 0; e < V; ++e)
+                if (n_base + e < p.out_c)
+                    o[(img * p.out_c + n_base + e) * hw + py * p.pw + px] = y[e];
+            continue;
+        }
+        const long long dst = pix * p.out_c_stride + p.out_c_offset + n_base;
+        if (p.out_kind == GR_CONV_OUT_I8) {
+            unsigned w[V / 4];
+#pragma unroll
+            for (int k = 0; k < V / 4; ++k)
+                w[k] = 0u;
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                const unsigned q = n_base + e < p.out_c ? gr_conv_i8_bits(y[e], p.out_inv_scale) : 0u;
+                w[e / 4] |= q << (8 * (e % 4));
+            }
+            uint4 *o = reinterpret_cast<uint4 *>(static_cast<signed char *>(p.out) + dst);
+#pragma unroll
+            for (int k = 0; k < V / 16; ++k)
+                o[k] = make_uint4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
+        } else if (p.out_kind == GR_CONV_OUT_F16) {
+            unsigned w[V / 2];
+#pragma unroll
+            for (int h = 0; h < V / 2; ++h) {
+                w[h] = gr_conv_half2_bits(n_base + 2 * h < p.out_c ? y[2 * h] : 0.0f,
+                                          n_base + 2 * h + 1 < p.out_c ? y[2 * h + 1] : 0.0f);
+            }
+            uint4 *o = reinterpret_cast<uint4 *>(static_cast<__half *>(p.out) + dst);
+#pragma unroll
+            for (int k = 0; k < V / 8; ++k)
+                o[k] = make_uint4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
+        } else {
+            float4 *o = reinterpret_cast<float4 *>(static_cast<float *>(p.out) + dst);
+#pragma unroll
+            for (int h = 0; h < V / 4; ++h) {
+                float v[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    v[e] = n_base + 4 * h + e < p.out_c ? y[4 * h + e] : 0.0f;
+                o[h] = make_float4(v[0], v[1], v[2], v[3]);
+            }
+        }
+    }
+}
+
+int grid_for(long long items, int threads)
+{
+    long long blocks = (items + threads - 1) / threads;
+    return static_cast<int>(blocks < 65535LL * 8 ? blocks : 65535LL * 8);
+}
+
+cudaError_t make_descriptors(gr_conv_gemm *g, const gr_conv_args *a)
+{
+    const cudaDataType_t ab = g->is_i8 ? CUDA_R_8I : CUDA_R_16F;
+    const cudaDataType_t ct = g->is_i8 ? CUDA_R_32I : CUDA_R_32F;
+    GR_LT_TRY(cublasLtMatmulDescCreate(&g->op, g->is_i8 ? CUBLAS_COMPUTE_32I : CUBLAS_COMPUTE_32F, ct));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    GR_LT_TRY(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    GR_LT_TRY(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    /* Column-major views of the row-major buffers: weights K x out_c (ld K), the im2col matrix
+     * K x M (ld K, or the input's channel stride when it is read in place), C out_c x M (ld ldc). */
+    const int64_t ldb = g->direct ? a->in_c_stride : g->K;
+    GR_LT_TRY(cublasLtMatrixLayoutCreate(&g->la, ab, (uint64_t)g->K, (uint64_t)g->out_c, g->K));
+    GR_LT_TRY(cublasLtMatrixLayoutCreate(&g->lb, ab, (uint64_t)g->K, (uint64_t)g->M, ldb));
+    GR_LT_TRY(cublasLtMatrixLayoutCreate(&g->lc, ct, (uint64_t)g->out_c, (uint64_t)g->M, g->ldc));
+    cublasLtMatmulPreference_t pref;
+    GR_LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
+    const uint64_t ws = kMaxWorkspace;
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    /* The contract promises 16-byte aligned pointers (channel slices, per-layer weights), not the
+     * 256 bytes cuBLASLt's heuristic assumes by default. */
+    const uint32_t align = 16;
+    const cublasLtMatmulPreferenceAttributes_t aligns[] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; ++i)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof align);
+    cublasLtMatmulHeuristicResult_t res[1];
+    int found = 0;
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulAlgoGetHeuristic(g->lt, g->op, g->la, g->lb, g->lc, g->lc, pref, 1, res,
+                                            &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    GR_LT_TRY(st);
+    if (found < 1) {
+        gr_kernels_record_failure(__FILE__, __LINE__, "cublasLtMatmulAlgoGetHeuristic",
+                                  "no cuBLASLt algorithm for this shape");
+        return cudaErrorNotSupported;
+    }
+    g->algo = res[0].algo;
+    g->ws_bytes = align256(res[0].workspaceSize);
+    return cudaSuccess;
+}
+
+} // namespace
+
+extern "C" void gr_conv_gemm_destroy(gr_conv_gemm *g)
+{
+    if (!g)
+        return;
+    if (g->la)
+        cublasLtMatrixLayoutDestroy(g->la);
+    if (g->lb)
+        cublasLtMatrixLayoutDestroy(g->lb);
+    if (g->lc)
+        cublasLtMatrixLayoutDestroy(g->lc);
+    if (g->op)
+        cublasLtMatmulDescDestroy(g->op);
+    free(g);
+}
+
+extern "C" cudaError_t gr_conv_gemm_create(const gr_conv_args *a, int is_i8, cublasLtHandle_t lt,
+                                           gr_conv_gemm **out, size_t *scratch_bytes)
+{
+    GR_ARG_CHECK(a != nullptr && out != nullptr && scratch_bytes != nullptr && lt != nullptr);
+    *out = nullptr;
+    *scratch_bytes = 0;
+    gr_conv_args shape = *a;
+    shape.tile_config = 0;
+    shape.split_k = 0;
+    shape.workspace = nullptr;
+    const cudaError_t checked = gr_conv_check(&shape, is_i8);
+    if (checked != cudaSuccess)
+        return checked;
+    if (a->in_u8 || a->fp16_accumulate || a->tile_config || a->split_k > 1) {
+        gr_kernels_record_failure(__FILE__, __LINE__, "gr_conv_gemm_create",
+                                  "the GEMM tactic takes no in_u8 / fp16_accumulate / tile / split");
+        return cudaErrorNotSupported;
+    }
+    gr_conv_gemm *g = static_cast<gr_conv_gemm *>(calloc(1, sizeof *g));
+    if (!g)
+        return cudaErrorMemoryAllocation;
+    const int elem = is_i8 ? 1 : 2, gran = is_i8 ? 16 : 8;
+    g->is_i8 = is_i8 != 0;
+    g->lt = lt;
+    g->batch = a->batch;
+    g->in_h = a->in_h;
+    g->in_w = a->in_w;
+    g->cin_pad = (a->in_c + gran - 1) / gran * gran;
+    g->ksize = a->ksize;
+    g->stride = a->stride;
+    g->pad = a->pad;
+    g->out_h = gr_conv_out_dim(a->in_h, a->ksize, a->stride, a->pad);
+    g->out_w = gr_conv_out_dim(a->in_w, a->ksize, a->stride, a->pad);
+    g->out_c = a->out_c;
+    const int out_gran = a->out_kind == GR_CONV_OUT_I8 ? 16 : 8;
+    g->out_c_pad = (a->out_c + out_gran - 1) / out_gran * out_gran;
+    g->ldc = (a->out_c + 15) / 16 * 16;
+    if (g->ldc < g->out_c_pad)
+        g->ldc = g->out_c_pad;
+    g->K = a->ksize * a->ksize * g->cin_pad;
+    g->chunks_per_tap = g->cin_pad * elem / 16;
+    g->M = static_cast<long long>(a->batch) * g->out_h * g->out_w;
+    g->direct = a->ksize == 1 && a->stride == 1 && a->pad == 0;
+    g->pool = a->pool_size != 0;
+    g->pool_stride = a->pool_stride;
+    g->pool_offset = -a->pool_pad / 2;
+    g->pool_h = g->pool ? (g->out_h + a->pool_pad - 2) / a->pool_stride + 1 : g->out_h;
+    g->pool_w = g->pool ? (g->out_w + a->pool_pad - 2) / a->pool_stride + 1 : g->out_w;
+    g->activation = a->activation;
+    g->out_kind = a->out_kind;
+    g->out_inv_scale = a->out_inv_scale;
+    g->x_bytes = g->direct ? 0 : align256(static_cast<size_t>(g->M) * g->K * elem);
+    g->c_bytes = align256(static_cast<size_t>(g->M) * g->ldc * 4);
+    const cudaError_t err = make_descriptors(g, a);
+    if (err != cudaSuccess) {
+        gr_conv_gemm_destroy(g);
+        return err;
+    }
+    *scratch_bytes = g->x_bytes + g->c_bytes + g->ws_bytes;
+    *out = g;
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t gr_conv_gemm_launch(const gr_conv_gemm *g, const gr_conv_args *a,
+                                           void *scratch, cudaStream_t stream)
+{
+    GR_ARG_CHECK(g != nullptr && a != nullptr && scratch != nullptr);
+    GR_ARG_CHECK(a->in != nullptr && a->weights != nullptr && a->out != nullptr);
+    GR_ARG_CHECK(!g->is_i8 || a->mul != nullptr);
+    const int elem = g->is_i8 ? 1 : 2;
+    unsigned char *base = static_cast<unsigned char *>(scratch);
+    const unsigned char *in = static_cast<const unsigned char *>(a->in) +
+                              static_cast<size_t>(a->in_c_offset) * elem;
+    const void *x = in;
+    if (!g->direct) {
+        Im2colParams p;
+        p.in = in;
+        p.out = reinterpret_cast<uint4 *>(base);
+        p.total = g->M * g->ksize * g->ksize * g->chunks_per_tap;
+        p.chunks_per_tap = g->chunks_per_tap;
+        p.taps = g->ksize * g->ksize;
+        p.ksize = g->ksize;
+        p.stride = g->stride;
+        p.pad = g->pad;
+        p.in_h = g->in_h;
+        p.in_w = g->in_w;
+        p.out_h = g->out_h;
+        p.out_w = g->out_w;
+        p.in_pixel_bytes = static_cast<long long>(a->in_c_stride) * elem;
+        k_im2col<<<grid_for(p.total, 256), 256, 0, stream>>>(p);
+        GR_LAUNCH_CHECK();
+        x = base;
+    }
+    void *c = base + g->x_bytes;
+    void *ws = base + g->x_bytes + g->c_bytes;
+    if (g->is_i8) {
+        const int32_t alpha = 1, beta = 0;
+        GR_LT_TRY(cublasLtMatmul(g->lt, g->op, &alpha, a->weights, g->la, x, g->lb, &beta, c,
+                                 g->lc, c, g->lc, &g->algo, ws, g->ws_bytes, stream));
+    } else {
+        const float alpha = 1.0f, beta = 0.0f;
+        GR_LT_TRY(cublasLtMatmul(g->lt, g->op, &alpha, a->weights, g->la, x, g->lb, &beta, c,
+                                 g->lc, c, g->lc, &g->algo, ws, g->ws_bytes, stream));
+    }
+    EpilogueParams e;
+    e.acc = c;
+    e.ldc = g->ldc;
+    e.mul = a->mul;
+    e.bias = a->bias;
+    e.out = a->out;
+    e.out_c = g->out_c;
+    e.out_c_pad = g->out_c_pad;
+    e.out_c_stride = a->out_c_stride;
+    e.out_c_offset = a->out_c_offset;
+    e.out_kind = g->out_kind;
+    e.activation = g->activation;
+    e.out_inv_scale = g->out_inv_scale;
+    e.batch = g->batch;
+    e.out_h = g->out_h;
+    e.out_w = g->out_w;
+    e.pool = g->pool;
+    e.pool_stride = g->pool_stride;
+    e.pool_offset = g->pool_offset;
+    e.ph = g->pool_h;
+    e.pw = g->pool_w;
+    const int V = g->out_kind == GR_CONV_OUT_I8 ? 16 : 8;
+    e.items = static_cast<long long>(g->batch) * g->pool_h * g->pool_w * (g->out_c_pad / V);
+    const int blocks = grid_for(e.items, 128);
+    if (g->is_i8 && V == 16)
+        k_epilogue<int32_t, 16><<<blocks, 128, 0, stream>>>(e);
+    else if (g->is_i8)
+        k_epilogue<int32_t, 8><<<blocks, 128, 0, stream>>>(e);
+    else if (V == 16)
+        k_epilogue<float, 16><<<blocks, 128, 0, stream>>>(e);
+    else
+        k_epilogue<float, 8><<<blocks, 128, 0, stream>>>(e);
+    GR_LAUNCH_CHECK();
+    return cudaSuccess;
+}
