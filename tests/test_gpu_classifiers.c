@@ -59,6 +59,9 @@ static float *run(const gr_model *m, const char *name, gr_device dev, gr_precisi
     ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s %s %s: %s", name,
                   dev == GR_DEVICE_GPU ? "gpu" : "cpu", gr_precision_name(prec), gr_last_error());
     ck_assert(gr_engine_device(e) == dev);
+    if (gr_engine_notice(e)[0]) /* e.g. "fusions off": resnet18's 7x7 first conv */
+        printf("%s %s %s notice: %s\n", name, dev == GR_DEVICE_GPU ? "gpu" : "cpu",
+               gr_precision_name(prec), gr_engine_notice(e));
     ck_assert_int_eq(gr_engine_output_count(e), 1);
     gr_tensor_desc d;
     ck_assert(gr_engine_output_desc(e, 0, &d) == GR_OK);
