@@ -32,7 +32,7 @@ def rows(text):
 lat = rows(section("Latency"))
 for p in ("fp32", "fp16", "int8"):
     r = [x for x in lat if x[1] == p]
-    if len(r) != 1 or not all(float(v) >= 0 for v in r[0][2:]):
+    if len(r) != 1 or not all(float(v.replace(",", "")) >= 0 for v in r[0][2:]):
         fails.append(f"latency row {p}: {r}")
 err = rows(section("Output error"))
 labels = [(x[1], x[2]) for x in err]

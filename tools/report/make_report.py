@@ -136,8 +136,13 @@ def dtype_trace(r, graphrun, model):
     return plans, ops
 
 
-def fmt(x, spec=".1f"):
-    return "—" if x is None else format(x, spec)
+def fmt(x, scale=1.0):
+    return "—" if x is None else f"{x * scale:,.1f}"
+
+
+def time_unit(values):
+    """("us", 1) for GPU-sized times, ("ms", 1e-3) when the largest is 100 ms or more (CPU)."""
+    return ("ms", 1e-3) if max([v for v in values if v] or [0]) >= 1e5 else ("us", 1.0)
 
 
 def svg_plot(points, path):
@@ -178,12 +183,17 @@ def svg_plot(points, path):
         e.append(f'<line x1="{L - 4}" y1="{y:.1f}" x2="{W - R}" y2="{y:.1f}" stroke="#ddd"/>')
         e.append(f'<text x="{L - 6}" y="{y + 4:.1f}" text-anchor="end">1e{d}</text>')
         d += 1
+    placed = []  # label boxes (x, y, width): a label that would overlap one moves down a line
     for model, label, x, y in pts:
         c = colors[models.index(model) % len(colors)]
         e.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="4" fill="{c}"/>')
         label += " (0)" if y <= 0 else ""
-        e.append(f'<text x="{sx(x) + 6:.1f}" y="{sy(y) - 6:.1f}" fill="{c}">'
-                 f'{html.escape(label)}</text>')
+        lw = 7 * len(label)  # about 7 px a character at 12 px
+        lx, ly = min(sx(x) + 6, W - lw), sy(y) - 6  # near the right edge: left of the point
+        while any(abs(ly - py) < 13 and lx < px + pw and px < lx + lw for px, py, pw in placed):
+            ly += 13
+        placed.append((lx, ly, lw))
+        e.append(f'<text x="{lx:.1f}" y="{ly:.1f}" fill="{c}">{html.escape(label)}</text>')
     for i, model in enumerate(models):
         c = colors[i % len(colors)]
         e.append(f'<text x="{L + 10}" y="{T + 16 * i + 12}" fill="{c}">● '
@@ -244,10 +254,11 @@ def main():
           f"- device: **{device}** (`--device {a.device}`{', quick mode' if a.quick else ''})",
           f"- date: {date}", f"- commit: `{commit}`", f"- model: `{model}` "
           "(synthetic weights unless `shapes`); mAP on the trained `shapes` model", ""]
+    unit, scale = time_unit([x["p50"] for rows in lat.values() for x in rows.values()])
     md += ["## Latency (batch 1)", "",
            "End to end as the caller waits (p50, p99) and the engine's own split: type "
            "conversion (input quantize/convert, output dequantize), host-device copies, "
-           "compute (every layer). Microseconds."
+           "compute (every layer). Times in " + ("milliseconds." if unit == "ms" else "microseconds.")
            + (" On the CPU the split is of the last run and copies are 0." if a.device == "cpu"
               else ""), "",
            "| model | precision | p50 | p99 | conversion | copies | compute |",
@@ -255,22 +266,26 @@ def main():
     for net, rows in lat.items():
         for prec in PRECS:
             x = rows.get(prec)
-            md.append(f"| {net} | {prec} | " + (" | ".join(fmt(x[k]) for k in (
+            md.append(f"| {net} | {prec} | " + (" | ".join(fmt(x[k], scale) for k in (
                 "p50", "p99", "convert", "copy", "compute")) if x else "failed | | | |") + " |")
     md += ["", "## Output error against fp32", "",
            "`graphrun compare`: NRMSE = RMSE / (max - min) of the fp32 output, per head; boxes: "
-           "fp32 detections matched by the precision (same class, IoU >= 0.5).", "",
-           "| model | precision | calibration | NRMSE | max abs error | boxes matched | p50 (us) |",
+           "fp32 detections matched by the precision (same class, IoU >= 0.5; — for the classifiers, "
+           "whose output is the softmax).", "",
+           "| model | precision | calibration | NRMSE | max abs error | boxes matched | p50 |",
            "|---|---|---|---|---|---|---|"]
     points = []
+    unit, scale = time_unit([row["p50_us"] for rows in [cmp_rows] + list(cls.values())
+                             for row in rows])
     for net, rows in [(model, cmp_rows)] + list(cls.items()):
         for row in rows:
             nrmse = max(row["nrmse"]) if row["nrmse"] else None
             label = row["precision"] + (f" {row['method']}" if row["method"] else "")
             md.append(f"| {net} | {row['precision']} | {row['method'] or '—'} | "
                       f"{', '.join(f'{v:.3g}' for v in row['nrmse'])} | "
-                      f"{row['max_abs_error']:.3g} | {row['boxes_matched']} | "
-                      f"{fmt(row['p50_us'])} |")
+                      f"{row['max_abs_error']:.3g} | "
+                      f"{'—' if net in CLASSIFIERS else row['boxes_matched']} | "
+                      f"{fmt(row['p50_us'], scale)} {unit} |")
             points.append((net, label, row["p50_us"], nrmse or 0.0))
     if not cmp_rows:
         md.append("| " + model + " | failed | | | | | |")
