@@ -28,18 +28,6 @@ int main(void)
 #define BENCH_NAME "04_fused"
 #include "bench/bench_util.h"
 
-typedef struct layer {
-    int hw, in_c, out_c, ksize, act, pool_stride; /* pool_stride 0: no pool */
-} layer;
-
-static const layer layers[9] = {
-    {416, 3, 16, 3, GR_CONV_ACT_LEAKY, 2},     {208, 16, 32, 3, GR_CONV_ACT_LEAKY, 2},
-    {104, 32, 64, 3, GR_CONV_ACT_LEAKY, 2},    {52, 64, 128, 3, GR_CONV_ACT_LEAKY, 2},
-    {26, 128, 256, 3, GR_CONV_ACT_LEAKY, 2},   {13, 256, 512, 3, GR_CONV_ACT_LEAKY, 1},
-    {13, 512, 1024, 3, GR_CONV_ACT_LEAKY, 0},  {13, 1024, 1024, 3, GR_CONV_ACT_LEAKY, 0},
-    {13, 1024, 125, 1, GR_CONV_ACT_LINEAR, 0},
-};
-
 static cudaError_t launch(const gr_conv_args *a, int is_i8, cudaStream_t st)
 {
     return is_i8 ? gr_launch_conv_i8(a, st) : gr_launch_conv_f16(a, st);
@@ -94,7 +82,7 @@ int main(int argc, char **argv)
         /* Each layer reads its own input buffer (so single-layer timings see a real input);
          * the graph chains them through the same buffers. */
         for (int l = 0; l < 9; ++l) {
-            const layer *L = &layers[l];
+            const bench_layer *L = bench_yolo_layer(l);
             const int first = l == 0;
             const int cin_pad = first ? 3 : (L->in_c + gran - 1) / gran * gran;
             const int cout_pad = (L->out_c + gran - 1) / gran * gran;
@@ -142,7 +130,7 @@ int main(int argc, char **argv)
         double sum_auto = 0, sum_best = 0;
         int best_split[9], best_tile[9];
         for (int l = 0; l < 9; ++l) {
-            const layer *L = &layers[l];
+            const bench_layer *L = bench_yolo_layer(l);
             gr_conv_args a = args[l];
             const float t_auto = time_launch(&a, is_i8, runs, ms, ev0, ev1, st);
             float best = t_auto;

@@ -1,4 +1,4 @@
-/* Helpers shared by the kernel benchmarks (01_conv, 04_fused, 06_gemm): the CUDA check that
+/* Helpers shared by the kernel benchmarks (01_conv, 04_fused, 07_gemm): the CUDA check that
  * stops the program with the kernels' recorded reason, the median's comparator, random device
  * buffers (never zeros) and the "is there a GPU" prologue. Header-only; CUDA builds only. */
 #ifndef GR_BENCH_UTIL_H
@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/common.h"
+#include "kernels/conv.h"
 #include "ops/base.h"
 
 /* Every benchmark defines BENCH_NAME before including this header. */
@@ -49,6 +50,24 @@ static inline void *bench_random_device(gr_rng *rng, size_t bytes, int kind)
     CHECK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
     free(h);
     return d;
+}
+
+/* YOLOv2-tiny-VOC's nine convolutions as the fused engine runs them (416x416 input): pool_stride
+ * 2 or 1 = the 2x2 maxpool fused after the conv (Darknet's stride-1 pool on layer 6), 0 = none. */
+typedef struct bench_layer {
+    int hw, in_c, out_c, ksize, act, pool_stride;
+} bench_layer;
+
+static inline const bench_layer *bench_yolo_layer(int i) /* 0..8 */
+{
+    static const bench_layer layers[9] = {
+        {416, 3, 16, 3, GR_CONV_ACT_LEAKY, 2},     {208, 16, 32, 3, GR_CONV_ACT_LEAKY, 2},
+        {104, 32, 64, 3, GR_CONV_ACT_LEAKY, 2},    {52, 64, 128, 3, GR_CONV_ACT_LEAKY, 2},
+        {26, 128, 256, 3, GR_CONV_ACT_LEAKY, 2},   {13, 256, 512, 3, GR_CONV_ACT_LEAKY, 1},
+        {13, 512, 1024, 3, GR_CONV_ACT_LEAKY, 0},  {13, 1024, 1024, 3, GR_CONV_ACT_LEAKY, 0},
+        {13, 1024, 125, 1, GR_CONV_ACT_LINEAR, 0},
+    };
+    return &layers[i];
 }
 
 /* 0 and the device's properties when a GPU is visible; else says so and returns 1. */

@@ -2,7 +2,7 @@
 # One device call's worth of checks and measurements on the GPU machine, after .gpu/remote.sh has
 # built build-gpu/ (and run ctest): the engine benchmark with 3 runs in flight (JSON for
 # bench/results/), JPEG folder throughput, the bundled shapes model's mAP per precision,
-# compute-sanitizer on the fused conv kernels, PyTorch's peers - most important first. Everything is logged under $OUT; a short summary
+# compute-sanitizer on the fused conv kernels, PyTorch's peers - most important first. Logs go to $OUT/logs.tgz; a short summary
 # is printed last. Each step has its own time limit so one slow step cannot eat the others.
 #   bash .gpu/remote.sh -- bash bench/h100_check.sh
 set -uo pipefail
@@ -15,8 +15,9 @@ step eval 90 $b/graphrun eval --model shapes --images data/shapes-val --prec all
 step sanitize_memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 $b/test_gpu_conv_fused
 step peers 120 python3 bench/peers.py --no-compile --iters 300 --json "$OUT/peers.json"
 echo "--- summary"
-grep -E "^(fp32|fp16|int8) " "$OUT/bench.log" | head -8
-grep -E "^\((b|c)\)" "$OUT/peers.log" | head -6
-grep -E "mAP|precision" "$OUT/eval.log" | head -8
-tail -2 "$OUT/stream.log"
-grep -E "ERROR SUMMARY" "$OUT/sanitize_memcheck.log"
+grep -E "^(fp32|fp16|int8) " "$LOGS/bench.log" | head -8
+grep -E "^\((b|c)\)" "$LOGS/peers.log" | head -6
+grep -E "mAP|precision" "$LOGS/eval.log" | head -8
+tail -2 "$LOGS/stream.log"
+grep -E "ERROR SUMMARY" "$LOGS/sanitize_memcheck.log"
+pack_logs

@@ -127,6 +127,8 @@ cudaError_t gr_launch_shortcut(gr_dtype dtype, const void *x, gr_kview x_view, f
  *     out_view's n, c (3), h, w; value v means v/255; in_view is not read.
  *   f32 NCHW -> f16 / i8 NHWC padded (quantize).
  *   f16 / i8 NHWC padded -> f32 NCHW (dequantize: out_view.c channels, the padding is dropped).
+ *   i8 -> f16 NHWC padded: half_rn(q * in_scale); f16 -> i8: clamp(rint(x / out_scale), -127,
+ *     127) (the boundaries of a mixed-precision plan; output padding written as 0).
  * in_view and out_view must have the same shape where in_view is read. */
 cudaError_t gr_launch_convert(gr_dtype from, gr_dtype to, const void *in, gr_kview in_view,
                               float in_scale, void *out, gr_kview out_view, float out_scale,

@@ -1,7 +1,8 @@
 // Precision/layout conversion kernels at the edges of a quantized region (the Q/DQ rules of
 // planner/plan.h's header comment and docs/planner.md):
 //   network input u8 NHWC (v/255) -> f16 / i8 NHWC padded, or -> f32 NCHW;
-//   f32 NCHW -> f16 / i8 NHWC padded (quantize);  f16 / i8 NHWC padded -> f32 NCHW (dequantize).
+//   f32 NCHW -> f16 / i8 NHWC padded (quantize);  f16 / i8 NHWC padded -> f32 NCHW (dequantize);
+//   i8 <-> f16 NHWC padded (convert, where a mixed-precision plan changes precision).
 // One thread per written output element, enumerated in the output's memory order (the u8 input
 // quantize: one thread per 16-byte output granule where the output is granule-aligned). Divisions
 // use the IEEE-rounded intrinsics so no compiler flag can change the result.
@@ -154,6 +155,37 @@ __global__ void k_dequantize_i8_f32(const int8_t *in, gr_kview iv, float scale, 
     }
 }
 
+// Mixed precision boundaries (planner/plan.h): i8 -> f16 half_rn(q * s_in); f16 -> i8
+// clamp(rint(x / s_out), -127, 127). Both NHWC; the output's padding channels are written as 0.
+__global__ void k_convert_i8_f16(const int8_t *in, gr_kview iv, float in_scale, __half *out,
+                                 gr_kview ov, int cw)
+{
+    const unsigned total = (unsigned)ov.n * cw * ov.h * ov.w;
+    GRK_GRID_STRIDE(e, total)
+    {
+        Pos p = decompose<true>(e, cw, ov.h, ov.w);
+        out[offset_of<true>(ov, p.n, p.ch, p.y, p.x)] =
+            p.ch < (unsigned)ov.c
+                ? __float2half_rn(
+                      __fmul_rn((float)in[offset_of<true>(iv, p.n, p.ch, p.y, p.x)], in_scale))
+                : Dtype<__half>::zero();
+    }
+}
+
+__global__ void k_convert_f16_i8(const __half *in, gr_kview iv, int8_t *out, gr_kview ov,
+                                 float out_scale, int cw)
+{
+    const unsigned total = (unsigned)ov.n * cw * ov.h * ov.w;
+    GRK_GRID_STRIDE(e, total)
+    {
+        Pos p = decompose<true>(e, cw, ov.h, ov.w);
+        out[offset_of<true>(ov, p.n, p.ch, p.y, p.x)] =
+            p.ch < (unsigned)ov.c
+                ? quantize_i8(__half2float(in[offset_of<true>(iv, p.n, p.ch, p.y, p.x)]), out_scale)
+                : (int8_t)0;
+    }
+}
+
 namespace {
 
 bool same_shape(const gr_kview &a, const gr_kview &b)
@@ -239,6 +271,28 @@ cudaError_t dequantize_i8_f32(const int8_t *in, gr_kview iv, float in_scale,
     return cudaGetLastError();
 }
 
+cudaError_t convert_i8_f16(const int8_t *in, gr_kview iv, float in_scale, uint16_t *out,
+                          gr_kview ov, cudaStream_t stream)
+{
+    GR_ARG_CHECK(in && out && view_ok(iv, GR_KALIGN_I8) && view_ok(ov, GR_KALIGN_F16) &&
+                 same_shape(iv, ov) && in_scale > 0.0f);
+    int cw = channels_written(ov, GR_KALIGN_F16);
+    k_convert_i8_f16<<<blocks_for(written_elems(ov, cw)), kThreads, 0, stream>>>(
+        in, iv, in_scale, (__half *)out, ov, cw);
+    return cudaGetLastError();
+}
+
+cudaError_t convert_f16_i8(const uint16_t *in, gr_kview iv, int8_t *out, gr_kview ov,
+                          float out_scale, cudaStream_t stream)
+{
+    GR_ARG_CHECK(in && out && view_ok(iv, GR_KALIGN_F16) && view_ok(ov, GR_KALIGN_I8) &&
+                 same_shape(iv, ov) && out_scale > 0.0f);
+    int cw = channels_written(ov, GR_KALIGN_I8);
+    k_convert_f16_i8<<<blocks_for(written_elems(ov, cw)), kThreads, 0, stream>>>(
+        (const __half *)in, iv, out, ov, out_scale, cw);
+    return cudaGetLastError();
+}
+
 } // namespace
 
 extern "C" cudaError_t gr_launch_convert(gr_dtype from, gr_dtype to, const void *in, gr_kview iv,
@@ -260,5 +314,9 @@ extern "C" cudaError_t gr_launch_convert(gr_dtype from, gr_dtype to, const void 
         return dequantize_f16_f32((const uint16_t *)in, iv, (float *)out, ov, stream);
     if (from == GR_DTYPE_I8 && to == GR_DTYPE_F32)
         return dequantize_i8_f32((const int8_t *)in, iv, in_scale, (float *)out, ov, stream);
+    if (from == GR_DTYPE_I8 && to == GR_DTYPE_F16)
+        return convert_i8_f16((const int8_t *)in, iv, in_scale, (uint16_t *)out, ov, stream);
+    if (from == GR_DTYPE_F16 && to == GR_DTYPE_I8)
+        return convert_f16_i8((const uint16_t *)in, iv, (int8_t *)out, ov, out_scale, stream);
     return no_kernel(__FILE__, __LINE__, "gr_launch_convert");
 }

@@ -70,13 +70,14 @@ const char *gr_precision_name(gr_precision p)
     case GR_PREC_FP32: return "fp32";
     case GR_PREC_FP16: return "fp16";
     case GR_PREC_INT8: return "int8";
+    case GR_PREC_AUTO: return "auto";
     }
     return "?";
 }
 
 gr_status gr_precision_parse(const char *name, gr_precision *out)
 {
-    static const gr_precision all[] = {GR_PREC_FP32, GR_PREC_FP16, GR_PREC_INT8};
+    static const gr_precision all[] = {GR_PREC_FP32, GR_PREC_FP16, GR_PREC_INT8, GR_PREC_AUTO};
     if (!name || !out)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_precision_parse: NULL argument");
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
@@ -85,7 +86,7 @@ gr_status gr_precision_parse(const char *name, gr_precision *out)
             return GR_OK;
         }
     }
-    return gr_fail(GR_ERR_INVALID_ARGUMENT, "unknown precision '%s' (expected fp32, fp16 or int8)",
+    return gr_fail(GR_ERR_INVALID_ARGUMENT, "unknown precision '%s' (expected fp32, fp16, int8 or auto)",
                    name);
 }
 

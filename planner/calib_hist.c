@@ -84,6 +84,39 @@ void gr_hist_merge(gr_hist *dst, const gr_hist *src)
     dst->max = fmaxf(dst->max, src->max);
 }
 
+gr_status gr_hist_merge_bins(gr_hist *h, const uint64_t *counts, int exponent, float max,
+                             uint64_t total, uint64_t nonfinite)
+{
+    if (!h || !(max >= 0.0f) || !isfinite(max))
+        return gr_fail(GR_ERR_INTERNAL, "gr_hist_merge_bins: bad histogram (max %g)", (double)max);
+    gr_hist src;
+    gr_hist_init(&src, h->max_only);
+    if (!h->max_only) {
+        if (!counts)
+            return gr_fail(GR_ERR_INTERNAL, "gr_hist_merge_bins: no counts");
+        int max_exponent = 0;
+        frexpf(max, &max_exponent);
+        if (max > 0.0f && exponent < max_exponent)
+            return gr_fail(GR_ERR_INTERNAL,
+                           "gr_hist_merge_bins: max %g does not lie below 2^%d", (double)max,
+                           exponent);
+        uint64_t sum = 0;
+        for (int k = 0; k < GR_HIST_BINS; k++)
+            sum += counts[k];
+        if (sum != total || (max == 0.0f && counts[0] != total))
+            return gr_fail(GR_ERR_INTERNAL,
+                           "gr_hist_merge_bins: %llu values binned, %llu counted (max %g)",
+                           (unsigned long long)sum, (unsigned long long)total, (double)max);
+        memcpy(src.count, counts, sizeof src.count);
+    }
+    src.total = total;
+    src.nonfinite = nonfinite;
+    src.max = max;
+    src.exponent = max > 0.0f ? exponent : 0;
+    gr_hist_merge(h, &src);
+    return GR_OK;
+}
+
 double gr_hist_bin_width(const gr_hist *h)
 {
     return h->max > 0.0f ? ldexp(1.0, h->exponent - GR_HIST_LOG2_BINS) : 0.0;

@@ -37,6 +37,16 @@ void gr_hist_init(gr_hist *h, int max_only);
 void gr_hist_add(gr_hist *h, const float *x, size_t n);
 /* dst += src (both must have the same max_only). */
 void gr_hist_merge(gr_hist *dst, const gr_hist *src);
+/* h += a histogram made elsewhere (a GPU kernel, kernels/calib.h): `total` finite values whose
+ * largest |x| is `max`, binned as bin = (int)(|x| * 2^(GR_HIST_LOG2_BINS - exponent)) (exact in
+ * double; every value in bin 0 when max is 0), `nonfinite` values skipped. The result equals
+ * gr_hist_add of the same values bit for bit when exponent is frexpf(max)'s exponent (the
+ * smallest e with max < 2^e), or any e up to the exponent the merged histogram ends with.
+ * counts (GR_HIST_BINS entries) is not read for a max_only histogram and may be NULL there.
+ * GR_ERR_INTERNAL when the counts cannot be such a histogram (sum != total, max >= 2^exponent,
+ * max negative or not finite): a producer bug, never silently merged. */
+gr_status gr_hist_merge_bins(gr_hist *h, const uint64_t *counts, int exponent, float max,
+                             uint64_t total, uint64_t nonfinite);
 /* Width of one bin (0 while every value was 0). */
 double gr_hist_bin_width(const gr_hist *h);
 

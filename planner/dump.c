@@ -48,8 +48,16 @@ gr_status gr_plan_dump_text(const gr_plan *plan, FILE *f)
             "%d events\n",
             plan->net_w, plan->net_h, plan->net_c, plan->batch, gr_precision_name(plan->precision),
             plan->n_nodes, plan->n_tensors, plan->n_buffers, plan->n_streams, plan->n_events);
-    fprintf(f, "%4s %-10s %5s %-24s %-9s %-6s %-20s %3s %-10s %12s %12s %-9s %s\n", "step", "op",
-            "layer", "fused", "dtype", "layout", "shape n,c(pad),h,w", "str", "wait>rec", "offset",
+    /* The fused column as wide as its longest entry ("quant-in+bn+bias+leaky+maxpool+requant"). */
+    int fused_w = 5;
+    for (int i = 0; i < plan->n_nodes; i++) {
+        char fused[64];
+        gr_plan_fused_str(&plan->nodes[i], fused, sizeof fused);
+        int len = plan->nodes[i].noop ? (int)strlen("(view, no-op)") : (int)strlen(fused);
+        fused_w = len > fused_w ? len : fused_w;
+    }
+    fprintf(f, "%4s %-10s %5s %-*s %-9s %-6s %-20s %3s %-10s %12s %12s %-9s %s\n", "step", "op",
+            "layer", fused_w, "fused", "dtype", "layout", "shape n,c(pad),h,w", "str", "wait>rec", "offset",
             "bytes", "live", "storage");
     for (int i = 0; i < plan->n_nodes; i++) {
         const gr_plan_node *nd = &plan->nodes[i];
@@ -84,8 +92,8 @@ gr_status gr_plan_dump_text(const gr_plan *plan, FILE *f)
             snprintf(storage, sizeof storage, "buffer %d%s", x->buffer,
                      x->pinned ? " (pinned)" : "");
         snprintf(live, sizeof live, "[%d,%d]", x->live_begin, x->live_end);
-        fprintf(f, "%4d %-10s %5d %-24s %-9s %-6s %-20s %3d %-10s %12zu %12zu %-9s %s\n", i,
-                gr_plan_kind_name(nd->kind), nd->layer, fused, dtype, layout_name(x->layout), shape,
+        fprintf(f, "%4d %-10s %5d %-*s %-9s %-6s %-20s %3d %-10s %12zu %12zu %-9s %s\n", i,
+                gr_plan_kind_name(nd->kind), nd->layer, fused_w, fused, dtype, layout_name(x->layout), shape,
                 nd->stream, events, b->offset, x->bytes, live, storage);
     }
     fprintf(f,

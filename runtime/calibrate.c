@@ -1,13 +1,17 @@
 /* INT8 calibration for both backends: per-layer activation ranges from the calibration cache when
- * it matches the model, method and image set, else from the fp32 CPU reference plan run over the
- * calibration images (default: the bundled photos) on all cores, each image decoded and
- * letterboxed to uint8 exactly as the engine's input is by the thread that runs it; then written
- * to the cache when one is named. */
+ * it matches the model, method and image set, else by calibrating on the calibration images
+ * (default: the bundled photos), each decoded and letterboxed to uint8 exactly as the engine's
+ * input is: on the GPU (runtime/gpu_calib.c: an fp32 GPU engine in batches, statistics on the
+ * device) or on the CPU (planner/calib.c: the fp32 reference plan on all cores), as the engine
+ * option calib_device says (AUTO: the engine's own device); then written to the cache when one is
+ * named. A calibration that ran leaves a notice line with its count, time and device. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "planner/calib.h"
 #include "runtime/calib_cache.h"
+#include "runtime/gpu_calib.h"
 #include "runtime/engine_internal.h"
 #include "runtime/trace.h"
 
@@ -74,17 +78,41 @@ static gr_status calibrate(gr_engine *e, float **layer_range_out, float *input_r
         if (found)
             return GR_OK;
     }
-    image_source source = {images, net};
-    gr_calib_config cfg;
-    gr_calib_config_default(&cfg);
-    cfg.method = e->opt.calib_method;
-    cfg.percentile = e->opt.calib_percentile;
-    cfg.threads = e->opt.calib_threads;
-    cfg.load = load_image;
-    cfg.load_user = &source;
-    cfg.progress = e->opt.calib_progress;
-    cfg.progress_user = e->opt.calib_progress_user;
-    GR_TRY(gr_plan_calibrate_images(net, n, &cfg, layer_range, input_range));
+    int on_gpu = e->opt.calib_device == GR_DEVICE_GPU ||
+                 (e->opt.calib_device == GR_DEVICE_AUTO && e->device == GR_DEVICE_GPU);
+    char where[64];
+    double start_us = gr_now_us();
+    if (on_gpu) {
+        gr_gpu_calib_request req = {.net = net,
+                                    .paths = images,
+                                    .n_images = n,
+                                    .method = e->opt.calib_method,
+                                    .percentile = e->opt.calib_percentile,
+                                    .gpu_index = e->opt.gpu_index,
+                                    .threads = e->opt.calib_threads,
+                                    .progress = e->opt.calib_progress,
+                                    .progress_user = e->opt.calib_progress_user};
+        int batch = 0;
+        GR_TRY(gr_gpu_calibrate(&req, layer_range, input_range, &batch));
+        snprintf(where, sizeof where, "GPU, batch %d", batch);
+    } else {
+        image_source source = {images, net};
+        gr_calib_config cfg;
+        gr_calib_config_default(&cfg);
+        cfg.method = e->opt.calib_method;
+        cfg.percentile = e->opt.calib_percentile;
+        cfg.threads = e->opt.calib_threads;
+        cfg.load = load_image;
+        cfg.load_user = &source;
+        cfg.progress = e->opt.calib_progress;
+        cfg.progress_user = e->opt.calib_progress_user;
+        GR_TRY(gr_plan_calibrate_images(net, n, &cfg, layer_range, input_range));
+        snprintf(where, sizeof where, "CPU");
+    }
+    /* One more notice line (after a stale-cache notice, if any). */
+    size_t used = strlen(e->notice);
+    snprintf(e->notice + used, sizeof e->notice - used, "%scalibration: %d image%s in %.2f s (%s)",
+             used ? "\n" : "", n, n == 1 ? "" : "s", (gr_now_us() - start_us) * 1e-6, where);
     if (cache)
         GR_TRY(gr_calib_cache_write(cache, &key, net->n_layers, layer_range, *input_range));
     return GR_OK;

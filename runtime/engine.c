@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "planner/plan.h"
 #include "runtime/detect.h"
 #include "runtime/engine_internal.h"
 #include "runtime/trace.h"
@@ -32,6 +33,10 @@ void gr_engine_options_default(gr_engine_options *opt)
     opt->calib_method = GR_CALIB_MAX;
     opt->calib_percentile = 99.99f;
     opt->inflight = 1;
+    /* The GPU calibration path has not yet run on hardware: CPU until it has been measured there
+     * (docs/calibration.md, "On the GPU"); then AUTO. */
+    opt->calib_device = GR_DEVICE_CPU;
+    opt->max_nrmse = GR_MAX_NRMSE_DEFAULT;
 }
 
 gr_status gr_engine_fail(gr_engine *e, gr_status status)
@@ -46,9 +51,12 @@ static gr_status check_options(const gr_engine_options *opt)
     if (opt->batch < 1 || opt->batch > GR_MAX_BATCH)
         return gr_fail(GR_ERR_LIMIT, "engine option batch=%d is outside 1..%d", opt->batch,
                        GR_MAX_BATCH);
-    if ((unsigned)opt->precision > GR_PREC_INT8)
+    if ((unsigned)opt->precision > GR_PREC_AUTO)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option precision=%d is not a gr_precision",
                        (int)opt->precision);
+    if (!(opt->max_nrmse >= 0.0f && opt->max_nrmse <= 1e30f))
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option max_nrmse=%g is not a number >= 0",
+                       (double)opt->max_nrmse);
     if ((unsigned)opt->device > GR_DEVICE_GPU)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option device=%d is not a gr_device",
                        (int)opt->device);
@@ -62,6 +70,9 @@ static gr_status check_options(const gr_engine_options *opt)
     if (opt->inflight < 0 || opt->inflight > GR_MAX_INFLIGHT)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option inflight=%d is outside 1..%d",
                        opt->inflight, GR_MAX_INFLIGHT);
+    if ((unsigned)opt->calib_device > GR_DEVICE_GPU)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option calib_device=%d is not a gr_device",
+                       (int)opt->calib_device);
     if (opt->calib_threads < 0)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option calib_threads=%d is negative",
                        opt->calib_threads);
@@ -101,10 +112,117 @@ static void engine_free(gr_engine *e)
     if (e->ops && e->ops->destroy)
         e->ops->destroy(e);
     gr_net_free(e->net);
+    free(e->layer_prec);
+    free(e->layer_prec_view);
+    free(e->preset_range);
     free(e);
 }
 
+/* The explicit map (layer_precision): exactly one FP32 / FP16 / INT8 per layer, copied. */
+static gr_status take_layer_precision(gr_engine *e, const gr_engine_options *opt)
+{
+    const gr_net *net = e->net;
+    if (!opt->layer_precision) {
+        if (opt->n_layer_precision != 0)
+            return gr_fail(GR_ERR_INVALID_ARGUMENT,
+                           "engine option n_layer_precision=%d without layer_precision",
+                           opt->n_layer_precision);
+        return GR_OK;
+    }
+    if (opt->precision == GR_PREC_AUTO)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine options layer_precision and precision "
+                                                "auto exclude each other");
+    if (opt->n_layer_precision != net->n_layers)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT,
+                       "engine option layer_precision has %d entries; %s has %d layers",
+                       opt->n_layer_precision, net->name, net->n_layers);
+    for (int i = 0; i < net->n_layers; i++)
+        if ((unsigned)opt->layer_precision[i] > GR_PREC_INT8)
+            return gr_fail(GR_ERR_INVALID_ARGUMENT,
+                           "engine option layer_precision[%d]=%d is not fp32, fp16 or int8", i,
+                           (int)opt->layer_precision[i]);
+    e->layer_prec = gr_malloc((size_t)net->n_layers * sizeof *e->layer_prec, "precision map");
+    if (!e->layer_prec)
+        return GR_ERR_OUT_OF_MEMORY;
+    memcpy(e->layer_prec, opt->layer_precision, (size_t)net->n_layers * sizeof *e->layer_prec);
+    return GR_OK;
+}
+
+/* Resolve the engine's precision: the automatic search, then, for a map, opt.precision becomes
+ * its widest reduced precision (what the backends calibrate and fuse for); the per-layer view
+ * for gr_engine_layer_precision(). */
+static gr_status resolve_precision(gr_engine *e, const gr_engine_options *opt)
+{
+    const gr_net *net = e->net;
+    GR_TRY(take_layer_precision(e, opt));
+    if (opt->precision == GR_PREC_AUTO)
+        GR_TRY(gr_auto_precision(e));
+    e->opt.layer_precision = NULL; /* copied: no pointer to the caller's map is kept */
+    e->opt.n_layer_precision = 0;
+    e->layer_prec_view = gr_malloc((size_t)net->n_layers * sizeof *e->layer_prec_view,
+                                   "precision map");
+    if (!e->layer_prec_view)
+        return GR_ERR_OUT_OF_MEMORY;
+    if (e->layer_prec) {
+        int any_i8 = 0, any_f16 = 0;
+        for (int i = 0; i < net->n_layers; i++) {
+            if (gr_op_has((int)net->layers[i].p.op, GR_OPF_F32_ONLY))
+                continue;
+            any_i8 |= e->layer_prec[i] == GR_PREC_INT8;
+            any_f16 |= e->layer_prec[i] == GR_PREC_FP16;
+        }
+        e->opt.precision = any_i8 ? GR_PREC_INT8 : any_f16 ? GR_PREC_FP16 : GR_PREC_FP32;
+    }
+    for (int i = 0; i < net->n_layers; i++)
+        e->layer_prec_view[i] = gr_op_has((int)net->layers[i].p.op, GR_OPF_F32_ONLY) ? GR_PREC_FP32
+                                : e->layer_prec ? e->layer_prec[i]
+                                                : e->opt.precision;
+    return GR_OK;
+}
+
+void gr_engine_plan_precision(const gr_engine *e, gr_plan_options *po)
+{
+    po->precision = e->opt.precision;
+    po->layer_precision = e->layer_prec;
+    po->n_layer_precision = e->layer_prec ? e->net->n_layers : 0;
+}
+
+gr_status gr_engine_ranges(gr_engine *e, float **layer_range, float *input_range)
+{
+    if (!e->preset_range)
+        return gr_engine_calibrate(e, layer_range, input_range);
+    size_t bytes = (size_t)e->net->n_layers * sizeof(float);
+    *layer_range = gr_malloc(bytes, "calibration ranges");
+    if (!*layer_range)
+        return GR_ERR_OUT_OF_MEMORY;
+    memcpy(*layer_range, e->preset_range, bytes);
+    *input_range = e->preset_input_range;
+    return GR_OK;
+}
+
+const gr_precision *gr_engine_layer_precision(const gr_engine *engine, int *n)
+{
+    if (n)
+        *n = engine ? engine->net->n_layers : 0;
+    return engine ? engine->layer_prec_view : NULL;
+}
+
+static gr_status build(const gr_model *model, const gr_engine_options *opt,
+                       const float *preset_range, float preset_input_range, gr_engine **out);
+
 gr_status gr_engine_build(const gr_model *model, const gr_engine_options *opt, gr_engine **out)
+{
+    return build(model, opt, NULL, 0.0f, out);
+}
+
+gr_status gr_engine_build_preset(const gr_model *model, const gr_engine_options *opt,
+                                 const float *layer_range, float input_range, gr_engine **out)
+{
+    return build(model, opt, layer_range, input_range, out);
+}
+
+static gr_status build(const gr_model *model, const gr_engine_options *opt,
+                       const float *preset_range, float preset_input_range, gr_engine **out)
 {
     if (!model || !out)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_build: NULL %s", model ? "out" : "model");
@@ -151,6 +269,21 @@ gr_status gr_engine_build(const gr_model *model, const gr_engine_options *opt, g
     if (device == GR_DEVICE_AUTO)
         device = gr_cuda_device_count() > 0 ? GR_DEVICE_GPU : GR_DEVICE_CPU;
     e->device = device;
+    if (preset_range) {
+        size_t bytes = (size_t)e->net->n_layers * sizeof(float);
+        e->preset_range = gr_malloc(bytes, "calibration ranges");
+        if (!e->preset_range) {
+            engine_free(e);
+            return GR_ERR_OUT_OF_MEMORY;
+        }
+        memcpy(e->preset_range, preset_range, bytes);
+        e->preset_input_range = preset_input_range;
+    }
+    st = resolve_precision(e, opt);
+    if (st != GR_OK) {
+        engine_free(e);
+        return st;
+    }
     gr_trace_push(device == GR_DEVICE_GPU ? "graphrun: engine build (GPU)"
                                           : "graphrun: engine build (CPU)");
     st = device == GR_DEVICE_GPU ? gr_backend_gpu_init(e) : gr_backend_cpu_init(e);
@@ -160,6 +293,10 @@ gr_status gr_engine_build(const gr_model *model, const gr_engine_options *opt, g
     e->opt.calib_cache = NULL;
     e->opt.calib_progress = NULL;
     e->opt.calib_progress_user = NULL;
+    free(e->preset_range);
+    e->preset_range = NULL;
+    if (st == GR_OK && opt->precision == GR_PREC_AUTO && device == GR_DEVICE_GPU)
+        st = gr_auto_precision_measure(e);
     if (st != GR_OK) {
         engine_free(e);
         return st;

@@ -204,13 +204,13 @@ gr_status gr_backend_cpu_init(gr_engine *e)
     if (e->opt.precision != GR_PREC_FP32) {
         gr_plan_options po;
         gr_plan_options_default(&po);
-        po.precision = e->opt.precision;
+        gr_engine_plan_precision(e, &po);
         po.batch = e->opt.batch;
         po.input_u8 = 0; /* float input: u8 input is widened to v / 255 first, the same values */
         GR_TRY(gr_plan_build(e->net, &po, &s->plan));
         if (e->opt.precision == GR_PREC_INT8) {
             float *ranges = NULL, input_range = 0.0f;
-            gr_status st = gr_engine_calibrate(e, &ranges, &input_range);
+            gr_status st = gr_engine_ranges(e, &ranges, &input_range);
             if (st == GR_OK)
                 st = gr_plan_set_ranges(s->plan, ranges, input_range);
             free(ranges);

@@ -58,7 +58,17 @@ struct gr_engine {
     void *impl;            /* backend state */
     atomic_int busy;
     char error[1024];
-    char notice[512];      /* gr_engine_notice(): from the build, e.g. a stale calibration cache */
+    char notice[2048];     /* gr_engine_notice(): from the build, e.g. a stale calibration cache,
+                              the automatic precision map */
+    /* Precision per network layer (net->n_layers entries, owned), or NULL for a uniform
+     * engine. With a map, opt.precision is the map's widest reduced precision (INT8 when any
+     * layer is int8, else FP16, else FP32): what the backends calibrate and fuse for. */
+    gr_precision *layer_prec;
+    gr_precision *layer_prec_view; /* gr_engine_layer_precision(): layer_prec or uniform */
+    /* Build-time only (NULL afterwards): int8 ranges already computed (by the automatic
+     * search), which gr_engine_ranges() hands to the backend instead of calibrating again. */
+    float *preset_range;
+    float preset_input_range;
 };
 
 /* Deep copy of a network (layers, weights, class names) for an engine to own. */
@@ -74,6 +84,33 @@ gr_status gr_backend_gpu_init(gr_engine *e);
 /* INT8 activation ranges for the engine's network (per layer, and the input), from
  * e->opt.calib_cache or by calibrating on e->opt.calib_images. *layer_range is malloc'd. */
 gr_status gr_engine_calibrate(gr_engine *e, float **layer_range, float *input_range);
+
+/* The int8 ranges of the engine's network: a copy of the preset ones, else calibrated
+ * (gr_engine_calibrate). *layer_range is malloc'd. */
+gr_status gr_engine_ranges(gr_engine *e, float **layer_range, float *input_range);
+
+/* The backends' plan options for the engine's precision: po->precision and, for a mixed
+ * engine, po->layer_precision (pointing into the engine). */
+struct gr_plan_options;
+void gr_engine_plan_precision(const gr_engine *e, struct gr_plan_options *po);
+
+/* runtime/auto_precision.c: choose the per-layer map of a GR_PREC_AUTO engine (e->layer_prec,
+ * e->preset_range) and describe it in e->notice. */
+gr_status gr_auto_precision(gr_engine *e);
+/* After a GR_PREC_AUTO GPU engine is built: its measured per-layer latency, into the notice. */
+gr_status gr_auto_precision_measure(gr_engine *e);
+/* One line "precision map: L0 int8, L2 fp16, ..." of the reduced-precision layers that compute
+ * (convolutions) into buf. */
+void gr_precision_map_str(const gr_net *net, const gr_precision *map, char *buf, size_t len);
+
+/* GPU engines (gpu_debug.c): the time of each network layer in microseconds (us_per_layer has
+ * net->n_layers entries; 0 for layers without a node), medians of eager runs node by node. */
+gr_status gr_engine_layer_times(gr_engine *engine, double *us_per_layer);
+
+/* gr_engine_build with int8 ranges already known (layer_range: n_layers entries, copied): no
+ * calibration. For the automatic search's timing engines. */
+gr_status gr_engine_build_preset(const gr_model *model, const gr_engine_options *opt,
+                                 const float *layer_range, float input_range, gr_engine **out);
 
 /* Monotonic clock in microseconds. */
 double gr_now_us(void);

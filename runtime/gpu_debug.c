@@ -189,3 +189,69 @@ gr_status gr_engine_debug_inject_error(gr_engine *engine, int cuda_error)
     ((gpu_state *)engine->impl)->inject = (cudaError_t)cuda_error;
     return GR_OK;
 }
+
+/* ---- per-layer timing (automatic mixed precision) ---------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Eager runs of the uint8-input plan with events around every node; each node's median over the
+ * runs is added to its layer (a conversion node to the layer whose value it converts, a fused
+ * maxpool is in its conv's time). Kernel launch overheads between nodes are not included. */
+gr_status gr_engine_layer_times(gr_engine *engine, double *us_per_layer)
+{
+    if (!engine || !us_per_layer)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_layer_times: NULL argument");
+    if (engine->device != GR_DEVICE_GPU || !engine->impl)
+        return gr_fail(GR_ERR_STATE, "gr_engine_layer_times: not a GPU engine");
+    GR_TRY(gr_gpu_ensure_variant(engine, 1));
+    gpu_state *g = engine->impl;
+    gpu_variant *v = &g->var[1];
+    const gr_plan *plan = v->plan;
+    enum { RUNS = 9 };
+    int n_ev = 2 * plan->n_nodes;
+    cudaEvent_t *ev = gr_calloc((size_t)n_ev + 1, sizeof *ev, "timing events");
+    double *samples = gr_calloc((size_t)plan->n_nodes * RUNS + 1, sizeof *samples, "node times");
+    gr_status st = ev && samples ? GR_OK : GR_ERR_OUT_OF_MEMORY;
+    int created = 0;
+    for (; st == GR_OK && created < n_ev; created++) {
+        cudaError_t err = cudaEventCreate(&ev[created]);
+        if (err != cudaSuccess)
+            st = gr_gpu_cuda_fail(err, "cudaEventCreate", __FILE__, __LINE__);
+    }
+    for (int r = 0; r < RUNS && st == GR_OK; r++) {
+        st = gr_gpu_enqueue_forward(g, v, &v->inst[0], ev, NULL);
+        cudaError_t err = st == GR_OK ? cudaDeviceSynchronize() : cudaSuccess;
+        if (err != cudaSuccess)
+            st = gr_gpu_cuda_fail(err, "cudaDeviceSynchronize (layer timing)", __FILE__, __LINE__);
+        for (int i = 0; i < plan->n_nodes && st == GR_OK; i++) {
+            float ms = 0.0f;
+            if (!gr_gpu_node_launches(&plan->nodes[i]) ||
+                cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]) != cudaSuccess)
+                ms = 0.0f;
+            samples[(size_t)i * RUNS + (size_t)r] = 1e3 * (double)ms;
+        }
+    }
+    cudaGetLastError(); /* nodes that launched nothing have unrecorded events */
+    for (int l = 0; l < plan->n_layers && st == GR_OK; l++)
+        us_per_layer[l] = 0.0;
+    for (int i = 0; i < plan->n_nodes && st == GR_OK; i++) {
+        const gr_plan_node *nd = &plan->nodes[i];
+        int layer = nd->layer;
+        if (layer < 0 && nd->output >= 0)
+            layer = plan->tensors[nd->output].layer;
+        if (layer < 0 || layer >= plan->n_layers)
+            continue;
+        double *s = samples + (size_t)i * RUNS;
+        qsort(s, RUNS, sizeof *s, cmp_double);
+        us_per_layer[layer] += s[RUNS / 2];
+    }
+    for (int i = 0; i < created; i++)
+        cudaEventDestroy(ev[i]);
+    free(ev);
+    free(samples);
+    return st;
+}

@@ -60,17 +60,23 @@ gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_i
         if (y->dtype != GR_DTYPE_F32 || (nd->fused & fusions))
             return gr_gpu_unsupported(plan, index);
         /* cuBLAS path on NCHW; a channel slice with batch > 1 is not contiguous: one image at a
-         * time, each a contiguous block. */
-        int per_image = x->n > 1 && (x->c_stride != x->c || y->c_stride != y->c);
+         * time, each a contiguous block. Groups: one conv per group on its slices. */
+        const int groups = !connected && nd->p.groups > 1 ? nd->p.groups : 1;
+        int per_image = x->n > 1 && (x->c_stride != x->c || y->c_stride != y->c || groups > 1);
         c->images = per_image ? x->n : 1;
         c->x_image = (size_t)x->c_stride * x->h * x->w;
         c->y_image = (size_t)y->c_stride * y->h * y->w;
+        c->groups = groups;
+        c->x_group = (size_t)(x->c / groups) * x->h * x->w;
+        c->y_group = (size_t)(y->c / groups) * y->h * y->w;
+        c->w_group = (size_t)(y->c / groups) * (x->c / groups) * nd->p.size * nd->p.size;
+        c->b_group = (size_t)(y->c / groups);
         c->f32 = (gr_conv_f32_args){
             .batch = per_image ? 1 : x->n,
             /* [connected] is a 1x1 conv on the flattened image: W [outputs][c*h*w] is the conv's
              * [out_c][in_c][1][1], and an image's c*h*w values are contiguous in NCHW. */
-            .in_c = connected ? x->c * x->h * x->w : x->c, .in_h = connected ? 1 : x->h,
-            .in_w = connected ? 1 : x->w, .out_c = y->c,
+            .in_c = connected ? x->c * x->h * x->w : x->c / groups, .in_h = connected ? 1 : x->h,
+            .in_w = connected ? 1 : x->w, .out_c = y->c / groups,
             .ksize = connected ? 1 : nd->p.size, .stride = connected ? 1 : nd->p.stride,
             .pad = connected ? 0 : nd->p.pad,
             .in = allocated ? (const float *)gr_gpu_tensor_storage(v, inst, nd->inputs[0]) +
@@ -175,15 +181,19 @@ static gr_status launch_conv(gpu_state *g, gpu_variant *v, const gpu_instance *i
                                   : gr_launch_conv_f16(&c.tc, g->streams[s]);
         return gr_gpu_launch_status(err, plan, index);
     }
-    for (int b = 0; b < c.images; b++) {
-        gr_conv_f32_args a = c.f32;
-        a.in += (size_t)b * c.x_image;
-        a.out += (size_t)b * c.y_image;
-        cudaError_t cuda_err = cudaSuccess;
-        cublasStatus_t st = gr_launch_conv_f32(g->cublas[s], &a, g->streams[s], &cuda_err);
-        if (st != CUBLAS_STATUS_SUCCESS)
-            return gr_gpu_cublas_fail(st, cuda_err, plan, index);
-    }
+    for (int b = 0; b < c.images; b++)
+        for (int k = 0; k < c.groups; k++) {
+            gr_conv_f32_args a = c.f32;
+            a.in += (size_t)b * c.x_image + (size_t)k * c.x_group;
+            a.out += (size_t)b * c.y_image + (size_t)k * c.y_group;
+            a.weights += (size_t)k * c.w_group;
+            if (a.bias)
+                a.bias += (size_t)k * c.b_group;
+            cudaError_t cuda_err = cudaSuccess;
+            cublasStatus_t st = gr_launch_conv_f32(g->cublas[s], &a, g->streams[s], &cuda_err);
+            if (st != CUBLAS_STATUS_SUCCESS)
+                return gr_gpu_cublas_fail(st, cuda_err, plan, index);
+        }
     return GR_OK;
 }
 
@@ -307,6 +317,8 @@ gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, const gpu_instanc
         gr_status st = gr_gpu_launch_node(g, v, inst, i);
         gr_trace_pop();
         GR_TRY(st);
+        if (g->after_node)
+            GR_TRY(g->after_node(g, v, inst, i, g->after_node_user));
         if (node_events)
             CUDA_TRY(cudaEventRecord(node_events[2 * i + 1], stream));
         if (nd->record_event >= 0)

@@ -313,7 +313,7 @@ static gr_status plan_variant(gr_engine *e, const gpu_state *g, gpu_variant *v, 
 {
     gr_plan_options po;
     gr_plan_options_default(&po);
-    po.precision = e->opt.precision;
+    gr_engine_plan_precision(e, &po); /* a mixed engine: its per-layer map */
     po.batch = e->opt.batch;
     po.input_u8 = input_u8;
     po.fuse_maxpool = po.fuse_input_quantize = po.fuse_output_dequantize = fuse;
@@ -578,7 +578,7 @@ gr_status gr_backend_gpu_init(gr_engine *e)
 
     /* int8 scales before planning. */
     if (e->opt.precision == GR_PREC_INT8)
-        GR_TRY(gr_engine_calibrate(e, &g->layer_range, &g->input_range));
+        GR_TRY(gr_engine_ranges(e, &g->layer_range, &g->input_range));
 
     /* The default input is uint8; build it now so a failure shows at build time (its plan sizes
      * the streams and events; a float-input variant built later may add more). */

@@ -70,7 +70,16 @@ typedef struct gpu_variant {
     unsigned char *pdl;     /* per plan node: launched as a programmatic dependent launch */
 } gpu_variant;
 
-typedef struct gpu_state {
+typedef struct gpu_state gpu_state;
+
+/* Called by gr_gpu_enqueue_forward after every plan node is enqueued on its stream (launching or
+ * not), before the node's event is recorded: work it enqueues on g->streams[node's stream] runs
+ * after the node and before anything that waits for the node, so it reads the node's output
+ * before any later node may reuse its memory (int8 calibration, gpu_calib.c). */
+typedef gr_status (*gpu_node_hook)(gpu_state *g, const gpu_variant *v, const gpu_instance *inst,
+                                   int node, void *user);
+
+struct gpu_state {
     int device;
     int n_streams;          /* as many as the largest plan built so far uses */
     cudaStream_t streams[GR_GPU_MAX_STREAMS];
@@ -88,7 +97,9 @@ typedef struct gpu_state {
     int fp16_accumulate;    /* fp16 convs accumulate in fp16 */
     int pdl;                /* programmatic dependent launch between convs (sm_90+; off with
                                GR_DISABLE_PDL=1) */
-} gpu_state;
+    gpu_node_hook after_node; /* NULL except while calibrating (gpu_calib.c) */
+    void *after_node_user;
+};
 
 static inline size_t gr_gpu_align(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
@@ -116,7 +127,7 @@ int gr_gpu_node_uses_cublas(const gr_plan *plan, const gr_plan_node *nd);
  * f32 convs go through cuBLAS (f32, one launch per image when a channel slice of a batch is not
  * contiguous: `images` launches, the pointers advancing by x_image / y_image floats), f16 and i8
  * through the tensor-core kernels (tc; workspace not set). GR_ERR_UNSUPPORTED for dtypes or
- * groups without a kernel. */
+ * groups without a kernel (groups run in f32 only). */
 typedef struct gpu_conv {
     int tensor_cores;
     int is_i8;
@@ -124,6 +135,10 @@ typedef struct gpu_conv {
     gr_conv_f32_args f32;
     int images;
     size_t x_image, y_image;
+    /* f32 grouped convs (Darknet's groups): `groups` launches per image, each on its channel
+     * slice, the pointers advancing by these many floats per group. */
+    int groups;
+    size_t x_group, y_group, w_group, b_group;
 } gpu_conv;
 /* `inst` NULL: shapes only (no addresses). */
 gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_instance *inst,

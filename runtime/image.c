@@ -184,18 +184,23 @@ static gr_status jpeg_size(tjhandle tj, const uint8_t *data, size_t len, const c
     return GR_OK;
 }
 
-static gr_status decode_jpeg(const uint8_t *data, size_t len, const char *name, int w, int h,
-                             uint8_t *rgb)
+/* `tj`: a decompressor kept between images (a gr_image_reader's), or NULL for one of its own. */
+static gr_status decode_jpeg(tjhandle tj, const uint8_t *data, size_t len, const char *name, int w,
+                             int h, uint8_t *rgb)
 {
-    tjhandle tj;
-    GR_TRY(jpeg_open(name, &tj));
+    tjhandle own = NULL;
+    if (!tj) {
+        GR_TRY(jpeg_open(name, &own));
+        tj = own;
+    }
     /* LIMITSCANS: a progressive JPEG of more than 500 scans is refused (a CPU-time bomb). */
     int rc = tjDecompress2(tj, data, (unsigned long)len, rgb, w, 0, h, TJPF_RGB,
                            TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS);
     gr_status st = GR_OK;
     if (rc != 0)
         st = gr_fail(GR_ERR_PARSE, "%s: corrupt image: JPEG: %s", name, tjGetErrorStr2(tj));
-    tjDestroy(tj);
+    if (own)
+        tjDestroy(own);
     return st;
 }
 
@@ -237,23 +242,24 @@ static gr_status decode_png(const uint8_t *data, size_t len, const char *name, u
     return GR_OK;
 }
 
-gr_status gr_image_probe_mem(const uint8_t *data, size_t len, const char *name, int *w, int *h)
+static gr_status probe_mem(tjhandle tj, const uint8_t *data, size_t len, const char *name, int *w,
+                           int *h)
 {
-    if (!w || !h || (!data && len > 0))
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_probe_mem: NULL argument");
     *w = *h = 0;
-    if (!name)
-        name = "<image>";
     if (len > GR_MAX_IMAGE_FILE_BYTES)
         return gr_fail(GR_ERR_LIMIT, "%s: %zu bytes is larger than the %zu-byte image file limit",
                        name, len, GR_MAX_IMAGE_FILE_BYTES);
-    image_format format;
+    image_format format = FORMAT_JPEG;
     GR_TRY(identify_format(data, len, name, &format));
     if (format == FORMAT_JPEG) {
-        tjhandle tj;
-        GR_TRY(jpeg_open(name, &tj));
+        tjhandle own = NULL;
+        if (!tj) {
+            GR_TRY(jpeg_open(name, &own));
+            tj = own;
+        }
         gr_status st = jpeg_size(tj, data, len, name, w, h);
-        tjDestroy(tj);
+        if (own)
+            tjDestroy(own);
         GR_TRY(st);
     } else if (format == FORMAT_PNG) {
         /* The size straight from IHDR (which must come first), so that a file cut short after it
@@ -277,29 +283,54 @@ gr_status gr_image_probe_mem(const uint8_t *data, size_t len, const char *name, 
     return GR_OK;
 }
 
+gr_status gr_image_probe_mem(const uint8_t *data, size_t len, const char *name, int *w, int *h)
+{
+    if (!w || !h || (!data && len > 0))
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_probe_mem: NULL argument");
+    return probe_mem(NULL, data, len, name ? name : "<image>", w, h);
+}
+
+/* Decode into *pixels, which holds *cap bytes (grown as needed; a PNG brings its own buffer,
+ * which replaces it). On failure *pixels and *cap stay valid for the next image. */
+static gr_status decode_into(tjhandle tj, const uint8_t *data, size_t len, const char *name,
+                             uint8_t **pixels, size_t *cap, int *w, int *h)
+{
+    GR_TRY(probe_mem(tj, data, len, name, w, h));
+    image_format format = FORMAT_JPEG;
+    GR_TRY(identify_format(data, len, name, &format));
+    if (format == FORMAT_PNG) {
+        uint8_t *png = NULL;
+        GR_TRY(decode_png(data, len, name, &png));
+        free(*pixels);
+        *pixels = png;
+        *cap = (size_t)*w * (size_t)*h * 3;
+        return GR_OK;
+    }
+    size_t need = (size_t)*w * (size_t)*h * 3;
+    if (need > *cap) {
+        uint8_t *bigger = gr_malloc(need, "image pixels");
+        if (!bigger)
+            return GR_ERR_OUT_OF_MEMORY;
+        free(*pixels);
+        *pixels = bigger;
+        *cap = need;
+    }
+    return format == FORMAT_JPEG ? decode_jpeg(tj, data, len, name, *w, *h, *pixels)
+                                 : decode_bmp(data, len, name, *pixels);
+}
+
 gr_status gr_image_decode_mem(const uint8_t *data, size_t len, const char *name, gr_image **out)
 {
     if (out)
         *out = NULL;
-    if (!out)
+    if (!out || (!data && len > 0))
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_decode_mem: NULL argument");
     if (!name)
         name = "<image>";
     int w = 0, h = 0;
-    GR_TRY(gr_image_probe_mem(data, len, name, &w, &h));
-    image_format format;
-    GR_TRY(identify_format(data, len, name, &format));
     uint8_t *pixels = NULL;
-    gr_status st;
-    if (format == FORMAT_PNG) {
-        st = decode_png(data, len, name, &pixels);
-    } else {
-        pixels = gr_malloc((size_t)w * (size_t)h * 3, "image pixels");
-        if (!pixels)
-            return GR_ERR_OUT_OF_MEMORY;
-        st = format == FORMAT_JPEG ? decode_jpeg(data, len, name, w, h, pixels)
-                                   : decode_bmp(data, len, name, pixels);
-    }
+    size_t cap = 0;
+    gr_status st = decode_into(NULL, data, len, name, &pixels, &cap, &w, &h);
     if (st != GR_OK) {
         free(pixels);
         return st;
@@ -330,6 +361,158 @@ gr_status gr_image_load(const char *path, gr_image **out)
     gr_status st = gr_image_decode_mem(data, len, path, out);
     free(data);
     return st;
+}
+
+/* ---- a reader for many images: buffers and the JPEG decompressor kept between them ---------- */
+
+struct gr_image_reader {
+    tjhandle tj;      /* created on the first JPEG */
+    uint8_t *file;    /* the last file's bytes */
+    size_t file_cap;
+    uint8_t *pixels;  /* the last image's RGB */
+    size_t pixel_cap;
+    gr_image image;   /* what gr_image_reader_load hands out: w, h, c and pixels */
+    int source_w, source_h;   /* the last image's size in its file */
+    int fast_net_w, fast_net_h; /* > 0: JPEGs decoded scaled down (gr_image_reader_fast_decode) */
+};
+
+void gr_image_reader_fast_decode(gr_image_reader *r, int net_w, int net_h)
+{
+    if (!r)
+        return;
+    r->fast_net_w = net_w > 0 && net_h > 0 ? net_w : 0;
+    r->fast_net_h = net_w > 0 && net_h > 0 ? net_h : 0;
+}
+
+void gr_image_reader_source_size(const gr_image_reader *r, int *w, int *h)
+{
+    *w = r ? r->source_w : 0;
+    *h = r ? r->source_h : 0;
+}
+
+/* The smallest size libjpeg-turbo can decode a w x h JPEG to (its DCT scaling: 1/2, 1/4, 1/8)
+ * that is still at least the size the letterbox resizes it to in net_w x net_h, so the
+ * letterbox still only shrinks it; w x h itself when no factor qualifies. */
+static void fast_decode_size(int w, int h, int net_w, int net_h, int *out_w, int *out_h)
+{
+    int new_w, new_h;
+    gr_letterbox_size(w, h, net_w, net_h, &new_w, &new_h);
+    *out_w = w;
+    *out_h = h;
+    static const int denoms[] = {2, 4, 8};
+    for (size_t i = 0; i < sizeof denoms / sizeof denoms[0]; i++) {
+        tjscalingfactor sf = {1, denoms[i]};
+        int sw = TJSCALED(w, sf), sh = TJSCALED(h, sf);
+        if (sw < new_w || sh < new_h)
+            break;
+        *out_w = sw;
+        *out_h = sh;
+    }
+}
+
+gr_status gr_image_reader_create(gr_image_reader **out)
+{
+    if (!out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_reader_create: NULL argument");
+    *out = gr_calloc(1, sizeof **out, "image reader");
+    return *out ? GR_OK : GR_ERR_OUT_OF_MEMORY;
+}
+
+void gr_image_reader_destroy(gr_image_reader *r)
+{
+    if (!r)
+        return;
+    if (r->tj)
+        tjDestroy(r->tj);
+    free(r->file);
+    free(r->pixels);
+    free(r);
+}
+
+/* The whole file into r->file (gr_read_file's checks and messages, without a buffer per file). */
+static gr_status reader_read(gr_image_reader *r, const char *path, size_t *len)
+{
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return gr_fail(GR_ERR_IO, "%s: cannot open image file: %s", path, strerror(errno));
+    gr_status st = GR_OK;
+    size_t used = 0;
+    for (;;) {
+        if (used == r->file_cap) {
+            if (r->file_cap > GR_MAX_IMAGE_FILE_BYTES) {
+                st = gr_fail(GR_ERR_LIMIT, "%s: larger than %zu bytes (the image file limit)",
+                             path, GR_MAX_IMAGE_FILE_BYTES);
+                break;
+            }
+            size_t cap = r->file_cap ? 2 * r->file_cap : (size_t)1 << 20;
+            uint8_t *bigger = realloc(r->file, cap);
+            if (!bigger) {
+                st = gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory reading the image file",
+                             path);
+                break;
+            }
+            r->file = bigger;
+            r->file_cap = cap;
+        }
+        size_t got = fread(r->file + used, 1, r->file_cap - used, f);
+        used += got;
+        if (got == 0) {
+            if (ferror(f))
+                st = gr_fail(GR_ERR_IO, "%s: read error after %zu bytes: %s", path, used,
+                             strerror(errno));
+            break;
+        }
+    }
+    fclose(f);
+    if (st == GR_OK && used > GR_MAX_IMAGE_FILE_BYTES)
+        st = gr_fail(GR_ERR_LIMIT, "%s: larger than %zu bytes (the image file limit)", path,
+                     GR_MAX_IMAGE_FILE_BYTES);
+    *len = used;
+    return st;
+}
+
+gr_status gr_image_reader_load(gr_image_reader *r, const char *path, const gr_image **out)
+{
+    if (out)
+        *out = NULL;
+    if (!r || !path || !out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_reader_load: NULL argument");
+    size_t len;
+    GR_TRY(reader_read(r, path, &len));
+    if (!r->tj && starts_with(r->file, len, "\xff\xd8\xff", 3))
+        GR_TRY(jpeg_open(path, &r->tj));
+    int w = 0, h = 0;
+    r->source_w = r->source_h = 0;
+    if (r->fast_net_w > 0 && r->tj && starts_with(r->file, len, "\xff\xd8\xff", 3)) {
+        GR_TRY(probe_mem(r->tj, r->file, len, path, &w, &h));
+        r->source_w = w;
+        r->source_h = h;
+        int sw, sh;
+        fast_decode_size(w, h, r->fast_net_w, r->fast_net_h, &sw, &sh);
+        if (sw != w || sh != h) {
+            size_t need = (size_t)sw * (size_t)sh * 3;
+            if (need > r->pixel_cap) {
+                uint8_t *bigger = gr_malloc(need, "image pixels");
+                if (!bigger)
+                    return GR_ERR_OUT_OF_MEMORY;
+                free(r->pixels);
+                r->pixels = bigger;
+                r->pixel_cap = need;
+            }
+            /* TurboJPEG picks the scaling factor from the requested size. */
+            GR_TRY(decode_jpeg(r->tj, r->file, len, path, sw, sh, r->pixels));
+            r->image = (gr_image){.w = sw, .h = sh, .c = 3, .data = r->pixels};
+            *out = &r->image;
+            return GR_OK;
+        }
+    }
+    GR_TRY(decode_into(r->tj, r->file, len, path, &r->pixels, &r->pixel_cap, &w, &h));
+    r->source_w = w;
+    r->source_h = h;
+    r->image = (gr_image){.w = w, .h = h, .c = 3, .data = r->pixels};
+    *out = &r->image;
+    return GR_OK;
 }
 
 static bool check_image(const gr_image *im)
@@ -370,7 +553,9 @@ gr_status gr_image_write(const gr_image *im, const char *path)
     return GR_OK;
 }
 
-/* ---- letterbox ----------------------------------------------------------------------------- */
+/* ---- letterbox: the reference -------------------------------------------------------------
+ * Darknet's steps one after the other on whole float planes, as DARKNET.md describes them. The
+ * fast letterbox below must equal it byte for byte (tests/test_image.c, bench/06_stream.c). */
 
 /* Darknet's resize_image from planar float `src` (c x src_h x src_w) to `dst` (c x dst_h x
  * dst_w), using `part` (c x src_h x dst_w) as its horizontal-pass buffer. */
@@ -421,8 +606,8 @@ static void resize_darknet(const float *src, int c, int src_w, int src_h, float 
     }
 }
 
-/* The letterbox as planar CHW floats into out (3 x net_h x net_w). */
-static gr_status letterbox_f32(const gr_image *im, int net_w, int net_h, float *out,
+/* The reference letterbox as planar CHW floats into out (3 x net_h x net_w). */
+static gr_status letterbox_reference_f32(const gr_image *im, int net_w, int net_h, float *out,
                                const char *who)
 {
     if (!check_image(im) || im->c != 3 || !out)
@@ -475,12 +660,12 @@ static gr_status letterbox_f32(const gr_image *im, int net_w, int net_h, float *
     return GR_OK;
 }
 
-gr_status gr_image_letterbox(const gr_image *im, int net_w, int net_h, float *out)
+gr_status gr_image_letterbox_reference(const gr_image *im, int net_w, int net_h, float *out)
 {
-    return letterbox_f32(im, net_w, net_h, out, "gr_image_letterbox");
+    return letterbox_reference_f32(im, net_w, net_h, out, "gr_image_letterbox_reference");
 }
 
-gr_status gr_image_letterbox_u8(const gr_image *im, int net_w, int net_h, uint8_t *out)
+gr_status gr_image_letterbox_reference_u8(const gr_image *im, int net_w, int net_h, uint8_t *out)
 {
     if (!out)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_letterbox_u8: NULL output");
@@ -491,7 +676,7 @@ gr_status gr_image_letterbox_u8(const gr_image *im, int net_w, int net_h, uint8_
     float *planar = gr_calloc(plane, 3 * sizeof(float), "letterbox");
     if (!planar)
         return GR_ERR_OUT_OF_MEMORY;
-    gr_status st = letterbox_f32(im, net_w, net_h, planar, "gr_image_letterbox_u8");
+    gr_status st = letterbox_reference_f32(im, net_w, net_h, planar, "gr_image_letterbox_u8");
     if (st != GR_OK) {
         free(planar);
         return st;
@@ -504,6 +689,182 @@ gr_status gr_image_letterbox_u8(const gr_image *im, int net_w, int net_h, uint8_
         }
     }
     free(planar);
+    return GR_OK;
+}
+
+/* ---- letterbox: the fast one ---------------------------------------------------------------
+ * The same float operations as the reference in the same order, so the same bits, without its
+ * float planes: each output row needs source rows iy and iy + 1 only, resized horizontally
+ * straight from the interleaved bytes into a two-row cache (rows go down monotonically, so each
+ * source row is resized at most once, and rows no output row uses are skipped); the column
+ * positions and weights are computed once per image. Why the results are identical:
+ *  - horizontal: the reference's row[x] = (1 - dx) * in[ix] + dx * in[ix1] with the same float
+ *    dx; its last-column case row[x] = in[w-1] is written as 1 * in[w-1] + 0 * in[w-1], exact
+ *    for the finite, non-negative values in[] holds (v * 1 = v, v * 0 = +0, v + 0 = v);
+ *  - vertical: the reference rounds (1 - dy) * p0 to a float, then adds the float dy * p1; here
+ *    w0 * p0 + w1 * p1 with the same two products and one sum; its last-row case (the first
+ *    product alone) is w1 = 0, again exact (+0 added to a value >= 0);
+ *  - uint8: the reference's v * 255 + 0.5, clamped, truncated, on the same float v; the border
+ *    is 0.5 * 255 + 0.5 = 128.
+ * The build's -std=c11 keeps gcc from contracting a * b + c into an FMA here as there. */
+
+typedef struct letterbox_plan {
+    int src_w, src_h, new_w, new_h;
+    float h_scale;
+    int *col_off0, *col_off1; /* byte offsets of the two source pixels of output column x */
+    float *col_w0, *col_w1;   /* their weights: 1 - dx and dx */
+    float *rows[2];           /* two horizontally resized source rows, new_w x 3 interleaved */
+    int row_of[2];            /* which source row each holds, -1 none */
+    float to_unit[256];
+} letterbox_plan;
+
+static void free_plan(letterbox_plan *lp)
+{
+    free(lp->col_off0); /* one allocation holds all the tables and rows */
+}
+
+static gr_status make_plan(const gr_image *im, int net_w, int net_h, letterbox_plan *lp)
+{
+    memset(lp, 0, sizeof *lp);
+    lp->src_w = im->w;
+    lp->src_h = im->h;
+    gr_letterbox_size(im->w, im->h, net_w, net_h, &lp->new_w, &lp->new_h);
+    size_t nw = (size_t)lp->new_w; /* <= net_w <= GR_MAX_DIM: no overflow below */
+    size_t bytes = nw * (2 * sizeof(int) + 2 * sizeof(float)) + 2 * 3 * nw * sizeof(float);
+    char *mem = gr_malloc(bytes, "letterbox tables");
+    if (!mem)
+        return GR_ERR_OUT_OF_MEMORY;
+    lp->col_off0 = (int *)mem;
+    lp->col_off1 = lp->col_off0 + nw;
+    lp->col_w0 = (float *)(lp->col_off1 + nw);
+    lp->col_w1 = lp->col_w0 + nw;
+    lp->rows[0] = lp->col_w1 + nw;
+    lp->rows[1] = lp->rows[0] + 3 * nw;
+    lp->row_of[0] = lp->row_of[1] = -1;
+    for (int v = 0; v < 256; v++)
+        lp->to_unit[v] = (float)(v / 255.);
+    int src_w = im->w, dst_w = lp->new_w;
+    float w_scale = dst_w > 1 ? (float)(src_w - 1) / (float)(dst_w - 1) : 0.0f;
+    lp->h_scale = lp->new_h > 1 ? (float)(im->h - 1) / (float)(lp->new_h - 1) : 0.0f;
+    for (int x = 0; x < dst_w; x++) {
+        if (x == dst_w - 1 || src_w == 1) {
+            lp->col_off0[x] = lp->col_off1[x] = (src_w - 1) * 3;
+            lp->col_w0[x] = 1.0f;
+            lp->col_w1[x] = 0.0f;
+        } else {
+            float sx = (float)x * w_scale;
+            int ix = (int)sx;
+            float dx = sx - (float)ix;
+            int ix1 = ix + 1 < src_w ? ix + 1 : src_w - 1;
+            lp->col_off0[x] = ix * 3;
+            lp->col_off1[x] = ix1 * 3;
+            lp->col_w0[x] = 1 - dx;
+            lp->col_w1[x] = dx;
+        }
+    }
+    return GR_OK;
+}
+
+/* Source row `src_row` resized horizontally, from the cache; `keep` is the other row the
+ * current output row needs (its cache entry is not evicted). */
+static const float *resized_row(letterbox_plan *lp, const gr_image *im, int src_row, int keep)
+{
+    for (int i = 0; i < 2; i++)
+        if (lp->row_of[i] == src_row)
+            return lp->rows[i];
+    int slot = lp->row_of[0] == keep ? 1 : 0;
+    float *row = lp->rows[slot];
+    const uint8_t *in = im->data + (size_t)src_row * (size_t)im->w * 3;
+    const float *to_unit = lp->to_unit;
+    for (int x = 0; x < lp->new_w; x++) {
+        const uint8_t *a = in + lp->col_off0[x], *b = in + lp->col_off1[x];
+        float w0 = lp->col_w0[x], w1 = lp->col_w1[x];
+        row[3 * x + 0] = w0 * to_unit[a[0]] + w1 * to_unit[b[0]];
+        row[3 * x + 1] = w0 * to_unit[a[1]] + w1 * to_unit[b[1]];
+        row[3 * x + 2] = w0 * to_unit[a[2]] + w1 * to_unit[b[2]];
+    }
+    lp->row_of[slot] = src_row;
+    return row;
+}
+
+/* Output row r of the resized image (new_w x 3 interleaved floats): its two source rows and
+ * their weights. */
+static void output_row(letterbox_plan *lp, const gr_image *im, int r, const float **p0,
+                       const float **p1, float *w0, float *w1)
+{
+    float sy = (float)r * lp->h_scale;
+    int iy = (int)sy;
+    float dy = sy - (float)iy;
+    if (iy > lp->src_h - 1) /* memory safety only, as in the reference */
+        iy = lp->src_h - 1;
+    int iy1 = iy + 1 < lp->src_h ? iy + 1 : iy;
+    *w0 = 1 - dy;
+    *w1 = (r == lp->new_h - 1 || lp->src_h == 1) ? 0.0f : dy;
+    *p0 = resized_row(lp, im, iy, iy1);
+    *p1 = resized_row(lp, im, iy1, iy);
+}
+
+static gr_status check_letterbox_args(const gr_image *im, int net_w, int net_h, const void *out,
+                                      const char *who)
+{
+    if (!check_image(im) || im->c != 3 || !out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: NULL or non-RGB image or NULL output", who);
+    if (net_w <= 0 || net_h <= 0 || net_w > GR_MAX_DIM || net_h > GR_MAX_DIM)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: bad network size %dx%d", who, net_w, net_h);
+    return GR_OK;
+}
+
+gr_status gr_image_letterbox(const gr_image *im, int net_w, int net_h, float *out)
+{
+    GR_TRY(check_letterbox_args(im, net_w, net_h, out, "gr_image_letterbox"));
+    letterbox_plan lp;
+    GR_TRY(make_plan(im, net_w, net_h, &lp));
+    size_t net_plane = (size_t)net_w * (size_t)net_h;
+    for (size_t i = 0; i < 3 * net_plane; i++)
+        out[i] = 0.5f;
+    int left = (net_w - lp.new_w) / 2, top = (net_h - lp.new_h) / 2;
+    for (int r = 0; r < lp.new_h; r++) {
+        const float *p0, *p1;
+        float w0, w1;
+        output_row(&lp, im, r, &p0, &p1, &w0, &w1);
+        float *o = out + (size_t)(r + top) * (size_t)net_w + (size_t)left;
+        for (int x = 0; x < lp.new_w; x++) {
+            o[x] = w0 * p0[3 * x] + w1 * p1[3 * x];
+            o[net_plane + (size_t)x] = w0 * p0[3 * x + 1] + w1 * p1[3 * x + 1];
+            o[2 * net_plane + (size_t)x] = w0 * p0[3 * x + 2] + w1 * p1[3 * x + 2];
+        }
+    }
+    free_plan(&lp);
+    return GR_OK;
+}
+
+gr_status gr_image_letterbox_u8(const gr_image *im, int net_w, int net_h, uint8_t *out)
+{
+    GR_TRY(check_letterbox_args(im, net_w, net_h, out, "gr_image_letterbox_u8"));
+    letterbox_plan lp;
+    GR_TRY(make_plan(im, net_w, net_h, &lp));
+    int left = (net_w - lp.new_w) / 2, top = (net_h - lp.new_h) / 2;
+    size_t row_bytes = (size_t)net_w * 3;
+    /* Grey above and below the image, and left and right of it on its rows. */
+    memset(out, 128, (size_t)top * row_bytes);
+    memset(out + (size_t)(top + lp.new_h) * row_bytes, 128,
+           (size_t)(net_h - top - lp.new_h) * row_bytes);
+    size_t n = (size_t)lp.new_w * 3;
+    for (int r = 0; r < lp.new_h; r++) {
+        const float *p0, *p1;
+        float w0, w1;
+        output_row(&lp, im, r, &p0, &p1, &w0, &w1);
+        uint8_t *line = out + (size_t)(r + top) * row_bytes;
+        memset(line, 128, (size_t)left * 3);
+        memset(line + (size_t)(left + lp.new_w) * 3, 128, (size_t)(net_w - left - lp.new_w) * 3);
+        uint8_t *o = line + (size_t)left * 3;
+        for (size_t i = 0; i < n; i++) {
+            float v = (w0 * p0[i] + w1 * p1[i]) * 255.0f + 0.5f;
+            v = v < 0.0f ? 0.0f : (v > 255.0f ? 255.0f : v);
+            o[i] = (uint8_t)v;
+        }
+    }
+    free_plan(&lp);
     return GR_OK;
 }
 

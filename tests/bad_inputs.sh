@@ -157,7 +157,8 @@ run_case "option: unknown" 2 "unknown option '--bogus'" -- --bogus
 run_case "option: positional" 2 "unexpected argument 'dog.jpg'" -- dog.jpg
 run_case "option: missing value" 2 "option --input needs a value" -- --input
 run_case "option: newline in name" 2 "unknown option '--bach4\?--bogus'" -- $'--bach4\n--bogus'
-run_case "option: precision" 2 "--prec 'int4' is not fp32, fp16 or int8" -- --prec int4
+run_case "option: precision" 2 "--prec 'int4' is not fp32, fp16, int8 or auto" -- --prec int4
+run_case "option: max-nrmse 2" 2 "--max-nrmse '2' is not a number in \[0, 1\]" -- --max-nrmse 2
 run_case "option: device" 2 "--device 'tpu' is not auto, cpu or gpu" -- --device tpu
 run_case "option: batch 0" 2 "--batch '0' is not an integer in 1..4096" -- --batch 0
 run_case "option: batch 5000" 2 "--batch '5000' is not an integer in 1..4096" -- --batch 5000

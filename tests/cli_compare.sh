@@ -62,6 +62,15 @@ check "int8 entropy calibration on a folder exit 0" $?
 grep -q '^method entropy$' "$tmp/c.calib"; check "cache records the method" $?
 grep -q '^images 2 [0-9a-f]\{16\}$' "$tmp/c.calib"; check "cache records the image set (2 files)" $?
 ! grep -q 'calibrating \[' "$tmp/e.err"; check "no progress bar when stderr is not a terminal" $?
+grep -q '^graphrun: calibration: 2 images in [0-9.]* s (CPU)$' "$tmp/e.err"; check "calibration time line" $?
+"$bin" --calib-device foo >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "'foo' is not auto, cpu or gpu" "$tmp/err"; check "bad --calib-device: exit 2" $?
+if ! nvidia-smi -L >/dev/null 2>&1; then # no GPU: asking to calibrate on one says so
+  "$bin" --cfg "$tmp/small.cfg" --device cpu --prec int8 --calib-device gpu --input data/dog.jpg \
+    --no-output >/dev/null 2>"$tmp/err"
+  [ $? -eq 4 ] && grep -q 'calibration on the GPU: no CUDA device' "$tmp/err"
+  check "--calib-device gpu without a GPU: exit 4" $?
+fi
 if command -v script >/dev/null; then # a pseudo-terminal on stderr: the bar is drawn
   script -qec "'$bin' --cfg '$tmp/small.cfg' --device cpu --prec int8 --calib mse \
     --calib-images '$tmp/photos' --input data/dog.jpg --no-output" /dev/null >"$tmp/tty.out" 2>&1
@@ -76,6 +85,7 @@ printf 'graphrun-calibration 1\nmodel x 0123456789abcdef\nmethod max\nimages 5\n
   --input data/dog.jpg --no-output >/dev/null 2>"$tmp/o.err"
 check "old cache: still runs" $?
 [ "$(grep -c 'older graphrun' "$tmp/o.err")" -eq 1 ]; check "old cache: one notice line" $?
+grep -q '^graphrun: calibration: 5 images in [0-9.]* s (CPU)$' "$tmp/o.err"; check "old cache: recalibrated" $?
 grep -q '^graphrun-calibration 2$' "$tmp/old.calib"; check "old cache replaced" $?
 "$bin" --calib-images "$tmp/nonexistent" --prec int8 --device cpu >/dev/null 2>"$tmp/err"
 [ $? -eq 3 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ]; check "missing --calib-images folder: one line, exit 3" $?

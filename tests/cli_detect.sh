@@ -63,7 +63,8 @@ check "resnet18 top-5 classes in the JSON" $?
 check "darknet19 top-5 line" $?
 
 expect_exit "unknown option" 2 "unknown option '--bogus'" -- --bogus
-expect_exit "bad precision" 2 "fp32, fp16 or int8" -- --prec int4
+expect_exit "bad precision" 2 "fp32, fp16, int8 or auto" -- --prec int4
+expect_exit "bad --max-nrmse" 2 "--max-nrmse" -- --max-nrmse -1
 expect_exit "missing image" 3 "nonexistent.jpg" -- --device cpu --input "$tmp/nonexistent.jpg"
 printf 'not an image' >"$tmp/bad.jpg"
 expect_exit "corrupt image" 3 "bad.jpg" -- --device cpu --input "$tmp/bad.jpg"

@@ -66,6 +66,21 @@ grep -q 'fused quant-in: 1  fused dequant-out: 2' "$tmp/io.txt" || fail "--fuse-
 "$graphrun" plan --model yolov3-tiny --prec fp16 --fuse-dequant-out \
     | grep -q 'quantize: 1  dequantize: 0' || fail "--fuse-dequant-out"
 
+# --prec auto: the map chosen on two calibration images heads the plan; budget 0 is all fp16 (even
+# fp16 exceeds it: the notice says so); a budget out of range and --layer-prec with auto exit 2.
+mkdir "$tmp/calib"
+cp data/shapes-calib/00.png data/shapes-calib/01.png "$tmp/calib/"
+"$graphrun" plan --model shapes --prec auto --max-nrmse 0 --calib-images "$tmp/calib" \
+    --device cpu > "$tmp/auto.txt" 2> "$tmp/auto.err" || fail "--prec auto exited $?"
+grep -q '^precision map: L0 fp16, L2 fp16, L4 fp16' "$tmp/auto.txt" \
+    || fail "budget 0 should map every conv to fp16: $(head -1 "$tmp/auto.txt")"
+grep -q 'even all fp16 exceeds the budget' "$tmp/auto.err" || fail "no fallback notice"
+grep -q ' int8 \| i8' "$tmp/auto.txt" && fail "an all-fp16 map left int8 in the plan"
+"$graphrun" plan --model shapes --prec auto --max-nrmse 2 > /dev/null 2>&1
+[ $? -eq 2 ] || fail "--max-nrmse 2 should exit 2"
+"$graphrun" plan --model shapes --prec auto --layer-prec 0=fp16 > /dev/null 2>&1
+[ $? -eq 2 ] || fail "--layer-prec with --prec auto should exit 2"
+
 "$graphrun" plan --prec fp64 > /dev/null 2>&1
 [ $? -eq 2 ] || fail "bad precision should exit 2"
 "$graphrun" plan --model no-such-model > /dev/null 2>&1

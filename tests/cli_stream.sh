@@ -2,7 +2,8 @@
 # CLI: folders and lists of images (--input DIR, --input-list FILE) on the CPU reference with a
 # tiny network: one JSON line per image in sorted order, a bad file reported on its own line while
 # the rest go on (exit 3), and every image's detections identical whatever the batch size and the
-# number of decoding threads, and identical to running that image alone. $1 = the graphrun binary.
+# number of decoding threads, and identical to running that image alone; more batches than buffers
+# in flight with bad files among them. $1 = the graphrun binary.
 set -u
 bin=$1
 src=$(pwd)
@@ -54,6 +55,64 @@ for l in open(sys.argv[1]):
     if o["input"].endswith("/rgb8x6.png"): print(json.dumps(o["detections"]))' "$tmp/b.jsonl" >"$tmp/streamed.json"
 [ -s "$tmp/alone.json" ] && cmp -s "$tmp/alone.json" "$tmp/streamed.json"
 check "streamed detections == single-image detections" $?
+
+# Many batches through the ring of batch buffers (7 batches, 4 in flight), bad files among them:
+# each error on its own line in sorted order, the others' detections unchanged, exit status 3,
+# and the same lines whatever the batch size and thread count (1 batch: 1 buffer).
+mkdir "$tmp/many"
+for i in 00 01 02 03 04 05 06 07 08 09; do cp "$src/tests/fuzz/corpus/image/rgb8x6.png" "$tmp/many/img$i.png"; done
+: >"$tmp/many/img03_empty.jpg"                                  # empty file
+mkdir "$tmp/many/img06_dir.jpg"                                 # a directory with an image's name
+cp "$tmp/images/cut.jpg" "$tmp/many/img08_cut.jpg"              # truncated JPEG
+"$bin" "${run[@]}" --input "$tmp/many" --batch 2 --threads 3 >"$tmp/m2.jsonl" 2>"$tmp/m2.err"
+rc=$?
+[ $rc -eq 3 ]; check "many batches with bad files: exit status 3 (got $rc)" $?
+grep -q "13 images, 3 decoding threads, batches of 2, 4 in flight" "$tmp/m2.err"
+check "7 batches run 4 in flight" $?
+grep -q "; 3 failed" "$tmp/m2.err"; check "3 failed in the summary" $?
+grep -q "with the listing and the engine build" "$tmp/m2.err"; check "the time with the build too" $?
+python3 - "$tmp/m2.jsonl" "$tmp/many" <<'PY'
+import json, os, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+names = [l["input"].rsplit("/", 1)[1] for l in lines]
+assert names == sorted(os.listdir(sys.argv[2])), names
+bad = {n: l["error"] for n, l in zip(names, lines) if "error" in l}
+assert sorted(bad) == ["img03_empty.jpg", "img06_dir.jpg", "img08_cut.jpg"], bad
+assert "not a JPEG, PNG or BMP" in bad["img03_empty.jpg"], bad
+assert "img06_dir.jpg" in bad["img06_dir.jpg"] and "corrupt image: JPEG" in bad["img08_cut.jpg"]
+good = [json.dumps(l["detections"]) for l in lines if "error" not in l]
+assert len(good) == 10 and len(set(good)) == 1, good  # ten copies of one image
+PY
+check "errors on their lines in order, the other images' detections identical" $?
+for variant in "--batch 1 --threads 1" "--batch 16 --threads 2" "--batch 3 --threads 5"; do
+  "$bin" "${run[@]}" --input "$tmp/many" $variant >"$tmp/mv.jsonl" 2>"$tmp/mv.err"
+  rc=$?
+  [ $rc -eq 3 ] && cmp -s "$tmp/m2.jsonl" "$tmp/mv.jsonl"; check "same lines with $variant" $?
+done
+grep -q "batches of 3, 4 in flight" "$tmp/mv.err"; check "batch 3: 5 batches, 4 in flight" $?
+"$bin" "${run[@]}" --input "$tmp/many" --batch 16 >/dev/null 2>"$tmp/m16.err"
+grep -q "batches of 16, 1 in flight" "$tmp/m16.err"; check "one batch: one buffer" $?
+
+# --fast-decode: Dog.JPG (768x576, more than twice the 16x12 letterbox) is decoded at 1/8 scale,
+# still reported at its own size; every other line (small JPEGs, PNG, BMP, the bad file) unchanged.
+"$bin" "${run[@]}" --input "$tmp/images" --batch 3 --threads 2 --fast-decode >"$tmp/f.jsonl" 2>"$tmp/f.err"
+rc=$?
+[ $rc -eq 3 ] && grep -q "fast-decode" "$tmp/f.err"; check "--fast-decode runs (exit 3 for the bad file)" $?
+python3 - "$tmp/a.jsonl" "$tmp/f.jsonl" <<'PY'
+import json, sys
+exact = [json.loads(l) for l in open(sys.argv[1])]
+fast = [json.loads(l) for l in open(sys.argv[2])]
+assert [l["input"] for l in exact] == [l["input"] for l in fast]
+for e, f in zip(exact, fast):
+    if e["input"].endswith("Dog.JPG"):
+        assert (f["width"], f["height"]) == (768, 576), f
+    else:
+        assert e == f, (e, f)
+PY
+check "--fast-decode: only the large JPEG's line may change, its size stays 768x576" $?
+"$bin" "${run[@]}" --input data/dog.jpg --fast-decode --no-output >/dev/null 2>"$tmp/g.err"
+[ $? -eq 2 ] && grep -q "fast-decode applies to --input DIR" "$tmp/g.err"
+check "--fast-decode without a folder or list: usage error" $?
 
 "$bin" "${run[@]}" --input "$tmp/images" --input data/dog.jpg >/dev/null 2>"$tmp/c.err"
 [ $? -eq 2 ] && grep -q "only input of a run" "$tmp/c.err"; check "a directory plus another input is a usage error" $?

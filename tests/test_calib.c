@@ -82,6 +82,97 @@ START_TEST(growth_and_merging_are_exact)
 }
 END_TEST
 
+/* What the GPU kernels of kernels/calib.cu compute for one chunk of values, written out plainly:
+ * the chunk's largest finite |x|, then every finite |x| binned at `exponent` (0: the chunk's own,
+ * frexpf's exponent of its max) by (int)(|x| * 2^(11 - exponent)) in double. */
+static int bin_chunk(const float *v, size_t n, int exponent, uint64_t *counts, float *max,
+                     uint64_t *total, uint64_t *nonfinite)
+{
+    *max = 0.0f;
+    *total = *nonfinite = 0;
+    for (size_t i = 0; i < n; i++) {
+        float a = fabsf(v[i]);
+        if (!isfinite(a)) {
+            ++*nonfinite;
+            continue;
+        }
+        ++*total;
+        *max = fmaxf(*max, a);
+    }
+    if (exponent == 0)
+        frexpf(*max, &exponent);
+    memset(counts, 0, GR_HIST_BINS * sizeof *counts);
+    double to_bin = *max > 0.0f ? ldexp(1.0, GR_HIST_LOG2_BINS - exponent) : 0.0;
+    for (size_t i = 0; i < n; i++) {
+        float a = fabsf(v[i]);
+        if (isfinite(a))
+            counts[(int)((double)a * to_bin)]++;
+    }
+    return exponent;
+}
+
+START_TEST(merging_kernel_style_counts_equals_adding_values)
+{
+    /* Chunks of growing, shrinking, all-zero and non-finite values, each binned at its own
+     * exponent (as the GPU does per batch) and merged with gr_hist_merge_bins: the same
+     * histogram, bit for bit, as gr_hist_add of every value; also when a chunk is binned at a
+     * larger exponent that the final histogram reaches anyway. */
+    enum { N = 120000, CHUNK = 10000 };
+    float *v = malloc(N * sizeof *v);
+    gr_rng r;
+    gr_rng_seed(&r, 11);
+    for (int i = 0; i < N; i++) {
+        float scale = exp2f(12.0f * sinf((float)i * 3e-4f) - 3.0f);
+        v[i] = (gr_rng_uniform(&r) - 0.5f) * scale;
+    }
+    for (int i = 2 * CHUNK; i < 3 * CHUNK; i++)
+        v[i] = 0.0f;
+    v[5 * CHUNK + 7] = NAN;
+    v[7 * CHUNK + 1] = -INFINITY;
+    uint64_t *counts = malloc(GR_HIST_BINS * sizeof *counts);
+    for (int max_only = 0; max_only <= 1; max_only++) {
+        gr_hist *added = malloc(sizeof *added), *merged = malloc(sizeof *merged),
+                *merged_high = malloc(sizeof *merged_high);
+        gr_hist_init(added, max_only);
+        gr_hist_init(merged, max_only);
+        gr_hist_init(merged_high, max_only);
+        gr_hist_add(added, v, N);
+        for (int c = 0; c < N / CHUNK; c++) {
+            float max;
+            uint64_t total, nonfinite;
+            int e = bin_chunk(v + c * CHUNK, CHUNK, 0, counts, &max, &total, &nonfinite);
+            ck_assert_int_eq(gr_hist_merge_bins(merged, max_only ? NULL : counts, e, max, total,
+                                                nonfinite),
+                             GR_OK);
+            /* the whole set's exponent: at least every chunk's */
+            int high = bin_chunk(v + c * CHUNK, CHUNK, added->exponent, counts, &max, &total,
+                                 &nonfinite);
+            ck_assert_int_eq(gr_hist_merge_bins(merged_high, counts, high, max, total, nonfinite),
+                             GR_OK);
+        }
+        ck_assert_uint_eq(added->nonfinite, 2);
+        ck_assert(memcmp(added, merged, sizeof *added) == 0);
+        ck_assert(memcmp(added, merged_high, sizeof *added) == 0);
+        free(added);
+        free(merged);
+        free(merged_high);
+    }
+    /* Counts that cannot come from such values are refused, not merged. */
+    gr_hist *h = hist_new();
+    memset(counts, 0, GR_HIST_BINS * sizeof *counts);
+    counts[5] = 3;
+    ck_assert_int_eq(gr_hist_merge_bins(h, counts, 2, 3.0f, 4, 0), GR_ERR_INTERNAL); /* sum */
+    ck_assert(strstr(gr_last_error(), "3 values binned, 4 counted") != NULL);
+    ck_assert_int_eq(gr_hist_merge_bins(h, counts, 1, 3.0f, 3, 0), GR_ERR_INTERNAL); /* 3 >= 2^1 */
+    ck_assert_int_eq(gr_hist_merge_bins(h, counts, 2, NAN, 3, 0), GR_ERR_INTERNAL);
+    ck_assert_int_eq(gr_hist_merge_bins(h, counts, 2, 0.0f, 3, 0), GR_ERR_INTERNAL); /* not bin 0 */
+    ck_assert_uint_eq(h->total, 0);
+    free(h);
+    free(counts);
+    free(v);
+}
+END_TEST
+
 START_TEST(nonfinite_values_are_counted_not_binned)
 {
     float v[] = {1.0f, NAN, INFINITY, -2.0f, -INFINITY, 0.5f};
@@ -326,6 +417,17 @@ static gr_status build_int8(gr_model *m, gr_calib_method method, const char *con
     return gr_engine_build(m, &eo, e);
 }
 
+/* "calibration: N images in X s (DEVICE)" and nothing after it. */
+static int notice_line_is_timing(const char *line, int images, const char *device)
+{
+    int n = 0, end = 0;
+    double seconds = -1.0;
+    char tail[64] = "";
+    if (sscanf(line, "calibration: %d images in %lf s %63[^\n]%n", &n, &seconds, tail, &end) != 3)
+        return 0;
+    return n == images && seconds >= 0.0 && strcmp(tail, device) == 0 && line[end] == '\0';
+}
+
 static char *read_text(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -348,6 +450,9 @@ START_TEST(cache_key_covers_method_and_image_set)
     static const char *const other[] = {"data/dog.jpg", "data/horses.jpg", NULL};
     gr_engine *e = NULL;
     ck_assert_msg(build_int8(m, GR_CALIB_ENTROPY, two, cache, &e) == GR_OK, "%s", gr_last_error());
+    /* A calibration that ran says so in one notice line: count, time, device. */
+    ck_assert_msg(notice_line_is_timing(gr_engine_notice(e), 2, "(CPU)"), "notice '%s'",
+                  gr_engine_notice(e));
     gr_engine_destroy(e);
     const char *text = read_text(cache);
     ck_assert(strstr(text, "graphrun-calibration 2\n") != NULL);
@@ -368,8 +473,10 @@ START_TEST(cache_key_covers_method_and_image_set)
                "input 1\nlayer 0 1\n");
     fclose(f);
     ck_assert_msg(build_int8(m, GR_CALIB_MAX, two, cache, &e) == GR_OK, "%s", gr_last_error());
-    ck_assert(strstr(gr_engine_notice(e), "older graphrun") != NULL);
-    ck_assert(strchr(gr_engine_notice(e), '\n') == NULL);
+    /* Two lines: the stale cache, then the calibration that replaced it. */
+    const char *notice = gr_engine_notice(e), *newline = strchr(notice, '\n');
+    ck_assert(newline != NULL && strstr(notice, "older graphrun") < newline);
+    ck_assert_msg(notice_line_is_timing(newline + 1, 2, "(CPU)"), "notice '%s'", notice);
     gr_engine_destroy(e);
     ck_assert(strstr(read_text(cache), "graphrun-calibration 2\n") != NULL);
     remove(cache);
@@ -427,6 +534,7 @@ int main(void)
     TCase *tc = tcase_create("calib");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, growth_and_merging_are_exact);
+    tcase_add_test(tc, merging_kernel_style_counts_equals_adding_values);
     tcase_add_test(tc, nonfinite_values_are_counted_not_binned);
     tcase_add_test(tc, uniform_data_thresholds_near_the_max);
     tcase_add_test(tc, one_huge_outlier_moves_only_the_max);

@@ -6,7 +6,10 @@
  *   A: conv(bn, leaky) -> maxpool -> conv(relu) -> connected(32, leaky) -> connected(10, linear)
  *      -> softmax(groups 2): the connected input is a flattened 8x9x10 map;
  *   B: conv(bn, leaky) -> maxpool -> conv 1x1 (10 filters) -> avgpool -> softmax (darknet19's
- *      tail).
+ *      tail);
+ *   C: B with a grouped conv (groups=4) in front of the 1x1: fp32 only on the GPU (cuBLAS per
+ *      group and image; the tensor-core kernels take no groups, and fp16/int8 engines must say
+ *      so at build instead of computing something else).
  * The outputs are probabilities (in [0, 1], each group summing to 1), compared in absolute terms:
  *   fp32 GPU vs fp32 CPU <= 1e-5: cuBLAS sums in another order (~1e-7 relative per layer);
  *   fp16 / int8 GPU vs the CPU engine of the same precision (the planner's emulation, same
@@ -37,7 +40,8 @@
 typedef struct net_case {
     const char *name;
     const char *cfg;
-    int groups; /* of the softmax */
+    int groups;   /* of the softmax */
+    int max_prec; /* the highest precision the GPU engine runs it in */
 } net_case;
 
 static const net_case nets[] = {
@@ -49,7 +53,7 @@ static const net_case nets[] = {
                   "[connected]\noutput=32\nactivation=leaky\n"
                   "[connected]\noutput=10\nactivation=linear\n"
                   "[softmax]\ngroups=2\n",
-     2},
+     2, GR_PREC_INT8},
     {"avgpool", "[net]\nwidth=20\nheight=18\nchannels=3\n"
                 "[convolutional]\nbatch_normalize=1\nfilters=16\nsize=3\npad=1\n"
                 "activation=leaky\n"
@@ -57,7 +61,17 @@ static const net_case nets[] = {
                 "[convolutional]\nfilters=10\nsize=1\nstride=1\nactivation=linear\n"
                 "[avgpool]\n"
                 "[softmax]\ngroups=1\n",
-     1},
+     1, GR_PREC_INT8},
+    {"grouped", "[net]\nwidth=20\nheight=18\nchannels=3\n"
+                "[convolutional]\nbatch_normalize=1\nfilters=16\nsize=3\npad=1\n"
+                "activation=leaky\n"
+                "[convolutional]\nbatch_normalize=1\nfilters=24\nsize=3\npad=1\ngroups=4\n"
+                "activation=leaky\n"
+                "[maxpool]\nsize=2\nstride=2\n"
+                "[convolutional]\nfilters=10\nsize=1\nstride=1\nactivation=linear\n"
+                "[avgpool]\n"
+                "[softmax]\ngroups=1\n",
+     1, GR_PREC_FP32},
 };
 
 static char tmp_dir[] = "/tmp/graphrun_classify_XXXXXX";
@@ -150,7 +164,20 @@ START_TEST(classifier_tail_matches_cpu)
 
     static const double vs_fp32[] = {1e-5, 0.02, 0.2}, vs_same[] = {1e-5, 5e-3, 2e-2};
     char failure[512] = "";
-    for (int p = GR_PREC_FP32; p <= GR_PREC_INT8; p++) {
+    for (int p = nc->max_prec + 1; p <= GR_PREC_INT8; p++) {
+        gr_engine_options eo;
+        gr_engine_options_default(&eo);
+        eo.precision = (gr_precision)p;
+        eo.batch = BATCH;
+        gr_engine *e = NULL;
+        ck_assert_msg(gr_engine_build(m, &eo, &e) != GR_OK, "%s %s: built", nc->name,
+                      gr_precision_name((gr_precision)p));
+        ck_assert_msg(strstr(gr_last_error(), "layer") != NULL, "%s %s: unclear refusal: %s",
+                      nc->name, gr_precision_name((gr_precision)p), gr_last_error());
+        printf("%-9s %s refused: %s\n", nc->name, gr_precision_name((gr_precision)p),
+               gr_last_error());
+    }
+    for (int p = GR_PREC_FP32; p <= nc->max_prec; p++) {
         gr_precision prec = (gr_precision)p;
         size_t n_gpu = 0, n_cpu = 0;
         float *gpu = run(m, nc, GR_DEVICE_GPU, prec, input, &n_gpu);

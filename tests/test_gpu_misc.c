@@ -836,6 +836,54 @@ START_TEST(dequantize_nhwc_to_f32)
 }
 END_TEST
 
+/* i8 <-> f16 NHWC (the boundaries of a mixed-precision plan): i8 -> f16 half_rn(q * s_in),
+ * f16 -> i8 clamp(rint(x / s_out), -127, 127); dense, and channel slices of padded buffers (the
+ * output's padding written only when the slice ends in its buffer's last granule). */
+static void ref_convert_nhwc(const kcase *k, unsigned char *out)
+{
+    const gr_kview *iv = &k->in_v, *ov = &k->out_v;
+    for (int n = 0; n < ov->n; n++)
+        for (int ch = 0; ch < ov->c; ch++)
+            for (int y = 0; y < ov->h; y++)
+                for (int x = 0; x < ov->w; x++) {
+                    float real = load_real(k->in_t, k->in_host, at(k->in_t, iv, n, ch, y, x));
+                    if (k->in_t == GR_DTYPE_I8)
+                        real *= k->in_scale;
+                    size_t o = at(k->out_t, ov, n, ch, y, x);
+                    if (k->out_t == GR_DTYPE_I8)
+                        out[o] = (unsigned char)quantize_ref(real, k->out_scale);
+                    else
+                        store_real(k->out_t, out, o, real, 1.0f);
+                }
+    expect_padding(k->out_t, ov, out);
+}
+
+START_TEST(convert_between_i8_and_f16)
+{
+    for (int dir = 0; dir < 2; dir++) {
+        gr_dtype from = dir ? GR_DTYPE_F16 : GR_DTYPE_I8, to = dir ? GR_DTYPE_I8 : GR_DTYPE_F16;
+        gr_kview ins[3] = {view(from, 2, 40, 7, 5),
+                           slice(2, 3, 7, 5, 2 * align_of(from), align_of(from)),
+                           slice(2, 5, 7, 5, 3 * align_of(from), 0)};
+        gr_kview outs[3] = {view(to, 2, 40, 7, 5), slice(2, 3, 7, 5, 2 * align_of(to), align_of(to)),
+                            slice(2, 5, 7, 5, 3 * align_of(to), 0)};
+        for (int s = 0; s < 3; s++) {
+            kcase k = {0};
+            case_input(&k, 0, from, ins[s], 2.0f); /* f16 values beyond the i8 range: clamping */
+            k.in_scale = random_scale();
+            k.out_scale = random_scale();
+            k.out_t = to;
+            k.out_v = outs[s];
+            char what[64];
+            snprintf(what, sizeof what, "%s -> %s case %d", gr_dtype_name(from), gr_dtype_name(to),
+                     s);
+            run_case(&k, launch_convert, ref_convert_nhwc, 0.0f, what);
+            case_free(&k);
+        }
+    }
+}
+END_TEST
+
 /* ---- region / yolo --------------------------------------------------------------------------- */
 
 static void ref_region(const kcase *k, unsigned char *out)
@@ -1106,8 +1154,15 @@ START_TEST(launchers_reject_inconsistent_shapes)
     ck_assert_int_eq(gr_launch_maxpool(GR_DTYPE_U8, q, in, q, in, 2, 2, 1, 0),
                      cudaErrorNotSupported);
     ck_assert_msg(strstr(gr_kernels_last_failure(), "no kernel"), "%s", gr_kernels_last_failure());
-    ck_assert_int_eq(gr_launch_convert(GR_DTYPE_F16, GR_DTYPE_I8, h, in, 1.0f, q, in, 1.0f, 0),
+    ck_assert_int_eq(gr_launch_convert(GR_DTYPE_F16, GR_DTYPE_U8, h, in, 1.0f, q, in, 1.0f, 0),
                      cudaErrorNotSupported);
+    /* i8 <-> f16: a non-positive scale */
+    ck_assert_int_eq(gr_launch_convert(GR_DTYPE_F16, GR_DTYPE_I8, h, view(GR_DTYPE_F16, 1, 16, 13,
+                                       13), 1.0f, q, view(GR_DTYPE_I8, 1, 16, 13, 13), 0.0f, 0),
+                     cudaErrorInvalidValue);
+    ck_assert_int_eq(gr_launch_convert(GR_DTYPE_I8, GR_DTYPE_F16, q, view(GR_DTYPE_I8, 1, 16, 13,
+                                       13), -1.0f, h, view(GR_DTYPE_F16, 1, 16, 13, 13), 1.0f, 0),
+                     cudaErrorInvalidValue);
     ck_assert_int_eq(gr_launch_region(GR_DTYPE_F16, h, h, 1, 13, 13, 5, 4, 20, 1, 0),
                      cudaErrorNotSupported);
     /* softmax: 10 values in 3 groups; shapes differ; f16 */
@@ -1138,6 +1193,7 @@ static Suite *misc_suite(void)
     tcase_add_test(tc, quantize_network_input_u8);
     tcase_add_test(tc, quantize_f32_to_nhwc);
     tcase_add_test(tc, dequantize_nhwc_to_f32);
+    tcase_add_test(tc, convert_between_i8_and_f16);
     tcase_add_test(tc, region_activation_matches_darknet);
     tcase_add_test(tc, yolo_activation_matches_darknet);
     tcase_add_test(tc, head_activations_in_place);

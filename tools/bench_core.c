@@ -44,6 +44,7 @@ typedef struct bench_options {
     int eager; /* 1: use_cuda_graph = 0 */
     int inflight; /* the engines' slots for the sustained throughput */
     const char *json_path;
+    float max_nrmse; /* --prec auto budget */
 } bench_options;
 
 /* One (precision, batch) measurement; times in microseconds. */
@@ -88,12 +89,14 @@ static const char *prog = "graphrun_bench";
 
 static void print_help(void)
 {
-    printf("usage: %s [--model M] [--prec fp32|fp16|int8|all] [--batch N[,N...]]\n"
+    printf("usage: %s [--model M] [--prec fp32|fp16|int8|auto|all] [--batch N[,N...]]\n"
            "         [--iters N] [--warmup N] [--inflight N] [--image FILE] [--eager]\n"
-           "         [--json FILE]\n"
+           "         [--max-nrmse X] [--json FILE]\n"
            "\n"
            "  --model M      built-in model (default yolo = YOLOv2-tiny VOC), synthetic weights\n"
-           "  --prec P       precision(s), comma-separated or 'all' (default all)\n"
+           "  --prec P       precision(s), comma-separated or 'all' (default all = fp32,fp16,int8);\n"
+           "                 auto: mixed int8/fp16 within --max-nrmse X (default 0.003), chosen on\n"
+           "                 the bundled photos (the int8 calibration images)\n"
            "  --batch LIST   batch sizes, comma-separated (default 1)\n"
            "  --iters N      timed runs per configuration (default 1000)\n"
            "  --warmup N     untimed runs first (default 100)\n"
@@ -172,6 +175,7 @@ static int parse_args(int argc, char **argv, bench_options *o)
     o->iters = 1000;
     o->warmup = 100;
     o->inflight = 1;
+    o->max_nrmse = GR_MAX_NRMSE_DEFAULT;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -199,6 +203,11 @@ static int parse_args(int argc, char **argv, bench_options *o)
             ok = parse_int(v, 1, 10000000, &o->iters);
         } else if (strcmp(a, "--warmup") == 0) {
             ok = parse_int(v, 0, 10000000, &o->warmup);
+        } else if (strcmp(a, "--max-nrmse") == 0) {
+            char *end;
+            double x = strtod(v, &end);
+            ok = *end == '\0' && end != v && x >= 0.0 && x <= 1.0;
+            o->max_nrmse = (float)x;
         } else if (strcmp(a, "--inflight") == 0) {
             ok = parse_int(v, 1, GR_MAX_INFLIGHT, &o->inflight);
         } else {
@@ -288,6 +297,7 @@ static gr_status bench_one(const gr_model *model, const bench_options *o, const 
     gr_engine_options_default(&eo);
     eo.device = GR_DEVICE_GPU;
     eo.precision = r->precision;
+    eo.max_nrmse = o->max_nrmse;
     eo.batch = r->batch;
     eo.use_cuda_graph = !o->eager;
     eo.inflight = o->inflight;
@@ -296,6 +306,8 @@ static gr_status bench_one(const gr_model *model, const bench_options *o, const 
         goto done;
     }
     snprintf(r->device_name, sizeof r->device_name, "%s", gr_engine_device_name(engine));
+    if (r->precision == GR_PREC_AUTO)
+        fprintf(stderr, "%s: %s\n", prog, gr_engine_notice(engine));
 
     /* Zero-copy: the image goes straight into the engine's pinned input buffer once; each run is
      * then exactly what a serving loop does after writing its input (one graph launch + sync). */

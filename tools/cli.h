@@ -45,11 +45,14 @@ typedef struct gr_cli_options {
     gr_calib_method calib_method; /* --calib (default max) */
     float calib_percentile;       /* --calib-percentile (default 99.99) */
     const char *calib_images;     /* --calib-images DIR */
+    gr_device calib_device;       /* --calib-device (default auto: the engine's device) */
+    float max_nrmse;              /* --max-nrmse X: the --prec auto budget (default 0.003) */
     int find_overflow;            /* --find-overflow */
     const char *input_list; /* --input-list FILE: one image path per line (streamed) */
     int threads;          /* decoding threads when streaming; 0 = one per core */
     int eager;            /* --eager: run the plan without the CUDA graph (use_cuda_graph = 0) */
     int inflight;         /* engine slots (runs in flight); set by the streaming path, 0 = 1 */
+    int fast_decode;      /* --fast-decode: streaming only, JPEGs >= 2x the input DCT-scaled */
 } gr_cli_options;
 
 /* Parse the detection command's arguments (argv[0] is the program). Returns 0, or GR_EXIT_USAGE
@@ -93,6 +96,8 @@ void gr_cli_free_list(char **paths);
 
 /* Calibration options from the command line into engine options (images: the list above or
  * NULL for the bundled photos); a progress bar on stderr when it is a terminal. */
+/* The engine's build notices on stderr, "graphrun: " before each line. */
+void gr_cli_print_notices(const gr_engine *engine);
 void gr_cli_calib_options(const gr_cli_options *o, const char *const *images,
                           gr_engine_options *eo);
 

@@ -68,6 +68,7 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
     o->runs = 1;
     o->calib_method = GR_CALIB_MAX;
     o->calib_percentile = 99.99f;
+    o->max_nrmse = GR_MAX_NRMSE_DEFAULT;
     err[0] = '\0';
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -83,11 +84,13 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
         if (!strcmp(a, "--fp16-accumulate")) { o->fp16_accumulate = 1; continue; }
         if (!strcmp(a, "--find-overflow")) { o->find_overflow = 1; continue; }
         if (!strcmp(a, "--eager")) { o->eager = 1; continue; }
+        if (!strcmp(a, "--fast-decode")) { o->fast_decode = 1; continue; }
         /* Options with a value: --opt VALUE or --opt=VALUE. */
         static const char *const with_value[] = {
             "--model", "--cfg", "--weights", "--names", "--output", "--save-output", "--input",
             "--seed", "--device", "--prec", "--batch", "--runs", "--thresh", "--nms", "--calib-cache",
-            "--calib", "--calib-percentile", "--calib-images", "--input-list", "--threads", NULL};
+            "--calib", "--calib-percentile", "--calib-images", "--calib-device", "--input-list",
+            "--threads", "--max-nrmse", NULL};
         const char *val = NULL;
         char name[32];
         const char *eq = strchr(a, '=');
@@ -127,6 +130,10 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
             if (!parse_float(val, 50.0f, 100.0f, &o->calib_percentile) || o->calib_percentile == 50.0f)
                 return usage_error(err, errlen, "--calib-percentile '%s' is not a number in (50, 100]%s",
                                    val, "");
+        } else if (!strcmp(name, "--max-nrmse")) {
+            if (!parse_float(val, 0.0f, 1.0f, &o->max_nrmse))
+                return usage_error(err, errlen, "--max-nrmse '%s' is not a number in [0, 1]%s", val,
+                                   "");
         } else if (!strcmp(name, "--input-list")) o->input_list = val;
         else if (!strcmp(name, "--threads")) {
             if (!parse_long(val, 1, 1024, &l))
@@ -149,9 +156,15 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
             else if (!strcmp(val, "cpu")) o->device = GR_DEVICE_CPU;
             else if (!strcmp(val, "gpu")) o->device = GR_DEVICE_GPU;
             else return usage_error(err, errlen, "--device '%s' is not auto, cpu or gpu%s", val, "");
+        } else if (!strcmp(name, "--calib-device")) {
+            if (!strcmp(val, "auto")) o->calib_device = GR_DEVICE_AUTO;
+            else if (!strcmp(val, "cpu")) o->calib_device = GR_DEVICE_CPU;
+            else if (!strcmp(val, "gpu")) o->calib_device = GR_DEVICE_GPU;
+            else return usage_error(err, errlen, "--calib-device '%s' is not auto, cpu or gpu%s", val, "");
         } else if (!strcmp(name, "--prec")) {
             if (gr_precision_parse(val, &o->precision) != GR_OK)
-                return usage_error(err, errlen, "--prec '%s' is not fp32, fp16 or int8%s", val, "");
+                return usage_error(err, errlen, "--prec '%s' is not fp32, fp16, int8 or auto%s", val,
+                                   "");
         } else if (!strcmp(name, "--batch")) {
             if (!parse_long(val, 1, GR_MAX_BATCH_CLI, &l))
                 return usage_error(err, errlen, "--batch '%s' is not an integer in 1..%s", val, "4096");

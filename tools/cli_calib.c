@@ -100,8 +100,19 @@ void gr_cli_calib_options(const gr_cli_options *o, const char *const *images,
     eo->calib_percentile = o->calib_percentile;
     eo->calib_images = images;
     eo->calib_cache = o->calib_cache;
+    eo->calib_device = o->calib_device;
+    eo->max_nrmse = o->max_nrmse;
     if (isatty(2))
         eo->calib_progress = progress_bar;
+}
+
+void gr_cli_print_notices(const gr_engine *engine)
+{
+    for (const char *line = gr_engine_notice(engine); *line;) {
+        size_t len = strcspn(line, "\n");
+        fprintf(stderr, "graphrun: %.*s\n", (int)len, line);
+        line += len + (line[len] == '\n');
+    }
 }
 
 int gr_cli_report_nonfinite(const gr_engine *engine, const char *what)

@@ -21,7 +21,7 @@
 #define GR_DATA_DIR "data"
 #endif
 
-#define MAX_CONFIGS 6      /* fp32, fp16, int8 x 4 methods */
+#define MAX_CONFIGS 7      /* fp32, fp16, int8 x 4 methods, auto */
 #define GR_MAX_HEADS_CLI 8
 
 typedef struct config {
@@ -55,11 +55,13 @@ static void print_help(void)
            "  --device D          auto (default), cpu, gpu\n"
            "  --calib M           int8 calibration method to compare (repeat; default all four:\n"
            "                      max, percentile, entropy, mse)\n"
-           "  --calib-percentile P, --calib-images DIR   as for detect\n"
+           "  --calib-percentile P, --calib-images DIR, --calib-device D   as for detect\n"
            "  --calib-cache FILE  keep each method's ranges in FILE.<method> (default: temporary)\n"
            "  --runs N            timed runs per input (default 1); p50 is reported\n"
            "  --thresh T, --nms T detection thresholds for the agreement (defaults 0.5, 0.45)\n"
            "  --per-layer         NRMSE of every layer (CPU emulation of the first input)\n"
+           "  --prec auto         add a row for the automatic mixed precision map chosen within\n"
+           "                      --max-nrmse X (default 0.003; its map is printed on stderr)\n"
            "  --json              JSON on stdout\n"
            "\n"
            "NRMSE = sqrt(mean((x - y)^2)) / (max(y) - min(y)) with y the fp32 output.\n");
@@ -200,6 +202,8 @@ static gr_status per_layer(const gr_cli_options *o, const gr_net *net, const flo
         }
         for (int l = 0; l < net->n_layers; l++)
             cf->layer_nrmse[l] = NAN;
+        if (cf->prec == GR_PREC_AUTO)
+            continue; /* mixed: not traced layer by layer (its map is in the notice) */
         float input_range = 0.0f;
         if (cf->prec == GR_PREC_INT8) {
             /* The ranges the engine was built with, from the cache it wrote. */
@@ -324,8 +328,7 @@ static gr_status run_config(const gr_cli_options *o, const gr_model *model, conf
     eo.calib_cache = cf->prec == GR_PREC_INT8 ? cf->cache : NULL;
     gr_engine *e = NULL;
     GR_TRY(gr_engine_build(model, &eo, &e));
-    if (gr_engine_notice(e)[0])
-        fprintf(stderr, "graphrun: %s\n", gr_engine_notice(e));
+    gr_cli_print_notices(e);
     int is_ref = cf->prec == GR_PREC_FP32;
     gr_status st = GR_OK;
     int n_times = 0;
@@ -432,7 +435,7 @@ int gr_cli_compare(int argc, char **argv)
     if (o.n_inputs == 0)
         for (; bundled[o.n_inputs]; o.n_inputs++)
             o.inputs[o.n_inputs] = bundled[o.n_inputs];
-    int n_cfgs = 2 + n_int8;
+    int n_cfgs = 2 + n_int8 + (o.precision == GR_PREC_AUTO); /* --prec auto: one more row */
     char tmpdir[] = "/tmp/graphrun_compare_XXXXXX";
     int made_tmp = 0;
     if (!o.calib_cache) {
@@ -445,7 +448,11 @@ int gr_cli_compare(int argc, char **argv)
     for (int c = 0; c < n_cfgs; c++) {
         config *cf = &cfgs[c];
         cf->prec = c == 0 ? GR_PREC_FP32 : c == 1 ? GR_PREC_FP16 : GR_PREC_INT8;
-        if (cf->prec == GR_PREC_INT8) {
+        if (c == 2 + n_int8)
+            cf->prec = GR_PREC_AUTO;
+        if (cf->prec == GR_PREC_AUTO) {
+            snprintf(cf->name, sizeof cf->name, "auto <= %g", (double)o.max_nrmse);
+        } else if (cf->prec == GR_PREC_INT8) {
             snprintf(cf->name, sizeof cf->name, "int8 %s", gr_calib_method_name(cf->method));
             snprintf(cf->cache, sizeof cf->cache, made_tmp ? "%s/%s.calib" : "%s.%s",
                      made_tmp ? tmpdir : o.calib_cache, gr_calib_method_name(cf->method));

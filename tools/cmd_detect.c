@@ -43,13 +43,18 @@ static void print_help(void)
         "                      --batch, results as JSON Lines (one object per image), no images\n"
         "                      drawn; a bad file gets an \"error\" line, the rest go on (exit 3)\n"
         "  --input-list FILE   the same for the image paths in FILE, one per line\n"
+        "  --fast-decode       with --input DIR / --input-list: decode JPEGs of at least twice the\n"
+        "                      network's size at 1/2, 1/4 or 1/8 scale (faster, not Darknet's exact\n"
+        "                      pixels; off by default)\n"
         "  --output FILE       image with boxes (.png/.jpg; default predictions.png, with several\n"
         "                      inputs predictions.1.png ...); --no-output writes none\n"
         "  --save-output FILE  raw head outputs as .npy (float32 NCHW); further heads FILE.1.npy ...\n"
         "  --json              print results as JSON\n"
         "engine\n"
         "  --device D          auto (default: GPU when visible, else CPU reference), cpu, gpu\n"
-        "  --prec P            fp32 (default), fp16, int8\n"
+        "  --prec P            fp32 (default), fp16, int8, or auto: int8 or fp16 per layer, the\n"
+        "                      fastest map whose output NRMSE vs fp32 on the calibration images\n"
+        "                      stays within --max-nrmse X (default 0.003)\n"
         "  --batch N           images per run (default 1; inputs repeat to fill the batch)\n"
         "  --runs N            run N times and report the median time (default 1)\n"
         "  --tf32              fp32 on the GPU may use TF32 tensor cores (default: exact FP32)\n"
@@ -59,6 +64,7 @@ static void print_help(void)
         "  --calib M           int8 calibration method: max (default), percentile, entropy, mse\n"
         "  --calib-percentile P  percentile of |x| for --calib percentile (default 99.99)\n"
         "  --calib-images DIR  calibrate on the JPEG/PNG files of DIR (default: the bundled photos)\n"
+        "  --calib-device D    where calibration runs: cpu (default), auto (the engine's device), gpu\n"
         "  --find-overflow     when an output holds NaN/Inf, name the first layer that produced one\n"
         "  --eager             run the plan's kernels one by one, without the CUDA graph (to see\n"
         "                      each node in Nsight Systems)\n"
@@ -103,22 +109,6 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
-}
-
-void gr_cli_json_detections(FILE *f, const gr_model *model, const gr_detection *dets, int n,
-                            const char *indent)
-{
-    fprintf(f, "\"detections\": [");
-    for (int i = 0; i < n; i++) {
-        fprintf(f, "%s%s{\"class\": ", i ? ", " : "", indent);
-        gr_cli_json_string(f, gr_model_class_name(model, dets[i].class_id));
-        fprintf(f, ", \"class_id\": %d, \"prob\": %.6f, \"objectness\": %.6f, \"left\": %.1f, "
-                   "\"top\": %.1f, \"right\": %.1f, \"bottom\": %.1f}",
-                dets[i].class_id, (double)dets[i].prob, (double)dets[i].objectness,
-                (double)dets[i].left, (double)dets[i].top, (double)dets[i].right,
-                (double)dets[i].bottom);
-    }
-    fputc(']', f);
 }
 
 /* A network without a detection head whose output is one vector per image (a classifier such as
@@ -200,10 +190,10 @@ int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, g
         *model = NULL;
         return gr_cli_fail(st, "building the engine");
     }
-    if (gr_engine_notice(*engine)[0])
-        fprintf(stderr, "graphrun: %s\n", gr_engine_notice(*engine));
-    fprintf(stderr, "graphrun: device %s, precision %s, batch %d%s\n",
-            gr_engine_device_name(*engine), gr_precision_name(o->precision), o->batch,
+    gr_cli_print_notices(*engine);
+    fprintf(stderr, "graphrun: device %s, precision %s%s, batch %d%s\n",
+            gr_engine_device_name(*engine), gr_precision_name(o->precision),
+            o->precision == GR_PREC_AUTO ? " (mixed int8/fp16, map above)" : "", o->batch,
             o->eager && gr_engine_device(*engine) == GR_DEVICE_GPU ? ", eager (no CUDA graph)" : "");
     gr_engine_memory_info mem;
     if (gr_engine_device(*engine) == GR_DEVICE_GPU && gr_engine_memory(*engine, &mem) == GR_OK)
@@ -245,7 +235,10 @@ static gr_status find_overflow(const gr_cli_options *o, const float *input)
     gr_net *net = NULL;
     GR_TRY(gr_cli_load_net(o, &net));
     overflow_search os = {net, -1, 0, 0};
-    gr_precision prec = o->precision == GR_PREC_INT8 ? GR_PREC_FP32 : o->precision;
+    /* auto: its fp16 layers are where an overflow can come from */
+    gr_precision prec = o->precision == GR_PREC_INT8  ? GR_PREC_FP32
+                        : o->precision == GR_PREC_AUTO ? GR_PREC_FP16
+                                                       : o->precision;
     gr_status st = gr_cli_trace_layers(net, prec, NULL, 0.0f, input, first_nonfinite, &os);
     if (st == GR_OK && os.layer >= 0) {
         const gr_layer *l = &net->layers[os.layer];
@@ -290,6 +283,10 @@ int gr_cli_detect(int argc, char **argv)
     }
     if (o.input_list || (o.n_inputs > 0 && gr_cli_is_directory(o.inputs[0])))
         return gr_cli_detect_stream(&o);
+    if (o.fast_decode) {
+        fprintf(stderr, "graphrun: --fast-decode applies to --input DIR and --input-list only\n");
+        return GR_EXIT_USAGE;
+    }
     if (o.n_inputs == 0)
         o.inputs[o.n_inputs++] = default_input;
 

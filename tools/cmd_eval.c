@@ -31,6 +31,7 @@
 typedef struct eval_args {
     const char *model, *cfg, *weights, *names;
     const char *images, *labels, *calib_images;
+    float max_nrmse;      /* --prec auto budget */
     gr_precision precs[3];
     int n_precs;
     gr_device device;
@@ -48,7 +49,8 @@ static void eval_usage(FILE *f)
             "  --images DIR        JPEG/PNG/BMP images, evaluated in name order\n"
             "  --labels DIR        YOLO label files <stem>.txt (default: the images' folder)\n"
             "  --max-images N      only the first N images\n"
-            "  --prec P            fp32 (default), fp16, int8, or all\n"
+            "  --prec P            fp32 (default), fp16, int8, auto (mixed, see --max-nrmse) or all\n"
+            "  --max-nrmse X       --prec auto: the error budget (default 0.003)\n"
             "  --device D          auto (default), cpu, gpu\n"
             "  --batch N           images per run (default 1)\n"
             "  --calib-images DIR  int8 calibration images (default: data/shapes-calib for\n"
@@ -105,6 +107,7 @@ static int parse_args(int argc, char **argv, eval_args *a)
     a->batch = 1;
     a->max_images = MAX_EVAL_IMAGES;
     a->thresh = 0.005f;
+    a->max_nrmse = GR_MAX_NRMSE_DEFAULT;
     a->nms = 0.45f;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -127,7 +130,14 @@ static int parse_args(int argc, char **argv, eval_args *a)
         else if (!strcmp(o, "--calib")) {
             if (gr_calib_method_parse(v, &a->calib_method) != GR_OK)
                 return usage_error("--calib is not max, percentile, entropy or mse:", v);
-        } else if (!strcmp(o, "--prec")) {
+        } else if (!strcmp(o, "--max-nrmse")) {
+            char *end;
+            double x = strtod(v, &end);
+            if (*end || end == v || !(x >= 0.0 && x <= 1.0))
+                return usage_error("--max-nrmse is not a number in [0, 1]:", v);
+            a->max_nrmse = (float)x;
+        }
+        else if (!strcmp(o, "--prec")) {
             if (!strcmp(v, "all")) {
                 a->n_precs = 3;
                 a->precs[1] = GR_PREC_FP16;
@@ -135,7 +145,7 @@ static int parse_args(int argc, char **argv, eval_args *a)
             } else if (gr_precision_parse(v, &a->precs[0]) == GR_OK) {
                 a->n_precs = 1;
             } else {
-                return usage_error("--prec is not fp32, fp16, int8 or all:", v);
+                return usage_error("--prec is not fp32, fp16, int8, auto or all:", v);
             }
         } else if (!strcmp(o, "--device")) {
             if (!strcmp(v, "auto")) a->device = GR_DEVICE_AUTO;
@@ -353,6 +363,7 @@ static gr_status run_precision(const eval_args *a, const gr_model *model, const 
     gr_engine_options_default(&eo);
     eo.device = a->device;
     eo.precision = prec;
+    eo.max_nrmse = a->max_nrmse;
     eo.batch = a->batch;
     eo.calib_images = calib;
     eo.calib_method = a->calib_method;
@@ -370,7 +381,10 @@ static gr_status run_precision(const eval_args *a, const gr_model *model, const 
         gr_fail_prefix(st, "building the %s engine: ", gr_precision_name(prec));
         goto done;
     }
+    if (gr_engine_notice(engine)[0])
+        fprintf(stderr, "graphrun eval: %s\n", gr_engine_notice(engine));
     int use_u8 = gr_engine_device(engine) == GR_DEVICE_GPU;
+    gr_cli_print_notices(engine); /* e.g. the int8 calibration's time */
     fprintf(stderr, "graphrun eval: %s on %s, batch %d\n", gr_precision_name(prec),
             gr_engine_device_name(engine), a->batch);
     in_f32 = use_u8 ? NULL : calloc(per_image * (size_t)a->batch, sizeof(float));
@@ -550,7 +564,7 @@ int gr_cli_eval(int argc, char **argv)
     if (!calib_dir && !a.cfg && !strcmp(a.model, "shapes"))
         calib_dir = GR_DATA_DIR "/shapes-calib";
     for (int i = 0; i < a.n_precs; i++) {
-        if (a.precs[i] != GR_PREC_INT8 || !calib_dir)
+        if ((a.precs[i] != GR_PREC_INT8 && a.precs[i] != GR_PREC_AUTO) || !calib_dir)
             continue;
         if ((st = list_images(calib_dir, MAX_CALIB_IMAGES, &calib_names)) != GR_OK) {
             rc = fail(st, "int8 calibration images");

@@ -2,7 +2,10 @@
  * arena summary (or JSON), optionally the DAG as Graphviz DOT and the memory timeline as SVG.
  * Planning needs no GPU; without --weights the weights are synthesized (seed 1) because BN
  * folding and int8 weight scales need numbers. int8 scales come from --calibrate (a CPU run of
- * the fp32 plan over a deterministic synthetic image) or default to a range of 1. */
+ * the fp32 plan over a deterministic synthetic image) or default to a range of 1.
+ * --prec auto builds an engine with GR_PREC_AUTO (the model's own weights: `shapes` its trained
+ * ones) to choose the per-layer map, then plans with that map; a mixed plan (auto or --layer-prec)
+ * starts with a "precision map:" line. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,10 +14,15 @@
 #include "planner/plan.h"
 #include "tools/cli.h"
 
+#ifndef GR_DATA_DIR
+#define GR_DATA_DIR "data"
+#endif
+
 static void plan_usage(FILE *f)
 {
     fprintf(f, "usage: graphrun plan [--model NAME | --cfg FILE] [--weights FILE]\n"
-               "                     [--prec fp32|fp16|int8] [--layer-prec I=P,...] [--batch N]\n"
+               "                     [--prec fp32|fp16|int8|auto] [--layer-prec I=P,...] [--batch N]\n"
+               "                     [--max-nrmse X] [--calib-images DIR] [--device D] (auto)\n"
                "                     [--json] [--dot FILE] [--svg FILE] [--single-stream]\n"
                "                     [--fuse-maxpool] [--fuse-quant-in] [--fuse-dequant-out]\n"
                "                     [--fuse-io] [--no-concat] [--no-inplace]\n"
@@ -86,6 +94,77 @@ static int parse_layer_prec(const char *text, gr_precision base, gr_precision **
     return 1;
 }
 
+/* --prec auto: the map an engine with GR_PREC_AUTO chooses (its notice on stderr), into *map. */
+static gr_status auto_map(const char *model, const char *cfg, const char *weights,
+                          const char *calib_dir, float max_nrmse, gr_device device,
+                          gr_precision **map)
+{
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = cfg ? NULL : model;
+    mo.cfg_path = cfg;
+    mo.weights_path = weights;
+    gr_model *m = NULL;
+    GR_TRY(gr_model_load(&mo, &m));
+    /* `shapes` calibrates on its own calibration set, as `graphrun eval` does. */
+    if (!calib_dir && !cfg && strcmp(model, "shapes") == 0)
+        calib_dir = GR_DATA_DIR "/shapes-calib";
+    char **paths = NULL;
+    if (calib_dir && gr_cli_list_images(calib_dir, &paths) != GR_EXIT_OK) {
+        gr_model_destroy(m);
+        return gr_fail(GR_ERR_IO, "--calib-images %s: no images", calib_dir);
+    }
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = device;
+    eo.precision = GR_PREC_AUTO;
+    eo.max_nrmse = max_nrmse;
+    eo.calib_images = (const char *const *)paths;
+    gr_engine *e = NULL;
+    gr_status st = gr_engine_build(m, &eo, &e);
+    gr_cli_free_list(paths);
+    int n = 0;
+    const gr_precision *chosen = st == GR_OK ? gr_engine_layer_precision(e, &n) : NULL;
+    if (chosen) {
+        fprintf(stderr, "graphrun plan: %s\n", gr_engine_notice(e));
+        *map = malloc((size_t)n * sizeof **map + 1);
+        if (*map)
+            memcpy(*map, chosen, (size_t)n * sizeof **map);
+        else
+            st = gr_fail(GR_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    gr_engine_destroy(e);
+    gr_model_destroy(m);
+    return st;
+}
+
+/* "precision map: L0 int8, L2 fp16, ..." of the plan's convolutions (one line), for a plan whose
+ * layers differ in precision, or always (--prec auto). */
+static void print_precision_map(const gr_plan *plan, int always, FILE *f)
+{
+    int mixed = 0, first_prec = -1;
+    for (int i = 0; i < plan->n_nodes; i++) {
+        const gr_plan_node *nd = &plan->nodes[i];
+        if (nd->layer < 0 || (nd->kind != GR_OP_CONV && nd->kind != GR_OP_CONNECTED))
+            continue;
+        if (first_prec < 0)
+            first_prec = (int)nd->prec;
+        mixed |= (int)nd->prec != first_prec;
+    }
+    if (!mixed && !always)
+        return;
+    fprintf(f, "precision map:");
+    const char *sep = " ";
+    for (int i = 0; i < plan->n_nodes; i++) {
+        const gr_plan_node *nd = &plan->nodes[i];
+        if (nd->layer < 0 || (nd->kind != GR_OP_CONV && nd->kind != GR_OP_CONNECTED))
+            continue;
+        fprintf(f, "%sL%d %s", sep, nd->layer, gr_precision_name(nd->prec));
+        sep = ", ";
+    }
+    fprintf(f, "\n");
+}
+
 static gr_status write_file(const char *path, gr_status (*dump)(const gr_plan *, FILE *),
                             const gr_plan *plan)
 {
@@ -116,8 +195,10 @@ static void synthetic_image(const gr_net *net, float *image)
 int gr_cli_plan(int argc, char **argv)
 {
     const char *model = "yolo", *cfg = NULL, *weights = NULL, *layer_prec = NULL;
-    const char *dot = NULL, *svg = NULL;
+    const char *dot = NULL, *svg = NULL, *calib_dir = NULL;
     int json = 0, calibrate = 0;
+    float max_nrmse = GR_MAX_NRMSE_DEFAULT;
+    gr_device device = GR_DEVICE_AUTO;
     gr_plan_options opt;
     gr_plan_options_default(&opt);
     for (int i = 1; i < argc; i++) {
@@ -135,6 +216,21 @@ int gr_cli_plan(int argc, char **argv)
         } else if ((strcmp(a, "--prec") == 0 || strcmp(a, "--precision") == 0) && has_value) {
             if (gr_precision_parse(argv[++i], &opt.precision) != GR_OK)
                 return usage_error("unknown precision", argv[i]);
+        } else if (strcmp(a, "--max-nrmse") == 0 && has_value) {
+            char *end;
+            errno = 0;
+            double x = strtod(argv[++i], &end);
+            if (errno || *end || end == argv[i] || !(x >= 0.0 && x <= 1.0))
+                return usage_error("--max-nrmse must be a number in [0, 1], got", argv[i]);
+            max_nrmse = (float)x;
+        } else if (strcmp(a, "--calib-images") == 0 && has_value) {
+            calib_dir = argv[++i];
+        } else if (strcmp(a, "--device") == 0 && has_value) {
+            const char *d = argv[++i];
+            if (!strcmp(d, "auto")) device = GR_DEVICE_AUTO;
+            else if (!strcmp(d, "cpu")) device = GR_DEVICE_CPU;
+            else if (!strcmp(d, "gpu")) device = GR_DEVICE_GPU;
+            else return usage_error("--device is not auto, cpu or gpu:", d);
         } else if (strcmp(a, "--layer-prec") == 0 && has_value) {
             layer_prec = argv[++i];
         } else if (strcmp(a, "--batch") == 0 && has_value) {
@@ -182,6 +278,23 @@ int gr_cli_plan(int argc, char **argv)
     gr_status st = cfg ? gr_net_parse_file(cfg, &net) : gr_net_builtin(model, &net);
     if (st == GR_OK)
         st = weights ? gr_net_load_weights(net, weights) : gr_net_synthesize_weights(net, 1);
+    if (st == GR_OK && opt.precision == GR_PREC_AUTO) {
+        if (layer_prec) {
+            gr_net_free(net);
+            return usage_error("--layer-prec cannot be combined with --prec", "auto");
+        }
+        st = auto_map(model, cfg, weights, calib_dir, max_nrmse, device, &map);
+        if (st == GR_OK) {
+            int any_i8 = 0, any_f16 = 0;
+            for (int l = 0; l < net->n_layers; l++) {
+                any_i8 |= map[l] == GR_PREC_INT8;
+                any_f16 |= map[l] == GR_PREC_FP16;
+            }
+            opt.precision = any_i8 ? GR_PREC_INT8 : any_f16 ? GR_PREC_FP16 : GR_PREC_FP32;
+            opt.layer_precision = map;
+            opt.n_layer_precision = net->n_layers;
+        }
+    }
     if (st == GR_OK && layer_prec) {
         if (!parse_layer_prec(layer_prec, opt.precision, &map, net->n_layers)) {
             gr_net_free(net);
@@ -211,6 +324,8 @@ int gr_cli_plan(int argc, char **argv)
         if (st == GR_OK)
             st = gr_plan_set_ranges(plan, ranges, input_range);
     }
+    if (st == GR_OK && !json)
+        print_precision_map(plan, map != NULL, stdout);
     if (st == GR_OK)
         st = json ? gr_plan_dump_json(plan, stdout) : gr_plan_dump_text(plan, stdout);
     if (st == GR_OK && dot)

@@ -1,19 +1,25 @@
 /* `graphrun --input DIR` / `--input-list FILE`: detection over many images, streamed.
  *
- * The engine is built with two runs in flight (runtime.h, "Runs in flight"), and its two slots'
- * input buffers (pinned memory on the GPU) are the batch buffers: worker threads decode and
- * letterbox images straight into them (no copy). Image i belongs to batch i / batch, which lives
- * in slot (i / batch) % 2. The main thread submits batch k as soon as it is decoded, then waits for
- * batch k-1 and reports it and hands its buffer to batch k+1: so decoding batch k+1, the copy and
+ * The engine is built with n_buf = STREAM_INFLIGHT runs in flight (runtime.h, "Runs in flight";
+ * fewer when there are fewer batches), and its slots' input buffers (pinned memory on the GPU)
+ * are the batch buffers: worker threads decode and letterbox images straight into them (no
+ * copy), each with its own gr_image_reader (file and pixel buffers and JPEG decompressor kept
+ * between images). Image i belongs to batch i / batch, which lives in slot (i / batch) % n_buf.
+ * The main thread submits batch k as soon as it is decoded, then waits for batch k-1, reports it
+ * and hands its buffer to batch k-1+n_buf: so decoding batches k+1..k+n_buf-2, the copy and
  * compute of batch k and the detection decoding of batch k-1 overlap. A worker waits only when it
- * is two batches ahead. Images are claimed in order from a shared
- * counter, so the buffers fill front to back. Results leave as JSON Lines, one object per image
- * in input order, flushed after each batch. A file that fails to read or decode gets
- * {"input": ..., "error": ...} and a grey slot in its batch; the rest go on, and the exit status
- * is 3. Throughput is reported from files on disk to detections. */
-#define _POSIX_C_SOURCE 200809L
+ * is n_buf batches ahead of the report: with 4 buffers the workers keep decoding while the main
+ * thread decodes detections (its per-image work, ~0.2 ms: bench/06_stream.c). Images are claimed
+ * in order from a shared counter, so the buffers fill front to back. Results leave as JSON Lines,
+ * one object per image in input order, flushed after each batch. A file that fails to read or
+ * decode gets {"input": ..., "error": ...} and a grey slot in its batch; the rest go on, and the
+ * exit status is 3. Throughput is reported from files on disk to detections (the engine build
+ * and calibration excluded, then included), with where the time went. --fast-decode lets the
+ * readers decode large JPEGs DCT-scaled (opt-in; the default input is Darknet's exactly). */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +29,11 @@
 #include <unistd.h>
 
 #include "ops/base.h"
+#include "runtime/image.h"
 #include "tools/cli.h"
+
+/* Batch buffers (engine slots) in flight: one being reported, one running, the rest filling. */
+#define STREAM_INFLIGHT 4
 
 int gr_cli_is_directory(const char *path)
 {
@@ -149,12 +159,18 @@ typedef struct batch_buffer {
 typedef struct pipeline {
     const path_list *list;
     int batch, net_w, net_h, use_u8;
+    int fast_decode;     /* --fast-decode: the readers DCT-scale large JPEGs */
     size_t per_image;    /* elements per image */
     pthread_mutex_t lock;
     pthread_cond_t changed;
     int next_image;      /* next image a worker claims */
     int stop;            /* the main thread gave up */
-    batch_buffer buf[2];
+    int n_buf;           /* batch buffers = engine slots, 1..STREAM_INFLIGHT */
+    batch_buffer buf[STREAM_INFLIGHT];
+    /* Where the time goes (seconds; printed at the end, to tell what bounds the run). */
+    double workers_blocked; /* summed over workers: waiting for a free batch buffer (lock held) */
+    double main_fill, main_gpu, main_report; /* main thread: waiting for a decoded batch, for the
+                                                engine, decoding detections + writing JSON */
 } pipeline;
 
 static int batch_size(const pipeline *p, int batch_index)
@@ -163,17 +179,18 @@ static int batch_size(const pipeline *p, int batch_index)
     return left < p->batch ? left : p->batch;
 }
 
-static void decode_into(pipeline *p, const char *path, void *dst, image_slot *slot)
+static void decode_into(pipeline *p, gr_image_reader *reader, const char *path, void *dst,
+                        image_slot *slot)
 {
-    gr_image *im = NULL;
-    gr_status st = gr_image_load(path, &im);
+    const gr_image *im = NULL;
+    gr_status st = reader ? gr_image_reader_load(reader, path, &im)
+                          : gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: no memory for a reader", path);
     if (st == GR_OK) {
-        slot->w = im->w;
-        slot->h = im->h;
+        /* Boxes map back to the size in the file, also when --fast-decode decoded it smaller. */
+        gr_image_reader_source_size(reader, &slot->w, &slot->h);
         st = p->use_u8 ? gr_image_letterbox_u8(im, p->net_w, p->net_h, dst)
                        : gr_image_letterbox(im, p->net_w, p->net_h, dst);
     }
-    gr_image_destroy(im);
     if (st != GR_OK) {
         snprintf(slot->error, sizeof slot->error, "%s", gr_last_error());
         /* The slot still runs: grey, like the letterbox's border. */
@@ -185,36 +202,45 @@ static void decode_into(pipeline *p, const char *path, void *dst, image_slot *sl
     }
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static void *worker(void *arg)
 {
     pipeline *p = arg;
+    /* Without a reader (out of memory) every image this worker claims fails on its line. */
+    gr_image_reader *reader = NULL;
+    if (gr_image_reader_create(&reader) == GR_OK && p->fast_decode)
+        gr_image_reader_fast_decode(reader, p->net_w, p->net_h);
     pthread_mutex_lock(&p->lock);
     while (!p->stop && p->next_image < p->list->n) {
         int i = p->next_image++;
         int batch_index = i / p->batch, slot = i % p->batch;
-        batch_buffer *b = &p->buf[batch_index % 2];
-        while (!p->stop && b->batch_index != batch_index) /* still held by batch_index - 2 */
-            pthread_cond_wait(&p->changed, &p->lock);
+        batch_buffer *b = &p->buf[batch_index % p->n_buf];
+        if (!p->stop && b->batch_index != batch_index) { /* held by batch_index - n_buf */
+            double t = now_s();
+            while (!p->stop && b->batch_index != batch_index)
+                pthread_cond_wait(&p->changed, &p->lock);
+            p->workers_blocked += now_s() - t;
+        }
         if (p->stop)
             break;
         pthread_mutex_unlock(&p->lock);
         size_t elem = p->use_u8 ? 1 : sizeof(float);
         void *dst = (char *)b->input + (size_t)slot * p->per_image * elem;
         b->slots[slot].error[0] = '\0';
-        decode_into(p, p->list->paths[i], dst, &b->slots[slot]);
+        decode_into(p, reader, p->list->paths[i], dst, &b->slots[slot]);
         pthread_mutex_lock(&p->lock);
         b->filled++;
         pthread_cond_broadcast(&p->changed);
     }
     pthread_mutex_unlock(&p->lock);
+    gr_image_reader_destroy(reader);
     return NULL;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static void progress(int done, int total, double elapsed)
@@ -225,13 +251,16 @@ static void progress(int done, int total, double elapsed)
             done, total, elapsed > 0 ? done / elapsed : 0.0);
 }
 
-/* Wait for the run of batch b->batch_index (on engine slot batch_index % 2), print its JSON
+/* Wait for the run of batch b->batch_index (on engine slot batch_index % n_buf), print its JSON
  * lines. Returns an exit code (failures of the engine stop everything; a bad image only counts
  * in *failed). */
 static int report_batch(const gr_cli_options *o, pipeline *p, gr_model *model, gr_engine *engine,
                         batch_buffer *b, int *failed)
 {
-    gr_status st = gr_engine_wait(engine, b->batch_index % 2);
+    double t0 = now_s();
+    gr_status st = gr_engine_wait(engine, b->batch_index % p->n_buf);
+    double t1 = now_s();
+    p->main_gpu += t1 - t0;
     if (st != GR_OK)
         return gr_cli_fail(st, "run");
     gr_model_info info;
@@ -266,14 +295,15 @@ static int report_batch(const gr_cli_options *o, pipeline *p, gr_model *model, g
         gr_detections_free(dets);
     }
     fflush(stdout);
+    p->main_report += now_s() - t1;
     return GR_EXIT_OK;
 }
 
-/* Hand batch k's buffer to batch k + 2 (or stop the workers after a failure). */
+/* Hand batch k's buffer to batch k + n_buf (or stop the workers after a failure). */
 static void release_buffer(pipeline *p, batch_buffer *b, int k, int rc)
 {
     pthread_mutex_lock(&p->lock);
-    b->batch_index = k + 2;
+    b->batch_index = k + p->n_buf;
     b->filled = 0;
     if (rc != GR_EXIT_OK)
         p->stop = 1;
@@ -281,14 +311,28 @@ static void release_buffer(pipeline *p, batch_buffer *b, int k, int rc)
     pthread_mutex_unlock(&p->lock);
 }
 
+/* The cores this process may run on: its CPU affinity mask, which a container's cpuset limits,
+ * where sysconf(_SC_NPROCESSORS_ONLN) counts every core of the host (a 16-core container on a
+ * 128-core host would start 128 decoding threads). */
+static int usable_cores(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores > 0 ? (int)cores : 1;
+}
+
 static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model *model,
-                        gr_engine *engine, const gr_model_info *info)
+                        gr_engine *engine, const gr_model_info *info, double t_start)
 {
     pipeline p = {.list = list, .batch = o->batch, .net_w = info->width, .net_h = info->height};
     p.use_u8 = gr_engine_device(engine) == GR_DEVICE_GPU;
+    p.fast_decode = o->fast_decode;
     p.per_image = (size_t)info->channels * (size_t)info->width * (size_t)info->height;
+    p.n_buf = gr_engine_inflight(engine);
     int rc = GR_EXIT_OK;
-    for (int k = 0; k < 2 && rc == GR_EXIT_OK; k++) {
+    for (int k = 0; k < p.n_buf && rc == GR_EXIT_OK; k++) {
         size_t bytes;
         gr_status st = gr_engine_slot_input(engine, k, p.use_u8, &p.buf[k].input, &bytes);
         if (st != GR_OK)
@@ -297,23 +341,26 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
         p.buf[k].slots = calloc((size_t)o->batch, sizeof(image_slot));
     }
     int threads = o->threads;
-    if (threads <= 0) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = cores > 0 ? (int)cores : 1;
-    }
+    if (threads <= 0)
+        threads = usable_cores();
     if (threads > list->n)
         threads = list->n;
     pthread_t *tids = calloc((size_t)threads, sizeof *tids);
-    if (rc == GR_EXIT_OK && (!p.buf[0].slots || !p.buf[1].slots || !tids)) {
-        fprintf(stderr, "graphrun: out of memory for two batches of %d images\n", o->batch);
+    int have_slots = 1;
+    for (int k = 0; k < p.n_buf; k++)
+        have_slots = have_slots && p.buf[k].slots;
+    if (rc == GR_EXIT_OK && (!have_slots || !tids)) {
+        fprintf(stderr, "graphrun: out of memory for %d batches of %d images\n", p.n_buf,
+                o->batch);
         rc = GR_EXIT_OOM;
     }
     if (rc != GR_EXIT_OK)
         goto out;
     pthread_mutex_init(&p.lock, NULL);
     pthread_cond_init(&p.changed, NULL);
-    fprintf(stderr, "graphrun: %d images, %d decoding threads, batches of %d, 2 in flight\n",
-            list->n, threads, o->batch);
+    fprintf(stderr, "graphrun: %d images, %d decoding threads, batches of %d, %d in flight%s\n",
+            list->n, threads, o->batch, p.n_buf,
+            p.fast_decode ? "; --fast-decode: JPEGs of 2x the input or more decoded scaled" : "");
     int started = 0;
     double t0 = now_s();
     for (; started < threads; started++)
@@ -328,12 +375,14 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
     /* Submit batch k once decoded, then report batch k - 1 (k = n_batches: the last one). */
     for (int k = 0; k <= n_batches && rc == GR_EXIT_OK; k++) {
         if (k < n_batches) {
-            batch_buffer *b = &p.buf[k % 2];
+            batch_buffer *b = &p.buf[k % p.n_buf];
+            double t = now_s();
             pthread_mutex_lock(&p.lock);
             while (b->filled < batch_size(&p, k))
                 pthread_cond_wait(&p.changed, &p.lock);
             pthread_mutex_unlock(&p.lock);
-            gr_status st = gr_engine_submit(engine, k % 2);
+            p.main_fill += now_s() - t;
+            gr_status st = gr_engine_submit(engine, k % p.n_buf);
             if (st != GR_OK) {
                 rc = gr_cli_fail(st, "run");
                 release_buffer(&p, b, k, rc);
@@ -342,7 +391,7 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
         }
         if (k == 0)
             continue;
-        batch_buffer *done = &p.buf[(k - 1) % 2];
+        batch_buffer *done = &p.buf[(k - 1) % p.n_buf];
         rc = report_batch(o, &p, model, engine, done, &failed);
         release_buffer(&p, done, k - 1, rc);
         if (show_progress)
@@ -361,10 +410,20 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
                 list->n, elapsed, elapsed > 0 ? list->n / elapsed : 0.0, failed ? "; " : "\n");
         if (failed)
             fprintf(stderr, "%d failed (their lines hold the error)\n", failed);
+        double total = now_s() - t_start;
+        fprintf(stderr, "graphrun: %.2f s with the listing and the engine build (%.1f images/s)\n",
+                total, total > 0 ? list->n / total : 0.0);
+        /* Decoding-bound: the main thread mostly waits for batches and the workers never for
+         * buffers. Report-bound: the main thread reports most of the time and the workers wait
+         * for buffers. GPU-bound: the main thread waits for the engine. */
+        fprintf(stderr, "graphrun: main thread %.2f s waiting for decoded batches, %.2f s for the "
+                        "engine, %.2f s decoding detections and writing JSON; %d workers %.2f s "
+                        "waiting for a free buffer (in total)\n",
+                p.main_fill, p.main_gpu, p.main_report, started, p.workers_blocked);
         rc = failed ? GR_EXIT_INPUT : GR_EXIT_OK;
     }
 out:
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < p.n_buf; k++)
         free(p.buf[k].slots);
     free(tids);
     return rc;
@@ -377,6 +436,7 @@ int gr_cli_detect_stream(const gr_cli_options *o)
                         "(no other --input)\n");
         return GR_EXIT_USAGE;
     }
+    double t_start = now_s();
     path_list list = {0};
     int rc = o->input_list ? read_list_file(o->input_list, &list)
                            : read_directory(o->inputs[0], &list);
@@ -389,9 +449,22 @@ int gr_cli_detect_stream(const gr_cli_options *o)
     gr_engine *engine = NULL;
     gr_model_info info;
     gr_cli_options streaming = *o;
-    streaming.inflight = 2; /* the two batch buffers are the engine's two slots */
-    if (rc == GR_EXIT_OK && (rc = gr_cli_open(&streaming, &model, &engine, &info)) == GR_EXIT_OK)
-        rc = run_pipeline(o, &list, model, engine, &info);
+    /* The batch buffers are the engine's slots; no more of them than batches. */
+    int n_batches = list.n > 0 ? (list.n + o->batch - 1) / o->batch : 1;
+    streaming.inflight = n_batches < STREAM_INFLIGHT ? n_batches : STREAM_INFLIGHT;
+    if (rc == GR_EXIT_OK) {
+        rc = gr_cli_open(&streaming, &model, &engine, &info);
+        /* Each slot is an instance of the engine: where four do not fit, two still overlap
+         * decoding with the runs (what this mode did before it had four). */
+        if (rc == GR_EXIT_OOM && streaming.inflight > 2) {
+            fprintf(stderr, "graphrun: retrying with 2 runs in flight instead of %d\n",
+                    streaming.inflight);
+            streaming.inflight = 2;
+            rc = gr_cli_open(&streaming, &model, &engine, &info);
+        }
+    }
+    if (rc == GR_EXIT_OK)
+        rc = run_pipeline(o, &list, model, engine, &info, t_start);
     gr_engine_destroy(engine);
     gr_model_destroy(model);
     list_free(&list);

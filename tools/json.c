@@ -17,3 +17,19 @@ void gr_cli_json_string(FILE *f, const char *s)
     }
     fputc('"', f);
 }
+
+void gr_cli_json_detections(FILE *f, const gr_model *model, const gr_detection *dets, int n,
+                            const char *indent)
+{
+    fprintf(f, "\"detections\": [");
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "%s%s{\"class\": ", i ? ", " : "", indent);
+        gr_cli_json_string(f, gr_model_class_name(model, dets[i].class_id));
+        fprintf(f, ", \"class_id\": %d, \"prob\": %.6f, \"objectness\": %.6f, \"left\": %.1f, "
+                   "\"top\": %.1f, \"right\": %.1f, \"bottom\": %.1f}",
+                dets[i].class_id, (double)dets[i].prob, (double)dets[i].objectness,
+                (double)dets[i].left, (double)dets[i].top, (double)dets[i].right,
+                (double)dets[i].bottom);
+    }
+    fputc(']', f);
+}

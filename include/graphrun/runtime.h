@@ -71,10 +71,13 @@ const char *gr_last_error(void);
 /* ---- data types ------------------------------------------------------------------------- */
 
 typedef enum gr_dtype { GR_DTYPE_F32 = 0, GR_DTYPE_F16, GR_DTYPE_I8, GR_DTYPE_U8, GR_DTYPE_I32 } gr_dtype;
-typedef enum gr_precision { GR_PREC_FP32 = 0, GR_PREC_FP16, GR_PREC_INT8 } gr_precision;
+/* GR_PREC_AUTO (engines only): int8 or fp16 per layer, chosen at build time for the least
+ * latency whose error stays within gr_engine_options.max_nrmse (docs/calibration.md, "Automatic
+ * mixed precision"). */
+typedef enum gr_precision { GR_PREC_FP32 = 0, GR_PREC_FP16, GR_PREC_INT8, GR_PREC_AUTO } gr_precision;
 typedef enum gr_device { GR_DEVICE_AUTO = 0, GR_DEVICE_CPU, GR_DEVICE_GPU } gr_device;
 
-/* "fp32" / "fp16" / "int8"; parse returns GR_ERR_INVALID_ARGUMENT for anything else. */
+/* "fp32" / "fp16" / "int8" / "auto"; parse returns GR_ERR_INVALID_ARGUMENT for anything else. */
 const char *gr_precision_name(gr_precision p);
 gr_status gr_precision_parse(const char *name, gr_precision *out);
 
@@ -199,7 +202,8 @@ typedef struct gr_engine_options {
     const char *const *calib_images; /* NULL-terminated image paths; NULL = the bundled photos */
     const char *calib_cache; /* read if valid for this model, method and image set, written
                                 otherwise; NULL = none */
-    int calib_threads;       /* CPU threads calibrating in parallel; 0 default = one per core */
+    int calib_threads;       /* CPU threads calibrating in parallel (calibrating on the GPU:
+                                decoding the images); 0 default = one per core */
     /* Called after each calibration image (done of total), from the calibrating threads one at
      * a time; NULL default = none. */
     void (*calib_progress)(int done, int total, void *user);
@@ -212,7 +216,29 @@ typedef struct gr_engine_options {
                                 Each is an instance with its own activations, device io, pinned
                                 host buffers, scratch, stream and captured graph; the weights are
                                 shared. See "Runs in flight" below. */
+    gr_device calib_device;  /* where int8 calibration runs (docs/calibration.md): CPU default
+                                (for now: the GPU path is new, see the docs); AUTO = the GPU for a
+                                GPU engine, the CPU for a CPU engine; GPU = an fp32
+                                GPU engine computes the statistics (any engine; needs a visible
+                                GPU; calib_threads then decode the images); CPU = the planner's
+                                executor on calib_threads cores. The ranges agree to ~1e-5
+                                relative, not bit for bit (fp32 sums in another order). */
+    /* Mixed precision (docs/calibration.md, "Mixed precision"). */
+    const gr_precision *layer_precision; /* NULL default, or exactly n_layers entries
+                                (gr_model_info.n_layers), one FP32 / FP16 / INT8 per network layer:
+                                layer i computes in layer_precision[i] (layers without a reduced-
+                                precision kernel stay fp32) and `precision` is ignored. Read during
+                                build only. Not with GR_PREC_AUTO. */
+    int n_layer_precision;
+    float max_nrmse;         /* GR_PREC_AUTO: the error budget, max over the calibration images
+                                (up to 16) and outputs of the output NRMSE against fp32;
+                                GR_MAX_NRMSE_DEFAULT default. The chosen map is in
+                                gr_engine_notice() and gr_engine_layer_precision(). */
 } gr_engine_options;
+
+/* 0.003: on the bundled trained model all int8 measures 0.006 and loses 0.05 of mAP@0.5:0.95,
+ * the map chosen within 0.003 keeps fp32's mAP (docs/calibration.md, "Mixed precision"). */
+#define GR_MAX_NRMSE_DEFAULT 0.003f
 
 #define GR_MAX_INFLIGHT 8
 
@@ -330,6 +356,10 @@ gr_status gr_engine_timing(const gr_engine *engine, gr_timing *timing);
 /* Notices from building the engine ("" if none), one line each: e.g. a calibration cache in an
  * old format that was ignored and rewritten. Never NULL. */
 const char *gr_engine_notice(const gr_engine *engine);
+
+/* The precision each network layer computes in (n entries, the model's layer count), as built:
+ * the explicit or automatic map, or the uniform precision. NULL for a NULL engine. */
+const gr_precision *gr_engine_layer_precision(const gr_engine *engine, int *n);
 
 /* The engine's own last error message ("" if none). */
 const char *gr_engine_last_error(const gr_engine *engine);

@@ -28,7 +28,7 @@ __all__ = ["Error", "Model", "Engine", "Detection", "load_image", "letterbox", "
            "cuda_device_count", "library_path"]
 
 _DEVICES = {"auto": 0, "cpu": 1, "gpu": 2}
-_PRECISIONS = {"fp32": 0, "fp16": 1, "int8": 2}
+_PRECISIONS = {"fp32": 0, "fp16": 1, "int8": 2, "auto": 3}  # auto: max_nrmse 0.01 (runtime.h)
 # Option structs get room to grow: runtime.h only appends fields, and the *_default() functions
 # fill whatever the library knows about.
 _SPARE = 256
@@ -291,7 +291,8 @@ class Model(_Handle):
 
 
 class Engine(_Handle):
-    """A built engine: device "auto" | "cpu" | "gpu", precision "fp32" | "fp16" | "int8", and the
+    """A built engine: device "auto" | "cpu" | "gpu", precision "fp32" | "fp16" | "int8" | "auto"
+    (int8 or fp16 per layer within an output NRMSE of 0.003, docs/calibration.md), and the
     number of images per run. Keeps the class names of its model."""
 
     _destroy = _lib.gr_engine_destroy

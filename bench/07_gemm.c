@@ -4,13 +4,13 @@
  * Per layer: median of event-timed launches (host launcher included) of each, and the agreement
  * of the two outputs (int8: must be identical; fp16: largest difference relative to the output's
  * range, f32 sums in another order). Random data, never zeros.
- * Usage: 06_gemm [runs]   (results go to bench/LOG.md by hand) */
+ * Usage: 07_gemm [runs]   (results go to bench/LOG.md by hand) */
 #include <stdio.h>
 
 #ifndef GR_HAVE_CUDA
 int main(void)
 {
-    printf("06_gemm: graphrun was built without CUDA\n");
+    printf("07_gemm: graphrun was built without CUDA\n");
     return 0;
 }
 #else
@@ -26,19 +26,8 @@ int main(void)
 #include "kernels/conv.h"
 #include "kernels/conv_gemm.h"
 
-#define BENCH_NAME "06_gemm"
+#define BENCH_NAME "07_gemm"
 #include "bench/bench_util.h"
-
-typedef struct layer {
-    int hw, in_c, out_c, ksize, act, pool_stride; /* pool_stride 0: no pool */
-} layer;
-
-static const layer layers[8] = {
-    {208, 16, 32, 3, GR_CONV_ACT_LEAKY, 2},   {104, 32, 64, 3, GR_CONV_ACT_LEAKY, 2},
-    {52, 64, 128, 3, GR_CONV_ACT_LEAKY, 2},   {26, 128, 256, 3, GR_CONV_ACT_LEAKY, 2},
-    {13, 256, 512, 3, GR_CONV_ACT_LEAKY, 1},  {13, 512, 1024, 3, GR_CONV_ACT_LEAKY, 0},
-    {13, 1024, 1024, 3, GR_CONV_ACT_LEAKY, 0}, {13, 1024, 125, 1, GR_CONV_ACT_LINEAR, 0},
-};
 
 /* tactic 0: implicit GEMM; 1: GEMM tactic */
 static cudaError_t launch(int tactic, const gr_conv_args *a, int is_i8, const gr_conv_gemm *g,
@@ -78,17 +67,17 @@ int main(int argc, char **argv)
 {
     const int runs = argc > 1 ? atoi(argv[1]) : 100;
     if (runs < 10 || runs > 100000) {
-        fprintf(stderr, "usage: 06_gemm [runs >= 10]\n");
+        fprintf(stderr, "usage: 07_gemm [runs >= 10]\n");
         return 2;
     }
     struct cudaDeviceProp prop;
     if (bench_no_device(&prop))
         return 0;
-    printf("06_gemm: %s, %d SMs, cuBLASLt %zu, %d runs per entry (median us, launch included)\n",
+    printf("07_gemm: %s, %d SMs, cuBLASLt %zu, %d runs per entry (median us, launch included)\n",
            prop.name, prop.multiProcessorCount, cublasLtGetVersion(), runs);
     cublasLtHandle_t lt;
     if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, "06_gemm: cublasLtCreate failed\n");
+        fprintf(stderr, "07_gemm: cublasLtCreate failed\n");
         return 1;
     }
     gr_rng rng;
@@ -112,7 +101,7 @@ int main(int argc, char **argv)
             printf("%-5s batch %-3d %-28s %9s %9s %7s  %s\n", is_i8 ? "int8" : "fp16", batch,
                    "layer", "implicit", "gemm", "ratio", "agreement");
             for (int l = 0; l < 8; ++l) {
-                const layer *L = &layers[l];
+                const bench_layer *L = bench_yolo_layer(l + 1);
                 const size_t es = is_i8 ? 1 : 2;
                 const int gran = is_i8 ? 16 : 8;
                 const int cin_pad = (L->in_c + gran - 1) / gran * gran;
@@ -222,7 +211,7 @@ int main(int argc, char **argv)
     free(ms);
     CHECK(cudaFree(ws));
     cublasLtDestroy(lt);
-    printf("06_gemm: %s\n", failures ? "OUTPUT MISMATCH" : "outputs agree");
+    printf("07_gemm: %s\n", failures ? "OUTPUT MISMATCH" : "outputs agree");
     return failures ? 1 : 0;
 }
 #endif

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# CLI on a GPU: a folder streamed through the GPU engine (uint8 letterbox straight into the pinned
+# slot buffers, 4 runs in flight). 30 photos (the five bundled ones x 6) and a truncated JPEG in
+# batches of 4 = 8 batches through 4 slots: one line per image in order, the bad file on its line,
+# exit 3, and every copy of a photo gets the same detections as the others and as the photo run
+# alone, wherever it sat (batch, slot, position in the batch). Without a GPU: exit 77 (skipped).
+# $1 = the graphrun binary.
+#
+# Tolerance: copies of one photo are the same input bytes through the same int8 kernels at the same
+# batch size, so they should agree exactly; the check allows prob +-0.01 and boxes +-1 pixel in case
+# a kernel's reduction order differs between runs (split-K). A slot or ordering mix-up gives another
+# photo's boxes (other sizes, classes, hundreds of pixels apart), far outside that.
+set -u
+bin=$1
+src=$(pwd)
+source "$(dirname "$0")/lib/check.sh"
+
+mkdir "$tmp/photos"
+for i in 1 2 3 4 5 6; do
+  for f in "$src"/data/*.jpg; do cp "$f" "$tmp/photos/$i-$(basename "$f")"; done
+done
+head -c 20000 "$src/data/dog.jpg" >"$tmp/photos/3-cut.jpg"
+run=(--device gpu --model yolo --prec int8 --thresh 0.2 --calib-cache "$tmp/calib.cache")
+
+"$bin" "${run[@]}" --input "$tmp/photos" --batch 4 --threads 3 >"$tmp/a.jsonl" 2>"$tmp/a.err"
+rc=$?
+if [ $rc -eq 4 ]; then
+  echo "no CUDA device visible: skipped ($(tail -1 "$tmp/a.err"))"
+  exit 77
+fi
+[ $rc -eq 3 ]; check "exit status 3 for the bad file (got $rc)" $?
+[ $rc -eq 3 ] || cat "$tmp/a.err"
+grep -q "31 images, 3 decoding threads, batches of 4, 4 in flight" "$tmp/a.err"
+check "8 batches through 4 slots" $?
+grep -q "waiting for decoded batches" "$tmp/a.err"; check "where the time went" $?
+
+for f in dog eagle giraffe horses person; do
+  "$bin" "${run[@]}" --input "$src/data/$f.jpg" --json --no-output 2>/dev/null >"$tmp/alone-$f.json"
+done
+python3 - "$tmp/a.jsonl" "$tmp" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+names = [l["input"].rsplit("/", 1)[1] for l in lines]
+assert names == sorted(names) and len(names) == 31, names
+assert "corrupt image: JPEG" in lines[names.index("3-cut.jpg")]["error"]
+sizes = {"dog": (768, 576), "eagle": (773, 512), "giraffe": (500, 500), "horses": (773, 512),
+         "person": (640, 424)}
+
+def same(a, b):
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x["class_id"] != y["class_id"] or abs(x["prob"] - y["prob"]) > 0.01:
+            return False
+        if any(abs(x[k] - y[k]) > 1.0 for k in ("left", "top", "right", "bottom")):
+            return False
+    return True
+
+total = 0
+for photo, size in sizes.items():
+    alone = json.load(open(f"{sys.argv[2]}/alone-{photo}.json"))["images"][0]["detections"]
+    copies = [l for n, l in zip(names, lines) if n.endswith(f"-{photo}.jpg")]
+    assert len(copies) == 6, photo
+    for c in copies:
+        assert (c["width"], c["height"]) == size, (photo, c["width"], c["height"])
+        assert same(c["detections"], alone), (photo, c["input"], c["detections"][:3], alone[:3])
+    total += len(alone)
+assert total > 0, "no detections at all: the comparison would be empty"
+PY
+check "every copy of a photo == the photo alone (prob +-0.01, box +-1 px), in order, right sizes" $?
+
+echo "$pass passed, $fails failed"
+[ $fails -eq 0 ]

@@ -1,0 +1,295 @@
+/* Check suite for the streaming path's image code (runtime/image.c): the fast letterbox
+ * (gr_image_letterbox, gr_image_letterbox_u8) must equal the reference one
+ * (gr_image_letterbox_reference*, Darknet's steps on float planes) byte for byte: no tolerance,
+ * since the default output is promised bit-identical to what it was. Checked on the bundled
+ * photos at several network sizes and on random images of random sizes (down- and upscaling,
+ * one-pixel sides, extreme aspects), with guard bytes after the output. And gr_image_reader,
+ * which keeps its buffers between images, must give what gr_image_load gives, including after a
+ * failed file; with --fast-decode it scales only large JPEGs. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "graphrun/runtime.h"
+#include "runtime/image.h"
+
+#define GUARD 64
+#define GUARD_BYTE 0xA5
+
+static gr_image *random_image(int w, int h, unsigned *state)
+{
+    gr_image *im = malloc(sizeof *im);
+    ck_assert_ptr_nonnull(im);
+    im->w = w;
+    im->h = h;
+    im->c = 3;
+    im->data = malloc((size_t)w * (size_t)h * 3);
+    ck_assert_ptr_nonnull(im->data);
+    /* Runs of equal bytes, gradients and noise: the resize's weights meet every kind of pair. */
+    for (size_t i = 0; i < (size_t)w * (size_t)h * 3; i++) {
+        *state = *state * 1103515245u + 12345u;
+        unsigned r = *state >> 16;
+        im->data[i] = (uint8_t)(r % 4 == 0 ? 255 : r % 4 == 1 ? 0 : r % 4 == 2 ? i % 256 : r);
+    }
+    return im;
+}
+
+/* Fast and reference letterboxes of `im` to net_w x net_h, uint8 and float: identical bytes, and
+ * nothing written past the end. */
+static void check_same(const gr_image *im, int net_w, int net_h)
+{
+    size_t elems = (size_t)net_w * (size_t)net_h * 3;
+    uint8_t *fast = malloc(elems + GUARD), *ref = malloc(elems + GUARD);
+    float *fast_f = malloc(elems * sizeof(float) + GUARD), *ref_f = malloc(elems * sizeof(float));
+    ck_assert(fast && ref && fast_f && ref_f);
+    memset(fast, GUARD_BYTE, elems + GUARD);
+    memset(fast_f, GUARD_BYTE, elems * sizeof(float) + GUARD);
+    ck_assert_int_eq(gr_image_letterbox_u8(im, net_w, net_h, fast), GR_OK);
+    ck_assert_int_eq(gr_image_letterbox_reference_u8(im, net_w, net_h, ref), GR_OK);
+    ck_assert_int_eq(gr_image_letterbox(im, net_w, net_h, fast_f), GR_OK);
+    ck_assert_int_eq(gr_image_letterbox_reference(im, net_w, net_h, ref_f), GR_OK);
+    if (memcmp(fast, ref, elems) != 0 || memcmp(fast_f, ref_f, elems * sizeof(float)) != 0) {
+        size_t i = 0;
+        while (i < elems && fast[i] == ref[i])
+            i++;
+        ck_abort_msg("%dx%d image to %dx%d: fast != reference (first uint8 difference at %zu)",
+                     im->w, im->h, net_w, net_h, i);
+    }
+    for (size_t i = 0; i < GUARD; i++) {
+        ck_assert_uint_eq(fast[elems + i], GUARD_BYTE);
+        ck_assert_uint_eq(((uint8_t *)fast_f)[elems * sizeof(float) + i], GUARD_BYTE);
+    }
+    free(fast);
+    free(ref);
+    free(fast_f);
+    free(ref_f);
+}
+
+START_TEST(test_fast_equals_reference_photos)
+{
+    static const char *const photos[] = {"data/dog.jpg", "data/eagle.jpg", "data/giraffe.jpg",
+                                         "data/horses.jpg", "data/person.jpg"};
+    static const int sizes[][2] = {{416, 416}, {608, 608}, {320, 256}, {1024, 1024}, {13, 10}};
+    for (size_t p = 0; p < sizeof photos / sizeof photos[0]; p++) {
+        gr_image *im = NULL;
+        ck_assert_int_eq(gr_image_load(photos[p], &im), GR_OK);
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+            check_same(im, sizes[s][0], sizes[s][1]);
+        gr_image_destroy(im);
+    }
+}
+END_TEST
+
+START_TEST(test_fast_equals_reference_random_sizes)
+{
+    unsigned state = 12345;
+    for (int trial = 0; trial < 300; trial++) {
+        state = state * 1103515245u + 12345u;
+        unsigned r = state >> 8;
+        /* Mostly small, sometimes large; one-pixel sides on purpose. */
+        int w = 1 + (int)(r % (trial % 5 == 0 ? 900u : 64u));
+        int h = 1 + (int)((r >> 10) % (trial % 7 == 0 ? 700u : 64u));
+        state = state * 1103515245u + 12345u;
+        r = state >> 8;
+        int net_w = 1 + (int)(r % 200u), net_h = 1 + (int)((r >> 9) % 200u);
+        if (trial % 11 == 0)
+            w = 1;
+        if (trial % 13 == 0)
+            h = 1;
+        if (trial % 17 == 0)
+            net_w = 1;
+        gr_image *im = random_image(w, h, &state);
+        check_same(im, net_w, net_h);
+        gr_image_destroy(im);
+    }
+}
+END_TEST
+
+START_TEST(test_fast_rejects_bad_args)
+{
+    unsigned state = 1;
+    gr_image *im = random_image(4, 4, &state);
+    uint8_t out[3 * 4 * 4];
+    ck_assert_int_eq(gr_image_letterbox_u8(NULL, 4, 4, out), GR_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(gr_image_letterbox_u8(im, 4, 0, out), GR_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(gr_image_letterbox_u8(im, 4, 4, NULL), GR_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), "gr_image_letterbox_u8"));
+    im->c = 4;
+    ck_assert_int_eq(gr_image_letterbox_u8(im, 4, 4, out), GR_ERR_INVALID_ARGUMENT);
+    gr_image_destroy(im);
+}
+END_TEST
+
+/* ---- gr_image_reader ------------------------------------------------------------------------ */
+
+static void check_reader_equals_load(gr_image_reader *r, const char *path)
+{
+    const gr_image *got = NULL;
+    gr_image *want = NULL;
+    ck_assert_int_eq(gr_image_load(path, &want), GR_OK);
+    ck_assert_int_eq(gr_image_reader_load(r, path, &got), GR_OK);
+    ck_assert_ptr_nonnull(got);
+    ck_assert_int_eq(got->w, want->w);
+    ck_assert_int_eq(got->h, want->h);
+    ck_assert_int_eq(got->c, 3);
+    ck_assert_mem_eq(got->data, want->data, (size_t)want->w * (size_t)want->h * 3);
+    gr_image_destroy(want);
+}
+
+START_TEST(test_reader_equals_load)
+{
+    gr_image_reader *r = NULL;
+    ck_assert_int_eq(gr_image_reader_create(&r), GR_OK);
+    /* Big, small, other formats, big again: the buffers grow, are reused and are replaced (PNG). */
+    static const char *const paths[] = {
+        "data/giraffe.jpg", "tests/fuzz/corpus/image/rgb8x6.jpg", "data/shapes.png",
+        "tests/fuzz/corpus/image/rgb8x6.bmp", "tests/fuzz/corpus/image/rgba5x3.png",
+        "data/dog.jpg", "tests/fuzz/corpus/image/grey3x9.jpg", "data/person.jpg"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        check_reader_equals_load(r, paths[i]);
+    gr_image_reader_destroy(r);
+    gr_image_reader_destroy(NULL);
+}
+END_TEST
+
+START_TEST(test_reader_errors_then_goes_on)
+{
+    gr_image_reader *r = NULL;
+    ck_assert_int_eq(gr_image_reader_create(&r), GR_OK);
+    const gr_image *im = (const gr_image *)1;
+    ck_assert_int_eq(gr_image_reader_load(r, "data/no_such_image.jpg", &im), GR_ERR_IO);
+    ck_assert_ptr_null(im);
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), "data/no_such_image.jpg: cannot open"));
+
+    /* A truncated JPEG: the same message as gr_image_load's. */
+    char cut[64];
+    snprintf(cut, sizeof cut, "/tmp/gr_test_image_fast_%d.jpg", (int)getpid());
+    gr_image *dog = NULL;
+    char *bytes;
+    size_t len;
+    ck_assert_int_eq(gr_read_file("data/dog.jpg", 1 << 24, "image", &bytes, &len), GR_OK);
+    FILE *f = fopen(cut, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(bytes, 1, 20000, f), 20000);
+    fclose(f);
+    free(bytes);
+    ck_assert_int_eq(gr_image_load(cut, &dog), GR_ERR_PARSE);
+    char want[512];
+    snprintf(want, sizeof want, "%s", gr_last_error());
+    ck_assert_int_eq(gr_image_reader_load(r, cut, &im), GR_ERR_PARSE);
+    ck_assert_str_eq(gr_last_error(), want);
+    unlink(cut);
+
+    /* A directory with an image's name. */
+    ck_assert_int_ne(gr_image_reader_load(r, "data/shapes-val", &im), GR_OK);
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), "data/shapes-val"));
+
+    /* The reader still decodes the next file right. */
+    check_reader_equals_load(r, "data/horses.jpg");
+    ck_assert_int_eq(gr_image_reader_load(NULL, "data/dog.jpg", &im), GR_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(gr_image_reader_create(NULL), GR_ERR_INVALID_ARGUMENT);
+    gr_image_reader_destroy(r);
+}
+END_TEST
+
+/* --fast-decode (opt-in): a JPEG of at least twice the letterboxed size is decoded DCT-scaled, the
+ * source size stays the file's, smaller JPEGs and other formats are untouched (exact). */
+START_TEST(test_reader_fast_decode)
+{
+    /* A 2304x1728 photo-like JPEG: dog.jpg letterboxed up x3 (no grey border at 4:3). */
+    gr_image *dog = NULL;
+    ck_assert_int_eq(gr_image_load("data/dog.jpg", &dog), GR_OK);
+    gr_image big = {.w = 2304, .h = 1728, .c = 3, .data = malloc((size_t)2304 * 1728 * 3)};
+    ck_assert_ptr_nonnull(big.data);
+    ck_assert_int_eq(gr_image_letterbox_u8(dog, 2304, 1728, big.data), GR_OK);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/gr_test_image_fast_big_%d.jpg", (int)getpid());
+    ck_assert_int_eq(gr_image_write(&big, path), GR_OK);
+    free(big.data);
+
+    gr_image_reader *exact = NULL, *fast = NULL;
+    ck_assert_int_eq(gr_image_reader_create(&exact), GR_OK);
+    ck_assert_int_eq(gr_image_reader_create(&fast), GR_OK);
+    gr_image_reader_fast_decode(fast, 416, 416);
+    const gr_image *e = NULL, *f = NULL;
+    int sw = 0, sh = 0;
+    ck_assert_int_eq(gr_image_reader_load(exact, path, &e), GR_OK);
+    ck_assert_int_eq(gr_image_reader_load(fast, path, &f), GR_OK);
+    /* Letterboxed to 416x312: 1/4 gives 576x432 >= 416x312, 1/8 gives 288x216 < it. */
+    ck_assert_int_eq(f->w, 576);
+    ck_assert_int_eq(f->h, 432);
+    gr_image_reader_source_size(fast, &sw, &sh);
+    ck_assert_int_eq(sw, 2304);
+    ck_assert_int_eq(sh, 1728);
+    ck_assert_int_eq(e->w, 2304);
+
+    /* The network input differs a little (printed; the README quotes it). The DCT-scaled decode
+     * averages 4x4 blocks where the exact path point-samples a bilinear resize, so sharp edges
+     * differ most: measured mean 2.2 levels of 255, max 86. The bounds (mean < 4, max <= 128) are
+     * about twice that; a wrong scale, offset or channel order gives a mean of tens of levels. */
+    size_t n = (size_t)416 * 416 * 3;
+    uint8_t *a = malloc(n), *b = malloc(n);
+    ck_assert(a && b);
+    ck_assert_int_eq(gr_image_letterbox_u8(e, 416, 416, a), GR_OK);
+    ck_assert_int_eq(gr_image_letterbox_u8(f, 416, 416, b), GR_OK);
+    double sum = 0;
+    int worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        int d = abs((int)a[i] - (int)b[i]);
+        sum += d;
+        worst = d > worst ? d : worst;
+    }
+    printf("fast decode 2304x1728 -> 576x432 -> 416x312: mean |diff| %.3f, max %d (uint8 levels)\n",
+           sum / (double)n, worst);
+    fflush(stdout);
+    ck_assert_double_lt(sum / (double)n, 4.0);
+    ck_assert_int_le(worst, 128);
+    ck_assert_int_gt(worst, 0); /* it is not exact, which is why it is opt-in */
+
+    /* 768x576 is less than twice 416x312: decoded in full, exactly. */
+    check_reader_equals_load(fast, "data/dog.jpg");
+    gr_image_reader_source_size(fast, &sw, &sh);
+    ck_assert_int_eq(sw, 768);
+    /* PNG: untouched. */
+    check_reader_equals_load(fast, "data/shapes.png");
+    /* Off again. */
+    gr_image_reader_fast_decode(fast, 0, 0);
+    ck_assert_int_eq(gr_image_reader_load(fast, path, &f), GR_OK);
+    ck_assert_int_eq(f->w, 2304);
+    unlink(path);
+    free(a);
+    free(b);
+    gr_image_destroy(dog);
+    gr_image_reader_destroy(exact);
+    gr_image_reader_destroy(fast);
+}
+END_TEST
+
+static Suite *image_fast_suite(void)
+{
+    Suite *s = suite_create("image_fast");
+    TCase *tc = tcase_create("image_fast");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_fast_equals_reference_photos);
+    tcase_add_test(tc, test_fast_equals_reference_random_sizes);
+    tcase_add_test(tc, test_fast_rejects_bad_args);
+    tcase_add_test(tc, test_reader_equals_load);
+    tcase_add_test(tc, test_reader_errors_then_goes_on);
+    tcase_add_test(tc, test_reader_fast_decode);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(image_fast_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
