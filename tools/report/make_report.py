@@ -3,8 +3,9 @@
 
 Runs, with a timeout each, from the source root: graphrun_bench (batch-1 latency and its split
 into conversion / copies / compute; GPU only, the CPU gets `graphrun --runs N` timings), graphrun
-compare (NRMSE against fp32 per precision and int8 calibration method, and p50 latency),
-graphrun eval on the trained `shapes` model (mAP per precision and per int8 calibration method),
+compare (NRMSE against fp32 per precision, int8 calibration method and the mixed map of --prec
+auto, and p50 latency), graphrun eval on the trained `shapes` model (mAP per precision, per int8
+calibration method and auto),
 graphrun plan --json (the data type each layer runs in, Q/DQ nodes) and compare on Darknet's
 classifiers darknet19 and resnet18. A command that fails or times out is reported in the report,
 never a crash. Python 3 standard library only.
@@ -86,9 +87,9 @@ def latency(r, a, graphrun, bench, model):
     return rows
 
 
-def compare(r, a, graphrun, model, methods, inputs):
+def compare(r, a, graphrun, model, methods, inputs, extra=()):
     argv = graphrun + ["compare", "--model", model, "--device", a.device, "--json",
-                       "--runs", str(a.runs)]
+                       "--runs", str(a.runs), *extra]
     for m in methods:
         argv += ["--calib", m]
     for i in inputs:
@@ -102,7 +103,7 @@ def evaluate(r, a, graphrun, methods):
     base = graphrun + ["eval", "--model", "shapes", "--images", "data/shapes-val", "--device",
                        a.device, "--json"] + (["--max-images", "10"] if a.quick else [])
     rows = []
-    for prec in PRECS:
+    for prec in PRECS + ([] if a.quick else ["auto"]):
         for m in (methods if prec == "int8" else [None]):
             out = r.run_json(base + ["--prec", prec] + (["--calib", m] if m else []),
                              f"eval {prec} {m or ''}".strip())
@@ -229,6 +230,9 @@ def main():
     lat = {model: latency(r, a, graphrun, bench, model)}
     cmp_rows = compare(r, a, graphrun, model, methods,
                        ["data/shapes.png"] if a.quick else [])
+    if not a.quick:  # the mixed map of --prec auto, run apart so that a failure costs one row
+        cmp_rows += [row for row in compare(r, a, graphrun, model, ["max"], [], ["--prec", "auto"])
+                     if row["precision"] == "auto"]
     ev = evaluate(r, a, graphrun, methods)
     plans, ops = dtype_trace(r, graphrun, model)
     cls = {}
