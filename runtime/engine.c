@@ -37,6 +37,7 @@ void gr_engine_options_default(gr_engine_options *opt)
      * (docs/calibration.md, "On the GPU"); then AUTO. */
     opt->calib_device = GR_DEVICE_CPU;
     opt->max_nrmse = GR_MAX_NRMSE_DEFAULT;
+    opt->tactic_search = 0; /* on once measured on hardware: docs/tactics.md */
 }
 
 gr_status gr_engine_fail(gr_engine *e, gr_status status)
@@ -115,6 +116,7 @@ static void engine_free(gr_engine *e)
     free(e->layer_prec);
     free(e->layer_prec_view);
     free(e->preset_range);
+    free(e->tactics);
     free(e);
 }
 
@@ -291,6 +293,7 @@ static gr_status build(const gr_model *model, const gr_engine_options *opt,
     /* The caller's calibration inputs are read during build only: keep no pointers to them. */
     e->opt.calib_images = NULL;
     e->opt.calib_cache = NULL;
+    e->opt.timing_cache = NULL;
     e->opt.calib_progress = NULL;
     e->opt.calib_progress_user = NULL;
     free(e->preset_range);
@@ -612,3 +615,32 @@ gr_status gr_engine_timing(const gr_engine *engine, gr_timing *timing)
 const char *gr_engine_last_error(const gr_engine *engine) { return engine ? engine->error : ""; }
 
 const char *gr_engine_notice(const gr_engine *engine) { return engine ? engine->notice : ""; }
+
+void gr_engine_add_notice(gr_engine *e, const char *line)
+{
+    size_t used = strlen(e->notice);
+    if (!line[0] || used + 2 >= sizeof e->notice)
+        return;
+    snprintf(e->notice + used, sizeof e->notice - used, "%s%s", used ? "\n" : "", line);
+}
+
+int gr_engine_tactic_count(const gr_engine *engine) { return engine ? engine->n_tactics : 0; }
+
+gr_status gr_engine_tactic(const gr_engine *engine, int index, gr_tactic_info *info)
+{
+    if (!engine || !info)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_tactic: NULL argument");
+    if (index < 0 || index >= engine->n_tactics)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_tactic: index %d is outside 0..%d",
+                       index, engine->n_tactics - 1);
+    *info = engine->tactics[index];
+    return GR_OK;
+}
+
+gr_status gr_engine_tactic_stats(const gr_engine *engine, gr_tactic_stats *stats)
+{
+    if (!engine || !stats)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_tactic_stats: NULL argument");
+    *stats = engine->tactic_stats;
+    return GR_OK;
+}

@@ -69,7 +69,13 @@ struct gr_engine {
      * search), which gr_engine_ranges() hands to the backend instead of calibrating again. */
     float *preset_range;
     float preset_input_range;
+    gr_tactic_info *tactics; /* the GPU backend's conv tactics (uint8 graph), malloc'd */
+    int n_tactics;
+    gr_tactic_stats tactic_stats;
 };
+
+/* Append one line to e->notice (lines separated by '\n'). */
+void gr_engine_add_notice(gr_engine *e, const char *line);
 
 /* Deep copy of a network (layers, weights, class names) for an engine to own. */
 gr_status gr_net_clone(const gr_net *src, gr_net **out);

@@ -122,8 +122,10 @@ gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_i
         .out = allocated ? gr_gpu_tensor_storage(v, inst, nd->output) + out_offset : NULL,
         .activation = (int)nd->p.activation, .out_kind = out_kind,
         .out_inv_scale = y->dtype == GR_DTYPE_I8 ? 1.0f / y->scale : 1.0f,
-        .fp16_accumulate = compute == GR_DTYPE_F16 && g->fp16_accumulate, .tile_config = 0,
-        .split_k = 0,
+        .fp16_accumulate = compute == GR_DTYPE_F16 && g->fp16_accumulate,
+        /* the tactic search's choice (runtime/gpu_tactic.c); 0/0 = the kernels' own */
+        .tile_config = v->tactic ? v->tactic[index].tile : 0,
+        .split_k = v->tactic ? v->tactic[index].split : 0,
         .pool_size = pooled ? nd->pool_size : 0, .pool_stride = pooled ? nd->pool_stride : 0,
         .pool_pad = pooled ? nd->pool_pad : 0,
         .in_u8 = in_u8, .in_scale = in_u8 ? nd->in_scale : 0.0f,
@@ -174,6 +176,13 @@ static gr_status launch_conv(gpu_state *g, gpu_variant *v, const gpu_instance *i
     int s = plan->nodes[index].stream;
     gpu_conv c;
     GR_TRY(gr_gpu_conv_args(g, v, inst, index, &c));
+    if (c.tensor_cores && v->tactic && v->tactic[index].gemm) {
+        /* the GEMM tactic: its scratch is the node's region (no split-K there) */
+        cudaError_t err = gr_conv_gemm_launch(v->gemm[index], &c.tc,
+                                              inst->splitk + v->splitk_offset[index],
+                                              g->streams[s]);
+        return gr_gpu_launch_status(err, plan, index);
+    }
     if (c.tensor_cores) {
         c.tc.workspace = v->splitk_bytes[index] ? inst->splitk + v->splitk_offset[index] : NULL;
         c.tc.workspace_bytes = v->splitk_bytes[index];

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "runtime/gpu_private.h"
+#include "runtime/timing_cache.h"
 
 static const size_t cublas_ws_bytes = 32u << 20; /* what cuBLAS asks for on Hopper */
 
@@ -132,6 +133,10 @@ static void variant_free(gpu_variant *v)
     cudaFree(v->weights);
     free(v->nw);
     free(v->pdl);
+    for (int i = 0; v->gemm && v->plan && i < v->plan->n_nodes; i++)
+        gr_conv_gemm_destroy(v->gemm[i]);
+    free(v->gemm);
+    free(v->tactic);
     gr_plan_free(v->plan);
     memset(v, 0, sizeof *v);
 }
@@ -368,6 +373,8 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
     for (int k = 0; k < v->n_inst; k++)
         GR_TRY(instance_alloc(g, v, &v->inst[k], k));
     GR_TRY(gr_gpu_upload_weights(v));
+    /* Tactics before the scratch: each conv's split-K workspace is sized for its own. */
+    GR_TRY(gr_gpu_choose_tactics(e, g, v));
     GR_TRY(gr_gpu_alloc_scratch(g, v));
     CUDA_TRY(cudaDeviceSynchronize());
 
@@ -379,6 +386,49 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
     return GR_OK;
 }
 
+/* New measurements go to the timing cache file; failing to write it is a notice, not an error
+ * (the engine is built). */
+static void save_timing_cache(gr_engine *e, gpu_state *g)
+{
+    if (!g->tcache || !g->timing_cache_path || !g->tcache->dirty)
+        return;
+    if (gr_timing_cache_save(g->tcache, g->timing_cache_path) == GR_OK) {
+        g->tcache->dirty = 0;
+        return;
+    }
+    char line[400];
+    snprintf(line, sizeof line, "timing cache not written: %.360s", gr_last_error());
+    gr_engine_add_notice(e, line);
+}
+
+/* The tactic search's settings and the timing cache (read once per engine). */
+static gr_status tactics_init(gr_engine *e, gpu_state *g)
+{
+    const char *off = getenv("GR_DISABLE_TACTIC_SEARCH");
+    g->tactic_search = e->opt.tactic_search && !(off && off[0] == '1');
+    const char *no_gemm = getenv("GR_DISABLE_GEMM_TACTIC");
+    g->gemm_tactic = !(no_gemm && no_gemm[0] == '1');
+    if (!g->tactic_search)
+        return GR_OK;
+    char device[GR_TCACHE_DEVICE_MAX];
+    GR_TRY(gr_gpu_device_key(g, device, sizeof device));
+    g->tcache = gr_calloc(1, sizeof *g->tcache, "timing cache");
+    if (!g->tcache)
+        return GR_ERR_OUT_OF_MEMORY;
+    gr_timing_cache_init(g->tcache, device);
+    if (!e->opt.timing_cache)
+        return GR_OK;
+    size_t len = strlen(e->opt.timing_cache) + 1;
+    g->timing_cache_path = malloc(len);
+    if (!g->timing_cache_path)
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "out of memory (timing cache path)");
+    memcpy(g->timing_cache_path, e->opt.timing_cache, len);
+    char notice[512];
+    gr_timing_cache_load(g->tcache, g->timing_cache_path, notice, sizeof notice);
+    gr_engine_add_notice(e, notice);
+    return GR_OK;
+}
+
 gr_status gr_gpu_ensure_variant(gr_engine *e, int u8)
 {
     gpu_state *g = e->impl;
@@ -387,9 +437,14 @@ gr_status gr_gpu_ensure_variant(gr_engine *e, int u8)
         return GR_OK;
     CUDA_TRY(cudaSetDevice(g->device));
     gr_status st = variant_build(e, g, v, u8);
-    if (st != GR_OK)
+    if (st != GR_OK) {
         variant_free(v);
-    return st;
+        return st;
+    }
+    if (u8)
+        GR_TRY(gr_gpu_publish_tactics(e, v));
+    save_timing_cache(e, g);
+    return GR_OK;
 }
 
 /* ---- backend ops -------------------------------------------------------------------------- */
@@ -538,6 +593,12 @@ static void gpu_destroy(gr_engine *e)
             cudaStreamDestroy(g->streams[s]);
     }
     free(g->layer_range);
+    if (g->tcache)
+        gr_timing_cache_free(g->tcache);
+    free(g->tcache);
+    free(g->timing_cache_path);
+    if (g->lt)
+        cublasLtDestroy(g->lt);
     cudaGetLastError();
     for (int k = 0; k < e->n_heads; k++)
         e->outputs[k] = NULL;
@@ -579,6 +640,8 @@ gr_status gr_backend_gpu_init(gr_engine *e)
     /* int8 scales before planning. */
     if (e->opt.precision == GR_PREC_INT8)
         GR_TRY(gr_engine_ranges(e, &g->layer_range, &g->input_range));
+
+    GR_TRY(tactics_init(e, g));
 
     /* The default input is uint8; build it now so a failure shows at build time (its plan sizes
      * the streams and events; a float-input variant built later may add more). */

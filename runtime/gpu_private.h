@@ -2,6 +2,7 @@
  *   gpu_engine.c    state, variants (plan, memory, timing, capture), streams, backend entry points
  *   gpu_dispatch.c  tensor addresses, plan node -> kernel launcher, the forward pass on the streams
  *   gpu_weights.c   weights in the kernels' layouts and their upload, scratch buffers
+ *   gpu_tactic.c    each tensor-core conv's tactic, by measurement at build (timing cache)
  *   gpu_error.c     CUDA / cuBLAS / launcher failures -> gr_status with a one-line message
  *   gpu_debug.c     what runtime/gpu_internal.h declares (graph info, plan stats, trace, faults)
  * A build without CUDA has none of them (runtime/nogpu_engine.c stands in). */
@@ -12,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/conv.h"
+#include "kernels/conv_gemm.h"
 #include "kernels/gemm_f32.h"
 #include "planner/plan.h"
 #include "runtime/engine_internal.h"
@@ -25,6 +27,18 @@
         if (cuda_err_ != cudaSuccess)                                                              \
             return gr_gpu_cuda_fail(cuda_err_, #call, __FILE__, __LINE__);                        \
     } while (0)
+
+/* A tensor-core conv node's tactic (runtime/gpu_tactic.c): what gr_gpu_conv_args passes as
+ * tile_config / split_k. All zero = the kernels' automatic choice. */
+typedef struct gpu_tactic {
+    int tile, split;        /* the implicit-GEMM kernel's (both 0 for the GEMM tactic) */
+    int gemm;               /* 1: the GEMM tactic (kernels/conv_gemm.h, im2col + cuBLASLt +
+                               epilogue); its plan is v->gemm[node] */
+    size_t gemm_scratch;    /* bytes per launch of the GEMM tactic */
+    double us, auto_us;     /* measured (or cached) median times, 0 when not searched */
+    int candidates;         /* candidates timed at this build; 0 when it came from the cache */
+    int searched;           /* 1 when a search (or a cache hit) decided it */
+} gpu_tactic;
 
 /* A conv node's device parameters. */
 typedef struct gpu_conv_weights {
@@ -41,7 +55,8 @@ typedef struct gpu_instance {
     void *host_in;          /* pinned */
     uint8_t *host_out;      /* pinned */
     float *im2col[GR_GPU_MAX_STREAMS];
-    uint8_t *splitk;        /* split-K partials and tile counters, one region per conv node: the
+    uint8_t *splitk;        /* split-K partials and tile counters (or the GEMM tactic's scratch),
+                               one region per conv node: the
                                counters of one launch must never see another's partials, so no
                                two instances share them either */
     void *cublas_ws[GR_GPU_MAX_STREAMS]; /* instances >= 1: the cuBLAS workspaces their
@@ -68,6 +83,8 @@ typedef struct gpu_variant {
     gpu_instance inst[GR_MAX_INFLIGHT];
     gr_timing split;        /* from the instrumented run */
     unsigned char *pdl;     /* per plan node: launched as a programmatic dependent launch */
+    gpu_tactic *tactic;     /* per plan node (zero: automatic); set before scratch is sized */
+    gr_conv_gemm **gemm;    /* per plan node: the GEMM tactic's plan where it was chosen */
 } gpu_variant;
 
 typedef struct gpu_state gpu_state;
@@ -97,6 +114,11 @@ struct gpu_state {
     int fp16_accumulate;    /* fp16 convs accumulate in fp16 */
     int pdl;                /* programmatic dependent launch between convs (sm_90+; off with
                                GR_DISABLE_PDL=1) */
+    int tactic_search;      /* time the tactics of every tensor-core conv at build */
+    char *timing_cache_path; /* the engine's copy of opt.timing_cache, or NULL */
+    struct gr_timing_cache *tcache; /* entries for this GPU: read from the file, and measured */
+    cublasLtHandle_t lt;    /* for the GEMM tactic's plans, created by the first search */
+    int gemm_tactic;        /* the GEMM tactic is a candidate (off with GR_DISABLE_GEMM_TACTIC=1) */
     gpu_node_hook after_node; /* NULL except while calibrating (gpu_calib.c) */
     void *after_node_user;
 };
@@ -165,6 +187,22 @@ gr_status gr_gpu_upload_weights(gpu_variant *v);
 /* im2col per stream for fp32 convs, split-K workspace per tensor-core conv node, for every
  * instance (sized with instance 0's arguments; its arena and io must be allocated). */
 gr_status gr_gpu_alloc_scratch(gpu_state *g, gpu_variant *v);
+
+/* ---- gpu_tactic.c ---- */
+/* The device key of the timing cache: GPU name, compute capability, SM count, CUDA runtime and
+ * driver versions, cuBLASLt version. */
+gr_status gr_gpu_device_key(const gpu_state *g, char *key, size_t len);
+/* Choose the tactic of every tensor-core conv of v (v->tactic, allocated here), by timing the
+ * candidates on instance 0's buffers or from the timing cache; adds the new measurements to the
+ * cache. Needs the weights uploaded and instance 0's arena and io; runs before the scratch is
+ * sized (gr_gpu_alloc_scratch sizes each node's split-K workspace for its chosen tactic) and
+ * leaves the arena zeroed as instance_alloc did. With g->tactic_search 0 it only allocates
+ * v->tactic (all automatic). */
+gr_status gr_gpu_choose_tactics(gr_engine *e, gpu_state *g, gpu_variant *v);
+/* The tactic's name: "auto", "128x64", "64x64 split 4". */
+void gr_gpu_tactic_name(int tile, int split, char *buf, size_t len);
+/* e->tactics: the tactics of v's tensor-core convs (gr_engine_tactic). */
+gr_status gr_gpu_publish_tactics(gr_engine *e, const gpu_variant *v);
 
 /* ---- gpu_error.c ---- */
 /* A CUDA runtime call failed: "CUDA error <name> (<text>) in <what> (<file>:<line>)". */

@@ -125,8 +125,9 @@ gr_status gr_gpu_alloc_scratch(gpu_state *g, gpu_variant *v)
             if (floats > im2col[nd->stream])
                 im2col[nd->stream] = floats;
         } else {
-            size_t bytes = c.is_i8 ? gr_conv_workspace_bytes_i8(&c.tc)
-                                   : gr_conv_workspace_bytes_f16(&c.tc);
+            size_t bytes = v->tactic && v->tactic[i].gemm ? v->tactic[i].gemm_scratch
+                           : c.is_i8 ? gr_conv_workspace_bytes_i8(&c.tc)
+                                     : gr_conv_workspace_bytes_f16(&c.tc);
             v->splitk_offset[i] = splitk_total;
             v->splitk_bytes[i] = bytes;
             splitk_total = gr_gpu_align(splitk_total + bytes, 256);

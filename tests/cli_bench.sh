@@ -13,7 +13,7 @@ source "$(dirname "$0")/lib/check.sh"
 "$bin" bench --inflight 9 >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "^graphrun bench: --inflight '9' is not valid" "$tmp/err"; check "bad --inflight: exit 2" $?
 
-args=(--prec fp32,int8 --batch 1,4 --iters 20 --warmup 2 --inflight 2)
+args=(--prec fp32,int8 --batch 1,4 --iters 20 --warmup 2 --inflight 2 --tactic-search)
 "$bin" bench "${args[@]}" --json "$tmp/a.json" >"$tmp/out" 2>&1
 rc=$?
 if [ $rc -eq 77 ]; then
@@ -28,5 +28,13 @@ keys() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sort
 [ "$(keys "$tmp/a.json")" = "$(keys "$tmp/b.json")" ]; check "same JSON fields" $?
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; assert len(r)==4 and all(x["ok"] and x["output_sane"] and x["images_per_s"]>0 and x["inflight"]==2 and x["sustained_images_per_s"]>0 and x["device_memory"]["weights"]>0 for x in r)' "$tmp/a.json"
 check "4 configurations measured (2 in flight), outputs sane" $?
+# Build time and the tactic search in the JSON: int8 searched its convs, fp32 has none (cuBLAS).
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; assert all(x["build_ms"]>0 and (x["tactic_search"]["convs"]>0 and x["tactic_search"]["candidates"]>x["tactic_search"]["convs"] if x["precision"]=="int8" else x["tactic_search"]["convs"]==0) for x in r)' "$tmp/a.json"
+check "JSON build_ms and tactic_search" $?
+# With a timing cache the second bench's builds time no candidate.
+"$bin" bench --prec int8 --batch 1 --iters 5 --warmup 1 --tactic-search --timing-cache "$tmp/t.cache" --json "$tmp/c1.json" >/dev/null 2>&1
+"$bin" bench --prec int8 --batch 1 --iters 5 --warmup 1 --tactic-search --timing-cache "$tmp/t.cache" --json "$tmp/c2.json" >/dev/null 2>&1
+python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["results"][0]["tactic_search"]; assert t["candidates"]==0 and t["cached"]==t["convs"]>0, t' "$tmp/c2.json"
+check "--timing-cache: the second build times nothing" $?
 echo "$pass passed, $fails failed"
 [ $fails -eq 0 ]

@@ -28,6 +28,12 @@ cmp -s "$tmp/a.txt" "$tmp/b.txt"; check "same stdout twice" $?
 cmp -s "$tmp/a.png" "$tmp/b.png"; check "same image twice" $?
 head -c 8 "$tmp/a.png" | od -An -tx1 | grep -q '89 50 4e 47'; check "output is a PNG" $?
 grep -q 'SYNTHETIC' "$tmp/a.err"; check "synthetic weights announced" $?
+# The tactic options parse everywhere (the CPU reference has no tactics to choose).
+"$bin" --model shapes --device cpu --input data/shapes.png --no-output --no-tactic-search \
+    --timing-cache "$tmp/t.cache" >/dev/null 2>&1
+check "--no-tactic-search --timing-cache accepted" $?
+"$bin" --model shapes --device cpu --input data/shapes.png --no-output --tactic-search >/dev/null 2>&1
+check "--tactic-search accepted" $?
 grep -q 'time (last run)' "$tmp/a.err"; check "time split reported" $?
 
 # fp16 without a GPU: the CPU emulates the GPU's arithmetic, says so, and finds boxes too.

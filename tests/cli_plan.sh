@@ -66,6 +66,31 @@ grep -q 'fused quant-in: 1  fused dequant-out: 2' "$tmp/io.txt" || fail "--fuse-
 "$graphrun" plan --model yolov3-tiny --prec fp16 --fuse-dequant-out \
     | grep -q 'quantize: 1  dequantize: 0' || fail "--fuse-dequant-out"
 
+# --device gpu: the GPU engine's conv tactics after the plan (docs/tactics.md). Without a GPU:
+# exit 4 and one line. With one: a row per tensor-core conv, and a second build with the same
+# timing cache takes every tactic from it.
+"$graphrun" plan --device tpu > /dev/null 2>&1
+[ $? -eq 2 ] || fail "--device tpu should exit 2"
+"$graphrun" plan --device gpu --prec int8 > "$tmp/gpu.txt" 2> "$tmp/gpu.err"
+rc=$?
+if [ $rc -eq 4 ]; then
+    [ "$(wc -l < "$tmp/gpu.err")" -eq 1 ] || fail "no GPU: one stderr line expected"
+    grep -q 'no CUDA device\|without CUDA' "$tmp/gpu.err" || fail "no GPU: the line says why"
+else
+    [ $rc -eq 0 ] || fail "plan --device gpu exited $rc: $(cat "$tmp/gpu.err")"
+    grep -q '^conv tactics on ' "$tmp/gpu.txt" || fail "--device gpu: no tactic table"
+    [ "$(grep -cE '^ +[0-9]+  [0-9a-z]' "$tmp/gpu.txt")" -eq 8 ] \
+        || fail "--device gpu: YOLOv2-tiny has 8 tensor-core convs after the first"
+    "$graphrun" plan --device gpu --prec int8 --timing-cache "$tmp/t.cache" > /dev/null 2>&1 \
+        || fail "--timing-cache first build"
+    "$graphrun" plan --device gpu --prec int8 --timing-cache "$tmp/t.cache" > "$tmp/gpu2.txt" \
+        || fail "--timing-cache second build"
+    grep -q '0 candidates timed, 8 of 8 convs from the timing cache' "$tmp/gpu2.txt" \
+        || fail "second build with the timing cache measured something"
+    "$graphrun" plan --device gpu --prec int8 --no-tactic-search | grep -q 'search is off' \
+        || fail "--no-tactic-search"
+fi
+
 # --prec auto: the map chosen on two calibration images heads the plan; budget 0 is all fp16 (even
 # fp16 exceeds it: the notice says so); a budget out of range and --layer-prec with auto exit 2.
 mkdir "$tmp/calib"

@@ -45,6 +45,8 @@ typedef struct bench_options {
     int inflight; /* the engines' slots for the sustained throughput */
     const char *json_path;
     float max_nrmse; /* --prec auto budget */
+    const char *timing_cache; /* --timing-cache FILE */
+    int tactic_search;        /* -1 default, 1 --tactic-search, 0 --no-tactic-search */
 } bench_options;
 
 /* One (precision, batch) measurement; times in microseconds. */
@@ -59,6 +61,8 @@ typedef struct bench_result {
     gr_timing split; /* medians of each component over the timed runs */
     int output_ok;   /* finite and not all zero */
     char device_name[128];
+    double build_ms;          /* gr_engine_build, host clock */
+    gr_tactic_stats tactics;  /* of that build */
 } bench_result;
 
 /* The project's targets on the H100 (bench/README.md): batch-1 end-to-end latency ceilings and
@@ -91,7 +95,7 @@ static void print_help(void)
 {
     printf("usage: %s [--model M] [--prec fp32|fp16|int8|auto|all] [--batch N[,N...]]\n"
            "         [--iters N] [--warmup N] [--inflight N] [--image FILE] [--eager]\n"
-           "         [--max-nrmse X] [--json FILE]\n"
+           "         [--max-nrmse X] [--json FILE] [--timing-cache FILE] [--[no-]tactic-search]\n"
            "\n"
            "  --model M      built-in model (default yolo = YOLOv2-tiny VOC), synthetic weights\n"
            "  --prec P       precision(s), comma-separated or 'all' (default all = fp32,fp16,int8);\n"
@@ -104,6 +108,9 @@ static void print_help(void)
            "  --image FILE   input photo, letterboxed and replicated (default %s/dog.jpg)\n"
            "  --eager        build engines without a CUDA graph (use_cuda_graph = 0)\n"
            "  --json FILE    also write the results as JSON\n"
+           "  --timing-cache FILE  reuse / store the measured conv tactics (docs/tactics.md)\n"
+           "  --tactic-search      time each conv's candidate tactics at build (off by default)\n"
+           "  --no-tactic-search   the kernels' automatic conv tactics (the default)\n"
            "\n"
            "Times are host-clock microseconds of synchronous gr_engine_run() calls (input already in the pinned buffer)\n"
            "(input copy, compute, output copy).\n"
@@ -168,6 +175,7 @@ static int parse_args(int argc, char **argv, bench_options *o)
 {
     memset(o, 0, sizeof *o);
     o->model = "yolo";
+    o->tactic_search = -1;
     o->image = GR_DATA_DIR "/dog.jpg";
     parse_precisions("all", o);
     o->batches[0] = 1;
@@ -186,6 +194,12 @@ static int parse_args(int argc, char **argv, bench_options *o)
         } else if (strcmp(a, "--eager") == 0) {
             o->eager = 1;
             takes_value = 0;
+        } else if (strcmp(a, "--no-tactic-search") == 0) {
+            o->tactic_search = 0;
+            takes_value = 0;
+        } else if (strcmp(a, "--tactic-search") == 0) {
+            o->tactic_search = 1;
+            takes_value = 0;
         } else if (!v) {
             fprintf(stderr, "%s: '%s' needs a value (or is unknown; see --help)\n", prog, a);
             return 2;
@@ -195,6 +209,8 @@ static int parse_args(int argc, char **argv, bench_options *o)
             o->image = v;
         } else if (strcmp(a, "--json") == 0) {
             o->json_path = v;
+        } else if (strcmp(a, "--timing-cache") == 0) {
+            o->timing_cache = v;
         } else if (strcmp(a, "--prec") == 0) {
             ok = parse_precisions(v, o);
         } else if (strcmp(a, "--batch") == 0) {
@@ -301,7 +317,15 @@ static gr_status bench_one(const gr_model *model, const bench_options *o, const 
     eo.batch = r->batch;
     eo.use_cuda_graph = !o->eager;
     eo.inflight = o->inflight;
-    if ((st = gr_engine_build(model, &eo, &engine)) != GR_OK) {
+    if (o->tactic_search >= 0)
+        eo.tactic_search = o->tactic_search;
+    eo.timing_cache = o->timing_cache;
+    double build_start = now_us();
+    st = gr_engine_build(model, &eo, &engine);
+    r->build_ms = (now_us() - build_start) / 1e3;
+    if (st == GR_OK)
+        gr_engine_tactic_stats(engine, &r->tactics);
+    if (st != GR_OK) {
         record_failure(r, st, "building the GPU engine");
         goto done;
     }
@@ -450,6 +474,13 @@ static void print_table(const bench_result *results, int n, const bench_options 
                    (double)m->cublas_workspace_bytes / 1048576.0,
                    (double)m->total_bytes / 1048576.0, m->inflight);
     }
+    for (int i = 0; i < n; i++)
+        if (results[i].status == GR_OK)
+            printf("%-5s %5d engine build %.0f ms (tactic search %.0f ms: %d candidates timed for "
+                   "%d convs, %d from the timing cache)\n",
+                   gr_precision_name(results[i].precision), results[i].batch, results[i].build_ms,
+                   results[i].tactics.search_ms, results[i].tactics.candidates,
+                   results[i].tactics.convs, results[i].tactics.cached);
 }
 
 static int write_json(const char *path, const bench_options *o, const char *model_name,
@@ -499,6 +530,10 @@ static int write_json(const char *path, const bench_options *o, const char *mode
                 r->memory.inflight, r->sustained_images_per_s, r->memory.weights_bytes,
                 r->memory.arena_bytes, r->memory.workspace_bytes, r->memory.io_bytes,
                 r->memory.cublas_workspace_bytes, r->memory.total_bytes);
+        fprintf(f, ", \"build_ms\": %.1f, \"tactic_search\": {\"ms\": %.1f, \"convs\": %d, "
+                   "\"searched\": %d, \"cached\": %d, \"candidates\": %d, \"rejected\": %d}",
+                r->build_ms, r->tactics.search_ms, r->tactics.convs, r->tactics.searched,
+                r->tactics.cached, r->tactics.candidates, r->tactics.rejected);
         if (lat > 0)
             fprintf(f, ", \"target_p50_us_max\": %.0f, \"target_met\": %s", lat,
                     r->p50 <= lat ? "true" : "false");

@@ -53,6 +53,8 @@ typedef struct gr_cli_options {
     int eager;            /* --eager: run the plan without the CUDA graph (use_cuda_graph = 0) */
     int inflight;         /* engine slots (runs in flight); set by the streaming path, 0 = 1 */
     int fast_decode;      /* --fast-decode: streaming only, JPEGs >= 2x the input DCT-scaled */
+    const char *timing_cache; /* --timing-cache FILE: measured conv tactics, reused when valid */
+    int tactic_search;    /* -1 the library's default, 1 --tactic-search, 0 --no-tactic-search */
 } gr_cli_options;
 
 /* Parse the detection command's arguments (argv[0] is the program). Returns 0, or GR_EXIT_USAGE

@@ -62,6 +62,7 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
     o->seed = 1;
     o->device = GR_DEVICE_AUTO;
     o->precision = GR_PREC_FP32;
+    o->tactic_search = -1;
     o->batch = 1;
     o->thresh = 0.5f;
     o->nms = 0.45f;
@@ -85,12 +86,14 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
         if (!strcmp(a, "--find-overflow")) { o->find_overflow = 1; continue; }
         if (!strcmp(a, "--eager")) { o->eager = 1; continue; }
         if (!strcmp(a, "--fast-decode")) { o->fast_decode = 1; continue; }
+        if (!strcmp(a, "--no-tactic-search")) { o->tactic_search = 0; continue; }
+        if (!strcmp(a, "--tactic-search")) { o->tactic_search = 1; continue; }
         /* Options with a value: --opt VALUE or --opt=VALUE. */
         static const char *const with_value[] = {
             "--model", "--cfg", "--weights", "--names", "--output", "--save-output", "--input",
             "--seed", "--device", "--prec", "--batch", "--runs", "--thresh", "--nms", "--calib-cache",
             "--calib", "--calib-percentile", "--calib-images", "--calib-device", "--input-list",
-            "--threads", "--max-nrmse", NULL};
+            "--threads", "--max-nrmse", "--timing-cache", NULL};
         const char *val = NULL;
         char name[32];
         const char *eq = strchr(a, '=');
@@ -122,6 +125,7 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
         else if (!strcmp(name, "--save-output")) o->save_output = val;
         else if (!strcmp(name, "--calib-cache")) o->calib_cache = val;
         else if (!strcmp(name, "--calib-images")) o->calib_images = val;
+        else if (!strcmp(name, "--timing-cache")) o->timing_cache = val;
         else if (!strcmp(name, "--calib")) {
             if (gr_calib_method_parse(val, &o->calib_method) != GR_OK)
                 return usage_error(err, errlen, "--calib '%s' is not max, percentile, entropy or mse%s",

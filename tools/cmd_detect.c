@@ -49,7 +49,9 @@ static void print_help(void)
         "  --output FILE       image with boxes (.png/.jpg; default predictions.png, with several\n"
         "                      inputs predictions.1.png ...); --no-output writes none\n"
         "  --save-output FILE  raw head outputs as .npy (float32 NCHW); further heads FILE.1.npy ...\n"
-        "  --json              print results as JSON\n"
+        "  --json              print results as JSON\n",
+        default_input);
+    printf(
         "engine\n"
         "  --device D          auto (default: GPU when visible, else CPU reference), cpu, gpu\n"
         "  --prec P            fp32 (default), fp16, int8, or auto: int8 or fp16 per layer, the\n"
@@ -68,14 +70,18 @@ static void print_help(void)
         "  --find-overflow     when an output holds NaN/Inf, name the first layer that produced one\n"
         "  --eager             run the plan's kernels one by one, without the CUDA graph (to see\n"
         "                      each node in Nsight Systems)\n"
+        "  --timing-cache FILE GPU fp16/int8: reuse the conv tactics measured in FILE, and write\n"
+        "                      new measurements there (ignored if made on another GPU or corrupt)\n"
+        "  --tactic-search     GPU fp16/int8: time each conv's candidate tactics at build and keep\n"
+        "                      the fastest (docs/tactics.md; new, off by default)\n"
+        "  --no-tactic-search  the kernels' automatic conv tactics (the default)\n"
         "detection\n"
         "  --thresh T          class probability threshold (default 0.5, as Darknet)\n"
         "  --nms T             IoU threshold of the class-wise NMS (default 0.45, as Darknet)\n"
         "  --help, --version\n"
         "\n"
         "exit status: 0 ok, 1 runtime failure or NaN/Inf in an output, 2 bad arguments, 3 bad input\n"
-        "             file, 4 no GPU, 5 out of memory\n",
-        default_input);
+        "             file, 4 no GPU, 5 out of memory\n");
 }
 
 int gr_cli_fail(gr_status st, const char *what)
@@ -181,6 +187,9 @@ int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, g
     eo.fp16_accumulate = o->fp16_accumulate;
     eo.use_cuda_graph = !o->eager;
     eo.inflight = o->inflight > 0 ? o->inflight : 1;
+    if (o->tactic_search >= 0)
+        eo.tactic_search = o->tactic_search;
+    eo.timing_cache = o->timing_cache;
     if (o->device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
         fprintf(stderr, "graphrun: no CUDA device visible: running the CPU reference (slow)\n");
     st = gr_engine_build(*model, &eo, engine);

@@ -6,10 +6,12 @@
  * --prec auto builds an engine with GR_PREC_AUTO (the model's own weights: `shapes` its trained
  * ones) to choose the per-layer map, then plans with that map; a mixed plan (auto or --layer-prec)
  * starts with a "precision map:" line. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "planner/plan.h"
 #include "tools/cli.h"
@@ -26,7 +28,12 @@ static void plan_usage(FILE *f)
                "                     [--json] [--dot FILE] [--svg FILE] [--single-stream]\n"
                "                     [--fuse-maxpool] [--fuse-quant-in] [--fuse-dequant-out]\n"
                "                     [--fuse-io] [--no-concat] [--no-inplace]\n"
-               "                     [--decode-heads] [--calibrate]\n");
+               "                     [--decode-heads] [--calibrate]\n"
+               "                     [--device gpu [--timing-cache FILE] [--no-tactic-search]]\n"
+               "--device gpu with fp16/int8 (text output, no --layer-prec) also builds the GPU\n"
+               "engine (fusions and int8 calibration as graphrun runs it) and shows each\n"
+               "tensor-core conv's tactic: its name, measured time and the automatic tactic's\n"
+               "time (docs/tactics.md).\n");
 }
 
 static int status_exit(gr_status st)
@@ -38,6 +45,7 @@ static int status_exit(gr_status st)
     case GR_ERR_PARSE:
     case GR_ERR_UNSUPPORTED:
     case GR_ERR_LIMIT: return 3;
+    case GR_ERR_NO_DEVICE: return 4;
     case GR_ERR_OUT_OF_MEMORY: return 5;
     default: return 1;
     }
@@ -192,6 +200,70 @@ static void synthetic_image(const gr_net *net, float *image)
             }
 }
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Build the GPU engine of the same model and print its conv tactics. */
+static gr_status show_tactics(const char *model, const char *cfg, const char *weights,
+                              const gr_plan_options *opt, const char *timing_cache, int search)
+{
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = cfg ? NULL : model;
+    mo.cfg_path = cfg;
+    mo.weights_path = weights;
+    gr_model *m = NULL;
+    GR_TRY(gr_model_load(&mo, &m));
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = GR_DEVICE_GPU;
+    eo.precision = opt->precision;
+    eo.batch = opt->batch;
+    eo.tactic_search = search;
+    eo.timing_cache = timing_cache;
+    gr_engine *e = NULL;
+    double start = now_ms();
+    gr_status st = gr_engine_build(m, &eo, &e);
+    double build_ms = now_ms() - start;
+    gr_model_destroy(m);
+    if (st != GR_OK)
+        return st;
+    for (const char *line = gr_engine_notice(e); *line;) {
+        size_t len = strcspn(line, "\n");
+        fprintf(stderr, "graphrun plan: %.*s\n", (int)len, line);
+        line += len + (line[len] == '\n');
+    }
+    gr_tactic_stats ts;
+    gr_engine_tactic_stats(e, &ts);
+    printf("\nconv tactics on %s (%s, batch %d): engine build %.0f ms, tactic search %.0f ms, "
+           "%d candidates timed, %d of %d convs from the timing cache\n",
+           gr_engine_device_name(e), gr_precision_name(opt->precision), opt->batch, build_ms,
+           ts.search_ms, ts.candidates, ts.cached, ts.convs);
+    if (ts.rejected)
+        printf("  %d candidates failed the numerics check against the automatic tactic (not "
+               "used)\n", ts.rejected);
+    if (gr_engine_tactic_count(e) == 0)
+        printf("  none: %s\n", opt->precision == GR_PREC_FP32
+                                   ? "fp32 convs run on cuBLAS"
+                                   : "the tactic search is off (automatic tactics)");
+    else
+        printf("  layer  tactic            time us   auto us  speedup  candidates\n");
+    for (int i = 0; i < gr_engine_tactic_count(e); i++) {
+        gr_tactic_info t;
+        gr_engine_tactic(e, i, &t);
+        char timed[16];
+        snprintf(timed, sizeof timed, "%d", t.candidates);
+        printf("  %5d  %-16s %8.2f  %8.2f  %6.2fx  %s\n", t.layer, t.name, t.us, t.auto_us,
+               t.us > 0.0 ? t.auto_us / t.us : 0.0, t.candidates ? timed : "cached");
+    }
+    gr_engine_destroy(e);
+    return GR_OK;
+}
+
 int gr_cli_plan(int argc, char **argv)
 {
     const char *model = "yolo", *cfg = NULL, *weights = NULL, *layer_prec = NULL;
@@ -199,6 +271,8 @@ int gr_cli_plan(int argc, char **argv)
     int json = 0, calibrate = 0;
     float max_nrmse = GR_MAX_NRMSE_DEFAULT;
     gr_device device = GR_DEVICE_AUTO;
+    int search = 1;
+    const char *timing_cache = NULL;
     gr_plan_options opt;
     gr_plan_options_default(&opt);
     for (int i = 1; i < argc; i++) {
@@ -265,12 +339,20 @@ int gr_cli_plan(int argc, char **argv)
             opt.decode_heads = 1;
         } else if (strcmp(a, "--calibrate") == 0) {
             calibrate = 1;
+        } else if (strcmp(a, "--timing-cache") == 0 && has_value) {
+            timing_cache = argv[++i];
+        } else if (strcmp(a, "--no-tactic-search") == 0) {
+            search = 0;
         } else {
             return usage_error(has_value || a[0] != '-' ? "unknown argument" : "missing value for",
                                a);
         }
     }
 
+    /* --device gpu with one precision, as text: the GPU engine's conv tactics after the plan
+     * (with --prec auto it says where the automatic search runs). */
+    const int tactics = device == GR_DEVICE_GPU && !json && !layer_prec &&
+                        opt.precision != GR_PREC_AUTO;
     gr_net *net = NULL;
     gr_plan *plan = NULL;
     gr_precision *map = NULL;
@@ -332,6 +414,8 @@ int gr_cli_plan(int argc, char **argv)
         st = write_file(dot, gr_plan_dump_dot, plan);
     if (st == GR_OK && svg)
         st = write_file(svg, gr_plan_dump_svg, plan);
+    if (st == GR_OK && tactics)
+        st = show_tactics(model, cfg, weights, &opt, timing_cache, search);
     int code = st == GR_OK ? 0 : fail(st);
     free(map);
     free(image);

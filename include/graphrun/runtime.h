@@ -234,6 +234,18 @@ typedef struct gr_engine_options {
                                 (up to 16) and outputs of the output NRMSE against fp32;
                                 GR_MAX_NRMSE_DEFAULT default. The chosen map is in
                                 gr_engine_notice() and gr_engine_layer_precision(). */
+    int tactic_search;       /* GPU, fp16/int8: time each tensor-core conv's candidate tactics
+                                (tile shape x split-K) on its real shape at build and keep the
+                                fastest that passes a numerics check (int8: bit-identical to the
+                                automatic tactic; fp16: NRMSE <= 1e-3). 0 default for now (the
+                                search has not yet run on hardware; docs/tactics.md); the
+                                environment variable GR_DISABLE_TACTIC_SEARCH=1 forces it off. See
+                                gr_engine_tactic() and docs/tactics.md. */
+    const char *timing_cache; /* file of measured tactics for this GPU: read at build (a missing
+                                file is fine; one from another GPU, driver, CUDA or graphrun
+                                version, or a corrupt one, is ignored with a notice) so that layers
+                                found there are not measured again; written (atomically) when new
+                                measurements were made. NULL = none. Only read during the build. */
 } gr_engine_options;
 
 /* 0.003: on the bundled trained model all int8 measures 0.006 and loses 0.05 of mAP@0.5:0.95,
@@ -321,7 +333,7 @@ typedef struct gr_engine_memory_info {
                                         for the engine (slot 0, eager runs), and one per stream for
                                         each slot >= 1, whose graph runs beside the others */
     size_t arena_bytes;              /* per instance: activations */
-    size_t workspace_bytes;          /* per instance: im2col and split-K scratch */
+    size_t workspace_bytes;          /* per instance: im2col, split-K and GEMM-tactic scratch */
     size_t io_bytes;                 /* per instance: device input + outputs (CPU: the slot's host
                                         input buffers and outputs) */
     size_t pinned_bytes;             /* per instance: pinned host input + outputs (GPU only) */
@@ -352,6 +364,35 @@ typedef struct gr_timing {
 } gr_timing;
 
 gr_status gr_engine_timing(const gr_engine *engine, gr_timing *timing);
+
+/* ---- convolution tactics (GPU engines) ----
+ * The tactic of each tensor-core convolution of the engine's uint8-input graph, in plan order
+ * (fp32 engines, CPU engines and convs without a choice - the first layer - have none). */
+typedef struct gr_tactic_info {
+    int layer;           /* Darknet layer index */
+    int tile_config;     /* 0 = the kernels' automatic choice, else a tile shape (see name) */
+    int split_k;         /* 0 = automatic, 1 = no split, n = the K range cut into n parts */
+    int gemm;            /* 1: the GEMM tactic instead (im2col + cuBLASLt matmul + the same
+                            epilogue); tile_config and split_k are then 0 */
+    char name[32];       /* "auto", "128x64", "64x64 split 4", "gemm (cuBLASLt)" */
+    double us;           /* median measured time of the chosen tactic (microseconds; from the
+                            timing cache when cached; 0 when not searched) */
+    double auto_us;      /* the same for the automatic tactic */
+    int candidates;      /* candidates timed at this build; 0 when taken from the timing cache */
+} gr_tactic_info;
+
+typedef struct gr_tactic_stats {
+    int convs;           /* tensor-core convs with a tactic choice, every variant built */
+    int searched;        /* of them, decided by measuring at this build */
+    int cached;          /* of them, taken from the timing cache (checked, not timed) */
+    int candidates;      /* candidate tactics timed in all */
+    int rejected;        /* candidates whose output failed the numerics check (not timed) */
+    double search_ms;    /* host time spent choosing tactics */
+} gr_tactic_stats;
+
+int gr_engine_tactic_count(const gr_engine *engine); /* 0 for NULL */
+gr_status gr_engine_tactic(const gr_engine *engine, int index, gr_tactic_info *info);
+gr_status gr_engine_tactic_stats(const gr_engine *engine, gr_tactic_stats *stats);
 
 /* Notices from building the engine ("" if none), one line each: e.g. a calibration cache in an
  * old format that was ignored and rewritten. Never NULL. */

@@ -1,0 +1,74 @@
+/* Timing cache of the conv tactic search (runtime/gpu_tactic.c): which tactic won for a layer
+ * shape on one GPU, so a second build of the same engine measures nothing. Plain C, no CUDA: the
+ * tests parse and write it on any machine.
+ *
+ * File format (text, one record per line, '\n' endings):
+ *     graphrun-timing-cache 1 <graphrun version>
+ *     device <device key: GPU name, compute capability, SMs, CUDA runtime/driver, cuBLASLt>
+ *     entries <n>
+ *     <layer key> <tile> <split> <us> <auto_us>      (n lines)
+ *     end
+ * A layer key is one token of printable ASCII without spaces (dtype, shapes, strides, fusions,
+ * batch: gpu_tactic.c builds it). tile 0..GR_TCACHE_MAX_TILE, split 0..GR_TCACHE_MAX_SPLIT (0 =
+ * the kernels' automatic choice; gpu_tactic.c writes tile 16 for the GEMM tactic), times in
+ * microseconds, finite, in (0, GR_TCACHE_MAX_US].
+ *
+ * Invariant: a cache is never trusted in part. A file of another format version, graphrun
+ * version or device, or with any malformed line, a wrong entry count or no "end", is ignored as a
+ * whole with a one-line notice; a missing file is simply empty. The GPU side still checks every
+ * cached tactic against the kernels' own argument checks and the numerics check before use. */
+#ifndef GR_RUNTIME_TIMING_CACHE_H
+#define GR_RUNTIME_TIMING_CACHE_H
+
+#include <stddef.h>
+
+#include "graphrun/runtime.h"
+
+#define GR_TCACHE_VERSION 1
+#define GR_TCACHE_KEY_MAX 192     /* bytes of a layer key, NUL included */
+#define GR_TCACHE_DEVICE_MAX 256  /* bytes of the device key, NUL included */
+#define GR_TCACHE_MAX_ENTRIES 65536
+#define GR_TCACHE_MAX_FILE_BYTES (16u << 20)
+#define GR_TCACHE_MAX_TILE 16
+#define GR_TCACHE_MAX_SPLIT 64
+#define GR_TCACHE_MAX_US 1e9
+
+typedef struct gr_tcache_entry {
+    char key[GR_TCACHE_KEY_MAX];
+    int tile, split;
+    double us, auto_us;
+} gr_tcache_entry;
+
+typedef struct gr_timing_cache {
+    char device[GR_TCACHE_DEVICE_MAX];
+    gr_tcache_entry *entries;
+    int n, cap;
+    int dirty; /* entries added since it was read */
+} gr_timing_cache;
+
+/* An empty cache for `device` (control characters become '?', truncated to fit). */
+void gr_timing_cache_init(gr_timing_cache *c, const char *device);
+void gr_timing_cache_free(gr_timing_cache *c);
+
+/* Replace the entries with those of `text` (len bytes, from `origin`, a file name for the
+ * notice). Any problem leaves the cache empty and writes one line to notice ("" otherwise).
+ * Never fails: a cache is an optimization. */
+void gr_timing_cache_parse(gr_timing_cache *c, const char *text, size_t len, const char *origin,
+                           char *notice, size_t notice_len);
+/* Read `path` into the cache: a missing file is an empty cache without a notice; an unreadable,
+ * oversized or invalid one is empty with a notice. */
+void gr_timing_cache_load(gr_timing_cache *c, const char *path, char *notice, size_t notice_len);
+
+/* The entry of `key`, or NULL. */
+const gr_tcache_entry *gr_timing_cache_find(const gr_timing_cache *c, const char *key);
+/* Add or replace the entry of `key`; GR_ERR_INVALID_ARGUMENT for a key or values the format
+ * cannot hold, GR_ERR_LIMIT past GR_TCACHE_MAX_ENTRIES. Sets dirty. */
+gr_status gr_timing_cache_put(gr_timing_cache *c, const char *key, int tile, int split, double us,
+                              double auto_us);
+
+/* The file's text (malloc'd, NUL-terminated; *len without the NUL). */
+gr_status gr_timing_cache_serialize(const gr_timing_cache *c, char **text, size_t *len);
+/* Write the cache to `path` atomically: a temporary file in the same folder, then rename. */
+gr_status gr_timing_cache_save(const gr_timing_cache *c, const char *path);
+
+#endif
