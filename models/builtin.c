@@ -1,7 +1,10 @@
 /* Built-in models (cfg and class names compiled into the library by cmake/embed.cmake) and class
  * name lists. "yolo" is an alias of yolov2-tiny-voc (20 VOC classes); yolov2-tiny and yolov3-tiny
  * use the 80 COCO classes; "shapes" is the project's own small detector of coloured shapes, whose
- * trained weights ship as a data file (tools/train/train_shapes.py). */
+ * trained weights ship as a data file (tools/train/train_shapes.py). "darknet19" and "resnet18" are
+ * Darknet's ImageNet classifiers (cfg/darknet19.cfg and cfg/resnet18.cfg of pjreddie/darknet,
+ * unchanged; 256x256, 1000 classes named by the first 1000 lines of Darknet's
+ * data/imagenet.shortnames.list, the order its 1k classifiers output). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +30,13 @@ static const builtin_model builtins[] = {
     {"yolov2-tiny", "yolov2-tiny", "coco.names", NULL},
     {"yolov3-tiny", "yolov3-tiny", "coco.names", NULL},
     {"shapes", "shapes", "shapes.names", "shapes.weights"},
+    {"darknet19", "darknet19", "imagenet.names", NULL},
+    {"resnet18", "resnet18", "imagenet.names", NULL},
 };
 
 static const char *const builtin_names[] = {"yolo", "yolov2-tiny-voc", "yolov2-tiny",
-                                            "yolov3-tiny", "shapes", NULL};
+                                            "yolov3-tiny", "shapes", "darknet19",
+                                            "resnet18", NULL};
 
 static const builtin_model *find_builtin(const char *name)
 {
@@ -67,7 +73,8 @@ gr_status gr_net_builtin(const char *name, gr_net **out)
     if (!b)
         return gr_fail(GR_ERR_INVALID_ARGUMENT,
                        "unknown built-in model '%s' (built-in: yolo, yolov2-tiny-voc, "
-                       "yolov2-tiny, yolov3-tiny, shapes)", name);
+                       "yolov2-tiny, yolov3-tiny, shapes, darknet19, resnet18)",
+                       name);
     char cfg_name[GR_NET_NAME_LEN + 8];
     snprintf(cfg_name, sizeof cfg_name, "%s.cfg", b->model);
     const gr_embedded_file *cfg = gr_embedded_find(cfg_name);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CLI end to end on the CPU reference: detections printed, image written, deterministic output,
-# yolov3-tiny (two heads), --save-output/.npy naming, and bad input giving a one-line error with the
-# documented exit status. $1 = the graphrun binary. Runs from the source root.
+# yolov3-tiny (two heads), a classifier's top 5 (resnet18, darknet19), --save-output/.npy naming,
+# and bad input giving a one-line error with the documented exit status. $1 = the graphrun binary. Runs from the source root.
 set -u
 bin=$1
 source "$(dirname "$0")/lib/check.sh"
@@ -52,6 +52,22 @@ head -c 6 "$tmp/heads.npy" | od -An -c | grep -q 'N   U   M   P   Y'; check ".np
 [ -s "$tmp/c.png" ]; check "yolov3-tiny image written" $?
 
 # Bad input: one line on stderr naming what and where, documented exit status.
+# Darknet's classifier by name: no boxes, its top 5 classes (ImageNet names, scores falling).
+"$bin" --model resnet18 --device cpu --input data/dog.jpg --no-output --json >"$tmp/cls.json" 2>/dev/null
+check "resnet18 cpu run exit 0" $?
+python3 - "$tmp/cls.json" <<'PY'
+import json, sys
+img = json.load(open(sys.argv[1]))["images"][0]
+top = img["top5"]
+scores = [t["score"] for t in top]
+assert img["detections"] == [] and len(top) == 5, img
+assert scores == sorted(scores, reverse=True) and 0 < scores[-1] and scores[0] < 1, scores
+assert all(0 <= t["class_id"] < 1000 and not t["class"].startswith("class ") for t in top), top
+PY
+check "resnet18 top-5 classes in the JSON" $?
+"$bin" --model darknet19 --device cpu --input data/dog.jpg --no-output 2>/dev/null | grep -q '^  top-5: [a-zA-Z]'
+check "darknet19 top-5 line" $?
+
 expect_exit "unknown option" 2 "unknown option '--bogus'" -- --bogus
 expect_exit "bad precision" 2 "fp32, fp16, int8 or auto" -- --prec int4
 expect_exit "bad --max-nrmse" 2 "--max-nrmse" -- --max-nrmse -1

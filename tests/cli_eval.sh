@@ -89,6 +89,13 @@ grep -q "a.txt:2: class 7" "$tmp/err.txt" || fail "class message: $(cat "$tmp/er
 [ $? -eq 2 ] || fail "no --images: expected exit 2"
 "$graphrun" eval --images data/shapes-val --prec int4 > /dev/null 2>&1
 [ $? -eq 2 ] || fail "bad --prec: expected exit 2"
+"$graphrun" eval --images data/shapes-val --prec int8 --calib banana > /dev/null 2>&1
+[ $? -eq 2 ] || fail "bad --calib: expected exit 2"
+# Another calibration method (the report's per-method table): same floor as max.
+"$graphrun" eval --model shapes --images data/shapes-val --max-images 20 --device cpu \
+    --prec int8 --calib mse --json > "$tmp/mse.json" 2> "$tmp/err.txt" || { cat "$tmp/err.txt"; fail "eval --calib mse exited"; }
+mse=$(json_num "$tmp/mse.json" int8 map50)
+[ -n "$mse" ] && ge "$mse" "$INT8_FLOOR" || fail "int8 (mse) mAP@0.5 '$mse' < $INT8_FLOOR"
 # On a GPU, the whole validation set in every precision: fp32 mAP@0.5 >= 0.85, fp16 within 0.005
 # of it, int8 within 0.01 (issue 11's acceptance bounds for the bundled model).
 if "$graphrun" eval --model shapes --images data/shapes-val --max-images 1 --device gpu \

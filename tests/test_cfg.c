@@ -376,10 +376,11 @@ END_TEST
 START_TEST(builtin_names_list)
 {
     const char *const *names = gr_net_builtin_names();
-    const char *expected[] = {"yolo", "yolov2-tiny-voc", "yolov2-tiny", "yolov3-tiny", "shapes"};
-    for (int i = 0; i < 5; i++)
+    const char *expected[] = {"yolo",   "yolov2-tiny-voc", "yolov2-tiny", "yolov3-tiny",
+                              "shapes", "darknet19",       "resnet18"};
+    for (int i = 0; i < 7; i++)
         ck_assert_str_eq(names[i], expected[i]);
-    ck_assert_ptr_null(names[5]);
+    ck_assert_ptr_null(names[7]);
 }
 END_TEST
 
@@ -395,6 +396,10 @@ START_TEST(builtin_models_parse_with_class_names)
         {"yolov2-tiny", "yolov2-tiny", 16, 80, "person", "toothbrush"},
         {"yolov3-tiny", "yolov3-tiny", 24, 80, "person", "toothbrush"},
         {"shapes", "shapes", 12, 5, "circle", "cross"},
+        /* Darknet's classifiers: 19 conv + 5 maxpool + avgpool + softmax; 18 conv + 8 shortcut +
+         * maxpool + avgpool + softmax. */
+        {"darknet19", "darknet19", 26, 1000, "kit fox", "dumbbell"},
+        {"resnet18", "resnet18", 29, 1000, "kit fox", "dumbbell"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gr_net *net = NULL;

@@ -117,6 +117,42 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* A network without a detection head whose output is one vector per image (a classifier such as
+ * darknet19: [softmax] over 1000 classes): its top 5 classes for image b, as text or a JSON
+ * "top5" member. Nothing for other outputs. */
+static void print_top5(const gr_engine *engine, const gr_model *model, int b, int json)
+{
+    gr_tensor_desc d;
+    const float *out;
+    if (gr_engine_output_count(engine) != 1 || gr_engine_output_desc(engine, 0, &d) != GR_OK ||
+        d.h != 1 || d.w != 1 || d.c < 1 || gr_engine_output(engine, 0, &out) != GR_OK)
+        return;
+    out += (size_t)b * (size_t)d.c;
+    int top[5], k = d.c < 5 ? d.c : 5;
+    for (int j = 0; j < k; j++) {
+        top[j] = -1;
+        for (int i = 0; i < d.c; i++) {
+            int taken = 0;
+            for (int t = 0; t < j; t++)
+                taken |= top[t] == i;
+            if (!taken && (top[j] < 0 || out[i] > out[top[j]]))
+                top[j] = i;
+        }
+    }
+    printf(json ? ", \"top5\": [" : "  top-5:");
+    for (int j = 0; j < k; j++) {
+        if (json) {
+            printf("%s{\"class\": ", j ? ", " : "");
+            gr_cli_json_string(stdout, gr_model_class_name(model, top[j]));
+            printf(", \"class_id\": %d, \"score\": %.6f}", top[j], (double)out[top[j]]);
+        } else {
+            printf("%s %s %.4f", j ? "," : "", gr_model_class_name(model, top[j]),
+                   (double)out[top[j]]);
+        }
+    }
+    printf(json ? "]" : "\n");
+}
+
 int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, gr_model_info *info)
 {
     *model = NULL;
@@ -376,6 +412,8 @@ int gr_cli_detect(int argc, char **argv)
             gr_cli_json_string(stdout, slots[b].path);
             printf(", ");
             gr_cli_json_detections(stdout, model, dets, n, "\n    ");
+            if (info.classes == 0)
+                print_top5(engine, model, b, 1);
             printf("}");
         } else {
             printf("%s: %d detection%s\n", slots[b].path, n, n == 1 ? "" : "s");
@@ -384,6 +422,8 @@ int gr_cli_detect(int argc, char **argv)
                        gr_model_class_name(model, dets[i].class_id), 100.0 * (double)dets[i].prob,
                        (double)dets[i].left, (double)dets[i].top, (double)dets[i].right,
                        (double)dets[i].bottom);
+            if (info.classes == 0)
+                print_top5(engine, model, b, 0);
         }
         int write_image = slots[b].image && !(o.output && o.output[0] == '\0') &&
                           (b < o.n_inputs); /* a repeated input is drawn once */

@@ -35,6 +35,7 @@ typedef struct eval_args {
     gr_precision precs[3];
     int n_precs;
     gr_device device;
+    gr_calib_method calib_method; /* int8; max by default */
     int batch, max_images, json;
     float thresh, nms;
 } eval_args;
@@ -54,6 +55,8 @@ static void eval_usage(FILE *f)
             "  --batch N           images per run (default 1)\n"
             "  --calib-images DIR  int8 calibration images (default: data/shapes-calib for\n"
             "                      --model shapes, else the engine's default, the bundled photos)\n"
+            "  --calib M           int8 calibration method: max (default), percentile, entropy,\n"
+            "                      mse\n"
             "  --thresh T          detection threshold (default 0.005), --nms T (default 0.45)\n"
             "  --json              results as JSON\n");
 }
@@ -124,7 +127,10 @@ static int parse_args(int argc, char **argv, eval_args *a)
         else if (!strcmp(o, "--images")) a->images = v;
         else if (!strcmp(o, "--labels")) a->labels = v;
         else if (!strcmp(o, "--calib-images")) a->calib_images = v;
-        else if (!strcmp(o, "--max-nrmse")) {
+        else if (!strcmp(o, "--calib")) {
+            if (gr_calib_method_parse(v, &a->calib_method) != GR_OK)
+                return usage_error("--calib is not max, percentile, entropy or mse:", v);
+        } else if (!strcmp(o, "--max-nrmse")) {
             char *end;
             double x = strtod(v, &end);
             if (*end || end == v || !(x >= 0.0 && x <= 1.0))
@@ -360,6 +366,7 @@ static gr_status run_precision(const eval_args *a, const gr_model *model, const 
     eo.max_nrmse = a->max_nrmse;
     eo.batch = a->batch;
     eo.calib_images = calib;
+    eo.calib_method = a->calib_method;
     gr_engine *engine = NULL;
     gr_eval *ev = NULL;
     gr_image **batch_images = calloc((size_t)a->batch, sizeof *batch_images);

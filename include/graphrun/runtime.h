@@ -92,8 +92,8 @@ typedef struct gr_tensor_desc {
 typedef struct gr_model gr_model;
 
 typedef struct gr_model_options {
-    const char *builtin;      /* built-in model name ("yolo", "yolov2-tiny", "yolov3-tiny", "shapes"),
-                                 or NULL */
+    const char *builtin;      /* built-in model name ("yolo", "shapes", "darknet19", ...: see
+                                 gr_builtin_models()), or NULL */
     const char *cfg_path;     /* Darknet .cfg; replaces the built-in cfg when both are given */
     const char *weights_path; /* Darknet .weights; NULL = the built-in model's bundled trained
                                  weights ("shapes": data/shapes.weights, an error if missing), else
