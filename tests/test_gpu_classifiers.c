@@ -30,6 +30,7 @@
 
 #include "graphrun/runtime.h"
 #include "tests/support/classify_nets.h"
+#include "tests/support/gpu_test.h"
 
 #define CLASSES 1000
 #define SIDE 256
@@ -152,13 +153,8 @@ END_TEST
 
 int main(void)
 {
-    int devices = 0;
-    cudaError_t err = cudaGetDeviceCount(&devices);
-    if (err != cudaSuccess || devices == 0) {
-        printf("SKIP gpu_classifiers: no CUDA device (%s)\n",
-               err != cudaSuccess ? cudaGetErrorName(err) : "0 devices");
+    if (!gr_test_have_gpu("gpu_classifiers"))
         return 77;
-    }
     if (!mkdtemp(tmp_dir)) {
         perror("mkdtemp");
         return 1;
@@ -168,11 +164,7 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, classifier_matches_cpu, 0, (int)(sizeof nets / sizeof nets[0]));
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* CUDA is initialised in this process */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = gr_test_run_in_process(s);
     for (size_t i = 0; i < sizeof nets / sizeof nets[0]; i++) {
         char path[512];
         cache_path(nets[i], path, sizeof path);
