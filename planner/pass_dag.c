@@ -78,6 +78,9 @@ static gr_status check_options(const gr_net *net, const gr_plan_options *opt)
             return gr_fail(GR_ERR_INVALID_ARGUMENT,
                            "gr_plan_build: layer_precision[%d] = %d is not a precision", i,
                            (int)opt->layer_precision[i]);
+    if (opt->n_no_fuse_layer < 0 || (opt->n_no_fuse_layer > 0 && !opt->no_fuse_layer))
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_plan_build: n_no_fuse_layer %d without flags",
+                       opt->n_no_fuse_layer);
     /* Every tensor of the plan holds `batch` images: bounded like any tensor, before any is made. */
     gr_shape in_shape = {net->c, net->h, net->w};
     size_t elems;

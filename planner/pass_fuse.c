@@ -12,7 +12,8 @@ gr_status gr_pass_fuse_maxpool(gr_plan *plan)
     int fused = 0;
     for (int i = 0; i < plan->n_nodes; i++) {
         gr_plan_node *conv = &plan->nodes[i];
-        if (conv->kind != GR_OP_CONV || (conv->fused & GR_FUSED_MAXPOOL))
+        if (conv->kind != GR_OP_CONV || (conv->fused & GR_FUSED_MAXPOOL) ||
+            !gr_plan_may_fuse(plan, conv))
             continue;
         int pool = gr_plan_sole_consumer(plan, conv->output);
         if (pool < 0 || plan->nodes[pool].kind != GR_OP_MAXPOOL ||
@@ -47,7 +48,8 @@ gr_status gr_pass_fuse_input_quantize(gr_plan *plan)
         gr_dtype target = plan->tensors[q->output].dtype;
         int c = gr_plan_sole_consumer(plan, q->output);
         if (c < 0 || plan->nodes[c].kind != GR_OP_CONV || plan->nodes[c].inputs[0] != q->output ||
-            (target != GR_DTYPE_I8 && target != GR_DTYPE_F16))
+            (target != GR_DTYPE_I8 && target != GR_DTYPE_F16) ||
+            !gr_plan_may_fuse(plan, &plan->nodes[c]))
             continue;
         gr_plan_node *conv = &plan->nodes[c];
         conv->inputs[0] = in;
@@ -71,7 +73,7 @@ gr_status gr_pass_fuse_output_dequantize(gr_plan *plan)
         int t = dq->inputs[0];
         int c = plan->tensors[t].producer;
         if (c < 0 || plan->nodes[c].kind != GR_OP_CONV || gr_plan_sole_consumer(plan, t) != i ||
-            t == plan->input_tensor)
+            t == plan->input_tensor || !gr_plan_may_fuse(plan, &plan->nodes[c]))
             continue;
         gr_plan_node *conv = &plan->nodes[c];
         /* The conv writes the dequantized tensor in its own schedule slot: nothing between the

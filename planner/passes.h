@@ -59,6 +59,8 @@ int gr_plan_root(const gr_plan *plan, int t);
 int gr_plan_consumers(const gr_plan *plan, int t);
 /* The node reading tensor t when exactly one input slot of one node does, else -1. */
 int gr_plan_sole_consumer(const gr_plan *plan, int t);
+/* May the fusion passes fuse into conv node `conv`? (plan options' no_fuse_layer) */
+int gr_plan_may_fuse(const gr_plan *plan, const gr_plan_node *conv);
 /* placement.c: n_buffers x n_buffers, 1 where two buffers may be live at once (gr_plan_check
  * verifies the placement against the same relation). */
 gr_status gr_plan_conflict_matrix(const gr_plan *plan, char **out);

@@ -48,6 +48,8 @@ gr_status gr_plan_build(const gr_net *net, const gr_plan_options *opt, gr_plan *
             return gr_fail_prefix(st, "planner pass %s: ", pipeline[i].name);
         }
     }
+    plan->options.no_fuse_layer = NULL; /* read by the passes above; not owned */
+    plan->options.n_no_fuse_layer = 0;
     /* i8 tensors (and convs quantizing the u8 input to i8) have no scale until calibration or
      * gr_plan_set_ranges. */
     plan->scales_ready = 1;

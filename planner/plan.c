@@ -202,6 +202,13 @@ gr_status gr_plan_append_floats(gr_plan *plan, const float *src, size_t count, s
     return GR_OK;
 }
 
+int gr_plan_may_fuse(const gr_plan *plan, const gr_plan_node *conv)
+{
+    const gr_plan_options *o = &plan->options;
+    return !(o->no_fuse_layer && conv->layer >= 0 && conv->layer < o->n_no_fuse_layer &&
+             o->no_fuse_layer[conv->layer]);
+}
+
 int gr_plan_sole_consumer(const gr_plan *plan, int t)
 {
     int found = -1;

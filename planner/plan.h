@@ -143,6 +143,11 @@ typedef struct gr_plan_options {
                                    quantize reads the u8 input itself (GR_FUSED_QUANTIZE_IN) */
     int fuse_output_dequantize; /* 0 default: a conv whose only reader is a dequantize writes
                                    the f32 result itself (GR_FUSED_DEQUANT_OUT) */
+    const unsigned char *no_fuse_layer; /* NULL, or n_no_fuse_layer flags (layer -> 1: nothing is
+                                   fused into that layer's conv; the GPU engine's per-layer
+                                   fallback when a kernel refuses a fusion). Read during
+                                   gr_plan_build only (cleared in plan->options: not owned) */
+    int n_no_fuse_layer;
     int concat_in_place;        /* 1 default */
     int nchw_strided_views;     /* 0 default: f32 tensors stay dense (Layouts above), so f32 concats
                                    alias only at batch 1; 1 also aliases strided batch > 1 slices */

@@ -133,17 +133,20 @@ gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_i
     return GR_OK;
 }
 
-gr_status gr_gpu_plan_check(const gpu_state *g, const gpu_variant *v)
+gr_status gr_gpu_plan_check(const gpu_state *g, const gpu_variant *v, int *bad_node)
 {
     const gr_plan *plan = v->plan;
+    *bad_node = -1;
     for (int i = 0; i < plan->n_nodes; i++) {
         if (plan->nodes[i].kind != GR_OP_CONV || !gr_gpu_node_launches(&plan->nodes[i]))
             continue;
+        *bad_node = i;
         gpu_conv c;
         GR_TRY(gr_gpu_conv_args(g, v, NULL, i, &c));
         if (c.tensor_cores)
             GR_TRY(gr_gpu_launch_status(gr_conv_check(&c.tc, c.is_i8), plan, i));
     }
+    *bad_node = -1;
     return GR_OK;
 }
 

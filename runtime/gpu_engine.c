@@ -314,7 +314,7 @@ static gr_status instrumented_runs(gpu_state *g, gpu_variant *v)
 
 /* The variant's plan, its int8 scales set. */
 static gr_status plan_variant(gr_engine *e, const gpu_state *g, gpu_variant *v, int input_u8,
-                              int fuse)
+                              int fuse, const unsigned char *no_fuse_layer)
 {
     gr_plan_options po;
     gr_plan_options_default(&po);
@@ -322,6 +322,8 @@ static gr_status plan_variant(gr_engine *e, const gpu_state *g, gpu_variant *v, 
     po.batch = e->opt.batch;
     po.input_u8 = input_u8;
     po.fuse_maxpool = po.fuse_input_quantize = po.fuse_output_dequantize = fuse;
+    po.no_fuse_layer = no_fuse_layer;
+    po.n_no_fuse_layer = no_fuse_layer ? e->net->n_layers : 0;
     GR_TRY(gr_plan_build(e->net, &po, &v->plan));
     const gr_plan *plan = v->plan;
     if (plan->n_outputs != e->n_heads || plan->n_outputs > GR_MAX_HEADS)
@@ -338,17 +340,38 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
 {
     /* The tensor-core precisions fuse what the kernels can: maxpools into the convs' epilogues,
      * the input quantization into the first conv, the output dequantization into the heads.
-     * If a kernel cannot take one of the planned convs (a 3x3 pool, say), plan again without. */
+     * If a kernel cannot take one of the planned convs (a 7x7 first layer with 64 filters, say),
+     * plan again without fusions into that layer, and so on; a refusal no exclusion can fix
+     * (a conv with nothing fused) leaves the error to the unfused plan's check below. */
     int fuse = e->opt.precision != GR_PREC_FP32;
-    gr_status st = plan_variant(e, g, v, input_u8, fuse);
-    if (st == GR_OK && fuse && gr_gpu_plan_check(g, v) != GR_OK) {
+    unsigned char *no_fuse = NULL;
+    gr_status st = plan_variant(e, g, v, input_u8, fuse, NULL);
+    for (int tries = 0; st == GR_OK && fuse; tries++) {
+        int bad = -1;
+        if (gr_gpu_plan_check(g, v, &bad) == GR_OK)
+            break;
+        const gr_plan_node *nd = bad >= 0 ? &v->plan->nodes[bad] : NULL;
+        const unsigned fusions = GR_FUSED_MAXPOOL | GR_FUSED_QUANTIZE_IN | GR_FUSED_DEQUANT_OUT;
+        int layer = nd && (nd->fused & fusions) ? nd->layer : -1;
         size_t used = strlen(e->notice);
-        snprintf(e->notice + used, sizeof e->notice - used, "%sfusions off (slower plan): %s",
-                 used ? "\n" : "", gr_last_error());
+        snprintf(e->notice + used, sizeof e->notice - used, "%s%s (slower plan): %s",
+                 used ? "\n" : "", layer >= 0 ? "a fusion off" : "fusions off", gr_last_error());
+        if (!no_fuse)
+            no_fuse = gr_calloc((size_t)e->net->n_layers, 1, "fusion exclusions");
         gr_plan_free(v->plan);
         v->plan = NULL;
-        st = plan_variant(e, g, v, input_u8, 0);
+        if (!no_fuse) {
+            st = GR_ERR_OUT_OF_MEMORY;
+        } else if (layer < 0 || layer >= e->net->n_layers || no_fuse[layer] ||
+                   tries >= e->net->n_layers) {
+            st = plan_variant(e, g, v, input_u8, 0, NULL);
+            break;
+        } else {
+            no_fuse[layer] = 1;
+            st = plan_variant(e, g, v, input_u8, fuse, no_fuse);
+        }
     }
+    free(no_fuse);
     GR_TRY(st);
     gr_plan *plan = v->plan;
     GR_TRY(ensure_streams(g, plan));

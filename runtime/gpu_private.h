@@ -166,8 +166,9 @@ typedef struct gpu_conv {
 gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_instance *inst,
                            int index, gpu_conv *out);
 /* Before anything is allocated: can the kernels run every conv of v->plan as planned (fusions
- * included)? The launchers' own checks (gr_conv_check), so a failure names the check. */
-gr_status gr_gpu_plan_check(const gpu_state *g, const gpu_variant *v);
+ * included)? The launchers' own checks (gr_conv_check), so a failure names the check; *bad_node
+ * is then the node refused (else -1). */
+gr_status gr_gpu_plan_check(const gpu_state *g, const gpu_variant *v, int *bad_node);
 /* Set v->pdl: a conv directly after another kernel on the only stream, with no event between,
  * launches as a programmatic dependent launch (its kernels wait for their producer inside). */
 void gr_gpu_mark_pdl(const gpu_state *g, gpu_variant *v);

@@ -381,6 +381,41 @@ START_TEST(io_fusions_apply_only_where_a_conv_is_the_sole_partner)
 }
 END_TEST
 
+/* no_fuse_layer (the GPU engine's per-layer fallback): nothing is fused into the layers named,
+ * everything else still is. YOLOv2-tiny int8 with every fusion: layer 0 excluded keeps its input
+ * quantize and its maxpool; layer 14 (the head) keeps its dequantize. */
+START_TEST(no_fuse_layer_excludes_only_those_convs)
+{
+    gr_net *net = builtin("yolov2-tiny-voc");
+    unsigned char no_fuse[16] = {0};
+    ck_assert_int_ge((int)sizeof no_fuse, net->n_layers);
+    no_fuse[0] = no_fuse[14] = 1;
+    gr_plan_options opt;
+    gr_plan_options_default(&opt);
+    opt.precision = GR_PREC_INT8;
+    opt.fuse_maxpool = opt.fuse_input_quantize = opt.fuse_output_dequantize = 1;
+    opt.no_fuse_layer = no_fuse;
+    opt.n_no_fuse_layer = net->n_layers;
+    gr_plan *p = NULL;
+    ck_assert_int_eq(gr_plan_build(net, &opt, &p), GR_OK);
+    const unsigned io = GR_FUSED_MAXPOOL | GR_FUSED_QUANTIZE_IN | GR_FUSED_DEQUANT_OUT;
+    ck_assert_uint_eq(p->nodes[node_of_layer(p, 0, GR_OP_CONV)].fused & io, 0);
+    ck_assert_uint_eq(p->nodes[node_of_layer(p, 14, GR_OP_CONV)].fused & io, 0);
+    ck_assert(p->nodes[node_of_layer(p, 2, GR_OP_CONV)].fused & GR_FUSED_MAXPOOL);
+    ck_assert_int_eq(gr_plan_count_kind(p, GR_OP_QUANTIZE), 1);
+    ck_assert_int_eq(gr_plan_count_kind(p, GR_OP_DEQUANTIZE), 1);
+    ck_assert_int_eq(gr_plan_count_kind(p, GR_OP_MAXPOOL), 1); /* layer 1, after conv 0 */
+    ck_assert_ptr_null(p->options.no_fuse_layer);               /* not kept: not owned */
+    assert_valid_schedule(p);
+    ck_assert_int_eq(gr_plan_check(p), GR_OK);
+    gr_plan_free(p);
+    opt.no_fuse_layer = NULL; /* a count without flags */
+    ck_assert_int_eq(gr_plan_build(net, &opt, &p), GR_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(p);
+    release(net);
+}
+END_TEST
+
 START_TEST(epilogue_records_fused_parts)
 {
     gr_net *net = builtin("yolov2-tiny-voc");
@@ -665,6 +700,7 @@ static Suite *planner_suite(void)
     tcase_add_test(tc, uniform_int8_has_one_quantize_and_one_dequantize_per_head);
     tcase_add_test(tc, per_layer_map_converts_once_per_boundary);
     tcase_add_test(tc, io_fusions_apply_only_where_a_conv_is_the_sole_partner);
+    tcase_add_test(tc, no_fuse_layer_excludes_only_those_convs);
     tcase_add_test(tc, epilogue_records_fused_parts);
     tcase_add_test(tc, int8_weights_are_per_channel_symmetric);
     tcase_add_test(tc, concat_writes_into_slices_of_the_route);
