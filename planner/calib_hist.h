@@ -41,7 +41,8 @@ void gr_hist_merge(gr_hist *dst, const gr_hist *src);
  * largest |x| is `max`, binned as bin = (int)(|x| * 2^(GR_HIST_LOG2_BINS - exponent)) (exact in
  * double; every value in bin 0 when max is 0), `nonfinite` values skipped. The result equals
  * gr_hist_add of the same values bit for bit when exponent is frexpf(max)'s exponent (the
- * smallest e with max < 2^e), or any e up to the exponent the merged histogram ends with.
+ * smallest e with max < 2^e) — what kernels/calib.h's producers pass; a larger exponent into a
+ * histogram that ends smaller keeps that larger range (not what gr_hist_add would give).
  * counts (GR_HIST_BINS entries) is not read for a max_only histogram and may be NULL there.
  * GR_ERR_INTERNAL when the counts cannot be such a histogram (sum != total, max >= 2^exponent,
  * max negative or not finite): a producer bug, never silently merged. */

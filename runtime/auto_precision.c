@@ -62,6 +62,7 @@ typedef struct search {
     float input_range;
     int threads;
     int evaluations;
+    int fuse_out;           /* the engine's plans fuse the output dequantize (GPU): so do ours */
 } search;
 
 /* ---- evaluation of one map ---------------------------------------------------------------- */
@@ -142,6 +143,10 @@ static gr_status evaluate(search *s, const gr_precision *map, float *store, doub
     po.n_layer_precision = map ? s->net->n_layers : 0;
     po.batch = 1;
     po.input_u8 = 0; /* as the CPU engine: float input, v / 255 */
+    /* A GPU engine's head writes f32 from its accumulator (no int8/f16 rounding of the output):
+     * evaluate the same arithmetic (the CPU executor emulates the fusion; the other fusions change
+     * no value). */
+    po.fuse_output_dequantize = s->fuse_out;
     gr_plan *plan = NULL;
     GR_TRY(gr_plan_build(s->net, &po, &plan));
     gr_status st = GR_OK;
@@ -197,6 +202,9 @@ static gr_status load_images(search *s, const char *const *paths)
     if (n == 0)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "auto precision needs at least one calibration "
                                                 "image");
+    if (net->c != 3) /* the images are letterboxed to RGB */
+        return gr_fail(GR_ERR_UNSUPPORTED, "auto precision calibrates on photos: it needs a "
+                       "3-channel network; this one takes %d channels", net->c);
     size_t plane = (size_t)net->w * (size_t)net->h;
     s->image_elems = plane * (size_t)net->c;
     s->images = gr_malloc((size_t)n * s->image_elems * sizeof(float), "auto precision images");
@@ -222,9 +230,10 @@ static gr_status load_images(search *s, const char *const *paths)
 
 /* ---- maps and costs ----------------------------------------------------------------------- */
 
+/* Grouped convs stay fp32: the tensor-core kernels take no groups (the GPU engine refuses them). */
 static int is_candidate(const gr_layer *l)
 {
-    return l->p.op == GR_OP_CONV && !gr_op_has((int)l->p.op, GR_OPF_F32_ONLY);
+    return l->p.op == GR_OP_CONV && !gr_op_has((int)l->p.op, GR_OPF_F32_ONLY) && l->p.groups <= 1;
 }
 
 /* Candidates in fp16 where fp16[i] is set, int8 otherwise; every other layer follows its first
@@ -241,6 +250,8 @@ static void make_map(const gr_net *net, const char *fp16, gr_precision *map)
         const gr_layer *l = &net->layers[i];
         if (is_candidate(l))
             map[i] = fp16[i] ? GR_PREC_FP16 : GR_PREC_INT8;
+        else if (l->p.op == GR_OP_CONV)
+            map[i] = GR_PREC_FP32; /* grouped */
         else
             map[i] = l->inputs[0] >= 0 ? map[l->inputs[0]] : first;
     }
@@ -323,7 +334,7 @@ typedef struct candidate {
  * is no slower in fp16 first of all); then the others, least harmful first. */
 static int cmp_candidate(const void *pa, const void *pb)
 {
-    const candidate *a = pa, *b = pb;
+    const candidate *a = pa, *b = pb; /* reductions are finite (clamped when measured) */
     int ra = a->reduction > 0.0, rb = b->reduction > 0.0;
     if (ra != rb)
         return rb - ra;
@@ -412,7 +423,8 @@ static gr_status run_search(gr_engine *e, search *s, gr_precision *map, outcome 
         double cost = map_cost(net, map, t8, t16);
         st = evaluate(s, map, NULL, &err);
         fp16[i] = 0;
-        cand[k++] = (candidate){i, out->error_int8 - err, cost - out->cost_int8};
+        double reduction = out->error_int8 - err; /* inf - inf (non-finite outputs): no gain */
+        cand[k++] = (candidate){i, isfinite(reduction) ? reduction : 0.0, cost - out->cost_int8};
     }
     if (st == GR_OK)
         qsort(cand, (size_t)k, sizeof *cand, cmp_candidate);
@@ -499,7 +511,7 @@ gr_status gr_auto_precision(gr_engine *e)
     const gr_net *net = e->net;
     if (e->device == GR_DEVICE_GPU && gr_cuda_device_count() == 0)
         return gr_fail(GR_ERR_NO_DEVICE, "no CUDA device is visible (--device gpu)");
-    search s = {.net = net, .threads = cpu_threads(e)};
+    search s = {.net = net, .threads = cpu_threads(e), .fuse_out = e->device == GR_DEVICE_GPU};
     gr_precision *map = gr_calloc((size_t)net->n_layers, sizeof *map, "precision map");
     if (!map)
         return GR_ERR_OUT_OF_MEMORY;

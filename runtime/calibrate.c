@@ -56,6 +56,10 @@ static gr_status calibrate(gr_engine *e, float **layer_range_out, float *input_r
     const gr_net *net = e->net;
     const char *const *images = e->opt.calib_images ? e->opt.calib_images : bundled_photos;
     const char *cache = e->opt.calib_cache;
+    /* The calibration images are RGB photos letterboxed to 3 channels (gr_image_letterbox_u8). */
+    if (net->c != 3)
+        return gr_fail(GR_ERR_UNSUPPORTED, "int8 calibration on photos needs a 3-channel network; "
+                       "this one takes %d channels", net->c);
     float *layer_range = gr_calloc((size_t)net->n_layers, sizeof(float), "calibration ranges");
     if (!layer_range)
         return GR_ERR_OUT_OF_MEMORY;

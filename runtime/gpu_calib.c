@@ -314,6 +314,9 @@ static void run_free(calib_run *r)
 {
     if (r->g)
         cudaSetDevice(r->g->device);
+    /* A batch that failed half-way has no `done` event: drain the device before anything it may
+     * still use is freed. */
+    cudaDeviceSynchronize();
     for (int k = 0; k < SLOTS; k++) {
         if (r->done[k]) {
             cudaEventSynchronize(r->done[k]); /* nothing is freed under a batch in flight */

@@ -341,29 +341,33 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
     /* The tensor-core precisions fuse what the kernels can: maxpools into the convs' epilogues,
      * the input quantization into the first conv, the output dequantization into the heads.
      * If a kernel cannot take one of the planned convs (a 7x7 first layer with 64 filters, say),
-     * plan again without fusions into that layer, and so on; a refusal no exclusion can fix
-     * (a conv with nothing fused) leaves the error to the unfused plan's check below. */
+     * plan again without fusions into that layer, and so on; a refusal no exclusion can fix (a
+     * conv with nothing fused into it) is the build's error. */
     int fuse = e->opt.precision != GR_PREC_FP32;
     unsigned char *no_fuse = NULL;
     gr_status st = plan_variant(e, g, v, input_u8, fuse, NULL);
     for (int tries = 0; st == GR_OK && fuse; tries++) {
         int bad = -1;
-        if (gr_gpu_plan_check(g, v, &bad) == GR_OK)
+        gr_status refused = gr_gpu_plan_check(g, v, &bad);
+        if (refused == GR_OK)
             break;
         const gr_plan_node *nd = bad >= 0 ? &v->plan->nodes[bad] : NULL;
         const unsigned fusions = GR_FUSED_MAXPOOL | GR_FUSED_QUANTIZE_IN | GR_FUSED_DEQUANT_OUT;
         int layer = nd && (nd->fused & fusions) ? nd->layer : -1;
+        if (layer < 0) { /* nothing fused there: the message of the check stands */
+            st = refused;
+            break;
+        }
         size_t used = strlen(e->notice);
-        snprintf(e->notice + used, sizeof e->notice - used, "%s%s (slower plan): %s",
-                 used ? "\n" : "", layer >= 0 ? "a fusion off" : "fusions off", gr_last_error());
+        snprintf(e->notice + used, sizeof e->notice - used, "%sfusions off for layer %d (slower "
+                 "plan): %s", used ? "\n" : "", layer, gr_last_error());
         if (!no_fuse)
             no_fuse = gr_calloc((size_t)e->net->n_layers, 1, "fusion exclusions");
         gr_plan_free(v->plan);
         v->plan = NULL;
         if (!no_fuse) {
             st = GR_ERR_OUT_OF_MEMORY;
-        } else if (layer < 0 || layer >= e->net->n_layers || no_fuse[layer] ||
-                   tries >= e->net->n_layers) {
+        } else if (layer >= e->net->n_layers || no_fuse[layer] || tries >= e->net->n_layers) {
             st = plan_variant(e, g, v, input_u8, 0, NULL);
             break;
         } else {
@@ -372,6 +376,9 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
         }
     }
     free(no_fuse);
+    int bad = -1;
+    if (st == GR_OK && fuse)
+        st = gr_gpu_plan_check(g, v, &bad); /* the plan the loop ended with */
     GR_TRY(st);
     gr_plan *plan = v->plan;
     GR_TRY(ensure_streams(g, plan));

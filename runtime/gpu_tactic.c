@@ -260,8 +260,12 @@ static int cmp_float(const void *a, const void *b)
  * It only spins on an atomic (no CUDA calls, as host functions must). */
 static void CUDART_CB gate_wait(void *arg)
 {
+    /* At most 100 ms: should a launch block until the stream moves (CUDA_LAUNCH_BLOCKING,
+     * a tool serializing launches, another thread's device-wide sync), the hold ends by itself
+     * and the timing is only less precise, instead of the build hanging. */
     atomic_int *gate = arg;
-    while (!atomic_load(gate))
+    double start = gr_now_us();
+    while (!atomic_load(gate) && gr_now_us() - start < 1e5)
         ;
 }
 
@@ -279,11 +283,14 @@ static gr_status enqueue_timed(search_ctx *s, const gpu_conv *c, const candidate
 static gr_status time_candidate(search_ctx *s, const gpu_conv *c, const candidate *k, int index,
                                 double *us)
 {
-    atomic_store(&s->gate, 0);
-    cudaError_t err = cudaLaunchHostFunc(s->stream, gate_wait, &s->gate);
-    if (err != cudaSuccess) {
-        atomic_store(&s->gate, 1);
-        return gr_gpu_cuda_fail(err, "cudaLaunchHostFunc (tactic timing)", __FILE__, __LINE__);
+    const char *blocking = getenv("CUDA_LAUNCH_BLOCKING");
+    if (!(blocking && blocking[0] == '1')) {
+        atomic_store(&s->gate, 0);
+        cudaError_t err = cudaLaunchHostFunc(s->stream, gate_wait, &s->gate);
+        if (err != cudaSuccess) {
+            atomic_store(&s->gate, 1);
+            return gr_gpu_cuda_fail(err, "cudaLaunchHostFunc (tactic timing)", __FILE__, __LINE__);
+        }
     }
     gr_status st = enqueue_timed(s, c, k, index);
     atomic_store(&s->gate, 1); /* on every path: the stream must never stay held */
@@ -423,16 +430,25 @@ static int gemm_candidate(search_ctx *s, const gpu_conv *c, int index, candidate
     return 1;
 }
 
-static gr_status ensure_gemm_scratch(search_ctx *s, size_t bytes)
+/* 1 when the GEMM tactic's scratch of `bytes` is there; 0 (not an error: the GEMM tactic is
+ * only one more candidate) when it cannot be allocated. */
+static int ensure_gemm_scratch(search_ctx *s, size_t bytes)
 {
     if (bytes <= s->gemm_scratch_bytes)
-        return GR_OK;
+        return 1;
     cudaFree(s->gemm_scratch);
     s->gemm_scratch = NULL;
     s->gemm_scratch_bytes = 0;
-    CUDA_TRY(cudaMalloc(&s->gemm_scratch, bytes));
+    if (cudaMalloc(&s->gemm_scratch, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        char line[160];
+        snprintf(line, sizeof line, "tactic search: no memory for the GEMM tactic's %zu MiB of "
+                 "scratch: left out", bytes >> 20);
+        gr_engine_add_notice(s->e, line);
+        return 0;
+    }
     s->gemm_scratch_bytes = bytes;
-    return GR_OK;
+    return 1;
 }
 
 /* The node's tactic is k: keep the GEMM plan only if it is the GEMM tactic. */
@@ -492,8 +508,8 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
     if (use_cache && cached.ws > ws_max)
         ws_max = cached.ws;
     GR_TRY(ensure_workspace(s, ws_max));
-    if (use_cache && cached.gemm)
-        GR_TRY(ensure_gemm_scratch(s, cached.scratch));
+    if (use_cache && cached.gemm && !ensure_gemm_scratch(s, cached.scratch))
+        use_cache = 0;
     GR_TRY(run_once(s, &c, &auto_k, index, &r, s->ref));
 
     if (use_cache) {
@@ -516,10 +532,8 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
     }
 
     /* The GEMM tactic last (its plan replaces a cached one that failed). */
-    if (gemm_candidate(s, &c, index, &list[n])) {
-        GR_TRY(ensure_gemm_scratch(s, list[n].scratch));
+    if (gemm_candidate(s, &c, index, &list[n]) && ensure_gemm_scratch(s, list[n].scratch))
         n++;
-    }
     double auto_us = 0.0;
     GR_TRY(time_candidate(s, &c, &auto_k, index, &auto_us));
     int timed = 1;
@@ -591,16 +605,18 @@ gr_status gr_gpu_choose_tactics(gr_engine *e, gpu_state *g, gpu_variant *v)
         st = gr_gpu_cuda_fail(err, "cudaDeviceSynchronize (tactic search)", __FILE__, __LINE__);
     for (; created <= TIMED_RUNS && st == GR_OK; created++) {
         err = cudaEventCreate(&s.ev[created]);
-        if (err != cudaSuccess)
+        if (err != cudaSuccess) {
             st = gr_gpu_cuda_fail(err, "cudaEventCreate (tactic search)", __FILE__, __LINE__);
+            break;
+        }
     }
     if (st == GR_OK)
         st = search_variant(&s);
     /* Leave the arena as instance_alloc did, whatever happened. */
     size_t arena = v->plan->arena_bytes ? v->plan->arena_bytes : 256;
     err = cudaMemsetAsync(v->inst[0].arena, 0, arena, s.stream);
-    if (err == cudaSuccess)
-        err = cudaStreamSynchronize(s.stream);
+    cudaError_t synced = cudaStreamSynchronize(s.stream); /* always: a held stream reads s.gate */
+    err = err != cudaSuccess ? err : synced;
     if (err != cudaSuccess && st == GR_OK)
         st = gr_gpu_cuda_fail(err, "tactic search: clearing the arena", __FILE__, __LINE__);
     for (int i = 0; i < created; i++)

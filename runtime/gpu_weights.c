@@ -102,11 +102,14 @@ gr_status gr_gpu_upload_weights(gpu_variant *v)
 
 /* im2col per stream for fp32 convs (convs on one stream run one after another); split-K
  * partials and counters per tensor-core conv node, sized by the same arguments it launches with
- * (instance 0's: every instance has the same shapes). Each instance gets its own. */
+ * (instance 0's: every instance has the same shapes); the GEMM tactic's scratch (im2col matrix,
+ * accumulator, cuBLASLt workspace: nothing in it outlives its node) once per stream, as large as
+ * the stream's largest. Each instance gets its own. A GEMM node ignores programmatic launch, so
+ * it starts only after the kernel before it on the stream has finished. */
 gr_status gr_gpu_alloc_scratch(gpu_state *g, gpu_variant *v)
 {
     const gr_plan *plan = v->plan;
-    size_t im2col[GR_GPU_MAX_STREAMS] = {0}, splitk_total = 0;
+    size_t im2col[GR_GPU_MAX_STREAMS] = {0}, gemm[GR_GPU_MAX_STREAMS] = {0}, splitk_total = 0;
     v->splitk_offset = gr_calloc((size_t)plan->n_nodes, sizeof(size_t), "split-K offsets");
     v->splitk_bytes = gr_calloc((size_t)plan->n_nodes, sizeof(size_t), "split-K sizes");
     if (!v->splitk_offset || !v->splitk_bytes)
@@ -124,15 +127,26 @@ gr_status gr_gpu_alloc_scratch(gpu_state *g, gpu_variant *v)
                 return gr_fail(GR_ERR_LIMIT, "layer %d: im2col workspace too large", nd->layer);
             if (floats > im2col[nd->stream])
                 im2col[nd->stream] = floats;
+        } else if (v->tactic && v->tactic[i].gemm) {
+            v->splitk_bytes[i] = v->tactic[i].gemm_scratch; /* offset: the stream's, below */
+            if (v->splitk_bytes[i] > gemm[nd->stream])
+                gemm[nd->stream] = v->splitk_bytes[i];
         } else {
-            size_t bytes = v->tactic && v->tactic[i].gemm ? v->tactic[i].gemm_scratch
-                           : c.is_i8 ? gr_conv_workspace_bytes_i8(&c.tc)
-                                     : gr_conv_workspace_bytes_f16(&c.tc);
+            size_t bytes = c.is_i8 ? gr_conv_workspace_bytes_i8(&c.tc)
+                                   : gr_conv_workspace_bytes_f16(&c.tc);
             v->splitk_offset[i] = splitk_total;
             v->splitk_bytes[i] = bytes;
             splitk_total = gr_gpu_align(splitk_total + bytes, 256);
         }
     }
+    size_t gemm_offset[GR_GPU_MAX_STREAMS] = {0};
+    for (int s = 0; s < g->n_streams; s++) {
+        gemm_offset[s] = splitk_total;
+        splitk_total = gr_gpu_align(splitk_total + gemm[s], 256);
+    }
+    for (int i = 0; v->tactic && i < plan->n_nodes; i++)
+        if (v->tactic[i].gemm && v->splitk_bytes[i])
+            v->splitk_offset[i] = gemm_offset[plan->nodes[i].stream];
     v->splitk_total = splitk_total;
     v->im2col_bytes = 0;
     for (int s = 0; s < g->n_streams; s++)
