@@ -37,6 +37,7 @@
 
 #include "planner/plan.h"
 #include "runtime/engine_internal.h"
+#include "runtime/image.h"
 
 #ifndef GR_DATA_DIR
 #define GR_DATA_DIR "data"
@@ -208,22 +209,12 @@ static gr_status load_images(search *s, const char *const *paths)
     size_t plane = (size_t)net->w * (size_t)net->h;
     s->image_elems = plane * (size_t)net->c;
     s->images = gr_malloc((size_t)n * s->image_elems * sizeof(float), "auto precision images");
-    uint8_t *u8 = gr_malloc(s->image_elems, "auto precision image");
-    gr_status st = s->images && u8 ? GR_OK : GR_ERR_OUT_OF_MEMORY;
+    gr_status st = s->images ? GR_OK : GR_ERR_OUT_OF_MEMORY;
     for (int i = 0; i < n && st == GR_OK; i++) {
-        gr_image *im = NULL;
-        st = gr_image_load(paths[i], &im);
+        st = gr_image_load_planar(paths[i], net->w, net->h, s->images + (size_t)i * s->image_elems);
         if (st != GR_OK)
             gr_fail_prefix(st, "auto precision: ");
-        else
-            st = gr_image_letterbox_u8(im, net->w, net->h, u8);
-        float *dst = s->images + (size_t)i * s->image_elems;
-        for (size_t p = 0; p < plane && st == GR_OK; p++)
-            for (int c = 0; c < net->c; c++)
-                dst[(size_t)c * plane + p] = (float)u8[p * (size_t)net->c + (size_t)c] / 255.0f;
-        gr_image_destroy(im);
     }
-    free(u8);
     s->n_images = n;
     return st;
 }

@@ -13,6 +13,7 @@
 #include "runtime/calib_cache.h"
 #include "runtime/gpu_calib.h"
 #include "runtime/engine_internal.h"
+#include "runtime/image.h"
 #include "runtime/trace.h"
 
 #ifndef GR_DATA_DIR
@@ -32,23 +33,8 @@ typedef struct image_source {
 static gr_status load_image(int index, float *dst, void *user)
 {
     const image_source *src = user;
-    const gr_net *net = src->net;
-    size_t plane = (size_t)net->w * (size_t)net->h;
-    uint8_t *u8 = gr_malloc(plane * (size_t)net->c, "calibration image");
-    if (!u8)
-        return GR_ERR_OUT_OF_MEMORY;
-    gr_image *im = NULL;
-    gr_status st = gr_image_load(src->paths[index], &im);
-    if (st != GR_OK)
-        gr_fail_prefix(st, "int8 calibration: ");
-    else
-        st = gr_image_letterbox_u8(im, net->w, net->h, u8);
-    for (size_t p = 0; p < plane && st == GR_OK; p++)
-        for (int c = 0; c < net->c; c++)
-            dst[(size_t)c * plane + p] = (float)u8[p * (size_t)net->c + (size_t)c] / 255.0f;
-    gr_image_destroy(im);
-    free(u8);
-    return st;
+    gr_status st = gr_image_load_planar(src->paths[index], src->net->w, src->net->h, dst);
+    return st == GR_OK ? GR_OK : gr_fail_prefix(st, "int8 calibration: ");
 }
 
 static gr_status calibrate(gr_engine *e, float **layer_range_out, float *input_range)

@@ -1006,3 +1006,21 @@ gr_status gr_draw_detections_labelled(gr_image *im, const gr_detection *dets, in
     }
     return GR_OK;
 }
+
+gr_status gr_image_load_planar(const char *path, int net_w, int net_h, float *dst)
+{
+    size_t plane = (size_t)net_w * (size_t)net_h;
+    uint8_t *u8 = gr_malloc(plane * 3, "letterboxed image");
+    if (!u8)
+        return GR_ERR_OUT_OF_MEMORY;
+    gr_image *im = NULL;
+    gr_status st = gr_image_load(path, &im);
+    if (st == GR_OK)
+        st = gr_image_letterbox_u8(im, net_w, net_h, u8);
+    for (size_t p = 0; p < plane && st == GR_OK; p++)
+        for (size_t c = 0; c < 3; c++)
+            dst[c * plane + p] = (float)u8[p * 3 + c] / 255.0f;
+    gr_image_destroy(im);
+    free(u8);
+    return st;
+}

@@ -48,6 +48,12 @@ void gr_image_reader_source_size(const gr_image_reader *r, int *w, int *h);
  * v * 255 + 0.5 rounding). gr_image_letterbox and gr_image_letterbox_u8 (runtime.h) compute the
  * same bytes faster; these are kept as the definition they are tested against. */
 gr_status gr_image_letterbox_reference(const gr_image *im, int net_w, int net_h, float *out);
+
+/* The values an engine computes from for the image at `path`: its uint8 letterbox
+ * (gr_image_letterbox_u8, what the engines' input is) divided by 255, as planar float CHW:
+ * 3 x net_h x net_w floats into dst. The calibration and precision searches evaluate on exactly
+ * these. Errors as gr_image_load's, or out of memory. */
+gr_status gr_image_load_planar(const char *path, int net_w, int net_h, float *dst);
 gr_status gr_image_letterbox_reference_u8(const gr_image *im, int net_w, int net_h, uint8_t *out);
 
 #endif

@@ -49,6 +49,7 @@
 #include "planner/calib_hist.h"
 #include "runtime/engine_internal.h"
 #include "runtime/gpu_calib.h"
+#include "runtime/image.h"
 #include "tests/support/gpu_test.h"
 
 static uint64_t test_seed;
@@ -229,19 +230,7 @@ typedef struct photo_source {
 static gr_status load_photo(int index, float *dst, void *user)
 {
     const photo_source *src = user;
-    const gr_net *net = src->net;
-    size_t plane = (size_t)net->w * net->h;
-    uint8_t *u8 = malloc(plane * 3);
-    gr_image *im = NULL;
-    gr_status st = u8 ? gr_image_load(src->paths[index], &im) : GR_ERR_OUT_OF_MEMORY;
-    if (st == GR_OK)
-        st = gr_image_letterbox_u8(im, net->w, net->h, u8);
-    for (size_t p = 0; p < plane && st == GR_OK; p++)
-        for (int c = 0; c < 3; c++)
-            dst[(size_t)c * plane + p] = (float)u8[p * 3 + (size_t)c] / 255.0f;
-    gr_image_destroy(im);
-    free(u8);
-    return st;
+    return gr_image_load_planar(src->paths[index], src->net->w, src->net->h, dst);
 }
 
 static gr_model *load_model(const char *name)
