@@ -63,7 +63,6 @@ typedef struct search {
     float input_range;
     int threads;
     int evaluations;
-    int fuse_out;           /* the engine's plans fuse the output dequantize (GPU): so do ours */
 } search;
 
 /* ---- evaluation of one map ---------------------------------------------------------------- */
@@ -144,10 +143,9 @@ static gr_status evaluate(search *s, const gr_precision *map, float *store, doub
     po.n_layer_precision = map ? s->net->n_layers : 0;
     po.batch = 1;
     po.input_u8 = 0; /* as the CPU engine: float input, v / 255 */
-    /* A GPU engine's head writes f32 from its accumulator (no int8/f16 rounding of the output):
-     * evaluate the same arithmetic (the CPU executor emulates the fusion; the other fusions change
-     * no value). */
-    po.fuse_output_dequantize = s->fuse_out;
+    /* Both engines' heads write f32 from the accumulator (no int8/f16 rounding of the output):
+     * evaluate the same arithmetic (the other fusions change no value). */
+    po.fuse_output_dequantize = 1;
     gr_plan *plan = NULL;
     GR_TRY(gr_plan_build(s->net, &po, &plan));
     gr_status st = GR_OK;
@@ -502,7 +500,7 @@ gr_status gr_auto_precision(gr_engine *e)
     const gr_net *net = e->net;
     if (e->device == GR_DEVICE_GPU && gr_cuda_device_count() == 0)
         return gr_fail(GR_ERR_NO_DEVICE, "no CUDA device is visible (--device gpu)");
-    search s = {.net = net, .threads = cpu_threads(e), .fuse_out = e->device == GR_DEVICE_GPU};
+    search s = {.net = net, .threads = cpu_threads(e)};
     gr_precision *map = gr_calloc((size_t)net->n_layers, sizeof *map, "precision map");
     if (!map)
         return GR_ERR_OUT_OF_MEMORY;

@@ -207,6 +207,10 @@ gr_status gr_backend_cpu_init(gr_engine *e)
         gr_engine_plan_precision(e, &po);
         po.batch = e->opt.batch;
         po.input_u8 = 0; /* float input: u8 input is widened to v / 255 first, the same values */
+        /* The GPU engine's arithmetic: a head whose output is dequantized writes f32 from its
+         * accumulator (no int8/f16 rounding of the network output). The other fusions change no
+         * value. So the CPU engine stays the exact emulation of the GPU's int8. */
+        po.fuse_output_dequantize = 1;
         GR_TRY(gr_plan_build(e->net, &po, &s->plan));
         if (e->opt.precision == GR_PREC_INT8) {
             float *ranges = NULL, input_range = 0.0f;
