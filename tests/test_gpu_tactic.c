@@ -59,7 +59,7 @@ static gr_engine *build(const gr_model *m, gr_precision prec, int batch, int sea
 {
     gr_engine_options eo;
     gr_engine_options_default(&eo);
-    ck_assert_int_eq(eo.tactic_search, 0); /* the documented default, for now */
+    ck_assert_int_eq(eo.tactic_search, 1); /* the documented default */
     eo.device = GR_DEVICE_GPU;
     eo.precision = prec;
     eo.batch = batch;
