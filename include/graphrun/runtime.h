@@ -216,9 +216,8 @@ typedef struct gr_engine_options {
                                 Each is an instance with its own activations, device io, pinned
                                 host buffers, scratch, stream and captured graph; the weights are
                                 shared. See "Runs in flight" below. */
-    gr_device calib_device;  /* where int8 calibration runs (docs/calibration.md): CPU default
-                                (for now: the GPU path is new, see the docs); AUTO = the GPU for a
-                                GPU engine, the CPU for a CPU engine; GPU = an fp32
+    gr_device calib_device;  /* where int8 calibration runs (docs/calibration.md): AUTO default =
+                                the GPU for a GPU engine, the CPU for a CPU engine; GPU = an fp32
                                 GPU engine computes the statistics (any engine; needs a visible
                                 GPU; calib_threads then decode the images); CPU = the planner's
                                 executor on calib_threads cores. The ranges agree to ~1e-5
@@ -237,8 +236,7 @@ typedef struct gr_engine_options {
     int tactic_search;       /* GPU, fp16/int8: time each tensor-core conv's candidate tactics
                                 (tile shape x split-K) on its real shape at build and keep the
                                 fastest that passes a numerics check (int8: bit-identical to the
-                                automatic tactic; fp16: NRMSE <= 1e-3). 0 default for now (the
-                                search has not yet run on hardware; docs/tactics.md); the
+                                automatic tactic; fp16: NRMSE <= 1e-3). 1 default; the
                                 environment variable GR_DISABLE_TACTIC_SEARCH=1 forces it off. See
                                 gr_engine_tactic() and docs/tactics.md. */
     const char *timing_cache; /* file of measured tactics for this GPU: read at build (a missing
