@@ -10,7 +10,7 @@ b=build-gpu
 part=${1:-speed}
 if [ "$part" = speed ]; then
   step bench 150 $b/graphrun_bench --prec all --batch 1,64 --iters 1000 --inflight 3 --no-tactic-search --json "$OUT/h100-no-tactics.json"
-  step bench_tactic 240 $b/graphrun_bench --prec fp16,int8 --batch 1,64 --iters 1000 --inflight 3 \
+  step bench_tactic 240 $b/graphrun_bench --prec all --batch 1,64 --iters 1000 --inflight 3 \
     --tactic-search --timing-cache /tmp/gr.timing --json "$OUT/h100-latest.json"
   for p in int8 fp16; do for n in 1 64; do
     step plan_${p}_b$n 120 $b/graphrun plan --device gpu --prec $p --batch $n --timing-cache /tmp/gr.timing
