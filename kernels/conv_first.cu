@@ -21,6 +21,7 @@
 #include "kernels/common.cuh"
 #include "kernels/conv.h"
 #include "kernels/conv_internal.cuh"
+#include "kernels/conv_mma.cuh"
 
 namespace
 {
@@ -118,9 +119,7 @@ __global__ void __launch_bounds__(kThreads) k_conv_first(const FirstParams p)
     __shared__ Word w_s[kMaxWeights];  /* [filter][tap] */
     __shared__ Word patch[kMaxPatch];  /* the block's input pixels, quantized and packed */
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
+    gr_conv::wait_for_producer();
     const int kk = p.ksize * p.ksize;
     for (int v = threadIdx.x; v < 256; v += kThreads)
         lut[v] = Math::lut_entry(v, p.in_scale);
@@ -234,18 +233,9 @@ template <typename Math, int P>
 cudaError_t launch(const FirstParams &p, int batch, bool pdl, cudaStream_t stream)
 {
     const int map_h = P == 2 ? p.pool_h : p.out_h, map_w = P == 2 ? p.pool_w : p.out_w;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(static_cast<unsigned>(gr_ceil_div(map_w, kTile)),
-                       static_cast<unsigned>(gr_ceil_div(map_h, kTile)), static_cast<unsigned>(batch));
-    cfg.blockDim = dim3(kThreads);
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl ? 1 : 0;
-    GR_CUDA_TRY(cudaLaunchKernelEx(&cfg, k_conv_first<Math, P>, p));
-    return cudaSuccess;
+    const dim3 grid(static_cast<unsigned>(gr_ceil_div(map_w, kTile)),
+                    static_cast<unsigned>(gr_ceil_div(map_h, kTile)), static_cast<unsigned>(batch));
+    return gr_conv::launch_kernel(k_conv_first<Math, P>, grid, dim3(kThreads), 0, pdl, stream, p);
 }
 
 } // namespace
