@@ -33,6 +33,10 @@ struct ConvParams {
     /* Fused 2x2 maxpool: GEMM row m is tap (m & 3) of pooled pixel m >> 2 (tap q at row offset
      * q >> 1, column offset q & 1 of the window). M = batch * pool_h * pool_w * 4. */
     int pool, pool_stride, pool_offset, pool_h, pool_w;
+    /* The stream kernel's first-layer mode (conv.h's in_u8 with in_c 3, ksize 3): `in` is uint8,
+     * K = 27 values per row, weights packed with cin_pad channels per tap. */
+    int in_u8;
+    float in_scale;
 };
 
 __device__ __forceinline__ void copy16(void *smem_dst, const void *src, bool valid)
@@ -175,6 +179,12 @@ cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_
     GR_CUDA_TRY(cudaLaunchKernelEx(&cfg, kernel, args...));
     return cudaSuccess;
 }
+
+/* The resident-weights kernel (conv_stream.cu) for tile GR_CONV_TILE_STREAM(_SMALL) on the
+ * validated parameters of conv_wmma.cu's planner (splits 1). check_only: the checks (shared
+ * memory fit, device) without launching. */
+cudaError_t stream_launch(const ConvParams &p, bool is_i8, int tile, bool pdl, cudaStream_t stream,
+                          bool check_only);
 
 } // namespace gr_conv
 

@@ -578,8 +578,8 @@ bool aligned16(const void *ptr)
 }
 
 /* Tile shapes by tile_config (1-based): BM x BN. */
-constexpr int kTileBM[GR_CONV_TILES + 1] = {0, 128, 64, 128, 32};
-constexpr int kTileBN[GR_CONV_TILES + 1] = {0, 64, 64, 16, 64};
+constexpr int kTileBM[GR_CONV_TILES + 1] = {0, 128, 64, 128, 32, 128, 64}; /* 5, 6: nominal */
+constexpr int kTileBN[GR_CONV_TILES + 1] = {0, 64, 64, 16, 64, 64, 64};
 
 struct Plan {
     ConvParams p;
@@ -676,9 +676,13 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
     p.pool_offset = -a->pool_pad / 2;
     p.pool_h = pool_h;
     p.pool_w = pool_w;
+    p.in_u8 = 0;
+    p.in_scale = 0.0f;
     plan->tap_aligned = cin_pad % bk == 0 && a->ksize * a->ksize <= 32;
 
-    split_allowed = split_allowed && !a->fp16_accumulate && a->split_k != 1;
+    const bool stream_tile = a->tile_config >= GR_CONV_TILE_STREAM;
+    GR_ARG_CHECK(!(stream_tile && a->fp16_accumulate));
+    split_allowed = split_allowed && !a->fp16_accumulate && a->split_k != 1 && !stream_tile;
     const auto tiles_of = [&](int t) {
         return static_cast<long long>(gr_ceil_div(M, kTileBM[t])) *
                gr_ceil_div(a->out_c, kTileBN[t]);
@@ -747,6 +751,8 @@ cudaError_t launch_conv(const gr_conv_args *a, bool is_i8, cudaStream_t stream)
     }
     const Dtype dt = is_i8 ? kI8 : (a->fp16_accumulate ? kF16Half : kF16Float);
     const bool pdl = a->pdl && gr_conv_pdl_supported();
+    if (plan.tile >= GR_CONV_TILE_STREAM)
+        return stream_launch(p, is_i8, plan.tile, pdl, stream, false);
     const bool tap = plan.tap_aligned;
     switch (plan.tile) {
     case 1: return launch_tile<4, 2, 2, 2>(dt, p, tap, pdl, stream);
@@ -781,6 +787,8 @@ extern "C" const char *gr_conv_tile_name(int tile_config)
     case 2: return "64x64";
     case 3: return "128x16";
     case 4: return "32x64";
+    case 5: return "stream";
+    case 6: return "stream-64";
     default: return "?";
     }
 }
@@ -801,7 +809,10 @@ extern "C" cudaError_t gr_conv_check(const gr_conv_args *args, int is_i8)
     if (args->in_u8)
         return gr_conv_first_launch(args, is_i8 != 0, nullptr, true);
     Plan plan;
-    return make_plan(args, is_i8 != 0, false, &plan);
+    const cudaError_t err = make_plan(args, is_i8 != 0, false, &plan);
+    if (err != cudaSuccess || plan.tile < GR_CONV_TILE_STREAM)
+        return err;
+    return stream_launch(plan.p, is_i8 != 0, plan.tile, false, nullptr, true);
 }
 
 extern "C" size_t gr_conv_workspace_bytes_f16(const gr_conv_args *args)
