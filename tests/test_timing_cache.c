@@ -148,13 +148,20 @@ START_TEST(test_other_version_ignored)
     size_t len = 0;
     char *text = sample_text(&len);
     char notice[256];
-    /* Format version 2, and another graphrun version, in the first line. */
+    /* Another format version (the next one, and the previous), and another graphrun version,
+     * in the first line. */
     char *edited = malloc(len + 32);
     const char *rest = strchr(text, '\n');
-    int n = snprintf(edited, len + 32, "graphrun-timing-cache 2 %s%s", gr_version(), rest);
+    int n = snprintf(edited, len + 32, "graphrun-timing-cache %d %s%s", GR_TCACHE_VERSION + 1,
+                     gr_version(), rest);
     ck_assert_int_eq(parse_count(device, edited, (size_t)n, notice, sizeof notice), 0);
     ck_assert_ptr_nonnull(strstr(notice, "version"));
-    n = snprintf(edited, len + 32, "graphrun-timing-cache 1 0.0.0-other%s", rest);
+    n = snprintf(edited, len + 32, "graphrun-timing-cache %d %s%s", GR_TCACHE_VERSION - 1,
+                 gr_version(), rest);
+    ck_assert_int_eq(parse_count(device, edited, (size_t)n, notice, sizeof notice), 0);
+    ck_assert_ptr_nonnull(strstr(notice, "version"));
+    n = snprintf(edited, len + 32, "graphrun-timing-cache %d 0.0.0-other%s", GR_TCACHE_VERSION,
+                 rest);
     ck_assert_int_eq(parse_count(device, edited, (size_t)n, notice, sizeof notice), 0);
     ck_assert_ptr_nonnull(strstr(notice, "version"));
     free(edited);
