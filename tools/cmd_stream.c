@@ -5,17 +5,29 @@
  * are the batch buffers: worker threads decode and letterbox images straight into them (no
  * copy), each with its own gr_image_reader (file and pixel buffers and JPEG decompressor kept
  * between images). Image i belongs to batch i / batch, which lives in slot (i / batch) % n_buf.
- * The main thread submits batch k as soon as it is decoded, then waits for batch k-1, reports it
- * and hands its buffer to batch k-1+n_buf: so decoding batches k+1..k+n_buf-2, the copy and
- * compute of batch k and the detection decoding of batch k-1 overlap. A worker waits only when it
- * is n_buf batches ahead of the report: with 4 buffers the workers keep decoding while the main
- * thread decodes detections (its per-image work, ~0.2 ms: bench/06_stream.c). Images are claimed
- * in order from a shared counter, so the buffers fill front to back. Results leave as JSON Lines,
- * one object per image in input order, flushed after each batch. A file that fails to read or
- * decode gets {"input": ..., "error": ...} and a grey slot in its batch; the rest go on, and the
- * exit status is 3. Throughput is reported from files on disk to detections (the engine build
- * and calibration excluded, then included), with where the time went. --fast-decode lets the
- * readers decode large JPEGs DCT-scaled (opt-in; the default input is Darknet's exactly). */
+ * Images are claimed in order from a shared counter, so the buffers fill front to back.
+ *
+ * The main thread submits batch k as soon as it is decoded, then waits for batch k-1's run and
+ * has it reported: each image's detections decoded (gr_engine_detect_outputs on the outputs
+ * kept from that run: pure, any thread) and its JSON line formatted into its own buffer. The
+ * images of the batch are claimed one by one by whoever is free: the workers, which take
+ * reporting before decoding (between images, and while waiting for a buffer), and the main
+ * thread itself, so a batch is reported by up to threads + 1 cores (and by the main thread alone
+ * if every worker is busy decoding). The main thread then writes the lines in input order, one
+ * flush per batch, and hands the buffer to batch k-1+n_buf. So decoding batches k+1..k+n_buf-2,
+ * the copy and compute of batch k and the reporting of batch k-1 overlap, and the main thread's
+ * own per-image work is writing a line (~1 us) plus its share of the reporting (detection
+ * decoding ~15 us at thresh 0.5 on YOLOv2-tiny, JSON ~10 us: bench/06_stream.c). A worker waits
+ * only when it is n_buf batches ahead of the report. The lines are the same bytes whatever the
+ * thread count (tests/cli_stream.sh).
+ *
+ * A file that fails to read or decode gets {"input": ..., "error": ...} and a grey slot in its
+ * batch; the rest go on, and the exit status is 3. Throughput is reported from files on disk to
+ * detections (the engine build and calibration excluded, then included), with where the time
+ * went: the main thread waiting for decoded batches (decoding-bound), for the engine (GPU-bound),
+ * getting a batch reported and writing it, its CPU time per image; the workers' time waiting for
+ * a buffer and reporting. --fast-decode lets the readers decode large JPEGs DCT-scaled (opt-in;
+ * the default input is Darknet's exactly). */
 #define _GNU_SOURCE /* sched_getaffinity */
 #include <dirent.h>
 #include <pthread.h>
@@ -192,6 +204,8 @@ typedef struct pipeline {
     double main_report, main_report_own, main_write; /* main: from the engine's results to the
                                                         lines ready (of which reporting images
                                                         itself), writing them */
+    double main_report_cpu; /* main: thread CPU time from the engine's results to the lines
+                               written (its per-image work beside the engine) */
 } pipeline;
 
 static int batch_size(const pipeline *p, int batch_index)
@@ -223,12 +237,14 @@ static void decode_into(pipeline *p, gr_image_reader *reader, const char *path, 
     }
 }
 
-static double now_s(void)
+static double clock_s(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
 
 /* The JSON line of image s of batch b into slot->line: its error, or its detections decoded
  * from the outputs the batch kept. Touches only the slot (and reads the batch): any thread. */
@@ -369,6 +385,7 @@ static int report_batch(pipeline *p, gr_engine *engine, batch_buffer *b, int *fa
         if ((st = gr_engine_output(engine, k, &b->outputs[k])) != GR_OK)
             return gr_cli_fail(st, "run");
     int n_images = batch_size(p, b->batch_index);
+    double cpu0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
     pthread_mutex_lock(&p->lock);
     p->reporting = b;
     p->report_next = p->report_done = 0;
@@ -397,6 +414,7 @@ static int report_batch(pipeline *p, gr_engine *engine, batch_buffer *b, int *fa
     }
     fflush(stdout);
     p->main_write += now_s() - t2;
+    p->main_report_cpu += clock_s(CLOCK_THREAD_CPUTIME_ID) - cpu0;
     return rc;
 }
 
@@ -468,7 +486,7 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
             list->n, threads, o->batch, p.n_buf,
             p.fast_decode ? "; --fast-decode: JPEGs of 2x the input or more decoded scaled" : "");
     int started = 0;
-    double t0 = now_s();
+    double t0 = now_s(), main_cpu0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
     for (; started < threads; started++)
         if (pthread_create(&tids[started], NULL, worker, &p) != 0)
             break;
@@ -510,6 +528,7 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
     for (int t = 0; t < started; t++)
         pthread_join(tids[t], NULL);
     double elapsed = now_s() - t0;
+    double main_cpu = clock_s(CLOCK_THREAD_CPUTIME_ID) - main_cpu0;
     if (show_progress)
         fputc('\n', stderr);
     pthread_cond_destroy(&p.changed);
@@ -529,10 +548,12 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
          * spends its time getting batches reported and the workers wait for buffers. */
         fprintf(stderr, "graphrun: main thread %.2f s waiting for decoded batches, %.2f s for the "
                         "engine, %.2f s getting batches reported (%.2f s decoding detections and "
-                        "formatting JSON itself), %.2f s writing JSON; %d workers %.2f s waiting "
-                        "for a free buffer, %.2f s decoding detections and formatting JSON (in "
+                        "formatting JSON itself), %.2f s writing JSON; CPU time %.0f us per "
+                        "image, %.0f us of it reporting and writing; %d workers %.2f s waiting for "
+                        "a free buffer, %.2f s decoding detections and formatting JSON (in "
                         "total)\n",
-                p.main_fill, p.main_gpu, p.main_report, p.main_report_own, p.main_write, started,
+                p.main_fill, p.main_gpu, p.main_report, p.main_report_own, p.main_write,
+                1e6 * main_cpu / list->n, 1e6 * p.main_report_cpu / list->n, started,
                 p.workers_blocked, p.workers_report);
         rc = failed ? GR_EXIT_INPUT : GR_EXIT_OK;
     }

@@ -22,7 +22,9 @@
  *   - Separate objects are independent: any number of threads may each use their own engine at the
  *     same time, on the same GPU.
  *   - One engine is used by one thread at a time. An engine detects a second thread entering a run
- *     while one is in progress and rejects it with GR_ERR_BUSY instead of racing.
+ *     while one is in progress and rejects it with GR_ERR_BUSY instead of racing. The exception:
+ *     gr_engine_detect_outputs (on outputs kept from a run) may be called from any thread, any
+ *     number at once, beside the thread that runs the engine.
  *   - A gr_model is read-only after loading and may be shared by threads building engines.
  */
 #ifndef GRAPHRUN_RUNTIME_H
