@@ -14,16 +14,18 @@
  *              letterboxed size or more decoded at 1/2..1/8 scale; the same as without for smaller)
  *   detect     gr_engine_detect for one image of YOLOv2-tiny VOC (the built-in "yolo", synthetic
  *              weights, CPU engine run once on dog.jpg; or CFG, synthetic weights, whose one
- *              head must be VOC's 13x13 [region] as "before" assumes), at the CLI's default thresh 0.5 and at
- *              thresh 0.005 (hundreds of boxes: NMS and JSON at their worst); next to it the
- *              arithmetic it replaced ("before": the region reference activation of the whole
- *              head, then gr_detect_heads on it), whose results must be identical (checked)
+ *              head must be VOC's 13x13 [region] as "before" assumes), at the CLI's default
+ *              thresh 0.5 and at thresh 0.005 (hundreds of boxes: NMS and JSON at their worst);
+ *              next to it the arithmetic it replaced ("before": the region reference activation
+ *              of the whole head, then gr_detect_heads on it), whose results must be identical
+ *              (checked)
  *   json       the JSON line of those detections (the CLI's gr_cli_json_detections) into an
  *              open_memstream buffer, as cmd_stream's reporting threads format it
  *   write      that line written to /dev/null: what is left on cmd_stream's main thread per image
  * detect + json run on any of cmd_stream's threads (workers and main) once a batch's run is
- * done; write on the main thread; read + decode + letterbox on the workers. Then the workers' loop (gr_image_reader + letterbox into a batch buffer, images
- * claimed from a shared counter) at 1, 2, 4, ... max_threads threads: images/s, next to the loop
+ * done; write on the main thread; read + decode + letterbox on the workers. Then the workers'
+ * loop (gr_image_reader + letterbox into a batch buffer, images claimed from a shared counter)
+ * at 1, 2, 4, ... max_threads threads: images/s, next to the loop
  * the workers ran before (gr_image_load + the reference letterbox, allocating per image).
  * The engine is not in it: on the GPU it overlaps with both. Stage costs are CPU time of the
  * timing thread; the threaded loop gives wall images/s and the process's CPU time per image
