@@ -1,4 +1,4 @@
-/* Benchmark 04: YOLOv2-tiny-VOC's nine convolutions at batch 1 as the fused engine runs them
+/* Benchmark 04: YOLOv2-tiny-VOC's nine convolutions (batch 1 by default) as the fused engine runs them
  * (kernels/conv.h): the first layer straight from the uint8 input with its maxpool, the 2x2
  * maxpools of layers 2-6 in the conv epilogues, the head writing f32 NCHW from the accumulator.
  * Random packed weights and inputs (never zeros). Per layer: the automatic choice and every tile
@@ -6,7 +6,7 @@
  * launcher: compare within a column); then the nine launches captured in one
  * CUDA graph (automatic, and the best tile and split per layer), with and without
  * programmatic dependent launch, replayed (median and p99 per
- * replay). Usage: 04_fused [runs]   (results go to bench/LOG.md by hand) */
+ * replay). Usage: 04_fused [runs [batch]]   (results go to bench/LOG.md by hand) */
 #include <stdio.h>
 
 #ifndef GR_HAVE_CUDA
@@ -51,15 +51,16 @@ static float time_launch(const gr_conv_args *a, int is_i8, int runs, float *ms, 
 int main(int argc, char **argv)
 {
     const int runs = argc > 1 ? atoi(argv[1]) : 200;
-    if (runs < 10 || runs > 100000) {
-        fprintf(stderr, "usage: 04_fused [runs >= 10]\n");
+    const int batch = argc > 2 ? atoi(argv[2]) : 1;
+    if (runs < 10 || runs > 100000 || batch < 1 || batch > 256) {
+        fprintf(stderr, "usage: 04_fused [runs >= 10 [batch 1..256]]\n");
         return 2;
     }
     struct cudaDeviceProp prop;
     if (bench_no_device(&prop))
         return 0;
-    printf("04_fused: %s, %d SMs, batch 1, fused layers, %d runs per entry (median us)\n",
-           prop.name, prop.multiProcessorCount, runs);
+    printf("04_fused: %s, %d SMs, batch %d, fused layers, %d runs per entry (median us)\n",
+           prop.name, prop.multiProcessorCount, batch, runs);
     gr_rng rng;
     gr_rng_seed(&rng, 20261123);
     cudaStream_t st;
@@ -88,11 +89,12 @@ int main(int argc, char **argv)
             const int cout_pad = (L->out_c + gran - 1) / gran * gran;
             const int out_hw = L->pool_stride == 2 ? L->hw / 2 : L->hw;
             const int head = l == 8;
-            const size_t in_bytes = (size_t)L->hw * L->hw * cin_pad * (first ? 1 : es);
+            const size_t in_bytes = (size_t)batch * L->hw * L->hw * cin_pad * (first ? 1 : es);
             const size_t w_bytes =
                 (size_t)L->out_c * L->ksize * L->ksize * ((L->in_c + gran - 1) / gran * gran) * es;
             const size_t out_bytes =
-                head ? (size_t)L->hw * L->hw * L->out_c * 4 : (size_t)out_hw * out_hw * cout_pad * es;
+                (size_t)batch * (head ? (size_t)L->hw * L->hw * L->out_c * 4
+                                      : (size_t)out_hw * out_hw * cout_pad * es);
             allocs[l][0] = bench_random_device(&rng, in_bytes, first || is_i8 ? BENCH_BYTES : BENCH_HALVES);
             allocs[l][1] = bench_random_device(&rng, w_bytes, is_i8 ? BENCH_BYTES : BENCH_HALVES);
             allocs[l][2] = bench_random_device(&rng, (size_t)L->out_c * 4, BENCH_FLOATS);
@@ -100,7 +102,7 @@ int main(int argc, char **argv)
             CHECK(cudaMalloc(&allocs[l][4], out_bytes));
             gr_conv_args *a = &args[l];
             memset(a, 0, sizeof *a);
-            a->batch = 1;
+            a->batch = batch;
             a->in_h = a->in_w = L->hw;
             a->in_c = L->in_c;
             a->in_c_stride = cin_pad;
@@ -143,6 +145,15 @@ int main(int argc, char **argv)
                 for (size_t s = 0; s < sizeof splits / sizeof splits[0]; ++s) {
                     a.tile_config = t;
                     a.split_k = splits[s];
+                    if (t >= GR_CONV_TILE_STREAM && s > 0)
+                        break; /* the stream tiles never split */
+                    const size_t need =
+                        is_i8 ? gr_conv_workspace_bytes_i8(&a) : gr_conv_workspace_bytes_f16(&a);
+                    if (gr_conv_check(&a, is_i8) != cudaSuccess || need > ws_bytes) {
+                        printf(" %s/%d:-", gr_conv_tile_name(t), splits[s]);
+                        gr_kernels_clear_failure();
+                        continue;
+                    }
                     const float tm = time_launch(&a, is_i8, runs, ms, ev0, ev1, st);
                     printf(" %s/%d:%.1f", gr_conv_tile_name(t), splits[s], (double)tm);
                     if (tm < best) {

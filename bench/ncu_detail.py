@@ -6,12 +6,12 @@ import csv
 import sys
 from collections import OrderedDict
 
-WANT = [("gpu__time_duration.sum", "us"), ("Registers Per Thread", "regs"),
-        ("Block Size", "blk"), ("Grid Size", "grid"), ("Achieved Occupancy", "occ%"),
-        ("Compute (SM) Throughput", "sm%"), ("Memory Throughput", "mem%"),
-        ("Issue Slots Busy", "issue%"), ("Executed Ipc Active", "ipc"),
-        ("Dynamic Shared Memory Per Block", "dsm"), ("Static Shared Memory Per Block", "ssm"),
-        ("Duration", "dur")]
+WANT = [("gpu__time_duration.sum", "time"), ("Duration", "time"), ("Registers Per Thread", "regs"),
+        ("Block Size", "blk"), ("Grid Size", "grid"), ("Waves Per SM", "waves"),
+        ("Achieved Occupancy", "occ%"), ("Compute (SM) Throughput", "sm%"),
+        ("Memory Throughput", "mem%"), ("L2 Cache Throughput", "l2%"),
+        ("DRAM Throughput", "dram%"), ("Issued Warp Per Scheduler", "iss/cyc"),
+        ("Active Warps Per Scheduler", "warps")]
 
 
 def period(names):
@@ -28,14 +28,15 @@ if header is None:
 cols = rows[header]
 kern = OrderedDict()
 for r in rows[header + 1:]:
-    if len(r) != len(cols):
+    if len(r) < cols.index("Metric Value") + 1:
         continue
     d = dict(zip(cols, r))
     k = kern.setdefault(d["ID"], {"name": d["Kernel Name"]})
     k[d["Metric Name"]] = d["Metric Value"] + ("" if d["Metric Unit"] in ("", "%") else d["Metric Unit"][:2])
 ids = list(kern)
 n = int(sys.argv[2]) if len(sys.argv) > 2 else period([kern[i]["name"] for i in ids])
-print("kernel".ljust(44) + "".join(f"{short:>9}" for _, short in WANT))
+have = [(m, short) for m, short in WANT if any(m in kern[i] for i in ids[-n:])]
+print("kernel".ljust(36) + "".join(f"{short:>9}" for _, short in have))
 for i in ids[-n:]:
     k = kern[i]
-    print(k["name"][:43].ljust(44) + "".join(f"{k.get(m, '-')[:8]:>9}" for m, _ in WANT))
+    print(k["name"][:35].ljust(36) + "".join(f"{k.get(m, '-')[:8]:>9}" for m, _ in have))

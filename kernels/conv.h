@@ -120,8 +120,14 @@ size_t gr_conv_workspace_bytes_f16(const gr_conv_args *args);
 size_t gr_conv_workspace_bytes_i8(const gr_conv_args *args);
 
 /* Tile shapes (M pixels x N filters per block): 1 = 128x64 (8 warps), 2 = 64x64 (4 warps),
- * 3 = 128x16 (4 warps, for out_c <= 16), 4 = 32x64 (4 warps, small feature maps). */
-#define GR_CONV_TILES 4
+ * 3 = 128x16 (4 warps, for out_c <= 16), 4 = 32x64 (4 warps, small feature maps).
+ * 5 and 6: the resident-weights kernel (conv_stream.cu: persistent blocks that keep their filters'
+ * whole K in shared memory and stream pixel tiles; 8 warps, 256x32 or 128xBN, and 4 warps, 64xBN);
+ * only where the filters fit in shared memory, NHWC outputs, no split-K, f32 accumulation,
+ * sm_80+ (otherwise the launch and gr_conv_check refuse). */
+#define GR_CONV_TILE_STREAM 5
+#define GR_CONV_TILE_STREAM_SMALL 6
+#define GR_CONV_TILES 6
 /* "128x64" etc. for 1..GR_CONV_TILES, "auto" for 0, "?" otherwise. */
 const char *gr_conv_tile_name(int tile_config);
 

@@ -21,6 +21,7 @@
 #include "kernels/common.cuh"
 #include "kernels/conv.h"
 #include "kernels/conv_internal.cuh"
+#include "kernels/conv_mma.cuh"
 
 namespace
 {
@@ -118,9 +119,7 @@ __global__ void __launch_bounds__(kThreads) k_conv_first(const FirstParams p)
     __shared__ Word w_s[kMaxWeights];  /* [filter][tap] */
     __shared__ Word patch[kMaxPatch];  /* the block's input pixels, quantized and packed */
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
+    gr_conv::wait_for_producer();
     const int kk = p.ksize * p.ksize;
     for (int v = threadIdx.x; v < 256; v += kThreads)
         lut[v] = Math::lut_entry(v, p.in_scale);
@@ -234,18 +233,9 @@ template <typename Math, int P>
 cudaError_t launch(const FirstParams &p, int batch, bool pdl, cudaStream_t stream)
 {
     const int map_h = P == 2 ? p.pool_h : p.out_h, map_w = P == 2 ? p.pool_w : p.out_w;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(static_cast<unsigned>(gr_ceil_div(map_w, kTile)),
-                       static_cast<unsigned>(gr_ceil_div(map_h, kTile)), static_cast<unsigned>(batch));
-    cfg.blockDim = dim3(kThreads);
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl ? 1 : 0;
-    GR_CUDA_TRY(cudaLaunchKernelEx(&cfg, k_conv_first<Math, P>, p));
-    return cudaSuccess;
+    const dim3 grid(static_cast<unsigned>(gr_ceil_div(map_w, kTile)),
+                    static_cast<unsigned>(gr_ceil_div(map_h, kTile)), static_cast<unsigned>(batch));
+    return gr_conv::launch_kernel(k_conv_first<Math, P>, grid, dim3(kThreads), 0, pdl, stream, p);
 }
 
 } // namespace
@@ -261,6 +251,8 @@ cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t
     /* the pointers are not known yet when the runtime only checks a plan */
     GR_ARG_CHECK(!is_i8 || ((check_only || a->mul != nullptr) && a->in_scale > 0.0f));
     GR_ARG_CHECK(!a->fp16_accumulate && a->split_k <= 1);
+    /* this SIMT kernel, or the stream kernel's first-layer mode (conv_stream.cu) */
+    GR_ARG_CHECK(a->tile_config == 0 || a->tile_config == GR_CONV_TILE_STREAM);
     const int out_gran = is_i8 ? 16 : 8;
     const int out_h = gr_conv_out_dim(a->in_h, a->ksize, a->stride, a->pad);
     const int out_w = gr_conv_out_dim(a->in_w, a->ksize, a->stride, a->pad);
@@ -305,6 +297,49 @@ cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t
         GR_ARG_CHECK(p.pool_h > 0 && p.pool_w > 0);
         conv_span = (kTile - 1) * a->pool_stride + 2;
     }
+    const bool pdl = a->pdl && gr_conv_pdl_supported();
+    if (a->tile_config == GR_CONV_TILE_STREAM) {
+        GR_ARG_CHECK(a->in_c == 3 && a->ksize == 3);
+        gr_conv::ConvParams c = {};
+        c.in = a->in;
+        c.weights = a->weights;
+        c.mul = a->mul;
+        c.bias = a->bias;
+        c.out = a->out;
+        c.in_h = p.in_h;
+        c.in_w = p.in_w;
+        c.in_c_stride = p.in_c_stride;
+        c.in_c_offset = p.in_c_offset;
+        c.cin_pad = p.cin_pad;
+        c.out_h = out_h;
+        c.out_w = out_w;
+        c.out_c = p.out_c;
+        c.out_c_pad = p.out_c_pad;
+        c.out_c_stride = p.out_c_stride;
+        c.out_c_offset = p.out_c_offset;
+        c.ksize = p.ksize;
+        c.stride = p.stride;
+        c.pad = p.pad;
+        const long long m = static_cast<long long>(a->batch) *
+                            (p.pool ? 4LL * p.pool_h * p.pool_w : static_cast<long long>(out_h) * out_w);
+        GR_ARG_CHECK(m < INT_MAX);
+        GR_ARG_CHECK(static_cast<long long>(a->batch) * a->in_h * a->in_w * a->in_c_stride < INT_MAX);
+        c.M = static_cast<int>(m);
+        c.K = 27;
+        c.k_tiles = 1;
+        c.activation = p.activation;
+        c.out_kind = a->out_kind;
+        c.out_inv_scale = p.out_inv_scale;
+        c.splits = c.kt_per_split = 1;
+        c.pool = p.pool;
+        c.pool_stride = p.pool_stride;
+        c.pool_offset = p.pool_offset;
+        c.pool_h = p.pool_h;
+        c.pool_w = p.pool_w;
+        c.in_u8 = 1;
+        c.in_scale = a->in_scale;
+        return gr_conv::stream_launch(c, is_i8, GR_CONV_TILE_STREAM, pdl, stream, check_only);
+    }
     p.patch_h = p.patch_w = (conv_span - 1) * a->stride + a->ksize;
     GR_ARG_CHECK(p.patch_h * p.patch_w <= kMaxPatch);
     GR_ARG_CHECK(p.out_c_pad * a->ksize * a->ksize <= kMaxWeights);
@@ -312,7 +347,6 @@ cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t
     GR_ARG_CHECK(a->batch <= 65535);
     if (check_only)
         return cudaSuccess;
-    const bool pdl = a->pdl && gr_conv_pdl_supported();
     const int b = a->batch;
     if (is_i8)
         return p.pool ? launch<I8Math, 2>(p, b, pdl, stream) : launch<I8Math, 1>(p, b, pdl, stream);

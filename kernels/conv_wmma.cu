@@ -24,8 +24,10 @@
 #include "kernels/common.cuh"
 #include "kernels/conv.h"
 #include "kernels/conv_internal.cuh"
+#include "kernels/conv_mma.cuh"
 
 using namespace nvcuda;
+using namespace gr_conv;
 
 namespace
 {
@@ -44,68 +46,6 @@ template <> struct InTraits<signed char> {
     static constexpr int slab_bytes = 16;
 };
 
-struct ConvParams {
-    const void *in;
-    const void *weights;
-    const float *mul;
-    const float *bias;
-    void *out;
-    int in_h, in_w, in_c_stride, in_c_offset, cin_pad;
-    int out_h, out_w, out_c, out_c_pad, out_c_stride, out_c_offset; /* out_h/w: the conv's map */
-    int ksize, stride, pad;
-    int M, K, k_tiles;
-    int activation, out_kind;
-    float out_inv_scale;
-    int splits, kt_per_split; /* split-K: gridDim.z = splits */
-    int *counters;            /* [tiles]: blocks of a tile done so far (split-K) */
-    void *partials;           /* [tiles][splits][BM*BN] Acc (split-K) */
-    /* Fused 2x2 maxpool: GEMM row m is tap (m & 3) of pooled pixel m >> 2 (tap q at row offset
-     * q >> 1, column offset q & 1 of the window). M = batch * pool_h * pool_w * 4. */
-    int pool, pool_stride, pool_offset, pool_h, pool_w;
-};
-
-__device__ __forceinline__ void copy16(void *smem_dst, const void *src, bool valid)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-    const int bytes = valid ? 16 : 0; /* 0: zero-fill, nothing read */
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(bytes));
-#else
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (valid)
-        v = __ldg(static_cast<const uint4 *>(src));
-    *static_cast<uint4 *>(smem_dst) = v;
-#endif
-}
-
-__device__ __forceinline__ void cp_async_commit()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-
-template <int N> __device__ __forceinline__ void cp_async_wait()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
-
-__device__ __forceinline__ float acc_to_float(float a)
-{
-    return a;
-}
-__device__ __forceinline__ float acc_to_float(__half a)
-{
-    return __half2float(a);
-}
-__device__ __forceinline__ float acc_to_float(int a)
-{
-    return static_cast<float>(a);
-}
-
 /* The epilogue of one value: bias, multiplier, activation (conversion is the caller's). */
 __device__ __forceinline__ float epilogue(const ConvParams &p, float acc, int n)
 {
@@ -122,52 +62,6 @@ __device__ __forceinline__ float epilogue(const ConvParams &p, float acc, int n)
  * fragment-load instructions, which made the old loop issue-bound (bench/LOG.md).
  * Before sm_80: WMMA 16x16x16 (Turing has neither MMA shape). */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-template <typename In, typename Acc> struct MmaOp;
-template <> struct MmaOp<signed char, int> {
-    static constexpr int regs = 4;
-    using Reg = int;
-    static __device__ __forceinline__ void mma(int (&c)[4], const unsigned (&a)[4], unsigned b0,
-                                               unsigned b1)
-    {
-        asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-};
-template <> struct MmaOp<__half, float> {
-    static constexpr int regs = 4;
-    using Reg = float;
-    static __device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], unsigned b0,
-                                               unsigned b1)
-    {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-};
-template <> struct MmaOp<__half, __half> { /* f16 accumulators: two half2 registers */
-    static constexpr int regs = 2;
-    using Reg = unsigned;
-    static __device__ __forceinline__ void mma(unsigned (&c)[2], const unsigned (&a)[4],
-                                               unsigned b0, unsigned b1)
-    {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0,%1}, "
-                     "{%2,%3,%4,%5}, {%6,%7}, {%0,%1};\n"
-                     : "+r"(c[0]), "+r"(c[1])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-};
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void *smem_row)
-{
-    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(smem_row));
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
 template <typename In, typename Acc, int FM, int FN> struct WarpTile {
     using Op = MmaOp<In, Acc>;
     typename Op::Reg c[FM][2 * FN][Op::regs]; /* MMA tiles of 16 rows x 8 filters */
@@ -291,38 +185,6 @@ template <typename In, typename Acc, int FM, int FN> struct WarpTile {
     }
 };
 #endif
-
-/* The conv output pixel GEMM row m computes, or false when it computes nothing: a row past M,
- * or a pooling-window tap outside the conv output (Darknet's pool padding never wins). */
-__device__ __forceinline__ bool row_pixel(const ConvParams &p, int m, int &img, int &oy, int &ox)
-{
-    if (m >= p.M)
-        return false;
-    if (!p.pool) {
-        const int hw = p.out_h * p.out_w;
-        img = m / hw;
-        const int rem = m - img * hw;
-        oy = rem / p.out_w;
-        ox = rem - oy * p.out_w;
-        return true;
-    }
-    const int q = m & 3, pooled = m >> 2, phw = p.pool_h * p.pool_w;
-    img = pooled / phw;
-    const int rem = pooled - img * phw;
-    const int py = rem / p.pool_w, px = rem - py * p.pool_w;
-    oy = py * p.pool_stride + p.pool_offset + (q >> 1);
-    ox = px * p.pool_stride + p.pool_offset + (q & 1);
-    return oy >= 0 && oy < p.out_h && ox >= 0 && ox < p.out_w;
-}
-
-/* Programmatic dependent launch (sm_90): wait until the previous kernel's writes are visible;
- * a no-op for a kernel launched without the attribute. */
-__device__ __forceinline__ void wait_for_producer()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
 
 /* NHWC outputs: one 16-byte vector (V = 16 i8 or 8 f16) or two (8 f32) of one output pixel per
  * item. Pooled: an item takes its window's four rows, activated, and keeps the maximum of the
@@ -679,25 +541,6 @@ __global__ void __launch_bounds__(WM *WN * 32) k_conv_i8(const ConvParams p)
 
 enum Dtype { kF16Float, kF16Half, kI8 };
 
-/* Launch on `stream`, as a programmatic dependent launch when `pdl` (sm_90+). */
-template <typename... KArgs, typename... Args>
-cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, bool pdl,
-                          cudaStream_t stream, Args... args)
-{
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl ? 1 : 0;
-    GR_CUDA_TRY(cudaLaunchKernelEx(&cfg, kernel, args...));
-    return cudaSuccess;
-}
-
 template <int WM, int WN, int FM, int FN, bool kTap>
 cudaError_t launch_tile(Dtype dt, ConvParams &p, bool pdl, cudaStream_t stream)
 {
@@ -709,11 +552,11 @@ cudaError_t launch_tile(Dtype dt, ConvParams &p, bool pdl, cudaStream_t stream)
     const dim3 block(WM * WN * 32);
     switch (dt) {
     case kF16Float:
-        return launch_kernel(k_conv_f16<float, WM, WN, FM, FN, kTap>, grid, block, pdl, stream, p);
+        return gr_conv::launch_kernel(k_conv_f16<float, WM, WN, FM, FN, kTap>, grid, block, 0, pdl, stream, p);
     case kF16Half:
-        return launch_kernel(k_conv_f16<__half, WM, WN, FM, FN, kTap>, grid, block, pdl, stream,
+        return gr_conv::launch_kernel(k_conv_f16<__half, WM, WN, FM, FN, kTap>, grid, block, 0, pdl, stream,
                              p);
-    default: return launch_kernel(k_conv_i8<WM, WN, FM, FN, kTap>, grid, block, pdl, stream, p);
+    default: return gr_conv::launch_kernel(k_conv_i8<WM, WN, FM, FN, kTap>, grid, block, 0, pdl, stream, p);
     }
 }
 
@@ -735,8 +578,8 @@ bool aligned16(const void *ptr)
 }
 
 /* Tile shapes by tile_config (1-based): BM x BN. */
-constexpr int kTileBM[GR_CONV_TILES + 1] = {0, 128, 64, 128, 32};
-constexpr int kTileBN[GR_CONV_TILES + 1] = {0, 64, 64, 16, 64};
+constexpr int kTileBM[GR_CONV_TILES + 1] = {0, 128, 64, 128, 32, 128, 64}; /* 5, 6: nominal */
+constexpr int kTileBN[GR_CONV_TILES + 1] = {0, 64, 64, 16, 64, 64, 64};
 
 struct Plan {
     ConvParams p;
@@ -833,9 +676,13 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
     p.pool_offset = -a->pool_pad / 2;
     p.pool_h = pool_h;
     p.pool_w = pool_w;
+    p.in_u8 = 0;
+    p.in_scale = 0.0f;
     plan->tap_aligned = cin_pad % bk == 0 && a->ksize * a->ksize <= 32;
 
-    split_allowed = split_allowed && !a->fp16_accumulate && a->split_k != 1;
+    const bool stream_tile = a->tile_config >= GR_CONV_TILE_STREAM;
+    GR_ARG_CHECK(!(stream_tile && a->fp16_accumulate));
+    split_allowed = split_allowed && !a->fp16_accumulate && a->split_k != 1 && !stream_tile;
     const auto tiles_of = [&](int t) {
         return static_cast<long long>(gr_ceil_div(M, kTileBM[t])) *
                gr_ceil_div(a->out_c, kTileBN[t]);
@@ -904,6 +751,8 @@ cudaError_t launch_conv(const gr_conv_args *a, bool is_i8, cudaStream_t stream)
     }
     const Dtype dt = is_i8 ? kI8 : (a->fp16_accumulate ? kF16Half : kF16Float);
     const bool pdl = a->pdl && gr_conv_pdl_supported();
+    if (plan.tile >= GR_CONV_TILE_STREAM)
+        return stream_launch(p, is_i8, plan.tile, pdl, stream, false);
     const bool tap = plan.tap_aligned;
     switch (plan.tile) {
     case 1: return launch_tile<4, 2, 2, 2>(dt, p, tap, pdl, stream);
@@ -938,6 +787,8 @@ extern "C" const char *gr_conv_tile_name(int tile_config)
     case 2: return "64x64";
     case 3: return "128x16";
     case 4: return "32x64";
+    case 5: return "stream";
+    case 6: return "stream-64";
     default: return "?";
     }
 }
@@ -958,7 +809,10 @@ extern "C" cudaError_t gr_conv_check(const gr_conv_args *args, int is_i8)
     if (args->in_u8)
         return gr_conv_first_launch(args, is_i8 != 0, nullptr, true);
     Plan plan;
-    return make_plan(args, is_i8 != 0, false, &plan);
+    const cudaError_t err = make_plan(args, is_i8 != 0, false, &plan);
+    if (err != cudaSuccess || plan.tile < GR_CONV_TILE_STREAM)
+        return err;
+    return stream_launch(plan.p, is_i8 != 0, plan.tile, false, nullptr, true);
 }
 
 extern "C" size_t gr_conv_workspace_bytes_f16(const gr_conv_args *args)

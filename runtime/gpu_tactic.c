@@ -1,7 +1,8 @@
 /* Per-conv tactic selection at engine build, by measurement (docs/tactics.md).
  *
- * For every tensor-core conv of a variant (not the first layer, whose SIMT kernel has no choice)
- * the candidates are the automatic tactic (tile_config 0, split_k 0) and every tile shape the
+ * For every tensor-core conv of a variant (the first layer too: its SIMT kernel is the automatic
+ * tactic, the stream kernel's first-layer mode the other candidate) the candidates are the
+ * automatic tactic (tile_config 0, split_k 0) and every tile shape the
  * kernels accept for the layer crossed with split_k in {1,2,3,4,6,8,12,16}, fewer where two give
  * the same launch (same tile and same workspace size: the kernel clamps the split to the K steps,
  * and ignores it with fp16 accumulation) or the split-K workspace would exceed 32 MiB (a layer
@@ -580,7 +581,7 @@ static gr_status search_variant(search_ctx *s)
             continue;
         gpu_conv c;
         GR_TRY(gr_gpu_conv_args(s->g, v, NULL, i, &c));
-        if (!c.tensor_cores || c.tc.in_u8)
+        if (!c.tensor_cores)
             continue;
         s->e->tactic_stats.convs++;
         GR_TRY(search_node(s, i, &v->tactic[i]));

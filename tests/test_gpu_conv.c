@@ -177,7 +177,9 @@ static size_t kind_size(gr_conv_out_kind kind)
     return kind == GR_CONV_OUT_I8 ? 1 : (kind == GR_CONV_OUT_F16 ? 2 : 4);
 }
 
-static void run_case(const conv_case *cs, const wmma_opts *o)
+/* Returns the number of output kinds run (a forced stream tile refuses shapes whose filters do not
+ * fit in shared memory, and NCHW outputs: those kinds are skipped). */
+static int run_case(const conv_case *cs, const wmma_opts *o)
 {
     const int gran = o->is_i8 ? 16 : 8;
     const int cin_pad = round_up(cs->in_c, gran);
@@ -293,6 +295,7 @@ static void run_case(const conv_case *cs, const wmma_opts *o)
     void *d_bias = upload(bias, (size_t)cs->out_c * sizeof(float));
     void *d_mul = upload(mul, (size_t)cs->out_c * sizeof(float));
 
+    int kinds_run = 0;
     for (int kind_i = GR_CONV_OUT_I8; kind_i <= GR_CONV_OUT_F32_NCHW; ++kind_i) {
         const gr_conv_out_kind kind = (gr_conv_out_kind)kind_i;
         const int nchw = kind == GR_CONV_OUT_F32_NCHW;
@@ -332,6 +335,13 @@ static void run_case(const conv_case *cs, const wmma_opts *o)
         a.fp16_accumulate = o->fp16_accumulate;
         a.tile_config = o->tile_config;
         a.split_k = o->split_k;
+        if (o->tile_config >= GR_CONV_TILE_STREAM &&
+            gr_conv_check(&a, o->is_i8) == cudaErrorInvalidValue) {
+            gr_kernels_clear_failure();
+            CUDA_OK(cudaFree(g.base));
+            continue;
+        }
+        ++kinds_run;
         void *d_ws = NULL;
         if (o->use_workspace) {
             a.workspace_bytes =
@@ -435,6 +445,7 @@ static void run_case(const conv_case *cs, const wmma_opts *o)
     free(mul);
     free(y_ref);
     free(packed);
+    return kinds_run;
 }
 
 /* FP16 operands with f32 accumulation vs. a reference with the same f16 operands accumulated in
@@ -469,8 +480,17 @@ START_TEST(test_every_tile_shape)
     const int tile = 1 + _i % GR_CONV_TILES;
     const int is_i8 = _i >= GR_CONV_TILES;
     const wmma_opts o = {is_i8, 0, tile, is_i8 ? TOL_I8_FLOAT_OUT : TOL_F16, 0, 0};
-    run_case(&cases[3], &o); /* 128->255, 17x9 */
-    run_case(&cases[5], &o); /* 25->40, batch 2, no padding */
+    int kinds = run_case(&cases[3], &o); /* 128->255, 17x9 */
+    kinds += run_case(&cases[5], &o);    /* 25->40, batch 2, no padding */
+    if (tile >= GR_CONV_TILE_STREAM) {    /* odd shapes whose filters fit */
+        kinds += run_case(&cases[4], &o); /* 16->32 stride 2, batch 3 */
+        kinds += run_case(&cases[6], &o); /* 64->128 26x26 */
+        kinds += run_case(&cases[7], &o); /* 1x1, concat slices in and out */
+        kinds += run_case(&cases[8], &o); /* 3 channels, stride 2, output slice */
+    }
+    /* a stream tile refuses NCHW outputs and filters beyond shared memory, never everything */
+    ck_assert_msg(kinds >= (tile >= GR_CONV_TILE_STREAM ? 9 : 8),
+                  "tile %s ran %d output kinds", gr_conv_tile_name(tile), kinds);
 }
 END_TEST
 
