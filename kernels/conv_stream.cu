@@ -16,9 +16,12 @@
  * shuffles (a window's four GEMM rows are four lanes), then the conversion into a per-warp
  * staging area and 16-byte stores.
  *
- * The pooled maximum is taken with fmaxf over the window's taps inside the conv output. For the
- * finite values of an INT8 conv that is exactly the CPU reference's "v > best" scan; it differs
- * only for NaN taps (FP16 with non-finite inputs) and in the sign of an all-zero window.
+ * The pooled maximum is taken over the window's taps inside the conv output: on the accumulators
+ * before the epilogue where the epilogue is non-decreasing (multipliers >= 0, activation linear,
+ * leaky or relu: then the largest accumulator gives the largest y, exactly), each of the
+ * window's four lanes finishing a quarter of the filters; otherwise with fmaxf on the activated
+ * values. For the finite values of an INT8 conv both are exactly the CPU reference's "v > best"
+ * scan; they differ only for NaN taps (FP16 with non-finite inputs) and in the sign of zeros.
  *
  * First-layer mode (tile 5 on conv.h's in_u8 input, 3 channels, 3x3): each thread builds its A
  * row itself from the uint8 NHWC input: the 27 values of the 3x3x3 window through a 256-entry
@@ -30,6 +33,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <climits>
+#include <limits>
 
 #include <cuda_fp16.h>
 
@@ -158,7 +162,12 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
         s_bias[c] = p.bias && n < p.out_c ? p.bias[n] : 0.0f;
         s_mul[c] = p.mul ? (n < p.out_c ? p.mul[n] : 0.0f) : 1.0f;
     }
-    __syncthreads();
+    static_assert(BN <= kThreads, "one multiplier per thread in the check below");
+    const int negative_mul = __syncthreads_or(tid < BN && !(s_mul[tid] >= 0.0f));
+    /* Pool before the epilogue where that is exact: y = act(fmaf(acc, mul, bias)) is
+     * non-decreasing in acc when mul >= 0 and act is linear, leaky or relu (the logistic's expf
+     * is left out), so the window's largest accumulator gives the window's largest y. */
+    const bool pool_first = p.pool && !negative_mul && p.activation != GR_CONV_ACT_LOGISTIC;
     wait_for_producer(); /* the input is the previous kernel's output */
 
     /* First-layer mode: thread r builds A row r (BM == kThreads) from the uint8 input. */
@@ -268,6 +277,18 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
          * 8j + 2t4 and + 1. A pooled window's rows 4w..4w+3 are lanes g = 4w'..4w'+3: lane bits
          * 2-3, so two xor-shuffles give every lane its window's maximum. */
         const int m_warp = tile * BM + warp * 16 * FM;
+        auto stage_value = [&](int out_row, int col, float v) {
+            const bool real = n0 + col < p.out_c;
+            if (sp.out_elem == 1) {
+                stage_out[out_row * BN + col] =
+                    static_cast<unsigned char>(real ? gr_conv_i8_bits(v, p.out_inv_scale) : 0u);
+            } else if (sp.out_elem == 2) {
+                reinterpret_cast<__half *>(stage_out)[out_row * BN + col] =
+                    __float2half_rn(real ? v : 0.0f);
+            } else {
+                reinterpret_cast<float *>(stage_out)[out_row * BN + col] = real ? v : 0.0f;
+            }
+        };
 #pragma unroll
         for (int i = 0; i < FM; ++i)
 #pragma unroll
@@ -275,6 +296,40 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
                 const int lr = i * 16 + h * 8 + g; /* row within the warp's rows */
                 int img, oy, ox;
                 const bool row_ok = row_pixel(p, m_warp + lr, img, oy, ox);
+                if (pool_first) {
+                    /* Reduce-scatter the window's 4 lanes (lane bits 3, then 2): each ends with
+                     * the maximum of a quarter of the 2*NJ values, then runs the epilogue on
+                     * those only. Value k is filter 8 * (k / 2) + 2 * t4 + k % 2. */
+                    constexpr int NV = 2 * NJ;
+                    const Acc lowest = std::numeric_limits<Acc>::lowest();
+                    const bool b3 = (lane >> 3) & 1, b2 = (lane >> 2) & 1;
+                    Acc v1[NV / 2], v2[NV / 4];
+#pragma unroll
+                    for (int k = 0; k < NV / 2; ++k) {
+                        const Acc lo = row_ok ? c[i][k / 2][2 * h + k % 2] : lowest;
+                        const int k2 = k + NV / 2;
+                        const Acc hi = row_ok ? c[i][k2 / 2][2 * h + k2 % 2] : lowest;
+                        const Acc other = __shfl_xor_sync(0xffffffffu, b3 ? lo : hi, 8);
+                        const Acc mine = b3 ? hi : lo;
+                        v1[k] = mine > other ? mine : other;
+                    }
+#pragma unroll
+                    for (int k = 0; k < NV / 4; ++k) {
+                        const Acc lo = v1[k], hi = v1[k + NV / 4];
+                        const Acc other = __shfl_xor_sync(0xffffffffu, b2 ? lo : hi, 4);
+                        const Acc mine = b2 ? hi : lo;
+                        v2[k] = mine > other ? mine : other;
+                    }
+#pragma unroll
+                    for (int k = 0; k < NV / 4; ++k) {
+                        const int orig = k + (b2 ? NV / 4 : 0) + (b3 ? NV / 2 : 0);
+                        const int col = (orig >> 1) * 8 + 2 * t4 + (orig & 1);
+                        stage_value(lr >> 2, col,
+                                    gr_conv_activate(fmaf(acc_to_float(v2[k]), s_mul[col], s_bias[col]),
+                                                     p.activation));
+                    }
+                    continue;
+                }
 #pragma unroll
                 for (int j = 0; j < NJ; ++j)
 #pragma unroll
@@ -292,16 +347,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
                                 continue;
                             out_row = lr >> 2;
                         }
-                        const bool real = n0 + col < p.out_c;
-                        if (sp.out_elem == 1) {
-                            stage_out[out_row * BN + col] =
-                                static_cast<unsigned char>(real ? gr_conv_i8_bits(v, p.out_inv_scale) : 0u);
-                        } else if (sp.out_elem == 2) {
-                            reinterpret_cast<__half *>(stage_out)[out_row * BN + col] =
-                                __float2half_rn(real ? v : 0.0f);
-                        } else {
-                            reinterpret_cast<float *>(stage_out)[out_row * BN + col] = real ? v : 0.0f;
-                        }
+                        stage_value(out_row, col, v);
                     }
             }
         __syncwarp();

@@ -130,13 +130,15 @@ static size_t ws_bytes_of(const gr_conv_args *a, int is_i8)
 }
 
 /* Deterministic non-zero values in the conv's input channels (padding channels 0, as the
- * kernels require): i8 in [-127, -1] u [1, 127], f16 of magnitude in [1/16, 2). */
+ * kernels require): i8 in [-127, -1] u [1, 127], f16 of magnitude in [1/16, 2); the first
+ * layer's uint8 network input (in_u8, unpadded) in [1, 255]. */
 static gr_status fill_input(search_ctx *s, const gpu_conv *c, int index)
 {
     const gr_plan *plan = s->v->plan;
     const gr_plan_tensor *x = &plan->tensors[plan->nodes[index].inputs[0]];
-    const int elem = c->is_i8 ? 1 : 2;
-    const size_t cin_pad = (size_t)round_up(x->c, c->is_i8 ? 16 : 8);
+    const int u8 = c->tc.in_u8;
+    const int elem = c->is_i8 || u8 ? 1 : 2;
+    const size_t cin_pad = u8 ? (size_t)x->c : (size_t)round_up(x->c, c->is_i8 ? 16 : 8);
     const size_t pixels = (size_t)x->n * x->h * x->w;
     unsigned char *host = gr_calloc(pixels * cin_pad, (size_t)elem, "tactic search input");
     if (!host)
@@ -147,7 +149,9 @@ static gr_status fill_input(search_ctx *s, const gpu_conv *c, int index)
         for (int ch = 0; ch < x->c; ch++) {
             uint64_t r = gr_rng_u64(&rng);
             size_t at = p * cin_pad + (size_t)ch;
-            if (c->is_i8) {
+            if (u8) {
+                host[at] = (unsigned char)(1 + r % 255);
+            } else if (c->is_i8) {
                 int magnitude = 1 + (int)(r % 127);
                 host[at] = (unsigned char)(int8_t)((r >> 32) & 1 ? -magnitude : magnitude);
             } else {
