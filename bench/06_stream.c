@@ -1,7 +1,8 @@
 /* The CPU side of `graphrun --input DIR` without a GPU: what each stage costs per image, and how
  * many images per second the decoding workers deliver at 1, 2, 4, ... threads.
  *
- *   ./build/06_stream [DIR [max_threads [min_images]]]   (DIR default data/, from the source root)
+ *   ./build/06_stream [DIR [max_threads [min_images [CFG]]]]   (DIR default data/, from the source
+ *                                                               root)
  *
  * Stages (one thread, every image of DIR in turn until >= min_images, default 200):
  *   read       the file into memory (gr_read_file)
@@ -12,12 +13,19 @@
  *              handle kept between images), and the same with --fast-decode (JPEGs of twice the
  *              letterboxed size or more decoded at 1/2..1/8 scale; the same as without for smaller)
  *   detect     gr_engine_detect for one image of YOLOv2-tiny VOC (the built-in "yolo", synthetic
- *              weights, CPU engine run once on dog.jpg), at the CLI's default thresh 0.5 and at
- *              thresh 0.005 (hundreds of boxes: NMS and JSON at their worst)
- *   json       the JSON line of those detections (the CLI's gr_cli_json_detections) to /dev/null
- * detect + json run on cmd_stream's main thread, serially; read + decode + letterbox on the
- * workers. Then the workers' loop (gr_image_reader + letterbox into a batch buffer, images
- * claimed from a shared counter) at 1, 2, 4, ... max_threads threads: images/s, next to the loop
+ *              weights, CPU engine run once on dog.jpg; or CFG, synthetic weights, whose one
+ *              head must be VOC's 13x13 [region] as "before" assumes), at the CLI's default
+ *              thresh 0.5 and at thresh 0.005 (hundreds of boxes: NMS and JSON at their worst);
+ *              next to it the arithmetic it replaced ("before": the region reference activation
+ *              of the whole head, then gr_detect_heads on it), whose results must be identical
+ *              (checked)
+ *   json       the JSON line of those detections (the CLI's gr_cli_json_detections) into an
+ *              open_memstream buffer, as cmd_stream's reporting threads format it
+ *   write      that line written to /dev/null: what is left on cmd_stream's main thread per image
+ * detect + json run on any of cmd_stream's threads (workers and main) once a batch's run is
+ * done; write on the main thread; read + decode + letterbox on the workers. Then the workers'
+ * loop (gr_image_reader + letterbox into a batch buffer, images claimed from a shared counter)
+ * at 1, 2, 4, ... max_threads threads: images/s, next to the loop
  * the workers ran before (gr_image_load + the reference letterbox, allocating per image).
  * The engine is not in it: on the GPU it overlaps with both. Stage costs are CPU time of the
  * timing thread; the threaded loop gives wall images/s and the process's CPU time per image
@@ -36,6 +44,7 @@
 
 #include "graphrun/runtime.h"
 #include "ops/base.h"
+#include "runtime/detect.h"
 #include "runtime/image.h"
 #include "tools/cli.h"
 
@@ -138,6 +147,33 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* gr_engine_detect as it was before the raw-head decoders: the region reference activation of
+ * the whole head of image 0 (YOLOv2-tiny VOC's [region]), then the activated-head decoder. */
+static gr_status detect_before(const gr_engine *engine, const gr_detect_options *opt,
+                               gr_detection **dets, int *n)
+{
+    static const float anchors[10] = {1.08f, 1.19f, 3.42f, 4.41f, 6.63f,
+                                      11.38f, 9.42f, 5.11f, 16.62f, 10.52f};
+    gr_op_params p;
+    gr_op_params_default(GR_OP_REGION, &p);
+    p.classes = 20;
+    p.coords = 4;
+    p.num = 5;
+    p.softmax = 1;
+    memcpy(p.anchors, anchors, sizeof anchors);
+    gr_shape s = {125, 13, 13};
+    const float *raw;
+    GR_TRY(gr_engine_output(engine, 0, &raw));
+    float *act = gr_malloc(gr_shape_elems(s) * sizeof *act, "activated head");
+    if (!act)
+        return GR_ERR_OUT_OF_MEMORY;
+    gr_op_get(GR_OP_REGION)->ref(&p, NULL, &raw, &s, 1, act, s, 1);
+    gr_head_output head = {&p, act, s, 0};
+    gr_status st = gr_detect_heads(&head, 1, NET, NET, opt, dets, n);
+    free(act);
+    return st;
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "data";
@@ -146,8 +182,9 @@ int main(int argc, char **argv)
                                                              : sysconf(_SC_NPROCESSORS_ONLN);
     int max_threads = argc > 2 ? atoi(argv[2]) : (int)(cores > 0 ? cores : 1);
     int min_images = argc > 3 ? atoi(argv[3]) : 200;
+    const char *detect_cfg = argc > 4 ? argv[4] : NULL; /* NULL: the built-in "yolo" */
     if (max_threads < 1 || max_threads > 1024 || min_images < 1) {
-        fprintf(stderr, "usage: 06_stream [DIR [max_threads [min_images]]]\n");
+        fprintf(stderr, "usage: 06_stream [DIR [max_threads [min_images [CFG]]]]\n");
         return 2;
     }
     int n = 0;
@@ -227,6 +264,10 @@ int main(int argc, char **argv)
     gr_engine *engine = NULL;
     gr_model_options mo;
     gr_model_options_default(&mo);
+    if (detect_cfg) {
+        mo.builtin = NULL;
+        mo.cfg_path = detect_cfg;
+    }
     gr_engine_options eo;
     gr_engine_options_default(&eo);
     eo.device = GR_DEVICE_CPU;
@@ -244,28 +285,52 @@ int main(int argc, char **argv)
         dopt.nms = 0.45f;
         dopt.image_w = dog->w;
         dopt.image_h = dog->h;
-        int iters = 300, n_dets = 0;
-        double t_det = 0, t_json = 0;
+        int iters = 300, n_dets = 0, differ = 0;
+        double t_det = 0, t_before = 0, t_json = 0, t_write = 0;
         for (int it = 0; it < iters; it++) {
-            gr_detection *dets = NULL;
+            gr_detection *dets = NULL, *old = NULL;
+            int n_old = 0;
             double t0 = now_s();
             if (gr_engine_detect(engine, 0, &dopt, &dets, &n_dets) != GR_OK) {
                 fprintf(stderr, "06_stream: detect: %s\n", gr_last_error());
                 break;
             }
             double t1 = now_s();
-            fprintf(devnull, "{\"input\": ");
-            gr_cli_json_string(devnull, "data/dog.jpg");
-            fprintf(devnull, ", \"width\": %d, \"height\": %d, ", dog->w, dog->h);
-            gr_cli_json_detections(devnull, model, dets, n_dets, "");
-            fprintf(devnull, "}\n");
+            if (detect_before(engine, &dopt, &old, &n_old) != GR_OK) {
+                fprintf(stderr, "06_stream: detect (before): %s\n", gr_last_error());
+                gr_detections_free(dets);
+                break;
+            }
             double t2 = now_s();
+            differ += n_old != n_dets || memcmp(old, dets, (size_t)n_dets * sizeof *dets) != 0;
+            char *line = NULL;
+            size_t len = 0;
+            FILE *f = open_memstream(&line, &len);
+            if (f) {
+                fprintf(f, "{\"input\": ");
+                gr_cli_json_string(f, "data/dog.jpg");
+                fprintf(f, ", \"width\": %d, \"height\": %d, ", dog->w, dog->h);
+                gr_cli_json_detections(f, model, dets, n_dets, "");
+                fprintf(f, "}\n");
+                fclose(f);
+            }
+            double t3 = now_s();
+            if (line)
+                fwrite(line, 1, len, devnull);
+            double t4 = now_s();
             t_det += t1 - t0;
-            t_json += t2 - t1;
+            t_before += t2 - t1;
+            t_json += t3 - t2;
+            t_write += t4 - t3;
+            free(line);
             gr_detections_free(dets);
+            gr_detections_free(old);
         }
-        printf("per image, main thread (us), thresh %.3f: detect %.1f  json %.1f  (%d detections "
-               "kept)\n", (double)dopt.thresh, 1e6 * t_det / iters, 1e6 * t_json / iters, n_dets);
+        printf("per image (us), thresh %.3f: detect %.1f (before: %.1f, %d of %d differ)  json "
+               "%.1f  write %.1f  (%d detections kept)\n",
+               (double)dopt.thresh, 1e6 * t_det / iters, 1e6 * t_before / iters, differ, iters,
+               1e6 * t_json / iters, 1e6 * t_write / iters, n_dets);
+        mismatches += differ;
       }
     } else {
         fprintf(stderr, "06_stream: detection stage skipped: %s\n", gr_last_error());

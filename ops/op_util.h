@@ -36,5 +36,8 @@ double gr_activation_flops(gr_activation a);
 /* Darknet's softmax over n values spaced `stride` apart (max subtracted, exp in double like
  * Darknet's exp() call, float sum). */
 void gr_softmax_strided(const float *input, size_t n, size_t stride, float *output);
+/* The same with its own output stride (e.g. strided input to a contiguous vector). */
+void gr_softmax_strided_to(const float *input, size_t n, size_t in_stride, float *output,
+                           size_t out_stride);
 
 #endif

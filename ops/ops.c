@@ -135,20 +135,28 @@ double gr_activation_flops(gr_activation a)
     return 0.0;
 }
 
-void gr_softmax_strided(const float *input, size_t n, size_t stride, float *output)
+void gr_softmax_strided_to(const float *input, size_t n, size_t in_stride, float *output,
+                           size_t out_stride)
 {
     float largest = -FLT_MAX;
     for (size_t i = 0; i < n; i++)
-        if (input[i * stride] > largest)
-            largest = input[i * stride];
+        if (input[i * in_stride] > largest)
+            largest = input[i * in_stride];
     float sum = 0.0f;
     for (size_t i = 0; i < n; i++) {
-        float e = (float)exp((double)(input[i * stride] - largest)); /* float subtract, as Darknet */
+        /* float subtract, as Darknet; each input is read before its output is written, so
+         * input == output (in place) gives the same values */
+        float e = (float)exp((double)(input[i * in_stride] - largest));
         sum += e;
-        output[i * stride] = e;
+        output[i * out_stride] = e;
     }
     for (size_t i = 0; i < n; i++)
-        output[i * stride] /= sum;
+        output[i * out_stride] /= sum;
+}
+
+void gr_softmax_strided(const float *input, size_t n, size_t stride, float *output)
+{
+    gr_softmax_strided_to(input, n, stride, output, stride);
 }
 
 void gr_op_params_default(gr_op_kind op, gr_op_params *p)

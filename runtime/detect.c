@@ -4,6 +4,8 @@
  * so thresholds and NMS decide the same way Darknet does. */
 #include "runtime/detect.h"
 
+#include "ops/op_util.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -38,12 +40,33 @@ void gr_letterbox_size(int im_w, int im_h, int net_w, int net_h, int *new_w, int
     *new_h = h < 1 ? 1 : (int)h;
 }
 
-/* Appends one (box, class) detection when there is room; always counts it. */
-static void emit(gr_detection *out, int max_out, long long *count, const gr_detection *d)
+/* Where a decoder puts its detections: the caller's array (at most `cap`, every one counted) or,
+ * with `grow`, a heap array doubled as needed. */
+typedef struct det_sink {
+    gr_detection *out;
+    size_t cap;
+    long long count;
+    bool grow;
+    bool oom; /* growing failed: later detections are counted, not stored */
+} det_sink;
+
+static void emit(det_sink *sink, const gr_detection *d)
 {
-    if (*count < max_out)
-        out[*count] = *d;
-    (*count)++;
+    if ((size_t)sink->count >= sink->cap && sink->grow && !sink->oom) {
+        size_t cap = sink->cap ? 2 * sink->cap : 64;
+        gr_detection *grown = cap < SIZE_MAX / sizeof *grown
+                                  ? realloc(sink->out, cap * sizeof *grown)
+                                  : NULL;
+        if (grown) {
+            sink->out = grown;
+            sink->cap = cap;
+        } else {
+            sink->oom = true;
+        }
+    }
+    if ((size_t)sink->count < sink->cap)
+        sink->out[sink->count] = *d;
+    sink->count++;
 }
 
 /* Darknet's relative centre box -> corners in network pixels, as draw_detections converts
@@ -88,75 +111,38 @@ static bool check_decode_args(const char *who, const gr_op_params *p, const floa
     return true;
 }
 
-int gr_decode_region(const gr_op_params *p, const float *activated, gr_shape s, int net_w,
-                     int net_h, float thresh, gr_detection *out, int max_out)
+/* The region head's own checks; false with a message. */
+static bool check_region(const gr_op_params *p, gr_shape s)
 {
-    if (!check_decode_args("region decode", p, activated, s, net_w, net_h, out, max_out))
-        return -1;
     if (p->op != GR_OP_REGION || p->num < 1 || p->num > GR_MAX_ANCHORS || p->coords < 4) {
         gr_fail(GR_ERR_INVALID_ARGUMENT,
                 "region decode: not a region head (op %d, num %d, coords %d)", (int)p->op, p->num,
                 p->coords);
-        return -1;
+        return false;
     }
     long long entries = (long long)p->coords + 1 + p->classes;
     if ((long long)s.c != entries * p->num) {
         gr_fail(GR_ERR_INVALID_ARGUMENT,
                 "region decode: %d channels but num %d x (coords %d + 1 + classes %d) = %lld",
                 s.c, p->num, p->coords, p->classes, entries * p->num);
-        return -1;
+        return false;
     }
-    size_t plane = (size_t)s.h * (size_t)s.w;
-    long long count = 0;
-    for (int row = 0; row < s.h; row++) {
-        for (int col = 0; col < s.w; col++) {
-            size_t cell = (size_t)row * (size_t)s.w + (size_t)col;
-            for (int a = 0; a < p->num; a++) {
-                const float *base = activated + (size_t)a * (size_t)entries * plane + cell;
-                float objectness = base[(size_t)p->coords * plane];
-                /* get_region_detections: objectness = scale > thresh ? scale : 0, and classes are
-                 * only scored when it is nonzero. */
-                if (!(objectness > thresh))
-                    continue;
-                gr_detection d;
-                /* get_region_box: float centre, double exp() for the size, anchors in cells. */
-                float x = ((float)col + base[0]) / (float)s.w;
-                float y = ((float)row + base[plane]) / (float)s.h;
-                float w = (float)(exp((double)base[2 * plane]) * (double)p->anchors[2 * a] / s.w);
-                float h =
-                    (float)(exp((double)base[3 * plane]) * (double)p->anchors[2 * a + 1] / s.h);
-                set_corners(&d, x, y, w, h, net_w, net_h);
-                d.objectness = objectness;
-                for (int k = 0; k < p->classes; k++) {
-                    float prob = objectness * base[((size_t)p->coords + 1 + (size_t)k) * plane];
-                    if (prob > thresh) {
-                        d.class_id = k;
-                        d.prob = prob;
-                        emit(out, max_out, &count, &d);
-                    }
-                }
-            }
-        }
-    }
-    return (int)count; /* <= elements of the head, checked <= INT_MAX above */
+    return true;
 }
 
-int gr_decode_yolo(const gr_op_params *p, const float *activated, gr_shape s, int net_w, int net_h,
-                   float thresh, gr_detection *out, int max_out)
+static bool check_yolo(const gr_op_params *p, gr_shape s)
 {
-    if (!check_decode_args("yolo decode", p, activated, s, net_w, net_h, out, max_out))
-        return -1;
     if (p->op != GR_OP_YOLO || p->n_mask < 1 || p->n_mask > GR_MAX_ANCHORS || p->num < 1 ||
         p->num > GR_MAX_ANCHORS) {
         gr_fail(GR_ERR_INVALID_ARGUMENT, "yolo decode: not a yolo head (op %d, mask %d, num %d)",
                 (int)p->op, p->n_mask, p->num);
-        return -1;
+        return false;
     }
     for (int m = 0; m < p->n_mask; m++) {
         if (p->mask[m] < 0 || p->mask[m] >= p->num) {
             gr_fail(GR_ERR_INVALID_ARGUMENT, "yolo decode: mask[%d] = %d is not an anchor of %d",
                     m, p->mask[m], p->num);
-            return -1;
+            return false;
         }
     }
     long long entries = 5LL + p->classes;
@@ -164,41 +150,206 @@ int gr_decode_yolo(const gr_op_params *p, const float *activated, gr_shape s, in
         gr_fail(GR_ERR_INVALID_ARGUMENT,
                 "yolo decode: %d channels but mask %d x (5 + classes %d) = %lld", s.c, p->n_mask,
                 p->classes, entries * p->n_mask);
-        return -1;
+        return false;
     }
+    return true;
+}
+
+/* The values a decoder reads: the activated head, or (raw) the head's input, the conv output, to
+ * which the decoder applies the region/yolo activation itself, box by box, and only to a box
+ * whose objectness passes the threshold. Every other value of a box is read only after that
+ * test, so the values skipped cannot change a result; and the activation is computed with the
+ * functions ops/region.c and ops/yolo.c's references use (gr_activate's logistic,
+ * gr_softmax_strided_to), so the values read are the same floats (tests/test_detect_raw.c). */
+typedef struct head_values {
+    const float *data;
+    bool raw;
+    float *classes; /* raw: one anchor's class probabilities (p->classes floats) */
+} head_values;
+
+static float logistic(float v) { return gr_activate(v, GR_ACT_LOGISTIC); }
+
+/* The `classes` class probabilities of the box at `base` (first class at base[0], `stride`
+ * apart); raw values are activated into v->classes. Returns where they are and their stride. */
+static const float *class_probs(const head_values *v, const float *base, size_t classes,
+                                size_t stride, bool softmax, size_t *out_stride)
+{
+    if (!v->raw) {
+        *out_stride = stride;
+        return base;
+    }
+    if (softmax) {
+        gr_softmax_strided_to(base, classes, stride, v->classes, 1);
+    } else {
+        for (size_t k = 0; k < classes; k++)
+            v->classes[k] = logistic(base[k * stride]);
+    }
+    *out_stride = 1;
+    return v->classes;
+}
+
+static void decode_region_values(const gr_op_params *p, const head_values *v, gr_shape s,
+                                 int net_w, int net_h, float thresh, det_sink *sink)
+{
     size_t plane = (size_t)s.h * (size_t)s.w;
-    long long count = 0;
+    size_t entries = (size_t)p->coords + 1 + (size_t)p->classes;
+    for (int row = 0; row < s.h; row++) {
+        for (int col = 0; col < s.w; col++) {
+            size_t cell = (size_t)row * (size_t)s.w + (size_t)col;
+            for (int a = 0; a < p->num; a++) {
+                const float *base = v->data + (size_t)a * entries * plane + cell;
+                float objectness = base[(size_t)p->coords * plane];
+                if (v->raw)
+                    objectness = logistic(objectness);
+                /* get_region_detections: objectness = scale > thresh ? scale : 0, and classes are
+                 * only scored when it is nonzero. */
+                if (!(objectness > thresh))
+                    continue;
+                float tx = base[0], ty = base[plane];
+                if (v->raw) {
+                    tx = logistic(tx);
+                    ty = logistic(ty);
+                }
+                gr_detection d;
+                /* get_region_box: float centre, double exp() for the size, anchors in cells. */
+                float x = ((float)col + tx) / (float)s.w;
+                float y = ((float)row + ty) / (float)s.h;
+                float w = (float)(exp((double)base[2 * plane]) * (double)p->anchors[2 * a] / s.w);
+                float h =
+                    (float)(exp((double)base[3 * plane]) * (double)p->anchors[2 * a + 1] / s.h);
+                set_corners(&d, x, y, w, h, net_w, net_h);
+                d.objectness = objectness;
+                size_t stride;
+                const float *probs =
+                    class_probs(v, base + ((size_t)p->coords + 1) * plane, (size_t)p->classes,
+                                plane, p->softmax != 0, &stride);
+                for (int k = 0; k < p->classes; k++) {
+                    float prob = objectness * probs[(size_t)k * stride];
+                    if (prob > thresh) {
+                        d.class_id = k;
+                        d.prob = prob;
+                        emit(sink, &d);
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void decode_yolo_values(const gr_op_params *p, const head_values *v, gr_shape s, int net_w,
+                               int net_h, float thresh, det_sink *sink)
+{
+    size_t plane = (size_t)s.h * (size_t)s.w;
+    size_t entries = 5 + (size_t)p->classes;
     for (int row = 0; row < s.h; row++) {
         for (int col = 0; col < s.w; col++) {
             size_t cell = (size_t)row * (size_t)s.w + (size_t)col;
             for (int m = 0; m < p->n_mask; m++) {
-                const float *base = activated + (size_t)m * (size_t)entries * plane + cell;
+                const float *base = v->data + (size_t)m * entries * plane + cell;
                 float objectness = base[4 * plane];
+                if (v->raw)
+                    objectness = logistic(objectness);
                 if (!(objectness > thresh)) /* get_yolo_detections: objectness <= thresh skips */
                     continue;
+                float tx = base[0], ty = base[plane];
+                if (v->raw) {
+                    tx = logistic(tx);
+                    ty = logistic(ty);
+                }
                 int anchor = p->mask[m];
                 gr_detection d;
                 /* get_yolo_box: anchors in network pixels. */
-                float x = ((float)col + base[0]) / (float)s.w;
-                float y = ((float)row + base[plane]) / (float)s.h;
+                float x = ((float)col + tx) / (float)s.w;
+                float y = ((float)row + ty) / (float)s.h;
                 float w =
                     (float)(exp((double)base[2 * plane]) * (double)p->anchors[2 * anchor] / net_w);
                 float h = (float)(exp((double)base[3 * plane]) *
                                   (double)p->anchors[2 * anchor + 1] / net_h);
                 set_corners(&d, x, y, w, h, net_w, net_h);
                 d.objectness = objectness;
+                size_t stride;
+                const float *probs =
+                    class_probs(v, base + 5 * plane, (size_t)p->classes, plane, false, &stride);
                 for (int k = 0; k < p->classes; k++) {
-                    float prob = objectness * base[(5 + (size_t)k) * plane];
+                    float prob = objectness * probs[(size_t)k * stride];
                     if (prob > thresh) {
                         d.class_id = k;
                         d.prob = prob;
-                        emit(out, max_out, &count, &d);
+                        emit(sink, &d);
                     }
                 }
             }
         }
     }
-    return (int)count;
+}
+
+/* Class scratch of a raw decode on the stack up to this many classes (COCO's 80, VOC's 20). */
+#define STACK_CLASSES 256
+
+/* Check and decode one head of kind `op` into `sink`; a status with a message. */
+static gr_status decode_values(gr_op_kind op, const gr_op_params *p, const float *data, bool raw,
+                               gr_shape s, int net_w, int net_h, float thresh, det_sink *sink)
+{
+    const char *who = op == GR_OP_REGION ? "region decode" : "yolo decode";
+    if (!check_decode_args(who, p, data, s, net_w, net_h, sink->grow ? NULL : sink->out,
+                           sink->grow ? 0 : (int)sink->cap))
+        return GR_ERR_INVALID_ARGUMENT;
+    if (op == GR_OP_REGION ? !check_region(p, s) : !check_yolo(p, s))
+        return GR_ERR_INVALID_ARGUMENT;
+    float stack_classes[STACK_CLASSES];
+    head_values v = {data, raw, stack_classes};
+    if (raw && p->classes > STACK_CLASSES) {
+        v.classes = gr_malloc((size_t)p->classes * sizeof *v.classes, "class probabilities");
+        if (!v.classes)
+            return GR_ERR_OUT_OF_MEMORY;
+    }
+    if (op == GR_OP_REGION)
+        decode_region_values(p, &v, s, net_w, net_h, thresh, sink);
+    else
+        decode_yolo_values(p, &v, s, net_w, net_h, thresh, sink);
+    if (v.classes != stack_classes)
+        free(v.classes);
+    return GR_OK;
+}
+
+/* The public decoders: into the caller's array, every detection counted. */
+static int decode_into(gr_op_kind op, const gr_op_params *p, const float *data, bool raw,
+                       gr_shape s, int net_w, int net_h, float thresh, gr_detection *out,
+                       int max_out)
+{
+    if (max_out < 0) {
+        gr_fail(GR_ERR_INVALID_ARGUMENT, "%s decode: bad output buffer (max_out %d)",
+                op == GR_OP_REGION ? "region" : "yolo", max_out);
+        return -1;
+    }
+    det_sink sink = {.out = out, .cap = (size_t)max_out};
+    if (decode_values(op, p, data, raw, s, net_w, net_h, thresh, &sink) != GR_OK)
+        return -1;
+    return (int)sink.count; /* <= elements of the head, checked <= INT_MAX */
+}
+
+int gr_decode_region(const gr_op_params *p, const float *activated, gr_shape s, int net_w,
+                     int net_h, float thresh, gr_detection *out, int max_out)
+{
+    return decode_into(GR_OP_REGION, p, activated, false, s, net_w, net_h, thresh, out, max_out);
+}
+
+int gr_decode_region_raw(const gr_op_params *p, const float *raw, gr_shape s, int net_w,
+                         int net_h, float thresh, gr_detection *out, int max_out)
+{
+    return decode_into(GR_OP_REGION, p, raw, true, s, net_w, net_h, thresh, out, max_out);
+}
+
+int gr_decode_yolo(const gr_op_params *p, const float *activated, gr_shape s, int net_w, int net_h,
+                   float thresh, gr_detection *out, int max_out)
+{
+    return decode_into(GR_OP_YOLO, p, activated, false, s, net_w, net_h, thresh, out, max_out);
+}
+
+int gr_decode_yolo_raw(const gr_op_params *p, const float *raw, gr_shape s, int net_w, int net_h,
+                       float thresh, gr_detection *out, int max_out)
+{
+    return decode_into(GR_OP_YOLO, p, raw, true, s, net_w, net_h, thresh, out, max_out);
 }
 
 void gr_detections_correct_letterbox(gr_detection *d, int n, int net_w, int net_h, int im_w,
@@ -399,24 +550,6 @@ static gr_status check_detect_options(const gr_detect_options *opt)
     return GR_OK;
 }
 
-static int decode_head(const gr_head_output *head, int net_w, int net_h, float thresh,
-                       gr_detection *out, int max_out)
-{
-    if (!head->params) {
-        gr_fail(GR_ERR_INVALID_ARGUMENT, "detect: head without params");
-        return -1;
-    }
-    if (head->params->op == GR_OP_REGION)
-        return gr_decode_region(head->params, head->activated, head->shape, net_w, net_h, thresh,
-                                out, max_out);
-    if (head->params->op == GR_OP_YOLO)
-        return gr_decode_yolo(head->params, head->activated, head->shape, net_w, net_h, thresh,
-                              out, max_out);
-    gr_fail(GR_ERR_INVALID_ARGUMENT, "detect: layer op %d is not a region or yolo head",
-            (int)head->params->op);
-    return -1;
-}
-
 gr_status gr_detect_heads(const gr_head_output *heads, int n_heads, int net_w, int net_h,
                           const gr_detect_options *opt, gr_detection **dets, int *n)
 {
@@ -431,30 +564,38 @@ gr_status gr_detect_heads(const gr_head_output *heads, int n_heads, int net_w, i
     if (net_w <= 0 || net_h <= 0)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "detect: bad network size %dx%d", net_w, net_h);
 
-    /* Count first so the array is allocated once, exactly. */
-    size_t total = 0;
-    for (int h = 0; h < n_heads; h++) {
-        int c = decode_head(&heads[h], net_w, net_h, opt->thresh, NULL, 0);
-        if (c < 0)
-            return gr_fail_prefix(GR_ERR_INVALID_ARGUMENT, "head %d: ", h);
-        total += (size_t)c;
-    }
-    if (total > (size_t)INT_MAX)
-        return gr_fail(GR_ERR_LIMIT, "detect: %zu detections above threshold %g", total,
-                       (double)opt->thresh);
-    gr_detection *all = gr_calloc(total, sizeof *all, "detections");
-    if (!all)
+    /* One pass over each head into an array that grows (a pass that only counts would decode,
+     * and in raw heads activate, every box above the threshold twice). */
+    det_sink sink = {.grow = true, .cap = 64};
+    sink.out = gr_malloc(sink.cap * sizeof *sink.out, "detections");
+    if (!sink.out)
         return GR_ERR_OUT_OF_MEMORY;
-    int count = 0;
     for (int h = 0; h < n_heads; h++) {
-        int c = decode_head(&heads[h], net_w, net_h, opt->thresh, all + count, (int)total - count);
-        if (c < 0 || c > (int)total - count) { /* the same call counted differently above */
-            free(all);
-            return gr_fail(GR_ERR_INTERNAL, "detect: head %d decoded %d boxes, counted fewer", h,
-                           c);
+        const gr_op_params *p = heads[h].params;
+        gr_status st;
+        if (!p)
+            st = gr_fail(GR_ERR_INVALID_ARGUMENT, "detect: head without params");
+        else if (p->op != GR_OP_REGION && p->op != GR_OP_YOLO)
+            st = gr_fail(GR_ERR_INVALID_ARGUMENT,
+                         "detect: layer op %d is not a region or yolo head", (int)p->op);
+        else
+            st = decode_values(p->op, p, heads[h].values, heads[h].raw != 0, heads[h].shape,
+                               net_w, net_h, opt->thresh, &sink);
+        if (st != GR_OK) {
+            free(sink.out);
+            return gr_fail_prefix(st, "head %d: ", h);
         }
-        count += c;
     }
+    if (sink.oom || sink.count > INT_MAX) {
+        free(sink.out);
+        if (sink.count > INT_MAX)
+            return gr_fail(GR_ERR_LIMIT, "detect: %lld detections above threshold %g",
+                           sink.count, (double)opt->thresh);
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "detect: out of memory for %lld detections",
+                       sink.count);
+    }
+    gr_detection *all = sink.out;
+    int count = (int)sink.count;
 
     int im_w = opt->image_w ? opt->image_w : net_w;
     int im_h = opt->image_h ? opt->image_h : net_h;

@@ -31,6 +31,18 @@ int gr_decode_region(const gr_op_params *p, const float *activated, gr_shape s, 
 int gr_decode_yolo(const gr_op_params *p, const float *activated, gr_shape s, int net_w, int net_h,
                    float thresh, gr_detection *out, int max_out);
 
+/* The same decoders on the head's RAW values (the conv output the region/yolo layer reads, as
+ * gr_engine_output gives it): they apply the layer's activation themselves (ops/region.c,
+ * ops/yolo.c), and only where it can change the result: x, y and the classes of a box whose
+ * objectness (computed first, exactly as the reference activation computes it) is <= thresh are
+ * never read, since Darknet drops that box whatever they hold. Results equal, bit for bit and in
+ * order, the activated decoders' on the reference activation of the same values, for any thresh
+ * (tests/test_detect_raw.c); no head-sized scratch memory. */
+int gr_decode_region_raw(const gr_op_params *p, const float *raw, gr_shape s, int net_w,
+                         int net_h, float thresh, gr_detection *out, int max_out);
+int gr_decode_yolo_raw(const gr_op_params *p, const float *raw, gr_shape s, int net_w, int net_h,
+                       float thresh, gr_detection *out, int max_out);
+
 /* Darknet's letterbox geometry: the size (new_w, new_h) the im_w x im_h image is resized to
  * inside net_w x net_h (integer division; at least 1 pixel, where Darknet would divide by zero
  * or read garbage). Shared by the image letterbox and the box correction so they agree. */
@@ -55,11 +67,12 @@ int gr_nms_per_class(gr_detection *d, int n, float iou_thresh);
 float gr_box_iou(const gr_detection *a, const gr_detection *b);
 
 /* One detection head of a network for one image: the region/yolo layer's params and its
- * activated output. */
+ * activated output, or (raw = 1) its raw input, decoded by the *_raw decoders. */
 typedef struct gr_head_output {
     const gr_op_params *params; /* op must be GR_OP_REGION or GR_OP_YOLO */
-    const float *activated;
+    const float *values;
     gr_shape shape;
+    int raw; /* 0: `values` are activated; 1: raw (the conv output) */
 } gr_head_output;
 
 /* Decode every head, undo the letterbox to opt->image_w x image_h (0 = network size), run NMS

@@ -556,6 +556,40 @@ gr_status gr_engine_output_nonfinite(const gr_engine *engine, int index, size_t 
     return GR_OK;
 }
 
+/* Reads only what the build fixed (the network, the head count, the batch), never the state a
+ * run changes: so it may run on any thread, beside runs and other calls of it. */
+gr_status gr_engine_detect_outputs(const gr_engine *engine, const float *const *outputs,
+                                   int batch_index, const gr_detect_options *opt,
+                                   gr_detection **dets, int *n)
+{
+    if (!engine || !outputs || !opt || !dets || !n)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_detect: NULL argument");
+    *dets = NULL;
+    *n = 0;
+    if (batch_index < 0 || batch_index >= engine->opt.batch)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "batch index %d is outside 0..%d", batch_index,
+                       engine->opt.batch - 1);
+    /* Heads are raw conv outputs: the raw decoders apply the region/yolo activation (the ops'
+     * reference arithmetic) to the boxes that can pass the threshold. */
+    const gr_net *net = engine->net;
+    gr_head_output heads[GR_MAX_HEADS];
+    int n_heads = 0;
+    for (int i = 0; i < engine->n_heads; i++) {
+        int decoder = gr_net_head_decoder(net, i);
+        if (decoder < 0)
+            continue;
+        if (!outputs[i])
+            return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_detect: output %d is NULL", i);
+        const gr_layer *l = &net->layers[decoder];
+        const float *raw = outputs[i] + (size_t)batch_index * gr_shape_elems(l->out);
+        heads[n_heads++] = (gr_head_output){&l->p, raw, l->out, 1};
+    }
+    if (n_heads == 0)
+        return gr_fail(GR_ERR_UNSUPPORTED, "%s: the network has no region or yolo layer to decode",
+                       net->name);
+    return gr_detect_heads(heads, n_heads, net->w, net->h, opt, dets, n);
+}
+
 gr_status gr_engine_detect(const gr_engine *engine, int batch_index, const gr_detect_options *opt,
                            gr_detection **dets, int *n)
 {
@@ -565,39 +599,8 @@ gr_status gr_engine_detect(const gr_engine *engine, int batch_index, const gr_de
     *n = 0;
     if (!engine->has_run)
         return gr_fail(GR_ERR_STATE, "gr_engine_detect: the engine has not run yet");
-    if (batch_index < 0 || batch_index >= engine->opt.batch)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "batch index %d is outside 0..%d", batch_index,
-                       engine->opt.batch - 1);
-    /* Heads are raw conv outputs: apply the region/yolo activation (the ops' reference) and decode. */
-    const gr_net *net = engine->net;
-    gr_head_output heads[GR_MAX_HEADS];
-    float *activated[GR_MAX_HEADS] = {0};
-    int n_heads = 0;
-    gr_status st = GR_OK;
-    for (int i = 0; i < engine->n_heads && st == GR_OK; i++) {
-        int decoder = gr_net_head_decoder(net, i);
-        if (decoder < 0)
-            continue;
-        const gr_layer *l = &net->layers[decoder];
-        size_t elems = gr_shape_elems(l->out);
-        activated[i] = gr_malloc(elems * sizeof(float), "activated head");
-        if (!activated[i]) {
-            st = GR_ERR_OUT_OF_MEMORY;
-            break;
-        }
-        const float *raw = engine->outputs[i] + (size_t)batch_index * elems;
-        gr_shape in_shape = l->out;
-        gr_op_get(l->p.op)->ref(&l->p, &l->w, &raw, &in_shape, 1, activated[i], l->out, 1);
-        heads[n_heads++] = (gr_head_output){&l->p, activated[i], l->out};
-    }
-    if (st == GR_OK && n_heads == 0)
-        st = gr_fail(GR_ERR_UNSUPPORTED, "%s: the network has no region or yolo layer to decode",
-                     net->name);
-    if (st == GR_OK)
-        st = gr_detect_heads(heads, n_heads, net->w, net->h, opt, dets, n);
-    for (int i = 0; i < engine->n_heads; i++)
-        free(activated[i]);
-    return st;
+    return gr_engine_detect_outputs(engine, (const float *const *)engine->outputs, batch_index,
+                                    opt, dets, n);
 }
 
 gr_status gr_engine_timing(const gr_engine *engine, gr_timing *timing)

@@ -93,6 +93,34 @@ grep -q "batches of 3, 4 in flight" "$tmp/mv.err"; check "batch 3: 5 batches, 4 
 "$bin" "${run[@]}" --input "$tmp/many" --batch 16 >/dev/null 2>"$tmp/m16.err"
 grep -q "batches of 16, 1 in flight" "$tmp/m16.err"; check "one batch: one buffer" $?
 
+# Reporting (detections decoded, JSON lines formatted) runs on the decoding threads and the main
+# thread, image by image, while the lines are written in input order: the output is byte for byte
+# the same with 1 thread and with several, at thresholds where every image has many detections
+# (0.005 and 0, the worst case for NMS and JSON), over more batches than buffers, bad file included.
+mkdir "$tmp/varied"
+for i in 0 1 2; do
+  for f in "$tmp/images/"*; do cp "$f" "$tmp/varied/v${i}_$(basename "$f")"; done
+done
+for thresh in 0.005 0; do
+  "$bin" "${run[@]}" --thresh $thresh --input "$tmp/varied" --batch 4 --threads 1 >"$tmp/v1.jsonl" 2>"$tmp/v1.err"
+  [ $? -eq 3 ]; check "thresh $thresh, 1 thread: exit 3 for the bad files" $?
+  python3 - "$tmp/v1.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert len(lines) == 24, len(lines)
+dets = [len(l["detections"]) for l in lines if "error" not in l]
+assert len(dets) == 21 and min(dets) >= 3, dets
+PY
+  check "thresh $thresh: 24 lines, every decoded image with several detections" $?
+  for threads in 2 3 8; do
+    "$bin" "${run[@]}" --thresh $thresh --input "$tmp/varied" --batch 4 --threads $threads >"$tmp/vn.jsonl" 2>"$tmp/vn.err"
+    [ $? -eq 3 ] && cmp -s "$tmp/v1.jsonl" "$tmp/vn.jsonl"
+    check "thresh $thresh: the same bytes with $threads threads as with 1" $?
+  done
+done
+grep -q "workers .* s decoding detections and formatting JSON (in total)" "$tmp/vn.err"
+check "the summary splits the reporting between the main thread and the workers" $?
+
 # --fast-decode: Dog.JPG (768x576, more than twice the 16x12 letterbox) is decoded at 1/8 scale,
 # still reported at its own size; every other line (small JPEGs, PNG, BMP, the bad file) unchanged.
 "$bin" "${run[@]}" --input "$tmp/images" --batch 3 --threads 2 --fast-decode >"$tmp/f.jsonl" 2>"$tmp/f.err"

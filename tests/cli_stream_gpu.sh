@@ -69,5 +69,29 @@ assert total > 0, "no detections at all: the comparison would be empty"
 PY
 check "every copy of a photo == the photo alone (prob +-0.01, box +-1 px), in order, right sizes" $?
 
+# Reporting (detection decoding + JSON) runs on the decoding threads and the main thread: with 1
+# and with 8 threads every line matches the 3-thread run's (same tolerance as above: a rebuilt
+# engine may pick other tactics; an ordering mix-up gives another photo's boxes).
+for threads in 1 8; do
+  "$bin" "${run[@]}" --input "$tmp/photos" --batch 4 --threads $threads >"$tmp/t$threads.jsonl" 2>"$tmp/t$threads.err"
+  [ $? -eq 3 ] && python3 - "$tmp/a.jsonl" "$tmp/t$threads.jsonl" <<'PY'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+assert [l["input"] for l in a] == [l["input"] for l in b]
+for x, y in zip(a, b):
+    assert ("error" in x) == ("error" in y), (x, y)
+    if "error" in x:
+        continue
+    dx, dy = x["detections"], y["detections"]
+    assert len(dx) == len(dy), (x["input"], len(dx), len(dy))
+    for p, q in zip(dx, dy):
+        assert p["class_id"] == q["class_id"] and abs(p["prob"] - q["prob"]) <= 0.01, (p, q)
+        assert all(abs(p[k] - q[k]) <= 1.0 for k in ("left", "top", "right", "bottom")), (p, q)
+PY
+  check "--threads $threads: the same lines as with 3 threads" $?
+done
+grep "main thread" "$tmp/t8.err"
+
 echo "$pass passed, $fails failed"
 [ $fails -eq 0 ]

@@ -333,7 +333,7 @@ START_TEST(test_detect_heads_pipeline)
     set_entry(t, 13, 13, 15, 0, 4, 0, 0, 1.0f);
     set_entry(t, 13, 13, 15, 0, 5 + 2, 0, 0, 0.9f);
 
-    gr_head_output head = {&p, t, s};
+    gr_head_output head = {&p, t, s, 0};
     gr_detect_options opt;
     gr_detect_options_default(&opt);
     opt.image_w = 768;
@@ -398,7 +398,7 @@ START_TEST(test_detect_heads_rejects_bad_options)
     memset(&conv, 0, sizeof conv);
     conv.op = GR_OP_CONV;
     float t[1] = {0};
-    gr_head_output head = {&conv, t, {1, 1, 1}};
+    gr_head_output head = {&conv, t, {1, 1, 1}, 0};
     gr_detect_options_default(&opt);
     ck_assert_int_eq(gr_detect_heads(&head, 1, 416, 416, &opt, &d, &n), GR_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(gr_last_error(), "head 0"));

@@ -5,17 +5,29 @@
  * are the batch buffers: worker threads decode and letterbox images straight into them (no
  * copy), each with its own gr_image_reader (file and pixel buffers and JPEG decompressor kept
  * between images). Image i belongs to batch i / batch, which lives in slot (i / batch) % n_buf.
- * The main thread submits batch k as soon as it is decoded, then waits for batch k-1, reports it
- * and hands its buffer to batch k-1+n_buf: so decoding batches k+1..k+n_buf-2, the copy and
- * compute of batch k and the detection decoding of batch k-1 overlap. A worker waits only when it
- * is n_buf batches ahead of the report: with 4 buffers the workers keep decoding while the main
- * thread decodes detections (its per-image work, ~0.2 ms: bench/06_stream.c). Images are claimed
- * in order from a shared counter, so the buffers fill front to back. Results leave as JSON Lines,
- * one object per image in input order, flushed after each batch. A file that fails to read or
- * decode gets {"input": ..., "error": ...} and a grey slot in its batch; the rest go on, and the
- * exit status is 3. Throughput is reported from files on disk to detections (the engine build
- * and calibration excluded, then included), with where the time went. --fast-decode lets the
- * readers decode large JPEGs DCT-scaled (opt-in; the default input is Darknet's exactly). */
+ * Images are claimed in order from a shared counter, so the buffers fill front to back.
+ *
+ * The main thread submits batch k as soon as it is decoded, then waits for batch k-1's run and
+ * has it reported: each image's detections decoded (gr_engine_detect_outputs on the outputs
+ * kept from that run: pure, any thread) and its JSON line formatted into its own buffer. The
+ * images of the batch are claimed one by one by whoever is free: the workers, which take
+ * reporting before decoding (between images, and while waiting for a buffer), and the main
+ * thread itself, so a batch is reported by up to threads + 1 cores (and by the main thread alone
+ * if every worker is busy decoding). The main thread then writes the lines in input order, one
+ * flush per batch, and hands the buffer to batch k-1+n_buf. So decoding batches k+1..k+n_buf-2,
+ * the copy and compute of batch k and the reporting of batch k-1 overlap, and the main thread's
+ * own per-image work is writing a line (~1 us) plus its share of the reporting (detection
+ * decoding ~15 us at thresh 0.5 on YOLOv2-tiny, JSON ~10 us: bench/06_stream.c). A worker waits
+ * only when it is n_buf batches ahead of the report. The lines are the same bytes whatever the
+ * thread count (tests/cli_stream.sh).
+ *
+ * A file that fails to read or decode gets {"input": ..., "error": ...} and a grey slot in its
+ * batch; the rest go on, and the exit status is 3. Throughput is reported from files on disk to
+ * detections (the engine build and calibration excluded, then included), with where the time
+ * went: the main thread waiting for decoded batches (decoding-bound), for the engine (GPU-bound),
+ * getting a batch reported and writing it, its CPU time per image; the workers' time waiting for
+ * a buffer and reporting. --fast-decode lets the readers decode large JPEGs DCT-scaled (opt-in;
+ * the default input is Darknet's exactly). */
 #define _GNU_SOURCE /* sched_getaffinity */
 #include <dirent.h>
 #include <pthread.h>
@@ -143,10 +155,16 @@ static int read_list_file(const char *file, path_list *l)
 /* ---- the pipeline ------------------------------------------------------------------------- */
 
 #define ERROR_LEN 512
+/* Engine outputs (detection heads) a batch keeps pointers to; YOLO nets have 1 to 3. */
+#define STREAM_MAX_OUTPUTS 16
 
 typedef struct image_slot {
     int w, h;            /* original size, to map boxes back */
     char error[ERROR_LEN]; /* "" when the image decoded */
+    char *line;          /* its JSON line, "\n" included (open_memstream's buffer), once reported */
+    size_t line_len;
+    gr_status report_status;     /* GR_OK, or why its detections could not be decoded */
+    char report_error[ERROR_LEN]; /* ... with gr_last_error()'s message of the reporting thread */
 } image_slot;
 
 typedef struct batch_buffer {
@@ -154,6 +172,7 @@ typedef struct batch_buffer {
     int filled;          /* slots of that batch finished */
     void *input;         /* the engine slot's input: batch images, uint8 HWC or float CHW */
     image_slot *slots;
+    const float *outputs[STREAM_MAX_OUTPUTS]; /* the slot's outputs after its run's wait */
 } batch_buffer;
 
 typedef struct pipeline {
@@ -161,16 +180,32 @@ typedef struct pipeline {
     int batch, net_w, net_h, use_u8;
     int fast_decode;     /* --fast-decode: the readers DCT-scale large JPEGs */
     size_t per_image;    /* elements per image */
+    /* Reporting (decoding detections and formatting the JSON line of one image) runs on any
+     * thread: gr_engine_detect_outputs reads only outputs kept from the batch's run. */
+    const gr_engine *engine;
+    const gr_model *model;
+    int classes;
+    float thresh, nms;
     pthread_mutex_t lock;
     pthread_cond_t changed;
     int next_image;      /* next image a worker claims */
     int stop;            /* the main thread gave up */
+    int finished;        /* the main thread reported the last batch: workers may leave */
     int n_buf;           /* batch buffers = engine slots, 1..STREAM_INFLIGHT */
     batch_buffer buf[STREAM_INFLIGHT];
+    /* The batch being reported (NULL: none): its images are claimed from report_next by whoever
+     * is free, workers and the main thread; report_done counts those finished. */
+    batch_buffer *reporting;
+    int report_next, report_done, report_n;
     /* Where the time goes (seconds; printed at the end, to tell what bounds the run). */
     double workers_blocked; /* summed over workers: waiting for a free batch buffer (lock held) */
-    double main_fill, main_gpu, main_report; /* main thread: waiting for a decoded batch, for the
-                                                engine, decoding detections + writing JSON */
+    double workers_report;  /* summed over workers: reporting images */
+    double main_fill, main_gpu; /* main thread: waiting for a decoded batch, for the engine */
+    double main_report, main_report_own, main_write; /* main: from the engine's results to the
+                                                        lines ready (of which reporting images
+                                                        itself), writing them */
+    double main_report_cpu; /* main: thread CPU time from the engine's results to the lines
+                               written (its per-image work beside the engine) */
 } pipeline;
 
 static int batch_size(const pipeline *p, int batch_index)
@@ -202,13 +237,84 @@ static void decode_into(pipeline *p, gr_image_reader *reader, const char *path, 
     }
 }
 
-static double now_s(void)
+static double clock_s(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
+
+/* The JSON line of image s of batch b into slot->line: its error, or its detections decoded
+ * from the outputs the batch kept. Touches only the slot (and reads the batch): any thread. */
+static void report_image(const pipeline *p, batch_buffer *b, int s)
+{
+    image_slot *slot = &b->slots[s];
+    const char *path = p->list->paths[b->batch_index * p->batch + s];
+    char *text = NULL;
+    size_t len = 0;
+    gr_detection *dets = NULL;
+    int n = 0;
+    gr_status st = GR_OK;
+    if (!slot->error[0] && p->classes > 0) {
+        gr_detect_options dopt;
+        gr_detect_options_default(&dopt);
+        dopt.thresh = p->thresh;
+        dopt.nms = p->nms;
+        dopt.image_w = slot->w;
+        dopt.image_h = slot->h;
+        st = gr_engine_detect_outputs(p->engine, b->outputs, s, &dopt, &dets, &n);
+    }
+    FILE *f = st == GR_OK ? open_memstream(&text, &len) : NULL;
+    if (f) {
+        fputs("{\"input\": ", f);
+        gr_cli_json_string(f, path);
+        if (slot->error[0]) {
+            fputs(", \"error\": ", f);
+            gr_cli_json_string(f, slot->error);
+        } else {
+            fprintf(f, ", \"width\": %d, \"height\": %d, ", slot->w, slot->h);
+            gr_cli_json_detections(f, p->model, dets, n, "");
+        }
+        fputs("}\n", f);
+        if (fclose(f) != 0 || !text) {
+            free(text);
+            text = NULL;
+        }
+    }
+    if (st == GR_OK && !text)
+        st = gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory for its JSON line", path);
+    gr_detections_free(dets);
+    slot->line = text;
+    slot->line_len = text ? len : 0;
+    slot->report_status = st;
+    if (st != GR_OK)
+        snprintf(slot->report_error, sizeof slot->report_error, "%s", gr_last_error());
+}
+
+/* Claim and report one image of the batch being reported, if one is left: 1 if it did. Called
+ * with the lock held, returns with it held; *spent (guarded by the lock) gets the time. */
+static int report_one(pipeline *p, double *spent)
+{
+    batch_buffer *b = p->reporting;
+    if (!b || p->report_next >= p->report_n)
+        return 0;
+    int s = p->report_next++;
+    pthread_mutex_unlock(&p->lock);
+    double t = now_s();
+    report_image(p, b, s);
+    t = now_s() - t;
+    pthread_mutex_lock(&p->lock);
+    *spent += t;
+    if (++p->report_done == p->report_n)
+        pthread_cond_broadcast(&p->changed);
+    return 1;
+}
+
+/* A worker: images are claimed in order and decoded into their batch's buffer; between images,
+ * and while waiting for a buffer or for more work, it reports images of the batch being
+ * reported (that is what frees buffers). It leaves when the main thread says so. */
 static void *worker(void *arg)
 {
     pipeline *p = arg;
@@ -217,14 +323,21 @@ static void *worker(void *arg)
     if (gr_image_reader_create(&reader) == GR_OK && p->fast_decode)
         gr_image_reader_fast_decode(reader, p->net_w, p->net_h);
     pthread_mutex_lock(&p->lock);
-    while (!p->stop && p->next_image < p->list->n) {
+    while (!p->stop && !p->finished) {
+        if (report_one(p, &p->workers_report))
+            continue;
+        if (p->next_image >= p->list->n) {
+            pthread_cond_wait(&p->changed, &p->lock);
+            continue;
+        }
         int i = p->next_image++;
         int batch_index = i / p->batch, slot = i % p->batch;
         batch_buffer *b = &p->buf[batch_index % p->n_buf];
-        if (!p->stop && b->batch_index != batch_index) { /* held by batch_index - n_buf */
+        while (!p->stop && b->batch_index != batch_index) { /* held by batch_index - n_buf */
+            if (report_one(p, &p->workers_report))
+                continue;
             double t = now_s();
-            while (!p->stop && b->batch_index != batch_index)
-                pthread_cond_wait(&p->changed, &p->lock);
+            pthread_cond_wait(&p->changed, &p->lock);
             p->workers_blocked += now_s() - t;
         }
         if (p->stop)
@@ -251,11 +364,10 @@ static void progress(int done, int total, double elapsed)
             done, total, elapsed > 0 ? done / elapsed : 0.0);
 }
 
-/* Wait for the run of batch b->batch_index (on engine slot batch_index % n_buf), print its JSON
- * lines. Returns an exit code (failures of the engine stop everything; a bad image only counts
- * in *failed). */
-static int report_batch(const gr_cli_options *o, pipeline *p, gr_model *model, gr_engine *engine,
-                        batch_buffer *b, int *failed)
+/* Wait for the run of batch b->batch_index (on engine slot batch_index % n_buf), have its images
+ * reported (by the workers and this thread), write their lines in order and flush. Returns an
+ * exit code (failures of the engine stop everything; a bad image only counts in *failed). */
+static int report_batch(pipeline *p, gr_engine *engine, batch_buffer *b, int *failed)
 {
     double t0 = now_s();
     gr_status st = gr_engine_wait(engine, b->batch_index % p->n_buf);
@@ -263,40 +375,47 @@ static int report_batch(const gr_cli_options *o, pipeline *p, gr_model *model, g
     p->main_gpu += t1 - t0;
     if (st != GR_OK)
         return gr_cli_fail(st, "run");
-    gr_model_info info;
-    gr_model_get_info(model, &info);
+    int n_out = gr_engine_output_count(engine);
+    if (n_out > STREAM_MAX_OUTPUTS) {
+        fprintf(stderr, "graphrun: %d network outputs (at most %d in folder mode)\n", n_out,
+                STREAM_MAX_OUTPUTS);
+        return GR_EXIT_FAILURE;
+    }
+    for (int k = 0; k < n_out; k++)
+        if ((st = gr_engine_output(engine, k, &b->outputs[k])) != GR_OK)
+            return gr_cli_fail(st, "run");
     int n_images = batch_size(p, b->batch_index);
+    double cpu0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+    pthread_mutex_lock(&p->lock);
+    p->reporting = b;
+    p->report_next = p->report_done = 0;
+    p->report_n = n_images;
+    pthread_cond_broadcast(&p->changed);
+    while (p->report_done < n_images)
+        if (!report_one(p, &p->main_report_own))
+            pthread_cond_wait(&p->changed, &p->lock);
+    p->reporting = NULL;
+    pthread_mutex_unlock(&p->lock);
+    double t2 = now_s();
+    p->main_report += t2 - t1;
+    int rc = GR_EXIT_OK;
     for (int s = 0; s < n_images; s++) {
-        const char *path = p->list->paths[b->batch_index * p->batch + s];
-        printf("{\"input\": ");
-        gr_cli_json_string(stdout, path);
-        if (b->slots[s].error[0]) {
-            (*failed)++;
-            printf(", \"error\": ");
-            gr_cli_json_string(stdout, b->slots[s].error);
-            printf("}\n");
-            continue;
+        image_slot *slot = &b->slots[s];
+        if (rc == GR_EXIT_OK && slot->report_status != GR_OK) {
+            gr_fail(slot->report_status, "%s", slot->report_error);
+            rc = gr_cli_fail(slot->report_status, "decoding detections");
         }
-        gr_detection *dets = NULL;
-        int n = 0;
-        if (info.classes > 0) {
-            gr_detect_options dopt;
-            gr_detect_options_default(&dopt);
-            dopt.thresh = o->thresh;
-            dopt.nms = o->nms;
-            dopt.image_w = b->slots[s].w;
-            dopt.image_h = b->slots[s].h;
-            if ((st = gr_engine_detect(engine, s, &dopt, &dets, &n)) != GR_OK)
-                return gr_cli_fail(st, "decoding detections");
+        if (rc == GR_EXIT_OK) {
+            fwrite(slot->line, 1, slot->line_len, stdout);
+            *failed += slot->error[0] != '\0';
         }
-        printf(", \"width\": %d, \"height\": %d, ", b->slots[s].w, b->slots[s].h);
-        gr_cli_json_detections(stdout, model, dets, n, "");
-        printf("}\n");
-        gr_detections_free(dets);
+        free(slot->line);
+        slot->line = NULL;
     }
     fflush(stdout);
-    p->main_report += now_s() - t1;
-    return GR_EXIT_OK;
+    p->main_write += now_s() - t2;
+    p->main_report_cpu += clock_s(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    return rc;
 }
 
 /* Hand batch k's buffer to batch k + n_buf (or stop the workers after a failure). */
@@ -331,6 +450,11 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
     p.fast_decode = o->fast_decode;
     p.per_image = (size_t)info->channels * (size_t)info->width * (size_t)info->height;
     p.n_buf = gr_engine_inflight(engine);
+    p.engine = engine;
+    p.model = model;
+    p.classes = info->classes;
+    p.thresh = o->thresh;
+    p.nms = o->nms;
     int rc = GR_EXIT_OK;
     for (int k = 0; k < p.n_buf && rc == GR_EXIT_OK; k++) {
         size_t bytes;
@@ -362,7 +486,7 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
             list->n, threads, o->batch, p.n_buf,
             p.fast_decode ? "; --fast-decode: JPEGs of 2x the input or more decoded scaled" : "");
     int started = 0;
-    double t0 = now_s();
+    double t0 = now_s(), main_cpu0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
     for (; started < threads; started++)
         if (pthread_create(&tids[started], NULL, worker, &p) != 0)
             break;
@@ -392,14 +516,19 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
         if (k == 0)
             continue;
         batch_buffer *done = &p.buf[(k - 1) % p.n_buf];
-        rc = report_batch(o, &p, model, engine, done, &failed);
+        rc = report_batch(&p, engine, done, &failed);
         release_buffer(&p, done, k - 1, rc);
         if (show_progress)
             progress((k - 1) * o->batch + batch_size(&p, k - 1), list->n, now_s() - t0);
     }
+    pthread_mutex_lock(&p.lock); /* every batch reported (or given up): the workers leave */
+    p.finished = 1;
+    pthread_cond_broadcast(&p.changed);
+    pthread_mutex_unlock(&p.lock);
     for (int t = 0; t < started; t++)
         pthread_join(tids[t], NULL);
     double elapsed = now_s() - t0;
+    double main_cpu = clock_s(CLOCK_THREAD_CPUTIME_ID) - main_cpu0;
     if (show_progress)
         fputc('\n', stderr);
     pthread_cond_destroy(&p.changed);
@@ -414,12 +543,18 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
         fprintf(stderr, "graphrun: %.2f s with the listing and the engine build (%.1f images/s)\n",
                 total, total > 0 ? list->n / total : 0.0);
         /* Decoding-bound: the main thread mostly waits for batches and the workers never for
-         * buffers. Report-bound: the main thread reports most of the time and the workers wait
-         * for buffers. GPU-bound: the main thread waits for the engine. */
+         * buffers. GPU-bound: the main thread waits for the engine. Report-bound (decoding
+         * detections and formatting JSON, now spread over every thread): the main thread
+         * spends its time getting batches reported and the workers wait for buffers. */
         fprintf(stderr, "graphrun: main thread %.2f s waiting for decoded batches, %.2f s for the "
-                        "engine, %.2f s decoding detections and writing JSON; %d workers %.2f s "
-                        "waiting for a free buffer (in total)\n",
-                p.main_fill, p.main_gpu, p.main_report, started, p.workers_blocked);
+                        "engine, %.2f s getting batches reported (%.2f s decoding detections and "
+                        "formatting JSON itself), %.2f s writing JSON; CPU time %.0f us per "
+                        "image, %.0f us of it reporting and writing; %d workers %.2f s waiting for "
+                        "a free buffer, %.2f s decoding detections and formatting JSON (in "
+                        "total)\n",
+                p.main_fill, p.main_gpu, p.main_report, p.main_report_own, p.main_write,
+                1e6 * main_cpu / list->n, 1e6 * p.main_report_cpu / list->n, started,
+                p.workers_blocked, p.workers_report);
         rc = failed ? GR_EXIT_INPUT : GR_EXIT_OK;
     }
 out:

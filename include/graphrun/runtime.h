@@ -22,7 +22,9 @@
  *   - Separate objects are independent: any number of threads may each use their own engine at the
  *     same time, on the same GPU.
  *   - One engine is used by one thread at a time. An engine detects a second thread entering a run
- *     while one is in progress and rejects it with GR_ERR_BUSY instead of racing.
+ *     while one is in progress and rejects it with GR_ERR_BUSY instead of racing. The exception:
+ *     gr_engine_detect_outputs (on outputs kept from a run) may be called from any thread, any
+ *     number at once, beside the thread that runs the engine.
  *   - A gr_model is read-only after loading and may be shared by threads building engines.
  */
 #ifndef GRAPHRUN_RUNTIME_H
@@ -353,6 +355,13 @@ gr_status gr_engine_output_nonfinite(const gr_engine *engine, int index, size_t 
  * boxes, thresholds and class-wise NMS, mapped back to opt->image_w x image_h. */
 gr_status gr_engine_detect(const gr_engine *engine, int batch_index, const gr_detect_options *opt,
                            gr_detection **dets, int *n);
+/* gr_engine_detect on outputs kept from a run: outputs[k] = what gr_engine_output(engine, k)
+ * gave after that run's gr_engine_wait (valid until its slot is submitted again). It reads
+ * nothing a run changes, so any number of threads may call it at once, also while one thread
+ * submits and waits on the engine's other slots: the one exception to the one-thread rule. */
+gr_status gr_engine_detect_outputs(const gr_engine *engine, const float *const *outputs,
+                                   int batch_index, const gr_detect_options *opt,
+                                   gr_detection **dets, int *n);
 
 /* Time split of the last run (microseconds). Type conversion = input quantize/convert plus output
  * dequantize; copies = H2D + D2H; compute = every layer. end_to_end = the whole run as the caller
