@@ -34,6 +34,7 @@
 #include <cfloat>
 #include <climits>
 #include <limits>
+#include <mutex>
 
 #include <cuda_fp16.h>
 
@@ -48,6 +49,7 @@ namespace
 {
 
 constexpr int kStages = 2; /* A tiles in shared memory: the one multiplied, the one landing */
+constexpr int kMaxDevices = 64;
 
 struct StreamParams {
     ConvParams p;
@@ -98,6 +100,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
     constexpr int TPR = kThreads >= BM ? kThreads / BM : 1;
     constexpr int RPT = BM >= kThreads ? BM / kThreads : 1;
     static_assert(TPR * BM == kThreads * RPT, "rows divide among the threads");
+    static_assert(!kU8 || BM == kThreads, "first-layer mode: one A row per thread");
 
     const ConvParams &p = sp.p;
     const int lds = sp.lds, kb = sp.kb, chunks = sp.chunks;
@@ -116,7 +119,8 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
     const unsigned char *wts = static_cast<const unsigned char *>(p.weights);
     const int k_bytes = p.K * sp.elem;
 
-    /* Filters (constant: loaded before waiting for the producer), then the per-block tables. */
+    /* Filters, multipliers and biases are read before waiting for the producer kernel: no kernel
+     * of the engine writes them (they are uploaded at build), so they are ready already. */
     const int kc = kb / 16;
     if constexpr (kU8) {
         /* the table area holds the 256-entry quantization table; filters gathered from the
@@ -379,10 +383,26 @@ cudaError_t launch_bn(const StreamParams &sp, size_t smem, bool pdl, cudaStream_
     const auto kernel = k_conv_stream<In, WARPS, FM, BN, kU8>;
     if (check_only)
         return cudaSuccess;
-    GR_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(smem)));
     int dev = 0, sms = 0, per_sm = 0;
     GR_CUDA_TRY(cudaGetDevice(&dev));
+    /* The dynamic shared memory limit is an attribute of the kernel, shared by every thread of
+     * the process: raise it once per device to the opt-in maximum (never lower it, so that a
+     * launch of another thread cannot lose its limit between the set and its launch). */
+    {
+        static std::mutex mutex;
+        static bool raised[kMaxDevices];
+        std::lock_guard<std::mutex> lock(mutex);
+        GR_ARG_CHECK(dev >= 0 && dev < kMaxDevices);
+        if (!raised[dev]) {
+            int max_smem = 0;
+            cudaFuncAttributes fa;
+            GR_CUDA_TRY(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+            GR_CUDA_TRY(cudaFuncGetAttributes(&fa, kernel));
+            GR_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             max_smem - static_cast<int>(fa.sharedSizeBytes)));
+            raised[dev] = true;
+        }
+    }
     GR_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     GR_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, WARPS * 32, smem));
     GR_ARG_CHECK(per_sm > 0);
@@ -445,6 +465,7 @@ cudaError_t gr_conv::stream_launch(const ConvParams &p, bool is_i8, int tile, bo
         sp.lds = sp.kb + 16;
         sp.chunks = 64; /* table area: the 256-entry quantization table (<= 512 bytes) */
         const Layout l = layout(32, 256, 8, 32, sp.lds, sp.chunks, sp.out_elem);
+        GR_ARG_CHECK(l.total <= max_smem);
         sp.m_tiles = gr_ceil_div(p.M, 256);
         const size_t smem = static_cast<size_t>(l.total);
         return is_i8 ? launch_bn<signed char, 8, 2, 32, true>(sp, smem, pdl, stream, check_only)
