@@ -126,10 +126,13 @@ size_t gr_conv_workspace_bytes_i8(const gr_conv_args *args);
  * 5 and 6: the resident-weights kernel (conv_stream.cu: persistent blocks that keep their filters'
  * whole K in shared memory and stream pixel tiles; 8 warps, 256x32 or 128xBN, and 4 warps, 64xBN);
  * only where the filters fit in shared memory, NHWC outputs, no split-K, f32 accumulation,
- * sm_80+ (otherwise the launch and gr_conv_check refuse). */
+ * sm_80+ (otherwise the launch and gr_conv_check refuse). 7 ("patch"): the same kernel, 8 warps,
+ * on 2D tiles of the output map whose input patch is staged once and read in place as the im2col
+ * matrix (no per-row copies: the 3x3 taps of neighbouring pixels share the patch). */
 #define GR_CONV_TILE_STREAM 5
 #define GR_CONV_TILE_STREAM_SMALL 6
-#define GR_CONV_TILES 6
+#define GR_CONV_TILE_PATCH 7
+#define GR_CONV_TILES 7
 /* "128x64" etc. for 1..GR_CONV_TILES, "auto" for 0, "?" otherwise. */
 const char *gr_conv_tile_name(int tile_config);
 

@@ -242,12 +242,10 @@ __global__ void __launch_bounds__(kThreads) k_conv_first(const FirstParams p)
  * register of the MMA fragments is one 32-bit shared-memory read at (row's pixel + tap offset):
  * the patch is the im2col matrix, nothing is copied per row. The filters live in registers (their
  * B fragments). Only pooled layers (the first layers of the YOLOs): a warp computes 16 pooled
- * pixels of one row, 4 fragments of 16 rows, each row tap q of pooled pixel r >> 2, so a window's
- * four rows sit in lanes that differ in bits 2 and 3 (g = lane >> 2 = 4w + q). The maximum is
- * taken on the accumulators where the epilogue is non-decreasing in them (multipliers >= 0,
- * activation linear, leaky or relu), else on the activated values, by a reduce-scatter over those
- * two lane bits (each of the four lanes ends with a quarter of the window's filters, as in
- * conv_stream.cu). */
+ * pixels of one row in 4 fragments of 16 rows; fragments 2p and 2p + 1 hold the four window taps
+ * of pooled pixels 8p..8p+7 in the rows g and g + 8 a thread owns, so each thread pools its own
+ * accumulators. The maximum is taken on the accumulators where the epilogue is non-decreasing in
+ * them (multipliers >= 0, activation linear, leaky or relu), else on the activated values. */
 constexpr int kMmaWarps = 8;
 constexpr int kMmaFrags = 4;                   /* m16 fragments per warp */
 constexpr int kMmaTileW = kMmaFrags * 4;       /* pooled pixels per warp (one row) */
@@ -282,22 +280,21 @@ template <> struct MmaK16<false> {
 };
 #endif
 
-/* NJ: 8-filter column blocks (2 or 4: out_c_pad <= 16 or 32). */
+/* NJ: 8-filter column blocks (2 or 4: out_c_pad <= 16 or 32). INT8 with 16 filters at 3 blocks per
+ * SM (<= 85 registers; unbounded it takes 95, 2 blocks). */
 template <bool kI8, int NJ>
-__global__ void __launch_bounds__(kMmaWarps * 32) k_conv_first_mma(const FirstParams p)
+__global__ void __launch_bounds__(kMmaWarps * 32, kI8 && NJ == 2 ? 3 : 1) k_conv_first_mma(const FirstParams p)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     using Acc = typename std::conditional<kI8, int, float>::type;
     constexpr int kThreadsMma = kMmaWarps * 32;
     constexpr int WPP = kI8 ? 1 : 2; /* patch words per pixel */
-    constexpr int NV = 2 * NJ;       /* values per row a lane holds */
-    static_assert(NJ == 2 || NJ == 4, "the reduce-scatter splits a lane's values in quarters");
+    static_assert(NJ == 2 || NJ == 4, "16 or 32 filters");
     __shared__ unsigned lut[256];
     __shared__ unsigned patch[kMmaMaxPatchH * kMmaMaxPitch];
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t4 = lane & 3;
-    const bool b2 = (lane >> 2) & 1, b3 = (lane >> 3) & 1;
 
     /* Constants first (nothing of the engine writes them): the quantization table, the filters'
      * B fragments (b0: K slots 4*t4.. (INT8) or 2*t4.. (FP16) of filter 8j + g; FP16's b1 the
@@ -329,29 +326,24 @@ __global__ void __launch_bounds__(kMmaWarps * 32) k_conv_first_mma(const FirstPa
                 }
                 b[s][j][r] = v;
             }
-    float mj[NJ][2], bj[NJ][2];
+    /* the epilogue's multiplier and bias of filter n (the rare path that activates before
+     * pooling reads them from global memory: registers are short) */
+    auto mul_of = [&](int n) { return p.mul ? (n < p.out_c ? p.mul[n] : 0.0f) : 1.0f; };
+    auto bias_of = [&](int n) { return p.bias && n < p.out_c ? p.bias[n] : 0.0f; };
     int negative = 0;
 #pragma unroll
     for (int j = 0; j < NJ; ++j)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int n = 8 * j + 2 * t4 + e;
-            mj[j][e] = p.mul ? (n < p.out_c ? p.mul[n] : 0.0f) : 1.0f;
-            bj[j][e] = p.bias && n < p.out_c ? p.bias[n] : 0.0f;
-            negative |= !(mj[j][e] >= 0.0f);
-        }
-    /* the filters of the values a lane keeps after the reduce-scatter (value k of a row is
-     * filter 8 * (k / 2) + 2 * t4 + k % 2) */
-    constexpr int NK = NV / 4;
-    int col[NK];
-    float sm[NK], sb[NK];
+        for (int e = 0; e < 2; ++e)
+            negative |= !(mul_of(8 * j + 2 * t4 + e) >= 0.0f);
+    float sm[NJ][2], sb[NJ][2]; /* this thread's filters 8j + 2t4 + e */
 #pragma unroll
-    for (int k = 0; k < NK; ++k) {
-        const int orig = k + (b2 ? NV / 4 : 0) + (b3 ? NV / 2 : 0);
-        col[k] = 8 * (orig >> 1) + 2 * t4 + (orig & 1);
-        sm[k] = p.mul ? (col[k] < p.out_c ? p.mul[col[k]] : 0.0f) : 1.0f;
-        sb[k] = p.bias && col[k] < p.out_c ? p.bias[col[k]] : 0.0f;
-    }
+    for (int j = 0; j < NJ; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            sm[j][e] = mul_of(8 * j + 2 * t4 + e);
+            sb[j][e] = bias_of(8 * j + 2 * t4 + e);
+        }
     const bool pool_first = !__syncthreads_or(negative) && p.activation != GR_CONV_ACT_LOGISTIC;
 
     /* Tap offsets (words) of this lane's A registers: INT8 a0/a1 hold tap 4s + t4 (rows g, g+8),
@@ -408,9 +400,11 @@ __global__ void __launch_bounds__(kMmaWarps * 32) k_conv_first_mma(const FirstPa
         }
         __syncthreads();
 
-        /* Row r of fragment i: tap q = r & 3 of pooled pixel 4i + (r >> 2) of this warp's row. */
+        /* Row r of fragment i: pooled pixel 8 * (i / 2) + (r & 7) of this warp's row, window tap
+         * q = 2 * (i & 1) + (r >> 3). Thread (g, t4) then holds all four taps of pooled pixel
+         * 8 * (i / 2) + g in fragments i, i + 1 (rows g and g + 8 of each): the pool is in-thread. */
         auto row_word = [&](int i, int r) {
-            const int q = r & 3, pc = 4 * i + (r >> 2);
+            const int q = 2 * (i & 1) + (r >> 3), pc = 8 * (i >> 1) + (r & 7);
             const int cy = warp * p.pool_stride + (q >> 1), cx = pc * p.pool_stride + (q & 1);
             return cy * p.stride * p.pitch + cx * p.stride * WPP;
         };
@@ -440,54 +434,53 @@ __global__ void __launch_bounds__(kMmaWarps * 32) k_conv_first_mma(const FirstPa
             }
         }
 
-        /* Epilogue per fragment and row half: pool, finish a quarter of the filters, store. */
+        /* Epilogue per fragment pair: this thread's pooled pixel, filters 8j + 2t4 + e. Tap q is
+         * accumulator c[2ip + q / 2][j][2 * (q & 1) + e]. */
         const int py = py0 + warp;
 #pragma unroll
-        for (int i = 0; i < kMmaFrags; ++i)
+        for (int ip = 0; ip < kMmaFrags / 2; ++ip) {
+            const int px = px0 + 8 * ip + g;
+            bool tap_ok[4];
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int q = g & 3, pc = 4 * i + 2 * h + (g >> 2), px = px0 + pc;
+            for (int q = 0; q < 4; ++q) {
                 const int oy = py * p.pool_stride + p.pool_offset + (q >> 1);
                 const int ox = px * p.pool_stride + p.pool_offset + (q & 1);
-                const bool tap_ok = oy >= 0 && oy < p.out_h && ox >= 0 && ox < p.out_w;
-                float v[NV];
-#pragma unroll
-                for (int k = 0; k < NV; ++k) {
-                    float x = static_cast<float>(c[i][k / 2][2 * h + k % 2]);
-                    if (!pool_first)
-                        x = gr_conv_activate(fmaf(x, mj[k / 2][k % 2], bj[k / 2][k % 2]), p.activation);
-                    v[k] = tap_ok ? x : -INFINITY; /* Darknet's pool padding never wins */
-                }
-                float v1[NV / 2], v2[NK];
-#pragma unroll
-                for (int k = 0; k < NV / 2; ++k) {
-                    const float lo = v[k], hi = v[k + NV / 2];
-                    const float other = __shfl_xor_sync(0xffffffffu, b3 ? lo : hi, 8);
-                    v1[k] = fmaxf(b3 ? hi : lo, other);
-                }
-#pragma unroll
-                for (int k = 0; k < NK; ++k) {
-                    const float lo = v1[k], hi = v1[k + NK];
-                    const float other = __shfl_xor_sync(0xffffffffu, b2 ? lo : hi, 4);
-                    v2[k] = fmaxf(b2 ? hi : lo, other);
-                }
-                if (py >= p.pool_h || px >= p.pool_w)
-                    continue;
-                const size_t dst = (static_cast<size_t>(img * p.pool_h + py) * p.pool_w + px) *
-                                       p.out_c_stride + p.out_c_offset;
-#pragma unroll
-                for (int k = 0; k < NK; ++k) {
-                    if (col[k] >= p.out_c_pad)
-                        continue;
-                    float y = pool_first ? gr_conv_activate(fmaf(v2[k], sm[k], sb[k]), p.activation) : v2[k];
-                    y = col[k] < p.out_c ? y : 0.0f;
-                    if (kI8)
-                        static_cast<unsigned char *>(p.out)[dst + col[k]] =
-                            static_cast<unsigned char>(gr_conv_i8_bits(y, p.out_inv_scale));
-                    else
-                        static_cast<__half *>(p.out)[dst + col[k]] = __float2half_rn(y);
-                }
+                tap_ok[q] = oy >= 0 && oy < p.out_h && ox >= 0 && ox < p.out_w;
             }
+            if (py >= p.pool_h || px >= p.pool_w)
+                continue;
+            const size_t dst = (static_cast<size_t>(img * p.pool_h + py) * p.pool_w + px) *
+                                   p.out_c_stride + p.out_c_offset;
+#pragma unroll
+            for (int j = 0; j < NJ; ++j) {
+                float y[2];
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int n = 8 * j + 2 * t4 + e;
+                    float best = -INFINITY; /* Darknet's pool padding never wins */
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                        float x = static_cast<float>(c[2 * ip + (q >> 1)][j][2 * (q & 1) + e]);
+                        if (!pool_first)
+                            x = gr_conv_activate(fmaf(x, mul_of(n), bias_of(n)), p.activation);
+                        best = tap_ok[q] ? fmaxf(best, x) : best;
+                    }
+                    if (pool_first)
+                        best = gr_conv_activate(fmaf(best, sm[j][e], sb[j][e]), p.activation);
+                    y[e] = n < p.out_c ? best : 0.0f;
+                }
+                const int n0 = 8 * j + 2 * t4;
+                if (n0 >= p.out_c_pad)
+                    continue;
+                if (kI8)
+                    *reinterpret_cast<unsigned short *>(static_cast<unsigned char *>(p.out) + dst + n0) =
+                        static_cast<unsigned short>(gr_conv_i8_bits(y[0], p.out_inv_scale) |
+                                                    (gr_conv_i8_bits(y[1], p.out_inv_scale) << 8));
+                else
+                    *reinterpret_cast<unsigned *>(static_cast<__half *>(p.out) + dst + n0) =
+                        gr_conv_half2_bits(y[0], y[1]);
+            }
+        }
     } /* tiles */
 #endif
 }

@@ -62,25 +62,29 @@ struct Im2colParams {
 };
 
 /* One thread per 16-byte chunk of the [M][K] matrix, in memory order: chunk i is channel chunk
- * i % cpt of tap (i / cpt) % taps of row i / (cpt * taps). Taps outside the image are zeros. */
+ * i % cpt of tap (i / cpt) % taps of row i / (cpt * taps). Taps outside the image are zeros.
+ * 32-bit index arithmetic (total < 2^31, checked at launch): the 64-bit divisions made the
+ * kernel instruction-bound. */
 __global__ void k_im2col(Im2colParams p)
 {
-    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < p.total;
-         i += static_cast<long long>(gridDim.x) * blockDim.x) {
-        const int ch = static_cast<int>(i % p.chunks_per_tap);
-        const long long r = i / p.chunks_per_tap;
-        const int tap = static_cast<int>(r % p.taps);
-        const long long m = r / p.taps;
-        const int ox = static_cast<int>(m % p.out_w);
-        const long long t = m / p.out_w;
-        const int oy = static_cast<int>(t % p.out_h);
-        const long long n = t / p.out_h;
-        const int iy = oy * p.stride - p.pad + tap / p.ksize;
-        const int ix = ox * p.stride - p.pad + tap % p.ksize;
+    const unsigned total = static_cast<unsigned>(p.total);
+    const unsigned row_chunks = static_cast<unsigned>(p.chunks_per_tap * p.taps);
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        const unsigned m = i / row_chunks, c = i - m * row_chunks;
+        const int tap = static_cast<int>(c / p.chunks_per_tap);
+        const int ch = static_cast<int>(c - tap * p.chunks_per_tap);
+        const unsigned t = m / p.out_w;
+        const int ox = static_cast<int>(m - t * p.out_w);
+        const unsigned n = t / p.out_h;
+        const int oy = static_cast<int>(t - n * p.out_h);
+        const int ky = tap / p.ksize;
+        const int iy = oy * p.stride - p.pad + ky;
+        const int ix = ox * p.stride - p.pad + tap - ky * p.ksize;
         uint4 v = make_uint4(0u, 0u, 0u, 0u);
         if (iy >= 0 && iy < p.in_h && ix >= 0 && ix < p.in_w)
             v = __ldg(reinterpret_cast<const uint4 *>(
-                p.in + ((n * p.in_h + iy) * p.in_w + ix) * p.in_pixel_bytes + ch * 16));
+                p.in + ((static_cast<long long>(n) * p.in_h + iy) * p.in_w + ix) * p.in_pixel_bytes +
+                ch * 16));
         p.out[i] = v;
     }
 }
@@ -97,8 +101,30 @@ struct EpilogueParams {
     long long items;                           /* written pixels x channel vectors */
 };
 
-template <typename Acc, int V> __global__ void k_epilogue(EpilogueParams p)
+/* Loads 4 consecutive accumulators (16 bytes, aligned: ldc and n are multiples of 4). */
+__device__ __forceinline__ void load4(const int *acc, float (&a)[4])
 {
+    const int4 v = *reinterpret_cast<const int4 *>(acc);
+    a[0] = static_cast<float>(v.x);
+    a[1] = static_cast<float>(v.y);
+    a[2] = static_cast<float>(v.z);
+    a[3] = static_cast<float>(v.w);
+}
+__device__ __forceinline__ void load4(const float *acc, float (&a)[4])
+{
+    const float4 v = *reinterpret_cast<const float4 *>(acc);
+    a[0] = v.x;
+    a[1] = v.y;
+    a[2] = v.z;
+    a[3] = v.w;
+}
+
+/* One thread per 4 channels of a written pixel: consecutive threads read consecutive 16-byte
+ * accumulator vectors and write consecutive 4-channel groups (coalesced; bench/LOG.md: 16
+ * channels per thread strided the warp's loads 64 bytes apart, 69 us per 13x13 layer at batch 64). */
+template <typename Acc> __global__ void k_epilogue(EpilogueParams p)
+{
+    constexpr int V = 4;
     const int per_pixel = p.out_c_pad / V;
     for (long long it = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; it < p.items;
          it += static_cast<long long>(gridDim.x) * blockDim.x) {
@@ -125,10 +151,11 @@ template <typename Acc, int V> __global__ void k_epilogue(EpilogueParams p)
                     continue;
             }
             const long long m = (img * p.out_h + oy) * p.out_w + ox;
-            const Acc *acc = static_cast<const Acc *>(p.acc) + m * p.ldc + n_base;
+            float acc[V];
+            load4(static_cast<const Acc *>(p.acc) + m * p.ldc + n_base, acc);
 #pragma unroll
             for (int e = 0; e < V; ++e) {
-                const float a = n_base + e < p.out_c ? static_cast<float>(acc[e]) : 0.0f;
+                const float a = n_base + e < p.out_c ? acc[e] : 0.0f;
                 const float v = gr_conv_activate(fmaf(a, mul[e], bias[e]), p.activation);
                 y[e] = v > y[e] ? v : y[e];
             }
@@ -142,42 +169,23 @@ template <typename Acc, int V> __global__ void k_epilogue(EpilogueParams p)
                     o[(img * p.out_c + n_base + e) * hw + py * p.pw + px] = y[e];
             continue;
         }
+        float v[V];
+#pragma unroll
+        for (int e = 0; e < V; ++e)
+            v[e] = n_base + e < p.out_c ? y[e] : 0.0f;
         const long long dst = pix * p.out_c_stride + p.out_c_offset + n_base;
         if (p.out_kind == GR_CONV_OUT_I8) {
-            unsigned w[V / 4];
+            unsigned w = 0u;
 #pragma unroll
-            for (int k = 0; k < V / 4; ++k)
-                w[k] = 0u;
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-                const unsigned q = n_base + e < p.out_c ? gr_conv_i8_bits(y[e], p.out_inv_scale) : 0u;
-                w[e / 4] |= q << (8 * (e % 4));
-            }
-            uint4 *o = reinterpret_cast<uint4 *>(static_cast<signed char *>(p.out) + dst);
-#pragma unroll
-            for (int k = 0; k < V / 16; ++k)
-                o[k] = make_uint4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
+            for (int e = 0; e < V; ++e)
+                w |= (n_base + e < p.out_c ? gr_conv_i8_bits(v[e], p.out_inv_scale) : 0u) << (8 * e);
+            *reinterpret_cast<unsigned *>(static_cast<signed char *>(p.out) + dst) = w;
         } else if (p.out_kind == GR_CONV_OUT_F16) {
-            unsigned w[V / 2];
-#pragma unroll
-            for (int h = 0; h < V / 2; ++h) {
-                w[h] = gr_conv_half2_bits(n_base + 2 * h < p.out_c ? y[2 * h] : 0.0f,
-                                          n_base + 2 * h + 1 < p.out_c ? y[2 * h + 1] : 0.0f);
-            }
-            uint4 *o = reinterpret_cast<uint4 *>(static_cast<__half *>(p.out) + dst);
-#pragma unroll
-            for (int k = 0; k < V / 8; ++k)
-                o[k] = make_uint4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
+            *reinterpret_cast<uint2 *>(static_cast<__half *>(p.out) + dst) =
+                make_uint2(gr_conv_half2_bits(v[0], v[1]), gr_conv_half2_bits(v[2], v[3]));
         } else {
-            float4 *o = reinterpret_cast<float4 *>(static_cast<float *>(p.out) + dst);
-#pragma unroll
-            for (int h = 0; h < V / 4; ++h) {
-                float v[4];
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    v[e] = n_base + 4 * h + e < p.out_c ? y[4 * h + e] : 0.0f;
-                o[h] = make_float4(v[0], v[1], v[2], v[3]);
-            }
+            *reinterpret_cast<float4 *>(static_cast<float *>(p.out) + dst) =
+                make_float4(v[0], v[1], v[2], v[3]);
         }
     }
 }
@@ -338,6 +346,7 @@ extern "C" cudaError_t gr_conv_gemm_launch(const gr_conv_gemm *g, const gr_conv_
         p.out_h = g->out_h;
         p.out_w = g->out_w;
         p.in_pixel_bytes = static_cast<long long>(a->in_c_stride) * elem;
+        GR_ARG_CHECK(p.total < INT_MAX);
         k_im2col<<<grid_for(p.total, 256), 256, 0, stream>>>(p);
         GR_LAUNCH_CHECK();
         x = base;
@@ -374,17 +383,12 @@ extern "C" cudaError_t gr_conv_gemm_launch(const gr_conv_gemm *g, const gr_conv_
     e.pool_offset = g->pool_offset;
     e.ph = g->pool_h;
     e.pw = g->pool_w;
-    const int V = g->out_kind == GR_CONV_OUT_I8 ? 16 : 8;
-    e.items = static_cast<long long>(g->batch) * g->pool_h * g->pool_w * (g->out_c_pad / V);
+    e.items = static_cast<long long>(g->batch) * g->pool_h * g->pool_w * (g->out_c_pad / 4);
     const int blocks = grid_for(e.items, 128);
-    if (g->is_i8 && V == 16)
-        k_epilogue<int32_t, 16><<<blocks, 128, 0, stream>>>(e);
-    else if (g->is_i8)
-        k_epilogue<int32_t, 8><<<blocks, 128, 0, stream>>>(e);
-    else if (V == 16)
-        k_epilogue<float, 16><<<blocks, 128, 0, stream>>>(e);
+    if (g->is_i8)
+        k_epilogue<int32_t><<<blocks, 128, 0, stream>>>(e);
     else
-        k_epilogue<float, 8><<<blocks, 128, 0, stream>>>(e);
+        k_epilogue<float><<<blocks, 128, 0, stream>>>(e);
     GR_LAUNCH_CHECK();
     return cudaSuccess;
 }

@@ -52,8 +52,15 @@ struct StreamParams {
     int kb;      /* K bytes rounded up to 32 (the MMA's K step) */
     int lds;     /* shared-memory row pitch, kb + 16 */
     int chunks;  /* 16-byte chunks of a row that hold K (the rest up to kb is zero) */
-    int m_tiles; /* ceil(M / BM) */
+    int m_tiles; /* ceil(M / BM); patch mode: the 2D tiles */
     int out_elem;
+    /* Patch mode (tile 7): a tile is th x tw output pixels (pooled ones where the conv is pooled)
+     * of one image; its input patch, patch_h x patch_w pixels of pb bytes (the conv's channels),
+     * lands at ppb bytes per pixel and pitch bytes per row, patch_bytes per stage. */
+    int tw_shift, th, tiles_x, tiles_y, map_h, map_w;
+    int patch_h, patch_w, pb, ppb, pitch, patch_bytes;
+    float inv_patch_w;
+    int m_tiles_batch; /* images (host side, for the tile count) */
 };
 
 template <typename In> struct StreamAcc;
@@ -70,13 +77,13 @@ struct Layout {
     int b, a, table, mul, bias, stage, total;
 };
 
-__host__ __device__ inline Layout layout(int bn, int bm, int warps, int rows_per_warp, int lds,
+__host__ __device__ inline Layout layout(int bn, int a_stage, int warps, int rows_per_warp, int lds,
                                          int chunks, int out_elem)
 {
     Layout l;
     l.b = 0;
     l.a = l.b + bn * lds;
-    l.table = l.a + kStages * bm * lds;
+    l.table = l.a + kStages * a_stage;
     l.mul = l.table + (chunks * 8 + 15) / 16 * 16;
     l.bias = l.mul + bn * 4;
     l.stage = l.bias + bn * 4;
@@ -84,7 +91,7 @@ __host__ __device__ inline Layout layout(int bn, int bm, int warps, int rows_per
     return l;
 }
 
-template <typename In, int WARPS, int FM, int BN>
+template <typename In, int WARPS, int FM, int BN, bool kPatch>
 __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams sp)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -99,7 +106,8 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
     const ConvParams &p = sp.p;
     const int lds = sp.lds, kb = sp.kb, chunks = sp.chunks;
     const int rows_out = p.pool ? 4 * FM : 16 * FM; /* staged output rows per warp and tile */
-    const Layout L = layout(BN, BM, WARPS, 16 * FM, lds, chunks, sp.out_elem);
+    const int a_stage = kPatch ? sp.patch_bytes : BM * lds;
+    const Layout L = layout(BN, a_stage, WARPS, 16 * FM, lds, kPatch ? kb / 16 : chunks, sp.out_elem);
     extern __shared__ __align__(128) unsigned char smem[];
     unsigned char *sB = smem + L.b;
     unsigned char *sA = smem + L.a;
@@ -123,15 +131,20 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
                ok ? wts + static_cast<size_t>(n) * k_bytes + c * 16 : wts, ok);
     }
     cp_async_commit();
-    for (int c = tid; c < chunks; c += kThreads) {
-        const int k = c * 16 / sp.elem, tap = k / p.cin_pad, ci = k - tap * p.cin_pad;
+    /* The chunk table: chunk c of an A row is tap (ky, kx), channels ci.. Patch mode: its byte
+     * offset from the row's pixel in the patch; the K padding up to kb reads chunk 0 (its
+     * filters are zero; for finite inputs the product is 0). */
+    for (int c = tid; c < (kPatch ? kc : chunks); c += kThreads) {
+        const int k = (c < chunks ? c : 0) * 16 / sp.elem, tap = k / p.cin_pad, ci = k - tap * p.cin_pad;
         const int ky = tap / p.ksize, kx = tap - ky * p.ksize;
-        table[c] = make_int2((ky * p.in_w + kx) * p.in_c_stride + ci, (ky << 16) | kx);
+        table[c] = kPatch ? make_int2(ky * sp.pitch + kx * sp.ppb + ci * sp.elem, 0)
+                          : make_int2((ky * p.in_w + kx) * p.in_c_stride + ci, (ky << 16) | kx);
     }
-    for (int it = tid; it < kStages * BM * (kc - chunks); it += kThreads) { /* K pad: 0 */
-        const int r = it / (kc - chunks), c = chunks + it % (kc - chunks);
-        *reinterpret_cast<uint4 *>(sA + r * lds + c * 16) = make_uint4(0, 0, 0, 0);
-    }
+    if (!kPatch)
+        for (int it = tid; it < kStages * BM * (kc - chunks); it += kThreads) { /* K pad: 0 */
+            const int r = it / (kc - chunks), c = chunks + it % (kc - chunks);
+            *reinterpret_cast<uint4 *>(sA + r * lds + c * 16) = make_uint4(0, 0, 0, 0);
+        }
     for (int c = tid; c < BN; c += kThreads) {
         const int n = n0 + c;
         s_bias[c] = p.bias && n < p.out_c ? p.bias[n] : 0.0f;
@@ -145,7 +158,51 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
     const bool pool_first = p.pool && !negative_mul && p.activation != GR_CONV_ACT_LOGISTIC;
     wait_for_producer(); /* the input is the previous kernel's output */
 
+    /* Patch mode: tile t is image t / (tiles_x * tiles_y), output pixels from (oy0, ox0); local
+     * GEMM row lr is output pixel lr (unpooled) or tap lr & 3 of pooled pixel lr >> 2, row-major
+     * over th x tw. Its conv pixel relative to the tile's conv origin: */
+    const int tw = 1 << sp.tw_shift;
+    auto tile_origin = [&](int t, int &img, int &oy0, int &ox0) {
+        const int per_img = sp.tiles_x * sp.tiles_y;
+        img = t / per_img;
+        const int r = t - img * per_img, ty = r / sp.tiles_x;
+        oy0 = ty * sp.th;
+        ox0 = (r - ty * sp.tiles_x) << sp.tw_shift;
+    };
+    auto local_conv = [&](int lr, int &cy, int &cx, int &oy, int &ox) {
+        const int idx = p.pool ? lr >> 2 : lr, q = lr & 3;
+        oy = idx >> sp.tw_shift;
+        ox = idx & (tw - 1);
+        cy = p.pool ? oy * p.pool_stride + (q >> 1) : oy;
+        cx = p.pool ? ox * p.pool_stride + (q & 1) : ox;
+    };
+    auto conv_origin = [&](int oy0, int ox0, int &cy0, int &cx0) {
+        cy0 = p.pool ? oy0 * p.pool_stride + p.pool_offset : oy0;
+        cx0 = p.pool ? ox0 * p.pool_stride + p.pool_offset : ox0;
+    };
+
     auto load_tile = [&](int t, int stage) {
+        if constexpr (kPatch) {
+            int img, oy0, ox0, cy0, cx0;
+            tile_origin(t, img, oy0, ox0);
+            conv_origin(oy0, ox0, cy0, cx0);
+            const int iy0 = cy0 * p.stride - p.pad, ix0 = cx0 * p.stride - p.pad;
+            unsigned char *dst = sA + stage * sp.patch_bytes;
+            const int cpp = sp.pb / 16; /* 16-byte chunks per pixel */
+            for (int i = tid; i < sp.patch_h * sp.patch_w; i += kThreads) {
+                /* i / patch_w through the float reciprocal: exact for i < 2^16 (checked) */
+                const int r = static_cast<int>((static_cast<float>(i) + 0.5f) * sp.inv_patch_w);
+                const int c = i - r * sp.patch_w, iy = iy0 + r, ix = ix0 + c;
+                const bool ok = static_cast<unsigned>(iy) < static_cast<unsigned>(p.in_h) &&
+                                static_cast<unsigned>(ix) < static_cast<unsigned>(p.in_w);
+                const In *src = ok ? in + ((img * p.in_h + iy) * p.in_w + ix) * p.in_c_stride +
+                                         p.in_c_offset
+                                   : in;
+                for (int j = 0; j < cpp; ++j)
+                    copy16(dst + r * sp.pitch + c * sp.ppb + j * 16, ok ? src + j * 16 / sp.elem : in, ok);
+            }
+            return;
+        }
         unsigned char *dst = sA + stage * BM * lds;
 #pragma unroll
         for (int rr = 0; rr < RPT; ++rr) {
@@ -188,12 +245,27 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
 #pragma unroll
                 for (int r = 0; r < Op::regs; ++r)
                     c[i][j][r] = 0;
-        const unsigned char *a_st = sA + s * BM * lds + (warp * FM * 16) * lds;
+        /* This lane's ldmatrix rows of A: rows 0-7 / 8-15 (mat & 1) x K bytes 0-15 / 16-31
+         * (mat >> 1) of each fragment: an im2col row, or (patch mode) the row's pixel in the
+         * patch, then the chunk's offset from the table. */
+        const unsigned char *a_row[FM];
+#pragma unroll
+        for (int i = 0; i < FM; ++i) {
+            const int lr = warp * FM * 16 + i * 16 + (mat & 1) * 8 + r8;
+            if constexpr (kPatch) {
+                int cy, cx, oy, ox;
+                local_conv(lr, cy, cx, oy, ox);
+                a_row[i] = sA + s * sp.patch_bytes + cy * p.stride * sp.pitch + cx * p.stride * sp.ppb;
+            } else {
+                a_row[i] = sA + s * BM * lds + lr * lds + (mat >> 1) * 16;
+            }
+        }
         for (int kk = 0; kk < kb; kk += 32) {
             unsigned a[FM][4];
+            const int koff = kPatch ? table[(kk >> 4) + (mat >> 1)].x : kk;
 #pragma unroll
-            for (int i = 0; i < FM; ++i) /* rows 0-7 / 8-15 x K bytes 0-15 / 16-31 */
-                ldmatrix_x4(a[i], a_st + (i * 16 + (mat & 1) * 8 + r8) * lds + kk + (mat >> 1) * 16);
+            for (int i = 0; i < FM; ++i)
+                ldmatrix_x4(a[i], a_row[i] + koff);
 #pragma unroll
             for (int j = 0; j < NJ / 2; ++j) { /* filters 0-7 x K 0-15 / 16-31, then 8-15 */
                 unsigned b[4];
@@ -210,6 +282,26 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
          * 8j + 2t4 and + 1. A pooled window's rows 4w..4w+3 are lanes g = 4w'..4w'+3: lane bits
          * 2-3, so two xor-shuffles give every lane its window's maximum. */
         const int m_warp = tile * BM + warp * 16 * FM;
+        int t_img = 0, t_oy0 = 0, t_ox0 = 0, t_cy0 = 0, t_cx0 = 0;
+        if (kPatch) {
+            tile_origin(tile, t_img, t_oy0, t_ox0);
+            conv_origin(t_oy0, t_ox0, t_cy0, t_cx0);
+        }
+        /* GEMM row lr of this warp computes a conv pixel that exists (and, in patch mode, whose
+         * output pixel is inside the map) */
+        auto row_valid = [&](int lr) {
+            if constexpr (kPatch) {
+                int cy, cx, oy, ox;
+                local_conv(warp * 16 * FM + lr, cy, cx, oy, ox);
+                cy += t_cy0;
+                cx += t_cx0;
+                return t_oy0 + oy < sp.map_h && t_ox0 + ox < sp.map_w && cy >= 0 &&
+                       cy < p.out_h && cx >= 0 && cx < p.out_w;
+            } else {
+                int img, oy, ox;
+                return row_pixel(p, m_warp + lr, img, oy, ox);
+            }
+        };
         auto stage_value = [&](int out_row, int col, float v) {
             const bool real = n0 + col < p.out_c;
             if (sp.out_elem == 1) {
@@ -227,8 +319,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int lr = i * 16 + h * 8 + g; /* row within the warp's rows */
-                int img, oy, ox;
-                const bool row_ok = row_pixel(p, m_warp + lr, img, oy, ox);
+                const bool row_ok = row_valid(lr);
                 if (pool_first) {
                     /* Reduce-scatter the window's 4 lanes (lane bits 3, then 2): each ends with
                      * the maximum of a quarter of the 2*NJ values, then runs the epilogue on
@@ -287,10 +378,26 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
         const int vpr = BN * sp.out_elem / 16; /* 16-byte vectors per staged row */
         const int m_out0 = p.pool ? m_warp >> 2 : m_warp, m_out_end = p.pool ? p.M >> 2 : p.M;
         const int per_vec = 16 / sp.out_elem;
+        /* patch mode: the warp's output pixels are consecutive in one row of the map */
+        int w_oy = 0, w_ox = 0;
+        if (kPatch) {
+            int cy, cx;
+            local_conv(warp * 16 * FM, cy, cx, w_oy, w_ox);
+            w_oy += t_oy0;
+            w_ox += t_ox0;
+        }
         for (int it = lane; it < rows_out * vpr; it += 32) {
             const int r = it / vpr, v = it - r * vpr;
-            const int m_out = m_out0 + r, n_base = n0 + v * per_vec;
-            if (m_out >= m_out_end || n_base >= p.out_c_pad)
+            int m_out = m_out0 + r;
+            const int n_base = n0 + v * per_vec;
+            if (kPatch) {
+                if (w_oy >= sp.map_h || w_ox + r >= sp.map_w)
+                    continue;
+                m_out = (t_img * sp.map_h + w_oy) * sp.map_w + w_ox + r;
+            } else if (m_out >= m_out_end) {
+                continue;
+            }
+            if (n_base >= p.out_c_pad)
                 continue;
             const long long dst =
                 (static_cast<long long>(m_out) * p.out_c_stride + p.out_c_offset + n_base) * sp.out_elem;
@@ -305,11 +412,11 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
 
 /* The block shape of tile 5 ("stream": 8 warps, 256 x 32 or 128 x BN) and 6 ("stream-s": 4
  * warps, 64 x BN, for small maps), and the widest BN <= 128 whose shared memory fits. */
-template <typename In, int WARPS, int FM, int BN>
+template <typename In, int WARPS, int FM, int BN, bool kPatch>
 cudaError_t launch_bn(const StreamParams &sp, size_t smem, bool pdl, cudaStream_t stream,
                       bool check_only)
 {
-    const auto kernel = k_conv_stream<In, WARPS, FM, BN>;
+    const auto kernel = k_conv_stream<In, WARPS, FM, BN, kPatch>;
     if (check_only)
         return cudaSuccess;
     int dev = 0, sms = 0, per_sm = 0;
@@ -343,7 +450,57 @@ cudaError_t launch_bn(const StreamParams &sp, size_t smem, bool pdl, cudaStream_
     return launch_kernel(kernel, grid, dim3(WARPS * 32), smem, pdl, stream, sp);
 }
 
-template <typename In, int WARPS, int FM_SMALL_N>
+/* Patch mode's tile geometry for blocks of bm GEMM rows, fm fragments per warp: the tile's
+ * width tw (a power of two, a whole number of warps' output pixels, no wider than the map needs),
+ * its height, the patch and its pitch (the one of 8 paddings whose ldmatrix rows meet the fewest
+ * bank conflicts). False when the patch is too large for the fill's index arithmetic. */
+bool patch_geometry(StreamParams &sp, int bm, int fm)
+{
+    const ConvParams &p = sp.p;
+    const int per_tile = p.pool ? bm / 4 : bm, per_warp = p.pool ? 4 * fm : 16 * fm;
+    sp.map_h = p.pool ? p.pool_h : p.out_h;
+    sp.map_w = p.pool ? p.pool_w : p.out_w;
+    int tw = per_warp;
+    while (tw < sp.map_w && tw < per_tile)
+        tw *= 2;
+    sp.tw_shift = 0;
+    while ((1 << sp.tw_shift) < tw)
+        ++sp.tw_shift;
+    sp.th = per_tile / tw;
+    sp.tiles_x = gr_ceil_div(sp.map_w, tw);
+    sp.tiles_y = gr_ceil_div(sp.map_h, sp.th);
+    const int ch = p.pool ? (sp.th - 1) * p.pool_stride + 2 : sp.th;
+    const int cw = p.pool ? (tw - 1) * p.pool_stride + 2 : tw;
+    sp.patch_h = (ch - 1) * p.stride + p.ksize;
+    sp.patch_w = (cw - 1) * p.stride + p.ksize;
+    sp.inv_patch_w = 1.0f / static_cast<float>(sp.patch_w);
+    sp.pb = p.cin_pad * sp.elem;
+    sp.ppb = sp.pb + (sp.pb / 16 % 2 == 0 ? 16 : 0); /* an odd number of 16-byte units */
+    int best = 99;
+    for (int u = 0; u < 8; ++u) {
+        const int pitch = sp.patch_w * sp.ppb + u * 16;
+        int count[8] = {0, 0, 0, 0, 0, 0, 0, 0}, worst = 0;
+        for (int r8 = 0; r8 < 8; ++r8) { /* one ldmatrix matrix: 8 consecutive GEMM rows */
+            const int idx = p.pool ? r8 >> 2 : r8, q = r8 & 3;
+            const int cy = p.pool ? q >> 1 : 0, cx = p.pool ? idx * p.pool_stride + (q & 1) : idx;
+            const int unit = (cy * p.stride * pitch + cx * p.stride * sp.ppb) / 16 % 8;
+            worst = std::max(worst, ++count[unit]);
+        }
+        if (worst < best) {
+            best = worst;
+            sp.pitch = pitch;
+        }
+    }
+    sp.patch_bytes = (sp.patch_h * sp.pitch + 127) / 128 * 128;
+    sp.m_tiles = 0;
+    const long long tiles = static_cast<long long>(sp.tiles_x) * sp.tiles_y * sp.m_tiles_batch;
+    if (tiles >= INT_MAX || sp.patch_h * sp.patch_w >= (1 << 16))
+        return false;
+    sp.m_tiles = static_cast<int>(tiles);
+    return true;
+}
+
+template <typename In, int WARPS, int FM_SMALL_N, bool kPatch>
 cudaError_t launch_shape(StreamParams sp, int max_smem, bool pdl, cudaStream_t stream,
                          bool check_only)
 {
@@ -351,19 +508,25 @@ cudaError_t launch_shape(StreamParams sp, int max_smem, bool pdl, cudaStream_t s
     int bn = sp.p.out_c <= 32 ? 32 : (sp.p.out_c <= 64 ? 64 : 128);
     for (; bn >= 32; bn /= 2) {
         const int fm = bn == 32 ? FM_SMALL_N : 1, bm = WARPS * 16 * fm;
-        const Layout l = layout(bn, bm, WARPS, 16 * fm, sp.lds, sp.chunks, sp.out_elem);
+        if (kPatch && !patch_geometry(sp, bm, fm))
+            continue;
+        const int a_stage = kPatch ? sp.patch_bytes : bm * sp.lds;
+        const Layout l = layout(bn, a_stage, WARPS, 16 * fm, sp.lds,
+                                kPatch ? sp.kb / 16 : sp.chunks, sp.out_elem);
         if (l.total > max_smem)
             continue;
-        sp.m_tiles = gr_ceil_div(sp.p.M, bm);
+        if (!kPatch)
+            sp.m_tiles = gr_ceil_div(sp.p.M, bm);
         const size_t smem = static_cast<size_t>(l.total);
         switch (bn) {
-        case 32: return launch_bn<In, WARPS, FM_SMALL_N, 32>(sp, smem, pdl, stream, check_only);
-        case 64: return launch_bn<In, WARPS, 1, 64>(sp, smem, pdl, stream, check_only);
-        default: return launch_bn<In, WARPS, 1, 128>(sp, smem, pdl, stream, check_only);
+        case 32: return launch_bn<In, WARPS, FM_SMALL_N, 32, kPatch>(sp, smem, pdl, stream, check_only);
+        case 64: return launch_bn<In, WARPS, 1, 64, kPatch>(sp, smem, pdl, stream, check_only);
+        default: return launch_bn<In, WARPS, 1, 128, kPatch>(sp, smem, pdl, stream, check_only);
         }
     }
     gr_kernels_record_failure(__FILE__, __LINE__, "stream tile shared memory",
-                              "the filters and two A tiles do not fit in shared memory");
+                              kPatch ? "the filters and two input patches do not fit in shared memory"
+                                     : "the filters and two A tiles do not fit in shared memory");
     return cudaErrorInvalidValue;
 }
 
@@ -372,7 +535,8 @@ cudaError_t launch_shape(StreamParams sp, int max_smem, bool pdl, cudaStream_t s
 cudaError_t gr_conv::stream_launch(const ConvParams &p, bool is_i8, int tile, bool pdl,
                                   cudaStream_t stream, bool check_only)
 {
-    GR_ARG_CHECK(tile == GR_CONV_TILE_STREAM || tile == GR_CONV_TILE_STREAM_SMALL);
+    GR_ARG_CHECK(tile == GR_CONV_TILE_STREAM || tile == GR_CONV_TILE_STREAM_SMALL ||
+                 tile == GR_CONV_TILE_PATCH);
     GR_ARG_CHECK(p.splits == 1 && p.out_kind != GR_CONV_OUT_F32_NCHW);
     int dev = 0, major = 0, max_smem = 0;
     GR_CUDA_TRY(cudaGetDevice(&dev));
@@ -394,11 +558,20 @@ cudaError_t gr_conv::stream_launch(const ConvParams &p, bool is_i8, int tile, bo
     sp.kb = static_cast<int>((k_bytes + 31) / 32 * 32);
     sp.lds = sp.kb + 16; /* (kb + 16) / 16 is odd: the 8 rows of an ldmatrix hit distinct banks */
     sp.m_tiles = 0;
+    if (tile == GR_CONV_TILE_PATCH) {
+        /* M is batch x the map's pixels (x 4 window taps when pooled) */
+        const int map_h = p.pool ? p.pool_h : p.out_h, map_w = p.pool ? p.pool_w : p.out_w;
+        const long long per_image = static_cast<long long>(map_h) * map_w * (p.pool ? 4 : 1);
+        GR_ARG_CHECK(per_image > 0 && p.M % per_image == 0);
+        sp.m_tiles_batch = static_cast<int>(p.M / per_image);
+        return is_i8 ? launch_shape<signed char, 8, 2, true>(sp, max_smem, pdl, stream, check_only)
+                     : launch_shape<__half, 8, 2, true>(sp, max_smem, pdl, stream, check_only);
+    }
     if (is_i8)
         return tile == GR_CONV_TILE_STREAM
-                   ? launch_shape<signed char, 8, 2>(sp, max_smem, pdl, stream, check_only)
-                   : launch_shape<signed char, 4, 1>(sp, max_smem, pdl, stream, check_only);
+                   ? launch_shape<signed char, 8, 2, false>(sp, max_smem, pdl, stream, check_only)
+                   : launch_shape<signed char, 4, 1, false>(sp, max_smem, pdl, stream, check_only);
     return tile == GR_CONV_TILE_STREAM
-               ? launch_shape<__half, 8, 2>(sp, max_smem, pdl, stream, check_only)
-               : launch_shape<__half, 4, 1>(sp, max_smem, pdl, stream, check_only);
+               ? launch_shape<__half, 8, 2, false>(sp, max_smem, pdl, stream, check_only)
+               : launch_shape<__half, 4, 1, false>(sp, max_smem, pdl, stream, check_only);
 }

@@ -578,8 +578,8 @@ bool aligned16(const void *ptr)
 }
 
 /* Tile shapes by tile_config (1-based): BM x BN. */
-constexpr int kTileBM[GR_CONV_TILES + 1] = {0, 128, 64, 128, 32, 128, 64}; /* 5, 6: nominal */
-constexpr int kTileBN[GR_CONV_TILES + 1] = {0, 64, 64, 16, 64, 64, 64};
+constexpr int kTileBM[GR_CONV_TILES + 1] = {0, 128, 64, 128, 32, 128, 64, 128}; /* 5-7: nominal */
+constexpr int kTileBN[GR_CONV_TILES + 1] = {0, 64, 64, 16, 64, 64, 64, 64};
 
 struct Plan {
     ConvParams p;
@@ -787,6 +787,7 @@ extern "C" const char *gr_conv_tile_name(int tile_config)
     case 4: return "32x64";
     case 5: return "stream";
     case 6: return "stream-64";
+    case 7: return "patch";
     default: return "?";
     }
 }

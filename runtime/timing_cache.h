@@ -24,7 +24,7 @@
 
 #include "graphrun/runtime.h"
 
-#define GR_TCACHE_VERSION 2
+#define GR_TCACHE_VERSION 3 /* 3: tile 7 (patch) and the tensor-core first layer */
 #define GR_TCACHE_KEY_MAX 192     /* bytes of a layer key, NUL included */
 #define GR_TCACHE_DEVICE_MAX 256  /* bytes of the device key, NUL included */
 #define GR_TCACHE_MAX_ENTRIES 65536
