@@ -87,7 +87,7 @@ gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_i
                                    (size_t)y->c_offset * y->h * y->w
                              : NULL,
             .workspace = allocated ? inst->im2col[nd->stream] : NULL, .activation = (int)nd->p.activation,
-            .tf32 = g->tf32};
+            .tf32 = g->tf32, .algo = g->f32_algo};
         return GR_OK;
     }
     gr_conv_out_kind out_kind;
