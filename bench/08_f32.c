@@ -10,8 +10,9 @@
  *              T4 128x128)
  *   conv(s)    gr_launch_conv_f32 with SGEMM: im2col + sgemm + bias_act, one launcher call
  *   conv(3)    gr_launch_conv_f32 with TF32X3: im2col + tf32x3
- * and the tf32x3 GEMM's TFLOP/s (2*N*K*P*batch / time), and the agreement of the two convs'
- * outputs (largest |difference| over the largest |output|). Random non-zero data.
+ *   conv(i)    gr_launch_conv_f32 with TF32X3_IMPLICIT: the GEMM gathering its input (no im2col)
+ * and the tf32x3 GEMM's TFLOP/s (2*N*K*P*batch / time), and the agreement of the 3xTF32 convs
+ * with the SGEMM one (largest |difference| over the largest |output|). Random non-zero data.
  * Usage: 08_f32 [runs]   (results go to bench/LOG.md by hand) */
 #include <stdio.h>
 
@@ -46,7 +47,7 @@ int main(void)
         }                                                                                          \
     } while (0)
 
-enum { OP_IM2COL, OP_SGEMM, OP_BIAS_ACT, OP_TF32X3, OP_CONV_SGEMM, OP_CONV_TF32X3 };
+enum { OP_IM2COL, OP_SGEMM, OP_BIAS_ACT, OP_TF32X3, OP_CONV_SGEMM, OP_CONV_TF32X3, OP_CONV_IMPLICIT };
 
 typedef struct bench_ctx {
     cublasHandle_t h;
@@ -83,7 +84,9 @@ static void launch(const bench_ctx *c, int op)
         break;
     default: {
         gr_conv_f32_args b = *a;
-        b.algo = op == OP_CONV_TF32X3 ? GR_CONV_F32_TF32X3 : GR_CONV_F32_SGEMM;
+        b.algo = op == OP_CONV_TF32X3    ? GR_CONV_F32_TF32X3
+                 : op == OP_CONV_IMPLICIT ? GR_CONV_F32_TF32X3_IMPLICIT
+                                          : GR_CONV_F32_SGEMM;
         CUBLAS_CHECK(gr_launch_conv_f32(c->h, &b, c->st, &ce));
         break;
     }
@@ -140,10 +143,10 @@ int main(int argc, char **argv)
     static const int batches[] = {1, 64};
     for (int bi = 0; bi < 2; ++bi) {
         const int batch = batches[bi];
-        double sum_s = 0, sum_3 = 0, sum_im2col = 0;
-        printf("batch %-3d %-24s %8s %8s %8s %8s %3s %8s %3s %8s %8s %7s  %s\n", batch, "layer",
-               "im2col", "sgemm", "bias_act", "tf32x3", "", "best", "", "conv(s)", "conv(3)",
-               "TFLOP/s", "agreement");
+        double sum_s = 0, sum_3 = 0, sum_i = 0, sum_im2col = 0;
+        printf("batch %-3d %-24s %8s %8s %8s %8s %3s %8s %3s %8s %8s %8s %7s  %s\n", batch,
+               "layer", "im2col", "sgemm", "bias_act", "tf32x3", "", "best", "", "conv(s)",
+               "conv(3)", "conv(i)", "TFLOP/s", "agreement");
         for (int l = 0; l < 9; ++l) {
             const bench_layer *L = bench_yolo_layer(l);
             gr_conv_f32_args *a = &c.a;
@@ -199,6 +202,12 @@ int main(int argc, char **argv)
             c.tile = GR_TF32X3_TILE_AUTO;
             const float t_conv_s = time_us(&c, OP_CONV_SGEMM, runs, ms, ev0, ev1);
             a->out = outs[1];
+            const float t_conv_i = time_us(&c, OP_CONV_IMPLICIT, runs, ms, ev0, ev1);
+            CHECK(cudaStreamSynchronize(c.st));
+            float *h_impl = malloc(n_out * 4);
+            if (!h_impl)
+                return 1;
+            CHECK(cudaMemcpy(h_impl, outs[1], n_out * 4, cudaMemcpyDeviceToHost));
             const float t_conv_3 = time_us(&c, OP_CONV_TF32X3, runs, ms, ev0, ev1);
             CHECK(cudaStreamSynchronize(c.st));
             /* agreement of the two convs (outs[0]: SGEMM path, last run; outs[1]: 3xTF32) */
@@ -212,6 +221,7 @@ int main(int argc, char **argv)
                 lo = fmin(lo, (double)h0[i]);
                 hi = fmax(hi, (double)h0[i]);
                 worst = fmax(worst, fabs((double)h0[i] - (double)h1[i]));
+                worst = fmax(worst, fabs((double)h0[i] - (double)h_impl[i]));
             }
             /* both FP32-level: a gap over 1e-5 of the largest output is a bug (the data are
              * positive, so the outputs' spread is small next to their size: measure against the
@@ -229,16 +239,18 @@ int main(int argc, char **argv)
                 snprintf(im2col_s, sizeof im2col_s, "%8.1f", (double)t_im2col);
             else
                 snprintf(im2col_s, sizeof im2col_s, "%8s", "-");
-            printf("batch %-3d %-24s %s %8.1f %8.1f %8.1f T%d %8.1f T%d %8.1f %8.1f %7.1f  max %.2g "
+            printf("batch %-3d %-24s %s %8.1f %8.1f %8.1f T%d %8.1f T%d %8.1f %8.1f %8.1f %7.1f  max %.2g "
                    "of max|y|%s\n",
                    batch, shape, im2col_s, (double)t_sgemm, (double)t_bias, (double)t_tf32x3,
                    auto_tile, (double)t_best, best, (double)t_conv_s, (double)t_conv_3,
-                   flop / ((double)t_tf32x3 * 1e6), rel, bad ? "  MISMATCH" : "");
+                   (double)t_conv_i, flop / ((double)t_tf32x3 * 1e6), rel, bad ? "  MISMATCH" : "");
             sum_s += (double)t_conv_s;
             sum_3 += (double)t_conv_3;
+            sum_i += (double)t_conv_i;
             sum_im2col += (double)t_im2col;
             free(h0);
             free(h1);
+            free(h_impl);
             CHECK(cudaFree((void *)a->in));
             CHECK(cudaFree((void *)a->weights));
             CHECK(cudaFree((void *)a->bias));
@@ -247,8 +259,9 @@ int main(int argc, char **argv)
             CHECK(cudaFree(a->workspace));
         }
         printf("batch %-3d all convs: SGEMM path %.1f us, 3xTF32 path %.1f us (im2col %.1f us of "
-               "it): %.0f / %.0f images/s of conv time\n\n",
-               batch, sum_s, sum_3, sum_im2col, batch * 1e6 / sum_s, batch * 1e6 / sum_3);
+               "it), implicit 3xTF32 %.1f us: %.0f / %.0f / %.0f images/s of conv time\n\n",
+               batch, sum_s, sum_3, sum_im2col, sum_i, batch * 1e6 / sum_s, batch * 1e6 / sum_3,
+               batch * 1e6 / sum_i);
     }
     free(ms);
     cublasDestroy(c.h);

@@ -107,7 +107,7 @@ extern "C" size_t gr_conv_f32_workspace_floats(const gr_conv_f32_args *a, int *o
         static_cast<long long>(a->batch) * a->in_c * a->in_h * a->in_w >= (1LL << 40))
         return 0;
     *ok = 1;
-    if (is_direct(a))
+    if (is_direct(a) || a->algo == GR_CONV_F32_TF32X3_IMPLICIT)
         return 0;
     return static_cast<size_t>(a->batch) * static_cast<size_t>(k) * static_cast<size_t>(hw);
 }
@@ -169,11 +169,13 @@ extern "C" cublasStatus_t gr_launch_conv_f32(cublasHandle_t handle, const gr_con
         *cuda_error = cudaSuccess;
     int ok = 0;
     const size_t ws = gr_conv_f32_workspace_floats(a, &ok);
-    const bool tf32x3 = ok && a->algo == GR_CONV_F32_TF32X3;
+    const bool tf32x3 = ok && (a->algo == GR_CONV_F32_TF32X3 || a->algo == GR_CONV_F32_TF32X3_IMPLICIT);
+    const bool implicit = ok && a->algo == GR_CONV_F32_TF32X3_IMPLICIT && !is_direct(a);
     if (!ok || (!handle && !tf32x3) || !a->in || !a->weights || !a->out ||
         (ws > 0 && !a->workspace) || a->activation < GR_CONV_ACT_LINEAR ||
         a->activation > GR_CONV_ACT_LOGISTIC ||
-        (a->algo != GR_CONV_F32_SGEMM && a->algo != GR_CONV_F32_TF32X3) ||
+        (a->algo != GR_CONV_F32_SGEMM && a->algo != GR_CONV_F32_TF32X3 &&
+         a->algo != GR_CONV_F32_TF32X3_IMPLICIT) ||
         a->tile < GR_TF32X3_TILE_AUTO || a->tile > GR_TF32X3_TILES) {
         gr_kernels_record_failure(__FILE__, __LINE__, "gr_launch_conv_f32", "invalid argument");
         return CUBLAS_STATUS_INVALID_VALUE;
@@ -187,12 +189,16 @@ extern "C" cublasStatus_t gr_launch_conv_f32(cublasHandle_t handle, const gr_con
     if (tf32x3)
         err = gr_gemm_tf32x3_check_device(NULL); /* refuse before launching anything */
     const float *col = a->in;
-    if (err == cudaSuccess && !is_direct(a)) {
+    if (err == cudaSuccess && implicit)
+        err = gr_launch_conv_tf32x3_f32(a->in, a->weights, a->bias, a->out, a->batch, a->in_c,
+                                        a->in_h, a->in_w, a->out_c, a->ksize, a->stride, a->pad,
+                                        a->activation, a->tile, stream);
+    else if (err == cudaSuccess && !is_direct(a)) {
         err = gr_launch_im2col_f32(a->in, a->batch, a->in_c, a->in_h, a->in_w, a->ksize, a->stride,
                                    a->pad, a->workspace, stream);
         col = a->workspace;
     }
-    if (err == cudaSuccess && tf32x3)
+    if (err == cudaSuccess && tf32x3 && !implicit)
         err = gr_launch_gemm_tf32x3_f32(a->weights, col, a->bias, a->out, a->out_c, k, hw, a->batch,
                                         a->activation, a->tile, stream);
     if (err != cudaSuccess) {

@@ -34,13 +34,16 @@ typedef struct gr_conv_f32_args {
     float *workspace;     /* device, gr_conv_f32_workspace_floats() floats */
     int activation;       /* GR_CONV_ACT_* of kernels/conv.h (= gr_activation values) */
     int tf32;             /* SGEMM: 1 CUBLAS_TF32_TENSOR_OP_MATH, 0 CUBLAS_DEFAULT_MATH (exact FP32) */
-    int algo;             /* GR_CONV_F32_SGEMM (0, the default) or GR_CONV_F32_TF32X3 */
+    int algo;             /* GR_CONV_F32_SGEMM (0, the default), _TF32X3 or _TF32X3_IMPLICIT */
     int tile;             /* TF32X3: GR_TF32X3_TILE_*, 0 = automatic */
 } gr_conv_f32_args;
 
 enum {
     GR_CONV_F32_SGEMM = 0,  /* cuBLAS SGEMM (handle required) + k_bias_act_f32 */
     GR_CONV_F32_TF32X3 = 1, /* 3xTF32 GEMM with fused epilogue; sm_80+ (else cudaErrorNotSupported) */
+    GR_CONV_F32_TF32X3_IMPLICIT = 2, /* the same GEMM reading the input through an implicit
+                                        im2col: no workspace, no im2col pass (1x1 stride-1 convs
+                                        run as TF32X3, which reads the input directly too) */
 };
 
 /* The 3xTF32 GEMM's block tiles (out channels x columns), for tests and benchmarks to force one. */
@@ -53,8 +56,8 @@ enum {
     GR_TF32X3_TILES = 4
 };
 
-/* Floats of im2col workspace the conv needs (0 for a 1x1 / stride 1 / pad 0 conv), or 0 with
- * *ok = 0 when the shape is invalid or too large. */
+/* Floats of im2col workspace the conv needs (0 for a 1x1 / stride 1 / pad 0 conv, and for
+ * GR_CONV_F32_TF32X3_IMPLICIT), or 0 with *ok = 0 when the shape is invalid or too large. */
 size_t gr_conv_f32_workspace_floats(const gr_conv_f32_args *args, int *ok);
 
 /* im2col of `batch` NCHW images into col[b][(ci*ksize + ky)*ksize + kx][oy*out_w + ox]. */
@@ -75,6 +78,14 @@ cudaError_t gr_launch_gemm_tf32x3_f32(const float *w, const float *col, const fl
                                       float *out, int n_out, int k, int p, int batch,
                                       int activation, int tile, cudaStream_t stream);
 
+/* The same GEMM on a conv: col is read from `in` [batch][in_c][in_h][in_w] through an implicit
+ * im2col (4-byte copies, zero outside the image), out [batch][out_c][out_h][out_w], w
+ * [out_c][in_c][ksize][ksize]. Errors as gr_launch_gemm_tf32x3_f32. */
+cudaError_t gr_launch_conv_tf32x3_f32(const float *in, const float *w, const float *bias, float *out,
+                                      int batch, int in_c, int in_h, int in_w, int out_c, int ksize,
+                                      int stride, int pad, int activation, int tile,
+                                      cudaStream_t stream);
+
 /* cudaSuccess when the current device runs the 3xTF32 GEMM (sm_80+), else cudaErrorNotSupported
  * with the reason recorded (gr_kernels_last_failure); *device (may be NULL) = the current device. */
 cudaError_t gr_gemm_tf32x3_check_device(int *device);
@@ -83,7 +94,8 @@ cudaError_t gr_gemm_tf32x3_check_device(int *device);
 int gr_gemm_tf32x3_auto_tile(int n_out, int columns, int sm_count);
 
 /* The whole conv on `stream`. SGEMM: with the caller's handle (its stream and math mode are set
- * here); TF32X3: the handle is not used (may be NULL), im2col + one fused GEMM kernel.
+ * here); TF32X3: the handle is not used (may be NULL), im2col + one fused GEMM kernel;
+ * TF32X3_IMPLICIT: one kernel.
  * Returns CUBLAS_STATUS_SUCCESS; a cuBLAS failure's status; CUBLAS_STATUS_INVALID_VALUE for bad
  * arguments; CUBLAS_STATUS_EXECUTION_FAILED when a kernel launch failed, with the CUDA error in
  * *cuda_error (which may be NULL; set to cudaSuccess otherwise). Details of a failure are in

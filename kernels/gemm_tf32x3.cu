@@ -22,6 +22,7 @@
  * such a device with cudaErrorNotSupported. */
 #include <climits>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 
 #include "kernels/common.cuh"
@@ -71,12 +72,17 @@ using Tile128x128 = Tile<128, 128, 2, 4>; /* warp 64 x 32 */
 
 struct GemmParams {
     const float *w;    /* [N][K] */
-    const float *col;  /* [batch][K][P] */
+    const float *col;  /* [batch][K][P]; implicit: the conv's input [batch][in_c][in_h][in_w] */
     const float *bias; /* [N] or NULL */
     float *out;        /* [batch][N][P] */
     int N, K, P, J;    /* J = batch * P columns */
     int activation;
+    /* implicit im2col: col[b][(ci*ks + ky)*ks + kx][oy*out_w + ox] read from the input */
+    int in_h, in_w, ksize, stride, pad, out_w;
 };
+
+/* Where the B operand comes from. */
+enum BMode { kBScalar = 0, kBVec = 1, kBImplicit = 2 };
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 
@@ -133,13 +139,24 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], 
                    "f"(c[1]), "f"(c[2]), "f"(c[3]));
 }
 
+/* The thread's B column: its (b, p) base in col (k = 0), or for the implicit im2col its image
+ * and the top-left input position of its output pixel's window. */
+struct BColumn {
+    const float *base;
+    int iy0, ix0;
+    bool valid;
+};
+
 /* One K tile (rows k0 .. k0+15) of W and col into a pipeline stage. VecA: 16-byte copies of W
- * (K % 4 == 0, W 16-byte aligned); VecB: of col (P % 4 == 0, col 16-byte aligned). Out-of-range
- * elements are zero-filled from a valid address (the matrix base). */
-template <class T, bool VecA, bool VecB>
+ * (K % 4 == 0, W 16-byte aligned); kBVec: of col (P % 4 == 0, col 16-byte aligned); kBImplicit:
+ * 4-byte copies from the conv input, zero outside the image. Out-of-range elements are zero-filled
+ * from a valid address (the matrix base). */
+template <class T, bool VecA, int BMode>
 __device__ __forceinline__ void load_tile(const GemmParams &p, float *As, float *Bs, int n0, int k0,
-                                          const float *b_col_base, bool b_col_valid, int tid)
+                                          const BColumn &bc, int tid)
 {
+    const float *b_col_base = bc.base;
+    const bool b_col_valid = bc.valid;
     if (VecA) {
         constexpr int chunks = T::BM * kBK / 4;
         const int k = k0 + (tid & 3) * 4; /* K % 4 == 0: the 4 values are all in or all out */
@@ -165,7 +182,7 @@ __device__ __forceinline__ void load_tile(const GemmParams &p, float *As, float 
     }
     /* B: the thread's column (group) is fixed; b_col_base points at its (b, p) in image b's block
      * (k = 0), b_col_valid says whether that column exists. */
-    if (VecB) {
+    if (BMode == kBVec) {
         constexpr int per_row = T::BN / 4;
         const int cc = tid % per_row;
 #pragma unroll
@@ -175,7 +192,7 @@ __device__ __forceinline__ void load_tile(const GemmParams &p, float *As, float 
             cp_async16(Bs + r * T::ldb + cc * 4,
                        valid ? b_col_base + static_cast<size_t>(k) * p.P : p.col, valid);
         }
-    } else {
+    } else if (BMode == kBScalar) {
         const int cc = tid % T::BN;
 #pragma unroll
         for (int i = 0; i < kBK * T::BN / kThreads; ++i) {
@@ -183,6 +200,35 @@ __device__ __forceinline__ void load_tile(const GemmParams &p, float *As, float 
             const bool valid = b_col_valid && k < p.K;
             cp_async4(Bs + r * T::ldb + cc, valid ? b_col_base + static_cast<size_t>(k) * p.P : p.col,
                       valid);
+        }
+    } else {
+        /* Rows r0, r0 + step, ... of the tile: decode k = k0 + r0 into (ci, ky, kx) once, then
+         * step (kx, then ky, then ci carry). */
+        constexpr int step = kThreads / T::BN;
+        const int cc = tid % T::BN, r0 = tid / T::BN;
+        const int kk = p.ksize * p.ksize;
+        int k = k0 + r0;
+        int ci = k / kk, kyx = k - ci * kk;
+        int ky = kyx / p.ksize, kx = kyx - ky * p.ksize;
+        const int plane = p.in_h * p.in_w;
+#pragma unroll
+        for (int i = 0; i < kBK * T::BN / kThreads; ++i) {
+            const int r = r0 + i * step;
+            const int iy = bc.iy0 + ky, ix = bc.ix0 + kx;
+            const bool valid = b_col_valid && k < p.K && iy >= 0 && iy < p.in_h && ix >= 0 &&
+                               ix < p.in_w;
+            cp_async4(Bs + r * T::ldb + cc, valid ? b_col_base + ci * plane + iy * p.in_w + ix : p.col,
+                      valid);
+            k += step;
+            kx += step;
+            while (kx >= p.ksize) {
+                kx -= p.ksize;
+                ++ky;
+            }
+            while (ky >= p.ksize) {
+                ky -= p.ksize;
+                ++ci;
+            }
         }
     }
 }
@@ -200,7 +246,7 @@ __device__ __forceinline__ float activate(float y, int act)
 
 #endif
 
-template <class T, bool VecA, bool VecB>
+template <class T, bool VecA, int BMode>
 __global__ void __launch_bounds__(kThreads) k_gemm_tf32x3_f32(GemmParams p)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -212,13 +258,23 @@ __global__ void __launch_bounds__(kThreads) k_gemm_tf32x3_f32(GemmParams p)
     const int n0 = blockIdx.y * T::BM;
     const int j0 = blockIdx.x * T::BN;
 
-    /* This thread's B column (group of 4 with VecB): fixed for the whole K loop. */
-    const int my_col = j0 + (VecB ? (tid % (T::BN / 4)) * 4 : tid % T::BN);
-    const bool col_valid = my_col < p.J; /* VecB: J % 4 == 0, so the whole group is in */
-    const float *col_base = p.col;
-    if (col_valid) {
+    /* This thread's B column (group of 4 with kBVec): fixed for the whole K loop. */
+    const int my_col = j0 + (BMode == kBVec ? (tid % (T::BN / 4)) * 4 : tid % T::BN);
+    BColumn bc;
+    bc.valid = my_col < p.J; /* kBVec: J % 4 == 0, so the whole group is in */
+    bc.base = p.col;
+    bc.iy0 = bc.ix0 = 0;
+    if (bc.valid) {
         const int b = my_col / p.P, pix = my_col - b * p.P;
-        col_base = p.col + static_cast<size_t>(b) * p.K * p.P + pix;
+        if (BMode == kBImplicit) {
+            const int oy = pix / p.out_w, ox = pix - oy * p.out_w;
+            /* K = in_c * ksize^2: the image is in_c planes */
+            bc.base = p.col + static_cast<size_t>(b) * (p.K / (p.ksize * p.ksize)) * p.in_h * p.in_w;
+            bc.iy0 = oy * p.stride - p.pad;
+            bc.ix0 = ox * p.stride - p.pad;
+        } else {
+            bc.base = p.col + static_cast<size_t>(b) * p.K * p.P + pix;
+        }
     }
 
     float acc[T::MT][T::NT][4];
@@ -234,9 +290,9 @@ __global__ void __launch_bounds__(kThreads) k_gemm_tf32x3_f32(GemmParams p)
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
         if (s < k_tiles)
-            load_tile<T, VecA, VecB>(p, smem + s * (T::a_stage + T::b_stage),
-                                     smem + s * (T::a_stage + T::b_stage) + T::a_stage, n0, s * kBK,
-                                     col_base, col_valid, tid);
+            load_tile<T, VecA, BMode>(p, smem + s * (T::a_stage + T::b_stage),
+                                      smem + s * (T::a_stage + T::b_stage) + T::a_stage, n0,
+                                      s * kBK, bc, tid);
         cp_async_commit();
     }
 
@@ -248,8 +304,7 @@ __global__ void __launch_bounds__(kThreads) k_gemm_tf32x3_f32(GemmParams p)
             const int next = kt + kStages - 1; /* into the stage tile kt - 1 used */
             if (next < k_tiles) {
                 float *stage = smem + (next % kStages) * (T::a_stage + T::b_stage);
-                load_tile<T, VecA, VecB>(p, stage, stage + T::a_stage, n0, next * kBK, col_base,
-                                         col_valid, tid);
+                load_tile<T, VecA, BMode>(p, stage, stage + T::a_stage, n0, next * kBK, bc, tid);
             }
             cp_async_commit();
         }
@@ -323,10 +378,10 @@ __global__ void __launch_bounds__(kThreads) k_gemm_tf32x3_f32(GemmParams p)
 #endif
 }
 
-template <class T, bool VecA, bool VecB>
+template <class T, bool VecA, int BMode>
 cudaError_t launch_tile(const GemmParams &p, int dev, cudaStream_t stream)
 {
-    const auto kernel = k_gemm_tf32x3_f32<T, VecA, VecB>;
+    const auto kernel = k_gemm_tf32x3_f32<T, VecA, BMode>;
     /* The dynamic shared memory limit is a process-wide attribute of the kernel: raise it once per
      * device (to what this kernel needs; it never changes). */
     {
@@ -348,14 +403,21 @@ cudaError_t launch_tile(const GemmParams &p, int dev, cudaStream_t stream)
     return cudaSuccess;
 }
 
-template <class T> cudaError_t launch_vec(const GemmParams &p, bool vec_a, bool vec_b, int dev,
+template <class T, int BMode> cudaError_t launch_a(const GemmParams &p, bool vec_a, int dev,
+                                                   cudaStream_t stream)
+{
+    return vec_a ? launch_tile<T, true, BMode>(p, dev, stream)
+                 : launch_tile<T, false, BMode>(p, dev, stream);
+}
+
+template <class T> cudaError_t launch_vec(const GemmParams &p, bool vec_a, int b_mode, int dev,
                                           cudaStream_t stream)
 {
-    if (vec_a)
-        return vec_b ? launch_tile<T, true, true>(p, dev, stream)
-                     : launch_tile<T, true, false>(p, dev, stream);
-    return vec_b ? launch_tile<T, false, true>(p, dev, stream)
-                 : launch_tile<T, false, false>(p, dev, stream);
+    switch (b_mode) {
+    case kBVec: return launch_a<T, kBVec>(p, vec_a, dev, stream);
+    case kBImplicit: return launch_a<T, kBImplicit>(p, vec_a, dev, stream);
+    default: return launch_a<T, kBScalar>(p, vec_a, dev, stream);
+    }
 }
 
 bool aligned16(const void *ptr)
@@ -393,24 +455,50 @@ extern "C" int gr_gemm_tf32x3_auto_tile(int n_out, int columns, int sm_count)
     return big < sm_count ? GR_TF32X3_TILE_64x128 : GR_TF32X3_TILE_128x128;
 }
 
+namespace
+{
+
+/* Checks shared by both entry points, then the tile and the copy widths. */
+cudaError_t launch_gemm(GemmParams &prm, int batch, int b_mode, int tile, cudaStream_t stream)
+{
+    GR_ARG_CHECK(prm.w != nullptr && prm.col != nullptr && prm.out != nullptr);
+    GR_ARG_CHECK(prm.N > 0 && prm.K > 0 && prm.P > 0 && batch > 0);
+    GR_ARG_CHECK(prm.activation >= GR_CONV_ACT_LINEAR && prm.activation <= GR_CONV_ACT_LOGISTIC);
+    GR_ARG_CHECK(tile >= GR_TF32X3_TILE_AUTO && tile <= GR_TF32X3_TILES);
+    /* 32-bit in-image offsets and column indices */
+    GR_ARG_CHECK(static_cast<long long>(prm.K) * prm.P < INT_MAX &&
+                 static_cast<long long>(prm.N) * prm.P < INT_MAX &&
+                 static_cast<long long>(batch) * prm.P < INT_MAX);
+    int dev = 0;
+    cudaError_t err = gr_gemm_tf32x3_check_device(&dev);
+    if (err != cudaSuccess)
+        return err;
+    prm.J = batch * prm.P;
+    const bool vec_a = prm.K % 4 == 0 && aligned16(prm.w);
+    if (b_mode == kBScalar && prm.P % 4 == 0 && aligned16(prm.col))
+        b_mode = kBVec;
+    if (tile == GR_TF32X3_TILE_AUTO) {
+        int sms = 0;
+        GR_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+        tile = gr_gemm_tf32x3_auto_tile(prm.N, prm.J, sms);
+    }
+    switch (tile) {
+    case GR_TF32X3_TILE_16x256: return launch_vec<Tile16x256>(prm, vec_a, b_mode, dev, stream);
+    case GR_TF32X3_TILE_32x256: return launch_vec<Tile32x256>(prm, vec_a, b_mode, dev, stream);
+    case GR_TF32X3_TILE_64x128: return launch_vec<Tile64x128>(prm, vec_a, b_mode, dev, stream);
+    default: return launch_vec<Tile128x128>(prm, vec_a, b_mode, dev, stream);
+    }
+}
+
+} // namespace
+
 extern "C" cudaError_t gr_launch_gemm_tf32x3_f32(const float *w, const float *col,
                                                  const float *bias, float *out, int n_out, int k,
                                                  int p, int batch, int activation, int tile,
                                                  cudaStream_t stream)
 {
-    GR_ARG_CHECK(w != nullptr && col != nullptr && out != nullptr);
-    GR_ARG_CHECK(n_out > 0 && k > 0 && p > 0 && batch > 0);
-    GR_ARG_CHECK(activation >= GR_CONV_ACT_LINEAR && activation <= GR_CONV_ACT_LOGISTIC);
-    GR_ARG_CHECK(tile >= GR_TF32X3_TILE_AUTO && tile <= GR_TF32X3_TILES);
-    /* 32-bit in-image offsets and column indices */
-    GR_ARG_CHECK(static_cast<long long>(k) * p < INT_MAX &&
-                 static_cast<long long>(n_out) * p < INT_MAX &&
-                 static_cast<long long>(batch) * p < INT_MAX);
-    int dev = 0;
-    cudaError_t err = gr_gemm_tf32x3_check_device(&dev);
-    if (err != cudaSuccess)
-        return err;
     GemmParams prm;
+    memset(&prm, 0, sizeof prm);
     prm.w = w;
     prm.col = col;
     prm.bias = bias;
@@ -418,19 +506,42 @@ extern "C" cudaError_t gr_launch_gemm_tf32x3_f32(const float *w, const float *co
     prm.N = n_out;
     prm.K = k;
     prm.P = p;
-    prm.J = batch * p;
     prm.activation = activation;
-    const bool vec_a = k % 4 == 0 && aligned16(w);
-    const bool vec_b = p % 4 == 0 && aligned16(col);
-    if (tile == GR_TF32X3_TILE_AUTO) {
-        int sms = 0;
-        GR_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-        tile = gr_gemm_tf32x3_auto_tile(n_out, prm.J, sms);
-    }
-    switch (tile) {
-    case GR_TF32X3_TILE_16x256: return launch_vec<Tile16x256>(prm, vec_a, vec_b, dev, stream);
-    case GR_TF32X3_TILE_32x256: return launch_vec<Tile32x256>(prm, vec_a, vec_b, dev, stream);
-    case GR_TF32X3_TILE_64x128: return launch_vec<Tile64x128>(prm, vec_a, vec_b, dev, stream);
-    default: return launch_vec<Tile128x128>(prm, vec_a, vec_b, dev, stream);
-    }
+    return launch_gemm(prm, batch, kBScalar, tile, stream);
+}
+
+extern "C" cudaError_t gr_launch_conv_tf32x3_f32(const float *in, const float *w, const float *bias,
+                                                 float *out, int batch, int in_c, int in_h,
+                                                 int in_w, int out_c, int ksize, int stride,
+                                                 int pad, int activation, int tile,
+                                                 cudaStream_t stream)
+{
+    GR_ARG_CHECK(in_c > 0 && in_h > 0 && in_w > 0 && ksize > 0 && stride > 0 && pad >= 0 &&
+                 ksize <= 64 && pad <= 64);
+    const int out_h = gr_conv_out_dim(in_h, ksize, stride, pad);
+    const int out_w = gr_conv_out_dim(in_w, ksize, stride, pad);
+    GR_ARG_CHECK(out_h > 0 && out_w > 0);
+    /* 32-bit offsets inside an image, positions of the windows */
+    GR_ARG_CHECK(static_cast<long long>(in_c) * in_h * in_w < INT_MAX &&
+                 static_cast<long long>(out_h) * out_w < INT_MAX &&
+                 static_cast<long long>(in_c) * ksize * ksize < INT_MAX &&
+                 static_cast<long long>(out_h) * stride + ksize < INT_MAX &&
+                 static_cast<long long>(out_w) * stride + ksize < INT_MAX);
+    GemmParams prm;
+    memset(&prm, 0, sizeof prm);
+    prm.w = w;
+    prm.col = in;
+    prm.bias = bias;
+    prm.out = out;
+    prm.N = out_c;
+    prm.K = in_c * ksize * ksize;
+    prm.P = out_h * out_w;
+    prm.activation = activation;
+    prm.in_h = in_h;
+    prm.in_w = in_w;
+    prm.ksize = ksize;
+    prm.stride = stride;
+    prm.pad = pad;
+    prm.out_w = out_w;
+    return launch_gemm(prm, batch, kBImplicit, tile, stream);
 }

@@ -668,11 +668,14 @@ gr_status gr_backend_gpu_init(gr_engine *e)
     /* Exact fp32: the 3xTF32 tensor-core GEMM where it runs (sm_80+), cuBLAS SGEMM before that or
      * with GR_F32_ALGO=sgemm; --tf32 keeps cuBLAS's TF32 math. */
     const char *f32_algo = getenv("GR_F32_ALGO");
-    if (f32_algo && f32_algo[0] && strcmp(f32_algo, "sgemm") != 0 && strcmp(f32_algo, "tf32x3") != 0)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "GR_F32_ALGO=%.40s: expected sgemm or tf32x3", f32_algo);
+    const int implicit = f32_algo && strcmp(f32_algo, "implicit") == 0;
+    if (f32_algo && f32_algo[0] && strcmp(f32_algo, "sgemm") != 0 &&
+        strcmp(f32_algo, "tf32x3") != 0 && !implicit)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT,
+                       "GR_F32_ALGO=%.40s: expected sgemm, tf32x3 or implicit", f32_algo);
     g->f32_algo = g->tf32 || prop.major < 8 || (f32_algo && strcmp(f32_algo, "sgemm") == 0)
                       ? GR_CONV_F32_SGEMM
-                      : GR_CONV_F32_TF32X3;
+                      : (implicit ? GR_CONV_F32_TF32X3_IMPLICIT : GR_CONV_F32_TF32X3);
     CUDA_TRY(cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming));
 
     /* int8 scales before planning. */

@@ -112,7 +112,8 @@ struct gpu_state {
     cudaError_t inject;     /* tests: the next run fails with this error */
     int tf32;               /* fp32 convs may use TF32 tensor cores */
     int f32_algo;           /* fp32 convs' GEMM: GR_CONV_F32_TF32X3 on sm_80+ without tf32, else
-                               GR_CONV_F32_SGEMM; GR_F32_ALGO=sgemm forces cuBLAS */
+                               GR_CONV_F32_SGEMM; GR_F32_ALGO=sgemm forces cuBLAS, =implicit
+                               picks GR_CONV_F32_TF32X3_IMPLICIT (sm_80+) */
     int fp16_accumulate;    /* fp16 convs accumulate in fp16 */
     int pdl;                /* programmatic dependent launch between convs (sm_90+; off with
                                GR_DISABLE_PDL=1) */

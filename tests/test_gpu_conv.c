@@ -652,7 +652,7 @@ static void run_f32_case(const conv_case *cs, int tf32, int algo, double tol_rel
     for (size_t i = 0; i < n_out; ++i)
         ck_assert_msg(fabs((double)got[i] - ref[i]) <= tol_rel * range,
                       "%s (%s): element %zu = %.8g, reference %.8g (range %.4g, seed %llu)",
-                      cs->name, algo ? "3xtf32" : (tf32 ? "tf32" : "fp32"), i, (double)got[i], ref[i], range,
+                      cs->name, algo ? (algo == 2 ? "3xtf32 implicit" : "3xtf32") : (tf32 ? "tf32" : "fp32"), i, (double)got[i], ref[i], range,
                       (unsigned long long)test_seed);
     cublasDestroy(h);
     CUDA_OK(cudaFree((void *)a.in));
@@ -677,7 +677,8 @@ START_TEST(test_f32_cublas_matches_cpu)
 }
 END_TEST
 
-/* The 3xTF32 GEMM (sm_80+; the engine's fp32 default there): FP32-level, the same bound
+/* The 3xTF32 GEMM (sm_80+; the engine's fp32 default there), after im2col and with the implicit
+ * im2col: FP32-level, the same bound
  * (tests/test_gpu_gemm_f32.c derives it per element and shows plain TF32 fails it). */
 START_TEST(test_f32_tf32x3_matches_cpu)
 {
@@ -687,6 +688,7 @@ START_TEST(test_f32_tf32x3_matches_cpu)
     if (major < 8)
         return;
     run_f32_case(&cases[_i], 0, GR_CONV_F32_TF32X3, 1.0e-5);
+    run_f32_case(&cases[_i], 0, GR_CONV_F32_TF32X3_IMPLICIT, 1.0e-5);
 }
 END_TEST
 

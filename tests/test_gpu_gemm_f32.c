@@ -396,7 +396,7 @@ START_TEST(test_auto_tile)
 }
 END_TEST
 
-/* ---- the conv launcher: both algorithms on conv shapes ------------------------------------ */
+/* ---- the conv launcher: the three algorithms on conv shapes -------------------------------- */
 
 typedef struct conv_case {
     int batch, in_c, in_h, in_w, out_c, ksize, stride, pad, act, has_bias;
@@ -408,17 +408,19 @@ static const conv_case conv_cases[] = {
     {2, 8, 13, 13, 13, 3, 2, 2, GR_CONV_ACT_LOGISTIC, 0}, /* stride 2, pad 2, no bias */
     {1, 512, 13, 13, 1, 3, 1, 1, GR_CONV_ACT_RELU, 1},    /* K 4608, one output channel */
     {2, 5, 11, 9, 70, 5, 1, 2, GR_CONV_ACT_LEAKY, 1},     /* ksize 5 */
+    {2, 7, 11, 13, 20, 1, 2, 0, GR_CONV_ACT_LEAKY, 1},    /* 1x1 stride 2: not direct */
+    {3, 16, 26, 26, 32, 3, 2, 1, GR_CONV_ACT_RELU, 1},    /* stride 2, 13x13 out, batch 3 */
 };
 #define N_CONV ((int)(sizeof conv_cases / sizeof conv_cases[0]))
 
-START_TEST(test_conv_both_algorithms)
+/* SGEMM, TF32X3 (im2col + GEMM) and TF32X3_IMPLICIT (the GEMM gathers the input itself: no
+ * workspace, which gr_conv_f32_workspace_floats must say) against the double reference. */
+static void run_conv_case(int index, int algo, int tile)
 {
-    const conv_case *c = &conv_cases[_i / 2];
-    const int algo = _i % 2 ? GR_CONV_F32_TF32X3 : GR_CONV_F32_SGEMM;
-    if (algo == GR_CONV_F32_TF32X3 && device_major < 8)
-        return;
+    const conv_case *c = &conv_cases[index];
     const int oh = gr_conv_out_dim(c->in_h, c->ksize, c->stride, c->pad);
     const int ow = gr_conv_out_dim(c->in_w, c->ksize, c->stride, c->pad);
+    static const char *algo_names[] = {"sgemm", "tf32x3", "tf32x3 implicit"};
     const int hw = oh * ow, kk = c->ksize * c->ksize;
     const size_t n_in = (size_t)c->batch * c->in_c * c->in_h * c->in_w;
     const size_t n_w = (size_t)c->out_c * c->in_c * kk, n_out = (size_t)c->batch * c->out_c * hw;
@@ -443,9 +445,12 @@ START_TEST(test_conv_both_algorithms)
     a.pad = c->pad;
     a.activation = c->act;
     a.algo = algo;
+    a.tile = tile;
     int ok = 0;
     const size_t ws = gr_conv_f32_workspace_floats(&a, &ok);
     ck_assert(ok);
+    if (algo == GR_CONV_F32_TF32X3_IMPLICIT)
+        ck_assert_uint_eq(ws, 0);
     dev_floats d_in = dev_upload(in, n_in, 0), d_w = dev_upload(w, n_w, 0);
     dev_floats d_bias = dev_upload(bias, (size_t)c->out_c, 0);
     dev_floats d_ws = dev_alloc(ws ? ws : 1, 0);
@@ -489,9 +494,9 @@ START_TEST(test_conv_both_algorithms)
                 const double tol = gemm_tol(s, bv, ref);
                 const size_t i = ((size_t)b * c->out_c + o) * hw + p;
                 ck_assert_msg(fabs((double)got[i] - ref) <= tol,
-                              "conv case %d (%s): out[%d][%d][%d] = %.9g, reference %.9g, "
+                              "conv case %d (%s, tile %d): out[%d][%d][%d] = %.9g, reference %.9g, "
                               "tolerance %.3g (seed %llu)",
-                              _i / 2, algo ? "tf32x3" : "sgemm", b, o, p, (double)got[i], ref, tol,
+                              index, algo_names[algo], tile, b, o, p, (double)got[i], ref, tol,
                               (unsigned long long)test_seed);
             }
     if (h)
@@ -506,6 +511,23 @@ START_TEST(test_conv_both_algorithms)
     free(bias);
     free(got);
 }
+
+START_TEST(test_conv_algorithms)
+{
+    const int algo = _i % 3; /* GR_CONV_F32_SGEMM, _TF32X3, _TF32X3_IMPLICIT */
+    if (algo != GR_CONV_F32_SGEMM && device_major < 8)
+        return;
+    run_conv_case(_i / 3, algo, GR_TF32X3_TILE_AUTO);
+}
+END_TEST
+
+/* The implicit im2col's loader on every tile (each gives its threads other rows and columns). */
+START_TEST(test_conv_implicit_tiles)
+{
+    if (device_major < 8)
+        return;
+    run_conv_case(_i / GR_TF32X3_TILES, GR_CONV_F32_TF32X3_IMPLICIT, 1 + _i % GR_TF32X3_TILES);
+}
 END_TEST
 
 static Suite *gemm_suite(void)
@@ -518,7 +540,8 @@ static Suite *gemm_suite(void)
     tcase_add_test(tc, test_gemm_refused_before_sm80);
     tcase_add_test(tc, test_gemm_bad_arguments);
     tcase_add_test(tc, test_auto_tile);
-    tcase_add_loop_test(tc, test_conv_both_algorithms, 0, 2 * N_CONV);
+    tcase_add_loop_test(tc, test_conv_algorithms, 0, 3 * N_CONV);
+    tcase_add_loop_test(tc, test_conv_implicit_tiles, 0, N_CONV * GR_TF32X3_TILES);
     suite_add_tcase(s, tc);
     return s;
 }
