@@ -312,15 +312,6 @@ __global__ void __launch_bounds__(kThreads) k_gemm_tf32x3_f32(GemmParams p)
         const float *Bs = As + T::a_stage;
 #pragma unroll
         for (int kk = 0; kk < kBK; kk += 8) {
-            unsigned a_big[T::MT][4], a_small[T::MT][4];
-#pragma unroll
-            for (int i = 0; i < T::MT; ++i) {
-                const float *a = As + (warp_row + i * 16 + g) * T::lda + kk + t;
-                split_tf32(a[0], a_big[i][0], a_small[i][0]);               /* (g, t) */
-                split_tf32(a[8 * T::lda], a_big[i][1], a_small[i][1]);      /* (g+8, t) */
-                split_tf32(a[4], a_big[i][2], a_small[i][2]);               /* (g, t+4) */
-                split_tf32(a[8 * T::lda + 4], a_big[i][3], a_small[i][3]);  /* (g+8, t+4) */
-            }
             unsigned b_big[T::NT][2], b_small[T::NT][2];
 #pragma unroll
             for (int j = 0; j < T::NT; ++j) {
@@ -329,17 +320,25 @@ __global__ void __launch_bounds__(kThreads) k_gemm_tf32x3_f32(GemmParams p)
                 split_tf32(b[4 * T::ldb], b_big[j][1], b_small[j][1]); /* (k t+4, col g) */
             }
 #pragma unroll
-            for (int i = 0; i < T::MT; ++i)
+            for (int i = 0; i < T::MT; ++i) {
+                /* one 16-row A fragment at a time: fewer live registers */
+                unsigned a_big[4], a_small[4];
+                const float *a = As + (warp_row + i * 16 + g) * T::lda + kk + t;
+                split_tf32(a[0], a_big[0], a_small[0]);              /* (g, t) */
+                split_tf32(a[8 * T::lda], a_big[1], a_small[1]);     /* (g+8, t) */
+                split_tf32(a[4], a_big[2], a_small[2]);              /* (g, t+4) */
+                split_tf32(a[8 * T::lda + 4], a_big[3], a_small[3]); /* (g+8, t+4) */
 #pragma unroll
                 for (int j = 0; j < T::NT; ++j) {
                     float part[4];
-                    mma_tf32(part, a_small[i], b_big[j], zero);
-                    mma_tf32(part, a_big[i], b_small[j], part);
-                    mma_tf32(part, a_big[i], b_big[j], part);
+                    mma_tf32(part, a_small, b_big[j], zero);
+                    mma_tf32(part, a_big, b_small[j], part);
+                    mma_tf32(part, a_big, b_big[j], part);
 #pragma unroll
                     for (int e = 0; e < 4; ++e)
                         acc[i][j][e] += part[e];
                 }
+            }
         }
     }
     cp_async_wait<0>();
