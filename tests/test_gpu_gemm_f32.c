@@ -8,6 +8,7 @@
  * to 10-bit mantissas) breaks its tolerance, so passing it takes the split-precision scheme.
  * Outputs sit between guard bytes, poisoned before each run. Each run uses a fresh seed (printed;
  * GR_TEST_SEED=N repeats one). Exits 77 without a CUDA device. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdio.h>
 
 #ifndef GR_HAVE_CUDA
@@ -33,6 +34,7 @@ int main(void)
 #include "kernels/common.h"
 #include "kernels/conv.h"
 #include "kernels/gemm_f32.h"
+#include "graphrun/runtime.h"
 #include "ops/base.h"
 #include "tests/support/gpu_test.h"
 
@@ -530,6 +532,77 @@ START_TEST(test_conv_implicit_tiles)
 }
 END_TEST
 
+/* ---- the engine: GR_F32_ALGO ---------------------------------------------------------------- */
+
+static gr_engine *build_engine(const gr_model *m, gr_device dev)
+{
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = dev;
+    eo.precision = GR_PREC_FP32;
+    eo.batch = 2;
+    gr_engine *e = NULL;
+    ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s", gr_last_error());
+    return e;
+}
+
+/* YOLOv2-tiny (synthetic weights) at batch 2 on a random input: every GR_F32_ALGO agrees with the
+ * CPU reference within test_gpu_engine's fp32 bound (NRMSE 1e-5 of the output range). A value it
+ * does not know fails the build with a message naming it. */
+START_TEST(test_engine_f32_algorithms)
+{
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    gr_model *m = NULL;
+    ck_assert_msg(gr_model_load(&mo, &m) == GR_OK, "%s", gr_last_error());
+    gr_engine *cpu = build_engine(m, GR_DEVICE_CPU);
+    gr_tensor_desc in;
+    ck_assert(gr_engine_input_desc(cpu, &in) == GR_OK);
+    const size_t n_in = (size_t)in.n * in.c * in.h * in.w;
+    float *input = xmalloc(n_in * sizeof(float));
+    for (size_t i = 0; i < n_in; ++i)
+        input[i] = 0.05f + 0.9f * gr_rng_uniform(&rng);
+    ck_assert(gr_engine_run_f32(cpu, input) == GR_OK);
+    gr_tensor_desc od;
+    ck_assert(gr_engine_output_desc(cpu, 0, &od) == GR_OK);
+    const size_t n_out = (size_t)od.n * od.c * od.h * od.w;
+    const float *ref = NULL;
+    ck_assert(gr_engine_output(cpu, 0, &ref) == GR_OK);
+    double lo = 1e300, hi = -1e300;
+    for (size_t i = 0; i < n_out; ++i) {
+        lo = fmin(lo, (double)ref[i]);
+        hi = fmax(hi, (double)ref[i]);
+    }
+    static const char *algos[] = {"sgemm", "tf32x3", "implicit"};
+    for (int a = 0; a < 3; ++a) {
+        ck_assert_int_eq(setenv("GR_F32_ALGO", algos[a], 1), 0);
+        gr_engine *gpu = build_engine(m, GR_DEVICE_GPU);
+        ck_assert_msg(gr_engine_run_f32(gpu, input) == GR_OK, "%s", gr_last_error());
+        const float *out = NULL;
+        ck_assert(gr_engine_output(gpu, 0, &out) == GR_OK);
+        double sq = 0.0;
+        for (size_t i = 0; i < n_out; ++i)
+            sq += ((double)out[i] - (double)ref[i]) * ((double)out[i] - (double)ref[i]);
+        const double nrmse = sqrt(sq / (double)n_out) / (hi - lo);
+        printf("gpu_gemm_f32: engine fp32 with GR_F32_ALGO=%s: NRMSE %.3g\n", algos[a], nrmse);
+        ck_assert_msg(nrmse <= 1e-5, "GR_F32_ALGO=%s: NRMSE %g", algos[a], nrmse);
+        gr_engine_destroy(gpu);
+    }
+    ck_assert_int_eq(setenv("GR_F32_ALGO", "banana", 1), 0);
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = GR_DEVICE_GPU;
+    gr_engine *bad = NULL;
+    ck_assert_int_eq(gr_engine_build(m, &eo, &bad), GR_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(gr_last_error(), "GR_F32_ALGO=banana") != NULL, "%s", gr_last_error());
+    ck_assert_ptr_null(bad);
+    ck_assert_int_eq(unsetenv("GR_F32_ALGO"), 0);
+    free(input);
+    gr_engine_destroy(cpu);
+    gr_model_destroy(m);
+}
+END_TEST
+
 static Suite *gemm_suite(void)
 {
     Suite *s = suite_create("gpu_gemm_f32");
@@ -542,6 +615,7 @@ static Suite *gemm_suite(void)
     tcase_add_test(tc, test_auto_tile);
     tcase_add_loop_test(tc, test_conv_algorithms, 0, 3 * N_CONV);
     tcase_add_loop_test(tc, test_conv_implicit_tiles, 0, N_CONV * GR_TF32X3_TILES);
+    tcase_add_test(tc, test_engine_f32_algorithms);
     suite_add_tcase(s, tc);
     return s;
 }
