@@ -76,6 +76,7 @@ struct GemmParams {
     const float *bias; /* [N] or NULL */
     float *out;        /* [batch][N][P] */
     int N, K, P, J;    /* J = batch * P columns */
+    int n_tiles;       /* row tiles: block b is row tile b % n_tiles of column tile b / n_tiles */
     int activation;
     /* implicit im2col: col[b][(ci*ks + ky)*ks + kx][oy*out_w + ox] read from the input */
     int in_h, in_w, ksize, stride, pad, out_w;
@@ -255,8 +256,10 @@ __global__ void __launch_bounds__(kThreads) k_gemm_tf32x3_f32(GemmParams p)
     const int g = lane >> 2, t = lane & 3;
     const int warp_row = (warp / T::WN) * T::warp_m; /* in the block tile */
     const int warp_col = (warp % T::WN) * T::warp_n;
-    const int n0 = blockIdx.y * T::BM;
-    const int j0 = blockIdx.x * T::BN;
+    /* Row tiles vary fastest: the blocks running together share their column tiles (B) in L2,
+     * and all of them read the same few row tiles (A), so a large-K layer streams col once. */
+    const int n0 = static_cast<int>(blockIdx.x % static_cast<unsigned>(p.n_tiles)) * T::BM;
+    const int j0 = static_cast<int>(blockIdx.x / static_cast<unsigned>(p.n_tiles)) * T::BN;
 
     /* This thread's B column (group of 4 with kBVec): fixed for the whole K loop. */
     const int my_col = j0 + (BMode == kBVec ? (tid % (T::BN / 4)) * 4 : tid % T::BN);
@@ -394,10 +397,11 @@ cudaError_t launch_tile(const GemmParams &p, int dev, cudaStream_t stream)
             raised[dev] = true;
         }
     }
-    const dim3 grid(static_cast<unsigned>(gr_ceil_div(p.J, T::BN)),
-                    static_cast<unsigned>(gr_ceil_div(p.N, T::BM)));
-    GR_ARG_CHECK(grid.y <= 65535);
-    kernel<<<grid, kThreads, T::smem_bytes, stream>>>(p);
+    GemmParams q = p;
+    q.n_tiles = gr_ceil_div(p.N, T::BM);
+    const long long blocks = static_cast<long long>(q.n_tiles) * gr_ceil_div(p.J, T::BN);
+    GR_ARG_CHECK(blocks < INT_MAX);
+    kernel<<<static_cast<unsigned>(blocks), kThreads, T::smem_bytes, stream>>>(q);
     GR_LAUNCH_CHECK();
     return cudaSuccess;
 }
