@@ -53,7 +53,8 @@ enum {
     GR_TF32X3_TILE_32x256 = 2,
     GR_TF32X3_TILE_64x128 = 3,
     GR_TF32X3_TILE_128x128 = 4,
-    GR_TF32X3_TILES = 4
+    GR_TF32X3_TILE_128x128_2 = 5, /* 128x128 compiled for 2 blocks per SM (not chosen by AUTO) */
+    GR_TF32X3_TILES = 5
 };
 
 /* Floats of im2col workspace the conv needs (0 for a 1x1 / stride 1 / pad 0 conv, and for

@@ -41,8 +41,9 @@ constexpr int kMaxDevices = 64;
 
 /* BM x BN block tile, WM x WN warps: each warp owns (BM/WM) x (BN/WN) outputs = MT x NT MMA tiles
  * of 16 x 8. */
-template <int BM_, int BN_, int WM_, int WN_> struct Tile {
+template <int BM_, int BN_, int WM_, int WN_, int MIN_BLOCKS_ = 1> struct Tile {
     static constexpr int BM = BM_, BN = BN_, WM = WM_, WN = WN_;
+    static constexpr int min_blocks = MIN_BLOCKS_; /* __launch_bounds__: blocks per SM */
     static constexpr int warp_m = BM / WM, warp_n = BN / WN;
     static constexpr int MT = warp_m / 16, NT = warp_n / 8;
     static constexpr int lda = kBK + kPadA; /* As[BM][lda]: row n, k contiguous */
@@ -68,7 +69,10 @@ template <int BM_, int BN_, int WM_, int WN_> struct Tile {
 using Tile16x256 = Tile<16, 256, 1, 8>;  /* out_c <= 16: warp 16 x 32 */
 using Tile32x256 = Tile<32, 256, 1, 8>;  /* out_c <= 32: warp 32 x 32 */
 using Tile64x128 = Tile<64, 128, 2, 4>;  /* out_c <= 64: warp 32 x 32 */
-using Tile128x128 = Tile<128, 128, 2, 4>; /* warp 64 x 32 */
+using Tile128x128 = Tile<128, 128, 2, 4>; /* warp 64 x 32; ~133 registers: 1 block per SM */
+/* the same capped at 128 registers for 2 blocks (16 warps) per SM: a few bytes of spills (ptxas,
+ * sm_90), which may or may not cost more than the occupancy gains; not chosen automatically */
+using Tile128x128x2 = Tile<128, 128, 2, 4, 2>;
 
 struct GemmParams {
     const float *w;    /* [N][K] */
@@ -248,7 +252,7 @@ __device__ __forceinline__ float activate(float y, int act)
 #endif
 
 template <class T, bool VecA, int BMode>
-__global__ void __launch_bounds__(kThreads) k_gemm_tf32x3_f32(GemmParams p)
+__global__ void __launch_bounds__(kThreads, T::min_blocks) k_gemm_tf32x3_f32(GemmParams p)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     extern __shared__ __align__(16) float smem[];
@@ -489,6 +493,7 @@ cudaError_t launch_gemm(GemmParams &prm, int batch, int b_mode, int tile, cudaSt
     case GR_TF32X3_TILE_16x256: return launch_vec<Tile16x256>(prm, vec_a, b_mode, dev, stream);
     case GR_TF32X3_TILE_32x256: return launch_vec<Tile32x256>(prm, vec_a, b_mode, dev, stream);
     case GR_TF32X3_TILE_64x128: return launch_vec<Tile64x128>(prm, vec_a, b_mode, dev, stream);
+    case GR_TF32X3_TILE_128x128_2: return launch_vec<Tile128x128x2>(prm, vec_a, b_mode, dev, stream);
     default: return launch_vec<Tile128x128>(prm, vec_a, b_mode, dev, stream);
     }
 }
