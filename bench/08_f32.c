@@ -41,13 +41,21 @@ int main(void)
     do {                                                                                           \
         cublasStatus_t s_ = (stmt);                                                                \
         if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-            fprintf(stderr, "%s: %s failed: %s (%s)\n", BENCH_NAME, #stmt, cublasGetStatusName(s_), \
-                    gr_kernels_last_failure());                                                    \
+            fprintf(stderr, "%s: %s failed: %s (%s)\n", BENCH_NAME, #stmt,                         \
+                    cublasGetStatusName(s_), gr_kernels_last_failure());                           \
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
 
-enum { OP_IM2COL, OP_SGEMM, OP_BIAS_ACT, OP_TF32X3, OP_CONV_SGEMM, OP_CONV_TF32X3, OP_CONV_IMPLICIT };
+enum {
+    OP_IM2COL,
+    OP_SGEMM,
+    OP_BIAS_ACT,
+    OP_TF32X3,
+    OP_CONV_SGEMM,
+    OP_CONV_TF32X3,
+    OP_CONV_IMPLICIT
+};
 
 typedef struct bench_ctx {
     cublasHandle_t h;
@@ -69,8 +77,8 @@ static void launch(const bench_ctx *c, int op)
                                    a->pad, a->workspace, c->st));
         break;
     case OP_SGEMM:
-        CUBLAS_CHECK(cublasSgemmStridedBatched(c->h, CUBLAS_OP_N, CUBLAS_OP_N, c->hw, a->out_c, c->k,
-                                               &one, col, c->hw, (long long)c->k * c->hw,
+        CUBLAS_CHECK(cublasSgemmStridedBatched(c->h, CUBLAS_OP_N, CUBLAS_OP_N, c->hw, a->out_c,
+                                               c->k, &one, col, c->hw, (long long)c->k * c->hw,
                                                a->weights, c->k, 0, &zero, a->out, c->hw,
                                                (long long)a->out_c * c->hw, a->batch));
         break;
@@ -239,8 +247,8 @@ int main(int argc, char **argv)
                 snprintf(im2col_s, sizeof im2col_s, "%8.1f", (double)t_im2col);
             else
                 snprintf(im2col_s, sizeof im2col_s, "%8s", "-");
-            printf("batch %-3d %-24s %s %8.1f %8.1f %8.1f T%d %8.1f T%d %8.1f %8.1f %8.1f %7.1f  max %.2g "
-                   "of max|y|%s\n",
+            printf("batch %-3d %-24s %s %8.1f %8.1f %8.1f T%d %8.1f T%d %8.1f %8.1f %8.1f %7.1f  "
+                   "max %.2g of max|y|%s\n",
                    batch, shape, im2col_s, (double)t_sgemm, (double)t_bias, (double)t_tf32x3,
                    auto_tile, (double)t_best, best, (double)t_conv_s, (double)t_conv_3,
                    (double)t_conv_i, flop / ((double)t_tf32x3 * 1e6), rel, bad ? "  MISMATCH" : "");

@@ -169,7 +169,8 @@ extern "C" cublasStatus_t gr_launch_conv_f32(cublasHandle_t handle, const gr_con
         *cuda_error = cudaSuccess;
     int ok = 0;
     const size_t ws = gr_conv_f32_workspace_floats(a, &ok);
-    const bool tf32x3 = ok && (a->algo == GR_CONV_F32_TF32X3 || a->algo == GR_CONV_F32_TF32X3_IMPLICIT);
+    const bool tf32x3 =
+        ok && (a->algo == GR_CONV_F32_TF32X3 || a->algo == GR_CONV_F32_TF32X3_IMPLICIT);
     const bool implicit = ok && a->algo == GR_CONV_F32_TF32X3_IMPLICIT && !is_direct(a);
     if (!ok || (!handle && !tf32x3) || !a->in || !a->weights || !a->out ||
         (ws > 0 && !a->workspace) || a->activation < GR_CONV_ACT_LINEAR ||

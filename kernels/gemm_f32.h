@@ -33,14 +33,14 @@ typedef struct gr_conv_f32_args {
     float *out;           /* device */
     float *workspace;     /* device, gr_conv_f32_workspace_floats() floats */
     int activation;       /* GR_CONV_ACT_* of kernels/conv.h (= gr_activation values) */
-    int tf32;             /* SGEMM: 1 CUBLAS_TF32_TENSOR_OP_MATH, 0 CUBLAS_DEFAULT_MATH (exact FP32) */
+    int tf32;             /* SGEMM: 1 CUBLAS_TF32_TENSOR_OP_MATH, 0 CUBLAS_DEFAULT_MATH */
     int algo;             /* GR_CONV_F32_SGEMM (0, the default), _TF32X3 or _TF32X3_IMPLICIT */
     int tile;             /* TF32X3: GR_TF32X3_TILE_*, 0 = automatic */
 } gr_conv_f32_args;
 
 enum {
     GR_CONV_F32_SGEMM = 0,  /* cuBLAS SGEMM (handle required) + k_bias_act_f32 */
-    GR_CONV_F32_TF32X3 = 1, /* 3xTF32 GEMM with fused epilogue; sm_80+ (else cudaErrorNotSupported) */
+    GR_CONV_F32_TF32X3 = 1, /* 3xTF32 GEMM, fused epilogue; sm_80+ (else cudaErrorNotSupported) */
     GR_CONV_F32_TF32X3_IMPLICIT = 2, /* the same GEMM reading the input through an implicit
                                         im2col: no workspace, no im2col pass (1x1 stride-1 convs
                                         run as TF32X3, which reads the input directly too) */
@@ -72,9 +72,9 @@ cudaError_t gr_launch_bias_act_f32(float *data, const float *bias, int batch, in
 /* out[b][n][p] = act(bias[n] + sum_k w[n][k] * col[b][k][p]) for b < batch, n < n_out, p < p, in
  * 3xTF32 (FP32-level accuracy) on tensor cores; w [n_out][k], col [batch][k][p], out
  * [batch][n_out][p], bias NULL = 0, activation GR_CONV_ACT_*, tile GR_TF32X3_TILE_* (0 = chosen
- * from the shape). Any alignment (16-byte copies where w/k and col/p allow them). cudaErrorNotSupported
- * (recorded) before sm_80, cudaErrorInvalidValue for bad arguments or k*p, n_out*p or batch*p
- * >= 2^31. */
+ * from the shape). Any alignment (16-byte copies where w/k and col/p allow them).
+ * cudaErrorNotSupported (recorded) before sm_80, cudaErrorInvalidValue for bad arguments or k*p,
+ * n_out*p or batch*p >= 2^31. */
 cudaError_t gr_launch_gemm_tf32x3_f32(const float *w, const float *col, const float *bias,
                                       float *out, int n_out, int k, int p, int batch,
                                       int activation, int tile, cudaStream_t stream);
@@ -82,13 +82,13 @@ cudaError_t gr_launch_gemm_tf32x3_f32(const float *w, const float *col, const fl
 /* The same GEMM on a conv: col is read from `in` [batch][in_c][in_h][in_w] through an implicit
  * im2col (4-byte copies, zero outside the image), out [batch][out_c][out_h][out_w], w
  * [out_c][in_c][ksize][ksize]. Errors as gr_launch_gemm_tf32x3_f32. */
-cudaError_t gr_launch_conv_tf32x3_f32(const float *in, const float *w, const float *bias, float *out,
-                                      int batch, int in_c, int in_h, int in_w, int out_c, int ksize,
-                                      int stride, int pad, int activation, int tile,
-                                      cudaStream_t stream);
+cudaError_t gr_launch_conv_tf32x3_f32(const float *in, const float *w, const float *bias,
+                                      float *out, int batch, int in_c, int in_h, int in_w,
+                                      int out_c, int ksize, int stride, int pad, int activation,
+                                      int tile, cudaStream_t stream);
 
 /* cudaSuccess when the current device runs the 3xTF32 GEMM (sm_80+), else cudaErrorNotSupported
- * with the reason recorded (gr_kernels_last_failure); *device (may be NULL) = the current device. */
+ * with the reason recorded (gr_kernels_last_failure); *device (may be NULL): the current device. */
 cudaError_t gr_gemm_tf32x3_check_device(int *device);
 
 /* The tile GR_TF32X3_TILE_AUTO picks for n_out rows, `columns` (= batch * p) columns. */

@@ -49,7 +49,8 @@ template <int BM_, int BN_, int WM_, int WN_, int MIN_BLOCKS_ = 1> struct Tile {
     static constexpr int lda = kBK + kPadA; /* As[BM][lda]: row n, k contiguous */
     static constexpr int ldb = BN + kPadB;  /* Bs[kBK][ldb]: row k, columns contiguous */
     static constexpr int a_stage = BM * lda, b_stage = kBK * ldb;
-    static constexpr int smem_bytes = kStages * (a_stage + b_stage) * static_cast<int>(sizeof(float));
+    static constexpr int smem_bytes =
+        kStages * (a_stage + b_stage) * static_cast<int>(sizeof(float));
     static_assert(WM * WN * 32 == kThreads, "8 warps");
     static_assert(BM % (16 * WM) == 0 && BN % (8 * WN) == 0, "warp tiles are whole 16x8 MMAs");
     static_assert(MT >= 1 && NT >= 1, "at least one MMA per warp");
@@ -134,8 +135,8 @@ __device__ __forceinline__ void split_tf32(float x, unsigned &big, unsigned &sma
  *   A (16 x 8, row):  a0 (row g,   col t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4)
  *   B (8 x 8, col):   b0 (k t,   col g),   b1 (k t+4, col g)
  *   C/D (16 x 8):     c0 (row g, col 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1) */
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2],
-                                         const float (&c)[4])
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4],
+                                         const unsigned (&b)[2], const float (&c)[4])
 {
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
                  "{%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
@@ -203,8 +204,8 @@ __device__ __forceinline__ void load_tile(const GemmParams &p, float *As, float 
         for (int i = 0; i < kBK * T::BN / kThreads; ++i) {
             const int r = tid / T::BN + i * (kThreads / T::BN), k = k0 + r;
             const bool valid = b_col_valid && k < p.K;
-            cp_async4(Bs + r * T::ldb + cc, valid ? b_col_base + static_cast<size_t>(k) * p.P : p.col,
-                      valid);
+            cp_async4(Bs + r * T::ldb + cc,
+                      valid ? b_col_base + static_cast<size_t>(k) * p.P : p.col, valid);
         }
     } else {
         /* Rows r0, r0 + step, ... of the tile: decode k = k0 + r0 into (ci, ky, kx) once, then
@@ -222,8 +223,8 @@ __device__ __forceinline__ void load_tile(const GemmParams &p, float *As, float 
             const int iy = bc.iy0 + ky, ix = bc.ix0 + kx;
             const bool valid = b_col_valid && k < p.K && iy >= 0 && iy < p.in_h && ix >= 0 &&
                                ix < p.in_w;
-            cp_async4(Bs + r * T::ldb + cc, valid ? b_col_base + ci * plane + iy * p.in_w + ix : p.col,
-                      valid);
+            cp_async4(Bs + r * T::ldb + cc,
+                      valid ? b_col_base + ci * plane + iy * p.in_w + ix : p.col, valid);
             k += step;
             kx += step;
             while (kx >= p.ksize) {
@@ -276,7 +277,8 @@ __global__ void __launch_bounds__(kThreads, T::min_blocks) k_gemm_tf32x3_f32(Gem
         if (BMode == kBImplicit) {
             const int oy = pix / p.out_w, ox = pix - oy * p.out_w;
             /* K = in_c * ksize^2: the image is in_c planes */
-            bc.base = p.col + static_cast<size_t>(b) * (p.K / (p.ksize * p.ksize)) * p.in_h * p.in_w;
+            bc.base =
+                p.col + static_cast<size_t>(b) * (p.K / (p.ksize * p.ksize)) * p.in_h * p.in_w;
             bc.iy0 = oy * p.stride - p.pad;
             bc.ix0 = ox * p.stride - p.pad;
         } else {
@@ -458,7 +460,8 @@ extern "C" int gr_gemm_tf32x3_auto_tile(int n_out, int columns, int sm_count)
     if (n_out <= 64)
         return GR_TF32X3_TILE_64x128;
     /* 128-row tiles unless they leave SMs idle (few columns: batch 1 on a 13x13 map) */
-    const long long big = static_cast<long long>(gr_ceil_div(n_out, 128)) * gr_ceil_div(columns, 128);
+    const long long big =
+        static_cast<long long>(gr_ceil_div(n_out, 128)) * gr_ceil_div(columns, 128);
     return big < sm_count ? GR_TF32X3_TILE_64x128 : GR_TF32X3_TILE_128x128;
 }
 
@@ -493,7 +496,8 @@ cudaError_t launch_gemm(GemmParams &prm, int batch, int b_mode, int tile, cudaSt
     case GR_TF32X3_TILE_16x256: return launch_vec<Tile16x256>(prm, vec_a, b_mode, dev, stream);
     case GR_TF32X3_TILE_32x256: return launch_vec<Tile32x256>(prm, vec_a, b_mode, dev, stream);
     case GR_TF32X3_TILE_64x128: return launch_vec<Tile64x128>(prm, vec_a, b_mode, dev, stream);
-    case GR_TF32X3_TILE_128x128_2: return launch_vec<Tile128x128x2>(prm, vec_a, b_mode, dev, stream);
+    case GR_TF32X3_TILE_128x128_2:
+        return launch_vec<Tile128x128x2>(prm, vec_a, b_mode, dev, stream);
     default: return launch_vec<Tile128x128>(prm, vec_a, b_mode, dev, stream);
     }
 }

@@ -652,8 +652,9 @@ static void run_f32_case(const conv_case *cs, int tf32, int algo, double tol_rel
     for (size_t i = 0; i < n_out; ++i)
         ck_assert_msg(fabs((double)got[i] - ref[i]) <= tol_rel * range,
                       "%s (%s): element %zu = %.8g, reference %.8g (range %.4g, seed %llu)",
-                      cs->name, algo ? (algo == 2 ? "3xtf32 implicit" : "3xtf32") : (tf32 ? "tf32" : "fp32"), i, (double)got[i], ref[i], range,
-                      (unsigned long long)test_seed);
+                      cs->name,
+                      algo ? (algo == 2 ? "3xtf32 implicit" : "3xtf32") : (tf32 ? "tf32" : "fp32"),
+                      i, (double)got[i], ref[i], range, (unsigned long long)test_seed);
     cublasDestroy(h);
     CUDA_OK(cudaFree((void *)a.in));
     CUDA_OK(cudaFree((void *)a.weights));
