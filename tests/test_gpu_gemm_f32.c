@@ -1,7 +1,8 @@
 /* The FP32 conv path's own kernels (kernels/gemm_f32.h): the im2col copy, bit for bit against a
  * CPU im2col, and the 3xTF32 GEMM with its fused bias + activation against a double-precision CPU
  * reference, on every tile and odd shapes (N, K, column tails, misaligned operands, batch > 1),
- * plus the conv launcher with both algorithms and the argument checks.
+ * plus the conv launcher with its three algorithms, the engine's GR_F32_ALGO and the argument
+ * checks.
  *
  * Data have a large dynamic range (each operand's exponent spread over 2^-8 .. 2^8, never zero) so
  * that a handful of terms dominate each sum: the test shows that plain TF32 (both operands rounded
