@@ -91,8 +91,10 @@ cudaError_t gr_launch_conv_tf32x3_f32(const float *in, const float *w, const flo
  * with the reason recorded (gr_kernels_last_failure); *device (may be NULL): the current device. */
 cudaError_t gr_gemm_tf32x3_check_device(int *device);
 
-/* The tile GR_TF32X3_TILE_AUTO picks for n_out rows, `columns` (= batch * p) columns. */
+/* The tile GR_TF32X3_TILE_AUTO picks for n_out rows, `columns` (= batch * p) columns, and how many
+ * blocks (one per SM at a time on the 128x128 tile) it launches. */
 int gr_gemm_tf32x3_auto_tile(int n_out, int columns, int sm_count);
+long long gr_gemm_tf32x3_blocks(int n_out, int columns, int sm_count);
 
 /* The whole conv on `stream`. SGEMM: with the caller's handle (its stream and math mode are set
  * here); TF32X3: the handle is not used (may be NULL), im2col + one fused GEMM kernel;

@@ -465,6 +465,20 @@ extern "C" int gr_gemm_tf32x3_auto_tile(int n_out, int columns, int sm_count)
     return big < sm_count ? GR_TF32X3_TILE_64x128 : GR_TF32X3_TILE_128x128;
 }
 
+extern "C" long long gr_gemm_tf32x3_blocks(int n_out, int columns, int sm_count)
+{
+    if (n_out <= 0 || columns <= 0)
+        return 0;
+    int bm = 128, bn = 128;
+    switch (gr_gemm_tf32x3_auto_tile(n_out, columns, sm_count)) {
+    case GR_TF32X3_TILE_16x256: bm = 16, bn = 256; break;
+    case GR_TF32X3_TILE_32x256: bm = 32, bn = 256; break;
+    case GR_TF32X3_TILE_64x128: bm = 64; break;
+    default: break;
+    }
+    return static_cast<long long>(gr_ceil_div(n_out, bm)) * gr_ceil_div(columns, bn);
+}
+
 namespace
 {
 

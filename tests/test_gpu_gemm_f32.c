@@ -395,6 +395,11 @@ END_TEST
  * that leaves SMs idle. */
 START_TEST(test_auto_tile)
 {
+    /* the blocks the automatic tile launches (the engine's SGEMM fallback counts them) */
+    ck_assert_int_eq(gr_gemm_tf32x3_blocks(16, 173056, 132), 676);
+    ck_assert_int_eq(gr_gemm_tf32x3_blocks(1024, 64 * 169, 132), 8 * 85);
+    ck_assert_int_eq(gr_gemm_tf32x3_blocks(1024, 169, 132), 16 * 2);
+    ck_assert_int_eq(gr_gemm_tf32x3_blocks(0, 169, 132), 0);
     ck_assert_int_eq(gr_gemm_tf32x3_auto_tile(1, 100000, 132), GR_TF32X3_TILE_16x256);
     ck_assert_int_eq(gr_gemm_tf32x3_auto_tile(16, 100000, 132), GR_TF32X3_TILE_16x256);
     ck_assert_int_eq(gr_gemm_tf32x3_auto_tile(32, 100000, 132), GR_TF32X3_TILE_32x256);
@@ -579,9 +584,13 @@ START_TEST(test_engine_f32_algorithms)
         lo = fmin(lo, (double)ref[i]);
         hi = fmax(hi, (double)ref[i]);
     }
-    static const char *algos[] = {"sgemm", "tf32x3", "implicit"};
-    for (int a = 0; a < 3; ++a) {
-        ck_assert_int_eq(setenv("GR_F32_ALGO", algos[a], 1), 0);
+    /* NULL: unset, the default (3xTF32 where its grid fills the SMs, SGEMM elsewhere) */
+    static const char *algos[] = {NULL, "sgemm", "tf32x3", "implicit"};
+    for (int a = 0; a < 4; ++a) {
+        if (algos[a])
+            ck_assert_int_eq(setenv("GR_F32_ALGO", algos[a], 1), 0);
+        else
+            ck_assert_int_eq(unsetenv("GR_F32_ALGO"), 0);
         gr_engine *gpu = build_engine(m, GR_DEVICE_GPU);
         ck_assert_msg(gr_engine_run_f32(gpu, input) == GR_OK, "%s", gr_last_error());
         const float *out = NULL;
@@ -590,8 +599,9 @@ START_TEST(test_engine_f32_algorithms)
         for (size_t i = 0; i < n_out; ++i)
             sq += ((double)out[i] - (double)ref[i]) * ((double)out[i] - (double)ref[i]);
         const double nrmse = sqrt(sq / (double)n_out) / (hi - lo);
-        printf("gpu_gemm_f32: engine fp32 with GR_F32_ALGO=%s: NRMSE %.3g\n", algos[a], nrmse);
-        ck_assert_msg(nrmse <= 1e-5, "GR_F32_ALGO=%s: NRMSE %g", algos[a], nrmse);
+        const char *name = algos[a] ? algos[a] : "(unset)";
+        printf("gpu_gemm_f32: engine fp32 with GR_F32_ALGO=%s: NRMSE %.3g\n", name, nrmse);
+        ck_assert_msg(nrmse <= 1e-5, "GR_F32_ALGO=%s: NRMSE %g", name, nrmse);
         gr_engine_destroy(gpu);
     }
     ck_assert_int_eq(setenv("GR_F32_ALGO", "banana", 1), 0);
