@@ -619,20 +619,30 @@ START_TEST(test_engine_f32_algorithms)
 }
 END_TEST
 
+/* One TCase per part, so a sanitizer run can take one (CK_RUN_CASE=im2col|gemm|conv|engine). */
 static Suite *gemm_suite(void)
 {
     Suite *s = suite_create("gpu_gemm_f32");
-    TCase *tc = tcase_create("gemm_f32");
-    tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, test_im2col_bit_identical, 0, N_IM2COL);
-    tcase_add_loop_test(tc, test_gemm_tf32x3, 0, N_GEMM * (GR_TF32X3_TILES + 1));
-    tcase_add_test(tc, test_gemm_refused_before_sm80);
-    tcase_add_test(tc, test_gemm_bad_arguments);
-    tcase_add_test(tc, test_auto_tile);
-    tcase_add_loop_test(tc, test_conv_algorithms, 0, 3 * N_CONV);
-    tcase_add_loop_test(tc, test_conv_implicit_tiles, 0, N_CONV * GR_TF32X3_TILES);
-    tcase_add_test(tc, test_engine_f32_algorithms);
-    suite_add_tcase(s, tc);
+    TCase *im2col = tcase_create("im2col");
+    tcase_set_timeout(im2col, 600);
+    tcase_add_loop_test(im2col, test_im2col_bit_identical, 0, N_IM2COL);
+    suite_add_tcase(s, im2col);
+    TCase *gemm = tcase_create("gemm");
+    tcase_set_timeout(gemm, 600);
+    tcase_add_loop_test(gemm, test_gemm_tf32x3, 0, N_GEMM * (GR_TF32X3_TILES + 1));
+    tcase_add_test(gemm, test_gemm_refused_before_sm80);
+    tcase_add_test(gemm, test_gemm_bad_arguments);
+    tcase_add_test(gemm, test_auto_tile);
+    suite_add_tcase(s, gemm);
+    TCase *conv = tcase_create("conv");
+    tcase_set_timeout(conv, 600);
+    tcase_add_loop_test(conv, test_conv_algorithms, 0, 3 * N_CONV);
+    tcase_add_loop_test(conv, test_conv_implicit_tiles, 0, N_CONV * GR_TF32X3_TILES);
+    suite_add_tcase(s, conv);
+    TCase *engine = tcase_create("engine");
+    tcase_set_timeout(engine, 600);
+    tcase_add_test(engine, test_engine_f32_algorithms);
+    suite_add_tcase(s, engine);
     return s;
 }
 
