@@ -11,8 +11,14 @@
  * with dp4a (exact int32 sums, so the result equals the CPU emulation bit for bit); FP16 multiplies
  * the half-rounded operands in f32 (the same operands as the tensor-core path, another order).
  * The input's quantization is a 256-entry table built per block with the exact formula; all
- * filters' weights sit in shared memory too. */
+ * filters' weights sit in shared memory too.
+ *
+ * That SIMT kernel is instruction-bound at large batches (bench/LOG.md: 597 us at batch 64 on the
+ * H100, a third of the INT8 forward pass), so tile_config GR_CONV_TILE_STREAM selects a
+ * tensor-core kernel for the common case (pooled 3x3, sm_80+; see k_conv_first_mma below). */
+#include <algorithm>
 #include <cfloat>
+#include <cmath>
 #include <climits>
 #include <type_traits>
 
@@ -46,6 +52,8 @@ struct FirstParams {
     float out_inv_scale, in_scale;
     int pool, pool_stride, pool_offset, pool_h, pool_w;
     int patch_h, patch_w; /* input pixels a block stages */
+    int pitch;            /* the tensor-core kernel: words per patch row */
+    int batch;
 };
 
 /* INT8: words of 4 quantized channels, dp4a, int32 sums. */
@@ -224,6 +232,318 @@ __global__ void __launch_bounds__(kThreads) k_conv_first(const FirstParams p)
     }
 }
 
+
+/* ---- The tensor-core first layer (tile_config GR_CONV_TILE_STREAM; sm_80+) ----
+ *
+ * The same arithmetic as k_conv_first, on mma.sync m16n8k16: one GEMM row per conv pixel, K = the
+ * 9 taps x 4 channel slots (3 channels and a zero), 12 tap slots in three K steps of 4 taps (the
+ * slots past tap 8 meet zero filters). A block stages its input patch once, quantized and packed
+ * (INT8: one 32-bit word per pixel, 4 channel bytes; FP16: two words, 4 halves), and every A
+ * register of the MMA fragments is one 32-bit shared-memory read at (row's pixel + tap offset):
+ * the patch is the im2col matrix, nothing is copied per row. The filters live in registers (their
+ * B fragments). Only pooled layers (the first layers of the YOLOs): a warp computes 16 pooled
+ * pixels of one row, 4 fragments of 16 rows, each row tap q of pooled pixel r >> 2, so a window's
+ * four rows sit in lanes that differ in bits 2 and 3 (g = lane >> 2 = 4w + q). The maximum is
+ * taken on the accumulators where the epilogue is non-decreasing in them (multipliers >= 0,
+ * activation linear, leaky or relu), else on the activated values, by a reduce-scatter over those
+ * two lane bits (each of the four lanes ends with a quarter of the window's filters, as in
+ * conv_stream.cu). */
+constexpr int kMmaWarps = 8;
+constexpr int kMmaFrags = 4;                   /* m16 fragments per warp */
+constexpr int kMmaTileW = kMmaFrags * 4;       /* pooled pixels per warp (one row) */
+constexpr int kMmaTileH = kMmaWarps;           /* pooled rows per block: one per warp */
+constexpr int kMmaMaxStride = 2;               /* conv stride and pool stride */
+constexpr int kMmaMaxPatchH = ((kMmaTileH - 1) * kMmaMaxStride + 1) * kMmaMaxStride + 3;
+constexpr int kMmaMaxPatchW = ((kMmaTileW - 1) * kMmaMaxStride + 1) * kMmaMaxStride + 3;
+constexpr int kMmaMaxPitch = kMmaMaxPatchW * 2 + 32; /* words: 2 per FP16 pixel, + bank padding */
+
+/* mma.sync m16n8k16: INT8 (A in a[0..1], B in b[0]) and FP16 */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+template <bool kI8> struct MmaK16;
+template <> struct MmaK16<true> {
+    static __device__ __forceinline__ void mma(int (&c)[4], const unsigned (&a)[4],
+                                               const unsigned (&b)[2])
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, "
+                     "{%6}, {%0,%1,%2,%3};\n"
+                     : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(b[0]));
+    }
+};
+template <> struct MmaK16<false> {
+    static __device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4],
+                                               const unsigned (&b)[2])
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+};
+#endif
+
+/* NJ: 8-filter column blocks (2 or 4: out_c_pad <= 16 or 32). */
+template <bool kI8, int NJ>
+__global__ void __launch_bounds__(kMmaWarps * 32) k_conv_first_mma(const FirstParams p)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    using Acc = typename std::conditional<kI8, int, float>::type;
+    constexpr int kThreadsMma = kMmaWarps * 32;
+    constexpr int WPP = kI8 ? 1 : 2; /* patch words per pixel */
+    constexpr int NV = 2 * NJ;       /* values per row a lane holds */
+    static_assert(NJ == 2 || NJ == 4, "the reduce-scatter splits a lane's values in quarters");
+    __shared__ unsigned lut[256];
+    __shared__ unsigned patch[kMmaMaxPatchH * kMmaMaxPitch];
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t4 = lane & 3;
+    const bool b2 = (lane >> 2) & 1, b3 = (lane >> 3) & 1;
+
+    /* Constants first (nothing of the engine writes them): the quantization table, the filters'
+     * B fragments (b0: K slots 4*t4.. (INT8) or 2*t4.. (FP16) of filter 8j + g; FP16's b1 the
+     * slots 8 further), the multipliers and biases each lane's epilogue needs. */
+    for (int v = tid; v < 256; v += kThreadsMma) {
+        if constexpr (kI8) {
+            int q = __float2int_rn((static_cast<float>(v) / 255.0f) / p.in_scale);
+            lut[v] = static_cast<unsigned>(q < -127 ? -127 : (q > 127 ? 127 : q)) & 0xffu;
+        } else {
+            lut[v] = __half_as_ushort(__float2half_rn(static_cast<float>(v) / 255.0f));
+        }
+    }
+    unsigned b[3][NJ][2];
+#pragma unroll
+    for (int s = 0; s < 3; ++s)
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const int n = 8 * j + g;
+                const int tap = kI8 ? 4 * s + t4 : 4 * s + 2 * r + (t4 >> 1);
+                unsigned v = 0u;
+                if (n < p.out_c && tap < 9 && (kI8 ? r == 0 : true)) {
+                    const size_t at = (static_cast<size_t>(n) * 9 + tap) * p.cin_pad; /* values */
+                    v = kI8 ? *reinterpret_cast<const unsigned *>(
+                                  static_cast<const signed char *>(p.weights) + at)
+                            : *reinterpret_cast<const unsigned *>(
+                                  static_cast<const __half *>(p.weights) + at + (t4 & 1) * 2);
+                }
+                b[s][j][r] = v;
+            }
+    float mj[NJ][2], bj[NJ][2];
+    int negative = 0;
+#pragma unroll
+    for (int j = 0; j < NJ; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int n = 8 * j + 2 * t4 + e;
+            mj[j][e] = p.mul ? (n < p.out_c ? p.mul[n] : 0.0f) : 1.0f;
+            bj[j][e] = p.bias && n < p.out_c ? p.bias[n] : 0.0f;
+            negative |= !(mj[j][e] >= 0.0f);
+        }
+    /* the filters of the values a lane keeps after the reduce-scatter (value k of a row is
+     * filter 8 * (k / 2) + 2 * t4 + k % 2) */
+    constexpr int NK = NV / 4;
+    int col[NK];
+    float sm[NK], sb[NK];
+#pragma unroll
+    for (int k = 0; k < NK; ++k) {
+        const int orig = k + (b2 ? NV / 4 : 0) + (b3 ? NV / 2 : 0);
+        col[k] = 8 * (orig >> 1) + 2 * t4 + (orig & 1);
+        sm[k] = p.mul ? (col[k] < p.out_c ? p.mul[col[k]] : 0.0f) : 1.0f;
+        sb[k] = p.bias && col[k] < p.out_c ? p.bias[col[k]] : 0.0f;
+    }
+    const bool pool_first = !__syncthreads_or(negative) && p.activation != GR_CONV_ACT_LOGISTIC;
+
+    /* Tap offsets (words) of this lane's A registers: INT8 a0/a1 hold tap 4s + t4 (rows g, g+8),
+     * FP16 a0/a1 tap 4s + t4/2 and a2/a3 tap 4s + 2 + t4/2, channel pair t4 & 1. Slots past tap 8
+     * read tap 8 (any finite value: their filters are 0). */
+    int ta[3][2];
+#pragma unroll
+    for (int s = 0; s < 3; ++s)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            int tap = kI8 ? 4 * s + t4 : 4 * s + 2 * r + (t4 >> 1);
+            tap = tap < 9 ? tap : 8;
+            ta[s][r] = (tap / 3) * p.pitch + (tap % 3) * WPP + (kI8 ? 0 : (t4 & 1));
+        }
+
+    gr_conv::wait_for_producer(); /* the input is the previous node's output */
+    /* Persistent: tile t = (image, pooled row block, pooled column block), t = blockIdx.x, +
+     * gridDim.x, ...; the constants above are loaded once per block. */
+    const int tiles_x = (p.pool_w + kMmaTileW - 1) / kMmaTileW;
+    const int tiles_y = (p.pool_h + kMmaTileH - 1) / kMmaTileH;
+    const int tiles = tiles_x * tiles_y * p.batch;
+    const float inv_patch_w = 1.0f / static_cast<float>(p.patch_w);
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const int img = t / (tiles_x * tiles_y), rest = t - img * tiles_x * tiles_y;
+        const int py0 = (rest / tiles_x) * kMmaTileH, px0 = (rest % tiles_x) * kMmaTileW;
+        const int cy0 = py0 * p.pool_stride + p.pool_offset, cx0 = px0 * p.pool_stride + p.pool_offset;
+        const int iy0 = cy0 * p.stride - p.pad, ix0 = cx0 * p.stride - p.pad;
+        __syncthreads(); /* the previous tile's reads of the patch are done */
+        for (int i = tid; i < p.patch_h * p.patch_w; i += kThreadsMma) {
+            /* i / patch_w through the float reciprocal: exact for i < 2^16 (checked at launch) */
+            const int r = static_cast<int>((static_cast<float>(i) + 0.5f) * inv_patch_w);
+            const int c = i - r * p.patch_w;
+            const int iy = iy0 + r, ix = ix0 + c;
+            unsigned w0 = 0u, w1 = 0u;
+            if (iy >= 0 && iy < p.in_h && ix >= 0 && ix < p.in_w) {
+                const unsigned char *px =
+                    p.in + ((img * p.in_h + iy) * p.in_w + ix) * p.in_c_stride + p.in_c_offset;
+#pragma unroll
+                for (int ch = 0; ch < kMaxC; ++ch) {
+                    if (ch >= p.in_c)
+                        break;
+                    const unsigned q = lut[px[ch]];
+                    if (kI8)
+                        w0 |= q << (8 * ch);
+                    else if (ch < 2)
+                        w0 |= q << (16 * ch);
+                    else
+                        w1 |= q << (16 * (ch - 2));
+                }
+            }
+            patch[r * p.pitch + c * WPP] = w0;
+            if (!kI8)
+                patch[r * p.pitch + c * WPP + 1] = w1;
+        }
+        __syncthreads();
+
+        /* Row r of fragment i: tap q = r & 3 of pooled pixel 4i + (r >> 2) of this warp's row. */
+        auto row_word = [&](int i, int r) {
+            const int q = r & 3, pc = 4 * i + (r >> 2);
+            const int cy = warp * p.pool_stride + (q >> 1), cx = pc * p.pool_stride + (q & 1);
+            return cy * p.stride * p.pitch + cx * p.stride * WPP;
+        };
+        Acc c[kMmaFrags][NJ][4];
+#pragma unroll
+        for (int i = 0; i < kMmaFrags; ++i) {
+#pragma unroll
+            for (int j = 0; j < NJ; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    c[i][j][e] = Acc(0);
+            const int r0 = row_word(i, g), r1 = row_word(i, g + 8);
+#pragma unroll
+            for (int s = 0; s < 3; ++s) {
+                unsigned a[4];
+                a[0] = patch[r0 + ta[s][0]];
+                a[1] = patch[r1 + ta[s][0]];
+                if (!kI8) {
+                    a[2] = patch[r0 + ta[s][1]];
+                    a[3] = patch[r1 + ta[s][1]];
+                } else {
+                    a[2] = a[3] = 0u;
+                }
+#pragma unroll
+                for (int j = 0; j < NJ; ++j)
+                    MmaK16<kI8>::mma(c[i][j], a, b[s][j]);
+            }
+        }
+
+        /* Epilogue per fragment and row half: pool, finish a quarter of the filters, store. */
+        const int py = py0 + warp;
+#pragma unroll
+        for (int i = 0; i < kMmaFrags; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int q = g & 3, pc = 4 * i + 2 * h + (g >> 2), px = px0 + pc;
+                const int oy = py * p.pool_stride + p.pool_offset + (q >> 1);
+                const int ox = px * p.pool_stride + p.pool_offset + (q & 1);
+                const bool tap_ok = oy >= 0 && oy < p.out_h && ox >= 0 && ox < p.out_w;
+                float v[NV];
+#pragma unroll
+                for (int k = 0; k < NV; ++k) {
+                    float x = static_cast<float>(c[i][k / 2][2 * h + k % 2]);
+                    if (!pool_first)
+                        x = gr_conv_activate(fmaf(x, mj[k / 2][k % 2], bj[k / 2][k % 2]), p.activation);
+                    v[k] = tap_ok ? x : -INFINITY; /* Darknet's pool padding never wins */
+                }
+                float v1[NV / 2], v2[NK];
+#pragma unroll
+                for (int k = 0; k < NV / 2; ++k) {
+                    const float lo = v[k], hi = v[k + NV / 2];
+                    const float other = __shfl_xor_sync(0xffffffffu, b3 ? lo : hi, 8);
+                    v1[k] = fmaxf(b3 ? hi : lo, other);
+                }
+#pragma unroll
+                for (int k = 0; k < NK; ++k) {
+                    const float lo = v1[k], hi = v1[k + NK];
+                    const float other = __shfl_xor_sync(0xffffffffu, b2 ? lo : hi, 4);
+                    v2[k] = fmaxf(b2 ? hi : lo, other);
+                }
+                if (py >= p.pool_h || px >= p.pool_w)
+                    continue;
+                const size_t dst = (static_cast<size_t>(img * p.pool_h + py) * p.pool_w + px) *
+                                       p.out_c_stride + p.out_c_offset;
+#pragma unroll
+                for (int k = 0; k < NK; ++k) {
+                    if (col[k] >= p.out_c_pad)
+                        continue;
+                    float y = pool_first ? gr_conv_activate(fmaf(v2[k], sm[k], sb[k]), p.activation) : v2[k];
+                    y = col[k] < p.out_c ? y : 0.0f;
+                    if (kI8)
+                        static_cast<unsigned char *>(p.out)[dst + col[k]] =
+                            static_cast<unsigned char>(gr_conv_i8_bits(y, p.out_inv_scale));
+                    else
+                        static_cast<__half *>(p.out)[dst + col[k]] = __float2half_rn(y);
+                }
+            }
+    } /* tiles */
+#endif
+}
+
+template <bool kI8, int NJ>
+cudaError_t launch_mma(const FirstParams &p, bool pdl, cudaStream_t stream)
+{
+    const auto kernel = k_conv_first_mma<kI8, NJ>;
+    int dev = 0, sms = 0, per_sm = 0;
+    GR_CUDA_TRY(cudaGetDevice(&dev));
+    GR_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    GR_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kMmaWarps * 32, 0));
+    GR_ARG_CHECK(per_sm > 0);
+    const long long tiles = static_cast<long long>(gr_ceil_div(p.pool_w, kMmaTileW)) *
+                            gr_ceil_div(p.pool_h, kMmaTileH) * p.batch;
+    GR_ARG_CHECK(tiles < INT_MAX);
+    const long long grid = std::min<long long>(tiles, static_cast<long long>(per_sm) * sms);
+    return gr_conv::launch_kernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(kMmaWarps * 32),
+                                  0, pdl, stream, p);
+}
+
+/* Checks of the tensor-core kernel on top of gr_conv_first_launch's; the patch geometry. */
+cudaError_t mma_first(FirstParams &p, const gr_conv_args *a, bool is_i8, bool pdl,
+                      cudaStream_t stream, bool check_only)
+{
+    int dev = 0, major = 0;
+    GR_CUDA_TRY(cudaGetDevice(&dev));
+    GR_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    if (major < 8) {
+        gr_kernels_record_failure(__FILE__, __LINE__, "compute capability check",
+                                  "the tensor-core first layer needs sm_80+ (mma.sync)");
+        return cudaErrorNotSupported;
+    }
+    /* pooled 3x3 layers only, strides <= 2, at most 32 filters (their B fragments in registers) */
+    GR_ARG_CHECK(p.pool && a->ksize == 3 && a->stride <= kMmaMaxStride &&
+                 p.pool_stride <= kMmaMaxStride && p.out_c_pad <= 32);
+    const int conv_h = (kMmaTileH - 1) * p.pool_stride + 2;
+    const int conv_w = (kMmaTileW - 1) * p.pool_stride + 2;
+    p.patch_h = (conv_h - 1) * a->stride + 3;
+    p.patch_w = (conv_w - 1) * a->stride + 3;
+    /* a row pitch of 8 (mod 32) words: the 3 tap rows a warp reads start in different banks */
+    const int words = p.patch_w * (is_i8 ? 1 : 2);
+    p.pitch = words + ((8 - words % 32) + 32) % 32;
+    GR_ARG_CHECK(p.patch_h <= kMmaMaxPatchH && p.pitch <= kMmaMaxPitch);
+    GR_ARG_CHECK(static_cast<long long>(a->batch) * a->in_h * a->in_w * a->in_c_stride < INT_MAX);
+    GR_ARG_CHECK(p.patch_h * p.patch_w < (1 << 16)); /* the fill's float division */
+    if (check_only)
+        return cudaSuccess;
+    p.batch = a->batch;
+    if (is_i8)
+        return p.out_c_pad <= 16 ? launch_mma<true, 2>(p, pdl, stream)
+                                 : launch_mma<true, 4>(p, pdl, stream);
+    return p.out_c_pad <= 16 ? launch_mma<false, 2>(p, pdl, stream)
+                             : launch_mma<false, 4>(p, pdl, stream);
+}
+
 int round_up(int v, int to)
 {
     return (v + to - 1) / to * to;
@@ -251,7 +571,7 @@ cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t
     /* the pointers are not known yet when the runtime only checks a plan */
     GR_ARG_CHECK(!is_i8 || ((check_only || a->mul != nullptr) && a->in_scale > 0.0f));
     GR_ARG_CHECK(!a->fp16_accumulate && a->split_k <= 1);
-    /* this SIMT kernel, or the stream kernel's first-layer mode (conv_stream.cu) */
+    /* the SIMT kernel, or the tensor-core one (tile 5) */
     GR_ARG_CHECK(a->tile_config == 0 || a->tile_config == GR_CONV_TILE_STREAM);
     const int out_gran = is_i8 ? 16 : 8;
     const int out_h = gr_conv_out_dim(a->in_h, a->ksize, a->stride, a->pad);
@@ -298,48 +618,8 @@ cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t
         conv_span = (kTile - 1) * a->pool_stride + 2;
     }
     const bool pdl = a->pdl && gr_conv_pdl_supported();
-    if (a->tile_config == GR_CONV_TILE_STREAM) {
-        GR_ARG_CHECK(a->in_c == 3 && a->ksize == 3);
-        gr_conv::ConvParams c = {};
-        c.in = a->in;
-        c.weights = a->weights;
-        c.mul = a->mul;
-        c.bias = a->bias;
-        c.out = a->out;
-        c.in_h = p.in_h;
-        c.in_w = p.in_w;
-        c.in_c_stride = p.in_c_stride;
-        c.in_c_offset = p.in_c_offset;
-        c.cin_pad = p.cin_pad;
-        c.out_h = out_h;
-        c.out_w = out_w;
-        c.out_c = p.out_c;
-        c.out_c_pad = p.out_c_pad;
-        c.out_c_stride = p.out_c_stride;
-        c.out_c_offset = p.out_c_offset;
-        c.ksize = p.ksize;
-        c.stride = p.stride;
-        c.pad = p.pad;
-        const long long m = static_cast<long long>(a->batch) *
-                            (p.pool ? 4LL * p.pool_h * p.pool_w : static_cast<long long>(out_h) * out_w);
-        GR_ARG_CHECK(m < INT_MAX);
-        GR_ARG_CHECK(static_cast<long long>(a->batch) * a->in_h * a->in_w * a->in_c_stride < INT_MAX);
-        c.M = static_cast<int>(m);
-        c.K = 27;
-        c.k_tiles = 1;
-        c.activation = p.activation;
-        c.out_kind = a->out_kind;
-        c.out_inv_scale = p.out_inv_scale;
-        c.splits = c.kt_per_split = 1;
-        c.pool = p.pool;
-        c.pool_stride = p.pool_stride;
-        c.pool_offset = p.pool_offset;
-        c.pool_h = p.pool_h;
-        c.pool_w = p.pool_w;
-        c.in_u8 = 1;
-        c.in_scale = a->in_scale;
-        return gr_conv::stream_launch(c, is_i8, GR_CONV_TILE_STREAM, pdl, stream, check_only);
-    }
+    if (a->tile_config == GR_CONV_TILE_STREAM)
+        return mma_first(p, a, is_i8, pdl, stream, check_only);
     p.patch_h = p.patch_w = (conv_span - 1) * a->stride + a->ksize;
     GR_ARG_CHECK(p.patch_h * p.patch_w <= kMaxPatch);
     GR_ARG_CHECK(p.out_c_pad * a->ksize * a->ksize <= kMaxWeights);

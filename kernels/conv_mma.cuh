@@ -33,10 +33,6 @@ struct ConvParams {
     /* Fused 2x2 maxpool: GEMM row m is tap (m & 3) of pooled pixel m >> 2 (tap q at row offset
      * q >> 1, column offset q & 1 of the window). M = batch * pool_h * pool_w * 4. */
     int pool, pool_stride, pool_offset, pool_h, pool_w;
-    /* The stream kernel's first-layer mode (conv.h's in_u8 with in_c 3, ksize 3): `in` is uint8,
-     * K = 27 values per row, weights packed with cin_pad channels per tap. */
-    int in_u8;
-    float in_scale;
 };
 
 __device__ __forceinline__ void copy16(void *smem_dst, const void *src, bool valid)

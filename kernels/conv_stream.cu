@@ -23,11 +23,6 @@
  * values. For the finite values of an INT8 conv both are exactly the CPU reference's "v > best"
  * scan; they differ only for NaN taps (FP16 with non-finite inputs) and in the sign of zeros.
  *
- * First-layer mode (tile 5 on conv.h's in_u8 input, 3 channels, 3x3): each thread builds its A
- * row itself from the uint8 NHWC input: the 27 values of the 3x3x3 window through a 256-entry
- * table (the quantize formula of conv.h), zero-padded to 32, so K is 27 -> 32 instead of the
- * packed weights' 9 x 16; the filters are gathered into the same order at block start.
- *
  * Requirements on top of conv.h's: NHWC output, no split-K, f32 accumulation for FP16, sm_80+
  * (mma.sync), and the filters plus two A tiles within the device's opt-in shared memory. */
 #include <algorithm>
@@ -89,7 +84,7 @@ __host__ __device__ inline Layout layout(int bn, int bm, int warps, int rows_per
     return l;
 }
 
-template <typename In, int WARPS, int FM, int BN, bool kU8>
+template <typename In, int WARPS, int FM, int BN>
 __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams sp)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -100,7 +95,6 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
     constexpr int TPR = kThreads >= BM ? kThreads / BM : 1;
     constexpr int RPT = BM >= kThreads ? BM / kThreads : 1;
     static_assert(TPR * BM == kThreads * RPT, "rows divide among the threads");
-    static_assert(!kU8 || BM == kThreads, "first-layer mode: one A row per thread");
 
     const ConvParams &p = sp.p;
     const int lds = sp.lds, kb = sp.kb, chunks = sp.chunks;
@@ -122,44 +116,21 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
     /* Filters, multipliers and biases are read before waiting for the producer kernel: no kernel
      * of the engine writes them (they are uploaded at build), so they are ready already. */
     const int kc = kb / 16;
-    if constexpr (kU8) {
-        /* the table area holds the 256-entry quantization table; filters gathered from the
-         * packed [out_c][3][3][cin_pad] into K order (tap * 3 + channel), zero beyond 27 */
-        In *lut = reinterpret_cast<In *>(smem + L.table);
-        for (int v = tid; v < 256; v += kThreads) {
-            if constexpr (sizeof(In) == 1) {
-                int q = __float2int_rn((static_cast<float>(v) / 255.0f) / p.in_scale);
-                lut[v] = static_cast<In>(q < -127 ? -127 : (q > 127 ? 127 : q));
-            } else {
-                lut[v] = __float2half_rn(static_cast<float>(v) / 255.0f);
-            }
-        }
-        const In *w = static_cast<const In *>(p.weights);
-        const int ke = kb / static_cast<int>(sizeof(In));
-        for (int it = tid; it < BN * ke; it += kThreads) {
-            const int r = it / ke, k = it - r * ke, n = n0 + r;
-            In v = In(0);
-            if (n < p.out_c && k < 27)
-                v = w[static_cast<size_t>(n) * 9 * p.cin_pad + (k / 3) * p.cin_pad + k % 3];
-            reinterpret_cast<In *>(sB + r * lds)[k] = v;
-        }
-    } else {
-        for (int it = tid; it < BN * kc; it += kThreads) {
-            const int r = it / kc, c = it - r * kc, n = n0 + r;
-            const bool ok = n < p.out_c && c < chunks;
-            copy16(sB + r * lds + c * 16,
-                   ok ? wts + static_cast<size_t>(n) * k_bytes + c * 16 : wts, ok);
-        }
-        cp_async_commit();
-        for (int c = tid; c < chunks; c += kThreads) {
-            const int k = c * 16 / sp.elem, tap = k / p.cin_pad, ci = k - tap * p.cin_pad;
-            const int ky = tap / p.ksize, kx = tap - ky * p.ksize;
-            table[c] = make_int2((ky * p.in_w + kx) * p.in_c_stride + ci, (ky << 16) | kx);
-        }
-        for (int it = tid; it < kStages * BM * (kc - chunks); it += kThreads) { /* K pad: 0 */
-            const int r = it / (kc - chunks), c = chunks + it % (kc - chunks);
-            *reinterpret_cast<uint4 *>(sA + r * lds + c * 16) = make_uint4(0, 0, 0, 0);
-        }
+    for (int it = tid; it < BN * kc; it += kThreads) {
+        const int r = it / kc, c = it - r * kc, n = n0 + r;
+        const bool ok = n < p.out_c && c < chunks;
+        copy16(sB + r * lds + c * 16,
+               ok ? wts + static_cast<size_t>(n) * k_bytes + c * 16 : wts, ok);
+    }
+    cp_async_commit();
+    for (int c = tid; c < chunks; c += kThreads) {
+        const int k = c * 16 / sp.elem, tap = k / p.cin_pad, ci = k - tap * p.cin_pad;
+        const int ky = tap / p.ksize, kx = tap - ky * p.ksize;
+        table[c] = make_int2((ky * p.in_w + kx) * p.in_c_stride + ci, (ky << 16) | kx);
+    }
+    for (int it = tid; it < kStages * BM * (kc - chunks); it += kThreads) { /* K pad: 0 */
+        const int r = it / (kc - chunks), c = chunks + it % (kc - chunks);
+        *reinterpret_cast<uint4 *>(sA + r * lds + c * 16) = make_uint4(0, 0, 0, 0);
     }
     for (int c = tid; c < BN; c += kThreads) {
         const int n = n0 + c;
@@ -174,49 +145,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
     const bool pool_first = p.pool && !negative_mul && p.activation != GR_CONV_ACT_LOGISTIC;
     wait_for_producer(); /* the input is the previous kernel's output */
 
-    /* First-layer mode: thread r builds A row r (BM == kThreads) from the uint8 input. */
-    auto build_tile = [&](int t, int stage) {
-        constexpr int EB = 8 * sizeof(In), NW = EB; /* 32 values of EB bits in NW words */
-        const unsigned char *in8 = static_cast<const unsigned char *>(p.in);
-        const In *lut = reinterpret_cast<const In *>(smem + L.table);
-        unsigned w[NW];
-#pragma unroll
-        for (int i = 0; i < NW; ++i)
-            w[i] = 0u;
-        int img, oy, ox;
-        if (row_pixel(p, t * BM + tid, img, oy, ox)) {
-            const int iy0 = oy * p.stride - p.pad, ix0 = ox * p.stride - p.pad;
-#pragma unroll
-            for (int tap = 0; tap < 9; ++tap) {
-                const int iy = iy0 + tap / 3, ix = ix0 + tap % 3;
-                if (static_cast<unsigned>(iy) >= static_cast<unsigned>(p.in_h) ||
-                    static_cast<unsigned>(ix) >= static_cast<unsigned>(p.in_w))
-                    continue;
-                const unsigned char *px =
-                    in8 + ((img * p.in_h + iy) * p.in_w + ix) * p.in_c_stride + p.in_c_offset;
-#pragma unroll
-                for (int c = 0; c < 3; ++c) {
-                    const int k = tap * 3 + c;
-                    unsigned bits;
-                    if constexpr (sizeof(In) == 1)
-                        bits = static_cast<unsigned char>(lut[px[c]]);
-                    else
-                        bits = __half_as_ushort(lut[px[c]]);
-                    w[k * EB / 32] |= bits << (k * EB % 32);
-                }
-            }
-        }
-        uint4 *dst = reinterpret_cast<uint4 *>(sA + stage * BM * lds + tid * lds);
-#pragma unroll
-        for (int i = 0; i < NW / 4; ++i)
-            dst[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
-    };
-
     auto load_tile = [&](int t, int stage) {
-        if constexpr (kU8) {
-            build_tile(t, stage);
-            return;
-        }
         unsigned char *dst = sA + stage * BM * lds;
 #pragma unroll
         for (int rr = 0; rr < RPT; ++rr) {
@@ -376,11 +305,11 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
 
 /* The block shape of tile 5 ("stream": 8 warps, 256 x 32 or 128 x BN) and 6 ("stream-s": 4
  * warps, 64 x BN, for small maps), and the widest BN <= 128 whose shared memory fits. */
-template <typename In, int WARPS, int FM, int BN, bool kU8 = false>
+template <typename In, int WARPS, int FM, int BN>
 cudaError_t launch_bn(const StreamParams &sp, size_t smem, bool pdl, cudaStream_t stream,
                       bool check_only)
 {
-    const auto kernel = k_conv_stream<In, WARPS, FM, BN, kU8>;
+    const auto kernel = k_conv_stream<In, WARPS, FM, BN>;
     if (check_only)
         return cudaSuccess;
     int dev = 0, sms = 0, per_sm = 0;
@@ -459,18 +388,6 @@ cudaError_t gr_conv::stream_launch(const ConvParams &p, bool is_i8, int tile, bo
     sp.elem = is_i8 ? 1 : 2;
     sp.out_elem = p.out_kind == GR_CONV_OUT_I8 ? 1 : (p.out_kind == GR_CONV_OUT_F16 ? 2 : 4);
     GR_ARG_CHECK(p.ksize < 256 && p.in_w < 65536);
-    if (p.in_u8) { /* first-layer mode: 8 warps, 256 x 32, K = 27 values padded to 32 */
-        GR_ARG_CHECK(tile == GR_CONV_TILE_STREAM && p.ksize == 3 && (!is_i8 || p.in_scale > 0.0f));
-        sp.kb = 32 * sp.elem;
-        sp.lds = sp.kb + 16;
-        sp.chunks = 64; /* table area: the 256-entry quantization table (<= 512 bytes) */
-        const Layout l = layout(32, 256, 8, 32, sp.lds, sp.chunks, sp.out_elem);
-        GR_ARG_CHECK(l.total <= max_smem);
-        sp.m_tiles = gr_ceil_div(p.M, 256);
-        const size_t smem = static_cast<size_t>(l.total);
-        return is_i8 ? launch_bn<signed char, 8, 2, 32, true>(sp, smem, pdl, stream, check_only)
-                     : launch_bn<__half, 8, 2, 32, true>(sp, smem, pdl, stream, check_only);
-    }
     const long long k_bytes = static_cast<long long>(p.K) * sp.elem;
     GR_ARG_CHECK(k_bytes % 16 == 0 && k_bytes <= 16384);
     sp.chunks = static_cast<int>(k_bytes / 16);

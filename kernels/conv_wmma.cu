@@ -676,8 +676,6 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
     p.pool_offset = -a->pool_pad / 2;
     p.pool_h = pool_h;
     p.pool_w = pool_w;
-    p.in_u8 = 0;
-    p.in_scale = 0.0f;
     plan->tap_aligned = cin_pad % bk == 0 && a->ksize * a->ksize <= 32;
 
     const bool stream_tile = a->tile_config >= GR_CONV_TILE_STREAM;

@@ -77,6 +77,10 @@ static const fcase cases[] = {
      GR_CONV_ACT_LEAKY, 0, 0, 1, 16, 16},
     {"u8 3->24 5x5 s2 23x19, pool 2/1", 1, 3, 19, 23, 24, 5, 2, 2, GR_CONV_ACT_RELU, 1, 1, 1, 0,
      0},
+    {"u8 3->32 3x3 s2 31x27 batch 3, pool 2/1 (its padded taps)", 3, 3, 27, 31, 32, 3, 2, 1,
+     GR_CONV_ACT_LEAKY, 1, 1, 1, 0, 0},
+    {"u8 4->12 3x3 19x23 batch 2, pool 2/2 pad 1, output slice", 2, 4, 23, 19, 12, 3, 1, 1,
+     GR_CONV_ACT_RELU, 2, 1, 1, 16, 16},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -360,19 +364,20 @@ static void run_variants(const fcase *cs, int is_i8)
     unsigned char *host = xmalloc(total);
 
     /* Tensor-core kernel: every tile shape, then automatic tiles split along K, then the GEMM
-     * tactic. First layer: the SIMT kernel and the stream kernel's first-layer mode. */
+     * tactic. First layer: the SIMT kernel and the tensor-core one (tile 5). */
     const int n_variants = cs->in_u8 ? 2 : GR_CONV_TILES + 3;
     for (int v = 0; v < n_variants; ++v) {
         gr_conv_args a = make_args(cs, &pr, &d);
         char name[64];
         gr_conv_gemm *gemm = NULL;
-        if (cs->in_u8) { /* the SIMT kernel, then the stream kernel's first-layer mode */
+        if (cs->in_u8) { /* the SIMT kernel, then the tensor-core one */
             a.tile_config = v ? GR_CONV_TILE_STREAM : 0;
-            snprintf(name, sizeof name, "%s", v ? "stream first layer" : "SIMT first layer");
+            snprintf(name, sizeof name, "%s", v ? "tensor-core first layer" : "SIMT first layer");
             if (v && gr_conv_check(&a, is_i8) == cudaErrorInvalidValue) {
-                /* it takes 3 channels and 3x3 filters only */
-                ck_assert_msg(cs->in_c != 3 || cs->ksize != 3, "%s: the stream mode refused it: %s",
-                              cs->name, gr_kernels_last_failure());
+                /* it takes pooled 3x3 convs of strides <= 2 and at most 32 filters only */
+                ck_assert_msg(cs->ksize != 3 || !cs->pool_stride || cs->stride > 2 || cs->out_c > 32,
+                              "%s: the tensor-core first layer refused it: %s", cs->name,
+                              gr_kernels_last_failure());
                 gr_kernels_clear_failure();
                 continue;
             }
