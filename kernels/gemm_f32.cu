@@ -1,8 +1,10 @@
-/* FP32 convolution: im2col + cublasSgemmStridedBatched + bias/activation (kernels/gemm_f32.h).
+/* FP32 convolution: im2col + cublasSgemmStridedBatched + bias/activation, or im2col + the 3xTF32
+ * GEMM with its fused epilogue (kernels/gemm_tf32x3.cu) (kernels/gemm_f32.h).
  * GEMM in cuBLAS's column-major terms: for each image, C (hw x out_c, ld hw) = col^T-view (hw x K,
  * ld hw) x W^T-view (K x out_c, ld K), which is row-major out[out_c][hw] = W[out_c][K] x col[K][hw]
  * exactly as Darknet computes it. */
 #include <climits>
+#include <cstdint>
 
 #include "kernels/common.cuh"
 #include "kernels/conv.h"
@@ -11,26 +13,50 @@
 namespace
 {
 
+/* im2col, one thread per 4 consecutive pixels of one col row (b, ci, ky, kx): the row's indices
+ * are decoded once per thread (32-bit), the pixel's (oy, ox) once per 4 pixels and then stepped.
+ * Vec: the row length hw is a multiple of 4 and col is 16-byte aligned, so the 4 values go out as
+ * one float4 store (warp-contiguous 512 bytes); else 4 scalar stores. A block is ty rows of tx
+ * threads (tx = the threads one row needs, rounded up to a warp, at most 256), so 13x13 maps do
+ * not leave most of a block idle. A copy: bit-identical to the reference im2col. */
+template <bool Vec>
 __global__ void k_im2col_f32(const float *__restrict__ in, int in_c, int in_h, int in_w, int ksize,
-                             int stride, int pad, int out_h, int out_w, long long total,
+                             int stride, int pad, int out_w, int hw, int rows_per_image, int rows,
                              float *__restrict__ col)
 {
-    const int hw = out_h * out_w;
-    const long long rows = static_cast<long long>(in_c) * ksize * ksize;
-    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
-         i += static_cast<long long>(gridDim.x) * blockDim.x) {
-        const int pix = static_cast<int>(i % hw);
-        const long long r = (i / hw) % rows;
-        const long long b = i / (hw * rows);
-        const int kx = static_cast<int>(r % ksize);
-        const int ky = static_cast<int>((r / ksize) % ksize);
-        const int ci = static_cast<int>(r / (static_cast<long long>(ksize) * ksize));
-        const int oy = pix / out_w, ox = pix - oy * out_w;
-        const int iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
-        float v = 0.0f;
-        if (iy >= 0 && iy < in_h && ix >= 0 && ix < in_w)
-            v = in[((b * in_c + ci) * in_h + iy) * in_w + ix];
-        col[i] = v;
+    const int row = blockIdx.x * blockDim.y + threadIdx.y; /* b * rows_per_image + (ci, ky, kx) */
+    if (row >= rows)
+        return;
+    const int b = row / rows_per_image, r = row - b * rows_per_image;
+    const int kk = ksize * ksize;
+    const int ci = r / kk, kyx = r - ci * kk;
+    const int ky = kyx / ksize, kx = kyx - ky * ksize;
+    const float *__restrict__ plane =
+        in + (static_cast<size_t>(b) * in_c + ci) * static_cast<size_t>(in_h) * in_w;
+    float *__restrict__ dst = col + static_cast<size_t>(row) * hw;
+    const int step = gridDim.y * blockDim.x * 4;
+    for (int p0 = (blockIdx.y * blockDim.x + threadIdx.x) * 4; p0 < hw; p0 += step) {
+        int oy = p0 / out_w, ox = p0 - oy * out_w;
+        float v[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
+            v[e] = p0 + e < hw && iy >= 0 && iy < in_h && ix >= 0 && ix < in_w
+                       ? plane[iy * in_w + ix]
+                       : 0.0f;
+            if (++ox == out_w) {
+                ox = 0;
+                ++oy;
+            }
+        }
+        if (Vec) {
+            *reinterpret_cast<float4 *>(dst + p0) = make_float4(v[0], v[1], v[2], v[3]);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                if (p0 + e < hw)
+                    dst[p0 + e] = v[e];
+        }
     }
 }
 
@@ -81,7 +107,7 @@ extern "C" size_t gr_conv_f32_workspace_floats(const gr_conv_f32_args *a, int *o
         static_cast<long long>(a->batch) * a->in_c * a->in_h * a->in_w >= (1LL << 40))
         return 0;
     *ok = 1;
-    if (is_direct(a))
+    if (is_direct(a) || a->algo == GR_CONV_F32_TF32X3_IMPLICIT)
         return 0;
     return static_cast<size_t>(a->batch) * static_cast<size_t>(k) * static_cast<size_t>(hw);
 }
@@ -91,14 +117,34 @@ extern "C" cudaError_t gr_launch_im2col_f32(const float *in, int batch, int in_c
                                             cudaStream_t stream)
 {
     GR_ARG_CHECK(in != nullptr && col != nullptr && batch > 0 && in_c > 0 && in_h > 0 && in_w > 0);
-    GR_ARG_CHECK(ksize > 0 && stride > 0 && pad >= 0);
+    GR_ARG_CHECK(ksize > 0 && stride > 0 && pad >= 0 && ksize <= 64 && pad <= 64);
     const int out_h = gr_conv_out_dim(in_h, ksize, stride, pad);
     const int out_w = gr_conv_out_dim(in_w, ksize, stride, pad);
     GR_ARG_CHECK(out_h > 0 && out_w > 0);
-    const long long total = static_cast<long long>(batch) * in_c * ksize * ksize *
-                            static_cast<long long>(out_h) * out_w;
-    k_im2col_f32<<<grid_for(total, 256), 256, 0, stream>>>(in, in_c, in_h, in_w, ksize, stride, pad,
-                                                           out_h, out_w, total, col);
+    const long long hw = static_cast<long long>(out_h) * out_w;
+    const long long rows_per_image = static_cast<long long>(in_c) * ksize * ksize;
+    const long long rows = rows_per_image * batch;
+    /* 32-bit row, pixel and in-plane indices (p0 + step stays below 2^31 too) */
+    GR_ARG_CHECK(hw < INT_MAX / 2 && rows < INT_MAX &&
+                 static_cast<long long>(in_h) * in_w < INT_MAX);
+    const int per_row = gr_ceil_div(hw, 4); /* threads one row needs */
+    const int tx = per_row >= 256 ? 256 : (per_row + 31) / 32 * 32;
+    const int ty = 256 / tx;
+    const long long gy = (per_row + tx - 1) / tx;
+    const dim3 block(static_cast<unsigned>(tx), static_cast<unsigned>(ty));
+    const dim3 grid(static_cast<unsigned>(gr_ceil_div(rows, ty)),
+                    static_cast<unsigned>(gy < 65535 ? gy : 65535));
+    const bool vec = hw % 4 == 0 && (reinterpret_cast<uintptr_t>(col) & 15u) == 0;
+    if (vec)
+        k_im2col_f32<true><<<grid, block, 0, stream>>>(in, in_c, in_h, in_w, ksize, stride, pad,
+                                                       out_w, static_cast<int>(hw),
+                                                       static_cast<int>(rows_per_image),
+                                                       static_cast<int>(rows), col);
+    else
+        k_im2col_f32<false><<<grid, block, 0, stream>>>(in, in_c, in_h, in_w, ksize, stride, pad,
+                                                        out_w, static_cast<int>(hw),
+                                                        static_cast<int>(rows_per_image),
+                                                        static_cast<int>(rows), col);
     GR_LAUNCH_CHECK();
     return cudaSuccess;
 }
@@ -123,8 +169,15 @@ extern "C" cublasStatus_t gr_launch_conv_f32(cublasHandle_t handle, const gr_con
         *cuda_error = cudaSuccess;
     int ok = 0;
     const size_t ws = gr_conv_f32_workspace_floats(a, &ok);
-    if (!handle || !ok || !a->in || !a->weights || !a->out || (ws > 0 && !a->workspace) ||
-        a->activation < GR_CONV_ACT_LINEAR || a->activation > GR_CONV_ACT_LOGISTIC) {
+    const bool tf32x3 =
+        ok && (a->algo == GR_CONV_F32_TF32X3 || a->algo == GR_CONV_F32_TF32X3_IMPLICIT);
+    const bool implicit = ok && a->algo == GR_CONV_F32_TF32X3_IMPLICIT && !is_direct(a);
+    if (!ok || (!handle && !tf32x3) || !a->in || !a->weights || !a->out ||
+        (ws > 0 && !a->workspace) || a->activation < GR_CONV_ACT_LINEAR ||
+        a->activation > GR_CONV_ACT_LOGISTIC ||
+        (a->algo != GR_CONV_F32_SGEMM && a->algo != GR_CONV_F32_TF32X3 &&
+         a->algo != GR_CONV_F32_TF32X3_IMPLICIT) ||
+        a->tile < GR_TF32X3_TILE_AUTO || a->tile > GR_TF32X3_TILES) {
         gr_kernels_record_failure(__FILE__, __LINE__, "gr_launch_conv_f32", "invalid argument");
         return CUBLAS_STATUS_INVALID_VALUE;
     }
@@ -134,17 +187,28 @@ extern "C" cublasStatus_t gr_launch_conv_f32(cublasHandle_t handle, const gr_con
     const int k = a->in_c * a->ksize * a->ksize;
 
     cudaError_t err = cudaSuccess;
+    if (tf32x3)
+        err = gr_gemm_tf32x3_check_device(NULL); /* refuse before launching anything */
     const float *col = a->in;
-    if (!is_direct(a)) {
+    if (err == cudaSuccess && implicit)
+        err = gr_launch_conv_tf32x3_f32(a->in, a->weights, a->bias, a->out, a->batch, a->in_c,
+                                        a->in_h, a->in_w, a->out_c, a->ksize, a->stride, a->pad,
+                                        a->activation, a->tile, stream);
+    else if (err == cudaSuccess && !is_direct(a)) {
         err = gr_launch_im2col_f32(a->in, a->batch, a->in_c, a->in_h, a->in_w, a->ksize, a->stride,
                                    a->pad, a->workspace, stream);
-        if (err != cudaSuccess) {
-            if (cuda_error)
-                *cuda_error = err;
-            return CUBLAS_STATUS_EXECUTION_FAILED;
-        }
         col = a->workspace;
     }
+    if (err == cudaSuccess && tf32x3 && !implicit)
+        err = gr_launch_gemm_tf32x3_f32(a->weights, col, a->bias, a->out, a->out_c, k, hw, a->batch,
+                                        a->activation, a->tile, stream);
+    if (err != cudaSuccess) {
+        if (cuda_error)
+            *cuda_error = err;
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    if (tf32x3)
+        return CUBLAS_STATUS_SUCCESS;
     /* cublasSetStream resets a user workspace (cublasSetWorkspace) to cuBLAS's own pool, which then
      * allocates inside graph capture: only switch streams when the handle is on another one. */
     cudaStream_t current = nullptr;

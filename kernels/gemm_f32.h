@@ -1,6 +1,9 @@
-/* FP32 convolution through cuBLAS: Darknet's im2col (NCHW f32) + SGEMM + a bias/activation
- * epilogue kernel. cuBLAS's default math mode gives exact FP32 products (IEEE float FMA in some
- * order); TF32 tensor-op math is an opt-in speed mode.
+/* FP32 convolution: Darknet's im2col (NCHW f32), then either cuBLAS SGEMM + a bias/activation
+ * epilogue kernel (GR_CONV_F32_SGEMM), or the 3xTF32 tensor-core GEMM with the epilogue fused
+ * (GR_CONV_F32_TF32X3, sm_80+, kernels/gemm_tf32x3.cu). cuBLAS's default math mode gives exact FP32
+ * products (IEEE float FMA in some order); 3xTF32 splits each operand into two TF32 halves and
+ * reaches FP32-level accuracy (not bit-identical: another summation order); cuBLAS's TF32
+ * tensor-op math (`tf32`) is an opt-in speed mode with 10-bit mantissas.
  *
  * Layouts: input [batch][in_c][in_h][in_w], weights Darknet's [out_c][in_c][ksize][ksize] with BN
  * folded in, output [batch][out_c][out_h][out_w], all dense f32. The im2col workspace holds
@@ -30,11 +33,32 @@ typedef struct gr_conv_f32_args {
     float *out;           /* device */
     float *workspace;     /* device, gr_conv_f32_workspace_floats() floats */
     int activation;       /* GR_CONV_ACT_* of kernels/conv.h (= gr_activation values) */
-    int tf32;             /* 1: CUBLAS_TF32_TENSOR_OP_MATH, 0: CUBLAS_DEFAULT_MATH (exact FP32) */
+    int tf32;             /* SGEMM: 1 CUBLAS_TF32_TENSOR_OP_MATH, 0 CUBLAS_DEFAULT_MATH */
+    int algo;             /* GR_CONV_F32_SGEMM (0, the default), _TF32X3 or _TF32X3_IMPLICIT */
+    int tile;             /* TF32X3: GR_TF32X3_TILE_*, 0 = automatic */
 } gr_conv_f32_args;
 
-/* Floats of im2col workspace the conv needs (0 for a 1x1 / stride 1 / pad 0 conv), or 0 with
- * *ok = 0 when the shape is invalid or too large. */
+enum {
+    GR_CONV_F32_SGEMM = 0,  /* cuBLAS SGEMM (handle required) + k_bias_act_f32 */
+    GR_CONV_F32_TF32X3 = 1, /* 3xTF32 GEMM, fused epilogue; sm_80+ (else cudaErrorNotSupported) */
+    GR_CONV_F32_TF32X3_IMPLICIT = 2, /* the same GEMM reading the input through an implicit
+                                        im2col: no workspace, no im2col pass (1x1 stride-1 convs
+                                        run as TF32X3, which reads the input directly too) */
+};
+
+/* The 3xTF32 GEMM's block tiles (out channels x columns), for tests and benchmarks to force one. */
+enum {
+    GR_TF32X3_TILE_AUTO = 0,
+    GR_TF32X3_TILE_16x256 = 1,
+    GR_TF32X3_TILE_32x256 = 2,
+    GR_TF32X3_TILE_64x128 = 3,
+    GR_TF32X3_TILE_128x128 = 4,
+    GR_TF32X3_TILE_128x128_2 = 5, /* 128x128 compiled for 2 blocks per SM (not chosen by AUTO) */
+    GR_TF32X3_TILES = 5
+};
+
+/* Floats of im2col workspace the conv needs (0 for a 1x1 / stride 1 / pad 0 conv, and for
+ * GR_CONV_F32_TF32X3_IMPLICIT), or 0 with *ok = 0 when the shape is invalid or too large. */
 size_t gr_conv_f32_workspace_floats(const gr_conv_f32_args *args, int *ok);
 
 /* im2col of `batch` NCHW images into col[b][(ci*ksize + ky)*ksize + kx][oy*out_w + ox]. */
@@ -45,7 +69,36 @@ cudaError_t gr_launch_im2col_f32(const float *in, int batch, int in_c, int in_h,
 cudaError_t gr_launch_bias_act_f32(float *data, const float *bias, int batch, int channels, int hw,
                                    int activation, cudaStream_t stream);
 
-/* The whole conv on `stream`, using the caller's handle (its stream and math mode are set here).
+/* out[b][n][p] = act(bias[n] + sum_k w[n][k] * col[b][k][p]) for b < batch, n < n_out, p < p, in
+ * 3xTF32 (FP32-level accuracy) on tensor cores; w [n_out][k], col [batch][k][p], out
+ * [batch][n_out][p], bias NULL = 0, activation GR_CONV_ACT_*, tile GR_TF32X3_TILE_* (0 = chosen
+ * from the shape). Any alignment (16-byte copies where w/k and col/p allow them).
+ * cudaErrorNotSupported (recorded) before sm_80, cudaErrorInvalidValue for bad arguments or k*p,
+ * n_out*p or batch*p >= 2^31. */
+cudaError_t gr_launch_gemm_tf32x3_f32(const float *w, const float *col, const float *bias,
+                                      float *out, int n_out, int k, int p, int batch,
+                                      int activation, int tile, cudaStream_t stream);
+
+/* The same GEMM on a conv: col is read from `in` [batch][in_c][in_h][in_w] through an implicit
+ * im2col (4-byte copies, zero outside the image), out [batch][out_c][out_h][out_w], w
+ * [out_c][in_c][ksize][ksize]. Errors as gr_launch_gemm_tf32x3_f32. */
+cudaError_t gr_launch_conv_tf32x3_f32(const float *in, const float *w, const float *bias,
+                                      float *out, int batch, int in_c, int in_h, int in_w,
+                                      int out_c, int ksize, int stride, int pad, int activation,
+                                      int tile, cudaStream_t stream);
+
+/* cudaSuccess when the current device runs the 3xTF32 GEMM (sm_80+), else cudaErrorNotSupported
+ * with the reason recorded (gr_kernels_last_failure); *device (may be NULL): the current device. */
+cudaError_t gr_gemm_tf32x3_check_device(int *device);
+
+/* The tile GR_TF32X3_TILE_AUTO picks for n_out rows, `columns` (= batch * p) columns, and how many
+ * blocks (one per SM at a time on the 128x128 tile) it launches. */
+int gr_gemm_tf32x3_auto_tile(int n_out, int columns, int sm_count);
+long long gr_gemm_tf32x3_blocks(int n_out, int columns, int sm_count);
+
+/* The whole conv on `stream`. SGEMM: with the caller's handle (its stream and math mode are set
+ * here); TF32X3: the handle is not used (may be NULL), im2col + one fused GEMM kernel;
+ * TF32X3_IMPLICIT: one kernel.
  * Returns CUBLAS_STATUS_SUCCESS; a cuBLAS failure's status; CUBLAS_STATUS_INVALID_VALUE for bad
  * arguments; CUBLAS_STATUS_EXECUTION_FAILED when a kernel launch failed, with the CUDA error in
  * *cuda_error (which may be NULL; set to cudaSuccess otherwise). Details of a failure are in

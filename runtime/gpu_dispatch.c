@@ -87,7 +87,12 @@ gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_i
                                    (size_t)y->c_offset * y->h * y->w
                              : NULL,
             .workspace = allocated ? inst->im2col[nd->stream] : NULL, .activation = (int)nd->p.activation,
-            .tf32 = g->tf32};
+            .tf32 = g->tf32, .algo = g->f32_algo};
+        /* 3xTF32 has no split-K: a GEMM too small to fill the SMs once goes to cuBLAS */
+        if (g->f32_auto && c->f32.algo == GR_CONV_F32_TF32X3 &&
+            gr_gemm_tf32x3_blocks(c->f32.out_c, c->f32.batch * y->h * y->w, g->sm_count) <
+                g->sm_count)
+            c->f32.algo = GR_CONV_F32_SGEMM;
         return GR_OK;
     }
     gr_conv_out_kind out_kind;

@@ -665,6 +665,20 @@ gr_status gr_backend_gpu_init(gr_engine *e)
                        gr_precision_name(e->opt.precision), prop.name, prop.major, prop.minor);
     snprintf(e->device_name, sizeof e->device_name, "%.100s (sm_%d%d)", prop.name, prop.major,
              prop.minor);
+    /* Exact fp32: the 3xTF32 tensor-core GEMM where it runs (sm_80+) and fills the GPU, cuBLAS
+     * SGEMM before that, on small GEMMs, or with GR_F32_ALGO=sgemm (=tf32x3 / =implicit force
+     * 3xTF32 on every conv); --tf32 keeps cuBLAS's TF32 math. */
+    const char *f32_algo = getenv("GR_F32_ALGO");
+    const int implicit = f32_algo && strcmp(f32_algo, "implicit") == 0;
+    if (f32_algo && f32_algo[0] && strcmp(f32_algo, "sgemm") != 0 &&
+        strcmp(f32_algo, "tf32x3") != 0 && !implicit)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT,
+                       "GR_F32_ALGO=%.40s: expected sgemm, tf32x3 or implicit", f32_algo);
+    g->f32_algo = g->tf32 || prop.major < 8 || (f32_algo && strcmp(f32_algo, "sgemm") == 0)
+                      ? GR_CONV_F32_SGEMM
+                      : (implicit ? GR_CONV_F32_TF32X3_IMPLICIT : GR_CONV_F32_TF32X3);
+    g->f32_auto = g->f32_algo == GR_CONV_F32_TF32X3 && !(f32_algo && f32_algo[0]);
+    g->sm_count = prop.multiProcessorCount;
     CUDA_TRY(cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming));
 
     /* int8 scales before planning. */

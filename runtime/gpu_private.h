@@ -111,6 +111,12 @@ struct gpu_state {
     gpu_variant var[2];     /* [0] float input, [1] u8 input */
     cudaError_t inject;     /* tests: the next run fails with this error */
     int tf32;               /* fp32 convs may use TF32 tensor cores */
+    int f32_algo;           /* fp32 convs' GEMM: GR_CONV_F32_TF32X3 on sm_80+ without tf32, else
+                               GR_CONV_F32_SGEMM; GR_F32_ALGO=sgemm forces cuBLAS, =implicit
+                               picks GR_CONV_F32_TF32X3_IMPLICIT (sm_80+) */
+    int f32_auto;           /* GR_F32_ALGO unset: TF32X3 only where its grid fills the SMs,
+                               SGEMM (split-K in cuBLAS) on the others (batch 1, 13x13 maps) */
+    int sm_count;
     int fp16_accumulate;    /* fp16 convs accumulate in fp16 */
     int pdl;                /* programmatic dependent launch between convs (sm_90+; off with
                                GR_DISABLE_PDL=1) */

@@ -566,7 +566,7 @@ END_TEST
 /* ---- FP32 cuBLAS path --------------------------------------------------------------------------
  */
 
-static void run_f32_case(const conv_case *cs, int tf32, double tol_rel)
+static void run_f32_case(const conv_case *cs, int tf32, int algo, double tol_rel)
 {
     const int oh = gr_conv_out_dim(cs->in_h, cs->ksize, cs->stride, cs->pad);
     const int ow = gr_conv_out_dim(cs->in_w, cs->ksize, cs->stride, cs->pad);
@@ -630,6 +630,7 @@ static void run_f32_case(const conv_case *cs, int tf32, double tol_rel)
     a.pad = cs->pad;
     a.activation = cs->act;
     a.tf32 = tf32;
+    a.algo = algo;
     int ok = 0;
     const size_t ws = gr_conv_f32_workspace_floats(&a, &ok);
     ck_assert(ok);
@@ -651,8 +652,9 @@ static void run_f32_case(const conv_case *cs, int tf32, double tol_rel)
     for (size_t i = 0; i < n_out; ++i)
         ck_assert_msg(fabs((double)got[i] - ref[i]) <= tol_rel * range,
                       "%s (%s): element %zu = %.8g, reference %.8g (range %.4g, seed %llu)",
-                      cs->name, tf32 ? "tf32" : "fp32", i, (double)got[i], ref[i], range,
-                      (unsigned long long)test_seed);
+                      cs->name,
+                      algo ? (algo == 2 ? "3xtf32 implicit" : "3xtf32") : (tf32 ? "tf32" : "fp32"),
+                      i, (double)got[i], ref[i], range, (unsigned long long)test_seed);
     cublasDestroy(h);
     CUDA_OK(cudaFree((void *)a.in));
     CUDA_OK(cudaFree((void *)a.weights));
@@ -672,7 +674,22 @@ START_TEST(test_f32_cublas_matches_cpu)
 {
     if (_i == 1)
         return; /* the 416x416 shape is covered by the FP16/INT8 runs; keep FP32 fast */
-    run_f32_case(&cases[_i], 0, 1.0e-5);
+    run_f32_case(&cases[_i], 0, GR_CONV_F32_SGEMM, 1.0e-5);
+}
+END_TEST
+
+/* The 3xTF32 GEMM (sm_80+; the engine's fp32 default there), after im2col and with the implicit
+ * im2col: FP32-level, the same bound
+ * (tests/test_gpu_gemm_f32.c derives it per element and shows plain TF32 fails it). */
+START_TEST(test_f32_tf32x3_matches_cpu)
+{
+    int dev = 0, major = 0;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    if (major < 8)
+        return;
+    run_f32_case(&cases[_i], 0, GR_CONV_F32_TF32X3, 1.0e-5);
+    run_f32_case(&cases[_i], 0, GR_CONV_F32_TF32X3_IMPLICIT, 1.0e-5);
 }
 END_TEST
 
@@ -680,8 +697,8 @@ END_TEST
  * about 5e-4 of the range here; 5e-3 leaves a 10x margin. */
 START_TEST(test_tf32_cublas_matches_cpu)
 {
-    run_f32_case(&cases[3], 1, 5.0e-3);
-    run_f32_case(&cases[6], 1, 5.0e-3);
+    run_f32_case(&cases[3], 1, GR_CONV_F32_SGEMM, 5.0e-3);
+    run_f32_case(&cases[6], 1, GR_CONV_F32_SGEMM, 5.0e-3);
 }
 END_TEST
 
@@ -697,6 +714,7 @@ static Suite *conv_suite(void)
     tcase_add_test(tc, test_f16_accumulate);
     tcase_add_loop_test(tc, test_split_k, 0, 2);
     tcase_add_loop_test(tc, test_f32_cublas_matches_cpu, 0, N_CASES);
+    tcase_add_loop_test(tc, test_f32_tf32x3_matches_cpu, 0, N_CASES);
     tcase_add_test(tc, test_tf32_cublas_matches_cpu);
     suite_add_tcase(s, tc);
     return s;

@@ -1,0 +1,669 @@
+/* The FP32 conv path's own kernels (kernels/gemm_f32.h): the im2col copy, bit for bit against a
+ * CPU im2col, and the 3xTF32 GEMM with its fused bias + activation against a double-precision CPU
+ * reference, on every tile and odd shapes (N, K, column tails, misaligned operands, batch > 1),
+ * plus the conv launcher with its three algorithms, the engine's GR_F32_ALGO and the argument
+ * checks.
+ *
+ * Data have a large dynamic range (each operand's exponent spread over 2^-8 .. 2^8, never zero) so
+ * that a handful of terms dominate each sum: the test shows that plain TF32 (both operands rounded
+ * to 10-bit mantissas) breaks its tolerance, so passing it takes the split-precision scheme.
+ * Outputs sit between guard bytes, poisoned before each run. Each run uses a fresh seed (printed;
+ * GR_TEST_SEED=N repeats one). Exits 77 without a CUDA device. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include <stdio.h>
+
+#ifndef GR_HAVE_CUDA
+int main(void)
+{
+    printf("SKIP gpu_gemm_f32: graphrun was built without CUDA\n");
+    return 77;
+}
+#else
+
+#include <float.h>
+#include <stddef.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <check.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "kernels/common.h"
+#include "kernels/conv.h"
+#include "kernels/gemm_f32.h"
+#include "graphrun/runtime.h"
+#include "ops/base.h"
+#include "tests/support/gpu_test.h"
+
+static uint64_t test_seed;
+static gr_rng rng;
+static int device_major;
+
+#define GUARD_FLOATS 64
+#define CUDA_OK(stmt)                                                                              \
+    do {                                                                                           \
+        cudaError_t e_ = (stmt);                                                                   \
+        ck_assert_msg(e_ == cudaSuccess, "%s: %s (%s)", #stmt, cudaGetErrorName(e_),               \
+                      gr_kernels_last_failure());                                                  \
+    } while (0)
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+/* Never zero, sign random, |x| = m * 2^e with m in [1, 2), e in [-8, 8]. */
+static float wide_value(void)
+{
+    const int e = (int)(gr_rng_u64(&rng) % 17) - 8;
+    const float m = 1.0f + gr_rng_uniform(&rng);
+    const float x = ldexpf(m, e);
+    return gr_rng_u64(&rng) & 1 ? -x : x;
+}
+
+/* A device buffer of n floats with GUARD_FLOATS on both sides, `shift` floats into the payload
+ * (shift 1: the operand is 4 bytes off 16-byte alignment). */
+typedef struct dev_floats {
+    float *base;
+    float *data;
+    size_t n;
+} dev_floats;
+
+static dev_floats dev_alloc(size_t n, int shift)
+{
+    dev_floats d = {NULL, NULL, n};
+    CUDA_OK(cudaMalloc((void **)&d.base, (n + 2 * GUARD_FLOATS) * sizeof(float)));
+    d.data = d.base + GUARD_FLOATS + shift;
+    return d;
+}
+
+static dev_floats dev_upload(const float *host, size_t n, int shift)
+{
+    dev_floats d = dev_alloc(n, shift);
+    CUDA_OK(cudaMemcpy(d.data, host, n * sizeof(float), cudaMemcpyHostToDevice));
+    return d;
+}
+
+static void dev_poison(dev_floats *d, int pattern)
+{
+    CUDA_OK(cudaMemset(d->base, pattern, (d->n + 2 * GUARD_FLOATS) * sizeof(float)));
+}
+
+/* Copy the payload out; every byte before and after it must still hold `pattern`. */
+static void dev_fetch(const dev_floats *d, int pattern, float *host)
+{
+    const size_t total = (d->n + 2 * GUARD_FLOATS) * sizeof(float);
+    unsigned char *all = xmalloc(total);
+    CUDA_OK(cudaMemcpy(all, d->base, total, cudaMemcpyDeviceToHost));
+    const size_t begin = (size_t)((const unsigned char *)d->data - (const unsigned char *)d->base);
+    const size_t end = begin + d->n * sizeof(float);
+    for (size_t i = 0; i < total; ++i)
+        if (i < begin || i >= end)
+            ck_assert_msg(all[i] == (unsigned char)pattern,
+                          "guard byte %zd (from the output) changed",
+                          (ptrdiff_t)i - (ptrdiff_t)begin);
+    memcpy(host, all + begin, d->n * sizeof(float));
+    free(all);
+}
+
+static void dev_free(dev_floats *d)
+{
+    CUDA_OK(cudaFree(d->base));
+    d->base = d->data = NULL;
+}
+
+static double act_ref(double y, int act)
+{
+    switch (act) {
+    case GR_CONV_ACT_LEAKY: return y > 0 ? y : 0.1 * y;
+    case GR_CONV_ACT_RELU: return y > 0 ? y : 0.0;
+    case GR_CONV_ACT_LOGISTIC: return 1.0 / (1.0 + exp(-y));
+    default: return y;
+    }
+}
+
+/* What cvt.rna.tf32.f32 keeps: the float rounded to 10 mantissa bits, ties away from zero. */
+static double tf32_rna(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u = (u + 0x1000u) & 0xFFFFE000u;
+    float r;
+    memcpy(&r, &u, sizeof r);
+    return (double)r;
+}
+
+static const char *act_name(int act)
+{
+    static const char *names[] = {"linear", "leaky", "relu", "logistic"};
+    return names[act];
+}
+
+/* ---- im2col: a copy, bit-identical --------------------------------------------------------- */
+
+typedef struct im2col_case {
+    int batch, in_c, in_h, in_w, ksize, stride, pad;
+} im2col_case;
+
+static const im2col_case im2col_cases[] = {
+    {2, 3, 13, 13, 3, 1, 1},   /* hw 169: scalar stores, 2 rows per block of 256 threads */
+    {2, 5, 16, 16, 3, 1, 1},   /* hw 256: float4 stores */
+    {3, 4, 17, 9, 3, 2, 1},    /* stride 2, hw 9 x 5 */
+    {2, 3, 15, 15, 5, 2, 2},   /* ksize 5, pad 2, hw 8 x 8 */
+    {1, 7, 11, 13, 1, 2, 0},   /* 1x1 stride 2 */
+    {2, 6, 12, 12, 5, 1, 0},   /* ksize 5, pad 0 */
+    {1, 2, 7, 9, 3, 2, 2},     /* pad 2 with stride 2: rows and columns fully in the padding */
+    {1, 3, 300, 301, 3, 1, 1}, /* hw 90300: 256-thread rows, several pixel blocks */
+};
+#define N_IM2COL ((int)(sizeof im2col_cases / sizeof im2col_cases[0]))
+
+START_TEST(test_im2col_bit_identical)
+{
+    const im2col_case *c = &im2col_cases[_i];
+    const int oh = gr_conv_out_dim(c->in_h, c->ksize, c->stride, c->pad);
+    const int ow = gr_conv_out_dim(c->in_w, c->ksize, c->stride, c->pad);
+    const size_t hw = (size_t)oh * ow, rows = (size_t)c->in_c * c->ksize * c->ksize;
+    const size_t n_in = (size_t)c->batch * c->in_c * c->in_h * c->in_w;
+    const size_t n_col = (size_t)c->batch * rows * hw;
+    float *in = xmalloc(n_in * sizeof(float));
+    float *ref = xmalloc(n_col * sizeof(float));
+    float *got = xmalloc(n_col * sizeof(float));
+    /* a copy keeps every bit: include -0, a subnormal and large values */
+    for (size_t i = 0; i < n_in; ++i)
+        in[i] = i % 97 == 5 ? -0.0f : (i % 89 == 7 ? 1.0e-40f : wide_value() * 1.0e30f);
+    for (int b = 0; b < c->batch; ++b)
+        for (size_t r = 0; r < rows; ++r) {
+            const int kx = (int)(r % (size_t)c->ksize);
+            const int ky = (int)(r / (size_t)c->ksize % (size_t)c->ksize);
+            const int ci = (int)(r / ((size_t)c->ksize * c->ksize));
+            for (size_t p = 0; p < hw; ++p) {
+                const int iy = (int)(p / (size_t)ow) * c->stride - c->pad + ky;
+                const int ix = (int)(p % (size_t)ow) * c->stride - c->pad + kx;
+                float v = 0.0f;
+                if (iy >= 0 && iy < c->in_h && ix >= 0 && ix < c->in_w)
+                    v = in[(((size_t)b * c->in_c + ci) * c->in_h + iy) * c->in_w + ix];
+                ref[((size_t)b * rows + r) * hw + p] = v;
+            }
+        }
+    dev_floats d_in = dev_upload(in, n_in, 0);
+    dev_floats d_col = dev_alloc(n_col, 0);
+    for (int pattern = 0xA5; pattern >= 0x5A; pattern -= 0x4B) { /* two poisons: no stale hits */
+        dev_poison(&d_col, pattern);
+        CUDA_OK(gr_launch_im2col_f32(d_in.data, c->batch, c->in_c, c->in_h, c->in_w, c->ksize,
+                                     c->stride, c->pad, d_col.data, 0));
+        CUDA_OK(cudaDeviceSynchronize());
+        dev_fetch(&d_col, pattern, got);
+        for (size_t i = 0; i < n_col; ++i)
+            ck_assert_msg(memcmp(&got[i], &ref[i], sizeof(float)) == 0,
+                          "im2col case %d: element %zu = %a, reference %a", _i, i, (double)got[i],
+                          (double)ref[i]);
+    }
+    dev_free(&d_in);
+    dev_free(&d_col);
+    free(in);
+    free(ref);
+    free(got);
+}
+END_TEST
+
+/* ---- the 3xTF32 GEMM ---------------------------------------------------------------------- */
+
+typedef struct gemm_case {
+    int n, k, p, batch, act, has_bias, shift; /* shift 1: w, col and out 4 bytes off alignment */
+} gemm_case;
+
+static const gemm_case gemm_cases[] = {
+    {1, 27, 169, 2, GR_CONV_ACT_LEAKY, 1, 0},      /* one row; first layer's K; 13x13 columns */
+    {13, 27, 1, 3, GR_CONV_ACT_LOGISTIC, 0, 0},    /* one column per image */
+    {16, 144, 256, 2, GR_CONV_ACT_RELU, 1, 0},     /* aligned everywhere: 16-byte copies */
+    {64, 36, 37, 3, GR_CONV_ACT_LEAKY, 1, 0},      /* odd P: 4-byte col copies */
+    {130, 68, 100, 2, GR_CONV_ACT_LINEAR, 0, 0},   /* N over one 128 tile, K not a multiple of 16 */
+    {33, 4608, 13, 1, GR_CONV_ACT_LEAKY, 1, 0},    /* long K */
+    {125, 4608, 169, 1, GR_CONV_ACT_LINEAR, 1, 0}, /* the head's N, long K, 13x13 */
+    {40, 64, 64, 2, GR_CONV_ACT_LEAKY, 1, 1},      /* aligned shapes, misaligned pointers */
+    {20, 9, 12, 3, GR_CONV_ACT_LOGISTIC, 1, 1},
+};
+#define N_GEMM ((int)(sizeof gemm_cases / sizeof gemm_cases[0]))
+
+/* Tolerance, per output: |got - ref| <= 1e-5 * (S + |bias|) + 4 FLT_EPSILON |ref|, S = sum_k |w x|.
+ * 3xTF32 keeps ~22 of each operand's 24 bits: per product the dropped small*small and the rounding
+ * of the small halves are <= 2^-21 |w x| (5e-7 S in all). The tensor core sums each k8 step's 3
+ * MMAs (24 products) with truncation: <= 3 * 2^-23 of that step's sum (4e-7 S). The steps are added
+ * in f32 with rounding to nearest: the probabilistic bound sqrt(K/8) 2^-24 S is 1.4e-6 S at K =
+ * 4608 (the worst-case (K/8) 2^-24 S, 3.4e-5 S, is that of any f32 GEMM, cuBLAS included). The
+ * activations are 1-Lipschitz (logistic 1/4); expf adds an ulp or two of the output (the last
+ * term). 1e-5 leaves a margin of 7x over the probabilistic bound. Plain TF32 errs by ~2^-11 of the
+ * largest products, which the wide data make a good share of S: test_gemm_tf32x3 asserts the
+ * tolerance rejects it. bench/tf32x3_model.py models this on the same data (CPU): plain TF32 lands
+ * 6-76x past the tolerance, the kernel's rounding uses 1.3-4% of it. */
+static double gemm_tol(double s, double bias, double ref)
+{
+    return 1e-5 * (s + fabs(bias)) + 4.0 * (double)FLT_EPSILON * fabs(ref);
+}
+
+static void run_gemm_case(const gemm_case *c, int tile)
+{
+    const size_t n_w = (size_t)c->n * c->k, n_col = (size_t)c->batch * c->k * c->p;
+    const size_t n_out = (size_t)c->batch * c->n * c->p;
+    float *w = xmalloc(n_w * sizeof(float));
+    float *col = xmalloc(n_col * sizeof(float));
+    float *bias = xmalloc((size_t)c->n * sizeof(float));
+    float *got = xmalloc(n_out * sizeof(float));
+    for (size_t i = 0; i < n_w; ++i)
+        w[i] = wide_value();
+    for (size_t i = 0; i < n_col; ++i)
+        col[i] = wide_value();
+    for (int i = 0; i < c->n; ++i)
+        bias[i] = wide_value();
+
+    dev_floats d_w = dev_upload(w, n_w, c->shift);
+    dev_floats d_col = dev_upload(col, n_col, c->shift);
+    dev_floats d_bias = dev_upload(bias, (size_t)c->n, 0);
+    dev_floats d_out = dev_alloc(n_out, c->shift);
+    dev_poison(&d_out, 0x7F);
+    gr_kernels_clear_failure();
+    CUDA_OK(gr_launch_gemm_tf32x3_f32(d_w.data, d_col.data, c->has_bias ? d_bias.data : NULL,
+                                      d_out.data, c->n, c->k, c->p, c->batch, c->act, tile, 0));
+    CUDA_OK(cudaDeviceSynchronize());
+    dev_fetch(&d_out, 0x7F, got);
+
+    double tf32_worst = 0.0; /* largest |plain TF32 error| / tolerance before the activation */
+    for (int b = 0; b < c->batch; ++b)
+        for (int n = 0; n < c->n; ++n)
+            for (int p = 0; p < c->p; ++p) {
+                double sum = 0.0, s = 0.0, sum_tf32 = 0.0;
+                for (int k = 0; k < c->k; ++k) {
+                    const float wv = w[(size_t)n * c->k + k];
+                    const float xv = col[((size_t)b * c->k + k) * c->p + p];
+                    sum += (double)wv * (double)xv;
+                    s += fabs((double)wv * (double)xv);
+                    sum_tf32 += tf32_rna(wv) * tf32_rna(xv);
+                }
+                const double bv = c->has_bias ? (double)bias[n] : 0.0;
+                const double ref = act_ref(sum + bv, c->act);
+                const double tol = gemm_tol(s, bv, ref);
+                const double y_tol = gemm_tol(s, bv, sum + bv);
+                tf32_worst = fmax(tf32_worst, fabs(sum_tf32 - sum) / y_tol);
+                const size_t i = ((size_t)b * c->n + n) * c->p + p;
+                ck_assert_msg(fabs((double)got[i] - ref) <= tol,
+                              "N %d K %d P %d batch %d %s tile %d: out[%d][%d][%d] = %.9g, "
+                              "reference %.9g, error %.3g > tolerance %.3g (seed %llu)",
+                              c->n, c->k, c->p, c->batch, act_name(c->act), tile, b, n, p,
+                              (double)got[i], ref, fabs((double)got[i] - ref), tol,
+                              (unsigned long long)test_seed);
+            }
+    /* the tolerance is tight enough to tell 3xTF32 from plain TF32 on these data */
+    ck_assert_msg(tf32_worst > 1.0,
+                  "N %d K %d P %d: plain TF32 stays within the tolerance (worst %.3g of it): the "
+                  "test would not catch a 1-pass kernel",
+                  c->n, c->k, c->p, tf32_worst);
+    dev_free(&d_w);
+    dev_free(&d_col);
+    dev_free(&d_bias);
+    dev_free(&d_out);
+    free(w);
+    free(col);
+    free(bias);
+    free(got);
+}
+
+/* Every case on every tile (0 = the automatic choice). */
+START_TEST(test_gemm_tf32x3)
+{
+    if (device_major < 8)
+        return; /* test_gemm_refused_before_sm80 covers it */
+    const int c = _i / (GR_TF32X3_TILES + 1), tile = _i % (GR_TF32X3_TILES + 1);
+    run_gemm_case(&gemm_cases[c], tile);
+}
+END_TEST
+
+START_TEST(test_gemm_refused_before_sm80)
+{
+    if (device_major >= 8)
+        return;
+    float *buf = NULL;
+    CUDA_OK(cudaMalloc((void **)&buf, 64 * sizeof(float)));
+    gr_kernels_clear_failure();
+    ck_assert_int_eq(gr_launch_gemm_tf32x3_f32(buf, buf, NULL, buf, 2, 2, 2, 1, 0, 0, 0),
+                     cudaErrorNotSupported);
+    ck_assert_msg(strstr(gr_kernels_last_failure(), "sm_80") != NULL, "message: %s",
+                  gr_kernels_last_failure());
+    CUDA_OK(cudaFree(buf));
+}
+END_TEST
+
+START_TEST(test_gemm_bad_arguments)
+{
+    float *buf = NULL;
+    CUDA_OK(cudaMalloc((void **)&buf, 64 * sizeof(float)));
+    const cudaError_t inval = cudaErrorInvalidValue;
+    ck_assert_int_eq(gr_launch_gemm_tf32x3_f32(NULL, buf, NULL, buf, 2, 2, 2, 1, 0, 0, 0), inval);
+    ck_assert_int_eq(gr_launch_gemm_tf32x3_f32(buf, NULL, NULL, buf, 2, 2, 2, 1, 0, 0, 0), inval);
+    ck_assert_int_eq(gr_launch_gemm_tf32x3_f32(buf, buf, NULL, NULL, 2, 2, 2, 1, 0, 0, 0), inval);
+    ck_assert_int_eq(gr_launch_gemm_tf32x3_f32(buf, buf, NULL, buf, 0, 2, 2, 1, 0, 0, 0), inval);
+    ck_assert_int_eq(gr_launch_gemm_tf32x3_f32(buf, buf, NULL, buf, 2, 2, 2, 0, 0, 0, 0), inval);
+    ck_assert_int_eq(gr_launch_gemm_tf32x3_f32(buf, buf, NULL, buf, 2, 2, 2, 1, 4, 0, 0), inval);
+    ck_assert_int_eq(
+        gr_launch_gemm_tf32x3_f32(buf, buf, NULL, buf, 2, 2, 2, 1, 0, GR_TF32X3_TILES + 1, 0),
+        inval);
+    gr_kernels_clear_failure();
+    ck_assert_int_eq(
+        gr_launch_gemm_tf32x3_f32(buf, buf, NULL, buf, 2, 1 << 16, 1 << 16, 1, 0, 0, 0),
+        inval); /* k * p >= 2^31 */
+    ck_assert_msg(strstr(gr_kernels_last_failure(), "gemm_tf32x3.cu") != NULL, "message: %s",
+                  gr_kernels_last_failure());
+    ck_assert_int_eq(gr_launch_im2col_f32(buf, 1, 1, 4, 4, 3, 1, -1, buf, 0), inval);
+    ck_assert_int_eq(gr_launch_im2col_f32(buf, 1, 1, 2, 2, 5, 1, 0, buf, 0), inval); /* empty */
+
+    gr_conv_f32_args a;
+    memset(&a, 0, sizeof a);
+    a.batch = 1;
+    a.in_c = a.in_h = a.in_w = a.out_c = 2;
+    a.ksize = a.stride = 1;
+    a.in = a.weights = buf;
+    a.out = buf + 16;
+    cudaError_t cerr = cudaSuccess;
+    a.algo = 2; /* no such algorithm */
+    ck_assert_int_eq(gr_launch_conv_f32(NULL, &a, 0, &cerr), CUBLAS_STATUS_INVALID_VALUE);
+    a.algo = GR_CONV_F32_SGEMM; /* needs the cuBLAS handle */
+    ck_assert_int_eq(gr_launch_conv_f32(NULL, &a, 0, &cerr), CUBLAS_STATUS_INVALID_VALUE);
+    a.algo = GR_CONV_F32_TF32X3;
+    a.tile = GR_TF32X3_TILES + 1;
+    ck_assert_int_eq(gr_launch_conv_f32(NULL, &a, 0, &cerr), CUBLAS_STATUS_INVALID_VALUE);
+    a.tile = 0; /* TF32X3 does not need the handle; refused with NotSupported before sm_80 */
+    const cublasStatus_t st = gr_launch_conv_f32(NULL, &a, 0, &cerr);
+    if (device_major >= 8) {
+        ck_assert_int_eq(st, CUBLAS_STATUS_SUCCESS);
+    } else {
+        ck_assert_int_eq(st, CUBLAS_STATUS_EXECUTION_FAILED);
+        ck_assert_int_eq(cerr, cudaErrorNotSupported);
+    }
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaFree(buf));
+}
+END_TEST
+
+/* The automatic tile: the smallest row tile that covers N up to 64, 128 rows after that unless
+ * that leaves SMs idle. */
+START_TEST(test_auto_tile)
+{
+    /* the blocks the automatic tile launches (the engine's SGEMM fallback counts them) */
+    ck_assert_int_eq(gr_gemm_tf32x3_blocks(16, 173056, 132), 676);
+    ck_assert_int_eq(gr_gemm_tf32x3_blocks(1024, 64 * 169, 132), 8 * 85);
+    ck_assert_int_eq(gr_gemm_tf32x3_blocks(1024, 169, 132), 16 * 2);
+    ck_assert_int_eq(gr_gemm_tf32x3_blocks(0, 169, 132), 0);
+    ck_assert_int_eq(gr_gemm_tf32x3_auto_tile(1, 100000, 132), GR_TF32X3_TILE_16x256);
+    ck_assert_int_eq(gr_gemm_tf32x3_auto_tile(16, 100000, 132), GR_TF32X3_TILE_16x256);
+    ck_assert_int_eq(gr_gemm_tf32x3_auto_tile(32, 100000, 132), GR_TF32X3_TILE_32x256);
+    ck_assert_int_eq(gr_gemm_tf32x3_auto_tile(64, 100000, 132), GR_TF32X3_TILE_64x128);
+    ck_assert_int_eq(gr_gemm_tf32x3_auto_tile(1024, 64 * 169, 132), GR_TF32X3_TILE_128x128);
+    ck_assert_int_eq(gr_gemm_tf32x3_auto_tile(1024, 169, 132), GR_TF32X3_TILE_64x128);
+}
+END_TEST
+
+/* ---- the conv launcher: the three algorithms on conv shapes -------------------------------- */
+
+typedef struct conv_case {
+    int batch, in_c, in_h, in_w, out_c, ksize, stride, pad, act, has_bias;
+} conv_case;
+
+static const conv_case conv_cases[] = {
+    {2, 3, 17, 15, 16, 3, 1, 1, GR_CONV_ACT_LEAKY, 1},   /* first-layer-like, K 27 */
+    {3, 16, 13, 13, 125, 1, 1, 0, GR_CONV_ACT_LINEAR, 1}, /* 1x1: reads the input directly */
+    {2, 8, 13, 13, 13, 3, 2, 2, GR_CONV_ACT_LOGISTIC, 0}, /* stride 2, pad 2, no bias */
+    {1, 512, 13, 13, 1, 3, 1, 1, GR_CONV_ACT_RELU, 1},    /* K 4608, one output channel */
+    {2, 5, 11, 9, 70, 5, 1, 2, GR_CONV_ACT_LEAKY, 1},     /* ksize 5 */
+    {2, 7, 11, 13, 20, 1, 2, 0, GR_CONV_ACT_LEAKY, 1},    /* 1x1 stride 2: not direct */
+    {3, 16, 26, 26, 32, 3, 2, 1, GR_CONV_ACT_RELU, 1},    /* stride 2, 13x13 out, batch 3 */
+};
+#define N_CONV ((int)(sizeof conv_cases / sizeof conv_cases[0]))
+
+/* SGEMM, TF32X3 (im2col + GEMM) and TF32X3_IMPLICIT (the GEMM gathers the input itself: no
+ * workspace, which gr_conv_f32_workspace_floats must say) against the double reference. */
+static void run_conv_case(int index, int algo, int tile)
+{
+    const conv_case *c = &conv_cases[index];
+    const int oh = gr_conv_out_dim(c->in_h, c->ksize, c->stride, c->pad);
+    const int ow = gr_conv_out_dim(c->in_w, c->ksize, c->stride, c->pad);
+    static const char *algo_names[] = {"sgemm", "tf32x3", "tf32x3 implicit"};
+    const int hw = oh * ow, kk = c->ksize * c->ksize;
+    const size_t n_in = (size_t)c->batch * c->in_c * c->in_h * c->in_w;
+    const size_t n_w = (size_t)c->out_c * c->in_c * kk, n_out = (size_t)c->batch * c->out_c * hw;
+    float *in = xmalloc(n_in * sizeof(float)), *w = xmalloc(n_w * sizeof(float));
+    float *bias = xmalloc((size_t)c->out_c * sizeof(float)), *got = xmalloc(n_out * sizeof(float));
+    for (size_t i = 0; i < n_in; ++i)
+        in[i] = wide_value();
+    for (size_t i = 0; i < n_w; ++i)
+        w[i] = wide_value();
+    for (int i = 0; i < c->out_c; ++i)
+        bias[i] = wide_value();
+
+    gr_conv_f32_args a;
+    memset(&a, 0, sizeof a);
+    a.batch = c->batch;
+    a.in_c = c->in_c;
+    a.in_h = c->in_h;
+    a.in_w = c->in_w;
+    a.out_c = c->out_c;
+    a.ksize = c->ksize;
+    a.stride = c->stride;
+    a.pad = c->pad;
+    a.activation = c->act;
+    a.algo = algo;
+    a.tile = tile;
+    int ok = 0;
+    const size_t ws = gr_conv_f32_workspace_floats(&a, &ok);
+    ck_assert(ok);
+    if (algo == GR_CONV_F32_TF32X3_IMPLICIT)
+        ck_assert_uint_eq(ws, 0);
+    dev_floats d_in = dev_upload(in, n_in, 0), d_w = dev_upload(w, n_w, 0);
+    dev_floats d_bias = dev_upload(bias, (size_t)c->out_c, 0);
+    dev_floats d_ws = dev_alloc(ws ? ws : 1, 0);
+    dev_floats d_out = dev_alloc(n_out, 0);
+    a.in = d_in.data;
+    a.weights = d_w.data;
+    a.bias = c->has_bias ? d_bias.data : NULL;
+    a.workspace = ws ? d_ws.data : NULL;
+    a.out = d_out.data;
+    cublasHandle_t h = NULL;
+    if (algo == GR_CONV_F32_SGEMM)
+        ck_assert_int_eq(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+    dev_poison(&d_out, 0x33);
+    cudaError_t cerr = cudaSuccess;
+    ck_assert_msg(gr_launch_conv_f32(h, &a, 0, &cerr) == CUBLAS_STATUS_SUCCESS, "%s",
+                  gr_kernels_last_failure());
+    CUDA_OK(cudaDeviceSynchronize());
+    dev_fetch(&d_out, 0x33, got);
+    for (int b = 0; b < c->batch; ++b)
+        for (int o = 0; o < c->out_c; ++o)
+            for (int p = 0; p < hw; ++p) {
+                const int oy = p / ow, ox = p % ow;
+                double sum = 0.0, s = 0.0;
+                for (int ci = 0; ci < c->in_c; ++ci)
+                    for (int ky = 0; ky < c->ksize; ++ky)
+                        for (int kx = 0; kx < c->ksize; ++kx) {
+                            const int iy = oy * c->stride - c->pad + ky;
+                            const int ix = ox * c->stride - c->pad + kx;
+                            if (iy < 0 || iy >= c->in_h || ix < 0 || ix >= c->in_w)
+                                continue;
+                            const double t =
+                                (double)in[(((size_t)b * c->in_c + ci) * c->in_h + iy) * c->in_w +
+                                           ix] *
+                                (double)w[(((size_t)o * c->in_c + ci) * c->ksize + ky) * c->ksize +
+                                          kx];
+                            sum += t;
+                            s += fabs(t);
+                        }
+                const double bv = c->has_bias ? (double)bias[o] : 0.0;
+                const double ref = act_ref(sum + bv, c->act);
+                const double tol = gemm_tol(s, bv, ref);
+                const size_t i = ((size_t)b * c->out_c + o) * hw + p;
+                ck_assert_msg(fabs((double)got[i] - ref) <= tol,
+                              "conv case %d (%s, tile %d): out[%d][%d][%d] = %.9g, reference %.9g, "
+                              "tolerance %.3g (seed %llu)",
+                              index, algo_names[algo], tile, b, o, p, (double)got[i], ref, tol,
+                              (unsigned long long)test_seed);
+            }
+    if (h)
+        cublasDestroy(h);
+    dev_free(&d_in);
+    dev_free(&d_w);
+    dev_free(&d_bias);
+    dev_free(&d_ws);
+    dev_free(&d_out);
+    free(in);
+    free(w);
+    free(bias);
+    free(got);
+}
+
+START_TEST(test_conv_algorithms)
+{
+    const int algo = _i % 3; /* GR_CONV_F32_SGEMM, _TF32X3, _TF32X3_IMPLICIT */
+    if (algo != GR_CONV_F32_SGEMM && device_major < 8)
+        return;
+    run_conv_case(_i / 3, algo, GR_TF32X3_TILE_AUTO);
+}
+END_TEST
+
+/* The implicit im2col's loader on every tile (each gives its threads other rows and columns). */
+START_TEST(test_conv_implicit_tiles)
+{
+    if (device_major < 8)
+        return;
+    run_conv_case(_i / GR_TF32X3_TILES, GR_CONV_F32_TF32X3_IMPLICIT, 1 + _i % GR_TF32X3_TILES);
+}
+END_TEST
+
+/* ---- the engine: GR_F32_ALGO ---------------------------------------------------------------- */
+
+static gr_engine *build_engine(const gr_model *m, gr_device dev)
+{
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = dev;
+    eo.precision = GR_PREC_FP32;
+    eo.batch = 2;
+    gr_engine *e = NULL;
+    ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s", gr_last_error());
+    return e;
+}
+
+/* YOLOv2-tiny (synthetic weights) at batch 2 on a random input: every GR_F32_ALGO agrees with the
+ * CPU reference within test_gpu_engine's fp32 bound (NRMSE 1e-5 of the output range). A value it
+ * does not know fails the build with a message naming it. */
+START_TEST(test_engine_f32_algorithms)
+{
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    gr_model *m = NULL;
+    ck_assert_msg(gr_model_load(&mo, &m) == GR_OK, "%s", gr_last_error());
+    gr_engine *cpu = build_engine(m, GR_DEVICE_CPU);
+    gr_tensor_desc in;
+    ck_assert(gr_engine_input_desc(cpu, &in) == GR_OK);
+    const size_t n_in = (size_t)in.n * in.c * in.h * in.w;
+    float *input = xmalloc(n_in * sizeof(float));
+    for (size_t i = 0; i < n_in; ++i)
+        input[i] = 0.05f + 0.9f * gr_rng_uniform(&rng);
+    ck_assert(gr_engine_run_f32(cpu, input) == GR_OK);
+    gr_tensor_desc od;
+    ck_assert(gr_engine_output_desc(cpu, 0, &od) == GR_OK);
+    const size_t n_out = (size_t)od.n * od.c * od.h * od.w;
+    const float *ref = NULL;
+    ck_assert(gr_engine_output(cpu, 0, &ref) == GR_OK);
+    double lo = 1e300, hi = -1e300;
+    for (size_t i = 0; i < n_out; ++i) {
+        lo = fmin(lo, (double)ref[i]);
+        hi = fmax(hi, (double)ref[i]);
+    }
+    /* NULL: unset, the default (3xTF32 where its grid fills the SMs, SGEMM elsewhere) */
+    static const char *algos[] = {NULL, "sgemm", "tf32x3", "implicit"};
+    for (int a = 0; a < 4; ++a) {
+        if (algos[a])
+            ck_assert_int_eq(setenv("GR_F32_ALGO", algos[a], 1), 0);
+        else
+            ck_assert_int_eq(unsetenv("GR_F32_ALGO"), 0);
+        gr_engine *gpu = build_engine(m, GR_DEVICE_GPU);
+        ck_assert_msg(gr_engine_run_f32(gpu, input) == GR_OK, "%s", gr_last_error());
+        const float *out = NULL;
+        ck_assert(gr_engine_output(gpu, 0, &out) == GR_OK);
+        double sq = 0.0;
+        for (size_t i = 0; i < n_out; ++i)
+            sq += ((double)out[i] - (double)ref[i]) * ((double)out[i] - (double)ref[i]);
+        const double nrmse = sqrt(sq / (double)n_out) / (hi - lo);
+        const char *name = algos[a] ? algos[a] : "(unset)";
+        printf("gpu_gemm_f32: engine fp32 with GR_F32_ALGO=%s: NRMSE %.3g\n", name, nrmse);
+        ck_assert_msg(nrmse <= 1e-5, "GR_F32_ALGO=%s: NRMSE %g", name, nrmse);
+        gr_engine_destroy(gpu);
+    }
+    ck_assert_int_eq(setenv("GR_F32_ALGO", "banana", 1), 0);
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = GR_DEVICE_GPU;
+    gr_engine *bad = NULL;
+    ck_assert_int_eq(gr_engine_build(m, &eo, &bad), GR_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(gr_last_error(), "GR_F32_ALGO=banana") != NULL, "%s", gr_last_error());
+    ck_assert_ptr_null(bad);
+    ck_assert_int_eq(unsetenv("GR_F32_ALGO"), 0);
+    free(input);
+    gr_engine_destroy(cpu);
+    gr_model_destroy(m);
+}
+END_TEST
+
+/* One TCase per part, so a sanitizer run can take one (CK_RUN_CASE=im2col|gemm|conv|engine). */
+static Suite *gemm_suite(void)
+{
+    Suite *s = suite_create("gpu_gemm_f32");
+    TCase *im2col = tcase_create("im2col");
+    tcase_set_timeout(im2col, 600);
+    tcase_add_loop_test(im2col, test_im2col_bit_identical, 0, N_IM2COL);
+    suite_add_tcase(s, im2col);
+    TCase *gemm = tcase_create("gemm");
+    tcase_set_timeout(gemm, 600);
+    tcase_add_loop_test(gemm, test_gemm_tf32x3, 0, N_GEMM * (GR_TF32X3_TILES + 1));
+    tcase_add_test(gemm, test_gemm_refused_before_sm80);
+    tcase_add_test(gemm, test_gemm_bad_arguments);
+    tcase_add_test(gemm, test_auto_tile);
+    suite_add_tcase(s, gemm);
+    TCase *conv = tcase_create("conv");
+    tcase_set_timeout(conv, 600);
+    tcase_add_loop_test(conv, test_conv_algorithms, 0, 3 * N_CONV);
+    tcase_add_loop_test(conv, test_conv_implicit_tiles, 0, N_CONV * GR_TF32X3_TILES);
+    suite_add_tcase(s, conv);
+    TCase *engine = tcase_create("engine");
+    tcase_set_timeout(engine, 600);
+    tcase_add_test(engine, test_engine_f32_algorithms);
+    suite_add_tcase(s, engine);
+    return s;
+}
+
+int main(void)
+{
+    if (!gr_test_have_gpu("gpu_gemm_f32"))
+        return 77;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&device_major, cudaDevAttrComputeCapabilityMajor, dev) !=
+            cudaSuccess) {
+        printf("gpu_gemm_f32: cannot read the device's compute capability\n");
+        return 1;
+    }
+    const char *seed_env = getenv("GR_TEST_SEED");
+    test_seed = seed_env ? strtoull(seed_env, NULL, 10)
+                         : ((uint64_t)time(NULL) * 2654435761u) ^ (uint64_t)clock();
+    printf("gpu_gemm_f32: seed %llu (GR_TEST_SEED=%llu repeats this run), sm_%d\n",
+           (unsigned long long)test_seed, (unsigned long long)test_seed, device_major);
+    gr_rng_seed(&rng, test_seed);
+    int failed = gr_test_run_in_process(gemm_suite());
+    return failed == 0 ? 0 : 1;
+}
+#endif
