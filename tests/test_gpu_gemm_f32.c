@@ -371,7 +371,7 @@ START_TEST(test_gemm_bad_arguments)
     a.in = a.weights = buf;
     a.out = buf + 16;
     cudaError_t cerr = cudaSuccess;
-    a.algo = 2; /* no such algorithm */
+    a.algo = GR_CONV_F32_TF32X3_IMPLICIT + 1; /* no such algorithm */
     ck_assert_int_eq(gr_launch_conv_f32(NULL, &a, 0, &cerr), CUBLAS_STATUS_INVALID_VALUE);
     a.algo = GR_CONV_F32_SGEMM; /* needs the cuBLAS handle */
     ck_assert_int_eq(gr_launch_conv_f32(NULL, &a, 0, &cerr), CUBLAS_STATUS_INVALID_VALUE);
