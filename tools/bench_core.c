@@ -415,6 +415,13 @@ done:
     return st;
 }
 
+/* The throughput a target is judged on: issue 10's targets are for runs in flight (copies
+ * overlapped), so the sustained figure where two or more ran in flight, else the synchronous one. */
+static double judged_images_per_s(const bench_result *r)
+{
+    return r->memory.inflight >= 2 ? r->sustained_images_per_s : r->images_per_s;
+}
+
 /* "ok" / "MISS" against the target, "-" where there is none. */
 static const char *verdict(const bench_result *r)
 {
@@ -423,7 +430,7 @@ static const char *verdict(const bench_result *r)
     if (lat > 0)
         return r->p50 <= lat ? "ok" : "MISS";
     if (ips > 0)
-        return r->images_per_s >= ips ? "ok" : "MISS";
+        return judged_images_per_s(r) >= ips ? "ok" : "MISS";
     return "-";
 }
 
@@ -434,7 +441,8 @@ static void target_text(const bench_result *r, char *buf, size_t len)
     if (lat > 0)
         snprintf(buf, len, "<=%.0fus %s", lat, verdict(r));
     else if (ips > 0)
-        snprintf(buf, len, ">=%.0fk/s %s", ips / 1000, verdict(r));
+        snprintf(buf, len, ">=%.0fk/s %s%s", ips / 1000, verdict(r),
+                 r->memory.inflight >= 2 ? " (sust.)" : "");
     else
         snprintf(buf, len, "-");
 }
