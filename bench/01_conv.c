@@ -71,11 +71,9 @@ static int time_launch(gr_conv_args *a, int is_i8, int runs, float *ms, cudaEven
 
 int main(int argc, char **argv)
 {
-    const int runs = argc > 1 ? atoi(argv[1]) : 200;
-    if (runs < 10 || runs > 100000) {
-        fprintf(stderr, "usage: 01_conv [runs >= 10]\n");
+    const int runs = bench_runs_arg(argc, argv, 200);
+    if (runs < 0)
         return 2;
-    }
     struct cudaDeviceProp prop;
     if (bench_no_device(&prop))
         return 0;

@@ -65,11 +65,9 @@ static double as_double(const void *p, size_t i, int kind) /* 0 i8, 1 f16, 2 f32
 
 int main(int argc, char **argv)
 {
-    const int runs = argc > 1 ? atoi(argv[1]) : 100;
-    if (runs < 10 || runs > 100000) {
-        fprintf(stderr, "usage: 07_gemm [runs >= 10]\n");
+    const int runs = bench_runs_arg(argc, argv, 100);
+    if (runs < 0)
         return 2;
-    }
     struct cudaDeviceProp prop;
     if (bench_no_device(&prop))
         return 0;

@@ -118,11 +118,9 @@ static float time_us(const bench_ctx *c, int op, int runs, float *ms, cudaEvent_
 
 int main(int argc, char **argv)
 {
-    const int runs = argc > 1 ? atoi(argv[1]) : 50;
-    if (runs < 10 || runs > 100000) {
-        fprintf(stderr, "usage: 08_f32 [runs >= 10]\n");
+    const int runs = bench_runs_arg(argc, argv, 50);
+    if (runs < 0)
         return 2;
-    }
     struct cudaDeviceProp prop;
     if (bench_no_device(&prop))
         return 0;

@@ -70,6 +70,18 @@ static inline const bench_layer *bench_yolo_layer(int i) /* 0..8 */
     return &layers[i];
 }
 
+/* The first argument as the number of timed runs (def when absent); -1 after a usage line when it
+ * is not in [10, 100000]. */
+static inline int bench_runs_arg(int argc, char **argv, int def)
+{
+    const int runs = argc > 1 ? atoi(argv[1]) : def;
+    if (runs < 10 || runs > 100000) {
+        fprintf(stderr, "usage: %s [runs >= 10]\n", BENCH_NAME);
+        return -1;
+    }
+    return runs;
+}
+
 /* 0 and the device's properties when a GPU is visible; else says so and returns 1. */
 static inline int bench_no_device(struct cudaDeviceProp *prop)
 {
