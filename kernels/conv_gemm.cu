@@ -309,6 +309,12 @@ extern "C" cudaError_t gr_conv_gemm_create(const gr_conv_args *a, int is_i8, cub
     g->out_kind = a->out_kind;
     g->out_inv_scale = a->out_inv_scale;
     g->x_bytes = g->direct ? 0 : align256(static_cast<size_t>(g->M) * g->K * elem);
+    if (!g->direct && g->M * g->ksize * g->ksize * g->chunks_per_tap >= INT_MAX) {
+        gr_kernels_record_failure(__FILE__, __LINE__, "GEMM tactic im2col",
+                                  "the im2col matrix has 2^31 or more 16-byte chunks");
+        gr_conv_gemm_destroy(g);
+        return cudaErrorInvalidValue;
+    }
     g->c_bytes = align256(static_cast<size_t>(g->M) * g->ldc * 4);
     const cudaError_t err = make_descriptors(g, a);
     if (err != cudaSuccess) {

@@ -266,6 +266,10 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
 #pragma unroll
             for (int i = 0; i < FM; ++i)
                 ldmatrix_x4(a[i], a_row[i] + koff);
+            if (kPatch && kk + 16 >= k_bytes) /* K bytes 16-31 are padding: zeros, as in an im2col row */
+#pragma unroll
+                for (int i = 0; i < FM; ++i)
+                    a[i][2] = a[i][3] = 0u;
 #pragma unroll
             for (int j = 0; j < NJ / 2; ++j) { /* filters 0-7 x K 0-15 / 16-31, then 8-15 */
                 unsigned b[4];
@@ -281,7 +285,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
         /* Epilogue. Thread (g, t4) holds rows g and g + 8 of each 16-row fragment, filters
          * 8j + 2t4 and + 1. A pooled window's rows 4w..4w+3 are lanes g = 4w'..4w'+3: lane bits
          * 2-3, so two xor-shuffles give every lane its window's maximum. */
-        const int m_warp = tile * BM + warp * 16 * FM;
+        const int m_warp = kPatch ? 0 : tile * BM + warp * 16 * FM; /* the linear modes' rows */
         int t_img = 0, t_oy0 = 0, t_ox0 = 0, t_cy0 = 0, t_cx0 = 0;
         if (kPatch) {
             tile_origin(tile, t_img, t_oy0, t_ox0);
@@ -471,8 +475,12 @@ bool patch_geometry(StreamParams &sp, int bm, int fm)
     sp.tiles_y = gr_ceil_div(sp.map_h, sp.th);
     const int ch = p.pool ? (sp.th - 1) * p.pool_stride + 2 : sp.th;
     const int cw = p.pool ? (tw - 1) * p.pool_stride + 2 : tw;
-    sp.patch_h = (ch - 1) * p.stride + p.ksize;
-    sp.patch_w = (cw - 1) * p.stride + p.ksize;
+    const long long patch_h = static_cast<long long>(ch - 1) * p.stride + p.ksize;
+    const long long patch_w = static_cast<long long>(cw - 1) * p.stride + p.ksize;
+    if (patch_h * patch_w >= (1 << 16)) /* the fill's float division; and no patch this large fits */
+        return false;
+    sp.patch_h = static_cast<int>(patch_h);
+    sp.patch_w = static_cast<int>(patch_w);
     sp.inv_patch_w = 1.0f / static_cast<float>(sp.patch_w);
     sp.pb = p.cin_pad * sp.elem;
     sp.ppb = sp.pb + (sp.pb / 16 % 2 == 0 ? 16 : 0); /* an odd number of 16-byte units */
@@ -494,7 +502,7 @@ bool patch_geometry(StreamParams &sp, int bm, int fm)
     sp.patch_bytes = (sp.patch_h * sp.pitch + 127) / 128 * 128;
     sp.m_tiles = 0;
     const long long tiles = static_cast<long long>(sp.tiles_x) * sp.tiles_y * sp.m_tiles_batch;
-    if (tiles >= INT_MAX || sp.patch_h * sp.patch_w >= (1 << 16))
+    if (tiles >= INT_MAX)
         return false;
     sp.m_tiles = static_cast<int>(tiles);
     return true;
@@ -547,7 +555,7 @@ cudaError_t gr_conv::stream_launch(const ConvParams &p, bool is_i8, int tile, bo
                                   "the stream tiles need sm_80+ (mma.sync)");
         return cudaErrorNotSupported;
     }
-    StreamParams sp;
+    StreamParams sp = {};
     sp.p = p;
     sp.elem = is_i8 ? 1 : 2;
     sp.out_elem = p.out_kind == GR_CONV_OUT_I8 ? 1 : (p.out_kind == GR_CONV_OUT_F16 ? 2 : 4);
