@@ -2,6 +2,8 @@
  * one engine must each give output bit-identical to the first, to an eager (non-graph) stream
  * execution of the same plan, and to a second engine built from the same model. Prints p50 / p99 /
  * max replay latency next to the eager latency (the benchmark, not this test, holds the targets).
+ * For sanitizer runs (compute-sanitizer makes 1,000 fp32 replays take minutes): GR_TEST_REPLAYS=N
+ * (10..1000) replays fewer, GR_TEST_PREC=fp32|fp16|int8 runs one precision.
  * Exits 77 (skipped) with one line when no CUDA device is visible. */
 #include <check.h>
 #include <stdio.h>
@@ -13,7 +15,9 @@
 #include "graphrun/runtime.h"
 #include "tests/support/gpu_test.h"
 
-enum { REPLAYS = 1000, EAGER_RUNS = 200 };
+enum { MAX_REPLAYS = 1000, MAX_EAGER_RUNS = 200 };
+
+static int n_replays = MAX_REPLAYS, n_eager = MAX_EAGER_RUNS;
 
 static gr_engine *build(const gr_model *m, gr_precision prec, int graph)
 {
@@ -64,6 +68,11 @@ static void replay(gr_engine *e, const uint8_t *image, size_t bytes, int runs, f
 START_TEST(test_replays_bit_identical)
 {
     gr_precision prec = (gr_precision)_i;
+    const char *only = getenv("GR_TEST_PREC");
+    if (only && strcmp(only, gr_precision_name(prec)) != 0) {
+        printf("gpu_replay: %s skipped (GR_TEST_PREC=%s)\n", gr_precision_name(prec), only);
+        return;
+    }
     const char *names[] = {"yolo", "yolov3-tiny"};
     for (int mi = 0; mi < 2; mi++) {
         gr_model_options mo;
@@ -85,7 +94,7 @@ START_TEST(test_replays_bit_identical)
         gr_engine_output_desc(graph, 0, &d);
         size_t out_elems = (size_t)d.n * d.c * d.h * d.w;
         float *expect = malloc(out_elems * sizeof *expect);
-        double *lat = malloc(REPLAYS * sizeof *lat), *lat_eager = malloc(EAGER_RUNS * sizeof *lat);
+        double *lat = malloc(n_replays * sizeof *lat), *lat_eager = malloc(n_eager * sizeof *lat);
         ck_assert(image && expect && lat && lat_eager);
 
         /* Reference: the eager stream execution. */
@@ -98,15 +107,15 @@ START_TEST(test_replays_bit_identical)
             nonzero += expect[i] != 0.0f;
         ck_assert_msg(nonzero > (int)(out_elems / 2), "output is mostly zeros");
 
-        replay(graph, image, bytes, REPLAYS, expect, out_elems, lat);
-        replay(eager, image, bytes, EAGER_RUNS, expect, out_elems, lat_eager);
+        replay(graph, image, bytes, n_replays, expect, out_elems, lat);
+        replay(eager, image, bytes, n_eager, expect, out_elems, lat_eager);
         double lat2[10];
         replay(second, image, bytes, 10, expect, out_elems, lat2);
         printf("%-12s %s: %d graph replays bit-identical (also to eager and to a second build); "
                "replay p50 %.1f us, p99 %.1f us, max %.1f us; eager p50 %.1f us, p99 %.1f us\n",
-               names[mi], gr_precision_name(prec), REPLAYS, lat[REPLAYS / 2],
-               lat[REPLAYS * 99 / 100], lat[REPLAYS - 1], lat_eager[EAGER_RUNS / 2],
-               lat_eager[EAGER_RUNS * 99 / 100]);
+               names[mi], gr_precision_name(prec), n_replays, lat[n_replays / 2],
+               lat[n_replays * 99 / 100], lat[n_replays - 1], lat_eager[n_eager / 2],
+               lat_eager[n_eager * 99 / 100]);
         free(lat);
         free(lat_eager);
         free(expect);
@@ -123,6 +132,16 @@ int main(void)
 {
     if (!gr_test_have_gpu("gpu_replay"))
         return 77;
+    const char *n = getenv("GR_TEST_REPLAYS");
+    if (n) {
+        const int v = atoi(n);
+        if (v < 10 || v > MAX_REPLAYS) {
+            fprintf(stderr, "gpu_replay: GR_TEST_REPLAYS=%s: expected 10..%d\n", n, MAX_REPLAYS);
+            return 2;
+        }
+        n_replays = v;
+        n_eager = v < MAX_EAGER_RUNS ? v : MAX_EAGER_RUNS;
+    }
     Suite *s = suite_create("gpu_replay");
     TCase *tc = tcase_create("replay");
     tcase_set_timeout(tc, 600);
