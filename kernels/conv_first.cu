@@ -20,6 +20,7 @@
 #include <cfloat>
 #include <cmath>
 #include <climits>
+#include <cstdint>
 #include <type_traits>
 
 #include <cuda_fp16.h>
@@ -53,6 +54,8 @@ struct FirstParams {
     int pool, pool_stride, pool_offset, pool_h, pool_w;
     int patch_h, patch_w; /* input pixels a block stages */
     int pitch;            /* the tensor-core kernel: words per patch row */
+    int raw_words;        /* the tensor-core kernel: 32-bit words of raw input per patch row */
+    int in_bytes;         /* the tensor-core kernel: bytes of the whole input */
     int batch;
 };
 
@@ -254,6 +257,7 @@ constexpr int kMmaMaxStride = 2;               /* conv stride and pool stride */
 constexpr int kMmaMaxPatchH = ((kMmaTileH - 1) * kMmaMaxStride + 1) * kMmaMaxStride + 3;
 constexpr int kMmaMaxPatchW = ((kMmaTileW - 1) * kMmaMaxStride + 1) * kMmaMaxStride + 3;
 constexpr int kMmaMaxPitch = kMmaMaxPatchW * 2 + 32; /* words: 2 per FP16 pixel, + bank padding */
+constexpr int kMmaRawWords = 2304; /* the next tile's raw input rows (9 KB) */
 
 /* mma.sync m16n8k16: INT8 (A in a[0..1], B in b[0]) and FP16 */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -283,7 +287,7 @@ template <> struct MmaK16<false> {
 /* NJ: 8-filter column blocks (2 or 4: out_c_pad <= 16 or 32). INT8 with 16 filters at 3 blocks per
  * SM (<= 85 registers; unbounded it takes 95, 2 blocks). */
 template <bool kI8, int NJ>
-__global__ void __launch_bounds__(kMmaWarps * 32, kI8 && NJ == 2 ? 3 : 1) k_conv_first_mma(const FirstParams p)
+__global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1) k_conv_first_mma(const FirstParams p)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     using Acc = typename std::conditional<kI8, int, float>::type;
@@ -292,6 +296,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kI8 && NJ == 2 ? 3 : 1) k_conv
     static_assert(NJ == 2 || NJ == 4, "16 or 32 filters");
     __shared__ unsigned lut[256];
     __shared__ unsigned patch[kMmaMaxPatchH * kMmaMaxPitch];
+    __shared__ unsigned raw[kMmaRawWords]; /* the input bytes of a tile's patch rows, word-aligned */
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t4 = lane & 3;
@@ -359,6 +364,15 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kI8 && NJ == 2 ? 3 : 1) k_conv
             ta[s][r] = (tap / 3) * p.pitch + (tap % 3) * WPP + (kI8 ? 0 : (t4 & 1));
         }
 
+    /* Row r of fragment i: pooled pixel 8 * (i / 2) + (r & 7) of this warp's row, window tap
+     * q = 2 * (i & 1) + (r >> 3). Thread (g, t4) then holds all four taps of pooled pixel
+     * 8 * (i / 2) + g in fragments i, i + 1 (rows g and g + 8 of each): the pool is in-thread.
+     * Its patch word: row0 (fragment 0, row g) + steps that are the same for every thread. */
+    const int row0 = warp * p.pool_stride * p.stride * p.pitch + g * p.pool_stride * p.stride * WPP;
+    const int step_tap_y = p.stride * p.pitch;                  /* fragments 2p + 1: tap row + 1 */
+    const int step_tap_x = p.stride * WPP;                      /* row g + 8: tap column + 1 */
+    const int step_8px = 8 * p.pool_stride * p.stride * WPP;    /* fragments 2, 3: 8 pixels on */
+
     gr_conv::wait_for_producer(); /* the input is the previous node's output */
     /* Persistent: tile t = (image, pooled row block, pooled column block), t = blockIdx.x, +
      * gridDim.x, ...; the constants above are loaded once per block. */
@@ -366,21 +380,62 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kI8 && NJ == 2 ? 3 : 1) k_conv
     const int tiles_y = (p.pool_h + kMmaTileH - 1) / kMmaTileH;
     const int tiles = tiles_x * tiles_y * p.batch;
     const float inv_patch_w = 1.0f / static_cast<float>(p.patch_w);
+    const float inv_raw_words = 1.0f / static_cast<float>(p.raw_words);
+    struct Origin {
+        int img, py0, px0, iy0, ix0;
+    };
+    auto origin = [&](int t) {
+        Origin o;
+        o.img = t / (tiles_x * tiles_y);
+        const int rest = t - o.img * tiles_x * tiles_y;
+        o.py0 = (rest / tiles_x) * kMmaTileH;
+        o.px0 = (rest % tiles_x) * kMmaTileW;
+        o.iy0 = (o.py0 * p.pool_stride + p.pool_offset) * p.stride - p.pad;
+        o.ix0 = (o.px0 * p.pool_stride + p.pool_offset) * p.stride - p.pad;
+        return o;
+    };
+    /* Byte offset (in the whole input) of patch row r's first pixel; may be negative or past the
+     * end for rows outside the image, which are never read back. */
+    auto row_start = [&](const Origin &o, int r) {
+        return ((o.img * p.in_h + o.iy0 + r) * p.in_w + o.ix0) * p.in_c_stride;
+    };
+    /* The raw bytes of tile t's patch rows: cp.async of 4-byte words from the row start rounded
+     * down to 4 bytes; words outside the input are zero-filled (src-size 0, or the bytes left at
+     * the end). One round of coalesced copies per tile instead of 3 byte loads per pixel, issued
+     * a tile ahead so that their latency hides behind this tile's MMAs. */
+    auto prefetch = [&](int t) {
+        const Origin o = origin(t);
+        for (int i = tid; i < p.patch_h * p.raw_words; i += kThreadsMma) {
+            const int r = static_cast<int>((static_cast<float>(i) + 0.5f) * inv_raw_words);
+            const int k = i - r * p.raw_words;
+            const int iy = o.iy0 + r;
+            const int at = (row_start(o, r) & ~3) + 4 * k;
+            const int left = p.in_bytes - at;
+            const int bytes = iy < 0 || iy >= p.in_h || at < 0 ? 0 : (left < 4 ? left : 4);
+            const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(raw + r * p.raw_words + k));
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst),
+                         "l"(p.in + (bytes > 0 ? at : 0)), "r"(bytes));
+        }
+        gr_conv::cp_async_commit();
+    };
+    if (blockIdx.x < tiles)
+        prefetch(blockIdx.x);
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const int img = t / (tiles_x * tiles_y), rest = t - img * tiles_x * tiles_y;
-        const int py0 = (rest / tiles_x) * kMmaTileH, px0 = (rest % tiles_x) * kMmaTileW;
-        const int cy0 = py0 * p.pool_stride + p.pool_offset, cx0 = px0 * p.pool_stride + p.pool_offset;
-        const int iy0 = cy0 * p.stride - p.pad, ix0 = cx0 * p.stride - p.pad;
-        __syncthreads(); /* the previous tile's reads of the patch are done */
+        const Origin o = origin(t);
+        const int img = o.img, py0 = o.py0, px0 = o.px0;
+        (void)img;
+        gr_conv::cp_async_wait<0>();
+        __syncthreads(); /* the raw rows have landed; the previous tile's reads of the patch are done */
+        const unsigned char *raw_bytes = reinterpret_cast<const unsigned char *>(raw);
         for (int i = tid; i < p.patch_h * p.patch_w; i += kThreadsMma) {
             /* i / patch_w through the float reciprocal: exact for i < 2^16 (checked at launch) */
             const int r = static_cast<int>((static_cast<float>(i) + 0.5f) * inv_patch_w);
             const int c = i - r * p.patch_w;
-            const int iy = iy0 + r, ix = ix0 + c;
+            const int iy = o.iy0 + r, ix = o.ix0 + c;
             unsigned w0 = 0u, w1 = 0u;
             if (iy >= 0 && iy < p.in_h && ix >= 0 && ix < p.in_w) {
-                const unsigned char *px =
-                    p.in + ((img * p.in_h + iy) * p.in_w + ix) * p.in_c_stride + p.in_c_offset;
+                const unsigned char *px = raw_bytes + r * p.raw_words * 4 + (row_start(o, r) & 3) +
+                                          c * p.in_c_stride + p.in_c_offset;
 #pragma unroll
                 for (int ch = 0; ch < kMaxC; ++ch) {
                     if (ch >= p.in_c)
@@ -398,16 +453,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kI8 && NJ == 2 ? 3 : 1) k_conv
             if (!kI8)
                 patch[r * p.pitch + c * WPP + 1] = w1;
         }
-        __syncthreads();
+        __syncthreads(); /* the patch is ready; the raw rows are free */
+        if (t + static_cast<int>(gridDim.x) < tiles)
+            prefetch(t + static_cast<int>(gridDim.x));
 
-        /* Row r of fragment i: pooled pixel 8 * (i / 2) + (r & 7) of this warp's row, window tap
-         * q = 2 * (i & 1) + (r >> 3). Thread (g, t4) then holds all four taps of pooled pixel
-         * 8 * (i / 2) + g in fragments i, i + 1 (rows g and g + 8 of each): the pool is in-thread. */
-        auto row_word = [&](int i, int r) {
-            const int q = 2 * (i & 1) + (r >> 3), pc = 8 * (i >> 1) + (r & 7);
-            const int cy = warp * p.pool_stride + (q >> 1), cx = pc * p.pool_stride + (q & 1);
-            return cy * p.stride * p.pitch + cx * p.stride * WPP;
-        };
         Acc c[kMmaFrags][NJ][4];
 #pragma unroll
         for (int i = 0; i < kMmaFrags; ++i) {
@@ -416,7 +465,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kI8 && NJ == 2 ? 3 : 1) k_conv
 #pragma unroll
                 for (int e = 0; e < 4; ++e)
                     c[i][j][e] = Acc(0);
-            const int r0 = row_word(i, g), r1 = row_word(i, g + 8);
+            /* rows g and g + 8 of fragment i: + the tile-invariant steps (uniform registers) */
+            const int r0 = row0 + (i & 1) * step_tap_y + (i >> 1) * step_8px, r1 = r0 + step_tap_x;
 #pragma unroll
             for (int s = 0; s < 3; ++s) {
                 unsigned a[4];
@@ -435,52 +485,80 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kI8 && NJ == 2 ? 3 : 1) k_conv
         }
 
         /* Epilogue per fragment pair: this thread's pooled pixel, filters 8j + 2t4 + e. Tap q is
-         * accumulator c[2ip + q / 2][j][2 * (q & 1) + e]. */
+         * accumulator c[2ip + q / 2][j][2 * (q & 1) + e]. A tile whose pooled pixels and window
+         * taps all lie inside the maps (every tile of a 416x416 input) skips the bounds checks. */
         const int py = py0 + warp;
+        auto epilogue = [&](auto full_tile) {
+            constexpr bool kFull = decltype(full_tile)::value;
 #pragma unroll
-        for (int ip = 0; ip < kMmaFrags / 2; ++ip) {
-            const int px = px0 + 8 * ip + g;
-            bool tap_ok[4];
+            for (int ip = 0; ip < kMmaFrags / 2; ++ip) {
+                const int px = px0 + 8 * ip + g;
+                bool tap_ok[4];
 #pragma unroll
-            for (int q = 0; q < 4; ++q) {
-                const int oy = py * p.pool_stride + p.pool_offset + (q >> 1);
-                const int ox = px * p.pool_stride + p.pool_offset + (q & 1);
-                tap_ok[q] = oy >= 0 && oy < p.out_h && ox >= 0 && ox < p.out_w;
-            }
-            if (py >= p.pool_h || px >= p.pool_w)
-                continue;
-            const size_t dst = (static_cast<size_t>(img * p.pool_h + py) * p.pool_w + px) *
-                                   p.out_c_stride + p.out_c_offset;
-#pragma unroll
-            for (int j = 0; j < NJ; ++j) {
-                float y[2];
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int n = 8 * j + 2 * t4 + e;
-                    float best = -INFINITY; /* Darknet's pool padding never wins */
-#pragma unroll
-                    for (int q = 0; q < 4; ++q) {
-                        float x = static_cast<float>(c[2 * ip + (q >> 1)][j][2 * (q & 1) + e]);
-                        if (!pool_first)
-                            x = gr_conv_activate(fmaf(x, mul_of(n), bias_of(n)), p.activation);
-                        best = tap_ok[q] ? fmaxf(best, x) : best;
-                    }
-                    if (pool_first)
-                        best = gr_conv_activate(fmaf(best, sm[j][e], sb[j][e]), p.activation);
-                    y[e] = n < p.out_c ? best : 0.0f;
+                for (int q = 0; q < 4; ++q) {
+                    const int oy = py * p.pool_stride + p.pool_offset + (q >> 1);
+                    const int ox = px * p.pool_stride + p.pool_offset + (q & 1);
+                    tap_ok[q] = kFull || (oy >= 0 && oy < p.out_h && ox >= 0 && ox < p.out_w);
                 }
-                const int n0 = 8 * j + 2 * t4;
-                if (n0 >= p.out_c_pad)
+                if (!kFull && (py >= p.pool_h || px >= p.pool_w))
                     continue;
-                if (kI8)
-                    *reinterpret_cast<unsigned short *>(static_cast<unsigned char *>(p.out) + dst + n0) =
-                        static_cast<unsigned short>(gr_conv_i8_bits(y[0], p.out_inv_scale) |
-                                                    (gr_conv_i8_bits(y[1], p.out_inv_scale) << 8));
-                else
-                    *reinterpret_cast<unsigned *>(static_cast<__half *>(p.out) + dst + n0) =
-                        gr_conv_half2_bits(y[0], y[1]);
+                const size_t dst = (static_cast<size_t>(img * p.pool_h + py) * p.pool_w + px) *
+                                       p.out_c_stride + p.out_c_offset;
+#pragma unroll
+                for (int j = 0; j < NJ; ++j) {
+                    float y[2];
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const int n = 8 * j + 2 * t4 + e;
+                        float best;
+                        if (pool_first) {
+                            /* the maximum of the accumulators themselves (INT8: int32, then one
+                             * exact conversion); a valid pooled pixel has a valid tap */
+                            Acc m;
+                            if constexpr (kI8)
+                                m = INT_MIN;
+                            else
+                                m = -INFINITY;
+#pragma unroll
+                            for (int q = 0; q < 4; ++q) {
+                                const Acc x = c[2 * ip + (q >> 1)][j][2 * (q & 1) + e];
+                                m = tap_ok[q] ? (x > m ? x : m) : m;
+                            }
+                            best = gr_conv_activate(fmaf(static_cast<float>(m), sm[j][e], sb[j][e]),
+                                                    p.activation);
+                        } else {
+                            best = -INFINITY; /* Darknet's pool padding never wins */
+#pragma unroll
+                            for (int q = 0; q < 4; ++q) {
+                                const float x = gr_conv_activate(
+                                    fmaf(static_cast<float>(c[2 * ip + (q >> 1)][j][2 * (q & 1) + e]),
+                                         mul_of(n), bias_of(n)),
+                                    p.activation);
+                                best = tap_ok[q] ? fmaxf(best, x) : best;
+                            }
+                        }
+                        y[e] = n < p.out_c ? best : 0.0f;
+                    }
+                    const int n0 = 8 * j + 2 * t4;
+                    if (n0 >= p.out_c_pad)
+                        continue;
+                    if (kI8)
+                        *reinterpret_cast<unsigned short *>(static_cast<unsigned char *>(p.out) + dst + n0) =
+                            static_cast<unsigned short>(gr_conv_i8_bits(y[0], p.out_inv_scale) |
+                                                        (gr_conv_i8_bits(y[1], p.out_inv_scale) << 8));
+                    else
+                        *reinterpret_cast<unsigned *>(static_cast<__half *>(p.out) + dst + n0) =
+                            gr_conv_half2_bits(y[0], y[1]);
+                }
             }
-        }
+        };
+        const int last_y = (py0 + kMmaTileH - 1) * p.pool_stride + p.pool_offset + 1;
+        const int last_x = (px0 + kMmaTileW - 1) * p.pool_stride + p.pool_offset + 1;
+        if (p.pool_offset >= 0 && py0 + kMmaTileH <= p.pool_h && px0 + kMmaTileW <= p.pool_w &&
+            last_y < p.out_h && last_x < p.out_w)
+            epilogue(std::true_type());
+        else
+            epilogue(std::false_type());
     } /* tiles */
 #endif
 }
@@ -525,7 +603,15 @@ cudaError_t mma_first(FirstParams &p, const gr_conv_args *a, bool is_i8, bool pd
     const int words = p.patch_w * (is_i8 ? 1 : 2);
     p.pitch = words + ((8 - words % 32) + 32) % 32;
     GR_ARG_CHECK(p.patch_h <= kMmaMaxPatchH && p.pitch <= kMmaMaxPitch);
-    GR_ARG_CHECK(static_cast<long long>(a->batch) * a->in_h * a->in_w * a->in_c_stride < INT_MAX);
+    /* the raw rows: from the row's first byte rounded down to 4, its pixels' bytes */
+    p.raw_words = (3 + p.patch_w * a->in_c_stride + 3) / 4;
+    GR_ARG_CHECK(p.patch_h * p.raw_words <= kMmaRawWords);
+    /* byte offsets of every patch row, the tiles' overhang included, fit an int */
+    GR_ARG_CHECK((static_cast<long long>(a->batch) * a->in_h + p.patch_h) * a->in_w * a->in_c_stride +
+                     p.patch_w * a->in_c_stride < INT_MAX);
+    p.in_bytes = a->batch * a->in_h * a->in_w * a->in_c_stride;
+    /* 4-byte copies (cp.async) need a 4-byte aligned input */
+    GR_ARG_CHECK(check_only || reinterpret_cast<uintptr_t>(a->in) % 4 == 0);
     GR_ARG_CHECK(p.patch_h * p.patch_w < (1 << 16)); /* the fill's float division */
     if (check_only)
         return cudaSuccess;

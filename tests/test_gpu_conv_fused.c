@@ -118,6 +118,7 @@ static float act_ref(float y, int act)
     switch (act) {
     case GR_CONV_ACT_LEAKY: return y > 0.0f ? y : 0.1f * y;
     case GR_CONV_ACT_RELU: return y > 0.0f ? y : 0.0f;
+    case GR_CONV_ACT_LOGISTIC: return 1.0f / (1.0f + expf(-y)); /* Darknet's logistic */
     default: return y;
     }
 }
