@@ -21,6 +21,7 @@
 #include <cmath>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include <cuda_fp16.h>
@@ -286,8 +287,8 @@ template <> struct MmaK16<false> {
 
 /* NJ: 8-filter column blocks (2 or 4: out_c_pad <= 16 or 32). INT8 with 16 filters at 3 blocks per
  * SM (<= 85 registers; unbounded it takes 95, 2 blocks). */
-template <bool kI8, int NJ>
-__global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1) k_conv_first_mma(const FirstParams p)
+template <bool kI8, int NJ, int kMinBlocks = NJ == 2 ? (kI8 ? 3 : 2) : 1>
+__global__ void __launch_bounds__(kMmaWarps * 32, kMinBlocks) k_conv_first_mma(const FirstParams p)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     using Acc = typename std::conditional<kI8, int, float>::type;
@@ -384,12 +385,24 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1) k
     struct Origin {
         int img, py0, px0, iy0, ix0;
     };
+    /* a / d for 0 <= a < 2^24 through the float reciprocal and one correction (a few
+     * instructions instead of an integer division's ~20; tiles < 2^24 is checked at launch) */
+    const int tiles_xy = tiles_x * tiles_y;
+    const float inv_tiles_x = 1.0f / static_cast<float>(tiles_x);
+    const float inv_tiles_xy = 1.0f / static_cast<float>(tiles_xy);
+    auto div = [](int a, int d, float inv) {
+        int q = static_cast<int>(static_cast<float>(a) * inv);
+        const int r = a - q * d;
+        q += r >= d ? 1 : (r < 0 ? -1 : 0);
+        return q;
+    };
     auto origin = [&](int t) {
         Origin o;
-        o.img = t / (tiles_x * tiles_y);
-        const int rest = t - o.img * tiles_x * tiles_y;
-        o.py0 = (rest / tiles_x) * kMmaTileH;
-        o.px0 = (rest % tiles_x) * kMmaTileW;
+        o.img = div(t, tiles_xy, inv_tiles_xy);
+        const int rest = t - o.img * tiles_xy;
+        const int ty = div(rest, tiles_x, inv_tiles_x);
+        o.py0 = ty * kMmaTileH;
+        o.px0 = (rest - ty * tiles_x) * kMmaTileW;
         o.iy0 = (o.py0 * p.pool_stride + p.pool_offset) * p.stride - p.pad;
         o.ix0 = (o.px0 * p.pool_stride + p.pool_offset) * p.stride - p.pad;
         return o;
@@ -411,10 +424,17 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1) k
             const int iy = o.iy0 + r;
             const int at = (row_start(o, r) & ~3) + 4 * k;
             const int left = p.in_bytes - at;
-            const int bytes = iy < 0 || iy >= p.in_h || at < 0 ? 0 : (left < 4 ? left : 4);
+            const bool outside = iy < 0 || iy >= p.in_h || at < 0 || left <= 0;
+            if (!outside && left < 4) { /* the input's last bytes: never read past its end */
+                unsigned v = 0u;
+                for (int e = 0; e < left; ++e)
+                    v |= static_cast<unsigned>(p.in[at + e]) << (8 * e);
+                raw[r * p.raw_words + k] = v;
+                continue;
+            }
             const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(raw + r * p.raw_words + k));
             asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst),
-                         "l"(p.in + (bytes > 0 ? at : 0)), "r"(bytes));
+                         "l"(p.in + (outside ? 0 : at)), "r"(outside ? 0 : 4));
         }
         gr_conv::cp_async_commit();
     };
@@ -563,10 +583,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1) k
 #endif
 }
 
-template <bool kI8, int NJ>
+template <bool kI8, int NJ, int kMinBlocks = NJ == 2 ? (kI8 ? 3 : 2) : 1>
 cudaError_t launch_mma(const FirstParams &p, bool pdl, cudaStream_t stream)
 {
-    const auto kernel = k_conv_first_mma<kI8, NJ>;
+    const auto kernel = k_conv_first_mma<kI8, NJ, kMinBlocks>;
     int dev = 0, sms = 0, per_sm = 0;
     GR_CUDA_TRY(cudaGetDevice(&dev));
     GR_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -574,7 +594,7 @@ cudaError_t launch_mma(const FirstParams &p, bool pdl, cudaStream_t stream)
     GR_ARG_CHECK(per_sm > 0);
     const long long tiles = static_cast<long long>(gr_ceil_div(p.pool_w, kMmaTileW)) *
                             gr_ceil_div(p.pool_h, kMmaTileH) * p.batch;
-    GR_ARG_CHECK(tiles < INT_MAX);
+    GR_ARG_CHECK(tiles < (1 << 24)); /* the kernel's float-reciprocal divisions */
     const long long grid = std::min<long long>(tiles, static_cast<long long>(per_sm) * sms);
     return gr_conv::launch_kernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(kMmaWarps * 32),
                                   0, pdl, stream, p);
@@ -617,7 +637,8 @@ cudaError_t mma_first(FirstParams &p, const gr_conv_args *a, bool is_i8, bool pd
         return cudaSuccess;
     p.batch = a->batch;
     if (is_i8)
-        return p.out_c_pad <= 16 ? launch_mma<true, 2>(p, pdl, stream)
+        return p.out_c_pad <= 16 ? (getenv("GR_EXP_FIRST2") ? launch_mma<true, 2, 2>(p, pdl, stream)
+                                                            : launch_mma<true, 2>(p, pdl, stream))
                                  : launch_mma<true, 4>(p, pdl, stream);
     return p.out_c_pad <= 16 ? launch_mma<false, 2>(p, pdl, stream)
                              : launch_mma<false, 4>(p, pdl, stream);
