@@ -12,8 +12,8 @@ b=build-gpu
 tc=/tmp/gr-tactics.cache
 cs="compute-sanitizer --error-exitcode 9"
 step bench 150 $b/graphrun_bench --prec int8,fp16 --batch 1,64 --iters 300 --inflight 3 --timing-cache $tc --json $OUT/bench.json
-step bench_exp2 60 env GR_EXP_FIRST2=1 $b/graphrun_bench --prec int8 --batch 64 --iters 300 --inflight 3 --no-tactic-search
-step bench_exp3 60 $b/graphrun_bench --prec int8 --batch 64 --iters 300 --inflight 3 --no-tactic-search
+step bench_exp2 60 env GR_EXP_FIRST2=1 $b/graphrun_bench --prec int8 --batch 64 --iters 300 --inflight 3 --timing-cache $tc
+step bench_exp3 60 $b/graphrun_bench --prec int8 --batch 64 --iters 300 --inflight 3 --timing-cache $tc
 for p in int8 fp16; do
   step ncu_first_$p 60 ncu --clock-control none --section SpeedOfLight --section InstructionStats --section SourceCounters \
     --import-source yes -k regex:k_conv_first --launch-skip 1 --launch-count 1 -o $LOGS/first_$p \
