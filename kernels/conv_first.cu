@@ -21,7 +21,6 @@
 #include <cmath>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include <cuda_fp16.h>
@@ -249,7 +248,13 @@ __global__ void __launch_bounds__(kThreads) k_conv_first(const FirstParams p)
  * pixels of one row in 4 fragments of 16 rows; fragments 2p and 2p + 1 hold the four window taps
  * of pooled pixels 8p..8p+7 in the rows g and g + 8 a thread owns, so each thread pools its own
  * accumulators. The maximum is taken on the accumulators where the epilogue is non-decreasing in
- * them (multipliers >= 0, activation linear, leaky or relu), else on the activated values. */
+ * them (multipliers >= 0, activation linear, leaky or relu), else on the activated values.
+ *
+ * Blocks are persistent and run a two-step pipeline per tile: the raw input rows of the NEXT tile
+ * go to shared memory by cp.async (4-byte words, a warp per row) while this tile's MMAs and
+ * epilogue run; then a warp per patch row quantizes and packs them through the table. The
+ * epilogue is instantiated per activation and for full tiles (no bounds checks): the per-element
+ * switch and checks were a third of the kernel's instructions (ncu source counters, bench/LOG.md). */
 constexpr int kMmaWarps = 8;
 constexpr int kMmaFrags = 4;                   /* m16 fragments per warp */
 constexpr int kMmaTileW = kMmaFrags * 4;       /* pooled pixels per warp (one row) */
@@ -285,10 +290,12 @@ template <> struct MmaK16<false> {
 };
 #endif
 
-/* NJ: 8-filter column blocks (2 or 4: out_c_pad <= 16 or 32). INT8 with 16 filters at 3 blocks per
- * SM (<= 85 registers; unbounded it takes 95, 2 blocks). */
-template <bool kI8, int NJ, int kMinBlocks = NJ == 2 ? (kI8 ? 3 : 2) : 1>
-__global__ void __launch_bounds__(kMmaWarps * 32, kMinBlocks) k_conv_first_mma(const FirstParams p)
+/* NJ: 8-filter column blocks (2 or 4: out_c_pad <= 16 or 32). 16 filters: INT8 at 3 blocks per SM
+ * (80 registers and a few spilled words; 2 blocks without spills measured 3% slower, bench/LOG.md),
+ * FP16 at 2 (128 registers; unbounded it takes 130, 1 block). */
+template <bool kI8, int NJ>
+__global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1)
+    k_conv_first_mma(const FirstParams p)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     using Acc = typename std::conditional<kI8, int, float>::type;
@@ -380,8 +387,6 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kMinBlocks) k_conv_first_mma(c
     const int tiles_x = (p.pool_w + kMmaTileW - 1) / kMmaTileW;
     const int tiles_y = (p.pool_h + kMmaTileH - 1) / kMmaTileH;
     const int tiles = tiles_x * tiles_y * p.batch;
-    const float inv_patch_w = 1.0f / static_cast<float>(p.patch_w);
-    const float inv_raw_words = 1.0f / static_cast<float>(p.raw_words);
     struct Origin {
         int img, py0, px0, iy0, ix0;
     };
@@ -418,23 +423,27 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kMinBlocks) k_conv_first_mma(c
      * a tile ahead so that their latency hides behind this tile's MMAs. */
     auto prefetch = [&](int t) {
         const Origin o = origin(t);
-        for (int i = tid; i < p.patch_h * p.raw_words; i += kThreadsMma) {
-            const int r = static_cast<int>((static_cast<float>(i) + 0.5f) * inv_raw_words);
-            const int k = i - r * p.raw_words;
+        /* a warp per row, a lane per word; rows outside the image are never read back */
+        for (int r = warp; r < p.patch_h; r += kMmaWarps) {
             const int iy = o.iy0 + r;
-            const int at = (row_start(o, r) & ~3) + 4 * k;
-            const int left = p.in_bytes - at;
-            const bool outside = iy < 0 || iy >= p.in_h || at < 0 || left <= 0;
-            if (!outside && left < 4) { /* the input's last bytes: never read past its end */
-                unsigned v = 0u;
-                for (int e = 0; e < left; ++e)
-                    v |= static_cast<unsigned>(p.in[at + e]) << (8 * e);
-                raw[r * p.raw_words + k] = v;
+            if (iy < 0 || iy >= p.in_h)
                 continue;
+            const int start = row_start(o, r) & ~3;
+            for (int k = lane; k < p.raw_words; k += 32) {
+                const int at = start + 4 * k, left = p.in_bytes - at;
+                if (at < 0 || left <= 0)
+                    continue; /* no byte of an in-image pixel: never read back */
+                if (left < 4) { /* the input's last bytes: never read past its end */
+                    unsigned v = 0u;
+                    for (int e = 0; e < left; ++e)
+                        v |= static_cast<unsigned>(p.in[at + e]) << (8 * e);
+                    raw[r * p.raw_words + k] = v;
+                    continue;
+                }
+                const unsigned dst =
+                    static_cast<unsigned>(__cvta_generic_to_shared(raw + r * p.raw_words + k));
+                asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(p.in + at));
             }
-            const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(raw + r * p.raw_words + k));
-            asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst),
-                         "l"(p.in + (outside ? 0 : at)), "r"(outside ? 0 : 4));
         }
         gr_conv::cp_async_commit();
     };
@@ -446,32 +455,35 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kMinBlocks) k_conv_first_mma(c
         (void)img;
         gr_conv::cp_async_wait<0>();
         __syncthreads(); /* the raw rows have landed; the previous tile's reads of the patch are done */
-        const unsigned char *raw_bytes = reinterpret_cast<const unsigned char *>(raw);
-        for (int i = tid; i < p.patch_h * p.patch_w; i += kThreadsMma) {
-            /* i / patch_w through the float reciprocal: exact for i < 2^16 (checked at launch) */
-            const int r = static_cast<int>((static_cast<float>(i) + 0.5f) * inv_patch_w);
-            const int c = i - r * p.patch_w;
-            const int iy = o.iy0 + r, ix = o.ix0 + c;
-            unsigned w0 = 0u, w1 = 0u;
-            if (iy >= 0 && iy < p.in_h && ix >= 0 && ix < p.in_w) {
-                const unsigned char *px = raw_bytes + r * p.raw_words * 4 + (row_start(o, r) & 3) +
-                                          c * p.in_c_stride + p.in_c_offset;
+        /* quantize and pack: a warp per patch row, a lane per pixel */
+        for (int r = warp; r < p.patch_h; r += kMmaWarps) {
+            const int iy = o.iy0 + r;
+            const bool row_in = iy >= 0 && iy < p.in_h;
+            const unsigned char *rb = reinterpret_cast<const unsigned char *>(raw + r * p.raw_words) +
+                                      (row_start(o, r) & 3) + p.in_c_offset;
+            unsigned *prow = patch + r * p.pitch;
+            for (int c = lane; c < p.patch_w; c += 32) {
+                const int ix = o.ix0 + c;
+                unsigned w0 = 0u, w1 = 0u;
+                if (row_in && ix >= 0 && ix < p.in_w) {
+                    const unsigned char *px = rb + c * p.in_c_stride;
 #pragma unroll
-                for (int ch = 0; ch < kMaxC; ++ch) {
-                    if (ch >= p.in_c)
-                        break;
-                    const unsigned q = lut[px[ch]];
-                    if (kI8)
-                        w0 |= q << (8 * ch);
-                    else if (ch < 2)
-                        w0 |= q << (16 * ch);
-                    else
-                        w1 |= q << (16 * (ch - 2));
+                    for (int ch = 0; ch < kMaxC; ++ch) {
+                        if (ch >= p.in_c)
+                            break;
+                        const unsigned q = lut[px[ch]];
+                        if (kI8)
+                            w0 |= q << (8 * ch);
+                        else if (ch < 2)
+                            w0 |= q << (16 * ch);
+                        else
+                            w1 |= q << (16 * (ch - 2));
+                    }
                 }
+                prow[c * WPP] = w0;
+                if (!kI8)
+                    prow[c * WPP + 1] = w1;
             }
-            patch[r * p.pitch + c * WPP] = w0;
-            if (!kI8)
-                patch[r * p.pitch + c * WPP + 1] = w1;
         }
         __syncthreads(); /* the patch is ready; the raw rows are free */
         if (t + static_cast<int>(gridDim.x) < tiles)
@@ -508,8 +520,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kMinBlocks) k_conv_first_mma(c
          * accumulator c[2ip + q / 2][j][2 * (q & 1) + e]. A tile whose pooled pixels and window
          * taps all lie inside the maps (every tile of a 416x416 input) skips the bounds checks. */
         const int py = py0 + warp;
-        auto epilogue = [&](auto full_tile) {
+        auto epilogue = [&](auto full_tile, auto activation) {
             constexpr bool kFull = decltype(full_tile)::value;
+            constexpr int kAct = decltype(activation)::value; /* folds gr_conv_activate's switch */
 #pragma unroll
             for (int ip = 0; ip < kMmaFrags / 2; ++ip) {
                 const int px = px0 + 8 * ip + g;
@@ -545,7 +558,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kMinBlocks) k_conv_first_mma(c
                                 m = tap_ok[q] ? (x > m ? x : m) : m;
                             }
                             best = gr_conv_activate(fmaf(static_cast<float>(m), sm[j][e], sb[j][e]),
-                                                    p.activation);
+                                                    kAct);
                         } else {
                             best = -INFINITY; /* Darknet's pool padding never wins */
 #pragma unroll
@@ -553,11 +566,13 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kMinBlocks) k_conv_first_mma(c
                                 const float x = gr_conv_activate(
                                     fmaf(static_cast<float>(c[2 * ip + (q >> 1)][j][2 * (q & 1) + e]),
                                          mul_of(n), bias_of(n)),
-                                    p.activation);
+                                    kAct);
                                 best = tap_ok[q] ? fmaxf(best, x) : best;
                             }
                         }
-                        y[e] = n < p.out_c ? best : 0.0f;
+                        /* filters past out_c: zero weights, multiplier and bias, so 0 after
+                         * every activation but the logistic */
+                        y[e] = kAct != GR_CONV_ACT_LOGISTIC || n < p.out_c ? best : 0.0f;
                     }
                     const int n0 = 8 * j + 2 * t4;
                     if (n0 >= p.out_c_pad)
@@ -574,19 +589,37 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kMinBlocks) k_conv_first_mma(c
         };
         const int last_y = (py0 + kMmaTileH - 1) * p.pool_stride + p.pool_offset + 1;
         const int last_x = (px0 + kMmaTileW - 1) * p.pool_stride + p.pool_offset + 1;
-        if (p.pool_offset >= 0 && py0 + kMmaTileH <= p.pool_h && px0 + kMmaTileW <= p.pool_w &&
-            last_y < p.out_h && last_x < p.out_w)
-            epilogue(std::true_type());
+        const bool full = p.pool_offset >= 0 && py0 + kMmaTileH <= p.pool_h &&
+                          px0 + kMmaTileW <= p.pool_w && last_y < p.out_h && last_x < p.out_w;
+        auto with_act = [&](auto full_tile) {
+            using std::integral_constant;
+            switch (p.activation) {
+            case GR_CONV_ACT_LEAKY:
+                epilogue(full_tile, integral_constant<int, GR_CONV_ACT_LEAKY>());
+                break;
+            case GR_CONV_ACT_RELU:
+                epilogue(full_tile, integral_constant<int, GR_CONV_ACT_RELU>());
+                break;
+            case GR_CONV_ACT_LOGISTIC:
+                epilogue(full_tile, integral_constant<int, GR_CONV_ACT_LOGISTIC>());
+                break;
+            default:
+                epilogue(full_tile, integral_constant<int, GR_CONV_ACT_LINEAR>());
+                break;
+            }
+        };
+        if (full)
+            with_act(std::true_type());
         else
-            epilogue(std::false_type());
+            with_act(std::false_type());
     } /* tiles */
 #endif
 }
 
-template <bool kI8, int NJ, int kMinBlocks = NJ == 2 ? (kI8 ? 3 : 2) : 1>
+template <bool kI8, int NJ>
 cudaError_t launch_mma(const FirstParams &p, bool pdl, cudaStream_t stream)
 {
-    const auto kernel = k_conv_first_mma<kI8, NJ, kMinBlocks>;
+    const auto kernel = k_conv_first_mma<kI8, NJ>;
     int dev = 0, sms = 0, per_sm = 0;
     GR_CUDA_TRY(cudaGetDevice(&dev));
     GR_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -632,13 +665,11 @@ cudaError_t mma_first(FirstParams &p, const gr_conv_args *a, bool is_i8, bool pd
     p.in_bytes = a->batch * a->in_h * a->in_w * a->in_c_stride;
     /* 4-byte copies (cp.async) need a 4-byte aligned input */
     GR_ARG_CHECK(check_only || reinterpret_cast<uintptr_t>(a->in) % 4 == 0);
-    GR_ARG_CHECK(p.patch_h * p.patch_w < (1 << 16)); /* the fill's float division */
     if (check_only)
         return cudaSuccess;
     p.batch = a->batch;
     if (is_i8)
-        return p.out_c_pad <= 16 ? (getenv("GR_EXP_FIRST2") ? launch_mma<true, 2, 2>(p, pdl, stream)
-                                                            : launch_mma<true, 2>(p, pdl, stream))
+        return p.out_c_pad <= 16 ? launch_mma<true, 2>(p, pdl, stream)
                                  : launch_mma<true, 4>(p, pdl, stream);
     return p.out_c_pad <= 16 ? launch_mma<false, 2>(p, pdl, stream)
                              : launch_mma<false, 4>(p, pdl, stream);
