@@ -21,7 +21,6 @@
 #include <cmath>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include <cuda_fp16.h>
@@ -293,10 +292,11 @@ template <> struct MmaK16<false> {
 #endif
 
 /* NJ: 8-filter column blocks (2 or 4: out_c_pad <= 16 or 32). 16 filters: INT8 at 3 blocks per SM
- * (80 registers and a few spilled words; 2 blocks without spills measured 3% slower, bench/LOG.md),
+ * (80 registers, ~100 bytes spilled; 2 blocks without spills: 215 vs 199 us at batch 64, bench/LOG.md),
  * FP16 at 2 (128 registers; unbounded it takes 130, 1 block). */
-template <bool kI8, int NJ, int kMinBlocks = NJ == 2 ? (kI8 ? 3 : 2) : 1>
-__global__ void __launch_bounds__(kMmaWarps * 32, kMinBlocks) k_conv_first_mma(const FirstParams p)
+template <bool kI8, int NJ>
+__global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1)
+    k_conv_first_mma(const FirstParams p)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     using Acc = typename std::conditional<kI8, int, float>::type;
@@ -612,10 +612,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kMinBlocks) k_conv_first_mma(c
 #endif
 }
 
-template <bool kI8, int NJ, int kMinBlocks = NJ == 2 ? (kI8 ? 3 : 2) : 1>
+template <bool kI8, int NJ>
 cudaError_t launch_mma(const FirstParams &p, bool pdl, cudaStream_t stream)
 {
-    const auto kernel = k_conv_first_mma<kI8, NJ, kMinBlocks>;
+    const auto kernel = k_conv_first_mma<kI8, NJ>;
     int dev = 0, sms = 0, per_sm = 0;
     GR_CUDA_TRY(cudaGetDevice(&dev));
     GR_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -667,8 +667,7 @@ cudaError_t mma_first(FirstParams &p, const gr_conv_args *a, bool is_i8, bool pd
         return cudaSuccess;
     p.batch = a->batch;
     if (is_i8)
-        return p.out_c_pad <= 16 ? (getenv("GR_EXP_FIRST2") ? launch_mma<true, 2, 2>(p, pdl, stream)
-                                                            : launch_mma<true, 2>(p, pdl, stream))
+        return p.out_c_pad <= 16 ? launch_mma<true, 2>(p, pdl, stream)
                                  : launch_mma<true, 4>(p, pdl, stream);
     return p.out_c_pad <= 16 ? launch_mma<false, 2>(p, pdl, stream)
                              : launch_mma<false, 4>(p, pdl, stream);
