@@ -135,18 +135,34 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+/* cvt.rna.tf32.f32 for finite x (round the magnitude to 10 mantissa bits, ties away: add half a
+ * TF32 ulp to the bit pattern, clear the 13 bits below it; a carry into the exponent is right, and
+ * the largest floats round to infinity as cvt.rna does). Two integer instructions, where ptxas
+ * (CUDA 13, sm_90) expands cvt.rna.tf32.f32 into about three times as many (cubin sizes compared).
+ * An infinite x splits into (inf, NaN) either way, so a non-finite operand still makes the output
+ * non-finite. */
 __device__ __forceinline__ unsigned to_tf32(float x)
 {
-    unsigned r;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-    return r;
+    return (__float_as_uint(x) + 0x1000u) & 0xFFFFE000u;
 }
 
-/* x = big + small (to ~2^-22 relative), both TF32 bit patterns. */
+/* x = big + small (to ~2^-22 relative), both TF32 bit patterns (rounded to nearest). */
 __device__ __forceinline__ void split_tf32(float x, unsigned &big, unsigned &small)
 {
     big = to_tf32(x);
     small = to_tf32(x - __uint_as_float(big));
+}
+
+/* The K32 loop's split: big as split_tf32's, small = x - big (exact) handed to the MMA as an f32
+ * bit pattern. This assumes the tensor core uses only a .tf32 operand's top 19 bits (sign,
+ * exponent, 10 mantissa bits), truncating the rest: small's error is then <= 2^-21 |x| instead of
+ * 2^-22, a product's split error <= 2.5 * 2^-21 |w x| (1.2e-6) with small*small dropped (were the
+ * low bits rounded or used, it would be smaller). Three instructions per element instead of
+ * five; test_gpu_gemm_f32 holds the K32 tiles to the same tolerance. */
+__device__ __forceinline__ void split_tf32_fast(float x, unsigned &big, unsigned &small)
+{
+    big = to_tf32(x);
+    small = __float_as_uint(x - __uint_as_float(big));
 }
 
 /* d = a * b + c, m16n8k8, TF32 inputs, f32 accumulators. Fragments (PTX ISA, "Matrix Fragments
@@ -336,7 +352,8 @@ __device__ __forceinline__ void mma_stage_k16(const float *As, const float *Bs,
  * per MMA (bounded by the sum of its products' magnitudes): <= 12 * 2^-23 = 1.4e-6 of sum |w x|
  * over the stage, so <= 1.4e-6 of sum_k |w x| in all, whatever K is (the FADDs round to nearest:
  * no bias across stages). test_gpu_gemm_f32's tolerance (1e-5 of sum_k |w x|) keeps a 3x margin
- * over this plus the split's 2^-21 and the FADDs' probabilistic sqrt(K/32) 2^-24 (see gemm_tol). */
+ * over this plus split_tf32_fast's 1.2e-6 and the FADDs' probabilistic sqrt(K/32) 2^-24 (see
+ * gemm_tol). */
 template <class T>
 __device__ __forceinline__ void mma_stage_k32(const float *As, const float *Bs,
                                               float (&acc)[T::MT][T::NT][4], int warp_row,
@@ -359,8 +376,8 @@ __device__ __forceinline__ void mma_stage_k32(const float *As, const float *Bs,
 #pragma unroll
             for (int j = 0; j < T::NT; ++j) {
                 const int c = warp_col + j * 8 + g;
-                split_tf32(Bs[b_index<T>(r, c)], b_big[s][j][0], b_small[s][j][0]);
-                split_tf32(Bs[b_index<T>(r + 1, c)], b_big[s][j][1], b_small[s][j][1]);
+                split_tf32_fast(Bs[b_index<T>(r, c)], b_big[s][j][0], b_small[s][j][0]);
+                split_tf32_fast(Bs[b_index<T>(r + 1, c)], b_big[s][j][1], b_small[s][j][1]);
             }
         }
 #pragma unroll
@@ -370,14 +387,14 @@ __device__ __forceinline__ void mma_stage_k32(const float *As, const float *Bs,
             const float4 hi = *reinterpret_cast<const float4 *>(a + 8 * T::lda); /* row g + 8 */
             /* a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4) of steps 2h and 2h + 1 */
             unsigned a_big[2][4], a_small[2][4];
-            split_tf32(lo.x, a_big[0][0], a_small[0][0]);
-            split_tf32(hi.x, a_big[0][1], a_small[0][1]);
-            split_tf32(lo.y, a_big[0][2], a_small[0][2]);
-            split_tf32(hi.y, a_big[0][3], a_small[0][3]);
-            split_tf32(lo.z, a_big[1][0], a_small[1][0]);
-            split_tf32(hi.z, a_big[1][1], a_small[1][1]);
-            split_tf32(lo.w, a_big[1][2], a_small[1][2]);
-            split_tf32(hi.w, a_big[1][3], a_small[1][3]);
+            split_tf32_fast(lo.x, a_big[0][0], a_small[0][0]);
+            split_tf32_fast(hi.x, a_big[0][1], a_small[0][1]);
+            split_tf32_fast(lo.y, a_big[0][2], a_small[0][2]);
+            split_tf32_fast(hi.y, a_big[0][3], a_small[0][3]);
+            split_tf32_fast(lo.z, a_big[1][0], a_small[1][0]);
+            split_tf32_fast(hi.z, a_big[1][1], a_small[1][1]);
+            split_tf32_fast(lo.w, a_big[1][2], a_small[1][2]);
+            split_tf32_fast(hi.w, a_big[1][3], a_small[1][3]);
 #pragma unroll
             for (int s = 0; s < 2; ++s)
 #pragma unroll

@@ -241,17 +241,19 @@ static const gemm_case gemm_cases[] = {
 
 /* Tolerance, per output: |got - ref| <= 1e-5 * (S + |bias|) + 4 FLT_EPSILON |ref|, S = sum_k |w x|.
  * 3xTF32 keeps ~22 of each operand's 24 bits: per product the dropped small*small and the rounding
- * of the small halves are <= 2^-21 |w x| (5e-7 S in all). The tensor core sums a partial's chain of
- * MMAs with truncation: the K16 tiles chain 3 MMAs (24 products) per k8 step, <= 3 * 2^-23 of that
- * step's sum (4e-7 S); the K32 tiles chain 12 MMAs per 32-k stage, <= 12 * 2^-23 (1.4e-6 S). The
- * partials are added in f32 with rounding to nearest: the probabilistic bound sqrt(K/8) 2^-24 S is
- * 1.4e-6 S at K = 4608 (the worst-case (K/8) 2^-24 S, 3.4e-5 S, is that of any f32 GEMM, cuBLAS
- * included; K32 tiles add a quarter as many partials). The activations are 1-Lipschitz (logistic
- * 1/4); expf adds an ulp or two of the output (the last term). 1e-5 leaves a margin of 3x over the
- * K32 tiles' bound (5e-7 + 1.4e-6 + 0.7e-6 S at K = 4608), 7x over the K16 tiles'. Plain TF32 errs
- * by ~2^-11 of the largest products, which the wide data make a good share of S: test_gemm_tf32x3
- * asserts the tolerance rejects it. bench/tf32x3_model.py models this (K16 chains) on the same
- * data (CPU): plain TF32 lands 6-76x past the tolerance, the kernel's rounding uses 1.3-4% of it. */
+ * of the small halves are <= 1.5 * 2^-21 |w x| (7e-7 S in all; the K32 tiles truncate the small
+ * halves: 2.5 * 2^-21, 1.2e-6 S). The tensor core sums a partial's chain of MMAs with truncation:
+ * the K16 tiles chain 3 MMAs (24 products) per k8 step, <= 3 * 2^-23 of that step's sum (4e-7 S);
+ * the K32 tiles 12 MMAs per 32-k stage, <= 12 * 2^-23 (1.4e-6 S). The partials are added in f32
+ * with rounding to nearest: the probabilistic bound sqrt(K/8) 2^-24 S is 1.4e-6 S at K = 4608 (the
+ * K32 tiles add a quarter as many partials: 0.7e-6 S; the worst case (K/8) 2^-24 S, 3.4e-5 S, is
+ * that of any f32 GEMM, cuBLAS included). The activations are 1-Lipschitz (logistic 1/4); expf
+ * adds an ulp or two of the output (the last term). 1e-5 leaves a margin of 4x over the K16 tiles'
+ * bound (0.7 + 0.4 + 1.4 = 2.5e-6 S at K = 4608), 3x over the K32 tiles' (1.2 + 1.4 + 0.7 =
+ * 3.3e-6 S). Plain TF32 errs by ~2^-11 of the largest products, which the wide data make a good
+ * share of S: test_gemm_tf32x3 asserts the tolerance rejects it. bench/tf32x3_model.py models the
+ * K16 tiles on the same data (CPU): plain TF32 lands 6-76x past the tolerance, the kernel's
+ * rounding uses 1.3-4% of it. */
 static double gemm_tol(double s, double bias, double ref)
 {
     return 1e-5 * (s + fabs(bias)) + 4.0 * (double)FLT_EPSILON * fabs(ref);
