@@ -59,6 +59,7 @@ struct Tile {
      * K16; K32's 16 unrolled hold so many row offsets that the main loop spills */
     static constexpr int b_scalar_copies = BK * BN / kThreads;
     static constexpr int b_scalar_unroll = k32 ? 4 : b_scalar_copies;
+    static_assert(b_scalar_copies % b_scalar_unroll == 0, "whole unrolled groups");
     static constexpr int smem_bytes =
         stages * (a_stage + b_stage) * static_cast<int>(sizeof(float));
     static_assert(BK == 16 || BK == 32, "the two main loops");
@@ -643,6 +644,17 @@ cudaError_t launch_gemm(GemmParams &prm, int batch, int b_mode, int tile, cudaSt
         int sms = 0;
         GR_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
         tile = gr_gemm_tf32x3_auto_tile(prm.N, prm.J, sms);
+    }
+    if (tile == GR_TF32X3_TILE_128x128_K32 || tile == GR_TF32X3_TILE_64x128_K32) {
+        /* the K32 tiles' 4 stages (100-136 KiB) exceed sm_86/sm_89's 99 KiB per block: there
+         * the K16 tile of the same shape runs instead */
+        int smem_optin = 0;
+        GR_CUDA_TRY(
+            cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+        if (tile == GR_TF32X3_TILE_128x128_K32 && smem_optin < Tile128x128K32::smem_bytes)
+            tile = GR_TF32X3_TILE_128x128;
+        if (tile == GR_TF32X3_TILE_64x128_K32 && smem_optin < Tile64x128K32::smem_bytes)
+            tile = GR_TF32X3_TILE_64x128;
     }
     switch (tile) {
     case GR_TF32X3_TILE_16x256: return launch_vec<Tile16x256>(prm, vec_a, b_mode, dev, stream);
