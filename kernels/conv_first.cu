@@ -248,7 +248,13 @@ __global__ void __launch_bounds__(kThreads) k_conv_first(const FirstParams p)
  * pixels of one row in 4 fragments of 16 rows; fragments 2p and 2p + 1 hold the four window taps
  * of pooled pixels 8p..8p+7 in the rows g and g + 8 a thread owns, so each thread pools its own
  * accumulators. The maximum is taken on the accumulators where the epilogue is non-decreasing in
- * them (multipliers >= 0, activation linear, leaky or relu), else on the activated values. */
+ * them (multipliers >= 0, activation linear, leaky or relu), else on the activated values.
+ *
+ * Blocks are persistent and run a two-step pipeline per tile: the raw input rows of the NEXT tile
+ * go to shared memory by cp.async (4-byte words, a warp per row) while this tile's MMAs and
+ * epilogue run; then a warp per patch row quantizes and packs them through the table. The
+ * epilogue is instantiated per activation and for full tiles (no bounds checks): the per-element
+ * switch and checks were a third of the kernel's instructions (ncu source counters, bench/LOG.md). */
 constexpr int kMmaWarps = 8;
 constexpr int kMmaFrags = 4;                   /* m16 fragments per warp */
 constexpr int kMmaTileW = kMmaFrags * 4;       /* pooled pixels per warp (one row) */
@@ -284,10 +290,12 @@ template <> struct MmaK16<false> {
 };
 #endif
 
-/* NJ: 8-filter column blocks (2 or 4: out_c_pad <= 16 or 32). INT8 with 16 filters at 3 blocks per
- * SM (<= 85 registers; unbounded it takes 95, 2 blocks). */
+/* NJ: 8-filter column blocks (2 or 4: out_c_pad <= 16 or 32). 16 filters: INT8 at 3 blocks per SM
+ * (80 registers and a few spilled words; 2 blocks without spills measured 3% slower, bench/LOG.md),
+ * FP16 at 2 (128 registers; unbounded it takes 130, 1 block). */
 template <bool kI8, int NJ>
-__global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1) k_conv_first_mma(const FirstParams p)
+__global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1)
+    k_conv_first_mma(const FirstParams p)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     using Acc = typename std::conditional<kI8, int, float>::type;
@@ -379,17 +387,27 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1) k
     const int tiles_x = (p.pool_w + kMmaTileW - 1) / kMmaTileW;
     const int tiles_y = (p.pool_h + kMmaTileH - 1) / kMmaTileH;
     const int tiles = tiles_x * tiles_y * p.batch;
-    const float inv_patch_w = 1.0f / static_cast<float>(p.patch_w);
-    const float inv_raw_words = 1.0f / static_cast<float>(p.raw_words);
     struct Origin {
         int img, py0, px0, iy0, ix0;
     };
+    /* a / d for 0 <= a < 2^24 through the float reciprocal and one correction (a few
+     * instructions instead of an integer division's ~20; tiles < 2^24 is checked at launch) */
+    const int tiles_xy = tiles_x * tiles_y;
+    const float inv_tiles_x = 1.0f / static_cast<float>(tiles_x);
+    const float inv_tiles_xy = 1.0f / static_cast<float>(tiles_xy);
+    auto div = [](int a, int d, float inv) {
+        int q = static_cast<int>(static_cast<float>(a) * inv);
+        const int r = a - q * d;
+        q += r >= d ? 1 : (r < 0 ? -1 : 0);
+        return q;
+    };
     auto origin = [&](int t) {
         Origin o;
-        o.img = t / (tiles_x * tiles_y);
-        const int rest = t - o.img * tiles_x * tiles_y;
-        o.py0 = (rest / tiles_x) * kMmaTileH;
-        o.px0 = (rest % tiles_x) * kMmaTileW;
+        o.img = div(t, tiles_xy, inv_tiles_xy);
+        const int rest = t - o.img * tiles_xy;
+        const int ty = div(rest, tiles_x, inv_tiles_x);
+        o.py0 = ty * kMmaTileH;
+        o.px0 = (rest - ty * tiles_x) * kMmaTileW;
         o.iy0 = (o.py0 * p.pool_stride + p.pool_offset) * p.stride - p.pad;
         o.ix0 = (o.px0 * p.pool_stride + p.pool_offset) * p.stride - p.pad;
         return o;
@@ -405,16 +423,27 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1) k
      * a tile ahead so that their latency hides behind this tile's MMAs. */
     auto prefetch = [&](int t) {
         const Origin o = origin(t);
-        for (int i = tid; i < p.patch_h * p.raw_words; i += kThreadsMma) {
-            const int r = static_cast<int>((static_cast<float>(i) + 0.5f) * inv_raw_words);
-            const int k = i - r * p.raw_words;
+        /* a warp per row, a lane per word; rows outside the image are never read back */
+        for (int r = warp; r < p.patch_h; r += kMmaWarps) {
             const int iy = o.iy0 + r;
-            const int at = (row_start(o, r) & ~3) + 4 * k;
-            const int left = p.in_bytes - at;
-            const int bytes = iy < 0 || iy >= p.in_h || at < 0 ? 0 : (left < 4 ? left : 4);
-            const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(raw + r * p.raw_words + k));
-            asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst),
-                         "l"(p.in + (bytes > 0 ? at : 0)), "r"(bytes));
+            if (iy < 0 || iy >= p.in_h)
+                continue;
+            const int start = row_start(o, r) & ~3;
+            for (int k = lane; k < p.raw_words; k += 32) {
+                const int at = start + 4 * k, left = p.in_bytes - at;
+                if (at < 0 || left <= 0)
+                    continue; /* no byte of an in-image pixel: never read back */
+                if (left < 4) { /* the input's last bytes: never read past its end */
+                    unsigned v = 0u;
+                    for (int e = 0; e < left; ++e)
+                        v |= static_cast<unsigned>(p.in[at + e]) << (8 * e);
+                    raw[r * p.raw_words + k] = v;
+                    continue;
+                }
+                const unsigned dst =
+                    static_cast<unsigned>(__cvta_generic_to_shared(raw + r * p.raw_words + k));
+                asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(p.in + at));
+            }
         }
         gr_conv::cp_async_commit();
     };
@@ -426,32 +455,35 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1) k
         (void)img;
         gr_conv::cp_async_wait<0>();
         __syncthreads(); /* the raw rows have landed; the previous tile's reads of the patch are done */
-        const unsigned char *raw_bytes = reinterpret_cast<const unsigned char *>(raw);
-        for (int i = tid; i < p.patch_h * p.patch_w; i += kThreadsMma) {
-            /* i / patch_w through the float reciprocal: exact for i < 2^16 (checked at launch) */
-            const int r = static_cast<int>((static_cast<float>(i) + 0.5f) * inv_patch_w);
-            const int c = i - r * p.patch_w;
-            const int iy = o.iy0 + r, ix = o.ix0 + c;
-            unsigned w0 = 0u, w1 = 0u;
-            if (iy >= 0 && iy < p.in_h && ix >= 0 && ix < p.in_w) {
-                const unsigned char *px = raw_bytes + r * p.raw_words * 4 + (row_start(o, r) & 3) +
-                                          c * p.in_c_stride + p.in_c_offset;
+        /* quantize and pack: a warp per patch row, a lane per pixel */
+        for (int r = warp; r < p.patch_h; r += kMmaWarps) {
+            const int iy = o.iy0 + r;
+            const bool row_in = iy >= 0 && iy < p.in_h;
+            const unsigned char *rb = reinterpret_cast<const unsigned char *>(raw + r * p.raw_words) +
+                                      (row_start(o, r) & 3) + p.in_c_offset;
+            unsigned *prow = patch + r * p.pitch;
+            for (int c = lane; c < p.patch_w; c += 32) {
+                const int ix = o.ix0 + c;
+                unsigned w0 = 0u, w1 = 0u;
+                if (row_in && ix >= 0 && ix < p.in_w) {
+                    const unsigned char *px = rb + c * p.in_c_stride;
 #pragma unroll
-                for (int ch = 0; ch < kMaxC; ++ch) {
-                    if (ch >= p.in_c)
-                        break;
-                    const unsigned q = lut[px[ch]];
-                    if (kI8)
-                        w0 |= q << (8 * ch);
-                    else if (ch < 2)
-                        w0 |= q << (16 * ch);
-                    else
-                        w1 |= q << (16 * (ch - 2));
+                    for (int ch = 0; ch < kMaxC; ++ch) {
+                        if (ch >= p.in_c)
+                            break;
+                        const unsigned q = lut[px[ch]];
+                        if (kI8)
+                            w0 |= q << (8 * ch);
+                        else if (ch < 2)
+                            w0 |= q << (16 * ch);
+                        else
+                            w1 |= q << (16 * (ch - 2));
+                    }
                 }
+                prow[c * WPP] = w0;
+                if (!kI8)
+                    prow[c * WPP + 1] = w1;
             }
-            patch[r * p.pitch + c * WPP] = w0;
-            if (!kI8)
-                patch[r * p.pitch + c * WPP + 1] = w1;
         }
         __syncthreads(); /* the patch is ready; the raw rows are free */
         if (t + static_cast<int>(gridDim.x) < tiles)
@@ -488,8 +520,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1) k
          * accumulator c[2ip + q / 2][j][2 * (q & 1) + e]. A tile whose pooled pixels and window
          * taps all lie inside the maps (every tile of a 416x416 input) skips the bounds checks. */
         const int py = py0 + warp;
-        auto epilogue = [&](auto full_tile) {
+        auto epilogue = [&](auto full_tile, auto activation) {
             constexpr bool kFull = decltype(full_tile)::value;
+            constexpr int kAct = decltype(activation)::value; /* folds gr_conv_activate's switch */
 #pragma unroll
             for (int ip = 0; ip < kMmaFrags / 2; ++ip) {
                 const int px = px0 + 8 * ip + g;
@@ -525,7 +558,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1) k
                                 m = tap_ok[q] ? (x > m ? x : m) : m;
                             }
                             best = gr_conv_activate(fmaf(static_cast<float>(m), sm[j][e], sb[j][e]),
-                                                    p.activation);
+                                                    kAct);
                         } else {
                             best = -INFINITY; /* Darknet's pool padding never wins */
 #pragma unroll
@@ -533,11 +566,13 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1) k
                                 const float x = gr_conv_activate(
                                     fmaf(static_cast<float>(c[2 * ip + (q >> 1)][j][2 * (q & 1) + e]),
                                          mul_of(n), bias_of(n)),
-                                    p.activation);
+                                    kAct);
                                 best = tap_ok[q] ? fmaxf(best, x) : best;
                             }
                         }
-                        y[e] = n < p.out_c ? best : 0.0f;
+                        /* filters past out_c: zero weights, multiplier and bias, so 0 after
+                         * every activation but the logistic */
+                        y[e] = kAct != GR_CONV_ACT_LOGISTIC || n < p.out_c ? best : 0.0f;
                     }
                     const int n0 = 8 * j + 2 * t4;
                     if (n0 >= p.out_c_pad)
@@ -554,11 +589,29 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1) k
         };
         const int last_y = (py0 + kMmaTileH - 1) * p.pool_stride + p.pool_offset + 1;
         const int last_x = (px0 + kMmaTileW - 1) * p.pool_stride + p.pool_offset + 1;
-        if (p.pool_offset >= 0 && py0 + kMmaTileH <= p.pool_h && px0 + kMmaTileW <= p.pool_w &&
-            last_y < p.out_h && last_x < p.out_w)
-            epilogue(std::true_type());
+        const bool full = p.pool_offset >= 0 && py0 + kMmaTileH <= p.pool_h &&
+                          px0 + kMmaTileW <= p.pool_w && last_y < p.out_h && last_x < p.out_w;
+        auto with_act = [&](auto full_tile) {
+            using std::integral_constant;
+            switch (p.activation) {
+            case GR_CONV_ACT_LEAKY:
+                epilogue(full_tile, integral_constant<int, GR_CONV_ACT_LEAKY>());
+                break;
+            case GR_CONV_ACT_RELU:
+                epilogue(full_tile, integral_constant<int, GR_CONV_ACT_RELU>());
+                break;
+            case GR_CONV_ACT_LOGISTIC:
+                epilogue(full_tile, integral_constant<int, GR_CONV_ACT_LOGISTIC>());
+                break;
+            default:
+                epilogue(full_tile, integral_constant<int, GR_CONV_ACT_LINEAR>());
+                break;
+            }
+        };
+        if (full)
+            with_act(std::true_type());
         else
-            epilogue(std::false_type());
+            with_act(std::false_type());
     } /* tiles */
 #endif
 }
@@ -574,7 +627,7 @@ cudaError_t launch_mma(const FirstParams &p, bool pdl, cudaStream_t stream)
     GR_ARG_CHECK(per_sm > 0);
     const long long tiles = static_cast<long long>(gr_ceil_div(p.pool_w, kMmaTileW)) *
                             gr_ceil_div(p.pool_h, kMmaTileH) * p.batch;
-    GR_ARG_CHECK(tiles < INT_MAX);
+    GR_ARG_CHECK(tiles < (1 << 24)); /* the kernel's float-reciprocal divisions */
     const long long grid = std::min<long long>(tiles, static_cast<long long>(per_sm) * sms);
     return gr_conv::launch_kernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(kMmaWarps * 32),
                                   0, pdl, stream, p);
@@ -612,7 +665,6 @@ cudaError_t mma_first(FirstParams &p, const gr_conv_args *a, bool is_i8, bool pd
     p.in_bytes = a->batch * a->in_h * a->in_w * a->in_c_stride;
     /* 4-byte copies (cp.async) need a 4-byte aligned input */
     GR_ARG_CHECK(check_only || reinterpret_cast<uintptr_t>(a->in) % 4 == 0);
-    GR_ARG_CHECK(p.patch_h * p.patch_w < (1 << 16)); /* the fill's float division */
     if (check_only)
         return cudaSuccess;
     p.batch = a->batch;
