@@ -396,14 +396,20 @@ __device__ __forceinline__ void mma_stage_k32(const float *As, const float *Bs,
             split_tf32_fast(hi.z, a_big[1][1], a_small[1][1]);
             split_tf32_fast(lo.w, a_big[1][2], a_small[1][2]);
             split_tf32_fast(hi.w, a_big[1][3], a_small[1][3]);
+            /* each partial's chain in the same order (per step: small_a*big_b, big_a*small_b,
+             * big_a*big_b), issued j-innermost so consecutive MMAs are independent */
 #pragma unroll
-            for (int s = 0; s < 2; ++s)
+            for (int s = 0; s < 2; ++s) {
 #pragma unroll
-                for (int j = 0; j < T::NT; ++j) {
+                for (int j = 0; j < T::NT; ++j)
                     mma_tf32(part[i][j], a_small[s], b_big[s][j], part[i][j]);
+#pragma unroll
+                for (int j = 0; j < T::NT; ++j)
                     mma_tf32(part[i][j], a_big[s], b_small[s][j], part[i][j]);
+#pragma unroll
+                for (int j = 0; j < T::NT; ++j)
                     mma_tf32(part[i][j], a_big[s], b_big[s][j], part[i][j]);
-                }
+            }
         }
     }
 #pragma unroll
