@@ -21,6 +21,7 @@
 #include <cmath>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include <cuda_fp16.h>
@@ -251,8 +252,9 @@ __global__ void __launch_bounds__(kThreads) k_conv_first(const FirstParams p)
  * them (multipliers >= 0, activation linear, leaky or relu), else on the activated values.
  *
  * Blocks are persistent and run a two-step pipeline per tile: the raw input rows of the NEXT tile
- * go to shared memory by cp.async (4-byte words, a warp per row) while this tile's MMAs and
- * epilogue run; then a warp per patch row quantizes and packs them through the table. The
+ * go to shared memory by cp.async (4-byte words) while this tile's MMAs and epilogue run; then
+ * the threads quantize and pack them through the table, a pixel each (a warp per row measured
+ * slower: rows of 34 pixels leave most lanes idle in a second pass, bench/LOG.md). The
  * epilogue is instantiated per activation and for full tiles (no bounds checks): the per-element
  * switch and checks were a third of the kernel's instructions (ncu source counters, bench/LOG.md). */
 constexpr int kMmaWarps = 8;
@@ -293,9 +295,8 @@ template <> struct MmaK16<false> {
 /* NJ: 8-filter column blocks (2 or 4: out_c_pad <= 16 or 32). 16 filters: INT8 at 3 blocks per SM
  * (80 registers and a few spilled words; 2 blocks without spills measured 3% slower, bench/LOG.md),
  * FP16 at 2 (128 registers; unbounded it takes 130, 1 block). */
-template <bool kI8, int NJ>
-__global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1)
-    k_conv_first_mma(const FirstParams p)
+template <bool kI8, int NJ, int kMinBlocks = NJ == 2 ? (kI8 ? 3 : 2) : 1>
+__global__ void __launch_bounds__(kMmaWarps * 32, kMinBlocks) k_conv_first_mma(const FirstParams p)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     using Acc = typename std::conditional<kI8, int, float>::type;
@@ -387,6 +388,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1)
     const int tiles_x = (p.pool_w + kMmaTileW - 1) / kMmaTileW;
     const int tiles_y = (p.pool_h + kMmaTileH - 1) / kMmaTileH;
     const int tiles = tiles_x * tiles_y * p.batch;
+    const float inv_patch_w = 1.0f / static_cast<float>(p.patch_w);
+    const float inv_raw_words = 1.0f / static_cast<float>(p.raw_words);
     struct Origin {
         int img, py0, px0, iy0, ix0;
     };
@@ -423,27 +426,23 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1)
      * a tile ahead so that their latency hides behind this tile's MMAs. */
     auto prefetch = [&](int t) {
         const Origin o = origin(t);
-        /* a warp per row, a lane per word; rows outside the image are never read back */
-        for (int r = warp; r < p.patch_h; r += kMmaWarps) {
+        for (int i = tid; i < p.patch_h * p.raw_words; i += kThreadsMma) {
+            const int r = static_cast<int>((static_cast<float>(i) + 0.5f) * inv_raw_words);
+            const int k = i - r * p.raw_words;
             const int iy = o.iy0 + r;
-            if (iy < 0 || iy >= p.in_h)
+            const int at = (row_start(o, r) & ~3) + 4 * k;
+            const int left = p.in_bytes - at;
+            const bool outside = iy < 0 || iy >= p.in_h || at < 0 || left <= 0;
+            if (!outside && left < 4) { /* the input's last bytes: never read past its end */
+                unsigned v = 0u;
+                for (int e = 0; e < left; ++e)
+                    v |= static_cast<unsigned>(p.in[at + e]) << (8 * e);
+                raw[r * p.raw_words + k] = v;
                 continue;
-            const int start = row_start(o, r) & ~3;
-            for (int k = lane; k < p.raw_words; k += 32) {
-                const int at = start + 4 * k, left = p.in_bytes - at;
-                if (at < 0 || left <= 0)
-                    continue; /* no byte of an in-image pixel: never read back */
-                if (left < 4) { /* the input's last bytes: never read past its end */
-                    unsigned v = 0u;
-                    for (int e = 0; e < left; ++e)
-                        v |= static_cast<unsigned>(p.in[at + e]) << (8 * e);
-                    raw[r * p.raw_words + k] = v;
-                    continue;
-                }
-                const unsigned dst =
-                    static_cast<unsigned>(__cvta_generic_to_shared(raw + r * p.raw_words + k));
-                asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(p.in + at));
             }
+            const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(raw + r * p.raw_words + k));
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst),
+                         "l"(p.in + (outside ? 0 : at)), "r"(outside ? 0 : 4));
         }
         gr_conv::cp_async_commit();
     };
@@ -455,35 +454,32 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1)
         (void)img;
         gr_conv::cp_async_wait<0>();
         __syncthreads(); /* the raw rows have landed; the previous tile's reads of the patch are done */
-        /* quantize and pack: a warp per patch row, a lane per pixel */
-        for (int r = warp; r < p.patch_h; r += kMmaWarps) {
-            const int iy = o.iy0 + r;
-            const bool row_in = iy >= 0 && iy < p.in_h;
-            const unsigned char *rb = reinterpret_cast<const unsigned char *>(raw + r * p.raw_words) +
-                                      (row_start(o, r) & 3) + p.in_c_offset;
-            unsigned *prow = patch + r * p.pitch;
-            for (int c = lane; c < p.patch_w; c += 32) {
-                const int ix = o.ix0 + c;
-                unsigned w0 = 0u, w1 = 0u;
-                if (row_in && ix >= 0 && ix < p.in_w) {
-                    const unsigned char *px = rb + c * p.in_c_stride;
+        const unsigned char *raw_bytes = reinterpret_cast<const unsigned char *>(raw);
+        for (int i = tid; i < p.patch_h * p.patch_w; i += kThreadsMma) {
+            /* i / patch_w through the float reciprocal: exact for i < 2^16 (checked at launch) */
+            const int r = static_cast<int>((static_cast<float>(i) + 0.5f) * inv_patch_w);
+            const int c = i - r * p.patch_w;
+            const int iy = o.iy0 + r, ix = o.ix0 + c;
+            unsigned w0 = 0u, w1 = 0u;
+            if (iy >= 0 && iy < p.in_h && ix >= 0 && ix < p.in_w) {
+                const unsigned char *px = raw_bytes + r * p.raw_words * 4 + (row_start(o, r) & 3) +
+                                          c * p.in_c_stride + p.in_c_offset;
 #pragma unroll
-                    for (int ch = 0; ch < kMaxC; ++ch) {
-                        if (ch >= p.in_c)
-                            break;
-                        const unsigned q = lut[px[ch]];
-                        if (kI8)
-                            w0 |= q << (8 * ch);
-                        else if (ch < 2)
-                            w0 |= q << (16 * ch);
-                        else
-                            w1 |= q << (16 * (ch - 2));
-                    }
+                for (int ch = 0; ch < kMaxC; ++ch) {
+                    if (ch >= p.in_c)
+                        break;
+                    const unsigned q = lut[px[ch]];
+                    if (kI8)
+                        w0 |= q << (8 * ch);
+                    else if (ch < 2)
+                        w0 |= q << (16 * ch);
+                    else
+                        w1 |= q << (16 * (ch - 2));
                 }
-                prow[c * WPP] = w0;
-                if (!kI8)
-                    prow[c * WPP + 1] = w1;
             }
+            patch[r * p.pitch + c * WPP] = w0;
+            if (!kI8)
+                patch[r * p.pitch + c * WPP + 1] = w1;
         }
         __syncthreads(); /* the patch is ready; the raw rows are free */
         if (t + static_cast<int>(gridDim.x) < tiles)
@@ -616,10 +612,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1)
 #endif
 }
 
-template <bool kI8, int NJ>
+template <bool kI8, int NJ, int kMinBlocks = NJ == 2 ? (kI8 ? 3 : 2) : 1>
 cudaError_t launch_mma(const FirstParams &p, bool pdl, cudaStream_t stream)
 {
-    const auto kernel = k_conv_first_mma<kI8, NJ>;
+    const auto kernel = k_conv_first_mma<kI8, NJ, kMinBlocks>;
     int dev = 0, sms = 0, per_sm = 0;
     GR_CUDA_TRY(cudaGetDevice(&dev));
     GR_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -659,6 +655,8 @@ cudaError_t mma_first(FirstParams &p, const gr_conv_args *a, bool is_i8, bool pd
     /* the raw rows: from the row's first byte rounded down to 4, its pixels' bytes */
     p.raw_words = (3 + p.patch_w * a->in_c_stride + 3) / 4;
     GR_ARG_CHECK(p.patch_h * p.raw_words <= kMmaRawWords);
+    /* the float-reciprocal divisions of the fill and the prefetch: exact below 2^16 */
+    GR_ARG_CHECK(p.patch_h * p.patch_w < (1 << 16) && p.patch_h * p.raw_words < (1 << 16));
     /* byte offsets of every patch row, the tiles' overhang included, fit an int */
     GR_ARG_CHECK((static_cast<long long>(a->batch) * a->in_h + p.patch_h) * a->in_w * a->in_c_stride +
                      p.patch_w * a->in_c_stride < INT_MAX);
@@ -669,7 +667,8 @@ cudaError_t mma_first(FirstParams &p, const gr_conv_args *a, bool is_i8, bool pd
         return cudaSuccess;
     p.batch = a->batch;
     if (is_i8)
-        return p.out_c_pad <= 16 ? launch_mma<true, 2>(p, pdl, stream)
+        return p.out_c_pad <= 16 ? (getenv("GR_EXP_FIRST2") ? launch_mma<true, 2, 2>(p, pdl, stream)
+                                                            : launch_mma<true, 2>(p, pdl, stream))
                                  : launch_mma<true, 4>(p, pdl, stream);
     return p.out_c_pad <= 16 ? launch_mma<false, 2>(p, pdl, stream)
                              : launch_mma<false, 4>(p, pdl, stream);
