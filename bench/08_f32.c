@@ -7,7 +7,8 @@
  *   bias_act   the separate bias/activation pass the SGEMM path needs
  *   tf32x3     the 3xTF32 GEMM with the fused epilogue, automatic tile (and the tile it chose)
  *   best       the fastest of the forced tiles, and which (T1 16x256, T2 32x256, T3 64x128,
- *              T4 128x128, T5 128x128 compiled for 2 blocks per SM)
+ *              T4 128x128, T5 128x128 compiled for 2 blocks per SM, T6 128x128 with the K32 main
+ *              loop - the automatic tile above 64 out channels -, T7 64x128 with the K32 loop)
  *   conv(s)    gr_launch_conv_f32 with SGEMM: im2col + sgemm + bias_act, one launcher call
  *   conv(3)    gr_launch_conv_f32 with TF32X3: im2col + tf32x3
  *   conv(i)    gr_launch_conv_f32 with TF32X3_IMPLICIT: the GEMM gathering its input (no im2col)

@@ -54,7 +54,11 @@ enum {
     GR_TF32X3_TILE_64x128 = 3,
     GR_TF32X3_TILE_128x128 = 4,
     GR_TF32X3_TILE_128x128_2 = 5, /* 128x128 compiled for 2 blocks per SM (not chosen by AUTO) */
-    GR_TF32X3_TILES = 5
+    GR_TF32X3_TILE_128x128_K32 = 6, /* 128x128, K 32 per stage, 4 stages (AUTO for out_c > 64) */
+    GR_TF32X3_TILE_64x128_K32 = 7,  /* 64x128, K 32 per stage, 4 stages (not chosen by AUTO);
+                                       6 and 7 run as 4 and 3 where a block cannot have their
+                                       136 / 100 KiB of shared memory (sm_86, sm_89) */
+    GR_TF32X3_TILES = 7
 };
 
 /* Floats of im2col workspace the conv needs (0 for a 1x1 / stride 1 / pad 0 conv, and for

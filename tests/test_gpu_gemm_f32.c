@@ -230,20 +230,30 @@ static const gemm_case gemm_cases[] = {
     {125, 4608, 169, 1, GR_CONV_ACT_LINEAR, 1, 0}, /* the head's N, long K, 13x13 */
     {40, 64, 64, 2, GR_CONV_ACT_LEAKY, 1, 1},      /* aligned shapes, misaligned pointers */
     {20, 9, 12, 3, GR_CONV_ACT_LOGISTIC, 1, 1},
+    /* aimed at the K32 tiles (and run on all): K % 32 != 0, odd N, column tails */
+    {130, 100, 169, 2, GR_CONV_ACT_LOGISTIC, 0, 0}, /* N over one 128 tile, K % 32 = 4, no bias */
+    {256, 1000, 52, 3, GR_CONV_ACT_RELU, 1, 0},     /* P % 4 == 0: 16-byte col copies; J 156 */
+    {77, 9220, 13, 2, GR_CONV_ACT_LEAKY, 1, 0},     /* longer K than layer 7's 9216, K % 32 = 4 */
+    {72, 132, 68, 2, GR_CONV_ACT_LINEAR, 1, 1},     /* misaligned pointers, K % 32 = 4 */
+    {129, 33, 131, 1, GR_CONV_ACT_LEAKY, 0, 0},     /* one k row past a stage, N = 128 + 1 */
 };
 #define N_GEMM ((int)(sizeof gemm_cases / sizeof gemm_cases[0]))
 
 /* Tolerance, per output: |got - ref| <= 1e-5 * (S + |bias|) + 4 FLT_EPSILON |ref|, S = sum_k |w x|.
  * 3xTF32 keeps ~22 of each operand's 24 bits: per product the dropped small*small and the rounding
- * of the small halves are <= 2^-21 |w x| (5e-7 S in all). The tensor core sums each k8 step's 3
- * MMAs (24 products) with truncation: <= 3 * 2^-23 of that step's sum (4e-7 S). The steps are added
- * in f32 with rounding to nearest: the probabilistic bound sqrt(K/8) 2^-24 S is 1.4e-6 S at K =
- * 4608 (the worst-case (K/8) 2^-24 S, 3.4e-5 S, is that of any f32 GEMM, cuBLAS included). The
- * activations are 1-Lipschitz (logistic 1/4); expf adds an ulp or two of the output (the last
- * term). 1e-5 leaves a margin of 7x over the probabilistic bound. Plain TF32 errs by ~2^-11 of the
- * largest products, which the wide data make a good share of S: test_gemm_tf32x3 asserts the
- * tolerance rejects it. bench/tf32x3_model.py models this on the same data (CPU): plain TF32 lands
- * 6-76x past the tolerance, the kernel's rounding uses 1.3-4% of it. */
+ * of the small halves are <= 1.5 * 2^-21 |w x| (7e-7 S in all; the K32 tiles truncate the small
+ * halves: 2.5 * 2^-21, 1.2e-6 S). The tensor core sums a partial's chain of MMAs with truncation:
+ * the K16 tiles chain 3 MMAs (24 products) per k8 step, <= 3 * 2^-23 of that step's sum (4e-7 S);
+ * the K32 tiles 12 MMAs per 32-k stage, <= 12 * 2^-23 (1.4e-6 S). The partials are added in f32
+ * with rounding to nearest: the probabilistic bound sqrt(K/8) 2^-24 S is 1.4e-6 S at K = 4608 (the
+ * K32 tiles add a quarter as many partials: 0.7e-6 S; the worst case (K/8) 2^-24 S, 3.4e-5 S, is
+ * that of any f32 GEMM, cuBLAS included). The activations are 1-Lipschitz (logistic 1/4); expf
+ * adds an ulp or two of the output (the last term). 1e-5 leaves a margin of 4x over the K16 tiles'
+ * bound (0.7 + 0.4 + 1.4 = 2.5e-6 S at K = 4608), 3x over the K32 tiles' (1.2 + 1.4 + 0.7 =
+ * 3.3e-6 S). Plain TF32 errs by ~2^-11 of the largest products, which the wide data make a good
+ * share of S: test_gemm_tf32x3 asserts the tolerance rejects it. bench/tf32x3_model.py models the
+ * K16 tiles on the same data (CPU): plain TF32 lands 6-76x past the tolerance, the kernel's
+ * rounding uses 1.3-4% of it. */
 static double gemm_tol(double s, double bias, double ref)
 {
     return 1e-5 * (s + fabs(bias)) + 4.0 * (double)FLT_EPSILON * fabs(ref);
@@ -391,8 +401,8 @@ START_TEST(test_gemm_bad_arguments)
 }
 END_TEST
 
-/* The automatic tile: the smallest row tile that covers N up to 64, 128 rows after that unless
- * that leaves SMs idle. */
+/* The automatic tile: the smallest row tile that covers N up to 64, 128 rows (the K32 main loop)
+ * after that unless that leaves SMs idle. */
 START_TEST(test_auto_tile)
 {
     /* the blocks the automatic tile launches (the engine's SGEMM fallback counts them) */
@@ -404,7 +414,8 @@ START_TEST(test_auto_tile)
     ck_assert_int_eq(gr_gemm_tf32x3_auto_tile(16, 100000, 132), GR_TF32X3_TILE_16x256);
     ck_assert_int_eq(gr_gemm_tf32x3_auto_tile(32, 100000, 132), GR_TF32X3_TILE_32x256);
     ck_assert_int_eq(gr_gemm_tf32x3_auto_tile(64, 100000, 132), GR_TF32X3_TILE_64x128);
-    ck_assert_int_eq(gr_gemm_tf32x3_auto_tile(1024, 64 * 169, 132), GR_TF32X3_TILE_128x128);
+    ck_assert_int_eq(gr_gemm_tf32x3_auto_tile(1024, 64 * 169, 132), GR_TF32X3_TILE_128x128_K32);
+    ck_assert_int_eq(gr_gemm_tf32x3_auto_tile(65, 100000, 132), GR_TF32X3_TILE_128x128_K32);
     ck_assert_int_eq(gr_gemm_tf32x3_auto_tile(1024, 169, 132), GR_TF32X3_TILE_64x128);
 }
 END_TEST
