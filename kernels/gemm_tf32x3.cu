@@ -301,6 +301,18 @@ __device__ __forceinline__ float activate(float y, int act)
 
 /* One K16 stage: per k8 step, each (i, j) MMA tile gets a zeroed partial of 3 MMAs (24 products
  * each), added to the f32 accumulator. 4-byte fragment reads, split per read. */
+/* Zero a warp's accumulator (or partial) tiles. */
+template <int MT, int NT> __device__ __forceinline__ void zero_tiles(float (&x)[MT][NT][4])
+{
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                x[i][j][e] = 0.0f;
+}
+
 template <class T>
 __device__ __forceinline__ void mma_stage_k16(const float *As, const float *Bs,
                                               float (&acc)[T::MT][T::NT][4], int warp_row,
@@ -361,13 +373,7 @@ __device__ __forceinline__ void mma_stage_k32(const float *As, const float *Bs,
                                               int warp_col, int g, int t)
 {
     float part[T::MT][T::NT][4];
-#pragma unroll
-    for (int i = 0; i < T::MT; ++i)
-#pragma unroll
-        for (int j = 0; j < T::NT; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                part[i][j][e] = 0.0f;
+    zero_tiles(part);
 #pragma unroll
     for (int h = 0; h < 2; ++h) { /* steps 2h and 2h + 1 */
         unsigned b_big[2][T::NT][2], b_small[2][T::NT][2];
@@ -458,13 +464,7 @@ __global__ void __launch_bounds__(kThreads, T::min_blocks) k_gemm_tf32x3_f32(Gem
     }
 
     float acc[T::MT][T::NT][4];
-#pragma unroll
-    for (int i = 0; i < T::MT; ++i)
-#pragma unroll
-        for (int j = 0; j < T::NT; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                acc[i][j][e] = 0.0f;
+    zero_tiles(acc);
 
     constexpr int BK = T::BK, stages = T::stages;
     const int k_tiles = (p.K + BK - 1) / BK;
