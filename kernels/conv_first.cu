@@ -444,7 +444,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1)
             asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst),
                          "l"(p.in + (outside ? 0 : at)), "r"(outside ? 0 : 4));
         }
-        gr_conv::cp_async_commit();
+        cp_async_commit();
     };
     if (blockIdx.x < tiles)
         prefetch(blockIdx.x);
@@ -452,7 +452,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1)
         const Origin o = origin(t);
         const int img = o.img, py0 = o.py0, px0 = o.px0;
         (void)img;
-        gr_conv::cp_async_wait<0>();
+        cp_async_wait<0>();
         __syncthreads(); /* the raw rows have landed; the previous tile's reads of the patch are done */
         const unsigned char *raw_bytes = reinterpret_cast<const unsigned char *>(raw);
         for (int i = tid; i < p.patch_h * p.patch_w; i += kThreadsMma) {

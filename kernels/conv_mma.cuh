@@ -1,6 +1,6 @@
 /* The tensor-core convolution kernels' shared pieces (CUDA side only): the parameters of a
  * launch after validation (made by conv_wmma.cu's planner, read by the implicit-GEMM kernels of
- * conv_wmma.cu and conv_stream.cu), cp.async copies, the ldmatrix + mma.sync operations (sm_80+),
+ * conv_wmma.cu and conv_stream.cu), the ldmatrix + mma.sync operations (sm_80+),
  * the GEMM-row -> output-pixel map with the fused 2x2 maxpool, and the launch helper
  * (programmatic dependent launch on sm_90). */
 #ifndef GR_KERNELS_CONV_MMA_CUH
@@ -11,6 +11,7 @@
 
 #include "kernels/common.cuh"
 #include "kernels/conv.h"
+#include "kernels/cp_async.cuh"
 
 namespace gr_conv
 {
@@ -34,35 +35,6 @@ struct ConvParams {
      * q >> 1, column offset q & 1 of the window). M = batch * pool_h * pool_w * 4. */
     int pool, pool_stride, pool_offset, pool_h, pool_w;
 };
-
-__device__ __forceinline__ void copy16(void *smem_dst, const void *src, bool valid)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-    const int bytes = valid ? 16 : 0; /* 0: zero-fill, nothing read */
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(bytes));
-#else
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (valid)
-        v = __ldg(static_cast<const uint4 *>(src));
-    *static_cast<uint4 *>(smem_dst) = v;
-#endif
-}
-
-__device__ __forceinline__ void cp_async_commit()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-
-template <int N> __device__ __forceinline__ void cp_async_wait()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
 
 __device__ __forceinline__ float acc_to_float(float a)
 {

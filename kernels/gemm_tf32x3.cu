@@ -30,6 +30,7 @@
 
 #include "kernels/common.cuh"
 #include "kernels/conv.h"
+#include "kernels/cp_async.cuh"
 #include "kernels/gemm_f32.h"
 
 namespace
@@ -111,30 +112,6 @@ struct GemmParams {
 enum BMode { kBScalar = 0, kBVec = 1, kBImplicit = 2 };
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-
-__device__ __forceinline__ void cp_async4(float *smem_dst, const float *src, bool valid)
-{
-    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(valid ? 4 : 0)); /* src-size 0: zero-fill, nothing read */
-}
-
-__device__ __forceinline__ void cp_async16(float *smem_dst, const float *src, bool valid)
-{
-    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(valid ? 16 : 0));
-}
-
-__device__ __forceinline__ void cp_async_commit()
-{
-    asm volatile("cp.async.commit_group;\n" ::);
-}
-
-template <int N> __device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 /* cvt.rna.tf32.f32 for finite x (round the magnitude to 10 mantissa bits, ties away: add half a
  * TF32 ulp to the bit pattern, clear the 13 bits below it; a carry into the exponent is right, and
@@ -221,7 +198,7 @@ __device__ __forceinline__ void load_tile(const GemmParams &p, float *As, float 
             if (chunks % kThreads == 0 || c < chunks) {
                 const int row = c / per_row, n = n0 + row;
                 const bool valid = n < p.N && k < p.K;
-                cp_async16(As + row * T::lda + cc * 4,
+                copy16(As + row * T::lda + cc * 4,
                            valid ? p.w + static_cast<size_t>(n) * p.K + k : p.w, valid);
             }
         }
@@ -231,7 +208,7 @@ __device__ __forceinline__ void load_tile(const GemmParams &p, float *As, float 
         for (int i = 0; i < T::BM * BK / kThreads; ++i) {
             const int row = tid / BK + i * (kThreads / BK), n = n0 + row;
             const bool valid = n < p.N && k < p.K;
-            cp_async4(As + row * T::lda + kk, valid ? p.w + static_cast<size_t>(n) * p.K + k : p.w,
+            copy4(As + row * T::lda + kk, valid ? p.w + static_cast<size_t>(n) * p.K + k : p.w,
                       valid);
         }
     }
@@ -244,7 +221,7 @@ __device__ __forceinline__ void load_tile(const GemmParams &p, float *As, float 
         for (int i = 0; i < BK * per_row / kThreads; ++i) {
             const int r = tid / per_row + i * (kThreads / per_row), k = k0 + r;
             const bool valid = b_col_valid && k < p.K;
-            cp_async16(Bs + b_index<T>(r, cc * 4),
+            copy16(Bs + b_index<T>(r, cc * 4),
                        valid ? b_col_base + k * p.P : p.col, valid); /* k * P < K * P < 2^31 */
         }
     } else if (BMode == kBScalar) {
@@ -253,7 +230,7 @@ __device__ __forceinline__ void load_tile(const GemmParams &p, float *As, float 
         for (int i = 0; i < BK * T::BN / kThreads; ++i) {
             const int r = tid / T::BN + i * (kThreads / T::BN), k = k0 + r;
             const bool valid = b_col_valid && k < p.K;
-            cp_async4(Bs + b_index<T>(r, cc),
+            copy4(Bs + b_index<T>(r, cc),
                       valid ? b_col_base + k * p.P : p.col, valid);
         }
     } else {
@@ -272,7 +249,7 @@ __device__ __forceinline__ void load_tile(const GemmParams &p, float *As, float 
             const int iy = bc.iy0 + ky, ix = bc.ix0 + kx;
             const bool valid = b_col_valid && k < p.K && iy >= 0 && iy < p.in_h && ix >= 0 &&
                                ix < p.in_w;
-            cp_async4(Bs + b_index<T>(r, cc),
+            copy4(Bs + b_index<T>(r, cc),
                       valid ? b_col_base + ci * plane + iy * p.in_w + ix : p.col, valid);
             k += step;
             kx += step;
