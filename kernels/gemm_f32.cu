@@ -106,6 +106,12 @@ extern "C" size_t gr_conv_f32_workspace_floats(const gr_conv_f32_args *a, int *o
     if (k >= INT_MAX || hw >= INT_MAX || a->out_c >= INT_MAX / 2 ||
         static_cast<long long>(a->batch) * a->in_c * a->in_h * a->in_w >= (1LL << 40))
         return 0;
+    if (a->algo == GR_CONV_F32_DIRECT3X3) {
+        *ok = gr_conv_f32_direct3x3_fits(a);
+        return 0;
+    }
+    if (a->pool_size != 0)
+        return 0; /* only DIRECT3X3 pools */
     *ok = 1;
     if (is_direct(a) || a->algo == GR_CONV_F32_TF32X3_IMPLICIT)
         return 0;
@@ -172,6 +178,14 @@ extern "C" cublasStatus_t gr_launch_conv_f32(cublasHandle_t handle, const gr_con
     const bool tf32x3 =
         ok && (a->algo == GR_CONV_F32_TF32X3 || a->algo == GR_CONV_F32_TF32X3_IMPLICIT);
     const bool implicit = ok && a->algo == GR_CONV_F32_TF32X3_IMPLICIT && !is_direct(a);
+    if (ok && a->algo == GR_CONV_F32_DIRECT3X3) {
+        const cudaError_t err = gr_launch_conv_direct3x3_f32(a, stream);
+        if (cuda_error)
+            *cuda_error = err;
+        return err == cudaSuccess ? CUBLAS_STATUS_SUCCESS
+                                  : (err == cudaErrorInvalidValue ? CUBLAS_STATUS_INVALID_VALUE
+                                                                  : CUBLAS_STATUS_EXECUTION_FAILED);
+    }
     if (!ok || (!handle && !tf32x3) || !a->in || !a->weights || !a->out ||
         (ws > 0 && !a->workspace) || a->activation < GR_CONV_ACT_LINEAR ||
         a->activation > GR_CONV_ACT_LOGISTIC ||

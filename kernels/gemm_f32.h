@@ -9,7 +9,12 @@
  * folded in, output [batch][out_c][out_h][out_w], all dense f32. The im2col workspace holds
  * batch * (in_c*ksize*ksize) * (out_h*out_w) floats, rows ordered (ci, ky, kx) as in Darknet;
  * it is not used (and may be NULL) for a 1x1 stride-1 unpadded conv, which reads the input
- * directly. Plain C11 header. */
+ * directly.
+ *
+ * GR_CONV_F32_DIRECT3X3 (kernels/conv3x3_f32.cu, any GPU) computes a 3x3 / stride 1 / pad 1 conv
+ * without im2col, in FP32 FMAs on the CUDA cores (exact FP32, Darknet's summation order), and can
+ * apply Darknet's 2x2 / stride 2 maxpool in its epilogue (pool_size 2): then out is the pooled map,
+ * [batch][out_c][(in_h + pool_pad - 2)/2 + 1][(in_w + pool_pad - 2)/2 + 1]. Plain C11 header. */
 #ifndef GR_KERNELS_GEMM_F32_H
 #define GR_KERNELS_GEMM_F32_H
 
@@ -34,8 +39,12 @@ typedef struct gr_conv_f32_args {
     float *workspace;     /* device, gr_conv_f32_workspace_floats() floats */
     int activation;       /* GR_CONV_ACT_* of kernels/conv.h (= gr_activation values) */
     int tf32;             /* SGEMM: 1 CUBLAS_TF32_TENSOR_OP_MATH, 0 CUBLAS_DEFAULT_MATH */
-    int algo;             /* GR_CONV_F32_SGEMM (0, the default), _TF32X3 or _TF32X3_IMPLICIT */
+    int algo;             /* GR_CONV_F32_SGEMM (0, the default), _TF32X3, _TF32X3_IMPLICIT or
+                             _DIRECT3X3 */
     int tile;             /* TF32X3: GR_TF32X3_TILE_*, 0 = automatic */
+    /* DIRECT3X3 only (0 elsewhere): a fused maxpool, Darknet's size / stride / total padding;
+     * pool_size 0 = none, else 2 / 2 / 0 or 1 */
+    int pool_size, pool_stride, pool_pad;
 } gr_conv_f32_args;
 
 enum {
@@ -44,6 +53,8 @@ enum {
     GR_CONV_F32_TF32X3_IMPLICIT = 2, /* the same GEMM reading the input through an implicit
                                         im2col: no workspace, no im2col pass (1x1 stride-1 convs
                                         run as TF32X3, which reads the input directly too) */
+    GR_CONV_F32_DIRECT3X3 = 3, /* 3x3 / stride 1 / pad 1 only, FP32 FMAs, maxpool fusable; no
+                                  workspace, no handle, any GPU */
 };
 
 /* The 3xTF32 GEMM's block tiles (out channels x columns), for tests and benchmarks to force one. */
@@ -91,6 +102,21 @@ cudaError_t gr_launch_conv_tf32x3_f32(const float *in, const float *w, const flo
                                       int out_c, int ksize, int stride, int pad, int activation,
                                       int tile, cudaStream_t stream);
 
+/* 1 when GR_CONV_F32_DIRECT3X3 takes the conv (ksize 3, stride 1, pad 1, batch <= 65535, the
+ * pool none or 2 / 2 / padding 0..1), else 0. Pure host code. */
+int gr_conv_f32_direct3x3_fits(const gr_conv_f32_args *args);
+
+/* 1 where DIRECT3X3 fits and measured faster than im2col + 3xTF32 + a separate maxpool (the
+ * narrow early layers; the engine's choice when GR_F32_ALGO is unset), else 0. */
+int gr_conv_f32_direct3x3_preferred(const gr_conv_f32_args *args);
+
+/* The map DIRECT3X3 writes: in_h x in_w, or the fused pool's. */
+void gr_conv_f32_direct3x3_out_dims(const gr_conv_f32_args *args, int *out_h, int *out_w);
+
+/* The DIRECT3X3 conv on `stream` (gr_launch_conv_f32 calls it); cudaErrorInvalidValue (recorded)
+ * when it does not fit or a pointer is NULL. */
+cudaError_t gr_launch_conv_direct3x3_f32(const gr_conv_f32_args *args, cudaStream_t stream);
+
 /* cudaSuccess when the current device runs the 3xTF32 GEMM (sm_80+), else cudaErrorNotSupported
  * with the reason recorded (gr_kernels_last_failure); *device (may be NULL): the current device. */
 cudaError_t gr_gemm_tf32x3_check_device(int *device);
@@ -102,7 +128,7 @@ long long gr_gemm_tf32x3_blocks(int n_out, int columns, int sm_count);
 
 /* The whole conv on `stream`. SGEMM: with the caller's handle (its stream and math mode are set
  * here); TF32X3: the handle is not used (may be NULL), im2col + one fused GEMM kernel;
- * TF32X3_IMPLICIT: one kernel.
+ * TF32X3_IMPLICIT and DIRECT3X3: one kernel.
  * Returns CUBLAS_STATUS_SUCCESS; a cuBLAS failure's status; CUBLAS_STATUS_INVALID_VALUE for bad
  * arguments; CUBLAS_STATUS_EXECUTION_FAILED when a kernel launch failed, with the CUDA error in
  * *cuda_error (which may be NULL; set to cudaSuccess otherwise). Details of a failure are in

@@ -57,7 +57,8 @@ gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_i
     if (connected && compute != GR_DTYPE_F32)
         return gr_gpu_unsupported(plan, index);
     if (compute == GR_DTYPE_F32) {
-        if (y->dtype != GR_DTYPE_F32 || (nd->fused & fusions))
+        const int pool = (nd->fused & GR_FUSED_MAXPOOL) != 0;
+        if (y->dtype != GR_DTYPE_F32 || (nd->fused & fusions & ~(unsigned)GR_FUSED_MAXPOOL))
             return gr_gpu_unsupported(plan, index);
         /* cuBLAS path on NCHW; a channel slice with batch > 1 is not contiguous: one image at a
          * time, each a contiguous block. Groups: one conv per group on its slices. */
@@ -87,7 +88,17 @@ gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_i
                                    (size_t)y->c_offset * y->h * y->w
                              : NULL,
             .workspace = allocated ? inst->im2col[nd->stream] : NULL, .activation = (int)nd->p.activation,
-            .tf32 = g->tf32, .algo = g->f32_algo};
+            .tf32 = g->tf32, .algo = g->f32_algo,
+            .pool_size = pool ? nd->pool_size : 0, .pool_stride = pool ? nd->pool_stride : 0,
+            .pool_pad = pool ? nd->pool_pad : 0};
+        /* the direct 3x3 kernel where it is preferred (or forced); only it pools */
+        if (!connected && gr_conv_f32_direct3x3_fits(&c->f32) &&
+            (g->f32_direct == 2 || (g->f32_direct && gr_conv_f32_direct3x3_preferred(&c->f32)))) {
+            c->f32.algo = GR_CONV_F32_DIRECT3X3;
+            return GR_OK;
+        }
+        if (pool)
+            return gr_gpu_unsupported(plan, index);
         /* 3xTF32 has no split-K: a GEMM too small to fill the SMs once goes to cuBLAS */
         if (g->f32_auto && c->f32.algo == GR_CONV_F32_TF32X3 &&
             gr_gemm_tf32x3_blocks(c->f32.out_c, c->f32.batch * y->h * y->w, g->sm_count) <

@@ -343,7 +343,10 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
      * If a kernel cannot take one of the planned convs (a 7x7 first layer with 64 filters, say),
      * plan again without fusions into that layer, and so on; a refusal no exclusion can fix (a
      * conv with nothing fused into it) is the build's error. */
-    int fuse = e->opt.precision != GR_PREC_FP32;
+    /* fp32: only the direct 3x3 kernel pools; the convs it does not take are planned again
+     * without their pool (no notice: that is the fp32 plan, not a degraded one) */
+    const int f32 = e->opt.precision == GR_PREC_FP32;
+    int fuse = !f32 || g->f32_direct;
     unsigned char *no_fuse = NULL;
     gr_status st = plan_variant(e, g, v, input_u8, fuse, NULL);
     for (int tries = 0; st == GR_OK && fuse; tries++) {
@@ -359,8 +362,9 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
             break;
         }
         size_t used = strlen(e->notice);
-        snprintf(e->notice + used, sizeof e->notice - used, "%sfusions off for layer %d (slower "
-                 "plan): %s", used ? "\n" : "", layer, gr_last_error());
+        if (!f32)
+            snprintf(e->notice + used, sizeof e->notice - used, "%sfusions off for layer %d "
+                     "(slower plan): %s", used ? "\n" : "", layer, gr_last_error());
         if (!no_fuse)
             no_fuse = gr_calloc((size_t)e->net->n_layers, 1, "fusion exclusions");
         gr_plan_free(v->plan);
@@ -665,19 +669,26 @@ gr_status gr_backend_gpu_init(gr_engine *e)
                        gr_precision_name(e->opt.precision), prop.name, prop.major, prop.minor);
     snprintf(e->device_name, sizeof e->device_name, "%.100s (sm_%d%d)", prop.name, prop.major,
              prop.minor);
-    /* Exact fp32: the 3xTF32 tensor-core GEMM where it runs (sm_80+) and fills the GPU, cuBLAS
-     * SGEMM before that, on small GEMMs, or with GR_F32_ALGO=sgemm (=tf32x3 / =implicit force
-     * 3xTF32 on every conv); --tf32 keeps cuBLAS's TF32 math. */
+    /* Exact fp32: the direct 3x3 kernel (its maxpool fused) on the narrow early layers; the
+     * 3xTF32 tensor-core GEMM where it runs (sm_80+) and fills the GPU; cuBLAS SGEMM before that
+     * or on small GEMMs. GR_F32_ALGO=sgemm / tf32x3 / implicit force that GEMM on every conv,
+     * =direct3x3 the direct kernel on every conv it takes; --tf32 keeps cuBLAS's TF32 math for
+     * the GEMMs. */
     const char *f32_algo = getenv("GR_F32_ALGO");
+    if (f32_algo && !f32_algo[0])
+        f32_algo = NULL;
     const int implicit = f32_algo && strcmp(f32_algo, "implicit") == 0;
-    if (f32_algo && f32_algo[0] && strcmp(f32_algo, "sgemm") != 0 &&
-        strcmp(f32_algo, "tf32x3") != 0 && !implicit)
+    const int direct = f32_algo && strcmp(f32_algo, "direct3x3") == 0;
+    if (f32_algo && strcmp(f32_algo, "sgemm") != 0 && strcmp(f32_algo, "tf32x3") != 0 &&
+        !implicit && !direct)
         return gr_fail(GR_ERR_INVALID_ARGUMENT,
-                       "GR_F32_ALGO=%.40s: expected sgemm, tf32x3 or implicit", f32_algo);
+                       "GR_F32_ALGO=%.40s: expected sgemm, tf32x3, implicit or direct3x3",
+                       f32_algo);
     g->f32_algo = g->tf32 || prop.major < 8 || (f32_algo && strcmp(f32_algo, "sgemm") == 0)
                       ? GR_CONV_F32_SGEMM
                       : (implicit ? GR_CONV_F32_TF32X3_IMPLICIT : GR_CONV_F32_TF32X3);
-    g->f32_auto = g->f32_algo == GR_CONV_F32_TF32X3 && !(f32_algo && f32_algo[0]);
+    g->f32_auto = g->f32_algo == GR_CONV_F32_TF32X3 && (!f32_algo || direct);
+    g->f32_direct = direct ? 2 : !f32_algo;
     g->sm_count = prop.multiProcessorCount;
     CUDA_TRY(cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming));
 

@@ -1,8 +1,8 @@
 /* The FP32 conv path's own kernels (kernels/gemm_f32.h): the im2col copy, bit for bit against a
  * CPU im2col, and the 3xTF32 GEMM with its fused bias + activation against a double-precision CPU
  * reference, on every tile and odd shapes (N, K, column tails, misaligned operands, batch > 1),
- * plus the conv launcher with its three algorithms, the engine's GR_F32_ALGO and the argument
- * checks.
+ * plus the conv launcher with its algorithms (the direct 3x3 kernel with its fused maxpool too),
+ * the engine's GR_F32_ALGO and the argument checks.
  *
  * Data have a large dynamic range (each operand's exponent spread over 2^-8 .. 2^8, never zero) so
  * that a handful of terms dominate each sum: the test shows that plain TF32 (both operands rounded
@@ -554,6 +554,202 @@ START_TEST(test_conv_implicit_tiles)
 }
 END_TEST
 
+/* ---- the direct 3x3 kernel, its fused maxpool -------------------------------------------- */
+
+typedef struct direct_case {
+    int batch, in_c, in_h, in_w, out_c, act, has_bias;
+    int pool_pad; /* -1: no pool; else Darknet's 2x2 / stride 2 pool with this total padding */
+} direct_case;
+
+/* Each exercises a part of kernels/conv3x3_f32.cu: the four channel-group widths (out_c <= 8,
+ * 16, 32, > 32), partial groups and channel blocks, channel chunks (3, 4 or 8 per stage) with a
+ * partial last one, tiles cut by the map's edge in both directions, both pool paddings on odd
+ * maps (the last window half outside), a 1x1 map and every activation. */
+static const direct_case direct_cases[] = {
+    {2, 3, 17, 15, 16, GR_CONV_ACT_LEAKY, 1, -1},    /* first-layer-like, odd map */
+    {2, 3, 34, 33, 16, GR_CONV_ACT_LEAKY, 1, 1},     /* pool padding 1: ceil, last window half */
+    {1, 16, 20, 21, 32, GR_CONV_ACT_RELU, 1, 0},     /* pool padding 0: floor */
+    {3, 32, 18, 18, 64, GR_CONV_ACT_LEAKY, 1, 1},    /* 4 chunks of 8 channels */
+    {1, 35, 13, 13, 72, GR_CONV_ACT_LOGISTIC, 0, -1}, /* partial chunk, 2 channel blocks, no bias */
+    {2, 5, 9, 70, 5, GR_CONV_ACT_LINEAR, 1, 1},      /* 5 channels of a group of 8; 2 tiles across */
+    {1, 7, 1, 1, 9, GR_CONV_ACT_LEAKY, 1, -1},       /* 1x1 map: only the centre tap */
+    {1, 64, 40, 36, 128, GR_CONV_ACT_LEAKY, 1, 1},   /* layer-3-like: 8 chunks, 2 blocks */
+    {2, 12, 35, 70, 24, GR_CONV_ACT_RELU, 1, -1},    /* 3 chunks of 4 on the 16x32 tile */
+};
+#define N_DIRECT ((int)(sizeof direct_cases / sizeof direct_cases[0]))
+
+/* DIRECT3X3 against the double reference: conv + bias + activation with gemm_tol's bound (exact
+ * FP32 FMAs: Darknet's order, an ulp per term at most), then Darknet's maxpool over the window's
+ * taps inside the map. |max(a) - max(b)| <= max |a - b|, so a pooled output may differ by the
+ * largest tolerance of its window. The pooled map's size is Darknet's (in + padding - 2)/2 + 1. */
+static void run_direct_case(int index)
+{
+    const direct_case *c = &direct_cases[index];
+    const int pool = c->pool_pad >= 0;
+    const int oh = pool ? (c->in_h + c->pool_pad - 2) / 2 + 1 : c->in_h;
+    const int ow = pool ? (c->in_w + c->pool_pad - 2) / 2 + 1 : c->in_w;
+    const size_t plane = (size_t)c->in_h * c->in_w;
+    const size_t n_in = (size_t)c->batch * c->in_c * plane, n_w = (size_t)c->out_c * c->in_c * 9;
+    const size_t n_conv = (size_t)c->batch * c->out_c * plane;
+    const size_t n_out = (size_t)c->batch * c->out_c * oh * ow;
+    float *in = xmalloc(n_in * sizeof(float)), *w = xmalloc(n_w * sizeof(float));
+    float *bias = xmalloc((size_t)c->out_c * sizeof(float)), *got = xmalloc(n_out * sizeof(float));
+    double *ref = xmalloc(n_conv * sizeof(double)), *tol = xmalloc(n_conv * sizeof(double));
+    for (size_t i = 0; i < n_in; ++i)
+        in[i] = wide_value();
+    for (size_t i = 0; i < n_w; ++i)
+        w[i] = wide_value();
+    for (int i = 0; i < c->out_c; ++i)
+        bias[i] = wide_value();
+    for (int b = 0; b < c->batch; ++b)
+        for (int o = 0; o < c->out_c; ++o)
+            for (int y = 0; y < c->in_h; ++y)
+                for (int x = 0; x < c->in_w; ++x) {
+                    double sum = 0.0, s = 0.0;
+                    for (int ci = 0; ci < c->in_c; ++ci)
+                        for (int ky = 0; ky < 3; ++ky)
+                            for (int kx = 0; kx < 3; ++kx) {
+                                const int iy = y - 1 + ky, ix = x - 1 + kx;
+                                if (iy < 0 || iy >= c->in_h || ix < 0 || ix >= c->in_w)
+                                    continue;
+                                const double t =
+                                    (double)in[((size_t)b * c->in_c + ci) * plane +
+                                               (size_t)iy * c->in_w + ix] *
+                                    (double)w[(((size_t)o * c->in_c + ci) * 3 + ky) * 3 + kx];
+                                sum += t;
+                                s += fabs(t);
+                            }
+                    const double bv = c->has_bias ? (double)bias[o] : 0.0;
+                    const size_t i = ((size_t)b * c->out_c + o) * plane + (size_t)y * c->in_w + x;
+                    ref[i] = act_ref(sum + bv, c->act);
+                    tol[i] = gemm_tol(s, bv, ref[i]);
+                }
+
+    gr_conv_f32_args a;
+    memset(&a, 0, sizeof a);
+    a.batch = c->batch;
+    a.in_c = c->in_c;
+    a.in_h = c->in_h;
+    a.in_w = c->in_w;
+    a.out_c = c->out_c;
+    a.ksize = 3;
+    a.stride = a.pad = 1;
+    a.activation = c->act;
+    a.algo = GR_CONV_F32_DIRECT3X3;
+    if (pool) {
+        a.pool_size = a.pool_stride = 2;
+        a.pool_pad = c->pool_pad;
+    }
+    ck_assert(gr_conv_f32_direct3x3_fits(&a));
+    int ok = 0;
+    ck_assert_uint_eq(gr_conv_f32_workspace_floats(&a, &ok), 0);
+    ck_assert(ok);
+    int dh = 0, dw = 0;
+    gr_conv_f32_direct3x3_out_dims(&a, &dh, &dw);
+    ck_assert_int_eq(dh, oh);
+    ck_assert_int_eq(dw, ow);
+    dev_floats d_in = dev_upload(in, n_in, index % 2), d_w = dev_upload(w, n_w, 0);
+    dev_floats d_bias = dev_upload(bias, (size_t)c->out_c, 0);
+    dev_floats d_out = dev_alloc(n_out, index % 3 == 2); /* shifted: no 16-byte row stores */
+    a.in = d_in.data;
+    a.weights = d_w.data;
+    a.bias = c->has_bias ? d_bias.data : NULL;
+    a.out = d_out.data;
+    dev_poison(&d_out, 0x5a);
+    cudaError_t cerr = cudaSuccess;
+    ck_assert_msg(gr_launch_conv_f32(NULL, &a, 0, &cerr) == CUBLAS_STATUS_SUCCESS, "%s",
+                  gr_kernels_last_failure());
+    CUDA_OK(cudaDeviceSynchronize());
+    dev_fetch(&d_out, 0x5a, got);
+    for (int b = 0; b < c->batch; ++b)
+        for (int o = 0; o < c->out_c; ++o)
+            for (int y = 0; y < oh; ++y)
+                for (int x = 0; x < ow; ++x) {
+                    const size_t base = ((size_t)b * c->out_c + o) * plane;
+                    double want = -DBL_MAX, t = 0.0;
+                    const int taps = pool ? 2 : 1;
+                    for (int dy = 0; dy < taps; ++dy)
+                        for (int dx = 0; dx < taps; ++dx) {
+                            const int yy = y * taps + dy, xx = x * taps + dx;
+                            if (yy >= c->in_h || xx >= c->in_w)
+                                continue;
+                            const size_t i = base + (size_t)yy * c->in_w + xx;
+                            want = fmax(want, ref[i]);
+                            t = fmax(t, tol[i]);
+                        }
+                    const double v = got[(((size_t)b * c->out_c + o) * oh + y) * ow + x];
+                    ck_assert_msg(fabs(v - want) <= t,
+                                  "direct case %d: out[%d][%d][%d][%d] = %.9g, reference %.9g, "
+                                  "tolerance %.3g (seed %llu)",
+                                  index, b, o, y, x, v, want, t, (unsigned long long)test_seed);
+                }
+    dev_free(&d_in);
+    dev_free(&d_w);
+    dev_free(&d_bias);
+    dev_free(&d_out);
+    free(in);
+    free(w);
+    free(bias);
+    free(got);
+    free(ref);
+    free(tol);
+}
+
+START_TEST(test_conv_direct3x3)
+{
+    run_direct_case(_i);
+}
+END_TEST
+
+/* Shapes it does not take are refused, before anything runs, with CUBLAS_STATUS_INVALID_VALUE; a
+ * pool asked of another algorithm is refused too. */
+START_TEST(test_conv_direct3x3_refusals)
+{
+    static float dummy_storage[4];
+    gr_conv_f32_args a;
+    memset(&a, 0, sizeof a);
+    a.batch = 1;
+    a.in_c = 4;
+    a.in_h = a.in_w = 8;
+    a.out_c = 8;
+    a.ksize = 3;
+    a.stride = a.pad = 1;
+    a.algo = GR_CONV_F32_DIRECT3X3;
+    a.in = a.weights = a.out = dummy_storage; /* never read: every call below is refused */
+    ck_assert(gr_conv_f32_direct3x3_fits(&a));
+    struct {
+        int ksize, stride, pad, pool_size, pool_stride, pool_pad, batch;
+    } bad[] = {{5, 1, 2, 0, 0, 0, 1}, {3, 2, 1, 0, 0, 0, 1}, {3, 1, 0, 0, 0, 0, 1},
+               {3, 1, 1, 2, 1, 1, 1}, {3, 1, 1, 3, 3, 2, 1}, {3, 1, 1, 2, 2, 2, 1},
+               {3, 1, 1, 0, 0, 0, 65536}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; ++k) {
+        gr_conv_f32_args b = a;
+        b.ksize = bad[k].ksize;
+        b.stride = bad[k].stride;
+        b.pad = bad[k].pad;
+        b.pool_size = bad[k].pool_size;
+        b.pool_stride = bad[k].pool_stride;
+        b.pool_pad = bad[k].pool_pad;
+        b.batch = bad[k].batch;
+        ck_assert_msg(!gr_conv_f32_direct3x3_fits(&b), "case %zu fits", k);
+        int ok = 1;
+        gr_conv_f32_workspace_floats(&b, &ok);
+        ck_assert_msg(!ok, "case %zu: workspace ok", k);
+        cudaError_t cerr = cudaSuccess;
+        ck_assert_int_eq(gr_launch_conv_f32(NULL, &b, 0, &cerr), CUBLAS_STATUS_INVALID_VALUE);
+    }
+    gr_conv_f32_args b = a; /* a pool with the 3xTF32 GEMM */
+    b.algo = GR_CONV_F32_TF32X3;
+    b.pool_size = b.pool_stride = 2;
+    int ok = 1;
+    gr_conv_f32_workspace_floats(&b, &ok);
+    ck_assert(!ok);
+    cudaError_t cerr = cudaSuccess;
+    ck_assert_int_eq(gr_launch_conv_f32(NULL, &b, 0, &cerr), CUBLAS_STATUS_INVALID_VALUE);
+    CUDA_OK(cudaDeviceSynchronize());
+}
+END_TEST
+
 /* ---- the engine: GR_F32_ALGO ---------------------------------------------------------------- */
 
 static gr_engine *build_engine(const gr_model *m, gr_device dev)
@@ -595,9 +791,10 @@ START_TEST(test_engine_f32_algorithms)
         lo = fmin(lo, (double)ref[i]);
         hi = fmax(hi, (double)ref[i]);
     }
-    /* NULL: unset, the default (3xTF32 where its grid fills the SMs, SGEMM elsewhere) */
-    static const char *algos[] = {NULL, "sgemm", "tf32x3", "implicit"};
-    for (int a = 0; a < 4; ++a) {
+    /* NULL: unset, the default (the direct kernel with its pools on layers 0-2, 3xTF32 where its
+     * grid fills the SMs, SGEMM elsewhere); direct3x3: every 3x3 conv direct */
+    static const char *algos[] = {NULL, "sgemm", "tf32x3", "implicit", "direct3x3"};
+    for (int a = 0; a < 5; ++a) {
         if (algos[a])
             ck_assert_int_eq(setenv("GR_F32_ALGO", algos[a], 1), 0);
         else
@@ -630,7 +827,8 @@ START_TEST(test_engine_f32_algorithms)
 }
 END_TEST
 
-/* One TCase per part, so a sanitizer run can take one (CK_RUN_CASE=im2col|gemm|conv|engine). */
+/* One TCase per part, so a sanitizer run can take one
+ * (CK_RUN_CASE=im2col|gemm|conv|direct|engine). */
 static Suite *gemm_suite(void)
 {
     Suite *s = suite_create("gpu_gemm_f32");
@@ -650,6 +848,11 @@ static Suite *gemm_suite(void)
     tcase_add_loop_test(conv, test_conv_algorithms, 0, 3 * N_CONV);
     tcase_add_loop_test(conv, test_conv_implicit_tiles, 0, N_CONV * GR_TF32X3_TILES);
     suite_add_tcase(s, conv);
+    TCase *direct = tcase_create("direct");
+    tcase_set_timeout(direct, 600);
+    tcase_add_loop_test(direct, test_conv_direct3x3, 0, N_DIRECT);
+    tcase_add_test(direct, test_conv_direct3x3_refusals);
+    suite_add_tcase(s, direct);
     TCase *engine = tcase_create("engine");
     tcase_set_timeout(engine, 600);
     tcase_add_test(engine, test_engine_f32_algorithms);

@@ -248,7 +248,8 @@ static gr_status show_tactics(const char *model, const char *cfg, const char *we
                "used)\n", ts.rejected);
     if (gr_engine_tactic_count(e) == 0)
         printf("  none: %s\n", opt->precision == GR_PREC_FP32
-                                   ? "fp32 convs have no tactic search (3xTF32 GEMM on sm_80+, "
+                                   ? "fp32 convs have no tactic search (direct 3x3 kernel with "
+                                     "its maxpool on narrow layers, 3xTF32 GEMM on sm_80+, "
                                      "else cuBLAS SGEMM; GR_F32_ALGO)"
                                    : "the tactic search is off (automatic tactics)");
     else
