@@ -12,6 +12,7 @@
  *   conv(s)    gr_launch_conv_f32 with SGEMM: im2col + sgemm + bias_act, one launcher call
  *   conv(3)    gr_launch_conv_f32 with TF32X3: im2col + tf32x3
  *   conv(i)    gr_launch_conv_f32 with TF32X3_IMPLICIT: the GEMM gathering its input (no im2col)
+ *   conv(k)    conv(3) with the engine's split-K (gr_gemm_tf32x3_auto_splits; the parts after k)
  * and the tf32x3 GEMM's TFLOP/s (2*N*K*P*batch / time), and the agreement of the 3xTF32 convs
  * with the SGEMM one (largest |difference| over the largest |output|). Random non-zero data.
  * Usage: 08_f32 [runs]   (results go to bench/LOG.md by hand) */
@@ -63,14 +64,15 @@ typedef struct bench_ctx {
     cudaStream_t st;
     gr_conv_f32_args a; /* in, weights, bias, workspace, out set */
     int k, hw;
-    int tile; /* OP_TF32X3 */
+    int tile;   /* OP_TF32X3 */
+    int splits; /* OP_CONV_TF32X3 */
 } bench_ctx;
 
 static void launch(const bench_ctx *c, int op)
 {
     const gr_conv_f32_args *a = &c->a;
     const float one = 1.0f, zero = 0.0f;
-    const float *col = a->workspace ? a->workspace : a->in;
+    const float *col = a->ksize == 1 ? a->in : a->workspace; /* a 1x1 conv: no im2col */
     cudaError_t ce = cudaSuccess;
     switch (op) {
     case OP_IM2COL:
@@ -93,6 +95,7 @@ static void launch(const bench_ctx *c, int op)
         break;
     default: {
         gr_conv_f32_args b = *a;
+        b.splits = op == OP_CONV_TF32X3 ? c->splits : 0;
         b.algo = op == OP_CONV_TF32X3    ? GR_CONV_F32_TF32X3
                  : op == OP_CONV_IMPLICIT ? GR_CONV_F32_TF32X3_IMPLICIT
                                           : GR_CONV_F32_SGEMM;
@@ -151,9 +154,9 @@ int main(int argc, char **argv)
     for (int bi = 0; bi < 2; ++bi) {
         const int batch = batches[bi];
         double sum_s = 0, sum_3 = 0, sum_i = 0, sum_im2col = 0;
-        printf("batch %-3d %-24s %8s %8s %8s %8s %3s %8s %3s %8s %8s %8s %7s  %s\n", batch,
-               "layer", "im2col", "sgemm", "bias_act", "tf32x3", "", "best", "", "conv(s)",
-               "conv(3)", "conv(i)", "TFLOP/s", "agreement");
+        printf("batch %-3d %-24s %8s %8s %8s %8s %3s %8s %3s %8s %8s %8s %8s %2s %7s  %s\n",
+               batch, "layer", "im2col", "sgemm", "bias_act", "tf32x3", "", "best", "", "conv(s)",
+               "conv(3)", "conv(i)", "conv(k)", "", "TFLOP/s", "agreement");
         for (int l = 0; l < 9; ++l) {
             const bench_layer *L = bench_yolo_layer(l);
             gr_conv_f32_args *a = &c.a;
@@ -182,8 +185,9 @@ int main(int argc, char **argv)
             float *outs[2];
             CHECK(cudaMalloc((void **)&outs[0], n_out * 4));
             CHECK(cudaMalloc((void **)&outs[1], n_out * 4));
-            if (ws)
-                CHECK(cudaMalloc((void **)&a->workspace, ws * 4));
+            /* room for the split-K parts after the im2col matrix (launch() sets splits) */
+            const size_t ws_all = ws + 3 * n_out;
+            CHECK(cudaMalloc((void **)&a->workspace, ws_all * 4));
             a->out = outs[0];
             float t_im2col = 0.0f;
             if (ws) {
@@ -215,7 +219,12 @@ int main(int argc, char **argv)
             if (!h_impl)
                 return 1;
             CHECK(cudaMemcpy(h_impl, outs[1], n_out * 4, cudaMemcpyDeviceToHost));
+            c.splits = 1;
             const float t_conv_3 = time_us(&c, OP_CONV_TF32X3, runs, ms, ev0, ev1);
+            c.splits = gr_gemm_tf32x3_auto_splits(L->out_c, c.k, batch * c.hw,
+                                                  prop.multiProcessorCount);
+            const float t_conv_k = c.splits > 1 ? time_us(&c, OP_CONV_TF32X3, runs, ms, ev0, ev1)
+                                                : t_conv_3; /* the last run's out: compared */
             CHECK(cudaStreamSynchronize(c.st));
             /* agreement of the two convs (outs[0]: SGEMM path, last run; outs[1]: 3xTF32) */
             float *h0 = malloc(n_out * 4), *h1 = malloc(n_out * 4);
@@ -246,11 +255,12 @@ int main(int argc, char **argv)
                 snprintf(im2col_s, sizeof im2col_s, "%8.1f", (double)t_im2col);
             else
                 snprintf(im2col_s, sizeof im2col_s, "%8s", "-");
-            printf("batch %-3d %-24s %s %8.1f %8.1f %8.1f T%d %8.1f T%d %8.1f %8.1f %8.1f %7.1f  "
-                   "max %.2g of max|y|%s\n",
+            printf("batch %-3d %-24s %s %8.1f %8.1f %8.1f T%d %8.1f T%d %8.1f %8.1f %8.1f %8.1f "
+                   "k%d %7.1f  max %.2g of max|y|%s\n",
                    batch, shape, im2col_s, (double)t_sgemm, (double)t_bias, (double)t_tf32x3,
                    auto_tile, (double)t_best, best, (double)t_conv_s, (double)t_conv_3,
-                   (double)t_conv_i, flop / ((double)t_tf32x3 * 1e6), rel, bad ? "  MISMATCH" : "");
+                   (double)t_conv_i, (double)t_conv_k, c.splits,
+                   flop / ((double)t_tf32x3 * 1e6), rel, bad ? "  MISMATCH" : "");
             sum_s += (double)t_conv_s;
             sum_3 += (double)t_conv_3;
             sum_i += (double)t_conv_i;

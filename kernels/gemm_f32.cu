@@ -112,10 +112,16 @@ extern "C" size_t gr_conv_f32_workspace_floats(const gr_conv_f32_args *a, int *o
     }
     if (a->pool_size != 0)
         return 0; /* only DIRECT3X3 pools */
+    if (a->splits < 0 || a->splits > GR_TF32X3_MAX_SPLITS ||
+        (a->splits > 1 && a->algo != GR_CONV_F32_TF32X3))
+        return 0; /* only the im2col 3xTF32 GEMM splits K */
     *ok = 1;
+    const size_t parts = a->splits > 1 ? static_cast<size_t>(a->splits) * a->batch * a->out_c * hw
+                                       : 0; /* split-K partial sums */
     if (is_direct(a) || a->algo == GR_CONV_F32_TF32X3_IMPLICIT)
-        return 0;
-    return static_cast<size_t>(a->batch) * static_cast<size_t>(k) * static_cast<size_t>(hw);
+        return parts;
+    return static_cast<size_t>(a->batch) * static_cast<size_t>(k) * static_cast<size_t>(hw) +
+           parts;
 }
 
 extern "C" cudaError_t gr_launch_im2col_f32(const float *in, int batch, int in_c, int in_h,
@@ -213,9 +219,14 @@ extern "C" cublasStatus_t gr_launch_conv_f32(cublasHandle_t handle, const gr_con
                                    a->pad, a->workspace, stream);
         col = a->workspace;
     }
-    if (err == cudaSuccess && tf32x3 && !implicit)
-        err = gr_launch_gemm_tf32x3_f32(a->weights, col, a->bias, a->out, a->out_c, k, hw, a->batch,
-                                        a->activation, a->tile, stream);
+    if (err == cudaSuccess && tf32x3 && !implicit) {
+        /* the parts' sums after the im2col matrix (a 1x1 conv has none: from the start) */
+        const size_t im2col = col == a->in ? 0 : static_cast<size_t>(a->batch) * k * hw;
+        float *partial = a->splits > 1 ? a->workspace + im2col : nullptr;
+        err = gr_launch_gemm_tf32x3_splitk_f32(a->weights, col, a->bias, a->out, a->out_c, k, hw,
+                                               a->batch, a->activation, a->tile,
+                                               a->splits > 1 ? a->splits : 1, partial, stream);
+    }
     if (err != cudaSuccess) {
         if (cuda_error)
             *cuda_error = err;

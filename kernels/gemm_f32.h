@@ -45,6 +45,9 @@ typedef struct gr_conv_f32_args {
     /* DIRECT3X3 only (0 elsewhere): a fused maxpool, Darknet's size / stride / total padding;
      * pool_size 0 = none, else 2 / 2 / 0 or 1 */
     int pool_size, pool_stride, pool_pad;
+    /* TF32X3 (im2col) only: split-K parts (0 or 1: none; gr_gemm_tf32x3_auto_splits); the
+     * parts' sums go to the workspace after the im2col matrix */
+    int splits;
 } gr_conv_f32_args;
 
 enum {
@@ -93,6 +96,22 @@ cudaError_t gr_launch_bias_act_f32(float *data, const float *bias, int batch, in
 cudaError_t gr_launch_gemm_tf32x3_f32(const float *w, const float *col, const float *bias,
                                       float *out, int n_out, int k, int p, int batch,
                                       int activation, int tile, cudaStream_t stream);
+
+/* The same GEMM with K split into `splits` parts (1..GR_TF32X3_MAX_SPLITS, at most one per K
+ * tile): each part's blocks write their raw sums to `partial` [splits][batch][n_out][p] (device,
+ * gr_conv_f32_workspace_floats counts it), then one pass adds the parts in order, the bias and the
+ * activation (deterministic). splits 1: gr_launch_gemm_tf32x3_f32, partial unused. Fills the
+ * last wave of a large-K GEMM whose blocks do not divide evenly over the SMs. */
+#define GR_TF32X3_MAX_SPLITS 8
+cudaError_t gr_launch_gemm_tf32x3_splitk_f32(const float *w, const float *col, const float *bias,
+                                             float *out, int n_out, int k, int p, int batch,
+                                             int activation, int tile, int splits, float *partial,
+                                             cudaStream_t stream);
+
+/* The split gr_conv_f32_args.splits should use on sm_count SMs for an automatic tile: 2 or 3 where
+ * it shortens the wave-quantised time by 6% or more (the 13x13 layers with K >= 2,048 at batch
+ * 64), else 1. */
+int gr_gemm_tf32x3_auto_splits(int n_out, int k, int columns, int sm_count);
 
 /* The same GEMM on a conv: col is read from `in` [batch][in_c][in_h][in_w] through an implicit
  * im2col (4-byte copies, zero outside the image), out [batch][out_c][out_h][out_w], w

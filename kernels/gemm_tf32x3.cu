@@ -30,6 +30,7 @@
 
 #include "kernels/common.cuh"
 #include "kernels/conv.h"
+#include "kernels/conv_internal.cuh" /* gr_conv_activate: k_bias_act_f32's expressions */
 #include "kernels/cp_async.cuh"
 #include "kernels/gemm_f32.h"
 
@@ -106,6 +107,11 @@ struct GemmParams {
     int activation;
     /* implicit im2col: col[b][(ci*ks + ky)*ks + kx][oy*out_w + ox] read from the input */
     int in_h, in_w, ksize, stride, pad, out_w;
+    /* split-K (gridDim.y = parts > 1): part y takes K tiles [y*kt_per_split, +kt_per_split) and
+     * writes its raw sums (no bias, no activation) to partial + y * J * N, laid out as out */
+    int kt_per_split;
+    float *partial;
+    int splits; /* host side: the parts asked for (0 or 1: none) */
 };
 
 /* Where the B operand comes from. */
@@ -262,17 +268,6 @@ __device__ __forceinline__ void load_tile(const GemmParams &p, float *As, float 
                 ++ci;
             }
         }
-    }
-}
-
-__device__ __forceinline__ float activate(float y, int act)
-{
-    /* exactly k_bias_act_f32's (kernels/gemm_f32.cu) */
-    switch (act) {
-    case GR_CONV_ACT_LEAKY: return y > 0.0f ? y : 0.1f * y;
-    case GR_CONV_ACT_RELU: return y > 0.0f ? y : 0.0f;
-    case GR_CONV_ACT_LOGISTIC: return 1.0f / (1.0f + expf(-y));
-    default: return y;
     }
 }
 
@@ -444,13 +439,14 @@ __global__ void __launch_bounds__(kThreads, T::min_blocks) k_gemm_tf32x3_f32(Gem
     zero_tiles(acc);
 
     constexpr int BK = T::BK, stages = T::stages;
-    const int k_tiles = (p.K + BK - 1) / BK;
+    const int kt0 = static_cast<int>(blockIdx.y) * p.kt_per_split; /* this part's first K tile */
+    const int k_tiles = min((p.K + BK - 1) / BK - kt0, p.kt_per_split);
 #pragma unroll
     for (int s = 0; s < stages - 1; ++s) {
         if (s < k_tiles)
             load_tile<T, VecA, BMode>(p, smem + s * (T::a_stage + T::b_stage),
                                       smem + s * (T::a_stage + T::b_stage) + T::a_stage, n0,
-                                      s * BK, bc, tid);
+                                      (kt0 + s) * BK, bc, tid);
         cp_async_commit();
     }
 
@@ -461,7 +457,8 @@ __global__ void __launch_bounds__(kThreads, T::min_blocks) k_gemm_tf32x3_f32(Gem
             const int next = kt + stages - 1; /* into the stage tile kt - 1 used */
             if (next < k_tiles) {
                 float *stage = smem + (next % stages) * (T::a_stage + T::b_stage);
-                load_tile<T, VecA, BMode>(p, stage, stage + T::a_stage, n0, next * BK, bc, tid);
+                load_tile<T, VecA, BMode>(p, stage, stage + T::a_stage, n0, (kt0 + next) * BK, bc,
+                                          tid);
             }
             cp_async_commit();
         }
@@ -474,8 +471,11 @@ __global__ void __launch_bounds__(kThreads, T::min_blocks) k_gemm_tf32x3_f32(Gem
     }
     cp_async_wait<0>();
 
-    /* Epilogue: + bias, activation, f32 stores. Column j of the GEMM is pixel j % P of image
-     * j / P; this thread's columns are warp_col + j*8 + 2t (+1). */
+    /* Epilogue: + bias, activation, f32 stores (a split-K part: its raw sums into its partial).
+     * Column j of the GEMM is pixel j % P of image j / P; this thread's columns are
+     * warp_col + j*8 + 2t (+1). */
+    const bool part = gridDim.y > 1;
+    float *dst = part ? p.partial + blockIdx.y * static_cast<size_t>(p.J) * p.N : p.out;
     size_t out_off[T::NT][2];
     bool out_ok[T::NT][2];
 #pragma unroll
@@ -494,18 +494,36 @@ __global__ void __launch_bounds__(kThreads, T::min_blocks) k_gemm_tf32x3_f32(Gem
             const int n = n0 + warp_row + i * 16 + g + h * 8;
             if (n >= p.N)
                 continue;
-            const float bv = p.bias ? p.bias[n] : 0.0f;
-            float *row = p.out + static_cast<size_t>(n) * p.P;
+            const float bv = p.bias && !part ? p.bias[n] : 0.0f;
+            float *row = dst + static_cast<size_t>(n) * p.P;
 #pragma unroll
             for (int j = 0; j < T::NT; ++j)
 #pragma unroll
                 for (int e = 0; e < 2; ++e)
                     if (out_ok[j][e])
-                        row[out_off[j][e]] = activate(acc[i][j][h * 2 + e] + bv, p.activation);
+                        row[out_off[j][e]] = part ? acc[i][j][h * 2 + e]
+                                                  : gr_conv_activate(acc[i][j][h * 2 + e] + bv,
+                                                             p.activation);
         }
 #else
     (void)p;
 #endif
+}
+
+/* Split-K's second pass: out[i] = act(bias[n] + the parts' sums for i, added in part order), i
+ * over the [batch][N][P] output; deterministic. */
+__global__ void k_splitk_reduce(const float *__restrict__ partial, int parts, size_t part_stride,
+                                const float *__restrict__ bias, float *__restrict__ out, int N,
+                                int P, size_t total, int activation)
+{
+    for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
+         i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+        float v = partial[i];
+        for (int s = 1; s < parts; ++s)
+            v += partial[s * part_stride + i];
+        const int n = static_cast<int>((i / static_cast<size_t>(P)) % static_cast<size_t>(N));
+        out[i] = gr_conv_activate(v + (bias ? bias[n] : 0.0f), activation);
+    }
 }
 
 template <class T, bool VecA, int BMode>
@@ -529,8 +547,22 @@ cudaError_t launch_tile(const GemmParams &p, int dev, cudaStream_t stream)
     q.n_tiles = gr_ceil_div(p.N, T::BM);
     const long long blocks = static_cast<long long>(q.n_tiles) * gr_ceil_div(p.J, T::BN);
     GR_ARG_CHECK(blocks < INT_MAX);
-    kernel<<<static_cast<unsigned>(blocks), kThreads, T::smem_bytes, stream>>>(q);
+    const int k_tiles = gr_ceil_div(p.K, T::BK);
+    const int parts = p.splits > 1 ? (p.splits < k_tiles ? p.splits : k_tiles) : 1;
+    q.kt_per_split = gr_ceil_div(k_tiles, parts);
+    const int used = gr_ceil_div(k_tiles, q.kt_per_split); /* no empty part */
+    GR_ARG_CHECK(used == 1 || p.partial != nullptr);
+    const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(used));
+    kernel<<<grid, kThreads, T::smem_bytes, stream>>>(q);
     GR_LAUNCH_CHECK();
+    if (used > 1) {
+        const size_t total = static_cast<size_t>(p.J) * p.N;
+        const long long want = static_cast<long long>((total + 255) / 256);
+        const unsigned grid_r = static_cast<unsigned>(want < 65535 * 8 ? want : 65535 * 8);
+        k_splitk_reduce<<<grid_r, 256, 0, stream>>>(p.partial, used, total, p.bias, p.out, p.N,
+                                                   p.P, total, p.activation);
+        GR_LAUNCH_CHECK();
+    }
     return cudaSuccess;
 }
 
@@ -671,6 +703,52 @@ extern "C" cudaError_t gr_launch_gemm_tf32x3_f32(const float *w, const float *co
     prm.P = p;
     prm.activation = activation;
     return launch_gemm(prm, batch, kBScalar, tile, stream);
+}
+
+extern "C" cudaError_t gr_launch_gemm_tf32x3_splitk_f32(const float *w, const float *col,
+                                                        const float *bias, float *out, int n_out,
+                                                        int k, int p, int batch, int activation,
+                                                        int tile, int splits, float *partial,
+                                                        cudaStream_t stream)
+{
+    GR_ARG_CHECK(splits >= 1 && splits <= GR_TF32X3_MAX_SPLITS && (splits == 1 || partial));
+    GemmParams prm;
+    memset(&prm, 0, sizeof prm);
+    prm.w = w;
+    prm.col = col;
+    prm.bias = bias;
+    prm.out = out;
+    prm.N = n_out;
+    prm.K = k;
+    prm.P = p;
+    prm.activation = activation;
+    prm.splits = splits;
+    prm.partial = partial;
+    return launch_gemm(prm, batch, kBScalar, tile, stream);
+}
+
+extern "C" int gr_gemm_tf32x3_auto_splits(int n_out, int k, int columns, int sm_count)
+{
+    /* Only the 128x128 K32 tile, one block per SM: its last wave of blocks is what split-K
+     * fills. Parts of at least 32 K tiles (1,024 of K) keep the extra pass (each part's sums
+     * written and read once more) small next to the GEMM; a split must shorten the
+     * wave-quantised time, ceil(blocks * s / SMs) / s waves, by 6% or more. */
+    if (n_out <= 0 || k <= 0 || columns <= 0 || sm_count <= 0 ||
+        gr_gemm_tf32x3_auto_tile(n_out, columns, sm_count) != GR_TF32X3_TILE_128x128_K32)
+        return 1;
+    const long long blocks = gr_gemm_tf32x3_blocks(n_out, columns, sm_count);
+    const int k_tiles = gr_ceil_div(k, 32);
+    int best = 1;
+    double best_waves = static_cast<double>(gr_ceil_div(blocks, sm_count));
+    const double one = best_waves;
+    for (int s = 2; s <= 3 && k_tiles / s >= 32; ++s) {
+        const double waves = static_cast<double>(gr_ceil_div(blocks * s, sm_count)) / s;
+        if (waves < best_waves) {
+            best_waves = waves;
+            best = s;
+        }
+    }
+    return best_waves <= 0.94 * one ? best : 1;
 }
 
 extern "C" cudaError_t gr_launch_conv_tf32x3_f32(const float *in, const float *w, const float *bias,

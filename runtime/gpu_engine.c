@@ -689,6 +689,8 @@ gr_status gr_backend_gpu_init(gr_engine *e)
                       : (implicit ? GR_CONV_F32_TF32X3_IMPLICIT : GR_CONV_F32_TF32X3);
     g->f32_auto = g->f32_algo == GR_CONV_F32_TF32X3 && (!f32_algo || direct);
     g->f32_direct = direct ? 2 : !f32_algo;
+    const char *splitk = getenv("GR_F32_SPLITK");
+    g->f32_splitk = !(splitk && strcmp(splitk, "0") == 0);
     g->sm_count = prop.multiProcessorCount;
     CUDA_TRY(cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming));
 

@@ -116,6 +116,7 @@ struct gpu_state {
                                picks GR_CONV_F32_TF32X3_IMPLICIT (sm_80+) */
     int f32_auto;           /* GR_F32_ALGO unset: TF32X3 only where its grid fills the SMs,
                                SGEMM (split-K in cuBLAS) on the others (batch 1, 13x13 maps) */
+    int f32_splitk;         /* the automatic 3xTF32 GEMMs may split K (GR_F32_SPLITK=0: never) */
     int f32_direct;         /* GR_CONV_F32_DIRECT3X3 (maxpool fused): 1 where the kernels prefer
                                it (GR_F32_ALGO unset), 2 wherever it fits (=direct3x3), 0 never */
     int sm_count;

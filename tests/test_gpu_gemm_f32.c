@@ -259,7 +259,10 @@ static double gemm_tol(double s, double bias, double ref)
     return 1e-5 * (s + fabs(bias)) + 4.0 * (double)FLT_EPSILON * fabs(ref);
 }
 
-static void run_gemm_case(const gemm_case *c, int tile)
+/* splits > 1: gr_launch_gemm_tf32x3_splitk_f32 with its partial sums in a poisoned buffer (the
+ * parts must overwrite it, not add to it); the same tolerance (the parts' sums are f32 sums of
+ * the same terms, added in f32 once more: one rounding per part, below the bound's slack). */
+static void run_gemm_case(const gemm_case *c, int tile, int splits)
 {
     const size_t n_w = (size_t)c->n * c->k, n_col = (size_t)c->batch * c->k * c->p;
     const size_t n_out = (size_t)c->batch * c->n * c->p;
@@ -279,9 +282,17 @@ static void run_gemm_case(const gemm_case *c, int tile)
     dev_floats d_bias = dev_upload(bias, (size_t)c->n, 0);
     dev_floats d_out = dev_alloc(n_out, c->shift);
     dev_poison(&d_out, 0x7F);
+    dev_floats d_part = dev_alloc(splits > 1 ? (size_t)splits * n_out : 1, 0);
+    dev_poison(&d_part, 0x4B);
     gr_kernels_clear_failure();
-    CUDA_OK(gr_launch_gemm_tf32x3_f32(d_w.data, d_col.data, c->has_bias ? d_bias.data : NULL,
-                                      d_out.data, c->n, c->k, c->p, c->batch, c->act, tile, 0));
+    if (splits > 1)
+        CUDA_OK(gr_launch_gemm_tf32x3_splitk_f32(
+            d_w.data, d_col.data, c->has_bias ? d_bias.data : NULL, d_out.data, c->n, c->k, c->p,
+            c->batch, c->act, tile, splits, d_part.data, 0));
+    else
+        CUDA_OK(gr_launch_gemm_tf32x3_f32(d_w.data, d_col.data, c->has_bias ? d_bias.data : NULL,
+                                          d_out.data, c->n, c->k, c->p, c->batch, c->act, tile,
+                                          0));
     CUDA_OK(cudaDeviceSynchronize());
     dev_fetch(&d_out, 0x7F, got);
 
@@ -304,9 +315,9 @@ static void run_gemm_case(const gemm_case *c, int tile)
                 tf32_worst = fmax(tf32_worst, fabs(sum_tf32 - sum) / y_tol);
                 const size_t i = ((size_t)b * c->n + n) * c->p + p;
                 ck_assert_msg(fabs((double)got[i] - ref) <= tol,
-                              "N %d K %d P %d batch %d %s tile %d: out[%d][%d][%d] = %.9g, "
-                              "reference %.9g, error %.3g > tolerance %.3g (seed %llu)",
-                              c->n, c->k, c->p, c->batch, act_name(c->act), tile, b, n, p,
+                              "N %d K %d P %d batch %d %s tile %d splits %d: out[%d][%d][%d] = "
+                              "%.9g, reference %.9g, error %.3g > tolerance %.3g (seed %llu)",
+                              c->n, c->k, c->p, c->batch, act_name(c->act), tile, splits, b, n, p,
                               (double)got[i], ref, fabs((double)got[i] - ref), tol,
                               (unsigned long long)test_seed);
             }
@@ -319,6 +330,7 @@ static void run_gemm_case(const gemm_case *c, int tile)
     dev_free(&d_col);
     dev_free(&d_bias);
     dev_free(&d_out);
+    dev_free(&d_part);
     free(w);
     free(col);
     free(bias);
@@ -331,7 +343,34 @@ START_TEST(test_gemm_tf32x3)
     if (device_major < 8)
         return; /* test_gemm_refused_before_sm80 covers it */
     const int c = _i / (GR_TF32X3_TILES + 1), tile = _i % (GR_TF32X3_TILES + 1);
-    run_gemm_case(&gemm_cases[c], tile);
+    run_gemm_case(&gemm_cases[c], tile, 1);
+}
+END_TEST
+
+/* Split-K: every case in 2, 3 and 8 parts (clamped to the K tiles: the short-K cases run whole)
+ * on the automatic tile, a K16 and a K32 tile. */
+START_TEST(test_gemm_splitk)
+{
+    if (device_major < 8)
+        return;
+    static const int splits[] = {2, 3, 8};
+    static const int tiles[] = {GR_TF32X3_TILE_AUTO, GR_TF32X3_TILE_128x128,
+                                GR_TF32X3_TILE_128x128_K32};
+    run_gemm_case(&gemm_cases[_i / 9], tiles[_i % 3], splits[(_i / 3) % 3]);
+}
+END_TEST
+
+/* The policy: layer 7 of YOLOv2-tiny at batch 64 (680 blocks of the 128x128 K32 tile on 132 SMs,
+ * 5.15 waves) splits in 3 (16 waves of thirds: 5.33); the same layer at batch 2 (too few blocks
+ * for that tile), a short K, and a GEMM whose blocks fill whole waves do not. */
+START_TEST(test_gemm_auto_splits)
+{
+    ck_assert_int_eq(gr_gemm_tf32x3_auto_splits(1024, 9216, 64 * 169, 132), 3);
+    ck_assert_int_eq(gr_gemm_tf32x3_auto_splits(1024, 4608, 64 * 169, 132), 3);
+    ck_assert_int_eq(gr_gemm_tf32x3_auto_splits(1024, 9216, 2 * 169, 132), 1);
+    ck_assert_int_eq(gr_gemm_tf32x3_auto_splits(512, 2304, 64 * 169, 132), 1);
+    ck_assert_int_eq(gr_gemm_tf32x3_auto_splits(1024, 9216, 132 * 128, 132), 1);
+    ck_assert_int_eq(gr_gemm_tf32x3_auto_splits(1024, 9216, 64 * 169, 0), 1);
 }
 END_TEST
 
@@ -439,7 +478,7 @@ static const conv_case conv_cases[] = {
 
 /* SGEMM, TF32X3 (im2col + GEMM) and TF32X3_IMPLICIT (the GEMM gathers the input itself: no
  * workspace, which gr_conv_f32_workspace_floats must say) against the double reference. */
-static void run_conv_case(int index, int algo, int tile)
+static void run_conv_case(int index, int algo, int tile, int splits)
 {
     const conv_case *c = &conv_cases[index];
     const int oh = gr_conv_out_dim(c->in_h, c->ksize, c->stride, c->pad);
@@ -470,11 +509,18 @@ static void run_conv_case(int index, int algo, int tile)
     a.activation = c->act;
     a.algo = algo;
     a.tile = tile;
+    a.splits = splits;
     int ok = 0;
     const size_t ws = gr_conv_f32_workspace_floats(&a, &ok);
     ck_assert(ok);
     if (algo == GR_CONV_F32_TF32X3_IMPLICIT)
         ck_assert_uint_eq(ws, 0);
+    if (splits > 1) { /* the parts' sums after the im2col matrix */
+        gr_conv_f32_args whole = a;
+        whole.splits = 1;
+        int ok1 = 0;
+        ck_assert_uint_eq(ws, gr_conv_f32_workspace_floats(&whole, &ok1) + (size_t)splits * n_out);
+    }
     dev_floats d_in = dev_upload(in, n_in, 0), d_w = dev_upload(w, n_w, 0);
     dev_floats d_bias = dev_upload(bias, (size_t)c->out_c, 0);
     dev_floats d_ws = dev_alloc(ws ? ws : 1, 0);
@@ -541,7 +587,7 @@ START_TEST(test_conv_algorithms)
     const int algo = _i % 3; /* GR_CONV_F32_SGEMM, _TF32X3, _TF32X3_IMPLICIT */
     if (algo != GR_CONV_F32_SGEMM && device_major < 8)
         return;
-    run_conv_case(_i / 3, algo, GR_TF32X3_TILE_AUTO);
+    run_conv_case(_i / 3, algo, GR_TF32X3_TILE_AUTO, 1);
 }
 END_TEST
 
@@ -550,7 +596,18 @@ START_TEST(test_conv_implicit_tiles)
 {
     if (device_major < 8)
         return;
-    run_conv_case(_i / GR_TF32X3_TILES, GR_CONV_F32_TF32X3_IMPLICIT, 1 + _i % GR_TF32X3_TILES);
+    run_conv_case(_i / GR_TF32X3_TILES, GR_CONV_F32_TF32X3_IMPLICIT, 1 + _i % GR_TF32X3_TILES,
+                  1);
+}
+END_TEST
+
+/* The launcher's split-K (TF32X3 through im2col, 1x1 convs straight from the input): 2 or 3
+ * parts, the partial sums placed after the im2col matrix in the workspace. */
+START_TEST(test_conv_splitk)
+{
+    if (device_major < 8)
+        return;
+    run_conv_case(_i, GR_CONV_F32_TF32X3, GR_TF32X3_TILE_AUTO, 2 + _i % 2);
 }
 END_TEST
 
@@ -842,11 +899,14 @@ static Suite *gemm_suite(void)
     tcase_add_test(gemm, test_gemm_refused_before_sm80);
     tcase_add_test(gemm, test_gemm_bad_arguments);
     tcase_add_test(gemm, test_auto_tile);
+    tcase_add_loop_test(gemm, test_gemm_splitk, 0, N_GEMM * 9);
+    tcase_add_test(gemm, test_gemm_auto_splits);
     suite_add_tcase(s, gemm);
     TCase *conv = tcase_create("conv");
     tcase_set_timeout(conv, 600);
     tcase_add_loop_test(conv, test_conv_algorithms, 0, 3 * N_CONV);
     tcase_add_loop_test(conv, test_conv_implicit_tiles, 0, N_CONV * GR_TF32X3_TILES);
+    tcase_add_loop_test(conv, test_conv_splitk, 0, N_CONV);
     suite_add_tcase(s, conv);
     TCase *direct = tcase_create("direct");
     tcase_set_timeout(direct, 600);
