@@ -17,6 +17,8 @@ Measured, each as the median and p99 of --iters synchronous iterations after --w
   (e) torch.compile of the FP16 channels-last model, compute only, at batch 1 (mode reduce-overhead)
       and batch 64 (reduce-overhead and max-autotune-no-cudagraphs); compile time excluded; each
       runs in a child process with a time limit; if one fails the CUDA-graph number stands
+  (f) exact FP32 (TF32 off in cuDNN and cuBLAS), CUDA graph, compute only, at --batch, NCHW and
+      channels-last; (g) the faster of the two with the copies as in (c)   (--no-fp32: skipped)
 Every iteration is timed twice: CUDA events around the work (GPU time) and the host clock from
 just before the launch to after the synchronisation (what a caller waits; graphrun_bench measures
 this way). The table prints both; JSON (--json FILE) keeps everything.
@@ -212,6 +214,44 @@ def bench_with_copies(model, batch, args, results):
     log(results[-1])
 
 
+def bench_fp32(batch, args, results):
+    torch.backends.cudnn.allow_tf32 = False  # exact FP32, what graphrun's fp32 engine promises
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = torch.device("cuda")
+    best = None
+    for layout, fmt in (("NCHW", torch.contiguous_format), ("channels-last", torch.channels_last)):
+        model = YoloV2TinyVoc().eval().to(dev).to(memory_format=fmt)
+        x = input_u8(batch).to(dev).permute(0, 3, 1, 2).float().mul_(1.0 / 255.0).contiguous(
+            memory_format=fmt)
+        graph, out = capture(lambda: model(x))
+        ev, wa = time_it(graph.replay, args.iters, args.warmup)
+        check_finite(out, f"fp32 {layout}")
+        results.append(summarise(f"(f) fp32 {layout} CUDA graph, compute only (TF32 off)", batch,
+                                 ev, wa))
+        log(results[-1])
+        if best is None or results[-1]["event_p50_us"] < best[0]["event_p50_us"]:
+            best = (results[-1], model, fmt, layout)
+        del graph, out
+    _, model, fmt, layout = best
+    host_in = input_u8(batch).pin_memory()
+    dev_in = torch.empty(host_in.shape, dtype=torch.uint8, device=dev)
+    host_out = torch.empty((batch, 125, 13, 13), dtype=torch.float32).pin_memory()
+
+    def run():
+        dev_in.copy_(host_in, non_blocking=True)
+        y = model(dev_in.permute(0, 3, 1, 2).float().mul_(1.0 / 255.0).contiguous(
+            memory_format=fmt))
+        host_out.copy_(y, non_blocking=True)
+        return y
+
+    graph, _ = capture(run)
+    ev, wa = time_it(graph.replay, args.iters, args.warmup)
+    check_finite(host_out, "fp32 graph with copies")
+    results.append(summarise(f"(g) fp32 {layout} CUDA graph + input/output copies", batch, ev, wa,
+                             "H2D uint8 HWC + convert + network + D2H, one graph, TF32 off"))
+    log(results[-1])
+
+
 def compile_child(args):
     """Child process: torch.compile at one batch, compile time excluded; writes JSON."""
     torch.backends.cudnn.benchmark = True
@@ -275,6 +315,7 @@ def main():
     ap.add_argument("--compile-timeout", type=float, default=150.0,
                     help="seconds allowed per torch.compile child (compile + timing)")
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--no-fp32", action="store_true", help="skip (f) and (g)")
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--child-json", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -303,6 +344,8 @@ def main():
                             "note": "not offered: eager PyTorch has no INT8 convolution on CUDA"})
             bench_compute(model, args.batch, args, results)
             bench_with_copies(model, args.batch, args, results)
+            if not args.no_fp32:
+                bench_fp32(args.batch, args, results)
         del model
         torch.cuda.empty_cache()
         save(args.json, meta, results)
