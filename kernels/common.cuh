@@ -38,4 +38,25 @@ static inline int gr_ceil_div(long long a, long long b)
     return (int)((a + b - 1) / b);
 }
 
+#ifdef __cplusplus
+#include <mutex>
+
+/* The dynamic shared memory limit of a kernel is a process-wide attribute, per device: raise
+ * Kernel's (the __global__ function itself) to `bytes` once per device, under a lock, and never
+ * lower it (a launch of another thread cannot lose its limit between the set and its launch). */
+template <auto Kernel> cudaError_t gr_raise_dynamic_smem(int dev, int bytes)
+{
+    constexpr int max_devices = 64;
+    static std::mutex mutex;
+    static bool raised[max_devices];
+    std::lock_guard<std::mutex> lock(mutex);
+    GR_ARG_CHECK(dev >= 0 && dev < max_devices);
+    if (!raised[dev]) {
+        GR_CUDA_TRY(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+        raised[dev] = true;
+    }
+    return cudaSuccess;
+}
+#endif
+
 #endif

@@ -24,7 +24,6 @@
 #include <cfloat>
 #include <climits>
 #include <cstdint>
-#include <mutex>
 
 #include "kernels/common.cuh"
 #include "kernels/conv.h"
@@ -36,7 +35,6 @@ namespace
 {
 
 constexpr int kThreads = 256; /* 8 warps */
-constexpr int kMaxDevices = 64;
 
 /* G channel groups of 8 per block: G = 8 for out_c > 32, fewer for narrow layers so the tile
  * grows instead (16x16, 16x32, 32x32, 32x64 pixels for G = 8, 4, 2, 1). */
@@ -230,21 +228,11 @@ __global__ void __launch_bounds__(kThreads, 2) k_conv3x3_f32(const Params p)
 template <int G> cudaError_t launch(const Params &base, int batch, cudaStream_t stream)
 {
     using T = Cfg<G>;
-    const auto kernel = k_conv3x3_f32<T>;
     int dev = 0;
     GR_CUDA_TRY(cudaGetDevice(&dev));
-    {
-        /* over 48 KiB of dynamic shared memory: a per-device attribute of the kernel, raised once */
-        static std::mutex mutex;
-        static bool raised[kMaxDevices];
-        std::lock_guard<std::mutex> lock(mutex);
-        GR_ARG_CHECK(dev >= 0 && dev < kMaxDevices);
-        if (!raised[dev]) {
-            GR_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             T::smem_bytes));
-            raised[dev] = true;
-        }
-    }
+    const cudaError_t raised = gr_raise_dynamic_smem<k_conv3x3_f32<T>>(dev, T::smem_bytes);
+    if (raised != cudaSuccess)
+        return raised;
     Params p = base;
     p.tiles_x = gr_ceil_div(p.W, T::TW);
     const long long tiles = static_cast<long long>(p.tiles_x) * gr_ceil_div(p.H, T::TH);
@@ -252,7 +240,7 @@ template <int G> cudaError_t launch(const Params &base, int batch, cudaStream_t 
     GR_ARG_CHECK(tiles < INT_MAX && batch <= 65535 && o_blocks <= 65535);
     const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(batch),
                     static_cast<unsigned>(o_blocks));
-    kernel<<<grid, kThreads, T::smem_bytes, stream>>>(p);
+    k_conv3x3_f32<T><<<grid, kThreads, T::smem_bytes, stream>>>(p);
     GR_LAUNCH_CHECK();
     return cudaSuccess;
 }

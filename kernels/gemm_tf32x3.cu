@@ -26,7 +26,6 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
-#include <mutex>
 
 #include "kernels/common.cuh"
 #include "kernels/conv.h"
@@ -40,7 +39,6 @@ namespace
 constexpr int kThreads = 256; /* 8 warps */
 constexpr int kPadA = 4; /* As row stride BK + 4 = 20 or 4 mod 32: bank-conflict-free A reads */
 constexpr int kPadB = 8; /* K16 tiles: Bs row stride BN + 8 = 8 mod 32, conflict-free B reads */
-constexpr int kMaxDevices = 64;
 
 /* BM x BN block tile, WM x WN warps: each warp owns (BM/WM) x (BN/WN) outputs = MT x NT MMA tiles
  * of 16 x 8. BK = 16: the original main loop (two k8 steps per stage, a zeroed partial per k8
@@ -530,19 +528,10 @@ template <class T, bool VecA, int BMode>
 cudaError_t launch_tile(const GemmParams &p, int dev, cudaStream_t stream)
 {
     const auto kernel = k_gemm_tf32x3_f32<T, VecA, BMode>;
-    /* The dynamic shared memory limit is a process-wide attribute of the kernel: raise it once per
-     * device (to what this kernel needs; it never changes). */
-    {
-        static std::mutex mutex;
-        static bool raised[kMaxDevices];
-        std::lock_guard<std::mutex> lock(mutex);
-        GR_ARG_CHECK(dev >= 0 && dev < kMaxDevices);
-        if (!raised[dev]) {
-            GR_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             T::smem_bytes));
-            raised[dev] = true;
-        }
-    }
+    const cudaError_t raised =
+        gr_raise_dynamic_smem<k_gemm_tf32x3_f32<T, VecA, BMode>>(dev, T::smem_bytes);
+    if (raised != cudaSuccess)
+        return raised;
     GemmParams q = p;
     q.n_tiles = gr_ceil_div(p.N, T::BM);
     const long long blocks = static_cast<long long>(q.n_tiles) * gr_ceil_div(p.J, T::BN);
@@ -687,24 +676,6 @@ cudaError_t launch_gemm(GemmParams &prm, int batch, int b_mode, int tile, cudaSt
 
 } // namespace
 
-extern "C" cudaError_t gr_launch_gemm_tf32x3_f32(const float *w, const float *col,
-                                                 const float *bias, float *out, int n_out, int k,
-                                                 int p, int batch, int activation, int tile,
-                                                 cudaStream_t stream)
-{
-    GemmParams prm;
-    memset(&prm, 0, sizeof prm);
-    prm.w = w;
-    prm.col = col;
-    prm.bias = bias;
-    prm.out = out;
-    prm.N = n_out;
-    prm.K = k;
-    prm.P = p;
-    prm.activation = activation;
-    return launch_gemm(prm, batch, kBScalar, tile, stream);
-}
-
 extern "C" cudaError_t gr_launch_gemm_tf32x3_splitk_f32(const float *w, const float *col,
                                                         const float *bias, float *out, int n_out,
                                                         int k, int p, int batch, int activation,
@@ -725,6 +696,15 @@ extern "C" cudaError_t gr_launch_gemm_tf32x3_splitk_f32(const float *w, const fl
     prm.splits = splits;
     prm.partial = partial;
     return launch_gemm(prm, batch, kBScalar, tile, stream);
+}
+
+extern "C" cudaError_t gr_launch_gemm_tf32x3_f32(const float *w, const float *col,
+                                                 const float *bias, float *out, int n_out, int k,
+                                                 int p, int batch, int activation, int tile,
+                                                 cudaStream_t stream)
+{
+    return gr_launch_gemm_tf32x3_splitk_f32(w, col, bias, out, n_out, k, p, batch, activation,
+                                            tile, 1, nullptr, stream);
 }
 
 extern "C" int gr_gemm_tf32x3_auto_splits(int n_out, int k, int columns, int sm_count)
