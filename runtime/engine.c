@@ -208,21 +208,29 @@ const gr_precision *gr_engine_layer_precision(const gr_engine *engine, int *n)
 }
 
 static gr_status build(const gr_model *model, const gr_engine_options *opt,
-                       const float *preset_range, float preset_input_range, gr_engine **out);
+                       const float *preset_range, float preset_input_range, int observable,
+                       gr_engine **out);
 
 gr_status gr_engine_build(const gr_model *model, const gr_engine_options *opt, gr_engine **out)
 {
-    return build(model, opt, NULL, 0.0f, out);
+    return build(model, opt, NULL, 0.0f, 0, out);
 }
 
 gr_status gr_engine_build_preset(const gr_model *model, const gr_engine_options *opt,
                                  const float *layer_range, float input_range, gr_engine **out)
 {
-    return build(model, opt, layer_range, input_range, out);
+    return build(model, opt, layer_range, input_range, 0, out);
+}
+
+gr_status gr_engine_build_observable(const gr_model *model, const gr_engine_options *opt,
+                                     gr_engine **out)
+{
+    return build(model, opt, NULL, 0.0f, 1, out);
 }
 
 static gr_status build(const gr_model *model, const gr_engine_options *opt,
-                       const float *preset_range, float preset_input_range, gr_engine **out)
+                       const float *preset_range, float preset_input_range, int observable,
+                       gr_engine **out)
 {
     if (!model || !out)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_build: NULL %s", model ? "out" : "model");
@@ -238,6 +246,7 @@ static gr_status build(const gr_model *model, const gr_engine_options *opt,
     if (!e)
         return GR_ERR_OUT_OF_MEMORY;
     e->opt = *opt;
+    e->observable = observable;
     e->inflight = opt->inflight > 0 ? opt->inflight : 1;
     e->opt.inflight = e->inflight;
     atomic_init(&e->busy, 0);

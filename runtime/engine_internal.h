@@ -69,6 +69,7 @@ struct gr_engine {
      * search), which gr_engine_ranges() hands to the backend instead of calibrating again. */
     float *preset_range;
     float preset_input_range;
+    int observable; /* gr_engine_build_observable: plan without fusions */
     gr_tactic_info *tactics; /* the GPU backend's conv tactics (uint8 graph), malloc'd */
     int n_tactics;
     gr_tactic_stats tactic_stats;
@@ -117,6 +118,12 @@ gr_status gr_engine_layer_times(gr_engine *engine, double *us_per_layer);
  * calibration. For the automatic search's timing engines. */
 gr_status gr_engine_build_preset(const gr_model *model, const gr_engine_options *opt,
                                  const float *layer_range, float input_range, gr_engine **out);
+
+/* gr_engine_build with every network layer's value kept as its own tensor (no fusion, so no
+ * maxpool hides its conv's output): for int8 calibration's fp32 statistics engine, which observes
+ * each layer's value after its node. */
+gr_status gr_engine_build_observable(const gr_model *model, const gr_engine_options *opt,
+                                     gr_engine **out);
 
 /* Monotonic clock in microseconds. */
 double gr_now_us(void);

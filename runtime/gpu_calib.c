@@ -246,7 +246,7 @@ static gr_status build_engine(const gr_gpu_calib_request *req, int batch, gr_eng
     eo.use_cuda_graph = 0;
     eo.tf32 = 0;
     eo.inflight = SLOTS;
-    return gr_engine_build(&model, &eo, out);
+    return gr_engine_build_observable(&model, &eo, out); /* every layer's value: no fusion */
 }
 
 /* Which plan nodes to observe: as planner/calib.c, every node whose output is a layer's value,

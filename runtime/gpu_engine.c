@@ -344,9 +344,10 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
      * plan again without fusions into that layer, and so on; a refusal no exclusion can fix (a
      * conv with nothing fused into it) is the build's error. */
     /* fp32: only the direct 3x3 kernel pools; the convs it does not take are planned again
-     * without their pool (no notice: that is the fp32 plan, not a degraded one) */
+     * without their pool (no notice: that is the fp32 plan, not a degraded one). An observable
+     * engine (calibration's) keeps every layer's value: no fusion. */
     const int f32 = e->opt.precision == GR_PREC_FP32;
-    int fuse = !f32 || g->f32_direct;
+    int fuse = !e->observable && (!f32 || g->f32_direct);
     unsigned char *no_fuse = NULL;
     gr_status st = plan_variant(e, g, v, input_u8, fuse, NULL);
     for (int tries = 0; st == GR_OK && fuse; tries++) {
