@@ -9,7 +9,7 @@
  *
  *   out[n][o][y][x] = act(bias[o] + sum_{c, ky, kx} w[o][c][ky][kx] * in[n][c][y+ky-1][x+kx-1])
  *
- * summed in Darknet's order (c, then ky, then kx) with one fmaf per product, zero outside the image;
+ * summed in Darknet's order (c, then ky, then kx), one fmaf per product, zero outside the image;
  * with the pool, out is max over the 2x2 window of those values (taps outside the map never win,
  * Darknet's -FLT_MAX padding).
  *

@@ -627,7 +627,7 @@ static const direct_case direct_cases[] = {
     {2, 3, 34, 33, 16, GR_CONV_ACT_LEAKY, 1, 1},     /* pool padding 1: ceil, last window half */
     {1, 16, 20, 21, 32, GR_CONV_ACT_RELU, 1, 0},     /* pool padding 0: floor */
     {3, 32, 18, 18, 64, GR_CONV_ACT_LEAKY, 1, 1},    /* 4 chunks of 8 channels */
-    {1, 35, 13, 13, 72, GR_CONV_ACT_LOGISTIC, 0, -1}, /* partial chunk, 2 channel blocks, no bias */
+    {1, 35, 13, 13, 72, GR_CONV_ACT_LOGISTIC, 0, -1}, /* partial chunk, 2 blocks, no bias */
     {2, 5, 9, 70, 5, GR_CONV_ACT_LINEAR, 1, 1},      /* 5 channels of a group of 8; 2 tiles across */
     {1, 7, 1, 1, 9, GR_CONV_ACT_LEAKY, 1, -1},       /* 1x1 map: only the centre tap */
     {1, 64, 40, 36, 128, GR_CONV_ACT_LEAKY, 1, 1},   /* layer-3-like: 8 chunks, 2 blocks */
@@ -639,9 +639,8 @@ static const direct_case direct_cases[] = {
  * FP32 FMAs: Darknet's order, an ulp per term at most), then Darknet's maxpool over the window's
  * taps inside the map. |max(a) - max(b)| <= max |a - b|, so a pooled output may differ by the
  * largest tolerance of its window. The pooled map's size is Darknet's (in + padding - 2)/2 + 1. */
-static void run_direct_case(int index)
+static void run_direct_case(const direct_case *c, int index)
 {
-    const direct_case *c = &direct_cases[index];
     const int pool = c->pool_pad >= 0;
     const int oh = pool ? (c->in_h + c->pool_pad - 2) / 2 + 1 : c->in_h;
     const int ow = pool ? (c->in_w + c->pool_pad - 2) / 2 + 1 : c->in_w;
@@ -754,7 +753,30 @@ static void run_direct_case(int index)
 
 START_TEST(test_conv_direct3x3)
 {
-    run_direct_case(_i);
+    run_direct_case(&direct_cases[_i], _i);
+}
+END_TEST
+
+/* Every 3x3 conv shape of YOLOv2-tiny and yolov3-tiny (416x416 input, batch 1), forced onto the
+ * direct kernel (the engine takes it only up to 32 input channels: this covers
+ * GR_F32_ALGO=direct3x3), with the 2x2/2 pool fused where the network has one (Darknet's default
+ * padding 1). Indices 100 + i in the messages. */
+static const direct_case network_cases[] = {
+    {1, 3, 416, 416, 16, GR_CONV_ACT_LEAKY, 1, 1},
+    {1, 16, 208, 208, 32, GR_CONV_ACT_LEAKY, 1, 1},
+    {1, 32, 104, 104, 64, GR_CONV_ACT_LEAKY, 1, 1},
+    {1, 64, 52, 52, 128, GR_CONV_ACT_LEAKY, 1, 1},
+    {1, 128, 26, 26, 256, GR_CONV_ACT_LEAKY, 1, 1},
+    {1, 256, 13, 13, 512, GR_CONV_ACT_LEAKY, 1, -1},
+    {1, 512, 13, 13, 1024, GR_CONV_ACT_LEAKY, 1, -1},
+    {1, 1024, 13, 13, 1024, GR_CONV_ACT_LEAKY, 1, -1},
+    {1, 384, 26, 26, 256, GR_CONV_ACT_LEAKY, 1, -1}, /* yolov3-tiny's second head (route 128+256) */
+};
+#define N_NETWORK ((int)(sizeof network_cases / sizeof network_cases[0]))
+
+START_TEST(test_conv_direct3x3_network_shapes)
+{
+    run_direct_case(&network_cases[_i], 100 + _i);
 }
 END_TEST
 
@@ -911,6 +933,7 @@ static Suite *gemm_suite(void)
     TCase *direct = tcase_create("direct");
     tcase_set_timeout(direct, 600);
     tcase_add_loop_test(direct, test_conv_direct3x3, 0, N_DIRECT);
+    tcase_add_loop_test(direct, test_conv_direct3x3_network_shapes, 0, N_NETWORK);
     tcase_add_test(direct, test_conv_direct3x3_refusals);
     suite_add_tcase(s, direct);
     TCase *engine = tcase_create("engine");
