@@ -26,7 +26,7 @@ int main(void)
 
 #define BENCH_NAME "01_conv"
 #include "bench/bench_util.h"
-#include "runtime/conv_weights.h"
+#include "kernels/conv_weights.h"
 
 typedef struct layer {
     int hw, in_c, out_c, ksize, act;

@@ -11,7 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/misc.h"
-#include "ops/base.h"
+#include "base/base.h"
 
 #define REPS 100
 #define BATCH 10

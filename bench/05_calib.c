@@ -9,7 +9,7 @@
  *   e.g. ./build/05_calib yolov2-voc.cfg 32 entropy
  *
  * Real images, the whole calibration as an engine build does it (decode, letterbox, run, ranges),
- * on the GPU (runtime/gpu_calib.c), the CPU (planner/calib.c) or both (then the ranges are
+ * on the GPU (runtime/gpu/calib.c), the CPU (planner/calib.c) or both (then the ranges are
  * compared: largest |GPU - CPU| relative to the layer's range):
  *
  *   ./build/05_calib --device gpu|cpu|both --images DIR [--count N] [--model NAME | --cfg FILE]
@@ -34,8 +34,8 @@
 #include <unistd.h>
 
 #include "planner/calib.h"
-#include "runtime/gpu_calib.h"
-#include "runtime/image.h"
+#include "runtime/gpu/calib.h"
+#include "runtime/image/image.h"
 
 #ifndef GR_DATA_DIR
 #define GR_DATA_DIR "data"
@@ -220,7 +220,7 @@ typedef struct photo_source {
     const gr_net *net;
 } photo_source;
 
-/* runtime/calibrate.c's loader: the uint8 letterbox, / 255, planar. */
+/* runtime/precision/calibrate.c's loader: the uint8 letterbox, / 255, planar. */
 static gr_status load_photo(int index, float *dst, void *user)
 {
     const photo_source *src = user;

@@ -43,9 +43,9 @@
 #include <unistd.h>
 
 #include "graphrun/runtime.h"
-#include "ops/base.h"
+#include "base/base.h"
 #include "runtime/detect.h"
-#include "runtime/image.h"
+#include "runtime/image/image.h"
 #include "tools/cli.h"
 
 #define NET 416

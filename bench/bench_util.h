@@ -12,7 +12,7 @@
 
 #include "kernels/common.h"
 #include "kernels/conv.h"
-#include "ops/base.h"
+#include "base/base.h"
 
 /* Every benchmark defines BENCH_NAME before including this header. */
 #define CHECK(stmt)                                                                                \

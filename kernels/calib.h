@@ -1,4 +1,4 @@
-/* GPU statistics for int8 calibration (runtime/gpu_calib.c): per tensor, the largest finite |x|,
+/* GPU statistics for int8 calibration (runtime/gpu/calib.c): per tensor, the largest finite |x|,
  * the number of NaN/Inf values, and the 2048-bin histogram of |x| that planner/calib_hist.h
  * defines, so the host merges the counts with gr_hist_merge_bins() and gets bit for bit what
  * gr_hist_add() of the same values would give.

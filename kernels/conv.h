@@ -11,7 +11,7 @@
  *     in_c_offset + ch. Channels in [in_c, in_c_pad) must hold 0 (in_c_pad = round_up(in_c, 8) for
  *     f16, 16 for i8); in_c_stride and in_c_offset are multiples of that granule and the pointer is
  *     16-byte aligned.
- *   - Weights, re-laid out by the host (runtime/conv_weights.h): [out_c][ksize][ksize][in_c_pad],
+ *   - Weights, re-laid out by the host (kernels/conv_weights.h): [out_c][ksize][ksize][in_c_pad],
  *     dense, f16 or i8 (the planner's int8 quantization), padded input channels 0. Darknet's order
  *     is [out_c][in_c][ksize][ksize]; the re-layout transposes. No padding of out_c
  *     is needed: the kernel masks filters >= out_c.

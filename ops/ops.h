@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 
-#include "ops/base.h"
+#include "base/base.h"
 
 /* Op properties, the flags column of ops/ops.def. */
 enum {

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ops/base.h"
+#include "base/base.h"
 #include "planner/calib_hist.h"
 
 void gr_hist_init(gr_hist *h, int max_only)

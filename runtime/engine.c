@@ -1,6 +1,6 @@
 /* gr_engine front: options, device resolution, output descriptors, the busy flag that rejects a
  * second thread entering a run, detection decoding, timing and error messages. Execution itself is
- * the backend's (engine_cpu.c, gpu_engine.c and the other gpu_*.c). */
+ * the backend's (cpu/engine.c, gpu/engine.c and the other gpu_*.c). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>

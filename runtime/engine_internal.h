@@ -2,7 +2,7 @@
  *
  * An engine is a front (this struct: options, output buffers, detection, timing, error message,
  * the busy flag that rejects concurrent runs) and a backend that executes: the CPU reference
- * (engine_cpu.c) or the CUDA engine (gpu_*.c, see gpu_private.h). Backends own the input staging
+ * (cpu/engine.c) or the CUDA engine (gpu_*.c, see gpu/backend.h). Backends own the input staging
  * buffers and the output buffers (float NCHW, one per head) of every slot (runs in flight: the
  * front checks slot numbers and which slots are in flight; backends see valid slots only) and
  * fill `timing` on each wait. */
@@ -101,7 +101,7 @@ gr_status gr_engine_ranges(gr_engine *e, float **layer_range, float *input_range
 struct gr_plan_options;
 void gr_engine_plan_precision(const gr_engine *e, struct gr_plan_options *po);
 
-/* runtime/auto_precision.c: choose the per-layer map of a GR_PREC_AUTO engine (e->layer_prec,
+/* runtime/precision/auto.c: choose the per-layer map of a GR_PREC_AUTO engine (e->layer_prec,
  * e->preset_range) and describe it in e->notice. */
 gr_status gr_auto_precision(gr_engine *e);
 /* After a GR_PREC_AUTO GPU engine is built: its measured per-layer latency, into the notice. */
@@ -110,7 +110,7 @@ gr_status gr_auto_precision_measure(gr_engine *e);
  * (convolutions) into buf. */
 void gr_precision_map_str(const gr_net *net, const gr_precision *map, char *buf, size_t len);
 
-/* GPU engines (gpu_debug.c): the time of each network layer in microseconds (us_per_layer has
+/* GPU engines (gpu/debug.c): the time of each network layer in microseconds (us_per_layer has
  * net->n_layers entries; 0 for layers without a node), medians of eager runs node by node. */
 gr_status gr_engine_layer_times(gr_engine *engine, double *us_per_layer);
 

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ops/base.h"
+#include "base/base.h"
 #include "runtime/timing_cache.h"
 
 static const char magic[] = "graphrun-timing-cache";

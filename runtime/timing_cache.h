@@ -1,4 +1,4 @@
-/* Timing cache of the conv tactic search (runtime/gpu_tactic.c): which tactic won for a layer
+/* Timing cache of the conv tactic search (runtime/gpu/tactic.c): which tactic won for a layer
  * shape on one GPU, so a second build of the same engine measures nothing. Plain C, no CUDA: the
  * tests parse and write it on any machine.
  *
@@ -9,8 +9,8 @@
  *     <layer key> <tile> <split> <us> <auto_us>      (n lines)
  *     end
  * A layer key is one token of printable ASCII without spaces (dtype, shapes, strides, fusions,
- * batch: gpu_tactic.c builds it). tile 0..GR_TCACHE_MAX_TILE, split 0..GR_TCACHE_MAX_SPLIT (0 =
- * the kernels' automatic choice; gpu_tactic.c writes tile 16 for the GEMM tactic), times in
+ * batch: gpu/tactic.c builds it). tile 0..GR_TCACHE_MAX_TILE, split 0..GR_TCACHE_MAX_SPLIT (0 =
+ * the kernels' automatic choice; gpu/tactic.c writes tile 16 for the GEMM tactic), times in
  * microseconds, finite, in (0, GR_TCACHE_MAX_US].
  *
  * Invariant: a cache is never trusted in part. A file of another format version, graphrun

@@ -1,4 +1,4 @@
-/* The tensor-core convolution weights (runtime/conv_weights.c) against the packers the GPU engine
+/* The tensor-core convolution weights (kernels/conv_weights.c) against the packers the GPU engine
  * used before it took the planner's int8 quantization: the relayout of the planner's quantized
  * weights (plan->qweights, scales at plan->weights + ws_offset) must equal, byte for byte, what
  * the old packer computed from the folded f32 weights, on random weights and odd shapes (in_c
@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/base.h"
+#include "base/base.h"
 #include "planner/plan.h"
-#include "runtime/conv_weights.h"
+#include "kernels/conv_weights.h"
 
 static const char *odd_cfg = "[net]\nwidth=9\nheight=7\nchannels=3\n"
                              "[convolutional]\nbatch_normalize=1\nfilters=5\nsize=3\nstride=1\n"

@@ -1,10 +1,10 @@
-/* Check suite for runtime/eval.c: AP and mAP on tiny cases worked out by hand (in the comments),
+/* Check suite for tools/eval.c: AP and mAP on tiny cases worked out by hand (in the comments),
  * so a change to matching, tie handling or interpolation fails here. */
 #include <check.h>
 #include <stdlib.h>
 
 #include "graphrun/runtime.h"
-#include "runtime/eval.h"
+#include "tools/eval.h"
 
 /* APs are sums of a few exact fractions: 1e-9 is far above double rounding. */
 #define AP_TOL 1e-9

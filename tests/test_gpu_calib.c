@@ -1,4 +1,4 @@
-/* INT8 calibration on the GPU (runtime/gpu_calib.c, kernels/calib.cu):
+/* INT8 calibration on the GPU (runtime/gpu/calib.c, kernels/calib.cu):
  *
  *   - the statistics kernels against gr_hist_add on the same host values, EXACTLY (max, NaN/Inf
  *     count and every histogram count: memcmp of the whole gr_hist): f32 NCHW and NHWC, dense,
@@ -44,12 +44,12 @@
 #include "graphrun/runtime.h"
 #include "kernels/calib.h"
 #include "kernels/common.h"
-#include "ops/base.h"
+#include "base/base.h"
 #include "planner/calib.h"
 #include "planner/calib_hist.h"
 #include "runtime/engine_internal.h"
-#include "runtime/gpu_calib.h"
-#include "runtime/image.h"
+#include "runtime/gpu/calib.h"
+#include "runtime/image/image.h"
 #include "tests/support/gpu_test.h"
 
 static uint64_t test_seed;
@@ -226,7 +226,7 @@ typedef struct photo_source {
     const gr_net *net;
 } photo_source;
 
-/* runtime/calibrate.c's loader: the uint8 letterbox, / 255, planar. */
+/* runtime/precision/calibrate.c's loader: the uint8 letterbox, / 255, planar. */
 static gr_status load_photo(int index, float *dst, void *user)
 {
     const photo_source *src = user;

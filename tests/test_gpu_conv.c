@@ -27,9 +27,9 @@ int main(void)
 #include "kernels/common.h"
 #include "kernels/conv.h"
 #include "kernels/gemm_f32.h"
-#include "ops/base.h"
+#include "base/base.h"
 #include "ops/ops.h"
-#include "runtime/conv_weights.h"
+#include "kernels/conv_weights.h"
 #include "tests/support/gpu_test.h"
 
 _Static_assert(GR_CONV_ACT_LINEAR == (int)GR_ACT_LINEAR && GR_CONV_ACT_LEAKY == (int)GR_ACT_LEAKY &&
@@ -279,7 +279,7 @@ static int run_case(const conv_case *cs, const wmma_opts *o)
      * output steps, plus that step. */
     const double i8_max_diff = o->fp16_accumulate ? ceil(o->tol_rel * 100.0) + 1.0 : 1.0;
 
-    /* Weights in the kernel's layout (runtime/conv_weights.h), and upload. */
+    /* Weights in the kernel's layout (kernels/conv_weights.h), and upload. */
     void *packed = xmalloc(n_packed * (o->is_i8 ? 1 : 2));
     if (o->is_i8) {
         int8_t *q = xmalloc(n_w);

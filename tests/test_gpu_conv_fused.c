@@ -32,7 +32,7 @@ int main(void)
 #include "kernels/common.h"
 #include "kernels/conv.h"
 #include "kernels/conv_gemm.h"
-#include "ops/base.h"
+#include "base/base.h"
 #include "tests/support/gpu_test.h"
 
 #define GUARD 256

@@ -25,7 +25,7 @@
 
 #include "graphrun/runtime.h"
 #include "planner/plan.h"
-#include "runtime/gpu_internal.h"
+#include "runtime/gpu/debug.h"
 #include "tests/support/gpu_test.h"
 
 /* ---- interposed CUDA entry points: count copies and allocations the run path makes -------- */

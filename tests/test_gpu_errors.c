@@ -1,5 +1,5 @@
 /* A kernel launcher's rejection reaches the user's message: the GPU engine's dispatch
- * (runtime/gpu_dispatch.c) launches plan nodes whose arguments a launcher rejects, and the
+ * (runtime/gpu/dispatch.c) launches plan nodes whose arguments a launcher rejects, and the
  * gr_status message must name the plan node and carry the launcher's record of the check that
  * failed (gr_kernels_last_failure(): kernels/<file>.cu:<line>: <check>). The launchers check
  * their arguments before touching the device, so this suite needs the CUDA toolkit but no GPU
@@ -10,7 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "runtime/gpu_private.h"
+#include "runtime/gpu/backend.h"
 
 /* A plan of one node reading tensor 0 (the network input, in the io block) and writing tensor 1
  * (in the arena), run by an instance whose memory is a fake, aligned device address. */

@@ -36,7 +36,7 @@ int main(void)
 #include "kernels/conv.h"
 #include "kernels/gemm_f32.h"
 #include "graphrun/runtime.h"
-#include "ops/base.h"
+#include "base/base.h"
 #include "tests/support/gpu_test.h"
 
 static uint64_t test_seed;

@@ -15,7 +15,7 @@
 #include <cuda_runtime_api.h>
 
 #include "graphrun/runtime.h"
-#include "runtime/gpu_internal.h"
+#include "runtime/gpu/debug.h"
 #include "tests/support/gpu_test.h"
 
 enum { SLOTS = 3, RUNS = 8, MAX_HEADS = 8 };

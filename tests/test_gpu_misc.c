@@ -28,7 +28,7 @@
 
 #include "kernels/common.h"
 #include "kernels/misc.h"
-#include "ops/base.h"
+#include "base/base.h"
 #include "ops/ops.h"
 #include "tests/support/gpu_test.h"
 

@@ -24,7 +24,7 @@
 
 #include "graphrun/runtime.h"
 #include "planner/plan.h"
-#include "runtime/gpu_internal.h"
+#include "runtime/gpu/debug.h"
 #include "tests/support/gpu_test.h"
 
 #define SIDE 160

@@ -14,7 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include "graphrun/runtime.h"
-#include "runtime/gpu_internal.h"
+#include "runtime/gpu/debug.h"
 #include "tests/support/gpu_test.h"
 
 static gr_model *model;

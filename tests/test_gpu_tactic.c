@@ -1,4 +1,4 @@
-/* GPU engine, conv tactic search and timing cache (runtime/gpu_tactic.c, docs/tactics.md; the
+/* GPU engine, conv tactic search and timing cache (runtime/gpu/tactic.c, docs/tactics.md; the
  * candidates are the implicit-GEMM kernel's tiles x split-K and the GEMM tactic, cuBLASLt):
  *   - int8: an engine whose tactics were chosen by measurement gives outputs bit-identical to an
  *     engine of the kernels' automatic tactics (int32 sums are exact whatever the tile or split),

@@ -1,4 +1,4 @@
-/* Check suite for runtime/image.c: loading and writing images, Darknet's letterbox (geometry,
+/* Check suite for runtime/image/: loading and writing images, Darknet's letterbox (geometry,
  * values against an independent bilinear computation, uint8 rounding) and drawing. */
 #define _POSIX_C_SOURCE 200809L
 
@@ -11,7 +11,7 @@
 
 #include "graphrun/runtime.h"
 #include "runtime/detect.h"
-#include "runtime/image.h"
+#include "runtime/image/image.h"
 
 /* Check's float macros pass floats through varargs (-Wdouble-promotion): compare as double. */
 #define ASSERT_NEAR(a, b, tol) ck_assert_double_eq_tol((double)(a), (double)(b), (double)(tol))

@@ -1,4 +1,4 @@
-/* Check suite for the streaming path's image code (runtime/image.c): the fast letterbox
+/* Check suite for the streaming path's image code (runtime/image/): the fast letterbox
  * (gr_image_letterbox, gr_image_letterbox_u8) must equal the reference one
  * (gr_image_letterbox_reference*, Darknet's steps on float planes) byte for byte: no tolerance,
  * since the default output is promised bit-identical to what it was. Checked on the bundled
@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "graphrun/runtime.h"
-#include "runtime/image.h"
+#include "runtime/image/image.h"
 
 #define GUARD 64
 #define GUARD_BYTE 0xA5

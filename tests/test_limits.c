@@ -12,8 +12,8 @@
 
 #include "models/net.h"
 #include "planner/plan.h"
-#include "runtime/image.h"
-#include "runtime/npy.h"
+#include "runtime/image/image.h"
+#include "tools/npy.h"
 
 static void assert_one_line_containing(const char *what)
 {

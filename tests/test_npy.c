@@ -1,4 +1,4 @@
-/* Check suite for runtime/npy.c: round trips through the writer and reader, the exact v1.0
+/* Check suite for tools/npy.c: round trips through the writer and reader, the exact v1.0
  * layout the writer produces, and one malformed file per way a .npy can lie. */
 #define _POSIX_C_SOURCE 200809L
 
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime/npy.h"
+#include "tools/npy.h"
 
 static void temp_path(char *out, size_t cap)
 {

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "planner/plan.h"
-#include "runtime/reference.h"
+#include "runtime/cpu/reference.h"
 #include "tests/support/plan_nets.h"
 
 /* Built in main() before the tests fork (synthetic weights take a moment). */

@@ -1,4 +1,4 @@
-/* Check suite for runtime/reference.c, the whole-network CPU reference executor: a small
+/* Check suite for runtime/cpu/reference.c, the whole-network CPU reference executor: a small
  * hand-built network with values worked out by hand (wiring, liveness, keep_all), error paths,
  * and YOLOv2-tiny-VOC with synthetic weights end to end (shape, finiteness, determinism, and each
  * conv layer equal to calling the op reference directly on the executor's own inputs). */
@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "models/net.h"
-#include "runtime/reference.h"
+#include "runtime/cpu/reference.h"
 
 /* ---- a hand-built three-layer network ---------------------------------------------------------
  * input 1x2x2 = (1 2 3 4)

@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "models/net.h"
-#include "runtime/image.h"
-#include "runtime/npy.h"
+#include "runtime/image/image.h"
+#include "tools/npy.h"
 #include "tools/cli.h"
 
 /* The CLI's argument parser lives with the CLI, outside the library: compile it in here. */

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "graphrun/runtime.h"
-#include "runtime/npy.h"
+#include "tools/npy.h"
 
 #define IMAGE "data/shapes-val/000.png"
 #define HEAD_REF "tests/data/shapes/shapes_head_ref.npy"

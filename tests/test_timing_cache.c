@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ops/base.h"
+#include "base/base.h"
 #include "runtime/timing_cache.h"
 
 static const char device[] = "NVIDIA H100 80GB HBM3; sm_90; 132 SMs; CUDA runtime 13000; "

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "models/net.h"
-#include "runtime/calib_cache.h"
+#include "runtime/precision/calib_cache.h"
 #include "tools/cli.h"
 
 #ifndef GR_DATA_DIR

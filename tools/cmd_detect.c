@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "models/net.h"
-#include "runtime/npy.h"
+#include "tools/npy.h"
 #include "tools/cli.h"
 
 #ifndef GR_DATA_DIR

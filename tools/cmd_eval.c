@@ -2,7 +2,7 @@
  * and mAP@0.5:0.95 with a per-class AP table, for one or every precision. Labels are YOLO text
  * files (one `class cx cy w h` line per object, normalised to the image) with the image's stem;
  * an image without one has no objects. Detections are kept down to --thresh 0.005 with NMS 0.45,
- * as Darknet's `detector map` does; the metric is runtime/eval.c.
+ * as Darknet's `detector map` does; the metric is tools/eval.c.
  *
  * stdout carries only results; progress, timing and notices go to stderr. */
 #define _POSIX_C_SOURCE 200809L /* opendir, strdup, strcasecmp */
@@ -16,8 +16,8 @@
 #include <strings.h>
 #include <time.h>
 
-#include "ops/base.h"
-#include "runtime/eval.h"
+#include "base/base.h"
+#include "tools/eval.h"
 #include "tools/cli.h"
 
 #ifndef GR_DATA_DIR

@@ -40,8 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ops/base.h"
-#include "runtime/image.h"
+#include "base/base.h"
+#include "runtime/image/image.h"
 #include "tools/cli.h"
 
 /* Batch buffers (engine slots) in flight: one being reported, one running, the rest filling. */

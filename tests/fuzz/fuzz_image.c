@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "runtime/image.h"
+#include "runtime/image/image.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "runtime/npy.h"
+#include "tools/npy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -10,7 +10,7 @@ training device); the validation set is data/shapes-val/ (PNG + YOLO labels), wr
 
 Validation decodes the head exactly as graphrun does (runtime/detect.c: logistic x/y/objectness/
 classes, exp(w/h) * anchor / net size, objectness and class-probability thresholds, class-wise NMS
-sorted by probability, clipping) and computes mAP exactly as runtime/eval.c does, so the mAP printed
+sorted by probability, clipping) and computes mAP exactly as tools/eval.c does, so the mAP printed
 here is the one `graphrun eval --model shapes` reports in fp32.
 
 Runs with torch 1.13 (CPU) and torch 2.x (CUDA); needs only torch and numpy.
@@ -51,7 +51,7 @@ MAX_OBJECTS = 7
 VAL_COUNT = 240
 VAL_SEED = 20261123
 CALIB_COUNT = 16
-EVAL_THRESH = 0.005             # as runtime/eval.c and Darknet's `detector map`
+EVAL_THRESH = 0.005             # as tools/eval.c and Darknet's `detector map`
 NMS = 0.45
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
@@ -295,7 +295,7 @@ def export_weights(model, path):
     return flat.size
 
 
-# ---- decoding and mAP: the same as runtime/detect.c and runtime/eval.c ----------------------------
+# ---- decoding and mAP: the same as runtime/detect.c and tools/eval.c ----------------------------
 
 def decode(raw, thresh, nms=NMS):
     """Detections of one image from its raw head output (HEAD_FILTERS x GRID x GRID, float32
@@ -344,7 +344,7 @@ def decode(raw, thresh, nms=NMS):
 
 
 def average_precision(scores, tp, n_gt):
-    """All-point interpolated AP; equal scores form one step (runtime/eval.c)."""
+    """All-point interpolated AP; equal scores form one step (tools/eval.c)."""
     if n_gt == 0:
         return None
     if len(scores) == 0:
@@ -359,7 +359,7 @@ def average_precision(scores, tp, n_gt):
 
 
 def mean_aps(all_dets, labels, thresholds):
-    """mAP (over classes with ground truth) at each IoU threshold, matching as runtime/eval.c: in
+    """mAP (over classes with ground truth) at each IoU threshold, matching as tools/eval.c: in
     each image, detections by decreasing probability take the ground-truth box of their class they
     overlap most; a true positive needs IoU >= threshold and that box not yet taken."""
     out = []

@@ -1,0 +1,78 @@
+/* Base utilities shared by every layer of graphrun's host code (models, ops, planner, runtime):
+ * error reporting, checked size arithmetic, a deterministic RNG, fp16 conversion.
+ * Pure C11, no CUDA. The error message is thread-local: a failing function records what and
+ * where with gr_fail() and returns its status; the public gr_last_error() reads it back. */
+#ifndef GR_BASE_BASE_H
+#define GR_BASE_BASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graphrun/runtime.h"
+
+#if defined(__GNUC__)
+#define GR_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define GR_PRINTF(a, b)
+#endif
+
+/* Record a one-line message for the calling thread and return `status`. */
+gr_status gr_fail(gr_status status, const char *fmt, ...) GR_PRINTF(2, 3);
+/* Prepend context ("yolo.cfg: ") to the current thread message; returns `status`. */
+gr_status gr_fail_prefix(gr_status status, const char *fmt, ...) GR_PRINTF(2, 3);
+void gr_clear_error(void);
+
+/* Internal invariant (a graphrun bug, not bad input): returns GR_ERR_INTERNAL from the function. */
+#define GR_CHECK_INTERNAL(cond)                                                                    \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            return gr_fail(GR_ERR_INTERNAL, "internal error: %s (%s:%d)", #cond, __FILE__,         \
+                           __LINE__);                                                              \
+    } while (0)
+
+/* Propagate a failing status. */
+#define GR_TRY(expr)                                                                               \
+    do {                                                                                           \
+        gr_status gr_try_status_ = (expr);                                                         \
+        if (gr_try_status_ != GR_OK)                                                               \
+            return gr_try_status_;                                                                 \
+    } while (0)
+
+/* Checked arithmetic: false on overflow. */
+bool gr_mul_size(size_t a, size_t b, size_t *out);
+bool gr_add_size(size_t a, size_t b, size_t *out);
+
+/* Allocation that records an OOM message naming `what`. Returns NULL on failure. */
+void *gr_malloc(size_t bytes, const char *what);
+void *gr_calloc(size_t count, size_t size, const char *what);
+
+/* Largest dimension (width, height, channels, filters) graphrun accepts anywhere, and the largest
+ * element count of one tensor. Checked before allocating. */
+#define GR_MAX_DIM 65536
+#define GR_MAX_TENSOR_ELEMS ((size_t)1 << 31)
+#define GR_MAX_LAYERS 4096
+#define GR_MAX_BATCH 4096
+
+/* Deterministic RNG (splitmix64 seeded xoshiro-style); same sequence on every platform. */
+typedef struct gr_rng {
+    uint64_t s[4];
+} gr_rng;
+void gr_rng_seed(gr_rng *r, uint64_t seed);
+uint64_t gr_rng_u64(gr_rng *r);
+float gr_rng_uniform(gr_rng *r);  /* [0, 1) */
+float gr_rng_normal(gr_rng *r);   /* N(0, 1), Box-Muller */
+
+/* IEEE binary16 conversion, round to nearest even (what the GPU's __float2half does). */
+uint16_t gr_f32_to_f16(float x);
+float gr_f16_to_f32(uint16_t h);
+static inline float gr_round_f16(float x) { return gr_f16_to_f32(gr_f32_to_f16(x)); }
+
+/* Read a whole file (at most max_bytes) into a malloc'd NUL-terminated buffer. */
+gr_status gr_read_file(const char *path, size_t max_bytes, const char *what, char **data,
+                       size_t *len);
+
+size_t gr_dtype_size(gr_dtype t);
+const char *gr_dtype_name(gr_dtype t);
+
+#endif

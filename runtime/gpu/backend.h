@@ -1,0 +1,232 @@
+/* Private to the CUDA engine's files, and only them:
+ *   gpu/engine.c    state, variants (plan, memory, timing, capture), streams, backend entry points
+ *   gpu/dispatch.c  tensor addresses, plan node -> kernel launcher, the forward pass on the streams
+ *   gpu/weights.c   weights in the kernels' layouts and their upload, scratch buffers
+ *   gpu/tactic.c    each tensor-core conv's tactic, by measurement at build (timing cache)
+ *   gpu/error.c     CUDA / cuBLAS / launcher failures -> gr_status with a one-line message
+ *   gpu/debug.c     what runtime/gpu/debug.h declares (graph info, plan stats, trace, faults)
+ * A build without CUDA has none of them (runtime/gpu/none.c stands in). */
+#ifndef GR_RUNTIME_GPU_BACKEND_H
+#define GR_RUNTIME_GPU_BACKEND_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "kernels/conv.h"
+#include "kernels/conv_gemm.h"
+#include "kernels/gemm_f32.h"
+#include "planner/plan.h"
+#include "runtime/engine_internal.h"
+
+#define GR_GPU_MAX_STREAMS 8
+
+/* Record a CUDA runtime failure with its name and the statement, and return from the function. */
+#define CUDA_TRY(call)                                                                             \
+    do {                                                                                           \
+        cudaError_t cuda_err_ = (call);                                                            \
+        if (cuda_err_ != cudaSuccess)                                                              \
+            return gr_gpu_cuda_fail(cuda_err_, #call, __FILE__, __LINE__);                        \
+    } while (0)
+
+/* A tensor-core conv node's tactic (runtime/gpu/tactic.c): what gr_gpu_conv_args passes as
+ * tile_config / split_k. All zero = the kernels' automatic choice. */
+typedef struct gpu_tactic {
+    int tile, split;        /* the implicit-GEMM kernel's (both 0 for the GEMM tactic) */
+    int gemm;               /* 1: the GEMM tactic (kernels/conv_gemm.h, im2col + cuBLASLt +
+                               epilogue); its plan is v->gemm[node] */
+    size_t gemm_scratch;    /* bytes per launch of the GEMM tactic */
+    double us, auto_us;     /* measured (or cached) median times, 0 when not searched */
+    int candidates;         /* candidates timed at this build; 0 when it came from the cache */
+    int searched;           /* 1 when a search (or a cache hit) decided it */
+} gpu_tactic;
+
+/* A conv node's device parameters. */
+typedef struct gpu_conv_weights {
+    void *weights; /* f32: Darknet order; f16 / i8: [out_c][k][k][in_c_pad] (conv_weights.h) */
+    float *mul;    /* i8: s_in * s_w[c] */
+    float *bias;
+} gpu_conv_weights;
+
+/* One run in flight (runtime.h, "Runs in flight"): everything a run writes, and its graph. The
+ * variant's instances share its plan and weights; instance 0 is what gr_engine_run uses. */
+typedef struct gpu_instance {
+    uint8_t *arena;
+    uint8_t *io;            /* device: input, then the outputs back to back */
+    void *host_in;          /* pinned */
+    uint8_t *host_out;      /* pinned */
+    float *im2col[GR_GPU_MAX_STREAMS];
+    uint8_t *splitk;        /* split-K partials and tile counters (or the GEMM tactic's scratch),
+                               one region per conv node: the
+                               counters of one launch must never see another's partials, so no
+                               two instances share them either */
+    void *cublas_ws[GR_GPU_MAX_STREAMS]; /* instances >= 1: the cuBLAS workspaces their
+                               graphs were captured with (instance 0 uses gpu_state's) */
+    cudaStream_t stream;    /* instances >= 1: where the graph is launched; 0 uses streams[0] */
+    cudaEvent_t done;       /* recorded after the run's launches; a wait synchronizes on it */
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    double submitted_us;    /* host clock at submit: end_to_end of the wait */
+} gpu_instance;
+
+/* Everything that depends on the input type: plan, weights, and the instances. */
+typedef struct gpu_variant {
+    int built;
+    gr_plan *plan;
+    size_t in_bytes, out_bytes;
+    size_t out_offset[GR_MAX_HEADS];
+    uint8_t *weights;       /* device */
+    size_t weights_bytes;
+    gpu_conv_weights *nw;   /* per plan node */
+    size_t *splitk_offset, *splitk_bytes; /* per node */
+    size_t splitk_total, im2col_bytes;    /* per instance */
+    int n_inst;             /* the engine's inflight */
+    gpu_instance inst[GR_MAX_INFLIGHT];
+    gr_timing split;        /* from the instrumented run */
+    unsigned char *pdl;     /* per plan node: launched as a programmatic dependent launch */
+    gpu_tactic *tactic;     /* per plan node (zero: automatic); set before scratch is sized */
+    gr_conv_gemm **gemm;    /* per plan node: the GEMM tactic's plan where it was chosen */
+} gpu_variant;
+
+typedef struct gpu_state gpu_state;
+
+/* Called by gr_gpu_enqueue_forward after every plan node is enqueued on its stream (launching or
+ * not), before the node's event is recorded: work it enqueues on g->streams[node's stream] runs
+ * after the node and before anything that waits for the node, so it reads the node's output
+ * before any later node may reuse its memory (int8 calibration, gpu/calib.c). */
+typedef gr_status (*gpu_node_hook)(gpu_state *g, const gpu_variant *v, const gpu_instance *inst,
+                                   int node, void *user);
+
+struct gpu_state {
+    int device;
+    int n_streams;          /* as many as the largest plan built so far uses */
+    cudaStream_t streams[GR_GPU_MAX_STREAMS];
+    cublasHandle_t cublas[GR_GPU_MAX_STREAMS]; /* one per stream, once a plan calls cuBLAS */
+    void *cublas_ws[GR_GPU_MAX_STREAMS];
+    cudaEvent_t fork;       /* recorded on stream 0 after the input copy; every stream waits */
+    cudaEvent_t join[GR_GPU_MAX_STREAMS]; /* join[s], s >= 1: stream s is done; stream 0 waits */
+    cudaEvent_t *events;    /* the plans' cross-stream events, by plan event id */
+    int n_events;
+    float *layer_range;     /* int8: per-layer activation ranges, shared by the variants */
+    float input_range;
+    gpu_variant var[2];     /* [0] float input, [1] u8 input */
+    cudaError_t inject;     /* tests: the next run fails with this error */
+    int tf32;               /* fp32 convs may use TF32 tensor cores */
+    int f32_algo;           /* fp32 convs' GEMM: GR_CONV_F32_TF32X3 on sm_80+ without tf32, else
+                               GR_CONV_F32_SGEMM; GR_F32_ALGO=sgemm forces cuBLAS, =implicit
+                               picks GR_CONV_F32_TF32X3_IMPLICIT (sm_80+) */
+    int f32_auto;           /* GR_F32_ALGO unset: TF32X3 only where its grid fills the SMs,
+                               SGEMM (split-K in cuBLAS) on the others (batch 1, 13x13 maps) */
+    int f32_splitk;         /* the automatic 3xTF32 GEMMs may split K (GR_F32_SPLITK=0: never) */
+    int f32_direct;         /* GR_CONV_F32_DIRECT3X3 (maxpool fused): 1 where the kernels prefer
+                               it (GR_F32_ALGO unset), 2 wherever it fits (=direct3x3), 0 never */
+    int sm_count;
+    int fp16_accumulate;    /* fp16 convs accumulate in fp16 */
+    int pdl;                /* programmatic dependent launch between convs (sm_90+; off with
+                               GR_DISABLE_PDL=1) */
+    int tactic_search;      /* time the tactics of every tensor-core conv at build */
+    char *timing_cache_path; /* the engine's copy of opt.timing_cache, or NULL */
+    struct gr_timing_cache *tcache; /* entries for this GPU: read from the file, and measured */
+    cublasLtHandle_t lt;    /* for the GEMM tactic's plans, created by the first search */
+    int gemm_tactic;        /* the GEMM tactic is a candidate (off with GR_DISABLE_GEMM_TACTIC=1) */
+    gpu_node_hook after_node; /* NULL except while calibrating (gpu/calib.c) */
+    void *after_node_user;
+};
+
+static inline size_t gr_gpu_align(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+static inline gpu_variant *gr_gpu_variant(gpu_state *g, int input_u8)
+{
+    return &g->var[input_u8 ? 1 : 0];
+}
+
+/* ---- gpu/engine.c ---- */
+/* Build the variant for that input type if it is not built yet. */
+gr_status gr_gpu_ensure_variant(gr_engine *e, int input_u8);
+
+/* ---- gpu/dispatch.c ---- */
+/* Device address of a tensor's storage in instance `inst` (its buffer's start: views index with
+ * c_offset). */
+uint8_t *gr_gpu_tensor_storage(const gpu_variant *v, const gpu_instance *inst, int tensor);
+/* Does plan node `index` launch work? (not a no-op, an input or an output marker) */
+int gr_gpu_node_launches(const gr_plan_node *nd);
+
+/* Does plan node `nd` call cuBLAS? (f32 convs and [connected]) */
+int gr_gpu_node_uses_cublas(const gr_plan *plan, const gr_plan_node *nd);
+
+/* A conv node's kernel arguments, built once for the launch and for sizing its scratch
+ * ([connected] too: an f32 1x1 conv on the flattened image):
+ * f32 convs go through cuBLAS (f32, one launch per image when a channel slice of a batch is not
+ * contiguous: `images` launches, the pointers advancing by x_image / y_image floats), f16 and i8
+ * through the tensor-core kernels (tc; workspace not set). GR_ERR_UNSUPPORTED for dtypes or
+ * groups without a kernel (groups run in f32 only). */
+typedef struct gpu_conv {
+    int tensor_cores;
+    int is_i8;
+    gr_conv_args tc;
+    gr_conv_f32_args f32;
+    int images;
+    size_t x_image, y_image;
+    /* f32 grouped convs (Darknet's groups): `groups` launches per image, each on its channel
+     * slice, the pointers advancing by these many floats per group. */
+    int groups;
+    size_t x_group, y_group, w_group, b_group;
+} gpu_conv;
+/* `inst` NULL: shapes only (no addresses). */
+gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_instance *inst,
+                           int index, gpu_conv *out);
+/* Before anything is allocated: can the kernels run every conv of v->plan as planned (fusions
+ * included)? The launchers' own checks (gr_conv_check), so a failure names the check; *bad_node
+ * is then the node refused (else -1). */
+gr_status gr_gpu_plan_check(const gpu_state *g, const gpu_variant *v, int *bad_node);
+/* Set v->pdl: a conv directly after another kernel on the only stream, with no event between,
+ * launches as a programmatic dependent launch (its kernels wait for their producer inside). */
+void gr_gpu_mark_pdl(const gpu_state *g, gpu_variant *v);
+
+/* Launch plan node `index` of instance `inst` on its stream. */
+gr_status gr_gpu_launch_node(gpu_state *g, gpu_variant *v, const gpu_instance *inst, int index);
+/* The whole forward pass of instance `inst` on the plan's streams (input copy, every node, output
+ * copy), as run eagerly or recorded by capture. node_events (2 per node) and copy_events (4) are
+ * optional timing brackets for the instrumented runs. */
+gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, const gpu_instance *inst,
+                                 cudaEvent_t *node_events, cudaEvent_t *copy_events);
+
+/* ---- gpu/weights.c ---- */
+/* Every conv's weights, multipliers and biases in the kernels' layouts, uploaded (build-time
+ * copies); sets v->weights, v->weights_bytes and v->nw. Once per variant: instances share them. */
+gr_status gr_gpu_upload_weights(gpu_variant *v);
+/* im2col per stream for fp32 convs, split-K workspace per tensor-core conv node, for every
+ * instance (sized with instance 0's arguments; its arena and io must be allocated). */
+gr_status gr_gpu_alloc_scratch(gpu_state *g, gpu_variant *v);
+
+/* ---- gpu/tactic.c ---- */
+/* The device key of the timing cache: GPU name, compute capability, SM count, CUDA runtime and
+ * driver versions, cuBLASLt version. */
+gr_status gr_gpu_device_key(const gpu_state *g, char *key, size_t len);
+/* Choose the tactic of every tensor-core conv of v (v->tactic, allocated here), by timing the
+ * candidates on instance 0's buffers or from the timing cache; adds the new measurements to the
+ * cache. Needs the weights uploaded and instance 0's arena and io; runs before the scratch is
+ * sized (gr_gpu_alloc_scratch sizes each node's split-K workspace for its chosen tactic) and
+ * leaves the arena zeroed as instance_alloc did. With g->tactic_search 0 it only allocates
+ * v->tactic (all automatic). */
+gr_status gr_gpu_choose_tactics(gr_engine *e, gpu_state *g, gpu_variant *v);
+/* The tactic's name: "auto", "128x64", "64x64 split 4". */
+void gr_gpu_tactic_name(int tile, int split, char *buf, size_t len);
+/* e->tactics: the tactics of v's tensor-core convs (gr_engine_tactic). */
+gr_status gr_gpu_publish_tactics(gr_engine *e, const gpu_variant *v);
+
+/* ---- gpu/error.c ---- */
+/* A CUDA runtime call failed: "CUDA error <name> (<text>) in <what> (<file>:<line>)". */
+gr_status gr_gpu_cuda_fail(cudaError_t err, const char *what, const char *file, int line);
+/* A kernel launcher for plan node `index` returned err: GR_ERR_UNSUPPORTED for
+ * cudaErrorNotSupported (no kernel for these dtypes, or this device), else GR_ERR_CUDA (or
+ * GR_ERR_OUT_OF_MEMORY). The message names the node and carries gr_kernels_last_failure(): the
+ * launcher's check that failed, with its file and line. GR_OK for cudaSuccess. */
+gr_status gr_gpu_launch_status(cudaError_t err, const gr_plan *plan, int index);
+/* The cuBLAS conv or connected of plan node `index` failed: a kernel launch (cuda_err) or
+ * cuBLAS itself. */
+gr_status gr_gpu_cublas_fail(cublasStatus_t status, cudaError_t cuda_err, const gr_plan *plan,
+                             int index);
+/* No kernel for plan node `index` with its input and output dtypes. */
+gr_status gr_gpu_unsupported(const gr_plan *plan, int index);
+
+#endif

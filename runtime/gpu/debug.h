@@ -1,0 +1,42 @@
+/* Internal hooks of the CUDA backend for the GPU tests and the benchmark: what the captured graph
+ * holds, and the plan the engine runs. Not part of the public API. */
+#ifndef GR_RUNTIME_GPU_DEBUG_H
+#define GR_RUNTIME_GPU_DEBUG_H
+
+#include "graphrun/runtime.h"
+
+typedef struct gr_graph_info {
+    int nodes;        /* every node of the captured graph */
+    int kernels;
+    int memcpy_h2d;   /* host -> device copies */
+    int memcpy_d2h;   /* device -> host copies */
+    int memcpy_other; /* device -> device or host -> host copies */
+    int memsets;
+    int mem_alloc;    /* memory allocation / free nodes */
+    int mem_free;
+    int events;       /* event record / wait nodes */
+    int empty;        /* join points */
+    int other;
+} gr_graph_info;
+
+/* Inspect the captured graph of the engine's current input type (GR_ERR_STATE for a CPU engine
+ * or one running eagerly): slot 0's, or slot `slot`'s (runs in flight). */
+gr_status gr_engine_graph_info(const gr_engine *engine, gr_graph_info *info);
+gr_status gr_engine_slot_graph_info(const gr_engine *engine, int slot, gr_graph_info *info);
+
+/* Number of plan nodes that launch work, and the plan's arena bytes. */
+gr_status gr_engine_plan_stats(const gr_engine *engine, int *launching_nodes, size_t *arena_bytes);
+
+/* Debugging and per-layer tests: run the plan eagerly on `input` (uint8 HWC), and after every node
+ * that launches work call `fn` with the plan, the node index and the node's output tensor as
+ * float NCHW real values (int8 dequantized with its scale), read back from the device. */
+struct gr_plan;
+typedef void (*gr_trace_fn)(const struct gr_plan *plan, int node, const float *values, void *user);
+gr_status gr_engine_debug_trace(gr_engine *engine, const uint8_t *input, gr_trace_fn fn, void *user);
+/* Fault injection (tests): the engine's next run fails as if the GPU had returned `cuda_error`
+ * (a cudaError_t value). */
+gr_status gr_engine_debug_inject_error(gr_engine *engine, int cuda_error);
+/* The plan of the engine's uint8-input graph. */
+const struct gr_plan *gr_engine_debug_plan(const gr_engine *engine);
+
+#endif

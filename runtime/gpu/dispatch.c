@@ -1,0 +1,375 @@
+/* From plan to launches: where each tensor lives on the device, which launcher runs each plan
+ * node (the launchers pick the kernel for the node's dtype, kernels/misc.h), and the forward pass
+ * on the plan's streams with its fork, cross-stream events and join. */
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/common.h"
+#include "kernels/misc.h"
+#include "runtime/gpu/backend.h"
+#include "runtime/trace.h"
+
+/* ---- addresses -------------------------------------------------------------------------- */
+
+static int output_index(const gr_plan *plan, int tensor)
+{
+    for (int k = 0; k < plan->n_outputs; k++)
+        if (plan->output_tensors[k] == tensor)
+            return k;
+    return -1;
+}
+
+/* The network input and the outputs live in the io block, everything else in the arena. */
+uint8_t *gr_gpu_tensor_storage(const gpu_variant *v, const gpu_instance *inst, int tensor)
+{
+    const gr_plan *plan = v->plan;
+    const gr_plan_tensor *t = &plan->tensors[tensor];
+    int root = t->view_of >= 0 ? t->view_of : tensor;
+    if (root == plan->input_tensor)
+        return inst->io;
+    int k = output_index(plan, root);
+    if (k >= 0)
+        return inst->io + v->in_bytes + v->out_offset[k];
+    return inst->arena + plan->buffers[t->buffer].offset;
+}
+
+static gr_kview kview(const gr_plan_tensor *t)
+{
+    gr_kview kv = {t->n, t->c, t->h, t->w, t->c_stride, t->c_offset};
+    return kv;
+}
+
+/* ---- convolution -------------------------------------------------------------------------- */
+
+gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_instance *inst,
+                           int index, gpu_conv *c)
+{
+    const gr_plan *plan = v->plan;
+    const gr_plan_node *nd = &plan->nodes[index];
+    const gr_plan_tensor *x = &plan->tensors[nd->inputs[0]];
+    const gr_plan_tensor *y = &plan->tensors[nd->output];
+    const gpu_conv_weights *w = v->nw ? &v->nw[index] : NULL;
+    memset(c, 0, sizeof *c);
+    const unsigned fusions = GR_FUSED_MAXPOOL | GR_FUSED_QUANTIZE_IN | GR_FUSED_DEQUANT_OUT;
+    const gr_dtype compute = gr_plan_conv_in_dtype(plan, nd);
+    const int allocated = inst != NULL; /* else only the shapes (gr_gpu_plan_check) */
+    const int connected = nd->kind == GR_OP_CONNECTED;
+    if (connected && compute != GR_DTYPE_F32)
+        return gr_gpu_unsupported(plan, index);
+    if (compute == GR_DTYPE_F32) {
+        const int pool = (nd->fused & GR_FUSED_MAXPOOL) != 0;
+        if (y->dtype != GR_DTYPE_F32 || (nd->fused & fusions & ~(unsigned)GR_FUSED_MAXPOOL))
+            return gr_gpu_unsupported(plan, index);
+        /* cuBLAS path on NCHW; a channel slice with batch > 1 is not contiguous: one image at a
+         * time, each a contiguous block. Groups: one conv per group on its slices. */
+        const int groups = !connected && nd->p.groups > 1 ? nd->p.groups : 1;
+        int per_image = x->n > 1 && (x->c_stride != x->c || y->c_stride != y->c || groups > 1);
+        c->images = per_image ? x->n : 1;
+        c->x_image = (size_t)x->c_stride * x->h * x->w;
+        c->y_image = (size_t)y->c_stride * y->h * y->w;
+        c->groups = groups;
+        c->x_group = (size_t)(x->c / groups) * x->h * x->w;
+        c->y_group = (size_t)(y->c / groups) * y->h * y->w;
+        c->w_group = (size_t)(y->c / groups) * (x->c / groups) * nd->p.size * nd->p.size;
+        c->b_group = (size_t)(y->c / groups);
+        c->f32 = (gr_conv_f32_args){
+            .batch = per_image ? 1 : x->n,
+            /* [connected] is a 1x1 conv on the flattened image: W [outputs][c*h*w] is the conv's
+             * [out_c][in_c][1][1], and an image's c*h*w values are contiguous in NCHW. */
+            .in_c = connected ? x->c * x->h * x->w : x->c / groups, .in_h = connected ? 1 : x->h,
+            .in_w = connected ? 1 : x->w, .out_c = y->c / groups,
+            .ksize = connected ? 1 : nd->p.size, .stride = connected ? 1 : nd->p.stride,
+            .pad = connected ? 0 : nd->p.pad,
+            .in = allocated ? (const float *)gr_gpu_tensor_storage(v, inst, nd->inputs[0]) +
+                                  (size_t)x->c_offset * x->h * x->w
+                            : NULL,
+            .weights = w ? w->weights : NULL, .bias = w ? w->bias : NULL,
+            .out = allocated ? (float *)gr_gpu_tensor_storage(v, inst, nd->output) +
+                                   (size_t)y->c_offset * y->h * y->w
+                             : NULL,
+            .workspace = allocated ? inst->im2col[nd->stream] : NULL, .activation = (int)nd->p.activation,
+            .tf32 = g->tf32, .algo = g->f32_algo,
+            .pool_size = pool ? nd->pool_size : 0, .pool_stride = pool ? nd->pool_stride : 0,
+            .pool_pad = pool ? nd->pool_pad : 0};
+        /* the direct 3x3 kernel where it is preferred (or forced); only it pools */
+        if (!connected && gr_conv_f32_direct3x3_fits(&c->f32) &&
+            (g->f32_direct == 2 || (g->f32_direct && gr_conv_f32_direct3x3_preferred(&c->f32)))) {
+            c->f32.algo = GR_CONV_F32_DIRECT3X3;
+            return GR_OK;
+        }
+        if (pool)
+            return gr_gpu_unsupported(plan, index);
+        /* 3xTF32 has no split-K: a GEMM too small to fill the SMs once goes to cuBLAS */
+        if (g->f32_auto && c->f32.algo == GR_CONV_F32_TF32X3 &&
+            gr_gemm_tf32x3_blocks(c->f32.out_c, c->f32.batch * y->h * y->w, g->sm_count) <
+                g->sm_count)
+            c->f32.algo = GR_CONV_F32_SGEMM;
+        /* split-K where the GEMM's last wave of blocks would leave SMs idle; not with several
+         * runs in flight, whose kernels fill those SMs anyway (measured: bench/LOG.md) */
+        if (g->f32_auto && g->f32_splitk && v->n_inst == 1 && c->f32.algo == GR_CONV_F32_TF32X3)
+            c->f32.splits = gr_gemm_tf32x3_auto_splits(
+                c->f32.out_c, c->f32.in_c * c->f32.ksize * c->f32.ksize,
+                c->f32.batch * y->h * y->w, g->sm_count);
+        return GR_OK;
+    }
+    gr_conv_out_kind out_kind;
+    size_t out_offset = 0; /* bytes */
+    if (nd->fused & GR_FUSED_DEQUANT_OUT) {
+        /* f32 NCHW straight from the accumulator; a channel slice only where it is contiguous */
+        if (y->dtype != GR_DTYPE_F32 || (y->n > 1 && y->c_stride != y->c))
+            return gr_gpu_unsupported(plan, index);
+        out_kind = GR_CONV_OUT_F32_NCHW;
+        out_offset = (size_t)y->c_offset * y->h * y->w * sizeof(float);
+    } else if (y->dtype == GR_DTYPE_I8) {
+        out_kind = GR_CONV_OUT_I8;
+    } else if (y->dtype == GR_DTYPE_F16) {
+        out_kind = GR_CONV_OUT_F16;
+    } else {
+        return gr_gpu_unsupported(plan, index);
+    }
+    const int in_u8 = (nd->fused & GR_FUSED_QUANTIZE_IN) != 0;
+    if ((compute != GR_DTYPE_I8 && compute != GR_DTYPE_F16) || nd->p.groups > 1 ||
+        (in_u8 && x->dtype != GR_DTYPE_U8))
+        return gr_gpu_unsupported(plan, index);
+    const int pooled = (nd->fused & GR_FUSED_MAXPOOL) != 0;
+    c->tensor_cores = 1;
+    c->is_i8 = compute == GR_DTYPE_I8;
+    c->tc = (gr_conv_args){
+        .batch = x->n, .in_h = x->h, .in_w = x->w, .in_c = x->c,
+        .in_c_stride = x->c_stride, .in_c_offset = x->c_offset,
+        .out_c = y->c, .out_c_stride = y->c_stride, .out_c_offset = y->c_offset,
+        .ksize = nd->p.size, .stride = nd->p.stride, .pad = nd->p.pad,
+        .in = allocated ? gr_gpu_tensor_storage(v, inst, nd->inputs[0]) : NULL,
+        .weights = w ? w->weights : NULL, .mul = w ? w->mul : NULL, .bias = w ? w->bias : NULL,
+        .out = allocated ? gr_gpu_tensor_storage(v, inst, nd->output) + out_offset : NULL,
+        .activation = (int)nd->p.activation, .out_kind = out_kind,
+        .out_inv_scale = y->dtype == GR_DTYPE_I8 ? 1.0f / y->scale : 1.0f,
+        .fp16_accumulate = compute == GR_DTYPE_F16 && g->fp16_accumulate,
+        /* the tactic search's choice (runtime/gpu/tactic.c); 0/0 = the kernels' own */
+        .tile_config = v->tactic ? v->tactic[index].tile : 0,
+        .split_k = v->tactic ? v->tactic[index].split : 0,
+        .pool_size = pooled ? nd->pool_size : 0, .pool_stride = pooled ? nd->pool_stride : 0,
+        .pool_pad = pooled ? nd->pool_pad : 0,
+        .in_u8 = in_u8, .in_scale = in_u8 ? nd->in_scale : 0.0f,
+        .pdl = v->pdl ? v->pdl[index] : 0};
+    return GR_OK;
+}
+
+gr_status gr_gpu_plan_check(const gpu_state *g, const gpu_variant *v, int *bad_node)
+{
+    const gr_plan *plan = v->plan;
+    *bad_node = -1;
+    for (int i = 0; i < plan->n_nodes; i++) {
+        if (plan->nodes[i].kind != GR_OP_CONV || !gr_gpu_node_launches(&plan->nodes[i]))
+            continue;
+        *bad_node = i;
+        gpu_conv c;
+        GR_TRY(gr_gpu_conv_args(g, v, NULL, i, &c));
+        if (c.tensor_cores)
+            GR_TRY(gr_gpu_launch_status(gr_conv_check(&c.tc, c.is_i8), plan, i));
+    }
+    *bad_node = -1;
+    return GR_OK;
+}
+
+void gr_gpu_mark_pdl(const gpu_state *g, gpu_variant *v)
+{
+    const gr_plan *plan = v->plan;
+    int prev_launch = -1; /* the previous launching node (one stream only) */
+    for (int i = 0; i < plan->n_nodes; i++) {
+        const gr_plan_node *nd = &plan->nodes[i];
+        if (!gr_gpu_node_launches(nd))
+            continue;
+        v->pdl[i] = g->pdl && plan->n_streams <= 1 && nd->kind == GR_OP_CONV && prev_launch >= 0 &&
+                    nd->n_waits == 0 && plan->nodes[prev_launch].record_event < 0;
+        prev_launch = i;
+    }
+}
+
+int gr_gpu_node_uses_cublas(const gr_plan *plan, const gr_plan_node *nd)
+{
+    if (!gr_gpu_node_launches(nd))
+        return 0;
+    return nd->kind == GR_OP_CONNECTED ||
+           (nd->kind == GR_OP_CONV && gr_plan_conv_in_dtype(plan, nd) == GR_DTYPE_F32);
+}
+
+/* A conv, or a [connected] (an f32 1x1 conv for gr_gpu_conv_args). */
+static gr_status launch_conv(gpu_state *g, gpu_variant *v, const gpu_instance *inst, int index)
+{
+    const gr_plan *plan = v->plan;
+    int s = plan->nodes[index].stream;
+    gpu_conv c;
+    GR_TRY(gr_gpu_conv_args(g, v, inst, index, &c));
+    if (c.tensor_cores && v->tactic && v->tactic[index].gemm) {
+        /* the GEMM tactic: its scratch is the node's region (no split-K there) */
+        cudaError_t err = gr_conv_gemm_launch(v->gemm[index], &c.tc,
+                                              inst->splitk + v->splitk_offset[index],
+                                              g->streams[s]);
+        return gr_gpu_launch_status(err, plan, index);
+    }
+    if (c.tensor_cores) {
+        c.tc.workspace = v->splitk_bytes[index] ? inst->splitk + v->splitk_offset[index] : NULL;
+        c.tc.workspace_bytes = v->splitk_bytes[index];
+        cudaError_t err = c.is_i8 ? gr_launch_conv_i8(&c.tc, g->streams[s])
+                                  : gr_launch_conv_f16(&c.tc, g->streams[s]);
+        return gr_gpu_launch_status(err, plan, index);
+    }
+    for (int b = 0; b < c.images; b++)
+        for (int k = 0; k < c.groups; k++) {
+            gr_conv_f32_args a = c.f32;
+            a.in += (size_t)b * c.x_image + (size_t)k * c.x_group;
+            a.out += (size_t)b * c.y_image + (size_t)k * c.y_group;
+            a.weights += (size_t)k * c.w_group;
+            if (a.bias)
+                a.bias += (size_t)k * c.b_group;
+            cudaError_t cuda_err = cudaSuccess;
+            cublasStatus_t st = gr_launch_conv_f32(g->cublas[s], &a, g->streams[s], &cuda_err);
+            if (st != CUBLAS_STATUS_SUCCESS)
+                return gr_gpu_cublas_fail(st, cuda_err, plan, index);
+        }
+    return GR_OK;
+}
+
+/* ---- every other node --------------------------------------------------------------------- */
+
+/* Not aliased by the planner: copy each input (or its group slice) into place. */
+static cudaError_t launch_route(gpu_variant *v, const gpu_instance *inst, const gr_plan_node *nd,
+                                cudaStream_t stream)
+{
+    const gr_plan_tensor *y = &v->plan->tensors[nd->output];
+    void *out = gr_gpu_tensor_storage(v, inst, nd->output);
+    int groups = nd->p.groups > 1 ? nd->p.groups : 1;
+    int offset = 0;
+    for (int k = 0; k < nd->n_inputs; k++) {
+        const gr_plan_tensor *src = &v->plan->tensors[nd->inputs[k]];
+        gr_kview sv = kview(src);
+        sv.c = src->c / groups;
+        sv.c_offset += (nd->p.groups > 1 ? nd->p.group_id : 0) * sv.c;
+        gr_kview dv = kview(y);
+        dv.c = sv.c;
+        dv.c_offset += offset;
+        offset += sv.c;
+        cudaError_t err = gr_launch_route_copy(y->dtype, gr_gpu_tensor_storage(v, inst, nd->inputs[k]),
+                                               sv, out, dv, stream);
+        if (err != cudaSuccess)
+            return err;
+    }
+    return cudaSuccess;
+}
+
+int gr_gpu_node_launches(const gr_plan_node *nd)
+{
+    return !(nd->noop || nd->kind == GR_NODE_INPUT || nd->kind == GR_NODE_OUTPUT);
+}
+
+gr_status gr_gpu_launch_node(gpu_state *g, gpu_variant *v, const gpu_instance *inst, int index)
+{
+    const gr_plan *plan = v->plan;
+    const gr_plan_node *nd = &plan->nodes[index];
+    if (!gr_gpu_node_launches(nd))
+        return GR_OK;
+    gr_kernels_clear_failure(); /* what a failing launcher records is about this node */
+    if (nd->kind == GR_OP_CONV || nd->kind == GR_OP_CONNECTED)
+        return launch_conv(g, v, inst, index);
+    const gr_plan_tensor *x = &plan->tensors[nd->inputs[0]];
+    const gr_plan_tensor *y = &plan->tensors[nd->output];
+    const void *in = gr_gpu_tensor_storage(v, inst, nd->inputs[0]);
+    void *out = gr_gpu_tensor_storage(v, inst, nd->output);
+    gr_kview xv = kview(x), yv = kview(y);
+    const gr_op_params *p = &nd->p;
+    cudaStream_t stream = g->streams[nd->stream];
+    cudaError_t err;
+    switch (nd->kind) {
+    case GR_OP_QUANTIZE:
+    case GR_OP_DEQUANTIZE:
+    case GR_NODE_CONVERT:
+        err = gr_launch_convert(x->dtype, y->dtype, in, xv, x->scale, out, yv, y->scale, stream);
+        break;
+    case GR_OP_MAXPOOL:
+        err = gr_launch_maxpool(y->dtype, in, xv, out, yv, p->size, p->stride, p->pad, stream);
+        break;
+    case GR_OP_AVGPOOL:
+        err = gr_launch_avgpool(y->dtype, in, xv, x->scale, out, yv, y->scale, stream);
+        break;
+    case GR_OP_UPSAMPLE:
+        err = gr_launch_upsample(y->dtype, in, xv, out, yv, p->stride, stream);
+        break;
+    case GR_OP_REORG: err = gr_launch_reorg(y->dtype, in, xv, out, yv, p->stride, stream); break;
+    case GR_OP_SHORTCUT: {
+        const gr_plan_tensor *f = &plan->tensors[nd->inputs[1]];
+        err = gr_launch_shortcut(y->dtype, in, xv, x->scale,
+                                 gr_gpu_tensor_storage(v, inst, nd->inputs[1]), kview(f), f->scale,
+                                 out, yv, y->scale, p->activation, stream);
+        break;
+    }
+    case GR_OP_ROUTE: err = launch_route(v, inst, nd, stream); break;
+    case GR_OP_REGION:
+        err = gr_launch_region(y->dtype, in, out, x->n, x->h, x->w, p->num, p->coords, p->classes,
+                               p->softmax, stream);
+        break;
+    case GR_OP_YOLO:
+        err = gr_launch_yolo(y->dtype, in, out, x->n, x->h, x->w, p->n_mask, p->classes, stream);
+        break;
+    case GR_OP_SOFTMAX:
+        err = gr_launch_softmax(y->dtype, in, xv, out, yv, p->groups, stream);
+        break;
+    default: return gr_gpu_unsupported(plan, index);
+    }
+    return gr_gpu_launch_status(err, plan, index);
+}
+
+/* ---- the forward pass ----------------------------------------------------------------------- */
+
+gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, const gpu_instance *inst,
+                                 cudaEvent_t *node_events, cudaEvent_t *copy_events)
+{
+    const gr_plan *plan = v->plan;
+    cudaStream_t s0 = g->streams[0];
+    if (copy_events)
+        CUDA_TRY(cudaEventRecord(copy_events[0], s0));
+    CUDA_TRY(cudaMemcpyAsync(inst->io, inst->host_in, v->in_bytes, cudaMemcpyHostToDevice, s0));
+    if (copy_events)
+        CUDA_TRY(cudaEventRecord(copy_events[1], s0));
+    /* Fork: every other stream starts after the input copy. */
+    if (g->n_streams > 1) {
+        CUDA_TRY(cudaEventRecord(g->fork, s0));
+        for (int s = 1; s < g->n_streams; s++)
+            CUDA_TRY(cudaStreamWaitEvent(g->streams[s], g->fork, 0));
+    }
+    for (int i = 0; i < plan->n_nodes; i++) {
+        const gr_plan_node *nd = &plan->nodes[i];
+        cudaStream_t stream = g->streams[nd->stream];
+        for (int k = 0; k < nd->n_waits; k++)
+            CUDA_TRY(cudaStreamWaitEvent(stream, g->events[plan->waits[nd->wait_begin + k]], 0));
+        if (node_events)
+            CUDA_TRY(cudaEventRecord(node_events[2 * i], stream));
+        char name[64];
+        snprintf(name, sizeof name, "node %d %s (layer %d)", i, gr_plan_kind_name(nd->kind),
+                 nd->layer);
+        gr_trace_push(name); /* Nsight Systems shows the plan's nodes */
+        gr_status st = gr_gpu_launch_node(g, v, inst, i);
+        gr_trace_pop();
+        GR_TRY(st);
+        if (g->after_node)
+            GR_TRY(g->after_node(g, v, inst, i, g->after_node_user));
+        if (node_events)
+            CUDA_TRY(cudaEventRecord(node_events[2 * i + 1], stream));
+        if (nd->record_event >= 0)
+            CUDA_TRY(cudaEventRecord(g->events[nd->record_event], stream));
+    }
+    for (int k = 0; k < plan->n_join_waits; k++)
+        CUDA_TRY(cudaStreamWaitEvent(s0, g->events[plan->waits[plan->join_wait_begin + k]], 0));
+    /* Join every stream back (capture requires it; eagerly it orders the output copy). */
+    for (int s = 1; s < g->n_streams; s++) {
+        CUDA_TRY(cudaEventRecord(g->join[s], g->streams[s]));
+        CUDA_TRY(cudaStreamWaitEvent(s0, g->join[s], 0));
+    }
+    if (copy_events)
+        CUDA_TRY(cudaEventRecord(copy_events[2], s0));
+    CUDA_TRY(cudaMemcpyAsync(inst->host_out, inst->io + v->in_bytes, v->out_bytes,
+                             cudaMemcpyDeviceToHost, s0));
+    if (copy_events)
+        CUDA_TRY(cudaEventRecord(copy_events[3], s0));
+    return GR_OK;
+}

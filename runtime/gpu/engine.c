@@ -1,0 +1,709 @@
+/* CUDA backend: turns a plan (planner/plan.h) into one captured CUDA graph.
+ *
+ * Build: plan the network for (precision, batch, input type); make sure there are as many
+ * streams and events as the plan uses; allocate one arena for every activation, one block for the
+ * weights, one device block for the network input and the outputs (outputs back to back, so one
+ * copy brings them all home), pinned host staging for both; upload the weights (build-time
+ * copies, gpu/weights.c); run the forward pass once eagerly (module loading, cuBLAS setup) and
+ * time it node by node for the time split; then capture the same dispatch loop (gpu/dispatch.c)
+ * on the plan's streams - H2D input copy, every node, D2H output copy - into one graph and
+ * instantiate it.
+ *
+ * Runs in flight (inflight = N): a variant has N instances, each with its own arena, io block,
+ * pinned staging, im2col / split-K scratch, done event, and graph (captured from the same dispatch
+ * loop with the instance's addresses); the plan and the weights are the variant's, shared.
+ * Instance 0 launches on the engine's first stream, the others on their own streams.
+ *
+ * Run: one cudaGraphLaunch, an event record and one event synchronization. Nothing is allocated,
+ * copied by the host or synchronized besides. With use_cuda_graph = 0 the same dispatch loop runs
+ * eagerly instead (every instance on the plan's streams, so runs in flight then do not overlap).
+ *
+ * An engine takes u8 HWC input by default (a quarter of the bytes of float). Float input (the
+ * f32 entry points) gets its own plan and graph, built the first time it is asked for.
+ * Every CUDA and cuBLAS status is checked; a failure during a run marks the engine failed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/gpu/backend.h"
+#include "runtime/timing_cache.h"
+
+static const size_t cublas_ws_bytes = 32u << 20; /* what cuBLAS asks for on Hopper */
+
+/* ---- streams and events -------------------------------------------------------------------- */
+
+/* A cuBLAS handle for stream s, with its own workspace so capture never allocates and parallel
+ * branches never share scratch. */
+static gr_status create_cublas(gpu_state *g, int s)
+{
+    if (!g->cublas_ws[s])
+        CUDA_TRY(cudaMalloc(&g->cublas_ws[s], cublas_ws_bytes));
+    if (cublasCreate(&g->cublas[s]) != CUBLAS_STATUS_SUCCESS) {
+        g->cublas[s] = NULL;
+        return gr_fail(GR_ERR_CUBLAS, "cublasCreate failed");
+    }
+    /* Stream first: cublasSetStream resets the workspace to cuBLAS's own pool, which would
+     * then allocate inside graph capture. */
+    if (cublasSetStream(g->cublas[s], g->streams[s]) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetWorkspace(g->cublas[s], g->cublas_ws[s], cublas_ws_bytes) !=
+            CUBLAS_STATUS_SUCCESS) {
+        cublasDestroy(g->cublas[s]);
+        g->cublas[s] = NULL;
+        return gr_fail(GR_ERR_CUBLAS, "cublasSetStream/cublasSetWorkspace failed");
+    }
+    return GR_OK;
+}
+
+/* Grow the streams (with their join events, and a cuBLAS handle on each once a plan calls
+ * cuBLAS: f32 convs, [connected], in any engine precision) and the plan events to what `plan`
+ * uses. Variants built earlier keep working: their plans use a prefix of both. */
+static gr_status ensure_streams(gpu_state *g, const gr_plan *plan)
+{
+    int streams = plan->n_streams < 1 ? 1 : plan->n_streams;
+    if (streams > GR_GPU_MAX_STREAMS)
+        return gr_fail(GR_ERR_UNSUPPORTED, "the plan uses %d streams, the engine at most %d",
+                       streams, GR_GPU_MAX_STREAMS);
+    for (; g->n_streams < streams; g->n_streams++) {
+        int s = g->n_streams;
+        CUDA_TRY(cudaStreamCreateWithFlags(&g->streams[s], cudaStreamNonBlocking));
+        if (s > 0)
+            CUDA_TRY(cudaEventCreateWithFlags(&g->join[s], cudaEventDisableTiming));
+    }
+    int uses_cublas = 0;
+    for (int i = 0; i < plan->n_nodes && !uses_cublas; i++)
+        uses_cublas = gr_gpu_node_uses_cublas(plan, &plan->nodes[i]);
+    for (int s = 0; s < streams && uses_cublas; s++)
+        if (!g->cublas[s])
+            GR_TRY(create_cublas(g, s));
+    if (plan->n_events > g->n_events) {
+        cudaEvent_t *events = gr_calloc((size_t)plan->n_events, sizeof *events, "events");
+        if (!events)
+            return GR_ERR_OUT_OF_MEMORY;
+        if (g->n_events)
+            memcpy(events, g->events, (size_t)g->n_events * sizeof *events);
+        free(g->events);
+        g->events = events;
+        for (; g->n_events < plan->n_events; g->n_events++)
+            CUDA_TRY(cudaEventCreateWithFlags(&g->events[g->n_events], cudaEventDisableTiming));
+    }
+    return GR_OK;
+}
+
+/* ---- variants and their instances ----------------------------------------------------------- */
+
+/* Where an instance's graph is launched: instance 0 on the engine's first stream (where eager runs
+ * and capture happen too), the others on their own, so their runs overlap. */
+static cudaStream_t launch_stream(const gpu_state *g, const gpu_instance *inst)
+{
+    return inst->stream ? inst->stream : g->streams[0];
+}
+
+static void instance_free(gpu_instance *inst)
+{
+    if (inst->done)
+        cudaEventSynchronize(inst->done); /* nothing is freed under a run in flight */
+    if (inst->exec)
+        cudaGraphExecDestroy(inst->exec);
+    if (inst->graph)
+        cudaGraphDestroy(inst->graph);
+    for (int s = 0; s < GR_GPU_MAX_STREAMS; s++) {
+        cudaFree(inst->im2col[s]);
+        cudaFree(inst->cublas_ws[s]);
+    }
+    cudaFree(inst->splitk);
+    cudaFree(inst->arena);
+    cudaFree(inst->io);
+    if (inst->host_in)
+        cudaFreeHost(inst->host_in);
+    if (inst->host_out)
+        cudaFreeHost(inst->host_out);
+    if (inst->done)
+        cudaEventDestroy(inst->done);
+    if (inst->stream)
+        cudaStreamDestroy(inst->stream);
+    memset(inst, 0, sizeof *inst);
+}
+
+static void variant_free(gpu_variant *v)
+{
+    for (int k = 0; k < GR_MAX_INFLIGHT; k++)
+        instance_free(&v->inst[k]);
+    free(v->splitk_offset);
+    free(v->splitk_bytes);
+    cudaFree(v->weights);
+    free(v->nw);
+    free(v->pdl);
+    for (int i = 0; v->gemm && v->plan && i < v->plan->n_nodes; i++)
+        gr_conv_gemm_destroy(v->gemm[i]);
+    free(v->gemm);
+    free(v->tactic);
+    gr_plan_free(v->plan);
+    memset(v, 0, sizeof *v);
+}
+
+/* Instance `k`'s activations, io block and pinned staging, with deterministic non-zero input
+ * before the first run (warm-up and timing); instances >= 1 also get their launch stream and,
+ * where the engine has cuBLAS handles, a cuBLAS workspace per stream for their captured graph. */
+static gr_status instance_alloc(const gpu_state *g, const gpu_variant *v, gpu_instance *inst, int k)
+{
+    size_t arena = v->plan->arena_bytes ? v->plan->arena_bytes : 256;
+    CUDA_TRY(cudaMalloc((void **)&inst->arena, arena));
+    CUDA_TRY(cudaMemset(inst->arena, 0, arena));
+    CUDA_TRY(cudaMalloc((void **)&inst->io, v->in_bytes + v->out_bytes));
+    CUDA_TRY(cudaMallocHost(&inst->host_in, v->in_bytes));
+    CUDA_TRY(cudaMallocHost((void **)&inst->host_out, v->out_bytes));
+    memset(inst->host_in, 0x40, v->in_bytes);
+    CUDA_TRY(cudaEventCreateWithFlags(&inst->done, cudaEventDisableTiming));
+    if (k == 0)
+        return GR_OK;
+    CUDA_TRY(cudaStreamCreateWithFlags(&inst->stream, cudaStreamNonBlocking));
+    for (int s = 0; s < g->n_streams; s++)
+        if (g->cublas[s])
+            CUDA_TRY(cudaMalloc(&inst->cublas_ws[s], cublas_ws_bytes));
+    return GR_OK;
+}
+
+/* Point the cuBLAS handles at these workspaces (one per stream). */
+static gr_status use_cublas_workspaces(gpu_state *g, void *const *ws)
+{
+    for (int s = 0; s < g->n_streams; s++)
+        if (g->cublas[s] && ws[s] &&
+            cublasSetWorkspace(g->cublas[s], ws[s], cublas_ws_bytes) != CUBLAS_STATUS_SUCCESS)
+            return gr_fail(GR_ERR_CUBLAS, "cublasSetWorkspace failed (stream %d)", s);
+    return GR_OK;
+}
+
+/* Experiment (bench/LOG.md, GR_L2_PERSIST=1): mark the weights as persisting in L2 on every
+ * kernel node of the graph. */
+static gr_status l2_persist_weights(gpu_state *g, const gpu_variant *v, cudaGraph_t graph)
+{
+    int max_persist = 0, max_window = 0;
+    CUDA_TRY(cudaDeviceGetAttribute(&max_persist, cudaDevAttrMaxPersistingL2CacheSize, g->device));
+    CUDA_TRY(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, g->device));
+    if (max_persist <= 0 || max_window <= 0 || !v->weights_bytes)
+        return GR_OK;
+    size_t bytes = v->weights_bytes < (size_t)max_window ? v->weights_bytes : (size_t)max_window;
+    CUDA_TRY(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize,
+                                bytes < (size_t)max_persist ? bytes : (size_t)max_persist));
+    cudaKernelNodeAttrValue val;
+    memset(&val, 0, sizeof val);
+    val.accessPolicyWindow.base_ptr = v->weights;
+    val.accessPolicyWindow.num_bytes = bytes;
+    val.accessPolicyWindow.hitRatio = 1.0f;
+    val.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+    val.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+    size_t n = 0;
+    CUDA_TRY(cudaGraphGetNodes(graph, NULL, &n));
+    cudaGraphNode_t *nodes = gr_calloc(n ? n : 1, sizeof *nodes, "graph nodes");
+    if (!nodes)
+        return GR_ERR_OUT_OF_MEMORY;
+    cudaError_t err = cudaGraphGetNodes(graph, nodes, &n);
+    for (size_t i = 0; i < n && err == cudaSuccess; i++) {
+        enum cudaGraphNodeType type;
+        err = cudaGraphNodeGetType(nodes[i], &type);
+        if (err == cudaSuccess && type == cudaGraphNodeTypeKernel)
+            err = cudaGraphKernelNodeSetAttribute(nodes[i], cudaKernelNodeAttributeAccessPolicyWindow,
+                                                  &val);
+    }
+    free(nodes);
+    CUDA_TRY(err);
+    return GR_OK;
+}
+
+/* Record the instance's forward pass on the plan's streams into its own graph. The cuBLAS kernels
+ * recorded keep the workspace set at capture: an instance >= 1 captures with its own, so graphs
+ * running at once never share one; the engine's are restored afterwards for instance 0 and eager
+ * runs. */
+static gr_status capture_instance(gpu_state *g, gpu_variant *v, gpu_instance *inst)
+{
+    if (inst->stream)
+        GR_TRY(use_cublas_workspaces(g, inst->cublas_ws));
+    gr_status st = GR_OK;
+    cudaError_t err = cudaStreamBeginCapture(g->streams[0], cudaStreamCaptureModeThreadLocal);
+    cudaGraph_t graph = NULL;
+    if (err == cudaSuccess) {
+        st = gr_gpu_enqueue_forward(g, v, inst, NULL, NULL);
+        err = cudaStreamEndCapture(g->streams[0], &graph);
+    }
+    if (inst->stream) {
+        gr_status restored = use_cublas_workspaces(g, g->cublas_ws);
+        st = st != GR_OK ? st : restored;
+    }
+    if (st != GR_OK || err != cudaSuccess) {
+        if (graph)
+            cudaGraphDestroy(graph);
+        return st != GR_OK ? st : gr_gpu_cuda_fail(err, "capturing the graph", __FILE__, __LINE__);
+    }
+    inst->graph = graph;
+    if (getenv("GR_L2_PERSIST"))
+        GR_TRY(l2_persist_weights(g, v, graph));
+    CUDA_TRY(cudaGraphInstantiate(&inst->exec, inst->graph, 0));
+    CUDA_TRY(cudaGraphUpload(inst->exec, launch_stream(g, inst)));
+    CUDA_TRY(cudaStreamSynchronize(launch_stream(g, inst)));
+    return GR_OK;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Eager runs of instance 0 with events around every node: the time split (type conversion,
+ * copies, computation), median over a few runs. Also the warm-up before capture (module loading
+ * and cuBLAS setup are per engine, so the other instances need none). */
+static gr_status instrumented_runs(gpu_state *g, gpu_variant *v)
+{
+    const gr_plan *plan = v->plan;
+    enum { RUNS = 5 };
+    int n_ev = 2 * plan->n_nodes;
+    cudaEvent_t *ev = gr_calloc((size_t)n_ev + 4, sizeof *ev, "timing events");
+    if (!ev)
+        return GR_ERR_OUT_OF_MEMORY;
+    gr_status st = GR_OK;
+    int created = 0;
+    for (; created < n_ev + 4 && st == GR_OK; created++) {
+        cudaError_t err = cudaEventCreate(&ev[created]);
+        if (err != cudaSuccess)
+            st = gr_gpu_cuda_fail(err, "cudaEventCreate", __FILE__, __LINE__);
+    }
+    float convert[RUNS], copy[RUNS], compute[RUNS], total[RUNS];
+    for (int r = 0; r < RUNS && st == GR_OK; r++) {
+        st = gr_gpu_enqueue_forward(g, v, &v->inst[0], ev, ev + n_ev);
+        if (st == GR_OK) {
+            cudaError_t err = cudaStreamSynchronize(g->streams[0]);
+            if (err != cudaSuccess)
+                st = gr_gpu_cuda_fail(err, "cudaStreamSynchronize (instrumented run)", __FILE__,
+                                      __LINE__);
+        }
+        float cv = 0, cp = 0, cm = 0, ms = 0;
+        for (int i = 0; i < plan->n_nodes && st == GR_OK; i++) {
+            const gr_plan_node *nd = &plan->nodes[i];
+            if (cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]) != cudaSuccess)
+                continue;
+            if (nd->kind == GR_OP_QUANTIZE || nd->kind == GR_OP_DEQUANTIZE ||
+                nd->kind == GR_NODE_CONVERT)
+                cv += ms;
+            else
+                cm += ms;
+        }
+        float a = 0, b = 0, all = 0;
+        cudaEventElapsedTime(&a, ev[n_ev], ev[n_ev + 1]);
+        cudaEventElapsedTime(&b, ev[n_ev + 2], ev[n_ev + 3]);
+        cudaEventElapsedTime(&all, ev[n_ev], ev[n_ev + 3]);
+        cp = a + b;
+        convert[r] = cv;
+        copy[r] = cp;
+        compute[r] = cm;
+        total[r] = all;
+    }
+    cudaGetLastError();
+    for (int i = 0; i < created; i++)
+        cudaEventDestroy(ev[i]);
+    free(ev);
+    if (st != GR_OK)
+        return st;
+    qsort(convert, RUNS, sizeof(float), cmp_float);
+    qsort(copy, RUNS, sizeof(float), cmp_float);
+    qsort(compute, RUNS, sizeof(float), cmp_float);
+    qsort(total, RUNS, sizeof(float), cmp_float);
+    v->split = (gr_timing){1e3 * (double)convert[RUNS / 2], 1e3 * (double)copy[RUNS / 2],
+                           1e3 * (double)compute[RUNS / 2], 1e3 * (double)total[RUNS / 2]};
+    return GR_OK;
+}
+
+/* The variant's plan, its int8 scales set. */
+static gr_status plan_variant(gr_engine *e, const gpu_state *g, gpu_variant *v, int input_u8,
+                              int fuse, const unsigned char *no_fuse_layer)
+{
+    gr_plan_options po;
+    gr_plan_options_default(&po);
+    gr_engine_plan_precision(e, &po); /* a mixed engine: its per-layer map */
+    po.batch = e->opt.batch;
+    po.input_u8 = input_u8;
+    po.fuse_maxpool = po.fuse_input_quantize = po.fuse_output_dequantize = fuse;
+    po.no_fuse_layer = no_fuse_layer;
+    po.n_no_fuse_layer = no_fuse_layer ? e->net->n_layers : 0;
+    GR_TRY(gr_plan_build(e->net, &po, &v->plan));
+    const gr_plan *plan = v->plan;
+    if (plan->n_outputs != e->n_heads || plan->n_outputs > GR_MAX_HEADS)
+        return gr_fail(GR_ERR_INTERNAL, "plan has %d outputs, the network %d heads",
+                       plan->n_outputs, e->n_heads);
+    if (e->opt.precision == GR_PREC_INT8)
+        GR_TRY(gr_plan_set_ranges(v->plan, g->layer_range, g->input_range));
+    if (!plan->scales_ready)
+        return gr_fail(GR_ERR_INTERNAL, "plan has int8 tensors without scales");
+    return GR_OK;
+}
+
+static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int input_u8)
+{
+    /* The tensor-core precisions fuse what the kernels can: maxpools into the convs' epilogues,
+     * the input quantization into the first conv, the output dequantization into the heads.
+     * If a kernel cannot take one of the planned convs (a 7x7 first layer with 64 filters, say),
+     * plan again without fusions into that layer, and so on; a refusal no exclusion can fix (a
+     * conv with nothing fused into it) is the build's error. */
+    /* fp32: only the direct 3x3 kernel pools; the convs it does not take are planned again
+     * without their pool (no notice: that is the fp32 plan, not a degraded one). An observable
+     * engine (calibration's) keeps every layer's value: no fusion. */
+    const int f32 = e->opt.precision == GR_PREC_FP32;
+    int fuse = !e->observable && (!f32 || g->f32_direct);
+    unsigned char *no_fuse = NULL;
+    gr_status st = plan_variant(e, g, v, input_u8, fuse, NULL);
+    for (int tries = 0; st == GR_OK && fuse; tries++) {
+        int bad = -1;
+        gr_status refused = gr_gpu_plan_check(g, v, &bad);
+        if (refused == GR_OK)
+            break;
+        const gr_plan_node *nd = bad >= 0 ? &v->plan->nodes[bad] : NULL;
+        const unsigned fusions = GR_FUSED_MAXPOOL | GR_FUSED_QUANTIZE_IN | GR_FUSED_DEQUANT_OUT;
+        int layer = nd && (nd->fused & fusions) ? nd->layer : -1;
+        if (layer < 0) { /* nothing fused there: the message of the check stands */
+            st = refused;
+            break;
+        }
+        size_t used = strlen(e->notice);
+        if (!f32)
+            snprintf(e->notice + used, sizeof e->notice - used, "%sfusions off for layer %d "
+                     "(slower plan): %s", used ? "\n" : "", layer, gr_last_error());
+        if (!no_fuse)
+            no_fuse = gr_calloc((size_t)e->net->n_layers, 1, "fusion exclusions");
+        gr_plan_free(v->plan);
+        v->plan = NULL;
+        if (!no_fuse) {
+            st = GR_ERR_OUT_OF_MEMORY;
+        } else if (layer >= e->net->n_layers || no_fuse[layer] || tries >= e->net->n_layers) {
+            st = plan_variant(e, g, v, input_u8, 0, NULL);
+            break;
+        } else {
+            no_fuse[layer] = 1;
+            st = plan_variant(e, g, v, input_u8, fuse, no_fuse);
+        }
+    }
+    free(no_fuse);
+    int bad = -1;
+    if (st == GR_OK && fuse)
+        st = gr_gpu_plan_check(g, v, &bad); /* the plan the loop ended with */
+    GR_TRY(st);
+    gr_plan *plan = v->plan;
+    GR_TRY(ensure_streams(g, plan));
+    v->nw = gr_calloc((size_t)plan->n_nodes, sizeof *v->nw, "node weights");
+    v->pdl = gr_calloc((size_t)plan->n_nodes, 1, "launch modes");
+    if (!v->nw || !v->pdl)
+        return GR_ERR_OUT_OF_MEMORY;
+    gr_gpu_mark_pdl(g, v);
+
+    /* The io block: input, then each output (f32 NCHW, 256-byte aligned) back to back. */
+    const gr_plan_tensor *in = &plan->tensors[plan->input_tensor];
+    v->in_bytes = gr_gpu_align(in->bytes, 256);
+    v->out_bytes = 0;
+    for (int k = 0; k < plan->n_outputs; k++) {
+        const gr_plan_tensor *t = &plan->tensors[plan->output_tensors[k]];
+        if (t->dtype != GR_DTYPE_F32 || t->view_of >= 0)
+            return gr_fail(GR_ERR_INTERNAL, "plan output %d is not a dense f32 tensor", k);
+        v->out_offset[k] = v->out_bytes;
+        v->out_bytes += gr_gpu_align(t->bytes, 256);
+    }
+    v->n_inst = e->inflight;
+    for (int k = 0; k < v->n_inst; k++)
+        GR_TRY(instance_alloc(g, v, &v->inst[k], k));
+    GR_TRY(gr_gpu_upload_weights(v));
+    /* Tactics before the scratch: each conv's split-K workspace is sized for its own. */
+    GR_TRY(gr_gpu_choose_tactics(e, g, v));
+    GR_TRY(gr_gpu_alloc_scratch(g, v));
+    CUDA_TRY(cudaDeviceSynchronize());
+
+    /* Warm-up and the time split, eagerly; then capture the same launches, once per instance. */
+    GR_TRY(instrumented_runs(g, v));
+    for (int k = 0; k < v->n_inst && e->opt.use_cuda_graph; k++)
+        GR_TRY(capture_instance(g, v, &v->inst[k]));
+    v->built = 1;
+    return GR_OK;
+}
+
+/* New measurements go to the timing cache file; failing to write it is a notice, not an error
+ * (the engine is built). */
+static void save_timing_cache(gr_engine *e, gpu_state *g)
+{
+    if (!g->tcache || !g->timing_cache_path || !g->tcache->dirty)
+        return;
+    if (gr_timing_cache_save(g->tcache, g->timing_cache_path) == GR_OK) {
+        g->tcache->dirty = 0;
+        return;
+    }
+    char line[400];
+    snprintf(line, sizeof line, "timing cache not written: %.360s", gr_last_error());
+    gr_engine_add_notice(e, line);
+}
+
+/* The tactic search's settings and the timing cache (read once per engine). */
+static gr_status tactics_init(gr_engine *e, gpu_state *g)
+{
+    const char *off = getenv("GR_DISABLE_TACTIC_SEARCH");
+    g->tactic_search = e->opt.tactic_search && !(off && off[0] == '1');
+    const char *no_gemm = getenv("GR_DISABLE_GEMM_TACTIC");
+    g->gemm_tactic = !(no_gemm && no_gemm[0] == '1');
+    if (!g->tactic_search)
+        return GR_OK;
+    char device[GR_TCACHE_DEVICE_MAX];
+    GR_TRY(gr_gpu_device_key(g, device, sizeof device));
+    g->tcache = gr_calloc(1, sizeof *g->tcache, "timing cache");
+    if (!g->tcache)
+        return GR_ERR_OUT_OF_MEMORY;
+    gr_timing_cache_init(g->tcache, device);
+    if (!e->opt.timing_cache)
+        return GR_OK;
+    size_t len = strlen(e->opt.timing_cache) + 1;
+    g->timing_cache_path = malloc(len);
+    if (!g->timing_cache_path)
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "out of memory (timing cache path)");
+    memcpy(g->timing_cache_path, e->opt.timing_cache, len);
+    char notice[512];
+    gr_timing_cache_load(g->tcache, g->timing_cache_path, notice, sizeof notice);
+    gr_engine_add_notice(e, notice);
+    return GR_OK;
+}
+
+gr_status gr_gpu_ensure_variant(gr_engine *e, int u8)
+{
+    gpu_state *g = e->impl;
+    gpu_variant *v = gr_gpu_variant(g, u8);
+    if (v->built)
+        return GR_OK;
+    CUDA_TRY(cudaSetDevice(g->device));
+    gr_status st = variant_build(e, g, v, u8);
+    if (st != GR_OK) {
+        variant_free(v);
+        return st;
+    }
+    if (u8)
+        GR_TRY(gr_gpu_publish_tactics(e, v));
+    save_timing_cache(e, g);
+    return GR_OK;
+}
+
+/* ---- backend ops -------------------------------------------------------------------------- */
+
+static void point_outputs(gr_engine *e, const gpu_variant *v, const gpu_instance *inst)
+{
+    for (int k = 0; k < e->n_heads; k++)
+        e->outputs[k] = (float *)(inst->host_out + v->out_offset[k]);
+}
+
+static gr_status gpu_input_buffer(gr_engine *e, int slot, int u8, void **buffer, size_t *bytes)
+{
+    GR_TRY(gr_gpu_ensure_variant(e, u8));
+    gpu_variant *v = gr_gpu_variant(e->impl, u8);
+    *buffer = v->inst[slot].host_in;
+    *bytes = v->plan->tensors[v->plan->input_tensor].bytes;
+    return GR_OK;
+}
+
+static gr_status run_failed(gr_engine *e, cudaError_t err, const char *what)
+{
+    e->failed = 1;
+    cudaGetLastError();
+    return gr_gpu_cuda_fail(err, what, __FILE__, __LINE__);
+}
+
+/* One graph launch on the slot's stream (or the eager launches on the plan's streams) and the
+ * slot's done event after it; nothing waits here. */
+static gr_status gpu_submit(gr_engine *e, int slot, int u8)
+{
+    gpu_state *g = e->impl;
+    GR_TRY(gr_gpu_ensure_variant(e, u8));
+    gpu_variant *v = gr_gpu_variant(g, u8);
+    gpu_instance *inst = &v->inst[slot];
+    inst->submitted_us = gr_now_us();
+    cudaError_t err;
+    if (g->inject != cudaSuccess) {
+        err = g->inject;
+        g->inject = cudaSuccess;
+        return run_failed(e, err, "cudaGraphLaunch (injected by a test)");
+    }
+    cudaStream_t stream = g->streams[0];
+    if (inst->exec) {
+        stream = launch_stream(g, inst);
+        err = cudaGraphLaunch(inst->exec, stream);
+        if (err != cudaSuccess)
+            return run_failed(e, err, "cudaGraphLaunch");
+    } else {
+        gr_status st = gr_gpu_enqueue_forward(g, v, inst, NULL, NULL);
+        if (st != GR_OK) {
+            e->failed = 1;
+            return st;
+        }
+    }
+    err = cudaEventRecord(inst->done, stream);
+    if (err != cudaSuccess)
+        return run_failed(e, err, "cudaEventRecord (end of the run)");
+    return GR_OK;
+}
+
+static gr_status gpu_wait(gr_engine *e, int slot, int u8)
+{
+    gpu_variant *v = gr_gpu_variant(e->impl, u8);
+    gpu_instance *inst = &v->inst[slot];
+    cudaError_t err = cudaEventSynchronize(inst->done);
+    if (err != cudaSuccess)
+        return run_failed(e, err, "cudaEventSynchronize after the run");
+    point_outputs(e, v, inst);
+    e->timing = v->split;
+    e->timing.end_to_end_us = gr_now_us() - inst->submitted_us;
+    return GR_OK;
+}
+
+static gr_status gpu_run_async(gr_engine *e, void *stream, void *event)
+{
+    gpu_state *g = e->impl;
+    GR_TRY(gr_gpu_ensure_variant(e, e->input_u8));
+    gpu_variant *v = gr_gpu_variant(g, e->input_u8);
+    gpu_instance *inst = &v->inst[0];
+    if (!inst->exec)
+        return gr_fail(GR_ERR_STATE, "gr_engine_run_async needs use_cuda_graph = 1");
+    cudaStream_t s = stream ? (cudaStream_t)stream : g->streams[0];
+    cudaError_t err = cudaGraphLaunch(inst->exec, s);
+    if (err != cudaSuccess)
+        return run_failed(e, err, "cudaGraphLaunch (async)");
+    if (event && (err = cudaEventRecord((cudaEvent_t)event, s)) != cudaSuccess)
+        return run_failed(e, err, "cudaEventRecord (async completion)");
+    point_outputs(e, v, inst);
+    e->timing = v->split;
+    e->timing.end_to_end_us = 0.0;
+    return GR_OK;
+}
+
+/* Device bytes: weights once per variant, every instance's own memory, every cuBLAS workspace. */
+static gr_status gpu_memory(const gr_engine *e, gr_engine_memory_info *info)
+{
+    const gpu_state *g = e->impl;
+    for (int s = 0; s < GR_GPU_MAX_STREAMS; s++)
+        info->cublas_workspace_bytes += g->cublas_ws[s] ? cublas_ws_bytes : 0;
+    for (int u8 = 0; u8 < 2; u8++) {
+        const gpu_variant *v = &g->var[u8];
+        if (!v->built)
+            continue;
+        size_t arena = v->plan->arena_bytes ? v->plan->arena_bytes : 256;
+        size_t workspace = v->im2col_bytes + v->splitk_total;
+        size_t io = v->in_bytes + v->out_bytes;
+        for (int k = 0; k < v->n_inst; k++)
+            for (int s = 0; s < GR_GPU_MAX_STREAMS; s++)
+                info->cublas_workspace_bytes += v->inst[k].cublas_ws[s] ? cublas_ws_bytes : 0;
+        info->total_bytes += v->weights_bytes + (arena + workspace + io) * (size_t)v->n_inst;
+        if (u8 != (e->input_u8 != 0))
+            continue;
+        info->weights_bytes = v->weights_bytes;
+        info->arena_bytes = arena;
+        info->workspace_bytes = workspace;
+        info->io_bytes = io;
+        info->pinned_bytes = io;
+    }
+    info->total_bytes += info->cublas_workspace_bytes;
+    return GR_OK;
+}
+
+static void gpu_destroy(gr_engine *e)
+{
+    gpu_state *g = e->impl;
+    if (!g)
+        return;
+    cudaSetDevice(g->device);
+    for (int s = 0; s < GR_GPU_MAX_STREAMS; s++)
+        if (g->streams[s])
+            cudaStreamSynchronize(g->streams[s]);
+    for (int i = 0; i < 2; i++)
+        variant_free(&g->var[i]);
+    for (int i = 0; i < g->n_events; i++)
+        cudaEventDestroy(g->events[i]);
+    free(g->events);
+    if (g->fork)
+        cudaEventDestroy(g->fork);
+    for (int s = 0; s < GR_GPU_MAX_STREAMS; s++) {
+        if (g->join[s])
+            cudaEventDestroy(g->join[s]);
+        if (g->cublas[s])
+            cublasDestroy(g->cublas[s]);
+        cudaFree(g->cublas_ws[s]);
+        if (g->streams[s])
+            cudaStreamDestroy(g->streams[s]);
+    }
+    free(g->layer_range);
+    if (g->tcache)
+        gr_timing_cache_free(g->tcache);
+    free(g->tcache);
+    free(g->timing_cache_path);
+    if (g->lt)
+        cublasLtDestroy(g->lt);
+    cudaGetLastError();
+    for (int k = 0; k < e->n_heads; k++)
+        e->outputs[k] = NULL;
+    free(g);
+    e->impl = NULL;
+}
+
+static const gr_backend_ops gpu_ops = {"gpu",         gpu_input_buffer, gpu_submit, gpu_wait,
+                                       gpu_run_async, gpu_memory,       gpu_destroy};
+
+gr_status gr_backend_gpu_init(gr_engine *e)
+{
+    int count = gr_cuda_device_count();
+    if (count == 0)
+        return gr_fail(GR_ERR_NO_DEVICE, "no CUDA device is visible (--device gpu)");
+    if (e->opt.gpu_index >= count)
+        return gr_fail(GR_ERR_NO_DEVICE, "gpu_index %d: only %d CUDA device%s visible",
+                       e->opt.gpu_index, count, count == 1 ? " is" : "s are");
+    gpu_state *g = gr_calloc(1, sizeof *g, "GPU engine");
+    if (!g)
+        return GR_ERR_OUT_OF_MEMORY;
+    e->impl = g;
+    e->ops = &gpu_ops;
+    g->device = e->opt.gpu_index;
+    g->tf32 = e->opt.tf32 != 0;
+    g->fp16_accumulate = e->opt.fp16_accumulate != 0;
+    const char *no_pdl = getenv("GR_DISABLE_PDL");
+    g->pdl = !(no_pdl && no_pdl[0] == '1');
+    CUDA_TRY(cudaSetDevice(g->device));
+    struct cudaDeviceProp prop;
+    CUDA_TRY(cudaGetDeviceProperties(&prop, g->device));
+    if (e->opt.precision != GR_PREC_FP32 && prop.major * 10 + prop.minor < 72)
+        return gr_fail(GR_ERR_UNSUPPORTED, "%s needs tensor cores with int8 (sm_72+); %s is sm_%d%d",
+                       gr_precision_name(e->opt.precision), prop.name, prop.major, prop.minor);
+    snprintf(e->device_name, sizeof e->device_name, "%.100s (sm_%d%d)", prop.name, prop.major,
+             prop.minor);
+    /* Exact fp32: the direct 3x3 kernel (its maxpool fused) on the narrow early layers; the
+     * 3xTF32 tensor-core GEMM where it runs (sm_80+) and fills the GPU; cuBLAS SGEMM before that
+     * or on small GEMMs. GR_F32_ALGO=sgemm / tf32x3 / implicit force that GEMM on every conv,
+     * =direct3x3 the direct kernel on every conv it takes; --tf32 keeps cuBLAS's TF32 math for
+     * the GEMMs. */
+    const char *f32_algo = getenv("GR_F32_ALGO");
+    if (f32_algo && !f32_algo[0])
+        f32_algo = NULL;
+    const int implicit = f32_algo && strcmp(f32_algo, "implicit") == 0;
+    const int direct = f32_algo && strcmp(f32_algo, "direct3x3") == 0;
+    if (f32_algo && strcmp(f32_algo, "sgemm") != 0 && strcmp(f32_algo, "tf32x3") != 0 &&
+        !implicit && !direct)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT,
+                       "GR_F32_ALGO=%.40s: expected sgemm, tf32x3, implicit or direct3x3",
+                       f32_algo);
+    g->f32_algo = g->tf32 || prop.major < 8 || (f32_algo && strcmp(f32_algo, "sgemm") == 0)
+                      ? GR_CONV_F32_SGEMM
+                      : (implicit ? GR_CONV_F32_TF32X3_IMPLICIT : GR_CONV_F32_TF32X3);
+    g->f32_auto = g->f32_algo == GR_CONV_F32_TF32X3 && (!f32_algo || direct);
+    g->f32_direct = direct ? 2 : !f32_algo;
+    const char *splitk = getenv("GR_F32_SPLITK");
+    g->f32_splitk = !(splitk && strcmp(splitk, "0") == 0);
+    g->sm_count = prop.multiProcessorCount;
+    CUDA_TRY(cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming));
+
+    /* int8 scales before planning. */
+    if (e->opt.precision == GR_PREC_INT8)
+        GR_TRY(gr_engine_ranges(e, &g->layer_range, &g->input_range));
+
+    GR_TRY(tactics_init(e, g));
+
+    /* The default input is uint8; build it now so a failure shows at build time (its plan sizes
+     * the streams and events; a float-input variant built later may add more). */
+    GR_TRY(gr_gpu_ensure_variant(e, 1));
+    point_outputs(e, gr_gpu_variant(g, 1), &gr_gpu_variant(g, 1)->inst[0]);
+    return GR_OK;
+}

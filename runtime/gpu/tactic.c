@@ -1,0 +1,670 @@
+/* Per-conv tactic selection at engine build, by measurement (docs/tactics.md).
+ *
+ * For every tensor-core conv of a variant (the first layer too: its SIMT kernel is the automatic
+ * tactic, the tensor-core first-layer kernel, tile 5, the other candidate) the candidates are the
+ * automatic tactic (tile_config 0, split_k 0) and every tile shape the
+ * kernels accept for the layer crossed with split_k in {1,2,3,4,6,8,12,16}, fewer where two give
+ * the same launch (same tile and same workspace size: the kernel clamps the split to the K steps,
+ * and ignores it with fp16 accumulation) or the split-K workspace would exceed 32 MiB (a layer
+ * with that many tiles fills the GPU without splitting); plus the GEMM tactic
+ * (kernels/conv_gemm.h: im2col + cuBLASLt + epilogue) where it applies. Each runs on the node's
+ * real buffers of instance 0 with deterministic non-zero input (never zeros, which would time the
+ * easy case and hide numerics bugs); its output must match the automatic tactic's on the same
+ * input - int8 bit-identical (int32 sums are exact whatever the tile or split), fp16 NRMSE <= 1e-3
+ * - before it is timed: one launch doubles as check and warm-up, then the median of 5 launches
+ * bracketed by CUDA events. The fastest wins; a candidate less than 2% faster than the automatic
+ * tactic does not replace it (timing noise would otherwise flip choices from build to build).
+ *
+ * A timing-cache hit (runtime/timing_cache.h) is not trusted blindly either: the cached tactic
+ * must pass the kernels' argument checks and the numerics check (two untimed launches) or the
+ * layer is measured again.
+ *
+ * Invariants: everything runs on the engine's first stream before the scratch is sized and the
+ * graph captured; nothing here is captured. The arena is left zeroed, as instance_alloc left it
+ * (the search writes inputs and outputs of every conv it times). */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublasLt.h>
+
+#include "kernels/common.h"
+#include "base/base.h"
+#include "runtime/gpu/backend.h"
+#include "runtime/timing_cache.h"
+
+enum { TIMED_RUNS = 5, N_SPLITS = 8, MAX_CANDIDATES = 2 + GR_CONV_TILES * N_SPLITS };
+/* The GEMM tactic's code in the timing cache's tile field (split 0). */
+enum { TILE_GEMM = 16 };
+static const int split_choices[N_SPLITS] = {1, 2, 3, 4, 6, 8, 12, 16};
+static const size_t max_candidate_workspace = 32u << 20;
+/* The GEMM tactic's scratch (im2col matrix, accumulator, cuBLASLt workspace) per launch, shared
+ * by a stream's GEMM nodes (gr_gpu_alloc_scratch) and held once per run in flight. 512 MiB: the
+ * 13x13x1024 layer at batch 64 needs 144 MiB and wins 3x there (bench/07_gemm, H100). */
+static const size_t max_gemm_scratch = 512u << 20;
+/* fp16 outputs: accumulation is f32 in every tactic, only the order of the K sum changes (tiles
+ * and split parts). That moves an f32 sum by a few f32 ulps relative to |sum|, which flips the
+ * final f16 rounding of some outputs by one f16 ulp (2^-11 relative): an NRMSE of about 1e-4 at
+ * worst if every element flipped. 1e-3 leaves headroom for fp16-accumulate layers while a wrong
+ * tactic (a missed K part, a race in the split reduction) gives O(1). */
+static const double fp16_max_nrmse = 1e-3;
+static const double keep_auto_ratio = 0.98;
+
+typedef struct candidate {
+    int tile, split;
+    size_t ws;               /* split-K workspace */
+    int gemm;                /* the GEMM tactic: plan and scratch bytes */
+    gr_conv_gemm *plan;
+    size_t scratch;
+} candidate;
+
+typedef struct search_ctx {
+    gr_engine *e;
+    gpu_state *g;
+    gpu_variant *v;
+    cudaStream_t stream;
+    cudaEvent_t ev[TIMED_RUNS + 1];
+    void *ws;            /* split-K workspace for the candidates, zeroed when allocated */
+    size_t ws_bytes;
+    void *gemm_scratch;  /* the GEMM tactic's scratch */
+    size_t gemm_scratch_bytes;
+    unsigned char *ref, *out; /* host: the automatic tactic's output, a candidate's */
+    size_t host_bytes;
+    atomic_int gate;     /* 0 holds the stream before a timed batch of launches (gate_wait) */
+} search_ctx;
+
+/* Where a conv's output lives: rows of `width` bytes every `pitch` bytes (NHWC: one row per
+ * pixel, the conv's own channel slice; NCHW: one dense row). */
+typedef struct out_region {
+    uint8_t *dev;
+    size_t pitch, width, height;
+    int elem;            /* 1 i8, 2 f16, 4 f32 */
+    unsigned char poison; /* a byte pattern no correct run leaves: -128 for i8, NaN otherwise */
+} out_region;
+
+void gr_gpu_tactic_name(int tile, int split, char *buf, size_t len)
+{
+    if (tile == TILE_GEMM)
+        snprintf(buf, len, "gemm (cuBLASLt)");
+    else if (tile == 0 && split == 0)
+        snprintf(buf, len, "auto");
+    else if (split > 1)
+        snprintf(buf, len, "%s split %d", gr_conv_tile_name(tile), split);
+    else if (split == 0)
+        snprintf(buf, len, "%s split auto", gr_conv_tile_name(tile));
+    else
+        snprintf(buf, len, "%s", gr_conv_tile_name(tile));
+}
+
+gr_status gr_gpu_device_key(const gpu_state *g, char *key, size_t len)
+{
+    struct cudaDeviceProp prop;
+    CUDA_TRY(cudaGetDeviceProperties(&prop, g->device));
+    int runtime = 0, driver = 0;
+    CUDA_TRY(cudaRuntimeGetVersion(&runtime));
+    CUDA_TRY(cudaDriverGetVersion(&driver));
+    snprintf(key, len, "%.100s; sm_%d%d; %d SMs; CUDA runtime %d; driver %d; cuBLASLt %zu",
+             prop.name, prop.major, prop.minor, prop.multiProcessorCount, runtime, driver,
+             (size_t)cublasLtGetVersion());
+    return GR_OK;
+}
+
+/* Everything a tactic's speed depends on besides the GPU: dtype, shapes, strides, fusions. */
+static void layer_key(const gr_conv_args *a, int is_i8, char *key, size_t len)
+{
+    snprintf(key, len,
+             "%s:n%d:in%dx%dx%d/%d+%d:out%d/%d+%d:k%ds%dp%d:act%d:o%d:acc%d:pool%d.%d.%d",
+             is_i8 ? "i8" : "f16", a->batch, a->in_h, a->in_w, a->in_c, a->in_c_stride,
+             a->in_c_offset, a->out_c, a->out_c_stride, a->out_c_offset, a->ksize, a->stride,
+             a->pad, a->activation, (int)a->out_kind, a->fp16_accumulate, a->pool_size,
+             a->pool_stride, a->pool_pad);
+}
+
+static int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+static size_t ws_bytes_of(const gr_conv_args *a, int is_i8)
+{
+    return is_i8 ? gr_conv_workspace_bytes_i8(a) : gr_conv_workspace_bytes_f16(a);
+}
+
+/* Deterministic non-zero values in the conv's input channels (padding channels 0, as the
+ * kernels require): i8 in [-127, -1] u [1, 127], f16 of magnitude in [1/16, 2); the first
+ * layer's uint8 network input (in_u8, unpadded) in [1, 255]. */
+static gr_status fill_input(search_ctx *s, const gpu_conv *c, int index)
+{
+    const gr_plan *plan = s->v->plan;
+    const gr_plan_tensor *x = &plan->tensors[plan->nodes[index].inputs[0]];
+    const int u8 = c->tc.in_u8;
+    const int elem = c->is_i8 || u8 ? 1 : 2;
+    const size_t cin_pad = u8 ? (size_t)x->c : (size_t)round_up(x->c, c->is_i8 ? 16 : 8);
+    const size_t pixels = (size_t)x->n * x->h * x->w;
+    unsigned char *host = gr_calloc(pixels * cin_pad, (size_t)elem, "tactic search input");
+    if (!host)
+        return GR_ERR_OUT_OF_MEMORY;
+    gr_rng rng;
+    gr_rng_seed(&rng, 0x7ac71c + (uint64_t)index);
+    for (size_t p = 0; p < pixels; p++)
+        for (int ch = 0; ch < x->c; ch++) {
+            uint64_t r = gr_rng_u64(&rng);
+            size_t at = p * cin_pad + (size_t)ch;
+            if (u8) {
+                host[at] = (unsigned char)(1 + r % 255);
+            } else if (c->is_i8) {
+                int magnitude = 1 + (int)(r % 127);
+                host[at] = (unsigned char)(int8_t)((r >> 32) & 1 ? -magnitude : magnitude);
+            } else {
+                uint16_t sign = (uint16_t)(((r >> 32) & 1) << 15);
+                uint16_t exponent = (uint16_t)(11 + (r >> 33) % 5); /* 2^-4 .. 2^0 */
+                uint16_t mantissa = (uint16_t)((r >> 40) & 0x3ff);
+                uint16_t bits = (uint16_t)(sign | (uint16_t)(exponent << 10) | mantissa);
+                memcpy(host + at * 2, &bits, 2);
+            }
+        }
+    uint8_t *dev = gr_gpu_tensor_storage(s->v, &s->v->inst[0], plan->nodes[index].inputs[0]) +
+                   (size_t)x->c_offset * elem;
+    cudaError_t err = cudaMemcpy2DAsync(dev, (size_t)x->c_stride * elem, host, cin_pad * elem,
+                                        cin_pad * elem, pixels, cudaMemcpyHostToDevice, s->stream);
+    if (err == cudaSuccess)
+        err = cudaStreamSynchronize(s->stream);
+    free(host);
+    if (err != cudaSuccess)
+        return gr_gpu_cuda_fail(err, "tactic search: input upload", __FILE__, __LINE__);
+    return GR_OK;
+}
+
+static gr_status output_region(search_ctx *s, const gpu_conv *c, int index, out_region *r)
+{
+    const gr_plan *plan = s->v->plan;
+    const gr_plan_tensor *y = &plan->tensors[plan->nodes[index].output];
+    const gr_conv_args *a = &c->tc;
+    if (a->out_kind == GR_CONV_OUT_F32_NCHW) {
+        r->elem = 4;
+        r->dev = a->out;
+        r->width = (size_t)y->n * y->c * y->h * y->w * 4;
+        r->pitch = r->width;
+        r->height = 1;
+    } else {
+        r->elem = a->out_kind == GR_CONV_OUT_I8 ? 1 : a->out_kind == GR_CONV_OUT_F16 ? 2 : 4;
+        const size_t c_pad = (size_t)round_up(y->c, a->out_kind == GR_CONV_OUT_I8 ? 16 : 8);
+        r->dev = (uint8_t *)a->out + (size_t)a->out_c_offset * r->elem;
+        r->pitch = (size_t)a->out_c_stride * r->elem;
+        r->width = c_pad * r->elem;
+        r->height = (size_t)y->n * y->h * y->w;
+    }
+    r->poison = a->out_kind == GR_CONV_OUT_I8 ? 0x80 : 0xff;
+    size_t bytes = r->width * r->height;
+    if (bytes > s->host_bytes) {
+        free(s->ref);
+        free(s->out);
+        s->host_bytes = 0;
+        s->ref = malloc(bytes);
+        s->out = malloc(bytes);
+        if (!s->ref || !s->out)
+            return gr_fail(GR_ERR_OUT_OF_MEMORY, "tactic search: out of memory (%zu bytes)", bytes);
+        s->host_bytes = bytes;
+    }
+    return GR_OK;
+}
+
+static gr_status ensure_workspace(search_ctx *s, size_t bytes)
+{
+    if (bytes <= s->ws_bytes)
+        return GR_OK;
+    cudaFree(s->ws);
+    s->ws = NULL;
+    s->ws_bytes = 0;
+    CUDA_TRY(cudaMalloc(&s->ws, bytes));
+    CUDA_TRY(cudaMemset(s->ws, 0, bytes)); /* tile counters start at 0 (kernels/conv.h) */
+    s->ws_bytes = bytes;
+    return GR_OK;
+}
+
+static gr_status launch(search_ctx *s, const gpu_conv *c, const candidate *k, int index)
+{
+    if (k->gemm) {
+        gr_kernels_clear_failure();
+        cudaError_t err = gr_conv_gemm_launch(k->plan, &c->tc, s->gemm_scratch, s->stream);
+        return gr_gpu_launch_status(err, s->v->plan, index);
+    }
+    gr_conv_args a = c->tc;
+    a.tile_config = k->tile;
+    a.split_k = k->split;
+    a.workspace = k->ws ? s->ws : NULL;
+    a.workspace_bytes = k->ws ? s->ws_bytes : 0;
+    gr_kernels_clear_failure();
+    cudaError_t err =
+        c->is_i8 ? gr_launch_conv_i8(&a, s->stream) : gr_launch_conv_f16(&a, s->stream);
+    return gr_gpu_launch_status(err, s->v->plan, index);
+}
+
+/* Poison the output, run the candidate once, bring its output to `host`. The workspace is
+ * zeroed first: launches of one tactic leave their tile counters at 0, but another tactic's
+ * counters may lie where the previous one kept its partial sums. */
+static gr_status run_once(search_ctx *s, const gpu_conv *c, const candidate *k, int index,
+                          const out_region *r, unsigned char *host)
+{
+    if (k->ws)
+        CUDA_TRY(cudaMemsetAsync(s->ws, 0, k->ws, s->stream));
+    CUDA_TRY(cudaMemset2DAsync(r->dev, r->pitch, r->poison, r->width, r->height, s->stream));
+    GR_TRY(launch(s, c, k, index));
+    CUDA_TRY(cudaMemcpy2DAsync(host, r->width, r->dev, r->pitch, r->width, r->height,
+                               cudaMemcpyDeviceToHost, s->stream));
+    CUDA_TRY(cudaStreamSynchronize(s->stream));
+    return GR_OK;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* A host function that holds its stream until the gate opens: the timed launches are all queued
+ * before the first starts, so a kernel shorter than a launch call is timed, not the launch rate.
+ * It only spins on an atomic (no CUDA calls, as host functions must). */
+static void CUDART_CB gate_wait(void *arg)
+{
+    /* At most 100 ms: should a launch block until the stream moves (CUDA_LAUNCH_BLOCKING,
+     * a tool serializing launches, another thread's device-wide sync), the hold ends by itself
+     * and the timing is only less precise, instead of the build hanging. */
+    atomic_int *gate = arg;
+    double start = gr_now_us();
+    while (!atomic_load(gate) && gr_now_us() - start < 1e5)
+        ;
+}
+
+static gr_status enqueue_timed(search_ctx *s, const gpu_conv *c, const candidate *k, int index)
+{
+    CUDA_TRY(cudaEventRecord(s->ev[0], s->stream));
+    for (int r = 0; r < TIMED_RUNS; r++) {
+        GR_TRY(launch(s, c, k, index));
+        CUDA_TRY(cudaEventRecord(s->ev[r + 1], s->stream));
+    }
+    return GR_OK;
+}
+
+/* Median of TIMED_RUNS back-to-back launches, each between two events (microseconds). */
+static gr_status time_candidate(search_ctx *s, const gpu_conv *c, const candidate *k, int index,
+                                double *us)
+{
+    const char *blocking = getenv("CUDA_LAUNCH_BLOCKING");
+    if (!(blocking && blocking[0] == '1')) {
+        atomic_store(&s->gate, 0);
+        cudaError_t err = cudaLaunchHostFunc(s->stream, gate_wait, &s->gate);
+        if (err != cudaSuccess) {
+            atomic_store(&s->gate, 1);
+            return gr_gpu_cuda_fail(err, "cudaLaunchHostFunc (tactic timing)", __FILE__, __LINE__);
+        }
+    }
+    gr_status st = enqueue_timed(s, c, k, index);
+    atomic_store(&s->gate, 1); /* on every path: the stream must never stay held */
+    GR_TRY(st);
+    CUDA_TRY(cudaEventSynchronize(s->ev[TIMED_RUNS]));
+    float ms[TIMED_RUNS];
+    for (int r = 0; r < TIMED_RUNS; r++)
+        CUDA_TRY(cudaEventElapsedTime(&ms[r], s->ev[r], s->ev[r + 1]));
+    qsort(ms, TIMED_RUNS, sizeof ms[0], cmp_float);
+    *us = 1e3 * (double)ms[TIMED_RUNS / 2];
+    return GR_OK;
+}
+
+static double element(const unsigned char *p, size_t i, int elem)
+{
+    if (elem == 1)
+        return (double)(int8_t)p[i];
+    if (elem == 2) {
+        uint16_t h;
+        memcpy(&h, p + 2 * i, 2);
+        return (double)gr_f16_to_f32(h);
+    }
+    float f;
+    memcpy(&f, p + 4 * i, 4);
+    return (double)f;
+}
+
+/* Does the candidate's output match the automatic tactic's? int8 convs: bit for bit. fp16 convs
+ * (f16, f32 or, in mixed precision, i8 outputs): NRMSE over the values (elements equal bit for bit
+ * count as exact; a non-finite value where the other differs fails). */
+static int outputs_match(const search_ctx *s, const gpu_conv *c, const out_region *r)
+{
+    size_t bytes = r->width * r->height;
+    if (c->is_i8)
+        return memcmp(s->ref, s->out, bytes) == 0;
+    size_t n = bytes / (size_t)r->elem;
+    double err2 = 0.0, ref2 = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double want = element(s->ref, i, r->elem);
+        if (memcmp(s->ref + i * r->elem, s->out + i * r->elem, (size_t)r->elem) == 0) {
+            ref2 += isfinite(want) ? want * want : 0.0;
+            continue;
+        }
+        double got = element(s->out, i, r->elem);
+        if (!isfinite(want) || !isfinite(got))
+            return 0;
+        err2 += (got - want) * (got - want);
+        ref2 += want * want;
+    }
+    if (err2 == 0.0)
+        return 1;
+    return ref2 > 0.0 && sqrt(err2 / ref2) <= fp16_max_nrmse;
+}
+
+/* The candidates besides the automatic tactic: accepted by the kernels, distinct launches,
+ * workspace within bounds. */
+static int list_candidates(const gpu_conv *c, candidate *list)
+{
+    int n = 0;
+    for (int tile = 1; tile <= GR_CONV_TILES; tile++)
+        for (int k = 0; k < N_SPLITS; k++) {
+            gr_conv_args a = c->tc;
+            a.tile_config = tile;
+            a.split_k = split_choices[k];
+            gr_kernels_clear_failure();
+            if (gr_conv_check(&a, c->is_i8) != cudaSuccess)
+                continue;
+            size_t ws = a.split_k > 1 ? ws_bytes_of(&a, c->is_i8) : 0;
+            if (ws > max_candidate_workspace || (a.split_k > 1 && ws == 0))
+                continue; /* too big, or the split does not happen: same as split 1 */
+            int seen = 0;
+            for (int j = 0; j < n && !seen; j++)
+                seen = list[j].tile == tile && list[j].ws == ws;
+            if (!seen)
+                list[n++] = (candidate){tile, a.split_k, ws, 0, NULL, 0};
+        }
+    gr_kernels_clear_failure();
+    return n;
+}
+
+static int gemm_candidate(search_ctx *s, const gpu_conv *c, int index, candidate *k);
+
+/* Is a cached tactic one the kernels accept here, within the workspace bound? */
+static int cached_candidate(search_ctx *s, const gpu_conv *c, int index,
+                            const gr_tcache_entry *hit, candidate *k)
+{
+    if (hit->tile == TILE_GEMM)
+        return hit->split == 0 && gemm_candidate(s, c, index, k);
+    if (hit->tile < 0 || hit->tile > GR_CONV_TILES || hit->split < 0 || hit->split > 64)
+        return 0;
+    gr_conv_args a = c->tc;
+    a.tile_config = hit->tile;
+    a.split_k = hit->split;
+    gr_kernels_clear_failure();
+    int ok = gr_conv_check(&a, c->is_i8) == cudaSuccess;
+    gr_kernels_clear_failure();
+    size_t ws = ok ? ws_bytes_of(&a, c->is_i8) : 0;
+    if (!ok || ws > max_candidate_workspace)
+        return 0;
+    *k = (candidate){hit->tile, hit->split, ws, 0, NULL, 0};
+    return 1;
+}
+
+/* The GEMM tactic as a candidate for node `index`: its plan goes to v->gemm[index] (owned by the
+ * variant from here on, so no error path leaks it). 0 when it does not apply (fp16 accumulation,
+ * no cuBLASLt algorithm for the shape, scratch too large) or is turned off: never an error, it is
+ * only one more candidate. */
+static int gemm_candidate(search_ctx *s, const gpu_conv *c, int index, candidate *k)
+{
+    gpu_state *g = s->g;
+    if (!g->gemm_tactic || c->tc.fp16_accumulate)
+        return 0;
+    if (!g->lt && cublasLtCreate(&g->lt) != CUBLAS_STATUS_SUCCESS) {
+        g->lt = NULL;
+        g->gemm_tactic = 0;
+        return 0;
+    }
+    gr_conv_gemm_destroy(s->v->gemm[index]);
+    s->v->gemm[index] = NULL;
+    gr_conv_gemm *plan = NULL;
+    size_t scratch = 0;
+    gr_conv_args a = c->tc;
+    a.workspace = NULL;
+    a.workspace_bytes = 0;
+    gr_kernels_clear_failure();
+    cudaError_t err = gr_conv_gemm_create(&a, c->is_i8, g->lt, &plan, &scratch);
+    gr_kernels_clear_failure();
+    cudaGetLastError();
+    if (err != cudaSuccess || !plan)
+        return 0;
+    if (scratch == 0 || scratch > max_gemm_scratch) {
+        gr_conv_gemm_destroy(plan);
+        return 0;
+    }
+    s->v->gemm[index] = plan;
+    *k = (candidate){0, 0, 0, 1, plan, scratch};
+    return 1;
+}
+
+/* 1 when the GEMM tactic's scratch of `bytes` is there; 0 (not an error: the GEMM tactic is
+ * only one more candidate) when it cannot be allocated. */
+static int ensure_gemm_scratch(search_ctx *s, size_t bytes)
+{
+    if (bytes <= s->gemm_scratch_bytes)
+        return 1;
+    cudaFree(s->gemm_scratch);
+    s->gemm_scratch = NULL;
+    s->gemm_scratch_bytes = 0;
+    if (cudaMalloc(&s->gemm_scratch, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        char line[160];
+        snprintf(line, sizeof line, "tactic search: no memory for the GEMM tactic's %zu MiB of "
+                 "scratch: left out", bytes >> 20);
+        gr_engine_add_notice(s->e, line);
+        return 0;
+    }
+    s->gemm_scratch_bytes = bytes;
+    return 1;
+}
+
+/* The node's tactic is k: keep the GEMM plan only if it is the GEMM tactic. */
+static void set_tactic(search_ctx *s, int index, gpu_tactic *t, const candidate *k, double us,
+                       double auto_us, int timed)
+{
+    *t = (gpu_tactic){k->tile, k->split, k->gemm, k->gemm ? k->scratch : 0, us, auto_us, timed, 1};
+    if (!k->gemm) {
+        gr_conv_gemm_destroy(s->v->gemm[index]);
+        s->v->gemm[index] = NULL;
+    }
+}
+
+/* run_once, where a failing GEMM tactic (a cuBLASLt status, not a CUDA fault: the synchronize
+ * after it must succeed) only leaves that candidate out, with a notice: it is optional. *ok is 0
+ * then. Any other failure is the build's. */
+static gr_status try_run_once(search_ctx *s, const gpu_conv *c, const candidate *k, int index,
+                              const out_region *r, int *ok)
+{
+    *ok = 1;
+    gr_status st = run_once(s, c, k, index, r, s->out);
+    if (st == GR_OK || !k->gemm)
+        return st;
+    char line[400];
+    snprintf(line, sizeof line, "GEMM tactic left out of layer %d: %.300s",
+             s->v->plan->nodes[index].layer, gr_last_error());
+    cudaGetLastError();
+    CUDA_TRY(cudaStreamSynchronize(s->stream));
+    gr_engine_add_notice(s->e, line);
+    *ok = 0;
+    return GR_OK;
+}
+
+static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
+{
+    gpu_state *g = s->g;
+    gpu_variant *v = s->v;
+    const gr_plan_node *nd = &v->plan->nodes[index];
+    gpu_conv c;
+    GR_TRY(gr_gpu_conv_args(g, v, &v->inst[0], index, &c));
+    c.tc.pdl = 0; /* alone on the stream: nothing to overlap with */
+    char key[GR_TCACHE_KEY_MAX];
+    layer_key(&c.tc, c.is_i8, key, sizeof key);
+
+    candidate auto_k = {0, 0, ws_bytes_of(&c.tc, c.is_i8), 0, NULL, 0};
+    candidate list[MAX_CANDIDATES];
+    int n = list_candidates(&c, list);
+    size_t ws_max = auto_k.ws;
+    for (int k = 0; k < n; k++)
+        ws_max = list[k].ws > ws_max ? list[k].ws : ws_max;
+    out_region r;
+    GR_TRY(output_region(s, &c, index, &r));
+    GR_TRY(fill_input(s, &c, index));
+    const gr_tcache_entry *hit = s->g->tcache ? gr_timing_cache_find(g->tcache, key) : NULL;
+    candidate cached;
+    int use_cache = hit && cached_candidate(s, &c, index, hit, &cached);
+    if (use_cache && cached.ws > ws_max)
+        ws_max = cached.ws;
+    GR_TRY(ensure_workspace(s, ws_max));
+    if (use_cache && cached.gemm && !ensure_gemm_scratch(s, cached.scratch))
+        use_cache = 0;
+    GR_TRY(run_once(s, &c, &auto_k, index, &r, s->ref));
+
+    if (use_cache) {
+        int ran = 0;
+        GR_TRY(try_run_once(s, &c, &cached, index, &r, &ran));
+        if (ran && outputs_match(s, &c, &r)) {
+            set_tactic(s, index, t, &cached, hit->us, hit->auto_us, 0);
+            s->e->tactic_stats.cached++;
+            return GR_OK;
+        }
+        char line[160];
+        snprintf(line, sizeof line, "timing cache: the tactic of layer %d fails the numerics "
+                 "check on this GPU: measured again", nd->layer);
+        gr_engine_add_notice(s->e, line);
+    } else if (hit) {
+        char line[160];
+        snprintf(line, sizeof line, "timing cache: the tactic of layer %d is not valid here: "
+                 "measured again", nd->layer);
+        gr_engine_add_notice(s->e, line);
+    }
+
+    /* The GEMM tactic last (its plan replaces a cached one that failed). */
+    if (gemm_candidate(s, &c, index, &list[n]) && ensure_gemm_scratch(s, list[n].scratch))
+        n++;
+    double auto_us = 0.0;
+    GR_TRY(time_candidate(s, &c, &auto_k, index, &auto_us));
+    int timed = 1;
+    candidate best = auto_k;
+    double best_us = auto_us;
+    for (int k = 0; k < n; k++) {
+        int ran = 0;
+        GR_TRY(try_run_once(s, &c, &list[k], index, &r, &ran));
+        if (!ran)
+            continue;
+        if (!outputs_match(s, &c, &r)) {
+            s->e->tactic_stats.rejected++;
+            continue;
+        }
+        double us = 0.0;
+        GR_TRY(time_candidate(s, &c, &list[k], index, &us));
+        timed++;
+        if (us < best_us) {
+            best = list[k];
+            best_us = us;
+        }
+    }
+    if (best_us > keep_auto_ratio * auto_us) {
+        best = auto_k;
+        best_us = auto_us;
+    }
+    set_tactic(s, index, t, &best, best_us, auto_us, timed);
+    s->e->tactic_stats.searched++;
+    s->e->tactic_stats.candidates += timed;
+    if (g->tcache)
+        GR_TRY(gr_timing_cache_put(g->tcache, key, best.gemm ? TILE_GEMM : best.tile, best.split,
+                                   best_us > 0.0 ? best_us : 1e-3, auto_us > 0.0 ? auto_us : 1e-3));
+    return GR_OK;
+}
+
+static gr_status search_variant(search_ctx *s)
+{
+    gpu_variant *v = s->v;
+    const gr_plan *plan = v->plan;
+    for (int i = 0; i < plan->n_nodes; i++) {
+        const gr_plan_node *nd = &plan->nodes[i];
+        if (nd->kind != GR_OP_CONV || !gr_gpu_node_launches(nd))
+            continue;
+        gpu_conv c;
+        GR_TRY(gr_gpu_conv_args(s->g, v, NULL, i, &c));
+        if (!c.tensor_cores)
+            continue;
+        s->e->tactic_stats.convs++;
+        GR_TRY(search_node(s, i, &v->tactic[i]));
+    }
+    return GR_OK;
+}
+
+gr_status gr_gpu_choose_tactics(gr_engine *e, gpu_state *g, gpu_variant *v)
+{
+    v->tactic = gr_calloc((size_t)v->plan->n_nodes, sizeof *v->tactic, "tactics");
+    v->gemm = gr_calloc((size_t)v->plan->n_nodes, sizeof *v->gemm, "GEMM tactic plans");
+    if (!v->tactic || !v->gemm)
+        return GR_ERR_OUT_OF_MEMORY;
+    if (!g->tactic_search)
+        return GR_OK;
+    double start = gr_now_us();
+    search_ctx s = {.e = e, .g = g, .v = v, .stream = g->streams[0]};
+    atomic_init(&s.gate, 1);
+    gr_status st = GR_OK;
+    int created = 0;
+    cudaError_t err = cudaDeviceSynchronize(); /* uploads and memsets on other streams are done */
+    if (err != cudaSuccess)
+        st = gr_gpu_cuda_fail(err, "cudaDeviceSynchronize (tactic search)", __FILE__, __LINE__);
+    for (; created <= TIMED_RUNS && st == GR_OK; created++) {
+        err = cudaEventCreate(&s.ev[created]);
+        if (err != cudaSuccess) {
+            st = gr_gpu_cuda_fail(err, "cudaEventCreate (tactic search)", __FILE__, __LINE__);
+            break;
+        }
+    }
+    if (st == GR_OK)
+        st = search_variant(&s);
+    /* Leave the arena as instance_alloc did, whatever happened. */
+    size_t arena = v->plan->arena_bytes ? v->plan->arena_bytes : 256;
+    err = cudaMemsetAsync(v->inst[0].arena, 0, arena, s.stream);
+    cudaError_t synced = cudaStreamSynchronize(s.stream); /* always: a held stream reads s.gate */
+    err = err != cudaSuccess ? err : synced;
+    if (err != cudaSuccess && st == GR_OK)
+        st = gr_gpu_cuda_fail(err, "tactic search: clearing the arena", __FILE__, __LINE__);
+    for (int i = 0; i < created; i++)
+        cudaEventDestroy(s.ev[i]);
+    cudaFree(s.ws);
+    cudaFree(s.gemm_scratch);
+    free(s.ref);
+    free(s.out);
+    if (st != GR_OK)
+        cudaGetLastError();
+    e->tactic_stats.search_ms += (gr_now_us() - start) / 1e3;
+    return st;
+}
+
+gr_status gr_gpu_publish_tactics(gr_engine *e, const gpu_variant *v)
+{
+    free(e->tactics);
+    e->tactics = NULL;
+    e->n_tactics = 0;
+    const gr_plan *plan = v->plan;
+    int n = 0;
+    for (int i = 0; i < plan->n_nodes && v->tactic; i++)
+        n += v->tactic[i].searched;
+    if (n == 0)
+        return GR_OK;
+    e->tactics = gr_calloc((size_t)n, sizeof *e->tactics, "tactic list");
+    if (!e->tactics)
+        return GR_ERR_OUT_OF_MEMORY;
+    for (int i = 0; i < plan->n_nodes; i++) {
+        const gpu_tactic *t = &v->tactic[i];
+        if (!t->searched)
+            continue;
+        gr_tactic_info *info = &e->tactics[e->n_tactics++];
+        info->layer = plan->nodes[i].layer;
+        info->tile_config = t->tile;
+        info->split_k = t->split;
+        info->gemm = t->gemm;
+        gr_gpu_tactic_name(t->gemm ? TILE_GEMM : t->tile, t->split, info->name,
+                           sizeof info->name);
+        info->us = t->us;
+        info->auto_us = t->auto_us;
+        info->candidates = t->candidates;
+    }
+    return GR_OK;
+}

@@ -1,0 +1,165 @@
+/* Device memory a variant needs besides its arena: every conv's weights in its kernel's layout
+ * (f32, and [connected]: the planner's folded weights as they are, for cuBLAS; f16 / i8:
+ * channels-last re-layout of kernels/conv_weights.h, int8 values and scales from the planner's
+ * quantizer), the int8 multipliers m[c] = s_in * s_w[c], the biases; and the scratch of the conv
+ * kernels. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/misc.h"
+#include "kernels/conv_weights.h"
+#include "runtime/gpu/backend.h"
+
+/* Bytes of a conv's weights in its kernel's layout (x: the conv's input). */
+static size_t weight_bytes(const gr_plan *plan, const gr_plan_node *nd, const gr_plan_tensor *x)
+{
+    int out_c = nd->p.filters, k = nd->p.size;
+    switch (gr_plan_conv_in_dtype(plan, nd)) {
+    case GR_DTYPE_I8: return gr_conv_weights_count(out_c, x->c, k, GR_KALIGN_I8);
+    case GR_DTYPE_F16:
+        return gr_conv_weights_count(out_c, x->c, k, GR_KALIGN_F16) * sizeof(uint16_t);
+    default: return nd->n_w * sizeof(float);
+    }
+}
+
+/* Fill one conv's weights and multipliers in host memory. A grouped conv (its weights do not
+ * span all input channels) has no tensor-core kernel: launching it fails with
+ * GR_ERR_UNSUPPORTED, so its f16 / i8 weights stay zero here. */
+static void fill_weights(const gr_plan *plan, const gr_plan_node *nd, const gr_plan_tensor *x,
+                         uint8_t *weights, float *mul)
+{
+    int out_c = nd->p.filters, k = nd->p.size;
+    const float *w = plan->weights + nd->w_offset;
+    int full = nd->n_w == (size_t)out_c * x->c * k * k;
+    gr_dtype compute = gr_plan_conv_in_dtype(plan, nd); /* i8 / f16 also for a fused u8 input */
+    if (compute == GR_DTYPE_I8 && full) {
+        gr_conv_weights_relayout_i8(plan->qweights + nd->qw_offset, out_c, x->c, k,
+                                    (int8_t *)weights);
+        const float *weight_scale = plan->weights + nd->ws_offset;
+        const float s_in = gr_plan_conv_in_scale(plan, nd);
+        for (int c = 0; c < out_c; c++)
+            mul[c] = s_in * weight_scale[c]; /* m[c] = s_in * s_w[c], in f32 (planner/plan.h) */
+    } else if (compute == GR_DTYPE_F16 && full) {
+        gr_conv_weights_relayout_f16(w, out_c, x->c, k, (uint16_t *)weights);
+    } else if (compute != GR_DTYPE_I8 && compute != GR_DTYPE_F16) {
+        memcpy(weights, w, nd->n_w * sizeof(float));
+    }
+}
+
+gr_status gr_gpu_upload_weights(gpu_variant *v)
+{
+    const gr_plan *plan = v->plan;
+    size_t total = 0;
+    size_t *offsets = gr_calloc((size_t)plan->n_nodes * 3, sizeof *offsets, "weight offsets");
+    if (!offsets)
+        return GR_ERR_OUT_OF_MEMORY;
+    /* Measure: weights, multipliers, biases of each conv, 256-byte aligned. */
+    for (int i = 0; i < plan->n_nodes; i++) {
+        const gr_plan_node *nd = &plan->nodes[i];
+        if (!gr_op_has(nd->kind, GR_OPF_WEIGHTS))
+            continue;
+        size_t channel_bytes = (size_t)nd->p.filters * sizeof(float);
+        offsets[3 * i] = total;
+        total = gr_gpu_align(total + weight_bytes(plan, nd, &plan->tensors[nd->inputs[0]]), 256);
+        offsets[3 * i + 1] = total;
+        total = gr_gpu_align(total + channel_bytes, 256);
+        offsets[3 * i + 2] = total;
+        total = gr_gpu_align(total + channel_bytes, 256);
+    }
+    uint8_t *host = gr_calloc(total ? total : 1, 1, "packed weights");
+    if (!host) {
+        free(offsets);
+        return GR_ERR_OUT_OF_MEMORY;
+    }
+    for (int i = 0; i < plan->n_nodes; i++) {
+        const gr_plan_node *nd = &plan->nodes[i];
+        if (!gr_op_has(nd->kind, GR_OPF_WEIGHTS))
+            continue;
+        fill_weights(plan, nd, &plan->tensors[nd->inputs[0]], host + offsets[3 * i],
+                     (float *)(host + offsets[3 * i + 1]));
+        memcpy(host + offsets[3 * i + 2], plan->weights + nd->b_offset,
+               (size_t)nd->p.filters * sizeof(float));
+    }
+    gr_status st = GR_OK;
+    v->weights_bytes = total ? total : 256;
+    cudaError_t err = cudaMalloc((void **)&v->weights, v->weights_bytes);
+    if (err == cudaSuccess)
+        err = cudaMemcpy(v->weights, host, total, cudaMemcpyHostToDevice);
+    if (err != cudaSuccess)
+        st = gr_gpu_cuda_fail(err, "uploading the weights", __FILE__, __LINE__);
+    for (int i = 0; i < plan->n_nodes && st == GR_OK; i++) {
+        if (!gr_op_has(plan->nodes[i].kind, GR_OPF_WEIGHTS))
+            continue;
+        int is_i8 = gr_plan_conv_in_dtype(plan, &plan->nodes[i]) == GR_DTYPE_I8;
+        v->nw[i].weights = v->weights + offsets[3 * i];
+        v->nw[i].mul = is_i8 ? (float *)(v->weights + offsets[3 * i + 1]) : NULL;
+        v->nw[i].bias = (float *)(v->weights + offsets[3 * i + 2]);
+    }
+    free(host);
+    free(offsets);
+    return st;
+}
+
+/* im2col per stream for fp32 convs (convs on one stream run one after another); split-K
+ * partials and counters per tensor-core conv node, sized by the same arguments it launches with
+ * (instance 0's: every instance has the same shapes); the GEMM tactic's scratch (im2col matrix,
+ * accumulator, cuBLASLt workspace: nothing in it outlives its node) once per stream, as large as
+ * the stream's largest. Each instance gets its own. A GEMM node ignores programmatic launch, so
+ * it starts only after the kernel before it on the stream has finished. */
+gr_status gr_gpu_alloc_scratch(gpu_state *g, gpu_variant *v)
+{
+    const gr_plan *plan = v->plan;
+    size_t im2col[GR_GPU_MAX_STREAMS] = {0}, gemm[GR_GPU_MAX_STREAMS] = {0}, splitk_total = 0;
+    v->splitk_offset = gr_calloc((size_t)plan->n_nodes, sizeof(size_t), "split-K offsets");
+    v->splitk_bytes = gr_calloc((size_t)plan->n_nodes, sizeof(size_t), "split-K sizes");
+    if (!v->splitk_offset || !v->splitk_bytes)
+        return GR_ERR_OUT_OF_MEMORY;
+    for (int i = 0; i < plan->n_nodes; i++) {
+        const gr_plan_node *nd = &plan->nodes[i];
+        if ((nd->kind != GR_OP_CONV && nd->kind != GR_OP_CONNECTED) || nd->noop)
+            continue;
+        gpu_conv c;
+        GR_TRY(gr_gpu_conv_args(g, v, &v->inst[0], i, &c));
+        if (!c.tensor_cores) {
+            int ok = 1;
+            size_t floats = gr_conv_f32_workspace_floats(&c.f32, &ok);
+            if (!ok)
+                return gr_fail(GR_ERR_LIMIT, "layer %d: im2col workspace too large", nd->layer);
+            if (floats > im2col[nd->stream])
+                im2col[nd->stream] = floats;
+        } else if (v->tactic && v->tactic[i].gemm) {
+            v->splitk_bytes[i] = v->tactic[i].gemm_scratch; /* offset: the stream's, below */
+            if (v->splitk_bytes[i] > gemm[nd->stream])
+                gemm[nd->stream] = v->splitk_bytes[i];
+        } else {
+            size_t bytes = c.is_i8 ? gr_conv_workspace_bytes_i8(&c.tc)
+                                   : gr_conv_workspace_bytes_f16(&c.tc);
+            v->splitk_offset[i] = splitk_total;
+            v->splitk_bytes[i] = bytes;
+            splitk_total = gr_gpu_align(splitk_total + bytes, 256);
+        }
+    }
+    size_t gemm_offset[GR_GPU_MAX_STREAMS] = {0};
+    for (int s = 0; s < g->n_streams; s++) {
+        gemm_offset[s] = splitk_total;
+        splitk_total = gr_gpu_align(splitk_total + gemm[s], 256);
+    }
+    for (int i = 0; v->tactic && i < plan->n_nodes; i++)
+        if (v->tactic[i].gemm && v->splitk_bytes[i])
+            v->splitk_offset[i] = gemm_offset[plan->nodes[i].stream];
+    v->splitk_total = splitk_total;
+    v->im2col_bytes = 0;
+    for (int s = 0; s < g->n_streams; s++)
+        v->im2col_bytes += im2col[s] * sizeof(float);
+    for (int k = 0; k < v->n_inst; k++) {
+        gpu_instance *inst = &v->inst[k];
+        for (int s = 0; s < g->n_streams; s++)
+            if (im2col[s])
+                CUDA_TRY(cudaMalloc((void **)&inst->im2col[s], im2col[s] * sizeof(float)));
+        if (splitk_total) {
+            CUDA_TRY(cudaMalloc((void **)&inst->splitk, splitk_total));
+            CUDA_TRY(cudaMemset(inst->splitk, 0, splitk_total)); /* tile counters start at 0 */
+        }
+    }
+    return GR_OK;
+}

@@ -1,0 +1,492 @@
+/* Image decoding: JPEG through libjpeg-turbo (TurboJPEG API), PNG through libpng, BMP here; the
+ * per-thread reader the folder and calibration workers use. */
+#include "runtime/detect.h"
+#include "runtime/image/image.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <png.h>
+#include <turbojpeg.h>
+
+void gr_image_destroy(gr_image *im)
+{
+    if (!im)
+        return;
+    free(im->data);
+    free(im);
+}
+
+/* ---- decoding --------------------------------------------------------------------------------
+ * JPEG goes to libjpeg-turbo (TurboJPEG API) and PNG to libpng (its simplified API): the decoders
+ * the field uses, SIMD-fast and fuzzed upstream (OSS-Fuzz). BMP, rare in detection data, is read
+ * here (read_bmp: uncompressed 24- and 32-bit only). Formats are recognised by signature; GIF, PSD,
+ * HDR, PIC and PNM are named in the refusal, anything else is "not an image". Sizes are checked
+ * from the header (gr_image_probe_mem) before any pixel is decoded. A decoder's warning (a
+ * truncated or damaged JPEG that libjpeg-turbo would pad with grey) is an error: graphrun runs a
+ * detector on what the file holds or refuses it. */
+
+static bool starts_with(const uint8_t *data, size_t len, const char *magic, size_t n)
+{
+    return len >= n && memcmp(data, magic, n) == 0;
+}
+
+typedef enum { FORMAT_JPEG, FORMAT_PNG, FORMAT_BMP } image_format;
+
+static gr_status identify_format(const uint8_t *data, size_t len, const char *name,
+                                 image_format *format)
+{
+    if (starts_with(data, len, "\xff\xd8\xff", 3)) {
+        *format = FORMAT_JPEG;
+        return GR_OK;
+    }
+    if (starts_with(data, len, "\x89PNG\r\n\x1a\n", 8)) {
+        *format = FORMAT_PNG;
+        return GR_OK;
+    }
+    if (starts_with(data, len, "BM", 2)) {
+        *format = FORMAT_BMP;
+        return GR_OK;
+    }
+    static const struct {
+        const char *magic;
+        size_t n;
+        const char *format;
+    } refused[] = {{"GIF8", 4, "GIF"},           {"8BPS", 4, "PSD"},
+                   {"#?RADIANCE", 10, "HDR"},   {"#?RGBE", 6, "HDR"},
+                   {"\x53\x80\xf6\x34", 4, "PIC"}, {"P5", 2, "PGM"},
+                   {"P6", 2, "PPM"}};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        if (starts_with(data, len, refused[i].magic, refused[i].n))
+            return gr_fail(GR_ERR_UNSUPPORTED,
+                           "%s: byte 0: %s images are not accepted (JPEG, PNG, BMP)",
+                           name, refused[i].format);
+    return gr_fail(GR_ERR_PARSE, "%s: byte 0: not a JPEG, PNG or BMP image", name);
+}
+
+static uint32_t read_be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+/* ---- BMP: BITMAPINFOHEADER (or a later, longer header), BI_RGB, 24 or 32 bits per pixel ---- */
+
+static uint32_t read_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+typedef struct bmp_header {
+    int w, h;          /* h > 0 */
+    bool top_down;     /* a negative height in the file */
+    int bytes_per_pixel;
+    size_t pixel_offset, row_stride;
+} bmp_header;
+
+/* Dimensions first (so a huge header reports the size limit), then what this reader supports. */
+static gr_status read_bmp_header(const uint8_t *data, size_t len, const char *name, bmp_header *b,
+                                 bool dims_only)
+{
+    if (len < 54 || read_le32(data + 14) < 40)
+        return gr_fail(GR_ERR_PARSE, "%s: not a readable image: BMP header cut short or older "
+                       "than BITMAPINFOHEADER", name);
+    int32_t w = (int32_t)read_le32(data + 18), h = (int32_t)read_le32(data + 22);
+    if (w <= 0 || h == 0 || h == INT32_MIN)
+        return gr_fail(GR_ERR_PARSE, "%s: byte 18: BMP size %dx%d", name, (int)w, (int)h);
+    b->w = (int)w;
+    b->top_down = h < 0;
+    b->h = (int)(h < 0 ? -h : h);
+    if (dims_only)
+        return GR_OK;
+    unsigned bits = (unsigned)(data[28] | data[29] << 8);
+    uint32_t compression = read_le32(data + 30);
+    if (compression != 0 || (bits != 24 && bits != 32))
+        return gr_fail(GR_ERR_UNSUPPORTED, "%s: byte 28: BMP with %u bits per pixel, compression "
+                       "%u (only uncompressed 24- and 32-bit BMP is read)", name, bits,
+                       (unsigned)compression);
+    b->bytes_per_pixel = (int)bits / 8;
+    b->row_stride = ((size_t)b->w * (size_t)b->bytes_per_pixel + 3) & ~(size_t)3;
+    b->pixel_offset = read_le32(data + 10);
+    size_t need; /* the dimensions are within the limits here, so this cannot overflow */
+    need = b->row_stride * (size_t)b->h;
+    if (b->pixel_offset > len || len - b->pixel_offset < need)
+        return gr_fail(GR_ERR_PARSE, "%s: corrupt image: BMP pixel data at byte %zu needs %zu "
+                       "bytes, the file has %zu", name, b->pixel_offset, need,
+                       b->pixel_offset > len ? (size_t)0 : len - b->pixel_offset);
+    return GR_OK;
+}
+
+static gr_status decode_bmp(const uint8_t *data, size_t len, const char *name, uint8_t *rgb)
+{
+    bmp_header b;
+    GR_TRY(read_bmp_header(data, len, name, &b, false));
+    for (int y = 0; y < b.h; y++) {
+        int src_row = b.top_down ? y : b.h - 1 - y; /* BMP rows go bottom-up by default */
+        const uint8_t *src = data + b.pixel_offset + (size_t)src_row * b.row_stride;
+        uint8_t *dst = rgb + (size_t)y * (size_t)b.w * 3;
+        for (int x = 0; x < b.w; x++, src += b.bytes_per_pixel, dst += 3) {
+            dst[0] = src[2]; /* stored BGR(A) */
+            dst[1] = src[1];
+            dst[2] = src[0];
+        }
+    }
+    return GR_OK;
+}
+
+/* ---- JPEG: libjpeg-turbo ----------------------------------------------------------------- */
+
+static gr_status jpeg_open(const char *name, tjhandle *tj)
+{
+    *tj = tjInitDecompress();
+    if (!*tj)
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: cannot start the JPEG decoder: %s", name,
+                       tjGetErrorStr2(NULL));
+    return GR_OK;
+}
+
+static gr_status jpeg_size(tjhandle tj, const uint8_t *data, size_t len, const char *name, int *w,
+                           int *h)
+{
+    int subsamp = 0, colorspace = 0;
+    if (tjDecompressHeader3(tj, data, (unsigned long)len, w, h, &subsamp, &colorspace) != 0)
+        return gr_fail(GR_ERR_PARSE, "%s: not a readable image: JPEG: %s", name,
+                       tjGetErrorStr2(tj));
+    if (*w <= 0 || *h <= 0) /* libjpeg-turbo reached the end of the data before a frame header */
+        return gr_fail(GR_ERR_PARSE, "%s: not a readable image: JPEG: no frame header before the "
+                       "end of the data (%zu bytes)", name, len);
+    return GR_OK;
+}
+
+/* `tj`: a decompressor kept between images (a gr_image_reader's), or NULL for one of its own. */
+static gr_status decode_jpeg(tjhandle tj, const uint8_t *data, size_t len, const char *name, int w,
+                             int h, uint8_t *rgb)
+{
+    tjhandle own = NULL;
+    if (!tj) {
+        GR_TRY(jpeg_open(name, &own));
+        tj = own;
+    }
+    /* LIMITSCANS: a progressive JPEG of more than 500 scans is refused (a CPU-time bomb). */
+    int rc = tjDecompress2(tj, data, (unsigned long)len, rgb, w, 0, h, TJPF_RGB,
+                           TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS);
+    gr_status st = GR_OK;
+    if (rc != 0)
+        st = gr_fail(GR_ERR_PARSE, "%s: corrupt image: JPEG: %s", name, tjGetErrorStr2(tj));
+    if (own)
+        tjDestroy(own);
+    return st;
+}
+
+/* ---- PNG: libpng's simplified API ---------------------------------------------------------- */
+
+static gr_status png_begin(png_image *png, const uint8_t *data, size_t len, const char *name)
+{
+    memset(png, 0, sizeof *png);
+    png->version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_memory(png, data, len))
+        return gr_fail(GR_ERR_PARSE, "%s: not a readable image: PNG: %s", name, png->message);
+    return GR_OK;
+}
+
+/* An alpha channel is dropped, not composited (what Darknet's loader does). */
+static gr_status decode_png(const uint8_t *data, size_t len, const char *name, uint8_t **rgb)
+{
+    png_image png;
+    GR_TRY(png_begin(&png, data, len, name));
+    bool alpha = (png.format & PNG_FORMAT_FLAG_ALPHA) != 0;
+    png.format = alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB;
+    size_t channels = alpha ? 4 : 3;
+    size_t pixels = (size_t)png.width * (size_t)png.height;
+    uint8_t *buf = gr_malloc(pixels * channels, "image pixels");
+    if (!buf) {
+        png_image_free(&png);
+        return GR_ERR_OUT_OF_MEMORY;
+    }
+    if (!png_image_finish_read(&png, NULL, buf, 0, NULL)) {
+        gr_status st = gr_fail(GR_ERR_PARSE, "%s: corrupt image: PNG: %s", name, png.message);
+        png_image_free(&png);
+        free(buf);
+        return st;
+    }
+    if (alpha)
+        for (size_t i = 0; i < pixels; i++)
+            memmove(buf + i * 3, buf + i * 4, 3);
+    *rgb = buf;
+    return GR_OK;
+}
+
+static gr_status probe_mem(tjhandle tj, const uint8_t *data, size_t len, const char *name, int *w,
+                           int *h)
+{
+    *w = *h = 0;
+    if (len > GR_MAX_IMAGE_FILE_BYTES)
+        return gr_fail(GR_ERR_LIMIT, "%s: %zu bytes is larger than the %zu-byte image file limit",
+                       name, len, GR_MAX_IMAGE_FILE_BYTES);
+    image_format format = FORMAT_JPEG;
+    GR_TRY(identify_format(data, len, name, &format));
+    if (format == FORMAT_JPEG) {
+        tjhandle own = NULL;
+        if (!tj) {
+            GR_TRY(jpeg_open(name, &own));
+            tj = own;
+        }
+        gr_status st = jpeg_size(tj, data, len, name, w, h);
+        if (own)
+            tjDestroy(own);
+        GR_TRY(st);
+    } else if (format == FORMAT_PNG) {
+        /* The size straight from IHDR (which must come first), so that a file cut short after it
+         * still reports the size limit; libpng checks the chunk, its CRC and the rest. */
+        if (len < 24 || memcmp(data + 12, "IHDR", 4) != 0)
+            return gr_fail(GR_ERR_PARSE, "%s: byte 12: not a readable image: PNG without an IHDR "
+                           "chunk first", name);
+        uint32_t pw = read_be32(data + 16), ph = read_be32(data + 20);
+        *w = pw > INT32_MAX ? INT32_MAX : (int)pw;
+        *h = ph > INT32_MAX ? INT32_MAX : (int)ph;
+    } else {
+        bmp_header b;
+        GR_TRY(read_bmp_header(data, len, name, &b, true));
+        *w = b.w;
+        *h = b.h;
+    }
+    if (*w <= 0 || *h <= 0 || *w > GR_MAX_DIM || *h > GR_MAX_DIM ||
+        (size_t)*w * (size_t)*h > GR_MAX_IMAGE_PIXELS)
+        return gr_fail(GR_ERR_LIMIT, "%s: image is %dx%d; the limit is %d per side and %zu pixels",
+                       name, *w, *h, GR_MAX_DIM, GR_MAX_IMAGE_PIXELS);
+    return GR_OK;
+}
+
+gr_status gr_image_probe_mem(const uint8_t *data, size_t len, const char *name, int *w, int *h)
+{
+    if (!w || !h || (!data && len > 0))
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_probe_mem: NULL argument");
+    return probe_mem(NULL, data, len, name ? name : "<image>", w, h);
+}
+
+/* Decode into *pixels, which holds *cap bytes (grown as needed; a PNG brings its own buffer,
+ * which replaces it). On failure *pixels and *cap stay valid for the next image. */
+static gr_status decode_into(tjhandle tj, const uint8_t *data, size_t len, const char *name,
+                             uint8_t **pixels, size_t *cap, int *w, int *h)
+{
+    GR_TRY(probe_mem(tj, data, len, name, w, h));
+    image_format format = FORMAT_JPEG;
+    GR_TRY(identify_format(data, len, name, &format));
+    if (format == FORMAT_PNG) {
+        uint8_t *png = NULL;
+        GR_TRY(decode_png(data, len, name, &png));
+        free(*pixels);
+        *pixels = png;
+        *cap = (size_t)*w * (size_t)*h * 3;
+        return GR_OK;
+    }
+    size_t need = (size_t)*w * (size_t)*h * 3;
+    if (need > *cap) {
+        uint8_t *bigger = gr_malloc(need, "image pixels");
+        if (!bigger)
+            return GR_ERR_OUT_OF_MEMORY;
+        free(*pixels);
+        *pixels = bigger;
+        *cap = need;
+    }
+    return format == FORMAT_JPEG ? decode_jpeg(tj, data, len, name, *w, *h, *pixels)
+                                 : decode_bmp(data, len, name, *pixels);
+}
+
+gr_status gr_image_decode_mem(const uint8_t *data, size_t len, const char *name, gr_image **out)
+{
+    if (out)
+        *out = NULL;
+    if (!out || (!data && len > 0))
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_decode_mem: NULL argument");
+    if (!name)
+        name = "<image>";
+    int w = 0, h = 0;
+    uint8_t *pixels = NULL;
+    size_t cap = 0;
+    gr_status st = decode_into(NULL, data, len, name, &pixels, &cap, &w, &h);
+    if (st != GR_OK) {
+        free(pixels);
+        return st;
+    }
+    gr_image *im = gr_malloc(sizeof *im, "image");
+    if (!im) {
+        free(pixels);
+        return GR_ERR_OUT_OF_MEMORY;
+    }
+    im->w = w;
+    im->h = h;
+    im->c = 3;
+    im->data = pixels;
+    *out = im;
+    return GR_OK;
+}
+
+gr_status gr_image_load(const char *path, gr_image **out)
+{
+    if (out)
+        *out = NULL;
+    if (!path || !out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_load: NULL argument");
+    char *text;
+    size_t len;
+    GR_TRY(gr_read_file(path, GR_MAX_IMAGE_FILE_BYTES, "image", &text, &len));
+    uint8_t *data = (uint8_t *)text;
+    gr_status st = gr_image_decode_mem(data, len, path, out);
+    free(data);
+    return st;
+}
+
+/* ---- a reader for many images: buffers and the JPEG decompressor kept between them ---------- */
+
+struct gr_image_reader {
+    tjhandle tj;      /* created on the first JPEG */
+    uint8_t *file;    /* the last file's bytes */
+    size_t file_cap;
+    uint8_t *pixels;  /* the last image's RGB */
+    size_t pixel_cap;
+    gr_image image;   /* what gr_image_reader_load hands out: w, h, c and pixels */
+    int source_w, source_h;   /* the last image's size in its file */
+    int fast_net_w, fast_net_h; /* > 0: JPEGs decoded scaled down (gr_image_reader_fast_decode) */
+};
+
+void gr_image_reader_fast_decode(gr_image_reader *r, int net_w, int net_h)
+{
+    if (!r)
+        return;
+    r->fast_net_w = net_w > 0 && net_h > 0 ? net_w : 0;
+    r->fast_net_h = net_w > 0 && net_h > 0 ? net_h : 0;
+}
+
+void gr_image_reader_source_size(const gr_image_reader *r, int *w, int *h)
+{
+    *w = r ? r->source_w : 0;
+    *h = r ? r->source_h : 0;
+}
+
+/* The smallest size libjpeg-turbo can decode a w x h JPEG to (its DCT scaling: 1/2, 1/4, 1/8)
+ * that is still at least the size the letterbox resizes it to in net_w x net_h, so the
+ * letterbox still only shrinks it; w x h itself when no factor qualifies. */
+static void fast_decode_size(int w, int h, int net_w, int net_h, int *out_w, int *out_h)
+{
+    int new_w, new_h;
+    gr_letterbox_size(w, h, net_w, net_h, &new_w, &new_h);
+    *out_w = w;
+    *out_h = h;
+    static const int denoms[] = {2, 4, 8};
+    for (size_t i = 0; i < sizeof denoms / sizeof denoms[0]; i++) {
+        tjscalingfactor sf = {1, denoms[i]};
+        int sw = TJSCALED(w, sf), sh = TJSCALED(h, sf);
+        if (sw < new_w || sh < new_h)
+            break;
+        *out_w = sw;
+        *out_h = sh;
+    }
+}
+
+gr_status gr_image_reader_create(gr_image_reader **out)
+{
+    if (!out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_reader_create: NULL argument");
+    *out = gr_calloc(1, sizeof **out, "image reader");
+    return *out ? GR_OK : GR_ERR_OUT_OF_MEMORY;
+}
+
+void gr_image_reader_destroy(gr_image_reader *r)
+{
+    if (!r)
+        return;
+    if (r->tj)
+        tjDestroy(r->tj);
+    free(r->file);
+    free(r->pixels);
+    free(r);
+}
+
+/* The whole file into r->file (gr_read_file's checks and messages, without a buffer per file). */
+static gr_status reader_read(gr_image_reader *r, const char *path, size_t *len)
+{
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return gr_fail(GR_ERR_IO, "%s: cannot open image file: %s", path, strerror(errno));
+    gr_status st = GR_OK;
+    size_t used = 0;
+    for (;;) {
+        if (used == r->file_cap) {
+            if (r->file_cap > GR_MAX_IMAGE_FILE_BYTES) {
+                st = gr_fail(GR_ERR_LIMIT, "%s: larger than %zu bytes (the image file limit)",
+                             path, GR_MAX_IMAGE_FILE_BYTES);
+                break;
+            }
+            size_t cap = r->file_cap ? 2 * r->file_cap : (size_t)1 << 20;
+            uint8_t *bigger = realloc(r->file, cap);
+            if (!bigger) {
+                st = gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory reading the image file",
+                             path);
+                break;
+            }
+            r->file = bigger;
+            r->file_cap = cap;
+        }
+        size_t got = fread(r->file + used, 1, r->file_cap - used, f);
+        used += got;
+        if (got == 0) {
+            if (ferror(f))
+                st = gr_fail(GR_ERR_IO, "%s: read error after %zu bytes: %s", path, used,
+                             strerror(errno));
+            break;
+        }
+    }
+    fclose(f);
+    if (st == GR_OK && used > GR_MAX_IMAGE_FILE_BYTES)
+        st = gr_fail(GR_ERR_LIMIT, "%s: larger than %zu bytes (the image file limit)", path,
+                     GR_MAX_IMAGE_FILE_BYTES);
+    *len = used;
+    return st;
+}
+
+gr_status gr_image_reader_load(gr_image_reader *r, const char *path, const gr_image **out)
+{
+    if (out)
+        *out = NULL;
+    if (!r || !path || !out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_reader_load: NULL argument");
+    size_t len;
+    GR_TRY(reader_read(r, path, &len));
+    if (!r->tj && starts_with(r->file, len, "\xff\xd8\xff", 3))
+        GR_TRY(jpeg_open(path, &r->tj));
+    int w = 0, h = 0;
+    r->source_w = r->source_h = 0;
+    if (r->fast_net_w > 0 && r->tj && starts_with(r->file, len, "\xff\xd8\xff", 3)) {
+        GR_TRY(probe_mem(r->tj, r->file, len, path, &w, &h));
+        r->source_w = w;
+        r->source_h = h;
+        int sw, sh;
+        fast_decode_size(w, h, r->fast_net_w, r->fast_net_h, &sw, &sh);
+        if (sw != w || sh != h) {
+            size_t need = (size_t)sw * (size_t)sh * 3;
+            if (need > r->pixel_cap) {
+                uint8_t *bigger = gr_malloc(need, "image pixels");
+                if (!bigger)
+                    return GR_ERR_OUT_OF_MEMORY;
+                free(r->pixels);
+                r->pixels = bigger;
+                r->pixel_cap = need;
+            }
+            /* TurboJPEG picks the scaling factor from the requested size. */
+            GR_TRY(decode_jpeg(r->tj, r->file, len, path, sw, sh, r->pixels));
+            r->image = (gr_image){.w = sw, .h = sh, .c = 3, .data = r->pixels};
+            *out = &r->image;
+            return GR_OK;
+        }
+    }
+    GR_TRY(decode_into(r->tj, r->file, len, path, &r->pixels, &r->pixel_cap, &w, &h));
+    r->source_w = w;
+    r->source_h = h;
+    r->image = (gr_image){.w = w, .h = h, .c = 3, .data = r->pixels};
+    *out = &r->image;
+    return GR_OK;
+}
+

@@ -1,0 +1,64 @@
+/* Internal image entry points shared by the runtime, the tests and the fuzzers (the public ones are
+ * in runtime.h). Decoding works on bytes in memory so that gr_image_load (a file) and a fuzzer
+ * (a buffer) run exactly the same checks. */
+#ifndef GR_RUNTIME_IMAGE_IMAGE_H
+#define GR_RUNTIME_IMAGE_IMAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/base.h"
+
+/* Largest image file gr_image_load reads, and the largest decoded image:
+ * 2^28 pixels (768 MiB of RGB) and GR_MAX_DIM per side, checked from the header before any pixel
+ * is decoded. */
+#define GR_MAX_IMAGE_FILE_BYTES ((size_t)256 << 20)
+#define GR_MAX_IMAGE_PIXELS ((size_t)1 << 28)
+
+/* A non-empty image of 1 to 4 channels within GR_MAX_DIM per side: what every image function
+ * checks its argument against. */
+bool gr_image_valid(const gr_image *im);
+
+/* Decode a JPEG (libjpeg-turbo), PNG (libpng) or uncompressed 24/32-bit BMP held in `data` (len
+ * bytes) to 3-channel RGB; other formats are refused. `name` names the source in messages
+ * ("dog.jpg: corrupt image: ..."). On failure *out is NULL. */
+gr_status gr_image_decode_mem(const uint8_t *data, size_t len, const char *name, gr_image **out);
+
+/* The checks gr_image_decode_mem makes before decoding (size, format, header, dimensions); on
+ * success *w x *h is the image's size. */
+gr_status gr_image_probe_mem(const uint8_t *data, size_t len, const char *name, int *w, int *h);
+
+/* Decoding many images on one thread (the streaming workers, one reader each): the file buffer,
+ * the pixel buffer and the JPEG decompressor are kept between images instead of allocated per
+ * image. gr_image_reader_load reads and decodes `path` with gr_image_load's checks and messages;
+ * *out points into the reader and is valid until its next load or destroy. A reader is used by
+ * one thread at a time. */
+typedef struct gr_image_reader gr_image_reader;
+gr_status gr_image_reader_create(gr_image_reader **out);
+void gr_image_reader_destroy(gr_image_reader *r); /* NULL: no-op */
+gr_status gr_image_reader_load(gr_image_reader *r, const char *path, const gr_image **out);
+/* Opt-in, inexact: from now on decode each JPEG at the smallest of libjpeg-turbo's DCT scales
+ * (1/2, 1/4, 1/8) that keeps it at least as large as its letterbox in net_w x net_h (so only
+ * JPEGs of at least twice that size are affected), much faster than a full decode followed by a
+ * large shrink, but not the same pixels as Darknet's full-size decode (docs: `--fast-decode`).
+ * net_w or net_h <= 0 turns it off (the default). *out of a load is then the scaled image. */
+void gr_image_reader_fast_decode(gr_image_reader *r, int net_w, int net_h);
+/* The size stored in the last loaded file (what boxes map back to), scaled or not; 0 x 0 when
+ * the last load failed before reading it. */
+void gr_image_reader_source_size(const gr_image_reader *r, int *w, int *h);
+
+/* The letterbox computed step by step as Darknet does (float planes: bytes to [0,1], horizontal
+ * resize of every source row, vertical resize, copy into the grey canvas, then for _u8 the
+ * v * 255 + 0.5 rounding). gr_image_letterbox and gr_image_letterbox_u8 (runtime.h) compute the
+ * same bytes faster; these are kept as the definition they are tested against. */
+gr_status gr_image_letterbox_reference(const gr_image *im, int net_w, int net_h, float *out);
+
+/* The values an engine computes from for the image at `path`: its uint8 letterbox
+ * (gr_image_letterbox_u8, what the engines' input is) divided by 255, as planar float CHW:
+ * 3 x net_h x net_w floats into dst. The calibration and precision searches evaluate on exactly
+ * these. Errors as gr_image_load's, or out of memory. */
+gr_status gr_image_load_planar(const char *path, int net_w, int net_h, float *dst);
+gr_status gr_image_letterbox_reference_u8(const gr_image *im, int net_w, int net_h, uint8_t *out);
+
+#endif

@@ -1,0 +1,346 @@
+/* Darknet's letterbox preprocessing: the step-by-step reference and the fast float and uint8
+ * versions that equal it byte for byte.
+ *
+ * The letterbox reproduces Darknet's load_image_color + letterbox_image + resize_image float for
+ * float: pixels are (float)(v / 255.) computed in double as Darknet does, and the bilinear resize
+ * is Darknet's two-pass one (horizontal into an im_h x new_w buffer, then vertical), in float
+ * arithmetic, with its align-corners scales (in-1)/(out-1) and its special cases for the last
+ * column and row. The build uses -std=c11, which keeps gcc from contracting a*b+c into FMA, so
+ * the rounding is Darknet's. */
+#include "runtime/detect.h"
+#include "runtime/image/image.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+/* Darknet's resize_image from planar float `src` (c x src_h x src_w) to `dst` (c x dst_h x
+ * dst_w), using `part` (c x src_h x dst_w) as its horizontal-pass buffer. */
+static void resize_darknet(const float *src, int c, int src_w, int src_h, float *part, float *dst,
+                           int dst_w, int dst_h)
+{
+    /* Darknet divides by (out-1) even when out is 1 (inf or NaN scale, then NaN*0 for the row);
+     * a 1-pixel output takes the last column (Darknet's c == w-1 branch) and the first row. */
+    float w_scale = dst_w > 1 ? (float)(src_w - 1) / (float)(dst_w - 1) : 0.0f;
+    float h_scale = dst_h > 1 ? (float)(src_h - 1) / (float)(dst_h - 1) : 0.0f;
+    size_t src_plane = (size_t)src_w * (size_t)src_h;
+    size_t part_plane = (size_t)dst_w * (size_t)src_h;
+    size_t dst_plane = (size_t)dst_w * (size_t)dst_h;
+    for (int k = 0; k < c; k++) {
+        for (int r = 0; r < src_h; r++) {
+            const float *in = src + k * src_plane + (size_t)r * (size_t)src_w;
+            float *row = part + k * part_plane + (size_t)r * (size_t)dst_w;
+            for (int x = 0; x < dst_w; x++) {
+                if (x == dst_w - 1 || src_w == 1) {
+                    row[x] = in[src_w - 1];
+                } else {
+                    float sx = (float)x * w_scale;
+                    int ix = (int)sx;
+                    float dx = sx - (float)ix;
+                    int ix1 = ix + 1 < src_w ? ix + 1 : src_w - 1; /* never taken; memory safety */
+                    row[x] = (1 - dx) * in[ix] + dx * in[ix1];
+                }
+            }
+        }
+        for (int r = 0; r < dst_h; r++) {
+            float sy = (float)r * h_scale;
+            int iy = (int)sy;
+            float dy = sy - (float)iy;
+            if (iy > src_h - 1) /* memory safety only; cannot happen for finite scales */
+                iy = src_h - 1;
+            const float *p0 = part + k * part_plane + (size_t)iy * (size_t)dst_w;
+            float *o = dst + k * dst_plane + (size_t)r * (size_t)dst_w;
+            for (int x = 0; x < dst_w; x++)
+                o[x] = (1 - dy) * p0[x];
+            /* Darknet adds the second row only when there is one: the last output row keeps
+             * (1-dy) * row iy alone. */
+            if (r == dst_h - 1 || src_h == 1)
+                continue;
+            const float *p1 = p0 + (iy + 1 < src_h ? (size_t)dst_w : 0);
+            for (int x = 0; x < dst_w; x++)
+                o[x] += dy * p1[x];
+        }
+    }
+}
+
+/* The reference letterbox as planar CHW floats into out (3 x net_h x net_w). */
+static gr_status letterbox_reference_f32(const gr_image *im, int net_w, int net_h, float *out,
+                               const char *who)
+{
+    if (!gr_image_valid(im) || im->c != 3 || !out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: NULL or non-RGB image or NULL output", who);
+    if (net_w <= 0 || net_h <= 0 || net_w > GR_MAX_DIM || net_h > GR_MAX_DIM)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: bad network size %dx%d", who, net_w, net_h);
+    int new_w, new_h;
+    gr_letterbox_size(im->w, im->h, net_w, net_h, &new_w, &new_h);
+
+    size_t src_elems, part_elems, dst_elems, total;
+    if (!gr_mul_size((size_t)im->w * (size_t)im->h, 3, &src_elems) ||
+        !gr_mul_size((size_t)new_w * (size_t)im->h, 3, &part_elems) ||
+        !gr_mul_size((size_t)new_w * (size_t)new_h, 3, &dst_elems) ||
+        !gr_add_size(src_elems, part_elems, &total) || !gr_add_size(total, dst_elems, &total) ||
+        !gr_mul_size(total, sizeof(float), &total))
+        return gr_fail(GR_ERR_LIMIT, "%s: %dx%d image to %dx%d overflows", who, im->w, im->h,
+                       new_w, new_h);
+    float *src = gr_malloc(total, "letterbox buffers");
+    if (!src)
+        return GR_ERR_OUT_OF_MEMORY;
+    float *part = src + src_elems;
+    float *resized = part + part_elems;
+
+    /* load_image_stb: interleaved bytes -> planar (float)(v / 255.), the 256 values computed
+     * once (the same doubles rounded the same way; a division per pixel was half of the
+     * letterbox's time). */
+    float to_unit[256];
+    for (int v = 0; v < 256; v++)
+        to_unit[v] = (float)(v / 255.);
+    size_t plane = (size_t)im->w * (size_t)im->h;
+    const uint8_t *px = im->data;
+    for (size_t i = 0; i < plane; i++, px += 3) {
+        src[i] = to_unit[px[0]];
+        src[plane + i] = to_unit[px[1]];
+        src[2 * plane + i] = to_unit[px[2]];
+    }
+
+    resize_darknet(src, 3, im->w, im->h, part, resized, new_w, new_h);
+
+    size_t net_plane = (size_t)net_w * (size_t)net_h;
+    for (size_t i = 0; i < 3 * net_plane; i++)
+        out[i] = 0.5f;
+    int dx = (net_w - new_w) / 2, dy = (net_h - new_h) / 2;
+    for (int k = 0; k < 3; k++)
+        for (int r = 0; r < new_h; r++)
+            memcpy(out + (size_t)k * net_plane + (size_t)(r + dy) * (size_t)net_w + (size_t)dx,
+                   resized + ((size_t)k * (size_t)new_h + (size_t)r) * (size_t)new_w,
+                   (size_t)new_w * sizeof(float));
+    free(src);
+    return GR_OK;
+}
+
+gr_status gr_image_letterbox_reference(const gr_image *im, int net_w, int net_h, float *out)
+{
+    return letterbox_reference_f32(im, net_w, net_h, out, "gr_image_letterbox_reference");
+}
+
+gr_status gr_image_letterbox_reference_u8(const gr_image *im, int net_w, int net_h, uint8_t *out)
+{
+    if (!out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_letterbox_u8: NULL output");
+    if (net_w <= 0 || net_h <= 0 || net_w > GR_MAX_DIM || net_h > GR_MAX_DIM)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_letterbox_u8: bad network size %dx%d",
+                       net_w, net_h);
+    size_t plane = (size_t)net_w * (size_t)net_h;
+    float *planar = gr_calloc(plane, 3 * sizeof(float), "letterbox");
+    if (!planar)
+        return GR_ERR_OUT_OF_MEMORY;
+    gr_status st = letterbox_reference_f32(im, net_w, net_h, planar, "gr_image_letterbox_u8");
+    if (st != GR_OK) {
+        free(planar);
+        return st;
+    }
+    for (size_t i = 0; i < plane; i++) {
+        for (size_t k = 0; k < 3; k++) {
+            float v = planar[k * plane + i] * 255.0f + 0.5f;
+            v = v < 0.0f ? 0.0f : (v > 255.0f ? 255.0f : v);
+            out[i * 3 + k] = (uint8_t)v;
+        }
+    }
+    free(planar);
+    return GR_OK;
+}
+
+/* ---- letterbox: the fast one ---------------------------------------------------------------
+ * The same float operations as the reference in the same order, so the same bits, without its
+ * float planes: each output row needs source rows iy and iy + 1 only, resized horizontally
+ * straight from the interleaved bytes into a two-row cache (rows go down monotonically, so each
+ * source row is resized at most once, and rows no output row uses are skipped); the column
+ * positions and weights are computed once per image. Why the results are identical:
+ *  - horizontal: the reference's row[x] = (1 - dx) * in[ix] + dx * in[ix1] with the same float
+ *    dx; its last-column case row[x] = in[w-1] is written as 1 * in[w-1] + 0 * in[w-1], exact
+ *    for the finite, non-negative values in[] holds (v * 1 = v, v * 0 = +0, v + 0 = v);
+ *  - vertical: the reference rounds (1 - dy) * p0 to a float, then adds the float dy * p1; here
+ *    w0 * p0 + w1 * p1 with the same two products and one sum; its last-row case (the first
+ *    product alone) is w1 = 0, again exact (+0 added to a value >= 0);
+ *  - uint8: the reference's v * 255 + 0.5, clamped, truncated, on the same float v; the border
+ *    is 0.5 * 255 + 0.5 = 128.
+ * The build's -std=c11 keeps gcc from contracting a * b + c into an FMA here as there. */
+
+typedef struct letterbox_plan {
+    int src_w, src_h, new_w, new_h;
+    float h_scale;
+    int *col_off0, *col_off1; /* byte offsets of the two source pixels of output column x */
+    float *col_w0, *col_w1;   /* their weights: 1 - dx and dx */
+    float *rows[2];           /* two horizontally resized source rows, new_w x 3 interleaved */
+    int row_of[2];            /* which source row each holds, -1 none */
+    float to_unit[256];
+} letterbox_plan;
+
+static void free_plan(letterbox_plan *lp)
+{
+    free(lp->col_off0); /* one allocation holds all the tables and rows */
+}
+
+static gr_status make_plan(const gr_image *im, int net_w, int net_h, letterbox_plan *lp)
+{
+    memset(lp, 0, sizeof *lp);
+    lp->src_w = im->w;
+    lp->src_h = im->h;
+    gr_letterbox_size(im->w, im->h, net_w, net_h, &lp->new_w, &lp->new_h);
+    size_t nw = (size_t)lp->new_w; /* <= net_w <= GR_MAX_DIM: no overflow below */
+    size_t bytes = nw * (2 * sizeof(int) + 2 * sizeof(float)) + 2 * 3 * nw * sizeof(float);
+    char *mem = gr_malloc(bytes, "letterbox tables");
+    if (!mem)
+        return GR_ERR_OUT_OF_MEMORY;
+    lp->col_off0 = (int *)mem;
+    lp->col_off1 = lp->col_off0 + nw;
+    lp->col_w0 = (float *)(lp->col_off1 + nw);
+    lp->col_w1 = lp->col_w0 + nw;
+    lp->rows[0] = lp->col_w1 + nw;
+    lp->rows[1] = lp->rows[0] + 3 * nw;
+    lp->row_of[0] = lp->row_of[1] = -1;
+    for (int v = 0; v < 256; v++)
+        lp->to_unit[v] = (float)(v / 255.);
+    int src_w = im->w, dst_w = lp->new_w;
+    float w_scale = dst_w > 1 ? (float)(src_w - 1) / (float)(dst_w - 1) : 0.0f;
+    lp->h_scale = lp->new_h > 1 ? (float)(im->h - 1) / (float)(lp->new_h - 1) : 0.0f;
+    for (int x = 0; x < dst_w; x++) {
+        if (x == dst_w - 1 || src_w == 1) {
+            lp->col_off0[x] = lp->col_off1[x] = (src_w - 1) * 3;
+            lp->col_w0[x] = 1.0f;
+            lp->col_w1[x] = 0.0f;
+        } else {
+            float sx = (float)x * w_scale;
+            int ix = (int)sx;
+            float dx = sx - (float)ix;
+            int ix1 = ix + 1 < src_w ? ix + 1 : src_w - 1;
+            lp->col_off0[x] = ix * 3;
+            lp->col_off1[x] = ix1 * 3;
+            lp->col_w0[x] = 1 - dx;
+            lp->col_w1[x] = dx;
+        }
+    }
+    return GR_OK;
+}
+
+/* Source row `src_row` resized horizontally, from the cache; `keep` is the other row the
+ * current output row needs (its cache entry is not evicted). */
+static const float *resized_row(letterbox_plan *lp, const gr_image *im, int src_row, int keep)
+{
+    for (int i = 0; i < 2; i++)
+        if (lp->row_of[i] == src_row)
+            return lp->rows[i];
+    int slot = lp->row_of[0] == keep ? 1 : 0;
+    float *row = lp->rows[slot];
+    const uint8_t *in = im->data + (size_t)src_row * (size_t)im->w * 3;
+    const float *to_unit = lp->to_unit;
+    for (int x = 0; x < lp->new_w; x++) {
+        const uint8_t *a = in + lp->col_off0[x], *b = in + lp->col_off1[x];
+        float w0 = lp->col_w0[x], w1 = lp->col_w1[x];
+        row[3 * x + 0] = w0 * to_unit[a[0]] + w1 * to_unit[b[0]];
+        row[3 * x + 1] = w0 * to_unit[a[1]] + w1 * to_unit[b[1]];
+        row[3 * x + 2] = w0 * to_unit[a[2]] + w1 * to_unit[b[2]];
+    }
+    lp->row_of[slot] = src_row;
+    return row;
+}
+
+/* Output row r of the resized image (new_w x 3 interleaved floats): its two source rows and
+ * their weights. */
+static void output_row(letterbox_plan *lp, const gr_image *im, int r, const float **p0,
+                       const float **p1, float *w0, float *w1)
+{
+    float sy = (float)r * lp->h_scale;
+    int iy = (int)sy;
+    float dy = sy - (float)iy;
+    if (iy > lp->src_h - 1) /* memory safety only, as in the reference */
+        iy = lp->src_h - 1;
+    int iy1 = iy + 1 < lp->src_h ? iy + 1 : iy;
+    *w0 = 1 - dy;
+    *w1 = (r == lp->new_h - 1 || lp->src_h == 1) ? 0.0f : dy;
+    *p0 = resized_row(lp, im, iy, iy1);
+    *p1 = resized_row(lp, im, iy1, iy);
+}
+
+static gr_status check_letterbox_args(const gr_image *im, int net_w, int net_h, const void *out,
+                                      const char *who)
+{
+    if (!gr_image_valid(im) || im->c != 3 || !out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: NULL or non-RGB image or NULL output", who);
+    if (net_w <= 0 || net_h <= 0 || net_w > GR_MAX_DIM || net_h > GR_MAX_DIM)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: bad network size %dx%d", who, net_w, net_h);
+    return GR_OK;
+}
+
+gr_status gr_image_letterbox(const gr_image *im, int net_w, int net_h, float *out)
+{
+    GR_TRY(check_letterbox_args(im, net_w, net_h, out, "gr_image_letterbox"));
+    letterbox_plan lp;
+    GR_TRY(make_plan(im, net_w, net_h, &lp));
+    size_t net_plane = (size_t)net_w * (size_t)net_h;
+    for (size_t i = 0; i < 3 * net_plane; i++)
+        out[i] = 0.5f;
+    int left = (net_w - lp.new_w) / 2, top = (net_h - lp.new_h) / 2;
+    for (int r = 0; r < lp.new_h; r++) {
+        const float *p0, *p1;
+        float w0, w1;
+        output_row(&lp, im, r, &p0, &p1, &w0, &w1);
+        float *o = out + (size_t)(r + top) * (size_t)net_w + (size_t)left;
+        for (int x = 0; x < lp.new_w; x++) {
+            o[x] = w0 * p0[3 * x] + w1 * p1[3 * x];
+            o[net_plane + (size_t)x] = w0 * p0[3 * x + 1] + w1 * p1[3 * x + 1];
+            o[2 * net_plane + (size_t)x] = w0 * p0[3 * x + 2] + w1 * p1[3 * x + 2];
+        }
+    }
+    free_plan(&lp);
+    return GR_OK;
+}
+
+gr_status gr_image_letterbox_u8(const gr_image *im, int net_w, int net_h, uint8_t *out)
+{
+    GR_TRY(check_letterbox_args(im, net_w, net_h, out, "gr_image_letterbox_u8"));
+    letterbox_plan lp;
+    GR_TRY(make_plan(im, net_w, net_h, &lp));
+    int left = (net_w - lp.new_w) / 2, top = (net_h - lp.new_h) / 2;
+    size_t row_bytes = (size_t)net_w * 3;
+    /* Grey above and below the image, and left and right of it on its rows. */
+    memset(out, 128, (size_t)top * row_bytes);
+    memset(out + (size_t)(top + lp.new_h) * row_bytes, 128,
+           (size_t)(net_h - top - lp.new_h) * row_bytes);
+    size_t n = (size_t)lp.new_w * 3;
+    for (int r = 0; r < lp.new_h; r++) {
+        const float *p0, *p1;
+        float w0, w1;
+        output_row(&lp, im, r, &p0, &p1, &w0, &w1);
+        uint8_t *line = out + (size_t)(r + top) * row_bytes;
+        memset(line, 128, (size_t)left * 3);
+        memset(line + (size_t)(left + lp.new_w) * 3, 128, (size_t)(net_w - left - lp.new_w) * 3);
+        uint8_t *o = line + (size_t)left * 3;
+        for (size_t i = 0; i < n; i++) {
+            float v = (w0 * p0[i] + w1 * p1[i]) * 255.0f + 0.5f;
+            v = v < 0.0f ? 0.0f : (v > 255.0f ? 255.0f : v);
+            o[i] = (uint8_t)v;
+        }
+    }
+    free_plan(&lp);
+    return GR_OK;
+}
+
+/* ---- drawing ------------------------------------------------------------------------------- */
+gr_status gr_image_load_planar(const char *path, int net_w, int net_h, float *dst)
+{
+    size_t plane = (size_t)net_w * (size_t)net_h;
+    uint8_t *u8 = gr_malloc(plane * 3, "letterboxed image");
+    if (!u8)
+        return GR_ERR_OUT_OF_MEMORY;
+    gr_image *im = NULL;
+    gr_status st = gr_image_load(path, &im);
+    if (st == GR_OK)
+        st = gr_image_letterbox_u8(im, net_w, net_h, u8);
+    for (size_t p = 0; p < plane && st == GR_OK; p++)
+        for (size_t c = 0; c < 3; c++)
+            dst[c * plane + p] = (float)u8[p * 3 + c] / 255.0f;
+    gr_image_destroy(im);
+    free(u8);
+    return st;
+}

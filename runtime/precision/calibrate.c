@@ -1,0 +1,117 @@
+/* INT8 calibration for both backends: per-layer activation ranges from the calibration cache when
+ * it matches the model, method and image set, else by calibrating on the calibration images
+ * (default: the bundled photos), each decoded and letterboxed to uint8 exactly as the engine's
+ * input is: on the GPU (runtime/gpu/calib.c: an fp32 GPU engine in batches, statistics on the
+ * device) or on the CPU (planner/calib.c: the fp32 reference plan on all cores), as the engine
+ * option calib_device says (AUTO: the engine's own device); then written to the cache when one is
+ * named. A calibration that ran leaves a notice line with its count, time and device. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/calib.h"
+#include "runtime/precision/calib_cache.h"
+#include "runtime/gpu/calib.h"
+#include "runtime/engine_internal.h"
+#include "runtime/image/image.h"
+#include "runtime/trace.h"
+
+#ifndef GR_DATA_DIR
+#define GR_DATA_DIR "data"
+#endif
+
+static const char *const bundled_photos[] = {GR_DATA_DIR "/dog.jpg", GR_DATA_DIR "/person.jpg",
+                                             GR_DATA_DIR "/horses.jpg", GR_DATA_DIR "/eagle.jpg",
+                                             GR_DATA_DIR "/giraffe.jpg", NULL};
+
+typedef struct image_source {
+    const char *const *paths;
+    const gr_net *net;
+} image_source;
+
+/* The engine's input is the uint8 letterbox: calibrate on exactly those values. */
+static gr_status load_image(int index, float *dst, void *user)
+{
+    const image_source *src = user;
+    gr_status st = gr_image_load_planar(src->paths[index], src->net->w, src->net->h, dst);
+    return st == GR_OK ? GR_OK : gr_fail_prefix(st, "int8 calibration: ");
+}
+
+static gr_status calibrate(gr_engine *e, float **layer_range_out, float *input_range)
+{
+    const gr_net *net = e->net;
+    const char *const *images = e->opt.calib_images ? e->opt.calib_images : bundled_photos;
+    const char *cache = e->opt.calib_cache;
+    /* The calibration images are RGB photos letterboxed to 3 channels (gr_image_letterbox_u8). */
+    if (net->c != 3)
+        return gr_fail(GR_ERR_UNSUPPORTED, "int8 calibration on photos needs a 3-channel network; "
+                       "this one takes %d channels", net->c);
+    float *layer_range = gr_calloc((size_t)net->n_layers, sizeof(float), "calibration ranges");
+    if (!layer_range)
+        return GR_ERR_OUT_OF_MEMORY;
+    *layer_range_out = layer_range; /* owned by the caller from here on, also on failure */
+    int n = 0;
+    while (images[n])
+        n++;
+    if (n == 0)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "int8 calibration needs at least one image");
+    gr_calib_key key;
+    if (cache) {
+        GR_TRY(gr_calib_key_make(net, e->opt.calib_method, e->opt.calib_percentile, images, n,
+                                 &key));
+        int found = 0;
+        char notice[512];
+        GR_TRY(gr_calib_cache_read(cache, &key, net->n_layers, layer_range, input_range, &found,
+                                   notice, sizeof notice));
+        if (notice[0])
+            snprintf(e->notice, sizeof e->notice, "%s", notice);
+        if (found)
+            return GR_OK;
+    }
+    int on_gpu = e->opt.calib_device == GR_DEVICE_GPU ||
+                 (e->opt.calib_device == GR_DEVICE_AUTO && e->device == GR_DEVICE_GPU);
+    char where[64];
+    double start_us = gr_now_us();
+    if (on_gpu) {
+        gr_gpu_calib_request req = {.net = net,
+                                    .paths = images,
+                                    .n_images = n,
+                                    .method = e->opt.calib_method,
+                                    .percentile = e->opt.calib_percentile,
+                                    .gpu_index = e->opt.gpu_index,
+                                    .threads = e->opt.calib_threads,
+                                    .progress = e->opt.calib_progress,
+                                    .progress_user = e->opt.calib_progress_user};
+        int batch = 0;
+        GR_TRY(gr_gpu_calibrate(&req, layer_range, input_range, &batch));
+        snprintf(where, sizeof where, "GPU, batch %d", batch);
+    } else {
+        image_source source = {images, net};
+        gr_calib_config cfg;
+        gr_calib_config_default(&cfg);
+        cfg.method = e->opt.calib_method;
+        cfg.percentile = e->opt.calib_percentile;
+        cfg.threads = e->opt.calib_threads;
+        cfg.load = load_image;
+        cfg.load_user = &source;
+        cfg.progress = e->opt.calib_progress;
+        cfg.progress_user = e->opt.calib_progress_user;
+        GR_TRY(gr_plan_calibrate_images(net, n, &cfg, layer_range, input_range));
+        snprintf(where, sizeof where, "CPU");
+    }
+    /* One more notice line (after a stale-cache notice, if any). */
+    size_t used = strlen(e->notice);
+    snprintf(e->notice + used, sizeof e->notice - used, "%scalibration: %d image%s in %.2f s (%s)",
+             used ? "\n" : "", n, n == 1 ? "" : "s", (gr_now_us() - start_us) * 1e-6, where);
+    if (cache)
+        GR_TRY(gr_calib_cache_write(cache, &key, net->n_layers, layer_range, *input_range));
+    return GR_OK;
+}
+
+gr_status gr_engine_calibrate(gr_engine *e, float **layer_range_out, float *input_range)
+{
+    gr_trace_push("graphrun: int8 calibration");
+    gr_status st = calibrate(e, layer_range_out, input_range);
+    gr_trace_pop();
+    return st;
+}
