@@ -37,6 +37,12 @@
 extern "C" {
 #endif
 
+/* The shared library is built with hidden visibility: what this header declares is exported,
+ * nothing else (tests/check_exports.sh compares the two). */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 #define GRAPHRUN_VERSION_MAJOR 0
 #define GRAPHRUN_VERSION_MINOR 1
 #define GRAPHRUN_VERSION_PATCH 0
@@ -414,6 +420,10 @@ const char *gr_engine_last_error(const gr_engine *engine);
 
 /* Number of CUDA devices visible (0 without a GPU or driver). Never fails. */
 int gr_cuda_device_count(void);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }
