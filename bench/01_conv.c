@@ -4,7 +4,7 @@
  * timed with CUDA events around single launches (20 warm-up runs, then 200 timed; median and p99),
  * plus the nine automatic launches captured in one CUDA graph and replayed 200 times (median per
  * replay: the whole network's conv time without launch gaps). Usage: 01_conv [runs]   (results go
- * to bench/LOG.md by hand) */
+ * to stdout; decisions made from them: docs/performance.md) */
 #include <stdio.h>
 
 #ifndef GR_HAVE_CUDA

@@ -6,7 +6,7 @@
  * launcher: compare within a column); then the nine launches captured in one
  * CUDA graph (automatic, and the best tile and split per layer), with and without
  * programmatic dependent launch, replayed (median and p99 per
- * replay). Usage: 04_fused [runs [batch]]   (results go to bench/LOG.md by hand) */
+ * replay). Usage: 04_fused [runs [batch]]   (decisions: docs/performance.md) */
 #include <stdio.h>
 
 #ifndef GR_HAVE_CUDA

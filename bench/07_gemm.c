@@ -1,10 +1,10 @@
-/* Benchmark 06: the GEMM tactic (kernels/conv_gemm.h: im2col + cuBLASLt + epilogue) against the
+/* Benchmark 07: the GEMM tactic (kernels/conv_gemm.h: im2col + cuBLASLt + epilogue) against the
  * implicit-GEMM kernel (kernels/conv.h, automatic tile and split) on YOLOv2-tiny-VOC's layers 2-9
  * as the fused int8/fp16 engine runs them (pool fused, head writing f32 NCHW), at batch 1 and 64.
  * Per layer: median of event-timed launches (host launcher included) of each, and the agreement
  * of the two outputs (int8: must be identical; fp16: largest difference relative to the output's
  * range, f32 sums in another order). Random data, never zeros.
- * Usage: 07_gemm [runs]   (results go to bench/LOG.md by hand) */
+ * Usage: 07_gemm [runs]   (decisions: docs/performance.md) */
 #include <stdio.h>
 
 #ifndef GR_HAVE_CUDA

@@ -15,7 +15,7 @@
  *   conv(k)    conv(3) with the engine's split-K (gr_gemm_tf32x3_auto_splits; the parts after k)
  * and the tf32x3 GEMM's TFLOP/s (2*N*K*P*batch / time), and the agreement of the 3xTF32 convs
  * with the SGEMM one (largest |difference| over the largest |output|). Random non-zero data.
- * Usage: 08_f32 [runs]   (results go to bench/LOG.md by hand) */
+ * Usage: 08_f32 [runs]   (decisions: docs/performance.md) */
 #include <stdio.h>
 
 #ifndef GR_HAVE_CUDA

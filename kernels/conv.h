@@ -88,7 +88,7 @@ typedef struct gr_conv_args {
      * bytes, zeroed ONCE when allocated (it ends every launch zeroed again where it matters: tile
      * counters); one workspace must not be used by two launches running at the same time.
      * workspace NULL = no split. split_k: 0 = automatic (layers with long K on few tiles split
-     * to about one block per SM: see bench/LOG.md), 1 = off, n = n parts (at most 64; fewer when K has fewer steps).
+     * to about one block per SM: see docs/performance.md), 1 = off, n = n parts (at most 64; fewer when K has fewer steps).
      * Not combined with fp16_accumulate (ignored there). */
     void *workspace;
     size_t workspace_bytes;

@@ -263,7 +263,7 @@ extern "C" int gr_conv_f32_direct3x3_fits(const gr_conv_f32_args *a)
 
 extern "C" int gr_conv_f32_direct3x3_preferred(const gr_conv_f32_args *a)
 {
-    /* K = in_c * 9 <= 288: YOLOv2-tiny's layers 0-2 (bench/LOG.md, 2026-11-24) */
+    /* K = in_c * 9 <= 288: YOLOv2-tiny's layers 0-2 (docs/performance.md, 2026-11-24) */
     return gr_conv_f32_direct3x3_fits(a) && a->in_c <= 32;
 }
 

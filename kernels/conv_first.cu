@@ -13,7 +13,7 @@
  * The input's quantization is a 256-entry table built per block with the exact formula; all
  * filters' weights sit in shared memory too.
  *
- * That SIMT kernel is instruction-bound at large batches (bench/LOG.md: 597 us at batch 64 on the
+ * That SIMT kernel is instruction-bound at large batches (docs/performance.md: 597 us at batch 64 on the
  * H100, a third of the INT8 forward pass), so tile_config GR_CONV_TILE_STREAM selects a
  * tensor-core kernel for the common case (pooled 3x3, sm_80+; see k_conv_first_mma below). */
 #include <algorithm>
@@ -253,9 +253,9 @@ __global__ void __launch_bounds__(kThreads) k_conv_first(const FirstParams p)
  * Blocks are persistent and run a two-step pipeline per tile: the raw input rows of the NEXT tile
  * go to shared memory by cp.async (4-byte words) while this tile's MMAs and epilogue run; then
  * the threads quantize and pack them through the table, a pixel each (a warp per row measured
- * slower: rows of 34 pixels leave most lanes idle in a second pass, bench/LOG.md). The
+ * slower: rows of 34 pixels leave most lanes idle in a second pass, docs/performance.md). The
  * epilogue is instantiated per activation and for full tiles (no bounds checks): the per-element
- * switch and checks were a third of the kernel's instructions (ncu source counters, bench/LOG.md). */
+ * switch and checks were a third of the kernel's instructions (ncu source counters, docs/performance.md). */
 constexpr int kMmaWarps = 8;
 constexpr int kMmaFrags = 4;                   /* m16 fragments per warp */
 constexpr int kMmaTileW = kMmaFrags * 4;       /* pooled pixels per warp (one row) */
@@ -292,7 +292,7 @@ template <> struct MmaK16<false> {
 #endif
 
 /* NJ: 8-filter column blocks (2 or 4: out_c_pad <= 16 or 32). 16 filters: INT8 at 3 blocks per SM
- * (80 registers, ~100 bytes spilled; 2 blocks without spills: 215 vs 199 us at batch 64, bench/LOG.md),
+ * (80 registers, ~100 bytes spilled; 2 blocks without spills: 215 vs 199 us at batch 64, docs/performance.md),
  * FP16 at 2 (128 registers; unbounded it takes 130, 1 block). */
 template <bool kI8, int NJ>
 __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1)

@@ -120,7 +120,7 @@ __device__ __forceinline__ void load4(const float *acc, float (&a)[4])
 }
 
 /* One thread per 4 channels of a written pixel: consecutive threads read consecutive 16-byte
- * accumulator vectors and write consecutive 4-channel groups (coalesced; bench/LOG.md: 16
+ * accumulator vectors and write consecutive 4-channel groups (coalesced; docs/performance.md: 16
  * channels per thread strided the warp's loads 64 bytes apart, 69 us per 13x13 layer at batch 64). */
 template <typename Acc> __global__ void k_epilogue(EpilogueParams p)
 {

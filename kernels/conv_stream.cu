@@ -2,7 +2,7 @@
  * filters fit in shared memory: the early layers (YOLOv2-tiny's 16->32, 32->64, 64->128 at
  * 208x208 .. 52x52), where K is short (144-576 bytes per pixel) and the tiled kernel of
  * conv_wmma.cu spends most of its time in per-block prologue, 3-9 K steps and the epilogue, at
- * low occupancy (bench/LOG.md, 2026-11-23 evening).
+ * low occupancy (docs/performance.md, 2026-11-23 evening).
  *
  * A block loads its BN filters' whole K once (cp.async, before waiting for the producer kernel:
  * weights are constant), then walks M tiles of BM pixels (tile blockIdx.x, + gridDim.x, ...):

@@ -59,7 +59,7 @@ __device__ __forceinline__ float epilogue(const ConvParams &p, float acc, int n)
  * 8-row block is 128 contiguous bytes).
  * sm_80+: ldmatrix + mma.sync (m16n8k32 INT8, m16n8k16 FP16): per 32 bytes of K one ldmatrix.x4
  * per 16 rows of A and per 16 filters of B, and two MMAs per 16x16 - a fraction of WMMA's
- * fragment-load instructions, which made the old loop issue-bound (bench/LOG.md).
+ * fragment-load instructions, which made the old loop issue-bound (docs/performance.md).
  * Before sm_80: WMMA 16x16x16 (Turing has neither MMA shape). */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 template <typename In, typename Acc, int FM, int FN> struct WarpTile {
@@ -685,7 +685,7 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
         return static_cast<long long>(gr_ceil_div(M, kTileBM[t])) *
                gr_ceil_div(a->out_c, kTileBN[t]);
     };
-    /* Automatic tile and split, from the sweep of bench/04_fused on an H100 (bench/LOG.md):
+    /* Automatic tile and split, from the sweep of bench/04_fused on an H100 (docs/performance.md):
      * long K (>= 4 KB per filter) on few tiles: 128x64 tiles split along K until about one
      * block per SM (the 13x13 layers: fewer re-reads of the weights than narrower tiles, and
      * enough blocks); otherwise the widest tile that still gives half a block per SM, no split. */

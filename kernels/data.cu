@@ -24,7 +24,7 @@ __device__ void upsample_body(const T *in, gr_kview iv, T *out, gr_kview ov, int
 }
 
 // Darknet reorg_cpu(forward = 0): output flat index f (per image) reads input flat index g, both
-// flat over the input's (C, H, W); see DARKNET.md.
+// flat over the input's (C, H, W); see docs/darknet.md.
 template <typename T>
 __device__ void reorg_body(const T *in, gr_kview iv, T *out, gr_kview ov, int cw, int s)
 {

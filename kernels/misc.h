@@ -98,7 +98,7 @@ cudaError_t gr_launch_avgpool(gr_dtype dtype, const void *in, gr_kview in_view, 
 cudaError_t gr_launch_upsample(gr_dtype dtype, const void *in, gr_kview in_view, void *out,
                                gr_kview out_view, int factor, cudaStream_t stream);
 
-/* Darknet reorg (stride s, DARKNET.md's formula on flat per-image indices): in (n, C, H, W),
+/* Darknet reorg (stride s, docs/darknet.md's formula on flat per-image indices): in (n, C, H, W),
  * out (n, C*s*s, H/s, W/s); needs C % (s*s) == 0, H % s == 0, W % s == 0. */
 cudaError_t gr_launch_reorg(gr_dtype dtype, const void *in, gr_kview in_view, void *out,
                             gr_kview out_view, int stride, cudaStream_t stream);

@@ -1,6 +1,6 @@
 /* Detection heads to boxes: internal API behind gr_engine_detect() and the CLI.
  *
- * Pipeline, exactly as Darknet's test_detector runs it (DARKNET.md):
+ * Pipeline, exactly as Darknet's test_detector runs it (docs/darknet.md):
  *   decode (gr_decode_region / gr_decode_yolo) on the ACTIVATED head tensor of one image
  *     -> boxes in network-input pixels, one gr_detection per (box, class) whose prob > thresh
  *   gr_detections_correct_letterbox -> original-image pixels (unclipped, Darknet's

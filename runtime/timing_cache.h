@@ -4,7 +4,7 @@
  *
  * File format (text, one record per line, '\n' endings):
  *     graphrun-timing-cache 1 <graphrun version>
- *     device <device key: GPU name, compute capability, SMs, CUDA runtime/driver, cuBLASLt>
+ *     device <device key: GPU name, compute capability, SMs, CUDA runtime and driver, cuBLASLt>
  *     entries <n>
  *     <layer key> <tile> <split> <us> <auto_us>      (n lines)
  *     end

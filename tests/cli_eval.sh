@@ -2,7 +2,7 @@
 # `graphrun eval` end to end on the CPU: the bundled trained `shapes` model on the first 20
 # validation images in fp32 and int8 (the CPU emulation of the GPU's int8 arithmetic), against
 # floors measured on the bundled weights; a self-consistency case whose mAP must be exactly 1
-# (labels made from graphrun's own detections); label-file errors; with a GPU, issue 11's bounds
+# (labels made from graphrun's own detections); label-file errors; with a GPU, the accuracy bounds
 # on all 240 images in fp32, fp16 and int8. $1 is the graphrun binary; run from the source root.
 set -u
 graphrun=$1
@@ -97,7 +97,7 @@ grep -q "a.txt:2: class 7" "$tmp/err.txt" || fail "class message: $(cat "$tmp/er
 mse=$(json_num "$tmp/mse.json" int8 map50)
 [ -n "$mse" ] && ge "$mse" "$INT8_FLOOR" || fail "int8 (mse) mAP@0.5 '$mse' < $INT8_FLOOR"
 # On a GPU, the whole validation set in every precision: fp32 mAP@0.5 >= 0.85, fp16 within 0.005
-# of it, int8 within 0.01 (issue 11's acceptance bounds for the bundled model).
+# of it, int8 within 0.01 (the bundled model's acceptance bounds).
 if "$graphrun" eval --model shapes --images data/shapes-val --max-images 1 --device gpu \
     > /dev/null 2>&1; then
     "$graphrun" eval --model shapes --images data/shapes-val --device gpu --prec all --batch 16 \

@@ -251,7 +251,7 @@ static const gemm_case gemm_cases[] = {
  * adds an ulp or two of the output (the last term). 1e-5 leaves a margin of 4x over the K16 tiles'
  * bound (0.7 + 0.4 + 1.4 = 2.5e-6 S at K = 4608), 3x over the K32 tiles' (1.2 + 1.4 + 0.7 =
  * 3.3e-6 S). Plain TF32 errs by ~2^-11 of the largest products, which the wide data make a good
- * share of S: test_gemm_tf32x3 asserts the tolerance rejects it. bench/tf32x3_model.py models the
+ * share of S: test_gemm_tf32x3 asserts the tolerance rejects it. A CPU model (docs/performance.md) of the
  * K16 tiles on the same data (CPU): plain TF32 lands 6-76x past the tolerance, the kernel's
  * rounding uses 1.3-4% of it. */
 static double gemm_tol(double s, double bias, double ref)

@@ -62,7 +62,7 @@ static gr_image *make_uniform(int w, int h, uint8_t value)
 
 START_TEST(test_letterbox_geometry_768x576)
 {
-    /* DARKNET.md: a 768x576 photo becomes 416x312 placed at rows 52..363 on 0.5 grey. */
+    /* docs/darknet.md: a 768x576 photo becomes 416x312 placed at rows 52..363 on 0.5 grey. */
     gr_image *im = make_uniform(768, 576, 255);
     float *out = malloc(sizeof(float) * 3 * 416 * 416);
     ck_assert_int_eq(gr_image_letterbox(im, 416, 416, out), GR_OK);

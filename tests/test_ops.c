@@ -612,7 +612,7 @@ END_TEST
 
 START_TEST(test_reorg_tiny_literal)
 {
-    /* C=4, H=W=2, s=2, oc=1, input value = flat index. DARKNET.md:
+    /* C=4, H=W=2, s=2, oc=1, input value = flat index. docs/darknet.md:
      *   out[i + 2*(j + 2*k)] = in[(2i + k%2) + 4*(2j + k/2)]
      * i.e. the input read as one 4x4 image (rows 0-3, 4-7, 8-11, 12-15), channel k taking the
      * pixels at row parity k/2 and column parity k%2:
@@ -634,7 +634,7 @@ END_TEST
 
 START_TEST(test_reorg_formula)
 {
-    /* C=8, H=4, W=6, s=2, batch 2: expected from a literal loop over DARKNET.md's formula. */
+    /* C=8, H=4, W=6, s=2, batch 2: expected from a literal loop over docs/darknet.md's formula. */
     enum { C = 8, H = 4, W = 6, S = 2, N = C * H * W };
     float in[2 * N], want[2 * N];
     for (int i = 0; i < 2 * N; i++)

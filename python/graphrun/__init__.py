@@ -28,7 +28,7 @@ __all__ = ["Error", "Model", "Engine", "Detection", "load_image", "letterbox", "
            "cuda_device_count", "library_path"]
 
 _DEVICES = {"auto": 0, "cpu": 1, "gpu": 2}
-_PRECISIONS = {"fp32": 0, "fp16": 1, "int8": 2, "auto": 3}  # auto: max_nrmse 0.01 (runtime.h)
+_PRECISIONS = {"fp32": 0, "fp16": 1, "int8": 2, "auto": 3}  # auto: max_nrmse 0.003 (runtime.h)
 # Option structs get room to grow: runtime.h only appends fields, and the *_default() functions
 # fill whatever the library knows about.
 _SPARE = 256

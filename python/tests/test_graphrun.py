@@ -162,7 +162,7 @@ class GPUTests(unittest.TestCase):
             ref = cpu.run(x)[0]
             got = gpu.run(x)[0]
         # Exact fp32 (no TF32) against the same uint8 input: summation order only
-        # (tests/gpu_engine.c holds the kernels to 1e-5; this checks the Python path).
+        # (tests/test_gpu_engine.c holds the kernels to 1e-5; this checks the Python path).
         nrmse = np.sqrt(np.mean((got - ref) ** 2)) / (ref.max() - ref.min())
         self.assertLess(nrmse, 1e-4)
 

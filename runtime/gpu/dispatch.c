@@ -105,7 +105,7 @@ gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_i
                 g->sm_count)
             c->f32.algo = GR_CONV_F32_SGEMM;
         /* split-K where the GEMM's last wave of blocks would leave SMs idle; not with several
-         * runs in flight, whose kernels fill those SMs anyway (measured: bench/LOG.md) */
+         * runs in flight, whose kernels fill those SMs anyway (measured: docs/performance.md) */
         if (g->f32_auto && g->f32_splitk && v->n_inst == 1 && c->f32.algo == GR_CONV_F32_TF32X3)
             c->f32.splits = gr_gemm_tf32x3_auto_splits(
                 c->f32.out_c, c->f32.in_c * c->f32.ksize * c->f32.ksize,

@@ -173,7 +173,7 @@ static gr_status use_cublas_workspaces(gpu_state *g, void *const *ws)
     return GR_OK;
 }
 
-/* Experiment (bench/LOG.md, GR_L2_PERSIST=1): mark the weights as persisting in L2 on every
+/* Experiment (docs/performance.md, GR_L2_PERSIST=1): mark the weights as persisting in L2 on every
  * kernel node of the graph. */
 static gr_status l2_persist_weights(gpu_state *g, const gpu_variant *v, cudaGraph_t graph)
 {

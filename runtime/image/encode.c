@@ -48,5 +48,5 @@ gr_status gr_image_write(const gr_image *im, const char *path)
 }
 
 /* ---- letterbox: the reference -------------------------------------------------------------
- * Darknet's steps one after the other on whole float planes, as DARKNET.md describes them. The
+ * Darknet's steps one after the other on whole float planes, as docs/darknet.md describes them. The
  * fast letterbox below must equal it byte for byte (tests/test_image.c, bench/06_stream.c). */

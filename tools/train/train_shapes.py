@@ -20,7 +20,7 @@ Runs with torch 1.13 (CPU) and torch 2.x (CUDA); needs only torch and numpy.
 
 Everything a training run produces goes under --out: shapes.weights (best validation mAP@0.5),
 shapes_best.pt (its PyTorch state), shapes_head_ref.npy and shapes_dets_ref.txt (PyTorch's raw
-head output and detections for data/shapes-val/000.png, which tests/cli_shapes_ref.sh compares with
+head output and detections for data/shapes-val/000.png, which tests/test_shapes.c compares with
 graphrun), and train_log.txt.
 """
 import argparse
@@ -465,7 +465,7 @@ def yolo_loss(out, obj, valid, device):
 
 def save_refs(model, images, out_dir):
     """PyTorch's raw head output and detections (thresh 0.5) on data/shapes-val/000.png: graphrun's
-    CPU fp32 output must match them (tests/cli_shapes_ref.sh)."""
+    CPU fp32 output must match them (tests/test_shapes.c)."""
     cpu = copy.deepcopy(model).cpu().eval()   # the CPU's exact fp32, as graphrun's CPU reference
     with torch.no_grad():
         x = torch.as_tensor(images[:1]).permute(0, 3, 1, 2).float() / 255

@@ -1,0 +1,69 @@
+#!/bin/bash
+# The GPU measurement run: build build-gpu/ (if remote.sh has not), run the GPU test suites, then
+# graphrun_bench with the configuration of bench/RESULTS.md, PyTorch's peers (bench/peers.py) and,
+# on request, torch.compile and an ncu profile. Results go to OUTDIR (default $OUT, else /tmp/out):
+#   bench.json          graphrun_bench --json (the file bench/results/h100-latest.json is a copy of)
+#   peers.json          peers.py --json, CUDA-graph rows (peers-h100-latest.json)
+#   peers-compile.json  with GR_PEERS_COMPILE=1: the torch.compile rows (peers-compile-h100-latest.json)
+#   logs.tgz            every step's log (device.log, tests.log, bench.log, peers*.log, ncu*.log)
+# Each step has its own time limit, so one slow step cannot eat the others; the summary is last.
+# On the GPU machine, from the source root, after /work/shared/gpu/stage.sh (bench/README.md):
+#   bash .gpu/remote.sh --no-test -- bash bench/device_run.sh
+# Environment: GR_SKIP_TESTS=1 skips the GPU suites, GR_PEERS=0 skips PyTorch, GR_PEERS_COMPILE=1
+# adds torch.compile (about 2 more minutes), GR_NCU=1 adds an ncu profile of one int8 batch-64
+# replay (tabled by bench/ncu_detail.py). Exit status: 0 when every step that ran passed.
+set -uo pipefail
+out=${1:-${OUT:-/tmp/out}}
+logs=$(mktemp -d)
+mkdir -p "$out"
+build="build-gpu"
+status=0
+
+# step NAME SECONDS COMMAND...: run COMMAND under a time limit, its output in $logs/NAME.log.
+step() {
+    local name=$1 secs=$2 t0 rc
+    shift 2
+    t0=$(date +%s)
+    timeout "$secs" "$@" >"$logs/$name.log" 2>&1
+    rc=$?
+    echo "[$name] rc $rc in $(($(date +%s) - t0)) s"
+    [ $rc = 0 ] || status=1
+}
+
+step device 30 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total,clocks.sm \
+    --format=csv
+if [ ! -x $build/graphrun_bench ]; then
+    step configure 300 cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_CUDA_ARCHITECTURES="${GR_CUDA_ARCH:-90}"
+    step build 900 cmake --build $build -j "$(nproc)"
+fi
+if [ "${GR_SKIP_TESTS:-0}" != 1 ]; then
+    step tests 1200 ctest --test-dir $build -L gpu --output-on-failure --timeout 300 -j4
+fi
+step bench 600 $build/graphrun_bench --prec all --batch 1,8,64,256 --iters 500 --inflight 3 \
+    --json "$out/bench.json"
+if [ "${GR_PEERS:-1}" = 1 ]; then
+    step peers 300 python3 bench/peers.py --no-compile --iters 300 --warmup 30 \
+        --json "$out/peers.json"
+fi
+if [ "${GR_PEERS_COMPILE:-0}" = 1 ]; then
+    step peers_compile 400 python3 bench/peers.py --no-baseline --iters 300 --warmup 30 \
+        --compile-timeout 130 --json "$out/peers-compile.json"
+fi
+if [ "${GR_NCU:-0}" = 1 ]; then
+    step ncu 400 ncu --clock-control none --csv --section SpeedOfLight --section Occupancy \
+        --section LaunchStats --section SchedulerStats \
+        $build/graphrun_bench --prec int8 --batch 64 --iters 2 --warmup 1
+    step ncu_table 60 python3 bench/ncu_detail.py "$logs/ncu.log"
+fi
+
+echo "--- summary"
+cat "$logs/device.log"
+[ -f "$logs/tests.log" ] && grep -E "tests passed|tests failed|\(Failed\)|Not Run" "$logs/tests.log"
+grep -E "^(prec|fp32|fp16|int8) |batch .* on" "$logs/bench.log" | head -40
+[ -f "$logs/peers.log" ] && tail -22 "$logs/peers.log"
+[ -f "$logs/peers_compile.log" ] && tail -8 "$logs/peers_compile.log"
+[ -f "$logs/ncu_table.log" ] && cat "$logs/ncu_table.log"
+tar -C "$logs" -czf "$out/logs.tgz" . && echo "logs: $out/logs.tgz"
+rm -rf "$logs"
+exit $status
