@@ -341,7 +341,7 @@ gr_status gr_image_load(const char *path, gr_image **out)
 /* ---- a reader for many images: buffers and the JPEG decompressor kept between them ---------- */
 
 struct gr_image_reader {
-    tjhandle tj;      /* created on the first JPEG */
+    tjhandle tj;      /* created on the first JPEG, dropped after any failed load */
     uint8_t *file;    /* the last file's bytes */
     size_t file_cap;
     uint8_t *pixels;  /* the last image's RGB */
@@ -447,18 +447,14 @@ static gr_status reader_read(gr_image_reader *r, const char *path, size_t *len)
     return st;
 }
 
-gr_status gr_image_reader_load(gr_image_reader *r, const char *path, const gr_image **out)
+/* Read and decode `path` into the reader's buffers. */
+static gr_status reader_decode(gr_image_reader *r, const char *path, const gr_image **out)
 {
-    if (out)
-        *out = NULL;
-    if (!r || !path || !out)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_reader_load: NULL argument");
     size_t len;
     GR_TRY(reader_read(r, path, &len));
     if (!r->tj && starts_with(r->file, len, "\xff\xd8\xff", 3))
         GR_TRY(jpeg_open(path, &r->tj));
     int w = 0, h = 0;
-    r->source_w = r->source_h = 0;
     if (r->fast_net_w > 0 && r->tj && starts_with(r->file, len, "\xff\xd8\xff", 3)) {
         GR_TRY(probe_mem(r->tj, r->file, len, path, &w, &h));
         r->source_w = w;
@@ -490,3 +486,25 @@ gr_status gr_image_reader_load(gr_image_reader *r, const char *path, const gr_im
     return GR_OK;
 }
 
+gr_status gr_image_reader_load(gr_image_reader *r, const char *path, const gr_image **out)
+{
+    if (out)
+        *out = NULL;
+    if (!r || !path || !out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_reader_load: NULL argument");
+    r->source_w = r->source_h = 0;
+    gr_status st = reader_decode(r, path, out);
+    /* TurboJPEG leaves its decompressor mid-header after a failed tjDecompressHeader3 (it skips
+     * jpeg_abort_decompress on that path), so the next file would be parsed as the rest of this
+     * one ("two SOI markers", this file's message on a good one). A decompressor that has failed
+     * is never reused: the next JPEG gets a new one. libpng and the BMP reader keep no state
+     * between files. */
+    if (st != GR_OK) {
+        *out = NULL;
+        if (r->tj) {
+            tjDestroy(r->tj);
+            r->tj = NULL;
+        }
+    }
+    return st;
+}
