@@ -226,6 +226,55 @@ START_TEST(test_bad_files_do_not_poison_scaled_decode)
 }
 END_TEST
 
+/* `path` refused by the reader and by gr_image_load with `status` and a message naming it and
+ * containing `what`. */
+static void expect_refused(gr_image_reader *r, const char *path, gr_status status, const char *what)
+{
+    expect_bad(r, path);
+    ck_assert_msg(strstr(gr_last_error(), what), "%s: %s", path, gr_last_error());
+    gr_image *im = (gr_image *)1;
+    ck_assert_int_eq(gr_image_load(path, &im), status);
+    ck_assert_ptr_null(im);
+    ck_assert_msg(strstr(gr_last_error(), what), "%s: %s", path, gr_last_error());
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), path));
+}
+
+/* A FIFO (no writer: reading it would block forever), /dev/zero behind a symlink (never ends), a
+ * directory and a sparse file one byte over the limit: each refused from fstat, before a byte is
+ * read, between good files. The test case's timeout (10 s) catches a blocking open or read. */
+START_TEST(test_refuses_non_regular_files)
+{
+    make_dir();
+    char fifo[128], zero[128], sub[128], huge[128];
+    snprintf(fifo, sizeof fifo, "%s/fifo.jpg", dir);
+    snprintf(zero, sizeof zero, "%s/zero.jpg", dir);
+    snprintf(sub, sizeof sub, "%s/dir.jpg", dir);
+    snprintf(huge, sizeof huge, "%s/huge.jpg", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    ck_assert_int_eq(symlink("/dev/zero", zero), 0);
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    FILE *f = fopen(huge, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fwrite("\xff\xd8\xff", 1, 3, f), 3);
+    ck_assert_int_eq(ftruncate(fileno(f), (off_t)GR_MAX_IMAGE_FILE_BYTES + 1), 0);
+    ck_assert_int_eq(fclose(f), 0);
+
+    gr_image_reader *r = NULL;
+    ck_assert_int_eq(gr_image_reader_create(&r), GR_OK);
+    expect_good(r, "data/dog.jpg");
+    expect_refused(r, fifo, GR_ERR_IO, "not a regular file (a FIFO)");
+    expect_good(r, "data/dog.jpg");
+    expect_refused(r, zero, GR_ERR_IO, "not a regular file (a character device)");
+    expect_good(r, "data/shapes.png");
+    expect_refused(r, sub, GR_ERR_IO, "not a regular file (a directory)");
+    expect_good(r, "data/eagle.jpg");
+    expect_refused(r, huge, GR_ERR_LIMIT, "bytes is larger than the 268435456-byte image file limit");
+    expect_good(r, "data/dog.jpg");
+    gr_image_reader_destroy(r);
+    remove_dir();
+}
+END_TEST
+
 static Suite *image_reader_suite(void)
 {
     Suite *s = suite_create("image_reader");
@@ -235,6 +284,10 @@ static Suite *image_reader_suite(void)
     tcase_add_test(tc, test_bad_files_do_not_poison_the_fast_reader);
     tcase_add_test(tc, test_bad_files_do_not_poison_scaled_decode);
     suite_add_tcase(s, tc);
+    TCase *files = tcase_create("files");
+    tcase_set_timeout(files, 10);
+    tcase_add_test(files, test_refuses_non_regular_files);
+    suite_add_tcase(s, files);
     return s;
 }
 

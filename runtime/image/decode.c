@@ -1,12 +1,17 @@
 /* Image decoding: JPEG through libjpeg-turbo (TurboJPEG API), PNG through libpng, BMP here; the
  * per-thread reader the folder and calibration workers use. */
+#define _POSIX_C_SOURCE 200809L /* open, fstat, fcntl, O_CLOEXEC */
+
 #include "runtime/detect.h"
 #include "runtime/image/image.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <png.h>
 #include <turbojpeg.h>
@@ -323,17 +328,102 @@ gr_status gr_image_decode_mem(const uint8_t *data, size_t len, const char *name,
     return GR_OK;
 }
 
+/* ---- reading an image file -------------------------------------------------------------------
+ * Only regular files are read: a FIFO would block the worker until something writes to it, and a
+ * device such as /dev/zero never ends. The file is opened with O_NONBLOCK (opening a FIFO that
+ * has no writer would block otherwise), checked with fstat (its kind, then its size against
+ * GR_MAX_IMAGE_FILE_BYTES) before a byte is read, then read blocking. */
+
+static const char *file_kind(mode_t mode)
+{
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    return S_ISSOCK(mode) ? "a socket" : "an unknown kind of file";
+}
+
+static gr_status open_image_file(const char *path, int *fd_out, size_t *size)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return gr_fail(GR_ERR_IO, "%s: cannot open image file: %s", path, strerror(errno));
+    struct stat st;
+    gr_status status = GR_OK;
+    int flags;
+    if (fstat(fd, &st) != 0)
+        status = gr_fail(GR_ERR_IO, "%s: cannot stat image file: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        status = gr_fail(GR_ERR_IO, "%s: not a regular file (%s)", path, file_kind(st.st_mode));
+    else if ((uintmax_t)st.st_size > GR_MAX_IMAGE_FILE_BYTES)
+        status = gr_fail(GR_ERR_LIMIT, "%s: %jd bytes is larger than the %zu-byte image file "
+                         "limit", path, (intmax_t)st.st_size, GR_MAX_IMAGE_FILE_BYTES);
+    else if ((flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
+        status = gr_fail(GR_ERR_IO, "%s: fcntl: %s", path, strerror(errno));
+    if (status != GR_OK) {
+        close(fd);
+        return status;
+    }
+    *fd_out = fd;
+    *size = (size_t)st.st_size;
+    return GR_OK;
+}
+
+/* The whole regular file at `path` into *buf (*cap bytes, grown as needed; kept on failure). */
+static gr_status read_image_file(const char *path, uint8_t **buf, size_t *cap, size_t *len)
+{
+    *len = 0;
+    int fd = -1;
+    size_t size = 0;
+    GR_TRY(open_image_file(path, &fd, &size));
+    /* One byte more than fstat said, so that a file growing while it is read is noticed. */
+    if (size + 1 > *cap) {
+        uint8_t *bigger = realloc(*buf, size + 1);
+        if (!bigger) {
+            close(fd);
+            return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory reading the image file", path);
+        }
+        *buf = bigger;
+        *cap = size + 1;
+    }
+    gr_status st = GR_OK;
+    size_t used = 0;
+    while (used < size + 1) {
+        ssize_t got = read(fd, *buf + used, size + 1 - used);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            st = gr_fail(GR_ERR_IO, "%s: read error after %zu bytes: %s", path, used,
+                         strerror(errno));
+            break;
+        }
+        if (got == 0)
+            break;
+        used += (size_t)got;
+    }
+    close(fd);
+    if (st == GR_OK && used > size)
+        st = gr_fail(GR_ERR_IO, "%s: the image file grew while it was read (%zu bytes)", path,
+                     size);
+    *len = used;
+    return st;
+}
+
 gr_status gr_image_load(const char *path, gr_image **out)
 {
     if (out)
         *out = NULL;
     if (!path || !out)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_load: NULL argument");
-    char *text;
-    size_t len;
-    GR_TRY(gr_read_file(path, GR_MAX_IMAGE_FILE_BYTES, "image", &text, &len));
-    uint8_t *data = (uint8_t *)text;
-    gr_status st = gr_image_decode_mem(data, len, path, out);
+    uint8_t *data = NULL;
+    size_t cap = 0, len = 0;
+    gr_status st = read_image_file(path, &data, &cap, &len);
+    if (st == GR_OK)
+        st = gr_image_decode_mem(data, len, path, out);
     free(data);
     return st;
 }
@@ -404,54 +494,11 @@ void gr_image_reader_destroy(gr_image_reader *r)
     free(r);
 }
 
-/* The whole file into r->file (gr_read_file's checks and messages, without a buffer per file). */
-static gr_status reader_read(gr_image_reader *r, const char *path, size_t *len)
-{
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return gr_fail(GR_ERR_IO, "%s: cannot open image file: %s", path, strerror(errno));
-    gr_status st = GR_OK;
-    size_t used = 0;
-    for (;;) {
-        if (used == r->file_cap) {
-            if (r->file_cap > GR_MAX_IMAGE_FILE_BYTES) {
-                st = gr_fail(GR_ERR_LIMIT, "%s: larger than %zu bytes (the image file limit)",
-                             path, GR_MAX_IMAGE_FILE_BYTES);
-                break;
-            }
-            size_t cap = r->file_cap ? 2 * r->file_cap : (size_t)1 << 20;
-            uint8_t *bigger = realloc(r->file, cap);
-            if (!bigger) {
-                st = gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory reading the image file",
-                             path);
-                break;
-            }
-            r->file = bigger;
-            r->file_cap = cap;
-        }
-        size_t got = fread(r->file + used, 1, r->file_cap - used, f);
-        used += got;
-        if (got == 0) {
-            if (ferror(f))
-                st = gr_fail(GR_ERR_IO, "%s: read error after %zu bytes: %s", path, used,
-                             strerror(errno));
-            break;
-        }
-    }
-    fclose(f);
-    if (st == GR_OK && used > GR_MAX_IMAGE_FILE_BYTES)
-        st = gr_fail(GR_ERR_LIMIT, "%s: larger than %zu bytes (the image file limit)", path,
-                     GR_MAX_IMAGE_FILE_BYTES);
-    *len = used;
-    return st;
-}
-
 /* Read and decode `path` into the reader's buffers. */
 static gr_status reader_decode(gr_image_reader *r, const char *path, const gr_image **out)
 {
     size_t len;
-    GR_TRY(reader_read(r, path, &len));
+    GR_TRY(read_image_file(path, &r->file, &r->file_cap, &len));
     if (!r->tj && starts_with(r->file, len, "\xff\xd8\xff", 3))
         GR_TRY(jpeg_open(path, &r->tj));
     int w = 0, h = 0;
