@@ -25,7 +25,7 @@ void gr_image_destroy(gr_image *im)
 }
 
 /* ---- decoding --------------------------------------------------------------------------------
- * JPEG goes to libjpeg-turbo (TurboJPEG API) and PNG to libpng (its simplified API): the decoders
+ * JPEG goes to libjpeg-turbo (TurboJPEG API) and PNG to libpng (its low-level API): the decoders
  * the field uses, SIMD-fast and fuzzed upstream (OSS-Fuzz). BMP, rare in detection data, is read
  * here (read_bmp: uncompressed 24- and 32-bit only). Formats are recognised by signature; GIF, PSD,
  * HDR, PIC and PNM are named in the refusal, anything else is "not an image". Sizes are checked
@@ -184,42 +184,103 @@ static gr_status decode_jpeg(tjhandle tj, const uint8_t *data, size_t len, const
     return st;
 }
 
-/* ---- PNG: libpng's simplified API ---------------------------------------------------------- */
+/* ---- PNG: libpng ---------------------------------------------------------------------------
+ * libpng's low-level API with explicit transforms, so that every pixel is the value the file
+ * stores, as Darknet's stb_image and OpenCV's cv2.imread read it. (libpng's simplified API treats
+ * 16-bit samples as linear light and gamma-encodes them on the way to 8 bits: up to 72 levels too
+ * bright.)
+ *  - 16-bit samples keep their high byte, v >> 8 (png_set_strip_16; stb_image's 16-to-8
+ *    conversion and cv2.imread do the same, where png_set_scale_16 would round v * 255 / 65535:
+ *    they differ by one level on some values);
+ *  - palette entries become their RGB; grey of 1, 2 or 4 bits is scaled to 0..255; grey is
+ *    copied to R, G and B;
+ *  - alpha (an alpha channel, or transparency from a tRNS chunk) is dropped, not composited
+ *    (Darknet's loader keeps the first three channels);
+ *  - gAMA, sRGB, iCCP, cHRM and sBIT are ignored, as stb_image and OpenCV ignore them.
+ * libpng reports errors by longjmp; png_run holds the setjmp and touches only the png_job (a
+ * caller's object), so nothing it changes is lost by the jump. */
 
-static gr_status png_begin(png_image *png, const uint8_t *data, size_t len, const char *name)
+typedef struct png_job {
+    const uint8_t *data;
+    size_t len, pos;
+    bool header_read; /* past IHDR and the chunks before the image data */
+    uint8_t *rgb;     /* w x h x 3 */
+    int w, h;
+    char message[200];
+} png_job;
+
+static void png_job_error(png_structp png, png_const_charp message)
 {
-    memset(png, 0, sizeof *png);
-    png->version = PNG_IMAGE_VERSION;
-    if (!png_image_begin_read_from_memory(png, data, len))
-        return gr_fail(GR_ERR_PARSE, "%s: not a readable image: PNG: %s", name, png->message);
-    return GR_OK;
+    png_job *job = png_get_error_ptr(png);
+    snprintf(job->message, sizeof job->message, "%s", message);
+    png_longjmp(png, 1);
 }
 
-/* An alpha channel is dropped, not composited (what Darknet's loader does). */
-static gr_status decode_png(const uint8_t *data, size_t len, const char *name, uint8_t **rgb)
+static void png_job_warning(png_structp png, png_const_charp message)
 {
-    png_image png;
-    GR_TRY(png_begin(&png, data, len, name));
-    bool alpha = (png.format & PNG_FORMAT_FLAG_ALPHA) != 0;
-    png.format = alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB;
-    size_t channels = alpha ? 4 : 3;
-    size_t pixels = (size_t)png.width * (size_t)png.height;
-    uint8_t *buf = gr_malloc(pixels * channels, "image pixels");
-    if (!buf) {
-        png_image_free(&png);
-        return GR_ERR_OUT_OF_MEMORY;
+    (void)png; /* a damaged ancillary chunk, an unknown profile: the pixels are still right */
+    (void)message;
+}
+
+static void png_job_read(png_structp png, png_bytep dst, size_t n)
+{
+    png_job *job = png_get_io_ptr(png);
+    if (n > job->len - job->pos)
+        png_error(png, "the data ends early");
+    memcpy(dst, job->data + job->pos, n);
+    job->pos += n;
+}
+
+/* Read info, set the transforms, read every row (every pass of an interlaced image). */
+static bool png_run(png_structp png, png_infop info, png_job *job)
+{
+    if (setjmp(png_jmpbuf(png)))
+        return false;
+    png_read_info(png, info);
+    job->header_read = true;
+    int depth = png_get_bit_depth(png, info), color = png_get_color_type(png, info);
+    if ((int)png_get_image_width(png, info) != job->w ||
+        (int)png_get_image_height(png, info) != job->h)
+        png_error(png, "IHDR changed between the probe and the decode");
+    if (depth == 16)
+        png_set_strip_16(png);
+    if (color == PNG_COLOR_TYPE_PALETTE)
+        png_set_palette_to_rgb(png);
+    if (color == PNG_COLOR_TYPE_GRAY && depth < 8)
+        png_set_expand_gray_1_2_4_to_8(png);
+    if (color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA)
+        png_set_gray_to_rgb(png);
+    png_set_strip_alpha(png); /* also the alpha a palette's tRNS expands to */
+    int passes = png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    if (png_get_channels(png, info) != 3 || png_get_bit_depth(png, info) != 8)
+        png_error(png, "unexpected layout after the transforms"); /* a libpng surprise */
+    size_t stride = (size_t)job->w * 3;
+    for (int pass = 0; pass < passes; pass++)
+        for (int y = 0; y < job->h; y++)
+            png_read_row(png, job->rgb + (size_t)y * stride, NULL);
+    return true;
+}
+
+/* Decode the w x h PNG (its size from probe_mem) into rgb. */
+static gr_status decode_png(const uint8_t *data, size_t len, const char *name, int w, int h,
+                            uint8_t *rgb)
+{
+    png_job job = {.data = data, .len = len, .rgb = rgb, .w = w, .h = h};
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &job, png_job_error,
+                                             png_job_warning);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!info) {
+        png_destroy_read_struct(&png, NULL, NULL);
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: cannot start the PNG decoder", name);
     }
-    if (!png_image_finish_read(&png, NULL, buf, 0, NULL)) {
-        gr_status st = gr_fail(GR_ERR_PARSE, "%s: corrupt image: PNG: %s", name, png.message);
-        png_image_free(&png);
-        free(buf);
-        return st;
-    }
-    if (alpha)
-        for (size_t i = 0; i < pixels; i++)
-            memmove(buf + i * 3, buf + i * 4, 3);
-    *rgb = buf;
-    return GR_OK;
+    png_set_read_fn(png, &job, png_job_read);
+    bool ok = png_run(png, info, &job);
+    png_destroy_read_struct(&png, &info, NULL);
+    if (ok)
+        return GR_OK;
+    return gr_fail(GR_ERR_PARSE, "%s: %s image: PNG: %s", name,
+                   job.header_read ? "corrupt" : "not a readable", job.message);
 }
 
 static gr_status probe_mem(tjhandle tj, const uint8_t *data, size_t len, const char *name, int *w,
@@ -270,22 +331,14 @@ gr_status gr_image_probe_mem(const uint8_t *data, size_t len, const char *name, 
     return probe_mem(NULL, data, len, name ? name : "<image>", w, h);
 }
 
-/* Decode into *pixels, which holds *cap bytes (grown as needed; a PNG brings its own buffer,
- * which replaces it). On failure *pixels and *cap stay valid for the next image. */
+/* Decode into *pixels, which holds *cap bytes (grown as needed). On failure *pixels and *cap stay
+ * valid for the next image. */
 static gr_status decode_into(tjhandle tj, const uint8_t *data, size_t len, const char *name,
                              uint8_t **pixels, size_t *cap, int *w, int *h)
 {
     GR_TRY(probe_mem(tj, data, len, name, w, h));
     image_format format = FORMAT_JPEG;
     GR_TRY(identify_format(data, len, name, &format));
-    if (format == FORMAT_PNG) {
-        uint8_t *png = NULL;
-        GR_TRY(decode_png(data, len, name, &png));
-        free(*pixels);
-        *pixels = png;
-        *cap = (size_t)*w * (size_t)*h * 3;
-        return GR_OK;
-    }
     size_t need = (size_t)*w * (size_t)*h * 3;
     if (need > *cap) {
         uint8_t *bigger = gr_malloc(need, "image pixels");
@@ -295,6 +348,8 @@ static gr_status decode_into(tjhandle tj, const uint8_t *data, size_t len, const
         *pixels = bigger;
         *cap = need;
     }
+    if (format == FORMAT_PNG)
+        return decode_png(data, len, name, *w, *h, *pixels);
     return format == FORMAT_JPEG ? decode_jpeg(tj, data, len, name, *w, *h, *pixels)
                                  : decode_bmp(data, len, name, *pixels);
 }
