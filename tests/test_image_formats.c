@@ -3,7 +3,10 @@
  * them, exactly (no tolerance: these are integer conversions with one right answer).
  * PNGs of every colour type and bit depth are written here with libpng from random samples and
  * the expected RGB computed from the samples: 16-bit v >> 8, low-bit grey scaled to 0..255, grey
- * copied to R, G and B, palette entries looked up, alpha dropped, gAMA and sRGB ignored. */
+ * copied to R, G and B, palette entries looked up, alpha dropped, gAMA and sRGB ignored.
+ * CMYK JPEGs (written here with TurboJPEG) decode to RGB as cv2.imread converts them; where a
+ * python3 with OpenCV is found, cv2.imread itself is run on the file and must agree byte for
+ * byte. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <check.h>
@@ -11,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <turbojpeg.h>
 #include <unistd.h>
 
 #include "graphrun/runtime.h"
@@ -196,6 +200,130 @@ START_TEST(test_png_values_as_stored)
 }
 END_TEST
 
+/* ---- CMYK JPEG ----------------------------------------------------------------------------- */
+
+/* A w x h JPEG of smooth random CMYK (TurboJPEG writes it as YCCK with an Adobe marker, as
+ * Photoshop does), written to `path`; returns its bytes (*len). */
+static uint8_t *write_cmyk_jpeg(const char *path, int w, int h, unsigned long *len)
+{
+    uint8_t *cmyk = malloc((size_t)w * (size_t)h * 4);
+    ck_assert_ptr_nonnull(cmyk);
+    unsigned state = 99;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            for (int k = 0; k < 4; k++)
+                cmyk[((size_t)y * (size_t)w + (size_t)x) * 4 + (size_t)k] =
+                    (uint8_t)((x * (k + 1) * 255 / w + y * (4 - k) * 255 / h) / 2 +
+                              (int)(next_random(&state) % 16));
+    tjhandle tj = tjInitCompress();
+    ck_assert_ptr_nonnull(tj);
+    uint8_t *jpeg = NULL;
+    ck_assert_int_eq(tjCompress2(tj, cmyk, w, 0, h, TJPF_CMYK, &jpeg, len, TJSAMP_420, 90, 0), 0);
+    tjDestroy(tj);
+    free(cmyk);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(jpeg, 1, *len, f), *len);
+    ck_assert_int_eq(fclose(f), 0);
+    return jpeg;
+}
+
+/* What the JPEG must decode to at out_w x out_h: TurboJPEG's CMYK output converted the way
+ * OpenCV's imgcodecs does (c = k - ((255 - c) * k >> 8) per channel, for Adobe's inverted CMYK). */
+static uint8_t *expected_rgb(const uint8_t *jpeg, unsigned long len, int out_w, int out_h)
+{
+    size_t pixels = (size_t)out_w * (size_t)out_h;
+    uint8_t *cmyk = malloc(pixels * 4), *rgb = malloc(pixels * 3);
+    ck_assert(cmyk && rgb);
+    tjhandle tj = tjInitDecompress();
+    ck_assert_int_eq(tjDecompress2(tj, jpeg, len, cmyk, out_w, 0, out_h, TJPF_CMYK, 0), 0);
+    tjDestroy(tj);
+    for (size_t i = 0; i < pixels; i++) {
+        int c = cmyk[4 * i], m = cmyk[4 * i + 1], y = cmyk[4 * i + 2], k = cmyk[4 * i + 3];
+        rgb[3 * i] = (uint8_t)(k - ((255 - c) * k >> 8));
+        rgb[3 * i + 1] = (uint8_t)(k - ((255 - m) * k >> 8));
+        rgb[3 * i + 2] = (uint8_t)(k - ((255 - y) * k >> 8));
+    }
+    free(cmyk);
+    return rgb;
+}
+
+/* cv2.imread's RGB bytes of `path` into out (n bytes), or false when no python3 with OpenCV. */
+static bool opencv_rgb(const char *path, uint8_t *out, size_t n)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "for py in /usr/bin/python3 python3; do $py -c 'import sys\ntry:\n import cv2\n"
+             "except ImportError:\n sys.exit(1)\nim = cv2.imread(sys.argv[1], cv2.IMREAD_COLOR)\n"
+             "sys.stdout.buffer.write(im[:, :, ::-1].tobytes())' '%s' 2>/dev/null && break; done",
+             path);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t got = fread(out, 1, n, p);
+    pclose(p);
+    return got == n;
+}
+
+START_TEST(test_cmyk_jpeg)
+{
+    const int w = 61, h = 47;
+    char path[128];
+    temp_path(path, sizeof path, ".jpg");
+    unsigned long len = 0;
+    uint8_t *jpeg = write_cmyk_jpeg(path, w, h, &len);
+    uint8_t *want = expected_rgb(jpeg, len, w, h);
+    gr_image *im = NULL;
+    ck_assert_msg(gr_image_load(path, &im) == GR_OK, "%s", gr_last_error());
+    ck_assert_int_eq(im->w, w);
+    ck_assert_int_eq(im->h, h);
+    ck_assert_mem_eq(im->data, want, (size_t)w * h * 3);
+    gr_image_reader *r = NULL;
+    const gr_image *got = NULL;
+    ck_assert_int_eq(gr_image_reader_create(&r), GR_OK);
+    ck_assert_int_eq(gr_image_reader_load(r, path, &got), GR_OK);
+    ck_assert_mem_eq(got->data, want, (size_t)w * h * 3);
+    gr_image_reader_destroy(r);
+
+    uint8_t *cv = malloc((size_t)w * h * 3);
+    ck_assert_ptr_nonnull(cv);
+    if (opencv_rgb(path, cv, (size_t)w * h * 3)) {
+        ck_assert_mem_eq(im->data, cv, (size_t)w * h * 3);
+        printf("test_cmyk_jpeg: equal to cv2.imread\n");
+    } else {
+        printf("test_cmyk_jpeg: no python3 with OpenCV; not compared with cv2.imread\n");
+    }
+    fflush(stdout);
+    free(cv);
+    gr_image_destroy(im);
+    tjFree(jpeg);
+    free(want);
+    unlink(path);
+}
+END_TEST
+
+/* Fast decode of a large CMYK JPEG: scaled (1/8) like any other JPEG, then converted. */
+START_TEST(test_cmyk_jpeg_fast_decode)
+{
+    char path[128];
+    temp_path(path, sizeof path, ".jpg");
+    unsigned long len = 0;
+    uint8_t *jpeg = write_cmyk_jpeg(path, 1024, 768, &len);
+    uint8_t *want = expected_rgb(jpeg, len, 128, 96);
+    gr_image_reader *r = NULL;
+    const gr_image *got = NULL;
+    ck_assert_int_eq(gr_image_reader_create(&r), GR_OK);
+    gr_image_reader_fast_decode(r, 128, 128);
+    ck_assert_msg(gr_image_reader_load(r, path, &got) == GR_OK, "%s", gr_last_error());
+    ck_assert_int_eq(got->w, 128);
+    ck_assert_int_eq(got->h, 96);
+    ck_assert_mem_eq(got->data, want, (size_t)128 * 96 * 3);
+    gr_image_reader_destroy(r);
+    tjFree(jpeg);
+    free(want);
+    unlink(path);
+}
+END_TEST
+
 static Suite *image_formats_suite(void)
 {
     Suite *s = suite_create("image_formats");
@@ -203,6 +331,11 @@ static Suite *image_formats_suite(void)
     tcase_add_loop_test(tc, test_png_values_as_stored, 0,
                         (int)(sizeof png_cases / sizeof png_cases[0]));
     suite_add_tcase(s, tc);
+    TCase *cmyk = tcase_create("cmyk");
+    tcase_set_timeout(cmyk, 60); /* python3 and OpenCV take seconds to start */
+    tcase_add_test(cmyk, test_cmyk_jpeg);
+    tcase_add_test(cmyk, test_cmyk_jpeg_fast_decode);
+    suite_add_tcase(s, cmyk);
     return s;
 }
 

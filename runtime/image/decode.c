@@ -164,23 +164,65 @@ static gr_status jpeg_size(tjhandle tj, const uint8_t *data, size_t len, const c
     return GR_OK;
 }
 
-/* `tj`: a decompressor kept between images (a gr_image_reader's), or NULL for one of its own. */
+/* CMYK to RGB as OpenCV's cv2.imread converts it (imgcodecs icvCvt_CMYK2BGR_8u_C4C3R): libjpeg
+ * hands out the stored values, which Adobe's CMYK and YCCK JPEGs (nearly all of them) store
+ * inverted, so R = k - ((255 - c) * k >> 8), about c * k / 255; likewise G from m, B from y. */
+static void cmyk_to_rgb(const uint8_t *cmyk, size_t pixels, uint8_t *rgb)
+{
+    for (size_t i = 0; i < pixels; i++, cmyk += 4, rgb += 3) {
+        int k = cmyk[3];
+        for (int ch = 0; ch < 3; ch++)
+            rgb[ch] = (uint8_t)(k - ((255 - cmyk[ch]) * k >> 8));
+    }
+}
+
+/* LIMITSCANS: a progressive JPEG of more than 500 scans is refused (a CPU-time bomb). A
+ * decoder's warning is an error (see above). TurboJPEG picks the DCT scaling factor from w x h. */
+#define JPEG_FLAGS (TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS)
+
+/* A CMYK or YCCK JPEG: decoded to CMYK, then converted. */
+static gr_status decode_jpeg_cmyk(tjhandle tj, const uint8_t *data, size_t len, const char *name,
+                                  int w, int h, uint8_t *rgb)
+{
+    size_t pixels = (size_t)w * (size_t)h; /* within GR_MAX_IMAGE_PIXELS: x4 cannot overflow */
+    uint8_t *cmyk = gr_malloc(pixels * 4, "CMYK pixels");
+    if (!cmyk)
+        return GR_ERR_OUT_OF_MEMORY;
+    gr_status st = GR_OK;
+    if (tjDecompress2(tj, data, (unsigned long)len, cmyk, w, 0, h, TJPF_CMYK, JPEG_FLAGS) != 0)
+        st = gr_fail(GR_ERR_PARSE, "%s: corrupt image: JPEG (CMYK): %s", name, tjGetErrorStr2(tj));
+    else
+        cmyk_to_rgb(cmyk, pixels, rgb);
+    free(cmyk);
+    return st;
+}
+
+static gr_status decode_jpeg_with(tjhandle tj, const uint8_t *data, size_t len, const char *name,
+                                  int w, int h, uint8_t *rgb)
+{
+    int file_w, file_h, subsamp, colorspace;
+    if (tjDecompressHeader3(tj, data, (unsigned long)len, &file_w, &file_h, &subsamp,
+                            &colorspace) != 0)
+        return gr_fail(GR_ERR_PARSE, "%s: not a readable image: JPEG: %s", name,
+                       tjGetErrorStr2(tj));
+    if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK)
+        return decode_jpeg_cmyk(tj, data, len, name, w, h, rgb);
+    if (tjDecompress2(tj, data, (unsigned long)len, rgb, w, 0, h, TJPF_RGB, JPEG_FLAGS) != 0)
+        return gr_fail(GR_ERR_PARSE, "%s: corrupt image: JPEG: %s", name, tjGetErrorStr2(tj));
+    return GR_OK;
+}
+
+/* `tj`: a decompressor kept between images (a gr_image_reader's, which drops it after a
+ * failure), or NULL for one of its own. */
 static gr_status decode_jpeg(tjhandle tj, const uint8_t *data, size_t len, const char *name, int w,
                              int h, uint8_t *rgb)
 {
+    if (tj)
+        return decode_jpeg_with(tj, data, len, name, w, h, rgb);
     tjhandle own = NULL;
-    if (!tj) {
-        GR_TRY(jpeg_open(name, &own));
-        tj = own;
-    }
-    /* LIMITSCANS: a progressive JPEG of more than 500 scans is refused (a CPU-time bomb). */
-    int rc = tjDecompress2(tj, data, (unsigned long)len, rgb, w, 0, h, TJPF_RGB,
-                           TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS);
-    gr_status st = GR_OK;
-    if (rc != 0)
-        st = gr_fail(GR_ERR_PARSE, "%s: corrupt image: JPEG: %s", name, tjGetErrorStr2(tj));
-    if (own)
-        tjDestroy(own);
+    GR_TRY(jpeg_open(name, &own));
+    gr_status st = decode_jpeg_with(own, data, len, name, w, h, rgb);
+    tjDestroy(own);
     return st;
 }
 
@@ -573,7 +615,6 @@ static gr_status reader_decode(gr_image_reader *r, const char *path, const gr_im
                 r->pixels = bigger;
                 r->pixel_cap = need;
             }
-            /* TurboJPEG picks the scaling factor from the requested size. */
             GR_TRY(decode_jpeg(r->tj, r->file, len, path, sw, sh, r->pixels));
             r->image = (gr_image){.w = sw, .h = sh, .c = 3, .data = r->pixels};
             *out = &r->image;
