@@ -102,7 +102,8 @@ static void make_bad_files(file_set *s)
     uint8_t *dog = read_all("data/dog.jpg", &len);
     add_bad(s, "jpeg_truncated.jpg", dog, 20000);               /* cut in the scan */
     add_bad(s, "jpeg_header_cut.jpg", dog, 100);                /* cut before the frame */
-    add_bad(s, "jpeg_garbage.jpg", "\xff\xd8\xff garbage after the SOI marker", 35);
+    static const char garbage[] = "\xff\xd8\xff garbage after the SOI marker";
+    add_bad(s, "jpeg_garbage.jpg", garbage, sizeof garbage - 1);
     add_bad(s, "jpeg_soi_only.jpg", "\xff\xd8\xff", 3);
     add_bad(s, "zero_length.jpg", "", 0);
     uint8_t *bogus = malloc(len); /* the first segment's length made 1 ("Bogus marker length") */
