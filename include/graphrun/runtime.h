@@ -137,22 +137,27 @@ const char *const *gr_builtin_models(void);
 
 /* ---- images ------------------------------------------------------------------------------ */
 
-/* An 8-bit interleaved (HWC) RGB image. Plain data; free with gr_image_destroy(). */
+/* An 8-bit interleaved (HWC) image of c channels: data holds w*h*c bytes. Plain data; free with
+ * gr_image_destroy(). The decoders always produce c = 3 (RGB); a caller may build one of 1 to 4
+ * channels, and each function below says which it takes (others: GR_ERR_INVALID_ARGUMENT). */
 typedef struct gr_image {
     int w, h, c;
     uint8_t *data;
 } gr_image;
 
-gr_status gr_image_load(const char *path, gr_image **out);   /* JPEG, PNG or BMP; always 3 channels */
-gr_status gr_image_write(const gr_image *im, const char *path); /* .png or .jpg/.jpeg by extension */
+/* JPEG (also CMYK), PNG (any depth: 16-bit keeps the high byte; alpha dropped, gamma ignored) or
+ * uncompressed 24/32-bit BMP, from a regular file; always 3 channels (RGB). */
+gr_status gr_image_load(const char *path, gr_image **out);
+/* .png or .jpg/.jpeg by extension; 1 to 4 channels (grey, grey+alpha, RGB, RGBA). */
+gr_status gr_image_write(const gr_image *im, const char *path);
 void gr_image_destroy(gr_image *im);
 
-/* Darknet letterbox to net_w x net_h: float planar CHW in [0,1], 0.5 grey fill. `out` holds
- * 3*net_w*net_h floats. */
+/* Darknet letterbox to net_w x net_h: float planar CHW in [0,1], 0.5 grey fill. Takes 3-channel
+ * (RGB) images only. `out` holds 3*net_w*net_h floats. */
 gr_status gr_image_letterbox(const gr_image *im, int net_w, int net_h, float *out);
 
-/* The same letterbox rounded to uint8 interleaved HWC (what the GPU input copy moves).
- * `out` holds 3*net_w*net_h bytes. */
+/* The same letterbox rounded to uint8 interleaved HWC (what the GPU input copy moves); 3-channel
+ * images only. `out` holds 3*net_w*net_h bytes. */
 gr_status gr_image_letterbox_u8(const gr_image *im, int net_w, int net_h, uint8_t *out);
 
 /* ---- detections -------------------------------------------------------------------------- */
@@ -173,7 +178,7 @@ typedef struct gr_detect_options {
 
 void gr_detect_options_default(gr_detect_options *opt);
 
-/* Draw labelled boxes into the image (in place). */
+/* Draw labelled boxes into the image (in place): 3 (RGB) or 4 channels (RGBA, alpha untouched). */
 gr_status gr_image_draw_detections(gr_image *im, const gr_detection *dets, int n, const gr_model *model);
 void gr_detections_free(gr_detection *dets);
 

@@ -1,12 +1,17 @@
 /* Image decoding: JPEG through libjpeg-turbo (TurboJPEG API), PNG through libpng, BMP here; the
  * per-thread reader the folder and calibration workers use. */
+#define _POSIX_C_SOURCE 200809L /* open, fstat, fcntl, O_CLOEXEC */
+
 #include "runtime/detect.h"
 #include "runtime/image/image.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <png.h>
 #include <turbojpeg.h>
@@ -20,7 +25,7 @@ void gr_image_destroy(gr_image *im)
 }
 
 /* ---- decoding --------------------------------------------------------------------------------
- * JPEG goes to libjpeg-turbo (TurboJPEG API) and PNG to libpng (its simplified API): the decoders
+ * JPEG goes to libjpeg-turbo (TurboJPEG API) and PNG to libpng (its low-level API): the decoders
  * the field uses, SIMD-fast and fuzzed upstream (OSS-Fuzz). BMP, rare in detection data, is read
  * here (read_bmp: uncompressed 24- and 32-bit only). Formats are recognised by signature; GIF, PSD,
  * HDR, PIC and PNM are named in the refusal, anything else is "not an image". Sizes are checked
@@ -159,62 +164,165 @@ static gr_status jpeg_size(tjhandle tj, const uint8_t *data, size_t len, const c
     return GR_OK;
 }
 
-/* `tj`: a decompressor kept between images (a gr_image_reader's), or NULL for one of its own. */
-static gr_status decode_jpeg(tjhandle tj, const uint8_t *data, size_t len, const char *name, int w,
-                             int h, uint8_t *rgb)
+/* CMYK to RGB as OpenCV's cv2.imread converts it (imgcodecs icvCvt_CMYK2BGR_8u_C4C3R): libjpeg
+ * hands out the stored values, which Adobe's CMYK and YCCK JPEGs (nearly all of them) store
+ * inverted, so R = k - ((255 - c) * k >> 8), about c * k / 255; likewise G from m, B from y. */
+static void cmyk_to_rgb(const uint8_t *cmyk, size_t pixels, uint8_t *rgb)
 {
-    tjhandle own = NULL;
-    if (!tj) {
-        GR_TRY(jpeg_open(name, &own));
-        tj = own;
+    for (size_t i = 0; i < pixels; i++, cmyk += 4, rgb += 3) {
+        int k = cmyk[3];
+        for (int ch = 0; ch < 3; ch++)
+            rgb[ch] = (uint8_t)(k - ((255 - cmyk[ch]) * k >> 8));
     }
-    /* LIMITSCANS: a progressive JPEG of more than 500 scans is refused (a CPU-time bomb). */
-    int rc = tjDecompress2(tj, data, (unsigned long)len, rgb, w, 0, h, TJPF_RGB,
-                           TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS);
+}
+
+/* LIMITSCANS: a progressive JPEG of more than 500 scans is refused (a CPU-time bomb). A
+ * decoder's warning is an error (see above). TurboJPEG picks the DCT scaling factor from w x h. */
+#define JPEG_FLAGS (TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS)
+
+/* A CMYK or YCCK JPEG: decoded to CMYK, then converted. */
+static gr_status decode_jpeg_cmyk(tjhandle tj, const uint8_t *data, size_t len, const char *name,
+                                  int w, int h, uint8_t *rgb)
+{
+    size_t pixels = (size_t)w * (size_t)h; /* within GR_MAX_IMAGE_PIXELS: x4 cannot overflow */
+    uint8_t *cmyk = gr_malloc(pixels * 4, "CMYK pixels");
+    if (!cmyk)
+        return GR_ERR_OUT_OF_MEMORY;
     gr_status st = GR_OK;
-    if (rc != 0)
-        st = gr_fail(GR_ERR_PARSE, "%s: corrupt image: JPEG: %s", name, tjGetErrorStr2(tj));
-    if (own)
-        tjDestroy(own);
+    if (tjDecompress2(tj, data, (unsigned long)len, cmyk, w, 0, h, TJPF_CMYK, JPEG_FLAGS) != 0)
+        st = gr_fail(GR_ERR_PARSE, "%s: corrupt image: JPEG (CMYK): %s", name, tjGetErrorStr2(tj));
+    else
+        cmyk_to_rgb(cmyk, pixels, rgb);
+    free(cmyk);
     return st;
 }
 
-/* ---- PNG: libpng's simplified API ---------------------------------------------------------- */
-
-static gr_status png_begin(png_image *png, const uint8_t *data, size_t len, const char *name)
+static gr_status decode_jpeg_with(tjhandle tj, const uint8_t *data, size_t len, const char *name,
+                                  int w, int h, uint8_t *rgb)
 {
-    memset(png, 0, sizeof *png);
-    png->version = PNG_IMAGE_VERSION;
-    if (!png_image_begin_read_from_memory(png, data, len))
-        return gr_fail(GR_ERR_PARSE, "%s: not a readable image: PNG: %s", name, png->message);
+    int file_w, file_h, subsamp, colorspace;
+    if (tjDecompressHeader3(tj, data, (unsigned long)len, &file_w, &file_h, &subsamp,
+                            &colorspace) != 0)
+        return gr_fail(GR_ERR_PARSE, "%s: not a readable image: JPEG: %s", name,
+                       tjGetErrorStr2(tj));
+    if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK)
+        return decode_jpeg_cmyk(tj, data, len, name, w, h, rgb);
+    if (tjDecompress2(tj, data, (unsigned long)len, rgb, w, 0, h, TJPF_RGB, JPEG_FLAGS) != 0)
+        return gr_fail(GR_ERR_PARSE, "%s: corrupt image: JPEG: %s", name, tjGetErrorStr2(tj));
     return GR_OK;
 }
 
-/* An alpha channel is dropped, not composited (what Darknet's loader does). */
-static gr_status decode_png(const uint8_t *data, size_t len, const char *name, uint8_t **rgb)
+/* `tj`: a decompressor kept between images (a gr_image_reader's, which drops it after a
+ * failure), or NULL for one of its own. */
+static gr_status decode_jpeg(tjhandle tj, const uint8_t *data, size_t len, const char *name, int w,
+                             int h, uint8_t *rgb)
 {
-    png_image png;
-    GR_TRY(png_begin(&png, data, len, name));
-    bool alpha = (png.format & PNG_FORMAT_FLAG_ALPHA) != 0;
-    png.format = alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB;
-    size_t channels = alpha ? 4 : 3;
-    size_t pixels = (size_t)png.width * (size_t)png.height;
-    uint8_t *buf = gr_malloc(pixels * channels, "image pixels");
-    if (!buf) {
-        png_image_free(&png);
-        return GR_ERR_OUT_OF_MEMORY;
+    if (tj)
+        return decode_jpeg_with(tj, data, len, name, w, h, rgb);
+    tjhandle own = NULL;
+    GR_TRY(jpeg_open(name, &own));
+    gr_status st = decode_jpeg_with(own, data, len, name, w, h, rgb);
+    tjDestroy(own);
+    return st;
+}
+
+/* ---- PNG: libpng ---------------------------------------------------------------------------
+ * libpng's low-level API with explicit transforms, so that every pixel is the value the file
+ * stores, as Darknet's stb_image and OpenCV's cv2.imread read it. (libpng's simplified API treats
+ * 16-bit samples as linear light and gamma-encodes them on the way to 8 bits: up to 72 levels too
+ * bright.)
+ *  - 16-bit samples keep their high byte, v >> 8 (png_set_strip_16; stb_image's 16-to-8
+ *    conversion and cv2.imread do the same, where png_set_scale_16 would round v * 255 / 65535:
+ *    they differ by one level on some values);
+ *  - palette entries become their RGB; grey of 1, 2 or 4 bits is scaled to 0..255; grey is
+ *    copied to R, G and B;
+ *  - alpha (an alpha channel, or transparency from a tRNS chunk) is dropped, not composited
+ *    (Darknet's loader keeps the first three channels);
+ *  - gAMA, sRGB, iCCP, cHRM and sBIT are ignored, as stb_image and OpenCV ignore them.
+ * libpng reports errors by longjmp; png_run holds the setjmp and touches only the png_job (a
+ * caller's object), so nothing it changes is lost by the jump. */
+
+typedef struct png_job {
+    const uint8_t *data;
+    size_t len, pos;
+    bool header_read; /* past IHDR and the chunks before the image data */
+    uint8_t *rgb;     /* w x h x 3 */
+    int w, h;
+    char message[200];
+} png_job;
+
+static void png_job_error(png_structp png, png_const_charp message)
+{
+    png_job *job = png_get_error_ptr(png);
+    snprintf(job->message, sizeof job->message, "%s", message);
+    png_longjmp(png, 1);
+}
+
+static void png_job_warning(png_structp png, png_const_charp message)
+{
+    (void)png; /* a damaged ancillary chunk, an unknown profile: the pixels are still right */
+    (void)message;
+}
+
+static void png_job_read(png_structp png, png_bytep dst, size_t n)
+{
+    png_job *job = png_get_io_ptr(png);
+    if (n > job->len - job->pos)
+        png_error(png, "the data ends early");
+    memcpy(dst, job->data + job->pos, n);
+    job->pos += n;
+}
+
+/* Read info, set the transforms, read every row (every pass of an interlaced image). */
+static bool png_run(png_structp png, png_infop info, png_job *job)
+{
+    if (setjmp(png_jmpbuf(png)))
+        return false;
+    png_read_info(png, info);
+    job->header_read = true;
+    int depth = png_get_bit_depth(png, info), color = png_get_color_type(png, info);
+    if ((int)png_get_image_width(png, info) != job->w ||
+        (int)png_get_image_height(png, info) != job->h)
+        png_error(png, "IHDR changed between the probe and the decode");
+    if (depth == 16)
+        png_set_strip_16(png);
+    if (color == PNG_COLOR_TYPE_PALETTE)
+        png_set_palette_to_rgb(png);
+    if (color == PNG_COLOR_TYPE_GRAY && depth < 8)
+        png_set_expand_gray_1_2_4_to_8(png);
+    if (color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA)
+        png_set_gray_to_rgb(png);
+    png_set_strip_alpha(png); /* also the alpha a palette's tRNS expands to */
+    int passes = png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    if (png_get_channels(png, info) != 3 || png_get_bit_depth(png, info) != 8)
+        png_error(png, "unexpected layout after the transforms"); /* a libpng surprise */
+    size_t stride = (size_t)job->w * 3;
+    for (int pass = 0; pass < passes; pass++)
+        for (int y = 0; y < job->h; y++)
+            png_read_row(png, job->rgb + (size_t)y * stride, NULL);
+    return true;
+}
+
+/* Decode the w x h PNG (its size from probe_mem) into rgb. */
+static gr_status decode_png(const uint8_t *data, size_t len, const char *name, int w, int h,
+                            uint8_t *rgb)
+{
+    png_job job = {.data = data, .len = len, .rgb = rgb, .w = w, .h = h};
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &job, png_job_error,
+                                             png_job_warning);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!info) {
+        png_destroy_read_struct(&png, NULL, NULL);
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: cannot start the PNG decoder", name);
     }
-    if (!png_image_finish_read(&png, NULL, buf, 0, NULL)) {
-        gr_status st = gr_fail(GR_ERR_PARSE, "%s: corrupt image: PNG: %s", name, png.message);
-        png_image_free(&png);
-        free(buf);
-        return st;
-    }
-    if (alpha)
-        for (size_t i = 0; i < pixels; i++)
-            memmove(buf + i * 3, buf + i * 4, 3);
-    *rgb = buf;
-    return GR_OK;
+    png_set_read_fn(png, &job, png_job_read);
+    bool ok = png_run(png, info, &job);
+    png_destroy_read_struct(&png, &info, NULL);
+    if (ok)
+        return GR_OK;
+    return gr_fail(GR_ERR_PARSE, "%s: %s image: PNG: %s", name,
+                   job.header_read ? "corrupt" : "not a readable", job.message);
 }
 
 static gr_status probe_mem(tjhandle tj, const uint8_t *data, size_t len, const char *name, int *w,
@@ -265,22 +373,14 @@ gr_status gr_image_probe_mem(const uint8_t *data, size_t len, const char *name, 
     return probe_mem(NULL, data, len, name ? name : "<image>", w, h);
 }
 
-/* Decode into *pixels, which holds *cap bytes (grown as needed; a PNG brings its own buffer,
- * which replaces it). On failure *pixels and *cap stay valid for the next image. */
+/* Decode into *pixels, which holds *cap bytes (grown as needed). On failure *pixels and *cap stay
+ * valid for the next image. */
 static gr_status decode_into(tjhandle tj, const uint8_t *data, size_t len, const char *name,
                              uint8_t **pixels, size_t *cap, int *w, int *h)
 {
     GR_TRY(probe_mem(tj, data, len, name, w, h));
     image_format format = FORMAT_JPEG;
     GR_TRY(identify_format(data, len, name, &format));
-    if (format == FORMAT_PNG) {
-        uint8_t *png = NULL;
-        GR_TRY(decode_png(data, len, name, &png));
-        free(*pixels);
-        *pixels = png;
-        *cap = (size_t)*w * (size_t)*h * 3;
-        return GR_OK;
-    }
     size_t need = (size_t)*w * (size_t)*h * 3;
     if (need > *cap) {
         uint8_t *bigger = gr_malloc(need, "image pixels");
@@ -290,6 +390,8 @@ static gr_status decode_into(tjhandle tj, const uint8_t *data, size_t len, const
         *pixels = bigger;
         *cap = need;
     }
+    if (format == FORMAT_PNG)
+        return decode_png(data, len, name, *w, *h, *pixels);
     return format == FORMAT_JPEG ? decode_jpeg(tj, data, len, name, *w, *h, *pixels)
                                  : decode_bmp(data, len, name, *pixels);
 }
@@ -323,17 +425,102 @@ gr_status gr_image_decode_mem(const uint8_t *data, size_t len, const char *name,
     return GR_OK;
 }
 
+/* ---- reading an image file -------------------------------------------------------------------
+ * Only regular files are read: a FIFO would block the worker until something writes to it, and a
+ * device such as /dev/zero never ends. The file is opened with O_NONBLOCK (opening a FIFO that
+ * has no writer would block otherwise), checked with fstat (its kind, then its size against
+ * GR_MAX_IMAGE_FILE_BYTES) before a byte is read, then read blocking. */
+
+static const char *file_kind(mode_t mode)
+{
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    return S_ISSOCK(mode) ? "a socket" : "an unknown kind of file";
+}
+
+static gr_status open_image_file(const char *path, int *fd_out, size_t *size)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return gr_fail(GR_ERR_IO, "%s: cannot open image file: %s", path, strerror(errno));
+    struct stat st;
+    gr_status status = GR_OK;
+    int flags;
+    if (fstat(fd, &st) != 0)
+        status = gr_fail(GR_ERR_IO, "%s: cannot stat image file: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        status = gr_fail(GR_ERR_IO, "%s: not a regular file (%s)", path, file_kind(st.st_mode));
+    else if ((uintmax_t)st.st_size > GR_MAX_IMAGE_FILE_BYTES)
+        status = gr_fail(GR_ERR_LIMIT, "%s: %jd bytes is larger than the %zu-byte image file "
+                         "limit", path, (intmax_t)st.st_size, GR_MAX_IMAGE_FILE_BYTES);
+    else if ((flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
+        status = gr_fail(GR_ERR_IO, "%s: fcntl: %s", path, strerror(errno));
+    if (status != GR_OK) {
+        close(fd);
+        return status;
+    }
+    *fd_out = fd;
+    *size = (size_t)st.st_size;
+    return GR_OK;
+}
+
+/* The whole regular file at `path` into *buf (*cap bytes, grown as needed; kept on failure). */
+static gr_status read_image_file(const char *path, uint8_t **buf, size_t *cap, size_t *len)
+{
+    *len = 0;
+    int fd = -1;
+    size_t size = 0;
+    GR_TRY(open_image_file(path, &fd, &size));
+    /* One byte more than fstat said, so that a file growing while it is read is noticed. */
+    if (size + 1 > *cap) {
+        uint8_t *bigger = realloc(*buf, size + 1);
+        if (!bigger) {
+            close(fd);
+            return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory reading the image file", path);
+        }
+        *buf = bigger;
+        *cap = size + 1;
+    }
+    gr_status st = GR_OK;
+    size_t used = 0;
+    while (used < size + 1) {
+        ssize_t got = read(fd, *buf + used, size + 1 - used);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            st = gr_fail(GR_ERR_IO, "%s: read error after %zu bytes: %s", path, used,
+                         strerror(errno));
+            break;
+        }
+        if (got == 0)
+            break;
+        used += (size_t)got;
+    }
+    close(fd);
+    if (st == GR_OK && used > size)
+        st = gr_fail(GR_ERR_IO, "%s: the image file grew while it was read (%zu bytes)", path,
+                     size);
+    *len = used;
+    return st;
+}
+
 gr_status gr_image_load(const char *path, gr_image **out)
 {
     if (out)
         *out = NULL;
     if (!path || !out)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_load: NULL argument");
-    char *text;
-    size_t len;
-    GR_TRY(gr_read_file(path, GR_MAX_IMAGE_FILE_BYTES, "image", &text, &len));
-    uint8_t *data = (uint8_t *)text;
-    gr_status st = gr_image_decode_mem(data, len, path, out);
+    uint8_t *data = NULL;
+    size_t cap = 0, len = 0;
+    gr_status st = read_image_file(path, &data, &cap, &len);
+    if (st == GR_OK)
+        st = gr_image_decode_mem(data, len, path, out);
     free(data);
     return st;
 }
@@ -341,7 +528,7 @@ gr_status gr_image_load(const char *path, gr_image **out)
 /* ---- a reader for many images: buffers and the JPEG decompressor kept between them ---------- */
 
 struct gr_image_reader {
-    tjhandle tj;      /* created on the first JPEG */
+    tjhandle tj;      /* created on the first JPEG, dropped after any failed load */
     uint8_t *file;    /* the last file's bytes */
     size_t file_cap;
     uint8_t *pixels;  /* the last image's RGB */
@@ -404,61 +591,14 @@ void gr_image_reader_destroy(gr_image_reader *r)
     free(r);
 }
 
-/* The whole file into r->file (gr_read_file's checks and messages, without a buffer per file). */
-static gr_status reader_read(gr_image_reader *r, const char *path, size_t *len)
+/* Read and decode `path` into the reader's buffers. */
+static gr_status reader_decode(gr_image_reader *r, const char *path, const gr_image **out)
 {
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return gr_fail(GR_ERR_IO, "%s: cannot open image file: %s", path, strerror(errno));
-    gr_status st = GR_OK;
-    size_t used = 0;
-    for (;;) {
-        if (used == r->file_cap) {
-            if (r->file_cap > GR_MAX_IMAGE_FILE_BYTES) {
-                st = gr_fail(GR_ERR_LIMIT, "%s: larger than %zu bytes (the image file limit)",
-                             path, GR_MAX_IMAGE_FILE_BYTES);
-                break;
-            }
-            size_t cap = r->file_cap ? 2 * r->file_cap : (size_t)1 << 20;
-            uint8_t *bigger = realloc(r->file, cap);
-            if (!bigger) {
-                st = gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory reading the image file",
-                             path);
-                break;
-            }
-            r->file = bigger;
-            r->file_cap = cap;
-        }
-        size_t got = fread(r->file + used, 1, r->file_cap - used, f);
-        used += got;
-        if (got == 0) {
-            if (ferror(f))
-                st = gr_fail(GR_ERR_IO, "%s: read error after %zu bytes: %s", path, used,
-                             strerror(errno));
-            break;
-        }
-    }
-    fclose(f);
-    if (st == GR_OK && used > GR_MAX_IMAGE_FILE_BYTES)
-        st = gr_fail(GR_ERR_LIMIT, "%s: larger than %zu bytes (the image file limit)", path,
-                     GR_MAX_IMAGE_FILE_BYTES);
-    *len = used;
-    return st;
-}
-
-gr_status gr_image_reader_load(gr_image_reader *r, const char *path, const gr_image **out)
-{
-    if (out)
-        *out = NULL;
-    if (!r || !path || !out)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_reader_load: NULL argument");
     size_t len;
-    GR_TRY(reader_read(r, path, &len));
+    GR_TRY(read_image_file(path, &r->file, &r->file_cap, &len));
     if (!r->tj && starts_with(r->file, len, "\xff\xd8\xff", 3))
         GR_TRY(jpeg_open(path, &r->tj));
     int w = 0, h = 0;
-    r->source_w = r->source_h = 0;
     if (r->fast_net_w > 0 && r->tj && starts_with(r->file, len, "\xff\xd8\xff", 3)) {
         GR_TRY(probe_mem(r->tj, r->file, len, path, &w, &h));
         r->source_w = w;
@@ -475,7 +615,6 @@ gr_status gr_image_reader_load(gr_image_reader *r, const char *path, const gr_im
                 r->pixels = bigger;
                 r->pixel_cap = need;
             }
-            /* TurboJPEG picks the scaling factor from the requested size. */
             GR_TRY(decode_jpeg(r->tj, r->file, len, path, sw, sh, r->pixels));
             r->image = (gr_image){.w = sw, .h = sh, .c = 3, .data = r->pixels};
             *out = &r->image;
@@ -490,3 +629,25 @@ gr_status gr_image_reader_load(gr_image_reader *r, const char *path, const gr_im
     return GR_OK;
 }
 
+gr_status gr_image_reader_load(gr_image_reader *r, const char *path, const gr_image **out)
+{
+    if (out)
+        *out = NULL;
+    if (!r || !path || !out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_reader_load: NULL argument");
+    r->source_w = r->source_h = 0;
+    gr_status st = reader_decode(r, path, out);
+    /* TurboJPEG leaves its decompressor mid-header after a failed tjDecompressHeader3 (it skips
+     * jpeg_abort_decompress on that path), so the next file would be parsed as the rest of this
+     * one ("two SOI markers", this file's message on a good one). A decompressor that has failed
+     * is never reused: the next JPEG gets a new one. libpng and the BMP reader keep no state
+     * between files. */
+    if (st != GR_OK) {
+        *out = NULL;
+        if (r->tj) {
+            tjDestroy(r->tj);
+            r->tj = NULL;
+        }
+    }
+    return st;
+}

@@ -42,7 +42,7 @@ void gr_class_color(int class_id, int classes, uint8_t rgb[3])
     }
 }
 
-/* Fill [x0, x1) x [y0, y1), clipped to the image. */
+/* Fill [x0, x1) x [y0, y1), clipped to the image (of 3 or 4 channels). */
 static void fill_rect(gr_image *im, int x0, int y0, int x1, int y1, const uint8_t rgb[3])
 {
     if (x0 < 0)
@@ -56,7 +56,7 @@ static void fill_rect(gr_image *im, int x0, int y0, int x1, int y1, const uint8_
     for (int y = y0; y < y1; y++) {
         uint8_t *row = im->data + ((size_t)y * (size_t)im->w) * (size_t)im->c;
         for (int x = x0; x < x1; x++)
-            for (int k = 0; k < im->c && k < 3; k++)
+            for (int k = 0; k < 3; k++) /* c is 3 or 4: alpha untouched */
                 row[(size_t)x * (size_t)im->c + (size_t)k] = rgb[k];
     }
 }
@@ -124,6 +124,10 @@ gr_status gr_draw_detections_labelled(gr_image *im, const gr_detection *dets, in
 {
     if (!gr_image_valid(im) || n < 0 || (!dets && n > 0))
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "draw detections: bad image or detections");
+    /* Colours are RGB: a grey image would get only their red component. */
+    if (im->c != 3 && im->c != 4)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "draw detections: image has %d channels; boxes "
+                       "are drawn into 3 (RGB) or 4 (RGBA, alpha left as it is)", im->c);
     if (classes <= 0) {
         classes = 1;
         for (int i = 0; i < n; i++)

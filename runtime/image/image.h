@@ -17,11 +17,14 @@
 #define GR_MAX_IMAGE_PIXELS ((size_t)1 << 28)
 
 /* A non-empty image of 1 to 4 channels within GR_MAX_DIM per side: what every image function
- * checks its argument against. */
+ * checks its argument against first. Then each checks the channels it handles: the letterboxes
+ * (here and in runtime.h) take 3, drawing 3 or 4, writing 1 to 4; the decoders produce 3. The
+ * buffer is trusted to hold w * h * c bytes. */
 bool gr_image_valid(const gr_image *im);
 
-/* Decode a JPEG (libjpeg-turbo), PNG (libpng) or uncompressed 24/32-bit BMP held in `data` (len
- * bytes) to 3-channel RGB; other formats are refused. `name` names the source in messages
+/* Decode a JPEG (libjpeg-turbo; CMYK/YCCK converted as cv2.imread does), PNG (libpng: the stored
+ * values, 16-bit as v >> 8, alpha dropped, no gamma) or uncompressed 24/32-bit BMP held in `data`
+ * (len bytes) to 3-channel RGB; other formats are refused. `name` names the source in messages
  * ("dog.jpg: corrupt image: ..."). On failure *out is NULL. */
 gr_status gr_image_decode_mem(const uint8_t *data, size_t len, const char *name, gr_image **out);
 
@@ -31,9 +34,11 @@ gr_status gr_image_probe_mem(const uint8_t *data, size_t len, const char *name, 
 
 /* Decoding many images on one thread (the streaming workers, one reader each): the file buffer,
  * the pixel buffer and the JPEG decompressor are kept between images instead of allocated per
- * image. gr_image_reader_load reads and decodes `path` with gr_image_load's checks and messages;
- * *out points into the reader and is valid until its next load or destroy. A reader is used by
- * one thread at a time. */
+ * image. gr_image_reader_load reads and decodes `path` with gr_image_load's checks and messages
+ * (regular files only, the size checked before reading); *out points into the reader and is
+ * valid until its next load or destroy. A failed load leaves the reader as able to decode the
+ * next file as a new one (the JPEG decompressor is replaced). A reader is used by one thread at
+ * a time. */
 typedef struct gr_image_reader gr_image_reader;
 gr_status gr_image_reader_create(gr_image_reader **out);
 void gr_image_reader_destroy(gr_image_reader *r); /* NULL: no-op */

@@ -14,6 +14,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Every letterbox reads w x h x 3 bytes: an image of another channel count is refused (its
+ * buffer may be smaller than that). */
+static gr_status check_letterbox_args(const gr_image *im, int net_w, int net_h, const void *out,
+                                      const char *who)
+{
+    if (!gr_image_valid(im))
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: NULL or malformed image (no data, or a side "
+                       "outside 1..%d, or channels outside 1..4)", who, GR_MAX_DIM);
+    if (im->c != 3)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: image has %d channels; the letterbox takes "
+                       "3 (RGB)", who, im->c);
+    if (!out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: NULL output", who);
+    if (net_w <= 0 || net_h <= 0 || net_w > GR_MAX_DIM || net_h > GR_MAX_DIM)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: bad network size %dx%d", who, net_w, net_h);
+    return GR_OK;
+}
 
 /* Darknet's resize_image from planar float `src` (c x src_h x src_w) to `dst` (c x dst_h x
  * dst_w), using `part` (c x src_h x dst_w) as its horizontal-pass buffer. */
@@ -68,10 +85,7 @@ static void resize_darknet(const float *src, int c, int src_w, int src_h, float 
 static gr_status letterbox_reference_f32(const gr_image *im, int net_w, int net_h, float *out,
                                const char *who)
 {
-    if (!gr_image_valid(im) || im->c != 3 || !out)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: NULL or non-RGB image or NULL output", who);
-    if (net_w <= 0 || net_h <= 0 || net_w > GR_MAX_DIM || net_h > GR_MAX_DIM)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: bad network size %dx%d", who, net_w, net_h);
+    GR_TRY(check_letterbox_args(im, net_w, net_h, out, who));
     int new_w, new_h;
     gr_letterbox_size(im->w, im->h, net_w, net_h, &new_w, &new_h);
 
@@ -260,16 +274,6 @@ static void output_row(letterbox_plan *lp, const gr_image *im, int r, const floa
     *w1 = (r == lp->new_h - 1 || lp->src_h == 1) ? 0.0f : dy;
     *p0 = resized_row(lp, im, iy, iy1);
     *p1 = resized_row(lp, im, iy1, iy);
-}
-
-static gr_status check_letterbox_args(const gr_image *im, int net_w, int net_h, const void *out,
-                                      const char *who)
-{
-    if (!gr_image_valid(im) || im->c != 3 || !out)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: NULL or non-RGB image or NULL output", who);
-    if (net_w <= 0 || net_h <= 0 || net_w > GR_MAX_DIM || net_h > GR_MAX_DIM)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: bad network size %dx%d", who, net_w, net_h);
-    return GR_OK;
 }
 
 gr_status gr_image_letterbox(const gr_image *im, int net_w, int net_h, float *out)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the libFuzzer harnesses (tests/fuzz/fuzz_*.c) into build-fuzz/ and run each for SECONDS on a
 # copy of its seed corpus tests/fuzz/corpus/<target>/ (the committed corpus never grows).
-#   tests/fuzz/run.sh SECONDS [TARGET...]      targets: cfg weights image npy cli (default all)
+#   tests/fuzz/run.sh SECONDS [TARGET...]      targets: cfg weights image image_sequence npy cli
+#                                             (default all)
 # Prints per target the executions, the final corpus size and the crashes (crash, leak, timeout,
 # out-of-memory: each leaves an input under build-fuzz/run/<target>-artifacts/). Exits 1 if any
 # target found one. Needs clang with libFuzzer (Debian: clang-14 libclang-rt-14-dev).
@@ -9,7 +10,7 @@ set -uo pipefail
 secs=${1:?usage: tests/fuzz/run.sh SECONDS [TARGET...]}
 shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(cfg weights image npy cli)
+[ ${#targets[@]} -gt 0 ] || targets=(cfg weights image image_sequence npy cli)
 cd "$(dirname "$0")/../.."
 
 cc=${CC:-clang}
