@@ -1,12 +1,18 @@
 /* Base utilities: thread-local error message, checked sizes, RNG, fp16 conversion. */
+#define _POSIX_C_SOURCE 200809L /* open, fstat, fcntl, O_CLOEXEC */
+
 #include "base/base.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define GR_ERROR_LEN 1024
 
@@ -253,52 +259,100 @@ const char *gr_dtype_name(gr_dtype t)
 /* The whole file in a malloc'd, NUL-terminated buffer (the NUL not counted in *len). A file over
  * max_bytes is refused after reading at most one chunk past the limit; works on pipes (no seeking).
  * Messages name the file and `what` ("cfg", "image", ...). */
+static const char *file_kind(mode_t mode)
+{
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    return S_ISSOCK(mode) ? "a socket" : "an unknown kind of file";
+}
+
+gr_status gr_open_regular_file(const char *path, size_t max_bytes, const char *what, int *fd_out,
+                               size_t *size)
+{
+    *fd_out = -1;
+    *size = 0;
+    /* O_NONBLOCK: opening a FIFO without a writer would block; cleared once fstat said "regular". */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return gr_fail(GR_ERR_IO, "%s: cannot open %s file: %s", path, what, strerror(errno));
+    struct stat st;
+    gr_status status = GR_OK;
+    int flags;
+    if (fstat(fd, &st) != 0)
+        status = gr_fail(GR_ERR_IO, "%s: cannot stat %s file: %s", path, what, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        status = gr_fail(GR_ERR_IO, "%s: not a regular file (%s)", path, file_kind(st.st_mode));
+    else if ((uintmax_t)st.st_size > max_bytes)
+        status = gr_fail(GR_ERR_LIMIT, "%s: %jd bytes is larger than the %zu-byte %s file limit",
+                         path, (intmax_t)st.st_size, max_bytes, what);
+    else if ((flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
+        status = gr_fail(GR_ERR_IO, "%s: fcntl: %s", path, strerror(errno));
+    if (status != GR_OK) {
+        close(fd);
+        return status;
+    }
+    *fd_out = fd;
+    *size = (size_t)st.st_size;
+    return GR_OK;
+}
+
+gr_status gr_read_fd(int fd, const char *path, size_t size, const char *what, uint8_t **buf,
+                     size_t *cap, size_t *len)
+{
+    *len = 0;
+    /* One byte more than fstat said (and a NUL after it), so that a file growing while it is read
+     * is noticed and text readers get a terminated string. */
+    if (size + 2 > *cap) {
+        uint8_t *bigger = realloc(*buf, size + 2);
+        if (!bigger)
+            return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory reading the %s file", path,
+                           what);
+        *buf = bigger;
+        *cap = size + 2;
+    }
+    size_t used = 0;
+    while (used < size + 1) {
+        ssize_t got = read(fd, *buf + used, size + 1 - used);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return gr_fail(GR_ERR_IO, "%s: read error after %zu bytes: %s", path, used,
+                           strerror(errno));
+        if (got == 0)
+            break;
+        used += (size_t)got;
+    }
+    if (used > size)
+        return gr_fail(GR_ERR_IO, "%s: the %s file grew while it was read (%zu bytes)", path, what,
+                       size);
+    (*buf)[used] = '\0';
+    *len = used;
+    return GR_OK;
+}
+
 gr_status gr_read_file(const char *path, size_t max_bytes, const char *what, char **text,
-                             size_t *len)
+                       size_t *len)
 {
     *text = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return gr_fail(GR_ERR_IO, "%s: cannot open %s file: %s", path, what, strerror(errno));
-    size_t cap = 64 * 1024, used = 0;
-    char *buf = gr_malloc(cap + 1, what);
-    gr_status st = buf ? GR_OK : GR_ERR_OUT_OF_MEMORY;
-    while (st == GR_OK) {
-        if (used == cap) {
-            if (cap > max_bytes) {
-                st = gr_fail(GR_ERR_LIMIT, "%s: larger than %zu bytes (the %s file limit)", path,
-                             max_bytes, what);
-                break;
-            }
-            char *bigger = realloc(buf, 2 * cap + 1);
-            if (!bigger) {
-                st = gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory reading the %s file", path,
-                             what);
-                break;
-            }
-            buf = bigger;
-            cap *= 2;
-        }
-        size_t got = fread(buf + used, 1, cap - used, f);
-        used += got;
-        if (got == 0) {
-            if (ferror(f))
-                st = gr_fail(GR_ERR_IO, "%s: read error after %zu bytes: %s", path, used,
-                             strerror(errno));
-            break;
-        }
-    }
-    fclose(f);
-    if (st == GR_OK && used > max_bytes)
-        st = gr_fail(GR_ERR_LIMIT, "%s: larger than %zu bytes (the %s file limit)", path, max_bytes,
-                     what);
+    int fd;
+    size_t size;
+    GR_TRY(gr_open_regular_file(path, max_bytes, what, &fd, &size));
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    gr_status st = gr_read_fd(fd, path, size, what, &buf, &cap, len);
+    close(fd);
     if (st != GR_OK) {
         free(buf);
+        *len = 0;
         return st;
     }
-    buf[used] = '\0';
-    *text = buf;
-    *len = used;
+    *text = (char *)buf;
     return GR_OK;
 }

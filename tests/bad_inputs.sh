@@ -24,8 +24,10 @@ run_case() {
   local what=$1 code=$2 pattern=$3
   shift 4
   total=$((total + 1))
-  "$bin" "$@" >out.txt 2>err.txt </dev/null
+  # A hang (e.g. on a FIFO) is a failure too: 124 from timeout.
+  timeout 120 "$bin" "$@" >out.txt 2>err.txt </dev/null
   local rc=$?
+  [ "$rc" -eq 124 ] && rc=200
   # The error line(s): stderr minus the documented notices.
   grep -vE '^graphrun [0-9.]+: model |^graphrun: weights: SYNTHETIC|^graphrun: no CUDA device visible|^graphrun: device ' \
     err.txt >errors.txt
@@ -72,9 +74,13 @@ run_case "cfg: 65536x65536 input" 3 "input_65536x65536.cfg:1: \[net\] input 3x65
 { printf '[net]\nwidth=1\nheight=1\nchannels=16384\n'; for _ in 1 2 3 4 5 6 7 8 9; do printf '[convolutional]\nfilters=16384\nsize=1\n'; done; } >cfg/weights_8gib.cfg
 run_case "cfg: 8 GiB of weights" 3 "weights_8gib.cfg:26: .*brings the network to [0-9]+ weights" -- "${cpu[@]}" --cfg cfg/weights_8gib.cfg
 head -c $((17 * 1024 * 1024)) /dev/zero | tr '\0' '#' >cfg/17mib.cfg
-run_case "cfg: 17 MiB file" 3 "17mib.cfg: larger than [0-9]+ bytes" -- "${cpu[@]}" --cfg cfg/17mib.cfg
+run_case "cfg: 17 MiB file" 3 "17mib.cfg: [0-9]+ bytes is larger than the [0-9]+-byte cfg file limit" -- "${cpu[@]}" --cfg cfg/17mib.cfg
 run_case "cfg: missing file" 3 "cfg/missing.cfg: cannot open cfg file: No such file" -- "${cpu[@]}" --cfg cfg/missing.cfg
-run_case "cfg: a directory" 3 "cfg: read error after 0 bytes: Is a directory" -- "${cpu[@]}" --cfg cfg
+run_case "cfg: a directory" 3 "cfg: not a regular file \(a directory\)" -- "${cpu[@]}" --cfg cfg
+mkfifo cfg/fifo.cfg
+run_case "cfg: a FIFO" 3 "fifo.cfg: not a regular file \(a FIFO\)" -- "${cpu[@]}" --cfg cfg/fifo.cfg
+run_case "names: a FIFO" 3 "fifo.cfg: not a regular file \(a FIFO\)" -- "${cpu[@]}" --names cfg/fifo.cfg
+run_case "cfg: /dev/zero" 3 "zero: not a regular file \(a character device\)" -- "${cpu[@]}" --cfg /dev/zero
 
 # ---- weights: for a small fixed cfg whose exact size is 656 bytes (header 20 + 159 floats) ----------
 printf '[net]\nwidth=8\nheight=8\nchannels=3\n[convolutional]\nbatch_normalize=1\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=leaky\n[maxpool]\nsize=2\nstride=2\n[convolutional]\nfilters=7\nsize=1\nstride=1\nactivation=linear\n[region]\nanchors=1.5,2.5\nclasses=2\ncoords=4\nnum=1\nsoftmax=1\n' >small.cfg

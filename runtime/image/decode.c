@@ -1,16 +1,14 @@
 /* Image decoding: JPEG through libjpeg-turbo (TurboJPEG API), PNG through libpng, BMP here; the
  * per-thread reader the folder and calibration workers use. */
-#define _POSIX_C_SOURCE 200809L /* open, fstat, fcntl, O_CLOEXEC */
+#define _POSIX_C_SOURCE 200809L /* close */
 
 #include "runtime/detect.h"
 #include "runtime/image/image.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <png.h>
@@ -427,48 +425,8 @@ gr_status gr_image_decode_mem(const uint8_t *data, size_t len, const char *name,
 
 /* ---- reading an image file -------------------------------------------------------------------
  * Only regular files are read: a FIFO would block the worker until something writes to it, and a
- * device such as /dev/zero never ends. The file is opened with O_NONBLOCK (opening a FIFO that
- * has no writer would block otherwise), checked with fstat (its kind, then its size against
- * GR_MAX_IMAGE_FILE_BYTES) before a byte is read, then read blocking. */
-
-static const char *file_kind(mode_t mode)
-{
-    if (S_ISDIR(mode))
-        return "a directory";
-    if (S_ISFIFO(mode))
-        return "a FIFO";
-    if (S_ISCHR(mode))
-        return "a character device";
-    if (S_ISBLK(mode))
-        return "a block device";
-    return S_ISSOCK(mode) ? "a socket" : "an unknown kind of file";
-}
-
-static gr_status open_image_file(const char *path, int *fd_out, size_t *size)
-{
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return gr_fail(GR_ERR_IO, "%s: cannot open image file: %s", path, strerror(errno));
-    struct stat st;
-    gr_status status = GR_OK;
-    int flags;
-    if (fstat(fd, &st) != 0)
-        status = gr_fail(GR_ERR_IO, "%s: cannot stat image file: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        status = gr_fail(GR_ERR_IO, "%s: not a regular file (%s)", path, file_kind(st.st_mode));
-    else if ((uintmax_t)st.st_size > GR_MAX_IMAGE_FILE_BYTES)
-        status = gr_fail(GR_ERR_LIMIT, "%s: %jd bytes is larger than the %zu-byte image file "
-                         "limit", path, (intmax_t)st.st_size, GR_MAX_IMAGE_FILE_BYTES);
-    else if ((flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
-        status = gr_fail(GR_ERR_IO, "%s: fcntl: %s", path, strerror(errno));
-    if (status != GR_OK) {
-        close(fd);
-        return status;
-    }
-    *fd_out = fd;
-    *size = (size_t)st.st_size;
-    return GR_OK;
-}
+ * device such as /dev/zero never ends: base/'s gr_open_regular_file checks the kind and the size
+ * (GR_MAX_IMAGE_FILE_BYTES) before a byte is read. */
 
 /* The whole regular file at `path` into *buf (*cap bytes, grown as needed; kept on failure). */
 static gr_status read_image_file(const char *path, uint8_t **buf, size_t *cap, size_t *len)
@@ -476,37 +434,9 @@ static gr_status read_image_file(const char *path, uint8_t **buf, size_t *cap, s
     *len = 0;
     int fd = -1;
     size_t size = 0;
-    GR_TRY(open_image_file(path, &fd, &size));
-    /* One byte more than fstat said, so that a file growing while it is read is noticed. */
-    if (size + 1 > *cap) {
-        uint8_t *bigger = realloc(*buf, size + 1);
-        if (!bigger) {
-            close(fd);
-            return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory reading the image file", path);
-        }
-        *buf = bigger;
-        *cap = size + 1;
-    }
-    gr_status st = GR_OK;
-    size_t used = 0;
-    while (used < size + 1) {
-        ssize_t got = read(fd, *buf + used, size + 1 - used);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0) {
-            st = gr_fail(GR_ERR_IO, "%s: read error after %zu bytes: %s", path, used,
-                         strerror(errno));
-            break;
-        }
-        if (got == 0)
-            break;
-        used += (size_t)got;
-    }
+    GR_TRY(gr_open_regular_file(path, GR_MAX_IMAGE_FILE_BYTES, "image", &fd, &size));
+    gr_status st = gr_read_fd(fd, path, size, "image", buf, cap, len);
     close(fd);
-    if (st == GR_OK && used > size)
-        st = gr_fail(GR_ERR_IO, "%s: the image file grew while it was read (%zu bytes)", path,
-                     size);
-    *len = used;
     return st;
 }
 
