@@ -1,7 +1,6 @@
 #!/bin/bash
 # Batch-1 latency checks for issue 9 on the GPU machine, after .gpu/remote.sh built build-gpu/:
-# the engine at batch 1 with and without the L2 persisting window (A/B/A/B), the GEMM tactic
-# against the implicit GEMM per layer (07_gemm), yolov3-tiny, per-kernel times of the engine's own
+# the engine at batch 1, the GEMM tactic against the implicit GEMM per layer (07_gemm), yolov3-tiny, per-kernel times of the engine's own
 # graphs (ncu, clocks untouched), compute-sanitizer on the conv, engine and replay tests.
 #   bash .gpu/remote.sh --no-test -- bash bench/h100_latency.sh
 # Few files come back from a call: the summary is printed, the details in $OUT/logs.tgz.
@@ -9,10 +8,7 @@ set -uo pipefail
 source bench/step.sh
 b=build-gpu
 bench1=($b/graphrun_bench --prec int8,fp16 --batch 1 --iters 1000)
-step l2_off_a 60 "${bench1[@]}"
-step l2_on_a 60 env GR_L2_PERSIST=1 "${bench1[@]}"
-step l2_off_b 60 "${bench1[@]}"
-step l2_on_b 60 env GR_L2_PERSIST=1 "${bench1[@]}"
+step batch1 60 "${bench1[@]}"
 step gemm 120 $b/07_gemm 100
 step v3tiny 90 $b/graphrun_bench --model yolov3-tiny --prec all --batch 1 --iters 1000
 for p in int8 fp16; do
@@ -23,7 +19,7 @@ step racecheck_fused 150 env CK_FORK=no compute-sanitizer --tool racecheck --err
 step memcheck_fused 150 env CK_FORK=no compute-sanitizer --tool memcheck --error-exitcode 9 $b/test_gpu_conv_fused
 step racecheck_replay 300 env CK_FORK=no compute-sanitizer --tool racecheck --error-exitcode 9 $b/test_gpu_replay
 echo "--- summary"
-for f in l2_off_a l2_on_a l2_off_b l2_on_b v3tiny; do
+for f in batch1 v3tiny; do
   echo "# $f"; grep -E "p50" "$LOGS/$f.log" | head -3
 done
 cat "$LOGS/gemm.log"

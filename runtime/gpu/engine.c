@@ -173,43 +173,6 @@ static gr_status use_cublas_workspaces(gpu_state *g, void *const *ws)
     return GR_OK;
 }
 
-/* Experiment (bench/LOG.md, GR_L2_PERSIST=1): mark the weights as persisting in L2 on every
- * kernel node of the graph. */
-static gr_status l2_persist_weights(gpu_state *g, const gpu_variant *v, cudaGraph_t graph)
-{
-    int max_persist = 0, max_window = 0;
-    CUDA_TRY(cudaDeviceGetAttribute(&max_persist, cudaDevAttrMaxPersistingL2CacheSize, g->device));
-    CUDA_TRY(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, g->device));
-    if (max_persist <= 0 || max_window <= 0 || !v->weights_bytes)
-        return GR_OK;
-    size_t bytes = v->weights_bytes < (size_t)max_window ? v->weights_bytes : (size_t)max_window;
-    CUDA_TRY(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize,
-                                bytes < (size_t)max_persist ? bytes : (size_t)max_persist));
-    cudaKernelNodeAttrValue val;
-    memset(&val, 0, sizeof val);
-    val.accessPolicyWindow.base_ptr = v->weights;
-    val.accessPolicyWindow.num_bytes = bytes;
-    val.accessPolicyWindow.hitRatio = 1.0f;
-    val.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
-    val.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
-    size_t n = 0;
-    CUDA_TRY(cudaGraphGetNodes(graph, NULL, &n));
-    cudaGraphNode_t *nodes = gr_calloc(n ? n : 1, sizeof *nodes, "graph nodes");
-    if (!nodes)
-        return GR_ERR_OUT_OF_MEMORY;
-    cudaError_t err = cudaGraphGetNodes(graph, nodes, &n);
-    for (size_t i = 0; i < n && err == cudaSuccess; i++) {
-        enum cudaGraphNodeType type;
-        err = cudaGraphNodeGetType(nodes[i], &type);
-        if (err == cudaSuccess && type == cudaGraphNodeTypeKernel)
-            err = cudaGraphKernelNodeSetAttribute(nodes[i], cudaKernelNodeAttributeAccessPolicyWindow,
-                                                  &val);
-    }
-    free(nodes);
-    CUDA_TRY(err);
-    return GR_OK;
-}
-
 /* Record the instance's forward pass on the plan's streams into its own graph. The cuBLAS kernels
  * recorded keep the workspace set at capture: an instance >= 1 captures with its own, so graphs
  * running at once never share one; the engine's are restored afterwards for instance 0 and eager
@@ -235,8 +198,6 @@ static gr_status capture_instance(gpu_state *g, gpu_variant *v, gpu_instance *in
         return st != GR_OK ? st : gr_gpu_cuda_fail(err, "capturing the graph", __FILE__, __LINE__);
     }
     inst->graph = graph;
-    if (getenv("GR_L2_PERSIST"))
-        GR_TRY(l2_persist_weights(g, v, graph));
     CUDA_TRY(cudaGraphInstantiate(&inst->exec, inst->graph, 0));
     CUDA_TRY(cudaGraphUpload(inst->exec, launch_stream(g, inst)));
     CUDA_TRY(cudaStreamSynchronize(launch_stream(g, inst)));
