@@ -126,7 +126,7 @@ cudaError_t gr_launch_conv_tf32x3_f32(const float *in, const float *w, const flo
 int gr_conv_f32_direct3x3_fits(const gr_conv_f32_args *args);
 
 /* 1 where DIRECT3X3 fits and measured faster than im2col + 3xTF32 + a separate maxpool (the
- * narrow early layers; the engine's choice when GR_F32_ALGO is unset), else 0. */
+ * narrow early layers; the engine's rule with f32_algo AUTO), else 0. */
 int gr_conv_f32_direct3x3_preferred(const gr_conv_f32_args *args);
 
 /* The map DIRECT3X3 writes: in_h x in_w, or the fused pool's. */

@@ -36,6 +36,58 @@ void gr_engine_options_default(gr_engine_options *opt)
     opt->calib_device = GR_DEVICE_AUTO; /* a GPU engine calibrates on the GPU */
     opt->max_nrmse = GR_MAX_NRMSE_DEFAULT;
     opt->tactic_search = 1; /* docs/tactics.md: measured on the H100, 2026-11-23 */
+    opt->f32_algo = GR_F32_ALGO_AUTO;
+    opt->f32_split_k = GR_TOGGLE_AUTO;
+    opt->pdl = GR_TOGGLE_AUTO;
+    opt->gemm_tactic = GR_TOGGLE_AUTO;
+}
+
+static const char *const f32_algo_names[] = {"auto", "sgemm", "tf32x3", "implicit", "direct3x3"};
+static const char *const toggle_names[] = {"auto", "on", "off"};
+
+const char *gr_f32_algo_name(gr_f32_algo algo)
+{
+    return (unsigned)algo <= GR_F32_ALGO_DIRECT3X3 ? f32_algo_names[algo] : "?";
+}
+
+gr_status gr_f32_algo_parse(const char *name, gr_f32_algo *out)
+{
+    if (!name || !out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_f32_algo_parse: NULL argument");
+    for (int a = 0; a <= GR_F32_ALGO_DIRECT3X3; a++)
+        if (strcmp(name, f32_algo_names[a]) == 0) {
+            *out = (gr_f32_algo)a;
+            return GR_OK;
+        }
+    return gr_fail(GR_ERR_INVALID_ARGUMENT, "'%.40s' is not an fp32 algorithm (auto, sgemm, "
+                   "tf32x3, implicit, direct3x3)", name);
+}
+
+const char *gr_toggle_name(gr_toggle toggle)
+{
+    return (unsigned)toggle <= GR_TOGGLE_OFF ? toggle_names[toggle] : "?";
+}
+
+gr_status gr_toggle_parse(const char *name, gr_toggle *out)
+{
+    if (!name || !out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_toggle_parse: NULL argument");
+    for (int t = 0; t <= GR_TOGGLE_OFF; t++)
+        if (strcmp(name, toggle_names[t]) == 0) {
+            *out = (gr_toggle)t;
+            return GR_OK;
+        }
+    return gr_fail(GR_ERR_INVALID_ARGUMENT, "'%.40s' is not auto, on or off", name);
+}
+
+/* The process environment's say over an engine's options, read here and nowhere else (README,
+ * "Environment variables"): what CI and the test suites need to set for every engine of a
+ * process without changing the programs. */
+static void apply_environment(gr_engine_options *opt)
+{
+    const char *no_search = getenv("GR_DISABLE_TACTIC_SEARCH");
+    if (no_search && no_search[0] == '1')
+        opt->tactic_search = 0;
 }
 
 gr_status gr_engine_fail(gr_engine *e, gr_status status)
@@ -75,6 +127,15 @@ static gr_status check_options(const gr_engine_options *opt)
     if (opt->calib_threads < 0)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option calib_threads=%d is negative",
                        opt->calib_threads);
+    if ((unsigned)opt->f32_algo > GR_F32_ALGO_DIRECT3X3)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option f32_algo=%d is not a gr_f32_algo",
+                       (int)opt->f32_algo);
+    const gr_toggle toggles[] = {opt->f32_split_k, opt->pdl, opt->gemm_tactic};
+    const char *const toggle_options[] = {"f32_split_k", "pdl", "gemm_tactic"};
+    for (int k = 0; k < 3; k++)
+        if ((unsigned)toggles[k] > GR_TOGGLE_OFF)
+            return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option %s=%d is not a gr_toggle",
+                           toggle_options[k], (int)toggles[k]);
     if (opt->calib_method == GR_CALIB_PERCENTILE &&
         !(opt->calib_percentile > 50.0f && opt->calib_percentile <= 100.0f))
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option calib_percentile=%g is outside (50, 100]",
@@ -246,6 +307,7 @@ static gr_status build(const gr_model *model, const gr_engine_options *opt,
     if (!e)
         return GR_ERR_OUT_OF_MEMORY;
     e->opt = *opt;
+    apply_environment(&e->opt);
     e->observable = observable;
     e->inflight = opt->inflight > 0 ? opt->inflight : 1;
     e->opt.inflight = e->inflight;

@@ -11,7 +11,9 @@
  * A layer key is one token of printable ASCII without spaces (dtype, shapes, strides, fusions,
  * batch: gpu/tactic.c builds it). tile 0..GR_TCACHE_MAX_TILE, split 0..GR_TCACHE_MAX_SPLIT (0 =
  * the kernels' automatic choice; gpu/tactic.c writes tile 16 for the GEMM tactic), times in
- * microseconds, finite, in (0, GR_TCACHE_MAX_US].
+ * microseconds, finite, in (0, GR_TCACHE_MAX_US]. An fp32 conv's entry (key "f32:...") holds its
+ * algorithm in tile (kernels/gemm_f32.h's GR_CONV_F32_*) and its split-K parts in split, the
+ * rule's time in auto_us: same line format, so files without such entries stay valid.
  *
  * Invariant: a cache is never trusted in part. A file of another format version, graphrun
  * version or device, or with any malformed line, a wrong entry count or no "end", is ignored as a

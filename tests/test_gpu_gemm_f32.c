@@ -2,14 +2,15 @@
  * CPU im2col, and the 3xTF32 GEMM with its fused bias + activation against a double-precision CPU
  * reference, on every tile and odd shapes (N, K, column tails, misaligned operands, batch > 1),
  * plus the conv launcher with its algorithms (the direct 3x3 kernel with its fused maxpool too),
- * the engine's GR_F32_ALGO and the argument checks.
+ * the engine's f32_algo option (each forced algorithm, and the measured choice with its timing
+ * cache entries) and the argument checks.
  *
  * Data have a large dynamic range (each operand's exponent spread over 2^-8 .. 2^8, never zero) so
  * that a handful of terms dominate each sum: the test shows that plain TF32 (both operands rounded
  * to 10-bit mantissas) breaks its tolerance, so passing it takes the split-precision scheme.
  * Outputs sit between guard bytes, poisoned before each run. Each run uses a fresh seed (printed;
  * GR_TEST_SEED=N repeats one). Exits 77 without a CUDA device. */
-#define _POSIX_C_SOURCE 200809L /* setenv */
+#define _POSIX_C_SOURCE 200809L /* setenv, strdup, getpid */
 #include <stdio.h>
 
 #ifndef GR_HAVE_CUDA
@@ -27,6 +28,7 @@ int main(void)
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <check.h>
 #include <cublas_v2.h>
@@ -759,7 +761,7 @@ END_TEST
 
 /* Every 3x3 conv shape of YOLOv2-tiny and yolov3-tiny (416x416 input, batch 1), forced onto the
  * direct kernel (the engine takes it only up to 32 input channels: this covers
- * GR_F32_ALGO=direct3x3), with the 2x2/2 pool fused where the network has one (Darknet's default
+ * f32_algo DIRECT3X3), with the 2x2/2 pool fused where the network has one (Darknet's default
  * padding 1). Indices 100 + i in the messages. */
 static const direct_case network_cases[] = {
     {1, 3, 416, 416, 16, GR_CONV_ACT_LEAKY, 1, 1},
@@ -829,80 +831,155 @@ START_TEST(test_conv_direct3x3_refusals)
 }
 END_TEST
 
-/* ---- the engine: GR_F32_ALGO ---------------------------------------------------------------- */
+/* ---- the engine: f32_algo ------------------------------------------------------------------- */
 
-static gr_engine *build_engine(const gr_model *m, gr_device dev)
+static gr_engine *build_engine(const gr_model *m, gr_device dev, gr_f32_algo algo, int search,
+                               const char *timing_cache)
 {
     gr_engine_options eo;
     gr_engine_options_default(&eo);
     eo.device = dev;
     eo.precision = GR_PREC_FP32;
     eo.batch = 2;
+    eo.f32_algo = algo;
+    eo.tactic_search = search;
+    eo.timing_cache = timing_cache;
     gr_engine *e = NULL;
     ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s", gr_last_error());
     return e;
 }
 
-/* YOLOv2-tiny (synthetic weights) at batch 2 on a random input: every GR_F32_ALGO agrees with the
- * CPU reference within test_gpu_engine's fp32 bound (NRMSE 1e-5 of the output range). A value it
- * does not know fails the build with a message naming it. */
-START_TEST(test_engine_f32_algorithms)
+/* YOLOv2-tiny (synthetic weights) at batch 2, one random input, and the CPU reference's output. */
+typedef struct f32_case {
+    gr_model *model;
+    gr_engine *cpu;
+    float *input;
+    const float *ref;
+    size_t n_out;
+    double range;
+} f32_case;
+
+static void f32_case_init(f32_case *t)
 {
     gr_model_options mo;
     gr_model_options_default(&mo);
-    gr_model *m = NULL;
-    ck_assert_msg(gr_model_load(&mo, &m) == GR_OK, "%s", gr_last_error());
-    gr_engine *cpu = build_engine(m, GR_DEVICE_CPU);
-    gr_tensor_desc in;
-    ck_assert(gr_engine_input_desc(cpu, &in) == GR_OK);
+    ck_assert_msg(gr_model_load(&mo, &t->model) == GR_OK, "%s", gr_last_error());
+    t->cpu = build_engine(t->model, GR_DEVICE_CPU, GR_F32_ALGO_AUTO, 0, NULL);
+    gr_tensor_desc in, od;
+    ck_assert(gr_engine_input_desc(t->cpu, &in) == GR_OK);
     const size_t n_in = (size_t)in.n * in.c * in.h * in.w;
-    float *input = xmalloc(n_in * sizeof(float));
+    t->input = xmalloc(n_in * sizeof(float));
     for (size_t i = 0; i < n_in; ++i)
-        input[i] = 0.05f + 0.9f * gr_rng_uniform(&rng);
-    ck_assert(gr_engine_run_f32(cpu, input) == GR_OK);
-    gr_tensor_desc od;
-    ck_assert(gr_engine_output_desc(cpu, 0, &od) == GR_OK);
-    const size_t n_out = (size_t)od.n * od.c * od.h * od.w;
-    const float *ref = NULL;
-    ck_assert(gr_engine_output(cpu, 0, &ref) == GR_OK);
+        t->input[i] = 0.05f + 0.9f * gr_rng_uniform(&rng);
+    ck_assert(gr_engine_run_f32(t->cpu, t->input) == GR_OK);
+    ck_assert(gr_engine_output_desc(t->cpu, 0, &od) == GR_OK);
+    t->n_out = (size_t)od.n * od.c * od.h * od.w;
+    ck_assert(gr_engine_output(t->cpu, 0, &t->ref) == GR_OK);
     double lo = 1e300, hi = -1e300;
-    for (size_t i = 0; i < n_out; ++i) {
-        lo = fmin(lo, (double)ref[i]);
-        hi = fmax(hi, (double)ref[i]);
+    for (size_t i = 0; i < t->n_out; ++i) {
+        lo = fmin(lo, (double)t->ref[i]);
+        hi = fmax(hi, (double)t->ref[i]);
     }
-    /* NULL: unset, the default (the direct kernel with its pools on layers 0-2, 3xTF32 where its
-     * grid fills the SMs, SGEMM elsewhere); direct3x3: every 3x3 conv direct */
-    static const char *algos[] = {NULL, "sgemm", "tf32x3", "implicit", "direct3x3"};
-    for (int a = 0; a < 5; ++a) {
-        if (algos[a])
-            ck_assert_int_eq(setenv("GR_F32_ALGO", algos[a], 1), 0);
-        else
-            ck_assert_int_eq(unsetenv("GR_F32_ALGO"), 0);
-        gr_engine *gpu = build_engine(m, GR_DEVICE_GPU);
-        ck_assert_msg(gr_engine_run_f32(gpu, input) == GR_OK, "%s", gr_last_error());
-        const float *out = NULL;
-        ck_assert(gr_engine_output(gpu, 0, &out) == GR_OK);
-        double sq = 0.0;
-        for (size_t i = 0; i < n_out; ++i)
-            sq += ((double)out[i] - (double)ref[i]) * ((double)out[i] - (double)ref[i]);
-        const double nrmse = sqrt(sq / (double)n_out) / (hi - lo);
-        const char *name = algos[a] ? algos[a] : "(unset)";
-        printf("gpu_gemm_f32: engine fp32 with GR_F32_ALGO=%s: NRMSE %.3g\n", name, nrmse);
-        ck_assert_msg(nrmse <= 1e-5, "GR_F32_ALGO=%s: NRMSE %g", name, nrmse);
+    t->range = hi - lo;
+}
+
+static void f32_case_free(f32_case *t)
+{
+    free(t->input);
+    gr_engine_destroy(t->cpu);
+    gr_model_destroy(t->model);
+}
+
+/* The GPU engine's output against the CPU's: NRMSE of the output range. */
+static double f32_case_nrmse(const f32_case *t, gr_engine *gpu)
+{
+    ck_assert_msg(gr_engine_run_f32(gpu, t->input) == GR_OK, "%s", gr_last_error());
+    const float *out = NULL;
+    ck_assert(gr_engine_output(gpu, 0, &out) == GR_OK);
+    double sq = 0.0;
+    for (size_t i = 0; i < t->n_out; ++i)
+        sq += ((double)out[i] - (double)t->ref[i]) * ((double)out[i] - (double)t->ref[i]);
+    return sqrt(sq / (double)t->n_out) / t->range;
+}
+
+/* Every f32_algo, forced (the search off), agrees with the CPU reference within test_gpu_engine's
+ * fp32 bound (NRMSE 1e-5 of the output range). AUTO: the rule (the direct kernel with its pools
+ * on layers 0-2, 3xTF32 where its grid fills the SMs, SGEMM elsewhere); DIRECT3X3: every 3x3 conv
+ * direct. A value outside the enum fails the build with a message naming the option. */
+START_TEST(test_engine_f32_algorithms)
+{
+    f32_case t;
+    f32_case_init(&t);
+    for (int a = GR_F32_ALGO_AUTO; a <= GR_F32_ALGO_DIRECT3X3; ++a) {
+        gr_engine *gpu = build_engine(t.model, GR_DEVICE_GPU, (gr_f32_algo)a, 0, NULL);
+        const double nrmse = f32_case_nrmse(&t, gpu);
+        const char *name = gr_f32_algo_name((gr_f32_algo)a);
+        printf("gpu_gemm_f32: engine fp32 with f32_algo %s: NRMSE %.3g\n", name, nrmse);
+        ck_assert_msg(nrmse <= 1e-5, "f32_algo %s: NRMSE %g", name, nrmse);
         gr_engine_destroy(gpu);
     }
-    ck_assert_int_eq(setenv("GR_F32_ALGO", "banana", 1), 0);
     gr_engine_options eo;
     gr_engine_options_default(&eo);
     eo.device = GR_DEVICE_GPU;
+    eo.f32_algo = (gr_f32_algo)99;
     gr_engine *bad = NULL;
-    ck_assert_int_eq(gr_engine_build(m, &eo, &bad), GR_ERR_INVALID_ARGUMENT);
-    ck_assert_msg(strstr(gr_last_error(), "GR_F32_ALGO=banana") != NULL, "%s", gr_last_error());
+    ck_assert_int_eq(gr_engine_build(t.model, &eo, &bad), GR_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(gr_last_error(), "f32_algo=99") != NULL, "%s", gr_last_error());
     ck_assert_ptr_null(bad);
-    ck_assert_int_eq(unsetenv("GR_F32_ALGO"), 0);
-    free(input);
-    gr_engine_destroy(cpu);
-    gr_model_destroy(m);
+    f32_case_free(&t);
+}
+END_TEST
+
+/* Lines of the timing cache file whose layer key is an fp32 conv's ("f32:..."). */
+static int f32_cache_entries(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "timing cache %s was not written", path);
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strncmp(line, "f32:", 4) == 0;
+    fclose(f);
+    return n;
+}
+
+/* f32_algo AUTO with the tactic search on: each fp32 conv's algorithm is measured (the search is
+ * turned on here although CMake turns it off for the GPU suites), the engine still agrees with the
+ * CPU within 1e-5, the choices land in the timing cache as "f32:" entries, and a second build
+ * from that file measures nothing and agrees too. */
+START_TEST(test_engine_f32_search_cached)
+{
+    const char *env = getenv("GR_DISABLE_TACTIC_SEARCH");
+    char *saved = env ? strdup(env) : NULL;
+    ck_assert_int_eq(unsetenv("GR_DISABLE_TACTIC_SEARCH"), 0);
+    char cache[256];
+    snprintf(cache, sizeof cache, "/tmp/graphrun_gpu_gemm_f32_%d.timing", (int)getpid());
+    unlink(cache);
+    f32_case t;
+    f32_case_init(&t);
+    for (int build = 0; build < 2; ++build) {
+        gr_engine *gpu = build_engine(t.model, GR_DEVICE_GPU, GR_F32_ALGO_AUTO, 1, cache);
+        gr_tactic_stats st;
+        ck_assert_int_eq(gr_engine_tactic_stats(gpu, &st), GR_OK);
+        const double nrmse = f32_case_nrmse(&t, gpu);
+        printf("gpu_gemm_f32: fp32 search, build %d: %d convs, %d measured (%d candidates), %d "
+               "cached, NRMSE %.3g\n", build, st.convs, st.searched, st.candidates, st.cached,
+               nrmse);
+        ck_assert_msg(nrmse <= 1e-5, "build %d: NRMSE %g", build, nrmse);
+        ck_assert_int_gt(st.convs, 0);
+        ck_assert_int_eq(st.searched + st.cached, st.convs);
+        if (build == 0)
+            ck_assert_int_gt(st.candidates, st.convs); /* more than the rule's was timed */
+        else
+            ck_assert_int_eq(st.candidates, 0);
+        ck_assert_int_gt(f32_cache_entries(cache), 0); /* convs of one shape share an entry */
+        gr_engine_destroy(gpu);
+    }
+    f32_case_free(&t);
+    unlink(cache);
+    if (saved)
+        setenv("GR_DISABLE_TACTIC_SEARCH", saved, 1);
+    free(saved);
 }
 END_TEST
 
@@ -939,6 +1016,7 @@ static Suite *gemm_suite(void)
     TCase *engine = tcase_create("engine");
     tcase_set_timeout(engine, 600);
     tcase_add_test(engine, test_engine_f32_algorithms);
+    tcase_add_test(engine, test_engine_f32_search_cached);
     suite_add_tcase(s, engine);
     return s;
 }

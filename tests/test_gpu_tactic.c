@@ -9,7 +9,8 @@
  *   - timing cache: the second build with the same file times 0 candidates and picks the same
  *     tactics; a corrupt file or one from another GPU gives a notice and everything is measured
  *     again (and the file is rewritten valid);
- *   - GR_DISABLE_TACTIC_SEARCH=1 and tactic_search = 0 turn it off; fp32 engines have no tactics.
+ *   - GR_DISABLE_TACTIC_SEARCH=1 and tactic_search = 0 turn it off; fp32 engines list no tactics
+ *     (their measured algorithms: test_gpu_gemm_f32).
  * Exits 77 (skipped) with one line when no CUDA device is visible. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <check.h>
@@ -406,7 +407,7 @@ START_TEST(test_search_off)
     ck_assert_int_eq(gr_engine_tactic_count(e), 0);
     ck_assert_int_eq(st.convs + st.candidates, 0);
     gr_engine_destroy(e);
-    e = build(m, GR_PREC_FP32, 1, 1, NULL, 1); /* cuBLAS convs: nothing to choose */
+    e = build(m, GR_PREC_FP32, 1, 1, NULL, 1); /* fp32 algorithms are not listed as tactics */
     ck_assert_int_eq(gr_engine_tactic_count(e), 0);
     gr_engine_destroy(e);
     ck_assert_int_eq(gr_engine_tactic_count(NULL), 0);

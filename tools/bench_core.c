@@ -47,6 +47,8 @@ typedef struct bench_options {
     float max_nrmse; /* --prec auto budget */
     const char *timing_cache; /* --timing-cache FILE */
     int tactic_search;        /* -1 default, 1 --tactic-search, 0 --no-tactic-search */
+    gr_f32_algo f32_algo;     /* --f32-algo */
+    gr_toggle f32_split_k, pdl; /* --split-k, --pdl */
 } bench_options;
 
 /* One (precision, batch) measurement; times in microseconds. */
@@ -96,6 +98,7 @@ static void print_help(void)
     printf("usage: %s [--model M] [--prec fp32|fp16|int8|auto|all] [--batch N[,N...]]\n"
            "         [--iters N] [--warmup N] [--inflight N] [--image FILE] [--eager]\n"
            "         [--max-nrmse X] [--json FILE] [--timing-cache FILE] [--[no-]tactic-search]\n"
+           "         [--f32-algo A] [--split-k auto|on|off] [--pdl auto|on|off]\n"
            "\n"
            "  --model M      built-in model (default yolo = YOLOv2-tiny VOC), synthetic weights\n"
            "  --prec P       precision(s), comma-separated or 'all' (default all = fp32,fp16,int8);\n"
@@ -111,6 +114,9 @@ static void print_help(void)
            "  --timing-cache FILE  reuse / store the measured conv tactics (docs/tactics.md)\n"
            "  --tactic-search      time each conv's candidate tactics at build (the default)\n"
            "  --no-tactic-search   the kernels' automatic conv tactics (faster build)\n"
+           "  --f32-algo A   fp32 convs: auto (default), sgemm, tf32x3, implicit, direct3x3\n"
+           "  --split-k T    fp32 3xTF32 GEMMs split K: auto (default), on, off\n"
+           "  --pdl T        programmatic dependent launch between convs: auto (default), on, off\n"
            "\n"
            "Times are host-clock microseconds of synchronous gr_engine_run() calls (input already in the pinned buffer)\n"
            "(input copy, compute, output copy).\n"
@@ -224,6 +230,12 @@ static int parse_args(int argc, char **argv, bench_options *o)
             double x = strtod(v, &end);
             ok = *end == '\0' && end != v && x >= 0.0 && x <= 1.0;
             o->max_nrmse = (float)x;
+        } else if (strcmp(a, "--f32-algo") == 0) {
+            ok = gr_f32_algo_parse(v, &o->f32_algo) == GR_OK;
+        } else if (strcmp(a, "--split-k") == 0) {
+            ok = gr_toggle_parse(v, &o->f32_split_k) == GR_OK;
+        } else if (strcmp(a, "--pdl") == 0) {
+            ok = gr_toggle_parse(v, &o->pdl) == GR_OK;
         } else if (strcmp(a, "--inflight") == 0) {
             ok = parse_int(v, 1, GR_MAX_INFLIGHT, &o->inflight);
         } else {
@@ -320,6 +332,9 @@ static gr_status bench_one(const gr_model *model, const bench_options *o, const 
     if (o->tactic_search >= 0)
         eo.tactic_search = o->tactic_search;
     eo.timing_cache = o->timing_cache;
+    eo.f32_algo = o->f32_algo;
+    eo.f32_split_k = o->f32_split_k;
+    eo.pdl = o->pdl;
     double build_start = now_us();
     st = gr_engine_build(model, &eo, &engine);
     r->build_ms = (now_us() - build_start) / 1e3;

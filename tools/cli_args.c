@@ -93,7 +93,7 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
             "--model", "--cfg", "--weights", "--names", "--output", "--save-output", "--input",
             "--seed", "--device", "--prec", "--batch", "--runs", "--thresh", "--nms", "--calib-cache",
             "--calib", "--calib-percentile", "--calib-images", "--calib-device", "--input-list",
-            "--threads", "--max-nrmse", "--timing-cache", NULL};
+            "--threads", "--max-nrmse", "--timing-cache", "--f32-algo", "--split-k", "--pdl", NULL};
         const char *val = NULL;
         char name[32];
         const char *eq = strchr(a, '=');
@@ -130,6 +130,13 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
             if (gr_calib_method_parse(val, &o->calib_method) != GR_OK)
                 return usage_error(err, errlen, "--calib '%s' is not max, percentile, entropy or mse%s",
                                    val, "");
+        } else if (!strcmp(name, "--f32-algo")) {
+            if (gr_f32_algo_parse(val, &o->f32_algo) != GR_OK)
+                return usage_error(err, errlen, "--f32-algo '%s' is not auto, sgemm, tf32x3, "
+                                   "implicit or direct3x3%s", val, "");
+        } else if (!strcmp(name, "--split-k") || !strcmp(name, "--pdl")) {
+            if (gr_toggle_parse(val, !strcmp(name, "--pdl") ? &o->pdl : &o->f32_split_k) != GR_OK)
+                return usage_error(err, errlen, "%s '%s' is not auto, on or off", name, val);
         } else if (!strcmp(name, "--calib-percentile")) {
             if (!parse_float(val, 50.0f, 100.0f, &o->calib_percentile) || o->calib_percentile == 50.0f)
                 return usage_error(err, errlen, "--calib-percentile '%s' is not a number in (50, 100]%s",

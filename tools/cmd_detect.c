@@ -75,6 +75,12 @@ static void print_help(void)
         "  --tactic-search     GPU fp16/int8: time each conv's candidate tactics at build and keep\n"
         "                      the fastest (the default; docs/tactics.md)\n"
         "  --no-tactic-search  the kernels' automatic conv tactics (faster build)\n"
+        "  --f32-algo A        GPU fp32 convs: auto (default: measured, or the rule without the\n"
+        "                      search), sgemm, tf32x3, implicit, direct3x3 (docs/tactics.md)\n"
+        "  --split-k T         GPU fp32 3xTF32 GEMMs split K: auto (default: one run in flight),\n"
+        "                      on, off\n"
+        "  --pdl T             GPU: programmatic dependent launch between convs: auto (default),\n"
+        "                      on, off\n"
         "detection\n"
         "  --thresh T          class probability threshold (default 0.5, as Darknet)\n"
         "  --nms T             IoU threshold of the class-wise NMS (default 0.45, as Darknet)\n"
@@ -190,6 +196,9 @@ int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, g
     if (o->tactic_search >= 0)
         eo.tactic_search = o->tactic_search;
     eo.timing_cache = o->timing_cache;
+    eo.f32_algo = o->f32_algo;
+    eo.f32_split_k = o->f32_split_k;
+    eo.pdl = o->pdl;
     if (o->device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
         fprintf(stderr, "graphrun: no CUDA device visible: running the CPU reference (slow)\n");
     st = gr_engine_build(*model, &eo, engine);

@@ -248,9 +248,10 @@ static gr_status show_tactics(const char *model, const char *cfg, const char *we
                "used)\n", ts.rejected);
     if (gr_engine_tactic_count(e) == 0)
         printf("  none: %s\n", opt->precision == GR_PREC_FP32
-                                   ? "fp32 convs have no tactic search (direct 3x3 kernel with "
-                                     "its maxpool on narrow layers, 3xTF32 GEMM on sm_80+, "
-                                     "else cuBLAS SGEMM; GR_F32_ALGO)"
+                                   ? "fp32 algorithms are not listed (measured and counted "
+                                     "above with the search on; else the rule: direct 3x3 "
+                                     "kernel with its maxpool on narrow layers, 3xTF32 GEMM on "
+                                     "sm_80+, else cuBLAS SGEMM; --f32-algo)"
                                    : "the tactic search is off (automatic tactics)");
     else
         printf("  layer  tactic            time us   auto us  speedup  candidates\n");

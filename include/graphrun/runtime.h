@@ -201,6 +201,34 @@ typedef enum gr_calib_method {
 const char *gr_calib_method_name(gr_calib_method m);
 gr_status gr_calib_method_parse(const char *name, gr_calib_method *out);
 
+/* How an fp32 engine's convolutions compute (docs/tactics.md, "How each choice is made").
+ * AUTO: measured per conv at build when tactic_search is on (among the algorithms below that run
+ * there; kept in the timing cache), else a fixed rule: DIRECT3X3 on the narrow early 3x3 layers
+ * (at most 32 input channels), TF32X3 where its grid fills the SMs, SGEMM on the rest. The others
+ * force that algorithm on every conv it runs: DIRECT3X3 every 3x3 / stride 1 / pad 1 conv (the
+ * rest as AUTO's rule), TF32X3 and TF32X3_IMPLICIT every conv on sm_80+ (SGEMM before sm_80).
+ * With tf32 = 1 every GEMM is cuBLAS's TF32 math (SGEMM), whatever f32_algo says. */
+typedef enum gr_f32_algo {
+    GR_F32_ALGO_AUTO = 0,
+    GR_F32_ALGO_SGEMM,           /* im2col + cuBLAS SGEMM (exact FP32) + bias/activation */
+    GR_F32_ALGO_TF32X3,          /* im2col + 3xTF32 tensor-core GEMM (FP32-level), fused epilogue */
+    GR_F32_ALGO_TF32X3_IMPLICIT, /* the same GEMM gathering its input: no im2col */
+    GR_F32_ALGO_DIRECT3X3        /* FP32 FMAs in Darknet's order, the 2x2/2 maxpool fused */
+} gr_f32_algo;
+
+/* "auto" / "sgemm" / "tf32x3" / "implicit" / "direct3x3"; parse returns GR_ERR_INVALID_ARGUMENT
+ * otherwise. */
+const char *gr_f32_algo_name(gr_f32_algo algo);
+gr_status gr_f32_algo_parse(const char *name, gr_f32_algo *out);
+
+/* A feature the engine may use: AUTO where graphrun's rule says it helps, ON wherever it applies,
+ * OFF never. Each option says what its AUTO and ON mean. */
+typedef enum gr_toggle { GR_TOGGLE_AUTO = 0, GR_TOGGLE_ON, GR_TOGGLE_OFF } gr_toggle;
+
+/* "auto" / "on" / "off"; parse returns GR_ERR_INVALID_ARGUMENT otherwise. */
+const char *gr_toggle_name(gr_toggle toggle);
+gr_status gr_toggle_parse(const char *name, gr_toggle *out);
+
 typedef struct gr_engine_options {
     gr_device device;        /* AUTO: the GPU when one is visible, else the CPU reference */
     gr_precision precision;  /* FP32 default */
@@ -246,17 +274,31 @@ typedef struct gr_engine_options {
                                 (up to 16) and outputs of the output NRMSE against fp32;
                                 GR_MAX_NRMSE_DEFAULT default. The chosen map is in
                                 gr_engine_notice() and gr_engine_layer_precision(). */
-    int tactic_search;       /* GPU, fp16/int8: time each tensor-core conv's candidate tactics
+    int tactic_search;       /* GPU: time each tensor-core (fp16/int8) conv's candidate tactics
                                 (tile shape x split-K) on its real shape at build and keep the
                                 fastest that passes a numerics check (int8: bit-identical to the
-                                automatic tactic; fp16: NRMSE <= 1e-3). 1 default; the
-                                environment variable GR_DISABLE_TACTIC_SEARCH=1 forces it off. See
-                                gr_engine_tactic() and docs/tactics.md. */
+                                automatic tactic; fp16: NRMSE <= 1e-3); fp32 convs with f32_algo
+                                AUTO: their algorithm the same way (NRMSE <= 1e-5). 1 default;
+                                the environment variable GR_DISABLE_TACTIC_SEARCH=1 forces it off
+                                (README, "Environment variables"). See gr_engine_tactic() and
+                                docs/tactics.md. */
     const char *timing_cache; /* file of measured tactics for this GPU: read at build (a missing
                                 file is fine; one from another GPU, driver, CUDA or graphrun
                                 version, or a corrupt one, is ignored with a notice) so that layers
                                 found there are not measured again; written (atomically) when new
                                 measurements were made. NULL = none. Only read during the build. */
+    /* Kernel choices (docs/tactics.md, "How each choice is made"); GPU engines only. */
+    gr_f32_algo f32_algo;    /* fp32 convs' algorithm; AUTO default */
+    gr_toggle f32_split_k;   /* fp32 3xTF32 GEMMs split K where their last wave of blocks would
+                                leave SMs idle. AUTO (default): with the automatic algorithm and
+                                one run in flight (with several, the other runs fill those SMs);
+                                ON: also with several, and with f32_algo TF32X3; OFF: never */
+    gr_toggle pdl;           /* programmatic dependent launch of a conv right after another kernel
+                                on the only stream (sm_90+): AUTO (default) and ON where it
+                                applies, OFF never */
+    gr_toggle gemm_tactic;   /* fp16/int8 tactic search: AUTO (default) and ON count the GEMM
+                                tactic (im2col + cuBLASLt) among the candidates where it applies,
+                                OFF leaves it out */
 } gr_engine_options;
 
 /* 0.003: on the bundled trained model the map chosen within 0.003 keeps fp32's mAP; all int8
@@ -385,7 +427,8 @@ gr_status gr_engine_timing(const gr_engine *engine, gr_timing *timing);
 
 /* ---- convolution tactics (GPU engines) ----
  * The tactic of each tensor-core convolution of the engine's uint8-input graph, in plan order
- * (fp32 engines, CPU engines and convs without a choice - the first layer - have none). */
+ * (fp32 engines, CPU engines and convs without a choice - the first layer - have none; fp32
+ * convs' measured algorithms are counted in gr_tactic_stats and kept in the timing cache). */
 typedef struct gr_tactic_info {
     int layer;           /* Darknet layer index */
     int tile_config;     /* 0 = the kernels' automatic choice, else a tile shape (see name) */
@@ -400,7 +443,8 @@ typedef struct gr_tactic_info {
 } gr_tactic_info;
 
 typedef struct gr_tactic_stats {
-    int convs;           /* tensor-core convs with a tactic choice, every variant built */
+    int convs;           /* convs with a tactic choice, every variant built: tensor-core
+                            convs, and fp32 convs whose algorithm is measured (f32_algo AUTO) */
     int searched;        /* of them, decided by measuring at this build */
     int cached;          /* of them, taken from the timing cache (checked, not timed) */
     int candidates;      /* candidate tactics timed in all */

@@ -29,6 +29,7 @@ __all__ = ["Error", "Model", "Engine", "Detection", "load_image", "letterbox", "
 
 _DEVICES = {"auto": 0, "cpu": 1, "gpu": 2}
 _PRECISIONS = {"fp32": 0, "fp16": 1, "int8": 2, "auto": 3}  # auto: max_nrmse 0.003 (runtime.h)
+_F32_ALGOS = {"auto": 0, "sgemm": 1, "tf32x3": 2, "implicit": 3, "direct3x3": 4}  # gr_f32_algo
 # Option structs get room to grow: runtime.h only appends fields, and the *_default() functions
 # fill whatever the library knows about.
 _SPARE = 256
@@ -57,12 +58,20 @@ class _ModelInfo(ctypes.Structure):
 
 
 class _EngineOptions(ctypes.Structure):
+    # gr_engine_options field for field (enums are C ints).
     _fields_ = [("device", ctypes.c_int), ("precision", ctypes.c_int), ("batch", ctypes.c_int),
                 ("gpu_index", ctypes.c_int), ("use_cuda_graph", ctypes.c_int),
                 ("tf32", ctypes.c_int), ("fp16_accumulate", ctypes.c_int),
                 ("calib_method", ctypes.c_int), ("calib_percentile", ctypes.c_float),
                 ("calib_images", ctypes.POINTER(ctypes.c_char_p)),
-                ("calib_cache", ctypes.c_char_p), ("_spare", ctypes.c_char * _SPARE)]
+                ("calib_cache", ctypes.c_char_p), ("calib_threads", ctypes.c_int),
+                ("calib_progress", ctypes.c_void_p), ("calib_progress_user", ctypes.c_void_p),
+                ("nonfinite_is_error", ctypes.c_int), ("inflight", ctypes.c_int),
+                ("calib_device", ctypes.c_int), ("layer_precision", ctypes.c_void_p),
+                ("n_layer_precision", ctypes.c_int), ("max_nrmse", ctypes.c_float),
+                ("tactic_search", ctypes.c_int), ("timing_cache", ctypes.c_char_p),
+                ("f32_algo", ctypes.c_int), ("f32_split_k", ctypes.c_int), ("pdl", ctypes.c_int),
+                ("gemm_tactic", ctypes.c_int), ("_spare", ctypes.c_char * _SPARE)]
 
 
 class _TensorDesc(ctypes.Structure):
@@ -285,30 +294,36 @@ class Model(_Handle):
         return _lib.gr_model_class_name(self._handle, class_id).decode()
 
     def build(self, device="auto", precision="fp32", batch=1, use_cuda_graph=True,
-              calib_cache=None, calib_images=None):
+              calib_cache=None, calib_images=None, f32_algo="auto"):
         """An engine for this model (see Engine)."""
-        return Engine(self, device, precision, batch, use_cuda_graph, calib_cache, calib_images)
+        return Engine(self, device, precision, batch, use_cuda_graph, calib_cache, calib_images,
+                      f32_algo)
 
 
 class Engine(_Handle):
     """A built engine: device "auto" | "cpu" | "gpu", precision "fp32" | "fp16" | "int8" | "auto"
     (int8 or fp16 per layer within an output NRMSE of 0.003, docs/calibration.md), and the
-    number of images per run. Keeps the class names of its model."""
+    number of images per run; f32_algo "auto" | "sgemm" | "tf32x3" | "implicit" | "direct3x3"
+    picks the GPU's fp32 convolution algorithm (runtime.h, gr_f32_algo). Keeps the class names of
+    its model."""
 
     _destroy = _lib.gr_engine_destroy
 
     def __init__(self, model, device="auto", precision="fp32", batch=1, use_cuda_graph=True,
-                 calib_cache=None, calib_images=None):
+                 calib_cache=None, calib_images=None, f32_algo="auto"):
         if device not in _DEVICES:
             raise ValueError(f"device {device!r} is not one of {sorted(_DEVICES)}")
         if precision not in _PRECISIONS:
             raise ValueError(f"precision {precision!r} is not one of {sorted(_PRECISIONS)}")
+        if f32_algo not in _F32_ALGOS:
+            raise ValueError(f"f32_algo {f32_algo!r} is not one of {sorted(_F32_ALGOS)}")
         opt = _EngineOptions()
         _lib.gr_engine_options_default(ctypes.byref(opt))
         opt.device = _DEVICES[device]
         opt.precision = _PRECISIONS[precision]
         opt.batch = int(batch)
         opt.use_cuda_graph = 1 if use_cuda_graph else 0
+        opt.f32_algo = _F32_ALGOS[f32_algo]
         opt.calib_cache = _path(calib_cache)
         if calib_images is not None:
             paths = (ctypes.c_char_p * (len(calib_images) + 1))(

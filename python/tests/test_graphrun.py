@@ -145,6 +145,23 @@ class CPUTests(unittest.TestCase):
         self.assertIn("batch", str(ctx.exception))
 
 
+    def test_engine_options_mirror_the_c_struct(self):
+        # The library fills the mirror: fields past the first that land where the header puts
+        # them read the header's defaults (a shifted mirror reads padding or a neighbour).
+        opt = graphrun._EngineOptions()
+        graphrun._lib.gr_engine_options_default(graphrun.ctypes.byref(opt))
+        self.assertEqual((opt.batch, opt.use_cuda_graph, opt.inflight), (1, 1, 1))
+        self.assertAlmostEqual(opt.calib_percentile, 99.99, places=3)
+        self.assertAlmostEqual(opt.max_nrmse, 0.003, places=6)
+        self.assertEqual(opt.tactic_search, 1)
+        self.assertIsNone(opt.timing_cache)
+        self.assertEqual((opt.f32_algo, opt.f32_split_k, opt.pdl, opt.gemm_tactic), (0, 0, 0, 0))
+        with self.model.build(device="cpu", f32_algo="sgemm") as engine:
+            self.assertEqual(engine.device, "cpu")
+        with self.assertRaises(ValueError):
+            self.model.build(device="cpu", f32_algo="banana")
+
+
 class GPUTests(unittest.TestCase):
     """On a GPU: the engine against the CPU reference through the same Python calls."""
 

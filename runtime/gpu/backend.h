@@ -2,7 +2,8 @@
  *   gpu/engine.c    state, variants (plan, memory, timing, capture), streams, backend entry points
  *   gpu/dispatch.c  tensor addresses, plan node -> kernel launcher, the forward pass on the streams
  *   gpu/weights.c   weights in the kernels' layouts and their upload, scratch buffers
- *   gpu/tactic.c    each tensor-core conv's tactic, by measurement at build (timing cache)
+ *   gpu/tactic.c    every kernel choice: each tensor-core conv's tactic and each fp32 conv's
+ *                   algorithm, by measurement at build (timing cache) or by the fixed rule
  *   gpu/error.c     CUDA / cuBLAS / launcher failures -> gr_status with a one-line message
  *   gpu/debug.c     what runtime/gpu/debug.h declares (graph info, plan stats, trace, faults)
  * A build without CUDA has none of them (runtime/gpu/none.c stands in). */
@@ -38,6 +39,9 @@ typedef struct gpu_tactic {
     double us, auto_us;     /* measured (or cached) median times, 0 when not searched */
     int candidates;         /* candidates timed at this build; 0 when it came from the cache */
     int searched;           /* 1 when a search (or a cache hit) decided it */
+    /* fp32 convs (f32_search): the measured (or cached) algorithm, GR_CONV_F32_*, and its split-K
+     * parts, where f32_measured is 1; else gr_gpu_f32_rule decides */
+    int f32_measured, f32_algo, f32_splits;
 } gpu_tactic;
 
 /* A conv node's device parameters. */
@@ -110,24 +114,22 @@ struct gpu_state {
     float input_range;
     gpu_variant var[2];     /* [0] float input, [1] u8 input */
     cudaError_t inject;     /* tests: the next run fails with this error */
-    int tf32;               /* fp32 convs may use TF32 tensor cores */
-    int f32_algo;           /* fp32 convs' GEMM: GR_CONV_F32_TF32X3 on sm_80+ without tf32, else
-                               GR_CONV_F32_SGEMM; GR_F32_ALGO=sgemm forces cuBLAS, =implicit
-                               picks GR_CONV_F32_TF32X3_IMPLICIT (sm_80+) */
-    int f32_auto;           /* GR_F32_ALGO unset: TF32X3 only where its grid fills the SMs,
-                               SGEMM (split-K in cuBLAS) on the others (batch 1, 13x13 maps) */
-    int f32_splitk;         /* the automatic 3xTF32 GEMMs may split K (GR_F32_SPLITK=0: never) */
-    int f32_direct;         /* GR_CONV_F32_DIRECT3X3 (maxpool fused): 1 where the kernels prefer
-                               it (GR_F32_ALGO unset), 2 wherever it fits (=direct3x3), 0 never */
+    int tf32;               /* fp32 convs may use TF32 tensor cores (cuBLAS's TF32 math) */
+    gr_f32_algo f32_algo;   /* e->opt.f32_algo: what gr_gpu_f32_rule applies (gpu/tactic.c) */
+    int f32_tensor_cores;   /* the 3xTF32 GEMMs may run: sm_80+ and not tf32 */
+    int f32_search;         /* f32_algo AUTO with the tactic search on: each fp32 conv's algorithm
+                               is measured (gpu/tactic.c), the rule only its reference */
+    gr_toggle f32_split_k;  /* e->opt.f32_split_k */
     int sm_count;
     int fp16_accumulate;    /* fp16 convs accumulate in fp16 */
-    int pdl;                /* programmatic dependent launch between convs (sm_90+; off with
-                               GR_DISABLE_PDL=1) */
+    int pdl;                /* programmatic dependent launch between convs (sm_90+): e->opt.pdl
+                               not OFF */
     int tactic_search;      /* time the tactics of every tensor-core conv at build */
     char *timing_cache_path; /* the engine's copy of opt.timing_cache, or NULL */
     struct gr_timing_cache *tcache; /* entries for this GPU: read from the file, and measured */
     cublasLtHandle_t lt;    /* for the GEMM tactic's plans, created by the first search */
-    int gemm_tactic;        /* the GEMM tactic is a candidate (off with GR_DISABLE_GEMM_TACTIC=1) */
+    int gemm_tactic;        /* the GEMM tactic is a candidate: e->opt.gemm_tactic not OFF (and
+                               cuBLASLt could be set up) */
     gpu_node_hook after_node; /* NULL except while calibrating (gpu/calib.c) */
     void *after_node_user;
 };
@@ -209,6 +211,11 @@ gr_status gr_gpu_device_key(const gpu_state *g, char *key, size_t len);
  * leaves the arena zeroed as instance_alloc did. With g->tactic_search 0 it only allocates
  * v->tactic (all automatic). */
 gr_status gr_gpu_choose_tactics(gr_engine *e, gpu_state *g, gpu_variant *v);
+/* The fp32 conv's algorithm and split-K (a->algo, a->splits) by e->opt.f32_algo and the fixed
+ * rule (docs/tactics.md): the reference the fp32 tactic search measures against, and the choice
+ * when it does not run. `columns`: batch x output pixels of the GEMM. */
+void gr_gpu_f32_rule(const gpu_state *g, const gpu_variant *v, int connected, long long columns,
+                     gr_conv_f32_args *a);
 /* The tactic's name: "auto", "128x64", "64x64 split 4". */
 void gr_gpu_tactic_name(int tile, int split, char *buf, size_t len);
 /* e->tactics: the tactics of v's tensor-core convs (gr_engine_tactic). */

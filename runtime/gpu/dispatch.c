@@ -41,92 +41,110 @@ static gr_kview kview(const gr_plan_tensor *t)
 
 /* ---- convolution -------------------------------------------------------------------------- */
 
-gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_instance *inst,
-                           int index, gpu_conv *c)
+/* An fp32 conv's (or [connected]'s) cuBLAS-path arguments, its algorithm left unset: NCHW; a
+ * channel slice with batch > 1 is not contiguous, so one image at a time, each a contiguous
+ * block; groups: one conv per group on its slices. */
+static void f32_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_instance *inst,
+                          int index, gpu_conv *c)
 {
     const gr_plan *plan = v->plan;
     const gr_plan_node *nd = &plan->nodes[index];
     const gr_plan_tensor *x = &plan->tensors[nd->inputs[0]];
     const gr_plan_tensor *y = &plan->tensors[nd->output];
     const gpu_conv_weights *w = v->nw ? &v->nw[index] : NULL;
-    memset(c, 0, sizeof *c);
-    const unsigned fusions = GR_FUSED_MAXPOOL | GR_FUSED_QUANTIZE_IN | GR_FUSED_DEQUANT_OUT;
-    const gr_dtype compute = gr_plan_conv_in_dtype(plan, nd);
-    const int allocated = inst != NULL; /* else only the shapes (gr_gpu_plan_check) */
     const int connected = nd->kind == GR_OP_CONNECTED;
-    if (connected && compute != GR_DTYPE_F32)
+    const int pool = (nd->fused & GR_FUSED_MAXPOOL) != 0;
+    const int groups = !connected && nd->p.groups > 1 ? nd->p.groups : 1;
+    const int per_image = x->n > 1 && (x->c_stride != x->c || y->c_stride != y->c || groups > 1);
+    c->images = per_image ? x->n : 1;
+    c->x_image = (size_t)x->c_stride * x->h * x->w;
+    c->y_image = (size_t)y->c_stride * y->h * y->w;
+    c->groups = groups;
+    c->x_group = (size_t)(x->c / groups) * x->h * x->w;
+    c->y_group = (size_t)(y->c / groups) * y->h * y->w;
+    c->w_group = (size_t)(y->c / groups) * (x->c / groups) * nd->p.size * nd->p.size;
+    c->b_group = (size_t)(y->c / groups);
+    c->f32 = (gr_conv_f32_args){
+        .batch = per_image ? 1 : x->n,
+        /* [connected] is a 1x1 conv on the flattened image: W [outputs][c*h*w] is the conv's
+         * [out_c][in_c][1][1], and an image's c*h*w values are contiguous in NCHW. */
+        .in_c = connected ? x->c * x->h * x->w : x->c / groups, .in_h = connected ? 1 : x->h,
+        .in_w = connected ? 1 : x->w, .out_c = y->c / groups,
+        .ksize = connected ? 1 : nd->p.size, .stride = connected ? 1 : nd->p.stride,
+        .pad = connected ? 0 : nd->p.pad,
+        .in = inst ? (const float *)gr_gpu_tensor_storage(v, inst, nd->inputs[0]) +
+                         (size_t)x->c_offset * x->h * x->w
+                   : NULL,
+        .weights = w ? w->weights : NULL, .bias = w ? w->bias : NULL,
+        .out = inst ? (float *)gr_gpu_tensor_storage(v, inst, nd->output) +
+                          (size_t)y->c_offset * y->h * y->w
+                    : NULL,
+        .workspace = inst ? inst->im2col[nd->stream] : NULL, .activation = (int)nd->p.activation,
+        .tf32 = g->tf32, .pool_size = pool ? nd->pool_size : 0,
+        .pool_stride = pool ? nd->pool_stride : 0, .pool_pad = pool ? nd->pool_pad : 0};
+}
+
+/* The fp32 path: arguments, then the algorithm (measured, else the rule). Only the direct 3x3
+ * kernel pools. */
+static gr_status f32_conv(const gpu_state *g, const gpu_variant *v, const gpu_instance *inst,
+                          int index, gpu_conv *c)
+{
+    const gr_plan *plan = v->plan;
+    const gr_plan_node *nd = &plan->nodes[index];
+    const gr_plan_tensor *y = &plan->tensors[nd->output];
+    const unsigned fusions = GR_FUSED_MAXPOOL | GR_FUSED_QUANTIZE_IN | GR_FUSED_DEQUANT_OUT;
+    if (y->dtype != GR_DTYPE_F32 || (nd->fused & fusions & ~(unsigned)GR_FUSED_MAXPOOL))
         return gr_gpu_unsupported(plan, index);
-    if (compute == GR_DTYPE_F32) {
-        const int pool = (nd->fused & GR_FUSED_MAXPOOL) != 0;
-        if (y->dtype != GR_DTYPE_F32 || (nd->fused & fusions & ~(unsigned)GR_FUSED_MAXPOOL))
-            return gr_gpu_unsupported(plan, index);
-        /* cuBLAS path on NCHW; a channel slice with batch > 1 is not contiguous: one image at a
-         * time, each a contiguous block. Groups: one conv per group on its slices. */
-        const int groups = !connected && nd->p.groups > 1 ? nd->p.groups : 1;
-        int per_image = x->n > 1 && (x->c_stride != x->c || y->c_stride != y->c || groups > 1);
-        c->images = per_image ? x->n : 1;
-        c->x_image = (size_t)x->c_stride * x->h * x->w;
-        c->y_image = (size_t)y->c_stride * y->h * y->w;
-        c->groups = groups;
-        c->x_group = (size_t)(x->c / groups) * x->h * x->w;
-        c->y_group = (size_t)(y->c / groups) * y->h * y->w;
-        c->w_group = (size_t)(y->c / groups) * (x->c / groups) * nd->p.size * nd->p.size;
-        c->b_group = (size_t)(y->c / groups);
-        c->f32 = (gr_conv_f32_args){
-            .batch = per_image ? 1 : x->n,
-            /* [connected] is a 1x1 conv on the flattened image: W [outputs][c*h*w] is the conv's
-             * [out_c][in_c][1][1], and an image's c*h*w values are contiguous in NCHW. */
-            .in_c = connected ? x->c * x->h * x->w : x->c / groups, .in_h = connected ? 1 : x->h,
-            .in_w = connected ? 1 : x->w, .out_c = y->c / groups,
-            .ksize = connected ? 1 : nd->p.size, .stride = connected ? 1 : nd->p.stride,
-            .pad = connected ? 0 : nd->p.pad,
-            .in = allocated ? (const float *)gr_gpu_tensor_storage(v, inst, nd->inputs[0]) +
-                                  (size_t)x->c_offset * x->h * x->w
-                            : NULL,
-            .weights = w ? w->weights : NULL, .bias = w ? w->bias : NULL,
-            .out = allocated ? (float *)gr_gpu_tensor_storage(v, inst, nd->output) +
-                                   (size_t)y->c_offset * y->h * y->w
-                             : NULL,
-            .workspace = allocated ? inst->im2col[nd->stream] : NULL, .activation = (int)nd->p.activation,
-            .tf32 = g->tf32, .algo = g->f32_algo,
-            .pool_size = pool ? nd->pool_size : 0, .pool_stride = pool ? nd->pool_stride : 0,
-            .pool_pad = pool ? nd->pool_pad : 0};
-        /* the direct 3x3 kernel where it is preferred (or forced); only it pools */
-        if (!connected && gr_conv_f32_direct3x3_fits(&c->f32) &&
-            (g->f32_direct == 2 || (g->f32_direct && gr_conv_f32_direct3x3_preferred(&c->f32)))) {
-            c->f32.algo = GR_CONV_F32_DIRECT3X3;
-            return GR_OK;
-        }
-        if (pool)
-            return gr_gpu_unsupported(plan, index);
-        /* 3xTF32 has no split-K: a GEMM too small to fill the SMs once goes to cuBLAS */
-        if (g->f32_auto && c->f32.algo == GR_CONV_F32_TF32X3 &&
-            gr_gemm_tf32x3_blocks(c->f32.out_c, c->f32.batch * y->h * y->w, g->sm_count) <
-                g->sm_count)
-            c->f32.algo = GR_CONV_F32_SGEMM;
-        /* split-K where the GEMM's last wave of blocks would leave SMs idle; not with several
-         * runs in flight, whose kernels fill those SMs anyway (measured: docs/performance.md) */
-        if (g->f32_auto && g->f32_splitk && v->n_inst == 1 && c->f32.algo == GR_CONV_F32_TF32X3)
-            c->f32.splits = gr_gemm_tf32x3_auto_splits(
-                c->f32.out_c, c->f32.in_c * c->f32.ksize * c->f32.ksize,
-                c->f32.batch * y->h * y->w, g->sm_count);
-        return GR_OK;
+    f32_conv_args(g, v, inst, index, c);
+    const gpu_tactic *t = v->tactic ? &v->tactic[index] : NULL;
+    if (t && t->f32_measured) {
+        c->f32.algo = t->f32_algo;
+        c->f32.splits = t->f32_splits;
+    } else {
+        gr_gpu_f32_rule(g, v, nd->kind == GR_OP_CONNECTED,
+                        (long long)c->f32.batch * y->h * y->w, &c->f32);
     }
-    gr_conv_out_kind out_kind;
-    size_t out_offset = 0; /* bytes */
+    if (c->f32.pool_size && c->f32.algo != GR_CONV_F32_DIRECT3X3)
+        return gr_gpu_unsupported(plan, index);
+    return GR_OK;
+}
+
+/* Where a tensor-core conv writes (f32 NCHW with the dequantization fused, else its dtype) and
+ * at what byte offset from its tensor's storage. */
+static gr_status tc_out_kind(const gr_plan *plan, int index, gr_conv_out_kind *kind,
+                             size_t *offset)
+{
+    const gr_plan_node *nd = &plan->nodes[index];
+    const gr_plan_tensor *y = &plan->tensors[nd->output];
+    *offset = 0;
     if (nd->fused & GR_FUSED_DEQUANT_OUT) {
         /* f32 NCHW straight from the accumulator; a channel slice only where it is contiguous */
         if (y->dtype != GR_DTYPE_F32 || (y->n > 1 && y->c_stride != y->c))
             return gr_gpu_unsupported(plan, index);
-        out_kind = GR_CONV_OUT_F32_NCHW;
-        out_offset = (size_t)y->c_offset * y->h * y->w * sizeof(float);
+        *kind = GR_CONV_OUT_F32_NCHW;
+        *offset = (size_t)y->c_offset * y->h * y->w * sizeof(float);
     } else if (y->dtype == GR_DTYPE_I8) {
-        out_kind = GR_CONV_OUT_I8;
+        *kind = GR_CONV_OUT_I8;
     } else if (y->dtype == GR_DTYPE_F16) {
-        out_kind = GR_CONV_OUT_F16;
+        *kind = GR_CONV_OUT_F16;
     } else {
         return gr_gpu_unsupported(plan, index);
     }
+    return GR_OK;
+}
+
+/* The fp16 / int8 path: the tensor-core kernels with the node's tactic. */
+static gr_status tc_conv(const gpu_state *g, const gpu_variant *v, const gpu_instance *inst,
+                         int index, gr_dtype compute, gpu_conv *c)
+{
+    const gr_plan *plan = v->plan;
+    const gr_plan_node *nd = &plan->nodes[index];
+    const gr_plan_tensor *x = &plan->tensors[nd->inputs[0]];
+    const gr_plan_tensor *y = &plan->tensors[nd->output];
+    const gpu_conv_weights *w = v->nw ? &v->nw[index] : NULL;
+    gr_conv_out_kind out_kind = GR_CONV_OUT_I8;
+    size_t out_offset;
+    GR_TRY(tc_out_kind(plan, index, &out_kind, &out_offset));
     const int in_u8 = (nd->fused & GR_FUSED_QUANTIZE_IN) != 0;
     if ((compute != GR_DTYPE_I8 && compute != GR_DTYPE_F16) || nd->p.groups > 1 ||
         (in_u8 && x->dtype != GR_DTYPE_U8))
@@ -139,9 +157,9 @@ gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_i
         .in_c_stride = x->c_stride, .in_c_offset = x->c_offset,
         .out_c = y->c, .out_c_stride = y->c_stride, .out_c_offset = y->c_offset,
         .ksize = nd->p.size, .stride = nd->p.stride, .pad = nd->p.pad,
-        .in = allocated ? gr_gpu_tensor_storage(v, inst, nd->inputs[0]) : NULL,
+        .in = inst ? gr_gpu_tensor_storage(v, inst, nd->inputs[0]) : NULL,
         .weights = w ? w->weights : NULL, .mul = w ? w->mul : NULL, .bias = w ? w->bias : NULL,
-        .out = allocated ? gr_gpu_tensor_storage(v, inst, nd->output) + out_offset : NULL,
+        .out = inst ? gr_gpu_tensor_storage(v, inst, nd->output) + out_offset : NULL,
         .activation = (int)nd->p.activation, .out_kind = out_kind,
         .out_inv_scale = y->dtype == GR_DTYPE_I8 ? 1.0f / y->scale : 1.0f,
         .fp16_accumulate = compute == GR_DTYPE_F16 && g->fp16_accumulate,
@@ -153,6 +171,20 @@ gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_i
         .in_u8 = in_u8, .in_scale = in_u8 ? nd->in_scale : 0.0f,
         .pdl = v->pdl ? v->pdl[index] : 0};
     return GR_OK;
+}
+
+gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_instance *inst,
+                           int index, gpu_conv *c)
+{
+    const gr_plan *plan = v->plan;
+    const gr_plan_node *nd = &plan->nodes[index];
+    memset(c, 0, sizeof *c);
+    const gr_dtype compute = gr_plan_conv_in_dtype(plan, nd);
+    if (compute == GR_DTYPE_F32)
+        return f32_conv(g, v, inst, index, c);
+    if (nd->kind == GR_OP_CONNECTED)
+        return gr_gpu_unsupported(plan, index);
+    return tc_conv(g, v, inst, index, compute, c);
 }
 
 gr_status gr_gpu_plan_check(const gpu_state *g, const gpu_variant *v, int *bad_node)

@@ -173,43 +173,6 @@ static gr_status use_cublas_workspaces(gpu_state *g, void *const *ws)
     return GR_OK;
 }
 
-/* Experiment (docs/performance.md, GR_L2_PERSIST=1): mark the weights as persisting in L2 on every
- * kernel node of the graph. */
-static gr_status l2_persist_weights(gpu_state *g, const gpu_variant *v, cudaGraph_t graph)
-{
-    int max_persist = 0, max_window = 0;
-    CUDA_TRY(cudaDeviceGetAttribute(&max_persist, cudaDevAttrMaxPersistingL2CacheSize, g->device));
-    CUDA_TRY(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, g->device));
-    if (max_persist <= 0 || max_window <= 0 || !v->weights_bytes)
-        return GR_OK;
-    size_t bytes = v->weights_bytes < (size_t)max_window ? v->weights_bytes : (size_t)max_window;
-    CUDA_TRY(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize,
-                                bytes < (size_t)max_persist ? bytes : (size_t)max_persist));
-    cudaKernelNodeAttrValue val;
-    memset(&val, 0, sizeof val);
-    val.accessPolicyWindow.base_ptr = v->weights;
-    val.accessPolicyWindow.num_bytes = bytes;
-    val.accessPolicyWindow.hitRatio = 1.0f;
-    val.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
-    val.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
-    size_t n = 0;
-    CUDA_TRY(cudaGraphGetNodes(graph, NULL, &n));
-    cudaGraphNode_t *nodes = gr_calloc(n ? n : 1, sizeof *nodes, "graph nodes");
-    if (!nodes)
-        return GR_ERR_OUT_OF_MEMORY;
-    cudaError_t err = cudaGraphGetNodes(graph, nodes, &n);
-    for (size_t i = 0; i < n && err == cudaSuccess; i++) {
-        enum cudaGraphNodeType type;
-        err = cudaGraphNodeGetType(nodes[i], &type);
-        if (err == cudaSuccess && type == cudaGraphNodeTypeKernel)
-            err = cudaGraphKernelNodeSetAttribute(nodes[i], cudaKernelNodeAttributeAccessPolicyWindow,
-                                                  &val);
-    }
-    free(nodes);
-    CUDA_TRY(err);
-    return GR_OK;
-}
-
 /* Record the instance's forward pass on the plan's streams into its own graph. The cuBLAS kernels
  * recorded keep the workspace set at capture: an instance >= 1 captures with its own, so graphs
  * running at once never share one; the engine's are restored afterwards for instance 0 and eager
@@ -235,8 +198,6 @@ static gr_status capture_instance(gpu_state *g, gpu_variant *v, gpu_instance *in
         return st != GR_OK ? st : gr_gpu_cuda_fail(err, "capturing the graph", __FILE__, __LINE__);
     }
     inst->graph = graph;
-    if (getenv("GR_L2_PERSIST"))
-        GR_TRY(l2_persist_weights(g, v, graph));
     CUDA_TRY(cudaGraphInstantiate(&inst->exec, inst->graph, 0));
     CUDA_TRY(cudaGraphUpload(inst->exec, launch_stream(g, inst)));
     CUDA_TRY(cudaStreamSynchronize(launch_stream(g, inst)));
@@ -347,7 +308,8 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
      * without their pool (no notice: that is the fp32 plan, not a degraded one). An observable
      * engine (calibration's) keeps every layer's value: no fusion. */
     const int f32 = e->opt.precision == GR_PREC_FP32;
-    int fuse = !e->observable && (!f32 || g->f32_direct);
+    const int f32_pools = g->f32_algo == GR_F32_ALGO_AUTO || g->f32_algo == GR_F32_ALGO_DIRECT3X3;
+    int fuse = !e->observable && (!f32 || f32_pools);
     unsigned char *no_fuse = NULL;
     gr_status st = plan_variant(e, g, v, input_u8, fuse, NULL);
     for (int tries = 0; st == GR_OK && fuse; tries++) {
@@ -436,13 +398,13 @@ static void save_timing_cache(gr_engine *e, gpu_state *g)
     gr_engine_add_notice(e, line);
 }
 
-/* The tactic search's settings and the timing cache (read once per engine). */
+/* The tactic search's settings (the front applied the environment to e->opt) and the timing
+ * cache (read once per engine). */
 static gr_status tactics_init(gr_engine *e, gpu_state *g)
 {
-    const char *off = getenv("GR_DISABLE_TACTIC_SEARCH");
-    g->tactic_search = e->opt.tactic_search && !(off && off[0] == '1');
-    const char *no_gemm = getenv("GR_DISABLE_GEMM_TACTIC");
-    g->gemm_tactic = !(no_gemm && no_gemm[0] == '1');
+    g->tactic_search = e->opt.tactic_search != 0;
+    g->gemm_tactic = e->opt.gemm_tactic != GR_TOGGLE_OFF;
+    g->f32_search = g->tactic_search && g->f32_algo == GR_F32_ALGO_AUTO;
     if (!g->tactic_search)
         return GR_OK;
     char device[GR_TCACHE_DEVICE_MAX];
@@ -660,8 +622,7 @@ gr_status gr_backend_gpu_init(gr_engine *e)
     g->device = e->opt.gpu_index;
     g->tf32 = e->opt.tf32 != 0;
     g->fp16_accumulate = e->opt.fp16_accumulate != 0;
-    const char *no_pdl = getenv("GR_DISABLE_PDL");
-    g->pdl = !(no_pdl && no_pdl[0] == '1');
+    g->pdl = e->opt.pdl != GR_TOGGLE_OFF;
     CUDA_TRY(cudaSetDevice(g->device));
     struct cudaDeviceProp prop;
     CUDA_TRY(cudaGetDeviceProperties(&prop, g->device));
@@ -670,28 +631,11 @@ gr_status gr_backend_gpu_init(gr_engine *e)
                        gr_precision_name(e->opt.precision), prop.name, prop.major, prop.minor);
     snprintf(e->device_name, sizeof e->device_name, "%.100s (sm_%d%d)", prop.name, prop.major,
              prop.minor);
-    /* Exact fp32: the direct 3x3 kernel (its maxpool fused) on the narrow early layers; the
-     * 3xTF32 tensor-core GEMM where it runs (sm_80+) and fills the GPU; cuBLAS SGEMM before that
-     * or on small GEMMs. GR_F32_ALGO=sgemm / tf32x3 / implicit force that GEMM on every conv,
-     * =direct3x3 the direct kernel on every conv it takes; --tf32 keeps cuBLAS's TF32 math for
-     * the GEMMs. */
-    const char *f32_algo = getenv("GR_F32_ALGO");
-    if (f32_algo && !f32_algo[0])
-        f32_algo = NULL;
-    const int implicit = f32_algo && strcmp(f32_algo, "implicit") == 0;
-    const int direct = f32_algo && strcmp(f32_algo, "direct3x3") == 0;
-    if (f32_algo && strcmp(f32_algo, "sgemm") != 0 && strcmp(f32_algo, "tf32x3") != 0 &&
-        !implicit && !direct)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT,
-                       "GR_F32_ALGO=%.40s: expected sgemm, tf32x3, implicit or direct3x3",
-                       f32_algo);
-    g->f32_algo = g->tf32 || prop.major < 8 || (f32_algo && strcmp(f32_algo, "sgemm") == 0)
-                      ? GR_CONV_F32_SGEMM
-                      : (implicit ? GR_CONV_F32_TF32X3_IMPLICIT : GR_CONV_F32_TF32X3);
-    g->f32_auto = g->f32_algo == GR_CONV_F32_TF32X3 && (!f32_algo || direct);
-    g->f32_direct = direct ? 2 : !f32_algo;
-    const char *splitk = getenv("GR_F32_SPLITK");
-    g->f32_splitk = !(splitk && strcmp(splitk, "0") == 0);
+    /* Exact fp32 (docs/tactics.md): the 3xTF32 GEMMs need sm_80+, and --tf32 asks for cuBLAS's
+     * TF32 math instead; which algorithm each conv gets is gr_gpu_f32_rule's or measured. */
+    g->f32_algo = e->opt.f32_algo;
+    g->f32_tensor_cores = prop.major >= 8 && !g->tf32;
+    g->f32_split_k = e->opt.f32_split_k;
     g->sm_count = prop.multiProcessorCount;
     CUDA_TRY(cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming));
 

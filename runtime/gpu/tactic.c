@@ -22,8 +22,10 @@
  * Invariants: everything runs on the engine's first stream before the scratch is sized and the
  * graph captured; nothing here is captured. The arena is left zeroed, as instance_alloc left it
  * (the search writes inputs and outputs of every conv it times). */
+#include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +53,14 @@ static const size_t max_gemm_scratch = 512u << 20;
  * tactic (a missed K part, a race in the split reduction) gives O(1). */
 static const double fp16_max_nrmse = 1e-3;
 static const double keep_auto_ratio = 0.98;
+/* fp32 candidates are all FP32-level (SGEMM and the direct kernel exact FP32 products, 3xTF32
+ * within a few FP32 ulps per product): they differ from the reference in the K sum's order, whose
+ * random-signed roundings grow like sqrt(K) x 2^-24 relative (4e-6 for K = 4,608).
+ * test_gpu_gemm_f32 holds every algorithm within 1e-5 of the CPU on whole networks; a wrong
+ * candidate (a lost K part, a race in the split-K sum) gives O(1). */
+static const double f32_max_nrmse = 1e-5;
+/* gate_wait gives up after gate_max_us; a hold launch that took gate_blocked_us blocked on it. */
+static const double gate_max_us = 1e5, gate_blocked_us = 5e4;
 
 typedef struct candidate {
     int tile, split;
@@ -73,6 +83,7 @@ typedef struct search_ctx {
     unsigned char *ref, *out; /* host: the automatic tactic's output, a candidate's */
     size_t host_bytes;
     atomic_int gate;     /* 0 holds the stream before a timed batch of launches (gate_wait) */
+    int no_gate;         /* launches block until the stream moves: time without the gate */
 } search_ctx;
 
 /* Where a conv's output lives: rows of `width` bytes every `pitch` bytes (NHWC: one row per
@@ -96,6 +107,46 @@ void gr_gpu_tactic_name(int tile, int split, char *buf, size_t len)
         snprintf(buf, len, "%s split auto", gr_conv_tile_name(tile));
     else
         snprintf(buf, len, "%s", gr_conv_tile_name(tile));
+}
+
+/* May the 3xTF32 GEMM split K? `automatic`: the algorithm is AUTO's (or DIRECT3X3's rule for
+ * the convs the direct kernel does not take). AUTO splits only with one run in flight: with
+ * several, the other runs' kernels fill the SMs a last wave leaves idle (docs/performance.md). */
+static int f32_split_allowed(const gpu_state *g, const gpu_variant *v, int automatic)
+{
+    if (g->f32_split_k == GR_TOGGLE_OFF)
+        return 0;
+    return g->f32_split_k == GR_TOGGLE_ON || (automatic && v->n_inst == 1);
+}
+
+void gr_gpu_f32_rule(const gpu_state *g, const gpu_variant *v, int connected, long long columns,
+                     gr_conv_f32_args *a)
+{
+    const gr_f32_algo want = g->f32_algo;
+    a->splits = 0;
+    /* the direct 3x3 kernel where it is preferred (the narrow early layers) or forced */
+    if (!connected && gr_conv_f32_direct3x3_fits(a) &&
+        (want == GR_F32_ALGO_DIRECT3X3 ||
+         (want == GR_F32_ALGO_AUTO && gr_conv_f32_direct3x3_preferred(a)))) {
+        a->algo = GR_CONV_F32_DIRECT3X3;
+        return;
+    }
+    if (!g->f32_tensor_cores || want == GR_F32_ALGO_SGEMM)
+        a->algo = GR_CONV_F32_SGEMM;
+    else
+        a->algo = want == GR_F32_ALGO_TF32X3_IMPLICIT ? GR_CONV_F32_TF32X3_IMPLICIT
+                                                      : GR_CONV_F32_TF32X3;
+    const int automatic = want == GR_F32_ALGO_AUTO || want == GR_F32_ALGO_DIRECT3X3;
+    if (a->algo != GR_CONV_F32_TF32X3 || columns > INT_MAX)
+        return;
+    /* 3xTF32 where its grid fills the SMs once; SGEMM (which splits K itself) below that */
+    if (automatic && gr_gemm_tf32x3_blocks(a->out_c, (int)columns, g->sm_count) < g->sm_count) {
+        a->algo = GR_CONV_F32_SGEMM;
+        return;
+    }
+    if (f32_split_allowed(g, v, automatic))
+        a->splits = gr_gemm_tf32x3_auto_splits(a->out_c, a->in_c * a->ksize * a->ksize,
+                                               (int)columns, g->sm_count);
 }
 
 gr_status gr_gpu_device_key(const gpu_state *g, char *key, size_t len)
@@ -174,6 +225,22 @@ static gr_status fill_input(search_ctx *s, const gpu_conv *c, int index)
     return GR_OK;
 }
 
+/* Host room for two outputs of `bytes` (the reference's and a candidate's). */
+static gr_status ensure_host(search_ctx *s, size_t bytes)
+{
+    if (bytes <= s->host_bytes)
+        return GR_OK;
+    free(s->ref);
+    free(s->out);
+    s->host_bytes = 0;
+    s->ref = malloc(bytes);
+    s->out = malloc(bytes);
+    if (!s->ref || !s->out)
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "tactic search: out of memory (%zu bytes)", bytes);
+    s->host_bytes = bytes;
+    return GR_OK;
+}
+
 static gr_status output_region(search_ctx *s, const gpu_conv *c, int index, out_region *r)
 {
     const gr_plan *plan = s->v->plan;
@@ -194,17 +261,45 @@ static gr_status output_region(search_ctx *s, const gpu_conv *c, int index, out_
         r->height = (size_t)y->n * y->h * y->w;
     }
     r->poison = a->out_kind == GR_CONV_OUT_I8 ? 0x80 : 0xff;
-    size_t bytes = r->width * r->height;
-    if (bytes > s->host_bytes) {
-        free(s->ref);
-        free(s->out);
-        s->host_bytes = 0;
-        s->ref = malloc(bytes);
-        s->out = malloc(bytes);
-        if (!s->ref || !s->out)
-            return gr_fail(GR_ERR_OUT_OF_MEMORY, "tactic search: out of memory (%zu bytes)", bytes);
-        s->host_bytes = bytes;
+    return ensure_host(s, r->width * r->height);
+}
+
+/* An fp32 conv searched (one image block, one group) writes one dense NCHW block. */
+static gr_status output_region_f32(search_ctx *s, const gpu_conv *c, int index, out_region *r)
+{
+    const gr_plan *plan = s->v->plan;
+    const gr_plan_tensor *y = &plan->tensors[plan->nodes[index].output];
+    r->elem = 4;
+    r->dev = (uint8_t *)c->f32.out;
+    r->width = (size_t)c->f32.batch * c->f32.out_c * y->h * y->w * 4;
+    r->pitch = r->width;
+    r->height = 1;
+    r->poison = 0xff; /* NaN */
+    return ensure_host(s, r->width);
+}
+
+/* Deterministic non-zero floats, magnitude in [1/16, 1], in the fp32 conv's input block. */
+static gr_status fill_input_f32(search_ctx *s, const gpu_conv *c, int index)
+{
+    const gr_conv_f32_args *a = &c->f32;
+    const size_t n = (size_t)a->batch * a->in_c * a->in_h * a->in_w;
+    float *host = gr_calloc(n, sizeof *host, "tactic search input");
+    if (!host)
+        return GR_ERR_OUT_OF_MEMORY;
+    gr_rng rng;
+    gr_rng_seed(&rng, 0xf32f32 + (uint64_t)index);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = gr_rng_u64(&rng);
+        float magnitude = 0.0625f + 0.9375f * (float)(r >> 40) / (float)(1u << 24);
+        host[i] = (r & 1) ? -magnitude : magnitude;
     }
+    cudaError_t err = cudaMemcpyAsync((void *)a->in, host, n * sizeof *host,
+                                      cudaMemcpyHostToDevice, s->stream);
+    if (err == cudaSuccess)
+        err = cudaStreamSynchronize(s->stream);
+    free(host);
+    if (err != cudaSuccess)
+        return gr_gpu_cuda_fail(err, "tactic search: fp32 input upload", __FILE__, __LINE__);
     return GR_OK;
 }
 
@@ -221,8 +316,26 @@ static gr_status ensure_workspace(search_ctx *s, size_t bytes)
     return GR_OK;
 }
 
+/* An fp32 candidate: tile is its GR_CONV_F32_* algorithm, split its split-K parts, ws its
+ * im2col + partial-sums workspace; cuBLAS on the engine's first stream's handle. */
+static gr_status launch_f32(search_ctx *s, const gpu_conv *c, const candidate *k, int index)
+{
+    gr_conv_f32_args a = c->f32;
+    a.algo = k->tile;
+    a.splits = k->split;
+    a.workspace = k->ws ? s->ws : NULL;
+    cudaError_t cuda_err = cudaSuccess;
+    gr_kernels_clear_failure();
+    cublasStatus_t st = gr_launch_conv_f32(s->g->cublas[0], &a, s->stream, &cuda_err);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return gr_gpu_cublas_fail(st, cuda_err, s->v->plan, index);
+    return GR_OK;
+}
+
 static gr_status launch(search_ctx *s, const gpu_conv *c, const candidate *k, int index)
 {
+    if (!c->tensor_cores)
+        return launch_f32(s, c, k, index);
     if (k->gemm) {
         gr_kernels_clear_failure();
         cudaError_t err = gr_conv_gemm_launch(k->plan, &c->tc, s->gemm_scratch, s->stream);
@@ -271,7 +384,7 @@ static void CUDART_CB gate_wait(void *arg)
      * and the timing is only less precise, instead of the build hanging. */
     atomic_int *gate = arg;
     double start = gr_now_us();
-    while (!atomic_load(gate) && gr_now_us() - start < 1e5)
+    while (!atomic_load(gate) && gr_now_us() - start < gate_max_us)
         ;
 }
 
@@ -289,14 +402,17 @@ static gr_status enqueue_timed(search_ctx *s, const gpu_conv *c, const candidate
 static gr_status time_candidate(search_ctx *s, const gpu_conv *c, const candidate *k, int index,
                                 double *us)
 {
-    const char *blocking = getenv("CUDA_LAUNCH_BLOCKING");
-    if (!(blocking && blocking[0] == '1')) {
+    if (!s->no_gate) {
         atomic_store(&s->gate, 0);
+        double start = gr_now_us();
         cudaError_t err = cudaLaunchHostFunc(s->stream, gate_wait, &s->gate);
         if (err != cudaSuccess) {
             atomic_store(&s->gate, 1);
             return gr_gpu_cuda_fail(err, "cudaLaunchHostFunc (tactic timing)", __FILE__, __LINE__);
         }
+        /* The launch waited for the hold to time out: launches block here
+         * (CUDA_LAUNCH_BLOCKING=1, a tool serializing them). No more gates for this search. */
+        s->no_gate = gr_now_us() - start > gate_blocked_us;
     }
     gr_status st = enqueue_timed(s, c, k, index);
     atomic_store(&s->gate, 1); /* on every path: the stream must never stay held */
@@ -348,7 +464,8 @@ static int outputs_match(const search_ctx *s, const gpu_conv *c, const out_regio
     }
     if (err2 == 0.0)
         return 1;
-    return ref2 > 0.0 && sqrt(err2 / ref2) <= fp16_max_nrmse;
+    const double max_nrmse = c->tensor_cores ? fp16_max_nrmse : f32_max_nrmse;
+    return ref2 > 0.0 && sqrt(err2 / ref2) <= max_nrmse;
 }
 
 /* The candidates besides the automatic tactic: accepted by the kernels, distinct launches,
@@ -461,7 +578,9 @@ static int ensure_gemm_scratch(search_ctx *s, size_t bytes)
 static void set_tactic(search_ctx *s, int index, gpu_tactic *t, const candidate *k, double us,
                        double auto_us, int timed)
 {
-    *t = (gpu_tactic){k->tile, k->split, k->gemm, k->gemm ? k->scratch : 0, us, auto_us, timed, 1};
+    *t = (gpu_tactic){.tile = k->tile, .split = k->split, .gemm = k->gemm,
+                      .gemm_scratch = k->gemm ? k->scratch : 0, .us = us, .auto_us = auto_us,
+                      .candidates = timed, .searched = 1};
     if (!k->gemm) {
         gr_conv_gemm_destroy(s->v->gemm[index]);
         s->v->gemm[index] = NULL;
@@ -575,6 +694,166 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
     return GR_OK;
 }
 
+/* Everything an fp32 algorithm's speed depends on besides the GPU; `tf` cuBLAS's TF32 math (no
+ * 3xTF32 candidates then), `sk` whether split-K candidates were allowed (it depends on the runs
+ * in flight). */
+static void f32_layer_key(const gr_conv_f32_args *a, int split_ok, char *key, size_t len)
+{
+    snprintf(key, len, "f32:n%d:in%dx%dx%d:out%d:k%ds%dp%d:act%d:tf%d:sk%d", a->batch, a->in_h,
+             a->in_w, a->in_c, a->out_c, a->ksize, a->stride, a->pad, a->activation, a->tf32,
+             split_ok);
+}
+
+/* An fp32 candidate: its im2col / partial-sums workspace; 0 when the algorithm does not take the
+ * conv or would need more than `limit` bytes of it. */
+static int f32_candidate(const gr_conv_f32_args *a, int algo, int splits, size_t limit,
+                         candidate *k)
+{
+    gr_conv_f32_args t = *a;
+    t.algo = algo;
+    t.splits = splits;
+    int ok = 0;
+    size_t floats = gr_conv_f32_workspace_floats(&t, &ok);
+    if (!ok || floats > limit / sizeof(float))
+        return 0;
+    *k = (candidate){algo, splits, floats * sizeof(float), 0, NULL, 0};
+    return 1;
+}
+
+/* The fp32 algorithms that run this conv here, the split-K variant where it may split; none
+ * whose workspace exceeds both the rule's (`ref_ws`) and the GEMM tactic's bound. */
+static int list_f32_candidates(const search_ctx *s, const gr_conv_f32_args *a, int split_ok,
+                               long long columns, size_t ref_ws, candidate *list)
+{
+    const size_t limit = ref_ws > max_gemm_scratch ? ref_ws : max_gemm_scratch;
+    int n = 0;
+    n += f32_candidate(a, GR_CONV_F32_SGEMM, 0, limit, &list[n]);
+    n += f32_candidate(a, GR_CONV_F32_DIRECT3X3, 0, limit, &list[n]);
+    if (!s->g->f32_tensor_cores || columns > INT_MAX)
+        return n;
+    n += f32_candidate(a, GR_CONV_F32_TF32X3, 0, limit, &list[n]);
+    if (!(a->ksize == 1 && a->stride == 1 && a->pad == 0)) /* else the same as TF32X3 */
+        n += f32_candidate(a, GR_CONV_F32_TF32X3_IMPLICIT, 0, limit, &list[n]);
+    int splits = split_ok ? gr_gemm_tf32x3_auto_splits(a->out_c, a->in_c * a->ksize * a->ksize,
+                                                       (int)columns, s->g->sm_count)
+                          : 1;
+    if (splits > 1)
+        n += f32_candidate(a, GR_CONV_F32_TF32X3, splits, limit, &list[n]);
+    return n;
+}
+
+/* Is a cached fp32 choice one of this conv's candidates here? */
+static int cached_f32(const candidate *list, int n, const gr_tcache_entry *hit, candidate *k)
+{
+    for (int i = 0; i < n; i++)
+        if (list[i].tile == hit->tile && list[i].split == hit->split) {
+            *k = list[i];
+            return 1;
+        }
+    return 0;
+}
+
+/* The cached choice, if it passes the numerics check against the rule's output (in s->ref). */
+static gr_status try_cached_f32(search_ctx *s, const gpu_conv *c, int index, const candidate *k,
+                                const gr_tcache_entry *hit, const out_region *r, gpu_tactic *t)
+{
+    GR_TRY(run_once(s, c, k, index, r, s->out));
+    if (!outputs_match(s, c, r)) {
+        char line[160];
+        snprintf(line, sizeof line, "timing cache: the fp32 algorithm of layer %d fails the "
+                 "numerics check on this GPU: measured again", s->v->plan->nodes[index].layer);
+        gr_engine_add_notice(s->e, line);
+        return GR_OK;
+    }
+    *t = (gpu_tactic){.us = hit->us, .auto_us = hit->auto_us, .f32_measured = 1,
+                      .f32_algo = k->tile, .f32_splits = k->split};
+    s->e->tactic_stats.cached++;
+    return GR_OK;
+}
+
+/* Time every candidate that matches the reference's output; the fastest wins unless it is less
+ * than 2% faster than the reference. */
+static gr_status time_f32(search_ctx *s, const gpu_conv *c, int index, const candidate *ref,
+                          const candidate *list, int n, const out_region *r, gpu_tactic *t)
+{
+    double ref_us = 0.0;
+    GR_TRY(time_candidate(s, c, ref, index, &ref_us));
+    candidate best = *ref;
+    double best_us = ref_us;
+    int timed = 1;
+    for (int k = 0; k < n; k++) {
+        if (list[k].tile == ref->tile && list[k].split == ref->split)
+            continue;
+        GR_TRY(run_once(s, c, &list[k], index, r, s->out));
+        if (!outputs_match(s, c, r)) {
+            s->e->tactic_stats.rejected++;
+            continue;
+        }
+        double us = 0.0;
+        GR_TRY(time_candidate(s, c, &list[k], index, &us));
+        timed++;
+        if (us < best_us) {
+            best = list[k];
+            best_us = us;
+        }
+    }
+    if (best_us > keep_auto_ratio * ref_us) {
+        best = *ref;
+        best_us = ref_us;
+    }
+    *t = (gpu_tactic){.us = best_us, .auto_us = ref_us, .candidates = timed, .f32_measured = 1,
+                      .f32_algo = best.tile, .f32_splits = best.split};
+    s->e->tactic_stats.searched++;
+    s->e->tactic_stats.candidates += timed;
+    return GR_OK;
+}
+
+/* An fp32 conv's algorithm by measurement: the rule's choice is the reference (and the one to
+ * beat), the timing cache remembers the winner. Convs that run one image or one group at a time,
+ * and those with a fused pool (only the direct kernel pools), keep the rule's. */
+static gr_status search_f32_node(search_ctx *s, int index, gpu_tactic *t)
+{
+    gpu_state *g = s->g;
+    gpu_variant *v = s->v;
+    const gr_plan_node *nd = &v->plan->nodes[index];
+    const gr_plan_tensor *y = &v->plan->tensors[nd->output];
+    gpu_conv c;
+    GR_TRY(gr_gpu_conv_args(g, v, &v->inst[0], index, &c));
+    if (c.images != 1 || c.groups != 1 || c.f32.pool_size)
+        return GR_OK;
+    s->e->tactic_stats.convs++;
+    const long long columns = (long long)c.f32.batch * y->h * y->w;
+    const int split_ok = f32_split_allowed(g, v, 1);
+    candidate list[8], ref;
+    if (!f32_candidate(&c.f32, c.f32.algo, c.f32.splits, SIZE_MAX, &ref))
+        return gr_fail(GR_ERR_INTERNAL, "layer %d: the fp32 rule's algorithm does not take it",
+                       nd->layer);
+    int n = list_f32_candidates(s, &c.f32, split_ok, columns, ref.ws, list);
+    size_t ws_max = ref.ws;
+    for (int k = 0; k < n; k++)
+        ws_max = list[k].ws > ws_max ? list[k].ws : ws_max;
+    out_region r;
+    GR_TRY(output_region_f32(s, &c, index, &r));
+    GR_TRY(fill_input_f32(s, &c, index));
+    GR_TRY(ensure_workspace(s, ws_max));
+    GR_TRY(run_once(s, &c, &ref, index, &r, s->ref));
+    char key[GR_TCACHE_KEY_MAX];
+    f32_layer_key(&c.f32, split_ok, key, sizeof key);
+    const gr_tcache_entry *hit = g->tcache ? gr_timing_cache_find(g->tcache, key) : NULL;
+    candidate cached;
+    if (hit && cached_f32(list, n, hit, &cached)) {
+        GR_TRY(try_cached_f32(s, &c, index, &cached, hit, &r, t));
+        if (t->f32_measured)
+            return GR_OK;
+    }
+    GR_TRY(time_f32(s, &c, index, &ref, list, n, &r, t));
+    if (g->tcache)
+        GR_TRY(gr_timing_cache_put(g->tcache, key, t->f32_algo, t->f32_splits,
+                                   t->us > 0.0 ? t->us : 1e-3,
+                                   t->auto_us > 0.0 ? t->auto_us : 1e-3));
+    return GR_OK;
+}
+
 static gr_status search_variant(search_ctx *s)
 {
     gpu_variant *v = s->v;
@@ -585,8 +864,11 @@ static gr_status search_variant(search_ctx *s)
             continue;
         gpu_conv c;
         GR_TRY(gr_gpu_conv_args(s->g, v, NULL, i, &c));
-        if (!c.tensor_cores)
+        if (!c.tensor_cores) {
+            if (s->g->f32_search)
+                GR_TRY(search_f32_node(s, i, &v->tactic[i]));
             continue;
+        }
         s->e->tactic_stats.convs++;
         GR_TRY(search_node(s, i, &v->tactic[i]));
     }
