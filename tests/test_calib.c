@@ -455,7 +455,7 @@ START_TEST(cache_key_covers_method_and_image_set)
                   gr_engine_notice(e));
     gr_engine_destroy(e);
     const char *text = read_text(cache);
-    ck_assert(strstr(text, "graphrun-calibration 2\n") != NULL);
+    ck_assert(strstr(text, "graphrun-calibration 3\n") != NULL);
     ck_assert(strstr(text, "method entropy\n") != NULL);
     ck_assert(strstr(text, "images 2 ") != NULL);
     /* Same model, method and images: the cache is used as is (an engine builds from it). */
@@ -478,7 +478,7 @@ START_TEST(cache_key_covers_method_and_image_set)
     ck_assert(newline != NULL && strstr(notice, "older graphrun") < newline);
     ck_assert_msg(notice_line_is_timing(newline + 1, 2, "(CPU)"), "notice '%s'", notice);
     gr_engine_destroy(e);
-    ck_assert(strstr(read_text(cache), "graphrun-calibration 2\n") != NULL);
+    ck_assert(strstr(read_text(cache), "graphrun-calibration 3\n") != NULL);
     remove(cache);
     remove(cfg_path);
     gr_model_destroy(m);
