@@ -121,7 +121,7 @@ static int parse_range(const char *text, float lo, float hi, float *out, char *w
         return 0;
     }
     if (!isfinite(v) || v < lo || v > hi) {
-        snprintf(why, why_len, "range %.9g outside [%.9g, %.9g]", (double)v, (double)lo,
+        snprintf(why, why_len, "range %.9g outside [%g, %g]", (double)v, (double)lo,
                  (double)hi);
         return 0;
     }
