@@ -35,6 +35,8 @@ typedef struct gr_net {
     int synthetic;              /* weights were generated, not loaded */
     char **class_names;         /* NULL or n_class_names strings */
     int n_class_names;
+    size_t nonfinite_weights;   /* NaN/Inf among loaded weights (counted by gr_model_load) */
+    char load_notice[512];      /* gr_model_notice(): one line, e.g. about those weights */
 } gr_net;
 
 /* Shape of input k of layer i (the network input for -1). */
@@ -52,6 +54,9 @@ size_t gr_net_weights_file_size(const gr_net *net, size_t header_bytes);
  * is an error naming expected and found byte counts. */
 gr_status gr_net_load_weights(gr_net *net, const char *path);
 gr_status gr_net_load_weights_mem(gr_net *net, const uint8_t *data, size_t len, const char *source);
+/* NaN and Inf among the weights (0 without weights); *first_layer: the first layer holding one,
+ * -1 if none. */
+size_t gr_net_count_nonfinite_weights(const gr_net *net, int *first_layer);
 
 /* Write the net's weights as a Darknet .weights file (header version 0.2.0, seen = 0). */
 gr_status gr_net_save_weights(const gr_net *net, const char *path);

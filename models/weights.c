@@ -6,11 +6,15 @@
  * for the order inside a layer). Darknet silently tolerates short files; graphrun computes the
  * exact size from the cfg and rejects a truncated or oversized file, naming both byte counts.
  *
- * Not checked, like Darknet: NaN or Inf values are loaded as they are (they are valid floats, and
- * a file with them is usually a diverged training run, which is the user's business).
+ * NaN or Inf values are loaded as they are (Darknet does not look) but never silently:
+ * gr_net_count_nonfinite_weights() counts them for gr_model_load, which reports them in one notice
+ * line or, with gr_model_options.nonfinite_weights_is_error, refuses the file (a diverged
+ * training run's weights give meaningless outputs, and int8 quantization turns them into finite
+ * garbage that no later check can see).
  * Headers with major or minor above 1000 (Darknet then transposes connected weights) are rejected.
  * Big-endian hosts are not supported: loading fails there with GR_ERR_UNSUPPORTED. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +95,21 @@ void gr_net_attach_weights(gr_net *net, float *block, size_t n_floats)
         else
             memset(&l->w, 0, sizeof l->w);
     }
+}
+
+size_t gr_net_count_nonfinite_weights(const gr_net *net, int *first_layer)
+{
+    size_t count = 0, offset = 0;
+    *first_layer = -1;
+    for (int i = 0; net->weight_block && i < net->n_layers; i++) {
+        size_t n = gr_layer_param_floats(net, i, NULL, NULL), before = count;
+        for (size_t k = 0; k < n && offset + k < net->n_weight_floats; k++)
+            count += !isfinite(net->weight_block[offset + k]);
+        if (count > before && *first_layer < 0)
+            *first_layer = i;
+        offset += n;
+    }
+    return count;
 }
 
 size_t gr_net_weights_file_size(const gr_net *net, size_t header_bytes)

@@ -27,6 +27,26 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
+/* NaN/Inf weights are never silent: counted, one notice line, or an error when asked. */
+static gr_status check_weights_finite(gr_net *net, const gr_model_options *opt)
+{
+    int first = -1;
+    net->nonfinite_weights = gr_net_count_nonfinite_weights(net, &first);
+    if (net->nonfinite_weights == 0)
+        return GR_OK;
+    const char *source = opt->weights_path ? opt->weights_path : net->name;
+    const char *op = gr_op_get(net->layers[first].p.op)->name;
+    if (opt->nonfinite_weights_is_error)
+        return gr_fail(GR_ERR_NUMERIC, "%s: %zu non-finite weights (NaN/Inf), the first in layer "
+                       "%d (%s): refused (nonfinite_weights_is_error)", source,
+                       net->nonfinite_weights, first, op);
+    snprintf(net->load_notice, sizeof net->load_notice,
+             "%s: %zu non-finite weights (NaN/Inf), the first in layer %d (%s): outputs will be "
+             "meaningless (nonfinite_weights_is_error refuses such weights)",
+             source, net->nonfinite_weights, first, op);
+    return GR_OK;
+}
+
 gr_status gr_model_load(const gr_model_options *opt, gr_model **out)
 {
     if (!opt || !out)
@@ -90,9 +110,16 @@ gr_status gr_model_load(const gr_model_options *opt, gr_model **out)
         snprintf(net->name, sizeof net->name, "%s", base_name(opt->cfg_path));
     m->net = net;
     m->seed = opt->seed;
+    st = check_weights_finite(net, opt);
+    if (st != GR_OK) {
+        gr_model_destroy(m);
+        return st;
+    }
     *out = m;
     return GR_OK;
 }
+
+const char *gr_model_notice(const gr_model *model) { return model ? model->net->load_notice : ""; }
 
 void gr_model_destroy(gr_model *model)
 {
@@ -108,6 +135,7 @@ gr_status gr_model_get_info(const gr_model *model, gr_model_info *info)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_model_get_info: NULL argument");
     const gr_net *net = model->net;
     memset(info, 0, sizeof *info);
+    info->nonfinite_weights = model->net->nonfinite_weights;
     info->name = net->name;
     info->width = net->w;
     info->height = net->h;

@@ -1,6 +1,8 @@
-/* Timing cache of the conv tactic search: parsing and writing (format in timing_cache.h). */
+/* Timing cache of the conv tactic search: parsing and writing (format in timing_cache.h). Lookups
+ * go through an open-addressing hash index, so reading or filling n entries is O(n). */
 #define _POSIX_C_SOURCE 200809L /* getpid */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,8 +34,57 @@ void gr_timing_cache_free(gr_timing_cache *c)
     if (!c)
         return;
     free(c->entries);
+    free(c->slots);
     c->entries = NULL;
-    c->n = c->cap = 0;
+    c->slots = NULL;
+    c->n = c->cap = c->n_slots = 0;
+}
+
+static uint64_t fnv1a(const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* The slot holding key's entry, or the empty slot where it would go (the table is never full). */
+static int *slot_of(const gr_timing_cache *c, const char *key)
+{
+    size_t mask = (size_t)c->n_slots - 1, i = (size_t)fnv1a(key, strlen(key)) & mask;
+    while (c->slots[i] >= 0 && strcmp(c->entries[c->slots[i]].key, key) != 0)
+        i = (i + 1) & mask;
+    return &c->slots[i];
+}
+
+/* Drops the entries, keeping the memory. */
+static void clear(gr_timing_cache *c)
+{
+    c->n = 0;
+    for (int i = 0; i < c->n_slots; i++)
+        c->slots[i] = -1;
+}
+
+/* Room for one more entry at a load factor of at most 1/2. */
+static gr_status reserve_slot(gr_timing_cache *c)
+{
+    if (2 * (c->n + 1) <= c->n_slots)
+        return GR_OK;
+    int n_slots = c->n_slots ? 2 * c->n_slots : 64;
+    int *slots = malloc((size_t)n_slots * sizeof *slots);
+    if (!slots)
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "timing cache: out of memory");
+    free(c->slots);
+    c->slots = slots;
+    c->n_slots = n_slots;
+    int n = c->n;
+    clear(c);
+    for (c->n = 0; c->n < n; c->n++)
+        *slot_of(c, c->entries[c->n].key) = c->n;
+    return GR_OK;
 }
 
 static int key_ok(const char *key)
@@ -57,10 +108,10 @@ static int values_ok(int tile, int split, double us, double auto_us)
 
 const gr_tcache_entry *gr_timing_cache_find(const gr_timing_cache *c, const char *key)
 {
-    for (int i = 0; c && key && i < c->n; i++)
-        if (strcmp(c->entries[i].key, key) == 0)
-            return &c->entries[i];
-    return NULL;
+    if (!c || !key || c->n_slots == 0)
+        return NULL;
+    int i = *slot_of(c, key);
+    return i >= 0 ? &c->entries[i] : NULL;
 }
 
 gr_status gr_timing_cache_put(gr_timing_cache *c, const char *key, int tile, int split, double us,
@@ -74,6 +125,7 @@ gr_status gr_timing_cache_put(gr_timing_cache *c, const char *key, int tile, int
         if (c->n >= GR_TCACHE_MAX_ENTRIES)
             return gr_fail(GR_ERR_LIMIT, "timing cache: more than %d entries",
                            GR_TCACHE_MAX_ENTRIES);
+        GR_TRY(reserve_slot(c));
         if (c->n == c->cap) {
             int cap = c->cap ? 2 * c->cap : 32;
             gr_tcache_entry *grown = realloc(c->entries, (size_t)cap * sizeof *grown);
@@ -82,8 +134,9 @@ gr_status gr_timing_cache_put(gr_timing_cache *c, const char *key, int tile, int
             c->entries = grown;
             c->cap = cap;
         }
-        e = &c->entries[c->n++];
+        e = &c->entries[c->n];
         snprintf(e->key, sizeof e->key, "%s", key);
+        *slot_of(c, key) = c->n++;
     }
     e->tile = tile;
     e->split = split;
@@ -108,6 +161,23 @@ static int next_line(const char *text, size_t len, size_t *pos, char *line, size
     memcpy(line, text + start, end - start);
     line[end - start] = '\0';
     return 1;
+}
+
+/* A tactic gpu/tactic.c writes: the automatic one and the GEMM with split 0, a conv tile with one
+ * of the search's split choices. */
+static int known_tactic(const char *key, int tile, int split)
+{
+    static const int splits[] = {1, 2, 3, 4, 6, 8, 12, 16};
+    /* fp32 convs (keys "f32:..."): tile is the algorithm (GR_CONV_F32_*, 0..3), split the
+     * 3xTF32 GEMM's split-K parts (0 = none). */
+    if (strncmp(key, "f32:", 4) == 0)
+        return tile >= 0 && tile < GR_TCACHE_F32_ALGOS && split >= 0 && split <= 16 && split != 1;
+    if (tile == 0 || tile == GR_TCACHE_TILE_GEMM)
+        return split == 0;
+    for (size_t i = 0; tile <= GR_TCACHE_CONV_TILES && i < sizeof splits / sizeof splits[0]; i++)
+        if (split == splits[i])
+            return 1;
+    return 0;
 }
 
 /* "<key> <tile> <split> <us> <auto_us>", exactly five fields. */
@@ -135,7 +205,7 @@ static int parse_entry(const char *line, gr_tcache_entry *e)
     if (errno || *end || end == auto_s)
         return 0;
     if (tile < 0 || tile > GR_TCACHE_MAX_TILE || split < 0 || split > GR_TCACHE_MAX_SPLIT ||
-        !values_ok((int)tile, (int)split, us, auto_us))
+        !values_ok((int)tile, (int)split, us, auto_us) || !known_tactic(key, (int)tile, (int)split))
         return 0;
     snprintf(e->key, sizeof e->key, "%s", key);
     e->tile = (int)tile;
@@ -187,6 +257,15 @@ static const char *parse_text(gr_timing_cache *c, const char *text, size_t len, 
             return "out of memory";
     }
     (*line_no)++;
+    size_t body = pos;
+    char want[40];
+    snprintf(want, sizeof want, "checksum %016" PRIx64, fnv1a(text, body));
+    int got = next_line(text, len, &pos, line, sizeof line);
+    if (got == 1 && strncmp(line, "checksum ", 9) != 0)
+        return "no checksum line";
+    if (got != 1 || strcmp(line, want) != 0)
+        return "checksum mismatch: edited or truncated";
+    (*line_no)++;
     if (next_line(text, len, &pos, line, sizeof line) != 1 || strcmp(line, "end") != 0)
         return "truncated (no end line)";
     if (pos != len)
@@ -198,11 +277,11 @@ void gr_timing_cache_parse(gr_timing_cache *c, const char *text, size_t len, con
                            char *notice, size_t notice_len)
 {
     notice[0] = '\0';
-    c->n = 0;
+    clear(c);
     int line_no = 0;
     const char *why = text ? parse_text(c, text, len, &line_no) : "no text";
     if (why) {
-        c->n = 0;
+        clear(c);
         snprintf(notice, notice_len, "timing cache %.200s ignored (line %d: %s): tactics measured "
                  "again", origin ? origin : "", line_no, why);
     }
@@ -212,7 +291,7 @@ void gr_timing_cache_parse(gr_timing_cache *c, const char *text, size_t len, con
 void gr_timing_cache_load(gr_timing_cache *c, const char *path, char *notice, size_t notice_len)
 {
     notice[0] = '\0';
-    c->n = 0;
+    clear(c);
     c->dirty = 0;
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -237,7 +316,7 @@ gr_status gr_timing_cache_serialize(const gr_timing_cache *c, char **text, size_
     *text = NULL;
     *len = 0;
     /* Every line is bounded: header, device, count, entries of key + 4 numbers, end. */
-    size_t cap = 128 + GR_TCACHE_DEVICE_MAX + 32 + (size_t)c->n * (GR_TCACHE_KEY_MAX + 96) + 8;
+    size_t cap = 128 + GR_TCACHE_DEVICE_MAX + 32 + (size_t)c->n * (GR_TCACHE_KEY_MAX + 96) + 40;
     char *buf = malloc(cap);
     if (!buf)
         return gr_fail(GR_ERR_OUT_OF_MEMORY, "timing cache: out of memory");
@@ -249,7 +328,8 @@ gr_status gr_timing_cache_serialize(const gr_timing_cache *c, char **text, size_
                                  e->split, e->us, e->auto_us);
     }
     if (used < cap)
-        used += (size_t)snprintf(buf + used, cap - used, "end\n");
+        used += (size_t)snprintf(buf + used, cap - used, "checksum %016" PRIx64 "\nend\n",
+                                 fnv1a(buf, used));
     if (used >= cap) {
         free(buf);
         return gr_fail(GR_ERR_INTERNAL, "timing cache: serialization overflow");

@@ -3,17 +3,21 @@
  * tests parse and write it on any machine.
  *
  * File format (text, one record per line, '\n' endings):
- *     graphrun-timing-cache 1 <graphrun version>
+ *     graphrun-timing-cache <GR_TCACHE_VERSION> <graphrun version>
  *     device <device key: GPU name, compute capability, SMs, CUDA runtime and driver, cuBLASLt>
  *     entries <n>
  *     <layer key> <tile> <split> <us> <auto_us>      (n lines)
+ *     checksum <FNV-1a 64 of every byte before this line, 16 hex digits>
  *     end
  * A layer key is one token of printable ASCII without spaces (dtype, shapes, strides, fusions,
  * batch: gpu/tactic.c builds it). tile 0..GR_TCACHE_MAX_TILE, split 0..GR_TCACHE_MAX_SPLIT (0 =
  * the kernels' automatic choice; gpu/tactic.c writes tile 16 for the GEMM tactic), times in
- * microseconds, finite, in (0, GR_TCACHE_MAX_US]. An fp32 conv's entry (key "f32:...") holds its
- * algorithm in tile (kernels/gemm_f32.h's GR_CONV_F32_*) and its split-K parts in split, the
- * rule's time in auto_us: same line format, so files without such entries stay valid.
+ * microseconds, finite, in (0, GR_TCACHE_MAX_US]. A file's tactics must also be ones gpu/tactic.c
+ * writes (GR_TCACHE_CONV_TILES, GR_TCACHE_TILE_GEMM, the split choices in timing_cache.c): tile 0
+ * or the GEMM with split 0, or a conv tile 1..GR_TCACHE_CONV_TILES with a split of
+ * {1,2,3,4,6,8,12,16}; an fp32 conv's entry (key "f32:...") has its algorithm as the tile
+ * (0..GR_TCACHE_F32_ALGOS-1) and its split-K parts as the split (0, or 2..16). Entries may be
+ * found in any order; lookups go through a hash index, so reading n entries is O(n).
  *
  * Invariant: a cache is never trusted in part. A file of another format version, graphrun
  * version or device, or with any malformed line, a wrong entry count or no "end", is ignored as a
@@ -26,7 +30,7 @@
 
 #include "graphrun/runtime.h"
 
-#define GR_TCACHE_VERSION 3 /* 3: tile 7 (patch) and the tensor-core first layer */
+#define GR_TCACHE_VERSION 4 /* 3: tile 7 (patch) and the tensor-core first layer; 4: checksum */
 #define GR_TCACHE_KEY_MAX 192     /* bytes of a layer key, NUL included */
 #define GR_TCACHE_DEVICE_MAX 256  /* bytes of the device key, NUL included */
 #define GR_TCACHE_MAX_ENTRIES 65536
@@ -34,6 +38,9 @@
 #define GR_TCACHE_MAX_TILE 16
 #define GR_TCACHE_MAX_SPLIT 64
 #define GR_TCACHE_MAX_US 1e9
+#define GR_TCACHE_CONV_TILES 7 /* kernels/conv.h GR_CONV_TILES */
+#define GR_TCACHE_TILE_GEMM 16 /* gpu/tactic.c TILE_GEMM */
+#define GR_TCACHE_F32_ALGOS 4   /* kernels/gemm_f32.h GR_CONV_F32_*: an fp32 entry's tile */
 
 typedef struct gr_tcache_entry {
     char key[GR_TCACHE_KEY_MAX];
@@ -46,6 +53,8 @@ typedef struct gr_timing_cache {
     gr_tcache_entry *entries;
     int n, cap;
     int dirty; /* entries added since it was read */
+    int *slots; /* open-addressing index into entries (-1 empty), n_slots a power of two */
+    int n_slots;
 } gr_timing_cache;
 
 /* An empty cache for `device` (control characters become '?', truncated to fit). */

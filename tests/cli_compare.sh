@@ -86,7 +86,7 @@ printf 'graphrun-calibration 1\nmodel x 0123456789abcdef\nmethod max\nimages 5\n
 check "old cache: still runs" $?
 [ "$(grep -c 'older graphrun' "$tmp/o.err")" -eq 1 ]; check "old cache: one notice line" $?
 grep -q '^graphrun: calibration: 5 images in [0-9.]* s (CPU)$' "$tmp/o.err"; check "old cache: recalibrated" $?
-grep -q '^graphrun-calibration 2$' "$tmp/old.calib"; check "old cache replaced" $?
+grep -q '^graphrun-calibration 3$' "$tmp/old.calib"; check "old cache replaced" $?
 "$bin" --calib-images "$tmp/nonexistent" --prec int8 --device cpu >/dev/null 2>"$tmp/err"
 [ $? -eq 3 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ]; check "missing --calib-images folder: one line, exit 3" $?
 

@@ -455,7 +455,7 @@ START_TEST(cache_key_covers_method_and_image_set)
                   gr_engine_notice(e));
     gr_engine_destroy(e);
     const char *text = read_text(cache);
-    ck_assert(strstr(text, "graphrun-calibration 2\n") != NULL);
+    ck_assert(strstr(text, "graphrun-calibration 3\n") != NULL);
     ck_assert(strstr(text, "method entropy\n") != NULL);
     ck_assert(strstr(text, "images 2 ") != NULL);
     /* Same model, method and images: the cache is used as is (an engine builds from it). */
@@ -478,7 +478,25 @@ START_TEST(cache_key_covers_method_and_image_set)
     ck_assert(newline != NULL && strstr(notice, "older graphrun") < newline);
     ck_assert_msg(notice_line_is_timing(newline + 1, 2, "(CPU)"), "notice '%s'", notice);
     gr_engine_destroy(e);
-    ck_assert(strstr(read_text(cache), "graphrun-calibration 2\n") != NULL);
+    ck_assert(strstr(read_text(cache), "graphrun-calibration 3\n") != NULL);
+    /* A corrupt one (a range edited to nan, so the checksum fails): the same, the notice naming
+     * the file and line; the rewritten cache is then used as is. */
+    char edited[8192];
+    snprintf(edited, sizeof edited, "%s", read_text(cache));
+    char *range = strstr(edited, "\nlayer 0 ");
+    ck_assert(range != NULL);
+    memcpy(range + 9, "nan\n", 4);
+    f = fopen(cache, "w");
+    fputs(edited, f);
+    fclose(f);
+    ck_assert_msg(build_int8(m, GR_CALIB_MAX, two, cache, &e) == GR_OK, "%s", gr_last_error());
+    notice = gr_engine_notice(e);
+    ck_assert_msg(strstr(notice, cache) && strstr(notice, "corrupt calibration cache"),
+                  "notice '%s'", notice);
+    gr_engine_destroy(e);
+    ck_assert_int_eq(build_int8(m, GR_CALIB_MAX, two, cache, &e), GR_OK);
+    ck_assert_str_eq(gr_engine_notice(e), "");
+    gr_engine_destroy(e);
     remove(cache);
     remove(cfg_path);
     gr_model_destroy(m);

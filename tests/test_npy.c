@@ -3,6 +3,8 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <check.h>
+#include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +151,96 @@ START_TEST(test_reads_numpy_variants)
     ck_assert_int_eq(dims[1], 2);
     ck_assert_double_eq((double)data[5], 5.0);
     free(data);
+    unlink(path);
+}
+END_TEST
+
+/* Six floats, a NaN at element 2 and an Inf at element 4. */
+static size_t write_nonfinite(const char *path)
+{
+    const float six[6] = {0.5f, 1.0f, NAN, 0.25f, INFINITY, 0.0f};
+    const int dims[2] = {2, 3};
+    ck_assert_int_eq(gr_npy_write(path, six, dims, 2), GR_OK);
+    size_t len = 0;
+    free(read_all(path, &len));
+    return len - sizeof six; /* the data's byte offset */
+}
+
+START_TEST(test_nonfinite_values_counted_or_refused)
+{
+    char path[256], want[512];
+    temp_path(path, sizeof path);
+    size_t offset = write_nonfinite(path);
+    float *data = NULL;
+    int dims[4], nd = 0;
+    size_t bad = 99;
+    ck_assert_int_eq(gr_npy_read_counted(path, &data, dims, &nd, 4, 0, &bad), GR_OK);
+    ck_assert_uint_eq(bad, 2);
+    ck_assert_int_eq(nd, 2);
+    ck_assert(isnan(data[2]) && isinf(data[4]));
+    free(data);
+    /* Refused on request: the count, and where the first one is. */
+    ck_assert_int_eq(gr_npy_read_counted(path, &data, dims, &nd, 4, 1, &bad), GR_ERR_NUMERIC);
+    ck_assert_ptr_null(data);
+    ck_assert_int_eq(nd, 0);
+    snprintf(want, sizeof want, "%s: 2 non-finite values (NaN/Inf), the first at element 2 (byte "
+             "%zu)", path, offset + 2 * sizeof(float));
+    ck_assert_str_eq(gr_last_error(), want);
+    /* The same from memory. */
+    size_t len = 0;
+    unsigned char *bytes = read_all(path, &len);
+    ck_assert_int_eq(gr_npy_read_mem_counted(bytes, len, "m.npy", &data, dims, &nd, 4, 0, &bad),
+                     GR_OK);
+    ck_assert_uint_eq(bad, 2);
+    free(data);
+    ck_assert_int_eq(gr_npy_read_mem_counted(bytes, len, "m.npy", &data, dims, &nd, 4, 1, &bad),
+                     GR_ERR_NUMERIC);
+    ck_assert_ptr_null(data);
+    free(bytes);
+    unlink(path);
+}
+END_TEST
+
+/* gr_npy_read's stderr while reading `path`, into out. */
+static void stderr_of_read(const char *path, char *out, size_t cap)
+{
+    char log[256];
+    temp_path(log, sizeof log);
+    fflush(stderr);
+    int saved = dup(2), fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert(saved >= 0 && fd >= 0);
+    dup2(fd, 2);
+    close(fd);
+    float *data = NULL;
+    int dims[4], nd = 0;
+    gr_status st = gr_npy_read(path, &data, dims, &nd, 4);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    ck_assert_int_eq(st, GR_OK);
+    free(data);
+    FILE *f = fopen(log, "r");
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    fclose(f);
+    unlink(log);
+}
+
+START_TEST(test_nonfinite_input_warns)
+{
+    char path[256], err[512], want[512];
+    temp_path(path, sizeof path);
+    write_nonfinite(path);
+    stderr_of_read(path, err, sizeof err);
+    snprintf(want, sizeof want, "graphrun: warning: %s: 2 non-finite values (NaN/Inf) in the "
+             "input: outputs will be meaningless\n", path);
+    ck_assert_str_eq(err, want);
+    /* Finite data: nothing said. */
+    const float two[2] = {1.0f, 2.0f};
+    const int dims[1] = {2};
+    ck_assert_int_eq(gr_npy_write(path, two, dims, 1), GR_OK);
+    stderr_of_read(path, err, sizeof err);
+    ck_assert_str_eq(err, "");
     unlink(path);
 }
 END_TEST
@@ -316,6 +408,8 @@ static Suite *npy_suite(void)
     tcase_add_test(tc, test_rejects_absurd_dims);
     tcase_add_test(tc, test_rejects_malformed_dict);
     tcase_add_test(tc, test_missing_file_and_bad_args);
+    tcase_add_test(tc, test_nonfinite_values_counted_or_refused);
+    tcase_add_test(tc, test_nonfinite_input_warns);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -6,9 +6,11 @@
 
 #include <check.h>
 #include <glob.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -187,7 +189,30 @@ START_TEST(test_every_truncation_ignored)
 }
 END_TEST
 
-/* The sample with line `line` (0-based) replaced by `with`. */
+static uint64_t fnv1a(const char *text, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)text[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* Rewrites the checksum line (if the text has one) to match the edited text before it, so that
+ * what rejects an edited entry is the entry's own check. */
+static void resign(char *text)
+{
+    char *sum = strstr(text, "\nchecksum ");
+    if (!sum)
+        return;
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016" PRIx64, fnv1a(text, (size_t)(sum + 1 - text)));
+    if (strlen(sum) >= 10 + 16)
+        memcpy(sum + 10, hex, 16);
+}
+
+/* The sample with line `line` (0-based) replaced by `with`, the checksum rewritten. */
 static char *replace_line(const char *text, int line, const char *with, size_t *len)
 {
     char *out = malloc(strlen(text) + strlen(with) + 2);
@@ -206,6 +231,7 @@ static char *replace_line(const char *text, int line, const char *with, size_t *
     }
     out[used] = '\0';
     *len = used;
+    resign(out);
     return out;
 }
 
@@ -260,6 +286,116 @@ START_TEST(test_bad_entries_ignored)
     char *edited = replace_line(text, 3, long_line, &n);
     ck_assert_int_eq(parse_count(device, edited, n, notice, sizeof notice), 0);
     free(edited);
+    free(text);
+}
+END_TEST
+
+START_TEST(test_unknown_tactics_ignored)
+{
+    size_t len = 0;
+    char *text = sample_text(&len);
+    /* Within the old numeric bounds, but no tactic gpu/tactic.c writes: conv tile 8, a split not
+     * among the search's choices, the automatic tactic or the GEMM with a split. */
+    const char *bad[] = {"i8:n1:in13x13x512 8 4 12.5 20.25", "i8:n1:in13x13x512 1 5 12.5 20.25",
+                         "i8:n1:in13x13x512 0 4 12.5 20.25", "i8:n1:in13x13x512 16 2 12.5 20.25",
+                         "i8:n1:in13x13x512 12 0 12.5 20.25"};
+    char notice[256];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t n = 0;
+        char *edited = replace_line(text, 3, bad[i], &n);
+        ck_assert_msg(parse_count(device, edited, n, notice, sizeof notice) == 0,
+                      "accepted an unknown tactic: '%s'", bad[i]);
+        ck_assert_ptr_nonnull(strstr(notice, "line 4: malformed entry"));
+        free(edited);
+    }
+    /* The tactics it does write: tile 7 split 16, the GEMM (16, split 0), the automatic one. */
+    size_t n = 0;
+    char *edited = replace_line(text, 3, "i8:n1:in13x13x512 7 16 12.5 20.25", &n);
+    ck_assert_int_eq(parse_count(device, edited, n, notice, sizeof notice), 3);
+    free(edited);
+    edited = replace_line(text, 3, "i8:n1:in13x13x512 16 0 12.5 20.25", &n);
+    ck_assert_int_eq(parse_count(device, edited, n, notice, sizeof notice), 3);
+    free(edited);
+    /* fp32 convs' entries (the fp32 search, gpu/tactic.c): the algorithm as the tile, split-K
+     * parts as the split - every algorithm unsplit, 3xTF32 split in 3; not an unknown algorithm
+     * nor a split of 1. */
+    const char *f32_ok[] = {"f32:n64:in52x52x128:out256:k3s1p1:act1:tf0:sk1 0 0 12.5 20.25",
+                            "f32:n64:in52x52x128:out256:k3s1p1:act1:tf0:sk1 1 3 12.5 20.25",
+                            "f32:n64:in52x52x128:out256:k3s1p1:act1:tf0:sk1 3 0 12.5 20.25"};
+    for (size_t i = 0; i < sizeof f32_ok / sizeof f32_ok[0]; i++) {
+        edited = replace_line(text, 3, f32_ok[i], &n);
+        ck_assert_msg(parse_count(device, edited, n, notice, sizeof notice) == 3,
+                      "refused an fp32 entry: '%s' (%s)", f32_ok[i], notice);
+        free(edited);
+    }
+    const char *f32_bad[] = {"f32:n64:in52x52x128:out256:k3s1p1:act1:tf0:sk1 4 0 12.5 20.25",
+                             "f32:n64:in52x52x128:out256:k3s1p1:act1:tf0:sk1 1 1 12.5 20.25"};
+    for (size_t i = 0; i < sizeof f32_bad / sizeof f32_bad[0]; i++) {
+        edited = replace_line(text, 3, f32_bad[i], &n);
+        ck_assert_int_eq(parse_count(device, edited, n, notice, sizeof notice), 0);
+        free(edited);
+    }
+    free(text);
+}
+END_TEST
+
+START_TEST(test_checksum_mismatch_ignored)
+{
+    size_t len = 0;
+    char *text = sample_text(&len);
+    char notice[256];
+    /* A time edited to another valid value (12.5 -> 13.5): only the checksum can tell. */
+    char *edit = strstr(text, " 12.5 ");
+    ck_assert_ptr_nonnull(edit);
+    edit[2] = '3';
+    ck_assert_int_eq(parse_count(device, text, len, notice, sizeof notice), 0);
+    ck_assert_msg(strstr(notice, "cache.txt ignored (line 7: checksum mismatch") != NULL, "%s",
+                  notice);
+    free(text);
+}
+END_TEST
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+/* 65,536 entries (GR_TCACHE_MAX_ENTRIES): filled, written and read back in linear time. The
+ * quadratic lookup took 67 s to read such a file; the bound leaves 50x headroom over the
+ * measured time on a loaded 2-core machine. */
+START_TEST(test_full_cache_is_linear)
+{
+    gr_timing_cache c;
+    gr_timing_cache_init(&c, device);
+    double t0 = now_us();
+    char key[64];
+    for (int i = 0; i < GR_TCACHE_MAX_ENTRIES; i++) {
+        snprintf(key, sizeof key, "i8:n%d:in13x13x512:out13x13x%d", i % 64 + 1, i);
+        ck_assert_int_eq(gr_timing_cache_put(&c, key, 1 + i % 7, 4, 10.0 + i, 20.0 + i), GR_OK);
+    }
+    double t1 = now_us();
+    char *text = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(gr_timing_cache_serialize(&c, &text, &len), GR_OK);
+    gr_timing_cache_free(&c);
+    char notice[256];
+    gr_timing_cache_init(&c, device);
+    double t2 = now_us();
+    gr_timing_cache_parse(&c, text, len, "big.txt", notice, sizeof notice);
+    double t3 = now_us();
+    ck_assert_str_eq(notice, "");
+    ck_assert_int_eq(c.n, GR_TCACHE_MAX_ENTRIES);
+    const gr_tcache_entry *e = gr_timing_cache_find(&c, "i8:n1:in13x13x512:out13x13x64");
+    ck_assert_ptr_nonnull(e);
+    ck_assert(e->us == 74.0);
+    ck_assert_ptr_null(gr_timing_cache_find(&c, "i8:n1:in13x13x512:out13x13x65536"));
+    printf("timing cache, %d entries: put %.3f s, parse %.3f s (%zu bytes)\n",
+           GR_TCACHE_MAX_ENTRIES, (t1 - t0) * 1e-6, (t3 - t2) * 1e-6, len);
+    ck_assert_msg((t1 - t0) + (t3 - t2) < 5e6, "put + parse took %.1f s",
+                  ((t1 - t0) + (t3 - t2)) * 1e-6);
+    gr_timing_cache_free(&c);
     free(text);
 }
 END_TEST
@@ -350,9 +486,16 @@ static Suite *tcache_suite(void)
     tcase_add_test(tc, test_other_version_ignored);
     tcase_add_test(tc, test_every_truncation_ignored);
     tcase_add_test(tc, test_bad_entries_ignored);
+    tcase_add_test(tc, test_unknown_tactics_ignored);
+    tcase_add_test(tc, test_checksum_mismatch_ignored);
     tcase_add_test(tc, test_garbage_never_crashes);
     tcase_add_test(tc, test_unreadable_and_unwritable);
     suite_add_tcase(s, tc);
+    /* Its own case: a time limit that lets the quadratic parser fail by its assertion. */
+    TCase *big = tcase_create("full");
+    tcase_set_timeout(big, 300);
+    tcase_add_test(big, test_full_cache_is_linear);
+    suite_add_tcase(s, big);
     return s;
 }
 

@@ -404,6 +404,60 @@ START_TEST(synthesize_rejects_null)
 }
 END_TEST
 
+/* One NaN in layer 2 (a conv) and one Inf in layer 3 (connected) of small_cfg's weights: the
+ * load says so in one notice line and the model info, or refuses the file when asked. */
+START_TEST(nonfinite_weights_are_reported_or_refused)
+{
+    char *cfg = temp_path(), *weights = temp_path();
+    write_all(cfg, (const uint8_t *)small_cfg, strlen(small_cfg));
+    gr_net *net = parse_text(small_cfg);
+    ck_assert_int_eq(gr_net_synthesize_weights(net, 3), GR_OK);
+    ck_assert_ptr_nonnull(net->layers[2].w.weights);
+    ck_assert_ptr_nonnull(net->layers[3].w.weights);
+    net->layers[2].w.weights[5] = NAN;
+    net->layers[3].w.weights[0] = INFINITY;
+    ck_assert_int_eq(gr_net_save_weights(net, weights), GR_OK);
+    gr_model_options opt;
+    gr_model_options_default(&opt);
+    opt.cfg_path = cfg;
+    opt.weights_path = weights;
+    gr_model *m = NULL;
+    ck_assert_msg(gr_model_load(&opt, &m) == GR_OK, "%s", gr_last_error());
+    const char *notice = gr_model_notice(m);
+    ck_assert_msg(strstr(notice, "2 non-finite weights (NaN/Inf), the first in layer 2 (conv)"),
+                  "notice '%s'", notice);
+    ck_assert_ptr_nonnull(strstr(notice, weights));
+    ck_assert_ptr_null(strchr(notice, '\n'));
+    gr_model_info info;
+    ck_assert_int_eq(gr_model_get_info(m, &info), GR_OK);
+    ck_assert_uint_eq(info.nonfinite_weights, 2);
+    gr_model_destroy(m);
+    /* Refused on request, naming the file, the count and the layer. */
+    opt.nonfinite_weights_is_error = 1;
+    m = NULL;
+    ck_assert_int_eq(gr_model_load(&opt, &m), GR_ERR_NUMERIC);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(gr_last_error(), "2 non-finite weights") &&
+                      strstr(gr_last_error(), weights),
+                  "%s", gr_last_error());
+    /* Sound weights: no notice, count 0, accepted in strict mode too. */
+    net->layers[2].w.weights[5] = 0.5f;
+    net->layers[3].w.weights[0] = 0.5f;
+    ck_assert_int_eq(gr_net_save_weights(net, weights), GR_OK);
+    ck_assert_int_eq(gr_model_load(&opt, &m), GR_OK);
+    ck_assert_str_eq(gr_model_notice(m), "");
+    ck_assert_int_eq(gr_model_get_info(m, &info), GR_OK);
+    ck_assert_uint_eq(info.nonfinite_weights, 0);
+    gr_model_destroy(m);
+    ck_assert_str_eq(gr_model_notice(NULL), "");
+    gr_net_free(net);
+    unlink(cfg);
+    unlink(weights);
+    free(cfg);
+    free(weights);
+}
+END_TEST
+
 static Suite *weights_suite(void)
 {
     Suite *s = suite_create("weights");
@@ -415,6 +469,7 @@ static Suite *weights_suite(void)
     tcase_add_test(files, truncated_and_oversized_files_name_both_sizes);
     tcase_add_test(files, header_only_empty_and_bad_headers);
     tcase_add_test(files, save_without_weights_is_state_error);
+    tcase_add_test(files, nonfinite_weights_are_reported_or_refused);
     tcase_set_timeout(files, 60);
     suite_add_tcase(s, files);
 

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,10 +314,40 @@ static gr_status check_read_args(float **data, int *dims, int *ndim, int max_ndi
     return GR_OK;
 }
 
+/* Counts NaN/Inf in a read array; with nonfinite_is_error any fails the read (freed, emptied). */
+static gr_status check_finite(const char *name, size_t data_offset, size_t n, float **data,
+                              int *ndim, int nonfinite_is_error, size_t *nonfinite)
+{
+    size_t first = 0, count = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite((*data)[i]) && count++ == 0)
+            first = i;
+    *nonfinite = count;
+    if (count == 0 || !nonfinite_is_error)
+        return GR_OK;
+    free(*data);
+    *data = NULL;
+    *ndim = 0;
+    return gr_fail(GR_ERR_NUMERIC, "%s: %zu non-finite values (NaN/Inf), the first at element %zu "
+                   "(byte %zu)", name, count, first, data_offset + first * sizeof(float));
+}
+
 gr_status gr_npy_read_mem(const uint8_t *bytes, size_t len, const char *name, float **data,
                           int *dims, int *ndim, int max_ndim)
 {
+    size_t nonfinite = 0;
+    return gr_npy_read_mem_counted(bytes, len, name, data, dims, ndim, max_ndim, 0, &nonfinite);
+}
+
+gr_status gr_npy_read_mem_counted(const uint8_t *bytes, size_t len, const char *name,
+                                  float **data, int *dims, int *ndim, int max_ndim,
+                                  int nonfinite_is_error, size_t *nonfinite)
+{
+    if (nonfinite)
+        *nonfinite = 0;
     GR_TRY(check_read_args(data, dims, ndim, max_ndim));
+    if (!nonfinite)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_npy_read_mem_counted: NULL count");
     if (!bytes && len > 0)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_npy_read_mem: NULL bytes");
     if (!name)
@@ -343,7 +374,8 @@ gr_status gr_npy_read_mem(const uint8_t *bytes, size_t len, const char *name, fl
         memcpy(dims, shape, (size_t)n * sizeof *dims);
     *ndim = n;
     *data = values;
-    return GR_OK;
+    return check_finite(name, data_offset, data_bytes / sizeof(float), data, ndim,
+                        nonfinite_is_error, nonfinite);
 }
 
 /* Bytes from the current position to the end of the file, or SIZE_MAX when the stream cannot
@@ -391,8 +423,21 @@ static gr_status read_header(FILE *f, const char *path, int *dims, int *ndim, in
 
 gr_status gr_npy_read(const char *path, float **data, int *dims, int *ndim, int max_ndim)
 {
+    size_t nonfinite = 0;
+    GR_TRY(gr_npy_read_counted(path, data, dims, ndim, max_ndim, 0, &nonfinite));
+    if (nonfinite)
+        fprintf(stderr, "graphrun: warning: %s: %zu non-finite values (NaN/Inf) in the input: "
+                "outputs will be meaningless\n", path, nonfinite);
+    return GR_OK;
+}
+
+gr_status gr_npy_read_counted(const char *path, float **data, int *dims, int *ndim, int max_ndim,
+                              int nonfinite_is_error, size_t *nonfinite)
+{
+    if (nonfinite)
+        *nonfinite = 0;
     GR_TRY(check_read_args(data, dims, ndim, max_ndim));
-    if (!path)
+    if (!path || !nonfinite)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_npy_read: bad arguments");
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -429,5 +474,6 @@ gr_status gr_npy_read(const char *path, float **data, int *dims, int *ndim, int 
         memcpy(dims, shape, (size_t)n * sizeof *dims);
     *ndim = n;
     *data = values;
-    return GR_OK;
+    return check_finite(path, data_offset, bytes / sizeof(float), data, ndim, nonfinite_is_error,
+                        nonfinite);
 }

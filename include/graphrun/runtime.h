@@ -107,6 +107,10 @@ typedef struct gr_model_options {
                                  weights ("shapes": data/shapes.weights, an error if missing), else
                                  deterministic synthetic weights */
     uint64_t seed;            /* seed of the synthetic weights */
+    int nonfinite_weights_is_error; /* 1: NaN/Inf among the loaded weights fail the load with
+                                       GR_ERR_NUMERIC, naming the count and first layer; 0
+                                       (default): loaded, counted in gr_model_info, and said in
+                                       gr_model_notice() */
 } gr_model_options;
 
 void gr_model_options_default(gr_model_options *opt); /* builtin "yolo", seed 1 */
@@ -123,9 +127,14 @@ typedef struct gr_model_info {
     int synthetic_weights;  /* 1 when weights were generated rather than loaded */
     double gflops;          /* multiply-adds x2, per image */
     size_t n_params;        /* weight count */
+    size_t nonfinite_weights; /* NaN/Inf values among the weights (0 for sound weights) */
 } gr_model_info;
 
 gr_status gr_model_get_info(const gr_model *model, gr_model_info *info);
+
+/* Notices from loading the model ("" if none), one line each: e.g. weights holding NaN/Inf.
+ * Never NULL. */
+const char *gr_model_notice(const gr_model *model);
 
 /* Class label ("dog"); a built-in model has its list, a --cfg model gets "class N" unless
  * gr_model_set_class_names() gave one (a file with one name per line). */

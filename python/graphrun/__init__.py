@@ -9,23 +9,33 @@
     outputs = engine.run(x)     # x: float32 (batch, 3, h, w) in [0, 1] or uint8 (batch, h, w, 3)
 
 Failures raise graphrun.Error carrying graphrun's one-line message; arguments of the wrong
-shape or type raise ValueError / TypeError before reaching the library.
+shape, type or range raise ValueError / TypeError before reaching the library (ctypes would
+silently truncate an integer that does not fit its C type). Outputs holding NaN/Inf raise
+NonFiniteWarning (or graphrun.Error with nonfinite_is_error=True), like the C API's
+gr_engine_output_nonfinite / nonfinite_is_error; weights holding NaN/Inf warn when the model
+loads (or fail it with strict_weights=True).
 
 The shared library (libgraphrun.so) is found through $GRAPHRUN_LIBRARY, then next to this
 package, then in a source checkout's build/ directory, then by ctypes.util.find_library (an
 installed prefix on the loader's path). Objects hold C handles and free them when collected or
-closed; an engine is used by one thread at a time (runtime.h's rule).
+closed. An engine serializes its own calls with a lock: run() returns the outputs of that run
+even when other threads run the same engine (runtime.h's rule of one thread at a time per engine
+is kept for them).
 """
 
 import ctypes
 import ctypes.util
+import math
+import numbers
 import os
+import threading
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Error", "Model", "Engine", "Detection", "load_image", "letterbox", "version",
-           "cuda_device_count", "library_path"]
+__all__ = ["Error", "NonFiniteWarning", "Model", "Engine", "Detection", "load_image", "letterbox",
+           "version", "cuda_device_count", "library_path"]
 
 _DEVICES = {"auto": 0, "cpu": 1, "gpu": 2}
 _PRECISIONS = {"fp32": 0, "fp16": 1, "int8": 2, "auto": 3}  # auto: max_nrmse 0.003 (runtime.h)
@@ -33,6 +43,8 @@ _F32_ALGOS = {"auto": 0, "sgemm": 1, "tf32x3": 2, "implicit": 3, "direct3x3": 4}
 # Option structs get room to grow: runtime.h only appends fields, and the *_default() functions
 # fill whatever the library knows about.
 _SPARE = 256
+_INT_MAX = 2**31 - 1
+_MAX_BATCH = 4096  # GR_MAX_BATCH (base/base.h)
 
 
 class Error(RuntimeError):
@@ -43,9 +55,34 @@ class Error(RuntimeError):
         self.status = status
 
 
+class NonFiniteWarning(RuntimeWarning):
+    """Weights or outputs hold NaN/Inf: the results are meaningless."""
+
+
+def _int_arg(name, value, lo, hi):
+    """value as an int within [lo, hi], or TypeError / ValueError naming the argument."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, not {type(value).__name__}")
+    value = int(value)
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be in [{lo}, {hi}], not {value}")
+    return value
+
+
+def _float_arg(name, value, lo, hi):
+    """value as a finite float within [lo, hi], or TypeError / ValueError naming the argument."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+    value = float(value)
+    if not (math.isfinite(value) and lo <= value <= hi):
+        raise ValueError(f"{name} must be a finite number in [{lo}, {hi}], not {value}")
+    return value
+
+
 class _ModelOptions(ctypes.Structure):
     _fields_ = [("builtin", ctypes.c_char_p), ("cfg_path", ctypes.c_char_p),
                 ("weights_path", ctypes.c_char_p), ("seed", ctypes.c_uint64),
+                ("nonfinite_weights_is_error", ctypes.c_int),
                 ("_spare", ctypes.c_char * _SPARE)]
 
 
@@ -54,7 +91,7 @@ class _ModelInfo(ctypes.Structure):
                 ("channels", ctypes.c_int), ("n_layers", ctypes.c_int), ("n_outputs", ctypes.c_int),
                 ("classes", ctypes.c_int), ("synthetic_weights", ctypes.c_int),
                 ("gflops", ctypes.c_double), ("n_params", ctypes.c_size_t),
-                ("_spare", ctypes.c_char * _SPARE)]
+                ("nonfinite_weights", ctypes.c_size_t), ("_spare", ctypes.c_char * _SPARE)]
 
 
 class _EngineOptions(ctypes.Structure):
@@ -136,6 +173,7 @@ _signatures = {
     "gr_model_destroy": (None, [_P]),
     "gr_model_get_info": (ctypes.c_int, [_P, ctypes.POINTER(_ModelInfo)]),
     "gr_model_class_name": (ctypes.c_char_p, [_P, ctypes.c_int]),
+    "gr_model_notice": (ctypes.c_char_p, [_P]),
     "gr_model_set_class_names": (ctypes.c_int, [_P, ctypes.c_char_p]),
     "gr_engine_options_default": (None, [ctypes.POINTER(_EngineOptions)]),
     "gr_engine_build": (ctypes.c_int, [_P, ctypes.POINTER(_EngineOptions), ctypes.POINTER(_P)]),
@@ -152,6 +190,8 @@ _signatures = {
     "gr_engine_detect": (ctypes.c_int, [_P, ctypes.c_int, ctypes.POINTER(_DetectOptions),
                                         ctypes.POINTER(ctypes.POINTER(_Detection)),
                                         ctypes.POINTER(ctypes.c_int)]),
+    "gr_engine_output_nonfinite": (ctypes.c_int, [_P, ctypes.c_int,
+                                                  ctypes.POINTER(ctypes.c_size_t)]),
     "gr_engine_last_error": (ctypes.c_char_p, [_P]),
     "gr_detect_options_default": (None, [ctypes.POINTER(_DetectOptions)]),
     "gr_detections_free": (None, [ctypes.POINTER(_Detection)]),
@@ -229,6 +269,8 @@ def letterbox(image, width, height, dtype=np.uint8):
     """Darknet's letterbox of an image (a path or a (h, w, 3) uint8 array) to width x height:
     uint8 (height, width, 3) HWC, or float32 (3, height, width) CHW in [0, 1] exactly as Darknet
     computes it (dtype=np.float32)."""
+    width = _int_arg("width", width, 1, 1 << 16)
+    height = _int_arg("height", height, 1, 1 << 16)
     if not isinstance(image, np.ndarray):
         image = load_image(image)
     im, keep = _as_image(image)
@@ -271,13 +313,16 @@ class Model(_Handle):
 
     _destroy = _lib.gr_model_destroy
 
-    def __init__(self, builtin="yolo", cfg=None, weights=None, seed=1, names=None):
+    def __init__(self, builtin="yolo", cfg=None, weights=None, seed=1, names=None,
+                 strict_weights=False):
+        seed = _int_arg("seed", seed, 0, 2**64 - 1)
         opt = _ModelOptions()
         _lib.gr_model_options_default(ctypes.byref(opt))
         opt.builtin = None if cfg else builtin.encode()
         opt.cfg_path = _path(cfg)
         opt.weights_path = _path(weights)
         opt.seed = seed
+        opt.nonfinite_weights_is_error = 1 if strict_weights else 0
         self._handle = _P()
         _check(_lib.gr_model_load(ctypes.byref(opt), ctypes.byref(self._handle)))
         if names:
@@ -289,15 +334,20 @@ class Model(_Handle):
         self.n_layers, self.classes = info.n_layers, info.classes
         self.synthetic_weights = bool(info.synthetic_weights)
         self.gflops = info.gflops
+        self.nonfinite_weights = info.nonfinite_weights
+        self.notice = _lib.gr_model_notice(self._handle).decode(errors="replace")
+        if self.nonfinite_weights:
+            warnings.warn(self.notice, NonFiniteWarning, stacklevel=2)
 
     def class_name(self, class_id):
+        class_id = _int_arg("class_id", class_id, -2**31, _INT_MAX)
         return _lib.gr_model_class_name(self._handle, class_id).decode()
 
     def build(self, device="auto", precision="fp32", batch=1, use_cuda_graph=True,
-              calib_cache=None, calib_images=None, f32_algo="auto"):
+              calib_cache=None, calib_images=None, f32_algo="auto", nonfinite_is_error=False):
         """An engine for this model (see Engine)."""
         return Engine(self, device, precision, batch, use_cuda_graph, calib_cache, calib_images,
-                      f32_algo)
+                      f32_algo, nonfinite_is_error)
 
 
 class Engine(_Handle):
@@ -305,12 +355,18 @@ class Engine(_Handle):
     (int8 or fp16 per layer within an output NRMSE of 0.003, docs/calibration.md), and the
     number of images per run; f32_algo "auto" | "sgemm" | "tf32x3" | "implicit" | "direct3x3"
     picks the GPU's fp32 convolution algorithm (runtime.h, gr_f32_algo). Keeps the class names of
-    its model."""
+    its model. Outputs holding NaN/Inf raise NonFiniteWarning, or graphrun.Error (status
+    "non-finite output") with nonfinite_is_error=True; the outputs stay readable through outputs()
+    either way."""
 
     _destroy = _lib.gr_engine_destroy
 
     def __init__(self, model, device="auto", precision="fp32", batch=1, use_cuda_graph=True,
-                 calib_cache=None, calib_images=None, f32_algo="auto"):
+                 calib_cache=None, calib_images=None, f32_algo="auto", nonfinite_is_error=False):
+        batch = _int_arg("batch", batch, 1, _MAX_BATCH)
+        self._lock = threading.Lock()  # a run and the reading of its outputs are one operation
+        self._nonfinite_is_error = bool(nonfinite_is_error)
+        self.nonfinite = []  # NaN/Inf count per output of the last run
         if device not in _DEVICES:
             raise ValueError(f"device {device!r} is not one of {sorted(_DEVICES)}")
         if precision not in _PRECISIONS:
@@ -321,7 +377,7 @@ class Engine(_Handle):
         _lib.gr_engine_options_default(ctypes.byref(opt))
         opt.device = _DEVICES[device]
         opt.precision = _PRECISIONS[precision]
-        opt.batch = int(batch)
+        opt.batch = batch
         opt.use_cuda_graph = 1 if use_cuda_graph else 0
         opt.f32_algo = _F32_ALGOS[f32_algo]
         opt.calib_cache = _path(calib_cache)
@@ -337,32 +393,47 @@ class Engine(_Handle):
         self.device_name = _lib.gr_engine_device_name(self._handle).decode()
         desc = _TensorDesc()
         _check(_lib.gr_engine_input_desc(self._handle, ctypes.byref(desc)), self._handle)
-        self.batch, self.width, self.height = desc.n, desc.w, desc.h
+        self.batch, self.channels, self.width, self.height = desc.n, desc.c, desc.w, desc.h
         self.output_shapes = []
         for k in range(_lib.gr_engine_output_count(self._handle)):
             _check(_lib.gr_engine_output_desc(self._handle, k, ctypes.byref(desc)), self._handle)
             self.output_shapes.append((desc.n, desc.c, desc.h, desc.w))
 
     def run(self, x):
-        """Run on a whole batch: float32 (batch, 3, h, w) in [0, 1] (planar, as Darknet) or
-        uint8 (batch, h, w, 3) (letterboxed bytes, what the GPU's input copy moves). Returns the
-        raw outputs, one float32 NCHW array per head (copies)."""
-        b, h, w = self.batch, self.height, self.width
+        """Run on a whole batch: float32 (batch, channels, h, w) in [0, 1] (planar, as Darknet)
+        or uint8 (batch, h, w, channels) (letterboxed bytes, what the GPU's input copy moves).
+        Returns the raw outputs of this run, one float32 NCHW array per head (copies), even when
+        other threads use the engine: the run and the copies happen under the engine's lock."""
+        fn, x = self._input(x)
+        with self._lock:
+            _check(fn(self._handle, x.ctypes.data), self._handle)
+            outputs = self._outputs_locked()
+            self._count_nonfinite_locked()
+        self._check_finite()
+        return outputs
+
+    def _input(self, x):
+        """The C entry point for x and x as a contiguous array, after checking its shape against
+        the engine's input: the C side reads batch x channels x h x w values whatever it gets."""
+        b, c, h, w = self.batch, self.channels, self.height, self.width
         if not isinstance(x, np.ndarray):
             raise TypeError("run() takes a numpy array")
-        if x.dtype == np.float32 and x.shape == (b, 3, h, w):
+        if x.dtype == np.float32 and x.shape == (b, c, h, w):
             fn = _lib.gr_engine_run_f32
-        elif x.dtype == np.uint8 and x.shape == (b, h, w, 3):
+        elif x.dtype == np.uint8 and x.shape == (b, h, w, c):
             fn = _lib.gr_engine_run_u8
         else:
-            raise ValueError(f"input must be float32 {(b, 3, h, w)} or uint8 {(b, h, w, 3)}, "
+            raise ValueError(f"input must be float32 {(b, c, h, w)} or uint8 {(b, h, w, c)}, "
                              f"not {x.dtype} {x.shape}")
-        x = np.ascontiguousarray(x)
-        _check(fn(self._handle, x.ctypes.data), self._handle)
-        return self.outputs()
+        return fn, np.ascontiguousarray(x)
 
     def outputs(self):
-        """The raw outputs of the last run (copies)."""
+        """The raw outputs of the last run (copies). With several threads on one engine, use
+        what run() returns: another thread's run may come between a run and this call."""
+        with self._lock:
+            return self._outputs_locked()
+
+    def _outputs_locked(self):
         result = []
         for k, shape in enumerate(self.output_shapes):
             data = ctypes.POINTER(ctypes.c_float)()
@@ -370,12 +441,38 @@ class Engine(_Handle):
             result.append(np.ctypeslib.as_array(data, shape=shape).copy())
         return result
 
+    def _count_nonfinite_locked(self):
+        """NaN/Inf per output of the last run, into self.nonfinite."""
+        counts = []
+        for k in range(len(self.output_shapes)):
+            count = ctypes.c_size_t()
+            _check(_lib.gr_engine_output_nonfinite(self._handle, k, ctypes.byref(count)),
+                   self._handle)
+            counts.append(count.value)
+        self.nonfinite = counts
+
+    def _check_finite(self):
+        """Never silent about NaN/Inf outputs: a warning, or an error when asked for one."""
+        bad = [(k, n) for k, n in enumerate(self.nonfinite) if n]
+        if not bad:
+            return
+        message = "; ".join(f"output {k} holds {n} NaN/Inf values" for k, n in bad) + \
+            " (try precision='fp32' or 'int8': fp16 overflows above 65504)"
+        if self._nonfinite_is_error:
+            raise Error(_lib.gr_status_str(13).decode(), message)  # GR_ERR_NUMERIC
+        warnings.warn(message, NonFiniteWarning, stacklevel=3)
+
     def detect(self, images, thresh=0.5, nms=0.45):
         """Detections for each image (paths or (h, w, 3) uint8 RGB arrays), a list per image,
         in batches of the engine's size (a short last batch is padded, its padding dropped).
         Images are letterboxed as the CLI does: uint8 for the GPU, Darknet's floats on the CPU."""
         if isinstance(images, (str, bytes, os.PathLike, np.ndarray)):
             raise TypeError("detect() takes a list of images")
+        if self.channels != 3:
+            raise ValueError(f"detect() letterboxes RGB images; this network takes "
+                             f"{self.channels} channels (use run())")
+        thresh = _float_arg("thresh", thresh, 0.0, 1.0)
+        nms = _float_arg("nms", nms, 0.0, 1.0)
         images = [im if isinstance(im, np.ndarray) else load_image(im) for im in images]
         results = []
         u8 = self.device == "gpu"
@@ -383,10 +480,15 @@ class Engine(_Handle):
             chunk = images[start:start + self.batch]
             padded = chunk + [chunk[-1]] * (self.batch - len(chunk))
             dtype = np.uint8 if u8 else np.float32
-            x = np.stack([letterbox(im, self.width, self.height, dtype) for im in padded])
-            self.run(x)
-            for i, im in enumerate(chunk):
-                results.append(self._detections(i, im.shape[1], im.shape[0], thresh, nms))
+            fn, x = self._input(
+                np.stack([letterbox(im, self.width, self.height, dtype) for im in padded]))
+            with self._lock:  # the run and its detections: one operation
+                _check(fn(self._handle, x.ctypes.data), self._handle)
+                self._count_nonfinite_locked()
+                found = [self._detections(i, im.shape[1], im.shape[0], thresh, nms)
+                         for i, im in enumerate(chunk)]
+            self._check_finite()
+            results.extend(found)
         return results
 
     def _detections(self, index, image_w, image_h, thresh, nms):

@@ -8,7 +8,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
+import warnings
 
 import numpy as np
 
@@ -140,9 +142,125 @@ class CPUTests(unittest.TestCase):
                 engine.detect(PHOTOS[0])
         with self.assertRaises(ValueError):
             self.model.build(precision="int4")
-        with self.assertRaises(graphrun.Error) as ctx:
+        with self.assertRaises(ValueError) as ctx:  # checked before it reaches the library
             self.model.build(device="cpu", batch=0)
-        self.assertIn("batch", str(ctx.exception))
+        self.assertIn("batch must be in [1, 4096]", str(ctx.exception))
+
+    def test_integer_arguments_are_range_checked(self):
+        """ctypes truncates silently (batch 2**32 + 1 became 1, seed -1 wrapped): every integer
+        argument is checked in Python, the error naming it and its range."""
+        cases = [(lambda: self.model.build(device="cpu", batch=2**32 + 1), "batch", "[1, 4096]"),
+                 (lambda: self.model.build(device="cpu", batch=-1), "batch", "[1, 4096]"),
+                 (lambda: graphrun.Model(cfg=self.cfg, seed=-1), "seed",
+                  "[0, 18446744073709551615]"),
+                 (lambda: graphrun.Model(cfg=self.cfg, seed=2**64), "seed", "[0, "),
+                 (lambda: self.model.class_name(2**32), "class_id", "[-2147483648, 2147483647]"),
+                 (lambda: graphrun.letterbox(PHOTOS[0], 2**32 + 32, 32), "width", "[1, 65536]"),
+                 (lambda: graphrun.letterbox(PHOTOS[0], 32, 0), "height", "[1, 65536]")]
+        for call, name, allowed in cases:
+            with self.assertRaises(ValueError, msg=name) as ctx:
+                call()
+            self.assertIn(f"{name} must be in {allowed}", str(ctx.exception))
+        for bad in (True, 2.0, "2"):
+            with self.assertRaises(TypeError):
+                self.model.build(device="cpu", batch=bad)
+        with self.model.build(device="cpu") as engine:
+            for thresh in (float("nan"), -0.1, 1.5):
+                with self.assertRaises(ValueError) as ctx:
+                    engine.detect(PHOTOS[:1], thresh=thresh)
+                self.assertIn("thresh must be a finite number in [0.0, 1.0]", str(ctx.exception))
+        # The largest values that fit are passed through.
+        graphrun.Model(cfg=self.cfg, seed=2**64 - 1).close()
+        self.assertEqual(self.model.class_name(2**31 - 1), "class 2147483647")
+
+    def test_input_channels_are_checked_before_c(self):
+        """A network of 1 or 4 input channels: run() refuses a 3-channel array (the C side would
+        read batch x channels x h x w values from it: a heap overflow for 4) and takes its own."""
+        for channels in (1, 4):
+            cfg = os.path.join(self.tmp.name, f"c{channels}.cfg")
+            with open(cfg, "w") as f:
+                f.write(SMALL_CFG.replace("channels=3", f"channels={channels}"))
+            with graphrun.Model(cfg=cfg) as m, m.build(device="cpu") as engine:
+                for x in (np.zeros((1, 3, 32, 32), np.float32), np.zeros((1, 32, 32, 3), np.uint8)):
+                    with self.assertRaises(ValueError) as ctx:
+                        engine.run(x)
+                    self.assertIn(f"float32 (1, {channels}, 32, 32)", str(ctx.exception))
+                with self.assertRaises(ValueError):
+                    engine.detect(PHOTOS[:1])
+                self.assertEqual(engine.channels, channels)
+                f32 = engine.run(np.full((1, channels, 32, 32), 0.5, np.float32))
+                u8 = engine.run(np.full((1, 32, 32, channels), 128, np.uint8))
+                self.assertEqual(f32[0].shape, (1, 14, 16, 16))
+                # 128 / 255 against 0.5: close, computed from the engine's own input type.
+                np.testing.assert_allclose(u8[0], f32[0], atol=0.05)
+
+    def test_run_returns_its_own_outputs_across_threads(self):
+        """Threads sharing one engine: each run() returns the outputs of its own input (a run and
+        the reading of its outputs are one locked operation)."""
+        rng = np.random.default_rng(3)
+        inputs = [rng.random((1, 3, 32, 32), dtype=np.float32) for _ in range(4)]
+        with self.model.build(device="cpu") as engine:
+            expected = [engine.run(x)[0] for x in inputs]
+            for a in range(4):
+                for b in range(a):
+                    self.assertFalse(np.array_equal(expected[a], expected[b]))
+            failures = []
+
+            def worker(i):
+                try:
+                    for _ in range(40):
+                        got = engine.run(inputs[i])[0]
+                        if not np.array_equal(got, expected[i]):
+                            failures.append(f"thread {i}: another run's outputs")
+                            return
+                except Exception as e:  # noqa: BLE001 - reported below
+                    failures.append(f"thread {i}: {e!r}")
+
+            threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            self.assertEqual(failures, [])
+
+    def test_nonfinite_outputs_warn_or_raise(self):
+        """fp16 overflows on inputs of 60000 (conv + batch norm exceed 65504): the run warns, or
+        raises with nonfinite_is_error, as the C API's nonfinite_is_error does; fp32 is quiet."""
+        x = np.full((1, 3, 32, 32), 60000.0, np.float32)
+        with self.model.build(device="cpu", precision="fp16") as engine:
+            with self.assertWarns(graphrun.NonFiniteWarning) as ctx:
+                engine.run(x)
+            self.assertIn("output 0 holds", str(ctx.warning))
+            self.assertGreater(engine.nonfinite[0], 0)
+        with self.model.build(device="cpu", precision="fp16", nonfinite_is_error=True) as engine:
+            with self.assertRaises(graphrun.Error) as ctx:
+                engine.run(x)
+            self.assertEqual(ctx.exception.status, "non-finite output")  # GR_ERR_NUMERIC
+            self.assertEqual(engine.outputs()[0].shape, (1, 14, 16, 16))  # still readable
+        with self.model.build(device="cpu", precision="fp32") as engine:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                engine.run(x)
+            self.assertEqual(engine.nonfinite, [0])
+
+    def test_nonfinite_weights_warn_or_refuse(self):
+        """SMALL_CFG's 374 weights (conv 8 + 24 BN + 216, conv 14 + 112), one NaN and one Inf."""
+        values = np.full(374, 0.01, np.float32)
+        values[100], values[300] = np.nan, np.inf
+        path = os.path.join(self.tmp.name, "bad.weights")
+        with open(path, "wb") as f:
+            f.write(np.array([0, 2, 0], np.int32).tobytes() + np.zeros(1, np.uint64).tobytes())
+            f.write(values.tobytes())
+        with self.assertWarns(graphrun.NonFiniteWarning) as ctx:
+            m = graphrun.Model(cfg=self.cfg, weights=path)
+        self.assertIn("2 non-finite weights (NaN/Inf), the first in layer 0 (conv)",
+                      str(ctx.warning))
+        self.assertEqual(m.nonfinite_weights, 2)
+        m.close()
+        with self.assertRaises(graphrun.Error) as ctx:
+            graphrun.Model(cfg=self.cfg, weights=path, strict_weights=True)
+        self.assertEqual(ctx.exception.status, "non-finite output")  # GR_ERR_NUMERIC
+        self.assertIn("2 non-finite weights", str(ctx.exception))
 
 
     def test_engine_options_mirror_the_c_struct(self):

@@ -1,6 +1,9 @@
-/* INT8 calibration cache (format in calib_cache.h). */
+/* INT8 calibration cache (format and validation rules in calib_cache.h): a file is used only
+ * once all of it has been checked, checksum first. */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,113 +75,265 @@ static void method_str(const gr_calib_key *key, char *buf, size_t len)
         snprintf(buf, len, "%s", gr_calib_method_name(key->method));
 }
 
+/* A cache's text, line by line. */
+typedef struct cache_text {
+    const char *origin, *text;
+    size_t len, pos;
+    int lineno;
+    char line[512];
+} cache_text;
+
+/* The next line into t->line without its '\n': 1, or 0 past the end or for a line that does not
+ * fit or holds a NUL (a corrupt file either way). */
+static int next_line(cache_text *t)
+{
+    if (t->pos >= t->len)
+        return 0;
+    const char *start = t->text + t->pos, *nl = memchr(start, '\n', t->len - t->pos);
+    size_t n = nl ? (size_t)(nl - start) : t->len - t->pos;
+    t->pos += n + (nl != NULL);
+    t->lineno++;
+    if (n >= sizeof t->line || memchr(start, '\0', n))
+        return 0;
+    memcpy(t->line, start, n);
+    t->line[n] = '\0';
+    return 1;
+}
+
+/* Corrupt (not stale, not another key): the caller calibrates again and replaces the file. */
+static gr_status corrupt(const cache_text *t, int lineno, const char *what, char *notice,
+                         size_t notice_len)
+{
+    snprintf(notice, notice_len,
+             "%s:%d: corrupt calibration cache (%s): ignored, calibrating again and replacing it",
+             t->origin, lineno, what);
+    return GR_OK;
+}
+
+/* "<word><float>" and nothing else; the value must be finite and within [lo, hi]. */
+static int parse_range(const char *text, float lo, float hi, float *out, char *why, size_t why_len)
+{
+    char *end;
+    errno = 0;
+    float v = strtof(text, &end);
+    if (end == text || *end != '\0' || errno == ERANGE) {
+        snprintf(why, why_len, "'%.40s' is not a number", text);
+        return 0;
+    }
+    if (!isfinite(v) || v < lo || v > hi) {
+        snprintf(why, why_len, "range %.9g outside [%g, %g]", (double)v, (double)lo,
+                 (double)hi);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* The checksum line must be the last; its line number in *lineno, the checked prefix in *body. */
+static int checksum_ok(const char *text, size_t len, int *lineno, size_t *body)
+{
+    size_t end = len > 0 && text[len - 1] == '\n' ? len - 1 : len, start = end;
+    while (start > 0 && text[start - 1] != '\n')
+        start--;
+    *lineno = 1;
+    for (size_t i = 0; i < start; i++)
+        *lineno += text[i] == '\n';
+    *body = start;
+    char line[32], hex[17];
+    int used = 0;
+    uint64_t want = 0;
+    if (end == len || end - start != 25) /* no final newline, or not "checksum <16 hex>" */
+        return 0;
+    memcpy(line, text + start, 25);
+    line[25] = '\0';
+    if (sscanf(line, "checksum %16[0-9a-f]%n", hex, &used) != 1 || used != 25 ||
+        sscanf(hex, "%" SCNx64, &want) != 1)
+        return 0;
+    return fnv1a(0xcbf29ce484222325ULL, text, start) == want;
+}
+
+/* Lines 2..5: the key (another key is an error) and the input range. */
+static gr_status parse_head(cache_text *t, const gr_calib_key *key, float *input_range,
+                            char *notice, size_t notice_len)
+{
+    char name[128], want_method[64], why[160];
+    method_str(key, want_method, sizeof want_method);
+    uint64_t hash = 0, images_hash = 0;
+    int images = 0, end = 0;
+    if (!next_line(t) || sscanf(t->line, "model %127s %" SCNx64 "%n", name, &hash, &end) != 2 ||
+        t->line[end] != '\0')
+        return corrupt(t, t->lineno, "expected 'model <name> <hash>'", notice, notice_len);
+    if (hash != key->hash)
+        return gr_fail(GR_ERR_PARSE,
+                       "%s:%d: calibration cache is for a different model (%s, hash %016" PRIx64
+                       "; this model %s has %016" PRIx64 "): delete it or pass another path",
+                       t->origin, t->lineno, name, hash, key->name, key->hash);
+    if (!next_line(t) || strncmp(t->line, "method ", 7) != 0)
+        return corrupt(t, t->lineno, "expected 'method <name>'", notice, notice_len);
+    if (strcmp(t->line + 7, want_method) != 0)
+        return gr_fail(GR_ERR_PARSE,
+                       "%s:%d: calibration cache was made with method '%.60s', this build asks "
+                       "for '%s': delete it or pass another path",
+                       t->origin, t->lineno, t->line + 7, want_method);
+    end = 0;
+    if (!next_line(t) ||
+        sscanf(t->line, "images %d %" SCNx64 "%n", &images, &images_hash, &end) != 2 ||
+        t->line[end] != '\0' || images < 1)
+        return corrupt(t, t->lineno, "expected 'images <count> <hash>'", notice, notice_len);
+    if (images != key->n_images || images_hash != key->images_hash)
+        return gr_fail(GR_ERR_PARSE,
+                       "%s:%d: calibration cache was made from another image set (%d images, "
+                       "hash %016" PRIx64 "; these %d images have %016" PRIx64
+                       "): delete it or pass another path",
+                       t->origin, t->lineno, images, images_hash, key->n_images, key->images_hash);
+    if (!next_line(t) || strncmp(t->line, "input ", 6) != 0)
+        return corrupt(t, t->lineno, "expected 'input <range>'", notice, notice_len);
+    if (!parse_range(t->line + 6, GR_CALIB_INPUT_MIN, 1.0f, input_range, why, sizeof why))
+        return corrupt(t, t->lineno, why, notice, notice_len);
+    return GR_OK;
+}
+
+/* Lines 6..: exactly one "layer <i> <range>" per layer, in order, then the checksum line. */
+static gr_status parse_layers(cache_text *t, int n_layers, int checksum_line, float *layer_range,
+                              char *notice, size_t notice_len)
+{
+    char why[160];
+    for (int i = 0; i < n_layers; i++) {
+        int index = -1, end = 0;
+        if (!next_line(t) || t->lineno >= checksum_line ||
+            sscanf(t->line, "layer %d %n", &index, &end) != 1 || index != i || end == 0) {
+            snprintf(why, sizeof why, "expected 'layer %d <range>' (the model has %d layers)", i,
+                     n_layers);
+            return corrupt(t, t->lineno, why, notice, notice_len);
+        }
+        if (!parse_range(t->line + end, GR_CALIB_RANGE_MIN, GR_CALIB_RANGE_MAX, &layer_range[i],
+                         why, sizeof why))
+            return corrupt(t, t->lineno, why, notice, notice_len);
+    }
+    if (t->lineno + 1 != checksum_line)
+        return corrupt(t, t->lineno + 1, "more lines than the model's layers", notice, notice_len);
+    return GR_OK;
+}
+
+gr_status gr_calib_cache_parse(const char *origin, const char *text, size_t len,
+                               const gr_calib_key *key, int n_layers, float *layer_range,
+                               float *input_range, int *found, char *notice, size_t notice_len)
+{
+    *found = 0;
+    notice[0] = '\0';
+    cache_text t = {.origin = origin, .text = text, .len = len};
+    int version = 0, end = 0;
+    if (!next_line(&t) || sscanf(t.line, "graphrun-calibration %d%n", &version, &end) != 1 ||
+        t.line[end] != '\0')
+        return gr_fail(GR_ERR_PARSE, "%s:1: not a graphrun calibration cache: delete it or pass "
+                       "another path", origin);
+    if (version == 1 || version == 2) { /* no checksum (version 1: no image set): not trusted */
+        snprintf(notice, notice_len,
+                 "%s: calibration cache from an older graphrun (version %d, no checksum): "
+                 "ignored, calibrating again and replacing it",
+                 origin, version);
+        return GR_OK;
+    }
+    if (version != 3)
+        return gr_fail(GR_ERR_PARSE, "%s:1: calibration cache version %d (this graphrun reads 3): "
+                       "delete it or pass another path", origin, version);
+    int checksum_line;
+    size_t body;
+    if (!checksum_ok(text, len, &checksum_line, &body))
+        return corrupt(&t, checksum_line, "checksum line missing or wrong: edited or truncated",
+                       notice, notice_len);
+    float input = 0.0f;
+    float *ranges = malloc(((size_t)n_layers + 1) * sizeof *ranges);
+    if (!ranges)
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: calibration cache: out of memory", origin);
+    gr_status st = parse_head(&t, key, &input, notice, notice_len);
+    if (st == GR_OK && !notice[0])
+        st = parse_layers(&t, n_layers, checksum_line, ranges, notice, notice_len);
+    if (st == GR_OK && !notice[0]) { /* nothing is used before the whole file is checked */
+        memcpy(layer_range, ranges, (size_t)n_layers * sizeof *ranges);
+        *input_range = input;
+        *found = 1;
+    }
+    free(ranges);
+    return st;
+}
+
 gr_status gr_calib_cache_read(const char *path, const gr_calib_key *key, int n_layers,
                               float *layer_range, float *input_range, int *found, char *notice,
                               size_t notice_len)
 {
     *found = 0;
     notice[0] = '\0';
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "rb");
     if (!f) {
         if (errno == ENOENT)
             return GR_OK;
         return gr_fail(GR_ERR_IO, "%s: cannot open calibration cache: %s", path, strerror(errno));
     }
-    char line[512], want_method[64], method[64] = "";
-    method_str(key, want_method, sizeof want_method);
-    int lineno = 0, version = 0, layers_seen = 0, have_input = 0;
-    uint64_t hash = 0;
-    gr_status st = GR_OK;
-    char *seen = calloc((size_t)n_layers + 1, 1);
-    if (!seen) {
-        fclose(f);
-        return gr_fail(GR_ERR_OUT_OF_MEMORY, "calibration cache: out of memory");
-    }
-    while (st == GR_OK && fgets(line, sizeof line, f)) {
-        lineno++;
-        char name[128];
-        int index, images;
-        uint64_t images_hash;
-        float range;
-        if (sscanf(line, "graphrun-calibration %d", &version) == 1) {
-            if (version == 1) { /* no method parameters or image set recorded: cannot be trusted */
-                snprintf(notice, notice_len,
-                         "%s: calibration cache from an older graphrun (no image-set hash): "
-                         "ignored, calibrating again and replacing it",
-                         path);
-                break;
-            }
-            if (version != 2)
-                st = gr_fail(GR_ERR_PARSE, "%s:%d: calibration cache version %d (expected 2)", path,
-                             lineno, version);
-        } else if (sscanf(line, "model %127s %" SCNx64, name, &hash) == 2) {
-            if (hash != key->hash)
-                st = gr_fail(GR_ERR_PARSE,
-                             "%s:%d: calibration cache is for a different model (%s, hash %016" PRIx64
-                             "; this model %s has %016" PRIx64 "): delete it or pass another path",
-                             path, lineno, name, hash, key->name, key->hash);
-        } else if (strncmp(line, "method ", 7) == 0) {
-            size_t len = strcspn(line + 7, "\r\n");
-            if (len >= sizeof method)
-                len = sizeof method - 1;
-            memcpy(method, line + 7, len);
-            method[len] = '\0';
-            if (strcmp(method, want_method) != 0)
-                st = gr_fail(GR_ERR_PARSE,
-                             "%s:%d: calibration cache was made with method '%s', this build asks "
-                             "for '%s': delete it or pass another path",
-                             path, lineno, method, want_method);
-        } else if (sscanf(line, "images %d %" SCNx64, &images, &images_hash) == 2) {
-            if (images != key->n_images || images_hash != key->images_hash)
-                st = gr_fail(GR_ERR_PARSE,
-                             "%s:%d: calibration cache was made from another image set (%d images, "
-                             "hash %016" PRIx64 "; these %d images have %016" PRIx64
-                             "): delete it or pass another path",
-                             path, lineno, images, images_hash, key->n_images, key->images_hash);
-        } else if (sscanf(line, "input %f", &range) == 1) {
-            *input_range = range;
-            have_input = 1;
-        } else if (sscanf(line, "layer %d %f", &index, &range) == 2) {
-            if (index < 0 || index >= n_layers || seen[index])
-                st = gr_fail(GR_ERR_PARSE, "%s:%d: layer index %d is out of range or repeated",
-                             path, lineno, index);
-            else {
-                layer_range[index] = range;
-                seen[index] = 1;
-                layers_seen++;
-            }
-        } else if (line[0] != '\n' && line[0] != '#') {
-            st = gr_fail(GR_ERR_PARSE, "%s:%d: unrecognised calibration cache line", path, lineno);
-        }
-    }
     fclose(f);
-    free(seen);
-    if (notice[0])
-        return GR_OK;
-    if (st == GR_OK && (version != 2 || hash == 0 || !have_input || layers_seen != n_layers))
-        st = gr_fail(GR_ERR_PARSE, "%s: incomplete calibration cache (%d of %d layers)", path,
-                     layers_seen, n_layers);
-    if (st == GR_OK)
-        *found = 1;
+    char *text = NULL;
+    size_t len = 0;
+    GR_TRY(gr_read_file(path, GR_CALIB_CACHE_MAX_BYTES, "calibration cache", &text, &len));
+    gr_status st = gr_calib_cache_parse(path, text, len, key, n_layers, layer_range, input_range,
+                                        found, notice, notice_len);
+    free(text);
     return st;
 }
+
+/* Appends to buf (cap bytes); returns the new length, cap on overflow. */
+static size_t append(char *buf, size_t used, size_t cap, const char *fmt, ...) GR_PRINTF(4, 5);
+static size_t append(char *buf, size_t used, size_t cap, const char *fmt, ...)
+{
+    if (used >= cap)
+        return cap;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + used, cap - used, fmt, ap);
+    va_end(ap);
+    return n < 0 || (size_t)n >= cap - used ? cap : used + (size_t)n;
+}
+
+/* The name is informational (the hash is the key): one token of at most 100 printable bytes. */
+static void name_token(const char *name, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (; name && name[n] && n + 1 < cap && n < 100; n++)
+        out[n] = (unsigned char)name[n] <= 0x20 || (unsigned char)name[n] >= 0x7f ? '_' : name[n];
+    out[n] = '\0';
+    if (n == 0)
+        snprintf(out, cap, "unnamed");
+}
+
+static double written_range(float r) { return r == 0.0f ? 1.0 : (double)r; }
 
 gr_status gr_calib_cache_write(const char *path, const gr_calib_key *key, int n_layers,
                                const float *layer_range, float input_range)
 {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return gr_fail(GR_ERR_IO, "%s: cannot write calibration cache: %s", path, strerror(errno));
-    char method[64];
+    char method[64], name[128];
     method_str(key, method, sizeof method);
-    fprintf(f,
-            "graphrun-calibration 2\nmodel %s %016" PRIx64 "\nmethod %s\nimages %d %016" PRIx64
-            "\ninput %.9g\n",
-            key->name[0] ? key->name : "unnamed", key->hash, method, key->n_images,
-            key->images_hash, (double)input_range);
+    name_token(key->name, name, sizeof name);
+    /* Bounded lines: header and key under 512 bytes, a layer line under 48, the checksum 26. */
+    size_t cap = 512 + (size_t)n_layers * 48 + 32;
+    char *text = malloc(cap);
+    if (!text)
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: calibration cache: out of memory", path);
+    size_t used = append(text, 0, cap,
+                         "graphrun-calibration 3\nmodel %s %016" PRIx64 "\nmethod %s\nimages %d "
+                         "%016" PRIx64 "\ninput %.9g\n",
+                         name, key->hash, method, key->n_images,
+                         key->images_hash, written_range(input_range));
     for (int i = 0; i < n_layers; i++)
-        fprintf(f, "layer %d %.9g\n", i, (double)layer_range[i]);
-    if (fclose(f) != 0)
-        return gr_fail(GR_ERR_IO, "%s: error writing calibration cache", path);
-    return GR_OK;
+        used = append(text, used, cap, "layer %d %.9g\n", i, written_range(layer_range[i]));
+    used = append(text, used, cap, "checksum %016" PRIx64 "\n",
+                  fnv1a(0xcbf29ce484222325ULL, text, used));
+    gr_status st = GR_OK;
+    FILE *f = used < cap ? fopen(path, "wb") : NULL;
+    if (used >= cap)
+        st = gr_fail(GR_ERR_INTERNAL, "%s: calibration cache: text overflow", path);
+    else if (!f)
+        st = gr_fail(GR_ERR_IO, "%s: cannot write calibration cache: %s", path, strerror(errno));
+    else if ((fwrite(text, 1, used, f) != used) | (fclose(f) != 0))
+        st = gr_fail(GR_ERR_IO, "%s: error writing calibration cache", path);
+    free(text);
+    return st;
 }

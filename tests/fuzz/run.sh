@@ -2,7 +2,7 @@
 # Build the libFuzzer harnesses (tests/fuzz/fuzz_*.c) into build-fuzz/ and run each for SECONDS on a
 # copy of its seed corpus tests/fuzz/corpus/<target>/ (the committed corpus never grows).
 #   tests/fuzz/run.sh SECONDS [TARGET...]      targets: cfg weights image image_sequence npy cli
-#                                             (default all)
+#                                              calib_cache timing_cache (default all)
 # Prints per target the executions, the final corpus size and the crashes (crash, leak, timeout,
 # out-of-memory: each leaves an input under build-fuzz/run/<target>-artifacts/). Exits 1 if any
 # target found one. Needs clang with libFuzzer (Debian: clang-14 libclang-rt-14-dev).
@@ -10,7 +10,7 @@ set -uo pipefail
 secs=${1:?usage: tests/fuzz/run.sh SECONDS [TARGET...]}
 shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(cfg weights image image_sequence npy cli)
+[ ${#targets[@]} -gt 0 ] || targets=(cfg weights image image_sequence npy cli calib_cache timing_cache)
 cd "$(dirname "$0")/../.."
 
 cc=${CC:-clang}
@@ -39,7 +39,7 @@ for t in "${targets[@]}"; do
   execs=$(awk '/stat::number_of_executed_units/ {print $2}' "$log" | tail -n 1)
   size=$(find "$corpus" -type f | wc -l)
   found=$(find "$artifacts" -type f | wc -l)
-  printf 'fuzz %-8s %9s executions, corpus %5d files (seeds %d), crashes %d\n' "$t" "${execs:-?}" \
+  printf 'fuzz %-12s %9s executions, corpus %5d files (seeds %d), crashes %d\n' "$t" "${execs:-?}" \
     "$size" "$(find "tests/fuzz/corpus/$t" -type f | wc -l)" "$found"
   if [ "$rc" -ne 0 ] || [ "$found" -gt 0 ]; then
     failed=1
