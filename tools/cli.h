@@ -1,5 +1,18 @@
-/* graphrun CLI: argument parsing (kept separate from main so it can be tested and fuzzed) and the
- * subcommands. The CLI is a thin client of include/graphrun/runtime.h. */
+/* graphrun CLI: the declarations shared by its files. The CLI is a thin client of
+ * include/graphrun/runtime.h: each command (cmd_*.c) depends on runtime.h and the shared files
+ * (cli_args.c: flag parsing; cli_common.c: opening the model and engine, failing with the
+ * documented exit code; cli_trace.c; json.c), never on another command.
+ *
+ * Internal headers: a tools file includes at most one, for what runtime.h does not (and should
+ * not) offer a client:
+ *   cli_trace.c, cmd_plan.c   planner/plan.h - the plan itself is what `graphrun plan` shows, and
+ *                             the layer-by-layer CPU trace (--find-overflow, --per-layer) walks it
+ *   cmd_compare.c             runtime/precision/calib_cache.h - the int8 ranges an engine was
+ *                             built with, for --per-layer (it brings models/net.h: layers, heads)
+ *   cmd_stream.c              runtime/image/image.h - the reusable image reader (buffers and JPEG
+ *                             decompressor kept between images) and the image file limit
+ *   cmd_eval.c                base/base.h - gr_fail, so its file errors read as library errors
+ */
 #ifndef GR_TOOLS_CLI_H
 #define GR_TOOLS_CLI_H
 
@@ -89,7 +102,7 @@ int gr_cli_plan(int argc, char **argv);
 int gr_cli_compare(int argc, char **argv);
 int gr_cli_eval(int argc, char **argv);
 
-/* ---- shared by detect and compare (tools/cli_calib.c) ------------------------------------ */
+/* ---- shared by the commands (tools/cli_common.c) ----------------------------------------- */
 
 /* The JPEG and PNG files of a folder, sorted by name, NULL-terminated; free with
  * gr_cli_free_list. Returns 0, or an exit code after printing one line. */
@@ -110,6 +123,8 @@ int gr_cli_report_nonfinite(const gr_engine *engine, const char *what);
 /* The model of the command line (--model or --cfg, --weights or synthetic from --seed). */
 gr_status gr_cli_load_model(const gr_cli_options *o, gr_model **model);
 
+/* ---- inside the network (tools/cli_trace.c, the planner's CPU trace) ----------------------- */
+
 /* The network of the command line's model (cfg/builtin, weights or synthetic), as the planner
  * sees it. */
 struct gr_net;
@@ -123,5 +138,9 @@ typedef int (*gr_cli_layer_fn)(int layer, int node_kind, const float *values, si
 gr_status gr_cli_trace_layers(const struct gr_net *net, gr_precision prec,
                               const float *layer_range, float input_range, const float *input,
                               gr_cli_layer_fn fn, void *user);
+
+/* --find-overflow: rerun `input` layer by layer in the CPU emulation of the command line's
+ * precision and name the first layer whose output is not finite (stderr). */
+gr_status gr_cli_find_overflow(const gr_cli_options *o, const float *input);
 
 #endif

@@ -13,7 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "models/net.h"
 #include "runtime/precision/calib_cache.h"
 #include "tools/cli.h"
 

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/net.h"
 #include "tools/npy.h"
 #include "tools/cli.h"
 
@@ -84,12 +83,6 @@ static void print_help(void)
         "             file, 4 no GPU, 5 out of memory\n");
 }
 
-int gr_cli_fail(gr_status st, const char *what)
-{
-    fprintf(stderr, "graphrun: %s%s%s\n", what ? what : "", what ? ": " : "", gr_last_error());
-    return gr_cli_exit_code(st);
-}
-
 static int has_suffix(const char *s, const char *suffix)
 {
     size_t n = strlen(s), k = strlen(suffix);
@@ -153,120 +146,10 @@ static void print_top5(const gr_engine *engine, const gr_model *model, int b, in
     printf(json ? "]" : "\n");
 }
 
-int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, gr_model_info *info)
-{
-    *model = NULL;
-    *engine = NULL;
-    char **calib_list = NULL;
-    int rc = o->calib_images ? gr_cli_list_images(o->calib_images, &calib_list) : GR_EXIT_OK;
-    if (rc != GR_EXIT_OK)
-        return rc;
-    gr_status st = gr_cli_load_model(o, model);
-    if (st == GR_OK && o->names)
-        st = gr_model_set_class_names(*model, o->names);
-    if (st != GR_OK) {
-        gr_cli_free_list(calib_list);
-        gr_model_destroy(*model);
-        *model = NULL;
-        return gr_cli_fail(st, NULL);
-    }
-    gr_model_get_info(*model, info);
-    fprintf(stderr, "graphrun %s: model %s (%dx%dx%d, %d layers, %.2f GFLOP/image)\n", gr_version(),
-            info->name, info->width, info->height, info->channels, info->n_layers, info->gflops);
-    if (info->synthetic_weights)
-        fprintf(stderr, "graphrun: weights: SYNTHETIC (seed %llu) - boxes are not meaningful; pass "
-                        "--weights FILE for trained Darknet weights\n", o->seed);
-
-    gr_engine_options eo;
-    gr_engine_options_default(&eo);
-    eo.device = o->device;
-    eo.precision = o->precision;
-    eo.batch = o->batch;
-    gr_cli_calib_options(o, (const char *const *)calib_list, &eo);
-    eo.tf32 = o->tf32;
-    eo.fp16_accumulate = o->fp16_accumulate;
-    eo.use_cuda_graph = !o->eager;
-    eo.inflight = o->inflight > 0 ? o->inflight : 1;
-    if (o->tactic_search >= 0)
-        eo.tactic_search = o->tactic_search;
-    eo.timing_cache = o->timing_cache;
-    if (o->device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
-        fprintf(stderr, "graphrun: no CUDA device visible: running the CPU reference (slow)\n");
-    st = gr_engine_build(*model, &eo, engine);
-    gr_cli_free_list(calib_list); /* the engine keeps no pointer to the calibration inputs */
-    if (st != GR_OK) {
-        gr_model_destroy(*model);
-        *model = NULL;
-        return gr_cli_fail(st, "building the engine");
-    }
-    gr_cli_print_notices(*engine);
-    fprintf(stderr, "graphrun: device %s, precision %s%s, batch %d%s\n",
-            gr_engine_device_name(*engine), gr_precision_name(o->precision),
-            o->precision == GR_PREC_AUTO ? " (mixed int8/fp16, map above)" : "", o->batch,
-            o->eager && gr_engine_device(*engine) == GR_DEVICE_GPU ? ", eager (no CUDA graph)" : "");
-    gr_engine_memory_info mem;
-    if (gr_engine_device(*engine) == GR_DEVICE_GPU && gr_engine_memory(*engine, &mem) == GR_OK)
-        fprintf(stderr, "graphrun: device memory %.1f MiB: weights %.1f MiB (shared), per run in "
-                        "flight %.1f MiB (activations, scratch, io) x %d, cuBLAS %.1f MiB\n",
-                (double)mem.total_bytes / 1048576.0, (double)mem.weights_bytes / 1048576.0,
-                (double)(mem.arena_bytes + mem.workspace_bytes + mem.io_bytes) / 1048576.0,
-                mem.inflight, (double)mem.cublas_workspace_bytes / 1048576.0);
-    if (gr_engine_device(*engine) == GR_DEVICE_CPU && o->precision != GR_PREC_FP32)
-        fprintf(stderr, "graphrun: %s on the CPU emulates the GPU's arithmetic: slow, for checking "
-                        "numbers, not speed\n", gr_precision_name(o->precision));
-    return GR_EXIT_OK;
-}
-
-typedef struct overflow_search {
-    const gr_net *net;
-    int layer, kind;
-    size_t bad;
-} overflow_search;
-
-static int first_nonfinite(int layer, int kind, const float *values, size_t n, void *user)
-{
-    overflow_search *os = user;
-    size_t bad = 0;
-    for (size_t i = 0; i < n; i++)
-        bad += !isfinite(values[i]);
-    if (bad) {
-        os->layer = layer;
-        os->kind = kind;
-        os->bad = bad;
-    }
-    return bad != 0;
-}
-
-/* --find-overflow: run the same input layer by layer in the CPU emulation of the precision (int8
- * clamps, so it is searched in fp32) and name the first layer whose output is not finite. */
-static gr_status find_overflow(const gr_cli_options *o, const float *input)
-{
-    gr_net *net = NULL;
-    GR_TRY(gr_cli_load_net(o, &net));
-    overflow_search os = {net, -1, 0, 0};
-    /* auto: its fp16 layers are where an overflow can come from */
-    gr_precision prec = o->precision == GR_PREC_INT8  ? GR_PREC_FP32
-                        : o->precision == GR_PREC_AUTO ? GR_PREC_FP16
-                                                       : o->precision;
-    gr_status st = gr_cli_trace_layers(net, prec, NULL, 0.0f, input, first_nonfinite, &os);
-    if (st == GR_OK && os.layer >= 0) {
-        const gr_layer *l = &net->layers[os.layer];
-        fprintf(stderr,
-                "graphrun: first non-finite value at layer %d (%s, cfg line %d): %zu of its "
-                "values are NaN/Inf in %s; use --prec fp32 or int8\n",
-                os.layer, gr_op_get(l->p.op)->name, l->cfg_line, os.bad, gr_precision_name(prec));
-    } else if (st == GR_OK) {
-        fprintf(stderr, "graphrun: --find-overflow: every layer is finite in the CPU emulation of "
-                        "%s for the first input\n", gr_precision_name(prec));
-    }
-    gr_net_free(net);
-    return st;
-}
-
-typedef struct slot {
+typedef struct input_slot {
     const char *path;
     gr_image *image; /* NULL for .npy input */
-} slot;
+} input_slot;
 
 int gr_cli_detect(int argc, char **argv)
 {
@@ -301,7 +184,7 @@ int gr_cli_detect(int argc, char **argv)
 
     gr_model *model = NULL;
     gr_engine *engine = NULL;
-    slot *slots = NULL;
+    input_slot *slots = NULL;
     gr_image *images[GR_CLI_MAX_INPUTS] = {0};
     float *tensors[GR_CLI_MAX_INPUTS] = {0};
     int tensor_dims[GR_CLI_MAX_INPUTS][4], tensor_ndim[GR_CLI_MAX_INPUTS];
@@ -384,7 +267,7 @@ int gr_cli_detect(int argc, char **argv)
         times[r] = t.end_to_end_us;
     }
     nonfinite = gr_cli_report_nonfinite(engine, gr_precision_name(o.precision));
-    if (nonfinite && o.find_overflow && (st = find_overflow(&o, input_f32)) != GR_OK) {
+    if (nonfinite && o.find_overflow && (st = gr_cli_find_overflow(&o, input_f32)) != GR_OK) {
         rc = gr_cli_fail(st, "--find-overflow");
         goto done;
     }

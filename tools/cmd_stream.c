@@ -40,18 +40,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/base.h"
 #include "runtime/image/image.h"
 #include "tools/cli.h"
 
 /* Batch buffers (engine slots) in flight: one being reported, one running, the rest filling. */
 #define STREAM_INFLIGHT 4
-
-int gr_cli_is_directory(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
 
 /* ---- the list of images ------------------------------------------------------------------- */
 

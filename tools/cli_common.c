@@ -1,6 +1,7 @@
-/* CLI helpers shared by `graphrun detect` and `graphrun compare`: loading the model, the
- * calibration image folder, the calibration progress bar, the non-finite output report, and a
- * layer-by-layer CPU trace of a plan (where --find-overflow and --per-layer see every tensor). */
+/* CLI helpers shared by the subcommands (each cmd_*.c depends on this file and runtime.h, never on
+ * another command): failing with the documented exit code, loading the model and building the
+ * engine the command line asks for, the calibration image folder and its progress bar, the
+ * engine's notices, the non-finite output report. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <errno.h>
@@ -9,10 +10,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include "planner/plan.h"
 #include "tools/cli.h"
+
+int gr_cli_fail(gr_status st, const char *what)
+{
+    fprintf(stderr, "graphrun: %s%s%s\n", what ? what : "", what ? ": " : "", gr_last_error());
+    return gr_cli_exit_code(st);
+}
+
+int gr_cli_is_directory(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
 
 static int is_image_name(const char *name)
 {
@@ -145,75 +158,66 @@ gr_status gr_cli_load_model(const gr_cli_options *o, gr_model **model)
     return gr_model_load(&mo, model);
 }
 
-gr_status gr_cli_load_net(const gr_cli_options *o, gr_net **net)
+int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, gr_model_info *info)
 {
-    GR_TRY(o->cfg ? gr_net_parse_file(o->cfg, net) : gr_net_builtin(o->model, net));
-    gr_status st = o->weights ? gr_net_load_weights(*net, o->weights)
-                              : gr_net_synthesize_weights(*net, o->seed);
+    *model = NULL;
+    *engine = NULL;
+    char **calib_list = NULL;
+    int rc = o->calib_images ? gr_cli_list_images(o->calib_images, &calib_list) : GR_EXIT_OK;
+    if (rc != GR_EXIT_OK)
+        return rc;
+    gr_status st = gr_cli_load_model(o, model);
+    if (st == GR_OK && o->names)
+        st = gr_model_set_class_names(*model, o->names);
     if (st != GR_OK) {
-        gr_net_free(*net);
-        *net = NULL;
+        gr_cli_free_list(calib_list);
+        gr_model_destroy(*model);
+        *model = NULL;
+        return gr_cli_fail(st, NULL);
     }
-    return st;
-}
+    gr_model_get_info(*model, info);
+    fprintf(stderr, "graphrun %s: model %s (%dx%dx%d, %d layers, %.2f GFLOP/image)\n", gr_version(),
+            info->name, info->width, info->height, info->channels, info->n_layers, info->gflops);
+    if (info->synthetic_weights)
+        fprintf(stderr, "graphrun: weights: SYNTHETIC (seed %llu) - boxes are not meaningful; pass "
+                        "--weights FILE for trained Darknet weights\n", o->seed);
 
-typedef struct trace_state {
-    const gr_plan *plan;
-    gr_cli_layer_fn fn;
-    void *user;
-    float *values;
-    size_t cap;
-    int stopped;
-    gr_status status;
-} trace_state;
-
-static void trace_node(const gr_plan_exec *ex, int node, void *user)
-{
-    trace_state *ts = user;
-    const gr_plan_node *nd = &ts->plan->nodes[node];
-    if (ts->stopped || nd->output < 0 || nd->layer < 0)
-        return;
-    const gr_plan_tensor *t = &ts->plan->tensors[nd->output];
-    if (t->layer != nd->layer)
-        return; /* a planner-inserted conversion's output */
-    size_t n = (size_t)t->n * (size_t)t->c * (size_t)t->h * (size_t)t->w;
-    if (n > ts->cap) {
-        float *grown = realloc(ts->values, n * sizeof *grown);
-        if (!grown) {
-            ts->status = gr_fail(GR_ERR_OUT_OF_MEMORY, "layer trace: out of memory");
-            ts->stopped = 1;
-            return;
-        }
-        ts->values = grown;
-        ts->cap = n;
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = o->device;
+    eo.precision = o->precision;
+    eo.batch = o->batch;
+    gr_cli_calib_options(o, (const char *const *)calib_list, &eo);
+    eo.tf32 = o->tf32;
+    eo.fp16_accumulate = o->fp16_accumulate;
+    eo.use_cuda_graph = !o->eager;
+    eo.inflight = o->inflight > 0 ? o->inflight : 1;
+    if (o->tactic_search >= 0)
+        eo.tactic_search = o->tactic_search;
+    eo.timing_cache = o->timing_cache;
+    if (o->device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
+        fprintf(stderr, "graphrun: no CUDA device visible: running the CPU reference (slow)\n");
+    st = gr_engine_build(*model, &eo, engine);
+    gr_cli_free_list(calib_list); /* the engine keeps no pointer to the calibration inputs */
+    if (st != GR_OK) {
+        gr_model_destroy(*model);
+        *model = NULL;
+        return gr_cli_fail(st, "building the engine");
     }
-    gr_plan_exec_read_tensor(ex, nd->output, ts->values);
-    ts->stopped = ts->fn(nd->layer, nd->kind, ts->values, n, ts->user);
-}
-
-gr_status gr_cli_trace_layers(const gr_net *net, gr_precision prec, const float *layer_range,
-                              float input_range, const float *input, gr_cli_layer_fn fn,
-                              void *user)
-{
-    gr_plan_options opt;
-    gr_plan_options_default(&opt);
-    opt.precision = prec;
-    opt.input_u8 = 0;
-    gr_plan *plan = NULL;
-    gr_plan_exec *ex = NULL;
-    GR_TRY(gr_plan_build(net, &opt, &plan));
-    gr_status st = prec == GR_PREC_INT8 ? gr_plan_set_ranges(plan, layer_range, input_range) : GR_OK;
-    if (st == GR_OK)
-        st = gr_plan_exec_create(plan, 0, &ex);
-    trace_state ts = {.plan = plan, .fn = fn, .user = user};
-    if (st == GR_OK) {
-        gr_plan_exec_set_hook(ex, trace_node, &ts);
-        st = gr_plan_execute(ex, input);
-    }
-    if (st == GR_OK)
-        st = ts.status;
-    free(ts.values);
-    gr_plan_exec_destroy(ex);
-    gr_plan_free(plan);
-    return st;
+    gr_cli_print_notices(*engine);
+    fprintf(stderr, "graphrun: device %s, precision %s%s, batch %d%s\n",
+            gr_engine_device_name(*engine), gr_precision_name(o->precision),
+            o->precision == GR_PREC_AUTO ? " (mixed int8/fp16, map above)" : "", o->batch,
+            o->eager && gr_engine_device(*engine) == GR_DEVICE_GPU ? ", eager (no CUDA graph)" : "");
+    gr_engine_memory_info mem;
+    if (gr_engine_device(*engine) == GR_DEVICE_GPU && gr_engine_memory(*engine, &mem) == GR_OK)
+        fprintf(stderr, "graphrun: device memory %.1f MiB: weights %.1f MiB (shared), per run in "
+                        "flight %.1f MiB (activations, scratch, io) x %d, cuBLAS %.1f MiB\n",
+                (double)mem.total_bytes / 1048576.0, (double)mem.weights_bytes / 1048576.0,
+                (double)(mem.arena_bytes + mem.workspace_bytes + mem.io_bytes) / 1048576.0,
+                mem.inflight, (double)mem.cublas_workspace_bytes / 1048576.0);
+    if (gr_engine_device(*engine) == GR_DEVICE_CPU && o->precision != GR_PREC_FP32)
+        fprintf(stderr, "graphrun: %s on the CPU emulates the GPU's arithmetic: slow, for checking "
+                        "numbers, not speed\n", gr_precision_name(o->precision));
+    return GR_EXIT_OK;
 }
