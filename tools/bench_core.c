@@ -13,7 +13,9 @@
  * (gr_engine_memory).
  *
  * It uses only include/graphrun/runtime.h. Exit status: 0 all configurations ran, 1 one failed
- * (one line each on stderr, the others still run), 2 bad command line, 77 no CUDA device. */
+ * (one line each on stderr, the others still run), 2 bad command line, 3 an unreadable
+ * image or unwritable --json file, 4 no CUDA device (docs/errors.md; tests/cli_bench.sh turns 4
+ * into ctest's skip). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, gmtime_r */
 
 #include <errno.h>
@@ -31,7 +33,6 @@
 #endif
 
 #define MAX_BATCHES 16
-#define EXIT_SKIP 77
 
 typedef struct bench_options {
     const char *model;
@@ -91,9 +92,9 @@ static double now_us(void)
 /* The program's name in messages: "graphrun_bench" or "graphrun bench". */
 static const char *prog = "graphrun_bench";
 
-static void print_help(void)
+static void print_help(FILE *f)
 {
-    printf("usage: %s [--model M] [--prec fp32|fp16|int8|auto|all] [--batch N[,N...]]\n"
+    fprintf(f, "usage: %s [--model M] [--prec fp32|fp16|int8|auto|all] [--batch N[,N...]]\n"
            "         [--iters N] [--warmup N] [--inflight N] [--image FILE] [--eager]\n"
            "         [--max-nrmse X] [--json FILE] [--timing-cache FILE] [--[no-]tactic-search]\n"
            "\n"
@@ -116,19 +117,9 @@ static void print_help(void)
            "(input copy, compute, output copy).\n"
            "Sustained img/s: --iters runs round robin over --inflight slots (gr_engine_submit /\n"
            "gr_engine_wait), images over the wall time of the loop.\n"
-           "Exit: 0 ok, 1 a configuration failed, 2 usage, 77 no GPU.\n",
+           "Exit: 0 ok, 1 a configuration failed, 2 usage, 3 unreadable input or output file, 4 no GPU\n"
+           "(docs/errors.md).\n",
            prog, GR_MAX_INFLIGHT, GR_DATA_DIR);
-}
-
-static int parse_int(const char *s, int min, int max, int *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end != '\0' || v < min || v > max)
-        return 0;
-    *out = (int)v;
-    return 1;
 }
 
 /* "1,64" -> batches; returns 0 on a malformed list. */
@@ -140,7 +131,7 @@ static int parse_batches(const char *arg, bench_options *o)
     strcpy(buf, arg);
     o->n_batches = 0;
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        if (o->n_batches == MAX_BATCHES || !parse_int(tok, 1, 4096, &o->batches[o->n_batches]))
+        if (o->n_batches == MAX_BATCHES || !gr_cli_parse_int(tok, 1, 4096, &o->batches[o->n_batches]))
             return 0;
         o->n_batches++;
     }
@@ -170,7 +161,48 @@ static int parse_precisions(const char *arg, bench_options *o)
     return o->n_precisions > 0;
 }
 
-/* Returns -1 to go on, else the exit status (help or a usage error). */
+enum {
+    B_EAGER = 1, B_NO_TACTIC_SEARCH, B_TACTIC_SEARCH, B_MODEL, B_IMAGE, B_JSON, B_TIMING_CACHE,
+    B_PREC, B_BATCH, B_ITERS, B_WARMUP, B_MAX_NRMSE, B_INFLIGHT
+};
+
+static const gr_cli_flag bench_flags[] = {
+    {"--eager", B_EAGER, 0}, {"--no-tactic-search", B_NO_TACTIC_SEARCH, 0},
+    {"--tactic-search", B_TACTIC_SEARCH, 0}, {"--model", B_MODEL, 1}, {"--image", B_IMAGE, 1},
+    {"--json", B_JSON, 1}, {"--timing-cache", B_TIMING_CACHE, 1}, {"--prec", B_PREC, 1},
+    {"--batch", B_BATCH, 1}, {"--iters", B_ITERS, 1}, {"--warmup", B_WARMUP, 1},
+    {"--max-nrmse", B_MAX_NRMSE, 1}, {"--inflight", B_INFLIGHT, 1}, {NULL, 0, 0}};
+
+/* 1 when the flag's value is valid (flags without a value always are). */
+static int apply_flag(bench_options *o, int id, const char *v)
+{
+    switch (id) {
+    case B_EAGER: o->eager = 1; return 1;
+    case B_NO_TACTIC_SEARCH: o->tactic_search = 0; return 1;
+    case B_TACTIC_SEARCH: o->tactic_search = 1; return 1;
+    case B_MODEL: o->model = v; return 1;
+    case B_IMAGE: o->image = v; return 1;
+    case B_JSON: o->json_path = v; return 1;
+    case B_TIMING_CACHE: o->timing_cache = v; return 1;
+    case B_PREC: return parse_precisions(v, o);
+    case B_BATCH: return parse_batches(v, o);
+    case B_ITERS: return gr_cli_parse_int(v, 1, 10000000, &o->iters);
+    case B_WARMUP: return gr_cli_parse_int(v, 0, 10000000, &o->warmup);
+    case B_MAX_NRMSE: return gr_cli_parse_float(v, 0.0f, 1.0f, &o->max_nrmse);
+    case B_INFLIGHT: return gr_cli_parse_int(v, 1, GR_MAX_INFLIGHT, &o->inflight);
+    default: return 0;
+    }
+}
+
+static int bench_apply(void *ctx, int id, const char *name, const char *v, char *err,
+                       size_t errlen)
+{
+    return apply_flag(ctx, id, v) ? GR_EXIT_OK
+                                  : gr_cli_usage_error(err, errlen, "%s '%s' is not valid (see "
+                                                       "%s --help)", name, v ? v : "", prog);
+}
+
+/* Returns -1 to go on, else the exit status (help, version or a usage error: printed). */
 static int parse_args(int argc, char **argv, bench_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -184,78 +216,14 @@ static int parse_args(int argc, char **argv, bench_options *o)
     o->warmup = 100;
     o->inflight = 1;
     o->max_nrmse = GR_MAX_NRMSE_DEFAULT;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int ok = 1, takes_value = 1;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            print_help();
-            return 0;
-        } else if (strcmp(a, "--eager") == 0) {
-            o->eager = 1;
-            takes_value = 0;
-        } else if (strcmp(a, "--no-tactic-search") == 0) {
-            o->tactic_search = 0;
-            takes_value = 0;
-        } else if (strcmp(a, "--tactic-search") == 0) {
-            o->tactic_search = 1;
-            takes_value = 0;
-        } else if (!v) {
-            fprintf(stderr, "%s: '%s' needs a value (or is unknown; see --help)\n", prog, a);
-            return 2;
-        } else if (strcmp(a, "--model") == 0) {
-            o->model = v;
-        } else if (strcmp(a, "--image") == 0) {
-            o->image = v;
-        } else if (strcmp(a, "--json") == 0) {
-            o->json_path = v;
-        } else if (strcmp(a, "--timing-cache") == 0) {
-            o->timing_cache = v;
-        } else if (strcmp(a, "--prec") == 0) {
-            ok = parse_precisions(v, o);
-        } else if (strcmp(a, "--batch") == 0) {
-            ok = parse_batches(v, o);
-        } else if (strcmp(a, "--iters") == 0) {
-            ok = parse_int(v, 1, 10000000, &o->iters);
-        } else if (strcmp(a, "--warmup") == 0) {
-            ok = parse_int(v, 0, 10000000, &o->warmup);
-        } else if (strcmp(a, "--max-nrmse") == 0) {
-            char *end;
-            double x = strtod(v, &end);
-            ok = *end == '\0' && end != v && x >= 0.0 && x <= 1.0;
-            o->max_nrmse = (float)x;
-        } else if (strcmp(a, "--inflight") == 0) {
-            ok = parse_int(v, 1, GR_MAX_INFLIGHT, &o->inflight);
-        } else {
-            fprintf(stderr, "%s: unknown option '%s' (see --help)\n", prog, a);
-            return 2;
-        }
-        if (!ok) {
-            fprintf(stderr, "%s: %s '%s' is not valid (see --help)\n", prog, a, v);
-            return 2;
-        }
-        i += takes_value;
-    }
-    return -1;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Nearest rank on sorted values: q in [0, 100]. */
-static double percentile(const double *sorted, int n, double q)
-{
-    int k = (int)(q / 100.0 * (double)(n - 1) + 0.5);
-    return sorted[k < 0 ? 0 : k >= n ? n - 1 : k];
+    gr_cli_parser parser = {.command = prog, .own = bench_flags, .apply = bench_apply, .ctx = o};
+    return gr_cli_run_parser(&parser, argc, argv, print_help);
 }
 
 static double median_of(double *values, int n)
 {
-    qsort(values, (size_t)n, sizeof *values, cmp_double);
-    return percentile(values, n, 50.0);
+    gr_cli_sort(values, n);
+    return gr_cli_percentile(values, n, 50.0);
 }
 
 static gr_status record_failure(bench_result *r, gr_status st, const char *what)
@@ -395,9 +363,9 @@ static gr_status bench_one(const gr_model *model, const bench_options *o, const 
     double sum = 0;
     for (int i = 0; i < o->iters; i++)
         sum += times[i];
-    qsort(times, (size_t)o->iters, sizeof *times, cmp_double);
-    r->p50 = percentile(times, o->iters, 50.0);
-    r->p99 = percentile(times, o->iters, 99.0);
+    gr_cli_sort(times, o->iters);
+    r->p50 = gr_cli_percentile(times, o->iters, 50.0);
+    r->p99 = gr_cli_percentile(times, o->iters, 99.0);
     r->max = times[o->iters - 1];
     r->mean = sum / o->iters;
     r->images_per_s = r->batch / (r->p50 * 1e-6);
@@ -568,9 +536,9 @@ int gr_bench_main(const char *program, int argc, char **argv)
         return rc;
 
     if (gr_cuda_device_count() == 0) {
-        printf("%s: no CUDA device visible (no GPU or driver, or graphrun was built without "
-               "CUDA): nothing to time\n", prog);
-        return EXIT_SKIP;
+        fprintf(stderr, "%s: no CUDA device visible (no GPU or driver, or graphrun was built "
+                        "without CUDA): nothing to time\n", prog);
+        return GR_EXIT_NO_DEVICE;
     }
 
     gr_model *model = NULL;
@@ -587,6 +555,7 @@ int gr_bench_main(const char *program, int argc, char **argv)
     if ((st = gr_model_load(&mo, &model)) != GR_OK) {
         fprintf(stderr, "%s: loading model '%s': %s (%s)\n", prog, o.model, gr_last_error(),
                 gr_status_str(st));
+        rc = gr_cli_exit_code(st);
         goto done;
     }
     gr_model_info info;
@@ -596,6 +565,7 @@ int gr_bench_main(const char *program, int argc, char **argv)
     }
     if ((st = gr_image_load(o.image, &image)) != GR_OK) {
         fprintf(stderr, "%s: %s (%s)\n", prog, gr_last_error(), gr_status_str(st));
+        rc = gr_cli_exit_code(st);
         goto done;
     }
     size_t image_bytes = (size_t)info.channels * (size_t)info.width * (size_t)info.height;
@@ -603,10 +573,12 @@ int gr_bench_main(const char *program, int argc, char **argv)
     results = calloc((size_t)o.n_precisions * (size_t)o.n_batches, sizeof *results);
     if (!image_u8 || !results) {
         fprintf(stderr, "%s: out of host memory\n", prog);
+        rc = GR_EXIT_OOM;
         goto done;
     }
     if ((st = gr_image_letterbox_u8(image, info.width, info.height, image_u8)) != GR_OK) {
         fprintf(stderr, "%s: %s: %s (%s)\n", prog, o.image, gr_last_error(), gr_status_str(st));
+        rc = gr_cli_exit_code(st);
         goto done;
     }
 

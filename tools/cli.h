@@ -53,6 +53,7 @@ typedef struct gr_cli_options {
     int batch;
     float thresh, nms;
     int runs;             /* timed runs (median reported), default 1 */
+    int runs_given;       /* --runs was on the command line (refused in folder mode) */
     int tf32, fp16_accumulate; /* --tf32, --fp16-accumulate */
     int help, version, list_models;
     gr_calib_method calib_method; /* --calib (default max) */
@@ -69,6 +70,52 @@ typedef struct gr_cli_options {
     const char *timing_cache; /* --timing-cache FILE: measured conv tactics, reused when valid */
     int tactic_search;    /* -1 the library's default, 1 --tactic-search, 0 --no-tactic-search */
 } gr_cli_options;
+
+/* ---- flag parsing (tools/cli_args.c): one parser for every subcommand ---------------------- */
+
+/* A flag of a command: --name, or --name VALUE / --name=VALUE when takes_value. */
+typedef struct gr_cli_flag {
+    const char *name;
+    int id;
+    int takes_value;
+} gr_cli_flag;
+
+/* Apply flag `id` (value NULL for a flag without one). Returns 0, or GR_EXIT_USAGE with a
+ * one-line message in err (gr_cli_usage_error). */
+typedef int (*gr_cli_apply_fn)(void *ctx, int id, const char *name, const char *value, char *err,
+                               size_t errlen);
+
+typedef struct gr_cli_parser {
+    const char *command;       /* "graphrun", "graphrun plan": messages and the --help hint */
+    const gr_cli_flag *own;    /* the command's flags (name NULL ends the table), or NULL */
+    const gr_cli_flag *shared; /* a table shared with another command (compare: detect's), or NULL */
+    gr_cli_apply_fn apply;
+    void *ctx;
+    int help, version;         /* out: --help / -h, --version seen */
+} gr_cli_parser;
+
+/* argv[1..]: --help, -h and --version in every command; "unknown option '--x' (see COMMAND
+ * --help)", "missing value for '--x'", "unexpected argument 'x'". Returns 0 or GR_EXIT_USAGE
+ * with a one-line message in err. Pure: no I/O, no allocation. */
+int gr_cli_parse_flags(gr_cli_parser *p, int argc, char **argv, char *err, size_t errlen);
+/* The same, then what every command does with the outcome: a usage error on stderr (exit 2),
+ * usage(stdout) for --help, "graphrun VERSION" for --version (exit 0). Returns -1 to go on, else
+ * the exit status. */
+int gr_cli_run_parser(gr_cli_parser *p, int argc, char **argv, void (*usage)(FILE *));
+/* printf into err, control characters shown as '?'; returns GR_EXIT_USAGE. */
+int gr_cli_usage_error(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Whole-string numbers in [lo, hi] and device names: 1 when valid. */
+int gr_cli_parse_int(const char *s, long lo, long hi, int *out);
+int gr_cli_parse_float(const char *s, float lo, float hi, float *out);
+int gr_cli_parse_device(const char *s, gr_device *out);
+
+/* The detect command's flags and their handler (ctx: gr_cli_options), which compare extends. */
+extern const gr_cli_flag gr_cli_detect_flags[];
+int gr_cli_detect_apply(void *ctx, int id, const char *name, const char *value, char *err,
+                        size_t errlen);
+const char *gr_cli_flag_name(int id);
+void gr_cli_options_default(gr_cli_options *o);
 
 /* Parse the detection command's arguments (argv[0] is the program). Returns 0, or GR_EXIT_USAGE
  * with a one-line message in err. Never exits, never allocates. */
@@ -96,8 +143,11 @@ int gr_cli_is_directory(const char *path);
  * double-buffered batches, JSON Lines on stdout. */
 int gr_cli_detect_stream(const gr_cli_options *o);
 
+/* `graphrun [detect]` on files given one by one (--input FILE, repeated): tools/cmd_detect.c. */
+int gr_cli_detect_images(const gr_cli_options *o);
+void gr_cli_detect_usage(FILE *f);
+
 /* Subcommands: argv[0] is the subcommand's name. */
-int gr_cli_detect(int argc, char **argv);
 int gr_cli_plan(int argc, char **argv);
 int gr_cli_compare(int argc, char **argv);
 int gr_cli_eval(int argc, char **argv);
@@ -119,6 +169,11 @@ void gr_cli_calib_options(const gr_cli_options *o, const char *const *images,
 /* One stderr line per engine output holding NaN/Inf after a run; returns how many such outputs.
  * `what` names the run (precision and method). */
 int gr_cli_report_nonfinite(const gr_engine *engine, const char *what);
+
+/* Sort ascending; the q-th percentile (q in [0, 100]) of n sorted values, interpolated between
+ * the closest ranks: p99 >= p50 for any n, 0 for n = 0. */
+void gr_cli_sort(double *values, int n);
+double gr_cli_percentile(const double *sorted, int n, double q);
 
 /* The model of the command line (--model or --cfg, --weights or synthetic from --seed). */
 gr_status gr_cli_load_model(const gr_cli_options *o, gr_model **model);

@@ -221,3 +221,31 @@ int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, g
                         "numbers, not speed\n", gr_precision_name(o->precision));
     return GR_EXIT_OK;
 }
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void gr_cli_sort(double *values, int n)
+{
+    if (n > 1)
+        qsort(values, (size_t)n, sizeof *values, cmp_double);
+}
+
+/* Linear interpolation between the closest ranks (NumPy's default): monotone in q, so p99 >= p50
+ * for every n; one value is every percentile, two give their mean as the median. */
+double gr_cli_percentile(const double *sorted, int n, double q)
+{
+    if (n <= 0)
+        return 0.0;
+    double pos = q / 100.0 * (double)(n - 1);
+    if (pos <= 0.0)
+        return sorted[0];
+    if (pos >= (double)(n - 1))
+        return sorted[n - 1];
+    int k = (int)pos;
+    return sorted[k] + (pos - (double)k) * (sorted[k + 1] - sorted[k]);
+}
+

@@ -45,9 +45,9 @@ typedef struct reference {
     int total_dets;
 } reference;
 
-static void print_help(void)
+static void print_help(FILE *f)
 {
-    printf("usage: graphrun compare [options]   fp32 vs fp16 vs int8 on the same inputs\n"
+    fprintf(f, "usage: graphrun compare [options]   fp32 vs fp16 vs int8 on the same inputs\n"
            "\n"
            "  --input FILE        image (repeat; default the bundled photos)\n"
            "  --model/--cfg/--weights/--seed   the network, as for detect\n"
@@ -64,12 +64,6 @@ static void print_help(void)
            "  --json              JSON on stdout\n"
            "\n"
            "NRMSE = sqrt(mean((x - y)^2)) / (max(y) - min(y)) with y the fp32 output.\n");
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 static float iou(const gr_detection *a, const gr_detection *b)
@@ -107,32 +101,35 @@ static double nrmse(double sq_err, size_t count, double ymin, double ymax)
     return sqrt(sq_err / (double)count) / (range > 0.0 ? range : 1.0);
 }
 
-/* Split the compare-only options (--calib repeated, --per-layer) from those detect parses. */
-static int split_args(int argc, char **argv, char **rest, int *n_rest, config *cfgs, int *n_int8,
-                      int *per_layer)
+/* The command line: detect's flags, plus --per-layer and --calib repeated (one int8 row per
+ * method). */
+typedef struct compare_args {
+    gr_cli_options o;
+    gr_calib_method methods[4];
+    int n_methods, per_layer;
+} compare_args;
+
+enum { F_PER_LAYER = 1000, F_CALIB_METHOD };
+
+static const gr_cli_flag compare_flags[] = {
+    {"--per-layer", F_PER_LAYER, 0}, {"--calib", F_CALIB_METHOD, 1}, {NULL, 0, 0}};
+
+static int compare_apply(void *ctx, int id, const char *name, const char *value, char *err,
+                         size_t errlen)
 {
-    *n_rest = 0;
-    *n_int8 = 0;
-    *per_layer = 0;
-    rest[(*n_rest)++] = argv[0];
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--per-layer")) {
-            *per_layer = 1;
-        } else if (!strcmp(argv[i], "--calib") || !strncmp(argv[i], "--calib=", 8)) {
-            const char *val = argv[i][7] == '=' ? argv[i] + 8 : (i + 1 < argc ? argv[++i] : NULL);
-            gr_calib_method m;
-            if (!val || gr_calib_method_parse(val, &m) != GR_OK) {
-                fprintf(stderr, "graphrun: --calib '%s' is not max, percentile, entropy or mse\n",
-                        val ? val : "");
-                return GR_EXIT_USAGE;
-            }
-            if (*n_int8 >= 4)
-                continue;
-            cfgs[(*n_int8)++].method = m;
-        } else {
-            rest[(*n_rest)++] = argv[i];
-        }
+    compare_args *a = ctx;
+    if (id == F_PER_LAYER) {
+        a->per_layer = 1;
+        return GR_EXIT_OK;
     }
+    if (id != F_CALIB_METHOD)
+        return gr_cli_detect_apply(&a->o, id, name, value, err, errlen);
+    gr_calib_method m;
+    if (gr_calib_method_parse(value, &m) != GR_OK)
+        return gr_cli_usage_error(err, errlen, "--calib '%s' is not max, percentile, entropy or mse",
+                                  value);
+    if (a->n_methods < 4)
+        a->methods[a->n_methods++] = m;
     return GR_EXIT_OK;
 }
 
@@ -251,8 +248,9 @@ static void print_results(const gr_cli_options *o, const gr_net *net, const conf
                           int n_cfgs, int n_heads, const reference *ref, int per_layer_done)
 {
     if (o->json) {
-        printf("{\"model\": \"%s\", \"inputs\": %d, \"fp32_boxes\": %d, \"rows\": [", net->name,
-               o->n_inputs, ref->total_dets);
+        printf("{\"model\": ");
+        gr_cli_json_string(stdout, net->name);
+        printf(", \"inputs\": %d, \"fp32_boxes\": %d, \"rows\": [", o->n_inputs, ref->total_dets);
         for (int c = 0; c < n_cfgs; c++) {
             const config *cf = &cfgs[c];
             printf("%s\n  {\"precision\": \"%s\", \"method\": ", c ? "," : "",
@@ -399,8 +397,8 @@ static gr_status run_config(const gr_cli_options *o, const gr_model *model, conf
     }
     if (is_ref)
         cf->matched = ref->total_dets;
-    qsort(times, (size_t)n_times, sizeof *times, cmp_double);
-    cf->p50_us = n_times ? times[n_times / 2] : 0.0;
+    gr_cli_sort(times, n_times);
+    cf->p50_us = gr_cli_percentile(times, n_times, 50.0);
     gr_engine_destroy(e);
     return st;
 }
@@ -412,22 +410,17 @@ int gr_cli_compare(int argc, char **argv)
                                           GR_DATA_DIR "/giraffe.jpg", NULL};
     config cfgs[MAX_CONFIGS];
     memset(cfgs, 0, sizeof cfgs);
-    char **rest = malloc(((size_t)argc + 1) * sizeof *rest);
-    if (!rest)
-        return GR_EXIT_OOM;
-    int n_rest, n_int8, want_per_layer;
-    int rc = split_args(argc, argv, rest, &n_rest, cfgs + 2, &n_int8, &want_per_layer);
-    gr_cli_options o;
-    char err[256];
-    if (rc == GR_EXIT_OK && (rc = gr_cli_parse(n_rest, rest, &o, err, sizeof err)) != GR_EXIT_OK)
-        fprintf(stderr, "graphrun: %s\n", err);
-    free(rest);
-    if (rc != GR_EXIT_OK)
+    compare_args args = {0};
+    gr_cli_options_default(&args.o);
+    gr_cli_parser parser = {.command = "graphrun compare", .own = compare_flags,
+                            .shared = gr_cli_detect_flags, .apply = compare_apply, .ctx = &args};
+    int rc = gr_cli_run_parser(&parser, argc, argv, print_help);
+    if (rc >= 0)
         return rc;
-    if (o.help) {
-        print_help();
-        return GR_EXIT_OK;
-    }
+    gr_cli_options o = args.o;
+    int n_int8 = args.n_methods, want_per_layer = args.per_layer;
+    for (int m = 0; m < n_int8; m++)
+        cfgs[2 + m].method = args.methods[m];
     if (n_int8 == 0)
         for (n_int8 = 0; n_int8 < 4; n_int8++)
             cfgs[2 + n_int8].method = (gr_calib_method)n_int8;

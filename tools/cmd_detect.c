@@ -17,9 +17,9 @@
 
 static const char *const default_input = GR_DATA_DIR "/dog.jpg";
 
-static void print_help(void)
+void gr_cli_detect_usage(FILE *f)
 {
-    printf(
+    fprintf(f,
         "usage: graphrun [detect] [options]        run a detector on images\n"
         "       graphrun plan [options]            show the execution plan (graphrun plan --help)\n"
         "       graphrun compare [options]         fp32 vs fp16 vs int8 accuracy (compare --help)\n"
@@ -50,7 +50,7 @@ static void print_help(void)
         "  --save-output FILE  raw head outputs as .npy (float32 NCHW); further heads FILE.1.npy ...\n"
         "  --json              print results as JSON\n",
         default_input);
-    printf(
+    fprintf(f,
         "engine\n"
         "  --device D          auto (default: GPU when visible, else CPU reference), cpu, gpu\n"
         "  --prec P            fp32 (default), fp16, int8, or auto: int8 or fp16 per layer, the\n"
@@ -104,12 +104,6 @@ static void indexed_name(char *dst, size_t len, const char *path, int k, const c
         snprintf(dst, len, "%.*s.%d%s", (int)(dot - path), path, k, dot);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* A network without a detection head whose output is one vector per image (a classifier such as
  * darknet19: [softmax] over 1000 classes): its top 5 classes for image b, as text or a JSON
  * "top5" member. Nothing for other outputs. */
@@ -151,222 +145,283 @@ typedef struct input_slot {
     gr_image *image; /* NULL for .npy input */
 } input_slot;
 
-int gr_cli_detect(int argc, char **argv)
-{
+/* One invocation: its inputs, the engine, the batch and the run times. */
+typedef struct detect_run {
     gr_cli_options o;
-    char err[256];
-    int rc = gr_cli_parse(argc, argv, &o, err, sizeof err);
-    if (rc != GR_EXIT_OK) {
-        fprintf(stderr, "graphrun: %s\n", err);
-        return rc;
-    }
-    if (o.help) {
-        print_help();
-        return GR_EXIT_OK;
-    }
-    if (o.version) {
-        printf("graphrun %s\n", gr_version());
-        return GR_EXIT_OK;
-    }
-    if (o.list_models) {
-        for (const char *const *n = gr_builtin_models(); *n; n++)
-            printf("%s\n", *n);
-        return GR_EXIT_OK;
-    }
-    if (o.input_list || (o.n_inputs > 0 && gr_cli_is_directory(o.inputs[0])))
-        return gr_cli_detect_stream(&o);
-    if (o.fast_decode) {
-        fprintf(stderr, "graphrun: --fast-decode applies to --input DIR and --input-list only\n");
-        return GR_EXIT_USAGE;
-    }
-    if (o.n_inputs == 0)
-        o.inputs[o.n_inputs++] = default_input;
-
-    gr_model *model = NULL;
-    gr_engine *engine = NULL;
-    input_slot *slots = NULL;
-    gr_image *images[GR_CLI_MAX_INPUTS] = {0};
-    float *tensors[GR_CLI_MAX_INPUTS] = {0};
+    gr_image *images[GR_CLI_MAX_INPUTS];
+    float *tensors[GR_CLI_MAX_INPUTS];
     int tensor_dims[GR_CLI_MAX_INPUTS][4], tensor_ndim[GR_CLI_MAX_INPUTS];
-    float *input_f32 = NULL;
-    uint8_t *input_u8 = NULL;
-    double *times = NULL;
-    int nonfinite = 0;
-    gr_status st;
-
-    /* Read every input first: a bad file fails before any model work, with one line. */
-    for (int i = 0; i < o.n_inputs; i++) {
-        const char *path = o.inputs[i];
-        st = has_suffix(path, ".npy")
-                 ? gr_npy_read(path, &tensors[i], tensor_dims[i], &tensor_ndim[i], 4)
-                 : gr_image_load(path, &images[i]);
-        if (st != GR_OK) {
-            rc = gr_cli_fail(st, NULL);
-            goto done;
-        }
-    }
-
+    gr_model *model;
+    gr_engine *engine;
     gr_model_info info;
-    if ((rc = gr_cli_open(&o, &model, &engine, &info)) != GR_EXIT_OK)
-        goto done;
-    for (int i = 0; i < o.n_inputs; i++) {
-        if (!tensors[i])
+    input_slot *slots;
+    float *input_f32;
+    uint8_t *input_u8; /* the GPU's input when every input is an image */
+    double *times;
+    size_t per_image;
+} detect_run;
+
+/* Read every input first: a bad file fails before any model work, with one line. */
+static int read_inputs(detect_run *r)
+{
+    for (int i = 0; i < r->o.n_inputs; i++) {
+        const char *path = r->o.inputs[i];
+        gr_status st = has_suffix(path, ".npy")
+                           ? gr_npy_read(path, &r->tensors[i], r->tensor_dims[i],
+                                         &r->tensor_ndim[i], 4)
+                           : gr_image_load(path, &r->images[i]);
+        if (st != GR_OK)
+            return gr_cli_fail(st, NULL);
+    }
+    return GR_EXIT_OK;
+}
+
+/* .npy tensors must be the network's input, CHW or 1xCHW. */
+static int check_tensor_shapes(const detect_run *r)
+{
+    const gr_model_info *info = &r->info;
+    for (int i = 0; i < r->o.n_inputs; i++) {
+        if (!r->tensors[i])
             continue;
-        const int *d = tensor_ndim[i] == 4 ? tensor_dims[i] + 1 : tensor_dims[i];
-        int chw = tensor_ndim[i] == 3 || (tensor_ndim[i] == 4 && tensor_dims[i][0] == 1);
-        if (!chw || d[0] != info.channels || d[1] != info.height || d[2] != info.width) {
+        const int *d = r->tensor_ndim[i] == 4 ? r->tensor_dims[i] + 1 : r->tensor_dims[i];
+        int chw = r->tensor_ndim[i] == 3 || (r->tensor_ndim[i] == 4 && r->tensor_dims[i][0] == 1);
+        if (!chw || d[0] != info->channels || d[1] != info->height || d[2] != info->width) {
             fprintf(stderr, "graphrun: %s: shape does not match the network input %dx%dx%d "
                             "(float32 CHW or 1xCHW expected)\n",
-                    o.inputs[i], info.channels, info.height, info.width);
-            rc = GR_EXIT_INPUT;
-            goto done;
+                    r->o.inputs[i], info->channels, info->height, info->width);
+            return GR_EXIT_INPUT;
         }
     }
-    /* The batch: inputs repeat to fill it. Images are letterboxed (uint8 for the GPU, whose input
-     * copy moves bytes; float, exactly as Darknet, for the CPU reference); .npy tensors are fed
-     * as-is through the float path. */
-    size_t per_image = (size_t)info.channels * (size_t)info.width * (size_t)info.height;
-    int use_u8 = gr_engine_device(engine) == GR_DEVICE_GPU;
-    for (int i = 0; i < o.n_inputs; i++)
-        if (tensors[i])
+    return GR_EXIT_OK;
+}
+
+static int allocate_batch(detect_run *r)
+{
+    const gr_cli_options *o = &r->o;
+    r->per_image = (size_t)r->info.channels * (size_t)r->info.width * (size_t)r->info.height;
+    int use_u8 = gr_engine_device(r->engine) == GR_DEVICE_GPU;
+    for (int i = 0; i < o->n_inputs; i++)
+        if (r->tensors[i])
             use_u8 = 0;
-    slots = calloc((size_t)o.batch, sizeof *slots);
-    input_f32 = calloc(per_image * (size_t)o.batch, sizeof(float));
-    input_u8 = use_u8 ? calloc(per_image * (size_t)o.batch, 1) : NULL;
-    times = calloc((size_t)o.runs, sizeof *times);
-    if (!slots || !input_f32 || (use_u8 && !input_u8) || !times) {
-        fprintf(stderr, "graphrun: out of memory for a batch of %d inputs\n", o.batch);
-        rc = GR_EXIT_OOM;
-        goto done;
+    r->slots = calloc((size_t)o->batch, sizeof *r->slots);
+    r->input_f32 = calloc(r->per_image * (size_t)o->batch, sizeof(float));
+    r->input_u8 = use_u8 ? calloc(r->per_image * (size_t)o->batch, 1) : NULL;
+    r->times = calloc((size_t)o->runs, sizeof *r->times);
+    if (!r->slots || !r->input_f32 || (use_u8 && !r->input_u8) || !r->times) {
+        fprintf(stderr, "graphrun: out of memory for a batch of %d inputs\n", o->batch);
+        return GR_EXIT_OOM;
     }
-    for (int b = 0; b < o.batch; b++) {
-        int i = b % o.n_inputs;
-        slots[b].path = o.inputs[i];
-        slots[b].image = images[i];
-        float *dst = input_f32 + (size_t)b * per_image;
-        if (tensors[i]) {
-            memcpy(dst, tensors[i], per_image * sizeof(float));
+    return GR_EXIT_OK;
+}
+
+/* The batch: inputs repeat to fill it. Images are letterboxed (uint8 for the GPU, whose input
+ * copy moves bytes; float, exactly as Darknet, for the CPU reference); .npy tensors are fed as-is
+ * through the float path. */
+static int fill_batch(detect_run *r)
+{
+    int rc = allocate_batch(r);
+    const gr_model_info *info = &r->info;
+    for (int b = 0; b < r->o.batch && rc == GR_EXIT_OK; b++) {
+        int i = b % r->o.n_inputs;
+        r->slots[b].path = r->o.inputs[i];
+        r->slots[b].image = r->images[i];
+        float *dst = r->input_f32 + (size_t)b * r->per_image;
+        if (r->tensors[i]) {
+            memcpy(dst, r->tensors[i], r->per_image * sizeof(float));
             continue;
         }
-        if ((st = gr_image_letterbox(images[i], info.width, info.height, dst)) != GR_OK ||
-            (input_u8 && (st = gr_image_letterbox_u8(images[i], info.width, info.height,
-                                                      input_u8 + (size_t)b * per_image)) != GR_OK)) {
-            rc = gr_cli_fail(st, o.inputs[i]);
-            goto done;
-        }
+        gr_status st = gr_image_letterbox(r->images[i], info->width, info->height, dst);
+        if (st == GR_OK && r->input_u8)
+            st = gr_image_letterbox_u8(r->images[i], info->width, info->height,
+                                       r->input_u8 + (size_t)b * r->per_image);
+        if (st != GR_OK)
+            rc = gr_cli_fail(st, r->o.inputs[i]);
     }
+    return rc;
+}
 
-    for (int r = 0; r < o.runs; r++) {
-        st = use_u8 ? gr_engine_run_u8(engine, input_u8) : gr_engine_run_f32(engine, input_f32);
-        if (st != GR_OK) {
-            rc = gr_cli_fail(st, "run");
-            goto done;
-        }
+static int run_timed(detect_run *r)
+{
+    for (int k = 0; k < r->o.runs; k++) {
+        gr_status st = r->input_u8 ? gr_engine_run_u8(r->engine, r->input_u8)
+                                   : gr_engine_run_f32(r->engine, r->input_f32);
+        if (st != GR_OK)
+            return gr_cli_fail(st, "run");
         gr_timing t;
-        gr_engine_timing(engine, &t);
-        times[r] = t.end_to_end_us;
+        gr_engine_timing(r->engine, &t);
+        r->times[k] = t.end_to_end_us;
     }
-    nonfinite = gr_cli_report_nonfinite(engine, gr_precision_name(o.precision));
-    if (nonfinite && o.find_overflow && (st = gr_cli_find_overflow(&o, input_f32)) != GR_OK) {
-        rc = gr_cli_fail(st, "--find-overflow");
-        goto done;
-    }
+    return GR_EXIT_OK;
+}
 
-    if (o.json)
-        printf("{\"model\": \"%s\", \"synthetic_weights\": %s, \"precision\": \"%s\", \"images\": [",
-               info.name, info.synthetic_weights ? "true" : "false", gr_precision_name(o.precision));
-    for (int b = 0; b < o.batch; b++) {
-        gr_detect_options dopt;
-        gr_detect_options_default(&dopt);
-        dopt.thresh = o.thresh;
-        dopt.nms = o.nms;
-        if (slots[b].image) {
-            dopt.image_w = slots[b].image->w;
-            dopt.image_h = slots[b].image->h;
-        }
-        gr_detection *dets = NULL;
-        int n = 0;
-        if (info.classes > 0 && (st = gr_engine_detect(engine, b, &dopt, &dets, &n)) != GR_OK) {
-            rc = gr_cli_fail(st, "decoding detections");
-            goto done;
-        }
-        if (o.json) {
-            printf("%s\n  {\"input\": ", b ? "," : "");
-            gr_cli_json_string(stdout, slots[b].path);
-            printf(", ");
-            gr_cli_json_detections(stdout, model, dets, n, "\n    ");
-            if (info.classes == 0)
-                print_top5(engine, model, b, 1);
-            printf("}");
-        } else {
-            printf("%s: %d detection%s\n", slots[b].path, n, n == 1 ? "" : "s");
-            for (int i = 0; i < n; i++)
-                printf("  %-14s %5.1f%%  box left %.0f top %.0f right %.0f bottom %.0f\n",
-                       gr_model_class_name(model, dets[i].class_id), 100.0 * (double)dets[i].prob,
-                       (double)dets[i].left, (double)dets[i].top, (double)dets[i].right,
-                       (double)dets[i].bottom);
-            if (info.classes == 0)
-                print_top5(engine, model, b, 0);
-        }
-        int write_image = slots[b].image && !(o.output && o.output[0] == '\0') &&
-                          (b < o.n_inputs); /* a repeated input is drawn once */
-        if (write_image) {
-            char name[4096];
-            indexed_name(name, sizeof name, o.output ? o.output : "predictions.png", b, ".png");
-            st = gr_image_draw_detections(slots[b].image, dets, n, model);
-            if (st == GR_OK)
-                st = gr_image_write(slots[b].image, name);
-            if (st != GR_OK) {
-                gr_detections_free(dets);
-                rc = gr_cli_fail(st, NULL);
-                goto done;
-            }
-            fprintf(stderr, "graphrun: wrote %s\n", name);
-        }
-        gr_detections_free(dets);
+static void print_image(const detect_run *r, int b, const gr_detection *dets, int n)
+{
+    const gr_model *model = r->model;
+    if (r->o.json) {
+        printf("%s\n  {\"input\": ", b ? "," : "");
+        gr_cli_json_string(stdout, r->slots[b].path);
+        printf(", ");
+        gr_cli_json_detections(stdout, model, dets, n, "\n    ");
+        if (r->info.classes == 0)
+            print_top5(r->engine, model, b, 1);
+        printf("}");
+        return;
     }
-    if (o.json)
+    printf("%s: %d detection%s\n", r->slots[b].path, n, n == 1 ? "" : "s");
+    for (int i = 0; i < n; i++)
+        printf("  %-14s %5.1f%%  box left %.0f top %.0f right %.0f bottom %.0f\n",
+               gr_model_class_name(model, dets[i].class_id), 100.0 * (double)dets[i].prob,
+               (double)dets[i].left, (double)dets[i].top, (double)dets[i].right,
+               (double)dets[i].bottom);
+    if (r->info.classes == 0)
+        print_top5(r->engine, model, b, 0);
+}
+
+/* Image b with its boxes into --output (indexed after the first); a repeated input is drawn
+ * once. */
+static int draw_image(const detect_run *r, int b, const gr_detection *dets, int n)
+{
+    const gr_cli_options *o = &r->o;
+    if (!r->slots[b].image || (o->output && o->output[0] == '\0') || b >= o->n_inputs)
+        return GR_EXIT_OK;
+    char name[4096];
+    indexed_name(name, sizeof name, o->output ? o->output : "predictions.png", b, ".png");
+    gr_status st = gr_image_draw_detections(r->slots[b].image, dets, n, r->model);
+    if (st == GR_OK)
+        st = gr_image_write(r->slots[b].image, name);
+    if (st != GR_OK)
+        return gr_cli_fail(st, NULL);
+    fprintf(stderr, "graphrun: wrote %s\n", name);
+    return GR_EXIT_OK;
+}
+
+static int report_image(const detect_run *r, int b)
+{
+    gr_detect_options dopt;
+    gr_detect_options_default(&dopt);
+    dopt.thresh = r->o.thresh;
+    dopt.nms = r->o.nms;
+    if (r->slots[b].image) {
+        dopt.image_w = r->slots[b].image->w;
+        dopt.image_h = r->slots[b].image->h;
+    }
+    gr_detection *dets = NULL;
+    int n = 0;
+    gr_status st = r->info.classes > 0 ? gr_engine_detect(r->engine, b, &dopt, &dets, &n) : GR_OK;
+    if (st != GR_OK)
+        return gr_cli_fail(st, "decoding detections");
+    print_image(r, b, dets, n);
+    int rc = draw_image(r, b, dets, n);
+    gr_detections_free(dets);
+    return rc;
+}
+
+static int report_images(const detect_run *r)
+{
+    if (r->o.json) {
+        printf("{\"model\": ");
+        gr_cli_json_string(stdout, r->info.name);
+        printf(", \"synthetic_weights\": %s, \"precision\": \"%s\", \"images\": [",
+               r->info.synthetic_weights ? "true" : "false", gr_precision_name(r->o.precision));
+    }
+    int rc = GR_EXIT_OK;
+    for (int b = 0; b < r->o.batch && rc == GR_EXIT_OK; b++)
+        rc = report_image(r, b);
+    if (rc == GR_EXIT_OK && r->o.json)
         printf("\n]}\n");
+    return rc;
+}
 
-    if (o.save_output) {
-        for (int k = 0; k < gr_engine_output_count(engine); k++) {
-            gr_tensor_desc d;
-            const float *data;
-            gr_engine_output_desc(engine, k, &d);
-            gr_engine_output(engine, k, &data);
-            char name[4096];
-            indexed_name(name, sizeof name, o.save_output, k, ".npy");
-            int dims[4] = {d.n, d.c, d.h, d.w};
-            if ((st = gr_npy_write(name, data, dims, 4)) != GR_OK) {
-                rc = gr_cli_fail(st, NULL);
-                goto done;
-            }
-            fprintf(stderr, "graphrun: wrote %s (%dx%dx%dx%d float32)\n", name, d.n, d.c, d.h, d.w);
-        }
+/* --save-output: each head's raw output as .npy. */
+static int save_outputs(const detect_run *r)
+{
+    for (int k = 0; r->o.save_output && k < gr_engine_output_count(r->engine); k++) {
+        gr_tensor_desc d;
+        const float *data;
+        gr_engine_output_desc(r->engine, k, &d);
+        gr_engine_output(r->engine, k, &data);
+        char name[4096];
+        indexed_name(name, sizeof name, r->o.save_output, k, ".npy");
+        int dims[4] = {d.n, d.c, d.h, d.w};
+        gr_status st = gr_npy_write(name, data, dims, 4);
+        if (st != GR_OK)
+            return gr_cli_fail(st, NULL);
+        fprintf(stderr, "graphrun: wrote %s (%dx%dx%dx%d float32)\n", name, d.n, d.c, d.h, d.w);
     }
+    return GR_EXIT_OK;
+}
 
+static void print_timing(detect_run *r)
+{
     gr_timing t;
-    gr_engine_timing(engine, &t);
-    qsort(times, (size_t)o.runs, sizeof *times, cmp_double);
+    gr_engine_timing(r->engine, &t);
+    gr_cli_sort(r->times, r->o.runs);
     fprintf(stderr,
             "time (last run): type conversion %.1f us, memory copy %.1f us, computation %.1f us; "
             "end to end %.1f us",
             t.convert_us, t.copy_us, t.compute_us, t.end_to_end_us);
-    if (o.runs > 1)
-        fprintf(stderr, "; median of %d runs %.1f us, p99 %.1f us", o.runs, times[o.runs / 2],
-                times[(int)((o.runs - 1) * 0.99)]);
+    if (r->o.runs > 1)
+        fprintf(stderr, "; median of %d runs %.1f us, p99 %.1f us", r->o.runs,
+                gr_cli_percentile(r->times, r->o.runs, 50.0),
+                gr_cli_percentile(r->times, r->o.runs, 99.0));
     fprintf(stderr, "\n");
-    rc = nonfinite ? GR_EXIT_FAILURE : GR_EXIT_OK;
-done:
-    for (int i = 0; i < o.n_inputs; i++) {
-        gr_image_destroy(images[i]);
-        free(tensors[i]);
+}
+
+/* The runs, the NaN/Inf check (and --find-overflow), the results, the files. */
+static int run_and_report(detect_run *r)
+{
+    int rc = run_timed(r);
+    if (rc != GR_EXIT_OK)
+        return rc;
+    int nonfinite = gr_cli_report_nonfinite(r->engine, gr_precision_name(r->o.precision));
+    gr_status st = nonfinite && r->o.find_overflow ? gr_cli_find_overflow(&r->o, r->input_f32)
+                                                   : GR_OK;
+    if (st != GR_OK)
+        return gr_cli_fail(st, "--find-overflow");
+    if ((rc = report_images(r)) != GR_EXIT_OK || (rc = save_outputs(r)) != GR_EXIT_OK)
+        return rc;
+    print_timing(r);
+    return nonfinite ? GR_EXIT_FAILURE : GR_EXIT_OK;
+}
+
+static void detect_free(detect_run *r)
+{
+    for (int i = 0; i < r->o.n_inputs; i++) {
+        gr_image_destroy(r->images[i]);
+        free(r->tensors[i]);
     }
-    free(slots);
-    free(input_f32);
-    free(input_u8);
-    free(times);
-    gr_engine_destroy(engine);
-    gr_model_destroy(model);
+    free(r->slots);
+    free(r->input_f32);
+    free(r->input_u8);
+    free(r->times);
+    gr_engine_destroy(r->engine);
+    gr_model_destroy(r->model);
+}
+
+int gr_cli_detect_images(const gr_cli_options *o)
+{
+    if (o->fast_decode) {
+        fprintf(stderr, "graphrun: --fast-decode applies to --input DIR and --input-list only\n");
+        return GR_EXIT_USAGE;
+    }
+    detect_run *r = calloc(1, sizeof *r);
+    if (!r) {
+        fprintf(stderr, "graphrun: out of memory\n");
+        return GR_EXIT_OOM;
+    }
+    r->o = *o;
+    if (r->o.n_inputs == 0)
+        r->o.inputs[r->o.n_inputs++] = default_input;
+    int rc = read_inputs(r);
+    if (rc == GR_EXIT_OK)
+        rc = gr_cli_open(&r->o, &r->model, &r->engine, &r->info);
+    if (rc == GR_EXIT_OK)
+        rc = check_tensor_shapes(r);
+    if (rc == GR_EXIT_OK)
+        rc = fill_batch(r);
+    if (rc == GR_EXIT_OK)
+        rc = run_and_report(r);
+    detect_free(r);
+    free(r);
     return rc;
 }

@@ -61,13 +61,6 @@ static void eval_usage(FILE *f)
             "  --json              results as JSON\n");
 }
 
-static int usage_error(const char *what, const char *arg)
-{
-    fprintf(stderr, "graphrun eval: %s '%s'\n", what, arg ? arg : "");
-    eval_usage(stderr);
-    return GR_EXIT_USAGE;
-}
-
 static int fail(gr_status st, const char *what)
 {
     fprintf(stderr, "graphrun eval: %s%s%s\n", what ? what : "", what ? ": " : "",
@@ -75,29 +68,70 @@ static int fail(gr_status st, const char *what)
     return gr_cli_exit_code(st);
 }
 
-static int parse_int(const char *s, long lo, long hi, int *out)
+enum {
+    E_JSON = 1, E_MODEL, E_CFG, E_WEIGHTS, E_NAMES, E_IMAGES, E_LABELS, E_CALIB_IMAGES, E_CALIB,
+    E_MAX_NRMSE, E_PREC, E_DEVICE, E_BATCH, E_MAX_IMAGES, E_THRESH, E_NMS
+};
+
+static const gr_cli_flag eval_flags[] = {
+    {"--json", E_JSON, 0}, {"--model", E_MODEL, 1}, {"--cfg", E_CFG, 1},
+    {"--weights", E_WEIGHTS, 1}, {"--names", E_NAMES, 1}, {"--images", E_IMAGES, 1},
+    {"--labels", E_LABELS, 1}, {"--calib-images", E_CALIB_IMAGES, 1}, {"--calib", E_CALIB, 1},
+    {"--max-nrmse", E_MAX_NRMSE, 1}, {"--prec", E_PREC, 1}, {"--device", E_DEVICE, 1},
+    {"--batch", E_BATCH, 1}, {"--max-images", E_MAX_IMAGES, 1}, {"--thresh", E_THRESH, 1},
+    {"--nms", E_NMS, 1}, {NULL, 0, 0}};
+
+/* --prec: one precision, or all three. */
+static int parse_precs(const char *v, eval_args *a)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return 0;
-    *out = (int)v;
-    return 1;
+    if (!strcmp(v, "all")) {
+        a->n_precs = 3;
+        a->precs[1] = GR_PREC_FP16;
+        a->precs[2] = GR_PREC_INT8;
+        return 1;
+    }
+    a->n_precs = 1;
+    return gr_precision_parse(v, &a->precs[0]) == GR_OK;
 }
 
-static int parse_unit(const char *s, float *out)
+static const char *apply_value(eval_args *a, int id, const char *v)
 {
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (errno || end == s || *end || !(v >= 0.0f && v <= 1.0f))
-        return 0;
-    *out = v;
-    return 1;
+    switch (id) {
+    case E_MODEL: a->model = v; break;
+    case E_CFG: a->cfg = v; break;
+    case E_WEIGHTS: a->weights = v; break;
+    case E_NAMES: a->names = v; break;
+    case E_IMAGES: a->images = v; break;
+    case E_LABELS: a->labels = v; break;
+    case E_CALIB_IMAGES: a->calib_images = v; break;
+    case E_CALIB:
+        return gr_calib_method_parse(v, &a->calib_method) == GR_OK
+                   ? NULL : "max, percentile, entropy or mse";
+    case E_MAX_NRMSE: return gr_cli_parse_float(v, 0.0f, 1.0f, &a->max_nrmse) ? NULL : "a number in [0, 1]";
+    case E_PREC: return parse_precs(v, a) ? NULL : "fp32, fp16, int8, auto or all";
+    case E_DEVICE: return gr_cli_parse_device(v, &a->device) ? NULL : "auto, cpu or gpu";
+    case E_BATCH: return gr_cli_parse_int(v, 1, GR_MAX_BATCH_CLI, &a->batch) ? NULL : "an integer in 1..4096";
+    case E_MAX_IMAGES:
+        return gr_cli_parse_int(v, 1, MAX_EVAL_IMAGES, &a->max_images) ? NULL : "a positive integer";
+    case E_THRESH: return gr_cli_parse_float(v, 0.0f, 1.0f, &a->thresh) ? NULL : "a number in [0, 1]";
+    case E_NMS: return gr_cli_parse_float(v, 0.0f, 1.0f, &a->nms) ? NULL : "a number in [0, 1]";
+    default: break;
+    }
+    return NULL;
 }
 
-/* Returns GR_EXIT_OK, GR_EXIT_USAGE (message printed), or -1 for --help. */
+static int eval_apply(void *ctx, int id, const char *name, const char *v, char *err, size_t errlen)
+{
+    eval_args *a = ctx;
+    if (id == E_JSON) {
+        a->json = 1;
+        return GR_EXIT_OK;
+    }
+    const char *want = apply_value(a, id, v);
+    return want ? gr_cli_usage_error(err, errlen, "%s '%s' is not %s", name, v, want) : GR_EXIT_OK;
+}
+
+/* Returns -1 to go on, else the exit status (help, version, a usage error: printed). */
 static int parse_args(int argc, char **argv, eval_args *a)
 {
     memset(a, 0, sizeof *a);
@@ -109,70 +143,18 @@ static int parse_args(int argc, char **argv, eval_args *a)
     a->thresh = 0.005f;
     a->max_nrmse = GR_MAX_NRMSE_DEFAULT;
     a->nms = 0.45f;
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i];
-        if (!strcmp(o, "--help") || !strcmp(o, "-h"))
-            return -1;
-        if (!strcmp(o, "--json")) {
-            a->json = 1;
-            continue;
-        }
-        if (i + 1 >= argc)
-            return usage_error(strncmp(o, "--", 2) ? "unexpected argument" : "needs a value", o);
-        const char *v = argv[++i];
-        if (!strcmp(o, "--model")) a->model = v;
-        else if (!strcmp(o, "--cfg")) a->cfg = v;
-        else if (!strcmp(o, "--weights")) a->weights = v;
-        else if (!strcmp(o, "--names")) a->names = v;
-        else if (!strcmp(o, "--images")) a->images = v;
-        else if (!strcmp(o, "--labels")) a->labels = v;
-        else if (!strcmp(o, "--calib-images")) a->calib_images = v;
-        else if (!strcmp(o, "--calib")) {
-            if (gr_calib_method_parse(v, &a->calib_method) != GR_OK)
-                return usage_error("--calib is not max, percentile, entropy or mse:", v);
-        } else if (!strcmp(o, "--max-nrmse")) {
-            char *end;
-            double x = strtod(v, &end);
-            if (*end || end == v || !(x >= 0.0 && x <= 1.0))
-                return usage_error("--max-nrmse is not a number in [0, 1]:", v);
-            a->max_nrmse = (float)x;
-        }
-        else if (!strcmp(o, "--prec")) {
-            if (!strcmp(v, "all")) {
-                a->n_precs = 3;
-                a->precs[1] = GR_PREC_FP16;
-                a->precs[2] = GR_PREC_INT8;
-            } else if (gr_precision_parse(v, &a->precs[0]) == GR_OK) {
-                a->n_precs = 1;
-            } else {
-                return usage_error("--prec is not fp32, fp16, int8, auto or all:", v);
-            }
-        } else if (!strcmp(o, "--device")) {
-            if (!strcmp(v, "auto")) a->device = GR_DEVICE_AUTO;
-            else if (!strcmp(v, "cpu")) a->device = GR_DEVICE_CPU;
-            else if (!strcmp(v, "gpu")) a->device = GR_DEVICE_GPU;
-            else return usage_error("--device is not auto, cpu or gpu:", v);
-        } else if (!strcmp(o, "--batch")) {
-            if (!parse_int(v, 1, GR_MAX_BATCH_CLI, &a->batch))
-                return usage_error("--batch is not an integer in 1..4096:", v);
-        } else if (!strcmp(o, "--max-images")) {
-            if (!parse_int(v, 1, MAX_EVAL_IMAGES, &a->max_images))
-                return usage_error("--max-images is not a positive integer:", v);
-        } else if (!strcmp(o, "--thresh")) {
-            if (!parse_unit(v, &a->thresh))
-                return usage_error("--thresh is not a number in 0..1:", v);
-        } else if (!strcmp(o, "--nms")) {
-            if (!parse_unit(v, &a->nms))
-                return usage_error("--nms is not a number in 0..1:", v);
-        } else {
-            return usage_error("unknown option", o);
-        }
+    gr_cli_parser parser = {.command = "graphrun eval", .own = eval_flags, .apply = eval_apply,
+                            .ctx = a};
+    int rc = gr_cli_run_parser(&parser, argc, argv, eval_usage);
+    if (rc >= 0)
+        return rc;
+    if (!a->images) {
+        fprintf(stderr, "graphrun eval: --images DIR is required (see graphrun eval --help)\n");
+        return GR_EXIT_USAGE;
     }
-    if (!a->images)
-        return usage_error("--images DIR is required", "");
     if (!a->labels)
         a->labels = a->images;
-    return GR_EXIT_OK;
+    return -1;
 }
 
 /* ---- files -------------------------------------------------------------------------------- */
@@ -520,11 +502,7 @@ int gr_cli_eval(int argc, char **argv)
 {
     eval_args a;
     int rc = parse_args(argc, argv, &a);
-    if (rc < 0) {
-        eval_usage(stdout);
-        return GR_EXIT_OK;
-    }
-    if (rc != GR_EXIT_OK)
+    if (rc >= 0)
         return rc;
     gr_model *model = NULL;
     name_list images = {0}, calib_names = {0};
