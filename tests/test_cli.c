@@ -50,6 +50,51 @@ START_TEST(percentile_of_nothing_is_zero)
 }
 END_TEST
 
+/* gr_cli_json_string of s as a C string. */
+static char *json_of(const char *s)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(f);
+    gr_cli_json_string(f, s);
+    ck_assert_int_eq(fclose(f), 0);
+    return text;
+}
+
+#define ASSERT_JSON(in, want)                                                                      \
+    do {                                                                                           \
+        char *got = json_of(in);                                                                   \
+        ck_assert_str_eq(got, want);                                                               \
+        free(got);                                                                                 \
+    } while (0)
+
+START_TEST(json_escapes_quotes_and_controls)
+{
+    ASSERT_JSON("a\"b\\c", "\"a\\\"b\\\\c\"");
+    ASSERT_JSON("tab\there\n\x01\x7f", "\"tab\\u0009here\\u000a\\u0001\\u007f\"");
+}
+END_TEST
+
+START_TEST(json_keeps_valid_utf8)
+{
+    ASSERT_JSON("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"");
+}
+END_TEST
+
+/* Invalid UTF-8 (a lone 0xff, a cut sequence, an overlong '/', a surrogate, above U+10FFFF)
+ * becomes U+FFFD, one per bad byte, so the line stays valid JSON and valid UTF-8. */
+START_TEST(json_replaces_invalid_utf8)
+{
+    ASSERT_JSON("a\xff" "b", "\"a\\ufffdb\"");
+    ASSERT_JSON("\xe2\x82", "\"\\ufffd\\ufffd\"");
+    ASSERT_JSON("\xc0\xaf", "\"\\ufffd\\ufffd\"");
+    ASSERT_JSON("\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\"");
+    ASSERT_JSON("\xf4\x90\x80\x80", "\"\\ufffd\\ufffd\\ufffd\\ufffd\"");
+    ASSERT_JSON("\xe2\x82\xac\xff", "\"\xe2\x82\xac\\ufffd\"");
+}
+END_TEST
+
 static int parse(int argc, const char **argv, gr_cli_options *o, char *err)
 {
     return gr_cli_parse(argc, (char **)argv, o, err, 256);
@@ -82,6 +127,9 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, percentile_of_two_runs);
     tcase_add_test(tc, p99_never_below_p50);
     tcase_add_test(tc, percentile_of_nothing_is_zero);
+    tcase_add_test(tc, json_escapes_quotes_and_controls);
+    tcase_add_test(tc, json_keeps_valid_utf8);
+    tcase_add_test(tc, json_replaces_invalid_utf8);
     tcase_add_test(tc, parser_outcomes);
     suite_add_tcase(s, tc);
     return s;
