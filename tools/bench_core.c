@@ -563,6 +563,10 @@ int gr_bench_main(const char *program, int argc, char **argv)
         fprintf(stderr, "%s: %s (%s)\n", prog, gr_last_error(), gr_status_str(st));
         goto done;
     }
+    if ((rc = gr_cli_check_image_channels(info.channels, info.height, info.width, info.name)) !=
+        GR_EXIT_OK)
+        goto done;
+    rc = GR_EXIT_FAILURE;
     if ((st = gr_image_load(o.image, &image)) != GR_OK) {
         fprintf(stderr, "%s: %s (%s)\n", prog, gr_last_error(), gr_status_str(st));
         rc = gr_cli_exit_code(st);

@@ -170,6 +170,19 @@ void gr_cli_calib_options(const gr_cli_options *o, const char *const *images,
  * `what` names the run (precision and method). */
 int gr_cli_report_nonfinite(const gr_engine *engine, const char *what);
 
+/* stdout's buffered results reached their file (fflush, ferror): 0, or a line on stderr
+ * ("writing the results to stdout: No space left on device", once) and GR_EXIT_INPUT, the I/O
+ * status. gr_cli_close_stdout also closes it (main, at exit). SIGPIPE is ignored (main), so a
+ * closed pipe is EPIPE here rather than a silent death. */
+int gr_cli_check_stdout(void);
+int gr_cli_close_stdout(void);
+
+/* Images are decoded to 3 channels (RGB): 0 when the engine's input has 3, else a line naming
+ * the network's channels and GR_EXIT_INPUT (a .npy of its shape is the way in). */
+int gr_cli_check_image_input(const gr_engine *engine, const char *model_name);
+/* The same before an engine exists: the model's input (gr_model_info). */
+int gr_cli_check_image_channels(int channels, int height, int width, const char *model_name);
+
 /* Sort ascending; the q-th percentile (q in [0, 100]) of n sorted values, interpolated between
  * the closest ranks: p99 >= p50 for any n, 0 for n = 0. */
 void gr_cli_sort(double *values, int n);

@@ -249,3 +249,47 @@ double gr_cli_percentile(const double *sorted, int n, double q)
     return sorted[k] + (pos - (double)k) * (sorted[k + 1] - sorted[k]);
 }
 
+/* Said once: the stream mode checks after each batch, main() again at exit. */
+static int stdout_failed;
+
+int gr_cli_check_stdout(void)
+{
+    int flushed = fflush(stdout) == 0;
+    int err = errno;
+    if (flushed && !ferror(stdout))
+        return GR_EXIT_OK;
+    if (!stdout_failed)
+        fprintf(stderr, "graphrun: writing the results to stdout: %s\n",
+                flushed ? "write error" : strerror(err));
+    stdout_failed = 1;
+    return GR_EXIT_INPUT;
+}
+
+int gr_cli_close_stdout(void)
+{
+    int rc = gr_cli_check_stdout();
+    if (fclose(stdout) != 0 && rc == GR_EXIT_OK) {
+        if (!stdout_failed)
+            fprintf(stderr, "graphrun: writing the results to stdout: %s\n", strerror(errno));
+        rc = GR_EXIT_INPUT;
+    }
+    return rc;
+}
+
+int gr_cli_check_image_channels(int channels, int height, int width, const char *model_name)
+{
+    if (channels == 3)
+        return GR_EXIT_OK;
+    fprintf(stderr, "graphrun: %s: the network's input has %d channels ([net] channels=%d); "
+                    "images are decoded to 3 (RGB): give a float32 .npy of its input shape "
+                    "(%dx%dx%d) instead\n", model_name, channels, channels, channels, height, width);
+    return GR_EXIT_INPUT;
+}
+
+int gr_cli_check_image_input(const gr_engine *engine, const char *model_name)
+{
+    gr_tensor_desc d;
+    if (gr_engine_input_desc(engine, &d) != GR_OK)
+        return GR_EXIT_OK; /* no engine input to letterbox into */
+    return gr_cli_check_image_channels(d.c, d.h, d.w, model_name);
+}

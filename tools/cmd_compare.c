@@ -471,6 +471,9 @@ int gr_cli_compare(int argc, char **argv)
         goto fail;
     gr_model_info info;
     gr_model_get_info(model, &info);
+    if ((rc = gr_cli_check_image_channels(info.channels, info.height, info.width,
+                                          o.cfg ? o.cfg : info.name)) != GR_EXIT_OK)
+        goto done;
     int heads[GR_MAX_HEADS_CLI];
     n_heads = gr_net_heads(net, heads, GR_MAX_HEADS_CLI);
     size_t per_image = (size_t)info.channels * (size_t)info.width * (size_t)info.height;

@@ -40,7 +40,8 @@ void gr_cli_detect_usage(FILE *f)
         "  --input DIR         every .jpg/.jpeg/.png/.bmp in DIR, sorted by name, streamed: decoded\n"
         "                      on --threads N threads (default one per core) into batches of\n"
         "                      --batch, results as JSON Lines (one object per image), no images\n"
-        "                      drawn; a bad file gets an \"error\" line, the rest go on (exit 3)\n"
+        "                      drawn; a bad file gets an \"error\" line, the rest go on (exit 3);\n"
+        "                      --output, --save-output, --runs, --find-overflow are refused\n"
         "  --input-list FILE   the same for the image paths in FILE, one per line\n"
         "  --fast-decode       with --input DIR / --input-list: decode JPEGs of at least twice the\n"
         "                      network's size at 1/2, 1/4 or 1/8 scale (faster, not Darknet's exact\n"
@@ -80,7 +81,8 @@ void gr_cli_detect_usage(FILE *f)
         "  --help, --version\n"
         "\n"
         "exit status: 0 ok, 1 runtime failure or NaN/Inf in an output, 2 bad arguments, 3 bad input\n"
-        "             file, 4 no GPU, 5 out of memory\n");
+        "             file or an output that could not be written, 4 no GPU, 5 out of memory\n"
+        "             (docs/errors.md)\n");
 }
 
 static int has_suffix(const char *s, const char *suffix)
@@ -176,13 +178,17 @@ static int read_inputs(detect_run *r)
     return GR_EXIT_OK;
 }
 
-/* .npy tensors must be the network's input, CHW or 1xCHW. */
-static int check_tensor_shapes(const detect_run *r)
+/* .npy tensors must be the network's input, CHW or 1xCHW; images need a 3-channel input. */
+static int check_input_shapes(const detect_run *r)
 {
     const gr_model_info *info = &r->info;
     for (int i = 0; i < r->o.n_inputs; i++) {
-        if (!r->tensors[i])
+        if (!r->tensors[i]) {
+            int rc = gr_cli_check_image_input(r->engine, r->o.cfg ? r->o.cfg : info->name);
+            if (rc != GR_EXIT_OK)
+                return rc;
             continue;
+        }
         const int *d = r->tensor_ndim[i] == 4 ? r->tensor_dims[i] + 1 : r->tensor_dims[i];
         int chw = r->tensor_ndim[i] == 3 || (r->tensor_ndim[i] == 4 && r->tensor_dims[i][0] == 1);
         if (!chw || d[0] != info->channels || d[1] != info->height || d[2] != info->width) {
@@ -254,12 +260,31 @@ static int run_timed(detect_run *r)
     return GR_EXIT_OK;
 }
 
+/* NaN/Inf values in image b's part of the outputs. */
+static size_t image_nonfinite(const gr_engine *engine, int b)
+{
+    size_t bad = 0;
+    for (int k = 0; k < gr_engine_output_count(engine); k++) {
+        gr_tensor_desc d;
+        const float *v;
+        if (gr_engine_output_desc(engine, k, &d) != GR_OK || gr_engine_output(engine, k, &v) != GR_OK)
+            continue;
+        size_t n = (size_t)d.c * (size_t)d.h * (size_t)d.w;
+        for (size_t i = (size_t)b * n; i < (size_t)(b + 1) * n; i++)
+            bad += !isfinite(v[i]);
+    }
+    return bad;
+}
+
 static void print_image(const detect_run *r, int b, const gr_detection *dets, int n)
 {
     const gr_model *model = r->model;
     if (r->o.json) {
         printf("%s\n  {\"input\": ", b ? "," : "");
         gr_cli_json_string(stdout, r->slots[b].path);
+        size_t bad = image_nonfinite(r->engine, b);
+        if (bad)
+            printf(", \"nonfinite\": %zu", bad);
         printf(", ");
         gr_cli_json_detections(stdout, model, dets, n, "\n    ");
         if (r->info.classes == 0)
@@ -416,7 +441,7 @@ int gr_cli_detect_images(const gr_cli_options *o)
     if (rc == GR_EXIT_OK)
         rc = gr_cli_open(&r->o, &r->model, &r->engine, &r->info);
     if (rc == GR_EXIT_OK)
-        rc = check_tensor_shapes(r);
+        rc = check_input_shapes(r);
     if (rc == GR_EXIT_OK)
         rc = fill_batch(r);
     if (rc == GR_EXIT_OK)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "base/base.h"
@@ -230,6 +231,91 @@ static void join_path(char *dst, size_t len, const char *dir, const char *name)
     snprintf(dst, len, "%s%s%s", dir, n && dir[n - 1] == '/' ? "" : "/", name);
 }
 
+/* <labels>/<stem of image_name>.txt into full. */
+static void label_path(char *full, size_t len, const char *labels_dir, const char *image_name)
+{
+    char stem[1024], name[1100];
+    snprintf(stem, sizeof stem, "%s", image_name);
+    char *dot = strrchr(stem, '.');
+    if (dot)
+        *dot = '\0';
+    snprintf(name, sizeof name, "%s.txt", stem);
+    join_path(full, len, labels_dir, name);
+}
+
+/* The label file, or *f = NULL when there is none (an image without objects). */
+static gr_status open_labels(const char *full, FILE **f)
+{
+    *f = NULL;
+    struct stat sb;
+    if (stat(full, &sb) != 0)
+        return errno == ENOENT ? GR_OK
+                               : gr_fail(GR_ERR_IO, "%s: cannot open: %s", full, strerror(errno));
+    /* A directory opens and reads as an empty file: it would pass for an image without objects. */
+    if (!S_ISREG(sb.st_mode))
+        return gr_fail(GR_ERR_IO, "%s: not a regular file (%s): a label file must be a file", full,
+                       S_ISDIR(sb.st_mode) ? "a directory" : "a device, FIFO or socket");
+    if (!(*f = fopen(full, "r")))
+        return gr_fail(GR_ERR_IO, "%s: cannot open: %s", full, strerror(errno));
+    return GR_OK;
+}
+
+static char *skip_space(char *p)
+{
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+        p++;
+    return p;
+}
+
+/* One `class cx cy w h` line into v; *blank for an empty line. */
+static gr_status parse_label_line(char *line, const char *full, int line_no, int classes,
+                                  double v[5], int *blank)
+{
+    char *p = skip_space(line);
+    *blank = *p == '\0';
+    if (*blank)
+        return GR_OK;
+    int k = 0;
+    for (; k < 5; k++) {
+        char *end;
+        errno = 0;
+        v[k] = strtod(p, &end);
+        if (end == p || errno || !isfinite(v[k]))
+            break;
+        p = end;
+    }
+    if (k < 5 || *skip_space(p))
+        return gr_fail(GR_ERR_PARSE, "%s:%d: expected 'class cx cy w h' (5 numbers)", full, line_no);
+    if (v[0] != floor(v[0]) || v[0] < 0 || v[0] >= classes)
+        return gr_fail(GR_ERR_PARSE, "%s:%d: class %g is not an integer in 0..%d (the model's "
+                                     "classes)", full, line_no, v[0], classes - 1);
+    if (v[3] < 0 || v[4] < 0)
+        return gr_fail(GR_ERR_PARSE, "%s:%d: negative box size", full, line_no);
+    return GR_OK;
+}
+
+/* The box of a label line, in pixels of the w x h image, appended to *out. */
+static gr_status add_box(const double v[5], int w, int h, const char *full, gr_detection **out,
+                         int *n, int *cap)
+{
+    if (*n == *cap) {
+        int grown_cap = *cap ? 2 * *cap : 16;
+        gr_detection *grown = realloc(*out, (size_t)grown_cap * sizeof *grown);
+        if (!grown)
+            return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory", full);
+        *out = grown;
+        *cap = grown_cap;
+    }
+    gr_detection *g = &(*out)[(*n)++];
+    memset(g, 0, sizeof *g);
+    g->class_id = (int)v[0];
+    g->left = (float)((v[1] - v[3] / 2) * w);
+    g->right = (float)((v[1] + v[3] / 2) * w);
+    g->top = (float)((v[2] - v[4] / 2) * h);
+    g->bottom = (float)((v[2] + v[4] / 2) * h);
+    return GR_OK;
+}
+
 /* Ground truth of one image from <labels>/<stem>.txt, in pixels of the w x h image. A missing
  * file means no objects (*missing is set). */
 static gr_status read_labels(const char *labels_dir, const char *image_name, int w, int h,
@@ -237,82 +323,28 @@ static gr_status read_labels(const char *labels_dir, const char *image_name, int
 {
     *out = NULL;
     *n = 0;
-    *missing = 0;
-    char stem[1024], path[4096];
-    snprintf(stem, sizeof stem, "%s", image_name);
-    char *dot = strrchr(stem, '.');
-    if (dot)
-        *dot = '\0';
-    snprintf(path, sizeof path, "%s.txt", stem);
     char full[4200];
-    join_path(full, sizeof full, labels_dir, path);
-    FILE *f = fopen(full, "r");
-    if (!f) {
-        if (errno == ENOENT) {
-            *missing = 1;
-            return GR_OK;
-        }
-        return gr_fail(GR_ERR_IO, "%s: cannot open: %s", full, strerror(errno));
-    }
+    label_path(full, sizeof full, labels_dir, image_name);
+    FILE *f;
+    GR_TRY(open_labels(full, &f));
+    *missing = f == NULL;
     char line[MAX_LABEL_LINE];
     int line_no = 0, cap = 0;
     gr_status st = GR_OK;
-    while (st == GR_OK && fgets(line, sizeof line, f)) {
+    while (f && st == GR_OK && fgets(line, sizeof line, f)) {
         line_no++;
-        if (!strchr(line, '\n') && !feof(f)) {
+        double v[5];
+        int blank;
+        if (!strchr(line, '\n') && !feof(f))
             st = gr_fail(GR_ERR_PARSE, "%s:%d: line longer than %d bytes", full, line_no,
                          MAX_LABEL_LINE - 2);
-            break;
-        }
-        char *p = line;
-        while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
-            p++;
-        if (*p == '\0')
-            continue;
-        double v[5];
-        int k = 0;
-        for (; k < 5; k++) {
-            char *end;
-            errno = 0;
-            v[k] = strtod(p, &end);
-            if (end == p || errno || !isfinite(v[k]))
-                break;
-            p = end;
-        }
-        while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
-            p++;
-        if (k < 5 || *p) {
-            st = gr_fail(GR_ERR_PARSE, "%s:%d: expected 'class cx cy w h' (5 numbers)", full,
-                         line_no);
-            break;
-        }
-        if (v[0] != floor(v[0]) || v[0] < 0 || v[0] >= classes) {
-            st = gr_fail(GR_ERR_PARSE, "%s:%d: class %g is not an integer in 0..%d (the model's "
-                                       "classes)", full, line_no, v[0], classes - 1);
-            break;
-        }
-        if (v[3] < 0 || v[4] < 0) {
-            st = gr_fail(GR_ERR_PARSE, "%s:%d: negative box size", full, line_no);
-            break;
-        }
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 16;
-            gr_detection *grown = realloc(*out, (size_t)cap * sizeof *grown);
-            if (!grown) {
-                st = gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory", full);
-                break;
-            }
-            *out = grown;
-        }
-        gr_detection *g = &(*out)[(*n)++];
-        memset(g, 0, sizeof *g);
-        g->class_id = (int)v[0];
-        g->left = (float)((v[1] - v[3] / 2) * w);
-        g->right = (float)((v[1] + v[3] / 2) * w);
-        g->top = (float)((v[2] - v[4] / 2) * h);
-        g->bottom = (float)((v[2] + v[4] / 2) * h);
+        else if ((st = parse_label_line(line, full, line_no, classes, v, &blank)) == GR_OK && !blank)
+            st = add_box(v, w, h, full, out, n, &cap);
     }
-    fclose(f);
+    if (f && st == GR_OK && ferror(f))
+        st = gr_fail(GR_ERR_IO, "%s: read error: %s", full, strerror(errno));
+    if (f)
+        fclose(f);
     if (st != GR_OK) {
         free(*out);
         *out = NULL;
@@ -456,26 +488,11 @@ static void print_text(const gr_model *model, const gr_model_info *info, const e
     }
 }
 
-static void print_json_string(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            printf("\\%c", ch);
-        else if (ch < 0x20)
-            printf("\\u%04x", ch);
-        else
-            putchar(ch);
-    }
-    putchar('"');
-}
-
 static void print_json(const gr_model *model, const gr_model_info *info, const eval_result *res,
                        int n_res, int n_images, long long n_gt)
 {
     printf("{\"model\": ");
-    print_json_string(info->name);
+    gr_cli_json_string(stdout, info->name);
     printf(", \"images\": %d, \"ground_truth\": %lld, \"results\": [", n_images, n_gt);
     for (int i = 0; i < n_res; i++) {
         const eval_result *r = &res[i];
@@ -488,7 +505,7 @@ static void print_json(const gr_model *model, const gr_model_info *info, const e
             if (k->n_gt == 0)
                 continue;
             printf("%s\n    {\"class\": ", first ? "" : ",");
-            print_json_string(gr_model_class_name(model, c));
+            gr_cli_json_string(stdout, gr_model_class_name(model, c));
             printf(", \"class_id\": %d, \"ground_truth\": %d, \"detections\": %d, \"ap50\": %.6f, "
                    "\"ap50_95\": %.6f}", c, k->n_gt, k->n_dets, k->ap[0], k->ap50_95);
             first = 0;
@@ -525,6 +542,9 @@ int gr_cli_eval(int argc, char **argv)
     }
     gr_model_info info;
     gr_model_get_info(model, &info);
+    if ((rc = gr_cli_check_image_channels(info.channels, info.height, info.width,
+                                          a.cfg ? a.cfg : info.name)) != GR_EXIT_OK)
+        goto done;
     if (info.classes < 1) {
         fprintf(stderr, "graphrun eval: %s has no detection head\n", info.name);
         rc = GR_EXIT_INPUT;

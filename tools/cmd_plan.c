@@ -236,8 +236,10 @@ static gr_status write_file(const char *path, gr_status (*dump)(const gr_plan *,
     if (!f)
         return gr_fail(GR_ERR_IO, "%s: cannot open for writing: %s", path, strerror(errno));
     gr_status st = dump(plan, f);
-    if (fclose(f) != 0 && st == GR_OK)
-        st = gr_fail(GR_ERR_IO, "%s: write error", path);
+    int failed = fflush(f) != 0 || ferror(f);
+    int err = errno;
+    if ((fclose(f) != 0 || failed) && st == GR_OK)
+        st = gr_fail(GR_ERR_IO, "%s: write error: %s", path, strerror(failed ? err : errno));
     return st;
 }
 

@@ -1,5 +1,7 @@
 /* graphrun: command-line entry point. Dispatches subcommands; the default is detect, which runs
  * on files given one by one (cmd_detect.c) or streams a folder or a list (cmd_stream.c). */
+#define _POSIX_C_SOURCE 200809L /* SIGPIPE */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,7 +43,13 @@ static int dispatch(int argc, char **argv)
     return detect(argc, argv);
 }
 
+/* A closed pipe (graphrun ... | head) is a write error like a full disk: EPIPE, one line on stderr,
+ * exit 3, instead of a silent death by SIGPIPE. Every command's results reach stdout's file or
+ * the exit status says they did not. */
 int main(int argc, char **argv)
 {
-    return dispatch(argc, argv);
+    signal(SIGPIPE, SIG_IGN);
+    int rc = dispatch(argc, argv);
+    int out = gr_cli_close_stdout();
+    return rc != GR_EXIT_OK ? rc : out;
 }
