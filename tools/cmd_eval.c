@@ -369,9 +369,19 @@ static double now_seconds(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static gr_status run_precision(const eval_args *a, const gr_model *model, const gr_model_info *info,
-                               const name_list *images, const char *const *calib, gr_precision prec,
-                               eval_result *res, long long *n_gt, int *n_missing)
+/* One precision's engine and its input batch. */
+typedef struct eval_batch {
+    gr_engine *engine;
+    gr_image **images; /* [batch]: the batch's decoded images (their sizes map boxes back) */
+    float *in_f32;     /* the CPU's input */
+    uint8_t *in_u8;    /* the GPU's */
+    size_t per_image;
+    int batch;
+} eval_batch;
+
+static gr_status eval_batch_open(const eval_args *a, const gr_model *model,
+                                 const gr_model_info *info, const char *const *calib,
+                                 gr_precision prec, eval_batch *eb)
 {
     gr_engine_options eo;
     gr_engine_options_default(&eo);
@@ -381,90 +391,112 @@ static gr_status run_precision(const eval_args *a, const gr_model *model, const 
     eo.batch = a->batch;
     eo.calib_images = calib;
     eo.calib_method = a->calib_method;
-    gr_engine *engine = NULL;
-    gr_eval *ev = NULL;
-    gr_image **batch_images = calloc((size_t)a->batch, sizeof *batch_images);
-    size_t per_image = (size_t)info->channels * (size_t)info->width * (size_t)info->height;
-    float *in_f32 = NULL;
-    uint8_t *in_u8 = NULL;
-    double start = now_seconds();
-    gr_status st = batch_images ? GR_OK : gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: batch");
-    if (st == GR_OK)
-        st = gr_engine_build(model, &eo, &engine);
-    if (st != GR_OK) {
-        gr_fail_prefix(st, "building the %s engine: ", gr_precision_name(prec));
-        goto done;
-    }
-    if (gr_engine_notice(engine)[0])
-        fprintf(stderr, "graphrun eval: %s\n", gr_engine_notice(engine));
-    int use_u8 = gr_engine_device(engine) == GR_DEVICE_GPU;
-    gr_cli_print_notices(engine); /* e.g. the int8 calibration's time */
-    fprintf(stderr, "graphrun eval: %s on %s, batch %d\n", gr_precision_name(prec),
-            gr_engine_device_name(engine), a->batch);
-    in_f32 = use_u8 ? NULL : calloc(per_image * (size_t)a->batch, sizeof(float));
-    in_u8 = use_u8 ? calloc(per_image * (size_t)a->batch, 1) : NULL;
-    if ((!use_u8 && !in_f32) || (use_u8 && !in_u8)) {
-        st = gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: input batch of %d", a->batch);
-        goto done;
-    }
-    if ((st = gr_eval_create(info->classes, &ev)) != GR_OK)
-        goto done;
-    *n_missing = 0;
-    for (int first = 0; first < images->n && st == GR_OK; first += a->batch) {
-        int count = images->n - first < a->batch ? images->n - first : a->batch;
-        for (int b = 0; b < a->batch && st == GR_OK; b++) {
-            char path[4200];
-            join_path(path, sizeof path, a->images, images->names[first + (b < count ? b : 0)]);
-            gr_image_destroy(batch_images[b]);
-            batch_images[b] = NULL;
-            if ((st = gr_image_load(path, &batch_images[b])) != GR_OK)
-                break;
-            st = use_u8 ? gr_image_letterbox_u8(batch_images[b], info->width, info->height,
-                                                in_u8 + (size_t)b * per_image)
-                        : gr_image_letterbox(batch_images[b], info->width, info->height,
-                                             in_f32 + (size_t)b * per_image);
-        }
-        if (st == GR_OK)
-            st = use_u8 ? gr_engine_run_u8(engine, in_u8) : gr_engine_run_f32(engine, in_f32);
-        for (int b = 0; b < count && st == GR_OK; b++) {
-            gr_detect_options dopt;
-            gr_detect_options_default(&dopt);
-            dopt.thresh = a->thresh;
-            dopt.nms = a->nms;
-            dopt.image_w = batch_images[b]->w;
-            dopt.image_h = batch_images[b]->h;
-            gr_detection *dets = NULL, *gt = NULL;
-            int nd = 0, ng = 0, missing = 0;
-            st = gr_engine_detect(engine, b, &dopt, &dets, &nd);
-            if (st == GR_OK)
-                st = read_labels(a->labels, images->names[first + b], batch_images[b]->w,
-                                 batch_images[b]->h, info->classes, &gt, &ng, &missing);
-            if (st == GR_OK)
-                st = gr_eval_add_image(ev, dets, nd, gt, ng);
-            *n_missing += missing;
-            gr_detections_free(dets);
-            free(gt);
-        }
-    }
+    gr_status st = gr_engine_build(model, &eo, &eb->engine);
     if (st != GR_OK)
-        goto done;
-    res->prec = prec;
-    res->per_class = calloc((size_t)info->classes, sizeof *res->per_class);
-    if (!res->per_class) {
-        st = gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: results");
-        goto done;
+        return gr_fail_prefix(st, "building the %s engine: ", gr_precision_name(prec));
+    gr_cli_print_notices(eb->engine); /* e.g. the int8 calibration's time */
+    fprintf(stderr, "graphrun eval: %s on %s, batch %d\n", gr_precision_name(prec),
+            gr_engine_device_name(eb->engine), a->batch);
+    int use_u8 = gr_engine_device(eb->engine) == GR_DEVICE_GPU;
+    eb->batch = a->batch;
+    eb->per_image = (size_t)info->channels * (size_t)info->width * (size_t)info->height;
+    eb->images = calloc((size_t)a->batch, sizeof *eb->images);
+    eb->in_f32 = use_u8 ? NULL : calloc(eb->per_image * (size_t)a->batch, sizeof(float));
+    eb->in_u8 = use_u8 ? calloc(eb->per_image * (size_t)a->batch, 1) : NULL;
+    if (!eb->images || (!eb->in_f32 && !eb->in_u8))
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: input batch of %d", a->batch);
+    return GR_OK;
+}
+
+static void eval_batch_close(eval_batch *eb)
+{
+    for (int b = 0; eb->images && b < eb->batch; b++)
+        gr_image_destroy(eb->images[b]);
+    free(eb->images);
+    free(eb->in_f32);
+    free(eb->in_u8);
+    gr_engine_destroy(eb->engine);
+}
+
+/* Images first..first+count-1 decoded and letterboxed into the batch (the rest of a last, short
+ * batch repeats the first) and run. */
+static gr_status run_batch(const eval_args *a, const gr_model_info *info, const name_list *images,
+                           int first, int count, eval_batch *eb)
+{
+    for (int b = 0; b < eb->batch; b++) {
+        char path[4200];
+        join_path(path, sizeof path, a->images, images->names[first + (b < count ? b : 0)]);
+        gr_image_destroy(eb->images[b]);
+        eb->images[b] = NULL;
+        GR_TRY(gr_image_load(path, &eb->images[b]));
+        GR_TRY(eb->in_u8 ? gr_image_letterbox_u8(eb->images[b], info->width, info->height,
+                                                 eb->in_u8 + (size_t)b * eb->per_image)
+                         : gr_image_letterbox(eb->images[b], info->width, info->height,
+                                              eb->in_f32 + (size_t)b * eb->per_image));
     }
-    st = gr_eval_result(ev, GR_AP_ALL_POINT, res->per_class, &res->map50, &res->map50_95);
-    gr_eval_counts(ev, NULL, n_gt, &res->dets);
+    return eb->in_u8 ? gr_engine_run_u8(eb->engine, eb->in_u8)
+                     : gr_engine_run_f32(eb->engine, eb->in_f32);
+}
+
+/* Image b of the batch (named `name`): its detections against its labels into ev. */
+static gr_status score_image(const eval_args *a, const gr_model_info *info, eval_batch *eb, int b,
+                             const char *name, gr_eval *ev, int *n_missing)
+{
+    gr_detect_options dopt;
+    gr_detect_options_default(&dopt);
+    dopt.thresh = a->thresh;
+    dopt.nms = a->nms;
+    dopt.image_w = eb->images[b]->w;
+    dopt.image_h = eb->images[b]->h;
+    gr_detection *dets = NULL, *gt = NULL;
+    int nd = 0, ng = 0, missing = 0;
+    gr_status st = gr_engine_detect(eb->engine, b, &dopt, &dets, &nd);
+    if (st == GR_OK)
+        st = read_labels(a->labels, name, eb->images[b]->w, eb->images[b]->h, info->classes, &gt,
+                         &ng, &missing);
+    if (st == GR_OK)
+        st = gr_eval_add_image(ev, dets, nd, gt, ng);
+    *n_missing += missing;
+    gr_detections_free(dets);
+    free(gt);
+    return st;
+}
+
+static gr_status eval_images(const eval_args *a, const gr_model_info *info,
+                             const name_list *images, eval_batch *eb, gr_eval *ev, int *n_missing)
+{
+    *n_missing = 0;
+    for (int first = 0; first < images->n; first += a->batch) {
+        int count = images->n - first < a->batch ? images->n - first : a->batch;
+        GR_TRY(run_batch(a, info, images, first, count, eb));
+        for (int b = 0; b < count; b++)
+            GR_TRY(score_image(a, info, eb, b, images->names[first + b], ev, n_missing));
+    }
+    return GR_OK;
+}
+
+static gr_status run_precision(const eval_args *a, const gr_model *model, const gr_model_info *info,
+                               const name_list *images, const char *const *calib, gr_precision prec,
+                               eval_result *res, long long *n_gt, int *n_missing)
+{
+    double start = now_seconds();
+    eval_batch eb = {0};
+    gr_eval *ev = NULL;
+    gr_status st = eval_batch_open(a, model, info, calib, prec, &eb);
+    if (st == GR_OK)
+        st = gr_eval_create(info->classes, &ev);
+    if (st == GR_OK)
+        st = eval_images(a, info, images, &eb, ev, n_missing);
+    res->prec = prec;
+    if (st == GR_OK && !(res->per_class = calloc((size_t)info->classes, sizeof *res->per_class)))
+        st = gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: results");
+    if (st == GR_OK)
+        st = gr_eval_result(ev, GR_AP_ALL_POINT, res->per_class, &res->map50, &res->map50_95);
+    if (st == GR_OK)
+        gr_eval_counts(ev, NULL, n_gt, &res->dets);
     res->seconds = now_seconds() - start;
-done:
-    for (int b = 0; batch_images && b < a->batch; b++)
-        gr_image_destroy(batch_images[b]);
-    free(batch_images);
-    free(in_f32);
-    free(in_u8);
     gr_eval_destroy(ev);
-    gr_engine_destroy(engine);
+    eval_batch_close(&eb);
     return st;
 }
 
@@ -515,6 +547,86 @@ static void print_json(const gr_model *model, const gr_model_info *info, const e
     printf("\n]}\n");
 }
 
+/* The model, checked: images need 3 channels, mAP needs a detection head. */
+static int load_model(const eval_args *a, gr_model **model, gr_model_info *info)
+{
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = a->cfg ? NULL : a->model;
+    mo.cfg_path = a->cfg;
+    mo.weights_path = a->weights;
+    gr_status st = gr_model_load(&mo, model);
+    if (st == GR_OK && a->names)
+        st = gr_model_set_class_names(*model, a->names);
+    if (st != GR_OK)
+        return fail(st, NULL);
+    gr_model_get_info(*model, info);
+    int rc = gr_cli_check_image_channels(info->channels, info->height, info->width,
+                                         a->cfg ? a->cfg : info->name);
+    if (rc != GR_EXIT_OK)
+        return rc;
+    if (info->classes < 1) {
+        fprintf(stderr, "graphrun eval: %s has no detection head\n", info->name);
+        return GR_EXIT_INPUT;
+    }
+    if (info->synthetic_weights)
+        fprintf(stderr, "graphrun eval: weights: SYNTHETIC - expect a mAP near 0; pass --weights "
+                        "FILE\n");
+    return GR_EXIT_OK;
+}
+
+/* int8 / auto calibration images: --calib-images, or the shapes model's own calibration set;
+ * calib[] stays empty (the engine's default) otherwise. */
+typedef struct calib_set {
+    name_list names;
+    char *paths[MAX_CALIB_IMAGES];
+    const char *list[MAX_CALIB_IMAGES + 1]; /* NULL-terminated */
+} calib_set;
+
+static int load_calib(const eval_args *a, calib_set *c)
+{
+    const char *dir = a->calib_images;
+    if (!dir && !a->cfg && !strcmp(a->model, "shapes"))
+        dir = GR_DATA_DIR "/shapes-calib";
+    int needed = 0;
+    for (int i = 0; i < a->n_precs; i++)
+        needed |= a->precs[i] == GR_PREC_INT8 || a->precs[i] == GR_PREC_AUTO;
+    if (!needed || !dir)
+        return GR_EXIT_OK;
+    gr_status st = list_images(dir, MAX_CALIB_IMAGES, &c->names);
+    if (st != GR_OK)
+        return fail(st, "int8 calibration images");
+    for (int k = 0; k < c->names.n; k++) {
+        size_t len = strlen(dir) + strlen(c->names.names[k]) + 2;
+        if (!(c->paths[k] = malloc(len)))
+            return fail(gr_fail(GR_ERR_OUT_OF_MEMORY, "calibration paths"), NULL);
+        join_path(c->paths[k], len, dir, c->names.names[k]);
+        c->list[k] = c->paths[k];
+    }
+    return GR_EXIT_OK;
+}
+
+static void calib_free(calib_set *c)
+{
+    for (int k = 0; k < MAX_CALIB_IMAGES; k++)
+        free(c->paths[k]);
+    names_free(&c->names);
+}
+
+static void print_results(const eval_args *a, const gr_model *model, const gr_model_info *info,
+                          const eval_result *res, int n_res, int n_images, long long n_gt)
+{
+    if (a->json) {
+        print_json(model, info, res, n_res, n_images, n_gt);
+        return;
+    }
+    printf("model %s (%dx%d, %d classes): %d images, %lld ground-truth boxes; detections "
+           "above %g, NMS %g\n", info->name, info->width, info->height, info->classes, n_images,
+           n_gt, (double)a->thresh, (double)a->nms);
+    for (int i = 0; i < n_res; i++)
+        print_text(model, info, &res[i]);
+}
+
 int gr_cli_eval(int argc, char **argv)
 {
     eval_args a;
@@ -522,100 +634,40 @@ int gr_cli_eval(int argc, char **argv)
     if (rc >= 0)
         return rc;
     gr_model *model = NULL;
-    name_list images = {0}, calib_names = {0};
-    const char *calib[MAX_CALIB_IMAGES + 1] = {0};
-    char *calib_paths[MAX_CALIB_IMAGES] = {0};
+    gr_model_info info;
+    name_list images = {0};
+    calib_set calib = {0};
     eval_result res[3];
     memset(res, 0, sizeof res);
-    int n_res = 0;
-    gr_status st;
-
-    gr_model_options mo;
-    gr_model_options_default(&mo);
-    mo.builtin = a.cfg ? NULL : a.model;
-    mo.cfg_path = a.cfg;
-    mo.weights_path = a.weights;
-    if ((st = gr_model_load(&mo, &model)) != GR_OK ||
-        (a.names && (st = gr_model_set_class_names(model, a.names)) != GR_OK)) {
-        rc = fail(st, NULL);
-        goto done;
-    }
-    gr_model_info info;
-    gr_model_get_info(model, &info);
-    if ((rc = gr_cli_check_image_channels(info.channels, info.height, info.width,
-                                          a.cfg ? a.cfg : info.name)) != GR_EXIT_OK)
-        goto done;
-    if (info.classes < 1) {
-        fprintf(stderr, "graphrun eval: %s has no detection head\n", info.name);
-        rc = GR_EXIT_INPUT;
-        goto done;
-    }
-    if (info.synthetic_weights)
-        fprintf(stderr, "graphrun eval: weights: SYNTHETIC - expect a mAP near 0; pass --weights "
-                        "FILE\n");
-    if ((st = list_images(a.images, a.max_images, &images)) != GR_OK) {
-        rc = fail(st, NULL);
-        goto done;
-    }
-    /* int8 calibration images: --calib-images, or the shapes model's own calibration set. */
-    const char *calib_dir = a.calib_images;
-    if (!calib_dir && !a.cfg && !strcmp(a.model, "shapes"))
-        calib_dir = GR_DATA_DIR "/shapes-calib";
-    for (int i = 0; i < a.n_precs; i++) {
-        if ((a.precs[i] != GR_PREC_INT8 && a.precs[i] != GR_PREC_AUTO) || !calib_dir)
-            continue;
-        if ((st = list_images(calib_dir, MAX_CALIB_IMAGES, &calib_names)) != GR_OK) {
-            rc = fail(st, "int8 calibration images");
-            goto done;
-        }
-        for (int k = 0; k < calib_names.n; k++) {
-            size_t len = strlen(calib_dir) + strlen(calib_names.names[k]) + 2;
-            if (!(calib_paths[k] = malloc(len))) {
-                rc = fail(gr_fail(GR_ERR_OUT_OF_MEMORY, "calibration paths"), NULL);
-                goto done;
-            }
-            join_path(calib_paths[k], len, calib_dir, calib_names.names[k]);
-            calib[k] = calib_paths[k];
-        }
-        break;
-    }
-    if (a.device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
-        fprintf(stderr,
-                "graphrun eval: no CUDA device visible: running the CPU reference (slow)\n");
-
     long long n_gt = 0;
     int n_missing = 0;
-    for (int i = 0; i < a.n_precs; i++) {
-        st = run_precision(&a, model, &info, &images, calib[0] ? calib : NULL, a.precs[i],
-                           &res[n_res], &n_gt, &n_missing);
-        if (st != GR_OK) {
+    rc = load_model(&a, &model, &info);
+    gr_status st = rc == GR_EXIT_OK ? list_images(a.images, a.max_images, &images) : GR_OK;
+    if (st != GR_OK)
+        rc = fail(st, NULL);
+    if (rc == GR_EXIT_OK)
+        rc = load_calib(&a, &calib);
+    if (rc == GR_EXIT_OK && a.device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
+        fprintf(stderr,
+                "graphrun eval: no CUDA device visible: running the CPU reference (slow)\n");
+    for (int i = 0; i < a.n_precs && rc == GR_EXIT_OK; i++) {
+        st = run_precision(&a, model, &info, &images, calib.list[0] ? calib.list : NULL, a.precs[i],
+                           &res[i], &n_gt, &n_missing);
+        if (st != GR_OK)
             rc = fail(st, NULL);
-            goto done;
-        }
-        fprintf(stderr, "graphrun eval: %s: %d images in %.1f s\n", gr_precision_name(a.precs[i]),
-                images.n, res[n_res].seconds);
-        n_res++;
+        else
+            fprintf(stderr, "graphrun eval: %s: %d images in %.1f s\n",
+                    gr_precision_name(a.precs[i]), images.n, res[i].seconds);
     }
-    if (n_missing)
+    if (rc == GR_EXIT_OK && n_missing)
         fprintf(stderr, "graphrun eval: %d images have no label file in %s (no objects)\n",
                 n_missing, a.labels);
-    if (a.json) {
-        print_json(model, &info, res, n_res, images.n, n_gt);
-    } else {
-        printf("model %s (%dx%d, %d classes): %d images, %lld ground-truth boxes; detections "
-               "above %g, NMS %g\n", info.name, info.width, info.height, info.classes, images.n,
-               n_gt, (double)a.thresh, (double)a.nms);
-        for (int i = 0; i < n_res; i++)
-            print_text(model, &info, &res[i]);
-    }
-    rc = GR_EXIT_OK;
-done:
+    if (rc == GR_EXIT_OK)
+        print_results(&a, model, &info, res, a.n_precs, images.n, n_gt);
     for (int i = 0; i < 3; i++)
         free(res[i].per_class);
-    for (int k = 0; k < MAX_CALIB_IMAGES; k++)
-        free(calib_paths[k]);
+    calib_free(&calib);
     names_free(&images);
-    names_free(&calib_names);
     gr_model_destroy(model);
     return rc;
 }

@@ -324,6 +324,81 @@ static gr_status show_tactics(const char *model, const char *cfg, const char *we
     return GR_OK;
 }
 
+/* The per-layer precision map (--prec auto or --layer-prec) into a->opt; *usage set for a bad
+ * combination or map (its line printed). */
+static gr_status precision_map(plan_args *a, const gr_net *net, gr_precision **map, int *usage)
+{
+    gr_plan_options *opt = &a->opt;
+    if (opt->precision == GR_PREC_AUTO && a->layer_prec) {
+        *usage = usage_error("--layer-prec cannot be combined with --prec", "auto");
+        return GR_OK;
+    }
+    if (opt->precision == GR_PREC_AUTO) {
+        GR_TRY(auto_map(a->model, a->cfg, a->weights, a->calib_dir, a->max_nrmse, a->device, map));
+        int any_i8 = 0, any_f16 = 0;
+        for (int l = 0; l < net->n_layers; l++) {
+            any_i8 |= (*map)[l] == GR_PREC_INT8;
+            any_f16 |= (*map)[l] == GR_PREC_FP16;
+        }
+        opt->precision = any_i8 ? GR_PREC_INT8 : any_f16 ? GR_PREC_FP16 : GR_PREC_FP32;
+    } else if (a->layer_prec) {
+        if (!parse_layer_prec(a->layer_prec, opt->precision, map, net->n_layers)) {
+            *usage = usage_error("bad --layer-prec (expected I=fp32|fp16|int8,...)", a->layer_prec);
+            return GR_OK;
+        }
+    }
+    if (*map) {
+        opt->layer_precision = *map;
+        opt->n_layer_precision = net->n_layers;
+    }
+    return GR_OK;
+}
+
+/* int8 scales when the plan has none yet: --calibrate (a CPU run of the fp32 plan over a
+ * synthetic image), or a range of 1. */
+static gr_status plan_ranges(const gr_net *net, gr_plan *plan, int calibrate)
+{
+    if (plan->scales_ready)
+        return GR_OK;
+    float *ranges = calloc((size_t)net->n_layers + 1, sizeof *ranges);
+    float *image = calibrate ? malloc((size_t)net->c * (size_t)net->h * (size_t)net->w *
+                                      sizeof *image)
+                             : NULL;
+    float input_range = 1.0f;
+    gr_status st = ranges && (image || !calibrate) ? GR_OK
+                                                   : gr_fail(GR_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st == GR_OK && calibrate) {
+        synthetic_image(net, image);
+        st = gr_plan_calibrate_ranges(net, image, 1, GR_CALIB_MAX, 0.0f, ranges, &input_range);
+    } else {
+        for (int l = 0; ranges && l < net->n_layers; l++)
+            ranges[l] = 1.0f;
+    }
+    if (st == GR_OK)
+        st = gr_plan_set_ranges(plan, ranges, input_range);
+    free(image);
+    free(ranges);
+    return st;
+}
+
+/* The plan on stdout, the DOT/SVG files, and (--device gpu with one precision, as text) the GPU
+ * engine's conv tactics (not for --prec auto: it says where the automatic search runs); with a
+ * per-layer map, a "precision map:" line first. */
+static gr_status show_plan(const plan_args *a, const gr_plan *plan, int has_map, int auto_prec)
+{
+    const int tactics = a->device == GR_DEVICE_GPU && !a->json && !a->layer_prec && !auto_prec;
+    if (!a->json)
+        print_precision_map(plan, has_map, stdout);
+    GR_TRY(a->json ? gr_plan_dump_json(plan, stdout) : gr_plan_dump_text(plan, stdout));
+    if (a->dot)
+        GR_TRY(write_file(a->dot, gr_plan_dump_dot, plan));
+    if (a->svg)
+        GR_TRY(write_file(a->svg, gr_plan_dump_svg, plan));
+    if (tactics)
+        GR_TRY(show_tactics(a->model, a->cfg, a->weights, &a->opt, a->timing_cache, a->search));
+    return GR_OK;
+}
+
 int gr_cli_plan(int argc, char **argv)
 {
     plan_args a = {.model = "yolo", .search = 1, .max_nrmse = GR_MAX_NRMSE_DEFAULT,
@@ -334,85 +409,24 @@ int gr_cli_plan(int argc, char **argv)
     int rc = gr_cli_run_parser(&parser, argc, argv, plan_usage);
     if (rc >= 0)
         return rc;
-    const char *model = a.model, *cfg = a.cfg, *weights = a.weights, *layer_prec = a.layer_prec;
-    const char *dot = a.dot, *svg = a.svg, *calib_dir = a.calib_dir;
-    const char *timing_cache = a.timing_cache;
-    int json = a.json, calibrate = a.calibrate, search = a.search;
-    float max_nrmse = a.max_nrmse;
-    gr_device device = a.device;
-    gr_plan_options opt = a.opt;
-
-    /* --device gpu with one precision, as text: the GPU engine's conv tactics after the plan
-     * (with --prec auto it says where the automatic search runs). */
-    const int tactics = device == GR_DEVICE_GPU && !json && !layer_prec &&
-                        opt.precision != GR_PREC_AUTO;
+    const int auto_prec = a.opt.precision == GR_PREC_AUTO;
     gr_net *net = NULL;
     gr_plan *plan = NULL;
     gr_precision *map = NULL;
-    float *image = NULL, *ranges = NULL;
-    gr_status st = cfg ? gr_net_parse_file(cfg, &net) : gr_net_builtin(model, &net);
+    int usage = GR_EXIT_OK;
+    gr_status st = a.cfg ? gr_net_parse_file(a.cfg, &net) : gr_net_builtin(a.model, &net);
     if (st == GR_OK)
-        st = weights ? gr_net_load_weights(net, weights) : gr_net_synthesize_weights(net, 1);
-    if (st == GR_OK && opt.precision == GR_PREC_AUTO) {
-        if (layer_prec) {
-            gr_net_free(net);
-            return usage_error("--layer-prec cannot be combined with --prec", "auto");
-        }
-        st = auto_map(model, cfg, weights, calib_dir, max_nrmse, device, &map);
-        if (st == GR_OK) {
-            int any_i8 = 0, any_f16 = 0;
-            for (int l = 0; l < net->n_layers; l++) {
-                any_i8 |= map[l] == GR_PREC_INT8;
-                any_f16 |= map[l] == GR_PREC_FP16;
-            }
-            opt.precision = any_i8 ? GR_PREC_INT8 : any_f16 ? GR_PREC_FP16 : GR_PREC_FP32;
-            opt.layer_precision = map;
-            opt.n_layer_precision = net->n_layers;
-        }
-    }
-    if (st == GR_OK && layer_prec) {
-        if (!parse_layer_prec(layer_prec, opt.precision, &map, net->n_layers)) {
-            gr_net_free(net);
-            return usage_error("bad --layer-prec (expected I=fp32|fp16|int8,...)", layer_prec);
-        }
-        opt.layer_precision = map;
-        opt.n_layer_precision = net->n_layers;
-    }
+        st = a.weights ? gr_net_load_weights(net, a.weights) : gr_net_synthesize_weights(net, 1);
     if (st == GR_OK)
-        st = gr_plan_build(net, &opt, &plan);
-    if (st == GR_OK && !plan->scales_ready) {
-        ranges = calloc((size_t)net->n_layers + 1, sizeof *ranges);
-        st = ranges ? GR_OK : gr_fail(GR_ERR_OUT_OF_MEMORY, "out of memory");
-        float input_range = 1.0f;
-        if (st == GR_OK && calibrate) {
-            image = malloc((size_t)net->c * (size_t)net->h * (size_t)net->w * sizeof *image);
-            st = image ? GR_OK : gr_fail(GR_ERR_OUT_OF_MEMORY, "out of memory");
-            if (st == GR_OK) {
-                synthetic_image(net, image);
-                st = gr_plan_calibrate_ranges(net, image, 1, GR_CALIB_MAX, 0.0f, ranges,
-                                              &input_range);
-            }
-        } else {
-            for (int l = 0; ranges && l < net->n_layers; l++)
-                ranges[l] = 1.0f;
-        }
-        if (st == GR_OK)
-            st = gr_plan_set_ranges(plan, ranges, input_range);
-    }
-    if (st == GR_OK && !json)
-        print_precision_map(plan, map != NULL, stdout);
-    if (st == GR_OK)
-        st = json ? gr_plan_dump_json(plan, stdout) : gr_plan_dump_text(plan, stdout);
-    if (st == GR_OK && dot)
-        st = write_file(dot, gr_plan_dump_dot, plan);
-    if (st == GR_OK && svg)
-        st = write_file(svg, gr_plan_dump_svg, plan);
-    if (st == GR_OK && tactics)
-        st = show_tactics(model, cfg, weights, &opt, timing_cache, search);
-    int code = st == GR_OK ? 0 : fail(st);
+        st = precision_map(&a, net, &map, &usage);
+    if (st == GR_OK && usage == GR_EXIT_OK)
+        st = gr_plan_build(net, &a.opt, &plan);
+    if (plan && st == GR_OK)
+        st = plan_ranges(net, plan, a.calibrate);
+    if (plan && st == GR_OK)
+        st = show_plan(&a, plan, map != NULL, auto_prec);
+    int code = st != GR_OK ? fail(st) : usage;
     free(map);
-    free(image);
-    free(ranges);
     gr_plan_free(plan);
     gr_net_free(net);
     return code;
