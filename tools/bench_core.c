@@ -269,14 +269,9 @@ static gr_status round_robin(gr_engine *engine, int runs, bench_result *r)
     return GR_OK;
 }
 
-/* Time one (precision, batch). `image_u8` is one letterboxed image of `image_bytes`. */
-static gr_status bench_one(const gr_model *model, const bench_options *o, const uint8_t *image_u8,
-                           size_t image_bytes, bench_result *r)
+static gr_status build_engine(const gr_model *model, const bench_options *o, bench_result *r,
+                              gr_engine **engine)
 {
-    gr_engine *engine = NULL;
-    double *times = NULL, *parts = NULL;
-    gr_status st;
-
     gr_engine_options eo;
     gr_engine_options_default(&eo);
     eo.device = GR_DEVICE_GPU;
@@ -289,77 +284,76 @@ static gr_status bench_one(const gr_model *model, const bench_options *o, const 
         eo.tactic_search = o->tactic_search;
     eo.timing_cache = o->timing_cache;
     double build_start = now_us();
-    st = gr_engine_build(model, &eo, &engine);
+    gr_status st = gr_engine_build(model, &eo, engine);
     r->build_ms = (now_us() - build_start) / 1e3;
-    if (st == GR_OK)
-        gr_engine_tactic_stats(engine, &r->tactics);
-    if (st != GR_OK) {
-        record_failure(r, st, "building the GPU engine");
-        goto done;
-    }
-    snprintf(r->device_name, sizeof r->device_name, "%s", gr_engine_device_name(engine));
+    if (st != GR_OK)
+        return record_failure(r, st, "building the GPU engine");
+    gr_engine_tactic_stats(*engine, &r->tactics);
+    snprintf(r->device_name, sizeof r->device_name, "%s", gr_engine_device_name(*engine));
     if (r->precision == GR_PREC_AUTO)
-        fprintf(stderr, "%s: %s\n", prog, gr_engine_notice(engine));
+        fprintf(stderr, "%s: %s\n", prog, gr_engine_notice(*engine));
+    return GR_OK;
+}
 
-    /* Zero-copy: the image goes straight into the engine's pinned input buffer once; each run is
-     * then exactly what a serving loop does after writing its input (one graph launch + sync). */
-    void *pinned = NULL;
-    size_t pinned_bytes = 0;
-    times = malloc(sizeof *times * (size_t)o->iters);
-    parts = malloc(sizeof *parts * 4 * (size_t)o->iters);
-    if (!times || !parts) {
-        st = GR_ERR_OUT_OF_MEMORY;
-        snprintf(r->error, sizeof r->error, "out of host memory for batch %d", r->batch);
-        r->status = st;
-        goto done;
-    }
+/* Zero-copy: the image goes straight into every slot's pinned input buffer once; each run is
+ * then exactly what a serving loop does after writing its input (one graph launch + sync). */
+static gr_status fill_inputs(gr_engine *engine, const uint8_t *image_u8, size_t image_bytes,
+                             bench_result *r)
+{
     for (int slot = gr_engine_inflight(engine) - 1; slot >= 0; slot--) {
-        if ((st = gr_engine_slot_input(engine, slot, 1, &pinned, &pinned_bytes)) != GR_OK) {
-            record_failure(r, st, "gr_engine_slot_input");
-            goto done;
-        }
+        void *pinned = NULL;
+        size_t pinned_bytes = 0;
+        gr_status st = gr_engine_slot_input(engine, slot, 1, &pinned, &pinned_bytes);
+        if (st != GR_OK)
+            return record_failure(r, st, "gr_engine_slot_input");
         for (int b = 0; b < r->batch; b++)
             memcpy((uint8_t *)pinned + (size_t)b * image_bytes, image_u8, image_bytes);
     }
+    return GR_OK;
+}
 
+/* Warm-up, then --iters timed synchronous runs: host times in times[], the engine's split in
+ * parts[4][iters] (convert, copy, compute, end to end). */
+static gr_status timed_runs(gr_engine *engine, const bench_options *o, bench_result *r,
+                            double *times, double *parts)
+{
+    gr_status st;
     for (int i = 0; i < o->warmup; i++)
-        if ((st = gr_engine_run(engine)) != GR_OK) {
-            record_failure(r, st, "warm-up run");
-            goto done;
-        }
+        if ((st = gr_engine_run(engine)) != GR_OK)
+            return record_failure(r, st, "warm-up run");
     for (int i = 0; i < o->iters; i++) {
         double t0 = now_us();
         st = gr_engine_run(engine);
         double t1 = now_us();
-        if (st != GR_OK) {
-            record_failure(r, st, "timed run");
-            goto done;
-        }
+        if (st != GR_OK)
+            return record_failure(r, st, "timed run");
         times[i] = t1 - t0;
         gr_timing t;
-        if ((st = gr_engine_timing(engine, &t)) != GR_OK) {
-            record_failure(r, st, "gr_engine_timing");
-            goto done;
-        }
+        if ((st = gr_engine_timing(engine, &t)) != GR_OK)
+            return record_failure(r, st, "gr_engine_timing");
         parts[i] = t.convert_us;
         parts[o->iters + i] = t.copy_us;
         parts[2 * o->iters + i] = t.compute_us;
         parts[3 * o->iters + i] = t.end_to_end_us;
     }
-    r->output_ok = outputs_sane(engine);
+    return GR_OK;
+}
 
-    if ((st = round_robin(engine, o->warmup, r)) != GR_OK)
-        goto done;
+/* Sustained throughput: --iters runs round robin over the slots, after a warm-up. */
+static gr_status sustained(gr_engine *engine, const bench_options *o, bench_result *r)
+{
+    gr_status st = round_robin(engine, o->warmup, r);
     double t0 = now_us();
-    if ((st = round_robin(engine, o->iters, r)) != GR_OK)
-        goto done;
+    if (st == GR_OK)
+        st = round_robin(engine, o->iters, r);
+    if (st != GR_OK)
+        return st;
     r->sustained_images_per_s = (double)o->iters * r->batch / ((now_us() - t0) * 1e-6);
-    r->output_ok &= outputs_sane(engine);
-    if ((st = gr_engine_memory(engine, &r->memory)) != GR_OK) {
-        record_failure(r, st, "gr_engine_memory");
-        goto done;
-    }
+    return GR_OK;
+}
 
+static void summarize(const bench_options *o, double *times, double *parts, bench_result *r)
+{
     double sum = 0;
     for (int i = 0; i < o->iters; i++)
         sum += times[i];
@@ -373,18 +367,45 @@ static gr_status bench_one(const gr_model *model, const bench_options *o, const 
     r->split.copy_us = median_of(parts + o->iters, o->iters);
     r->split.compute_us = median_of(parts + 2 * o->iters, o->iters);
     r->split.end_to_end_us = median_of(parts + 3 * o->iters, o->iters);
-    r->status = GR_OK;
-    st = GR_OK;
-done:
+}
+
+/* Time one (precision, batch). `image_u8` is one letterboxed image of `image_bytes`. */
+static gr_status bench_one(const gr_model *model, const bench_options *o, const uint8_t *image_u8,
+                           size_t image_bytes, bench_result *r)
+{
+    gr_engine *engine = NULL;
+    double *times = malloc(sizeof *times * (size_t)o->iters);
+    double *parts = malloc(sizeof *parts * 4 * (size_t)o->iters);
+    gr_status st = times && parts ? GR_OK : GR_ERR_OUT_OF_MEMORY;
+    if (st != GR_OK) {
+        snprintf(r->error, sizeof r->error, "out of host memory for batch %d", r->batch);
+        r->status = st;
+    }
+    if (st == GR_OK)
+        st = build_engine(model, o, r, &engine);
+    if (st == GR_OK)
+        st = fill_inputs(engine, image_u8, image_bytes, r);
+    if (st == GR_OK)
+        st = timed_runs(engine, o, r, times, parts);
+    if (st == GR_OK) {
+        r->output_ok = outputs_sane(engine);
+        st = sustained(engine, o, r);
+    }
+    if (st == GR_OK) {
+        r->output_ok &= outputs_sane(engine);
+        if ((st = gr_engine_memory(engine, &r->memory)) != GR_OK)
+            record_failure(r, st, "gr_engine_memory");
+    }
+    if (st == GR_OK) {
+        summarize(o, times, parts, r);
+        r->status = GR_OK;
+    }
     free(parts);
     free(times);
-
     gr_engine_destroy(engine);
     return st;
 }
 
-/* The throughput a target is judged on: issue 10's targets are for runs in flight (copies
- * overlapped), so the sustained figure where two or more ran in flight, else the synchronous one. */
 static double judged_images_per_s(const bench_result *r)
 {
     return r->memory.inflight >= 2 ? r->sustained_images_per_s : r->images_per_s;
@@ -527,6 +548,71 @@ static int write_json(const char *path, const bench_options *o, const char *mode
     return 1;
 }
 
+/* The model and its input: the photo letterboxed once, as uint8 (the GPU's input). Returns an
+ * exit code (its line printed). */
+static int load_input(const bench_options *o, gr_model **model, gr_model_info *info,
+                      uint8_t **image_u8)
+{
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = o->model;
+    gr_status st = gr_model_load(&mo, model);
+    if (st != GR_OK) {
+        fprintf(stderr, "%s: loading model '%s': %s (%s)\n", prog, o->model, gr_last_error(),
+                gr_status_str(st));
+        return gr_cli_exit_code(st);
+    }
+    gr_model_get_info(*model, info);
+    int rc = gr_cli_check_image_channels(info->channels, info->height, info->width, info->name);
+    if (rc != GR_EXIT_OK)
+        return rc;
+    gr_image *image = NULL;
+    if ((st = gr_image_load(o->image, &image)) == GR_OK) {
+        *image_u8 = malloc((size_t)info->channels * (size_t)info->width * (size_t)info->height);
+        st = *image_u8 ? gr_image_letterbox_u8(image, info->width, info->height, *image_u8)
+                       : GR_ERR_OUT_OF_MEMORY;
+    }
+    gr_image_destroy(image);
+    if (st != GR_OK) {
+        fprintf(stderr, "%s: %s: %s (%s)\n", prog, o->image,
+                st == GR_ERR_OUT_OF_MEMORY ? "out of host memory" : gr_last_error(),
+                gr_status_str(st));
+        return gr_cli_exit_code(st);
+    }
+    return GR_EXIT_OK;
+}
+
+/* Every (precision, batch): a line each on stdout, a failure's on stderr. Returns the failures;
+ * *measured counts those that ran. */
+static int run_all(const gr_model *model, const bench_options *o, const uint8_t *image_u8,
+                   size_t image_bytes, bench_result *results, int *measured)
+{
+    int failures = 0, n = 0;
+    for (int p = 0; p < o->n_precisions; p++)
+        for (int b = 0; b < o->n_batches; b++) {
+            bench_result *r = &results[n++];
+            r->precision = o->precisions[p];
+            r->batch = o->batches[b];
+            if (bench_one(model, o, image_u8, image_bytes, r) != GR_OK) {
+                fprintf(stderr, "%s: %s batch %d: %s\n", prog, gr_precision_name(r->precision),
+                        r->batch, r->error);
+                failures++;
+                continue;
+            }
+            (*measured)++;
+            if (!r->output_ok) {
+                fprintf(stderr, "%s: %s batch %d: the output has non-finite values or is all "
+                                "zero\n", prog, gr_precision_name(r->precision), r->batch);
+                failures++;
+            }
+            printf("%s batch %d on %s: p50 %.1f us, %.0f images/s; %.0f images/s sustained with %d "
+                   "in flight\n", gr_precision_name(r->precision), r->batch, r->device_name, r->p50,
+                   r->images_per_s, r->sustained_images_per_s, o->inflight);
+            fflush(stdout);
+        }
+    return failures;
+}
+
 int gr_bench_main(const char *program, int argc, char **argv)
 {
     prog = program;
@@ -534,95 +620,35 @@ int gr_bench_main(const char *program, int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
     if (rc >= 0)
         return rc;
-
     if (gr_cuda_device_count() == 0) {
         fprintf(stderr, "%s: no CUDA device visible (no GPU or driver, or graphrun was built "
                         "without CUDA): nothing to time\n", prog);
         return GR_EXIT_NO_DEVICE;
     }
-
     gr_model *model = NULL;
-    gr_image *image = NULL;
-    uint8_t *image_u8 = NULL;
-    bench_result *results = NULL;
-    int n_results = 0;
-    gr_status st;
-    rc = 1;
-
-    gr_model_options mo;
-    gr_model_options_default(&mo);
-    mo.builtin = o.model;
-    if ((st = gr_model_load(&mo, &model)) != GR_OK) {
-        fprintf(stderr, "%s: loading model '%s': %s (%s)\n", prog, o.model, gr_last_error(),
-                gr_status_str(st));
-        rc = gr_cli_exit_code(st);
-        goto done;
-    }
     gr_model_info info;
-    if ((st = gr_model_get_info(model, &info)) != GR_OK) {
-        fprintf(stderr, "%s: %s (%s)\n", prog, gr_last_error(), gr_status_str(st));
-        goto done;
+    uint8_t *image_u8 = NULL;
+    int n_results = o.n_precisions * o.n_batches;
+    bench_result *results = calloc((size_t)n_results, sizeof *results);
+    rc = results ? load_input(&o, &model, &info, &image_u8) : GR_EXIT_OOM;
+    if (rc == GR_EXIT_OK) {
+        printf("%s %s: model %s (%dx%dx%d, %.2f GFLOP/image, %s weights), input %s\n", prog,
+               gr_version(), info.name, info.width, info.height, info.channels, info.gflops,
+               info.synthetic_weights ? "synthetic" : "loaded", o.image);
+        fflush(stdout);
+        size_t image_bytes = (size_t)info.channels * (size_t)info.width * (size_t)info.height;
+        int measured = 0;
+        int failures = run_all(model, &o, image_u8, image_bytes, results, &measured);
+        if (measured > 0)
+            print_table(results, n_results, &o);
+        /* An unwritable --json is an output not written (3), as everywhere in the CLI. */
+        if (o.json_path && !write_json(o.json_path, &o, info.name, results, n_results))
+            rc = GR_EXIT_INPUT;
+        else
+            rc = failures ? GR_EXIT_FAILURE : GR_EXIT_OK;
     }
-    if ((rc = gr_cli_check_image_channels(info.channels, info.height, info.width, info.name)) !=
-        GR_EXIT_OK)
-        goto done;
-    rc = GR_EXIT_FAILURE;
-    if ((st = gr_image_load(o.image, &image)) != GR_OK) {
-        fprintf(stderr, "%s: %s (%s)\n", prog, gr_last_error(), gr_status_str(st));
-        rc = gr_cli_exit_code(st);
-        goto done;
-    }
-    size_t image_bytes = (size_t)info.channels * (size_t)info.width * (size_t)info.height;
-    image_u8 = malloc(image_bytes);
-    results = calloc((size_t)o.n_precisions * (size_t)o.n_batches, sizeof *results);
-    if (!image_u8 || !results) {
-        fprintf(stderr, "%s: out of host memory\n", prog);
-        rc = GR_EXIT_OOM;
-        goto done;
-    }
-    if ((st = gr_image_letterbox_u8(image, info.width, info.height, image_u8)) != GR_OK) {
-        fprintf(stderr, "%s: %s: %s (%s)\n", prog, o.image, gr_last_error(), gr_status_str(st));
-        rc = gr_cli_exit_code(st);
-        goto done;
-    }
-
-    printf("%s %s: model %s (%dx%dx%d, %.2f GFLOP/image, %s weights), input %s\n",
-           prog, gr_version(), info.name, info.width, info.height, info.channels, info.gflops,
-           info.synthetic_weights ? "synthetic" : "loaded", o.image);
-    fflush(stdout);
-    int failures = 0, measured = 0;
-    for (int p = 0; p < o.n_precisions; p++)
-        for (int b = 0; b < o.n_batches; b++) {
-            bench_result *r = &results[n_results++];
-            r->precision = o.precisions[p];
-            r->batch = o.batches[b];
-            if (bench_one(model, &o, image_u8, image_bytes, r) != GR_OK) {
-                fprintf(stderr, "%s: %s batch %d: %s\n", prog,
-                        gr_precision_name(r->precision), r->batch, r->error);
-                failures++;
-                continue;
-            }
-            measured++;
-            if (!r->output_ok) {
-                fprintf(stderr, "%s: %s batch %d: the output has non-finite values or is all "
-                                "zero\n", prog, gr_precision_name(r->precision), r->batch);
-                failures++;
-            }
-            printf("%s batch %d on %s: p50 %.1f us, %.0f images/s; %.0f images/s sustained with %d "
-                   "in flight\n",
-                   gr_precision_name(r->precision), r->batch, r->device_name, r->p50,
-                   r->images_per_s, r->sustained_images_per_s, o.inflight);
-            fflush(stdout);
-        }
-    if (measured > 0)
-        print_table(results, n_results, &o);
-    if (o.json_path && !write_json(o.json_path, &o, info.name, results, n_results))
-        failures++;
-    rc = failures ? 1 : 0;
-done:
     free(results);
     free(image_u8);
-    gr_image_destroy(image);
     gr_model_destroy(model);
     return rc;
 }
