@@ -88,7 +88,7 @@ typedef int (*gr_cli_apply_fn)(void *ctx, int id, const char *name, const char *
 typedef struct gr_cli_parser {
     const char *command;       /* "graphrun", "graphrun plan": messages and the --help hint */
     const gr_cli_flag *own;    /* the command's flags (name NULL ends the table), or NULL */
-    const gr_cli_flag *shared; /* a table shared with another command (compare: detect's), or NULL */
+    const gr_cli_flag *shared; /* a table shared with another command (compare: detect's) */
     gr_cli_apply_fn apply;
     void *ctx;
     int help, version;         /* out: --help / -h, --version seen */
@@ -121,15 +121,17 @@ void gr_cli_options_default(gr_cli_options *o);
  * with a one-line message in err. Never exits, never allocates. */
 int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t errlen);
 
-/* Shared by the detect paths: load the model and build the engine that `o` asks for, printing
- * the notices (model, synthetic weights, CPU fallback, device, the GPU's memory) on stderr. Returns an exit code;
- * on failure the error line is printed and nothing is left to free. */
+/* Shared by the commands: load the model and build the engine that `o` asks for, printing the
+ * notices (model, synthetic weights, CPU fallback, device, the GPU's memory) on stderr. Returns
+ * an exit code; on failure the error line is printed and nothing is left to free. */
 int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, gr_model_info *info);
 
-/* Print an error line "graphrun: [what: ]<last error>" and return the exit code of st. */
+/* Print an error line "graphrun: [what: ]<last error>" and return the exit code of st
+ * (gr_cli_exit_code: docs/errors.md's table). */
 int gr_cli_fail(gr_status st, const char *what);
 
-/* JSON string literal of s on f, escaped. */
+/* JSON string literal of s on f (tools/json.c): escaped, and valid UTF-8 whatever the bytes of s
+ * (a byte that starts no well-formed UTF-8 sequence is written as \ufffd). */
 void gr_cli_json_string(FILE *f, const char *s);
 /* `"detections": [...]` for n detections (class names from the model), each object after
  * `indent` ("" keeps it on one line). */
@@ -159,10 +161,10 @@ int gr_cli_eval(int argc, char **argv);
 int gr_cli_list_images(const char *dir, char ***paths);
 void gr_cli_free_list(char **paths);
 
-/* Calibration options from the command line into engine options (images: the list above or
- * NULL for the bundled photos); a progress bar on stderr when it is a terminal. */
 /* The engine's build notices on stderr, "graphrun: " before each line. */
 void gr_cli_print_notices(const gr_engine *engine);
+/* Calibration options from the command line into engine options (images: the list above or
+ * NULL for the bundled photos); a progress bar on stderr when it is a terminal. */
 void gr_cli_calib_options(const gr_cli_options *o, const char *const *images,
                           gr_engine_options *eo);
 

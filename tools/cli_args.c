@@ -1,6 +1,7 @@
 /* Command-line parsing for every subcommand: one parser over a table of flags per command, so
  * --help, --version, an unknown option and a missing value read the same everywhere; and the
- * detect command's table. Pure: no I/O, no allocation, no exit, so the fuzzer can hammer it. */
+ * detect command's table. The parser (gr_cli_parse_flags, gr_cli_parse) is pure: no I/O, no
+ * allocation, no exit, so the fuzzer can hammer it; gr_cli_run_parser prints its outcome. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -245,31 +246,56 @@ static int apply_number(gr_cli_options *o, int id, const char *v, char *err, siz
 {
     const char *want = NULL;
     switch (id) {
-    case F_THREADS: want = gr_cli_parse_int(v, 1, 1024, &o->threads) ? NULL : "an integer in 1..1024"; break;
-    case F_BATCH: want = gr_cli_parse_int(v, 1, GR_MAX_BATCH_CLI, &o->batch) ? NULL : "an integer in 1..4096"; break;
+    case F_THREADS:
+        want = gr_cli_parse_int(v, 1, 1024, &o->threads)
+                   ? NULL : "an integer in 1..1024";
+        break;
+    case F_BATCH:
+        want = gr_cli_parse_int(v, 1, GR_MAX_BATCH_CLI, &o->batch)
+                   ? NULL : "an integer in 1..4096";
+        break;
     case F_RUNS:
         want = gr_cli_parse_int(v, 1, 1000000, &o->runs) ? NULL : "an integer in 1..1000000";
         o->runs_given = 1;
         break;
-    case F_THRESH: want = gr_cli_parse_float(v, 0.0f, 1.0f, &o->thresh) ? NULL : "a number in [0, 1]"; break;
-    case F_NMS: want = gr_cli_parse_float(v, 0.0f, 1.0f, &o->nms) ? NULL : "a number in [0, 1]"; break;
-    case F_MAX_NRMSE: want = gr_cli_parse_float(v, 0.0f, 1.0f, &o->max_nrmse) ? NULL : "a number in [0, 1]"; break;
+    case F_THRESH:
+        want = gr_cli_parse_float(v, 0.0f, 1.0f, &o->thresh)
+                   ? NULL : "a number in [0, 1]";
+        break;
+    case F_NMS:
+        want = gr_cli_parse_float(v, 0.0f, 1.0f, &o->nms)
+                   ? NULL : "a number in [0, 1]";
+        break;
+    case F_MAX_NRMSE:
+        want = gr_cli_parse_float(v, 0.0f, 1.0f, &o->max_nrmse)
+                   ? NULL : "a number in [0, 1]";
+        break;
     case F_CALIB_PERCENTILE:
-        want = gr_cli_parse_float(v, 50.0f, 100.0f, &o->calib_percentile) && o->calib_percentile > 50.0f
-                   ? NULL : "a number in (50, 100]";
+        want = gr_cli_parse_float(v, 50.0f, 100.0f, &o->calib_percentile) &&
+                       o->calib_percentile > 50.0f
+                   ? NULL
+                   : "a number in (50, 100]";
         break;
     case F_SEED: want = parse_seed(v, &o->seed) ? NULL : "a non-negative integer"; break;
     case F_DEVICE: want = gr_cli_parse_device(v, &o->device) ? NULL : "auto, cpu or gpu"; break;
-    case F_CALIB_DEVICE: want = gr_cli_parse_device(v, &o->calib_device) ? NULL : "auto, cpu or gpu"; break;
-    case F_PREC: want = gr_precision_parse(v, &o->precision) == GR_OK ? NULL : "fp32, fp16, int8 or auto"; break;
+    case F_CALIB_DEVICE:
+        want = gr_cli_parse_device(v, &o->calib_device)
+                   ? NULL : "auto, cpu or gpu";
+        break;
+    case F_PREC:
+        want = gr_precision_parse(v, &o->precision) == GR_OK
+                   ? NULL : "fp32, fp16, int8 or auto";
+        break;
     case F_CALIB:
-        want = gr_calib_method_parse(v, &o->calib_method) == GR_OK ? NULL
-                                                                     : "max, percentile, entropy or mse";
+        want = gr_calib_method_parse(v, &o->calib_method) == GR_OK
+                   ? NULL
+                   : "max, percentile, entropy or mse";
         break;
     default: return gr_cli_usage_error(err, errlen, "option %d has no handler", id);
     }
-    return want ? gr_cli_usage_error(err, errlen, "%s '%s' is not %s", gr_cli_flag_name(id), v, want)
-                : GR_EXIT_OK;
+    if (!want)
+        return GR_EXIT_OK;
+    return gr_cli_usage_error(err, errlen, "%s '%s' is not %s", gr_cli_flag_name(id), v, want);
 }
 
 const char *gr_cli_flag_name(int id)
@@ -285,9 +311,11 @@ int gr_cli_detect_apply(void *ctx, int id, const char *name, const char *value, 
 {
     (void)name;
     gr_cli_options *o = ctx;
-    if (!value)
-        return apply_switch(o, id) ? GR_EXIT_OK
-                                   : gr_cli_usage_error(err, errlen, "option %d has no handler", id);
+    if (!value) {
+        if (apply_switch(o, id))
+            return GR_EXIT_OK;
+        return gr_cli_usage_error(err, errlen, "option %d has no handler", id);
+    }
     if (apply_path(o, id, value))
         return GR_EXIT_OK;
     if (id == F_INPUT) {

@@ -282,7 +282,8 @@ int gr_cli_check_image_channels(int channels, int height, int width, const char 
         return GR_EXIT_OK;
     fprintf(stderr, "graphrun: %s: the network's input has %d channels ([net] channels=%d); "
                     "images are decoded to 3 (RGB): give a float32 .npy of its input shape "
-                    "(%dx%dx%d) instead\n", model_name, channels, channels, channels, height, width);
+                    "(%dx%dx%d) instead\n",
+            model_name, channels, channels, channels, height, width);
     return GR_EXIT_INPUT;
 }
 

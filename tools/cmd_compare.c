@@ -126,8 +126,8 @@ static int compare_apply(void *ctx, int id, const char *name, const char *value,
         return gr_cli_detect_apply(&a->o, id, name, value, err, errlen);
     gr_calib_method m;
     if (gr_calib_method_parse(value, &m) != GR_OK)
-        return gr_cli_usage_error(err, errlen, "--calib '%s' is not max, percentile, entropy or mse",
-                                  value);
+        return gr_cli_usage_error(err, errlen,
+                                  "--calib '%s' is not max, percentile, entropy or mse", value);
     if (a->n_methods < 4)
         a->methods[a->n_methods++] = m;
     return GR_EXIT_OK;

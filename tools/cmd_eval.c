@@ -108,13 +108,20 @@ static const char *apply_value(eval_args *a, int id, const char *v)
     case E_CALIB:
         return gr_calib_method_parse(v, &a->calib_method) == GR_OK
                    ? NULL : "max, percentile, entropy or mse";
-    case E_MAX_NRMSE: return gr_cli_parse_float(v, 0.0f, 1.0f, &a->max_nrmse) ? NULL : "a number in [0, 1]";
+    case E_MAX_NRMSE:
+        return gr_cli_parse_float(v, 0.0f, 1.0f, &a->max_nrmse)
+                   ? NULL : "a number in [0, 1]";
     case E_PREC: return parse_precs(v, a) ? NULL : "fp32, fp16, int8, auto or all";
     case E_DEVICE: return gr_cli_parse_device(v, &a->device) ? NULL : "auto, cpu or gpu";
-    case E_BATCH: return gr_cli_parse_int(v, 1, GR_MAX_BATCH_CLI, &a->batch) ? NULL : "an integer in 1..4096";
+    case E_BATCH:
+        return gr_cli_parse_int(v, 1, GR_MAX_BATCH_CLI, &a->batch)
+                   ? NULL : "an integer in 1..4096";
     case E_MAX_IMAGES:
-        return gr_cli_parse_int(v, 1, MAX_EVAL_IMAGES, &a->max_images) ? NULL : "a positive integer";
-    case E_THRESH: return gr_cli_parse_float(v, 0.0f, 1.0f, &a->thresh) ? NULL : "a number in [0, 1]";
+        return gr_cli_parse_int(v, 1, MAX_EVAL_IMAGES, &a->max_images) ? NULL
+                                                                         : "a positive integer";
+    case E_THRESH:
+        return gr_cli_parse_float(v, 0.0f, 1.0f, &a->thresh)
+                   ? NULL : "a number in [0, 1]";
     case E_NMS: return gr_cli_parse_float(v, 0.0f, 1.0f, &a->nms) ? NULL : "a number in [0, 1]";
     default: break;
     }
@@ -285,7 +292,8 @@ static gr_status parse_label_line(char *line, const char *full, int line_no, int
         p = end;
     }
     if (k < 5 || *skip_space(p))
-        return gr_fail(GR_ERR_PARSE, "%s:%d: expected 'class cx cy w h' (5 numbers)", full, line_no);
+        return gr_fail(GR_ERR_PARSE, "%s:%d: expected 'class cx cy w h' (5 numbers)", full,
+                       line_no);
     if (v[0] != floor(v[0]) || v[0] < 0 || v[0] >= classes)
         return gr_fail(GR_ERR_PARSE, "%s:%d: class %g is not an integer in 0..%d (the model's "
                                      "classes)", full, line_no, v[0], classes - 1);
@@ -338,8 +346,8 @@ static gr_status read_labels(const char *labels_dir, const char *image_name, int
         if (!strchr(line, '\n') && !feof(f))
             st = gr_fail(GR_ERR_PARSE, "%s:%d: line longer than %d bytes", full, line_no,
                          MAX_LABEL_LINE - 2);
-        else if ((st = parse_label_line(line, full, line_no, classes, v, &blank)) == GR_OK && !blank)
-            st = add_box(v, w, h, full, out, n, &cap);
+        else if ((st = parse_label_line(line, full, line_no, classes, v, &blank)) == GR_OK)
+            st = blank ? GR_OK : add_box(v, w, h, full, out, n, &cap);
     }
     if (f && st == GR_OK && ferror(f))
         st = gr_fail(GR_ERR_IO, "%s: read error: %s", full, strerror(errno));

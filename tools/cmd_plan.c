@@ -110,11 +110,18 @@ static int plan_apply(void *ctx, int id, const char *name, const char *v, char *
     case P_SVG: a->svg = v; break;
     case P_TIMING_CACHE: a->timing_cache = v; break;
     case P_PREC:
-        want = gr_precision_parse(v, &a->opt.precision) == GR_OK ? NULL : "fp32, fp16, int8 or auto";
+        want = gr_precision_parse(v, &a->opt.precision) == GR_OK ? NULL
+                                                                 : "fp32, fp16, int8 or auto";
         break;
-    case P_MAX_NRMSE: want = gr_cli_parse_float(v, 0.0f, 1.0f, &a->max_nrmse) ? NULL : "a number in [0, 1]"; break;
+    case P_MAX_NRMSE:
+        want = gr_cli_parse_float(v, 0.0f, 1.0f, &a->max_nrmse)
+                   ? NULL : "a number in [0, 1]";
+        break;
     case P_DEVICE: want = gr_cli_parse_device(v, &a->device) ? NULL : "auto, cpu or gpu"; break;
-    case P_BATCH: want = gr_cli_parse_int(v, 1, GR_MAX_BATCH, &a->opt.batch) ? NULL : "an integer in 1..4096"; break;
+    case P_BATCH:
+        want = gr_cli_parse_int(v, 1, GR_MAX_BATCH, &a->opt.batch)
+                   ? NULL : "an integer in 1..4096";
+        break;
     default: plan_switch(a, id); break;
     }
     return want ? gr_cli_usage_error(err, errlen, "%s '%s' is not %s", name, v, want) : GR_EXIT_OK;

@@ -12,7 +12,10 @@
 static int utf8_length(const unsigned char *s)
 {
     unsigned char c = s[0];
-    int n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    int n = c >= 0xc2 && c <= 0xdf   ? 2
+            : c >= 0xe0 && c <= 0xef ? 3
+            : c >= 0xf0 && c <= 0xf4 ? 4
+                                     : 0;
     for (int i = 1; i < n; i++)
         if ((s[i] & 0xc0) != 0x80)
             return 0;
