@@ -406,6 +406,8 @@ static gr_status bench_one(const gr_model *model, const bench_options *o, const 
     return st;
 }
 
+/* The throughput a target is judged on: issue 10's targets are for runs in flight (copies
+ * overlapped), so the sustained figure where two or more ran in flight, else the synchronous one. */
 static double judged_images_per_s(const bench_result *r)
 {
     return r->memory.inflight >= 2 ? r->sustained_images_per_s : r->images_per_s;
