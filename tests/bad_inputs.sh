@@ -161,7 +161,7 @@ run_case "npy: missing file" 3 "missing.npy: cannot open: No such file" -- "${cp
 # ---- options -----------------------------------------------------------------------------------
 run_case "option: unknown" 2 "unknown option '--bogus'" -- --bogus
 run_case "option: positional" 2 "unexpected argument 'dog.jpg'" -- dog.jpg
-run_case "option: missing value" 2 "option --input needs a value" -- --input
+run_case "option: missing value" 2 "missing value for '--input'" -- --input
 run_case "option: newline in name" 2 "unknown option '--bach4\?--bogus'" -- $'--bach4\n--bogus'
 run_case "option: precision" 2 "--prec 'int4' is not fp32, fp16, int8 or auto" -- --prec int4
 run_case "option: max-nrmse 2" 2 "--max-nrmse '2' is not a number in \[0, 1\]" -- --max-nrmse 2

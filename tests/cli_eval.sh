@@ -83,6 +83,13 @@ printf '0 0.5 0.5 0.2 0.2\n7 0.5 0.5 0.2 0.2\n' > "$tmp/bad/a.txt"
 "$graphrun" eval --model shapes --images "$tmp/bad" --device cpu > /dev/null 2> "$tmp/err.txt"
 [ $? -eq 3 ] || fail "class out of range: expected exit 3"
 grep -q "a.txt:2: class 7" "$tmp/err.txt" || fail "class message: $(cat "$tmp/err.txt")"
+# A directory under a label file's name is an error naming it (it read as an empty label file).
+rm "$tmp/bad/a.txt"
+mkdir "$tmp/bad/a.txt"
+"$graphrun" eval --model shapes --images "$tmp/bad" --device cpu > /dev/null 2> "$tmp/err.txt"
+[ $? -eq 3 ] || fail "a label directory: expected exit 3"
+grep -q "a.txt: not a regular file (a directory)" "$tmp/err.txt" || fail "label directory message: $(cat "$tmp/err.txt")"
+rmdir "$tmp/bad/a.txt"
 "$graphrun" eval --model shapes --images "$tmp/nowhere" > /dev/null 2>&1
 [ $? -eq 3 ] || fail "missing folder: expected exit 3"
 "$graphrun" eval --model shapes > /dev/null 2>&1

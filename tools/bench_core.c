@@ -13,7 +13,9 @@
  * (gr_engine_memory).
  *
  * It uses only include/graphrun/runtime.h. Exit status: 0 all configurations ran, 1 one failed
- * (one line each on stderr, the others still run), 2 bad command line, 77 no CUDA device. */
+ * (one line each on stderr, the others still run), 2 bad command line, 3 an unreadable
+ * image or unwritable --json file, 4 no CUDA device (docs/errors.md; tests/cli_bench.sh turns 4
+ * into ctest's skip). */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, gmtime_r */
 
 #include <errno.h>
@@ -31,7 +33,6 @@
 #endif
 
 #define MAX_BATCHES 16
-#define EXIT_SKIP 77
 
 typedef struct bench_options {
     const char *model;
@@ -93,9 +94,9 @@ static double now_us(void)
 /* The program's name in messages: "graphrun_bench" or "graphrun bench". */
 static const char *prog = "graphrun_bench";
 
-static void print_help(void)
+static void print_help(FILE *f)
 {
-    printf("usage: %s [--model M] [--prec fp32|fp16|int8|auto|all] [--batch N[,N...]]\n"
+    fprintf(f, "usage: %s [--model M] [--prec fp32|fp16|int8|auto|all] [--batch N[,N...]]\n"
            "         [--iters N] [--warmup N] [--inflight N] [--image FILE] [--eager]\n"
            "         [--max-nrmse X] [--json FILE] [--timing-cache FILE] [--[no-]tactic-search]\n"
            "         [--f32-algo A] [--split-k auto|on|off] [--pdl auto|on|off]\n"
@@ -122,19 +123,9 @@ static void print_help(void)
            "(input copy, compute, output copy).\n"
            "Sustained img/s: --iters runs round robin over --inflight slots (gr_engine_submit /\n"
            "gr_engine_wait), images over the wall time of the loop.\n"
-           "Exit: 0 ok, 1 a configuration failed, 2 usage, 77 no GPU.\n",
+           "Exit: 0 ok, 1 a configuration failed, 2 usage, 3 unreadable input or output file, 4 no GPU\n"
+           "(docs/errors.md).\n",
            prog, GR_MAX_INFLIGHT, GR_DATA_DIR);
-}
-
-static int parse_int(const char *s, int min, int max, int *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end != '\0' || v < min || v > max)
-        return 0;
-    *out = (int)v;
-    return 1;
 }
 
 /* "1,64" -> batches; returns 0 on a malformed list. */
@@ -146,7 +137,7 @@ static int parse_batches(const char *arg, bench_options *o)
     strcpy(buf, arg);
     o->n_batches = 0;
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        if (o->n_batches == MAX_BATCHES || !parse_int(tok, 1, 4096, &o->batches[o->n_batches]))
+        if (o->n_batches == MAX_BATCHES || !gr_cli_parse_int(tok, 1, 4096, &o->batches[o->n_batches]))
             return 0;
         o->n_batches++;
     }
@@ -176,7 +167,52 @@ static int parse_precisions(const char *arg, bench_options *o)
     return o->n_precisions > 0;
 }
 
-/* Returns -1 to go on, else the exit status (help or a usage error). */
+enum {
+    B_EAGER = 1, B_NO_TACTIC_SEARCH, B_TACTIC_SEARCH, B_MODEL, B_IMAGE, B_JSON, B_TIMING_CACHE,
+    B_PREC, B_BATCH, B_ITERS, B_WARMUP, B_MAX_NRMSE, B_INFLIGHT, B_F32_ALGO, B_SPLIT_K, B_PDL
+};
+
+static const gr_cli_flag bench_flags[] = {
+    {"--eager", B_EAGER, 0}, {"--no-tactic-search", B_NO_TACTIC_SEARCH, 0},
+    {"--tactic-search", B_TACTIC_SEARCH, 0}, {"--model", B_MODEL, 1}, {"--image", B_IMAGE, 1},
+    {"--json", B_JSON, 1}, {"--timing-cache", B_TIMING_CACHE, 1}, {"--prec", B_PREC, 1},
+    {"--batch", B_BATCH, 1}, {"--iters", B_ITERS, 1}, {"--warmup", B_WARMUP, 1},
+    {"--max-nrmse", B_MAX_NRMSE, 1}, {"--inflight", B_INFLIGHT, 1}, {"--f32-algo", B_F32_ALGO, 1},
+    {"--split-k", B_SPLIT_K, 1}, {"--pdl", B_PDL, 1}, {NULL, 0, 0}};
+
+/* 1 when the flag's value is valid (flags without a value always are). */
+static int apply_flag(bench_options *o, int id, const char *v)
+{
+    switch (id) {
+    case B_EAGER: o->eager = 1; return 1;
+    case B_NO_TACTIC_SEARCH: o->tactic_search = 0; return 1;
+    case B_TACTIC_SEARCH: o->tactic_search = 1; return 1;
+    case B_MODEL: o->model = v; return 1;
+    case B_IMAGE: o->image = v; return 1;
+    case B_JSON: o->json_path = v; return 1;
+    case B_TIMING_CACHE: o->timing_cache = v; return 1;
+    case B_PREC: return parse_precisions(v, o);
+    case B_BATCH: return parse_batches(v, o);
+    case B_ITERS: return gr_cli_parse_int(v, 1, 10000000, &o->iters);
+    case B_WARMUP: return gr_cli_parse_int(v, 0, 10000000, &o->warmup);
+    case B_MAX_NRMSE: return gr_cli_parse_float(v, 0.0f, 1.0f, &o->max_nrmse);
+    case B_INFLIGHT: return gr_cli_parse_int(v, 1, GR_MAX_INFLIGHT, &o->inflight);
+    case B_F32_ALGO: return gr_f32_algo_parse(v, &o->f32_algo) == GR_OK;
+    case B_SPLIT_K: return gr_toggle_parse(v, &o->f32_split_k) == GR_OK;
+    case B_PDL: return gr_toggle_parse(v, &o->pdl) == GR_OK;
+    default: return 0;
+    }
+}
+
+static int bench_apply(void *ctx, int id, const char *name, const char *v, char *err,
+                       size_t errlen)
+{
+    return apply_flag(ctx, id, v) ? GR_EXIT_OK
+                                  : gr_cli_usage_error(err, errlen, "%s '%s' is not valid (see "
+                                                       "%s --help)", name, v ? v : "", prog);
+}
+
+/* Returns -1 to go on, else the exit status (help, version or a usage error: printed). */
 static int parse_args(int argc, char **argv, bench_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -190,84 +226,14 @@ static int parse_args(int argc, char **argv, bench_options *o)
     o->warmup = 100;
     o->inflight = 1;
     o->max_nrmse = GR_MAX_NRMSE_DEFAULT;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int ok = 1, takes_value = 1;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            print_help();
-            return 0;
-        } else if (strcmp(a, "--eager") == 0) {
-            o->eager = 1;
-            takes_value = 0;
-        } else if (strcmp(a, "--no-tactic-search") == 0) {
-            o->tactic_search = 0;
-            takes_value = 0;
-        } else if (strcmp(a, "--tactic-search") == 0) {
-            o->tactic_search = 1;
-            takes_value = 0;
-        } else if (!v) {
-            fprintf(stderr, "%s: '%s' needs a value (or is unknown; see --help)\n", prog, a);
-            return 2;
-        } else if (strcmp(a, "--model") == 0) {
-            o->model = v;
-        } else if (strcmp(a, "--image") == 0) {
-            o->image = v;
-        } else if (strcmp(a, "--json") == 0) {
-            o->json_path = v;
-        } else if (strcmp(a, "--timing-cache") == 0) {
-            o->timing_cache = v;
-        } else if (strcmp(a, "--prec") == 0) {
-            ok = parse_precisions(v, o);
-        } else if (strcmp(a, "--batch") == 0) {
-            ok = parse_batches(v, o);
-        } else if (strcmp(a, "--iters") == 0) {
-            ok = parse_int(v, 1, 10000000, &o->iters);
-        } else if (strcmp(a, "--warmup") == 0) {
-            ok = parse_int(v, 0, 10000000, &o->warmup);
-        } else if (strcmp(a, "--max-nrmse") == 0) {
-            char *end;
-            double x = strtod(v, &end);
-            ok = *end == '\0' && end != v && x >= 0.0 && x <= 1.0;
-            o->max_nrmse = (float)x;
-        } else if (strcmp(a, "--f32-algo") == 0) {
-            ok = gr_f32_algo_parse(v, &o->f32_algo) == GR_OK;
-        } else if (strcmp(a, "--split-k") == 0) {
-            ok = gr_toggle_parse(v, &o->f32_split_k) == GR_OK;
-        } else if (strcmp(a, "--pdl") == 0) {
-            ok = gr_toggle_parse(v, &o->pdl) == GR_OK;
-        } else if (strcmp(a, "--inflight") == 0) {
-            ok = parse_int(v, 1, GR_MAX_INFLIGHT, &o->inflight);
-        } else {
-            fprintf(stderr, "%s: unknown option '%s' (see --help)\n", prog, a);
-            return 2;
-        }
-        if (!ok) {
-            fprintf(stderr, "%s: %s '%s' is not valid (see --help)\n", prog, a, v);
-            return 2;
-        }
-        i += takes_value;
-    }
-    return -1;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Nearest rank on sorted values: q in [0, 100]. */
-static double percentile(const double *sorted, int n, double q)
-{
-    int k = (int)(q / 100.0 * (double)(n - 1) + 0.5);
-    return sorted[k < 0 ? 0 : k >= n ? n - 1 : k];
+    gr_cli_parser parser = {.command = prog, .own = bench_flags, .apply = bench_apply, .ctx = o};
+    return gr_cli_run_parser(&parser, argc, argv, print_help);
 }
 
 static double median_of(double *values, int n)
 {
-    qsort(values, (size_t)n, sizeof *values, cmp_double);
-    return percentile(values, n, 50.0);
+    gr_cli_sort(values, n);
+    return gr_cli_percentile(values, n, 50.0);
 }
 
 static gr_status record_failure(bench_result *r, gr_status st, const char *what)
@@ -313,14 +279,9 @@ static gr_status round_robin(gr_engine *engine, int runs, bench_result *r)
     return GR_OK;
 }
 
-/* Time one (precision, batch). `image_u8` is one letterboxed image of `image_bytes`. */
-static gr_status bench_one(const gr_model *model, const bench_options *o, const uint8_t *image_u8,
-                           size_t image_bytes, bench_result *r)
+static gr_status build_engine(const gr_model *model, const bench_options *o, bench_result *r,
+                              gr_engine **engine)
 {
-    gr_engine *engine = NULL;
-    double *times = NULL, *parts = NULL;
-    gr_status st;
-
     gr_engine_options eo;
     gr_engine_options_default(&eo);
     eo.device = GR_DEVICE_GPU;
@@ -336,83 +297,82 @@ static gr_status bench_one(const gr_model *model, const bench_options *o, const 
     eo.f32_split_k = o->f32_split_k;
     eo.pdl = o->pdl;
     double build_start = now_us();
-    st = gr_engine_build(model, &eo, &engine);
+    gr_status st = gr_engine_build(model, &eo, engine);
     r->build_ms = (now_us() - build_start) / 1e3;
-    if (st == GR_OK)
-        gr_engine_tactic_stats(engine, &r->tactics);
-    if (st != GR_OK) {
-        record_failure(r, st, "building the GPU engine");
-        goto done;
-    }
-    snprintf(r->device_name, sizeof r->device_name, "%s", gr_engine_device_name(engine));
+    if (st != GR_OK)
+        return record_failure(r, st, "building the GPU engine");
+    gr_engine_tactic_stats(*engine, &r->tactics);
+    snprintf(r->device_name, sizeof r->device_name, "%s", gr_engine_device_name(*engine));
     if (r->precision == GR_PREC_AUTO)
-        fprintf(stderr, "%s: %s\n", prog, gr_engine_notice(engine));
+        fprintf(stderr, "%s: %s\n", prog, gr_engine_notice(*engine));
+    return GR_OK;
+}
 
-    /* Zero-copy: the image goes straight into the engine's pinned input buffer once; each run is
-     * then exactly what a serving loop does after writing its input (one graph launch + sync). */
-    void *pinned = NULL;
-    size_t pinned_bytes = 0;
-    times = malloc(sizeof *times * (size_t)o->iters);
-    parts = malloc(sizeof *parts * 4 * (size_t)o->iters);
-    if (!times || !parts) {
-        st = GR_ERR_OUT_OF_MEMORY;
-        snprintf(r->error, sizeof r->error, "out of host memory for batch %d", r->batch);
-        r->status = st;
-        goto done;
-    }
+/* Zero-copy: the image goes straight into every slot's pinned input buffer once; each run is
+ * then exactly what a serving loop does after writing its input (one graph launch + sync). */
+static gr_status fill_inputs(gr_engine *engine, const uint8_t *image_u8, size_t image_bytes,
+                             bench_result *r)
+{
     for (int slot = gr_engine_inflight(engine) - 1; slot >= 0; slot--) {
-        if ((st = gr_engine_slot_input(engine, slot, 1, &pinned, &pinned_bytes)) != GR_OK) {
-            record_failure(r, st, "gr_engine_slot_input");
-            goto done;
-        }
+        void *pinned = NULL;
+        size_t pinned_bytes = 0;
+        gr_status st = gr_engine_slot_input(engine, slot, 1, &pinned, &pinned_bytes);
+        if (st != GR_OK)
+            return record_failure(r, st, "gr_engine_slot_input");
         for (int b = 0; b < r->batch; b++)
             memcpy((uint8_t *)pinned + (size_t)b * image_bytes, image_u8, image_bytes);
     }
+    return GR_OK;
+}
 
+/* Warm-up, then --iters timed synchronous runs: host times in times[], the engine's split in
+ * parts[4][iters] (convert, copy, compute, end to end). */
+static gr_status timed_runs(gr_engine *engine, const bench_options *o, bench_result *r,
+                            double *times, double *parts)
+{
+    gr_status st;
     for (int i = 0; i < o->warmup; i++)
-        if ((st = gr_engine_run(engine)) != GR_OK) {
-            record_failure(r, st, "warm-up run");
-            goto done;
-        }
+        if ((st = gr_engine_run(engine)) != GR_OK)
+            return record_failure(r, st, "warm-up run");
     for (int i = 0; i < o->iters; i++) {
         double t0 = now_us();
         st = gr_engine_run(engine);
         double t1 = now_us();
-        if (st != GR_OK) {
-            record_failure(r, st, "timed run");
-            goto done;
-        }
+        if (st != GR_OK)
+            return record_failure(r, st, "timed run");
         times[i] = t1 - t0;
         gr_timing t;
-        if ((st = gr_engine_timing(engine, &t)) != GR_OK) {
-            record_failure(r, st, "gr_engine_timing");
-            goto done;
-        }
+        if ((st = gr_engine_timing(engine, &t)) != GR_OK)
+            return record_failure(r, st, "gr_engine_timing");
         parts[i] = t.convert_us;
         parts[o->iters + i] = t.copy_us;
         parts[2 * o->iters + i] = t.compute_us;
         parts[3 * o->iters + i] = t.end_to_end_us;
     }
-    r->output_ok = outputs_sane(engine);
+    return GR_OK;
+}
 
-    if ((st = round_robin(engine, o->warmup, r)) != GR_OK)
-        goto done;
+/* Sustained throughput: --iters runs round robin over the slots, after a warm-up. */
+static gr_status sustained(gr_engine *engine, const bench_options *o, bench_result *r)
+{
+    gr_status st = round_robin(engine, o->warmup, r);
     double t0 = now_us();
-    if ((st = round_robin(engine, o->iters, r)) != GR_OK)
-        goto done;
+    if (st == GR_OK)
+        st = round_robin(engine, o->iters, r);
+    if (st != GR_OK)
+        return st;
     r->sustained_images_per_s = (double)o->iters * r->batch / ((now_us() - t0) * 1e-6);
-    r->output_ok &= outputs_sane(engine);
-    if ((st = gr_engine_memory(engine, &r->memory)) != GR_OK) {
-        record_failure(r, st, "gr_engine_memory");
-        goto done;
-    }
+    return GR_OK;
+}
 
+static void summarize(const bench_options *o, double *times, double *parts, bench_result *r)
+{
     double sum = 0;
     for (int i = 0; i < o->iters; i++)
         sum += times[i];
-    qsort(times, (size_t)o->iters, sizeof *times, cmp_double);
-    r->p50 = percentile(times, o->iters, 50.0);
-    r->p99 = percentile(times, o->iters, 99.0);
+    gr_cli_sort(times, o->iters);
+    r->p50 = gr_cli_percentile(times, o->iters, 50.0);
+    r->p99 = gr_cli_percentile(times, o->iters, 99.0);
     r->max = times[o->iters - 1];
     r->mean = sum / o->iters;
     r->images_per_s = r->batch / (r->p50 * 1e-6);
@@ -420,12 +380,41 @@ static gr_status bench_one(const gr_model *model, const bench_options *o, const 
     r->split.copy_us = median_of(parts + o->iters, o->iters);
     r->split.compute_us = median_of(parts + 2 * o->iters, o->iters);
     r->split.end_to_end_us = median_of(parts + 3 * o->iters, o->iters);
-    r->status = GR_OK;
-    st = GR_OK;
-done:
+}
+
+/* Time one (precision, batch). `image_u8` is one letterboxed image of `image_bytes`. */
+static gr_status bench_one(const gr_model *model, const bench_options *o, const uint8_t *image_u8,
+                           size_t image_bytes, bench_result *r)
+{
+    gr_engine *engine = NULL;
+    double *times = malloc(sizeof *times * (size_t)o->iters);
+    double *parts = malloc(sizeof *parts * 4 * (size_t)o->iters);
+    gr_status st = times && parts ? GR_OK : GR_ERR_OUT_OF_MEMORY;
+    if (st != GR_OK) {
+        snprintf(r->error, sizeof r->error, "out of host memory for batch %d", r->batch);
+        r->status = st;
+    }
+    if (st == GR_OK)
+        st = build_engine(model, o, r, &engine);
+    if (st == GR_OK)
+        st = fill_inputs(engine, image_u8, image_bytes, r);
+    if (st == GR_OK)
+        st = timed_runs(engine, o, r, times, parts);
+    if (st == GR_OK) {
+        r->output_ok = outputs_sane(engine);
+        st = sustained(engine, o, r);
+    }
+    if (st == GR_OK) {
+        r->output_ok &= outputs_sane(engine);
+        if ((st = gr_engine_memory(engine, &r->memory)) != GR_OK)
+            record_failure(r, st, "gr_engine_memory");
+    }
+    if (st == GR_OK) {
+        summarize(o, times, parts, r);
+        r->status = GR_OK;
+    }
     free(parts);
     free(times);
-
     gr_engine_destroy(engine);
     return st;
 }
@@ -575,6 +564,71 @@ static int write_json(const char *path, const bench_options *o, const char *mode
     return 1;
 }
 
+/* The model and its input: the photo letterboxed once, as uint8 (the GPU's input). Returns an
+ * exit code (its line printed). */
+static int load_input(const bench_options *o, gr_model **model, gr_model_info *info,
+                      uint8_t **image_u8)
+{
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = o->model;
+    gr_status st = gr_model_load(&mo, model);
+    if (st != GR_OK) {
+        fprintf(stderr, "%s: loading model '%s': %s (%s)\n", prog, o->model, gr_last_error(),
+                gr_status_str(st));
+        return gr_cli_exit_code(st);
+    }
+    gr_model_get_info(*model, info);
+    int rc = gr_cli_check_image_channels(info->channels, info->height, info->width, info->name);
+    if (rc != GR_EXIT_OK)
+        return rc;
+    gr_image *image = NULL;
+    if ((st = gr_image_load(o->image, &image)) == GR_OK) {
+        *image_u8 = malloc((size_t)info->channels * (size_t)info->width * (size_t)info->height);
+        st = *image_u8 ? gr_image_letterbox_u8(image, info->width, info->height, *image_u8)
+                       : GR_ERR_OUT_OF_MEMORY;
+    }
+    gr_image_destroy(image);
+    if (st != GR_OK) {
+        fprintf(stderr, "%s: %s: %s (%s)\n", prog, o->image,
+                st == GR_ERR_OUT_OF_MEMORY ? "out of host memory" : gr_last_error(),
+                gr_status_str(st));
+        return gr_cli_exit_code(st);
+    }
+    return GR_EXIT_OK;
+}
+
+/* Every (precision, batch): a line each on stdout, a failure's on stderr. Returns the failures;
+ * *measured counts those that ran. */
+static int run_all(const gr_model *model, const bench_options *o, const uint8_t *image_u8,
+                   size_t image_bytes, bench_result *results, int *measured)
+{
+    int failures = 0, n = 0;
+    for (int p = 0; p < o->n_precisions; p++)
+        for (int b = 0; b < o->n_batches; b++) {
+            bench_result *r = &results[n++];
+            r->precision = o->precisions[p];
+            r->batch = o->batches[b];
+            if (bench_one(model, o, image_u8, image_bytes, r) != GR_OK) {
+                fprintf(stderr, "%s: %s batch %d: %s\n", prog, gr_precision_name(r->precision),
+                        r->batch, r->error);
+                failures++;
+                continue;
+            }
+            (*measured)++;
+            if (!r->output_ok) {
+                fprintf(stderr, "%s: %s batch %d: the output has non-finite values or is all "
+                                "zero\n", prog, gr_precision_name(r->precision), r->batch);
+                failures++;
+            }
+            printf("%s batch %d on %s: p50 %.1f us, %.0f images/s; %.0f images/s sustained with %d "
+                   "in flight\n", gr_precision_name(r->precision), r->batch, r->device_name, r->p50,
+                   r->images_per_s, r->sustained_images_per_s, o->inflight);
+            fflush(stdout);
+        }
+    return failures;
+}
+
 int gr_bench_main(const char *program, int argc, char **argv)
 {
     prog = program;
@@ -582,87 +636,35 @@ int gr_bench_main(const char *program, int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
     if (rc >= 0)
         return rc;
-
     if (gr_cuda_device_count() == 0) {
-        printf("%s: no CUDA device visible (no GPU or driver, or graphrun was built without "
-               "CUDA): nothing to time\n", prog);
-        return EXIT_SKIP;
+        fprintf(stderr, "%s: no CUDA device visible (no GPU or driver, or graphrun was built "
+                        "without CUDA): nothing to time\n", prog);
+        return GR_EXIT_NO_DEVICE;
     }
-
     gr_model *model = NULL;
-    gr_image *image = NULL;
-    uint8_t *image_u8 = NULL;
-    bench_result *results = NULL;
-    int n_results = 0;
-    gr_status st;
-    rc = 1;
-
-    gr_model_options mo;
-    gr_model_options_default(&mo);
-    mo.builtin = o.model;
-    if ((st = gr_model_load(&mo, &model)) != GR_OK) {
-        fprintf(stderr, "%s: loading model '%s': %s (%s)\n", prog, o.model, gr_last_error(),
-                gr_status_str(st));
-        goto done;
-    }
     gr_model_info info;
-    if ((st = gr_model_get_info(model, &info)) != GR_OK) {
-        fprintf(stderr, "%s: %s (%s)\n", prog, gr_last_error(), gr_status_str(st));
-        goto done;
+    uint8_t *image_u8 = NULL;
+    int n_results = o.n_precisions * o.n_batches;
+    bench_result *results = calloc((size_t)n_results, sizeof *results);
+    rc = results ? load_input(&o, &model, &info, &image_u8) : GR_EXIT_OOM;
+    if (rc == GR_EXIT_OK) {
+        printf("%s %s: model %s (%dx%dx%d, %.2f GFLOP/image, %s weights), input %s\n", prog,
+               gr_version(), info.name, info.width, info.height, info.channels, info.gflops,
+               info.synthetic_weights ? "synthetic" : "loaded", o.image);
+        fflush(stdout);
+        size_t image_bytes = (size_t)info.channels * (size_t)info.width * (size_t)info.height;
+        int measured = 0;
+        int failures = run_all(model, &o, image_u8, image_bytes, results, &measured);
+        if (measured > 0)
+            print_table(results, n_results, &o);
+        /* An unwritable --json is an output not written (3), as everywhere in the CLI. */
+        if (o.json_path && !write_json(o.json_path, &o, info.name, results, n_results))
+            rc = GR_EXIT_INPUT;
+        else
+            rc = failures ? GR_EXIT_FAILURE : GR_EXIT_OK;
     }
-    if ((st = gr_image_load(o.image, &image)) != GR_OK) {
-        fprintf(stderr, "%s: %s (%s)\n", prog, gr_last_error(), gr_status_str(st));
-        goto done;
-    }
-    size_t image_bytes = (size_t)info.channels * (size_t)info.width * (size_t)info.height;
-    image_u8 = malloc(image_bytes);
-    results = calloc((size_t)o.n_precisions * (size_t)o.n_batches, sizeof *results);
-    if (!image_u8 || !results) {
-        fprintf(stderr, "%s: out of host memory\n", prog);
-        goto done;
-    }
-    if ((st = gr_image_letterbox_u8(image, info.width, info.height, image_u8)) != GR_OK) {
-        fprintf(stderr, "%s: %s: %s (%s)\n", prog, o.image, gr_last_error(), gr_status_str(st));
-        goto done;
-    }
-
-    printf("%s %s: model %s (%dx%dx%d, %.2f GFLOP/image, %s weights), input %s\n",
-           prog, gr_version(), info.name, info.width, info.height, info.channels, info.gflops,
-           info.synthetic_weights ? "synthetic" : "loaded", o.image);
-    fflush(stdout);
-    int failures = 0, measured = 0;
-    for (int p = 0; p < o.n_precisions; p++)
-        for (int b = 0; b < o.n_batches; b++) {
-            bench_result *r = &results[n_results++];
-            r->precision = o.precisions[p];
-            r->batch = o.batches[b];
-            if (bench_one(model, &o, image_u8, image_bytes, r) != GR_OK) {
-                fprintf(stderr, "%s: %s batch %d: %s\n", prog,
-                        gr_precision_name(r->precision), r->batch, r->error);
-                failures++;
-                continue;
-            }
-            measured++;
-            if (!r->output_ok) {
-                fprintf(stderr, "%s: %s batch %d: the output has non-finite values or is all "
-                                "zero\n", prog, gr_precision_name(r->precision), r->batch);
-                failures++;
-            }
-            printf("%s batch %d on %s: p50 %.1f us, %.0f images/s; %.0f images/s sustained with %d "
-                   "in flight\n",
-                   gr_precision_name(r->precision), r->batch, r->device_name, r->p50,
-                   r->images_per_s, r->sustained_images_per_s, o.inflight);
-            fflush(stdout);
-        }
-    if (measured > 0)
-        print_table(results, n_results, &o);
-    if (o.json_path && !write_json(o.json_path, &o, info.name, results, n_results))
-        failures++;
-    rc = failures ? 1 : 0;
-done:
     free(results);
     free(image_u8);
-    gr_image_destroy(image);
     gr_model_destroy(model);
     return rc;
 }

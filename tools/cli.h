@@ -1,5 +1,18 @@
-/* graphrun CLI: argument parsing (kept separate from main so it can be tested and fuzzed) and the
- * subcommands. The CLI is a thin client of include/graphrun/runtime.h. */
+/* graphrun CLI: the declarations shared by its files. The CLI is a thin client of
+ * include/graphrun/runtime.h: each command (cmd_*.c) depends on runtime.h and the shared files
+ * (cli_args.c: flag parsing; cli_common.c: opening the model and engine, failing with the
+ * documented exit code; cli_trace.c; json.c), never on another command.
+ *
+ * Internal headers: a tools file includes at most one, for what runtime.h does not (and should
+ * not) offer a client:
+ *   cli_trace.c, cmd_plan.c   planner/plan.h - the plan itself is what `graphrun plan` shows, and
+ *                             the layer-by-layer CPU trace (--find-overflow, --per-layer) walks it
+ *   cmd_compare.c             runtime/precision/calib_cache.h - the int8 ranges an engine was
+ *                             built with, for --per-layer (it brings models/net.h: layers, heads)
+ *   cmd_stream.c              runtime/image/image.h - the reusable image reader (buffers and JPEG
+ *                             decompressor kept between images) and the image file limit
+ *   cmd_eval.c                base/base.h - gr_fail, so its file errors read as library errors
+ */
 #ifndef GR_TOOLS_CLI_H
 #define GR_TOOLS_CLI_H
 
@@ -40,6 +53,7 @@ typedef struct gr_cli_options {
     int batch;
     float thresh, nms;
     int runs;             /* timed runs (median reported), default 1 */
+    int runs_given;       /* --runs was on the command line (refused in folder mode) */
     int tf32, fp16_accumulate; /* --tf32, --fp16-accumulate */
     int help, version, list_models;
     gr_calib_method calib_method; /* --calib (default max) */
@@ -59,19 +73,67 @@ typedef struct gr_cli_options {
     gr_toggle f32_split_k, pdl; /* --split-k, --pdl (default auto) */
 } gr_cli_options;
 
+/* ---- flag parsing (tools/cli_args.c): one parser for every subcommand ---------------------- */
+
+/* A flag of a command: --name, or --name VALUE / --name=VALUE when takes_value. */
+typedef struct gr_cli_flag {
+    const char *name;
+    int id;
+    int takes_value;
+} gr_cli_flag;
+
+/* Apply flag `id` (value NULL for a flag without one). Returns 0, or GR_EXIT_USAGE with a
+ * one-line message in err (gr_cli_usage_error). */
+typedef int (*gr_cli_apply_fn)(void *ctx, int id, const char *name, const char *value, char *err,
+                               size_t errlen);
+
+typedef struct gr_cli_parser {
+    const char *command;       /* "graphrun", "graphrun plan": messages and the --help hint */
+    const gr_cli_flag *own;    /* the command's flags (name NULL ends the table), or NULL */
+    const gr_cli_flag *shared; /* a table shared with another command (compare: detect's) */
+    gr_cli_apply_fn apply;
+    void *ctx;
+    int help, version;         /* out: --help / -h, --version seen */
+} gr_cli_parser;
+
+/* argv[1..]: --help, -h and --version in every command; "unknown option '--x' (see COMMAND
+ * --help)", "missing value for '--x'", "unexpected argument 'x'". Returns 0 or GR_EXIT_USAGE
+ * with a one-line message in err. Pure: no I/O, no allocation. */
+int gr_cli_parse_flags(gr_cli_parser *p, int argc, char **argv, char *err, size_t errlen);
+/* The same, then what every command does with the outcome: a usage error on stderr (exit 2),
+ * usage(stdout) for --help, "graphrun VERSION" for --version (exit 0). Returns -1 to go on, else
+ * the exit status. */
+int gr_cli_run_parser(gr_cli_parser *p, int argc, char **argv, void (*usage)(FILE *));
+/* printf into err, control characters shown as '?'; returns GR_EXIT_USAGE. */
+int gr_cli_usage_error(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Whole-string numbers in [lo, hi] and device names: 1 when valid. */
+int gr_cli_parse_int(const char *s, long lo, long hi, int *out);
+int gr_cli_parse_float(const char *s, float lo, float hi, float *out);
+int gr_cli_parse_device(const char *s, gr_device *out);
+
+/* The detect command's flags and their handler (ctx: gr_cli_options), which compare extends. */
+extern const gr_cli_flag gr_cli_detect_flags[];
+int gr_cli_detect_apply(void *ctx, int id, const char *name, const char *value, char *err,
+                        size_t errlen);
+const char *gr_cli_flag_name(int id);
+void gr_cli_options_default(gr_cli_options *o);
+
 /* Parse the detection command's arguments (argv[0] is the program). Returns 0, or GR_EXIT_USAGE
  * with a one-line message in err. Never exits, never allocates. */
 int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t errlen);
 
-/* Shared by the detect paths: load the model and build the engine that `o` asks for, printing
- * the notices (model, synthetic weights, CPU fallback, device, the GPU's memory) on stderr. Returns an exit code;
- * on failure the error line is printed and nothing is left to free. */
+/* Shared by the commands: load the model and build the engine that `o` asks for, printing the
+ * notices (model, synthetic weights, CPU fallback, device, the GPU's memory) on stderr. Returns
+ * an exit code; on failure the error line is printed and nothing is left to free. */
 int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, gr_model_info *info);
 
-/* Print an error line "graphrun: [what: ]<last error>" and return the exit code of st. */
+/* Print an error line "graphrun: [what: ]<last error>" and return the exit code of st
+ * (gr_cli_exit_code: docs/errors.md's table). */
 int gr_cli_fail(gr_status st, const char *what);
 
-/* JSON string literal of s on f, escaped. */
+/* JSON string literal of s on f (tools/json.c): escaped, and valid UTF-8 whatever the bytes of s
+ * (a byte that starts no well-formed UTF-8 sequence is written as \ufffd). */
 void gr_cli_json_string(FILE *f, const char *s);
 /* `"detections": [...]` for n detections (class names from the model), each object after
  * `indent` ("" keeps it on one line). */
@@ -85,23 +147,26 @@ int gr_cli_is_directory(const char *path);
  * double-buffered batches, JSON Lines on stdout. */
 int gr_cli_detect_stream(const gr_cli_options *o);
 
+/* `graphrun [detect]` on files given one by one (--input FILE, repeated): tools/cmd_detect.c. */
+int gr_cli_detect_images(const gr_cli_options *o);
+void gr_cli_detect_usage(FILE *f);
+
 /* Subcommands: argv[0] is the subcommand's name. */
-int gr_cli_detect(int argc, char **argv);
 int gr_cli_plan(int argc, char **argv);
 int gr_cli_compare(int argc, char **argv);
 int gr_cli_eval(int argc, char **argv);
 
-/* ---- shared by detect and compare (tools/cli_calib.c) ------------------------------------ */
+/* ---- shared by the commands (tools/cli_common.c) ----------------------------------------- */
 
 /* The JPEG and PNG files of a folder, sorted by name, NULL-terminated; free with
  * gr_cli_free_list. Returns 0, or an exit code after printing one line. */
 int gr_cli_list_images(const char *dir, char ***paths);
 void gr_cli_free_list(char **paths);
 
-/* Calibration options from the command line into engine options (images: the list above or
- * NULL for the bundled photos); a progress bar on stderr when it is a terminal. */
 /* The engine's build notices on stderr, "graphrun: " before each line. */
 void gr_cli_print_notices(const gr_engine *engine);
+/* Calibration options from the command line into engine options (images: the list above or
+ * NULL for the bundled photos); a progress bar on stderr when it is a terminal. */
 void gr_cli_calib_options(const gr_cli_options *o, const char *const *images,
                           gr_engine_options *eo);
 
@@ -109,8 +174,28 @@ void gr_cli_calib_options(const gr_cli_options *o, const char *const *images,
  * `what` names the run (precision and method). */
 int gr_cli_report_nonfinite(const gr_engine *engine, const char *what);
 
+/* stdout's buffered results reached their file (fflush, ferror): 0, or a line on stderr
+ * ("writing the results to stdout: No space left on device", once) and GR_EXIT_INPUT, the I/O
+ * status. gr_cli_close_stdout also closes it (main, at exit). SIGPIPE is ignored (main), so a
+ * closed pipe is EPIPE here rather than a silent death. */
+int gr_cli_check_stdout(void);
+int gr_cli_close_stdout(void);
+
+/* Images are decoded to 3 channels (RGB): 0 when the engine's input has 3, else a line naming
+ * the network's channels and GR_EXIT_INPUT (a .npy of its shape is the way in). */
+int gr_cli_check_image_input(const gr_engine *engine, const char *model_name);
+/* The same before an engine exists: the model's input (gr_model_info). */
+int gr_cli_check_image_channels(int channels, int height, int width, const char *model_name);
+
+/* Sort ascending; the q-th percentile (q in [0, 100]) of n sorted values, interpolated between
+ * the closest ranks: p99 >= p50 for any n, 0 for n = 0. */
+void gr_cli_sort(double *values, int n);
+double gr_cli_percentile(const double *sorted, int n, double q);
+
 /* The model of the command line (--model or --cfg, --weights or synthetic from --seed). */
 gr_status gr_cli_load_model(const gr_cli_options *o, gr_model **model);
+
+/* ---- inside the network (tools/cli_trace.c, the planner's CPU trace) ----------------------- */
 
 /* The network of the command line's model (cfg/builtin, weights or synthetic), as the planner
  * sees it. */
@@ -125,5 +210,9 @@ typedef int (*gr_cli_layer_fn)(int layer, int node_kind, const float *values, si
 gr_status gr_cli_trace_layers(const struct gr_net *net, gr_precision prec,
                               const float *layer_range, float input_range, const float *input,
                               gr_cli_layer_fn fn, void *user);
+
+/* --find-overflow: rerun `input` layer by layer in the CPU emulation of the command line's
+ * precision and name the first layer whose output is not finite (stderr). */
+gr_status gr_cli_find_overflow(const gr_cli_options *o, const float *input);
 
 #endif

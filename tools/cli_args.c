@@ -1,6 +1,9 @@
-/* Command-line parsing for `graphrun [detect]`. Pure: no I/O, no allocation, no exit, so the
- * fuzzer can hammer it. */
+/* Command-line parsing for every subcommand: one parser over a table of flags per command, so
+ * --help, --version, an unknown option and a missing value read the same everywhere; and the
+ * detect command's table. The parser (gr_cli_parse_flags, gr_cli_parse) is pure: no I/O, no
+ * allocation, no exit, so the fuzzer can hammer it; gr_cli_run_parser prints its outcome. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,27 +27,30 @@ int gr_cli_exit_code(gr_status st)
 
 /* The message quotes the user's arguments: control characters (a newline in an argument) become
  * '?' so that it stays one line. */
-static int usage_error(char *err, size_t errlen, const char *fmt, const char *a, const char *b)
+int gr_cli_usage_error(char *err, size_t errlen, const char *fmt, ...)
 {
-    snprintf(err, errlen, fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
     for (char *p = err; *p; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             *p = '?';
     return GR_EXIT_USAGE;
 }
 
-static int parse_long(const char *s, long lo, long hi, long *out)
+int gr_cli_parse_int(const char *s, long lo, long hi, int *out)
 {
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
     if (errno || end == s || *end != '\0' || v < lo || v > hi)
         return 0;
-    *out = v;
+    *out = (int)v;
     return 1;
 }
 
-static int parse_float(const char *s, float lo, float hi, float *out)
+int gr_cli_parse_float(const char *s, float lo, float hi, float *out)
 {
     char *end;
     errno = 0;
@@ -55,7 +61,124 @@ static int parse_float(const char *s, float lo, float hi, float *out)
     return 1;
 }
 
-int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t errlen)
+int gr_cli_parse_device(const char *s, gr_device *out)
+{
+    if (!strcmp(s, "auto")) *out = GR_DEVICE_AUTO;
+    else if (!strcmp(s, "cpu")) *out = GR_DEVICE_CPU;
+    else if (!strcmp(s, "gpu")) *out = GR_DEVICE_GPU;
+    else return 0;
+    return 1;
+}
+
+/* ---- the parser --------------------------------------------------------------------------- */
+
+static const gr_cli_flag *find_flag(const gr_cli_parser *p, const char *name, size_t len)
+{
+    const gr_cli_flag *tables[2] = {p->own, p->shared};
+    for (int t = 0; t < 2; t++)
+        for (const gr_cli_flag *f = tables[t]; f && f->name; f++)
+            if (strlen(f->name) == len && strncmp(f->name, name, len) == 0)
+                return f;
+    return NULL;
+}
+
+/* One argument at argv[*i] (advanced past a separate value). */
+static int parse_one(gr_cli_parser *p, int argc, char **argv, int *i, char *err, size_t errlen)
+{
+    const char *a = argv[*i];
+    if (!a)
+        return gr_cli_usage_error(err, errlen, "argument %d is NULL", *i);
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        p->help = 1;
+        return GR_EXIT_OK;
+    }
+    if (!strcmp(a, "--version")) {
+        p->version = 1;
+        return GR_EXIT_OK;
+    }
+    if (strncmp(a, "--", 2) != 0)
+        return gr_cli_usage_error(err, errlen, "unexpected argument '%s' (options start with --)",
+                                  a);
+    const char *eq = strchr(a, '=');
+    size_t len = eq ? (size_t)(eq - a) : strlen(a);
+    const gr_cli_flag *f = find_flag(p, a, len);
+    if (!f)
+        return gr_cli_usage_error(err, errlen, "unknown option '%.*s' (see %s --help)",
+                                  (int)(len > 64 ? 64 : len), a, p->command);
+    if (!f->takes_value) {
+        if (eq)
+            return gr_cli_usage_error(err, errlen, "option '%s' takes no value", f->name);
+        return p->apply(p->ctx, f->id, f->name, NULL, err, errlen);
+    }
+    const char *val = eq ? eq + 1 : NULL;
+    if (!eq) {
+        if (*i + 1 >= argc || !argv[*i + 1])
+            return gr_cli_usage_error(err, errlen, "missing value for '%s'", f->name);
+        val = argv[++*i];
+    }
+    return p->apply(p->ctx, f->id, f->name, val, err, errlen);
+}
+
+int gr_cli_parse_flags(gr_cli_parser *p, int argc, char **argv, char *err, size_t errlen)
+{
+    err[0] = '\0';
+    p->help = p->version = 0;
+    for (int i = 1; i < argc; i++) {
+        int rc = parse_one(p, argc, argv, &i, err, errlen);
+        if (rc != GR_EXIT_OK)
+            return rc;
+    }
+    return GR_EXIT_OK;
+}
+
+int gr_cli_run_parser(gr_cli_parser *p, int argc, char **argv, void (*usage)(FILE *))
+{
+    char err[512];
+    int rc = gr_cli_parse_flags(p, argc, argv, err, sizeof err);
+    if (rc != GR_EXIT_OK) {
+        fprintf(stderr, "%s: %s\n", p->command, err);
+        return rc;
+    }
+    if (p->help) {
+        usage(stdout);
+        return GR_EXIT_OK;
+    }
+    if (p->version) {
+        printf("graphrun %s\n", gr_version());
+        return GR_EXIT_OK;
+    }
+    return -1;
+}
+
+/* ---- `graphrun [detect]` (also the base of `graphrun compare`) --------------------------- */
+
+enum {
+    F_JSON = 1, F_LIST_MODELS, F_NO_OUTPUT, F_TF32, F_FP16_ACC, F_FIND_OVERFLOW, F_EAGER,
+    F_FAST_DECODE, F_NO_TACTIC_SEARCH, F_TACTIC_SEARCH,
+    F_MODEL, F_CFG, F_WEIGHTS, F_NAMES, F_OUTPUT, F_SAVE_OUTPUT, F_INPUT, F_SEED, F_DEVICE, F_PREC,
+    F_BATCH, F_RUNS, F_THRESH, F_NMS, F_CALIB_CACHE, F_CALIB, F_CALIB_PERCENTILE, F_CALIB_IMAGES,
+    F_CALIB_DEVICE, F_INPUT_LIST, F_THREADS, F_MAX_NRMSE, F_TIMING_CACHE, F_F32_ALGO, F_SPLIT_K, F_PDL
+};
+
+const gr_cli_flag gr_cli_detect_flags[] = {
+    {"--json", F_JSON, 0}, {"--list-models", F_LIST_MODELS, 0}, {"--no-output", F_NO_OUTPUT, 0},
+    {"--tf32", F_TF32, 0}, {"--fp16-accumulate", F_FP16_ACC, 0},
+    {"--find-overflow", F_FIND_OVERFLOW, 0}, {"--eager", F_EAGER, 0},
+    {"--fast-decode", F_FAST_DECODE, 0}, {"--no-tactic-search", F_NO_TACTIC_SEARCH, 0},
+    {"--tactic-search", F_TACTIC_SEARCH, 0},
+    {"--model", F_MODEL, 1}, {"--cfg", F_CFG, 1}, {"--weights", F_WEIGHTS, 1},
+    {"--names", F_NAMES, 1}, {"--output", F_OUTPUT, 1}, {"--save-output", F_SAVE_OUTPUT, 1},
+    {"--input", F_INPUT, 1}, {"--seed", F_SEED, 1}, {"--device", F_DEVICE, 1},
+    {"--prec", F_PREC, 1}, {"--batch", F_BATCH, 1}, {"--runs", F_RUNS, 1},
+    {"--thresh", F_THRESH, 1}, {"--nms", F_NMS, 1}, {"--calib-cache", F_CALIB_CACHE, 1},
+    {"--calib", F_CALIB, 1}, {"--calib-percentile", F_CALIB_PERCENTILE, 1},
+    {"--calib-images", F_CALIB_IMAGES, 1}, {"--calib-device", F_CALIB_DEVICE, 1},
+    {"--input-list", F_INPUT_LIST, 1}, {"--threads", F_THREADS, 1},
+    {"--max-nrmse", F_MAX_NRMSE, 1}, {"--timing-cache", F_TIMING_CACHE, 1},
+    {"--f32-algo", F_F32_ALGO, 1}, {"--split-k", F_SPLIT_K, 1}, {"--pdl", F_PDL, 1},
+    {NULL, 0, 0}};
+
+void gr_cli_options_default(gr_cli_options *o)
 {
     memset(o, 0, sizeof *o);
     o->model = "yolo";
@@ -70,129 +193,158 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
     o->calib_method = GR_CALIB_MAX;
     o->calib_percentile = 99.99f;
     o->max_nrmse = GR_MAX_NRMSE_DEFAULT;
-    err[0] = '\0';
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!a)
-            return usage_error(err, errlen, "argument %s%s is NULL", "", "");
-        /* Flags without a value. */
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { o->help = 1; continue; }
-        if (!strcmp(a, "--version")) { o->version = 1; continue; }
-        if (!strcmp(a, "--json")) { o->json = 1; continue; }
-        if (!strcmp(a, "--list-models")) { o->list_models = 1; continue; }
-        if (!strcmp(a, "--no-output")) { o->output = ""; continue; }
-        if (!strcmp(a, "--tf32")) { o->tf32 = 1; continue; }
-        if (!strcmp(a, "--fp16-accumulate")) { o->fp16_accumulate = 1; continue; }
-        if (!strcmp(a, "--find-overflow")) { o->find_overflow = 1; continue; }
-        if (!strcmp(a, "--eager")) { o->eager = 1; continue; }
-        if (!strcmp(a, "--fast-decode")) { o->fast_decode = 1; continue; }
-        if (!strcmp(a, "--no-tactic-search")) { o->tactic_search = 0; continue; }
-        if (!strcmp(a, "--tactic-search")) { o->tactic_search = 1; continue; }
-        /* Options with a value: --opt VALUE or --opt=VALUE. */
-        static const char *const with_value[] = {
-            "--model", "--cfg", "--weights", "--names", "--output", "--save-output", "--input",
-            "--seed", "--device", "--prec", "--batch", "--runs", "--thresh", "--nms", "--calib-cache",
-            "--calib", "--calib-percentile", "--calib-images", "--calib-device", "--input-list",
-            "--threads", "--max-nrmse", "--timing-cache", "--f32-algo", "--split-k", "--pdl", NULL};
-        const char *val = NULL;
-        char name[32];
-        const char *eq = strchr(a, '=');
-        if (strncmp(a, "--", 2) != 0)
-            return usage_error(err, errlen, "unexpected argument '%s'%s (options start with --)", a, "");
-        size_t len = eq ? (size_t)(eq - a) : strlen(a);
-        if (len >= sizeof name)
-            return usage_error(err, errlen, "unknown option '%.40s'%s (see --help)", a, "");
-        memcpy(name, a, len);
-        name[len] = '\0';
-        int known = 0;
-        for (int k = 0; with_value[k] && !known; k++)
-            known = strcmp(name, with_value[k]) == 0;
-        if (!known)
-            return usage_error(err, errlen, "unknown option '%s'%s (see --help)", name, "");
-        if (eq) {
-            val = eq + 1;
-        } else {
-            if (i + 1 >= argc || !argv[i + 1])
-                return usage_error(err, errlen, "option %s needs a value%s", name, "");
-            val = argv[++i];
-        }
-        long l;
-        if (!strcmp(name, "--model")) o->model = val;
-        else if (!strcmp(name, "--cfg")) o->cfg = val;
-        else if (!strcmp(name, "--weights")) o->weights = val;
-        else if (!strcmp(name, "--names")) o->names = val;
-        else if (!strcmp(name, "--output")) o->output = val;
-        else if (!strcmp(name, "--save-output")) o->save_output = val;
-        else if (!strcmp(name, "--calib-cache")) o->calib_cache = val;
-        else if (!strcmp(name, "--calib-images")) o->calib_images = val;
-        else if (!strcmp(name, "--timing-cache")) o->timing_cache = val;
-        else if (!strcmp(name, "--calib")) {
-            if (gr_calib_method_parse(val, &o->calib_method) != GR_OK)
-                return usage_error(err, errlen, "--calib '%s' is not max, percentile, entropy or mse%s",
-                                   val, "");
-        } else if (!strcmp(name, "--f32-algo")) {
-            if (gr_f32_algo_parse(val, &o->f32_algo) != GR_OK)
-                return usage_error(err, errlen, "--f32-algo '%s' is not auto, sgemm, tf32x3, "
-                                   "implicit or direct3x3%s", val, "");
-        } else if (!strcmp(name, "--split-k") || !strcmp(name, "--pdl")) {
-            if (gr_toggle_parse(val, !strcmp(name, "--pdl") ? &o->pdl : &o->f32_split_k) != GR_OK)
-                return usage_error(err, errlen, "%s '%s' is not auto, on or off", name, val);
-        } else if (!strcmp(name, "--calib-percentile")) {
-            if (!parse_float(val, 50.0f, 100.0f, &o->calib_percentile) || o->calib_percentile == 50.0f)
-                return usage_error(err, errlen, "--calib-percentile '%s' is not a number in (50, 100]%s",
-                                   val, "");
-        } else if (!strcmp(name, "--max-nrmse")) {
-            if (!parse_float(val, 0.0f, 1.0f, &o->max_nrmse))
-                return usage_error(err, errlen, "--max-nrmse '%s' is not a number in [0, 1]%s", val,
-                                   "");
-        } else if (!strcmp(name, "--input-list")) o->input_list = val;
-        else if (!strcmp(name, "--threads")) {
-            if (!parse_long(val, 1, 1024, &l))
-                return usage_error(err, errlen, "--threads '%s' is not an integer in 1..%s", val, "1024");
-            o->threads = (int)l;
-        }
-        else if (!strcmp(name, "--input")) {
-            if (o->n_inputs >= GR_CLI_MAX_INPUTS)
-                return usage_error(err, errlen, "too many --input files (at most %s)%s", "64", "");
-            o->inputs[o->n_inputs++] = val;
-        } else if (!strcmp(name, "--seed")) {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(val, &end, 10);
-            if (errno || end == val || *end || val[0] == '-')
-                return usage_error(err, errlen, "--seed '%s' is not a non-negative integer%s", val, "");
-            o->seed = v;
-        } else if (!strcmp(name, "--device")) {
-            if (!strcmp(val, "auto")) o->device = GR_DEVICE_AUTO;
-            else if (!strcmp(val, "cpu")) o->device = GR_DEVICE_CPU;
-            else if (!strcmp(val, "gpu")) o->device = GR_DEVICE_GPU;
-            else return usage_error(err, errlen, "--device '%s' is not auto, cpu or gpu%s", val, "");
-        } else if (!strcmp(name, "--calib-device")) {
-            if (!strcmp(val, "auto")) o->calib_device = GR_DEVICE_AUTO;
-            else if (!strcmp(val, "cpu")) o->calib_device = GR_DEVICE_CPU;
-            else if (!strcmp(val, "gpu")) o->calib_device = GR_DEVICE_GPU;
-            else return usage_error(err, errlen, "--calib-device '%s' is not auto, cpu or gpu%s", val, "");
-        } else if (!strcmp(name, "--prec")) {
-            if (gr_precision_parse(val, &o->precision) != GR_OK)
-                return usage_error(err, errlen, "--prec '%s' is not fp32, fp16, int8 or auto%s", val,
-                                   "");
-        } else if (!strcmp(name, "--batch")) {
-            if (!parse_long(val, 1, GR_MAX_BATCH_CLI, &l))
-                return usage_error(err, errlen, "--batch '%s' is not an integer in 1..%s", val, "4096");
-            o->batch = (int)l;
-        } else if (!strcmp(name, "--runs")) {
-            if (!parse_long(val, 1, 1000000, &l))
-                return usage_error(err, errlen, "--runs '%s' is not an integer in 1..%s", val, "1000000");
-            o->runs = (int)l;
-        } else if (!strcmp(name, "--thresh")) {
-            if (!parse_float(val, 0.0f, 1.0f, &o->thresh))
-                return usage_error(err, errlen, "--thresh '%s' is not a number in [0, 1]%s", val, "");
-        } else if (!strcmp(name, "--nms")) {
-            if (!parse_float(val, 0.0f, 1.0f, &o->nms))
-                return usage_error(err, errlen, "--nms '%s' is not a number in [0, 1]%s", val, "");
-        } else {
-            return usage_error(err, errlen, "unknown option '%s'%s (see --help)", name, "");
-        }
+}
+
+static int apply_switch(gr_cli_options *o, int id)
+{
+    switch (id) {
+    case F_JSON: o->json = 1; break;
+    case F_LIST_MODELS: o->list_models = 1; break;
+    case F_NO_OUTPUT: o->output = ""; break;
+    case F_TF32: o->tf32 = 1; break;
+    case F_FP16_ACC: o->fp16_accumulate = 1; break;
+    case F_FIND_OVERFLOW: o->find_overflow = 1; break;
+    case F_EAGER: o->eager = 1; break;
+    case F_FAST_DECODE: o->fast_decode = 1; break;
+    case F_NO_TACTIC_SEARCH: o->tactic_search = 0; break;
+    case F_TACTIC_SEARCH: o->tactic_search = 1; break;
+    default: return 0;
     }
-    return GR_EXIT_OK;
+    return 1;
+}
+
+static int apply_path(gr_cli_options *o, int id, const char *v)
+{
+    switch (id) {
+    case F_MODEL: o->model = v; break;
+    case F_CFG: o->cfg = v; break;
+    case F_WEIGHTS: o->weights = v; break;
+    case F_NAMES: o->names = v; break;
+    case F_OUTPUT: o->output = v; break;
+    case F_SAVE_OUTPUT: o->save_output = v; break;
+    case F_CALIB_CACHE: o->calib_cache = v; break;
+    case F_CALIB_IMAGES: o->calib_images = v; break;
+    case F_TIMING_CACHE: o->timing_cache = v; break;
+    case F_INPUT_LIST: o->input_list = v; break;
+    default: return 0;
+    }
+    return 1;
+}
+
+static int parse_seed(const char *v, unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long s = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-')
+        return 0;
+    *out = s;
+    return 1;
+}
+
+/* A number or a name: the value's check, and its message when it fails. */
+static int apply_number(gr_cli_options *o, int id, const char *v, char *err, size_t errlen)
+{
+    const char *want = NULL;
+    switch (id) {
+    case F_THREADS:
+        want = gr_cli_parse_int(v, 1, 1024, &o->threads)
+                   ? NULL : "an integer in 1..1024";
+        break;
+    case F_BATCH:
+        want = gr_cli_parse_int(v, 1, GR_MAX_BATCH_CLI, &o->batch)
+                   ? NULL : "an integer in 1..4096";
+        break;
+    case F_RUNS:
+        want = gr_cli_parse_int(v, 1, 1000000, &o->runs) ? NULL : "an integer in 1..1000000";
+        o->runs_given = 1;
+        break;
+    case F_THRESH:
+        want = gr_cli_parse_float(v, 0.0f, 1.0f, &o->thresh)
+                   ? NULL : "a number in [0, 1]";
+        break;
+    case F_NMS:
+        want = gr_cli_parse_float(v, 0.0f, 1.0f, &o->nms)
+                   ? NULL : "a number in [0, 1]";
+        break;
+    case F_MAX_NRMSE:
+        want = gr_cli_parse_float(v, 0.0f, 1.0f, &o->max_nrmse)
+                   ? NULL : "a number in [0, 1]";
+        break;
+    case F_CALIB_PERCENTILE:
+        want = gr_cli_parse_float(v, 50.0f, 100.0f, &o->calib_percentile) &&
+                       o->calib_percentile > 50.0f
+                   ? NULL
+                   : "a number in (50, 100]";
+        break;
+    case F_SEED: want = parse_seed(v, &o->seed) ? NULL : "a non-negative integer"; break;
+    case F_DEVICE: want = gr_cli_parse_device(v, &o->device) ? NULL : "auto, cpu or gpu"; break;
+    case F_CALIB_DEVICE:
+        want = gr_cli_parse_device(v, &o->calib_device)
+                   ? NULL : "auto, cpu or gpu";
+        break;
+    case F_PREC:
+        want = gr_precision_parse(v, &o->precision) == GR_OK
+                   ? NULL : "fp32, fp16, int8 or auto";
+        break;
+    case F_CALIB:
+        want = gr_calib_method_parse(v, &o->calib_method) == GR_OK
+                   ? NULL
+                   : "max, percentile, entropy or mse";
+        break;
+    case F_F32_ALGO:
+        want = gr_f32_algo_parse(v, &o->f32_algo) == GR_OK
+                   ? NULL
+                   : "auto, sgemm, tf32x3, implicit or direct3x3";
+        break;
+    case F_SPLIT_K:
+        want = gr_toggle_parse(v, &o->f32_split_k) == GR_OK ? NULL : "auto, on or off";
+        break;
+    case F_PDL: want = gr_toggle_parse(v, &o->pdl) == GR_OK ? NULL : "auto, on or off"; break;
+    default: return gr_cli_usage_error(err, errlen, "option %d has no handler", id);
+    }
+    if (!want)
+        return GR_EXIT_OK;
+    return gr_cli_usage_error(err, errlen, "%s '%s' is not %s", gr_cli_flag_name(id), v, want);
+}
+
+const char *gr_cli_flag_name(int id)
+{
+    for (const gr_cli_flag *f = gr_cli_detect_flags; f->name; f++)
+        if (f->id == id)
+            return f->name;
+    return "?";
+}
+
+int gr_cli_detect_apply(void *ctx, int id, const char *name, const char *value, char *err,
+                        size_t errlen)
+{
+    (void)name;
+    gr_cli_options *o = ctx;
+    if (!value) {
+        if (apply_switch(o, id))
+            return GR_EXIT_OK;
+        return gr_cli_usage_error(err, errlen, "option %d has no handler", id);
+    }
+    if (apply_path(o, id, value))
+        return GR_EXIT_OK;
+    if (id == F_INPUT) {
+        if (o->n_inputs >= GR_CLI_MAX_INPUTS)
+            return gr_cli_usage_error(err, errlen, "too many --input files (at most %d)",
+                                      GR_CLI_MAX_INPUTS);
+        o->inputs[o->n_inputs++] = value;
+        return GR_EXIT_OK;
+    }
+    return apply_number(o, id, value, err, errlen);
+}
+
+int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t errlen)
+{
+    gr_cli_options_default(o);
+    gr_cli_parser p = {.command = "graphrun", .shared = gr_cli_detect_flags,
+                       .apply = gr_cli_detect_apply, .ctx = o};
+    int rc = gr_cli_parse_flags(&p, argc, argv, err, errlen);
+    o->help = p.help;
+    o->version = p.version;
+    return rc;
 }

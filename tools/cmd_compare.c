@@ -13,7 +13,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "models/net.h"
 #include "runtime/precision/calib_cache.h"
 #include "tools/cli.h"
 
@@ -46,9 +45,9 @@ typedef struct reference {
     int total_dets;
 } reference;
 
-static void print_help(void)
+static void print_help(FILE *f)
 {
-    printf("usage: graphrun compare [options]   fp32 vs fp16 vs int8 on the same inputs\n"
+    fprintf(f, "usage: graphrun compare [options]   fp32 vs fp16 vs int8 on the same inputs\n"
            "\n"
            "  --input FILE        image (repeat; default the bundled photos)\n"
            "  --model/--cfg/--weights/--seed   the network, as for detect\n"
@@ -65,12 +64,6 @@ static void print_help(void)
            "  --json              JSON on stdout\n"
            "\n"
            "NRMSE = sqrt(mean((x - y)^2)) / (max(y) - min(y)) with y the fp32 output.\n");
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 static float iou(const gr_detection *a, const gr_detection *b)
@@ -108,32 +101,35 @@ static double nrmse(double sq_err, size_t count, double ymin, double ymax)
     return sqrt(sq_err / (double)count) / (range > 0.0 ? range : 1.0);
 }
 
-/* Split the compare-only options (--calib repeated, --per-layer) from those detect parses. */
-static int split_args(int argc, char **argv, char **rest, int *n_rest, config *cfgs, int *n_int8,
-                      int *per_layer)
+/* The command line: detect's flags, plus --per-layer and --calib repeated (one int8 row per
+ * method). */
+typedef struct compare_args {
+    gr_cli_options o;
+    gr_calib_method methods[4];
+    int n_methods, per_layer;
+} compare_args;
+
+enum { F_PER_LAYER = 1000, F_CALIB_METHOD };
+
+static const gr_cli_flag compare_flags[] = {
+    {"--per-layer", F_PER_LAYER, 0}, {"--calib", F_CALIB_METHOD, 1}, {NULL, 0, 0}};
+
+static int compare_apply(void *ctx, int id, const char *name, const char *value, char *err,
+                         size_t errlen)
 {
-    *n_rest = 0;
-    *n_int8 = 0;
-    *per_layer = 0;
-    rest[(*n_rest)++] = argv[0];
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--per-layer")) {
-            *per_layer = 1;
-        } else if (!strcmp(argv[i], "--calib") || !strncmp(argv[i], "--calib=", 8)) {
-            const char *val = argv[i][7] == '=' ? argv[i] + 8 : (i + 1 < argc ? argv[++i] : NULL);
-            gr_calib_method m;
-            if (!val || gr_calib_method_parse(val, &m) != GR_OK) {
-                fprintf(stderr, "graphrun: --calib '%s' is not max, percentile, entropy or mse\n",
-                        val ? val : "");
-                return GR_EXIT_USAGE;
-            }
-            if (*n_int8 >= 4)
-                continue;
-            cfgs[(*n_int8)++].method = m;
-        } else {
-            rest[(*n_rest)++] = argv[i];
-        }
+    compare_args *a = ctx;
+    if (id == F_PER_LAYER) {
+        a->per_layer = 1;
+        return GR_EXIT_OK;
     }
+    if (id != F_CALIB_METHOD)
+        return gr_cli_detect_apply(&a->o, id, name, value, err, errlen);
+    gr_calib_method m;
+    if (gr_calib_method_parse(value, &m) != GR_OK)
+        return gr_cli_usage_error(err, errlen,
+                                  "--calib '%s' is not max, percentile, entropy or mse", value);
+    if (a->n_methods < 4)
+        a->methods[a->n_methods++] = m;
     return GR_EXIT_OK;
 }
 
@@ -252,8 +248,9 @@ static void print_results(const gr_cli_options *o, const gr_net *net, const conf
                           int n_cfgs, int n_heads, const reference *ref, int per_layer_done)
 {
     if (o->json) {
-        printf("{\"model\": \"%s\", \"inputs\": %d, \"fp32_boxes\": %d, \"rows\": [", net->name,
-               o->n_inputs, ref->total_dets);
+        printf("{\"model\": ");
+        gr_cli_json_string(stdout, net->name);
+        printf(", \"inputs\": %d, \"fp32_boxes\": %d, \"rows\": [", o->n_inputs, ref->total_dets);
         for (int c = 0; c < n_cfgs; c++) {
             const config *cf = &cfgs[c];
             printf("%s\n  {\"precision\": \"%s\", \"method\": ", c ? "," : "",
@@ -313,6 +310,75 @@ static void print_results(const gr_cli_options *o, const gr_net *net, const conf
     }
 }
 
+/* Input i's heads against the reference (the fp32 configuration keeps them as the reference). */
+static gr_status compare_heads(const gr_engine *e, config *cf, reference *ref, int i, int n_heads)
+{
+    for (int h = 0; h < n_heads; h++) {
+        const float *out;
+        gr_engine_output(e, h, &out);
+        size_t n = ref->elems[h];
+        float **slot = &ref->outputs[i * n_heads + h];
+        if (cf->prec == GR_PREC_FP32) {
+            if (!(*slot = malloc(n * sizeof **slot)))
+                return gr_fail(GR_ERR_OUT_OF_MEMORY, "compare: out of memory");
+            memcpy(*slot, out, n * sizeof **slot);
+            for (size_t k = 0; k < n; k++) {
+                ref->ymin[h] = fmin(ref->ymin[h], (double)out[k]);
+                ref->ymax[h] = fmax(ref->ymax[h], (double)out[k]);
+            }
+            ref->count[h] += n;
+        }
+        for (size_t k = 0; k < n; k++) {
+            double d = (double)out[k] - (double)(*slot)[k];
+            cf->sq_err[h] += d * d;
+            cf->max_abs = fmax(cf->max_abs, fabs(d));
+        }
+    }
+    return GR_OK;
+}
+
+/* Input i's detections: the reference's, or matched against them. */
+static gr_status compare_detections(const gr_cli_options *o, const gr_model *model,
+                                    const gr_engine *e, const gr_image *image, config *cf,
+                                    reference *ref, int i)
+{
+    gr_model_info info;
+    gr_model_get_info(model, &info);
+    if (info.classes <= 0)
+        return GR_OK;
+    gr_detect_options dopt;
+    gr_detect_options_default(&dopt);
+    dopt.thresh = o->thresh;
+    dopt.nms = o->nms;
+    dopt.image_w = image->w;
+    dopt.image_h = image->h;
+    gr_detection *dets = NULL;
+    int n = 0;
+    GR_TRY(gr_engine_detect(e, 0, &dopt, &dets, &n));
+    if (cf->prec == GR_PREC_FP32) {
+        ref->dets[i] = dets;
+        ref->n_dets[i] = n;
+        ref->total_dets += n;
+    } else {
+        cf->matched += match_boxes(ref->dets[i], ref->n_dets[i], dets, n);
+        gr_detections_free(dets);
+    }
+    return GR_OK;
+}
+
+/* --runs timed runs of one input; each end-to-end time appended to times[*n_times]. */
+static gr_status timed_runs(gr_engine *e, const gr_cli_options *o, const float *input,
+                            const uint8_t *input_u8, double *times, int *n_times)
+{
+    for (int r = 0; r < o->runs; r++) {
+        GR_TRY(input_u8 ? gr_engine_run_u8(e, input_u8) : gr_engine_run_f32(e, input));
+        gr_timing t;
+        if (gr_engine_timing(e, &t) == GR_OK)
+            times[(*n_times)++] = t.end_to_end_us;
+    }
+    return GR_OK;
+}
+
 /* Run one configuration over every input, compare with the fp32 reference (or become it). */
 static gr_status run_config(const gr_cli_options *o, const gr_model *model, config *cf,
                             const char *const *calib_images, const float *inputs,
@@ -329,221 +395,225 @@ static gr_status run_config(const gr_cli_options *o, const gr_model *model, conf
     gr_engine *e = NULL;
     GR_TRY(gr_engine_build(model, &eo, &e));
     gr_cli_print_notices(e);
-    int is_ref = cf->prec == GR_PREC_FP32;
     gr_status st = GR_OK;
     int n_times = 0;
     /* The GPU takes the uint8 letterbox (its input copy moves bytes, as detect does); the CPU the
      * float one. Every configuration of one device sees the same input. */
     int u8 = gr_engine_device(e) == GR_DEVICE_GPU;
     for (int i = 0; i < o->n_inputs && st == GR_OK; i++) {
-        for (int r = 0; r < o->runs && st == GR_OK; r++) {
-            st = u8 ? gr_engine_run_u8(e, inputs_u8 + (size_t)i * per_image)
-                    : gr_engine_run_f32(e, inputs + (size_t)i * per_image);
-            gr_timing t;
-            if (st == GR_OK && gr_engine_timing(e, &t) == GR_OK)
-                times[n_times++] = t.end_to_end_us;
-        }
-        if (st != GR_OK)
-            break;
-        if (gr_cli_report_nonfinite(e, cf->name))
+        st = timed_runs(e, o, inputs + (size_t)i * per_image,
+                        u8 ? inputs_u8 + (size_t)i * per_image : NULL, times, &n_times);
+        if (st == GR_OK && gr_cli_report_nonfinite(e, cf->name))
             for (int h = 0; h < n_heads; h++) {
                 size_t bad = 0;
                 gr_engine_output_nonfinite(e, h, &bad);
                 cf->nonfinite += bad;
             }
-        for (int h = 0; h < n_heads && st == GR_OK; h++) {
-            const float *out;
-            gr_engine_output(e, h, &out);
-            size_t n = ref->elems[h];
-            float **slot = &ref->outputs[i * n_heads + h];
-            if (is_ref) {
-                *slot = malloc(n * sizeof **slot);
-                if (!*slot) {
-                    st = gr_fail(GR_ERR_OUT_OF_MEMORY, "compare: out of memory");
-                    break;
-                }
-                memcpy(*slot, out, n * sizeof **slot);
-                for (size_t k = 0; k < n; k++) {
-                    ref->ymin[h] = fmin(ref->ymin[h], (double)out[k]);
-                    ref->ymax[h] = fmax(ref->ymax[h], (double)out[k]);
-                }
-                ref->count[h] += n;
-            }
-            for (size_t k = 0; k < n; k++) {
-                double d = (double)out[k] - (double)(*slot)[k];
-                cf->sq_err[h] += d * d;
-                cf->max_abs = fmax(cf->max_abs, fabs(d));
-            }
-        }
-        gr_detect_options dopt;
-        gr_detect_options_default(&dopt);
-        dopt.thresh = o->thresh;
-        dopt.nms = o->nms;
-        dopt.image_w = images[i]->w;
-        dopt.image_h = images[i]->h;
-        gr_detection *dets = NULL;
-        int n = 0;
-        gr_model_info info;
-        gr_model_get_info(model, &info);
-        if (st == GR_OK && info.classes > 0)
-            st = gr_engine_detect(e, 0, &dopt, &dets, &n);
-        if (st != GR_OK)
-            break;
-        if (is_ref) {
-            ref->dets[i] = dets;
-            ref->n_dets[i] = n;
-            ref->total_dets += n;
-        } else {
-            cf->matched += match_boxes(ref->dets[i], ref->n_dets[i], dets, n);
-            gr_detections_free(dets);
-        }
+        if (st == GR_OK)
+            st = compare_heads(e, cf, ref, i, n_heads);
+        if (st == GR_OK)
+            st = compare_detections(o, model, e, images[i], cf, ref, i);
     }
-    if (is_ref)
+    if (cf->prec == GR_PREC_FP32)
         cf->matched = ref->total_dets;
-    qsort(times, (size_t)n_times, sizeof *times, cmp_double);
-    cf->p50_us = n_times ? times[n_times / 2] : 0.0;
+    gr_cli_sort(times, n_times);
+    cf->p50_us = gr_cli_percentile(times, n_times, 50.0);
     gr_engine_destroy(e);
     return st;
 }
 
-int gr_cli_compare(int argc, char **argv)
-{
-    static const char *const bundled[] = {GR_DATA_DIR "/dog.jpg",    GR_DATA_DIR "/person.jpg",
-                                          GR_DATA_DIR "/horses.jpg", GR_DATA_DIR "/eagle.jpg",
-                                          GR_DATA_DIR "/giraffe.jpg", NULL};
-    config cfgs[MAX_CONFIGS];
-    memset(cfgs, 0, sizeof cfgs);
-    char **rest = malloc(((size_t)argc + 1) * sizeof *rest);
-    if (!rest)
-        return GR_EXIT_OOM;
-    int n_rest, n_int8, want_per_layer;
-    int rc = split_args(argc, argv, rest, &n_rest, cfgs + 2, &n_int8, &want_per_layer);
+static const char *const bundled[] = {GR_DATA_DIR "/dog.jpg",    GR_DATA_DIR "/person.jpg",
+                                      GR_DATA_DIR "/horses.jpg", GR_DATA_DIR "/eagle.jpg",
+                                      GR_DATA_DIR "/giraffe.jpg", NULL};
+
+/* One invocation: the configurations, the network, the inputs and the fp32 reference. */
+typedef struct compare_run {
     gr_cli_options o;
-    char err[256];
-    if (rc == GR_EXIT_OK && (rc = gr_cli_parse(n_rest, rest, &o, err, sizeof err)) != GR_EXIT_OK)
-        fprintf(stderr, "graphrun: %s\n", err);
-    free(rest);
-    if (rc != GR_EXIT_OK)
-        return rc;
-    if (o.help) {
-        print_help();
-        return GR_EXIT_OK;
-    }
-    if (n_int8 == 0)
-        for (n_int8 = 0; n_int8 < 4; n_int8++)
-            cfgs[2 + n_int8].method = (gr_calib_method)n_int8;
-    if (o.n_inputs == 0)
-        for (; bundled[o.n_inputs]; o.n_inputs++)
-            o.inputs[o.n_inputs] = bundled[o.n_inputs];
-    int n_cfgs = 2 + n_int8 + (o.precision == GR_PREC_AUTO); /* --prec auto: one more row */
-    char tmpdir[] = "/tmp/graphrun_compare_XXXXXX";
-    int made_tmp = 0;
-    if (!o.calib_cache) {
-        if (!mkdtemp(tmpdir)) {
+    config cfgs[MAX_CONFIGS];
+    int n_cfgs, per_layer;
+    char tmpdir[32]; /* "" unless the calibrations go to a temporary folder */
+    char **calib_list;
+    const char *const *calib_images;
+    gr_model *model;
+    gr_net *net;
+    gr_model_info info;
+    gr_image *images[GR_CLI_MAX_INPUTS];
+    float *inputs;
+    uint8_t *inputs_u8;
+    double *times;
+    size_t per_image;
+    reference ref;
+    int n_heads;
+} compare_run;
+
+/* fp32, fp16, int8 once per calibration method (each with its cache file), then auto. */
+static int setup_configs(compare_run *r, const compare_args *args)
+{
+    const gr_cli_options *o = &r->o;
+    int n_int8 = args->n_methods ? args->n_methods : 4;
+    for (int m = 0; m < n_int8; m++)
+        r->cfgs[2 + m].method = args->n_methods ? args->methods[m] : (gr_calib_method)m;
+    r->n_cfgs = 2 + n_int8 + (o->precision == GR_PREC_AUTO); /* --prec auto: one more row */
+    if (!o->calib_cache) {
+        snprintf(r->tmpdir, sizeof r->tmpdir, "/tmp/graphrun_compare_XXXXXX");
+        if (!mkdtemp(r->tmpdir)) {
+            r->tmpdir[0] = '\0';
             fprintf(stderr, "graphrun: cannot make a temporary folder for the calibrations\n");
             return GR_EXIT_FAILURE;
         }
-        made_tmp = 1;
     }
-    for (int c = 0; c < n_cfgs; c++) {
-        config *cf = &cfgs[c];
-        cf->prec = c == 0 ? GR_PREC_FP32 : c == 1 ? GR_PREC_FP16 : GR_PREC_INT8;
-        if (c == 2 + n_int8)
-            cf->prec = GR_PREC_AUTO;
-        if (cf->prec == GR_PREC_AUTO) {
-            snprintf(cf->name, sizeof cf->name, "auto <= %g", (double)o.max_nrmse);
-        } else if (cf->prec == GR_PREC_INT8) {
-            snprintf(cf->name, sizeof cf->name, "int8 %s", gr_calib_method_name(cf->method));
-            snprintf(cf->cache, sizeof cf->cache, made_tmp ? "%s/%s.calib" : "%s.%s",
-                     made_tmp ? tmpdir : o.calib_cache, gr_calib_method_name(cf->method));
-        } else {
+    for (int c = 0; c < r->n_cfgs; c++) {
+        config *cf = &r->cfgs[c];
+        cf->prec = c == 0 ? GR_PREC_FP32 : c == 1 ? GR_PREC_FP16
+                   : c == 2 + n_int8 ? GR_PREC_AUTO : GR_PREC_INT8;
+        const char *method = gr_calib_method_name(cf->method);
+        if (cf->prec == GR_PREC_AUTO)
+            snprintf(cf->name, sizeof cf->name, "auto <= %g", (double)o->max_nrmse);
+        else if (cf->prec == GR_PREC_INT8)
+            snprintf(cf->name, sizeof cf->name, "int8 %s", method);
+        else
             snprintf(cf->name, sizeof cf->name, "%s", gr_precision_name(cf->prec));
-        }
+        if (cf->prec == GR_PREC_INT8 && r->tmpdir[0])
+            snprintf(cf->cache, sizeof cf->cache, "%s/%s.calib", r->tmpdir, method);
+        else if (cf->prec == GR_PREC_INT8)
+            snprintf(cf->cache, sizeof cf->cache, "%s.%s", o->calib_cache, method);
     }
+    return GR_EXIT_OK;
+}
 
-    char **calib_list = NULL;
-    gr_model *model = NULL;
-    gr_net *net = NULL;
-    gr_image *images[GR_CLI_MAX_INPUTS] = {0};
-    float *inputs = NULL;
-    uint8_t *inputs_u8 = NULL;
-    double *times = NULL;
-    reference ref = {0};
-    int n_heads = 0;
-    gr_status st = GR_OK;
-    if (o.calib_images && (rc = gr_cli_list_images(o.calib_images, &calib_list)) != GR_EXIT_OK)
-        goto done;
-    const char *const *calib_images = calib_list ? (const char *const *)calib_list : bundled;
+static gr_status allocate_reference(compare_run *r)
+{
+    int n = r->o.n_inputs, heads[GR_MAX_HEADS_CLI];
+    r->n_heads = gr_net_heads(r->net, heads, GR_MAX_HEADS_CLI);
+    r->per_image = (size_t)r->info.channels * (size_t)r->info.width * (size_t)r->info.height;
+    r->inputs = malloc((size_t)n * r->per_image * sizeof *r->inputs);
+    r->inputs_u8 = malloc((size_t)n * r->per_image);
+    r->times = malloc((size_t)n * (size_t)r->o.runs * sizeof *r->times);
+    r->ref.outputs = calloc((size_t)n * (size_t)r->n_heads, sizeof *r->ref.outputs);
+    r->ref.dets = calloc((size_t)n, sizeof *r->ref.dets);
+    r->ref.n_dets = calloc((size_t)n, sizeof *r->ref.n_dets);
+    if (!r->inputs || !r->inputs_u8 || !r->times || !r->ref.outputs || !r->ref.dets ||
+        !r->ref.n_dets)
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "compare: out of memory for %d inputs", n);
+    for (int h = 0; h < r->n_heads; h++) {
+        r->ref.elems[h] = gr_shape_elems(r->net->layers[heads[h]].out);
+        r->ref.ymin[h] = INFINITY;
+        r->ref.ymax[h] = -INFINITY;
+    }
+    return GR_OK;
+}
 
-    if ((st = gr_cli_load_model(&o, &model)) != GR_OK || (st = gr_cli_load_net(&o, &net)) != GR_OK)
-        goto fail;
-    gr_model_info info;
-    gr_model_get_info(model, &info);
-    int heads[GR_MAX_HEADS_CLI];
-    n_heads = gr_net_heads(net, heads, GR_MAX_HEADS_CLI);
-    size_t per_image = (size_t)info.channels * (size_t)info.width * (size_t)info.height;
-    inputs = malloc((size_t)o.n_inputs * per_image * sizeof *inputs);
-    inputs_u8 = malloc((size_t)o.n_inputs * per_image);
-    times = malloc((size_t)o.n_inputs * (size_t)o.runs * sizeof *times);
-    ref.outputs = calloc((size_t)o.n_inputs * (size_t)n_heads, sizeof *ref.outputs);
-    ref.dets = calloc((size_t)o.n_inputs, sizeof *ref.dets);
-    ref.n_dets = calloc((size_t)o.n_inputs, sizeof *ref.n_dets);
-    if (!inputs || !inputs_u8 || !times || !ref.outputs || !ref.dets || !ref.n_dets) {
-        st = gr_fail(GR_ERR_OUT_OF_MEMORY, "compare: out of memory for %d inputs", o.n_inputs);
-        goto fail;
+/* Every input letterboxed both ways: float for the CPU, uint8 for the GPU. */
+static gr_status load_inputs(compare_run *r)
+{
+    const gr_model_info *info = &r->info;
+    for (int i = 0; i < r->o.n_inputs; i++) {
+        GR_TRY(gr_image_load(r->o.inputs[i], &r->images[i]));
+        GR_TRY(gr_image_letterbox(r->images[i], info->width, info->height,
+                                  r->inputs + (size_t)i * r->per_image));
+        GR_TRY(gr_image_letterbox_u8(r->images[i], info->width, info->height,
+                                     r->inputs_u8 + (size_t)i * r->per_image));
     }
-    for (int h = 0; h < n_heads; h++) {
-        ref.elems[h] = gr_shape_elems(net->layers[heads[h]].out);
-        ref.ymin[h] = INFINITY;
-        ref.ymax[h] = -INFINITY;
+    return GR_OK;
+}
+
+static gr_status run_configs(compare_run *r)
+{
+    fprintf(stderr, "graphrun compare: model %s, %d input%s, %d configurations\n", r->info.name,
+            r->o.n_inputs, r->o.n_inputs == 1 ? "" : "s", r->n_cfgs);
+    for (int c = 0; c < r->n_cfgs; c++) {
+        fprintf(stderr, "graphrun: running %s\n", r->cfgs[c].name);
+        GR_TRY(run_config(&r->o, r->model, &r->cfgs[c], r->calib_images, r->inputs, r->inputs_u8,
+                          (const gr_image *const *)r->images, r->per_image, r->n_heads, &r->ref,
+                          r->times));
     }
-    for (int i = 0; i < o.n_inputs; i++)
-        if ((st = gr_image_load(o.inputs[i], &images[i])) != GR_OK ||
-            (st = gr_image_letterbox(images[i], info.width, info.height,
-                                     inputs + (size_t)i * per_image)) != GR_OK ||
-            (st = gr_image_letterbox_u8(images[i], info.width, info.height,
-                                        inputs_u8 + (size_t)i * per_image)) != GR_OK)
-            goto fail;
-    fprintf(stderr, "graphrun compare: model %s, %d input%s, %d configurations\n", info.name,
-            o.n_inputs, o.n_inputs == 1 ? "" : "s", n_cfgs);
-    for (int c = 0; c < n_cfgs; c++) {
-        fprintf(stderr, "graphrun: running %s\n", cfgs[c].name);
-        if ((st = run_config(&o, model, &cfgs[c], calib_images, inputs, inputs_u8,
-                             (const gr_image *const *)images, per_image, n_heads, &ref, times)) !=
-            GR_OK)
-            goto fail;
+    if (r->per_layer)
+        GR_TRY(per_layer(&r->o, r->net, r->inputs, r->cfgs, r->n_cfgs, r->calib_images));
+    return GR_OK;
+}
+
+/* The model and network (images need 3 channels), then every configuration, then the table. */
+static int compare(compare_run *r)
+{
+    if (r->o.calib_images) {
+        int rc = gr_cli_list_images(r->o.calib_images, &r->calib_list);
+        if (rc != GR_EXIT_OK)
+            return rc;
     }
-    if (want_per_layer && (st = per_layer(&o, net, inputs, cfgs, n_cfgs, calib_images)) != GR_OK)
-        goto fail;
-    print_results(&o, net, cfgs, n_cfgs, n_heads, &ref, want_per_layer);
-    rc = GR_EXIT_OK;
-    goto done;
-fail:
-    fprintf(stderr, "graphrun: compare: %s\n", gr_last_error());
-    rc = gr_cli_exit_code(st);
-done:
-    for (int c = 0; c < n_cfgs; c++) {
-        free(cfgs[c].layer_nrmse);
-        if (made_tmp && cfgs[c].prec == GR_PREC_INT8)
-            remove(cfgs[c].cache);
+    r->calib_images = r->calib_list ? (const char *const *)r->calib_list : bundled;
+    gr_status st = gr_cli_load_model(&r->o, &r->model);
+    if (st == GR_OK)
+        st = gr_cli_load_net(&r->o, &r->net);
+    if (st == GR_OK) {
+        gr_model_get_info(r->model, &r->info);
+        int rc = gr_cli_check_image_channels(r->info.channels, r->info.height, r->info.width,
+                                             r->o.cfg ? r->o.cfg : r->info.name);
+        if (rc != GR_EXIT_OK)
+            return rc;
+        st = allocate_reference(r);
     }
-    if (made_tmp)
-        rmdir(tmpdir);
-    for (int i = 0; i < o.n_inputs; i++) {
-        gr_image_destroy(images[i]);
-        if (ref.dets)
-            gr_detections_free(ref.dets[i]);
-        for (int h = 0; ref.outputs && h < n_heads; h++)
-            free(ref.outputs[i * n_heads + h]);
+    if (st == GR_OK)
+        st = load_inputs(r);
+    if (st == GR_OK)
+        st = run_configs(r);
+    if (st != GR_OK) {
+        fprintf(stderr, "graphrun: compare: %s\n", gr_last_error());
+        return gr_cli_exit_code(st);
     }
-    gr_cli_free_list(calib_list);
-    gr_net_free(net);
-    gr_model_destroy(model);
-    free(inputs);
-    free(inputs_u8);
-    free(times);
-    free(ref.dets);
-    free(ref.n_dets);
-    free(ref.outputs);
+    print_results(&r->o, r->net, r->cfgs, r->n_cfgs, r->n_heads, &r->ref, r->per_layer);
+    return GR_EXIT_OK;
+}
+
+static void compare_free(compare_run *r)
+{
+    for (int c = 0; c < r->n_cfgs; c++) {
+        free(r->cfgs[c].layer_nrmse);
+        if (r->tmpdir[0] && r->cfgs[c].prec == GR_PREC_INT8)
+            remove(r->cfgs[c].cache);
+    }
+    if (r->tmpdir[0])
+        rmdir(r->tmpdir);
+    for (int i = 0; i < r->o.n_inputs; i++) {
+        gr_image_destroy(r->images[i]);
+        if (r->ref.dets)
+            gr_detections_free(r->ref.dets[i]);
+        for (int h = 0; r->ref.outputs && h < r->n_heads; h++)
+            free(r->ref.outputs[i * r->n_heads + h]);
+    }
+    gr_cli_free_list(r->calib_list);
+    gr_net_free(r->net);
+    gr_model_destroy(r->model);
+    free(r->inputs);
+    free(r->inputs_u8);
+    free(r->times);
+    free(r->ref.dets);
+    free(r->ref.n_dets);
+    free(r->ref.outputs);
+}
+
+int gr_cli_compare(int argc, char **argv)
+{
+    compare_args args = {0};
+    gr_cli_options_default(&args.o);
+    gr_cli_parser parser = {.command = "graphrun compare", .own = compare_flags,
+                            .shared = gr_cli_detect_flags, .apply = compare_apply, .ctx = &args};
+    int rc = gr_cli_run_parser(&parser, argc, argv, print_help);
+    if (rc >= 0)
+        return rc;
+    compare_run *r = calloc(1, sizeof *r);
+    if (!r) {
+        fprintf(stderr, "graphrun: compare: out of memory\n");
+        return GR_EXIT_OOM;
+    }
+    r->o = args.o;
+    r->per_layer = args.per_layer;
+    if (r->o.n_inputs == 0)
+        for (; bundled[r->o.n_inputs]; r->o.n_inputs++)
+            r->o.inputs[r->o.n_inputs] = bundled[r->o.n_inputs];
+    rc = setup_configs(r, &args);
+    if (rc == GR_EXIT_OK)
+        rc = compare(r);
+    compare_free(r);
+    free(r);
     return rc;
 }

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/net.h"
 #include "tools/npy.h"
 #include "tools/cli.h"
 
@@ -18,9 +17,9 @@
 
 static const char *const default_input = GR_DATA_DIR "/dog.jpg";
 
-static void print_help(void)
+void gr_cli_detect_usage(FILE *f)
 {
-    printf(
+    fprintf(f,
         "usage: graphrun [detect] [options]        run a detector on images\n"
         "       graphrun plan [options]            show the execution plan (graphrun plan --help)\n"
         "       graphrun compare [options]         fp32 vs fp16 vs int8 accuracy (compare --help)\n"
@@ -41,7 +40,8 @@ static void print_help(void)
         "  --input DIR         every .jpg/.jpeg/.png/.bmp in DIR, sorted by name, streamed: decoded\n"
         "                      on --threads N threads (default one per core) into batches of\n"
         "                      --batch, results as JSON Lines (one object per image), no images\n"
-        "                      drawn; a bad file gets an \"error\" line, the rest go on (exit 3)\n"
+        "                      drawn; a bad file gets an \"error\" line, the rest go on (exit 3);\n"
+        "                      --output, --save-output, --runs, --find-overflow are refused\n"
         "  --input-list FILE   the same for the image paths in FILE, one per line\n"
         "  --fast-decode       with --input DIR / --input-list: decode JPEGs of at least twice the\n"
         "                      network's size at 1/2, 1/4 or 1/8 scale (faster, not Darknet's exact\n"
@@ -51,7 +51,7 @@ static void print_help(void)
         "  --save-output FILE  raw head outputs as .npy (float32 NCHW); further heads FILE.1.npy ...\n"
         "  --json              print results as JSON\n",
         default_input);
-    printf(
+    fprintf(f,
         "engine\n"
         "  --device D          auto (default: GPU when visible, else CPU reference), cpu, gpu\n"
         "  --prec P            fp32 (default), fp16, int8, or auto: int8 or fp16 per layer, the\n"
@@ -87,13 +87,8 @@ static void print_help(void)
         "  --help, --version\n"
         "\n"
         "exit status: 0 ok, 1 runtime failure or NaN/Inf in an output, 2 bad arguments, 3 bad input\n"
-        "             file, 4 no GPU, 5 out of memory\n");
-}
-
-int gr_cli_fail(gr_status st, const char *what)
-{
-    fprintf(stderr, "graphrun: %s%s%s\n", what ? what : "", what ? ": " : "", gr_last_error());
-    return gr_cli_exit_code(st);
+        "             file or an output that could not be written, 4 no GPU, 5 out of memory\n"
+        "             (docs/errors.md)\n");
 }
 
 static int has_suffix(const char *s, const char *suffix)
@@ -115,12 +110,6 @@ static void indexed_name(char *dst, size_t len, const char *path, int k, const c
         snprintf(dst, len, "%s.%d%s", path, k, default_ext);
     else
         snprintf(dst, len, "%.*s.%d%s", (int)(dot - path), path, k, dot);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 /* A network without a detection head whose output is one vector per image (a classifier such as
@@ -159,340 +148,311 @@ static void print_top5(const gr_engine *engine, const gr_model *model, int b, in
     printf(json ? "]" : "\n");
 }
 
-int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, gr_model_info *info)
-{
-    *model = NULL;
-    *engine = NULL;
-    char **calib_list = NULL;
-    int rc = o->calib_images ? gr_cli_list_images(o->calib_images, &calib_list) : GR_EXIT_OK;
-    if (rc != GR_EXIT_OK)
-        return rc;
-    gr_status st = gr_cli_load_model(o, model);
-    if (st == GR_OK && o->names)
-        st = gr_model_set_class_names(*model, o->names);
-    if (st != GR_OK) {
-        gr_cli_free_list(calib_list);
-        gr_model_destroy(*model);
-        *model = NULL;
-        return gr_cli_fail(st, NULL);
-    }
-    gr_model_get_info(*model, info);
-    fprintf(stderr, "graphrun %s: model %s (%dx%dx%d, %d layers, %.2f GFLOP/image)\n", gr_version(),
-            info->name, info->width, info->height, info->channels, info->n_layers, info->gflops);
-    if (info->synthetic_weights)
-        fprintf(stderr, "graphrun: weights: SYNTHETIC (seed %llu) - boxes are not meaningful; pass "
-                        "--weights FILE for trained Darknet weights\n", o->seed);
+typedef struct input_slot {
+    const char *path;
+    gr_image *image; /* NULL for .npy input */
+} input_slot;
 
-    gr_engine_options eo;
-    gr_engine_options_default(&eo);
-    eo.device = o->device;
-    eo.precision = o->precision;
-    eo.batch = o->batch;
-    gr_cli_calib_options(o, (const char *const *)calib_list, &eo);
-    eo.tf32 = o->tf32;
-    eo.fp16_accumulate = o->fp16_accumulate;
-    eo.use_cuda_graph = !o->eager;
-    eo.inflight = o->inflight > 0 ? o->inflight : 1;
-    if (o->tactic_search >= 0)
-        eo.tactic_search = o->tactic_search;
-    eo.timing_cache = o->timing_cache;
-    eo.f32_algo = o->f32_algo;
-    eo.f32_split_k = o->f32_split_k;
-    eo.pdl = o->pdl;
-    if (o->device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
-        fprintf(stderr, "graphrun: no CUDA device visible: running the CPU reference (slow)\n");
-    st = gr_engine_build(*model, &eo, engine);
-    gr_cli_free_list(calib_list); /* the engine keeps no pointer to the calibration inputs */
-    if (st != GR_OK) {
-        gr_model_destroy(*model);
-        *model = NULL;
-        return gr_cli_fail(st, "building the engine");
+/* One invocation: its inputs, the engine, the batch and the run times. */
+typedef struct detect_run {
+    gr_cli_options o;
+    gr_image *images[GR_CLI_MAX_INPUTS];
+    float *tensors[GR_CLI_MAX_INPUTS];
+    int tensor_dims[GR_CLI_MAX_INPUTS][4], tensor_ndim[GR_CLI_MAX_INPUTS];
+    gr_model *model;
+    gr_engine *engine;
+    gr_model_info info;
+    input_slot *slots;
+    float *input_f32;
+    uint8_t *input_u8; /* the GPU's input when every input is an image */
+    double *times;
+    size_t per_image;
+} detect_run;
+
+/* Read every input first: a bad file fails before any model work, with one line. */
+static int read_inputs(detect_run *r)
+{
+    for (int i = 0; i < r->o.n_inputs; i++) {
+        const char *path = r->o.inputs[i];
+        gr_status st = has_suffix(path, ".npy")
+                           ? gr_npy_read(path, &r->tensors[i], r->tensor_dims[i],
+                                         &r->tensor_ndim[i], 4)
+                           : gr_image_load(path, &r->images[i]);
+        if (st != GR_OK)
+            return gr_cli_fail(st, NULL);
     }
-    gr_cli_print_notices(*engine);
-    fprintf(stderr, "graphrun: device %s, precision %s%s, batch %d%s\n",
-            gr_engine_device_name(*engine), gr_precision_name(o->precision),
-            o->precision == GR_PREC_AUTO ? " (mixed int8/fp16, map above)" : "", o->batch,
-            o->eager && gr_engine_device(*engine) == GR_DEVICE_GPU ? ", eager (no CUDA graph)" : "");
-    gr_engine_memory_info mem;
-    if (gr_engine_device(*engine) == GR_DEVICE_GPU && gr_engine_memory(*engine, &mem) == GR_OK)
-        fprintf(stderr, "graphrun: device memory %.1f MiB: weights %.1f MiB (shared), per run in "
-                        "flight %.1f MiB (activations, scratch, io) x %d, cuBLAS %.1f MiB\n",
-                (double)mem.total_bytes / 1048576.0, (double)mem.weights_bytes / 1048576.0,
-                (double)(mem.arena_bytes + mem.workspace_bytes + mem.io_bytes) / 1048576.0,
-                mem.inflight, (double)mem.cublas_workspace_bytes / 1048576.0);
-    if (gr_engine_device(*engine) == GR_DEVICE_CPU && o->precision != GR_PREC_FP32)
-        fprintf(stderr, "graphrun: %s on the CPU emulates the GPU's arithmetic: slow, for checking "
-                        "numbers, not speed\n", gr_precision_name(o->precision));
     return GR_EXIT_OK;
 }
 
-typedef struct overflow_search {
-    const gr_net *net;
-    int layer, kind;
-    size_t bad;
-} overflow_search;
-
-static int first_nonfinite(int layer, int kind, const float *values, size_t n, void *user)
+/* .npy tensors must be the network's input, CHW or 1xCHW; images need a 3-channel input. */
+static int check_input_shapes(const detect_run *r)
 {
-    overflow_search *os = user;
-    size_t bad = 0;
-    for (size_t i = 0; i < n; i++)
-        bad += !isfinite(values[i]);
-    if (bad) {
-        os->layer = layer;
-        os->kind = kind;
-        os->bad = bad;
-    }
-    return bad != 0;
-}
-
-/* --find-overflow: run the same input layer by layer in the CPU emulation of the precision (int8
- * clamps, so it is searched in fp32) and name the first layer whose output is not finite. */
-static gr_status find_overflow(const gr_cli_options *o, const float *input)
-{
-    gr_net *net = NULL;
-    GR_TRY(gr_cli_load_net(o, &net));
-    overflow_search os = {net, -1, 0, 0};
-    /* auto: its fp16 layers are where an overflow can come from */
-    gr_precision prec = o->precision == GR_PREC_INT8  ? GR_PREC_FP32
-                        : o->precision == GR_PREC_AUTO ? GR_PREC_FP16
-                                                       : o->precision;
-    gr_status st = gr_cli_trace_layers(net, prec, NULL, 0.0f, input, first_nonfinite, &os);
-    if (st == GR_OK && os.layer >= 0) {
-        const gr_layer *l = &net->layers[os.layer];
-        fprintf(stderr,
-                "graphrun: first non-finite value at layer %d (%s, cfg line %d): %zu of its "
-                "values are NaN/Inf in %s; use --prec fp32 or int8\n",
-                os.layer, gr_op_get(l->p.op)->name, l->cfg_line, os.bad, gr_precision_name(prec));
-    } else if (st == GR_OK) {
-        fprintf(stderr, "graphrun: --find-overflow: every layer is finite in the CPU emulation of "
-                        "%s for the first input\n", gr_precision_name(prec));
-    }
-    gr_net_free(net);
-    return st;
-}
-
-typedef struct slot {
-    const char *path;
-    gr_image *image; /* NULL for .npy input */
-} slot;
-
-int gr_cli_detect(int argc, char **argv)
-{
-    gr_cli_options o;
-    char err[256];
-    int rc = gr_cli_parse(argc, argv, &o, err, sizeof err);
-    if (rc != GR_EXIT_OK) {
-        fprintf(stderr, "graphrun: %s\n", err);
-        return rc;
-    }
-    if (o.help) {
-        print_help();
-        return GR_EXIT_OK;
-    }
-    if (o.version) {
-        printf("graphrun %s\n", gr_version());
-        return GR_EXIT_OK;
-    }
-    if (o.list_models) {
-        for (const char *const *n = gr_builtin_models(); *n; n++)
-            printf("%s\n", *n);
-        return GR_EXIT_OK;
-    }
-    if (o.input_list || (o.n_inputs > 0 && gr_cli_is_directory(o.inputs[0])))
-        return gr_cli_detect_stream(&o);
-    if (o.fast_decode) {
-        fprintf(stderr, "graphrun: --fast-decode applies to --input DIR and --input-list only\n");
-        return GR_EXIT_USAGE;
-    }
-    if (o.n_inputs == 0)
-        o.inputs[o.n_inputs++] = default_input;
-
-    gr_model *model = NULL;
-    gr_engine *engine = NULL;
-    slot *slots = NULL;
-    gr_image *images[GR_CLI_MAX_INPUTS] = {0};
-    float *tensors[GR_CLI_MAX_INPUTS] = {0};
-    int tensor_dims[GR_CLI_MAX_INPUTS][4], tensor_ndim[GR_CLI_MAX_INPUTS];
-    float *input_f32 = NULL;
-    uint8_t *input_u8 = NULL;
-    double *times = NULL;
-    int nonfinite = 0;
-    gr_status st;
-
-    /* Read every input first: a bad file fails before any model work, with one line. */
-    for (int i = 0; i < o.n_inputs; i++) {
-        const char *path = o.inputs[i];
-        st = has_suffix(path, ".npy")
-                 ? gr_npy_read(path, &tensors[i], tensor_dims[i], &tensor_ndim[i], 4)
-                 : gr_image_load(path, &images[i]);
-        if (st != GR_OK) {
-            rc = gr_cli_fail(st, NULL);
-            goto done;
-        }
-    }
-
-    gr_model_info info;
-    if ((rc = gr_cli_open(&o, &model, &engine, &info)) != GR_EXIT_OK)
-        goto done;
-    for (int i = 0; i < o.n_inputs; i++) {
-        if (!tensors[i])
+    const gr_model_info *info = &r->info;
+    for (int i = 0; i < r->o.n_inputs; i++) {
+        if (!r->tensors[i]) {
+            int rc = gr_cli_check_image_input(r->engine, r->o.cfg ? r->o.cfg : info->name);
+            if (rc != GR_EXIT_OK)
+                return rc;
             continue;
-        const int *d = tensor_ndim[i] == 4 ? tensor_dims[i] + 1 : tensor_dims[i];
-        int chw = tensor_ndim[i] == 3 || (tensor_ndim[i] == 4 && tensor_dims[i][0] == 1);
-        if (!chw || d[0] != info.channels || d[1] != info.height || d[2] != info.width) {
+        }
+        const int *d = r->tensor_ndim[i] == 4 ? r->tensor_dims[i] + 1 : r->tensor_dims[i];
+        int chw = r->tensor_ndim[i] == 3 || (r->tensor_ndim[i] == 4 && r->tensor_dims[i][0] == 1);
+        if (!chw || d[0] != info->channels || d[1] != info->height || d[2] != info->width) {
             fprintf(stderr, "graphrun: %s: shape does not match the network input %dx%dx%d "
                             "(float32 CHW or 1xCHW expected)\n",
-                    o.inputs[i], info.channels, info.height, info.width);
-            rc = GR_EXIT_INPUT;
-            goto done;
+                    r->o.inputs[i], info->channels, info->height, info->width);
+            return GR_EXIT_INPUT;
         }
     }
-    /* The batch: inputs repeat to fill it. Images are letterboxed (uint8 for the GPU, whose input
-     * copy moves bytes; float, exactly as Darknet, for the CPU reference); .npy tensors are fed
-     * as-is through the float path. */
-    size_t per_image = (size_t)info.channels * (size_t)info.width * (size_t)info.height;
-    int use_u8 = gr_engine_device(engine) == GR_DEVICE_GPU;
-    for (int i = 0; i < o.n_inputs; i++)
-        if (tensors[i])
+    return GR_EXIT_OK;
+}
+
+static int allocate_batch(detect_run *r)
+{
+    const gr_cli_options *o = &r->o;
+    r->per_image = (size_t)r->info.channels * (size_t)r->info.width * (size_t)r->info.height;
+    int use_u8 = gr_engine_device(r->engine) == GR_DEVICE_GPU;
+    for (int i = 0; i < o->n_inputs; i++)
+        if (r->tensors[i])
             use_u8 = 0;
-    slots = calloc((size_t)o.batch, sizeof *slots);
-    input_f32 = calloc(per_image * (size_t)o.batch, sizeof(float));
-    input_u8 = use_u8 ? calloc(per_image * (size_t)o.batch, 1) : NULL;
-    times = calloc((size_t)o.runs, sizeof *times);
-    if (!slots || !input_f32 || (use_u8 && !input_u8) || !times) {
-        fprintf(stderr, "graphrun: out of memory for a batch of %d inputs\n", o.batch);
-        rc = GR_EXIT_OOM;
-        goto done;
+    r->slots = calloc((size_t)o->batch, sizeof *r->slots);
+    r->input_f32 = calloc(r->per_image * (size_t)o->batch, sizeof(float));
+    r->input_u8 = use_u8 ? calloc(r->per_image * (size_t)o->batch, 1) : NULL;
+    r->times = calloc((size_t)o->runs, sizeof *r->times);
+    if (!r->slots || !r->input_f32 || (use_u8 && !r->input_u8) || !r->times) {
+        fprintf(stderr, "graphrun: out of memory for a batch of %d inputs\n", o->batch);
+        return GR_EXIT_OOM;
     }
-    for (int b = 0; b < o.batch; b++) {
-        int i = b % o.n_inputs;
-        slots[b].path = o.inputs[i];
-        slots[b].image = images[i];
-        float *dst = input_f32 + (size_t)b * per_image;
-        if (tensors[i]) {
-            memcpy(dst, tensors[i], per_image * sizeof(float));
+    return GR_EXIT_OK;
+}
+
+/* The batch: inputs repeat to fill it. Images are letterboxed (uint8 for the GPU, whose input
+ * copy moves bytes; float, exactly as Darknet, for the CPU reference); .npy tensors are fed as-is
+ * through the float path. */
+static int fill_batch(detect_run *r)
+{
+    int rc = allocate_batch(r);
+    const gr_model_info *info = &r->info;
+    for (int b = 0; b < r->o.batch && rc == GR_EXIT_OK; b++) {
+        int i = b % r->o.n_inputs;
+        r->slots[b].path = r->o.inputs[i];
+        r->slots[b].image = r->images[i];
+        float *dst = r->input_f32 + (size_t)b * r->per_image;
+        if (r->tensors[i]) {
+            memcpy(dst, r->tensors[i], r->per_image * sizeof(float));
             continue;
         }
-        if ((st = gr_image_letterbox(images[i], info.width, info.height, dst)) != GR_OK ||
-            (input_u8 && (st = gr_image_letterbox_u8(images[i], info.width, info.height,
-                                                      input_u8 + (size_t)b * per_image)) != GR_OK)) {
-            rc = gr_cli_fail(st, o.inputs[i]);
-            goto done;
-        }
+        gr_status st = gr_image_letterbox(r->images[i], info->width, info->height, dst);
+        if (st == GR_OK && r->input_u8)
+            st = gr_image_letterbox_u8(r->images[i], info->width, info->height,
+                                       r->input_u8 + (size_t)b * r->per_image);
+        if (st != GR_OK)
+            rc = gr_cli_fail(st, r->o.inputs[i]);
     }
+    return rc;
+}
 
-    for (int r = 0; r < o.runs; r++) {
-        st = use_u8 ? gr_engine_run_u8(engine, input_u8) : gr_engine_run_f32(engine, input_f32);
-        if (st != GR_OK) {
-            rc = gr_cli_fail(st, "run");
-            goto done;
-        }
+static int run_timed(detect_run *r)
+{
+    for (int k = 0; k < r->o.runs; k++) {
+        gr_status st = r->input_u8 ? gr_engine_run_u8(r->engine, r->input_u8)
+                                   : gr_engine_run_f32(r->engine, r->input_f32);
+        if (st != GR_OK)
+            return gr_cli_fail(st, "run");
         gr_timing t;
-        gr_engine_timing(engine, &t);
-        times[r] = t.end_to_end_us;
+        gr_engine_timing(r->engine, &t);
+        r->times[k] = t.end_to_end_us;
     }
-    nonfinite = gr_cli_report_nonfinite(engine, gr_precision_name(o.precision));
-    if (nonfinite && o.find_overflow && (st = find_overflow(&o, input_f32)) != GR_OK) {
-        rc = gr_cli_fail(st, "--find-overflow");
-        goto done;
-    }
+    return GR_EXIT_OK;
+}
 
-    if (o.json)
-        printf("{\"model\": \"%s\", \"synthetic_weights\": %s, \"precision\": \"%s\", \"images\": [",
-               info.name, info.synthetic_weights ? "true" : "false", gr_precision_name(o.precision));
-    for (int b = 0; b < o.batch; b++) {
-        gr_detect_options dopt;
-        gr_detect_options_default(&dopt);
-        dopt.thresh = o.thresh;
-        dopt.nms = o.nms;
-        if (slots[b].image) {
-            dopt.image_w = slots[b].image->w;
-            dopt.image_h = slots[b].image->h;
-        }
-        gr_detection *dets = NULL;
-        int n = 0;
-        if (info.classes > 0 && (st = gr_engine_detect(engine, b, &dopt, &dets, &n)) != GR_OK) {
-            rc = gr_cli_fail(st, "decoding detections");
-            goto done;
-        }
-        if (o.json) {
-            printf("%s\n  {\"input\": ", b ? "," : "");
-            gr_cli_json_string(stdout, slots[b].path);
-            printf(", ");
-            gr_cli_json_detections(stdout, model, dets, n, "\n    ");
-            if (info.classes == 0)
-                print_top5(engine, model, b, 1);
-            printf("}");
-        } else {
-            printf("%s: %d detection%s\n", slots[b].path, n, n == 1 ? "" : "s");
-            for (int i = 0; i < n; i++)
-                printf("  %-14s %5.1f%%  box left %.0f top %.0f right %.0f bottom %.0f\n",
-                       gr_model_class_name(model, dets[i].class_id), 100.0 * (double)dets[i].prob,
-                       (double)dets[i].left, (double)dets[i].top, (double)dets[i].right,
-                       (double)dets[i].bottom);
-            if (info.classes == 0)
-                print_top5(engine, model, b, 0);
-        }
-        int write_image = slots[b].image && !(o.output && o.output[0] == '\0') &&
-                          (b < o.n_inputs); /* a repeated input is drawn once */
-        if (write_image) {
-            char name[4096];
-            indexed_name(name, sizeof name, o.output ? o.output : "predictions.png", b, ".png");
-            st = gr_image_draw_detections(slots[b].image, dets, n, model);
-            if (st == GR_OK)
-                st = gr_image_write(slots[b].image, name);
-            if (st != GR_OK) {
-                gr_detections_free(dets);
-                rc = gr_cli_fail(st, NULL);
-                goto done;
-            }
-            fprintf(stderr, "graphrun: wrote %s\n", name);
-        }
-        gr_detections_free(dets);
+/* NaN/Inf values in image b's part of the outputs. */
+static size_t image_nonfinite(const gr_engine *engine, int b)
+{
+    size_t bad = 0;
+    for (int k = 0; k < gr_engine_output_count(engine); k++) {
+        gr_tensor_desc d;
+        const float *v;
+        if (gr_engine_output_desc(engine, k, &d) != GR_OK || gr_engine_output(engine, k, &v) != GR_OK)
+            continue;
+        size_t n = (size_t)d.c * (size_t)d.h * (size_t)d.w;
+        for (size_t i = (size_t)b * n; i < (size_t)(b + 1) * n; i++)
+            bad += !isfinite(v[i]);
     }
-    if (o.json)
+    return bad;
+}
+
+static void print_image(const detect_run *r, int b, const gr_detection *dets, int n)
+{
+    const gr_model *model = r->model;
+    if (r->o.json) {
+        printf("%s\n  {\"input\": ", b ? "," : "");
+        gr_cli_json_string(stdout, r->slots[b].path);
+        size_t bad = image_nonfinite(r->engine, b);
+        if (bad)
+            printf(", \"nonfinite\": %zu", bad);
+        printf(", ");
+        gr_cli_json_detections(stdout, model, dets, n, "\n    ");
+        if (r->info.classes == 0)
+            print_top5(r->engine, model, b, 1);
+        printf("}");
+        return;
+    }
+    printf("%s: %d detection%s\n", r->slots[b].path, n, n == 1 ? "" : "s");
+    for (int i = 0; i < n; i++)
+        printf("  %-14s %5.1f%%  box left %.0f top %.0f right %.0f bottom %.0f\n",
+               gr_model_class_name(model, dets[i].class_id), 100.0 * (double)dets[i].prob,
+               (double)dets[i].left, (double)dets[i].top, (double)dets[i].right,
+               (double)dets[i].bottom);
+    if (r->info.classes == 0)
+        print_top5(r->engine, model, b, 0);
+}
+
+/* Image b with its boxes into --output (indexed after the first); a repeated input is drawn
+ * once. */
+static int draw_image(const detect_run *r, int b, const gr_detection *dets, int n)
+{
+    const gr_cli_options *o = &r->o;
+    if (!r->slots[b].image || (o->output && o->output[0] == '\0') || b >= o->n_inputs)
+        return GR_EXIT_OK;
+    char name[4096];
+    indexed_name(name, sizeof name, o->output ? o->output : "predictions.png", b, ".png");
+    gr_status st = gr_image_draw_detections(r->slots[b].image, dets, n, r->model);
+    if (st == GR_OK)
+        st = gr_image_write(r->slots[b].image, name);
+    if (st != GR_OK)
+        return gr_cli_fail(st, NULL);
+    fprintf(stderr, "graphrun: wrote %s\n", name);
+    return GR_EXIT_OK;
+}
+
+static int report_image(const detect_run *r, int b)
+{
+    gr_detect_options dopt;
+    gr_detect_options_default(&dopt);
+    dopt.thresh = r->o.thresh;
+    dopt.nms = r->o.nms;
+    if (r->slots[b].image) {
+        dopt.image_w = r->slots[b].image->w;
+        dopt.image_h = r->slots[b].image->h;
+    }
+    gr_detection *dets = NULL;
+    int n = 0;
+    gr_status st = r->info.classes > 0 ? gr_engine_detect(r->engine, b, &dopt, &dets, &n) : GR_OK;
+    if (st != GR_OK)
+        return gr_cli_fail(st, "decoding detections");
+    print_image(r, b, dets, n);
+    int rc = draw_image(r, b, dets, n);
+    gr_detections_free(dets);
+    return rc;
+}
+
+static int report_images(const detect_run *r)
+{
+    if (r->o.json) {
+        printf("{\"model\": ");
+        gr_cli_json_string(stdout, r->info.name);
+        printf(", \"synthetic_weights\": %s, \"precision\": \"%s\", \"images\": [",
+               r->info.synthetic_weights ? "true" : "false", gr_precision_name(r->o.precision));
+    }
+    int rc = GR_EXIT_OK;
+    for (int b = 0; b < r->o.batch && rc == GR_EXIT_OK; b++)
+        rc = report_image(r, b);
+    if (rc == GR_EXIT_OK && r->o.json)
         printf("\n]}\n");
+    return rc;
+}
 
-    if (o.save_output) {
-        for (int k = 0; k < gr_engine_output_count(engine); k++) {
-            gr_tensor_desc d;
-            const float *data;
-            gr_engine_output_desc(engine, k, &d);
-            gr_engine_output(engine, k, &data);
-            char name[4096];
-            indexed_name(name, sizeof name, o.save_output, k, ".npy");
-            int dims[4] = {d.n, d.c, d.h, d.w};
-            if ((st = gr_npy_write(name, data, dims, 4)) != GR_OK) {
-                rc = gr_cli_fail(st, NULL);
-                goto done;
-            }
-            fprintf(stderr, "graphrun: wrote %s (%dx%dx%dx%d float32)\n", name, d.n, d.c, d.h, d.w);
-        }
+/* --save-output: each head's raw output as .npy. */
+static int save_outputs(const detect_run *r)
+{
+    for (int k = 0; r->o.save_output && k < gr_engine_output_count(r->engine); k++) {
+        gr_tensor_desc d;
+        const float *data;
+        gr_engine_output_desc(r->engine, k, &d);
+        gr_engine_output(r->engine, k, &data);
+        char name[4096];
+        indexed_name(name, sizeof name, r->o.save_output, k, ".npy");
+        int dims[4] = {d.n, d.c, d.h, d.w};
+        gr_status st = gr_npy_write(name, data, dims, 4);
+        if (st != GR_OK)
+            return gr_cli_fail(st, NULL);
+        fprintf(stderr, "graphrun: wrote %s (%dx%dx%dx%d float32)\n", name, d.n, d.c, d.h, d.w);
     }
+    return GR_EXIT_OK;
+}
 
+static void print_timing(detect_run *r)
+{
     gr_timing t;
-    gr_engine_timing(engine, &t);
-    qsort(times, (size_t)o.runs, sizeof *times, cmp_double);
+    gr_engine_timing(r->engine, &t);
+    gr_cli_sort(r->times, r->o.runs);
     fprintf(stderr,
             "time (last run): type conversion %.1f us, memory copy %.1f us, computation %.1f us; "
             "end to end %.1f us",
             t.convert_us, t.copy_us, t.compute_us, t.end_to_end_us);
-    if (o.runs > 1)
-        fprintf(stderr, "; median of %d runs %.1f us, p99 %.1f us", o.runs, times[o.runs / 2],
-                times[(int)((o.runs - 1) * 0.99)]);
+    if (r->o.runs > 1)
+        fprintf(stderr, "; median of %d runs %.1f us, p99 %.1f us", r->o.runs,
+                gr_cli_percentile(r->times, r->o.runs, 50.0),
+                gr_cli_percentile(r->times, r->o.runs, 99.0));
     fprintf(stderr, "\n");
-    rc = nonfinite ? GR_EXIT_FAILURE : GR_EXIT_OK;
-done:
-    for (int i = 0; i < o.n_inputs; i++) {
-        gr_image_destroy(images[i]);
-        free(tensors[i]);
+}
+
+/* The runs, the NaN/Inf check (and --find-overflow), the results, the files. */
+static int run_and_report(detect_run *r)
+{
+    int rc = run_timed(r);
+    if (rc != GR_EXIT_OK)
+        return rc;
+    int nonfinite = gr_cli_report_nonfinite(r->engine, gr_precision_name(r->o.precision));
+    gr_status st = nonfinite && r->o.find_overflow ? gr_cli_find_overflow(&r->o, r->input_f32)
+                                                   : GR_OK;
+    if (st != GR_OK)
+        return gr_cli_fail(st, "--find-overflow");
+    if ((rc = report_images(r)) != GR_EXIT_OK || (rc = save_outputs(r)) != GR_EXIT_OK)
+        return rc;
+    print_timing(r);
+    return nonfinite ? GR_EXIT_FAILURE : GR_EXIT_OK;
+}
+
+static void detect_free(detect_run *r)
+{
+    for (int i = 0; i < r->o.n_inputs; i++) {
+        gr_image_destroy(r->images[i]);
+        free(r->tensors[i]);
     }
-    free(slots);
-    free(input_f32);
-    free(input_u8);
-    free(times);
-    gr_engine_destroy(engine);
-    gr_model_destroy(model);
+    free(r->slots);
+    free(r->input_f32);
+    free(r->input_u8);
+    free(r->times);
+    gr_engine_destroy(r->engine);
+    gr_model_destroy(r->model);
+}
+
+int gr_cli_detect_images(const gr_cli_options *o)
+{
+    if (o->fast_decode) {
+        fprintf(stderr, "graphrun: --fast-decode applies to --input DIR and --input-list only\n");
+        return GR_EXIT_USAGE;
+    }
+    detect_run *r = calloc(1, sizeof *r);
+    if (!r) {
+        fprintf(stderr, "graphrun: out of memory\n");
+        return GR_EXIT_OOM;
+    }
+    r->o = *o;
+    if (r->o.n_inputs == 0)
+        r->o.inputs[r->o.n_inputs++] = default_input;
+    int rc = read_inputs(r);
+    if (rc == GR_EXIT_OK)
+        rc = gr_cli_open(&r->o, &r->model, &r->engine, &r->info);
+    if (rc == GR_EXIT_OK)
+        rc = check_input_shapes(r);
+    if (rc == GR_EXIT_OK)
+        rc = fill_batch(r);
+    if (rc == GR_EXIT_OK)
+        rc = run_and_report(r);
+    detect_free(r);
+    free(r);
     return rc;
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "base/base.h"
@@ -61,13 +62,6 @@ static void eval_usage(FILE *f)
             "  --json              results as JSON\n");
 }
 
-static int usage_error(const char *what, const char *arg)
-{
-    fprintf(stderr, "graphrun eval: %s '%s'\n", what, arg ? arg : "");
-    eval_usage(stderr);
-    return GR_EXIT_USAGE;
-}
-
 static int fail(gr_status st, const char *what)
 {
     fprintf(stderr, "graphrun eval: %s%s%s\n", what ? what : "", what ? ": " : "",
@@ -75,29 +69,77 @@ static int fail(gr_status st, const char *what)
     return gr_cli_exit_code(st);
 }
 
-static int parse_int(const char *s, long lo, long hi, int *out)
+enum {
+    E_JSON = 1, E_MODEL, E_CFG, E_WEIGHTS, E_NAMES, E_IMAGES, E_LABELS, E_CALIB_IMAGES, E_CALIB,
+    E_MAX_NRMSE, E_PREC, E_DEVICE, E_BATCH, E_MAX_IMAGES, E_THRESH, E_NMS
+};
+
+static const gr_cli_flag eval_flags[] = {
+    {"--json", E_JSON, 0}, {"--model", E_MODEL, 1}, {"--cfg", E_CFG, 1},
+    {"--weights", E_WEIGHTS, 1}, {"--names", E_NAMES, 1}, {"--images", E_IMAGES, 1},
+    {"--labels", E_LABELS, 1}, {"--calib-images", E_CALIB_IMAGES, 1}, {"--calib", E_CALIB, 1},
+    {"--max-nrmse", E_MAX_NRMSE, 1}, {"--prec", E_PREC, 1}, {"--device", E_DEVICE, 1},
+    {"--batch", E_BATCH, 1}, {"--max-images", E_MAX_IMAGES, 1}, {"--thresh", E_THRESH, 1},
+    {"--nms", E_NMS, 1}, {NULL, 0, 0}};
+
+/* --prec: one precision, or all three. */
+static int parse_precs(const char *v, eval_args *a)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return 0;
-    *out = (int)v;
-    return 1;
+    if (!strcmp(v, "all")) {
+        a->n_precs = 3;
+        a->precs[1] = GR_PREC_FP16;
+        a->precs[2] = GR_PREC_INT8;
+        return 1;
+    }
+    a->n_precs = 1;
+    return gr_precision_parse(v, &a->precs[0]) == GR_OK;
 }
 
-static int parse_unit(const char *s, float *out)
+static const char *apply_value(eval_args *a, int id, const char *v)
 {
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (errno || end == s || *end || !(v >= 0.0f && v <= 1.0f))
-        return 0;
-    *out = v;
-    return 1;
+    switch (id) {
+    case E_MODEL: a->model = v; break;
+    case E_CFG: a->cfg = v; break;
+    case E_WEIGHTS: a->weights = v; break;
+    case E_NAMES: a->names = v; break;
+    case E_IMAGES: a->images = v; break;
+    case E_LABELS: a->labels = v; break;
+    case E_CALIB_IMAGES: a->calib_images = v; break;
+    case E_CALIB:
+        return gr_calib_method_parse(v, &a->calib_method) == GR_OK
+                   ? NULL : "max, percentile, entropy or mse";
+    case E_MAX_NRMSE:
+        return gr_cli_parse_float(v, 0.0f, 1.0f, &a->max_nrmse)
+                   ? NULL : "a number in [0, 1]";
+    case E_PREC: return parse_precs(v, a) ? NULL : "fp32, fp16, int8, auto or all";
+    case E_DEVICE: return gr_cli_parse_device(v, &a->device) ? NULL : "auto, cpu or gpu";
+    case E_BATCH:
+        return gr_cli_parse_int(v, 1, GR_MAX_BATCH_CLI, &a->batch)
+                   ? NULL : "an integer in 1..4096";
+    case E_MAX_IMAGES:
+        return gr_cli_parse_int(v, 1, MAX_EVAL_IMAGES, &a->max_images) ? NULL
+                                                                         : "a positive integer";
+    case E_THRESH:
+        return gr_cli_parse_float(v, 0.0f, 1.0f, &a->thresh)
+                   ? NULL : "a number in [0, 1]";
+    case E_NMS: return gr_cli_parse_float(v, 0.0f, 1.0f, &a->nms) ? NULL : "a number in [0, 1]";
+    default: break;
+    }
+    return NULL;
 }
 
-/* Returns GR_EXIT_OK, GR_EXIT_USAGE (message printed), or -1 for --help. */
+static int eval_apply(void *ctx, int id, const char *name, const char *v, char *err, size_t errlen)
+{
+    eval_args *a = ctx;
+    if (id == E_JSON) {
+        a->json = 1;
+        return GR_EXIT_OK;
+    }
+    const char *want = apply_value(a, id, v);
+    return want ? gr_cli_usage_error(err, errlen, "%s '%s' is not %s", name, v, want) : GR_EXIT_OK;
+}
+
+/* Returns -1 to go on, else the exit status (help, version, a usage error: printed). */
 static int parse_args(int argc, char **argv, eval_args *a)
 {
     memset(a, 0, sizeof *a);
@@ -109,70 +151,18 @@ static int parse_args(int argc, char **argv, eval_args *a)
     a->thresh = 0.005f;
     a->max_nrmse = GR_MAX_NRMSE_DEFAULT;
     a->nms = 0.45f;
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i];
-        if (!strcmp(o, "--help") || !strcmp(o, "-h"))
-            return -1;
-        if (!strcmp(o, "--json")) {
-            a->json = 1;
-            continue;
-        }
-        if (i + 1 >= argc)
-            return usage_error(strncmp(o, "--", 2) ? "unexpected argument" : "needs a value", o);
-        const char *v = argv[++i];
-        if (!strcmp(o, "--model")) a->model = v;
-        else if (!strcmp(o, "--cfg")) a->cfg = v;
-        else if (!strcmp(o, "--weights")) a->weights = v;
-        else if (!strcmp(o, "--names")) a->names = v;
-        else if (!strcmp(o, "--images")) a->images = v;
-        else if (!strcmp(o, "--labels")) a->labels = v;
-        else if (!strcmp(o, "--calib-images")) a->calib_images = v;
-        else if (!strcmp(o, "--calib")) {
-            if (gr_calib_method_parse(v, &a->calib_method) != GR_OK)
-                return usage_error("--calib is not max, percentile, entropy or mse:", v);
-        } else if (!strcmp(o, "--max-nrmse")) {
-            char *end;
-            double x = strtod(v, &end);
-            if (*end || end == v || !(x >= 0.0 && x <= 1.0))
-                return usage_error("--max-nrmse is not a number in [0, 1]:", v);
-            a->max_nrmse = (float)x;
-        }
-        else if (!strcmp(o, "--prec")) {
-            if (!strcmp(v, "all")) {
-                a->n_precs = 3;
-                a->precs[1] = GR_PREC_FP16;
-                a->precs[2] = GR_PREC_INT8;
-            } else if (gr_precision_parse(v, &a->precs[0]) == GR_OK) {
-                a->n_precs = 1;
-            } else {
-                return usage_error("--prec is not fp32, fp16, int8, auto or all:", v);
-            }
-        } else if (!strcmp(o, "--device")) {
-            if (!strcmp(v, "auto")) a->device = GR_DEVICE_AUTO;
-            else if (!strcmp(v, "cpu")) a->device = GR_DEVICE_CPU;
-            else if (!strcmp(v, "gpu")) a->device = GR_DEVICE_GPU;
-            else return usage_error("--device is not auto, cpu or gpu:", v);
-        } else if (!strcmp(o, "--batch")) {
-            if (!parse_int(v, 1, GR_MAX_BATCH_CLI, &a->batch))
-                return usage_error("--batch is not an integer in 1..4096:", v);
-        } else if (!strcmp(o, "--max-images")) {
-            if (!parse_int(v, 1, MAX_EVAL_IMAGES, &a->max_images))
-                return usage_error("--max-images is not a positive integer:", v);
-        } else if (!strcmp(o, "--thresh")) {
-            if (!parse_unit(v, &a->thresh))
-                return usage_error("--thresh is not a number in 0..1:", v);
-        } else if (!strcmp(o, "--nms")) {
-            if (!parse_unit(v, &a->nms))
-                return usage_error("--nms is not a number in 0..1:", v);
-        } else {
-            return usage_error("unknown option", o);
-        }
+    gr_cli_parser parser = {.command = "graphrun eval", .own = eval_flags, .apply = eval_apply,
+                            .ctx = a};
+    int rc = gr_cli_run_parser(&parser, argc, argv, eval_usage);
+    if (rc >= 0)
+        return rc;
+    if (!a->images) {
+        fprintf(stderr, "graphrun eval: --images DIR is required (see graphrun eval --help)\n");
+        return GR_EXIT_USAGE;
     }
-    if (!a->images)
-        return usage_error("--images DIR is required", "");
     if (!a->labels)
         a->labels = a->images;
-    return GR_EXIT_OK;
+    return -1;
 }
 
 /* ---- files -------------------------------------------------------------------------------- */
@@ -248,6 +238,92 @@ static void join_path(char *dst, size_t len, const char *dir, const char *name)
     snprintf(dst, len, "%s%s%s", dir, n && dir[n - 1] == '/' ? "" : "/", name);
 }
 
+/* <labels>/<stem of image_name>.txt into full. */
+static void label_path(char *full, size_t len, const char *labels_dir, const char *image_name)
+{
+    char stem[1024], name[1100];
+    snprintf(stem, sizeof stem, "%s", image_name);
+    char *dot = strrchr(stem, '.');
+    if (dot)
+        *dot = '\0';
+    snprintf(name, sizeof name, "%s.txt", stem);
+    join_path(full, len, labels_dir, name);
+}
+
+/* The label file, or *f = NULL when there is none (an image without objects). */
+static gr_status open_labels(const char *full, FILE **f)
+{
+    *f = NULL;
+    struct stat sb;
+    if (stat(full, &sb) != 0)
+        return errno == ENOENT ? GR_OK
+                               : gr_fail(GR_ERR_IO, "%s: cannot open: %s", full, strerror(errno));
+    /* A directory opens and reads as an empty file: it would pass for an image without objects. */
+    if (!S_ISREG(sb.st_mode))
+        return gr_fail(GR_ERR_IO, "%s: not a regular file (%s): a label file must be a file", full,
+                       S_ISDIR(sb.st_mode) ? "a directory" : "a device, FIFO or socket");
+    if (!(*f = fopen(full, "r")))
+        return gr_fail(GR_ERR_IO, "%s: cannot open: %s", full, strerror(errno));
+    return GR_OK;
+}
+
+static char *skip_space(char *p)
+{
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+        p++;
+    return p;
+}
+
+/* One `class cx cy w h` line into v; *blank for an empty line. */
+static gr_status parse_label_line(char *line, const char *full, int line_no, int classes,
+                                  double v[5], int *blank)
+{
+    char *p = skip_space(line);
+    *blank = *p == '\0';
+    if (*blank)
+        return GR_OK;
+    int k = 0;
+    for (; k < 5; k++) {
+        char *end;
+        errno = 0;
+        v[k] = strtod(p, &end);
+        if (end == p || errno || !isfinite(v[k]))
+            break;
+        p = end;
+    }
+    if (k < 5 || *skip_space(p))
+        return gr_fail(GR_ERR_PARSE, "%s:%d: expected 'class cx cy w h' (5 numbers)", full,
+                       line_no);
+    if (v[0] != floor(v[0]) || v[0] < 0 || v[0] >= classes)
+        return gr_fail(GR_ERR_PARSE, "%s:%d: class %g is not an integer in 0..%d (the model's "
+                                     "classes)", full, line_no, v[0], classes - 1);
+    if (v[3] < 0 || v[4] < 0)
+        return gr_fail(GR_ERR_PARSE, "%s:%d: negative box size", full, line_no);
+    return GR_OK;
+}
+
+/* The box of a label line, in pixels of the w x h image, appended to *out. */
+static gr_status add_box(const double v[5], int w, int h, const char *full, gr_detection **out,
+                         int *n, int *cap)
+{
+    if (*n == *cap) {
+        int grown_cap = *cap ? 2 * *cap : 16;
+        gr_detection *grown = realloc(*out, (size_t)grown_cap * sizeof *grown);
+        if (!grown)
+            return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory", full);
+        *out = grown;
+        *cap = grown_cap;
+    }
+    gr_detection *g = &(*out)[(*n)++];
+    memset(g, 0, sizeof *g);
+    g->class_id = (int)v[0];
+    g->left = (float)((v[1] - v[3] / 2) * w);
+    g->right = (float)((v[1] + v[3] / 2) * w);
+    g->top = (float)((v[2] - v[4] / 2) * h);
+    g->bottom = (float)((v[2] + v[4] / 2) * h);
+    return GR_OK;
+}
+
 /* Ground truth of one image from <labels>/<stem>.txt, in pixels of the w x h image. A missing
  * file means no objects (*missing is set). */
 static gr_status read_labels(const char *labels_dir, const char *image_name, int w, int h,
@@ -255,82 +331,28 @@ static gr_status read_labels(const char *labels_dir, const char *image_name, int
 {
     *out = NULL;
     *n = 0;
-    *missing = 0;
-    char stem[1024], path[4096];
-    snprintf(stem, sizeof stem, "%s", image_name);
-    char *dot = strrchr(stem, '.');
-    if (dot)
-        *dot = '\0';
-    snprintf(path, sizeof path, "%s.txt", stem);
     char full[4200];
-    join_path(full, sizeof full, labels_dir, path);
-    FILE *f = fopen(full, "r");
-    if (!f) {
-        if (errno == ENOENT) {
-            *missing = 1;
-            return GR_OK;
-        }
-        return gr_fail(GR_ERR_IO, "%s: cannot open: %s", full, strerror(errno));
-    }
+    label_path(full, sizeof full, labels_dir, image_name);
+    FILE *f;
+    GR_TRY(open_labels(full, &f));
+    *missing = f == NULL;
     char line[MAX_LABEL_LINE];
     int line_no = 0, cap = 0;
     gr_status st = GR_OK;
-    while (st == GR_OK && fgets(line, sizeof line, f)) {
+    while (f && st == GR_OK && fgets(line, sizeof line, f)) {
         line_no++;
-        if (!strchr(line, '\n') && !feof(f)) {
+        double v[5];
+        int blank;
+        if (!strchr(line, '\n') && !feof(f))
             st = gr_fail(GR_ERR_PARSE, "%s:%d: line longer than %d bytes", full, line_no,
                          MAX_LABEL_LINE - 2);
-            break;
-        }
-        char *p = line;
-        while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
-            p++;
-        if (*p == '\0')
-            continue;
-        double v[5];
-        int k = 0;
-        for (; k < 5; k++) {
-            char *end;
-            errno = 0;
-            v[k] = strtod(p, &end);
-            if (end == p || errno || !isfinite(v[k]))
-                break;
-            p = end;
-        }
-        while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
-            p++;
-        if (k < 5 || *p) {
-            st = gr_fail(GR_ERR_PARSE, "%s:%d: expected 'class cx cy w h' (5 numbers)", full,
-                         line_no);
-            break;
-        }
-        if (v[0] != floor(v[0]) || v[0] < 0 || v[0] >= classes) {
-            st = gr_fail(GR_ERR_PARSE, "%s:%d: class %g is not an integer in 0..%d (the model's "
-                                       "classes)", full, line_no, v[0], classes - 1);
-            break;
-        }
-        if (v[3] < 0 || v[4] < 0) {
-            st = gr_fail(GR_ERR_PARSE, "%s:%d: negative box size", full, line_no);
-            break;
-        }
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 16;
-            gr_detection *grown = realloc(*out, (size_t)cap * sizeof *grown);
-            if (!grown) {
-                st = gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory", full);
-                break;
-            }
-            *out = grown;
-        }
-        gr_detection *g = &(*out)[(*n)++];
-        memset(g, 0, sizeof *g);
-        g->class_id = (int)v[0];
-        g->left = (float)((v[1] - v[3] / 2) * w);
-        g->right = (float)((v[1] + v[3] / 2) * w);
-        g->top = (float)((v[2] - v[4] / 2) * h);
-        g->bottom = (float)((v[2] + v[4] / 2) * h);
+        else if ((st = parse_label_line(line, full, line_no, classes, v, &blank)) == GR_OK)
+            st = blank ? GR_OK : add_box(v, w, h, full, out, n, &cap);
     }
-    fclose(f);
+    if (f && st == GR_OK && ferror(f))
+        st = gr_fail(GR_ERR_IO, "%s: read error: %s", full, strerror(errno));
+    if (f)
+        fclose(f);
     if (st != GR_OK) {
         free(*out);
         *out = NULL;
@@ -355,9 +377,19 @@ static double now_seconds(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static gr_status run_precision(const eval_args *a, const gr_model *model, const gr_model_info *info,
-                               const name_list *images, const char *const *calib, gr_precision prec,
-                               eval_result *res, long long *n_gt, int *n_missing)
+/* One precision's engine and its input batch. */
+typedef struct eval_batch {
+    gr_engine *engine;
+    gr_image **images; /* [batch]: the batch's decoded images (their sizes map boxes back) */
+    float *in_f32;     /* the CPU's input */
+    uint8_t *in_u8;    /* the GPU's */
+    size_t per_image;
+    int batch;
+} eval_batch;
+
+static gr_status eval_batch_open(const eval_args *a, const gr_model *model,
+                                 const gr_model_info *info, const char *const *calib,
+                                 gr_precision prec, eval_batch *eb)
 {
     gr_engine_options eo;
     gr_engine_options_default(&eo);
@@ -367,90 +399,112 @@ static gr_status run_precision(const eval_args *a, const gr_model *model, const 
     eo.batch = a->batch;
     eo.calib_images = calib;
     eo.calib_method = a->calib_method;
-    gr_engine *engine = NULL;
-    gr_eval *ev = NULL;
-    gr_image **batch_images = calloc((size_t)a->batch, sizeof *batch_images);
-    size_t per_image = (size_t)info->channels * (size_t)info->width * (size_t)info->height;
-    float *in_f32 = NULL;
-    uint8_t *in_u8 = NULL;
-    double start = now_seconds();
-    gr_status st = batch_images ? GR_OK : gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: batch");
-    if (st == GR_OK)
-        st = gr_engine_build(model, &eo, &engine);
-    if (st != GR_OK) {
-        gr_fail_prefix(st, "building the %s engine: ", gr_precision_name(prec));
-        goto done;
-    }
-    if (gr_engine_notice(engine)[0])
-        fprintf(stderr, "graphrun eval: %s\n", gr_engine_notice(engine));
-    int use_u8 = gr_engine_device(engine) == GR_DEVICE_GPU;
-    gr_cli_print_notices(engine); /* e.g. the int8 calibration's time */
-    fprintf(stderr, "graphrun eval: %s on %s, batch %d\n", gr_precision_name(prec),
-            gr_engine_device_name(engine), a->batch);
-    in_f32 = use_u8 ? NULL : calloc(per_image * (size_t)a->batch, sizeof(float));
-    in_u8 = use_u8 ? calloc(per_image * (size_t)a->batch, 1) : NULL;
-    if ((!use_u8 && !in_f32) || (use_u8 && !in_u8)) {
-        st = gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: input batch of %d", a->batch);
-        goto done;
-    }
-    if ((st = gr_eval_create(info->classes, &ev)) != GR_OK)
-        goto done;
-    *n_missing = 0;
-    for (int first = 0; first < images->n && st == GR_OK; first += a->batch) {
-        int count = images->n - first < a->batch ? images->n - first : a->batch;
-        for (int b = 0; b < a->batch && st == GR_OK; b++) {
-            char path[4200];
-            join_path(path, sizeof path, a->images, images->names[first + (b < count ? b : 0)]);
-            gr_image_destroy(batch_images[b]);
-            batch_images[b] = NULL;
-            if ((st = gr_image_load(path, &batch_images[b])) != GR_OK)
-                break;
-            st = use_u8 ? gr_image_letterbox_u8(batch_images[b], info->width, info->height,
-                                                in_u8 + (size_t)b * per_image)
-                        : gr_image_letterbox(batch_images[b], info->width, info->height,
-                                             in_f32 + (size_t)b * per_image);
-        }
-        if (st == GR_OK)
-            st = use_u8 ? gr_engine_run_u8(engine, in_u8) : gr_engine_run_f32(engine, in_f32);
-        for (int b = 0; b < count && st == GR_OK; b++) {
-            gr_detect_options dopt;
-            gr_detect_options_default(&dopt);
-            dopt.thresh = a->thresh;
-            dopt.nms = a->nms;
-            dopt.image_w = batch_images[b]->w;
-            dopt.image_h = batch_images[b]->h;
-            gr_detection *dets = NULL, *gt = NULL;
-            int nd = 0, ng = 0, missing = 0;
-            st = gr_engine_detect(engine, b, &dopt, &dets, &nd);
-            if (st == GR_OK)
-                st = read_labels(a->labels, images->names[first + b], batch_images[b]->w,
-                                 batch_images[b]->h, info->classes, &gt, &ng, &missing);
-            if (st == GR_OK)
-                st = gr_eval_add_image(ev, dets, nd, gt, ng);
-            *n_missing += missing;
-            gr_detections_free(dets);
-            free(gt);
-        }
-    }
+    gr_status st = gr_engine_build(model, &eo, &eb->engine);
     if (st != GR_OK)
-        goto done;
-    res->prec = prec;
-    res->per_class = calloc((size_t)info->classes, sizeof *res->per_class);
-    if (!res->per_class) {
-        st = gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: results");
-        goto done;
+        return gr_fail_prefix(st, "building the %s engine: ", gr_precision_name(prec));
+    gr_cli_print_notices(eb->engine); /* e.g. the int8 calibration's time */
+    fprintf(stderr, "graphrun eval: %s on %s, batch %d\n", gr_precision_name(prec),
+            gr_engine_device_name(eb->engine), a->batch);
+    int use_u8 = gr_engine_device(eb->engine) == GR_DEVICE_GPU;
+    eb->batch = a->batch;
+    eb->per_image = (size_t)info->channels * (size_t)info->width * (size_t)info->height;
+    eb->images = calloc((size_t)a->batch, sizeof *eb->images);
+    eb->in_f32 = use_u8 ? NULL : calloc(eb->per_image * (size_t)a->batch, sizeof(float));
+    eb->in_u8 = use_u8 ? calloc(eb->per_image * (size_t)a->batch, 1) : NULL;
+    if (!eb->images || (!eb->in_f32 && !eb->in_u8))
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: input batch of %d", a->batch);
+    return GR_OK;
+}
+
+static void eval_batch_close(eval_batch *eb)
+{
+    for (int b = 0; eb->images && b < eb->batch; b++)
+        gr_image_destroy(eb->images[b]);
+    free(eb->images);
+    free(eb->in_f32);
+    free(eb->in_u8);
+    gr_engine_destroy(eb->engine);
+}
+
+/* Images first..first+count-1 decoded and letterboxed into the batch (the rest of a last, short
+ * batch repeats the first) and run. */
+static gr_status run_batch(const eval_args *a, const gr_model_info *info, const name_list *images,
+                           int first, int count, eval_batch *eb)
+{
+    for (int b = 0; b < eb->batch; b++) {
+        char path[4200];
+        join_path(path, sizeof path, a->images, images->names[first + (b < count ? b : 0)]);
+        gr_image_destroy(eb->images[b]);
+        eb->images[b] = NULL;
+        GR_TRY(gr_image_load(path, &eb->images[b]));
+        GR_TRY(eb->in_u8 ? gr_image_letterbox_u8(eb->images[b], info->width, info->height,
+                                                 eb->in_u8 + (size_t)b * eb->per_image)
+                         : gr_image_letterbox(eb->images[b], info->width, info->height,
+                                              eb->in_f32 + (size_t)b * eb->per_image));
     }
-    st = gr_eval_result(ev, GR_AP_ALL_POINT, res->per_class, &res->map50, &res->map50_95);
-    gr_eval_counts(ev, NULL, n_gt, &res->dets);
+    return eb->in_u8 ? gr_engine_run_u8(eb->engine, eb->in_u8)
+                     : gr_engine_run_f32(eb->engine, eb->in_f32);
+}
+
+/* Image b of the batch (named `name`): its detections against its labels into ev. */
+static gr_status score_image(const eval_args *a, const gr_model_info *info, eval_batch *eb, int b,
+                             const char *name, gr_eval *ev, int *n_missing)
+{
+    gr_detect_options dopt;
+    gr_detect_options_default(&dopt);
+    dopt.thresh = a->thresh;
+    dopt.nms = a->nms;
+    dopt.image_w = eb->images[b]->w;
+    dopt.image_h = eb->images[b]->h;
+    gr_detection *dets = NULL, *gt = NULL;
+    int nd = 0, ng = 0, missing = 0;
+    gr_status st = gr_engine_detect(eb->engine, b, &dopt, &dets, &nd);
+    if (st == GR_OK)
+        st = read_labels(a->labels, name, eb->images[b]->w, eb->images[b]->h, info->classes, &gt,
+                         &ng, &missing);
+    if (st == GR_OK)
+        st = gr_eval_add_image(ev, dets, nd, gt, ng);
+    *n_missing += missing;
+    gr_detections_free(dets);
+    free(gt);
+    return st;
+}
+
+static gr_status eval_images(const eval_args *a, const gr_model_info *info,
+                             const name_list *images, eval_batch *eb, gr_eval *ev, int *n_missing)
+{
+    *n_missing = 0;
+    for (int first = 0; first < images->n; first += a->batch) {
+        int count = images->n - first < a->batch ? images->n - first : a->batch;
+        GR_TRY(run_batch(a, info, images, first, count, eb));
+        for (int b = 0; b < count; b++)
+            GR_TRY(score_image(a, info, eb, b, images->names[first + b], ev, n_missing));
+    }
+    return GR_OK;
+}
+
+static gr_status run_precision(const eval_args *a, const gr_model *model, const gr_model_info *info,
+                               const name_list *images, const char *const *calib, gr_precision prec,
+                               eval_result *res, long long *n_gt, int *n_missing)
+{
+    double start = now_seconds();
+    eval_batch eb = {0};
+    gr_eval *ev = NULL;
+    gr_status st = eval_batch_open(a, model, info, calib, prec, &eb);
+    if (st == GR_OK)
+        st = gr_eval_create(info->classes, &ev);
+    if (st == GR_OK)
+        st = eval_images(a, info, images, &eb, ev, n_missing);
+    res->prec = prec;
+    if (st == GR_OK && !(res->per_class = calloc((size_t)info->classes, sizeof *res->per_class)))
+        st = gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: results");
+    if (st == GR_OK)
+        st = gr_eval_result(ev, GR_AP_ALL_POINT, res->per_class, &res->map50, &res->map50_95);
+    if (st == GR_OK)
+        gr_eval_counts(ev, NULL, n_gt, &res->dets);
     res->seconds = now_seconds() - start;
-done:
-    for (int b = 0; batch_images && b < a->batch; b++)
-        gr_image_destroy(batch_images[b]);
-    free(batch_images);
-    free(in_f32);
-    free(in_u8);
     gr_eval_destroy(ev);
-    gr_engine_destroy(engine);
+    eval_batch_close(&eb);
     return st;
 }
 
@@ -474,26 +528,11 @@ static void print_text(const gr_model *model, const gr_model_info *info, const e
     }
 }
 
-static void print_json_string(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            printf("\\%c", ch);
-        else if (ch < 0x20)
-            printf("\\u%04x", ch);
-        else
-            putchar(ch);
-    }
-    putchar('"');
-}
-
 static void print_json(const gr_model *model, const gr_model_info *info, const eval_result *res,
                        int n_res, int n_images, long long n_gt)
 {
     printf("{\"model\": ");
-    print_json_string(info->name);
+    gr_cli_json_string(stdout, info->name);
     printf(", \"images\": %d, \"ground_truth\": %lld, \"results\": [", n_images, n_gt);
     for (int i = 0; i < n_res; i++) {
         const eval_result *r = &res[i];
@@ -506,7 +545,7 @@ static void print_json(const gr_model *model, const gr_model_info *info, const e
             if (k->n_gt == 0)
                 continue;
             printf("%s\n    {\"class\": ", first ? "" : ",");
-            print_json_string(gr_model_class_name(model, c));
+            gr_cli_json_string(stdout, gr_model_class_name(model, c));
             printf(", \"class_id\": %d, \"ground_truth\": %d, \"detections\": %d, \"ap50\": %.6f, "
                    "\"ap50_95\": %.6f}", c, k->n_gt, k->n_dets, k->ap[0], k->ap50_95);
             first = 0;
@@ -516,108 +555,127 @@ static void print_json(const gr_model *model, const gr_model_info *info, const e
     printf("\n]}\n");
 }
 
+/* The model, checked: images need 3 channels, mAP needs a detection head. */
+static int load_model(const eval_args *a, gr_model **model, gr_model_info *info)
+{
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = a->cfg ? NULL : a->model;
+    mo.cfg_path = a->cfg;
+    mo.weights_path = a->weights;
+    gr_status st = gr_model_load(&mo, model);
+    if (st == GR_OK && a->names)
+        st = gr_model_set_class_names(*model, a->names);
+    if (st != GR_OK)
+        return fail(st, NULL);
+    gr_model_get_info(*model, info);
+    int rc = gr_cli_check_image_channels(info->channels, info->height, info->width,
+                                         a->cfg ? a->cfg : info->name);
+    if (rc != GR_EXIT_OK)
+        return rc;
+    if (info->classes < 1) {
+        fprintf(stderr, "graphrun eval: %s has no detection head\n", info->name);
+        return GR_EXIT_INPUT;
+    }
+    if (info->synthetic_weights)
+        fprintf(stderr, "graphrun eval: weights: SYNTHETIC - expect a mAP near 0; pass --weights "
+                        "FILE\n");
+    return GR_EXIT_OK;
+}
+
+/* int8 / auto calibration images: --calib-images, or the shapes model's own calibration set;
+ * calib[] stays empty (the engine's default) otherwise. */
+typedef struct calib_set {
+    name_list names;
+    char *paths[MAX_CALIB_IMAGES];
+    const char *list[MAX_CALIB_IMAGES + 1]; /* NULL-terminated */
+} calib_set;
+
+static int load_calib(const eval_args *a, calib_set *c)
+{
+    const char *dir = a->calib_images;
+    if (!dir && !a->cfg && !strcmp(a->model, "shapes"))
+        dir = GR_DATA_DIR "/shapes-calib";
+    int needed = 0;
+    for (int i = 0; i < a->n_precs; i++)
+        needed |= a->precs[i] == GR_PREC_INT8 || a->precs[i] == GR_PREC_AUTO;
+    if (!needed || !dir)
+        return GR_EXIT_OK;
+    gr_status st = list_images(dir, MAX_CALIB_IMAGES, &c->names);
+    if (st != GR_OK)
+        return fail(st, "int8 calibration images");
+    for (int k = 0; k < c->names.n; k++) {
+        size_t len = strlen(dir) + strlen(c->names.names[k]) + 2;
+        if (!(c->paths[k] = malloc(len)))
+            return fail(gr_fail(GR_ERR_OUT_OF_MEMORY, "calibration paths"), NULL);
+        join_path(c->paths[k], len, dir, c->names.names[k]);
+        c->list[k] = c->paths[k];
+    }
+    return GR_EXIT_OK;
+}
+
+static void calib_free(calib_set *c)
+{
+    for (int k = 0; k < MAX_CALIB_IMAGES; k++)
+        free(c->paths[k]);
+    names_free(&c->names);
+}
+
+static void print_results(const eval_args *a, const gr_model *model, const gr_model_info *info,
+                          const eval_result *res, int n_res, int n_images, long long n_gt)
+{
+    if (a->json) {
+        print_json(model, info, res, n_res, n_images, n_gt);
+        return;
+    }
+    printf("model %s (%dx%d, %d classes): %d images, %lld ground-truth boxes; detections "
+           "above %g, NMS %g\n", info->name, info->width, info->height, info->classes, n_images,
+           n_gt, (double)a->thresh, (double)a->nms);
+    for (int i = 0; i < n_res; i++)
+        print_text(model, info, &res[i]);
+}
+
 int gr_cli_eval(int argc, char **argv)
 {
     eval_args a;
     int rc = parse_args(argc, argv, &a);
-    if (rc < 0) {
-        eval_usage(stdout);
-        return GR_EXIT_OK;
-    }
-    if (rc != GR_EXIT_OK)
+    if (rc >= 0)
         return rc;
     gr_model *model = NULL;
-    name_list images = {0}, calib_names = {0};
-    const char *calib[MAX_CALIB_IMAGES + 1] = {0};
-    char *calib_paths[MAX_CALIB_IMAGES] = {0};
+    gr_model_info info;
+    name_list images = {0};
+    calib_set calib = {0};
     eval_result res[3];
     memset(res, 0, sizeof res);
-    int n_res = 0;
-    gr_status st;
-
-    gr_model_options mo;
-    gr_model_options_default(&mo);
-    mo.builtin = a.cfg ? NULL : a.model;
-    mo.cfg_path = a.cfg;
-    mo.weights_path = a.weights;
-    if ((st = gr_model_load(&mo, &model)) != GR_OK ||
-        (a.names && (st = gr_model_set_class_names(model, a.names)) != GR_OK)) {
-        rc = fail(st, NULL);
-        goto done;
-    }
-    gr_model_info info;
-    gr_model_get_info(model, &info);
-    if (info.classes < 1) {
-        fprintf(stderr, "graphrun eval: %s has no detection head\n", info.name);
-        rc = GR_EXIT_INPUT;
-        goto done;
-    }
-    if (info.synthetic_weights)
-        fprintf(stderr, "graphrun eval: weights: SYNTHETIC - expect a mAP near 0; pass --weights "
-                        "FILE\n");
-    if ((st = list_images(a.images, a.max_images, &images)) != GR_OK) {
-        rc = fail(st, NULL);
-        goto done;
-    }
-    /* int8 calibration images: --calib-images, or the shapes model's own calibration set. */
-    const char *calib_dir = a.calib_images;
-    if (!calib_dir && !a.cfg && !strcmp(a.model, "shapes"))
-        calib_dir = GR_DATA_DIR "/shapes-calib";
-    for (int i = 0; i < a.n_precs; i++) {
-        if ((a.precs[i] != GR_PREC_INT8 && a.precs[i] != GR_PREC_AUTO) || !calib_dir)
-            continue;
-        if ((st = list_images(calib_dir, MAX_CALIB_IMAGES, &calib_names)) != GR_OK) {
-            rc = fail(st, "int8 calibration images");
-            goto done;
-        }
-        for (int k = 0; k < calib_names.n; k++) {
-            size_t len = strlen(calib_dir) + strlen(calib_names.names[k]) + 2;
-            if (!(calib_paths[k] = malloc(len))) {
-                rc = fail(gr_fail(GR_ERR_OUT_OF_MEMORY, "calibration paths"), NULL);
-                goto done;
-            }
-            join_path(calib_paths[k], len, calib_dir, calib_names.names[k]);
-            calib[k] = calib_paths[k];
-        }
-        break;
-    }
-    if (a.device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
-        fprintf(stderr,
-                "graphrun eval: no CUDA device visible: running the CPU reference (slow)\n");
-
     long long n_gt = 0;
     int n_missing = 0;
-    for (int i = 0; i < a.n_precs; i++) {
-        st = run_precision(&a, model, &info, &images, calib[0] ? calib : NULL, a.precs[i],
-                           &res[n_res], &n_gt, &n_missing);
-        if (st != GR_OK) {
+    rc = load_model(&a, &model, &info);
+    gr_status st = rc == GR_EXIT_OK ? list_images(a.images, a.max_images, &images) : GR_OK;
+    if (st != GR_OK)
+        rc = fail(st, NULL);
+    if (rc == GR_EXIT_OK)
+        rc = load_calib(&a, &calib);
+    if (rc == GR_EXIT_OK && a.device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
+        fprintf(stderr,
+                "graphrun eval: no CUDA device visible: running the CPU reference (slow)\n");
+    for (int i = 0; i < a.n_precs && rc == GR_EXIT_OK; i++) {
+        st = run_precision(&a, model, &info, &images, calib.list[0] ? calib.list : NULL, a.precs[i],
+                           &res[i], &n_gt, &n_missing);
+        if (st != GR_OK)
             rc = fail(st, NULL);
-            goto done;
-        }
-        fprintf(stderr, "graphrun eval: %s: %d images in %.1f s\n", gr_precision_name(a.precs[i]),
-                images.n, res[n_res].seconds);
-        n_res++;
+        else
+            fprintf(stderr, "graphrun eval: %s: %d images in %.1f s\n",
+                    gr_precision_name(a.precs[i]), images.n, res[i].seconds);
     }
-    if (n_missing)
+    if (rc == GR_EXIT_OK && n_missing)
         fprintf(stderr, "graphrun eval: %d images have no label file in %s (no objects)\n",
                 n_missing, a.labels);
-    if (a.json) {
-        print_json(model, &info, res, n_res, images.n, n_gt);
-    } else {
-        printf("model %s (%dx%d, %d classes): %d images, %lld ground-truth boxes; detections "
-               "above %g, NMS %g\n", info.name, info.width, info.height, info.classes, images.n,
-               n_gt, (double)a.thresh, (double)a.nms);
-        for (int i = 0; i < n_res; i++)
-            print_text(model, &info, &res[i]);
-    }
-    rc = GR_EXIT_OK;
-done:
+    if (rc == GR_EXIT_OK)
+        print_results(&a, model, &info, res, a.n_precs, images.n, n_gt);
     for (int i = 0; i < 3; i++)
         free(res[i].per_class);
-    for (int k = 0; k < MAX_CALIB_IMAGES; k++)
-        free(calib_paths[k]);
+    calib_free(&calib);
     names_free(&images);
-    names_free(&calib_names);
     gr_model_destroy(model);
     return rc;
 }

@@ -36,32 +36,95 @@ static void plan_usage(FILE *f)
                "time (docs/tactics.md).\n");
 }
 
-static int status_exit(gr_status st)
-{
-    switch (st) {
-    case GR_OK: return 0;
-    case GR_ERR_INVALID_ARGUMENT: return 2;
-    case GR_ERR_IO:
-    case GR_ERR_PARSE:
-    case GR_ERR_UNSUPPORTED:
-    case GR_ERR_LIMIT: return 3;
-    case GR_ERR_NO_DEVICE: return 4;
-    case GR_ERR_OUT_OF_MEMORY: return 5;
-    default: return 1;
-    }
-}
-
 static int fail(gr_status st)
 {
     fprintf(stderr, "graphrun plan: %s: %s\n", gr_status_str(st), gr_last_error());
-    return status_exit(st);
+    return gr_cli_exit_code(st);
 }
 
 static int usage_error(const char *what, const char *arg)
 {
     fprintf(stderr, "graphrun plan: %s '%s'\n", what, arg ? arg : "");
-    plan_usage(stderr);
-    return 2;
+    return GR_EXIT_USAGE;
+}
+
+typedef struct plan_args {
+    const char *model, *cfg, *weights, *layer_prec, *dot, *svg, *calib_dir, *timing_cache;
+    int json, calibrate, search;
+    float max_nrmse;
+    gr_device device;
+    gr_plan_options opt;
+} plan_args;
+
+enum {
+    P_JSON = 1, P_SINGLE_STREAM, P_FUSE_MAXPOOL, P_FUSE_QUANT_IN, P_FUSE_DEQUANT_OUT, P_FUSE_IO,
+    P_NO_CONCAT, P_NO_INPLACE, P_DECODE_HEADS, P_CALIBRATE, P_NO_TACTIC_SEARCH,
+    P_MODEL, P_CFG, P_WEIGHTS, P_PREC, P_MAX_NRMSE, P_CALIB_IMAGES, P_DEVICE, P_LAYER_PREC,
+    P_BATCH, P_DOT, P_SVG, P_TIMING_CACHE
+};
+
+static const gr_cli_flag plan_flags[] = {
+    {"--json", P_JSON, 0}, {"--single-stream", P_SINGLE_STREAM, 0},
+    {"--fuse-maxpool", P_FUSE_MAXPOOL, 0}, {"--fuse-quant-in", P_FUSE_QUANT_IN, 0},
+    {"--fuse-dequant-out", P_FUSE_DEQUANT_OUT, 0}, {"--fuse-io", P_FUSE_IO, 0},
+    {"--no-concat", P_NO_CONCAT, 0}, {"--no-inplace", P_NO_INPLACE, 0},
+    {"--decode-heads", P_DECODE_HEADS, 0}, {"--calibrate", P_CALIBRATE, 0},
+    {"--no-tactic-search", P_NO_TACTIC_SEARCH, 0},
+    {"--model", P_MODEL, 1}, {"--cfg", P_CFG, 1}, {"--weights", P_WEIGHTS, 1},
+    {"--prec", P_PREC, 1}, {"--precision", P_PREC, 1}, {"--max-nrmse", P_MAX_NRMSE, 1},
+    {"--calib-images", P_CALIB_IMAGES, 1}, {"--device", P_DEVICE, 1},
+    {"--layer-prec", P_LAYER_PREC, 1}, {"--batch", P_BATCH, 1}, {"--dot", P_DOT, 1},
+    {"--svg", P_SVG, 1}, {"--timing-cache", P_TIMING_CACHE, 1}, {NULL, 0, 0}};
+
+static void plan_switch(plan_args *a, int id)
+{
+    gr_plan_options *opt = &a->opt;
+    switch (id) {
+    case P_JSON: a->json = 1; break;
+    case P_SINGLE_STREAM: opt->single_stream = 1; break;
+    case P_FUSE_MAXPOOL: opt->fuse_maxpool = 1; break;
+    case P_FUSE_QUANT_IN: opt->fuse_input_quantize = 1; break;
+    case P_FUSE_DEQUANT_OUT: opt->fuse_output_dequantize = 1; break;
+    case P_FUSE_IO: opt->fuse_input_quantize = opt->fuse_output_dequantize = 1; break;
+    case P_NO_CONCAT: opt->concat_in_place = 0; break;
+    case P_NO_INPLACE: opt->in_place = 0; break;
+    case P_DECODE_HEADS: opt->decode_heads = 1; break;
+    case P_CALIBRATE: a->calibrate = 1; break;
+    case P_NO_TACTIC_SEARCH: a->search = 0; break;
+    default: break;
+    }
+}
+
+static int plan_apply(void *ctx, int id, const char *name, const char *v, char *err,
+                      size_t errlen)
+{
+    plan_args *a = ctx;
+    const char *want = NULL;
+    switch (id) {
+    case P_MODEL: a->model = v; break;
+    case P_CFG: a->cfg = v; break;
+    case P_WEIGHTS: a->weights = v; break;
+    case P_CALIB_IMAGES: a->calib_dir = v; break;
+    case P_LAYER_PREC: a->layer_prec = v; break;
+    case P_DOT: a->dot = v; break;
+    case P_SVG: a->svg = v; break;
+    case P_TIMING_CACHE: a->timing_cache = v; break;
+    case P_PREC:
+        want = gr_precision_parse(v, &a->opt.precision) == GR_OK ? NULL
+                                                                 : "fp32, fp16, int8 or auto";
+        break;
+    case P_MAX_NRMSE:
+        want = gr_cli_parse_float(v, 0.0f, 1.0f, &a->max_nrmse)
+                   ? NULL : "a number in [0, 1]";
+        break;
+    case P_DEVICE: want = gr_cli_parse_device(v, &a->device) ? NULL : "auto, cpu or gpu"; break;
+    case P_BATCH:
+        want = gr_cli_parse_int(v, 1, GR_MAX_BATCH, &a->opt.batch)
+                   ? NULL : "an integer in 1..4096";
+        break;
+    default: plan_switch(a, id); break;
+    }
+    return want ? gr_cli_usage_error(err, errlen, "%s '%s' is not %s", name, v, want) : GR_EXIT_OK;
 }
 
 /* "3=fp16,7=fp32": layer index = precision; other layers keep --prec. */
@@ -180,8 +243,10 @@ static gr_status write_file(const char *path, gr_status (*dump)(const gr_plan *,
     if (!f)
         return gr_fail(GR_ERR_IO, "%s: cannot open for writing: %s", path, strerror(errno));
     gr_status st = dump(plan, f);
-    if (fclose(f) != 0 && st == GR_OK)
-        st = gr_fail(GR_ERR_IO, "%s: write error", path);
+    int failed = fflush(f) != 0 || ferror(f);
+    int err = errno;
+    if ((fclose(f) != 0 || failed) && st == GR_OK)
+        st = gr_fail(GR_ERR_IO, "%s: write error: %s", path, strerror(failed ? err : errno));
     return st;
 }
 
@@ -267,162 +332,109 @@ static gr_status show_tactics(const char *model, const char *cfg, const char *we
     return GR_OK;
 }
 
-int gr_cli_plan(int argc, char **argv)
+/* The per-layer precision map (--prec auto or --layer-prec) into a->opt; *usage set for a bad
+ * combination or map (its line printed). */
+static gr_status precision_map(plan_args *a, const gr_net *net, gr_precision **map, int *usage)
 {
-    const char *model = "yolo", *cfg = NULL, *weights = NULL, *layer_prec = NULL;
-    const char *dot = NULL, *svg = NULL, *calib_dir = NULL;
-    int json = 0, calibrate = 0;
-    float max_nrmse = GR_MAX_NRMSE_DEFAULT;
-    gr_device device = GR_DEVICE_AUTO;
-    int search = 1;
-    const char *timing_cache = NULL;
-    gr_plan_options opt;
-    gr_plan_options_default(&opt);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has_value = i + 1 < argc;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            plan_usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--model") == 0 && has_value) {
-            model = argv[++i];
-        } else if (strcmp(a, "--cfg") == 0 && has_value) {
-            cfg = argv[++i];
-        } else if (strcmp(a, "--weights") == 0 && has_value) {
-            weights = argv[++i];
-        } else if ((strcmp(a, "--prec") == 0 || strcmp(a, "--precision") == 0) && has_value) {
-            if (gr_precision_parse(argv[++i], &opt.precision) != GR_OK)
-                return usage_error("unknown precision", argv[i]);
-        } else if (strcmp(a, "--max-nrmse") == 0 && has_value) {
-            char *end;
-            errno = 0;
-            double x = strtod(argv[++i], &end);
-            if (errno || *end || end == argv[i] || !(x >= 0.0 && x <= 1.0))
-                return usage_error("--max-nrmse must be a number in [0, 1], got", argv[i]);
-            max_nrmse = (float)x;
-        } else if (strcmp(a, "--calib-images") == 0 && has_value) {
-            calib_dir = argv[++i];
-        } else if (strcmp(a, "--device") == 0 && has_value) {
-            const char *d = argv[++i];
-            if (!strcmp(d, "auto")) device = GR_DEVICE_AUTO;
-            else if (!strcmp(d, "cpu")) device = GR_DEVICE_CPU;
-            else if (!strcmp(d, "gpu")) device = GR_DEVICE_GPU;
-            else return usage_error("--device is not auto, cpu or gpu:", d);
-        } else if (strcmp(a, "--layer-prec") == 0 && has_value) {
-            layer_prec = argv[++i];
-        } else if (strcmp(a, "--batch") == 0 && has_value) {
-            char *end;
-            errno = 0;
-            long b = strtol(argv[++i], &end, 10);
-            if (errno || *end || end == argv[i] || b < 1 || b > GR_MAX_BATCH)
-                return usage_error("batch must be an integer in 1..4096, got", argv[i]);
-            opt.batch = (int)b;
-        } else if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (strcmp(a, "--dot") == 0 && has_value) {
-            dot = argv[++i];
-        } else if (strcmp(a, "--svg") == 0 && has_value) {
-            svg = argv[++i];
-        } else if (strcmp(a, "--single-stream") == 0) {
-            opt.single_stream = 1;
-        } else if (strcmp(a, "--fuse-maxpool") == 0) {
-            opt.fuse_maxpool = 1;
-        } else if (strcmp(a, "--fuse-quant-in") == 0) {
-            opt.fuse_input_quantize = 1;
-        } else if (strcmp(a, "--fuse-dequant-out") == 0) {
-            opt.fuse_output_dequantize = 1;
-        } else if (strcmp(a, "--fuse-io") == 0) {
-            opt.fuse_input_quantize = 1;
-            opt.fuse_output_dequantize = 1;
-        } else if (strcmp(a, "--no-concat") == 0) {
-            opt.concat_in_place = 0;
-        } else if (strcmp(a, "--no-inplace") == 0) {
-            opt.in_place = 0;
-        } else if (strcmp(a, "--decode-heads") == 0) {
-            opt.decode_heads = 1;
-        } else if (strcmp(a, "--calibrate") == 0) {
-            calibrate = 1;
-        } else if (strcmp(a, "--timing-cache") == 0 && has_value) {
-            timing_cache = argv[++i];
-        } else if (strcmp(a, "--no-tactic-search") == 0) {
-            search = 0;
-        } else {
-            return usage_error(has_value || a[0] != '-' ? "unknown argument" : "missing value for",
-                               a);
+    gr_plan_options *opt = &a->opt;
+    if (opt->precision == GR_PREC_AUTO && a->layer_prec) {
+        *usage = usage_error("--layer-prec cannot be combined with --prec", "auto");
+        return GR_OK;
+    }
+    if (opt->precision == GR_PREC_AUTO) {
+        GR_TRY(auto_map(a->model, a->cfg, a->weights, a->calib_dir, a->max_nrmse, a->device, map));
+        int any_i8 = 0, any_f16 = 0;
+        for (int l = 0; l < net->n_layers; l++) {
+            any_i8 |= (*map)[l] == GR_PREC_INT8;
+            any_f16 |= (*map)[l] == GR_PREC_FP16;
+        }
+        opt->precision = any_i8 ? GR_PREC_INT8 : any_f16 ? GR_PREC_FP16 : GR_PREC_FP32;
+    } else if (a->layer_prec) {
+        if (!parse_layer_prec(a->layer_prec, opt->precision, map, net->n_layers)) {
+            *usage = usage_error("bad --layer-prec (expected I=fp32|fp16|int8,...)", a->layer_prec);
+            return GR_OK;
         }
     }
+    if (*map) {
+        opt->layer_precision = *map;
+        opt->n_layer_precision = net->n_layers;
+    }
+    return GR_OK;
+}
 
-    /* --device gpu with one precision, as text: the GPU engine's conv tactics after the plan
-     * (with --prec auto it says where the automatic search runs). */
-    const int tactics = device == GR_DEVICE_GPU && !json && !layer_prec &&
-                        opt.precision != GR_PREC_AUTO;
+/* int8 scales when the plan has none yet: --calibrate (a CPU run of the fp32 plan over a
+ * synthetic image), or a range of 1. */
+static gr_status plan_ranges(const gr_net *net, gr_plan *plan, int calibrate)
+{
+    if (plan->scales_ready)
+        return GR_OK;
+    float *ranges = calloc((size_t)net->n_layers + 1, sizeof *ranges);
+    float *image = calibrate ? malloc((size_t)net->c * (size_t)net->h * (size_t)net->w *
+                                      sizeof *image)
+                             : NULL;
+    float input_range = 1.0f;
+    gr_status st = ranges && (image || !calibrate) ? GR_OK
+                                                   : gr_fail(GR_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st == GR_OK && calibrate) {
+        synthetic_image(net, image);
+        st = gr_plan_calibrate_ranges(net, image, 1, GR_CALIB_MAX, 0.0f, ranges, &input_range);
+    } else {
+        for (int l = 0; ranges && l < net->n_layers; l++)
+            ranges[l] = 1.0f;
+    }
+    if (st == GR_OK)
+        st = gr_plan_set_ranges(plan, ranges, input_range);
+    free(image);
+    free(ranges);
+    return st;
+}
+
+/* The plan on stdout, the DOT/SVG files, and (--device gpu with one precision, as text) the GPU
+ * engine's conv tactics (not for --prec auto: it says where the automatic search runs); with a
+ * per-layer map, a "precision map:" line first. */
+static gr_status show_plan(const plan_args *a, const gr_plan *plan, int has_map, int auto_prec)
+{
+    const int tactics = a->device == GR_DEVICE_GPU && !a->json && !a->layer_prec && !auto_prec;
+    if (!a->json)
+        print_precision_map(plan, has_map, stdout);
+    GR_TRY(a->json ? gr_plan_dump_json(plan, stdout) : gr_plan_dump_text(plan, stdout));
+    if (a->dot)
+        GR_TRY(write_file(a->dot, gr_plan_dump_dot, plan));
+    if (a->svg)
+        GR_TRY(write_file(a->svg, gr_plan_dump_svg, plan));
+    if (tactics)
+        GR_TRY(show_tactics(a->model, a->cfg, a->weights, &a->opt, a->timing_cache, a->search));
+    return GR_OK;
+}
+
+int gr_cli_plan(int argc, char **argv)
+{
+    plan_args a = {.model = "yolo", .search = 1, .max_nrmse = GR_MAX_NRMSE_DEFAULT,
+                   .device = GR_DEVICE_AUTO};
+    gr_plan_options_default(&a.opt);
+    gr_cli_parser parser = {.command = "graphrun plan", .own = plan_flags, .apply = plan_apply,
+                            .ctx = &a};
+    int rc = gr_cli_run_parser(&parser, argc, argv, plan_usage);
+    if (rc >= 0)
+        return rc;
+    const int auto_prec = a.opt.precision == GR_PREC_AUTO;
     gr_net *net = NULL;
     gr_plan *plan = NULL;
     gr_precision *map = NULL;
-    float *image = NULL, *ranges = NULL;
-    gr_status st = cfg ? gr_net_parse_file(cfg, &net) : gr_net_builtin(model, &net);
+    int usage = GR_EXIT_OK;
+    gr_status st = a.cfg ? gr_net_parse_file(a.cfg, &net) : gr_net_builtin(a.model, &net);
     if (st == GR_OK)
-        st = weights ? gr_net_load_weights(net, weights) : gr_net_synthesize_weights(net, 1);
-    if (st == GR_OK && opt.precision == GR_PREC_AUTO) {
-        if (layer_prec) {
-            gr_net_free(net);
-            return usage_error("--layer-prec cannot be combined with --prec", "auto");
-        }
-        st = auto_map(model, cfg, weights, calib_dir, max_nrmse, device, &map);
-        if (st == GR_OK) {
-            int any_i8 = 0, any_f16 = 0;
-            for (int l = 0; l < net->n_layers; l++) {
-                any_i8 |= map[l] == GR_PREC_INT8;
-                any_f16 |= map[l] == GR_PREC_FP16;
-            }
-            opt.precision = any_i8 ? GR_PREC_INT8 : any_f16 ? GR_PREC_FP16 : GR_PREC_FP32;
-            opt.layer_precision = map;
-            opt.n_layer_precision = net->n_layers;
-        }
-    }
-    if (st == GR_OK && layer_prec) {
-        if (!parse_layer_prec(layer_prec, opt.precision, &map, net->n_layers)) {
-            gr_net_free(net);
-            return usage_error("bad --layer-prec (expected I=fp32|fp16|int8,...)", layer_prec);
-        }
-        opt.layer_precision = map;
-        opt.n_layer_precision = net->n_layers;
-    }
+        st = a.weights ? gr_net_load_weights(net, a.weights) : gr_net_synthesize_weights(net, 1);
     if (st == GR_OK)
-        st = gr_plan_build(net, &opt, &plan);
-    if (st == GR_OK && !plan->scales_ready) {
-        ranges = calloc((size_t)net->n_layers + 1, sizeof *ranges);
-        st = ranges ? GR_OK : gr_fail(GR_ERR_OUT_OF_MEMORY, "out of memory");
-        float input_range = 1.0f;
-        if (st == GR_OK && calibrate) {
-            image = malloc((size_t)net->c * (size_t)net->h * (size_t)net->w * sizeof *image);
-            st = image ? GR_OK : gr_fail(GR_ERR_OUT_OF_MEMORY, "out of memory");
-            if (st == GR_OK) {
-                synthetic_image(net, image);
-                st = gr_plan_calibrate_ranges(net, image, 1, GR_CALIB_MAX, 0.0f, ranges,
-                                              &input_range);
-            }
-        } else {
-            for (int l = 0; ranges && l < net->n_layers; l++)
-                ranges[l] = 1.0f;
-        }
-        if (st == GR_OK)
-            st = gr_plan_set_ranges(plan, ranges, input_range);
-    }
-    if (st == GR_OK && !json)
-        print_precision_map(plan, map != NULL, stdout);
-    if (st == GR_OK)
-        st = json ? gr_plan_dump_json(plan, stdout) : gr_plan_dump_text(plan, stdout);
-    if (st == GR_OK && dot)
-        st = write_file(dot, gr_plan_dump_dot, plan);
-    if (st == GR_OK && svg)
-        st = write_file(svg, gr_plan_dump_svg, plan);
-    if (st == GR_OK && tactics)
-        st = show_tactics(model, cfg, weights, &opt, timing_cache, search);
-    int code = st == GR_OK ? 0 : fail(st);
+        st = precision_map(&a, net, &map, &usage);
+    if (st == GR_OK && usage == GR_EXIT_OK)
+        st = gr_plan_build(net, &a.opt, &plan);
+    if (plan && st == GR_OK)
+        st = plan_ranges(net, plan, a.calibrate);
+    if (plan && st == GR_OK)
+        st = show_plan(&a, plan, map != NULL, auto_prec);
+    int code = st != GR_OK ? fail(st) : usage;
     free(map);
-    free(image);
-    free(ranges);
     gr_plan_free(plan);
     gr_net_free(net);
     return code;

@@ -30,6 +30,8 @@
  * the default input is Darknet's exactly). */
 #define _GNU_SOURCE /* sched_getaffinity */
 #include <dirent.h>
+#include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -40,18 +42,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/base.h"
 #include "runtime/image/image.h"
 #include "tools/cli.h"
 
 /* Batch buffers (engine slots) in flight: one being reported, one running, the rest filling. */
 #define STREAM_INFLIGHT 4
-
-int gr_cli_is_directory(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
 
 /* ---- the list of images ------------------------------------------------------------------- */
 
@@ -154,17 +149,17 @@ static int read_list_file(const char *file, path_list *l)
 
 /* ---- the pipeline ------------------------------------------------------------------------- */
 
-#define ERROR_LEN 512
 /* Engine outputs (detection heads) a batch keeps pointers to; YOLO nets have 1 to 3. */
 #define STREAM_MAX_OUTPUTS 16
 
 typedef struct image_slot {
     int w, h;            /* original size, to map boxes back */
-    char error[ERROR_LEN]; /* "" when the image decoded */
+    char *error;         /* NULL when the image decoded, else its message (any length) */
+    size_t nonfinite;    /* NaN/Inf values in its part of the outputs */
     char *line;          /* its JSON line, "\n" included (open_memstream's buffer), once reported */
     size_t line_len;
     gr_status report_status;     /* GR_OK, or why its detections could not be decoded */
-    char report_error[ERROR_LEN]; /* ... with gr_last_error()'s message of the reporting thread */
+    char *report_error;  /* ... with gr_last_error()'s message of the reporting thread */
 } image_slot;
 
 typedef struct batch_buffer {
@@ -180,6 +175,8 @@ typedef struct pipeline {
     int batch, net_w, net_h, use_u8;
     int fast_decode;     /* --fast-decode: the readers DCT-scale large JPEGs */
     size_t per_image;    /* elements per image */
+    int n_out;           /* engine outputs, and each one's elements per image */
+    size_t out_elems[STREAM_MAX_OUTPUTS];
     /* Reporting (decoding detections and formatting the JSON line of one image) runs on any
      * thread: gr_engine_detect_outputs reads only outputs kept from the batch's run. */
     const gr_engine *engine;
@@ -214,12 +211,36 @@ static int batch_size(const pipeline *p, int batch_index)
     return left < p->batch ? left : p->batch;
 }
 
+/* A folder may hold anything under an image's name: only a regular file of at most the image
+ * file limit is opened (a FIFO would block the reader forever, /dev/zero would be read up to the
+ * limit), from its stat, before any read. */
+static gr_status check_image_file(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return gr_fail(GR_ERR_IO, "%s: cannot open image file: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) {
+        const char *kind = S_ISDIR(sb.st_mode)                          ? "a directory"
+                           : S_ISFIFO(sb.st_mode)                       ? "a FIFO"
+                           : S_ISSOCK(sb.st_mode)                       ? "a socket"
+                           : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
+                                                                        : "not a file";
+        return gr_fail(GR_ERR_IO, "%s: not a regular file (%s)", path, kind);
+    }
+    if ((unsigned long long)sb.st_size > (unsigned long long)GR_MAX_IMAGE_FILE_BYTES)
+        return gr_fail(GR_ERR_LIMIT, "%s: %lld bytes, larger than the image file limit (%zu bytes)",
+                       path, (long long)sb.st_size, (size_t)GR_MAX_IMAGE_FILE_BYTES);
+    return GR_OK;
+}
+
 static void decode_into(pipeline *p, gr_image_reader *reader, const char *path, void *dst,
                         image_slot *slot)
 {
     const gr_image *im = NULL;
-    gr_status st = reader ? gr_image_reader_load(reader, path, &im)
-                          : gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: no memory for a reader", path);
+    gr_status st = check_image_file(path);
+    if (st == GR_OK)
+        st = reader ? gr_image_reader_load(reader, path, &im)
+                    : gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: no memory for a reader", path);
     if (st == GR_OK) {
         /* Boxes map back to the size in the file, also when --fast-decode decoded it smaller. */
         gr_image_reader_source_size(reader, &slot->w, &slot->h);
@@ -227,7 +248,9 @@ static void decode_into(pipeline *p, gr_image_reader *reader, const char *path, 
                        : gr_image_letterbox(im, p->net_w, p->net_h, dst);
     }
     if (st != GR_OK) {
-        snprintf(slot->error, sizeof slot->error, "%s", gr_last_error());
+        slot->error = strdup(gr_last_error()); /* NULL only without memory: the line says so */
+        if (!slot->error)
+            slot->error = strdup("out of memory");
         /* The slot still runs: grey, like the letterbox's border. */
         if (p->use_u8)
             memset(dst, 128, p->per_image);
@@ -246,6 +269,18 @@ static double clock_s(clockid_t id)
 
 static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
 
+/* NaN/Inf values in image s's part of the outputs batch b kept. */
+static size_t count_nonfinite(const pipeline *p, const batch_buffer *b, int s)
+{
+    size_t bad = 0;
+    for (int k = 0; k < p->n_out; k++) {
+        const float *v = b->outputs[k] + (size_t)s * p->out_elems[k];
+        for (size_t i = 0; i < p->out_elems[k]; i++)
+            bad += !isfinite(v[i]);
+    }
+    return bad;
+}
+
 /* The JSON line of image s of batch b into slot->line: its error, or its detections decoded
  * from the outputs the batch kept. Touches only the slot (and reads the batch): any thread. */
 static void report_image(const pipeline *p, batch_buffer *b, int s)
@@ -257,7 +292,8 @@ static void report_image(const pipeline *p, batch_buffer *b, int s)
     gr_detection *dets = NULL;
     int n = 0;
     gr_status st = GR_OK;
-    if (!slot->error[0] && p->classes > 0) {
+    slot->nonfinite = slot->error ? 0 : count_nonfinite(p, b, s);
+    if (!slot->error && !slot->nonfinite && p->classes > 0) {
         gr_detect_options dopt;
         gr_detect_options_default(&dopt);
         dopt.thresh = p->thresh;
@@ -270,9 +306,14 @@ static void report_image(const pipeline *p, batch_buffer *b, int s)
     if (f) {
         fputs("{\"input\": ", f);
         gr_cli_json_string(f, path);
-        if (slot->error[0]) {
+        if (slot->error) {
             fputs(", \"error\": ", f);
             gr_cli_json_string(f, slot->error);
+        } else if (slot->nonfinite) {
+            fprintf(f, ", \"width\": %d, \"height\": %d, \"error\": \"its outputs hold %zu "
+                       "non-finite values (NaN/Inf): activations overflow; use --prec fp32 or "
+                       "int8\", \"nonfinite\": %zu", slot->w, slot->h, slot->nonfinite,
+                    slot->nonfinite);
         } else {
             fprintf(f, ", \"width\": %d, \"height\": %d, ", slot->w, slot->h);
             gr_cli_json_detections(f, p->model, dets, n, "");
@@ -290,7 +331,7 @@ static void report_image(const pipeline *p, batch_buffer *b, int s)
     slot->line_len = text ? len : 0;
     slot->report_status = st;
     if (st != GR_OK)
-        snprintf(slot->report_error, sizeof slot->report_error, "%s", gr_last_error());
+        slot->report_error = strdup(gr_last_error());
 }
 
 /* Claim and report one image of the batch being reported, if one is left: 1 if it did. Called
@@ -345,7 +386,8 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&p->lock);
         size_t elem = p->use_u8 ? 1 : sizeof(float);
         void *dst = (char *)b->input + (size_t)slot * p->per_image * elem;
-        b->slots[slot].error[0] = '\0';
+        free(b->slots[slot].error);
+        b->slots[slot].error = NULL;
         decode_into(p, reader, p->list->paths[i], dst, &b->slots[slot]);
         pthread_mutex_lock(&p->lock);
         b->filled++;
@@ -366,8 +408,9 @@ static void progress(int done, int total, double elapsed)
 
 /* Wait for the run of batch b->batch_index (on engine slot batch_index % n_buf), have its images
  * reported (by the workers and this thread), write their lines in order and flush. Returns an
- * exit code (failures of the engine stop everything; a bad image only counts in *failed). */
-static int report_batch(pipeline *p, gr_engine *engine, batch_buffer *b, int *failed)
+ * exit code (failures of the engine or of stdout stop everything; a bad image only counts in
+ * failed[0], one with NaN/Inf outputs in failed[1]). */
+static int report_batch(pipeline *p, gr_engine *engine, batch_buffer *b, int failed[2])
 {
     double t0 = now_s();
     gr_status st = gr_engine_wait(engine, b->batch_index % p->n_buf);
@@ -375,13 +418,7 @@ static int report_batch(pipeline *p, gr_engine *engine, batch_buffer *b, int *fa
     p->main_gpu += t1 - t0;
     if (st != GR_OK)
         return gr_cli_fail(st, "run");
-    int n_out = gr_engine_output_count(engine);
-    if (n_out > STREAM_MAX_OUTPUTS) {
-        fprintf(stderr, "graphrun: %d network outputs (at most %d in folder mode)\n", n_out,
-                STREAM_MAX_OUTPUTS);
-        return GR_EXIT_FAILURE;
-    }
-    for (int k = 0; k < n_out; k++)
+    for (int k = 0; k < p->n_out; k++)
         if ((st = gr_engine_output(engine, k, &b->outputs[k])) != GR_OK)
             return gr_cli_fail(st, "run");
     int n_images = batch_size(p, b->batch_index);
@@ -402,17 +439,20 @@ static int report_batch(pipeline *p, gr_engine *engine, batch_buffer *b, int *fa
     for (int s = 0; s < n_images; s++) {
         image_slot *slot = &b->slots[s];
         if (rc == GR_EXIT_OK && slot->report_status != GR_OK) {
-            gr_fail(slot->report_status, "%s", slot->report_error);
+            gr_fail(slot->report_status, "%s", slot->report_error ? slot->report_error : "?");
             rc = gr_cli_fail(slot->report_status, "decoding detections");
         }
         if (rc == GR_EXIT_OK) {
             fwrite(slot->line, 1, slot->line_len, stdout);
-            *failed += slot->error[0] != '\0';
+            failed[0] += slot->error != NULL;
+            failed[1] += slot->nonfinite != 0;
         }
         free(slot->line);
-        slot->line = NULL;
+        free(slot->report_error);
+        slot->line = slot->report_error = NULL;
     }
-    fflush(stdout);
+    if (rc == GR_EXIT_OK)
+        rc = gr_cli_check_stdout(); /* a full disk or a closed pipe stops the run */
     p->main_write += now_s() - t2;
     p->main_report_cpu += clock_s(CLOCK_THREAD_CPUTIME_ID) - cpu0;
     return rc;
@@ -442,125 +482,211 @@ static int usable_cores(void)
     return cores > 0 ? (int)cores : 1;
 }
 
-static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model *model,
-                        gr_engine *engine, const gr_model_info *info, double t_start)
+/* The pipeline of an engine: its slots' input buffers are the batch buffers. */
+static int pipeline_init(pipeline *p, const gr_cli_options *o, const path_list *list,
+                         const gr_model *model, gr_engine *engine, const gr_model_info *info)
 {
-    pipeline p = {.list = list, .batch = o->batch, .net_w = info->width, .net_h = info->height};
-    p.use_u8 = gr_engine_device(engine) == GR_DEVICE_GPU;
-    p.fast_decode = o->fast_decode;
-    p.per_image = (size_t)info->channels * (size_t)info->width * (size_t)info->height;
-    p.n_buf = gr_engine_inflight(engine);
-    p.engine = engine;
-    p.model = model;
-    p.classes = info->classes;
-    p.thresh = o->thresh;
-    p.nms = o->nms;
-    int rc = GR_EXIT_OK;
-    for (int k = 0; k < p.n_buf && rc == GR_EXIT_OK; k++) {
+    *p = (pipeline){.list = list, .batch = o->batch, .net_w = info->width, .net_h = info->height};
+    p->use_u8 = gr_engine_device(engine) == GR_DEVICE_GPU;
+    p->fast_decode = o->fast_decode;
+    p->per_image = (size_t)info->channels * (size_t)info->width * (size_t)info->height;
+    p->n_buf = gr_engine_inflight(engine);
+    p->engine = engine;
+    p->model = model;
+    p->classes = info->classes;
+    p->thresh = o->thresh;
+    p->nms = o->nms;
+    p->n_out = gr_engine_output_count(engine);
+    if (p->n_out > STREAM_MAX_OUTPUTS) {
+        fprintf(stderr, "graphrun: %d network outputs (at most %d in folder mode)\n", p->n_out,
+                STREAM_MAX_OUTPUTS);
+        return GR_EXIT_FAILURE;
+    }
+    for (int k = 0; k < p->n_out; k++) {
+        gr_tensor_desc d;
+        gr_engine_output_desc(engine, k, &d);
+        p->out_elems[k] = (size_t)d.c * (size_t)d.h * (size_t)d.w;
+    }
+    for (int k = 0; k < p->n_buf; k++) {
         size_t bytes;
-        gr_status st = gr_engine_slot_input(engine, k, p.use_u8, &p.buf[k].input, &bytes);
+        gr_status st = gr_engine_slot_input(engine, k, p->use_u8, &p->buf[k].input, &bytes);
         if (st != GR_OK)
-            rc = gr_cli_fail(st, "the engine's input buffers");
-        p.buf[k].batch_index = k;
-        p.buf[k].slots = calloc((size_t)o->batch, sizeof(image_slot));
+            return gr_cli_fail(st, "the engine's input buffers");
+        p->buf[k].batch_index = k;
+        if (!(p->buf[k].slots = calloc((size_t)o->batch, sizeof(image_slot)))) {
+            fprintf(stderr, "graphrun: out of memory for %d batches of %d images\n", p->n_buf,
+                    o->batch);
+            return GR_EXIT_OOM;
+        }
     }
-    int threads = o->threads;
-    if (threads <= 0)
-        threads = usable_cores();
-    if (threads > list->n)
-        threads = list->n;
-    pthread_t *tids = calloc((size_t)threads, sizeof *tids);
-    int have_slots = 1;
-    for (int k = 0; k < p.n_buf; k++)
-        have_slots = have_slots && p.buf[k].slots;
-    if (rc == GR_EXIT_OK && (!have_slots || !tids)) {
-        fprintf(stderr, "graphrun: out of memory for %d batches of %d images\n", p.n_buf,
-                o->batch);
-        rc = GR_EXIT_OOM;
-    }
-    if (rc != GR_EXIT_OK)
-        goto out;
-    pthread_mutex_init(&p.lock, NULL);
-    pthread_cond_init(&p.changed, NULL);
-    fprintf(stderr, "graphrun: %d images, %d decoding threads, batches of %d, %d in flight%s\n",
-            list->n, threads, o->batch, p.n_buf,
-            p.fast_decode ? "; --fast-decode: JPEGs of 2x the input or more decoded scaled" : "");
-    int started = 0;
-    double t0 = now_s(), main_cpu0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
-    for (; started < threads; started++)
-        if (pthread_create(&tids[started], NULL, worker, &p) != 0)
-            break;
-    if (started == 0) {
-        fprintf(stderr, "graphrun: cannot start a decoding thread\n");
-        rc = GR_EXIT_FAILURE;
-    }
-    int show_progress = isatty(STDERR_FILENO), failed = 0;
-    int n_batches = (list->n + o->batch - 1) / o->batch;
-    /* Submit batch k once decoded, then report batch k - 1 (k = n_batches: the last one). */
+    return GR_EXIT_OK;
+}
+
+static void pipeline_free(pipeline *p)
+{
+    for (int k = 0; k < p->n_buf; k++)
+        for (int s = 0; p->buf[k].slots && s < p->batch; s++)
+            free(p->buf[k].slots[s].error);
+    for (int k = 0; k < p->n_buf; k++)
+        free(p->buf[k].slots);
+}
+
+/* Submit batch k once decoded, then report batch k - 1 (k = n_batches: the last one).
+ * failed[0]: images that could not be read, failed[1]: images with NaN/Inf outputs. */
+static int main_loop(pipeline *p, gr_engine *engine, int *failed, double t0)
+{
+    int show_progress = isatty(STDERR_FILENO), rc = GR_EXIT_OK;
+    int n_batches = (p->list->n + p->batch - 1) / p->batch;
     for (int k = 0; k <= n_batches && rc == GR_EXIT_OK; k++) {
         if (k < n_batches) {
-            batch_buffer *b = &p.buf[k % p.n_buf];
+            batch_buffer *b = &p->buf[k % p->n_buf];
             double t = now_s();
-            pthread_mutex_lock(&p.lock);
-            while (b->filled < batch_size(&p, k))
-                pthread_cond_wait(&p.changed, &p.lock);
-            pthread_mutex_unlock(&p.lock);
-            p.main_fill += now_s() - t;
-            gr_status st = gr_engine_submit(engine, k % p.n_buf);
+            pthread_mutex_lock(&p->lock);
+            while (b->filled < batch_size(p, k))
+                pthread_cond_wait(&p->changed, &p->lock);
+            pthread_mutex_unlock(&p->lock);
+            p->main_fill += now_s() - t;
+            gr_status st = gr_engine_submit(engine, k % p->n_buf);
             if (st != GR_OK) {
                 rc = gr_cli_fail(st, "run");
-                release_buffer(&p, b, k, rc);
+                release_buffer(p, b, k, rc);
                 break;
             }
         }
         if (k == 0)
             continue;
-        batch_buffer *done = &p.buf[(k - 1) % p.n_buf];
-        rc = report_batch(&p, engine, done, &failed);
-        release_buffer(&p, done, k - 1, rc);
+        batch_buffer *done = &p->buf[(k - 1) % p->n_buf];
+        rc = report_batch(p, engine, done, failed);
+        release_buffer(p, done, k - 1, rc);
         if (show_progress)
-            progress((k - 1) * o->batch + batch_size(&p, k - 1), list->n, now_s() - t0);
+            progress((k - 1) * p->batch + batch_size(p, k - 1), p->list->n, now_s() - t0);
     }
-    pthread_mutex_lock(&p.lock); /* every batch reported (or given up): the workers leave */
-    p.finished = 1;
-    pthread_cond_broadcast(&p.changed);
-    pthread_mutex_unlock(&p.lock);
-    for (int t = 0; t < started; t++)
-        pthread_join(tids[t], NULL);
-    double elapsed = now_s() - t0;
-    double main_cpu = clock_s(CLOCK_THREAD_CPUTIME_ID) - main_cpu0;
     if (show_progress)
         fputc('\n', stderr);
+    return rc;
+}
+
+/* Start up to `threads` workers; returns how many started. */
+static int start_workers(pipeline *p, pthread_t *tids, int threads)
+{
+    int started = 0;
+    for (; started < threads; started++)
+        if (pthread_create(&tids[started], NULL, worker, p) != 0)
+            break;
+    if (started == 0)
+        fprintf(stderr, "graphrun: cannot start a decoding thread\n");
+    return started;
+}
+
+static void stop_workers(pipeline *p, pthread_t *tids, int started)
+{
+    pthread_mutex_lock(&p->lock); /* every batch reported (or given up): the workers leave */
+    p->finished = 1;
+    pthread_cond_broadcast(&p->changed);
+    pthread_mutex_unlock(&p->lock);
+    for (int t = 0; t < started; t++)
+        pthread_join(tids[t], NULL);
+}
+
+static void print_summary(const pipeline *p, const int *failed, int started, double elapsed,
+                          double main_cpu, double t_start)
+{
+    int n = p->list->n, bad = failed[0] + failed[1];
+    fprintf(stderr, "graphrun: %d images in %.2f s: %.1f images/s from files on disk to "
+                    "detections%s", n, elapsed, elapsed > 0 ? n / elapsed : 0.0, bad ? "; " : "\n");
+    if (bad)
+        fprintf(stderr, "%d failed (their lines hold the error)\n", bad);
+    double total = now_s() - t_start;
+    fprintf(stderr, "graphrun: %.2f s with the listing and the engine build (%.1f images/s)\n",
+            total, total > 0 ? n / total : 0.0);
+    /* Decoding-bound: the main thread mostly waits for batches and the workers never for
+     * buffers. GPU-bound: the main thread waits for the engine. Report-bound (decoding
+     * detections and formatting JSON, now spread over every thread): the main thread spends its
+     * time getting batches reported and the workers wait for buffers. */
+    fprintf(stderr, "graphrun: main thread %.2f s waiting for decoded batches, %.2f s for the "
+                    "engine, %.2f s getting batches reported (%.2f s decoding detections and "
+                    "formatting JSON itself), %.2f s writing JSON; CPU time %.0f us per "
+                    "image, %.0f us of it reporting and writing; %d workers %.2f s waiting for "
+                    "a free buffer, %.2f s decoding detections and formatting JSON (in "
+                    "total)\n",
+            p->main_fill, p->main_gpu, p->main_report, p->main_report_own, p->main_write,
+            1e6 * main_cpu / n, 1e6 * p->main_report_cpu / n, started, p->workers_blocked,
+            p->workers_report);
+}
+
+static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model *model,
+                        gr_engine *engine, const gr_model_info *info, double t_start)
+{
+    pipeline p;
+    int threads = o->threads > 0 ? o->threads : usable_cores();
+    threads = threads > list->n ? list->n : threads;
+    pthread_t *tids = calloc((size_t)threads, sizeof *tids);
+    int rc = pipeline_init(&p, o, list, model, engine, info);
+    if (rc == GR_EXIT_OK && !tids) {
+        fprintf(stderr, "graphrun: out of memory for %d threads\n", threads);
+        rc = GR_EXIT_OOM;
+    }
+    if (rc != GR_EXIT_OK) {
+        pipeline_free(&p);
+        free(tids);
+        return rc;
+    }
+    pthread_mutex_init(&p.lock, NULL);
+    pthread_cond_init(&p.changed, NULL);
+    fprintf(stderr, "graphrun: %d images, %d decoding threads, batches of %d, %d in flight%s\n",
+            list->n, threads, o->batch, p.n_buf,
+            p.fast_decode ? "; --fast-decode: JPEGs of 2x the input or more decoded scaled" : "");
+    int failed[2] = {0, 0};
+    double t0 = now_s(), main_cpu0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+    int started = start_workers(&p, tids, threads);
+    rc = started ? main_loop(&p, engine, failed, t0) : GR_EXIT_FAILURE;
+    stop_workers(&p, tids, started);
+    double elapsed = now_s() - t0, main_cpu = clock_s(CLOCK_THREAD_CPUTIME_ID) - main_cpu0;
     pthread_cond_destroy(&p.changed);
     pthread_mutex_destroy(&p.lock);
     if (rc == GR_EXIT_OK) {
-        fprintf(stderr, "graphrun: %d images in %.2f s: %.1f images/s from files on disk to "
-                        "detections%s",
-                list->n, elapsed, elapsed > 0 ? list->n / elapsed : 0.0, failed ? "; " : "\n");
-        if (failed)
-            fprintf(stderr, "%d failed (their lines hold the error)\n", failed);
-        double total = now_s() - t_start;
-        fprintf(stderr, "graphrun: %.2f s with the listing and the engine build (%.1f images/s)\n",
-                total, total > 0 ? list->n / total : 0.0);
-        /* Decoding-bound: the main thread mostly waits for batches and the workers never for
-         * buffers. GPU-bound: the main thread waits for the engine. Report-bound (decoding
-         * detections and formatting JSON, now spread over every thread): the main thread
-         * spends its time getting batches reported and the workers wait for buffers. */
-        fprintf(stderr, "graphrun: main thread %.2f s waiting for decoded batches, %.2f s for the "
-                        "engine, %.2f s getting batches reported (%.2f s decoding detections and "
-                        "formatting JSON itself), %.2f s writing JSON; CPU time %.0f us per "
-                        "image, %.0f us of it reporting and writing; %d workers %.2f s waiting for "
-                        "a free buffer, %.2f s decoding detections and formatting JSON (in "
-                        "total)\n",
-                p.main_fill, p.main_gpu, p.main_report, p.main_report_own, p.main_write,
-                1e6 * main_cpu / list->n, 1e6 * p.main_report_cpu / list->n, started,
-                p.workers_blocked, p.workers_report);
-        rc = failed ? GR_EXIT_INPUT : GR_EXIT_OK;
+        print_summary(&p, failed, started, elapsed, main_cpu, t_start);
+        /* NaN/Inf outputs (exit 1, as with one image) before unreadable files (exit 3). */
+        rc = failed[1] ? GR_EXIT_FAILURE : failed[0] ? GR_EXIT_INPUT : GR_EXIT_OK;
     }
-out:
-    for (int k = 0; k < p.n_buf; k++)
-        free(p.buf[k].slots);
+    pipeline_free(&p);
     free(tids);
+    return rc;
+}
+
+/* Flags that act on one run's images or outputs mean nothing here: refused, never ignored. */
+static int refuse_single_image_flags(const gr_cli_options *o)
+{
+    const char *flag = o->save_output                    ? "--save-output"
+                       : o->runs_given                   ? "--runs"
+                       : o->find_overflow                ? "--find-overflow"
+                       : o->output && o->output[0] != '\0' ? "--output"
+                                                         : NULL;
+    if (!flag)
+        return GR_EXIT_OK;
+    fprintf(stderr, "graphrun: %s applies to images given as --input FILE, not to --input DIR or "
+                    "--input-list\n", flag);
+    return GR_EXIT_USAGE;
+}
+
+/* The engine, with STREAM_INFLIGHT slots (no more than batches), or 2 where those do not fit. */
+static int open_engine(const gr_cli_options *o, int n_images, gr_model **model,
+                       gr_engine **engine, gr_model_info *info)
+{
+    gr_cli_options streaming = *o;
+    int n_batches = n_images > 0 ? (n_images + o->batch - 1) / o->batch : 1;
+    streaming.inflight = n_batches < STREAM_INFLIGHT ? n_batches : STREAM_INFLIGHT;
+    int rc = gr_cli_open(&streaming, model, engine, info);
+    /* Each slot is an instance of the engine: where four do not fit, two still overlap decoding
+     * with the runs (what this mode did before it had four). */
+    if (rc == GR_EXIT_OOM && streaming.inflight > 2) {
+        fprintf(stderr, "graphrun: retrying with 2 runs in flight instead of %d\n",
+                streaming.inflight);
+        streaming.inflight = 2;
+        rc = gr_cli_open(&streaming, model, engine, info);
+    }
+    if (rc == GR_EXIT_OK)
+        rc = gr_cli_check_image_input(*engine, o->cfg ? o->cfg : info->name);
     return rc;
 }
 
@@ -571,10 +697,12 @@ int gr_cli_detect_stream(const gr_cli_options *o)
                         "(no other --input)\n");
         return GR_EXIT_USAGE;
     }
+    int rc = refuse_single_image_flags(o);
+    if (rc != GR_EXIT_OK)
+        return rc;
     double t_start = now_s();
     path_list list = {0};
-    int rc = o->input_list ? read_list_file(o->input_list, &list)
-                           : read_directory(o->inputs[0], &list);
+    rc = o->input_list ? read_list_file(o->input_list, &list) : read_directory(o->inputs[0], &list);
     if (rc == GR_EXIT_OK && list.n == 0) {
         fprintf(stderr, "graphrun: %s: no images (.jpg, .jpeg, .png, .bmp)\n",
                 o->input_list ? o->input_list : o->inputs[0]);
@@ -583,21 +711,8 @@ int gr_cli_detect_stream(const gr_cli_options *o)
     gr_model *model = NULL;
     gr_engine *engine = NULL;
     gr_model_info info;
-    gr_cli_options streaming = *o;
-    /* The batch buffers are the engine's slots; no more of them than batches. */
-    int n_batches = list.n > 0 ? (list.n + o->batch - 1) / o->batch : 1;
-    streaming.inflight = n_batches < STREAM_INFLIGHT ? n_batches : STREAM_INFLIGHT;
-    if (rc == GR_EXIT_OK) {
-        rc = gr_cli_open(&streaming, &model, &engine, &info);
-        /* Each slot is an instance of the engine: where four do not fit, two still overlap
-         * decoding with the runs (what this mode did before it had four). */
-        if (rc == GR_EXIT_OOM && streaming.inflight > 2) {
-            fprintf(stderr, "graphrun: retrying with 2 runs in flight instead of %d\n",
-                    streaming.inflight);
-            streaming.inflight = 2;
-            rc = gr_cli_open(&streaming, &model, &engine, &info);
-        }
-    }
+    if (rc == GR_EXIT_OK)
+        rc = open_engine(o, list.n, &model, &engine, &info);
     if (rc == GR_EXIT_OK)
         rc = run_pipeline(o, &list, model, engine, &info, t_start);
     gr_engine_destroy(engine);

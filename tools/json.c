@@ -1,19 +1,47 @@
-/* JSON string output shared by the CLI's subcommands and the benchmark (tools/bench_core.c). */
+/* JSON output shared by the CLI's subcommands and the benchmark (tools/bench_core.c).
+ *
+ * A JSON string must be valid UTF-8, and file names are any bytes: a byte that does not start a
+ * well-formed UTF-8 sequence (a lone continuation byte, a cut or overlong sequence, a surrogate,
+ * above U+10FFFF) is written as \ufffd (U+FFFD, the replacement character), one per such byte, so
+ * every line stays valid JSON; control characters and DEL are written as \u00XX. */
 #include <stdio.h>
 
 #include "tools/cli.h"
 
-void gr_cli_json_string(FILE *f, const char *s)
+/* Length of the well-formed UTF-8 sequence at s (2..4), or 0. */
+static int utf8_length(const unsigned char *s)
 {
+    unsigned char c = s[0];
+    int n = c >= 0xc2 && c <= 0xdf   ? 2
+            : c >= 0xe0 && c <= 0xef ? 3
+            : c >= 0xf0 && c <= 0xf4 ? 4
+                                     : 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    /* Overlong 3- and 4-byte forms, surrogates (U+D800..DFFF) and code points above U+10FFFF. */
+    if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) || (c == 0xf0 && s[1] < 0x90) ||
+        (c == 0xf4 && s[1] > 0x8f))
+        return 0;
+    return n;
+}
+
+void gr_cli_json_string(FILE *f, const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
     fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
+    while (*s) {
+        unsigned char ch = *s;
+        int n = ch < 0x80 ? 1 : utf8_length(s);
+        if (n == 0)
+            fputs("\\ufffd", f);
+        else if (ch == '"' || ch == '\\')
             fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
+        else if (ch < 0x20 || ch == 0x7f)
             fprintf(f, "\\u%04x", ch);
         else
-            fputc(ch, f);
+            fwrite(s, 1, (size_t)n, f);
+        s += n ? n : 1;
     }
     fputc('"', f);
 }

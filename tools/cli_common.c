@@ -1,0 +1,299 @@
+/* CLI helpers shared by the subcommands (each cmd_*.c depends on this file and runtime.h, never on
+ * another command): failing with the documented exit code, loading the model and building the
+ * engine the command line asks for, the calibration image folder and its progress bar, the
+ * engine's notices, the non-finite output report. */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tools/cli.h"
+
+int gr_cli_fail(gr_status st, const char *what)
+{
+    fprintf(stderr, "graphrun: %s%s%s\n", what ? what : "", what ? ": " : "", gr_last_error());
+    return gr_cli_exit_code(st);
+}
+
+int gr_cli_is_directory(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static int is_image_name(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    return name[0] != '.' && dot &&
+           (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg") || !strcasecmp(dot, ".png"));
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void gr_cli_free_list(char **paths)
+{
+    for (char **p = paths; p && *p; p++)
+        free(*p);
+    free(paths);
+}
+
+int gr_cli_list_images(const char *dir, char ***paths)
+{
+    *paths = NULL;
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "graphrun: --calib-images %s: %s\n", dir, strerror(errno));
+        return GR_EXIT_INPUT;
+    }
+    size_t n = 0, cap = 16;
+    char **list = malloc(cap * sizeof *list);
+    for (struct dirent *ent; list && (ent = readdir(d));) {
+        if (!is_image_name(ent->d_name))
+            continue;
+        if (n + 1 >= cap) {
+            char **grown = realloc(list, (cap *= 2) * sizeof *list);
+            if (!grown) {
+                list[n] = NULL;
+                gr_cli_free_list(list);
+                list = NULL;
+                break;
+            }
+            list = grown;
+        }
+        size_t len = strlen(dir) + strlen(ent->d_name) + 2;
+        if (!(list[n] = malloc(len))) {
+            gr_cli_free_list(list);
+            list = NULL;
+            break;
+        }
+        snprintf(list[n++], len, "%s/%s", dir, ent->d_name);
+        list[n] = NULL;
+    }
+    closedir(d);
+    if (!list) {
+        fprintf(stderr, "graphrun: out of memory listing %s\n", dir);
+        return GR_EXIT_OOM;
+    }
+    list[n] = NULL;
+    if (n == 0) {
+        free(list);
+        fprintf(stderr, "graphrun: --calib-images %s: no .jpg, .jpeg or .png file in it\n", dir);
+        return GR_EXIT_INPUT;
+    }
+    qsort(list, n, sizeof *list, cmp_str); /* the same set in the same order every time */
+    *paths = list;
+    return GR_EXIT_OK;
+}
+
+static void progress_bar(int done, int total, void *user)
+{
+    (void)user;
+    enum { WIDTH = 30 };
+    int filled = (int)((long)done * WIDTH / total);
+    fprintf(stderr, "\rcalibrating [%.*s%*s] %d/%d", filled, "##############################",
+            WIDTH - filled, "", done, total);
+    if (done == total)
+        fputc('\n', stderr);
+    fflush(stderr);
+}
+
+void gr_cli_calib_options(const gr_cli_options *o, const char *const *images,
+                          gr_engine_options *eo)
+{
+    eo->calib_method = o->calib_method;
+    eo->calib_percentile = o->calib_percentile;
+    eo->calib_images = images;
+    eo->calib_cache = o->calib_cache;
+    eo->calib_device = o->calib_device;
+    eo->max_nrmse = o->max_nrmse;
+    if (isatty(2))
+        eo->calib_progress = progress_bar;
+}
+
+void gr_cli_print_notices(const gr_engine *engine)
+{
+    for (const char *line = gr_engine_notice(engine); *line;) {
+        size_t len = strcspn(line, "\n");
+        fprintf(stderr, "graphrun: %.*s\n", (int)len, line);
+        line += len + (line[len] == '\n');
+    }
+}
+
+int gr_cli_report_nonfinite(const gr_engine *engine, const char *what)
+{
+    int bad_outputs = 0;
+    for (int k = 0; k < gr_engine_output_count(engine); k++) {
+        size_t bad = 0;
+        gr_tensor_desc d;
+        if (gr_engine_output_nonfinite(engine, k, &bad) != GR_OK || bad == 0)
+            continue;
+        gr_engine_output_desc(engine, k, &d);
+        size_t n = (size_t)d.n * (size_t)d.c * (size_t)d.h * (size_t)d.w;
+        fprintf(stderr,
+                "graphrun: %s: output %d holds %zu non-finite values (NaN/Inf) of %zu: activations "
+                "overflow; use --prec fp32 or int8 (--find-overflow names the first layer)\n",
+                what, k, bad, n);
+        bad_outputs++;
+    }
+    return bad_outputs;
+}
+
+gr_status gr_cli_load_model(const gr_cli_options *o, gr_model **model)
+{
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = o->cfg ? NULL : o->model;
+    mo.cfg_path = o->cfg;
+    mo.weights_path = o->weights;
+    mo.seed = o->seed;
+    return gr_model_load(&mo, model);
+}
+
+int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, gr_model_info *info)
+{
+    *model = NULL;
+    *engine = NULL;
+    char **calib_list = NULL;
+    int rc = o->calib_images ? gr_cli_list_images(o->calib_images, &calib_list) : GR_EXIT_OK;
+    if (rc != GR_EXIT_OK)
+        return rc;
+    gr_status st = gr_cli_load_model(o, model);
+    if (st == GR_OK && o->names)
+        st = gr_model_set_class_names(*model, o->names);
+    if (st != GR_OK) {
+        gr_cli_free_list(calib_list);
+        gr_model_destroy(*model);
+        *model = NULL;
+        return gr_cli_fail(st, NULL);
+    }
+    gr_model_get_info(*model, info);
+    fprintf(stderr, "graphrun %s: model %s (%dx%dx%d, %d layers, %.2f GFLOP/image)\n", gr_version(),
+            info->name, info->width, info->height, info->channels, info->n_layers, info->gflops);
+    if (info->synthetic_weights)
+        fprintf(stderr, "graphrun: weights: SYNTHETIC (seed %llu) - boxes are not meaningful; pass "
+                        "--weights FILE for trained Darknet weights\n", o->seed);
+
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = o->device;
+    eo.precision = o->precision;
+    eo.batch = o->batch;
+    gr_cli_calib_options(o, (const char *const *)calib_list, &eo);
+    eo.tf32 = o->tf32;
+    eo.fp16_accumulate = o->fp16_accumulate;
+    eo.use_cuda_graph = !o->eager;
+    eo.inflight = o->inflight > 0 ? o->inflight : 1;
+    if (o->tactic_search >= 0)
+        eo.tactic_search = o->tactic_search;
+    eo.timing_cache = o->timing_cache;
+    eo.f32_algo = o->f32_algo;
+    eo.f32_split_k = o->f32_split_k;
+    eo.pdl = o->pdl;
+    if (o->device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
+        fprintf(stderr, "graphrun: no CUDA device visible: running the CPU reference (slow)\n");
+    st = gr_engine_build(*model, &eo, engine);
+    gr_cli_free_list(calib_list); /* the engine keeps no pointer to the calibration inputs */
+    if (st != GR_OK) {
+        gr_model_destroy(*model);
+        *model = NULL;
+        return gr_cli_fail(st, "building the engine");
+    }
+    gr_cli_print_notices(*engine);
+    fprintf(stderr, "graphrun: device %s, precision %s%s, batch %d%s\n",
+            gr_engine_device_name(*engine), gr_precision_name(o->precision),
+            o->precision == GR_PREC_AUTO ? " (mixed int8/fp16, map above)" : "", o->batch,
+            o->eager && gr_engine_device(*engine) == GR_DEVICE_GPU ? ", eager (no CUDA graph)" : "");
+    gr_engine_memory_info mem;
+    if (gr_engine_device(*engine) == GR_DEVICE_GPU && gr_engine_memory(*engine, &mem) == GR_OK)
+        fprintf(stderr, "graphrun: device memory %.1f MiB: weights %.1f MiB (shared), per run in "
+                        "flight %.1f MiB (activations, scratch, io) x %d, cuBLAS %.1f MiB\n",
+                (double)mem.total_bytes / 1048576.0, (double)mem.weights_bytes / 1048576.0,
+                (double)(mem.arena_bytes + mem.workspace_bytes + mem.io_bytes) / 1048576.0,
+                mem.inflight, (double)mem.cublas_workspace_bytes / 1048576.0);
+    if (gr_engine_device(*engine) == GR_DEVICE_CPU && o->precision != GR_PREC_FP32)
+        fprintf(stderr, "graphrun: %s on the CPU emulates the GPU's arithmetic: slow, for checking "
+                        "numbers, not speed\n", gr_precision_name(o->precision));
+    return GR_EXIT_OK;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void gr_cli_sort(double *values, int n)
+{
+    if (n > 1)
+        qsort(values, (size_t)n, sizeof *values, cmp_double);
+}
+
+/* Linear interpolation between the closest ranks (NumPy's default): monotone in q, so p99 >= p50
+ * for every n; one value is every percentile, two give their mean as the median. */
+double gr_cli_percentile(const double *sorted, int n, double q)
+{
+    if (n <= 0)
+        return 0.0;
+    double pos = q / 100.0 * (double)(n - 1);
+    if (pos <= 0.0)
+        return sorted[0];
+    if (pos >= (double)(n - 1))
+        return sorted[n - 1];
+    int k = (int)pos;
+    return sorted[k] + (pos - (double)k) * (sorted[k + 1] - sorted[k]);
+}
+
+/* Said once: the stream mode checks after each batch, main() again at exit. */
+static int stdout_failed;
+
+int gr_cli_check_stdout(void)
+{
+    int flushed = fflush(stdout) == 0;
+    int err = errno;
+    if (flushed && !ferror(stdout))
+        return GR_EXIT_OK;
+    if (!stdout_failed)
+        fprintf(stderr, "graphrun: writing the results to stdout: %s\n",
+                flushed ? "write error" : strerror(err));
+    stdout_failed = 1;
+    return GR_EXIT_INPUT;
+}
+
+int gr_cli_close_stdout(void)
+{
+    int rc = gr_cli_check_stdout();
+    if (fclose(stdout) != 0 && rc == GR_EXIT_OK) {
+        if (!stdout_failed)
+            fprintf(stderr, "graphrun: writing the results to stdout: %s\n", strerror(errno));
+        rc = GR_EXIT_INPUT;
+    }
+    return rc;
+}
+
+int gr_cli_check_image_channels(int channels, int height, int width, const char *model_name)
+{
+    if (channels == 3)
+        return GR_EXIT_OK;
+    fprintf(stderr, "graphrun: %s: the network's input has %d channels ([net] channels=%d); "
+                    "images are decoded to 3 (RGB): give a float32 .npy of its input shape "
+                    "(%dx%dx%d) instead\n",
+            model_name, channels, channels, channels, height, width);
+    return GR_EXIT_INPUT;
+}
+
+int gr_cli_check_image_input(const gr_engine *engine, const char *model_name)
+{
+    gr_tensor_desc d;
+    if (gr_engine_input_desc(engine, &d) != GR_OK)
+        return GR_EXIT_OK; /* no engine input to letterbox into */
+    return gr_cli_check_image_channels(d.c, d.h, d.w, model_name);
+}
