@@ -336,17 +336,68 @@ gr_status gr_read_fd(int fd, const char *path, size_t size, const char *what, ui
     return GR_OK;
 }
 
+/* A stream (a pipe, `--input-list <(ls)`, a FIFO or device named explicitly): read in chunks up
+ * to max_bytes. */
+static gr_status read_stream(int fd, const char *path, size_t max_bytes, const char *what,
+                             uint8_t **buf, size_t *len)
+{
+    size_t cap = 0, used = 0;
+    for (;;) {
+        if (used + 1 >= cap) {
+            if (cap > max_bytes)
+                return gr_fail(GR_ERR_LIMIT, "%s: larger than %zu bytes (the %s file limit)",
+                               path, max_bytes, what);
+            size_t bigger_cap = cap ? 2 * cap : 64 * 1024;
+            uint8_t *bigger = realloc(*buf, bigger_cap + 1);
+            if (!bigger)
+                return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory reading the %s file",
+                               path, what);
+            *buf = bigger;
+            cap = bigger_cap;
+        }
+        ssize_t got = read(fd, *buf + used, cap - used);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return gr_fail(GR_ERR_IO, "%s: read error after %zu bytes: %s", path, used,
+                           strerror(errno));
+        if (got == 0)
+            break;
+        used += (size_t)got;
+    }
+    if (used > max_bytes)
+        return gr_fail(GR_ERR_LIMIT, "%s: larger than %zu bytes (the %s file limit)", path,
+                       max_bytes, what);
+    (*buf)[used] = '\0';
+    *len = used;
+    return GR_OK;
+}
+
 gr_status gr_read_file(const char *path, size_t max_bytes, const char *what, char **text,
                        size_t *len)
 {
     *text = NULL;
     *len = 0;
-    int fd;
-    size_t size;
-    GR_TRY(gr_open_regular_file(path, max_bytes, what, &fd, &size));
+    /* A file named explicitly may be a pipe or FIFO (process substitution); only a directory is
+     * refused by kind, and a regular file's size is checked before reading. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return gr_fail(GR_ERR_IO, "%s: cannot open %s file: %s", path, what, strerror(errno));
+    struct stat sb;
     uint8_t *buf = NULL;
     size_t cap = 0;
-    gr_status st = gr_read_fd(fd, path, size, what, &buf, &cap, len);
+    gr_status st;
+    if (fstat(fd, &sb) != 0)
+        st = gr_fail(GR_ERR_IO, "%s: cannot stat %s file: %s", path, what, strerror(errno));
+    else if (S_ISDIR(sb.st_mode))
+        st = gr_fail(GR_ERR_IO, "%s: not a regular file (a directory)", path);
+    else if (!S_ISREG(sb.st_mode))
+        st = read_stream(fd, path, max_bytes, what, &buf, len);
+    else if ((uintmax_t)sb.st_size > max_bytes)
+        st = gr_fail(GR_ERR_LIMIT, "%s: %jd bytes is larger than the %zu-byte %s file limit",
+                     path, (intmax_t)sb.st_size, max_bytes, what);
+    else
+        st = gr_read_fd(fd, path, (size_t)sb.st_size, what, &buf, &cap, len);
     close(fd);
     if (st != GR_OK) {
         free(buf);

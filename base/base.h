@@ -68,8 +68,9 @@ uint16_t gr_f32_to_f16(float x);
 float gr_f16_to_f32(uint16_t h);
 static inline float gr_round_f16(float x) { return gr_f16_to_f32(gr_f32_to_f16(x)); }
 
-/* Files are read only when they are regular files: a FIFO would block the reader until something
- * writes to it, a device such as /dev/zero never ends. gr_open_regular_file opens `path` without
+/* Files found by listing a folder are read only when they are regular files: a stray FIFO would
+ * block the reader until something writes to it, a device such as /dev/zero never ends.
+ * gr_open_regular_file opens `path` without
  * blocking, checks with fstat that it is a regular file of at most max_bytes (refusals name the
  * path and the kind of file: GR_ERR_IO, or GR_ERR_LIMIT for the size) and returns the descriptor
  * and size; gr_read_fd reads such a descriptor whole into *buf (*cap bytes, grown as needed, kept
@@ -80,7 +81,8 @@ gr_status gr_open_regular_file(const char *path, size_t max_bytes, const char *w
 gr_status gr_read_fd(int fd, const char *path, size_t size, const char *what, uint8_t **buf,
                      size_t *cap, size_t *len);
 
-/* Read a whole regular file (at most max_bytes) into a malloc'd NUL-terminated buffer. */
+/* Read a whole file (at most max_bytes) into a malloc'd NUL-terminated buffer: a regular file
+ * (its size checked first) or a stream named explicitly (a pipe, a FIFO); a directory is refused. */
 gr_status gr_read_file(const char *path, size_t max_bytes, const char *what, char **data,
                        size_t *len);
 

@@ -4,7 +4,9 @@
 #include "runtime/image/image.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <stb/stb_image_write.h>
@@ -27,6 +29,22 @@ static bool has_extension(const char *path, const char *ext)
     return true;
 }
 
+/* stb encodes into this callback, which writes to the file and remembers the first failure: stb's
+ * own file writer ignores write and close errors (a full disk would leave a cut file). */
+typedef struct sink {
+    FILE *f;
+    int err; /* errno of the first failed write, 0 while all went through */
+} sink;
+
+static void sink_write(void *ctx, void *data, int size)
+{
+    sink *k = ctx;
+    if (k->err || size <= 0)
+        return;
+    if (fwrite(data, 1, (size_t)size, k->f) != (size_t)size)
+        k->err = errno ? errno : EIO;
+}
+
 gr_status gr_image_write(const gr_image *im, const char *path)
 {
     if (!path)
@@ -34,19 +52,24 @@ gr_status gr_image_write(const gr_image *im, const char *path)
     if (!gr_image_valid(im))
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: cannot write an empty or malformed image",
                        path);
-    int ok;
-    if (has_extension(path, ".png"))
-        ok = stbi_write_png(path, im->w, im->h, im->c, im->data, im->w * im->c);
-    else if (has_extension(path, ".jpg") || has_extension(path, ".jpeg"))
-        ok = stbi_write_jpg(path, im->w, im->h, im->c, im->data, 90);
-    else
+    const int png = has_extension(path, ".png");
+    if (!png && !has_extension(path, ".jpg") && !has_extension(path, ".jpeg"))
         return gr_fail(GR_ERR_INVALID_ARGUMENT,
                        "%s: unknown image extension (expected .png, .jpg or .jpeg)", path);
+    sink k = {.f = fopen(path, "wb"), .err = 0};
+    if (!k.f)
+        return gr_fail(GR_ERR_IO, "%s: cannot create image file: %s", path, strerror(errno));
+    errno = 0;
+    int ok = png ? stbi_write_png_to_func(sink_write, &k, im->w, im->h, im->c, im->data,
+                                          im->w * im->c)
+                 : stbi_write_jpg_to_func(sink_write, &k, im->w, im->h, im->c, im->data, 90);
+    if (!k.err && fflush(k.f) != 0)
+        k.err = errno ? errno : EIO;
+    if (fclose(k.f) != 0 && !k.err)
+        k.err = errno ? errno : EIO;
+    if (k.err)
+        return gr_fail(GR_ERR_IO, "%s: cannot write image: %s", path, strerror(k.err));
     if (!ok)
-        return gr_fail(GR_ERR_IO, "%s: cannot write image", path);
+        return gr_fail(GR_ERR_IO, "%s: cannot encode image", path);
     return GR_OK;
 }
-
-/* ---- letterbox: the reference -------------------------------------------------------------
- * Darknet's steps one after the other on whole float planes, as docs/darknet.md describes them. The
- * fast letterbox below must equal it byte for byte (tests/test_image.c, bench/06_stream.c). */
