@@ -1,188 +1,20 @@
-/* gr_engine front: options, device resolution, output descriptors, the busy flag that rejects a
- * second thread entering a run, detection decoding, timing and error messages. Execution itself is
- * the backend's (cpu/engine.c, gpu/engine.c and the other gpu_*.c). */
-#define _POSIX_C_SOURCE 200809L
+/* gr_engine front: the public build and everything after it - runs, slots, outputs, detection
+ * decoding, timing and error messages, the busy flag that rejects a second thread entering a run.
+ * gr_engine_build resolves what the backend needs before building: the precision map (explicit,
+ * or precision/auto.c's search) and the int8 ranges (precision/calibrate.c), then builds through
+ * the one build path, gr_engine_create (build.c). Execution is the backend's (cpu/, gpu/). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "planner/plan.h"
 #include "runtime/detect.h"
 #include "runtime/engine_internal.h"
-#include "runtime/trace.h"
-
-double gr_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
-void gr_engine_options_default(gr_engine_options *opt)
-{
-    if (!opt)
-        return;
-    memset(opt, 0, sizeof *opt);
-    opt->device = GR_DEVICE_AUTO;
-    opt->precision = GR_PREC_FP32;
-    opt->batch = 1;
-    opt->gpu_index = 0;
-    opt->use_cuda_graph = 1;
-    opt->calib_method = GR_CALIB_MAX;
-    opt->calib_percentile = 99.99f;
-    opt->inflight = 1;
-    opt->calib_device = GR_DEVICE_AUTO; /* a GPU engine calibrates on the GPU */
-    opt->max_nrmse = GR_MAX_NRMSE_DEFAULT;
-    opt->tactic_search = 1; /* docs/tactics.md: measured on the H100, 2026-11-23 */
-    opt->f32_algo = GR_F32_ALGO_AUTO;
-    opt->f32_split_k = GR_TOGGLE_AUTO;
-    opt->pdl = GR_TOGGLE_AUTO;
-    opt->gemm_tactic = GR_TOGGLE_AUTO;
-}
-
-static const char *const f32_algo_names[] = {"auto", "sgemm", "tf32x3", "implicit", "direct3x3"};
-static const char *const toggle_names[] = {"auto", "on", "off"};
-
-const char *gr_f32_algo_name(gr_f32_algo algo)
-{
-    return (unsigned)algo <= GR_F32_ALGO_DIRECT3X3 ? f32_algo_names[algo] : "?";
-}
-
-gr_status gr_f32_algo_parse(const char *name, gr_f32_algo *out)
-{
-    if (!name || !out)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_f32_algo_parse: NULL argument");
-    for (int a = 0; a <= GR_F32_ALGO_DIRECT3X3; a++)
-        if (strcmp(name, f32_algo_names[a]) == 0) {
-            *out = (gr_f32_algo)a;
-            return GR_OK;
-        }
-    return gr_fail(GR_ERR_INVALID_ARGUMENT, "'%.40s' is not an fp32 algorithm (auto, sgemm, "
-                   "tf32x3, implicit, direct3x3)", name);
-}
-
-const char *gr_toggle_name(gr_toggle toggle)
-{
-    return (unsigned)toggle <= GR_TOGGLE_OFF ? toggle_names[toggle] : "?";
-}
-
-gr_status gr_toggle_parse(const char *name, gr_toggle *out)
-{
-    if (!name || !out)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_toggle_parse: NULL argument");
-    for (int t = 0; t <= GR_TOGGLE_OFF; t++)
-        if (strcmp(name, toggle_names[t]) == 0) {
-            *out = (gr_toggle)t;
-            return GR_OK;
-        }
-    return gr_fail(GR_ERR_INVALID_ARGUMENT, "'%.40s' is not auto, on or off", name);
-}
-
-/* The process environment's say over an engine's options, read here and nowhere else (README,
- * "Environment variables"): what CI and the test suites need to set for every engine of a
- * process without changing the programs. */
-static void apply_environment(gr_engine_options *opt)
-{
-    const char *no_search = getenv("GR_DISABLE_TACTIC_SEARCH");
-    if (no_search && no_search[0] == '1')
-        opt->tactic_search = 0;
-}
-
-gr_status gr_engine_fail(gr_engine *e, gr_status status)
-{
-    if (e)
-        snprintf(e->error, sizeof e->error, "%s", gr_last_error());
-    return status;
-}
-
-static gr_status check_options(const gr_engine_options *opt)
-{
-    if (opt->batch < 1 || opt->batch > GR_MAX_BATCH)
-        return gr_fail(GR_ERR_LIMIT, "engine option batch=%d is outside 1..%d", opt->batch,
-                       GR_MAX_BATCH);
-    if ((unsigned)opt->precision > GR_PREC_AUTO)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option precision=%d is not a gr_precision",
-                       (int)opt->precision);
-    if (!(opt->max_nrmse >= 0.0f && opt->max_nrmse <= 1e30f))
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option max_nrmse=%g is not a number >= 0",
-                       (double)opt->max_nrmse);
-    if ((unsigned)opt->device > GR_DEVICE_GPU)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option device=%d is not a gr_device",
-                       (int)opt->device);
-    if (opt->gpu_index < 0)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option gpu_index=%d is negative",
-                       opt->gpu_index);
-    if ((unsigned)opt->calib_method > GR_CALIB_MSE)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT,
-                       "engine option calib_method=%d is not a gr_calib_method",
-                       (int)opt->calib_method);
-    if (opt->inflight < 0 || opt->inflight > GR_MAX_INFLIGHT)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option inflight=%d is outside 1..%d",
-                       opt->inflight, GR_MAX_INFLIGHT);
-    if ((unsigned)opt->calib_device > GR_DEVICE_GPU)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option calib_device=%d is not a gr_device",
-                       (int)opt->calib_device);
-    if (opt->calib_threads < 0)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option calib_threads=%d is negative",
-                       opt->calib_threads);
-    if ((unsigned)opt->f32_algo > GR_F32_ALGO_DIRECT3X3)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option f32_algo=%d is not a gr_f32_algo",
-                       (int)opt->f32_algo);
-    const gr_toggle toggles[] = {opt->f32_split_k, opt->pdl, opt->gemm_tactic};
-    const char *const toggle_options[] = {"f32_split_k", "pdl", "gemm_tactic"};
-    for (int k = 0; k < 3; k++)
-        if ((unsigned)toggles[k] > GR_TOGGLE_OFF)
-            return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option %s=%d is not a gr_toggle",
-                           toggle_options[k], (int)toggles[k]);
-    if (opt->calib_method == GR_CALIB_PERCENTILE &&
-        !(opt->calib_percentile > 50.0f && opt->calib_percentile <= 100.0f))
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option calib_percentile=%g is outside (50, 100]",
-                       (double)opt->calib_percentile);
-    return GR_OK;
-}
-
-/* Every tensor of a run (the input and each layer's output, times the batch) must stay within
- * GR_MAX_TENSOR_ELEMS: checked before any backend allocates, so an absurd batch or network is a
- * clear GR_ERR_LIMIT rather than an allocation failure (or success) halfway through. */
-static gr_status check_tensor_sizes(const gr_net *net, int batch)
-{
-    gr_shape in = {net->c, net->h, net->w};
-    size_t elems;
-    if (!gr_mul_size(gr_shape_elems(in), (size_t)batch, &elems) || elems > GR_MAX_TENSOR_ELEMS)
-        return gr_fail(GR_ERR_LIMIT,
-                       "%s: input %dx%dx%d x batch %d is more than %zu elements per tensor",
-                       net->name, in.c, in.h, in.w, batch, GR_MAX_TENSOR_ELEMS);
-    for (int i = 0; i < net->n_layers; i++) {
-        const gr_layer *l = &net->layers[i];
-        if (!gr_mul_size(gr_shape_elems(l->out), (size_t)batch, &elems) ||
-            elems > GR_MAX_TENSOR_ELEMS)
-            return gr_fail(GR_ERR_LIMIT,
-                           "%s:%d: layer %d (%s): output %dx%dx%d x batch %d is more than %zu "
-                           "elements per tensor (use a smaller batch)",
-                           net->name, l->cfg_line, i, gr_op_get(l->p.op)->name, l->out.c,
-                           l->out.h, l->out.w, batch, GR_MAX_TENSOR_ELEMS);
-    }
-    return GR_OK;
-}
-
-static void engine_free(gr_engine *e)
-{
-    if (e->ops && e->ops->destroy)
-        e->ops->destroy(e);
-    gr_net_free(e->net);
-    free(e->layer_prec);
-    free(e->layer_prec_view);
-    free(e->preset_range);
-    free(e->tactics);
-    free(e);
-}
 
 /* The explicit map (layer_precision): exactly one FP32 / FP16 / INT8 per layer, copied. */
-static gr_status take_layer_precision(gr_engine *e, const gr_engine_options *opt)
+static gr_status take_layer_precision(const gr_net *net, const gr_engine_options *opt,
+                                      gr_precision **map)
 {
-    const gr_net *net = e->net;
     if (!opt->layer_precision) {
         if (opt->n_layer_precision != 0)
             return gr_fail(GR_ERR_INVALID_ARGUMENT,
@@ -202,96 +34,39 @@ static gr_status take_layer_precision(gr_engine *e, const gr_engine_options *opt
             return gr_fail(GR_ERR_INVALID_ARGUMENT,
                            "engine option layer_precision[%d]=%d is not fp32, fp16 or int8", i,
                            (int)opt->layer_precision[i]);
-    e->layer_prec = gr_malloc((size_t)net->n_layers * sizeof *e->layer_prec, "precision map");
-    if (!e->layer_prec)
+    *map = gr_malloc((size_t)net->n_layers * sizeof **map, "precision map");
+    if (!*map)
         return GR_ERR_OUT_OF_MEMORY;
-    memcpy(e->layer_prec, opt->layer_precision, (size_t)net->n_layers * sizeof *e->layer_prec);
+    memcpy(*map, opt->layer_precision, (size_t)net->n_layers * sizeof **map);
     return GR_OK;
 }
 
-/* Resolve the engine's precision: the automatic search, then, for a map, opt.precision becomes
- * its widest reduced precision (what the backends calibrate and fuse for); the per-layer view
- * for gr_engine_layer_precision(). */
-static gr_status resolve_precision(gr_engine *e, const gr_engine_options *opt)
+/* What the request's backend needs, resolved in order: the precision map (the caller's, or the
+ * automatic search, which calibrates for itself), then - when a layer computes in int8 - the
+ * ranges from the calibration cache or a calibration. A GPU engine's device is checked before
+ * calibrating, so an engine the device cannot take fails as the backend would, and first.
+ * *map and *ranges are malloc'd (NULL when not needed), the caller's also on failure. */
+static gr_status resolve(gr_build_request *req, gr_precision **map, float **ranges, char *notice)
 {
-    const gr_net *net = e->net;
-    GR_TRY(take_layer_precision(e, opt));
+    const gr_engine_options *opt = &req->opt;
+    GR_TRY(take_layer_precision(req->net, opt, map));
     if (opt->precision == GR_PREC_AUTO)
-        GR_TRY(gr_auto_precision(e));
-    e->opt.layer_precision = NULL; /* copied: no pointer to the caller's map is kept */
-    e->opt.n_layer_precision = 0;
-    e->layer_prec_view = gr_malloc((size_t)net->n_layers * sizeof *e->layer_prec_view,
-                                   "precision map");
-    if (!e->layer_prec_view)
-        return GR_ERR_OUT_OF_MEMORY;
-    if (e->layer_prec) {
-        int any_i8 = 0, any_f16 = 0;
-        for (int i = 0; i < net->n_layers; i++) {
-            if (gr_op_has((int)net->layers[i].p.op, GR_OPF_F32_ONLY))
-                continue;
-            any_i8 |= e->layer_prec[i] == GR_PREC_INT8;
-            any_f16 |= e->layer_prec[i] == GR_PREC_FP16;
-        }
-        e->opt.precision = any_i8 ? GR_PREC_INT8 : any_f16 ? GR_PREC_FP16 : GR_PREC_FP32;
+        GR_TRY(gr_auto_precision(req, map, ranges, &req->input_range, notice, GR_NOTICE_LEN));
+    if (*map)
+        req->opt.precision = gr_precision_widest(req->net, *map);
+    req->layer_precision = *map;
+    if (req->opt.precision != GR_PREC_INT8 || *ranges) {
+        req->layer_range = *ranges;
+        return GR_OK;
     }
-    for (int i = 0; i < net->n_layers; i++)
-        e->layer_prec_view[i] = gr_op_has((int)net->layers[i].p.op, GR_OPF_F32_ONLY) ? GR_PREC_FP32
-                                : e->layer_prec ? e->layer_prec[i]
-                                                : e->opt.precision;
+    if (req->device == GR_DEVICE_GPU)
+        GR_TRY(gr_gpu_device_check(opt->gpu_index, req->opt.precision));
+    GR_TRY(gr_calibrate(req, ranges, &req->input_range, notice, GR_NOTICE_LEN));
+    req->layer_range = *ranges;
     return GR_OK;
 }
-
-void gr_engine_plan_precision(const gr_engine *e, gr_plan_options *po)
-{
-    po->precision = e->opt.precision;
-    po->layer_precision = e->layer_prec;
-    po->n_layer_precision = e->layer_prec ? e->net->n_layers : 0;
-}
-
-gr_status gr_engine_ranges(gr_engine *e, float **layer_range, float *input_range)
-{
-    if (!e->preset_range)
-        return gr_engine_calibrate(e, layer_range, input_range);
-    size_t bytes = (size_t)e->net->n_layers * sizeof(float);
-    *layer_range = gr_malloc(bytes, "calibration ranges");
-    if (!*layer_range)
-        return GR_ERR_OUT_OF_MEMORY;
-    memcpy(*layer_range, e->preset_range, bytes);
-    *input_range = e->preset_input_range;
-    return GR_OK;
-}
-
-const gr_precision *gr_engine_layer_precision(const gr_engine *engine, int *n)
-{
-    if (n)
-        *n = engine ? engine->net->n_layers : 0;
-    return engine ? engine->layer_prec_view : NULL;
-}
-
-static gr_status build(const gr_model *model, const gr_engine_options *opt,
-                       const float *preset_range, float preset_input_range, int observable,
-                       gr_engine **out);
 
 gr_status gr_engine_build(const gr_model *model, const gr_engine_options *opt, gr_engine **out)
-{
-    return build(model, opt, NULL, 0.0f, 0, out);
-}
-
-gr_status gr_engine_build_preset(const gr_model *model, const gr_engine_options *opt,
-                                 const float *layer_range, float input_range, gr_engine **out)
-{
-    return build(model, opt, layer_range, input_range, 0, out);
-}
-
-gr_status gr_engine_build_observable(const gr_model *model, const gr_engine_options *opt,
-                                     gr_engine **out)
-{
-    return build(model, opt, NULL, 0.0f, 1, out);
-}
-
-static gr_status build(const gr_model *model, const gr_engine_options *opt,
-                       const float *preset_range, float preset_input_range, int observable,
-                       gr_engine **out)
 {
     if (!model || !out)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_build: NULL %s", model ? "out" : "model");
@@ -301,86 +76,33 @@ static gr_status build(const gr_model *model, const gr_engine_options *opt,
         gr_engine_options_default(&defaults);
         opt = &defaults;
     }
-    GR_TRY(check_options(opt));
-    GR_TRY(check_tensor_sizes(model->net, opt->batch));
-    gr_engine *e = gr_calloc(1, sizeof *e, "engine");
-    if (!e)
-        return GR_ERR_OUT_OF_MEMORY;
-    e->opt = *opt;
-    apply_environment(&e->opt);
-    e->observable = observable;
-    e->inflight = opt->inflight > 0 ? opt->inflight : 1;
-    e->opt.inflight = e->inflight;
-    atomic_init(&e->busy, 0);
-    gr_status st = gr_net_clone(model->net, &e->net);
+    GR_TRY(gr_engine_validate(model->net, opt));
+    gr_build_request req = {.net = model->net, .opt = *opt, .device = opt->device};
+    if (req.device == GR_DEVICE_AUTO)
+        req.device = gr_cuda_device_count() > 0 ? GR_DEVICE_GPU : GR_DEVICE_CPU;
+    char notice[GR_NOTICE_LEN] = "";
+    req.notice = notice;
+    gr_precision *map = NULL;
+    float *ranges = NULL;
+    gr_status st = resolve(&req, &map, &ranges, notice);
+    if (st == GR_OK)
+        st = gr_engine_create(&req, out);
+    if (st == GR_OK && opt->precision == GR_PREC_AUTO && req.device == GR_DEVICE_GPU)
+        st = gr_auto_precision_measure(*out);
     if (st != GR_OK) {
-        free(e);
-        return st;
+        gr_engine_destroy(*out);
+        *out = NULL;
     }
-    e->n_heads = gr_net_heads(e->net, e->head_layers, GR_MAX_HEADS);
-    if (e->n_heads < 1) {
-        gr_fail(GR_ERR_UNSUPPORTED, "%s: network has no output layer", e->net->name);
-        engine_free(e);
-        return GR_ERR_UNSUPPORTED;
-    }
-    for (int i = 0; i < e->n_heads; i++) {
-        gr_shape s = e->net->layers[e->head_layers[i]].out;
-        e->head_desc[i] = (gr_tensor_desc){opt->batch, s.c, s.h, s.w, GR_DTYPE_F32};
-        size_t elems;
-        if (!gr_mul_size(gr_shape_elems(s), (size_t)opt->batch, &elems) ||
-            elems > GR_MAX_TENSOR_ELEMS) {
-            engine_free(e);
-            return gr_fail(GR_ERR_LIMIT, "output %d of %d x %dx%dx%d is too large", i, opt->batch,
-                           s.c, s.h, s.w);
-        }
-    }
-    e->input_u8 = 1;
-
-    gr_device device = opt->device;
-    if (device == GR_DEVICE_AUTO)
-        device = gr_cuda_device_count() > 0 ? GR_DEVICE_GPU : GR_DEVICE_CPU;
-    e->device = device;
-    if (preset_range) {
-        size_t bytes = (size_t)e->net->n_layers * sizeof(float);
-        e->preset_range = gr_malloc(bytes, "calibration ranges");
-        if (!e->preset_range) {
-            engine_free(e);
-            return GR_ERR_OUT_OF_MEMORY;
-        }
-        memcpy(e->preset_range, preset_range, bytes);
-        e->preset_input_range = preset_input_range;
-    }
-    st = resolve_precision(e, opt);
-    if (st != GR_OK) {
-        engine_free(e);
-        return st;
-    }
-    gr_trace_push(device == GR_DEVICE_GPU ? "graphrun: engine build (GPU)"
-                                          : "graphrun: engine build (CPU)");
-    st = device == GR_DEVICE_GPU ? gr_backend_gpu_init(e) : gr_backend_cpu_init(e);
-    gr_trace_pop();
-    /* The caller's calibration inputs are read during build only: keep no pointers to them. */
-    e->opt.calib_images = NULL;
-    e->opt.calib_cache = NULL;
-    e->opt.timing_cache = NULL;
-    e->opt.calib_progress = NULL;
-    e->opt.calib_progress_user = NULL;
-    free(e->preset_range);
-    e->preset_range = NULL;
-    if (st == GR_OK && opt->precision == GR_PREC_AUTO && device == GR_DEVICE_GPU)
-        st = gr_auto_precision_measure(e);
-    if (st != GR_OK) {
-        engine_free(e);
-        return st;
-    }
-    *out = e;
-    return GR_OK;
+    free(map);
+    free(ranges);
+    return st;
 }
 
-void gr_engine_destroy(gr_engine *engine)
+const gr_precision *gr_engine_layer_precision(const gr_engine *engine, int *n)
 {
-    if (engine)
-        engine_free(engine);
+    if (n)
+        *n = engine ? engine->net->n_layers : 0;
+    return engine ? engine->layer_prec_view : NULL;
 }
 
 gr_device gr_engine_device(const gr_engine *engine) { return engine ? engine->device : GR_DEVICE_AUTO; }
@@ -687,14 +409,6 @@ gr_status gr_engine_timing(const gr_engine *engine, gr_timing *timing)
 const char *gr_engine_last_error(const gr_engine *engine) { return engine ? engine->error : ""; }
 
 const char *gr_engine_notice(const gr_engine *engine) { return engine ? engine->notice : ""; }
-
-void gr_engine_add_notice(gr_engine *e, const char *line)
-{
-    size_t used = strlen(e->notice);
-    if (!line[0] || used + 2 >= sizeof e->notice)
-        return;
-    snprintf(e->notice + used, sizeof e->notice - used, "%s%s", used ? "\n" : "", line);
-}
 
 int gr_engine_tactic_count(const gr_engine *engine) { return engine ? engine->n_tactics : 0; }
 

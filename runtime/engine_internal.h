@@ -2,10 +2,21 @@
  *
  * An engine is a front (this struct: options, output buffers, detection, timing, error message,
  * the busy flag that rejects concurrent runs) and a backend that executes: the CPU reference
- * (cpu/engine.c) or the CUDA engine (gpu_*.c, see gpu/backend.h). Backends own the input staging
+ * (cpu/engine.c) or the CUDA engine (the files of gpu/, see gpu/backend.h). Backends own the input staging
  * buffers and the output buffers (float NCHW, one per head) of every slot (runs in flight: the
  * front checks slot numbers and which slots are in flight; backends see valid slots only) and
- * fill `timing` on each wait. */
+ * fill `timing` on each wait.
+ *
+ * A build flows one way (docs/calibration.md, "How a build flows"): gr_engine_build (engine.c)
+ * resolves everything first - the precision map (explicit, or the automatic search of
+ * precision/auto.c) and the int8 ranges (precision/calibrate.c: the calibration cache or a
+ * calibration) - and then builds the engine from those resolved inputs with gr_engine_create
+ * (build.c), the one build path, which hands them to the backend's init. Calibration's fp32
+ * statistics engine and the automatic search's timing engines are ordinary requests to that same
+ * gr_engine_create. Backends never call back up: file by file,
+ *   engine.c -> precision/auto.c -> precision/calibrate.c -> gpu/calib.c -> build.c
+ *            -> cpu/engine.c, gpu/engine.c -> engine_common.c
+ * and tests/test_layering.py fails on any cycle among runtime/ files. */
 #ifndef GR_RUNTIME_ENGINE_INTERNAL_H
 #define GR_RUNTIME_ENGINE_INTERNAL_H
 
@@ -15,6 +26,7 @@
 #include "models/net.h"
 
 #define GR_MAX_HEADS 8
+#define GR_NOTICE_LEN 2048 /* the engine's notice, and the front's while it resolves */
 
 struct gr_model {
     gr_net *net;
@@ -58,52 +70,102 @@ struct gr_engine {
     void *impl;            /* backend state */
     atomic_int busy;
     char error[1024];
-    char notice[2048];     /* gr_engine_notice(): from the build, e.g. a stale calibration cache,
-                              the automatic precision map */
+    char notice[GR_NOTICE_LEN]; /* gr_engine_notice(): from the build, e.g. a stale calibration
+                                   cache, the automatic precision map */
     /* Precision per network layer (net->n_layers entries, owned), or NULL for a uniform
      * engine. With a map, opt.precision is the map's widest reduced precision (INT8 when any
      * layer is int8, else FP16, else FP32): what the backends calibrate and fuse for. */
     gr_precision *layer_prec;
     gr_precision *layer_prec_view; /* gr_engine_layer_precision(): layer_prec or uniform */
-    /* Build-time only (NULL afterwards): int8 ranges already computed (by the automatic
-     * search), which gr_engine_ranges() hands to the backend instead of calibrating again. */
-    float *preset_range;
-    float preset_input_range;
-    int observable; /* gr_engine_build_observable: plan without fusions */
     gr_tactic_info *tactics; /* the GPU backend's conv tactics (uint8 graph), malloc'd */
     int n_tactics;
     gr_tactic_stats tactic_stats;
 };
 
+/* An engine to build, with everything resolved: what gr_engine_create takes. The front fills it
+ * for gr_engine_build; calibration and the automatic search fill it for their own engines.
+ * Pointers are borrowed for the call (the engine copies what it keeps). */
+typedef struct gr_build_request {
+    const gr_net *net;             /* the network (the engine clones it) */
+    gr_engine_options opt;         /* precision: FP32, FP16 or INT8 (AUTO was resolved into
+                                      layer_precision); opt.layer_precision is ignored */
+    gr_device device;              /* CPU or GPU (AUTO was resolved) */
+    const gr_precision *layer_precision; /* per network layer (n_layers entries), or NULL for a
+                                            uniform opt.precision */
+    const float *layer_range;      /* int8 activation range per layer (n_layers entries) and of
+                                      the input; required when any layer computes in int8 */
+    float input_range;
+    int observable;                /* every layer's value kept as its own tensor (no fusion): int8
+                                      calibration's fp32 engine, which observes each layer */
+    const char *notice;            /* lines the resolution left (calibration, the map), or NULL */
+} gr_build_request;
+
+/* What a backend's init gets besides the engine (whose opt, net, layer_prec it reads). */
+typedef struct gr_backend_inputs {
+    const float *layer_range;      /* int8 engines: per layer (n_layers entries); else NULL */
+    float input_range;
+    int observable;                /* gr_build_request.observable */
+} gr_backend_inputs;
+
+/* ---- build.c: the one build path ---------------------------------------------------------- */
+
+/* The checks every build makes before anything is resolved or allocated: options, tensor sizes
+ * (GR_MAX_TENSOR_ELEMS), at least one output. */
+gr_status gr_engine_validate(const gr_net *net, const gr_engine_options *opt);
+
+/* Build an engine from a resolved request: validate, clone the network, set the precision map,
+ * hand the ranges to the backend's init. Calls no calibration and no search. */
+gr_status gr_engine_create(const gr_build_request *req, gr_engine **out);
+
+/* Deep copy of a network (layers, weights, class names) for an engine to own (model.c). */
+gr_status gr_net_clone(const gr_net *src, gr_net **out);
+
+/* Backends: build the engine's execution from the engine (opt, net, layer_prec) and `in`. */
+gr_status gr_backend_cpu_init(gr_engine *e, const gr_backend_inputs *in);
+gr_status gr_backend_gpu_init(gr_engine *e, const gr_backend_inputs *in);
+
+/* gpu/device.c (gpu/none.c): the refusals gr_backend_gpu_init makes first (no device, gpu_index
+ * past the devices, a reduced precision below sm_72), with its messages: the front makes them
+ * before it calibrates for an engine the device could not take. */
+gr_status gr_gpu_device_check(int gpu_index, gr_precision precision);
+
+/* ---- engine_common.c: helpers every layer uses (backends included) ----------------------- */
+
 /* Append one line to e->notice (lines separated by '\n'). */
 void gr_engine_add_notice(gr_engine *e, const char *line);
 
-/* Deep copy of a network (layers, weights, class names) for an engine to own. */
-gr_status gr_net_clone(const gr_net *src, gr_net **out);
-
 /* Record the thread message into the engine too and return status. */
 gr_status gr_engine_fail(gr_engine *e, gr_status status);
-
-/* Backends. */
-gr_status gr_backend_cpu_init(gr_engine *e);
-gr_status gr_backend_gpu_init(gr_engine *e);
-
-/* INT8 activation ranges for the engine's network (per layer, and the input), from
- * e->opt.calib_cache or by calibrating on e->opt.calib_images. *layer_range is malloc'd. */
-gr_status gr_engine_calibrate(gr_engine *e, float **layer_range, float *input_range);
-
-/* The int8 ranges of the engine's network: a copy of the preset ones, else calibrated
- * (gr_engine_calibrate). *layer_range is malloc'd. */
-gr_status gr_engine_ranges(gr_engine *e, float **layer_range, float *input_range);
 
 /* The backends' plan options for the engine's precision: po->precision and, for a mixed
  * engine, po->layer_precision (pointing into the engine). */
 struct gr_plan_options;
 void gr_engine_plan_precision(const gr_engine *e, struct gr_plan_options *po);
 
-/* runtime/precision/auto.c: choose the per-layer map of a GR_PREC_AUTO engine (e->layer_prec,
- * e->preset_range) and describe it in e->notice. */
-gr_status gr_auto_precision(gr_engine *e);
+/* The widest reduced precision of a per-layer map (INT8 when any computing layer is int8, else
+ * FP16 when any is fp16, else FP32): what an engine with the map calibrates and fuses for. */
+gr_precision gr_precision_widest(const gr_net *net, const gr_precision *map);
+
+/* A malloc'd copy of n_layers ranges in *copy. */
+gr_status gr_ranges_copy(const float *layer_range, int n_layers, float **copy);
+
+/* Monotonic clock in microseconds. */
+double gr_now_us(void);
+
+/* ---- precision/: what the front resolves before building --------------------------------- */
+
+/* INT8 activation ranges (per layer, and the input) of req's network and options, from
+ * opt.calib_cache or by calibrating on opt.calib_images, on req->device's side (or
+ * opt.calib_device's); lines (a stale cache, the calibration's time) are appended to notice.
+ * *layer_range is malloc'd, the caller's also on failure. */
+gr_status gr_calibrate(const gr_build_request *req, float **layer_range, float *input_range,
+                       char *notice, size_t notice_len);
+
+/* precision/auto.c: the per-layer map of a GR_PREC_AUTO request (*map, n_layers entries) and the
+ * int8 ranges it was chosen with (*layer_range, *input_range), both malloc'd and the caller's
+ * also on failure; the search is described in notice. */
+gr_status gr_auto_precision(const gr_build_request *req, gr_precision **map, float **layer_range,
+                            float *input_range, char *notice, size_t notice_len);
 /* After a GR_PREC_AUTO GPU engine is built: its measured per-layer latency, into the notice. */
 gr_status gr_auto_precision_measure(gr_engine *e);
 /* One line "precision map: L0 int8, L2 fp16, ..." of the reduced-precision layers that compute
@@ -113,19 +175,5 @@ void gr_precision_map_str(const gr_net *net, const gr_precision *map, char *buf,
 /* GPU engines (gpu/debug.c): the time of each network layer in microseconds (us_per_layer has
  * net->n_layers entries; 0 for layers without a node), medians of eager runs node by node. */
 gr_status gr_engine_layer_times(gr_engine *engine, double *us_per_layer);
-
-/* gr_engine_build with int8 ranges already known (layer_range: n_layers entries, copied): no
- * calibration. For the automatic search's timing engines. */
-gr_status gr_engine_build_preset(const gr_model *model, const gr_engine_options *opt,
-                                 const float *layer_range, float input_range, gr_engine **out);
-
-/* gr_engine_build with every network layer's value kept as its own tensor (no fusion, so no
- * maxpool hides its conv's output): for int8 calibration's fp32 statistics engine, which observes
- * each layer's value after its node. */
-gr_status gr_engine_build_observable(const gr_model *model, const gr_engine_options *opt,
-                                     gr_engine **out);
-
-/* Monotonic clock in microseconds. */
-double gr_now_us(void);
 
 #endif

@@ -193,7 +193,7 @@ static gr_status cpu_memory(const gr_engine *e, gr_engine_memory_info *info)
 static const gr_backend_ops cpu_ops = {"cpu",    cpu_input_buffer, cpu_submit, cpu_wait,
                                        NULL,     cpu_memory,       cpu_destroy};
 
-gr_status gr_backend_cpu_init(gr_engine *e)
+gr_status gr_backend_cpu_init(gr_engine *e, const gr_backend_inputs *in)
 {
     GR_TRY(check_host_memory(e));
     cpu_state *s = gr_calloc(1, sizeof *s, "CPU engine");
@@ -212,14 +212,8 @@ gr_status gr_backend_cpu_init(gr_engine *e)
          * value. So the CPU engine stays the exact emulation of the GPU's int8. */
         po.fuse_output_dequantize = 1;
         GR_TRY(gr_plan_build(e->net, &po, &s->plan));
-        if (e->opt.precision == GR_PREC_INT8) {
-            float *ranges = NULL, input_range = 0.0f;
-            gr_status st = gr_engine_ranges(e, &ranges, &input_range);
-            if (st == GR_OK)
-                st = gr_plan_set_ranges(s->plan, ranges, input_range);
-            free(ranges);
-            GR_TRY(st);
-        }
+        if (e->opt.precision == GR_PREC_INT8)
+            GR_TRY(gr_plan_set_ranges(s->plan, in->layer_range, in->input_range));
         GR_TRY(gr_plan_exec_create(s->plan, 0, &s->exec));
     }
     s->layer_outputs = gr_calloc((size_t)e->net->n_layers, sizeof(float *), "CPU engine outputs");

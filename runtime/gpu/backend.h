@@ -112,6 +112,7 @@ struct gpu_state {
     int n_events;
     float *layer_range;     /* int8: per-layer activation ranges, shared by the variants */
     float input_range;
+    int observable;         /* every layer's value kept: no fusion (calibration's engine) */
     gpu_variant var[2];     /* [0] float input, [1] u8 input */
     cudaError_t inject;     /* tests: the next run fails with this error */
     int tf32;               /* fp32 convs may use TF32 tensor cores (cuBLAS's TF32 math) */

@@ -236,7 +236,6 @@ static gr_status decode_batch(calib_run *r, int slot, int first, int count)
  * FP32 (no TF32: the ranges of the fp32 network, as on the CPU). */
 static gr_status build_engine(const gr_gpu_calib_request *req, int batch, gr_engine **out)
 {
-    gr_model model = {(gr_net *)req->net, 0};
     gr_engine_options eo;
     gr_engine_options_default(&eo);
     eo.device = GR_DEVICE_GPU;
@@ -246,7 +245,9 @@ static gr_status build_engine(const gr_gpu_calib_request *req, int batch, gr_eng
     eo.use_cuda_graph = 0;
     eo.tf32 = 0;
     eo.inflight = SLOTS;
-    return gr_engine_build_observable(&model, &eo, out); /* every layer's value: no fusion */
+    /* Observable: every layer's value, no fusion. fp32: no ranges, so no calibration inside. */
+    gr_build_request build = {.net = req->net, .opt = eo, .device = GR_DEVICE_GPU, .observable = 1};
+    return gr_engine_create(&build, out);
 }
 
 /* Which plan nodes to observe: as planner/calib.c, every node whose output is a layer's value,

@@ -1,7 +1,8 @@
-/* CUDA device discovery. Host C calling the CUDA runtime's C API. */
+/* CUDA device discovery, and the refusals a GPU build makes before it starts. Host C calling the
+ * CUDA runtime's C API. */
 #include <cuda_runtime_api.h>
 
-#include "runtime/engine_internal.h"
+#include "runtime/gpu/backend.h"
 
 int gr_cuda_device_count(void)
 {
@@ -11,4 +12,22 @@ int gr_cuda_device_count(void)
         return 0;
     }
     return n;
+}
+
+/* The same checks and messages as the start of gr_backend_gpu_init (gpu/engine.c), which makes
+ * them again for the engines built without the front (calibration's, the automatic search's). */
+gr_status gr_gpu_device_check(int gpu_index, gr_precision precision)
+{
+    int count = gr_cuda_device_count();
+    if (count == 0)
+        return gr_fail(GR_ERR_NO_DEVICE, "no CUDA device is visible (--device gpu)");
+    if (gpu_index >= count)
+        return gr_fail(GR_ERR_NO_DEVICE, "gpu_index %d: only %d CUDA device%s visible", gpu_index,
+                       count, count == 1 ? " is" : "s are");
+    struct cudaDeviceProp prop;
+    CUDA_TRY(cudaGetDeviceProperties(&prop, gpu_index));
+    if (precision != GR_PREC_FP32 && prop.major * 10 + prop.minor < 72)
+        return gr_fail(GR_ERR_UNSUPPORTED, "%s needs tensor cores with int8 (sm_72+); %s is sm_%d%d",
+                       gr_precision_name(precision), prop.name, prop.major, prop.minor);
+    return GR_OK;
 }

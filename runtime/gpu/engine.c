@@ -309,7 +309,7 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
      * engine (calibration's) keeps every layer's value: no fusion. */
     const int f32 = e->opt.precision == GR_PREC_FP32;
     const int f32_pools = g->f32_algo == GR_F32_ALGO_AUTO || g->f32_algo == GR_F32_ALGO_DIRECT3X3;
-    int fuse = !e->observable && (!f32 || f32_pools);
+    int fuse = !g->observable && (!f32 || f32_pools);
     unsigned char *no_fuse = NULL;
     gr_status st = plan_variant(e, g, v, input_u8, fuse, NULL);
     for (int tries = 0; st == GR_OK && fuse; tries++) {
@@ -606,7 +606,7 @@ static void gpu_destroy(gr_engine *e)
 static const gr_backend_ops gpu_ops = {"gpu",         gpu_input_buffer, gpu_submit, gpu_wait,
                                        gpu_run_async, gpu_memory,       gpu_destroy};
 
-gr_status gr_backend_gpu_init(gr_engine *e)
+gr_status gr_backend_gpu_init(gr_engine *e, const gr_backend_inputs *in)
 {
     int count = gr_cuda_device_count();
     if (count == 0)
@@ -639,9 +639,12 @@ gr_status gr_backend_gpu_init(gr_engine *e)
     g->sm_count = prop.multiProcessorCount;
     CUDA_TRY(cudaEventCreateWithFlags(&g->fork, cudaEventDisableTiming));
 
-    /* int8 scales before planning. */
-    if (e->opt.precision == GR_PREC_INT8)
-        GR_TRY(gr_engine_ranges(e, &g->layer_range, &g->input_range));
+    /* The build's inputs, kept for the variants built later: int8 scales before planning. */
+    g->observable = in->observable;
+    if (e->opt.precision == GR_PREC_INT8) {
+        g->input_range = in->input_range;
+        GR_TRY(gr_ranges_copy(in->layer_range, e->net->n_layers, &g->layer_range));
+    }
 
     GR_TRY(tactics_init(e, g));
 

@@ -5,11 +5,24 @@
 
 int gr_cuda_device_count(void) { return 0; }
 
-gr_status gr_backend_gpu_init(gr_engine *e)
+static gr_status no_cuda(void)
 {
-    (void)e;
     return gr_fail(GR_ERR_NO_DEVICE, "this graphrun was built without CUDA (GR_ENABLE_CUDA=OFF); "
                                      "rebuild with the CUDA toolkit or use --device cpu");
+}
+
+gr_status gr_gpu_device_check(int gpu_index, gr_precision precision)
+{
+    (void)gpu_index;
+    (void)precision;
+    return no_cuda();
+}
+
+gr_status gr_backend_gpu_init(gr_engine *e, const gr_backend_inputs *in)
+{
+    (void)e;
+    (void)in;
+    return no_cuda();
 }
 
 gr_status gr_engine_layer_times(gr_engine *engine, double *us_per_layer)

@@ -118,27 +118,13 @@ static void *work(void *arg)
     return NULL;
 }
 
-/* The widest reduced precision of a map: what the plan's default and the engine's precision are. */
-static gr_precision widest(const gr_net *net, const gr_precision *map)
-{
-    int any_f16 = 0;
-    for (int i = 0; map && i < net->n_layers; i++) {
-        if (gr_op_has((int)net->layers[i].p.op, GR_OPF_F32_ONLY))
-            continue;
-        if (map[i] == GR_PREC_INT8)
-            return GR_PREC_INT8;
-        any_f16 |= map[i] == GR_PREC_FP16;
-    }
-    return any_f16 ? GR_PREC_FP16 : GR_PREC_FP32;
-}
-
 /* Run the plan of `map` (NULL: fp32) over every image: store the outputs (store != NULL) or
  * return the error against the reference in *error. */
 static gr_status evaluate(search *s, const gr_precision *map, float *store, double *error)
 {
     gr_plan_options po;
     gr_plan_options_default(&po);
-    po.precision = widest(s->net, map);
+    po.precision = gr_precision_widest(s->net, map);
     po.layer_precision = map;
     po.n_layer_precision = map ? s->net->n_layers : 0;
     po.batch = 1;
@@ -264,11 +250,11 @@ static void static_costs(const gr_net *net, double *t8, double *t16)
 }
 
 /* GPU: measured per-layer times of an all-int8 and an all-fp16 engine of this configuration. */
-static gr_status measured_costs(gr_engine *e, const search *s, double *t8, double *t16)
+static gr_status measured_costs(const gr_build_request *req, const search *s, double *t8,
+                                double *t16)
 {
-    gr_model model = {e->net, 0};
     for (int k = 0; k < 2; k++) {
-        gr_engine_options o = e->opt;
+        gr_engine_options o = req->opt;
         o.precision = k == 0 ? GR_PREC_INT8 : GR_PREC_FP16;
         o.layer_precision = NULL;
         o.n_layer_precision = 0;
@@ -276,8 +262,13 @@ static gr_status measured_costs(gr_engine *e, const search *s, double *t8, doubl
         o.inflight = 1;
         o.calib_cache = NULL;
         o.calib_progress = NULL;
+        gr_build_request probe_req = {.net = s->net,
+                                      .opt = o,
+                                      .device = GR_DEVICE_GPU,
+                                      .layer_range = s->ranges,
+                                      .input_range = s->input_range};
         gr_engine *probe = NULL;
-        gr_status st = gr_engine_build_preset(&model, &o, s->ranges, s->input_range, &probe);
+        gr_status st = gr_engine_create(&probe_req, &probe);
         if (st == GR_OK)
             st = gr_engine_layer_times(probe, k == 0 ? t8 : t16);
         gr_engine_destroy(probe);
@@ -350,7 +341,8 @@ typedef struct outcome {
     int fallback, flipped, candidates;
 } outcome;
 
-static gr_status run_search(gr_engine *e, search *s, gr_precision *map, outcome *out)
+static gr_status run_search(const gr_build_request *req, search *s, gr_precision *map,
+                            outcome *out)
 {
     const gr_net *net = s->net;
     int n = net->n_layers;
@@ -359,7 +351,7 @@ static gr_status run_search(gr_engine *e, search *s, gr_precision *map, outcome 
     double *t16 = gr_calloc((size_t)n, sizeof *t16, "layer costs");
     candidate *cand = gr_calloc((size_t)n, sizeof *cand, "candidates");
     gr_status st = fp16 && t8 && t16 && cand ? GR_OK : GR_ERR_OUT_OF_MEMORY;
-    double budget = (double)e->opt.max_nrmse;
+    double budget = (double)req->opt.max_nrmse;
     int n_cand = 0;
     for (int i = 0; i < n; i++)
         n_cand += is_candidate(&net->layers[i]);
@@ -368,8 +360,8 @@ static gr_status run_search(gr_engine *e, search *s, gr_precision *map, outcome 
         st = gr_fail(GR_ERR_UNSUPPORTED, "auto precision: %s has no convolution to choose a "
                                          "precision for", net->name);
     if (st == GR_OK) {
-        if (e->device == GR_DEVICE_GPU)
-            st = measured_costs(e, s, t8, t16);
+        if (req->device == GR_DEVICE_GPU)
+            st = measured_costs(req, s, t8, t16);
         else
             static_costs(net, t8, t16);
     }
@@ -481,37 +473,70 @@ done:
     return st;
 }
 
-static int cpu_threads(const gr_engine *e)
+static int cpu_threads(const gr_engine_options *opt)
 {
-    if (e->opt.calib_threads > 0)
-        return e->opt.calib_threads;
+    if (opt->calib_threads > 0)
+        return opt->calib_threads;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)(n < 64 ? n : 64) : 1;
 }
 
-static void append_notice(gr_engine *e, const char *line)
+static void append_notice(char *notice, size_t len, const char *line)
 {
-    size_t at = strlen(e->notice);
-    snprintf(e->notice + at, sizeof e->notice - at, "%s%s", at ? "\n" : "", line);
+    size_t at = strlen(notice);
+    snprintf(notice + at, len - at, "%s%s", at ? "\n" : "", line);
 }
 
-gr_status gr_auto_precision(gr_engine *e)
+/* The notice lines of a finished search: the map, the error and latency, a fallback. */
+static void describe(const gr_build_request *req, const search *s, const outcome *o,
+                     const gr_precision *map, double t0, char *notice, size_t len)
 {
-    const gr_net *net = e->net;
-    if (e->device == GR_DEVICE_GPU && gr_cuda_device_count() == 0)
+    const int gpu = req->device == GR_DEVICE_GPU;
+    const double budget = (double)req->opt.max_nrmse;
+    char line[1400];
+    gr_precision_map_str(s->net, map, line, sizeof line);
+    append_notice(notice, len, line);
+    const char *unit = gpu ? "us (measured per layer)" : "M int8-MAC units (CPU cost model)";
+    double scale = gpu ? 1.0 : 1e-6 / 0.5;
+    char fp16_error[32] = "not needed";
+    if (o->error_int8 > budget)
+        snprintf(fp16_error, sizeof fp16_error, "%.4g", o->error_fp16);
+    snprintf(line, sizeof line,
+             "auto precision: %d of %d convolutions fp16; error %.4g %s budget %.4g "
+             "(max output NRMSE vs fp32 over %d calibration images; all-int8 %.4g, "
+             "all-fp16 %s); predicted latency %.4g %s, all-int8 %.4g, all-fp16 %.4g; "
+             "%d emulated evaluations in %.1f s",
+             o->flipped, o->candidates, o->error, o->error <= budget ? "<=" : ">", budget,
+             s->n_images, o->error_int8, fp16_error, o->cost * scale, unit, o->cost_int8 * scale,
+             o->cost_fp16 * scale, s->evaluations, (gr_now_us() - t0) * 1e-6);
+    append_notice(notice, len, line);
+    if (o->fallback) {
+        snprintf(line, sizeof line,
+                 "auto precision: even all fp16 exceeds the budget (%.4g > %.4g): running "
+                 "all fp16",
+                 o->error_fp16, budget);
+        append_notice(notice, len, line);
+    }
+}
+
+gr_status gr_auto_precision(const gr_build_request *req, gr_precision **map_out,
+                            float **ranges, float *input_range, char *notice, size_t notice_len)
+{
+    const gr_net *net = req->net;
+    if (req->device == GR_DEVICE_GPU && gr_cuda_device_count() == 0)
         return gr_fail(GR_ERR_NO_DEVICE, "no CUDA device is visible (--device gpu)");
-    search s = {.net = net, .threads = cpu_threads(e)};
+    search s = {.net = net, .threads = cpu_threads(&req->opt)};
     gr_precision *map = gr_calloc((size_t)net->n_layers, sizeof *map, "precision map");
+    *map_out = map; /* the caller's from here on, also on failure */
     if (!map)
         return GR_ERR_OUT_OF_MEMORY;
     double t0 = gr_now_us();
     /* int8 ranges first: the calibration (or its cache) over every calibration image. */
-    float *ranges = NULL, input_range = 0.0f;
-    gr_status st = gr_engine_calibrate(e, &ranges, &input_range);
-    s.ranges = ranges;
-    s.input_range = input_range;
+    gr_status st = gr_calibrate(req, ranges, input_range, notice, notice_len);
+    s.ranges = *ranges;
+    s.input_range = *input_range;
     if (st == GR_OK)
-        st = load_images(&s, e->opt.calib_images ? e->opt.calib_images : bundled_photos);
+        st = load_images(&s, req->opt.calib_images ? req->opt.calib_images : bundled_photos);
     /* Output sizes and the fp32 reference. */
     int heads[GR_MAX_HEADS];
     s.n_out = st == GR_OK ? gr_net_heads(net, heads, GR_MAX_HEADS) : 0;
@@ -528,42 +553,9 @@ gr_status gr_auto_precision(gr_engine *e)
     outcome o;
     memset(&o, 0, sizeof o);
     if (st == GR_OK)
-        st = run_search(e, &s, map, &o);
-    if (st == GR_OK) {
-        char line[1400];
-        gr_precision_map_str(net, map, line, sizeof line);
-        append_notice(e, line);
-        const char *unit = e->device == GR_DEVICE_GPU ? "us (measured per layer)"
-                                                      : "M int8-MAC units (CPU cost model)";
-        double scale = e->device == GR_DEVICE_GPU ? 1.0 : 1e-6 / 0.5;
-        char fp16_error[32] = "not needed";
-        if (o.error_int8 > (double)e->opt.max_nrmse)
-            snprintf(fp16_error, sizeof fp16_error, "%.4g", o.error_fp16);
-        snprintf(line, sizeof line,
-                 "auto precision: %d of %d convolutions fp16; error %.4g %s budget %.4g "
-                 "(max output NRMSE vs fp32 over %d calibration images; all-int8 %.4g, "
-                 "all-fp16 %s); predicted latency %.4g %s, all-int8 %.4g, all-fp16 %.4g; "
-                 "%d emulated evaluations in %.1f s",
-                 o.flipped, o.candidates, o.error, o.error <= (double)e->opt.max_nrmse ? "<=" : ">",
-                 (double)e->opt.max_nrmse, s.n_images, o.error_int8, fp16_error, o.cost * scale,
-                 unit, o.cost_int8 * scale, o.cost_fp16 * scale, s.evaluations,
-                 (gr_now_us() - t0) * 1e-6);
-        append_notice(e, line);
-        if (o.fallback) {
-            snprintf(line, sizeof line,
-                     "auto precision: even all fp16 exceeds the budget (%.4g > %.4g): running "
-                     "all fp16",
-                     o.error_fp16, (double)e->opt.max_nrmse);
-            append_notice(e, line);
-        }
-        e->layer_prec = map;
-        e->preset_range = ranges;
-        e->preset_input_range = input_range;
-        map = NULL;
-        ranges = NULL;
-    }
-    free(map);
-    free(ranges);
+        st = run_search(req, &s, map, &o);
+    if (st == GR_OK)
+        describe(req, &s, &o, map, t0, notice, notice_len);
     free(s.images);
     free(s.reference);
     return st;
@@ -586,6 +578,6 @@ gr_status gr_auto_precision_measure(gr_engine *e)
              "auto precision: measured latency of the chosen map %.4g us (the same per-layer sum, "
              "precision boundaries' conversions included)",
              sum);
-    append_notice(e, line);
+    append_notice(e->notice, sizeof e->notice, line);
     return GR_OK;
 }

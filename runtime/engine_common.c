@@ -1,0 +1,81 @@
+/* Helpers on the engine that every layer of the runtime uses, the backends included: the clock,
+ * notices and error messages, the plan precision of an engine, the default options. They call
+ * nothing else of the runtime, so any file may call them without closing a circle (the front
+ * calls the backends, and the backends call these). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "planner/plan.h"
+#include "runtime/engine_internal.h"
+
+double gr_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+void gr_engine_options_default(gr_engine_options *opt)
+{
+    if (!opt)
+        return;
+    memset(opt, 0, sizeof *opt);
+    opt->device = GR_DEVICE_AUTO;
+    opt->precision = GR_PREC_FP32;
+    opt->batch = 1;
+    opt->gpu_index = 0;
+    opt->use_cuda_graph = 1;
+    opt->calib_method = GR_CALIB_MAX;
+    opt->calib_percentile = 99.99f;
+    opt->inflight = 1;
+    opt->calib_device = GR_DEVICE_AUTO; /* a GPU engine calibrates on the GPU */
+    opt->max_nrmse = GR_MAX_NRMSE_DEFAULT;
+    opt->tactic_search = 1; /* docs/tactics.md: measured on the H100, 2026-11-23 */
+}
+
+gr_status gr_engine_fail(gr_engine *e, gr_status status)
+{
+    if (e)
+        snprintf(e->error, sizeof e->error, "%s", gr_last_error());
+    return status;
+}
+
+void gr_engine_add_notice(gr_engine *e, const char *line)
+{
+    size_t used = strlen(e->notice);
+    if (!line[0] || used + 2 >= sizeof e->notice)
+        return;
+    snprintf(e->notice + used, sizeof e->notice - used, "%s%s", used ? "\n" : "", line);
+}
+
+void gr_engine_plan_precision(const gr_engine *e, gr_plan_options *po)
+{
+    po->precision = e->opt.precision;
+    po->layer_precision = e->layer_prec;
+    po->n_layer_precision = e->layer_prec ? e->net->n_layers : 0;
+}
+
+gr_precision gr_precision_widest(const gr_net *net, const gr_precision *map)
+{
+    int any_i8 = 0, any_f16 = 0;
+    for (int i = 0; map && i < net->n_layers; i++) {
+        if (gr_op_has((int)net->layers[i].p.op, GR_OPF_F32_ONLY))
+            continue;
+        any_i8 |= map[i] == GR_PREC_INT8;
+        any_f16 |= map[i] == GR_PREC_FP16;
+    }
+    return any_i8 ? GR_PREC_INT8 : any_f16 ? GR_PREC_FP16 : GR_PREC_FP32;
+}
+
+gr_status gr_ranges_copy(const float *layer_range, int n_layers, float **copy)
+{
+    size_t bytes = (size_t)n_layers * sizeof(float);
+    *copy = gr_malloc(bytes, "calibration ranges");
+    if (!*copy)
+        return GR_ERR_OUT_OF_MEMORY;
+    memcpy(*copy, layer_range, bytes);
+    return GR_OK;
+}

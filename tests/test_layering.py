@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""The folders' layering, checked on the built objects and the sources (docs/calibration.md and
+/work/shared/STYLE.md: data and calls flow one way).
+
+Two kinds of rule, each a list below that grows one line at a time:
+  ACYCLIC   a folder whose files must not call each other in a circle. File A calls file B when
+            one of A's undefined symbols (nm) is defined in B; a circle A -> B -> ... -> A means
+            neither file can be read, tested or replaced without the other.
+  INCLUDES  a folder whose sources must not include headers matching a pattern (a kernel knows
+            nothing of the runtime that launches it; the planner compiles without CUDA).
+
+Usage: test_layering.py BUILD_DIR [SOURCE_DIR] [--graph PREFIX]
+  BUILD_DIR   a configured and built tree (its CMakeFiles/<target>.dir/**.o are read)
+  SOURCE_DIR  default: the current directory
+  --graph     print the file-level call graph among the files under PREFIX and exit
+Exit status 0 when every rule holds, 1 with one line per violation otherwise. Needs python3 and
+nm only ($NM names another nm).
+"""
+import os
+import re
+import subprocess
+import sys
+
+# Folders (prefixes of source paths) whose file-level call graph has no cycle. tools/ joins once
+# its command files stop calling each other in a circle.
+ACYCLIC = [
+    "runtime/",
+]
+
+# (folder, pattern of forbidden #include targets, why)
+CUDA_HEADERS = r"<(cuda|cublas|cufft|curand|cusparse|nvrtc|mma)[^>]*>"
+INCLUDES = [
+    ("kernels/", r'"(runtime|planner|models|tools)/', "kernels know only ops/ and base/"),
+    ("planner/", CUDA_HEADERS, "the planner is pure C, tested without CUDA"),
+    ("planner/", r'"(runtime|kernels|tools)/', "the planner sits below the runtime"),
+    ("ops/", CUDA_HEADERS, "ops/ is pure C"),
+    ("models/", CUDA_HEADERS, "models/ is pure C"),
+    ("base/", CUDA_HEADERS, "base/ is pure C"),
+]
+
+# The targets whose objects make up the call graph (a missing one is skipped).
+TARGETS = ["graphrun_obj", "graphrun_cli"]
+
+SOURCE_SUFFIXES = (".c", ".h", ".cu", ".cuh")
+
+
+def objects(build_dir, source_dir):
+    """{source path relative to the source root: object path} of every object of TARGETS whose
+    source still exists (a removed or renamed file leaves its object behind)."""
+    found = {}
+    for target in TARGETS:
+        root = os.path.join(build_dir, "CMakeFiles", target + ".dir")
+        for dirpath, _, names in os.walk(root):
+            for name in names:
+                if not name.endswith(".o"):
+                    continue
+                path = os.path.join(dirpath, name)
+                src = os.path.relpath(path, root)[: -len(".o")]
+                if any(os.path.exists(os.path.join(d, src)) for d in (source_dir, build_dir)):
+                    found[src] = path
+    return found
+
+
+def symbols(objs):
+    """{source: (defined global symbols, undefined symbols)}, from one nm over every object."""
+    nm = os.environ.get("NM") or "nm"
+    source_of = {path: src for src, path in objs.items()}
+    table = {src: (set(), set()) for src in objs}
+    out = subprocess.run([nm, "-P", "-A"] + sorted(source_of), check=True, capture_output=True,
+                         text=True).stdout
+    for line in out.splitlines():
+        path, _, rest = line.partition(": ")
+        fields = rest.split()
+        if path not in source_of or len(fields) < 2:
+            continue
+        defined, undefined = table[source_of[path]]
+        name, kind = fields[0], fields[1]
+        if kind == "U":
+            undefined.add(name)
+        elif kind.isupper():
+            defined.add(name)
+    return table
+
+
+def call_graph(objs):
+    """{file: set of files it calls} over every object."""
+    table = symbols(objs)
+    definer = {}
+    for src, (defined, _) in table.items():
+        for name in defined:
+            definer[name] = src
+    graph = {}
+    for src, (_, undefined) in table.items():
+        graph[src] = {definer[n] for n in undefined if n in definer and definer[n] != src}
+    return graph
+
+
+def find_cycle(graph, nodes):
+    """One cycle [a, b, ..., a] among `nodes`, or None."""
+    state = {n: 0 for n in nodes}  # 0 unseen, 1 on the path, 2 done
+    path = []
+
+    def visit(n):
+        state[n] = 1
+        path.append(n)
+        for m in sorted(graph.get(n, ())):
+            if m not in state:
+                continue
+            if state[m] == 1:
+                return path[path.index(m):] + [m]
+            if state[m] == 0:
+                cycle = visit(m)
+                if cycle:
+                    return cycle
+        path.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(nodes):
+        if state[n] == 0:
+            cycle = visit(n)
+            if cycle:
+                return cycle
+    return None
+
+
+def include_violations(source_dir):
+    bad = []
+    for folder, pattern, why in INCLUDES:
+        regex = re.compile(r"^\s*#\s*include\s*(" + pattern + ")")
+        for dirpath, _, names in os.walk(os.path.join(source_dir, folder)):
+            for name in sorted(names):
+                if not name.endswith(SOURCE_SUFFIXES):
+                    continue
+                path = os.path.join(dirpath, name)
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    for number, line in enumerate(f, 1):
+                        match = regex.match(line)
+                        if match:
+                            rel = os.path.relpath(path, source_dir)
+                            bad.append(f"{rel}:{number}: includes {match.group(1)}...: {why}")
+    return bad
+
+
+def main(argv):
+    args = [a for a in argv[1:] if a != "--graph"]
+    graph_prefix = None
+    if "--graph" in argv:
+        at = argv.index("--graph")
+        if at + 1 >= len(argv):
+            print("test_layering: --graph needs a folder prefix", file=sys.stderr)
+            return 2
+        graph_prefix = argv[at + 1]
+        args.remove(graph_prefix)
+    if not args:
+        print(__doc__.strip().splitlines()[-7], file=sys.stderr)
+        return 2
+    build_dir = args[0]
+    source_dir = args[1] if len(args) > 1 else "."
+    objs = objects(build_dir, source_dir)
+    if not objs:
+        print(f"test_layering: no objects under {build_dir}/CMakeFiles (build it first)")
+        return 1
+    graph = call_graph(objs)
+    if graph_prefix:
+        for src in sorted(s for s in graph if s.startswith(graph_prefix)):
+            callees = sorted(c for c in graph[src] if c.startswith(graph_prefix))
+            print(f"{src} -> {', '.join(callees) if callees else '(none)'}")
+        return 0
+    problems = []
+    for prefix in ACYCLIC:
+        nodes = [s for s in graph if s.startswith(prefix)]
+        cycle = find_cycle(graph, nodes)
+        if cycle:
+            problems.append(f"call cycle among {prefix} files: {' -> '.join(cycle)}")
+    problems += include_violations(source_dir)
+    for line in problems:
+        print(line)
+    checked = sum(1 for s in graph if any(s.startswith(p) for p in ACYCLIC))
+    print(f"test_layering: {len(problems)} violation(s); {checked} files checked for cycles, "
+          f"{len(INCLUDES)} include rules")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
