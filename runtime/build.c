@@ -41,6 +41,15 @@ static gr_status check_options(const gr_engine_options *opt)
     if (opt->calib_threads < 0)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option calib_threads=%d is negative",
                        opt->calib_threads);
+    if ((unsigned)opt->f32_algo > GR_F32_ALGO_DIRECT3X3)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option f32_algo=%d is not a gr_f32_algo",
+                       (int)opt->f32_algo);
+    const gr_toggle toggles[] = {opt->f32_split_k, opt->pdl, opt->gemm_tactic};
+    const char *const toggle_options[] = {"f32_split_k", "pdl", "gemm_tactic"};
+    for (int k = 0; k < 3; k++)
+        if ((unsigned)toggles[k] > GR_TOGGLE_OFF)
+            return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option %s=%d is not a gr_toggle",
+                           toggle_options[k], (int)toggles[k]);
     if (opt->calib_method == GR_CALIB_PERCENTILE &&
         !(opt->calib_percentile > 50.0f && opt->calib_percentile <= 100.0f))
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option calib_percentile=%g is outside (50, 100]",
@@ -128,6 +137,17 @@ static gr_status set_precision(gr_engine *e, const gr_precision *map)
     return GR_OK;
 }
 
+/* The process environment's say over an engine's options, read here and nowhere else (README,
+ * "Environment variables"): what CI and the test suites need to set for every engine of a
+ * process - calibration's and the automatic search's engines included - without changing the
+ * programs. */
+static void apply_environment(gr_engine_options *opt)
+{
+    const char *no_search = getenv("GR_DISABLE_TACTIC_SEARCH");
+    if (no_search && no_search[0] == '1')
+        opt->tactic_search = 0;
+}
+
 /* The engine's front state: options, its network, heads and their descriptors. */
 static gr_status engine_new(const gr_build_request *req, gr_engine **out)
 {
@@ -136,6 +156,7 @@ static gr_status engine_new(const gr_build_request *req, gr_engine **out)
     if (!e)
         return GR_ERR_OUT_OF_MEMORY;
     e->opt = *opt;
+    apply_environment(&e->opt);
     e->inflight = opt->inflight > 0 ? opt->inflight : 1;
     e->opt.inflight = e->inflight;
     atomic_init(&e->busy, 0);

@@ -34,6 +34,48 @@ void gr_engine_options_default(gr_engine_options *opt)
     opt->calib_device = GR_DEVICE_AUTO; /* a GPU engine calibrates on the GPU */
     opt->max_nrmse = GR_MAX_NRMSE_DEFAULT;
     opt->tactic_search = 1; /* docs/tactics.md: measured on the H100, 2026-11-23 */
+    opt->f32_algo = GR_F32_ALGO_AUTO;
+    opt->f32_split_k = GR_TOGGLE_AUTO;
+    opt->pdl = GR_TOGGLE_AUTO;
+    opt->gemm_tactic = GR_TOGGLE_AUTO;
+}
+
+static const char *const f32_algo_names[] = {"auto", "sgemm", "tf32x3", "implicit", "direct3x3"};
+static const char *const toggle_names[] = {"auto", "on", "off"};
+
+const char *gr_f32_algo_name(gr_f32_algo algo)
+{
+    return (unsigned)algo <= GR_F32_ALGO_DIRECT3X3 ? f32_algo_names[algo] : "?";
+}
+
+gr_status gr_f32_algo_parse(const char *name, gr_f32_algo *out)
+{
+    if (!name || !out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_f32_algo_parse: NULL argument");
+    for (int a = 0; a <= GR_F32_ALGO_DIRECT3X3; a++)
+        if (strcmp(name, f32_algo_names[a]) == 0) {
+            *out = (gr_f32_algo)a;
+            return GR_OK;
+        }
+    return gr_fail(GR_ERR_INVALID_ARGUMENT, "'%.40s' is not an fp32 algorithm (auto, sgemm, "
+                   "tf32x3, implicit, direct3x3)", name);
+}
+
+const char *gr_toggle_name(gr_toggle toggle)
+{
+    return (unsigned)toggle <= GR_TOGGLE_OFF ? toggle_names[toggle] : "?";
+}
+
+gr_status gr_toggle_parse(const char *name, gr_toggle *out)
+{
+    if (!name || !out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_toggle_parse: NULL argument");
+    for (int t = 0; t <= GR_TOGGLE_OFF; t++)
+        if (strcmp(name, toggle_names[t]) == 0) {
+            *out = (gr_toggle)t;
+            return GR_OK;
+        }
+    return gr_fail(GR_ERR_INVALID_ARGUMENT, "'%.40s' is not auto, on or off", name);
 }
 
 gr_status gr_engine_fail(gr_engine *e, gr_status status)
