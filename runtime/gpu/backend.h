@@ -116,7 +116,7 @@ struct gpu_state {
     gpu_variant var[2];     /* [0] float input, [1] u8 input */
     cudaError_t inject;     /* tests: the next run fails with this error */
     int tf32;               /* fp32 convs may use TF32 tensor cores (cuBLAS's TF32 math) */
-    gr_f32_algo f32_algo;   /* e->opt.f32_algo: what gr_gpu_f32_rule applies (gpu/tactic.c) */
+    gr_f32_algo f32_algo;   /* e->opt.f32_algo: what gr_gpu_f32_rule applies (gpu/dispatch.c) */
     int f32_tensor_cores;   /* the 3xTF32 GEMMs may run: sm_80+ and not tf32 */
     int f32_search;         /* f32_algo AUTO with the tactic search on: each fp32 conv's algorithm
                                is measured (gpu/tactic.c), the rule only its reference */
@@ -212,9 +212,11 @@ gr_status gr_gpu_device_key(const gpu_state *g, char *key, size_t len);
  * leaves the arena zeroed as instance_alloc did. With g->tactic_search 0 it only allocates
  * v->tactic (all automatic). */
 gr_status gr_gpu_choose_tactics(gr_engine *e, gpu_state *g, gpu_variant *v);
+/* May the 3xTF32 GEMM split K (gpu/dispatch.c)? `automatic`: the algorithm is AUTO's rule. */
+int gr_gpu_f32_split_allowed(const gpu_state *g, const gpu_variant *v, int automatic);
 /* The fp32 conv's algorithm and split-K (a->algo, a->splits) by e->opt.f32_algo and the fixed
- * rule (docs/tactics.md): the reference the fp32 tactic search measures against, and the choice
- * when it does not run. `columns`: batch x output pixels of the GEMM. */
+ * rule (docs/tactics.md; gpu/dispatch.c): the reference the fp32 tactic search measures against,
+ * and the choice when it does not run. `columns`: batch x output pixels of the GEMM. */
 void gr_gpu_f32_rule(const gpu_state *g, const gpu_variant *v, int connected, long long columns,
                      gr_conv_f32_args *a);
 /* The tactic's name: "auto", "128x64", "64x64 split 4". */

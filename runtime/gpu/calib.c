@@ -245,6 +245,10 @@ static gr_status build_engine(const gr_gpu_calib_request *req, int batch, gr_eng
     eo.use_cuda_graph = 0;
     eo.tf32 = 0;
     eo.inflight = SLOTS;
+    /* The fp32 algorithms by the fixed rule, not measured: the ranges (and so every int8 engine
+     * built from them) must not depend on a build's timings. */
+    eo.tactic_search = 0;
+    eo.f32_algo = GR_F32_ALGO_AUTO;
     /* Observable: every layer's value, no fusion. fp32: no ranges, so no calibration inside. */
     gr_build_request build = {.net = req->net, .opt = eo, .device = GR_DEVICE_GPU, .observable = 1};
     return gr_engine_create(&build, out);

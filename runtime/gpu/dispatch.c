@@ -1,6 +1,7 @@
 /* From plan to launches: where each tensor lives on the device, which launcher runs each plan
  * node (the launchers pick the kernel for the node's dtype, kernels/misc.h), and the forward pass
  * on the plan's streams with its fork, cross-stream events and join. */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -82,6 +83,46 @@ static void f32_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_in
         .workspace = inst ? inst->im2col[nd->stream] : NULL, .activation = (int)nd->p.activation,
         .tf32 = g->tf32, .pool_size = pool ? nd->pool_size : 0,
         .pool_stride = pool ? nd->pool_stride : 0, .pool_pad = pool ? nd->pool_pad : 0};
+}
+
+/* May the 3xTF32 GEMM split K? `automatic`: the algorithm is AUTO's (or DIRECT3X3's rule for
+ * the convs the direct kernel does not take). AUTO splits only with one run in flight: with
+ * several, the other runs' kernels fill the SMs a last wave leaves idle (docs/performance.md). */
+int gr_gpu_f32_split_allowed(const gpu_state *g, const gpu_variant *v, int automatic)
+{
+    if (g->f32_split_k == GR_TOGGLE_OFF)
+        return 0;
+    return g->f32_split_k == GR_TOGGLE_ON || (automatic && v->n_inst == 1);
+}
+
+void gr_gpu_f32_rule(const gpu_state *g, const gpu_variant *v, int connected, long long columns,
+                     gr_conv_f32_args *a)
+{
+    const gr_f32_algo want = g->f32_algo;
+    a->splits = 0;
+    /* the direct 3x3 kernel where it is preferred (the narrow early layers) or forced */
+    if (!connected && gr_conv_f32_direct3x3_fits(a) &&
+        (want == GR_F32_ALGO_DIRECT3X3 ||
+         (want == GR_F32_ALGO_AUTO && gr_conv_f32_direct3x3_preferred(a)))) {
+        a->algo = GR_CONV_F32_DIRECT3X3;
+        return;
+    }
+    if (!g->f32_tensor_cores || want == GR_F32_ALGO_SGEMM)
+        a->algo = GR_CONV_F32_SGEMM;
+    else
+        a->algo = want == GR_F32_ALGO_TF32X3_IMPLICIT ? GR_CONV_F32_TF32X3_IMPLICIT
+                                                      : GR_CONV_F32_TF32X3;
+    const int automatic = want == GR_F32_ALGO_AUTO || want == GR_F32_ALGO_DIRECT3X3;
+    if (a->algo != GR_CONV_F32_TF32X3 || columns > INT_MAX)
+        return;
+    /* 3xTF32 where its grid fills the SMs once; SGEMM (which splits K itself) below that */
+    if (automatic && gr_gemm_tf32x3_blocks(a->out_c, (int)columns, g->sm_count) < g->sm_count) {
+        a->algo = GR_CONV_F32_SGEMM;
+        return;
+    }
+    if (gr_gpu_f32_split_allowed(g, v, automatic))
+        a->splits = gr_gemm_tf32x3_auto_splits(a->out_c, a->in_c * a->ksize * a->ksize,
+                                               (int)columns, g->sm_count);
 }
 
 /* The fp32 path: arguments, then the algorithm (measured, else the rule). Only the direct 3x3

@@ -404,7 +404,11 @@ static gr_status tactics_init(gr_engine *e, gpu_state *g)
 {
     g->tactic_search = e->opt.tactic_search != 0;
     g->gemm_tactic = e->opt.gemm_tactic != GR_TOGGLE_OFF;
-    g->f32_search = g->tactic_search && g->f32_algo == GR_F32_ALGO_AUTO;
+    /* fp32 convs are measured only in an fp32 engine: the fp32 layers of an int8 or fp16 engine
+     * keep the rule, so that engine's outputs do not depend on a build's timings (the candidates
+     * agree to 1e-5, not bit for bit). */
+    g->f32_search = g->tactic_search && g->f32_algo == GR_F32_ALGO_AUTO &&
+                    e->opt.precision == GR_PREC_FP32 && !e->layer_prec;
     if (!g->tactic_search)
         return GR_OK;
     char device[GR_TCACHE_DEVICE_MAX];

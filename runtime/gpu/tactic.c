@@ -109,46 +109,6 @@ void gr_gpu_tactic_name(int tile, int split, char *buf, size_t len)
         snprintf(buf, len, "%s", gr_conv_tile_name(tile));
 }
 
-/* May the 3xTF32 GEMM split K? `automatic`: the algorithm is AUTO's (or DIRECT3X3's rule for
- * the convs the direct kernel does not take). AUTO splits only with one run in flight: with
- * several, the other runs' kernels fill the SMs a last wave leaves idle (docs/performance.md). */
-static int f32_split_allowed(const gpu_state *g, const gpu_variant *v, int automatic)
-{
-    if (g->f32_split_k == GR_TOGGLE_OFF)
-        return 0;
-    return g->f32_split_k == GR_TOGGLE_ON || (automatic && v->n_inst == 1);
-}
-
-void gr_gpu_f32_rule(const gpu_state *g, const gpu_variant *v, int connected, long long columns,
-                     gr_conv_f32_args *a)
-{
-    const gr_f32_algo want = g->f32_algo;
-    a->splits = 0;
-    /* the direct 3x3 kernel where it is preferred (the narrow early layers) or forced */
-    if (!connected && gr_conv_f32_direct3x3_fits(a) &&
-        (want == GR_F32_ALGO_DIRECT3X3 ||
-         (want == GR_F32_ALGO_AUTO && gr_conv_f32_direct3x3_preferred(a)))) {
-        a->algo = GR_CONV_F32_DIRECT3X3;
-        return;
-    }
-    if (!g->f32_tensor_cores || want == GR_F32_ALGO_SGEMM)
-        a->algo = GR_CONV_F32_SGEMM;
-    else
-        a->algo = want == GR_F32_ALGO_TF32X3_IMPLICIT ? GR_CONV_F32_TF32X3_IMPLICIT
-                                                      : GR_CONV_F32_TF32X3;
-    const int automatic = want == GR_F32_ALGO_AUTO || want == GR_F32_ALGO_DIRECT3X3;
-    if (a->algo != GR_CONV_F32_TF32X3 || columns > INT_MAX)
-        return;
-    /* 3xTF32 where its grid fills the SMs once; SGEMM (which splits K itself) below that */
-    if (automatic && gr_gemm_tf32x3_blocks(a->out_c, (int)columns, g->sm_count) < g->sm_count) {
-        a->algo = GR_CONV_F32_SGEMM;
-        return;
-    }
-    if (f32_split_allowed(g, v, automatic))
-        a->splits = gr_gemm_tf32x3_auto_splits(a->out_c, a->in_c * a->ksize * a->ksize,
-                                               (int)columns, g->sm_count);
-}
-
 gr_status gr_gpu_device_key(const gpu_state *g, char *key, size_t len)
 {
     struct cudaDeviceProp prop;
@@ -823,7 +783,7 @@ static gr_status search_f32_node(search_ctx *s, int index, gpu_tactic *t)
         return GR_OK;
     s->e->tactic_stats.convs++;
     const long long columns = (long long)c.f32.batch * y->h * y->w;
-    const int split_ok = f32_split_allowed(g, v, 1);
+    const int split_ok = gr_gpu_f32_split_allowed(g, v, 1);
     candidate list[8], ref;
     if (!f32_candidate(&c.f32, c.f32.algo, c.f32.splits, SIZE_MAX, &ref))
         return gr_fail(GR_ERR_INTERNAL, "layer %d: the fp32 rule's algorithm does not take it",
