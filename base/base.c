@@ -302,6 +302,26 @@ gr_status gr_open_regular_file(const char *path, size_t max_bytes, const char *w
     return GR_OK;
 }
 
+/* Read from fd into buf until `want` bytes or the end of the file; *got says how many came (the
+ * end came first when *got < want). `done` is what the file gave before, for the message. */
+static gr_status read_upto(int fd, const char *path, size_t done, uint8_t *buf, size_t want,
+                           size_t *got)
+{
+    *got = 0;
+    while (*got < want) {
+        ssize_t n = read(fd, buf + *got, want - *got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return gr_fail(GR_ERR_IO, "%s: read error after %zu bytes: %s", path, done + *got,
+                           strerror(errno));
+        if (n == 0)
+            break;
+        *got += (size_t)n;
+    }
+    return GR_OK;
+}
+
 gr_status gr_read_fd(int fd, const char *path, size_t size, const char *what, uint8_t **buf,
                      size_t *cap, size_t *len)
 {
@@ -317,17 +337,7 @@ gr_status gr_read_fd(int fd, const char *path, size_t size, const char *what, ui
         *cap = size + 2;
     }
     size_t used = 0;
-    while (used < size + 1) {
-        ssize_t got = read(fd, *buf + used, size + 1 - used);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0)
-            return gr_fail(GR_ERR_IO, "%s: read error after %zu bytes: %s", path, used,
-                           strerror(errno));
-        if (got == 0)
-            break;
-        used += (size_t)got;
-    }
+    GR_TRY(read_upto(fd, path, 0, *buf, size + 1, &used));
     if (used > size)
         return gr_fail(GR_ERR_IO, "%s: the %s file grew while it was read (%zu bytes)", path, what,
                        size);
@@ -336,34 +346,28 @@ gr_status gr_read_fd(int fd, const char *path, size_t size, const char *what, ui
     return GR_OK;
 }
 
-/* A stream (a pipe, `--input-list <(ls)`, a FIFO or device named explicitly): read in chunks up
- * to max_bytes. */
+/* A stream (a pipe, `--input-list <(ls)`, a FIFO or device named explicitly): read in doubling
+ * chunks up to max_bytes. */
 static gr_status read_stream(int fd, const char *path, size_t max_bytes, const char *what,
                              uint8_t **buf, size_t *len)
 {
     size_t cap = 0, used = 0;
     for (;;) {
-        if (used + 1 >= cap) {
-            if (cap > max_bytes)
-                return gr_fail(GR_ERR_LIMIT, "%s: larger than %zu bytes (the %s file limit)",
-                               path, max_bytes, what);
-            size_t bigger_cap = cap ? 2 * cap : 64 * 1024;
-            uint8_t *bigger = realloc(*buf, bigger_cap + 1);
-            if (!bigger)
-                return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory reading the %s file",
-                               path, what);
-            *buf = bigger;
-            cap = bigger_cap;
-        }
-        ssize_t got = read(fd, *buf + used, cap - used);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0)
-            return gr_fail(GR_ERR_IO, "%s: read error after %zu bytes: %s", path, used,
-                           strerror(errno));
-        if (got == 0)
-            break;
-        used += (size_t)got;
+        if (cap > max_bytes)
+            return gr_fail(GR_ERR_LIMIT, "%s: larger than %zu bytes (the %s file limit)", path,
+                           max_bytes, what);
+        size_t bigger_cap = cap ? 2 * cap : 64 * 1024;
+        uint8_t *bigger = realloc(*buf, bigger_cap + 1);
+        if (!bigger)
+            return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory reading the %s file", path,
+                           what);
+        *buf = bigger;
+        cap = bigger_cap;
+        size_t got;
+        GR_TRY(read_upto(fd, path, used, *buf + used, cap - used, &got));
+        used += got;
+        if (used < cap)
+            break; /* the end of the stream */
     }
     if (used > max_bytes)
         return gr_fail(GR_ERR_LIMIT, "%s: larger than %zu bytes (the %s file limit)", path,
