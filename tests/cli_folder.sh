@@ -32,6 +32,12 @@ assert len(lines) == 2 and all(l["nonfinite"] > 0 and "NaN/Inf" in l["error"] fo
 PY
 check "NaN outputs: each image's line says nonfinite and why" $?
 grep -q "2 failed" "$tmp/nan.err"; check "NaN outputs: counted as failed in the summary" $?
+grep -q "^graphrun: warning: .*nan.weights: [0-9]* non-finite weights" "$tmp/nan.err"
+check "NaN weights: one warning line at load" $?
+"$bin" "${run[@]}" --strict-weights --weights "$tmp/nan.weights" --input "$tmp/images" >/dev/null 2>"$tmp/strict.err"
+rc=$?
+[ $rc -ne 0 ] && grep -q "non-finite weights" "$tmp/strict.err" && ! grep -q '"input"' "$tmp/strict.err"
+check "--strict-weights refuses NaN weights (exit $rc)" $?
 "$bin" "${run[@]}" --weights "$tmp/nan.weights" --no-output --json --input "$tmp/images/a.png" >"$tmp/one.json" 2>/dev/null
 rc=$?
 [ $rc -eq 1 ] && python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["images"][0]["nonfinite"] > 0' "$tmp/one.json"

@@ -69,6 +69,7 @@ typedef struct gr_cli_options {
     int fast_decode;      /* --fast-decode: streaming only, JPEGs >= 2x the input DCT-scaled */
     const char *timing_cache; /* --timing-cache FILE: measured conv tactics, reused when valid */
     int tactic_search;    /* -1 the library's default, 1 --tactic-search, 0 --no-tactic-search */
+    int strict_weights;   /* --strict-weights: NaN/Inf among the weights fail the load */
     gr_f32_algo f32_algo; /* --f32-algo (default auto) */
     gr_toggle f32_split_k, pdl; /* --split-k, --pdl (default auto) */
 } gr_cli_options;

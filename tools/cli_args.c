@@ -154,7 +154,7 @@ int gr_cli_run_parser(gr_cli_parser *p, int argc, char **argv, void (*usage)(FIL
 
 enum {
     F_JSON = 1, F_LIST_MODELS, F_NO_OUTPUT, F_TF32, F_FP16_ACC, F_FIND_OVERFLOW, F_EAGER,
-    F_FAST_DECODE, F_NO_TACTIC_SEARCH, F_TACTIC_SEARCH,
+    F_FAST_DECODE, F_NO_TACTIC_SEARCH, F_TACTIC_SEARCH, F_STRICT_WEIGHTS,
     F_MODEL, F_CFG, F_WEIGHTS, F_NAMES, F_OUTPUT, F_SAVE_OUTPUT, F_INPUT, F_SEED, F_DEVICE, F_PREC,
     F_BATCH, F_RUNS, F_THRESH, F_NMS, F_CALIB_CACHE, F_CALIB, F_CALIB_PERCENTILE, F_CALIB_IMAGES,
     F_CALIB_DEVICE, F_INPUT_LIST, F_THREADS, F_MAX_NRMSE, F_TIMING_CACHE, F_F32_ALGO, F_SPLIT_K, F_PDL
@@ -165,7 +165,7 @@ const gr_cli_flag gr_cli_detect_flags[] = {
     {"--tf32", F_TF32, 0}, {"--fp16-accumulate", F_FP16_ACC, 0},
     {"--find-overflow", F_FIND_OVERFLOW, 0}, {"--eager", F_EAGER, 0},
     {"--fast-decode", F_FAST_DECODE, 0}, {"--no-tactic-search", F_NO_TACTIC_SEARCH, 0},
-    {"--tactic-search", F_TACTIC_SEARCH, 0},
+    {"--tactic-search", F_TACTIC_SEARCH, 0}, {"--strict-weights", F_STRICT_WEIGHTS, 0},
     {"--model", F_MODEL, 1}, {"--cfg", F_CFG, 1}, {"--weights", F_WEIGHTS, 1},
     {"--names", F_NAMES, 1}, {"--output", F_OUTPUT, 1}, {"--save-output", F_SAVE_OUTPUT, 1},
     {"--input", F_INPUT, 1}, {"--seed", F_SEED, 1}, {"--device", F_DEVICE, 1},
@@ -208,6 +208,7 @@ static int apply_switch(gr_cli_options *o, int id)
     case F_FAST_DECODE: o->fast_decode = 1; break;
     case F_NO_TACTIC_SEARCH: o->tactic_search = 0; break;
     case F_TACTIC_SEARCH: o->tactic_search = 1; break;
+    case F_STRICT_WEIGHTS: o->strict_weights = 1; break;
     default: return 0;
     }
     return 1;

@@ -155,7 +155,15 @@ gr_status gr_cli_load_model(const gr_cli_options *o, gr_model **model)
     mo.cfg_path = o->cfg;
     mo.weights_path = o->weights;
     mo.seed = o->seed;
-    return gr_model_load(&mo, model);
+    mo.nonfinite_weights_is_error = o->strict_weights;
+    gr_status st = gr_model_load(&mo, model);
+    if (st != GR_OK)
+        return st;
+    /* NaN/Inf among the weights (without --strict-weights): never silent. */
+    const char *notice = gr_model_notice(*model);
+    if (notice && notice[0])
+        fprintf(stderr, "graphrun: warning: %s\n", notice);
+    return GR_OK;
 }
 
 int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, gr_model_info *info)

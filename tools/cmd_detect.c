@@ -33,6 +33,8 @@ void gr_cli_detect_usage(FILE *f)
         "  --weights FILE      Darknet .weights; without it, deterministic synthetic weights\n"
         "                      (--model shapes: its bundled trained weights)\n"
         "  --seed N            seed of the synthetic weights (default 1)\n"
+        "  --strict-weights    refuse weights holding NaN/Inf (default: load them, with a\n"
+        "                      warning line)\n"
         "  --names FILE        class names, one per line\n"
         "input / output\n"
         "  --input FILE        image (JPEG, PNG, BMP) or .npy float32 tensor of the network's input\n"
