@@ -1,5 +1,6 @@
 /* The op catalogue. For every op kind (ops/ops.def) one file ops/<stem>.c holds all of that op's
- * knowledge: parameter validation and shape rule (infer), cost (cost), and a straightforward CPU
+ * knowledge: parameter validation and shape rule (infer), cost (cost), row dependence (rows), and
+ * a straightforward CPU
  * reference with Darknet's semantics (ref). The reference is the oracle every GPU path is checked
  * against: obviously right first, fast enough second.
  *
