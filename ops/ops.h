@@ -1,8 +1,7 @@
 /* The op catalogue. For every op kind (ops/ops.def) one file ops/<stem>.c holds all of that op's
  * knowledge: parameter validation and shape rule (infer), cost (cost), row dependence (rows), and
- * a straightforward CPU
- * reference with Darknet's semantics (ref). The reference is the oracle every GPU path is checked
- * against: obviously right first, fast enough second.
+ * a straightforward CPU reference with Darknet's semantics (ref). The reference is the oracle every
+ * GPU path is checked against: obviously right first, fast enough second.
  *
  * Conventions
  *   - Shapes are per image (c, h, w); a batch of n images is n such tensors back to back.
