@@ -118,6 +118,16 @@ static void finish_channel(float *plane, size_t n, const gr_op_params *p, const 
     gr_activate_array(plane, n, p->activation);
 }
 
+/* Output row y reads input rows y*stride - pad + [0, size). */
+void gr_op_conv_rows(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, int k,
+                     int r0, int r1, int *lo, int *hi)
+{
+    (void)n_in;
+    (void)out;
+    (void)k;
+    gr_op_rows_window(r0, r1, p->stride, -p->pad, p->size, in[0].h, lo, hi);
+}
+
 void gr_op_conv_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,
                     const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape, int batch)
 {

@@ -25,6 +25,17 @@ void gr_op_dequantize_cost(const gr_op_params *p, const gr_shape *in, int n_in, 
     cost->out_elems = (double)gr_shape_elems(out);
 }
 
+/* Elementwise: row y of the output is row y of the input. */
+void gr_op_dequantize_rows(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, int k,
+                           int r0, int r1, int *lo, int *hi)
+{
+    (void)p;
+    (void)n_in;
+    (void)out;
+    (void)k;
+    gr_op_rows_window(r0, r1, 1, 0, 1, in[0].h, lo, hi);
+}
+
 void gr_op_dequantize_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,
                           const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape,
                           int batch)

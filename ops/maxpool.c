@@ -43,6 +43,16 @@ void gr_op_maxpool_cost(const gr_op_params *p, const gr_shape *in, int n_in, gr_
     cost->out_elems = (double)gr_shape_elems(out);
 }
 
+/* Output row y reads input rows y*stride + (-padding)/2 + [0, size) (the header's window). */
+void gr_op_maxpool_rows(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, int k,
+                        int r0, int r1, int *lo, int *hi)
+{
+    (void)n_in;
+    (void)out;
+    (void)k;
+    gr_op_rows_window(r0, r1, p->stride, -p->pad / 2, p->size, in[0].h, lo, hi);
+}
+
 void gr_op_maxpool_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,
                        const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape,
                        int batch)

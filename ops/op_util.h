@@ -40,4 +40,9 @@ void gr_softmax_strided(const float *input, size_t n, size_t stride, float *outp
 void gr_softmax_strided_to(const float *input, size_t n, size_t in_stride, float *output,
                            size_t out_stride);
 
+/* Row dependence helpers for the ops' rows() (ops/ops.h). Every row of an input of h rows. */
+void gr_op_rows_all(int h, int *lo, int *hi);
+/* Output row y reads input rows y*stride + offset + [0, size), clamped to [0, h). */
+void gr_op_rows_window(int r0, int r1, int stride, int offset, int size, int h, int *lo, int *hi);
+
 #endif

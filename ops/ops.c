@@ -11,7 +11,7 @@
 static const gr_op_info op_table[] = {
 #define GR_OP(e, stem, section, flags)                                                             \
     [GR_OP_##e] = {#stem, section, flags, gr_op_##stem##_infer, gr_op_##stem##_cost,              \
-                   gr_op_##stem##_ref},
+                   gr_op_##stem##_rows, gr_op_##stem##_ref},
 #include "ops/ops.def"
 #undef GR_OP
 };
@@ -295,4 +295,23 @@ gr_status gr_op_set_output(gr_op_kind op, long long c, long long h, long long w,
     out->h = (int)h;
     out->w = (int)w;
     return GR_OK;
+}
+
+void gr_op_rows_all(int h, int *lo, int *hi)
+{
+    *lo = 0;
+    *hi = h;
+}
+
+void gr_op_rows_window(int r0, int r1, int stride, int offset, int size, int h, int *lo, int *hi)
+{
+    if (r1 <= r0) {
+        *lo = *hi = 0;
+        return;
+    }
+    int a = r0 * stride + offset, b = (r1 - 1) * stride + offset + size;
+    *lo = a < 0 ? 0 : a > h ? h : a;
+    *hi = b < 0 ? 0 : b > h ? h : b;
+    if (*hi < *lo)
+        *hi = *lo;
 }

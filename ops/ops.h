@@ -1,7 +1,7 @@
 /* The op catalogue. For every op kind (ops/ops.def) one file ops/<stem>.c holds all of that op's
- * knowledge: parameter validation and shape rule (infer), cost (cost), and a straightforward CPU
- * reference with Darknet's semantics (ref). The reference is the oracle every GPU path is checked
- * against: obviously right first, fast enough second.
+ * knowledge: parameter validation and shape rule (infer), cost (cost), row dependence (rows), and
+ * a straightforward CPU reference with Darknet's semantics (ref). The reference is the oracle every
+ * GPU path is checked against: obviously right first, fast enough second.
  *
  * Conventions
  *   - Shapes are per image (c, h, w); a batch of n images is n such tensors back to back.
@@ -117,6 +117,12 @@ typedef struct gr_op_info {
     unsigned flags;      /* GR_OPF_* */
     gr_status (*infer)(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape *out);
     void (*cost)(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, gr_cost *cost);
+    /* Row dependence, what the dataflow task graph (planner/tasks.c) splits work by: output rows
+     * [r0, r1) of one image read rows [*lo, *hi) of input k (clamped to the input; empty when
+     * they read none of it). Ops whose every output reads every row (connected, softmax, avgpool,
+     * reorg's scramble) return the whole input. */
+    void (*rows)(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, int k, int r0,
+                 int r1, int *lo, int *hi);
     void (*ref)(const gr_op_params *p, const gr_weights *w, const float *const *in,
                 const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape, int batch);
 } gr_op_info;
@@ -135,6 +141,8 @@ bool gr_op_has(int kind, unsigned flags);
                                    gr_shape *out);                                                 \
     void gr_op_##stem##_cost(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out,    \
                              gr_cost *cost);                                                       \
+    void gr_op_##stem##_rows(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out,    \
+                             int k, int r0, int r1, int *lo, int *hi);                             \
     void gr_op_##stem##_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,     \
                             const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape,   \
                             int batch);

@@ -35,6 +35,20 @@ void gr_op_reorg_cost(const gr_op_params *p, const gr_shape *in, int n_in, gr_sh
     cost->out_elems = (double)gr_shape_elems(out);
 }
 
+/* Darknet's reorg scrambles the flat index (above): an output row mixes input rows from all
+ * over the tensor, so it reads them all. */
+void gr_op_reorg_rows(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, int k,
+                      int r0, int r1, int *lo, int *hi)
+{
+    (void)p;
+    (void)n_in;
+    (void)out;
+    (void)k;
+    (void)r0;
+    (void)r1;
+    gr_op_rows_all(in[0].h, lo, hi);
+}
+
 void gr_op_reorg_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,
                      const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape,
                      int batch)

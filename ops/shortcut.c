@@ -37,6 +37,30 @@ void gr_op_shortcut_cost(const gr_op_params *p, const gr_shape *in, int n_in, gr
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
+/* Input 0 (x) row for row; input 1 (from) only where the sampling above adds: output row
+ * j*sample reads from-row j*stride, for j < min(h). */
+void gr_op_shortcut_rows(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, int k,
+                         int r0, int r1, int *lo, int *hi)
+{
+    (void)p;
+    (void)n_in;
+    (void)out;
+    if (k == 0) {
+        gr_op_rows_window(r0, r1, 1, 0, 1, in[0].h, lo, hi);
+        return;
+    }
+    const gr_shape xs = in[0], fs = in[1];
+    const int stride = fs.w / xs.w > 1 ? fs.w / xs.w : 1, sample = xs.w / fs.w > 1 ? xs.w / fs.w : 1;
+    const int min_h = min_int(xs.h, fs.h);
+    const int j0 = (r0 + sample - 1) / sample, j1 = min_int((r1 - 1) / sample, min_h - 1);
+    if (r1 <= r0 || j0 > j1) {
+        *lo = *hi = 0;
+        return;
+    }
+    *lo = j0 * stride;
+    *hi = j1 * stride + 1;
+}
+
 void gr_op_shortcut_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,
                         const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape,
                         int batch)

@@ -29,6 +29,19 @@ void gr_op_softmax_cost(const gr_op_params *p, const gr_shape *in, int n_in, gr_
     cost->out_elems = (double)gr_shape_elems(out);
 }
 
+/* Softmax groups run over the flattened tensor: every row. */
+void gr_op_softmax_rows(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, int k,
+                        int r0, int r1, int *lo, int *hi)
+{
+    (void)p;
+    (void)n_in;
+    (void)out;
+    (void)k;
+    (void)r0;
+    (void)r1;
+    gr_op_rows_all(in[0].h, lo, hi);
+}
+
 void gr_op_softmax_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,
                        const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape,
                        int batch)

@@ -26,6 +26,23 @@ void gr_op_upsample_cost(const gr_op_params *p, const gr_shape *in, int n_in, gr
     cost->out_elems = (double)gr_shape_elems(out);
 }
 
+/* Output row y reads input row y/stride. */
+void gr_op_upsample_rows(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, int k,
+                         int r0, int r1, int *lo, int *hi)
+{
+    (void)n_in;
+    (void)out;
+    (void)k;
+    if (r1 <= r0) {
+        *lo = *hi = 0;
+        return;
+    }
+    *lo = r0 / p->stride;
+    *hi = (r1 - 1) / p->stride + 1;
+    if (*hi > in[0].h)
+        *hi = in[0].h;
+}
+
 void gr_op_upsample_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,
                         const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape,
                         int batch)

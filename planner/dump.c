@@ -1,9 +1,11 @@
 /* Plan views: a text table (one row per node plus the arena summary), JSON with the same facts,
  * Graphviz DOT of the DAG with quantize/dequantize/convert nodes marked, and an SVG memory
- * timeline (x = schedule step, y = arena offset, one rectangle per buffer). */
+ * timeline (x = schedule step, y = arena offset, one rectangle per buffer); the task graph
+ * (planner/tasks.h) as a table or JSON. */
 #include <string.h>
 
 #include "planner/plan.h"
+#include "planner/tasks.h"
 
 static const char *layout_name(gr_layout l) { return l == GR_LAYOUT_NCHW ? "NCHW" : "NHWC"; }
 
@@ -302,4 +304,76 @@ gr_status gr_plan_dump_svg(const gr_plan *plan, FILE *f)
             top + height, top + 10, plan->arena_bytes);
     fprintf(f, "</svg>\n");
     return finish(f, "svg");
+}
+
+gr_status gr_task_graph_dump_text(const gr_task_graph *g, const gr_plan *plan, FILE *f)
+{
+    if (!g || !plan || !f)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_task_graph_dump_text: NULL argument");
+    fprintf(f,
+            "task graph: batch %d, %d tasks, %d dependencies (%d RAW, %d WAR/WAW), max fan-in %d, "
+            "depth %d (at most %d tasks per node and image, channel slices of multiples of %d)\n",
+            plan->batch, g->n_tasks, g->n_deps, g->n_raw, g->n_war, g->max_fan_in, g->max_depth,
+            g->options.target_tasks, g->options.channel_align);
+    fprintf(f, "%4s %5s %-10s %-5s %16s %13s %12s %6s %7s\n", "node", "layer", "op", "prec",
+            "output CxHxW", "bands x rows", "slices x ch", "tasks", "fan-in");
+    for (int i = 0; i < g->n_nodes; i++) {
+        const gr_task_node *tn = &g->nodes[i];
+        const gr_plan_node *nd = &plan->nodes[i];
+        if (!tn->count)
+            continue;
+        const gr_plan_tensor *x = &plan->tensors[nd->output];
+        char shape[32], bands[24], slices[24];
+        snprintf(shape, sizeof shape, "%dx%dx%d", x->c, x->h, x->w);
+        snprintf(bands, sizeof bands, "%d x %d", tn->bands, tn->rows_per_band);
+        snprintf(slices, sizeof slices, "%d x %d", tn->slices, tn->channels_per_slice);
+        fprintf(f, "%4d %5d %-10s %-5s %16s %13s %12s %6d %7d\n", i, nd->layer,
+                gr_plan_kind_name(nd->kind), gr_precision_name(nd->prec), shape, bands, slices,
+                tn->count, tn->max_fan_in);
+    }
+    return finish(f, "task graph");
+}
+
+static void dump_json_task(const gr_task_graph *g, int id, FILE *f)
+{
+    const gr_task *t = &g->tasks[id];
+    fprintf(f, "    {\"id\": %d, \"node\": %d, \"image\": %d, \"rows\": [%d, %d], "
+               "\"channels\": [%d, %d], \"depth\": %d, \"deps\": [", id, t->node, t->image,
+            t->row0, t->row0 + t->rows, t->ch0, t->ch0 + t->chs, t->depth);
+    for (int d = 0; d < t->n_deps; d++)
+        fprintf(f, "%s%d", d ? ", " : "", g->deps[t->dep_begin + d]);
+    fprintf(f, "]}%s\n", id + 1 < g->n_tasks ? "," : "");
+}
+
+gr_status gr_task_graph_dump_json(const gr_task_graph *g, const gr_plan *plan, FILE *f)
+{
+    if (!g || !plan || !f)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_task_graph_dump_json: NULL argument");
+    fprintf(f, "{\n  \"batch\": %d, \"target_tasks\": %d, \"channel_align\": %d,\n"
+               "  \"tasks\": %d, \"dependencies\": %d, \"raw\": %d, \"war\": %d, "
+               "\"max_fan_in\": %d, \"depth\": %d,\n  \"nodes\": [\n",
+            plan->batch, g->options.target_tasks, g->options.channel_align, g->n_tasks, g->n_deps,
+            g->n_raw, g->n_war, g->max_fan_in, g->max_depth);
+    int first = 1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const gr_task_node *tn = &g->nodes[i];
+        if (!tn->count)
+            continue;
+        const gr_plan_node *nd = &plan->nodes[i];
+        fprintf(f, "%s    {\"node\": %d, \"layer\": %d, \"op\": \"%s\", \"prec\": \"%s\", "
+                   "\"bands\": %d, \"rows_per_band\": %d, \"slices\": %d, "
+                   "\"channels_per_slice\": %d, \"first\": %d, \"tasks\": %d, \"max_fan_in\": %d}",
+                first ? "" : ",\n", i, nd->layer, gr_plan_kind_name(nd->kind),
+                gr_precision_name(nd->prec), tn->bands, tn->rows_per_band, tn->slices,
+                tn->channels_per_slice, tn->first, tn->count, tn->max_fan_in);
+        first = 0;
+    }
+    fprintf(f, "\n  ],\n  \"order\": [");
+    for (int i = 0; i < g->n_tasks; i++)
+        fprintf(f, "%s%d", i ? ", " : "", g->order[i]);
+    fprintf(f, "],\n  \"task_list\": [\n");
+    for (int i = 0; i < g->n_tasks; i++)
+        dump_json_task(g, i, f);
+    fprintf(f, "  ]\n}\n");
+    return finish(f, "task graph");
 }

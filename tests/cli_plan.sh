@@ -106,6 +106,31 @@ grep -q ' int8 \| i8' "$tmp/auto.txt" && fail "an all-fp16 map left int8 in the 
 "$graphrun" plan --model shapes --prec auto --layer-prec 0=fp16 > /dev/null 2>&1
 [ $? -eq 2 ] || fail "--layer-prec with --prec auto should exit 2"
 
+# --tasks: the task graph (planner/tasks.h). Every computing node of YOLOv2-tiny int8 with fused
+# pools is cut into at most --task-target tasks; the JSON lists each task once, in a topological
+# order, with dependencies on earlier tasks only.
+"$graphrun" plan --model yolo --prec int8 --fuse-maxpool --tasks > "$tmp/tasks.txt" \
+    || fail "plan --tasks exited $?"
+grep -q '^task graph: batch 1, [0-9]* tasks' "$tmp/tasks.txt" || fail "no task graph summary"
+[ "$(grep -c ' conv ' "$tmp/tasks.txt")" -eq 9 ] || fail "expected 9 conv rows in the task table"
+"$graphrun" plan --model yolov3-tiny --prec fp16 --tasks --task-target 20 --json > "$tmp/tasks.json" \
+    || fail "plan --tasks --json exited $?"
+python3 - "$tmp/tasks.json" <<'PY' || fail "task graph JSON"
+import json, sys
+g = json.load(open(sys.argv[1]))
+tasks = g["task_list"]
+assert g["tasks"] == len(tasks) == len(g["order"]), "task counts"
+assert sorted(g["order"]) == list(range(len(tasks))), "order is a permutation"
+pos = {t: i for i, t in enumerate(g["order"])}
+for t in tasks:
+    assert all(pos[d] < pos[t["id"]] for d in t["deps"]), "dependency after its task"
+for n in g["nodes"]:
+    assert 1 <= n["tasks"] <= 20 * n["slices"] or n["tasks"] <= 20, n
+assert sum(len(t["deps"]) for t in tasks) == g["dependencies"], "dependency count"
+PY
+"$graphrun" plan --tasks --task-target 0 > /dev/null 2>&1
+[ $? -eq 2 ] || fail "--task-target 0 should exit 2"
+
 "$graphrun" plan --prec fp64 > /dev/null 2>&1
 [ $? -eq 2 ] || fail "bad precision should exit 2"
 "$graphrun" plan --model no-such-model > /dev/null 2>&1

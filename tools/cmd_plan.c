@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "planner/plan.h"
+#include "planner/tasks.h"
 #include "tools/cli.h"
 
 #ifndef GR_DATA_DIR
@@ -30,10 +31,14 @@ static void plan_usage(FILE *f)
                "                     [--fuse-io] [--no-concat] [--no-inplace]\n"
                "                     [--decode-heads] [--calibrate]\n"
                "                     [--device gpu [--timing-cache FILE] [--no-tactic-search]]\n"
+               "                     [--tasks [--task-target N]]\n"
                "--device gpu with fp16/int8 (text output, no --layer-prec) also builds the GPU\n"
                "engine (fusions and int8 calibration as graphrun runs it) and shows each\n"
                "tensor-core conv's tactic: its name, measured time and the automatic tactic's\n"
-               "time (docs/tactics.md).\n");
+               "time (docs/tactics.md).\n"
+               "--tasks shows the plan as a tile dataflow graph instead (docs/planner.md, \"The\n"
+               "task graph\"): each node cut into row bands x channel slices of at most N tasks\n"
+               "(--task-target, default 132), with their dependencies; --json lists every task.\n");
 }
 
 static int fail(gr_status st)
@@ -50,7 +55,7 @@ static int usage_error(const char *what, const char *arg)
 
 typedef struct plan_args {
     const char *model, *cfg, *weights, *layer_prec, *dot, *svg, *calib_dir, *timing_cache;
-    int json, calibrate, search;
+    int json, calibrate, search, tasks, task_target;
     float max_nrmse;
     gr_device device;
     gr_plan_options opt;
@@ -60,7 +65,7 @@ enum {
     P_JSON = 1, P_SINGLE_STREAM, P_FUSE_MAXPOOL, P_FUSE_QUANT_IN, P_FUSE_DEQUANT_OUT, P_FUSE_IO,
     P_NO_CONCAT, P_NO_INPLACE, P_DECODE_HEADS, P_CALIBRATE, P_NO_TACTIC_SEARCH,
     P_MODEL, P_CFG, P_WEIGHTS, P_PREC, P_MAX_NRMSE, P_CALIB_IMAGES, P_DEVICE, P_LAYER_PREC,
-    P_BATCH, P_DOT, P_SVG, P_TIMING_CACHE
+    P_BATCH, P_DOT, P_SVG, P_TIMING_CACHE, P_TASKS, P_TASK_TARGET
 };
 
 static const gr_cli_flag plan_flags[] = {
@@ -74,7 +79,8 @@ static const gr_cli_flag plan_flags[] = {
     {"--prec", P_PREC, 1}, {"--precision", P_PREC, 1}, {"--max-nrmse", P_MAX_NRMSE, 1},
     {"--calib-images", P_CALIB_IMAGES, 1}, {"--device", P_DEVICE, 1},
     {"--layer-prec", P_LAYER_PREC, 1}, {"--batch", P_BATCH, 1}, {"--dot", P_DOT, 1},
-    {"--svg", P_SVG, 1}, {"--timing-cache", P_TIMING_CACHE, 1}, {NULL, 0, 0}};
+    {"--svg", P_SVG, 1}, {"--timing-cache", P_TIMING_CACHE, 1}, {"--tasks", P_TASKS, 0},
+    {"--task-target", P_TASK_TARGET, 1}, {NULL, 0, 0}};
 
 static void plan_switch(plan_args *a, int id)
 {
@@ -91,6 +97,7 @@ static void plan_switch(plan_args *a, int id)
     case P_DECODE_HEADS: opt->decode_heads = 1; break;
     case P_CALIBRATE: a->calibrate = 1; break;
     case P_NO_TACTIC_SEARCH: a->search = 0; break;
+    case P_TASKS: a->tasks = 1; break;
     default: break;
     }
 }
@@ -121,6 +128,9 @@ static int plan_apply(void *ctx, int id, const char *name, const char *v, char *
     case P_BATCH:
         want = gr_cli_parse_int(v, 1, GR_MAX_BATCH, &a->opt.batch)
                    ? NULL : "an integer in 1..4096";
+        break;
+    case P_TASK_TARGET:
+        want = gr_cli_parse_int(v, 1, 65536, &a->task_target) ? NULL : "an integer in 1..65536";
         break;
     default: plan_switch(a, id); break;
     }
@@ -392,8 +402,24 @@ static gr_status plan_ranges(const gr_net *net, gr_plan *plan, int calibrate)
 /* The plan on stdout, the DOT/SVG files, and (--device gpu with one precision, as text) the GPU
  * engine's conv tactics (not for --prec auto: it says where the automatic search runs); with a
  * per-layer map, a "precision map:" line first. */
+static gr_status show_tasks(const plan_args *a, const gr_plan *plan)
+{
+    gr_task_options opt;
+    gr_task_options_default(&opt);
+    if (a->task_target)
+        opt.target_tasks = a->task_target;
+    gr_task_graph *g = NULL;
+    GR_TRY(gr_task_graph_build(plan, &opt, &g));
+    gr_status st = a->json ? gr_task_graph_dump_json(g, plan, stdout)
+                           : gr_task_graph_dump_text(g, plan, stdout);
+    gr_task_graph_free(g);
+    return st;
+}
+
 static gr_status show_plan(const plan_args *a, const gr_plan *plan, int has_map, int auto_prec)
 {
+    if (a->tasks)
+        return show_tasks(a, plan);
     const int tactics = a->device == GR_DEVICE_GPU && !a->json && !a->layer_prec && !auto_prec;
     if (!a->json)
         print_precision_map(plan, has_map, stdout);
