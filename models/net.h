@@ -74,6 +74,15 @@ const char *gr_net_builtin_weights(const char *name);
 gr_status gr_net_load_class_names(gr_net *net, const char *path);
 gr_status gr_net_set_class_names_text(gr_net *net, const char *text, size_t len, const char *source);
 
+/* Binary form of the whole network (layers, shapes, weights, class names, notice) for saved
+ * engines (models/net_file.c). gr_net_write appends to b; gr_net_read checks everything as the
+ * parser would (parameters, edges, shapes inferred again, the weight count) and refuses with the
+ * layer and field that differ, naming `source`. */
+struct gr_bytes;
+struct gr_reader;
+gr_status gr_net_write(const gr_net *net, struct gr_bytes *b);
+gr_status gr_net_read(struct gr_reader *r, const char *source, gr_net **out);
+
 /* Output heads: layer indices whose outputs are the network's raw outputs (the input of each
  * region/yolo layer; the last layer when there is no head). Returns the count (<= max). */
 int gr_net_heads(const gr_net *net, int *head_layers, int max);

@@ -99,6 +99,7 @@ static void engine_free(gr_engine *e)
     free(e->layer_prec);
     free(e->layer_prec_view);
     free(e->tactics);
+    free(e->layer_range);
     free(e);
 }
 
@@ -156,7 +157,8 @@ static gr_status engine_new(const gr_build_request *req, gr_engine **out)
     if (!e)
         return GR_ERR_OUT_OF_MEMORY;
     e->opt = *opt;
-    apply_environment(&e->opt);
+    if (!req->stored) /* a loaded engine's options are the file's, as they were built */
+        apply_environment(&e->opt);
     e->inflight = opt->inflight > 0 ? opt->inflight : 1;
     e->opt.inflight = e->inflight;
     atomic_init(&e->busy, 0);
@@ -165,6 +167,7 @@ static gr_status engine_new(const gr_build_request *req, gr_engine **out)
         free(e);
         return st;
     }
+    e->model_view = (struct gr_model){e->net, 0};
     e->n_heads = gr_net_heads(e->net, e->head_layers, GR_MAX_HEADS);
     for (int i = 0; i < e->n_heads; i++) {
         gr_shape s = e->net->layers[e->head_layers[i]].out;
@@ -187,8 +190,13 @@ gr_status gr_engine_create(const gr_build_request *req, gr_engine **out)
     gr_status st = set_precision(e, req->layer_precision);
     if (st == GR_OK && e->opt.precision == GR_PREC_INT8 && !req->layer_range)
         st = gr_fail(GR_ERR_INTERNAL, "engine build: an int8 engine without its ranges");
+    if (st == GR_OK && req->layer_range) /* kept for gr_engine_save */
+        st = gr_ranges_copy(req->layer_range, e->net->n_layers, &e->layer_range);
+    e->input_range = req->input_range;
+    e->observable = req->observable;
     if (st == GR_OK) {
-        gr_backend_inputs in = {req->layer_range, req->input_range, req->observable};
+        gr_backend_inputs in = {req->layer_range, req->input_range, req->observable,
+                                req->backend_blob, req->backend_blob_len};
         int gpu = e->device == GR_DEVICE_GPU;
         gr_trace_push(gpu ? "graphrun: engine build (GPU)" : "graphrun: engine build (CPU)");
         st = gpu ? gr_backend_gpu_init(e, &in) : gr_backend_cpu_init(e, &in);

@@ -34,6 +34,7 @@ struct gr_model {
 };
 
 typedef struct gr_backend gr_backend;
+struct gr_bytes;
 
 typedef struct gr_backend_ops {
     const char *name;
@@ -47,6 +48,9 @@ typedef struct gr_backend_ops {
     gr_status (*run_async)(gr_engine *e, void *stream, void *event);
     gr_status (*memory)(const gr_engine *e, gr_engine_memory_info *info);
     void (*destroy)(gr_engine *e);
+    /* Saved engines (engine_file.c): append what the backend needs besides the front's plan
+     * inputs to rebuild this engine without searching (gr_backend_inputs.blob on load). */
+    gr_status (*save_blob)(const gr_engine *e, struct gr_bytes *out);
 } gr_backend_ops;
 
 struct gr_engine {
@@ -80,6 +84,13 @@ struct gr_engine {
     gr_tactic_info *tactics; /* the GPU backend's conv tactics (uint8 graph), malloc'd */
     int n_tactics;
     gr_tactic_stats tactic_stats;
+    /* The int8 ranges the engine was built with (n_layers entries, owned; NULL when no layer
+     * computes in int8) and the input's: kept for gr_engine_save. */
+    float *layer_range;
+    float input_range;
+    int observable;
+    struct gr_model model_view; /* gr_engine_model(): the engine's network as a model (borrowed
+                                   net; never destroyed as a model) */
 };
 
 /* An engine to build, with everything resolved: what gr_engine_create takes. The front fills it
@@ -98,6 +109,12 @@ typedef struct gr_build_request {
     int observable;                /* every layer's value kept as its own tensor (no fusion): int8
                                       calibration's fp32 engine, which observes each layer */
     const char *notice;            /* lines the resolution left (calibration, the map), or NULL */
+    /* A saved engine being loaded (engine_file.c): opt is the file's, so the process
+     * environment's say (GR_DISABLE_TACTIC_SEARCH) is not applied again, and the backend gets
+     * its blob. */
+    int stored;
+    const void *backend_blob;
+    size_t backend_blob_len;
 } gr_build_request;
 
 /* What a backend's init gets besides the engine (whose opt, net, layer_prec it reads). */
@@ -105,7 +122,23 @@ typedef struct gr_backend_inputs {
     const float *layer_range;      /* int8 engines: per layer (n_layers entries); else NULL */
     float input_range;
     int observable;                /* gr_build_request.observable */
+    const void *blob;              /* a loaded engine's backend blob (save_blob's), else NULL */
+    size_t blob_len;
 } gr_backend_inputs;
+
+/* The device an engine file was built for, and the one loading it (engine_file.c compares them
+ * field by field). */
+typedef struct gr_device_identity {
+    gr_device kind;       /* CPU or GPU */
+    int sm;               /* GPU: compute capability major * 10 + minor */
+    char name[128];       /* GPU name */
+    int sm_count;
+    int cuda_runtime, cuda_driver; /* cudaRuntimeGetVersion, cudaDriverGetVersion */
+    uint64_t cublaslt;    /* cublasLtGetVersion */
+} gr_device_identity;
+
+/* gpu/device.c (gpu/none.c): the identity of CUDA device gpu_index (GR_ERR_NO_DEVICE without). */
+gr_status gr_gpu_device_identity(int gpu_index, gr_device_identity *id);
 
 /* ---- build.c: the one build path ---------------------------------------------------------- */
 

@@ -72,6 +72,8 @@ typedef struct gr_cli_options {
     int strict_weights;   /* --strict-weights: NaN/Inf among the weights fail the load */
     gr_f32_algo f32_algo; /* --f32-algo (default auto) */
     gr_toggle f32_split_k, pdl; /* --split-k, --pdl (default auto) */
+    const char *engine_file; /* --engine FILE: a saved engine instead of building one */
+    unsigned long long given; /* bit id: flag id given on the command line (tools/cli_args.c) */
 } gr_cli_options;
 
 /* ---- flag parsing (tools/cli_args.c): one parser for every subcommand ---------------------- */
@@ -125,9 +127,19 @@ void gr_cli_options_default(gr_cli_options *o);
 int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t errlen);
 
 /* Shared by the commands: load the model and build the engine that `o` asks for, printing the
- * notices (model, synthetic weights, CPU fallback, device, the GPU's memory) on stderr. Returns
- * an exit code; on failure the error line is printed and nothing is left to free. */
-int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, gr_model_info *info);
+ * notices (model, synthetic weights, CPU fallback, device, the GPU's memory) on stderr. With
+ * --engine, load that file instead (*model stays NULL: gr_cli_model gives the engine's) and set
+ * o->batch and o->precision to the file's. Returns an exit code; on failure the error line is
+ * printed and nothing is left to free. */
+int gr_cli_open(gr_cli_options *o, gr_model **model, gr_engine **engine, gr_model_info *info);
+/* The model of an open engine: `model`, or with --engine the engine's own. */
+const gr_model *gr_cli_model(const gr_model *model, const gr_engine *engine);
+/* --engine: every flag that would shape the plan must agree with the file (--model, --cfg,
+ * --prec, --batch, --device) or is refused as having no effect (--weights, --calib*, ...).
+ * Returns 0, or prints one line and returns GR_EXIT_USAGE. */
+int gr_cli_check_engine_flags(const gr_cli_options *o, const gr_engine *engine);
+/* The engine's precision as --prec names it: the widest of its layers (auto for a mixed map). */
+gr_precision gr_cli_engine_precision(const gr_engine *engine);
 
 /* Print an error line "graphrun: [what: ]<last error>" and return the exit code of st
  * (gr_cli_exit_code: docs/errors.md's table). */
@@ -156,6 +168,7 @@ void gr_cli_detect_usage(FILE *f);
 int gr_cli_plan(int argc, char **argv);
 int gr_cli_compare(int argc, char **argv);
 int gr_cli_eval(int argc, char **argv);
+int gr_cli_build(int argc, char **argv);
 
 /* ---- shared by the commands (tools/cli_common.c) ----------------------------------------- */
 

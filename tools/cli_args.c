@@ -157,7 +157,8 @@ enum {
     F_FAST_DECODE, F_NO_TACTIC_SEARCH, F_TACTIC_SEARCH, F_STRICT_WEIGHTS,
     F_MODEL, F_CFG, F_WEIGHTS, F_NAMES, F_OUTPUT, F_SAVE_OUTPUT, F_INPUT, F_SEED, F_DEVICE, F_PREC,
     F_BATCH, F_RUNS, F_THRESH, F_NMS, F_CALIB_CACHE, F_CALIB, F_CALIB_PERCENTILE, F_CALIB_IMAGES,
-    F_CALIB_DEVICE, F_INPUT_LIST, F_THREADS, F_MAX_NRMSE, F_TIMING_CACHE, F_F32_ALGO, F_SPLIT_K, F_PDL
+    F_CALIB_DEVICE, F_INPUT_LIST, F_THREADS, F_MAX_NRMSE, F_TIMING_CACHE, F_F32_ALGO, F_SPLIT_K, F_PDL,
+    F_ENGINE
 };
 
 const gr_cli_flag gr_cli_detect_flags[] = {
@@ -176,7 +177,7 @@ const gr_cli_flag gr_cli_detect_flags[] = {
     {"--input-list", F_INPUT_LIST, 1}, {"--threads", F_THREADS, 1},
     {"--max-nrmse", F_MAX_NRMSE, 1}, {"--timing-cache", F_TIMING_CACHE, 1},
     {"--f32-algo", F_F32_ALGO, 1}, {"--split-k", F_SPLIT_K, 1}, {"--pdl", F_PDL, 1},
-    {NULL, 0, 0}};
+    {"--engine", F_ENGINE, 1}, {NULL, 0, 0}};
 
 void gr_cli_options_default(gr_cli_options *o)
 {
@@ -227,6 +228,7 @@ static int apply_path(gr_cli_options *o, int id, const char *v)
     case F_CALIB_IMAGES: o->calib_images = v; break;
     case F_TIMING_CACHE: o->timing_cache = v; break;
     case F_INPUT_LIST: o->input_list = v; break;
+    case F_ENGINE: o->engine_file = v; break;
     default: return 0;
     }
     return 1;
@@ -322,6 +324,8 @@ int gr_cli_detect_apply(void *ctx, int id, const char *name, const char *value, 
 {
     (void)name;
     gr_cli_options *o = ctx;
+    if (id > 0 && id < 64)
+        o->given |= 1ull << id;
     if (!value) {
         if (apply_switch(o, id))
             return GR_EXIT_OK;
@@ -337,6 +341,63 @@ int gr_cli_detect_apply(void *ctx, int id, const char *name, const char *value, 
         return GR_EXIT_OK;
     }
     return apply_number(o, id, value, err, errlen);
+}
+
+gr_precision gr_cli_engine_precision(const gr_engine *engine)
+{
+    int n = 0, seen[GR_PREC_INT8 + 1] = {0};
+    const gr_precision *map = gr_engine_layer_precision(engine, &n);
+    for (int i = 0; map && i < n; i++)
+        seen[map[i]] = 1;
+    if (seen[GR_PREC_INT8] && seen[GR_PREC_FP16])
+        return GR_PREC_AUTO;
+    return seen[GR_PREC_INT8] ? GR_PREC_INT8 : seen[GR_PREC_FP16] ? GR_PREC_FP16 : GR_PREC_FP32;
+}
+
+/* The flags a saved engine fixes and no command line can change. */
+static const int engine_fixed_flags[] = {F_WEIGHTS, F_NAMES, F_SEED, F_STRICT_WEIGHTS, F_TF32,
+                                         F_FP16_ACC, F_CALIB_CACHE, F_CALIB, F_CALIB_PERCENTILE,
+                                         F_CALIB_IMAGES, F_CALIB_DEVICE, F_MAX_NRMSE,
+                                         F_TIMING_CACHE, F_TACTIC_SEARCH, F_NO_TACTIC_SEARCH,
+                                         F_F32_ALGO, F_SPLIT_K, F_PDL};
+
+static int given(const gr_cli_options *o, int id) { return (o->given >> id) & 1; }
+
+int gr_cli_check_engine_flags(const gr_cli_options *o, const gr_engine *engine)
+{
+    const char *file = o->engine_file;
+    for (size_t k = 0; k < sizeof engine_fixed_flags / sizeof engine_fixed_flags[0]; k++)
+        if (given(o, engine_fixed_flags[k])) {
+            fprintf(stderr, "graphrun: %s has no effect with --engine: %s fixes it (rebuild the "
+                            "engine with graphrun build)\n", gr_cli_flag_name(engine_fixed_flags[k]), file);
+            return GR_EXIT_USAGE;
+        }
+    gr_model_info info;
+    gr_model_get_info(gr_engine_model(engine), &info);
+    gr_tensor_desc in;
+    gr_engine_input_desc(engine, &in);
+    gr_precision prec = gr_cli_engine_precision(engine);
+    const char *name = o->cfg ? strrchr(o->cfg, '/') ? strrchr(o->cfg, '/') + 1 : o->cfg : o->model;
+    gr_device dev = gr_engine_device(engine);
+    char flag[96] = "", is[96] = "";
+    if ((given(o, F_MODEL) || given(o, F_CFG)) && strcmp(name, info.name) != 0) {
+        snprintf(flag, sizeof flag, "%s %.80s", o->cfg ? "--cfg" : "--model", name);
+        snprintf(is, sizeof is, "its model is %.60s", info.name);
+    } else if (given(o, F_PREC) && o->precision != prec) {
+        snprintf(flag, sizeof flag, "--prec %s", gr_precision_name(o->precision));
+        snprintf(is, sizeof is, "it is %s", gr_precision_name(prec));
+    } else if (given(o, F_BATCH) && o->batch != in.n) {
+        snprintf(flag, sizeof flag, "--batch %d", o->batch);
+        snprintf(is, sizeof is, "its batch is %d", in.n);
+    } else if (given(o, F_DEVICE) && o->device != GR_DEVICE_AUTO && o->device != dev) {
+        snprintf(flag, sizeof flag, "--device %s", o->device == GR_DEVICE_GPU ? "gpu" : "cpu");
+        snprintf(is, sizeof is, "it runs on the %s", dev == GR_DEVICE_GPU ? "GPU" : "CPU");
+    }
+    if (!flag[0])
+        return GR_EXIT_OK;
+    fprintf(stderr, "graphrun: %s contradicts --engine %s: %s (leave the flag out, or rebuild the "
+                    "engine with graphrun build)\n", flag, file, is);
+    return GR_EXIT_USAGE;
 }
 
 int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t errlen)

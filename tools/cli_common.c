@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tools/cli.h"
@@ -166,10 +167,56 @@ gr_status gr_cli_load_model(const gr_cli_options *o, gr_model **model)
     return GR_OK;
 }
 
-int gr_cli_open(const gr_cli_options *o, gr_model **model, gr_engine **engine, gr_model_info *info)
+const gr_model *gr_cli_model(const gr_model *model, const gr_engine *engine)
+{
+    return model ? model : gr_engine_model(engine);
+}
+
+static double wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* --engine FILE: the saved engine with the command line's run-time options; the flags that
+ * would change its plan must agree with it. */
+static int open_saved(gr_cli_options *o, gr_engine **engine, gr_model_info *info)
+{
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.use_cuda_graph = !o->eager;
+    eo.inflight = o->inflight > 0 ? o->inflight : 1;
+    double start = wall_ms();
+    gr_status st = gr_engine_load(o->engine_file, &eo, engine);
+    if (st != GR_OK)
+        return gr_cli_fail(st, "loading the engine");
+    double ms = wall_ms() - start;
+    int rc = gr_cli_check_engine_flags(o, *engine);
+    if (rc != GR_EXIT_OK) {
+        gr_engine_destroy(*engine);
+        *engine = NULL;
+        return rc;
+    }
+    gr_tensor_desc in;
+    gr_engine_input_desc(*engine, &in);
+    o->batch = in.n;
+    o->precision = gr_cli_engine_precision(*engine);
+    gr_model_get_info(gr_engine_model(*engine), info);
+    fprintf(stderr, "graphrun %s: engine %s: model %s (%dx%dx%d, %d layers), device %s, precision "
+                    "%s, batch %d, loaded in %.1f ms\n", gr_version(), o->engine_file, info->name,
+            info->width, info->height, info->channels, info->n_layers,
+            gr_engine_device_name(*engine), gr_precision_name(o->precision), o->batch, ms);
+    gr_cli_print_notices(*engine);
+    return GR_EXIT_OK;
+}
+
+int gr_cli_open(gr_cli_options *o, gr_model **model, gr_engine **engine, gr_model_info *info)
 {
     *model = NULL;
     *engine = NULL;
+    if (o->engine_file)
+        return open_saved(o, engine, info);
     char **calib_list = NULL;
     int rc = o->calib_images ? gr_cli_list_images(o->calib_images, &calib_list) : GR_EXIT_OK;
     if (rc != GR_EXIT_OK)

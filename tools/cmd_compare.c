@@ -600,6 +600,11 @@ int gr_cli_compare(int argc, char **argv)
     int rc = gr_cli_run_parser(&parser, argc, argv, print_help);
     if (rc >= 0)
         return rc;
+    if (args.o.engine_file) { /* compare builds an engine per precision from the model */
+        fprintf(stderr, "graphrun compare: --engine is not a compare option: compare builds its "
+                        "own engines from --model/--cfg\n");
+        return GR_EXIT_USAGE;
+    }
     compare_run *r = calloc(1, sizeof *r);
     if (!r) {
         fprintf(stderr, "graphrun: compare: out of memory\n");

@@ -26,6 +26,7 @@ void gr_cli_detect_usage(FILE *f)
         "       graphrun eval --images DIR [options]  mAP on labelled images (graphrun eval --help)\n"
         "       graphrun bench [options]           GPU latency and throughput per precision and batch\n"
         "                                          (graphrun bench --help)\n"
+        "       graphrun build [options] -o FILE   build an engine and save it (build --help)\n"
         "\n"
         "model\n"
         "  --model NAME        built-in model (default yolo = YOLOv2-tiny VOC 416x416); --list-models\n"
@@ -36,6 +37,9 @@ void gr_cli_detect_usage(FILE *f)
         "  --strict-weights    refuse weights holding NaN/Inf (default: load them, with a\n"
         "                      warning line)\n"
         "  --names FILE        class names, one per line\n"
+        "  --engine FILE       a saved engine (graphrun build -o FILE) instead of the above: no\n"
+        "                      calibration or tactic search; the file fixes model, precision\n"
+        "                      and batch\n"
         "input / output\n"
         "  --input FILE        image (JPEG, PNG, BMP) or .npy float32 tensor of the network's input\n"
         "                      shape (CHW or NCHW), fed as-is; repeat for a batch (default %s)\n"
@@ -286,7 +290,7 @@ static size_t image_nonfinite(const gr_engine *engine, int b)
 
 static void print_image(const detect_run *r, int b, const gr_detection *dets, int n)
 {
-    const gr_model *model = r->model;
+    const gr_model *model = gr_cli_model(r->model, r->engine);
     if (r->o.json) {
         printf("%s\n  {\"input\": ", b ? "," : "");
         gr_cli_json_string(stdout, r->slots[b].path);
@@ -319,7 +323,8 @@ static int draw_image(const detect_run *r, int b, const gr_detection *dets, int 
         return GR_EXIT_OK;
     char name[4096];
     indexed_name(name, sizeof name, o->output ? o->output : "predictions.png", b, ".png");
-    gr_status st = gr_image_draw_detections(r->slots[b].image, dets, n, r->model);
+    gr_status st = gr_image_draw_detections(r->slots[b].image, dets, n,
+                                            gr_cli_model(r->model, r->engine));
     if (st == GR_OK)
         st = gr_image_write(r->slots[b].image, name);
     if (st != GR_OK)

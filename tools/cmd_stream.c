@@ -492,7 +492,7 @@ static int pipeline_init(pipeline *p, const gr_cli_options *o, const path_list *
     p->per_image = (size_t)info->channels * (size_t)info->width * (size_t)info->height;
     p->n_buf = gr_engine_inflight(engine);
     p->engine = engine;
-    p->model = model;
+    p->model = gr_cli_model(model, engine);
     p->classes = info->classes;
     p->thresh = o->thresh;
     p->nms = o->nms;
@@ -670,7 +670,7 @@ static int refuse_single_image_flags(const gr_cli_options *o)
 }
 
 /* The engine, with STREAM_INFLIGHT slots (no more than batches), or 2 where those do not fit. */
-static int open_engine(const gr_cli_options *o, int n_images, gr_model **model,
+static int open_engine(gr_cli_options *o, int n_images, gr_model **model,
                        gr_engine **engine, gr_model_info *info)
 {
     gr_cli_options streaming = *o;
@@ -687,6 +687,8 @@ static int open_engine(const gr_cli_options *o, int n_images, gr_model **model,
     }
     if (rc == GR_EXIT_OK)
         rc = gr_cli_check_image_input(*engine, o->cfg ? o->cfg : info->name);
+    o->batch = streaming.batch; /* --engine: the file's */
+    o->precision = streaming.precision;
     return rc;
 }
 
@@ -711,10 +713,11 @@ int gr_cli_detect_stream(const gr_cli_options *o)
     gr_model *model = NULL;
     gr_engine *engine = NULL;
     gr_model_info info;
+    gr_cli_options opened = *o; /* with --engine, its batch and precision */
     if (rc == GR_EXIT_OK)
-        rc = open_engine(o, list.n, &model, &engine, &info);
+        rc = open_engine(&opened, list.n, &model, &engine, &info);
     if (rc == GR_EXIT_OK)
-        rc = run_pipeline(o, &list, model, engine, &info, t_start);
+        rc = run_pipeline(&opened, &list, model, engine, &info, t_start);
     gr_engine_destroy(engine);
     gr_model_destroy(model);
     list_free(&list);

@@ -36,6 +36,8 @@ static int dispatch(int argc, char **argv)
         return gr_cli_compare(argc - 1, argv + 1);
     if (strcmp(sub, "eval") == 0)
         return gr_cli_eval(argc - 1, argv + 1);
+    if (strcmp(sub, "build") == 0)
+        return gr_cli_build(argc - 1, argv + 1);
     if (strcmp(sub, "bench") == 0)
         return gr_bench_main("graphrun bench", argc - 1, argv + 1);
     if (strcmp(sub, "detect") == 0)

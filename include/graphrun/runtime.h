@@ -321,6 +321,39 @@ void gr_engine_options_default(gr_engine_options *opt);
 gr_status gr_engine_build(const gr_model *model, const gr_engine_options *opt, gr_engine **out);
 void gr_engine_destroy(gr_engine *engine);
 
+/* ---- saved engines ----
+ * A saved engine (a ".grengine" file, or the same bytes in memory) holds everything a start
+ * needs: the network with its weights and class names, the options that shaped the plan, the
+ * precision map, the int8 ranges and, on the GPU, the tactics the build chose. Loading one
+ * calibrates nothing and searches no tactic (each stored tactic is checked with one run); it
+ * plans again and uploads the weights. The loaded engine is a full engine: runs, slots,
+ * detection, class names (gr_engine_model), tactic info and the build's notice.
+ *
+ * - gr_engine_save writes the file atomically (a temporary beside it, then rename).
+ * - gr_engine_save_to_memory: *data is malloc'd, *bytes long; release it with gr_free().
+ * - gr_engine_load / _from_memory: opt may be NULL (the options as built). From opt only the
+ *   run-time fields apply: gpu_index, inflight, use_cuda_graph, nonfinite_is_error. Everything
+ *   else - device, precision, batch, layer_precision, tf32, fp16_accumulate, f32_algo,
+ *   f32_split_k, pdl, gemm_tactic, tactic_search, the calibration fields, timing_cache - is the
+ *   file's. (An fp32 GPU engine loaded with another inflight may measure its split-K choices
+ *   again, as a build with that inflight would.)
+ * - Refusals, each one line naming what differs (docs/errors.md, "Saved engines"): not an engine
+ *   file, truncated or checksum mismatch (GR_ERR_PARSE); another format or graphrun version, or a
+ *   GPU engine on another GPU model, SM count, CUDA runtime, driver or cuBLASLt
+ *   (GR_ERR_UNSUPPORTED); a GPU engine where no GPU is usable (GR_ERR_NO_DEVICE); an unreadable
+ *   file (GR_ERR_IO). A CPU engine file loads on any machine.
+ * - Saving reads the engine like a run does: not while another thread runs it. */
+gr_status gr_engine_save(const gr_engine *engine, const char *path);
+gr_status gr_engine_save_to_memory(const gr_engine *engine, void **data, size_t *bytes);
+gr_status gr_engine_load(const char *path, const gr_engine_options *opt, gr_engine **out);
+gr_status gr_engine_load_from_memory(const void *data, size_t bytes, const gr_engine_options *opt,
+                                     gr_engine **out);
+/* Free memory graphrun allocated for the caller (gr_engine_save_to_memory's buffer). */
+void gr_free(void *p);
+/* The engine's network as a model, for gr_model_class_name, gr_model_get_info and
+ * gr_image_draw_detections: valid while the engine lives; never pass it to gr_model_destroy. */
+const gr_model *gr_engine_model(const gr_engine *engine);
+
 /* The device the engine actually runs on (AUTO resolved), and its name ("NVIDIA H100 80GB HBM3",
  * "CPU reference"). */
 gr_device gr_engine_device(const gr_engine *engine);

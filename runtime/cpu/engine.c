@@ -190,8 +190,17 @@ static gr_status cpu_memory(const gr_engine *e, gr_engine_memory_info *info)
     return GR_OK;
 }
 
-static const gr_backend_ops cpu_ops = {"cpu",    cpu_input_buffer, cpu_submit, cpu_wait,
-                                       NULL,     cpu_memory,       cpu_destroy};
+/* A saved CPU engine needs nothing beyond the front's plan inputs (network, precision map, int8
+ * ranges): the CPU backend plans from those and searches nothing, so its blob is empty. */
+static gr_status cpu_save_blob(const gr_engine *e, struct gr_bytes *out)
+{
+    (void)e;
+    (void)out;
+    return GR_OK;
+}
+
+static const gr_backend_ops cpu_ops = {"cpu",      cpu_input_buffer, cpu_submit,   cpu_wait,
+                                       NULL,       cpu_memory,       cpu_destroy,  cpu_save_blob};
 
 gr_status gr_backend_cpu_init(gr_engine *e, const gr_backend_inputs *in)
 {

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/bytes.h"
 #include "runtime/gpu/backend.h"
 #include "runtime/timing_cache.h"
 
@@ -398,9 +399,26 @@ static void save_timing_cache(gr_engine *e, gpu_state *g)
     gr_engine_add_notice(e, line);
 }
 
+/* A saved engine's tactics (its blob: the timing cache of its build, see gpu_save_blob) become
+ * this engine's cache, so the search finds every conv there and only checks each stored tactic
+ * once (one run and the numerics check, no timing). The front compared the device already; a
+ * cache the parser still refuses means the file is not what its header says. */
+static gr_status take_saved_tactics(gr_engine *e, gpu_state *g, const gr_backend_inputs *in)
+{
+    char notice[512] = "";
+    if (in->blob_len == 0)
+        return GR_OK;
+    gr_timing_cache_parse(g->tcache, in->blob, in->blob_len, "engine file", notice, sizeof notice);
+    if (notice[0])
+        return gr_fail(GR_ERR_PARSE, "engine file: its stored tactics are refused: %s", notice);
+    g->tcache->dirty = 0;
+    (void)e;
+    return GR_OK;
+}
+
 /* The tactic search's settings (the front applied the environment to e->opt) and the timing
  * cache (read once per engine). */
-static gr_status tactics_init(gr_engine *e, gpu_state *g)
+static gr_status tactics_init(gr_engine *e, gpu_state *g, const gr_backend_inputs *in)
 {
     g->tactic_search = e->opt.tactic_search != 0;
     g->gemm_tactic = e->opt.gemm_tactic != GR_TOGGLE_OFF;
@@ -417,6 +435,8 @@ static gr_status tactics_init(gr_engine *e, gpu_state *g)
     if (!g->tcache)
         return GR_ERR_OUT_OF_MEMORY;
     gr_timing_cache_init(g->tcache, device);
+    if (in->blob)
+        return take_saved_tactics(e, g, in);
     if (!e->opt.timing_cache)
         return GR_OK;
     size_t len = strlen(e->opt.timing_cache) + 1;
@@ -607,8 +627,24 @@ static void gpu_destroy(gr_engine *e)
     e->impl = NULL;
 }
 
+/* What a saved GPU engine needs besides the front's plan inputs: the tactics its build chose, as
+ * the text of its timing cache (every measured or cached conv of the variants built so far), so
+ * a load searches nothing. Empty without the search (the tactics are then the fixed rules). */
+static gr_status gpu_save_blob(const gr_engine *e, struct gr_bytes *out)
+{
+    const gpu_state *g = e->impl;
+    if (!g->tcache)
+        return GR_OK;
+    char *text = NULL;
+    size_t len = 0;
+    GR_TRY(gr_timing_cache_serialize(g->tcache, &text, &len));
+    gr_bytes_put(out, text, len);
+    free(text);
+    return GR_OK;
+}
+
 static const gr_backend_ops gpu_ops = {"gpu",         gpu_input_buffer, gpu_submit, gpu_wait,
-                                       gpu_run_async, gpu_memory,       gpu_destroy};
+                                       gpu_run_async, gpu_memory,       gpu_destroy, gpu_save_blob};
 
 gr_status gr_backend_gpu_init(gr_engine *e, const gr_backend_inputs *in)
 {
@@ -650,7 +686,7 @@ gr_status gr_backend_gpu_init(gr_engine *e, const gr_backend_inputs *in)
         GR_TRY(gr_ranges_copy(in->layer_range, e->net->n_layers, &g->layer_range));
     }
 
-    GR_TRY(tactics_init(e, g));
+    GR_TRY(tactics_init(e, g, in));
 
     /* The default input is uint8; build it now so a failure shows at build time (its plan sizes
      * the streams and events; a float-input variant built later may add more). */

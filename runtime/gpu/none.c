@@ -18,6 +18,13 @@ gr_status gr_gpu_device_check(int gpu_index, gr_precision precision)
     return no_cuda();
 }
 
+gr_status gr_gpu_device_identity(int gpu_index, gr_device_identity *id)
+{
+    (void)gpu_index;
+    (void)id;
+    return no_cuda();
+}
+
 gr_status gr_backend_gpu_init(gr_engine *e, const gr_backend_inputs *in)
 {
     (void)e;

@@ -1,0 +1,57 @@
+/* Binary records in memory: a growable little-endian writer and a bounds-checked reader, the
+ * FNV-1a checksum, and an atomic file write (temporary file, then rename). For the binary files
+ * graphrun writes itself (runtime/engine_file.c); text caches keep their own formats.
+ *
+ * Both sides record the first failure instead of returning it from every call: a writer that ran
+ * out of memory, or a reader asked for bytes past its end, ignores later calls and reads zeros,
+ * and the caller checks `failed` / `short_read` once. Values are little endian whatever the host
+ * (graphrun runs on little-endian hosts only: models/weights.c refuses others). */
+#ifndef GR_BASE_BYTES_H
+#define GR_BASE_BYTES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/base.h"
+
+typedef struct gr_bytes {
+    uint8_t *data;
+    size_t len, cap;
+    int failed; /* an allocation failed: data holds what came before */
+} gr_bytes;
+
+void gr_bytes_put(gr_bytes *b, const void *p, size_t n);
+void gr_bytes_u32(gr_bytes *b, uint32_t v);
+void gr_bytes_i32(gr_bytes *b, int32_t v);
+void gr_bytes_u64(gr_bytes *b, uint64_t v);
+void gr_bytes_f32(gr_bytes *b, float v);
+/* A string as u32 length + bytes (no NUL). */
+void gr_bytes_str(gr_bytes *b, const char *s);
+void gr_bytes_free(gr_bytes *b);
+
+typedef struct gr_reader {
+    const uint8_t *p;
+    size_t len, pos;
+    int short_read; /* a read went past the end: it and every later one read zeros */
+} gr_reader;
+
+void gr_reader_get(gr_reader *r, void *out, size_t n);
+uint32_t gr_reader_u32(gr_reader *r);
+int32_t gr_reader_i32(gr_reader *r);
+uint64_t gr_reader_u64(gr_reader *r);
+float gr_reader_f32(gr_reader *r);
+/* A string written by gr_bytes_str into buf (len bytes, NUL-terminated); a longer one is a short
+ * read (the caller refuses the record). */
+void gr_reader_str(gr_reader *r, char *buf, size_t len);
+/* A pointer to the next n bytes (NULL and a short read past the end). */
+const uint8_t *gr_reader_take(gr_reader *r, size_t n);
+
+/* FNV-1a 64 of data, continuing from h (start with GR_FNV1A_INIT). */
+#define GR_FNV1A_INIT 0xcbf29ce484222325ULL
+uint64_t gr_fnv1a(uint64_t h, const void *data, size_t len);
+
+/* Write len bytes to path atomically: a temporary file beside it, then rename; every write and
+ * the close checked, the temporary removed on failure. `what` names the file in messages. */
+gr_status gr_write_file_atomic(const char *path, const void *data, size_t len, const char *what);
+
+#endif

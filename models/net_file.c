@@ -1,0 +1,262 @@
+/* A network in binary form, for saved engines (runtime/engine_file.c): the layer list with its
+ * parameters, shapes and weights, the class names and the load notice - everything gr_net holds,
+ * so a saved engine needs neither the cfg nor the .weights file again.
+ *
+ * Reading trusts nothing: every parameter is range-checked as the parser would (ops, activations,
+ * dims within GR_MAX_DIM), edges must point backwards, each layer's shape is inferred again by its
+ * op and must equal the stored one, and the weight count must be the one the layers imply. A file
+ * that passes holds a network the parser could have produced; one that does not is refused with
+ * the layer and field that differ. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/bytes.h"
+#include "models/internal.h"
+#include "models/net.h"
+
+#define MAX_CLASS_NAME 4096
+
+static void write_params(gr_bytes *b, const gr_op_params *p)
+{
+    const int ints[] = {(int)p->op,         (int)p->activation, p->filters, p->size,
+                        p->stride,          p->pad,             p->groups,  p->group_id,
+                        p->batch_normalize, p->classes,         p->coords,  p->num,
+                        p->n_mask,          p->softmax,         (int)p->dtype};
+    for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++)
+        gr_bytes_i32(b, ints[k]);
+    for (int k = 0; k < GR_MAX_ANCHORS; k++)
+        gr_bytes_i32(b, p->mask[k]);
+    for (int k = 0; k < 2 * GR_MAX_ANCHORS; k++)
+        gr_bytes_f32(b, p->anchors[k]);
+    gr_bytes_f32(b, p->scale);
+}
+
+gr_status gr_net_write(const gr_net *net, gr_bytes *b)
+{
+    gr_bytes_str(b, net->name);
+    gr_bytes_i32(b, net->w);
+    gr_bytes_i32(b, net->h);
+    gr_bytes_i32(b, net->c);
+    gr_bytes_i32(b, net->n_layers);
+    for (int i = 0; i < net->n_layers; i++) {
+        const gr_layer *l = &net->layers[i];
+        write_params(b, &l->p);
+        gr_bytes_i32(b, l->n_inputs);
+        for (int k = 0; k < l->n_inputs; k++)
+            gr_bytes_i32(b, l->inputs[k]);
+        gr_bytes_i32(b, l->out.c);
+        gr_bytes_i32(b, l->out.h);
+        gr_bytes_i32(b, l->out.w);
+        gr_bytes_i32(b, l->cfg_line);
+    }
+    gr_bytes_u64(b, net->weight_block ? net->n_weight_floats : 0);
+    if (net->weight_block)
+        gr_bytes_put(b, net->weight_block, net->n_weight_floats * sizeof(float));
+    gr_bytes_i32(b, net->synthetic);
+    gr_bytes_u64(b, net->nonfinite_weights);
+    gr_bytes_str(b, net->load_notice);
+    gr_bytes_i32(b, net->class_names ? net->n_class_names : 0);
+    for (int i = 0; net->class_names && i < net->n_class_names; i++)
+        gr_bytes_str(b, net->class_names[i]);
+    return b->failed ? gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory writing the network",
+                               net->name)
+                     : GR_OK;
+}
+
+static int in_range(int v, int lo, int hi) { return v >= lo && v <= hi; }
+
+/* The parameters, each within what the parser accepts (GR_PARAM_DERIVED was resolved there). */
+static gr_status read_params(gr_reader *r, const char *source, int index, gr_op_params *p)
+{
+    memset(p, 0, sizeof *p);
+    int v[15];
+    for (int k = 0; k < 15; k++)
+        v[k] = gr_reader_i32(r);
+    p->op = (gr_op_kind)v[0];
+    p->activation = (gr_activation)v[1];
+    int *fields[] = {&p->filters, &p->size,    &p->stride, &p->pad,    &p->groups, &p->group_id,
+                     &p->batch_normalize, &p->classes, &p->coords, &p->num, &p->n_mask, &p->softmax};
+    for (int k = 0; k < 12; k++)
+        *fields[k] = v[2 + k];
+    p->dtype = (gr_dtype)v[14];
+    for (int k = 0; k < GR_MAX_ANCHORS; k++)
+        p->mask[k] = gr_reader_i32(r);
+    for (int k = 0; k < 2 * GR_MAX_ANCHORS; k++)
+        p->anchors[k] = gr_reader_f32(r);
+    p->scale = gr_reader_f32(r);
+    if (r->short_read)
+        return GR_OK; /* the caller says where the record ended */
+    if (!in_range(v[0], 0, GR_OP_COUNT - 1) || !in_range(v[1], 0, GR_ACT_COUNT - 1) ||
+        !in_range(v[14], 0, GR_DTYPE_I32))
+        return gr_fail(GR_ERR_PARSE, "%s: layer %d: op %d, activation %d or dtype %d is unknown",
+                       source, index, v[0], v[1], v[14]);
+    for (int k = 2; k < 14; k++)
+        if (!in_range(v[k], 0, GR_MAX_DIM))
+            return gr_fail(GR_ERR_PARSE, "%s: layer %d: parameter %d = %d is outside 0..%d",
+                           source, index, k, v[k], GR_MAX_DIM);
+    for (int k = 0; k < GR_MAX_ANCHORS; k++)
+        if (!in_range(p->mask[k], 0, GR_MAX_ANCHORS - 1))
+            return gr_fail(GR_ERR_PARSE, "%s: layer %d: mask[%d] = %d is outside 0..%d", source,
+                           index, k, p->mask[k], GR_MAX_ANCHORS - 1);
+    for (int k = 0; k < 2 * GR_MAX_ANCHORS; k++)
+        if (!isfinite(p->anchors[k]))
+            return gr_fail(GR_ERR_PARSE, "%s: layer %d: anchor %d is not finite", source, index, k);
+    if (!isfinite(p->scale))
+        return gr_fail(GR_ERR_PARSE, "%s: layer %d: scale is not finite", source, index);
+    return GR_OK;
+}
+
+/* One layer: parameters, edges (backwards only), and its shape inferred again by the op. */
+static gr_status read_layer(gr_reader *r, const char *source, gr_net *net, int i)
+{
+    gr_layer *l = &net->layers[i];
+    GR_TRY(read_params(r, source, i, &l->p));
+    l->n_inputs = gr_reader_i32(r);
+    if (!r->short_read && !in_range(l->n_inputs, 0, GR_MAX_INPUTS))
+        return gr_fail(GR_ERR_PARSE, "%s: layer %d: %d inputs (at most %d)", source, i,
+                       l->n_inputs, GR_MAX_INPUTS);
+    for (int k = 0; k < l->n_inputs && !r->short_read; k++) {
+        l->inputs[k] = gr_reader_i32(r);
+        if (!in_range(l->inputs[k], -1, i - 1))
+            return gr_fail(GR_ERR_PARSE, "%s: layer %d: input %d is layer %d (outside -1..%d)",
+                           source, i, k, l->inputs[k], i - 1);
+    }
+    gr_shape stored = {gr_reader_i32(r), gr_reader_i32(r), gr_reader_i32(r)};
+    l->cfg_line = gr_reader_i32(r);
+    if (r->short_read)
+        return GR_OK;
+    gr_shape in[GR_MAX_INPUTS];
+    for (int k = 0; k < l->n_inputs; k++)
+        in[k] = gr_net_input_shape(net, i, k);
+    gr_status st = gr_op_get(l->p.op)->infer(&l->p, in, l->n_inputs, &l->out);
+    if (st != GR_OK)
+        return gr_fail_prefix(st, "%s: layer %d: ", source, i);
+    if (l->out.c != stored.c || l->out.h != stored.h || l->out.w != stored.w ||
+        l->out.c > GR_MAX_DIM || l->out.h > GR_MAX_DIM || l->out.w > GR_MAX_DIM ||
+        gr_shape_elems(l->out) > GR_MAX_TENSOR_ELEMS)
+        return gr_fail(GR_ERR_PARSE, "%s: layer %d: stored shape %dx%dx%d, inferred %dx%dx%d",
+                       source, i, stored.c, stored.h, stored.w, l->out.c, l->out.h, l->out.w);
+    return GR_OK;
+}
+
+static gr_status read_layers(gr_reader *r, const char *source, gr_net *net)
+{
+    gr_reader_str(r, net->name, sizeof net->name);
+    net->w = gr_reader_i32(r);
+    net->h = gr_reader_i32(r);
+    net->c = gr_reader_i32(r);
+    int n = gr_reader_i32(r);
+    if (r->short_read)
+        return GR_OK;
+    if (!in_range(net->w, 1, GR_MAX_DIM) || !in_range(net->h, 1, GR_MAX_DIM) ||
+        !in_range(net->c, 1, GR_MAX_DIM) ||
+        gr_shape_elems((gr_shape){net->c, net->h, net->w}) > GR_MAX_TENSOR_ELEMS)
+        return gr_fail(GR_ERR_PARSE, "%s: network input %dx%dx%d is empty or too large", source,
+                       net->c, net->h, net->w);
+    if (!in_range(n, 1, GR_MAX_LAYERS))
+        return gr_fail(GR_ERR_PARSE, "%s: %d layers (1..%d)", source, n, GR_MAX_LAYERS);
+    net->layers = gr_calloc((size_t)n, sizeof *net->layers, "network layers");
+    if (!net->layers)
+        return GR_ERR_OUT_OF_MEMORY;
+    net->n_layers = n;
+    for (int i = 0; i < n && !r->short_read; i++)
+        GR_TRY(read_layer(r, source, net, i));
+    return GR_OK;
+}
+
+/* Each conv / connected layer's weight count within GR_MAX_TENSOR_ELEMS, as the parser bounds it
+ * (so the layout arithmetic of models/weights.c cannot wrap). */
+static gr_status check_weight_counts(const char *source, const gr_net *net)
+{
+    for (int i = 0; i < net->n_layers; i++) {
+        const gr_layer *l = &net->layers[i];
+        if (!gr_op_has((int)l->p.op, GR_OPF_WEIGHTS))
+            continue;
+        gr_shape in = gr_net_input_shape(net, i, 0);
+        size_t fan_in = gr_shape_elems(in), n_weights = 0;
+        int ok = 1;
+        if (l->p.op == GR_OP_CONV)
+            ok = l->p.groups > 0 && gr_mul_size((size_t)(in.c / l->p.groups),
+                                                (size_t)l->p.size * (size_t)l->p.size, &fan_in);
+        if (!ok || !gr_mul_size((size_t)l->p.filters, fan_in, &n_weights) ||
+            n_weights > GR_MAX_TENSOR_ELEMS)
+            return gr_fail(GR_ERR_PARSE, "%s: layer %d has too many weights (more than %zu)",
+                           source, i, (size_t)GR_MAX_TENSOR_ELEMS);
+    }
+    return GR_OK;
+}
+
+/* The weight block: exactly the count the layers imply, copied and attached. */
+static gr_status read_weights(gr_reader *r, const char *source, gr_net *net)
+{
+    uint64_t stored = gr_reader_u64(r);
+    if (r->short_read)
+        return GR_OK;
+    size_t need = 0;
+    GR_TRY(check_weight_counts(source, net));
+    GR_TRY(gr_net_param_floats(net, &need));
+    if (stored == 0)
+        return GR_OK; /* a network without weights (never saved by an engine, but valid) */
+    if (stored != need)
+        return gr_fail(GR_ERR_PARSE, "%s: %llu weights stored, the layers need %zu", source,
+                       (unsigned long long)stored, need);
+    const uint8_t *p = gr_reader_take(r, need * sizeof(float));
+    if (!p)
+        return GR_OK;
+    float *block = gr_malloc(need ? need * sizeof(float) : 1, "network weights");
+    if (!block)
+        return GR_ERR_OUT_OF_MEMORY;
+    memcpy(block, p, need * sizeof(float));
+    gr_net_attach_weights(net, block, need);
+    return GR_OK;
+}
+
+static gr_status read_names(gr_reader *r, const char *source, gr_net *net)
+{
+    net->synthetic = gr_reader_i32(r) != 0;
+    net->nonfinite_weights = (size_t)gr_reader_u64(r);
+    gr_reader_str(r, net->load_notice, sizeof net->load_notice);
+    int n = gr_reader_i32(r);
+    if (r->short_read || n == 0)
+        return GR_OK;
+    if (!in_range(n, 1, GR_MAX_DIM))
+        return gr_fail(GR_ERR_PARSE, "%s: %d class names (1..%d)", source, n, GR_MAX_DIM);
+    net->class_names = gr_calloc((size_t)n, sizeof(char *), "class names");
+    if (!net->class_names)
+        return GR_ERR_OUT_OF_MEMORY;
+    net->n_class_names = n;
+    char name[MAX_CLASS_NAME];
+    for (int i = 0; i < n && !r->short_read; i++) {
+        gr_reader_str(r, name, sizeof name);
+        size_t len = strlen(name) + 1;
+        net->class_names[i] = gr_malloc(len, "class name");
+        if (!net->class_names[i])
+            return GR_ERR_OUT_OF_MEMORY;
+        memcpy(net->class_names[i], name, len);
+    }
+    return GR_OK;
+}
+
+gr_status gr_net_read(gr_reader *r, const char *source, gr_net **out)
+{
+    *out = NULL;
+    gr_net *net = gr_calloc(1, sizeof *net, "network");
+    if (!net)
+        return GR_ERR_OUT_OF_MEMORY;
+    gr_status st = read_layers(r, source, net);
+    if (st == GR_OK)
+        st = read_weights(r, source, net);
+    if (st == GR_OK)
+        st = read_names(r, source, net);
+    if (st == GR_OK && r->short_read)
+        st = gr_fail(GR_ERR_PARSE, "%s: the network's record ends early (byte %zu of %zu)", source,
+                     r->pos, r->len);
+    if (st != GR_OK) {
+        gr_net_free(net);
+        return st;
+    }
+    *out = net;
+    return GR_OK;
+}

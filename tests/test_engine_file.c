@@ -1,0 +1,463 @@
+/* Check suite for saved engines (runtime.h, "saved engines"; runtime/engine_file.c) on the CPU:
+ * a saved and loaded engine gives outputs bit-identical to the engine it was saved from (the CPU
+ * reference is deterministic, so any difference is a real change of the plan, precision map or
+ * ranges) for fp32, fp16 and int8 (calibrated ranges) and a mixed map, from a file and from
+ * memory; the run-time options of a load apply and the plan's are the file's; and every damaged
+ * file - another format or graphrun version, another GPU, a GPU file without a GPU, a flipped
+ * byte, any truncation - is refused with one line naming what differs. The GPU twin is
+ * tests/test_gpu_engine_file.c. */
+#define _POSIX_C_SOURCE 200809L
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/bytes.h"
+#include "graphrun/runtime.h"
+#include "runtime/engine_file.h"
+
+/* A tiny network for the byte-by-byte tests: every prefix of its file is loaded. */
+static const char tiny_cfg[] = "[net]\nwidth=8\nheight=8\nchannels=3\n\n"
+                               "[convolutional]\nfilters=4\nsize=3\nstride=1\npad=1\n"
+                               "batch_normalize=1\nactivation=leaky\n\n"
+                               "[maxpool]\nsize=2\nstride=2\n\n"
+                               "[convolutional]\nfilters=2\nsize=1\nstride=1\nactivation=linear\n";
+
+static gr_model *load_shapes(void)
+{
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = "shapes";
+    gr_model *model = NULL;
+    ck_assert_msg(gr_model_load(&mo, &model) == GR_OK, "%s", gr_last_error());
+    return model;
+}
+
+static gr_model *load_tiny(void)
+{
+    char path[] = "/tmp/gr_engine_file_tiny_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, tiny_cfg, sizeof tiny_cfg - 1), (long)(sizeof tiny_cfg - 1));
+    close(fd);
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = NULL;
+    mo.cfg_path = path;
+    gr_model *model = NULL;
+    gr_status st = gr_model_load(&mo, &model);
+    unlink(path);
+    ck_assert_msg(st == GR_OK, "%s", gr_last_error());
+    return model;
+}
+
+static gr_engine *build(const gr_model *model, gr_precision prec, const gr_precision *map, int n)
+{
+    gr_engine_options opt;
+    gr_engine_options_default(&opt);
+    opt.device = GR_DEVICE_CPU;
+    opt.precision = prec;
+    opt.batch = 2;
+    opt.layer_precision = map;
+    opt.n_layer_precision = n;
+    gr_engine *engine = NULL;
+    ck_assert_msg(gr_engine_build(model, &opt, &engine) == GR_OK, "%s", gr_last_error());
+    return engine;
+}
+
+/* A deterministic non-zero input of every pixel value. */
+static void run(gr_engine *e)
+{
+    void *buf;
+    size_t bytes;
+    ck_assert_int_eq(gr_engine_input_buffer(e, 1, &buf, &bytes), GR_OK);
+    for (size_t i = 0; i < bytes; i++)
+        ((uint8_t *)buf)[i] = (uint8_t)((i * 7919u) >> 3);
+    ck_assert_msg(gr_engine_run(e) == GR_OK, "%s", gr_last_error());
+}
+
+static size_t output_elems(const gr_engine *e, int k)
+{
+    gr_tensor_desc d;
+    ck_assert_int_eq(gr_engine_output_desc(e, k, &d), GR_OK);
+    return (size_t)d.n * d.c * d.h * d.w;
+}
+
+/* Outputs bit for bit, the precision per layer, detections and class names. */
+static void expect_same(gr_engine *a, gr_engine *b)
+{
+    run(a);
+    run(b);
+    ck_assert_int_eq(gr_engine_output_count(a), gr_engine_output_count(b));
+    for (int k = 0; k < gr_engine_output_count(a); k++) {
+        const float *x, *y;
+        ck_assert_int_eq(gr_engine_output(a, k, &x), GR_OK);
+        ck_assert_int_eq(gr_engine_output(b, k, &y), GR_OK);
+        size_t n = output_elems(a, k);
+        ck_assert_uint_eq(n, output_elems(b, k));
+        for (size_t i = 0; i < n; i++)
+            ck_assert_msg(memcmp(&x[i], &y[i], sizeof x[i]) == 0,
+                          "output %d element %zu: built %.9g, loaded %.9g", k, i, (double)x[i],
+                          (double)y[i]);
+    }
+    int na, nb;
+    const gr_precision *pa = gr_engine_layer_precision(a, &na), *pb = gr_engine_layer_precision(b, &nb);
+    ck_assert_int_eq(na, nb);
+    for (int i = 0; i < na; i++)
+        ck_assert_msg(pa[i] == pb[i], "layer %d: built %s, loaded %s", i, gr_precision_name(pa[i]),
+                      gr_precision_name(pb[i]));
+    gr_detect_options dopt;
+    gr_detect_options_default(&dopt);
+    dopt.thresh = 0.2f;
+    gr_detection *da = NULL, *db = NULL;
+    int n1 = 0, n2 = 0;
+    gr_status s1 = gr_engine_detect(a, 1, &dopt, &da, &n1), s2 = gr_engine_detect(b, 1, &dopt, &db, &n2);
+    ck_assert_int_eq(s1, s2);
+    ck_assert_int_eq(n1, n2);
+    if (n1 > 0)
+        ck_assert_mem_eq(da, db, (size_t)n1 * sizeof *da);
+    gr_detections_free(da);
+    gr_detections_free(db);
+    ck_assert_str_eq(gr_model_class_name(gr_engine_model(a), 0),
+                     gr_model_class_name(gr_engine_model(b), 0));
+    /* The build's notice travels, each line marked as the build's. */
+    char *copy = strdup(gr_engine_notice(a));
+    for (const char *line = strtok(copy, "\n"); line; line = strtok(NULL, "\n")) {
+        char want[2200];
+        snprintf(want, sizeof want, "at build: %s", line);
+        ck_assert_msg(strstr(gr_engine_notice(b), want), "'%s' not in: %s", want,
+                      gr_engine_notice(b));
+    }
+    free(copy);
+}
+
+static void save_to_memory(const gr_engine *e, uint8_t **data, size_t *bytes)
+{
+    void *p = NULL;
+    ck_assert_msg(gr_engine_save_to_memory(e, &p, bytes) == GR_OK, "%s", gr_last_error());
+    *data = p;
+}
+
+static gr_engine *load_memory(const uint8_t *data, size_t bytes)
+{
+    gr_engine *e = NULL;
+    ck_assert_msg(gr_engine_load_from_memory(data, bytes, NULL, &e) == GR_OK, "%s",
+                  gr_last_error());
+    return e;
+}
+
+/* Through a file, timing build and load (printed, not asserted: speed is bench's). */
+static void round_trip_file(gr_precision prec, const gr_precision *map, int n)
+{
+    gr_model *model = load_shapes();
+    double t0 = (double)clock();
+    gr_engine *built = build(model, prec, map, n);
+    double t1 = (double)clock();
+    char path[] = "/tmp/gr_engine_file_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_msg(gr_engine_save(built, path) == GR_OK, "%s", gr_last_error());
+    gr_model_destroy(model); /* the loaded engine needs nothing of it */
+    gr_engine *loaded = NULL;
+    double t2 = (double)clock();
+    ck_assert_msg(gr_engine_load(path, NULL, &loaded) == GR_OK, "%s", gr_last_error());
+    double t3 = (double)clock();
+    printf("engine file %s: build %.1f ms, load %.1f ms (CPU time)\n",
+           map ? "mixed" : gr_precision_name(prec), (t1 - t0) * 1e3 / CLOCKS_PER_SEC,
+           (t3 - t2) * 1e3 / CLOCKS_PER_SEC);
+    unlink(path);
+    expect_same(built, loaded);
+    gr_engine_destroy(built);
+    gr_engine_destroy(loaded);
+}
+
+START_TEST(round_trip_fp32) { round_trip_file(GR_PREC_FP32, NULL, 0); }
+END_TEST
+
+START_TEST(round_trip_fp16) { round_trip_file(GR_PREC_FP16, NULL, 0); }
+END_TEST
+
+/* int8: the calibrated ranges travel in the file (a load calibrates nothing). */
+START_TEST(round_trip_int8_calibrated) { round_trip_file(GR_PREC_INT8, NULL, 0); }
+END_TEST
+
+START_TEST(round_trip_mixed_map)
+{
+    gr_model *model = load_shapes();
+    gr_model_info info;
+    ck_assert_int_eq(gr_model_get_info(model, &info), GR_OK);
+    gr_precision *map = calloc((size_t)info.n_layers, sizeof *map);
+    for (int i = 0; i < info.n_layers; i++)
+        map[i] = (gr_precision)(i % 3);
+    gr_model_destroy(model);
+    round_trip_file(GR_PREC_FP32, map, info.n_layers);
+    free(map);
+}
+END_TEST
+
+START_TEST(round_trip_memory)
+{
+    gr_model *model = load_shapes();
+    gr_engine *built = build(model, GR_PREC_INT8, NULL, 0);
+    gr_model_destroy(model);
+    uint8_t *data;
+    size_t bytes;
+    save_to_memory(built, &data, &bytes);
+    gr_engine *loaded = load_memory(data, bytes);
+    expect_same(built, loaded);
+    gr_free(data);
+    gr_engine_destroy(built);
+    gr_engine_destroy(loaded);
+}
+END_TEST
+
+/* Run-time options apply; plan options are the file's. */
+START_TEST(runtime_options_apply)
+{
+    gr_model *model = load_tiny();
+    gr_engine *built = build(model, GR_PREC_FP16, NULL, 0);
+    gr_model_destroy(model);
+    uint8_t *data;
+    size_t bytes;
+    save_to_memory(built, &data, &bytes);
+    gr_engine_options opt;
+    gr_engine_options_default(&opt);
+    opt.inflight = 3;
+    opt.precision = GR_PREC_FP32; /* not the file's: ignored */
+    opt.batch = 5;
+    gr_engine *loaded = NULL;
+    ck_assert_msg(gr_engine_load_from_memory(data, bytes, &opt, &loaded) == GR_OK, "%s",
+                  gr_last_error());
+    ck_assert_int_eq(gr_engine_inflight(loaded), 3);
+    gr_tensor_desc d;
+    ck_assert_int_eq(gr_engine_input_desc(loaded, &d), GR_OK);
+    ck_assert_int_eq(d.n, 2);
+    int n;
+    const gr_precision *p = gr_engine_layer_precision(loaded, &n);
+    ck_assert_int_eq(p[0], GR_PREC_FP16);
+    ck_assert_int_eq(gr_engine_device(loaded), GR_DEVICE_CPU);
+    gr_free(data);
+    gr_engine_destroy(built);
+    gr_engine_destroy(loaded);
+}
+END_TEST
+
+static void tiny_file(uint8_t **data, size_t *bytes)
+{
+    gr_model *model = load_tiny();
+    gr_engine *e = build(model, GR_PREC_FP32, NULL, 0);
+    gr_model_destroy(model);
+    save_to_memory(e, data, bytes);
+    gr_engine_destroy(e);
+}
+
+static void expect_refused(const uint8_t *data, size_t bytes, gr_status want, const char *text)
+{
+    gr_engine *e = (gr_engine *)data; /* must come back NULL */
+    gr_status st = gr_engine_load_from_memory(data, bytes, NULL, &e);
+    ck_assert_msg(st == want, "status %s, want %s: %s", gr_status_str(st), gr_status_str(want),
+                  gr_last_error());
+    ck_assert_ptr_null(e);
+    ck_assert_msg(strstr(gr_last_error(), text) != NULL, "'%s' not in: %s", text, gr_last_error());
+    ck_assert_ptr_null(strchr(gr_last_error(), '\n'));
+}
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int k = 0; k < 4; k++)
+        p[k] = (uint8_t)(v >> (8 * k));
+}
+
+/* Recompute the trailing checksum, so a tampered content reaches the content checks. */
+static void resign(uint8_t *data, size_t bytes)
+{
+    uint64_t h = gr_fnv1a(GR_FNV1A_INIT, data, bytes - 8);
+    for (int k = 0; k < 8; k++)
+        data[bytes - 8 + k] = (uint8_t)(h >> (8 * k));
+}
+
+START_TEST(format_version_mismatch)
+{
+    uint8_t *data;
+    size_t bytes;
+    tiny_file(&data, &bytes);
+    put_u32(data + GR_ENGINE_FILE_OFF_VERSION, GR_ENGINE_FILE_VERSION + 1);
+    expect_refused(data, bytes, GR_ERR_UNSUPPORTED, "this graphrun reads format");
+    put_u32(data + GR_ENGINE_FILE_OFF_VERSION, GR_ENGINE_FILE_VERSION);
+    memcpy(data + GR_ENGINE_FILE_OFF_GRAPHRUN, "0.0.9", 6);
+    expect_refused(data, bytes, GR_ERR_UNSUPPORTED, "built by graphrun 0.0.9, this is graphrun");
+    gr_free(data);
+}
+END_TEST
+
+/* A GPU file names the GPU it was built for; the comparison names the field that differs. */
+START_TEST(arch_mismatch)
+{
+    gr_device_identity built = {GR_DEVICE_GPU, 90, "NVIDIA H100 80GB HBM3", 132, 13000, 13000, 130000};
+    gr_device_identity here = built;
+    ck_assert_int_eq(gr_engine_file_check_device(&built, &here, "m.grengine"), GR_OK);
+    here.sm = 86;
+    snprintf(here.name, sizeof here.name, "NVIDIA A10");
+    ck_assert_int_eq(gr_engine_file_check_device(&built, &here, "m.grengine"), GR_ERR_UNSUPPORTED);
+    ck_assert_str_eq(gr_last_error(), "m.grengine: built for sm_90 (NVIDIA H100 80GB HBM3), this "
+                                      "GPU is sm_86 (NVIDIA A10) (rebuild the engine here)");
+    here = built;
+    here.cuda_driver = 12040;
+    ck_assert_int_eq(gr_engine_file_check_device(&built, &here, "m.grengine"), GR_ERR_UNSUPPORTED);
+    ck_assert_str_eq(gr_last_error(), "m.grengine: built for driver 13000, this driver is 12040 "
+                                      "(rebuild the engine here)");
+    here.kind = GR_DEVICE_CPU;
+    ck_assert_int_eq(gr_engine_file_check_device(&built, &here, "m.grengine"), GR_ERR_NO_DEVICE);
+    gr_device_identity cpu = {GR_DEVICE_CPU, 0, "", 0, 0, 0, 0};
+    ck_assert_int_eq(gr_engine_file_check_device(&cpu, &here, "m.grengine"), GR_OK);
+}
+END_TEST
+
+/* A CPU file whose header is made to say GPU: refused for the GPU it names, never run. */
+START_TEST(wrong_device_kind)
+{
+    uint8_t *data;
+    size_t bytes;
+    tiny_file(&data, &bytes);
+    put_u32(data + GR_ENGINE_FILE_OFF_KIND, GR_DEVICE_GPU);
+    put_u32(data + GR_ENGINE_FILE_OFF_SM, 90);
+    gr_engine *e = NULL;
+    gr_status st = gr_engine_load_from_memory(data, bytes, NULL, &e);
+    ck_assert_ptr_null(e);
+    if (gr_cuda_device_count() == 0)
+        ck_assert_int_eq(st, GR_ERR_NO_DEVICE);
+    else
+        ck_assert_msg(st == GR_ERR_UNSUPPORTED || st == GR_ERR_PARSE, "%s", gr_last_error());
+    ck_assert_msg(strstr(gr_last_error(), "built for sm_90") || st == GR_ERR_PARSE, "%s",
+                  gr_last_error());
+    put_u32(data + GR_ENGINE_FILE_OFF_KIND, 3);
+    expect_refused(data, bytes, GR_ERR_PARSE, "device kind 3 is neither CPU");
+    gr_free(data);
+}
+END_TEST
+
+/* Any flipped byte after the header is a checksum mismatch (header bytes: refused by their own
+ * check, or the checksum). */
+START_TEST(corruption)
+{
+    uint8_t *data;
+    size_t bytes;
+    tiny_file(&data, &bytes);
+    for (size_t pos = GR_ENGINE_FILE_HEADER; pos < bytes; pos += 7) {
+        data[pos] ^= 0x40;
+        expect_refused(data, bytes, GR_ERR_PARSE, "checksum mismatch: file corrupt");
+        data[pos] ^= 0x40;
+    }
+    for (size_t pos = 0; pos < GR_ENGINE_FILE_HEADER; pos++) {
+        data[pos] ^= 0x01;
+        gr_engine *e = NULL;
+        ck_assert_int_ne(gr_engine_load_from_memory(data, bytes, NULL, &e), GR_OK);
+        ck_assert_ptr_null(e);
+        data[pos] ^= 0x01;
+    }
+    gr_free(data);
+}
+END_TEST
+
+/* Every proper prefix of the file is refused (no crash, nothing leaked: run under valgrind or
+ * ASan to see the latter). */
+START_TEST(truncation)
+{
+    uint8_t *data;
+    size_t bytes;
+    tiny_file(&data, &bytes);
+    for (size_t len = 0; len < bytes; len++) {
+        uint8_t *copy = malloc(len ? len : 1); /* exactly len bytes: a read past is ASan's */
+        memcpy(copy, data, len);
+        gr_engine *e = NULL;
+        gr_status st = gr_engine_load_from_memory(copy, len, NULL, &e);
+        ck_assert_msg(st == GR_ERR_PARSE, "prefix %zu: %s", len, gr_last_error());
+        ck_assert_ptr_null(e);
+        free(copy);
+    }
+    gr_free(data);
+}
+END_TEST
+
+/* Tampered content with a valid checksum still meets the content checks. */
+START_TEST(resigned_content_is_checked)
+{
+    uint8_t *data;
+    size_t bytes;
+    tiny_file(&data, &bytes);
+    uint8_t *copy = malloc(bytes);
+    /* The notice string comes first (u32 length), then the options: device, precision. */
+    uint32_t notice_len = (uint32_t)data[GR_ENGINE_FILE_HEADER] |
+                          (uint32_t)data[GR_ENGINE_FILE_HEADER + 1] << 8;
+    size_t opts = GR_ENGINE_FILE_HEADER + 4 + notice_len;
+    memcpy(copy, data, bytes);
+    put_u32(copy + opts + 4, 7);
+    resign(copy, bytes);
+    expect_refused(copy, bytes, GR_ERR_PARSE, "precision 7");
+    memcpy(copy, data, bytes);
+    put_u32(copy + opts, GR_DEVICE_GPU);
+    resign(copy, bytes);
+    expect_refused(copy, bytes, GR_ERR_PARSE, "the header says CPU, the options GPU");
+    free(copy);
+    gr_free(data);
+}
+END_TEST
+
+START_TEST(bad_arguments)
+{
+    gr_engine *e = NULL;
+    void *p = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(gr_engine_load(NULL, NULL, &e), GR_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(gr_engine_load("/nonexistent/m.grengine", NULL, &e), GR_ERR_IO);
+    ck_assert_ptr_null(e);
+    ck_assert_int_eq(gr_engine_save(NULL, "/tmp/x"), GR_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(gr_engine_save_to_memory(NULL, &p, &n), GR_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(gr_engine_load_from_memory(NULL, 0, NULL, &e), GR_ERR_PARSE);
+    ck_assert_int_eq(gr_engine_load_from_memory("GRAPHRUN", 8, NULL, &e), GR_ERR_PARSE);
+    ck_assert_msg(strstr(gr_last_error(), "not a graphrun engine file"), "%s", gr_last_error());
+    ck_assert_ptr_null(gr_engine_model(NULL));
+    gr_free(NULL);
+    /* An unwritable place: GR_ERR_IO naming it, no temporary left behind. */
+    gr_model *model = load_tiny();
+    gr_engine *built = build(model, GR_PREC_FP32, NULL, 0);
+    ck_assert_int_eq(gr_engine_save(built, "/nonexistent/dir/m.grengine"), GR_ERR_IO);
+    ck_assert_msg(strstr(gr_last_error(), "/nonexistent/dir/m.grengine"), "%s", gr_last_error());
+    gr_engine_destroy(built);
+    gr_model_destroy(model);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("engine_file");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, round_trip_fp32);
+    tcase_add_test(tc, round_trip_fp16);
+    tcase_add_test(tc, round_trip_int8_calibrated);
+    tcase_add_test(tc, round_trip_mixed_map);
+    tcase_add_test(tc, round_trip_memory);
+    tcase_add_test(tc, runtime_options_apply);
+    tcase_add_test(tc, format_version_mismatch);
+    tcase_add_test(tc, arch_mismatch);
+    tcase_add_test(tc, wrong_device_kind);
+    tcase_add_test(tc, corruption);
+    tcase_add_test(tc, truncation);
+    tcase_add_test(tc, resigned_content_is_checked);
+    tcase_add_test(tc, bad_arguments);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
