@@ -47,7 +47,9 @@ typedef struct gr_cli_options {
     const char *output;   /* image with boxes; NULL = default, "" = none */
     const char *save_output; /* .npy of the raw head outputs */
     const char *calib_cache; /* int8 calibration cache file */
-    int json;
+    int json;             /* --json: --format json */
+    int format;           /* --format (gr_result_format, tools/results.h); 0 = the mode's own */
+    int save_conf;        /* --save-conf: yolo-txt's 6th column */
     gr_device device;
     gr_precision precision;
     int batch;
@@ -120,6 +122,10 @@ int gr_cli_detect_apply(void *ctx, int id, const char *name, const char *value, 
 const char *gr_cli_flag_name(int id);
 void gr_cli_options_default(gr_cli_options *o);
 
+/* After the flags: --json is --format json (both asking for two formats is an error), --save-conf
+ * needs yolo-txt. Returns 0 or GR_EXIT_USAGE with a one-line message in err. */
+int gr_cli_check_format(gr_cli_options *o, char *err, size_t errlen);
+
 /* Parse the detection command's arguments (argv[0] is the program). Returns 0, or GR_EXIT_USAGE
  * with a one-line message in err. Never exits, never allocates. */
 int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t errlen);
@@ -143,6 +149,9 @@ void gr_cli_json_detections(FILE *f, const gr_model *model, const gr_detection *
 
 /* 1 if path names a directory. */
 int gr_cli_is_directory(const char *path);
+/* Make the folder `path` and its missing parents (mkdir -p): 0, or GR_EXIT_INPUT after one line
+ * on stderr naming the part that could not be made. */
+int gr_cli_make_dir(const char *path);
 
 /* Folders and lists of images (--input DIR, --input-list FILE): decode on worker threads,
  * double-buffered batches, JSON Lines on stdout. */
