@@ -28,7 +28,8 @@ typedef struct reader {
 
 static gr_status bad(const reader *r, size_t at, const char *what)
 {
-    return gr_fail(GR_ERR_PARSE, "%s: byte %zu: %s", r->file, at, what);
+    return gr_fail(GR_ERR_PARSE, "%s: byte %zu: %s%s", r->file, at, what,
+                   at >= r->n ? " (the file ends there)" : "");
 }
 
 static void skip_space(reader *r)
@@ -434,28 +435,28 @@ static gr_status read_item(reader *r, lists *l, unsigned need)
                  missing(it.seen, need));
         st = bad(r, at, what);
     }
+    /* The item keeps the one string its kind has; a member of another kind's name (a "name"
+     * in an image) is read, then freed here. */
     gr_coco *c = l->c;
-    if (st == GR_OK && (need & HAS_FILE_NAME) &&
-        (st = grow(r, (void **)&c->images, l->n_images, &l->cap_images, sizeof *c->images)) ==
-            GR_OK) {
-        c->images[l->n_images++] = it.image;
-        c->n_images = (int)l->n_images;
-        return GR_OK;
-    }
-    if (st == GR_OK && (need & HAS_NAME) &&
-        (st = grow(r, (void **)&c->categories, l->n_categories, &l->cap_categories,
-                   sizeof *c->categories)) == GR_OK) {
-        c->categories[l->n_categories++] = it.category;
-        c->n_categories = (int)l->n_categories;
-        free(it.image.file_name);
-        return GR_OK;
-    }
-    if (st == GR_OK && (need & HAS_BBOX) &&
-        (st = grow(r, (void **)&c->boxes, c->n_boxes, &l->cap_boxes, sizeof *c->boxes)) == GR_OK) {
-        c->boxes[c->n_boxes++] = it.box;
-        free(it.image.file_name);
-        free(it.category.name);
-        return GR_OK;
+    if (st == GR_OK && (need & HAS_FILE_NAME)) {
+        st = grow(r, (void **)&c->images, l->n_images, &l->cap_images, sizeof *c->images);
+        if (st == GR_OK) {
+            c->images[l->n_images++] = it.image;
+            c->n_images = (int)l->n_images;
+            it.image.file_name = NULL;
+        }
+    } else if (st == GR_OK && (need & HAS_NAME)) {
+        st = grow(r, (void **)&c->categories, l->n_categories, &l->cap_categories,
+                  sizeof *c->categories);
+        if (st == GR_OK) {
+            c->categories[l->n_categories++] = it.category;
+            c->n_categories = (int)l->n_categories;
+            it.category.name = NULL;
+        }
+    } else if (st == GR_OK) {
+        st = grow(r, (void **)&c->boxes, c->n_boxes, &l->cap_boxes, sizeof *c->boxes);
+        if (st == GR_OK)
+            c->boxes[c->n_boxes++] = it.box;
     }
     free(it.image.file_name);
     free(it.category.name);
@@ -492,17 +493,14 @@ static gr_status top_member(reader *r, const char *key, void *user)
     return skip_value(r);
 }
 
-/* The whole file read, parsed by fn and nothing after it. */
-static gr_status read_json(const char *path, gr_status (*fn)(reader *, lists *), lists *l)
+/* The text parsed by fn and nothing after it. */
+static gr_status parse_json(const char *text, size_t len, const char *name,
+                            gr_status (*fn)(reader *, lists *), lists *l)
 {
-    char *text = NULL;
-    size_t len = 0;
-    GR_TRY(gr_read_file(path, MAX_FILE_BYTES, "COCO JSON file", &text, &len));
-    reader r = {.s = text, .n = len, .file = path};
+    reader r = {.s = text, .n = len, .file = name};
     gr_status st = fn(&r, l);
     if (st == GR_OK && peek(&r) != '\0')
         st = bad(&r, r.i, "text after the JSON value");
-    free(text);
     if (st != GR_OK)
         gr_coco_free(l->c);
     return st;
@@ -553,27 +551,44 @@ static gr_status check_instances(const char *path, const gr_coco *c)
     return st;
 }
 
-gr_status gr_coco_read_instances(const char *path, gr_coco *out)
+gr_status gr_coco_parse(const char *text, size_t len, const char *name, int results,
+                        gr_coco *out)
 {
     memset(out, 0, sizeof *out);
-    lists l = {.c = out};
-    GR_TRY(read_json(path, parse_instances, &l));
-    gr_status st = check_instances(path, out);
+    lists l = {.c = out, .results = results};
+    if (results)
+        return parse_json(text, len, name, parse_results, &l);
+    GR_TRY(parse_json(text, len, name, parse_instances, &l));
+    gr_status st = check_instances(name, out);
     if (st == GR_OK && out->n_images == 0)
-        st = gr_fail(GR_ERR_PARSE, "%s: no \"images\" (a COCO instances file lists them)", path);
+        st = gr_fail(GR_ERR_PARSE, "%s: no \"images\" (a COCO instances file lists them)", name);
     if (st == GR_OK && out->n_categories == 0)
         st = gr_fail(GR_ERR_PARSE, "%s: no \"categories\" (a COCO instances file lists them)",
-                     path);
+                     name);
     if (st != GR_OK)
         gr_coco_free(out);
     return st;
 }
 
-gr_status gr_coco_read_results(const char *path, gr_coco *out)
+static gr_status read_file(const char *path, int results, gr_coco *out)
 {
     memset(out, 0, sizeof *out);
-    lists l = {.c = out, .results = 1};
-    return read_json(path, parse_results, &l);
+    char *text = NULL;
+    size_t len = 0;
+    GR_TRY(gr_read_file(path, MAX_FILE_BYTES, "COCO JSON file", &text, &len));
+    gr_status st = gr_coco_parse(text, len, path, results, out);
+    free(text);
+    return st;
+}
+
+gr_status gr_coco_read_instances(const char *path, gr_coco *out)
+{
+    return read_file(path, 0, out);
+}
+
+gr_status gr_coco_read_results(const char *path, gr_coco *out)
+{
+    return read_file(path, 1, out);
 }
 
 void gr_coco_free(gr_coco *c)

@@ -47,6 +47,11 @@ gr_status gr_coco_read_instances(const char *path, gr_coco *out);
  * stay empty. */
 gr_status gr_coco_read_results(const char *path, gr_coco *out);
 
+/* The same from memory: text[0..len) (not NUL-terminated) named `name` in messages; results
+ * selects a results array. */
+gr_status gr_coco_parse(const char *text, size_t len, const char *name, int results,
+                        gr_coco *out);
+
 void gr_coco_free(gr_coco *c);
 
 #endif
