@@ -89,6 +89,40 @@ grep -q "1 images of .* are not in .*instances.json (no objects)" "$tmp/err"
 check "an image the annotations do not list: counted on stderr" $?
 rm "$tmp/images/extra.png"
 
+# A model of COCO's 80 classes: --format coco writes COCO's ids (coco80_to_91), and eval maps an
+# instances file's COCO ids back to the classes (names that are not the model's: by id). Ground
+# truth = the run's own boxes of score >= 0.1 (synthetic weights), so that every one is found by
+# the identical detection: both ways must score exactly 1.
+printf '[net]\nwidth=32\nheight=32\nchannels=3\n[convolutional]\nfilters=8\nsize=3\nstride=1\npad=1\nactivation=leaky\n[convolutional]\nfilters=170\nsize=1\nstride=1\nactivation=linear\n[region]\nanchors=1.5,2.5,3,3\nclasses=80\ncoords=4\nnum=2\nsoftmax=1\n' >"$tmp/c80.cfg"
+mkdir "$tmp/few"
+cp "$tmp"/images/00{0,1,2,3,4}.png "$tmp/few/"
+c80=(--device cpu --cfg "$tmp/c80.cfg" --input "$tmp/few" --thresh 0.005)
+"$bin" "${c80[@]}" --format coco >"$tmp/c80.json" 2>/dev/null && "$bin" "${c80[@]}" >"$tmp/c80.jsonl" 2>/dev/null
+python3 - "$tmp/c80.json" "$tmp/c80.jsonl" "$tmp/c80-gt.json" <<'EOF'
+import json, sys
+ids = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 27,
+       28, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 46, 47, 48, 49, 50, 51, 52, 53,
+       54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 67, 70, 72, 73, 74, 75, 76, 77, 78, 79, 80,
+       81, 82, 84, 85, 86, 87, 88, 89, 90]  # the published coco80_to_91 table
+coco = json.load(open(sys.argv[1]))
+lines = [json.loads(l) for l in open(sys.argv[2])]
+classes = [d["class_id"] for l in lines for d in l["detections"]]
+assert len(coco) == len(classes) > 20, (len(coco), len(classes))
+assert [c["category_id"] for c in coco] == [ids[k] for k in classes]
+gt = [dict(c, id=i + 1, iscrowd=0) for i, c in enumerate(coco) if c["score"] >= 0.1]
+assert len(gt) > 5, len(gt)
+json.dump({"images": [{"id": i, "file_name": "00%d.png" % i} for i in range(5)], "annotations": gt,
+           "categories": [{"id": k, "name": "c%d" % k} for k in ids]}, open(sys.argv[3], "w"))
+EOF
+check "80 classes: --format coco category_id = coco80_to_91(class_id)" $?
+"$bin" eval --device cpu --cfg "$tmp/c80.cfg" --images "$tmp/few" --coco-annotations "$tmp/c80-gt.json" \
+    --json >"$tmp/c80-eval.json" 2>/dev/null
+grep -q '"map50": 1.000000, "map50_95": 1.000000' "$tmp/c80-eval.json"
+check "80 classes: eval maps COCO's category ids back to the classes (mAP exactly 1)" $?
+"$bin" eval --coco-annotations "$tmp/c80-gt.json" --detections "$tmp/c80.json" --json >"$tmp/c80-det.json" 2>/dev/null
+grep -q '"map50": 1.000000, "map50_95": 1.000000' "$tmp/c80-det.json"
+check "80 classes: --detections in COCO's ids (mAP exactly 1)" $?
+
 # Errors: one line naming the file (and the byte offset for malformed JSON), exit 3; usage, exit 2.
 fails_with() { # fails_with NAME STATUS PATTERN ARGS...
   local name=$1 want=$2 pattern=$3

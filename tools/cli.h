@@ -1,7 +1,8 @@
 /* graphrun CLI: the declarations shared by its files. The CLI is a thin client of
  * include/graphrun/runtime.h: each command (cmd_*.c) depends on runtime.h and the shared files
  * (cli_args.c: flag parsing; cli_common.c: opening the model and engine, failing with the
- * documented exit code; cli_trace.c; json.c), never on another command.
+ * documented exit code; cli_trace.c; json.c; results.c: the result formats), never on another
+ * command.
  *
  * Internal headers: a tools file includes at most one, for what runtime.h does not (and should
  * not) offer a client:
@@ -11,7 +12,8 @@
  *                             built with, for --per-layer (it brings models/net.h: layers, heads)
  *   cmd_stream.c              runtime/image/image.h - the reusable image reader (buffers and JPEG
  *                             decompressor kept between images) and the image file limit
- *   cmd_eval.c                base/base.h - gr_fail, so its file errors read as library errors
+ *   cmd_eval.c, coco.c        base/base.h - gr_fail, so its file errors read as library errors
+ *                             (and gr_read_file for the COCO files)
  */
 #ifndef GR_TOOLS_CLI_H
 #define GR_TOOLS_CLI_H

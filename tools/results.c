@@ -17,6 +17,7 @@ struct gr_results {
     FILE *f;         /* the results stream (NULL for yolo-txt) */
     int own_file;    /* f was opened here (dest), closed by gr_results_close */
     long long n_records; /* records appended that held something (separators of json, coco) */
+    int coco_classes;    /* the model has COCO's 80 classes: category ids through coco80_to_91 */
     const char *dest_name;
 };
 
@@ -112,6 +113,8 @@ int gr_results_open(const gr_results_options *o, gr_results **out)
         return GR_EXIT_OOM;
     }
     r->o = *o;
+    gr_model_info info;
+    r->coco_classes = gr_model_get_info(o->model, &info) == GR_OK && info.classes == 80;
     if (o->format == GR_FORMAT_YOLO_TXT) {
         int rc = gr_cli_make_dir(o->label_dir);
         if (rc != GR_EXIT_OK) {
@@ -198,9 +201,7 @@ static void format_json(const gr_results *r, const gr_result_image *im, const gr
 
 static int category_id(const gr_results *r, int class_id)
 {
-    gr_model_info info;
-    gr_model_get_info(r->o.model, &info);
-    return info.classes == 80 ? gr_coco80_to_91(class_id) : class_id;
+    return r->coco_classes ? gr_coco80_to_91(class_id) : class_id;
 }
 
 /* COCO results: one object per box, ",\n" between them (the writer puts the one between
