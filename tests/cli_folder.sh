@@ -60,12 +60,19 @@ python3 -c 'import json,sys; e=json.loads(open(sys.argv[1]).read())["error"]; p=
 check "an error line over 512 bytes keeps the reason" $?
 
 # Flags that mean nothing for a folder are refused, not ignored.
-for flag in "--save-output $tmp/x.npy" "--runs 2" "--find-overflow" "--output $tmp/x.png"; do
+for flag in "--save-output $tmp/x.npy" "--runs 2" "--find-overflow"; do
   "$bin" "${run[@]}" --input "$tmp/images" $flag >"$tmp/out" 2>"$tmp/err"
   rc=$?
   [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^graphrun: ${flag%% *} .*--input DIR" "$tmp/err" && [ ! -s "$tmp/out" ]
   check "folder mode refuses ${flag%% *} (exit 2, one line; got $rc)" $?
 done
+
+# --output names a folder of annotated images here: an image file's name is refused (it would
+# become a folder of that name), an existing folder of that name is fine.
+"$bin" "${run[@]}" --input "$tmp/images" --output "$tmp/x.png" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^graphrun: --output .*x.png.* folder" "$tmp/err" && [ ! -e "$tmp/x.png" ]
+check "folder mode refuses --output FILE.png (exit 2, one line; got $rc)" $?
 
 # A network whose input is not 3 channels: images refused with one line naming the cfg's
 # channels (this wrote past the letterbox's buffer before), in every mode; a .npy runs.

@@ -93,5 +93,28 @@ PY
 done
 grep "main thread" "$tmp/t8.err"
 
+# Result formats and annotated images on the GPU path (uint8 slots; the drawn image is decoded
+# again at full size): --format coco holds the jsonl run's boxes (same tolerance as above: a
+# rebuilt engine may pick other tactics), one image drawn per readable photo, the bad file
+# reported on stderr (coco has no place for it), exit 3.
+"$bin" "${run[@]}" --input "$tmp/photos" --batch 4 --format coco --output "$tmp/drawn" \
+    >"$tmp/c.json" 2>"$tmp/c.err"
+rc=$?
+[ $rc -eq 3 ] && grep -q "3-cut.jpg" "$tmp/c.err" && [ "$(ls "$tmp/drawn" | wc -l)" -eq 30 ] &&
+  [ ! -e "$tmp/drawn/3-cut.jpg" ] && python3 - "$tmp/a.jsonl" "$tmp/c.json" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+coco = json.load(open(sys.argv[2]))
+want = [(i, d) for i, l in enumerate(lines) for d in l.get("detections", [])]
+assert len(coco) == len(want), (len(coco), len(want))
+for c, (i, d) in zip(coco, want):
+    assert c["image_id"] == i and c["category_id"] == d["class_id"], (c, d)  # VOC: 20 classes
+    assert abs(c["score"] - d["prob"]) <= 0.01, (c, d)
+    x, y, w, h = c["bbox"]
+    for got, ref in ((x, d["left"]), (y, d["top"]), (x + w, d["right"]), (y + h, d["bottom"])):
+        assert abs(got - ref) <= 1.0, (c, d)
+PY
+check "GPU: --format coco = the jsonl boxes, --output DIR draws 30 photos, exit 3 (got $rc)" $?
+
 echo "$pass passed, $fails failed"
 [ $fails -eq 0 ]

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "tools/cli.h"
+#include "tools/results.h"
 
 /* Interpolated values are a few additions of exact binary fractions: 1e-12 is rounding slack. */
 #define TIME_TOL 1e-12
@@ -120,6 +121,36 @@ START_TEST(parser_outcomes)
 }
 END_TEST
 
+START_TEST(parser_formats)
+{
+    gr_cli_options o;
+    char err[256];
+    const char *coco[] = {"graphrun", "--format", "coco"};
+    ck_assert_int_eq(parse(3, coco, &o, err), GR_EXIT_OK);
+    ck_assert(o.format == GR_FORMAT_COCO && !o.json);
+    const char *json[] = {"graphrun", "--json"};
+    ck_assert_int_eq(parse(2, json, &o, err), GR_EXIT_OK);
+    ck_assert(o.format == GR_FORMAT_JSON && o.json);
+    const char *both[] = {"graphrun", "--format=json", "--json"}; /* the same format twice: fine */
+    ck_assert_int_eq(parse(3, both, &o, err), GR_EXIT_OK);
+    ck_assert(o.format == GR_FORMAT_JSON && o.json);
+    const char *clash[] = {"graphrun", "--json", "--format", "csv"};
+    ck_assert_int_eq(parse(4, clash, &o, err), GR_EXIT_USAGE);
+    ck_assert_str_eq(err, "--json and --format csv ask for two formats");
+    const char *xml[] = {"graphrun", "--format", "xml\n"};
+    ck_assert_int_eq(parse(3, xml, &o, err), GR_EXIT_USAGE);
+    ck_assert_str_eq(err, "--format 'xml?' is not json, jsonl, coco, yolo-txt or csv");
+    const char *labels[] = {"graphrun", "--format", "yolo-txt", "--save-conf", "--output", "d"};
+    ck_assert_int_eq(parse(6, labels, &o, err), GR_EXIT_OK);
+    ck_assert(o.format == GR_FORMAT_YOLO_TXT && o.save_conf && !strcmp(o.output, "d"));
+    const char *no_dir[] = {"graphrun", "--format", "yolo-txt", "--no-output"};
+    ck_assert_int_eq(parse(4, no_dir, &o, err), GR_EXIT_USAGE);
+    const char *conf[] = {"graphrun", "--format", "csv", "--save-conf"};
+    ck_assert_int_eq(parse(4, conf, &o, err), GR_EXIT_USAGE);
+    ck_assert_str_eq(err, "--save-conf applies to --format yolo-txt only");
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -132,6 +163,7 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, json_keeps_valid_utf8);
     tcase_add_test(tc, json_replaces_invalid_utf8);
     tcase_add_test(tc, parser_outcomes);
+    tcase_add_test(tc, parser_formats);
     suite_add_tcase(s, tc);
     return s;
 }

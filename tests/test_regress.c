@@ -4,7 +4,8 @@
  * one-line message (or success), nothing else.
  *   cfg/      gr_net_parse             weights/  gr_net_load_weights_mem on the fuzzer's small net
  *   image/    gr_image_decode_mem + letterbox     npy/      gr_npy_read_mem
- *   cli/      gr_cli_parse on the bytes split at NUL into argv */
+ *   cli/      gr_cli_parse on the bytes split at NUL into argv
+ *   coco/     gr_coco_parse as an instances file and as a results array */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
 #include <dirent.h>
@@ -14,6 +15,7 @@
 
 #include "models/net.h"
 #include "runtime/image/image.h"
+#include "tools/coco.h"
 #include "tools/npy.h"
 #include "tools/cli.h"
 
@@ -90,6 +92,18 @@ static gr_status replay_npy(const uint8_t *data, size_t len, const char *name)
     return st;
 }
 
+static gr_status replay_coco(const uint8_t *data, size_t len, const char *name)
+{
+    gr_coco c;
+    gr_status st = gr_coco_parse((const char *)data, len, name, 0, &c);
+    gr_coco_free(&c);
+    if (st != GR_OK)
+        return st;
+    st = gr_coco_parse((const char *)data, len, name, 1, &c);
+    gr_coco_free(&c);
+    return st;
+}
+
 /* Usage errors map to GR_ERR_INVALID_ARGUMENT so the replay loop can check the message. */
 static gr_status replay_cli(const uint8_t *data, size_t len, const char *name)
 {
@@ -121,7 +135,7 @@ static const struct {
     const char *dir;
     replay_fn fn;
 } targets[] = {{"cfg", replay_cfg},   {"weights", replay_weights}, {"image", replay_image},
-               {"npy", replay_npy},   {"cli", replay_cli}};
+               {"npy", replay_npy},   {"cli", replay_cli},         {"coco", replay_coco}};
 
 START_TEST(regression_inputs_fail_cleanly)
 {

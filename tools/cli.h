@@ -1,7 +1,8 @@
 /* graphrun CLI: the declarations shared by its files. The CLI is a thin client of
  * include/graphrun/runtime.h: each command (cmd_*.c) depends on runtime.h and the shared files
  * (cli_args.c: flag parsing; cli_common.c: opening the model and engine, failing with the
- * documented exit code; cli_trace.c; json.c), never on another command.
+ * documented exit code; cli_trace.c; json.c; results.c: the result formats), never on another
+ * command.
  *
  * Internal headers: a tools file includes at most one, for what runtime.h does not (and should
  * not) offer a client:
@@ -11,7 +12,8 @@
  *                             built with, for --per-layer (it brings models/net.h: layers, heads)
  *   cmd_stream.c              runtime/image/image.h - the reusable image reader (buffers and JPEG
  *                             decompressor kept between images) and the image file limit
- *   cmd_eval.c                base/base.h - gr_fail, so its file errors read as library errors
+ *   cmd_eval.c, coco.c        base/base.h - gr_fail, so its file errors read as library errors
+ *                             (and gr_read_file for the COCO files)
  */
 #ifndef GR_TOOLS_CLI_H
 #define GR_TOOLS_CLI_H
@@ -47,7 +49,9 @@ typedef struct gr_cli_options {
     const char *output;   /* image with boxes; NULL = default, "" = none */
     const char *save_output; /* .npy of the raw head outputs */
     const char *calib_cache; /* int8 calibration cache file */
-    int json;
+    int json;             /* --json: --format json */
+    int format;           /* --format (gr_result_format, tools/results.h); 0 = the mode's own */
+    int save_conf;        /* --save-conf: yolo-txt's 6th column */
     gr_device device;
     gr_precision precision;
     int batch;
@@ -122,6 +126,10 @@ int gr_cli_detect_apply(void *ctx, int id, const char *name, const char *value, 
 const char *gr_cli_flag_name(int id);
 void gr_cli_options_default(gr_cli_options *o);
 
+/* After the flags: --json is --format json (both asking for two formats is an error), --save-conf
+ * needs yolo-txt. Returns 0 or GR_EXIT_USAGE with a one-line message in err. */
+int gr_cli_check_format(gr_cli_options *o, char *err, size_t errlen);
+
 /* Parse the detection command's arguments (argv[0] is the program). Returns 0, or GR_EXIT_USAGE
  * with a one-line message in err. Never exits, never allocates. */
 int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t errlen);
@@ -155,6 +163,9 @@ void gr_cli_json_detections(FILE *f, const gr_model *model, const gr_detection *
 
 /* 1 if path names a directory. */
 int gr_cli_is_directory(const char *path);
+/* Make the folder `path` and its missing parents (mkdir -p): 0, or GR_EXIT_INPUT after one line
+ * on stderr naming the part that could not be made. */
+int gr_cli_make_dir(const char *path);
 
 /* Folders and lists of images (--input DIR, --input-list FILE): decode on worker threads,
  * double-buffered batches, JSON Lines on stdout. */

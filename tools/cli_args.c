@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "tools/cli.h"
+#include "tools/results.h"
 
 int gr_cli_exit_code(gr_status st)
 {
@@ -154,7 +155,7 @@ int gr_cli_run_parser(gr_cli_parser *p, int argc, char **argv, void (*usage)(FIL
 
 enum {
     F_JSON = 1, F_LIST_MODELS, F_NO_OUTPUT, F_TF32, F_FP16_ACC, F_FIND_OVERFLOW, F_EAGER,
-    F_FAST_DECODE, F_NO_TACTIC_SEARCH, F_TACTIC_SEARCH, F_STRICT_WEIGHTS,
+    F_FAST_DECODE, F_NO_TACTIC_SEARCH, F_TACTIC_SEARCH, F_STRICT_WEIGHTS, F_SAVE_CONF, F_FORMAT,
     F_MODEL, F_CFG, F_WEIGHTS, F_NAMES, F_OUTPUT, F_SAVE_OUTPUT, F_INPUT, F_SEED, F_DEVICE, F_PREC,
     F_BATCH, F_RUNS, F_THRESH, F_NMS, F_CALIB_CACHE, F_CALIB, F_CALIB_PERCENTILE, F_CALIB_IMAGES,
     F_CALIB_DEVICE, F_INPUT_LIST, F_THREADS, F_MAX_NRMSE, F_TIMING_CACHE, F_F32_ALGO, F_SPLIT_K, F_PDL,
@@ -167,6 +168,7 @@ const gr_cli_flag gr_cli_detect_flags[] = {
     {"--find-overflow", F_FIND_OVERFLOW, 0}, {"--eager", F_EAGER, 0},
     {"--fast-decode", F_FAST_DECODE, 0}, {"--no-tactic-search", F_NO_TACTIC_SEARCH, 0},
     {"--tactic-search", F_TACTIC_SEARCH, 0}, {"--strict-weights", F_STRICT_WEIGHTS, 0},
+    {"--save-conf", F_SAVE_CONF, 0}, {"--format", F_FORMAT, 1},
     {"--model", F_MODEL, 1}, {"--cfg", F_CFG, 1}, {"--weights", F_WEIGHTS, 1},
     {"--names", F_NAMES, 1}, {"--output", F_OUTPUT, 1}, {"--save-output", F_SAVE_OUTPUT, 1},
     {"--input", F_INPUT, 1}, {"--seed", F_SEED, 1}, {"--device", F_DEVICE, 1},
@@ -200,6 +202,7 @@ static int apply_switch(gr_cli_options *o, int id)
 {
     switch (id) {
     case F_JSON: o->json = 1; break;
+    case F_SAVE_CONF: o->save_conf = 1; break;
     case F_LIST_MODELS: o->list_models = 1; break;
     case F_NO_OUTPUT: o->output = ""; break;
     case F_TF32: o->tf32 = 1; break;
@@ -333,6 +336,14 @@ int gr_cli_detect_apply(void *ctx, int id, const char *name, const char *value, 
     }
     if (apply_path(o, id, value))
         return GR_EXIT_OK;
+    if (id == F_FORMAT) {
+        gr_result_format f;
+        if (!gr_result_format_parse(value, &f))
+            return gr_cli_usage_error(err, errlen, "--format '%s' is not %s", value,
+                                      GR_RESULT_FORMAT_CHOICES);
+        o->format = (int)f;
+        return GR_EXIT_OK;
+    }
     if (id == F_INPUT) {
         if (o->n_inputs >= GR_CLI_MAX_INPUTS)
             return gr_cli_usage_error(err, errlen, "too many --input files (at most %d)",
@@ -398,6 +409,39 @@ int gr_cli_check_engine_flags(const gr_cli_options *o, const gr_engine *engine)
     fprintf(stderr, "graphrun: %s contradicts --engine %s: %s (leave the flag out, or rebuild the "
                     "engine with graphrun build)\n", flag, file, is);
     return GR_EXIT_USAGE;
+
+/* Here rather than in tools/results.c: the parser stands alone (the fuzzer links it alone). */
+static const char *const format_names[] = {"default", "json", "jsonl", "coco", "yolo-txt", "csv"};
+
+int gr_result_format_parse(const char *s, gr_result_format *out)
+{
+    for (int k = GR_FORMAT_JSON; k <= GR_FORMAT_CSV; k++)
+        if (s && strcmp(s, format_names[k]) == 0) {
+            *out = (gr_result_format)k;
+            return 1;
+        }
+    return 0;
+}
+
+const char *gr_result_format_name(gr_result_format f)
+{
+    return f >= GR_FORMAT_DEFAULT && f <= GR_FORMAT_CSV ? format_names[f] : "?";
+}
+
+int gr_cli_check_format(gr_cli_options *o, char *err, size_t errlen)
+{
+    if (o->json && o->format && o->format != GR_FORMAT_JSON)
+        return gr_cli_usage_error(err, errlen, "--json and --format %s ask for two formats",
+                                  gr_result_format_name((gr_result_format)o->format));
+    if (o->json)
+        o->format = GR_FORMAT_JSON;
+    o->json = o->format == GR_FORMAT_JSON;
+    if (o->format == GR_FORMAT_YOLO_TXT && (!o->output || !o->output[0]))
+        return gr_cli_usage_error(err, errlen, "--format yolo-txt writes one label file per "
+                                  "image: give their folder as --output DIR");
+    if (o->save_conf && o->format != GR_FORMAT_YOLO_TXT)
+        return gr_cli_usage_error(err, errlen, "--save-conf applies to --format yolo-txt only");
+    return GR_EXIT_OK;
 }
 
 int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t errlen)
@@ -408,5 +452,5 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
     int rc = gr_cli_parse_flags(&p, argc, argv, err, errlen);
     o->help = p.help;
     o->version = p.version;
-    return rc;
+    return rc == GR_EXIT_OK ? gr_cli_check_format(o, err, errlen) : rc;
 }

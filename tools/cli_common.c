@@ -28,6 +28,31 @@ int gr_cli_is_directory(const char *path)
     return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
+int gr_cli_make_dir(const char *path)
+{
+    char part[4096];
+    size_t len = strlen(path);
+    if (len == 0 || len >= sizeof part) {
+        fprintf(stderr, "graphrun: '%s': not a usable folder name\n", path);
+        return GR_EXIT_INPUT;
+    }
+    memcpy(part, path, len + 1);
+    /* Each prefix ending before a '/', then the whole path: EEXIST is fine for a folder. */
+    for (size_t i = 1; i <= len; i++) {
+        if (i < len && part[i] != '/')
+            continue;
+        part[i] = '\0';
+        if (mkdir(part, 0777) != 0 && !(errno == EEXIST && gr_cli_is_directory(part))) {
+            fprintf(stderr, "graphrun: %s: cannot make the folder: %s\n", part,
+                    errno == EEXIST ? "a file of that name is in the way" : strerror(errno));
+            return GR_EXIT_INPUT;
+        }
+        if (i < len)
+            part[i] = '/';
+    }
+    return GR_EXIT_OK;
+}
+
 static int is_image_name(const char *name)
 {
     const char *dot = strrchr(name, '.');

@@ -15,6 +15,7 @@
 
 #include "runtime/precision/calib_cache.h"
 #include "tools/cli.h"
+#include "tools/results.h"
 
 #ifndef GR_DATA_DIR
 #define GR_DATA_DIR "data"
@@ -605,6 +606,13 @@ int gr_cli_compare(int argc, char **argv)
                         "own engines from --model/--cfg\n");
         return GR_EXIT_USAGE;
     }
+    /* compare reports precisions, not detections: text or --json, no other result format. */
+    if (args.o.format && args.o.format != GR_FORMAT_JSON) {
+        fprintf(stderr, "graphrun compare: --format applies to detection (compare has text or "
+                        "--json)\n");
+        return GR_EXIT_USAGE;
+    }
+    args.o.json |= args.o.format == GR_FORMAT_JSON;
     compare_run *r = calloc(1, sizeof *r);
     if (!r) {
         fprintf(stderr, "graphrun: compare: out of memory\n");

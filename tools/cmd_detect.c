@@ -10,6 +10,7 @@
 
 #include "tools/npy.h"
 #include "tools/cli.h"
+#include "tools/results.h"
 
 #ifndef GR_DATA_DIR
 #define GR_DATA_DIR "data"
@@ -45,17 +46,25 @@ void gr_cli_detect_usage(FILE *f)
         "                      shape (CHW or NCHW), fed as-is; repeat for a batch (default %s)\n"
         "  --input DIR         every .jpg/.jpeg/.png/.bmp in DIR, sorted by name, streamed: decoded\n"
         "                      on --threads N threads (default one per core) into batches of\n"
-        "                      --batch, results as JSON Lines (one object per image), no images\n"
-        "                      drawn; a bad file gets an \"error\" line, the rest go on (exit 3);\n"
-        "                      --output, --save-output, --runs, --find-overflow are refused\n"
+        "                      --batch, results as JSON Lines (one object per image); a bad file\n"
+        "                      gets an \"error\" line, the rest go on (exit 3); --save-output,\n"
+        "                      --runs, --find-overflow are refused\n"
         "  --input-list FILE   the same for the image paths in FILE, one per line\n"
         "  --fast-decode       with --input DIR / --input-list: decode JPEGs of at least twice the\n"
         "                      network's size at 1/2, 1/4 or 1/8 scale (faster, not Darknet's exact\n"
         "                      pixels; off by default)\n"
         "  --output FILE       image with boxes (.png/.jpg; default predictions.png, with several\n"
         "                      inputs predictions.1.png ...); --no-output writes none\n"
+        "  --output DIR        with --input DIR / --input-list: each image with its boxes as\n"
+        "                      DIR/<name> (its own format; .bmp as .png), DIR made if missing\n"
+        "                      (default: none drawn)\n"
         "  --save-output FILE  raw head outputs as .npy (float32 NCHW); further heads FILE.1.npy ...\n"
-        "  --json              print results as JSON\n",
+        "  --format F          results on stdout as json (one document), jsonl (one line per\n"
+        "                      image: the folder default), coco (COCO results array), csv (one row\n"
+        "                      per box), or yolo-txt (DIR/<stem>.txt label files into --output DIR,\n"
+        "                      nothing drawn); default: text for --input FILE, jsonl for a folder\n"
+        "  --save-conf         --format yolo-txt: the probability as a 6th column\n"
+        "  --json              --format json\n",
         default_input);
     fprintf(f,
         "engine\n"
@@ -168,6 +177,7 @@ typedef struct detect_run {
     gr_model *model;
     gr_engine *engine;
     gr_model_info info;
+    gr_results *results; /* --format jsonl, coco, csv, yolo-txt (text and json are printed here) */
     input_slot *slots;
     float *input_f32;
     uint8_t *input_u8; /* the GPU's input when every input is an image */
@@ -288,6 +298,20 @@ static size_t image_nonfinite(const gr_engine *engine, int b)
     return bad;
 }
 
+/* Image b's record through the results writer: the distinct inputs only (a batch repeats them
+ * to fill it, and a COCO image_id or a label file must not come twice). */
+static int write_result(const detect_run *r, int b, const gr_detection *dets, int n)
+{
+    if (b >= r->o.n_inputs)
+        return GR_EXIT_OK;
+    const gr_image *im = r->slots[b].image;
+    gr_result_image rec = {.path = r->slots[b].path, .index = b, .frame = -1,
+                           .width = im ? im->w : r->info.width,
+                           .height = im ? im->h : r->info.height,
+                           .nonfinite = image_nonfinite(r->engine, b)};
+    return gr_results_write(r->results, &rec, dets, n);
+}
+
 static void print_image(const detect_run *r, int b, const gr_detection *dets, int n)
 {
     const gr_model *model = gr_cli_model(r->model, r->engine);
@@ -319,7 +343,8 @@ static void print_image(const detect_run *r, int b, const gr_detection *dets, in
 static int draw_image(const detect_run *r, int b, const gr_detection *dets, int n)
 {
     const gr_cli_options *o = &r->o;
-    if (!r->slots[b].image || (o->output && o->output[0] == '\0') || b >= o->n_inputs)
+    if (!r->slots[b].image || (o->output && o->output[0] == '\0') || b >= o->n_inputs ||
+        o->format == GR_FORMAT_YOLO_TXT)
         return GR_EXIT_OK;
     char name[4096];
     indexed_name(name, sizeof name, o->output ? o->output : "predictions.png", b, ".png");
@@ -348,14 +373,42 @@ static int report_image(const detect_run *r, int b)
     gr_status st = r->info.classes > 0 ? gr_engine_detect(r->engine, b, &dopt, &dets, &n) : GR_OK;
     if (st != GR_OK)
         return gr_cli_fail(st, "decoding detections");
-    print_image(r, b, dets, n);
-    int rc = draw_image(r, b, dets, n);
+    int rc = GR_EXIT_OK;
+    if (r->results)
+        rc = write_result(r, b, dets, n);
+    else
+        print_image(r, b, dets, n);
+    if (rc == GR_EXIT_OK)
+        rc = draw_image(r, b, dets, n);
     gr_detections_free(dets);
     return rc;
 }
 
-static int report_images(const detect_run *r)
+/* The results writer of --format jsonl, coco, csv (stdout) and yolo-txt (--output DIR). */
+static int open_results(detect_run *r)
 {
+    const gr_cli_options *o = &r->o;
+    if (o->format == GR_FORMAT_DEFAULT || o->format == GR_FORMAT_JSON)
+        return GR_EXIT_OK;
+    gr_results_options ro = {.format = (gr_result_format)o->format, .save_conf = o->save_conf,
+                             .model = r->model, .model_name = r->info.name,
+                             .synthetic_weights = r->info.synthetic_weights,
+                             .precision = gr_precision_name(o->precision)};
+    if (ro.format == GR_FORMAT_YOLO_TXT)
+        ro.label_dir = o->output; /* given: gr_cli_check_format */
+    return gr_results_open(&ro, &r->results);
+}
+
+static int report_images(detect_run *r)
+{
+    if (r->o.format != GR_FORMAT_DEFAULT && r->o.format != GR_FORMAT_JSON) {
+        int rc = open_results(r);
+        for (int b = 0; b < r->o.batch && rc == GR_EXIT_OK; b++)
+            rc = report_image(r, b);
+        int closed = gr_results_close(r->results);
+        r->results = NULL;
+        return rc != GR_EXIT_OK ? rc : closed;
+    }
     if (r->o.json) {
         printf("{\"model\": ");
         gr_cli_json_string(stdout, r->info.name);

@@ -1,8 +1,10 @@
 /* `graphrun eval`: accuracy of a model on a folder of labelled images - mAP@0.5 (VOC all-point)
  * and mAP@0.5:0.95 with a per-class AP table, for one or every precision. Labels are YOLO text
  * files (one `class cx cy w h` line per object, normalised to the image) with the image's stem;
- * an image without one has no objects. Detections are kept down to --thresh 0.005 with NMS 0.45,
- * as Darknet's `detector map` does; the metric is tools/eval.c.
+ * an image without one has no objects; or a COCO instances file (--coco-annotations, read by
+ * tools/coco.c, images matched by file name). --detections scores a COCO results file against
+ * such a file without a model. Detections are kept down to --thresh 0.005 with NMS 0.45, as
+ * Darknet's `detector map` does; the metric is tools/eval.c.
  *
  * stdout carries only results; progress, timing and notices go to stderr. */
 #define _POSIX_C_SOURCE 200809L /* opendir, strdup, strcasecmp */
@@ -18,8 +20,10 @@
 #include <time.h>
 
 #include "base/base.h"
+#include "tools/coco.h"
 #include "tools/eval.h"
 #include "tools/cli.h"
+#include "tools/results.h"
 
 #ifndef GR_DATA_DIR
 #define GR_DATA_DIR "data"
@@ -29,9 +33,20 @@
 #define MAX_CALIB_IMAGES 64
 #define MAX_EVAL_IMAGES 1000000
 
+/* Ground truth from a COCO instances file, per image of the run (name order), in pixels. */
+typedef struct coco_truth {
+    gr_detection **boxes; /* [n_images], NULL for none */
+    int *n;
+    int n_images;
+    int unlisted;         /* images of the folder that the file does not list: no objects */
+    long long crowd;      /* iscrowd annotations left out */
+} coco_truth;
+
 typedef struct eval_args {
     const char *model, *cfg, *weights, *names;
     const char *images, *labels, *calib_images;
+    const char *coco_annotations, *detections; /* --coco-annotations, --detections */
+    const coco_truth *truth; /* the ground truth of --coco-annotations, once read */
     float max_nrmse;      /* --prec auto budget */
     gr_precision precs[3];
     int n_precs;
@@ -45,10 +60,16 @@ static void eval_usage(FILE *f)
 {
     fprintf(f,
             "usage: graphrun eval --images DIR [options]\n"
-            "  mAP@0.5 (VOC all-point) and mAP@0.5:0.95 of a model on images with YOLO labels\n"
+            "       graphrun eval --coco-annotations FILE --detections FILE [--json]\n"
+            "  mAP@0.5 (VOC all-point) and mAP@0.5:0.95 of a model on images with YOLO labels or\n"
+            "  COCO annotations, or of a COCO results file\n"
             "  --model NAME | --cfg FILE   network (default yolo); --weights FILE, --names FILE\n"
             "  --images DIR        JPEG/PNG/BMP images, evaluated in name order\n"
             "  --labels DIR        YOLO label files <stem>.txt (default: the images' folder)\n"
+            "  --coco-annotations FILE  ground truth from a COCO instances file instead (images\n"
+            "                      matched by file_name; iscrowd regions left out, docs/eval.md)\n"
+            "  --detections FILE   with --coco-annotations and no model: score a COCO results\n"
+            "                      file (graphrun --format coco) on every image of the annotations\n"
             "  --max-images N      only the first N images\n"
             "  --prec P            fp32 (default), fp16, int8, auto (mixed, see --max-nrmse) or all\n"
             "  --max-nrmse X       --prec auto: the error budget (default 0.003)\n"
@@ -71,7 +92,7 @@ static int fail(gr_status st, const char *what)
 
 enum {
     E_JSON = 1, E_MODEL, E_CFG, E_WEIGHTS, E_NAMES, E_IMAGES, E_LABELS, E_CALIB_IMAGES, E_CALIB,
-    E_MAX_NRMSE, E_PREC, E_DEVICE, E_BATCH, E_MAX_IMAGES, E_THRESH, E_NMS
+    E_MAX_NRMSE, E_PREC, E_DEVICE, E_BATCH, E_MAX_IMAGES, E_THRESH, E_NMS, E_COCO, E_DETECTIONS
 };
 
 static const gr_cli_flag eval_flags[] = {
@@ -80,7 +101,8 @@ static const gr_cli_flag eval_flags[] = {
     {"--labels", E_LABELS, 1}, {"--calib-images", E_CALIB_IMAGES, 1}, {"--calib", E_CALIB, 1},
     {"--max-nrmse", E_MAX_NRMSE, 1}, {"--prec", E_PREC, 1}, {"--device", E_DEVICE, 1},
     {"--batch", E_BATCH, 1}, {"--max-images", E_MAX_IMAGES, 1}, {"--thresh", E_THRESH, 1},
-    {"--nms", E_NMS, 1}, {NULL, 0, 0}};
+    {"--nms", E_NMS, 1}, {"--coco-annotations", E_COCO, 1}, {"--detections", E_DETECTIONS, 1},
+    {NULL, 0, 0}};
 
 /* --prec: one precision, or all three. */
 static int parse_precs(const char *v, eval_args *a)
@@ -105,6 +127,8 @@ static const char *apply_value(eval_args *a, int id, const char *v)
     case E_IMAGES: a->images = v; break;
     case E_LABELS: a->labels = v; break;
     case E_CALIB_IMAGES: a->calib_images = v; break;
+    case E_COCO: a->coco_annotations = v; break;
+    case E_DETECTIONS: a->detections = v; break;
     case E_CALIB:
         return gr_calib_method_parse(v, &a->calib_method) == GR_OK
                    ? NULL : "max, percentile, entropy or mse";
@@ -156,8 +180,18 @@ static int parse_args(int argc, char **argv, eval_args *a)
     int rc = gr_cli_run_parser(&parser, argc, argv, eval_usage);
     if (rc >= 0)
         return rc;
-    if (!a->images) {
-        fprintf(stderr, "graphrun eval: --images DIR is required (see graphrun eval --help)\n");
+    const char *clash = a->detections && !a->coco_annotations
+                            ? "--detections FILE needs --coco-annotations FILE (its ground truth)"
+                        : a->detections && (a->images || a->cfg || a->weights)
+                            ? "--detections FILE is scored without a model: no --images, --cfg "
+                              "or --weights"
+                        : a->labels && a->coco_annotations
+                            ? "--labels and --coco-annotations are two sources of ground truth"
+                        : !a->images && !a->detections
+                            ? "--images DIR is required (see graphrun eval --help)"
+                            : NULL;
+    if (clash) {
+        fprintf(stderr, "graphrun eval: %s\n", clash);
         return GR_EXIT_USAGE;
     }
     if (!a->labels)
@@ -446,9 +480,10 @@ static gr_status run_batch(const eval_args *a, const gr_model_info *info, const 
                      : gr_engine_run_f32(eb->engine, eb->in_f32);
 }
 
-/* Image b of the batch (named `name`): its detections against its labels into ev. */
+/* Image b of the batch (image `index` of the run, named `name`): its detections against its
+ * labels (or the COCO file's boxes) into ev. */
 static gr_status score_image(const eval_args *a, const gr_model_info *info, eval_batch *eb, int b,
-                             const char *name, gr_eval *ev, int *n_missing)
+                             int index, const char *name, gr_eval *ev, int *n_missing)
 {
     gr_detect_options dopt;
     gr_detect_options_default(&dopt);
@@ -459,6 +494,11 @@ static gr_status score_image(const eval_args *a, const gr_model_info *info, eval
     gr_detection *dets = NULL, *gt = NULL;
     int nd = 0, ng = 0, missing = 0;
     gr_status st = gr_engine_detect(eb->engine, b, &dopt, &dets, &nd);
+    if (st == GR_OK && a->truth) {
+        st = gr_eval_add_image(ev, dets, nd, a->truth->boxes[index], a->truth->n[index]);
+        gr_detections_free(dets);
+        return st;
+    }
     if (st == GR_OK)
         st = read_labels(a->labels, name, eb->images[b]->w, eb->images[b]->h, info->classes, &gt,
                          &ng, &missing);
@@ -478,7 +518,8 @@ static gr_status eval_images(const eval_args *a, const gr_model_info *info,
         int count = images->n - first < a->batch ? images->n - first : a->batch;
         GR_TRY(run_batch(a, info, images, first, count, eb));
         for (int b = 0; b < count; b++)
-            GR_TRY(score_image(a, info, eb, b, images->names[first + b], ev, n_missing));
+            GR_TRY(score_image(a, info, eb, b, first + b, images->names[first + b], ev,
+                               n_missing));
     }
     return GR_OK;
 }
@@ -510,42 +551,50 @@ static gr_status run_precision(const eval_args *a, const gr_model *model, const 
 
 /* ---- output ------------------------------------------------------------------------------- */
 
-static void print_text(const gr_model *model, const gr_model_info *info, const eval_result *r)
+/* What the results are of: a model's name, size and class names, or a results file's. */
+typedef struct eval_subject {
+    const char *name;       /* the model, or the --detections file */
+    int width, height;      /* the model's input; 0 for a results file */
+    int classes;
+    const char **class_names; /* [classes] */
+} eval_subject;
+
+static void print_text(const eval_subject *sub, const eval_result *r)
 {
-    printf("%s  mAP@0.5 %.4f  mAP@0.5:0.95 %.4f  (%lld detections)\n", gr_precision_name(r->prec),
-           r->map50, r->map50_95, r->dets);
+    printf("%s  mAP@0.5 %.4f  mAP@0.5:0.95 %.4f  (%lld detections)\n",
+           sub->width ? gr_precision_name(r->prec) : "detections", r->map50, r->map50_95, r->dets);
     printf("  %-16s %6s %7s %8s %12s\n", "class", "GT", "dets", "AP@0.5", "AP@0.5:0.95");
-    for (int c = 0; c < info->classes; c++) {
+    for (int c = 0; c < sub->classes; c++) {
         const gr_eval_class *k = &r->per_class[c];
         if (k->n_gt == 0 && k->n_dets == 0)
             continue;
         if (k->n_gt == 0)
-            printf("  %-16.16s %6d %7d %8s %12s\n", gr_model_class_name(model, c), 0, k->n_dets,
-                   "-", "-");
+            printf("  %-16.16s %6d %7d %8s %12s\n", sub->class_names[c], 0, k->n_dets, "-", "-");
         else
-            printf("  %-16.16s %6d %7d %8.4f %12.4f\n", gr_model_class_name(model, c), k->n_gt,
-                   k->n_dets, k->ap[0], k->ap50_95);
+            printf("  %-16.16s %6d %7d %8.4f %12.4f\n", sub->class_names[c], k->n_gt, k->n_dets,
+                   k->ap[0], k->ap50_95);
     }
 }
 
-static void print_json(const gr_model *model, const gr_model_info *info, const eval_result *res,
-                       int n_res, int n_images, long long n_gt)
+static void print_json(const eval_subject *sub, const eval_result *res, int n_res, int n_images,
+                       long long n_gt)
 {
-    printf("{\"model\": ");
-    gr_cli_json_string(stdout, info->name);
+    printf(sub->width ? "{\"model\": " : "{\"detections\": ");
+    gr_cli_json_string(stdout, sub->name);
     printf(", \"images\": %d, \"ground_truth\": %lld, \"results\": [", n_images, n_gt);
     for (int i = 0; i < n_res; i++) {
         const eval_result *r = &res[i];
         printf("%s\n  {\"precision\": \"%s\", \"map50\": %.6f, \"map50_95\": %.6f, "
-               "\"detections\": %lld, \"classes\": [", i ? "," : "", gr_precision_name(r->prec),
-               r->map50, r->map50_95, r->dets);
+               "\"detections\": %lld, \"classes\": [", i ? "," : "",
+               sub->width ? gr_precision_name(r->prec) : "detections", r->map50, r->map50_95,
+               r->dets);
         int first = 1;
-        for (int c = 0; c < info->classes; c++) {
+        for (int c = 0; c < sub->classes; c++) {
             const gr_eval_class *k = &r->per_class[c];
             if (k->n_gt == 0)
                 continue;
             printf("%s\n    {\"class\": ", first ? "" : ",");
-            gr_cli_json_string(stdout, gr_model_class_name(model, c));
+            gr_cli_json_string(stdout, sub->class_names[c]);
             printf(", \"class_id\": %d, \"ground_truth\": %d, \"detections\": %d, \"ap50\": %.6f, "
                    "\"ap50_95\": %.6f}", c, k->n_gt, k->n_dets, k->ap[0], k->ap50_95);
             first = 0;
@@ -621,18 +670,327 @@ static void calib_free(calib_set *c)
     names_free(&c->names);
 }
 
-static void print_results(const eval_args *a, const gr_model *model, const gr_model_info *info,
-                          const eval_result *res, int n_res, int n_images, long long n_gt)
+static void print_results(const eval_args *a, const eval_subject *sub, const eval_result *res,
+                          int n_res, int n_images, long long n_gt)
 {
     if (a->json) {
-        print_json(model, info, res, n_res, n_images, n_gt);
+        print_json(sub, res, n_res, n_images, n_gt);
         return;
     }
-    printf("model %s (%dx%d, %d classes): %d images, %lld ground-truth boxes; detections "
-           "above %g, NMS %g\n", info->name, info->width, info->height, info->classes, n_images,
-           n_gt, (double)a->thresh, (double)a->nms);
+    if (sub->width)
+        printf("model %s (%dx%d, %d classes): %d images, %lld ground-truth boxes; detections "
+               "above %g, NMS %g\n", sub->name, sub->width, sub->height, sub->classes, n_images,
+               n_gt, (double)a->thresh, (double)a->nms);
+    else
+        printf("detections %s (%d classes): %d images, %lld ground-truth boxes\n", sub->name,
+               sub->classes, n_images, n_gt);
     for (int i = 0; i < n_res; i++)
-        print_text(model, info, &res[i]);
+        print_text(sub, &res[i]);
+}
+
+/* ---- COCO files (--coco-annotations, --detections) ---------------------------------------- */
+
+/* A COCO image id and its position in the run (-1: listed in the file, not in the run). */
+typedef struct id_pos {
+    long long id;
+    int pos;
+} id_pos;
+
+static int by_image_id(const void *a, const void *b)
+{
+    long long x = ((const id_pos *)a)->id, y = ((const id_pos *)b)->id;
+    return (x > y) - (x < y);
+}
+
+static const id_pos *find_image(const id_pos *ix, int n, long long id)
+{
+    id_pos key = {id, 0};
+    return bsearch(&key, ix, (size_t)n, sizeof *ix, by_image_id);
+}
+
+static int category_index(const gr_coco *c, int id)
+{
+    for (int k = 0; k < c->n_categories; k++)
+        if (c->categories[k].id == id)
+            return k;
+    return -1;
+}
+
+/* Where a file's boxes go: images by id (sorted), classes by category index. */
+typedef struct box_target {
+    const char *path;      /* the file the boxes come from, for messages */
+    const id_pos *images;
+    int n_images;
+    const gr_coco *truth;  /* its categories */
+    const int *class_of;   /* [n_categories] */
+    int n_pos;             /* images of the run */
+} box_target;
+
+static gr_status box_class(const box_target *t, const gr_coco_box *b, int *cls)
+{
+    int k = category_index(t->truth, b->category_id);
+    if (k < 0)
+        return gr_fail(GR_ERR_PARSE, "%s: category_id %d is not among the annotations' "
+                                     "categories", t->path, b->category_id);
+    *cls = t->class_of[k];
+    if (*cls < 0)
+        return gr_fail(GR_ERR_PARSE, "%s: category %d (\"%s\") is none of the model's classes "
+                                     "(docs/eval.md: how categories map to classes)", t->path,
+                       b->category_id, t->truth->categories[k].name);
+    return GR_OK;
+}
+
+/* The boxes (iscrowd ones left out and counted) grouped per image of the run, as detections in
+ * pixels; a box of an image the annotations do not list is an error, one of an image listed but
+ * not in the run is left out. out[pos]/n[pos] are allocated here. */
+static gr_status group_boxes(const box_target *t, const gr_coco *c, gr_detection **out, int *n,
+                             long long *crowd)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        for (int p = 0; p < t->n_pos; p++) {
+            if (pass && n[p] && !(out[p] = calloc((size_t)n[p], sizeof **out)))
+                return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory", t->path);
+            n[p] = 0;
+        }
+        for (long long i = 0; i < c->n_boxes; i++) {
+            const gr_coco_box *b = &c->boxes[i];
+            const id_pos *im = find_image(t->images, t->n_images, b->image_id);
+            if (!im)
+                return gr_fail(GR_ERR_PARSE, "%s: box %lld: image_id %lld is not among the "
+                                             "annotations' images", t->path, i, b->image_id);
+            if (b->iscrowd) {
+                *crowd += !pass;
+                continue;
+            }
+            int cls = -1;
+            GR_TRY(box_class(t, b, &cls));
+            if (im->pos < 0)
+                continue;
+            if (pass) {
+                gr_detection *d = &out[im->pos][n[im->pos]];
+                d->class_id = cls;
+                d->prob = (float)b->score;
+                d->left = (float)b->bbox[0];
+                d->top = (float)b->bbox[1];
+                d->right = (float)(b->bbox[0] + b->bbox[2]);
+                d->bottom = (float)(b->bbox[1] + b->bbox[3]);
+            }
+            n[im->pos]++;
+        }
+    }
+    return GR_OK;
+}
+
+static void free_groups(gr_detection **boxes, int n)
+{
+    for (int p = 0; boxes && p < n; p++)
+        free(boxes[p]);
+    free(boxes);
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* Each category's model class: by name when every category's name is a class name of the
+ * model; else, for a model of COCO's 80 classes, COCO's id (coco80_to_91 inverted); else the id
+ * is the 0-based class (what `graphrun --format coco` writes for such a model). -1: none. */
+static void map_categories(const gr_coco *c, const gr_model *model, int classes, int *class_of)
+{
+    int all_named = 1;
+    for (int k = 0; k < c->n_categories; k++) {
+        class_of[k] = -1;
+        for (int m = 0; m < classes && class_of[k] < 0; m++)
+            if (!strcmp(c->categories[k].name, gr_model_class_name(model, m)))
+                class_of[k] = m;
+        all_named &= class_of[k] >= 0;
+    }
+    for (int k = 0; k < c->n_categories && !all_named; k++) {
+        int id = c->categories[k].id;
+        class_of[k] = classes == 80 ? gr_coco91_to_80(id) : id < classes ? id : -1;
+    }
+}
+
+/* --coco-annotations: the ground truth of each image of the run (matched by file name). */
+static gr_status read_truth(const char *path, const gr_model *model, int classes,
+                            const name_list *images, coco_truth *t)
+{
+    gr_coco c;
+    GR_TRY(gr_coco_read_instances(path, &c));
+    memset(t, 0, sizeof *t);
+    t->n_images = images->n;
+    id_pos *ix = calloc((size_t)c.n_images, sizeof *ix);
+    int *class_of = calloc((size_t)c.n_categories, sizeof *class_of);
+    t->boxes = calloc((size_t)images->n, sizeof *t->boxes);
+    t->n = calloc((size_t)images->n, sizeof *t->n);
+    gr_status st = ix && class_of && t->boxes && t->n
+                       ? GR_OK
+                       : gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    int matched = 0;
+    for (int i = 0; st == GR_OK && i < c.n_images; i++) {
+        const char *want = base_name(c.images[i].file_name);
+        char *const *hit = bsearch(&want, images->names, (size_t)images->n, sizeof *images->names,
+                                   by_name);
+        ix[i] = (id_pos){c.images[i].id, hit ? (int)(hit - images->names) : -1};
+        matched += hit != NULL;
+    }
+    if (st == GR_OK && matched == 0)
+        st = gr_fail(GR_ERR_PARSE, "%s: none of its %d images (file_name) is in the folder",
+                     path, c.n_images);
+    t->unlisted = images->n - matched;
+    if (st == GR_OK) {
+        qsort(ix, (size_t)c.n_images, sizeof *ix, by_image_id);
+        map_categories(&c, model, classes, class_of);
+        box_target target = {path, ix, c.n_images, &c, class_of, images->n};
+        st = group_boxes(&target, &c, t->boxes, t->n, &t->crowd);
+    }
+    free(ix);
+    free(class_of);
+    gr_coco_free(&c);
+    return st;
+}
+
+static void free_truth(coco_truth *t)
+{
+    free_groups(t->boxes, t->n_images);
+    free(t->n);
+}
+
+/* --detections: the results file against the annotations, image by image, no model. Classes
+ * are the annotations' categories in their order. */
+static gr_status score_detections(const eval_args *a, const gr_coco *truth, eval_result *res,
+                                  long long *n_gt)
+{
+    int n = truth->n_images;
+    gr_coco dets = {0};
+    id_pos *ix = calloc((size_t)n, sizeof *ix);
+    int *class_of = calloc((size_t)truth->n_categories, sizeof *class_of);
+    gr_detection **gt = calloc((size_t)n, sizeof *gt), **found = calloc((size_t)n, sizeof *found);
+    int *n_gt_of = calloc((size_t)n, sizeof(int)), *n_found = calloc((size_t)n, sizeof(int));
+    gr_eval *ev = NULL;
+    long long crowd = 0, unused = 0;
+    gr_status st = ix && class_of && gt && found && n_gt_of && n_found
+                       ? gr_coco_read_results(a->detections, &dets)
+                       : gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: out of memory");
+    for (int i = 0; st == GR_OK && i < n; i++)
+        ix[i] = (id_pos){truth->images[i].id, i};
+    for (int k = 0; k < truth->n_categories; k++)
+        class_of[k] = k;
+    if (st == GR_OK) {
+        qsort(ix, (size_t)n, sizeof *ix, by_image_id);
+        box_target t = {a->coco_annotations, ix, n, truth, class_of, n};
+        st = group_boxes(&t, truth, gt, n_gt_of, &crowd);
+        t.path = a->detections;
+        if (st == GR_OK)
+            st = group_boxes(&t, &dets, found, n_found, &unused);
+    }
+    if (st == GR_OK)
+        st = gr_eval_create(truth->n_categories, &ev);
+    for (int i = 0; st == GR_OK && i < n; i++)
+        st = gr_eval_add_image(ev, found[i], n_found[i], gt[i], n_gt_of[i]);
+    if (st == GR_OK && !(res->per_class = calloc((size_t)truth->n_categories,
+                                                 sizeof *res->per_class)))
+        st = gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: results");
+    if (st == GR_OK)
+        st = gr_eval_result(ev, GR_AP_ALL_POINT, res->per_class, &res->map50, &res->map50_95);
+    if (st == GR_OK)
+        gr_eval_counts(ev, NULL, n_gt, &res->dets);
+    if (st == GR_OK && crowd)
+        fprintf(stderr, "graphrun eval: %lld crowd annotations (iscrowd 1) left out\n", crowd);
+    gr_eval_destroy(ev);
+    free_groups(gt, n);
+    free_groups(found, n);
+    free(n_gt_of);
+    free(n_found);
+    free(ix);
+    free(class_of);
+    gr_coco_free(&dets);
+    return st;
+}
+
+static int eval_detections(const eval_args *a)
+{
+    gr_coco truth;
+    gr_status st = gr_coco_read_instances(a->coco_annotations, &truth);
+    if (st != GR_OK)
+        return fail(st, NULL);
+    const char **names = calloc((size_t)truth.n_categories, sizeof *names);
+    eval_result res = {0};
+    long long n_gt = 0;
+    st = names ? score_detections(a, &truth, &res, &n_gt)
+               : gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: out of memory");
+    int rc = st == GR_OK ? GR_EXIT_OK : fail(st, NULL);
+    if (rc == GR_EXIT_OK) {
+        for (int k = 0; k < truth.n_categories; k++)
+            names[k] = truth.categories[k].name;
+        eval_subject sub = {a->detections, 0, 0, truth.n_categories, names};
+        print_results(a, &sub, &res, 1, truth.n_images, n_gt);
+    }
+    free(res.per_class);
+    free(names);
+    gr_coco_free(&truth);
+    return rc;
+}
+
+/* The model's subject for the report: its name, input and class names. */
+static const char **model_class_names(const gr_model *model, int classes)
+{
+    const char **names = calloc((size_t)classes, sizeof *names);
+    for (int c = 0; names && c < classes; c++)
+        names[c] = gr_model_class_name(model, c);
+    return names;
+}
+
+/* Every precision asked, then the report. */
+static int eval_model(const eval_args *a, const gr_model *model, const gr_model_info *info,
+                      const name_list *images, const calib_set *calib)
+{
+    eval_result res[3];
+    memset(res, 0, sizeof res);
+    long long n_gt = 0;
+    int n_missing = 0, rc = GR_EXIT_OK;
+    for (int i = 0; i < a->n_precs && rc == GR_EXIT_OK; i++) {
+        gr_status st = run_precision(a, model, info, images, calib->list[0] ? calib->list : NULL,
+                                     a->precs[i], &res[i], &n_gt, &n_missing);
+        if (st != GR_OK)
+            rc = fail(st, NULL);
+        else
+            fprintf(stderr, "graphrun eval: %s: %d images in %.1f s\n",
+                    gr_precision_name(a->precs[i]), images->n, res[i].seconds);
+    }
+    if (rc == GR_EXIT_OK && n_missing)
+        fprintf(stderr, "graphrun eval: %d images have no label file in %s (no objects)\n",
+                n_missing, a->labels);
+    const char **names = rc == GR_EXIT_OK ? model_class_names(model, info->classes) : NULL;
+    if (rc == GR_EXIT_OK && !names)
+        rc = fail(gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: out of memory"), NULL);
+    if (rc == GR_EXIT_OK) {
+        eval_subject sub = {info->name, info->width, info->height, info->classes, names};
+        print_results(a, &sub, res, a->n_precs, images->n, n_gt);
+    }
+    free(names);
+    for (int i = 0; i < 3; i++)
+        free(res[i].per_class);
+    return rc;
+}
+
+/* --coco-annotations: read once for every precision, with what it leaves out said. */
+static int load_truth(eval_args *a, const gr_model *model, const gr_model_info *info,
+                      const name_list *images, coco_truth *truth)
+{
+    gr_status st = read_truth(a->coco_annotations, model, info->classes, images, truth);
+    if (st != GR_OK)
+        return fail(st, NULL);
+    a->truth = truth;
+    if (truth->unlisted)
+        fprintf(stderr, "graphrun eval: %d images of %s are not in %s (no objects)\n",
+                truth->unlisted, a->images, a->coco_annotations);
+    if (truth->crowd)
+        fprintf(stderr, "graphrun eval: %lld crowd annotations (iscrowd 1) left out\n",
+                truth->crowd);
+    return GR_EXIT_OK;
 }
 
 int gr_cli_eval(int argc, char **argv)
@@ -641,39 +999,27 @@ int gr_cli_eval(int argc, char **argv)
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0)
         return rc;
+    if (a.detections)
+        return eval_detections(&a);
     gr_model *model = NULL;
     gr_model_info info;
     name_list images = {0};
     calib_set calib = {0};
-    eval_result res[3];
-    memset(res, 0, sizeof res);
-    long long n_gt = 0;
-    int n_missing = 0;
+    coco_truth truth = {0};
     rc = load_model(&a, &model, &info);
     gr_status st = rc == GR_EXIT_OK ? list_images(a.images, a.max_images, &images) : GR_OK;
     if (st != GR_OK)
         rc = fail(st, NULL);
+    if (rc == GR_EXIT_OK && a.coco_annotations)
+        rc = load_truth(&a, model, &info, &images, &truth);
     if (rc == GR_EXIT_OK)
         rc = load_calib(&a, &calib);
     if (rc == GR_EXIT_OK && a.device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
         fprintf(stderr,
                 "graphrun eval: no CUDA device visible: running the CPU reference (slow)\n");
-    for (int i = 0; i < a.n_precs && rc == GR_EXIT_OK; i++) {
-        st = run_precision(&a, model, &info, &images, calib.list[0] ? calib.list : NULL, a.precs[i],
-                           &res[i], &n_gt, &n_missing);
-        if (st != GR_OK)
-            rc = fail(st, NULL);
-        else
-            fprintf(stderr, "graphrun eval: %s: %d images in %.1f s\n",
-                    gr_precision_name(a.precs[i]), images.n, res[i].seconds);
-    }
-    if (rc == GR_EXIT_OK && n_missing)
-        fprintf(stderr, "graphrun eval: %d images have no label file in %s (no objects)\n",
-                n_missing, a.labels);
     if (rc == GR_EXIT_OK)
-        print_results(&a, model, &info, res, a.n_precs, images.n, n_gt);
-    for (int i = 0; i < 3; i++)
-        free(res[i].per_class);
+        rc = eval_model(&a, model, &info, &images, &calib);
+    free_truth(&truth);
     calib_free(&calib);
     names_free(&images);
     gr_model_destroy(model);

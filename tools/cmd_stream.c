@@ -44,6 +44,7 @@
 
 #include "runtime/image/image.h"
 #include "tools/cli.h"
+#include "tools/results.h"
 
 /* Batch buffers (engine slots) in flight: one being reported, one running, the rest filling. */
 #define STREAM_INFLIGHT 4
@@ -156,8 +157,9 @@ typedef struct image_slot {
     int w, h;            /* original size, to map boxes back */
     char *error;         /* NULL when the image decoded, else its message (any length) */
     size_t nonfinite;    /* NaN/Inf values in its part of the outputs */
-    char *line;          /* its JSON line, "\n" included (open_memstream's buffer), once reported */
+    char *line;          /* its record (tools/results.h; open_memstream's buffer), once reported */
     size_t line_len;
+    char *output_error;  /* its label file or annotated image could not be written: why */
     gr_status report_status;     /* GR_OK, or why its detections could not be decoded */
     char *report_error;  /* ... with gr_last_error()'s message of the reporting thread */
 } image_slot;
@@ -181,6 +183,9 @@ typedef struct pipeline {
      * thread: gr_engine_detect_outputs reads only outputs kept from the batch's run. */
     const gr_engine *engine;
     const gr_model *model;
+    gr_results *results;  /* the records' format (read only by the reporting threads), their
+                             destination (the main thread appends) */
+    const char *draw_dir; /* --output DIR: annotated images there, NULL for none */
     int classes;
     float thresh, nms;
     pthread_mutex_t lock;
@@ -281,7 +286,32 @@ static size_t count_nonfinite(const pipeline *p, const batch_buffer *b, int s)
     return bad;
 }
 
-/* The JSON line of image s of batch b into slot->line: its error, or its detections decoded
+/* --output DIR: the image decoded again at its full size (the reader's buffer holds another
+ * image by now, maybe DCT-scaled), its boxes drawn, written as DIR/<stem> with its own extension
+ * (.bmp, which the encoder lacks, becomes .png). A failure is kept in slot->output_error. */
+static void draw_image(const char *dir, const char *path, const gr_detection *dets, int n,
+                       const gr_model *model, image_slot *slot)
+{
+    const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const char *dot = strrchr(name, '.');
+    size_t stem = dot && dot != name ? (size_t)(dot - name) : strlen(name);
+    const char *ext = dot && strcasecmp(dot, ".bmp") != 0 ? dot : ".png";
+    size_t dir_len = strlen(dir);
+    char out[4200];
+    snprintf(out, sizeof out, "%s%s%.*s%s", dir, dir_len && dir[dir_len - 1] == '/' ? "" : "/",
+             (int)stem, name, ext);
+    gr_image *im = NULL;
+    gr_status st = gr_image_load(path, &im);
+    if (st == GR_OK)
+        st = gr_image_draw_detections(im, dets, n, model);
+    if (st == GR_OK)
+        st = gr_image_write(im, out);
+    gr_image_destroy(im);
+    if (st != GR_OK && !slot->output_error)
+        slot->output_error = strdup(gr_last_error());
+}
+
+/* The record of image s of batch b into slot->line: its error, or its detections decoded
  * from the outputs the batch kept. Touches only the slot (and reads the batch): any thread. */
 static void report_image(const pipeline *p, batch_buffer *b, int s)
 {
@@ -304,28 +334,21 @@ static void report_image(const pipeline *p, batch_buffer *b, int s)
     }
     FILE *f = st == GR_OK ? open_memstream(&text, &len) : NULL;
     if (f) {
-        fputs("{\"input\": ", f);
-        gr_cli_json_string(f, path);
-        if (slot->error) {
-            fputs(", \"error\": ", f);
-            gr_cli_json_string(f, slot->error);
-        } else if (slot->nonfinite) {
-            fprintf(f, ", \"width\": %d, \"height\": %d, \"error\": \"its outputs hold %zu "
-                       "non-finite values (NaN/Inf): activations overflow; use --prec fp32 or "
-                       "int8\", \"nonfinite\": %zu", slot->w, slot->h, slot->nonfinite,
-                    slot->nonfinite);
-        } else {
-            fprintf(f, ", \"width\": %d, \"height\": %d, ", slot->w, slot->h);
-            gr_cli_json_detections(f, p->model, dets, n, "");
-        }
-        fputs("}\n", f);
+        gr_result_image im = {.path = path, .index = b->batch_index * p->batch + s, .width = slot->w,
+                              .height = slot->h, .frame = -1, .error = slot->error,
+                              .nonfinite = slot->nonfinite};
+        char err[4400];
+        if (gr_results_format(p->results, &im, dets, n, f, err, sizeof err) != GR_EXIT_OK)
+            slot->output_error = strdup(err);
         if (fclose(f) != 0 || !text) {
             free(text);
             text = NULL;
         }
     }
+    if (st == GR_OK && text && p->draw_dir && !slot->error && !slot->nonfinite)
+        draw_image(p->draw_dir, path, dets, n, p->model, slot);
     if (st == GR_OK && !text)
-        st = gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory for its JSON line", path);
+        st = gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory for its record", path);
     gr_detections_free(dets);
     slot->line = text;
     slot->line_len = text ? len : 0;
@@ -406,11 +429,31 @@ static void progress(int done, int total, double elapsed)
             done, total, elapsed > 0 ? done / elapsed : 0.0);
 }
 
+/* Count image s's failures; say on stderr what its record cannot (coco, csv, yolo-txt have no
+ * place for an error) and every file that could not be written (failed[2]). */
+static void report_failures(const pipeline *p, const batch_buffer *b, int s, int failed[3])
+{
+    const image_slot *slot = &b->slots[s];
+    if ((slot->error || slot->nonfinite) && !gr_results_carries_errors(p->results)) {
+        const char *path = p->list->paths[b->batch_index * p->batch + s];
+        if (slot->error)
+            fprintf(stderr, "graphrun: %s\n", slot->error);
+        else
+            fprintf(stderr, "graphrun: %s: its outputs hold %zu non-finite values (NaN/Inf)\n",
+                    path, slot->nonfinite);
+    }
+    if (slot->output_error)
+        fprintf(stderr, "graphrun: %s\n", slot->output_error);
+    failed[0] += slot->error != NULL;
+    failed[1] += slot->nonfinite != 0;
+    failed[2] += slot->output_error != NULL;
+}
+
 /* Wait for the run of batch b->batch_index (on engine slot batch_index % n_buf), have its images
  * reported (by the workers and this thread), write their lines in order and flush. Returns an
- * exit code (failures of the engine or of stdout stop everything; a bad image only counts in
- * failed[0], one with NaN/Inf outputs in failed[1]). */
-static int report_batch(pipeline *p, gr_engine *engine, batch_buffer *b, int failed[2])
+ * exit code (failures of the engine or of the results stream stop everything; a bad image only
+ * counts in failed[0], one with NaN/Inf outputs in failed[1], a file not written in failed[2]). */
+static int report_batch(pipeline *p, gr_engine *engine, batch_buffer *b, int failed[3])
 {
     double t0 = now_s();
     gr_status st = gr_engine_wait(engine, b->batch_index % p->n_buf);
@@ -443,16 +486,16 @@ static int report_batch(pipeline *p, gr_engine *engine, batch_buffer *b, int fai
             rc = gr_cli_fail(slot->report_status, "decoding detections");
         }
         if (rc == GR_EXIT_OK) {
-            fwrite(slot->line, 1, slot->line_len, stdout);
-            failed[0] += slot->error != NULL;
-            failed[1] += slot->nonfinite != 0;
+            rc = gr_results_append(p->results, slot->line, slot->line_len);
+            report_failures(p, b, s, failed);
         }
         free(slot->line);
         free(slot->report_error);
-        slot->line = slot->report_error = NULL;
+        free(slot->output_error);
+        slot->line = slot->report_error = slot->output_error = NULL;
     }
     if (rc == GR_EXIT_OK)
-        rc = gr_cli_check_stdout(); /* a full disk or a closed pipe stops the run */
+        rc = gr_results_flush(p->results); /* a full disk or a closed pipe stops the run */
     p->main_write += now_s() - t2;
     p->main_report_cpu += clock_s(CLOCK_THREAD_CPUTIME_ID) - cpu0;
     return rc;
@@ -532,7 +575,8 @@ static void pipeline_free(pipeline *p)
 }
 
 /* Submit batch k once decoded, then report batch k - 1 (k = n_batches: the last one).
- * failed[0]: images that could not be read, failed[1]: images with NaN/Inf outputs. */
+ * failed[0]: images that could not be read, failed[1]: images with NaN/Inf outputs, failed[2]:
+ * label files or annotated images not written. */
 static int main_loop(pipeline *p, gr_engine *engine, int *failed, double t0)
 {
     int show_progress = isatty(STDERR_FILENO), rc = GR_EXIT_OK;
@@ -592,10 +636,13 @@ static void print_summary(const pipeline *p, const int *failed, int started, dou
                           double main_cpu, double t_start)
 {
     int n = p->list->n, bad = failed[0] + failed[1];
+    if (failed[2])
+        fprintf(stderr, "graphrun: %d output files could not be written (above)\n", failed[2]);
     fprintf(stderr, "graphrun: %d images in %.2f s: %.1f images/s from files on disk to "
                     "detections%s", n, elapsed, elapsed > 0 ? n / elapsed : 0.0, bad ? "; " : "\n");
     if (bad)
-        fprintf(stderr, "%d failed (their lines hold the error)\n", bad);
+        fprintf(stderr, "%d failed (%s)\n", bad,
+                gr_results_carries_errors(p->results) ? "their lines hold the error" : "above");
     double total = now_s() - t_start;
     fprintf(stderr, "graphrun: %.2f s with the listing and the engine build (%.1f images/s)\n",
             total, total > 0 ? n / total : 0.0);
@@ -615,13 +662,16 @@ static void print_summary(const pipeline *p, const int *failed, int started, dou
 }
 
 static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model *model,
-                        gr_engine *engine, const gr_model_info *info, double t_start)
+                        gr_engine *engine, const gr_model_info *info, gr_results *results,
+                        double t_start)
 {
     pipeline p;
     int threads = o->threads > 0 ? o->threads : usable_cores();
     threads = threads > list->n ? list->n : threads;
     pthread_t *tids = calloc((size_t)threads, sizeof *tids);
     int rc = pipeline_init(&p, o, list, model, engine, info);
+    p.results = results;
+    p.draw_dir = o->format != GR_FORMAT_YOLO_TXT && o->output && o->output[0] ? o->output : NULL;
     if (rc == GR_EXIT_OK && !tids) {
         fprintf(stderr, "graphrun: out of memory for %d threads\n", threads);
         rc = GR_EXIT_OOM;
@@ -636,7 +686,7 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
     fprintf(stderr, "graphrun: %d images, %d decoding threads, batches of %d, %d in flight%s\n",
             list->n, threads, o->batch, p.n_buf,
             p.fast_decode ? "; --fast-decode: JPEGs of 2x the input or more decoded scaled" : "");
-    int failed[2] = {0, 0};
+    int failed[3] = {0, 0, 0};
     double t0 = now_s(), main_cpu0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
     int started = start_workers(&p, tids, threads);
     rc = started ? main_loop(&p, engine, failed, t0) : GR_EXIT_FAILURE;
@@ -646,8 +696,9 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
     pthread_mutex_destroy(&p.lock);
     if (rc == GR_EXIT_OK) {
         print_summary(&p, failed, started, elapsed, main_cpu, t_start);
-        /* NaN/Inf outputs (exit 1, as with one image) before unreadable files (exit 3). */
-        rc = failed[1] ? GR_EXIT_FAILURE : failed[0] ? GR_EXIT_INPUT : GR_EXIT_OK;
+        /* NaN/Inf outputs (exit 1, as with one image) before unreadable files and outputs not
+         * written (exit 3). */
+        rc = failed[1] ? GR_EXIT_FAILURE : failed[0] || failed[2] ? GR_EXIT_INPUT : GR_EXIT_OK;
     }
     pipeline_free(&p);
     free(tids);
@@ -657,16 +708,25 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
 /* Flags that act on one run's images or outputs mean nothing here: refused, never ignored. */
 static int refuse_single_image_flags(const gr_cli_options *o)
 {
-    const char *flag = o->save_output                    ? "--save-output"
-                       : o->runs_given                   ? "--runs"
-                       : o->find_overflow                ? "--find-overflow"
-                       : o->output && o->output[0] != '\0' ? "--output"
-                                                         : NULL;
-    if (!flag)
-        return GR_EXIT_OK;
-    fprintf(stderr, "graphrun: %s applies to images given as --input FILE, not to --input DIR or "
-                    "--input-list\n", flag);
-    return GR_EXIT_USAGE;
+    const char *flag = o->save_output      ? "--save-output"
+                       : o->runs_given     ? "--runs"
+                       : o->find_overflow  ? "--find-overflow"
+                                           : NULL;
+    if (flag) {
+        fprintf(stderr, "graphrun: %s applies to images given as --input FILE, not to --input DIR "
+                        "or --input-list\n", flag);
+        return GR_EXIT_USAGE;
+    }
+    /* A folder named like an image is almost certainly --output FILE of the one-image mode. */
+    const char *dot = o->output ? strrchr(o->output, '.') : NULL;
+    if (dot && !strchr(dot, '/') && !gr_cli_is_directory(o->output) &&
+        (!strcasecmp(dot, ".png") || !strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg") ||
+         !strcasecmp(dot, ".bmp"))) {
+        fprintf(stderr, "graphrun: --output '%s': with --input DIR or --input-list, --output names "
+                        "the folder of annotated images (or of yolo-txt labels)\n", o->output);
+        return GR_EXIT_USAGE;
+    }
+    return GR_EXIT_OK;
 }
 
 /* The engine, with STREAM_INFLIGHT slots (no more than batches), or 2 where those do not fit. */
@@ -692,6 +752,19 @@ static int open_engine(gr_cli_options *o, int n_images, gr_model **model,
     return rc;
 }
 
+/* The results writer: jsonl by default; yolo-txt into --output DIR. */
+static int open_outputs(const gr_cli_options *o, const gr_model *model, const gr_model_info *info,
+                        gr_results **results)
+{
+    gr_results_options ro = {.format = o->format ? (gr_result_format)o->format : GR_FORMAT_JSONL,
+                             .save_conf = o->save_conf, .model = model, .model_name = info->name,
+                             .synthetic_weights = info->synthetic_weights,
+                             .precision = gr_precision_name(o->precision)};
+    if (ro.format == GR_FORMAT_YOLO_TXT)
+        ro.label_dir = o->output; /* given: gr_cli_check_format */
+    return gr_results_open(&ro, results);
+}
+
 int gr_cli_detect_stream(const gr_cli_options *o)
 {
     if (o->n_inputs > (o->input_list ? 0 : 1)) {
@@ -700,6 +773,9 @@ int gr_cli_detect_stream(const gr_cli_options *o)
         return GR_EXIT_USAGE;
     }
     int rc = refuse_single_image_flags(o);
+    /* --output DIR (annotated images or yolo-txt labels) made before the engine's work. */
+    if (rc == GR_EXIT_OK && o->output && o->output[0])
+        rc = gr_cli_make_dir(o->output);
     if (rc != GR_EXIT_OK)
         return rc;
     double t_start = now_s();
@@ -712,12 +788,17 @@ int gr_cli_detect_stream(const gr_cli_options *o)
     }
     gr_model *model = NULL;
     gr_engine *engine = NULL;
+    gr_results *results = NULL;
     gr_model_info info;
     gr_cli_options opened = *o; /* with --engine, its batch and precision */
     if (rc == GR_EXIT_OK)
         rc = open_engine(&opened, list.n, &model, &engine, &info);
     if (rc == GR_EXIT_OK)
-        rc = run_pipeline(&opened, &list, model, engine, &info, t_start);
+        rc = open_outputs(&opened, gr_cli_model(model, engine), &info, &results);
+    if (rc == GR_EXIT_OK)
+        rc = run_pipeline(&opened, &list, model, engine, &info, results, t_start);
+    int closed = gr_results_close(results);
+    rc = rc == GR_EXIT_OK || rc == GR_EXIT_INPUT ? (closed != GR_EXIT_OK ? closed : rc) : rc;
     gr_engine_destroy(engine);
     gr_model_destroy(model);
     list_free(&list);

@@ -17,6 +17,11 @@ static int detect(int argc, char **argv)
     int rc = gr_cli_run_parser(&p, argc, argv, gr_cli_detect_usage);
     if (rc >= 0)
         return rc;
+    char err[512];
+    if (gr_cli_check_format(&o, err, sizeof err) != GR_EXIT_OK) {
+        fprintf(stderr, "graphrun: %s\n", err);
+        return GR_EXIT_USAGE;
+    }
     if (o.list_models) {
         for (const char *const *n = gr_builtin_models(); *n; n++)
             printf("%s\n", *n);
