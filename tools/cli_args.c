@@ -409,6 +409,7 @@ int gr_cli_check_engine_flags(const gr_cli_options *o, const gr_engine *engine)
     fprintf(stderr, "graphrun: %s contradicts --engine %s: %s (leave the flag out, or rebuild the "
                     "engine with graphrun build)\n", flag, file, is);
     return GR_EXIT_USAGE;
+}
 
 /* Here rather than in tools/results.c: the parser stands alone (the fuzzer links it alone). */
 static const char *const format_names[] = {"default", "json", "jsonl", "coco", "yolo-txt", "csv"};
