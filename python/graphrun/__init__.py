@@ -40,9 +40,6 @@ __all__ = ["Error", "NonFiniteWarning", "Model", "Engine", "Detection", "load_im
 _DEVICES = {"auto": 0, "cpu": 1, "gpu": 2}
 _PRECISIONS = {"fp32": 0, "fp16": 1, "int8": 2, "auto": 3}  # auto: max_nrmse 0.003 (runtime.h)
 _F32_ALGOS = {"auto": 0, "sgemm": 1, "tf32x3": 2, "implicit": 3, "direct3x3": 4}  # gr_f32_algo
-# Option structs get room to grow: runtime.h only appends fields, and the *_default() functions
-# fill whatever the library knows about.
-_SPARE = 256
 _INT_MAX = 2**31 - 1
 _MAX_BATCH = 4096  # GR_MAX_BATCH (base/base.h)
 
@@ -80,10 +77,9 @@ def _float_arg(name, value, lo, hi):
 
 
 class _ModelOptions(ctypes.Structure):
-    _fields_ = [("builtin", ctypes.c_char_p), ("cfg_path", ctypes.c_char_p),
+    _fields_ = [("struct_size", ctypes.c_uint32), ("builtin", ctypes.c_char_p), ("cfg_path", ctypes.c_char_p),
                 ("weights_path", ctypes.c_char_p), ("seed", ctypes.c_uint64),
-                ("nonfinite_weights_is_error", ctypes.c_int),
-                ("_spare", ctypes.c_char * _SPARE)]
+                ("nonfinite_weights_is_error", ctypes.c_int)]
 
 
 class _ModelInfo(ctypes.Structure):
@@ -91,12 +87,12 @@ class _ModelInfo(ctypes.Structure):
                 ("channels", ctypes.c_int), ("n_layers", ctypes.c_int), ("n_outputs", ctypes.c_int),
                 ("classes", ctypes.c_int), ("synthetic_weights", ctypes.c_int),
                 ("gflops", ctypes.c_double), ("n_params", ctypes.c_size_t),
-                ("nonfinite_weights", ctypes.c_size_t), ("_spare", ctypes.c_char * _SPARE)]
+                ("nonfinite_weights", ctypes.c_size_t)]
 
 
 class _EngineOptions(ctypes.Structure):
     # gr_engine_options field for field (enums are C ints).
-    _fields_ = [("device", ctypes.c_int), ("precision", ctypes.c_int), ("batch", ctypes.c_int),
+    _fields_ = [("struct_size", ctypes.c_uint32), ("device", ctypes.c_int), ("precision", ctypes.c_int), ("batch", ctypes.c_int),
                 ("gpu_index", ctypes.c_int), ("use_cuda_graph", ctypes.c_int),
                 ("tf32", ctypes.c_int), ("fp16_accumulate", ctypes.c_int),
                 ("calib_method", ctypes.c_int), ("calib_percentile", ctypes.c_float),
@@ -108,7 +104,7 @@ class _EngineOptions(ctypes.Structure):
                 ("n_layer_precision", ctypes.c_int), ("max_nrmse", ctypes.c_float),
                 ("tactic_search", ctypes.c_int), ("timing_cache", ctypes.c_char_p),
                 ("f32_algo", ctypes.c_int), ("f32_split_k", ctypes.c_int), ("pdl", ctypes.c_int),
-                ("gemm_tactic", ctypes.c_int), ("_spare", ctypes.c_char * _SPARE)]
+                ("gemm_tactic", ctypes.c_int)]
 
 
 class _TensorDesc(ctypes.Structure):
@@ -128,9 +124,8 @@ class _Detection(ctypes.Structure):
 
 
 class _DetectOptions(ctypes.Structure):
-    _fields_ = [("thresh", ctypes.c_float), ("hier_thresh", ctypes.c_float),
-                ("nms", ctypes.c_float), ("image_w", ctypes.c_int), ("image_h", ctypes.c_int),
-                ("_spare", ctypes.c_char * _SPARE)]
+    _fields_ = [("struct_size", ctypes.c_uint32), ("thresh", ctypes.c_float), ("hier_thresh", ctypes.c_float),
+                ("nms", ctypes.c_float), ("image_w", ctypes.c_int), ("image_h", ctypes.c_int)]
 
 
 def _candidates():
@@ -168,14 +163,14 @@ _signatures = {
     "gr_status_str": (ctypes.c_char_p, [ctypes.c_int]),
     "gr_last_error": (ctypes.c_char_p, []),
     "gr_cuda_device_count": (ctypes.c_int, []),
-    "gr_model_options_default": (None, [ctypes.POINTER(_ModelOptions)]),
+    "gr_model_options_init": (ctypes.c_int, [ctypes.POINTER(_ModelOptions), ctypes.c_size_t]),
     "gr_model_load": (ctypes.c_int, [ctypes.POINTER(_ModelOptions), ctypes.POINTER(_P)]),
     "gr_model_destroy": (None, [_P]),
     "gr_model_get_info": (ctypes.c_int, [_P, ctypes.POINTER(_ModelInfo)]),
     "gr_model_class_name": (ctypes.c_char_p, [_P, ctypes.c_int]),
     "gr_model_notice": (ctypes.c_char_p, [_P]),
     "gr_model_set_class_names": (ctypes.c_int, [_P, ctypes.c_char_p]),
-    "gr_engine_options_default": (None, [ctypes.POINTER(_EngineOptions)]),
+    "gr_engine_options_init": (ctypes.c_int, [ctypes.POINTER(_EngineOptions), ctypes.c_size_t]),
     "gr_engine_build": (ctypes.c_int, [_P, ctypes.POINTER(_EngineOptions), ctypes.POINTER(_P)]),
     "gr_engine_destroy": (None, [_P]),
     "gr_engine_device": (ctypes.c_int, [_P]),
@@ -193,7 +188,7 @@ _signatures = {
     "gr_engine_output_nonfinite": (ctypes.c_int, [_P, ctypes.c_int,
                                                   ctypes.POINTER(ctypes.c_size_t)]),
     "gr_engine_last_error": (ctypes.c_char_p, [_P]),
-    "gr_detect_options_default": (None, [ctypes.POINTER(_DetectOptions)]),
+    "gr_detect_options_init": (ctypes.c_int, [ctypes.POINTER(_DetectOptions), ctypes.c_size_t]),
     "gr_detections_free": (None, [ctypes.POINTER(_Detection)]),
     "gr_image_load": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(ctypes.POINTER(_Image))]),
     "gr_image_destroy": (None, [ctypes.POINTER(_Image)]),
@@ -317,7 +312,7 @@ class Model(_Handle):
                  strict_weights=False):
         seed = _int_arg("seed", seed, 0, 2**64 - 1)
         opt = _ModelOptions()
-        _lib.gr_model_options_default(ctypes.byref(opt))
+        _check(_lib.gr_model_options_init(ctypes.byref(opt), ctypes.sizeof(opt)))
         opt.builtin = None if cfg else builtin.encode()
         opt.cfg_path = _path(cfg)
         opt.weights_path = _path(weights)
@@ -374,7 +369,7 @@ class Engine(_Handle):
         if f32_algo not in _F32_ALGOS:
             raise ValueError(f"f32_algo {f32_algo!r} is not one of {sorted(_F32_ALGOS)}")
         opt = _EngineOptions()
-        _lib.gr_engine_options_default(ctypes.byref(opt))
+        _check(_lib.gr_engine_options_init(ctypes.byref(opt), ctypes.sizeof(opt)))
         opt.device = _DEVICES[device]
         opt.precision = _PRECISIONS[precision]
         opt.batch = batch
@@ -493,7 +488,7 @@ class Engine(_Handle):
 
     def _detections(self, index, image_w, image_h, thresh, nms):
         opt = _DetectOptions()
-        _lib.gr_detect_options_default(ctypes.byref(opt))
+        _check(_lib.gr_detect_options_init(ctypes.byref(opt), ctypes.sizeof(opt)))
         opt.thresh, opt.nms, opt.image_w, opt.image_h = thresh, nms, image_w, image_h
         dets = ctypes.POINTER(_Detection)()
         n = ctypes.c_int()

@@ -267,7 +267,9 @@ class CPUTests(unittest.TestCase):
         # The library fills the mirror: fields past the first that land where the header puts
         # them read the header's defaults (a shifted mirror reads padding or a neighbour).
         opt = graphrun._EngineOptions()
-        graphrun._lib.gr_engine_options_default(graphrun.ctypes.byref(opt))
+        self.assertEqual(graphrun._lib.gr_engine_options_init(graphrun.ctypes.byref(opt),
+                                                              graphrun.ctypes.sizeof(opt)), 0)
+        self.assertEqual(opt.struct_size, graphrun.ctypes.sizeof(opt))
         self.assertEqual((opt.batch, opt.use_cuda_graph, opt.inflight), (1, 1, 1))
         self.assertAlmostEqual(opt.calib_percentile, 99.99, places=3)
         self.assertAlmostEqual(opt.max_nrmse, 0.003, places=6)
