@@ -352,7 +352,6 @@ static inline void gr_engine_options_default(gr_engine_options *opt)
 }
 
 /* opt may be NULL (every default); otherwise its struct_size is checked as above. */
-
 gr_status gr_engine_build(const gr_model *model, const gr_engine_options *opt, gr_engine **out);
 void gr_engine_destroy(gr_engine *engine);
 

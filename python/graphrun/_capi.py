@@ -16,6 +16,7 @@ Every path is relative to this file, so a moved prefix or checkout still finds i
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 import sysconfig
 import threading
@@ -168,9 +169,9 @@ _OPTIONAL_SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
 def _installed_library_dirs() -> List[str]:
     """The library directories of the prefix this package was installed into, if any."""
     dirs = []
-    try:
-        from . import _install  # written by cmake --install
-        dirs.append(os.path.normpath(os.path.join(_HERE, _install.LIBDIR_FROM_PACKAGE)))
+    try:  # written by cmake --install
+        installed = importlib.import_module(f"{__package__}._install")
+        dirs.append(os.path.normpath(os.path.join(_HERE, str(installed.LIBDIR_FROM_PACKAGE))))
     except ImportError:
         pass
     site = os.path.dirname(_HERE)                    # <prefix>/lib/python3/dist-packages

@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from . import _capi
 from ._capi import Error
-from .results import Detection, ImageLike, PathLike, Results, c_image, load_image, to_rgb
+from .results import Detection, ImageLike, PathLike, Results, c_image, to_rgb
 
 DEVICES = {"auto": 0, "cpu": 1, "gpu": 2}                       # gr_device
 PRECISIONS = {"fp32": 0, "fp16": 1, "int8": 2, "auto": 3}       # gr_precision
@@ -35,20 +35,20 @@ def _int_arg(name: str, value: Any, lo: int, hi: int) -> int:
     """value as an int within [lo, hi], or TypeError / ValueError naming the argument."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, not {type(value).__name__}")
-    value = int(value)
-    if not lo <= value <= hi:
-        raise ValueError(f"{name} must be in [{lo}, {hi}], not {value}")
-    return value
+    number = int(value)
+    if not lo <= number <= hi:
+        raise ValueError(f"{name} must be in [{lo}, {hi}], not {number}")
+    return number
 
 
 def _float_arg(name: str, value: Any, lo: float, hi: float) -> float:
     """value as a finite float within [lo, hi], or TypeError / ValueError naming the argument."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a number, not {type(value).__name__}")
-    value = float(value)
-    if not (math.isfinite(value) and lo <= value <= hi):
-        raise ValueError(f"{name} must be a finite number in [{lo}, {hi}], not {value}")
-    return value
+    number = float(value)
+    if not (math.isfinite(number) and lo <= number <= hi):
+        raise ValueError(f"{name} must be a finite number in [{lo}, {hi}], not {number}")
+    return number
 
 
 def _choice(name: str, value: Any, table: Dict[str, int]) -> int:
@@ -170,7 +170,7 @@ def _engine_options(device: str, use_cuda_graph: bool) -> _capi.EngineOptions:
     return opt
 
 
-Images = Union[ImageLike, Sequence[ImageLike]]
+Images = Union[ImageLike, List[ImageLike], Tuple[ImageLike, ...]]
 
 
 class Engine(_Handle):
@@ -352,8 +352,8 @@ class Engine(_Handle):
     def detect(self, images: ImageLike, thresh: float = ..., nms: float = ...,
                color: str = ...) -> Results: ...
     @overload
-    def detect(self, images: Sequence[ImageLike], thresh: float = ..., nms: float = ...,
-               color: str = ...) -> List[Results]: ...
+    def detect(self, images: Union[List[ImageLike], Tuple[ImageLike, ...]], thresh: float = ...,
+               nms: float = ..., color: str = ...) -> List[Results]: ...
 
     def detect(self, images: Images, thresh: float = 0.5, nms: float = 0.45,
                color: str = "rgb") -> Union[Results, List[Results]]:

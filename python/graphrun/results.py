@@ -8,18 +8,22 @@ from __future__ import annotations
 import ctypes
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Union, overload
+from typing import Any, Dict, Iterator, List, Optional, Protocol, Sequence, Union, overload
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _capi
 
-if TYPE_CHECKING:  # Pillow is optional
-    import PIL.Image
+
+class PILImage(Protocol):
+    """What detect() needs of a PIL image (Pillow is optional: never imported here)."""
+
+    def convert(self, mode: str) -> Any: ...
+
 
 PathLike = Union[str, "os.PathLike[str]"]
-ImageLike = Union[PathLike, npt.NDArray[Any], "PIL.Image.Image"]
+ImageLike = Union[PathLike, npt.NDArray[Any], PILImage]
 COLORS = ("rgb", "bgr")
 
 
@@ -36,7 +40,7 @@ class Detection:
     objectness: float
 
 
-def load_image(path: PathLike) -> npt.NDArray[np.uint8]:
+def load_image(path: Union[PathLike, bytes]) -> npt.NDArray[np.uint8]:
     """Decode an image file (JPEG, PNG or BMP) with graphrun's decoders: uint8 (h, w, 3) RGB."""
     lib = _capi.lib()
     im = ctypes.POINTER(_capi.Image)()
@@ -69,9 +73,10 @@ def to_rgb(image: ImageLike, color: str = "rgb") -> npt.NDArray[np.uint8]:
     if color not in COLORS:
         raise ValueError(f"color must be 'rgb' or 'bgr', not {color!r}")
     if isinstance(image, (str, bytes, os.PathLike)):
-        return load_image(image)  # type: ignore[arg-type]
+        return load_image(image)
     if _is_pil(image):
-        return np.ascontiguousarray(np.asarray(image.convert("RGB")), dtype=np.uint8)  # type: ignore[union-attr]
+        pil: Any = image
+        return np.ascontiguousarray(np.asarray(pil.convert("RGB")), dtype=np.uint8)
     if not isinstance(image, np.ndarray):
         raise TypeError(f"an image is a path, a (h, w, 3) array or a PIL image, not "
                         f"{_describe(image)}")
