@@ -10,7 +10,8 @@ import numbers
 import os
 import threading
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union, overload
+from typing import (Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union,
+                    overload)
 
 import numpy as np
 import numpy.typing as npt
@@ -92,6 +93,9 @@ def letterbox(image: ImageLike, width: int, height: int, dtype: Any = np.uint8,
     return out
 
 
+_H = TypeVar("_H", bound="_Handle")
+
+
 class _Handle:
     """Owns a C handle: close() (or leaving a with-block, or collection) releases it once."""
 
@@ -106,7 +110,7 @@ class _Handle:
     def __del__(self) -> None:
         self.close()
 
-    def __enter__(self) -> "_Handle":
+    def __enter__(self: _H) -> _H:
         return self
 
     def __exit__(self, *exc: Any) -> None:
