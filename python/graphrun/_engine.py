@@ -218,7 +218,9 @@ class Engine(_Handle):
              names: Optional[Union[Sequence[str], PathLike]] = None) -> "Engine":
         """An engine from a file Engine.save() wrote (a path), or from its bytes (to_bytes()),
         built for `device` without calibrating or measuring again. names: the class names (a list,
-        or a file of one name per line); without them, detections read "class N"."""
+        or a file of one name per line); without them, detections read "class N" (and plot()
+        labels them so either way: drawing takes its labels from a Model). .precision is read
+        from the engine's layer map: "fp32", "fp16", "int8", or "auto" where int8 and fp16 mix."""
         opt = _engine_options(device, use_cuda_graph)
         handle = _capi.P()
         if isinstance(source, (bytes, bytearray, memoryview)):
@@ -276,12 +278,17 @@ class Engine(_Handle):
             self.output_shapes.append((desc.n, desc.c, desc.h, desc.w))
 
     def _built_precision(self) -> str:
-        """fp32/fp16/int8 when every layer computes in it, "auto" for a mixed map."""
+        """A loaded engine's precision, from its layer map: the one reduced precision its layers
+        use (layers without an int8/fp16 kernel stay fp32 in any engine), "fp32" when none does,
+        "auto" when int8 and fp16 layers mix."""
         n = ctypes.c_int()
         per_layer = _capi.lib().gr_engine_layer_precision(self._handle, ctypes.byref(n))
         found = {per_layer[i] for i in range(n.value)} if per_layer else set()
+        reduced = found - {PRECISIONS["fp32"]}
+        if not reduced:
+            return "fp32"
         names = {v: k for k, v in PRECISIONS.items()}
-        return names[found.pop()] if len(found) == 1 else "auto"
+        return names[reduced.pop()] if len(reduced) == 1 else "auto"
 
     @property
     def names(self) -> Dict[int, str]:

@@ -464,6 +464,14 @@ class CPUTests(unittest.TestCase):
             _capi.require("gr_engine_save_as_banana", "Engine.banana")
         self.assertIn("the library is older than this graphrun package", str(ctx.exception))
 
+    def test_precision_read_back_from_the_layer_map(self):
+        """What a loaded engine reports as its precision (it has no request to copy): the layer
+        map of a uniform engine reads as the precision it was built with, although layers without
+        a reduced-precision kernel (the region head here) stay fp32."""
+        for precision in ("fp32", "fp16", "int8"):
+            with self.model.build(device="cpu", precision=precision) as engine:
+                self.assertEqual(engine._built_precision(), precision)
+
     # ---- engine files (gr_engine_save / gr_engine_load, branch engfile) ------------------------
 
     @unittest.skipUnless(_capi.has("gr_engine_save") and _capi.has("gr_engine_load"),
@@ -529,10 +537,10 @@ class GPUTests(unittest.TestCase):
         its float array give the same detections, exactly."""
         rgb = graphrun.load_image(PHOTOS[0])
         with self.model.build(device="gpu", precision="fp16") as engine:
-            want = engine.detect(PHOTOS[0])
-            self.assertEqual(engine.detect(rgb), want)
-            self.assertEqual(engine.detect(rgb[..., ::-1], color="bgr"), want)
-            self.assertEqual(engine.detect(rgb.astype(np.float32) / 255), want)
+            want = engine.detect(PHOTOS[0], thresh=0.25)
+            self.assertEqual(engine.detect(rgb, thresh=0.25), want)
+            self.assertEqual(engine.detect(rgb[..., ::-1], thresh=0.25, color="bgr"), want)
+            self.assertEqual(engine.detect(rgb.astype(np.float32) / 255, thresh=0.25), want)
             self.assertEqual(want.plot().shape, rgb.shape)
 
     @unittest.skipUnless(_capi.has("gr_engine_save") and _capi.has("gr_engine_load"),
