@@ -11,17 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void gr_detect_options_default(gr_detect_options *opt)
-{
-    if (!opt)
-        return;
-    opt->thresh = 0.5f;
-    opt->hier_thresh = 0.5f;
-    opt->nms = 0.45f;
-    opt->image_w = 0;
-    opt->image_h = 0;
-}
-
 void gr_detections_free(gr_detection *dets) { free(dets); }
 
 void gr_letterbox_size(int im_w, int im_h, int net_w, int net_h, int *new_w, int *new_h)

@@ -71,11 +71,9 @@ gr_status gr_engine_build(const gr_model *model, const gr_engine_options *opt, g
     if (!model || !out)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_build: NULL %s", model ? "out" : "model");
     *out = NULL;
-    gr_engine_options defaults;
-    if (!opt) {
-        gr_engine_options_default(&defaults);
-        opt = &defaults;
-    }
+    gr_engine_options full;
+    GR_TRY(gr_engine_options_take(opt, &full));
+    opt = &full;
     GR_TRY(gr_engine_validate(model->net, opt));
     gr_build_request req = {.net = model->net, .opt = *opt, .device = opt->device};
     if (req.device == GR_DEVICE_AUTO)
@@ -380,7 +378,9 @@ gr_status gr_engine_detect_outputs(const gr_engine *engine, const float *const *
     if (n_heads == 0)
         return gr_fail(GR_ERR_UNSUPPORTED, "%s: the network has no region or yolo layer to decode",
                        net->name);
-    return gr_detect_heads(heads, n_heads, net->w, net->h, opt, dets, n);
+    gr_detect_options full;
+    GR_TRY(gr_detect_options_take(opt, &full));
+    return gr_detect_heads(heads, n_heads, net->w, net->h, &full, dets, n);
 }
 
 gr_status gr_engine_detect(const gr_engine *engine, int batch_index, const gr_detect_options *opt,

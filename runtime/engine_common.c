@@ -1,5 +1,5 @@
 /* Helpers on the engine that every layer of the runtime uses, the backends included: the clock,
- * notices and error messages, the plan precision of an engine, the default options. They call
+ * notices and error messages, the plan precision of an engine. They call
  * nothing else of the runtime, so any file may call them without closing a circle (the front
  * calls the backends, and the backends call these). */
 #define _POSIX_C_SOURCE 200809L
@@ -16,28 +16,6 @@ double gr_now_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
-void gr_engine_options_default(gr_engine_options *opt)
-{
-    if (!opt)
-        return;
-    memset(opt, 0, sizeof *opt);
-    opt->device = GR_DEVICE_AUTO;
-    opt->precision = GR_PREC_FP32;
-    opt->batch = 1;
-    opt->gpu_index = 0;
-    opt->use_cuda_graph = 1;
-    opt->calib_method = GR_CALIB_MAX;
-    opt->calib_percentile = 99.99f;
-    opt->inflight = 1;
-    opt->calib_device = GR_DEVICE_AUTO; /* a GPU engine calibrates on the GPU */
-    opt->max_nrmse = GR_MAX_NRMSE_DEFAULT;
-    opt->tactic_search = 1; /* docs/tactics.md: measured on the H100, 2026-11-23 */
-    opt->f32_algo = GR_F32_ALGO_AUTO;
-    opt->f32_split_k = GR_TOGGLE_AUTO;
-    opt->pdl = GR_TOGGLE_AUTO;
-    opt->gemm_tactic = GR_TOGGLE_AUTO;
 }
 
 static const char *const f32_algo_names[] = {"auto", "sgemm", "tf32x3", "implicit", "direct3x3"};

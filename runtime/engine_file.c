@@ -406,6 +406,11 @@ static gr_status build_saved(const saved_engine *s, const gr_engine_options *cal
 static gr_status load_buffer(const uint8_t *p, size_t len, const char *source,
                              const gr_engine_options *opt, gr_engine **out)
 {
+    gr_engine_options caller;
+    if (opt) { /* the caller's struct_size honoured (runtime.h, "Option structs") */
+        GR_TRY(gr_engine_options_take(opt, &caller));
+        opt = &caller;
+    }
     file_header h;
     memset(&h, 0, sizeof h);
     GR_TRY(read_header(p, len, source, &h));

@@ -140,6 +140,16 @@ typedef struct gr_device_identity {
 /* gpu/device.c (gpu/none.c): the identity of CUDA device gpu_index (GR_ERR_NO_DEVICE without). */
 gr_status gr_gpu_device_identity(int gpu_index, gr_device_identity *id);
 
+/* ---- options.c: the option structs' struct_size contract (runtime.h, "Option structs") ----- */
+
+/* *full = the caller's options in this library's layout: the fields within given->struct_size
+ * from the caller, the rest defaults (given NULL: all defaults). GR_ERR_INVALID_ARGUMENT, naming
+ * the struct, for a struct_size outside [0.1.0's size, this library's]. Every entry point that
+ * takes an option struct reads it through these. */
+gr_status gr_model_options_take(const gr_model_options *given, gr_model_options *full);
+gr_status gr_engine_options_take(const gr_engine_options *given, gr_engine_options *full);
+gr_status gr_detect_options_take(const gr_detect_options *given, gr_detect_options *full);
+
 /* ---- build.c: the one build path ---------------------------------------------------------- */
 
 /* The checks every build makes before anything is resolved or allocated: options, tensor sizes

@@ -10,15 +10,6 @@
 #define GR_DATA_DIR "data"
 #endif
 
-void gr_model_options_default(gr_model_options *opt)
-{
-    if (!opt)
-        return;
-    memset(opt, 0, sizeof *opt);
-    opt->builtin = "yolo";
-    opt->seed = 1;
-}
-
 const char *const *gr_builtin_models(void) { return gr_net_builtin_names(); }
 
 static const char *base_name(const char *path)
@@ -52,6 +43,9 @@ gr_status gr_model_load(const gr_model_options *opt, gr_model **out)
     if (!opt || !out)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_model_load: NULL %s", opt ? "out" : "options");
     *out = NULL;
+    gr_model_options full;
+    GR_TRY(gr_model_options_take(opt, &full));
+    opt = &full;
     gr_net *net = NULL;
     gr_status st;
     if (opt->cfg_path) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The shared library's dynamic symbols are exactly the functions include/graphrun/runtime.h
-# declares: none missing (a declared function without a definition, or hidden by mistake) and
+# declares (its static inline ones aside): none missing (a declared function without a definition, or hidden by mistake) and
 # nothing else (internal functions, kernels and their C++ stubs stay hidden).
 #   tests/check_exports.sh path/to/libgraphrun.so include/graphrun/runtime.h
 set -euo pipefail
@@ -10,6 +10,10 @@ command -v nm >/dev/null || { echo "exports: nm not found (binutils)"; exit 77; 
 declared=$(sed -e 's#/\*.*\*/##g' -e '/\/\*/,/\*\//d' "$header" |
            grep -oE '\bgr_[a-z0-9_]+[[:space:]]*\(' | grep -oE 'gr_[a-z0-9_]+' |
            grep -v '_fn$' | sort -u)
+# static inline helpers (the option structs' *_default) are compiled into the caller: not exports.
+inline=$(grep -oE '^static inline [^(]*\bgr_[a-z0-9_]+\(' "$header" | grep -oE 'gr_[a-z0-9_]+' |
+         sort -u)
+declared=$(comm -23 <(echo "$declared") <(echo "$inline"))
 exported=$(nm -D --defined-only "$lib" | awk '$2 ~ /^[TWDBRVi]$/ {print $3}' |
            grep -vE '^_(init|fini|edata|end|_bss_start)$|^__bss_start$|^_edata$|^_end$' | sort -u)
 missing=$(comm -23 <(echo "$declared") <(echo "$exported"))

@@ -18,6 +18,15 @@
  *     destroyed after gr_engine_build() returns.
  *   - The engine owns all device memory it uses.
  *
+ * Option structs
+ *   - gr_model_options, gr_engine_options and gr_detect_options begin with `struct_size`: the
+ *     sizeof of the struct as the caller was compiled, set by the *_default() functions (inline
+ *     here, so the size is the caller's). Fields are only ever appended, so a library newer than
+ *     the caller's header takes the fields within struct_size from the caller and gives the rest
+ *     their defaults. A struct_size below the first layout that had the field (0.1.0's) or above
+ *     this library's own sizeof is GR_ERR_INVALID_ARGUMENT, naming the struct. Bindings that
+ *     mirror a struct (python/graphrun) call *_init(opt, sizeof mirror) and need no padding.
+ *
  * Threads
  *   - Separate objects are independent: any number of threads may each use their own engine at the
  *     same time, on the same GPU.
@@ -100,6 +109,8 @@ typedef struct gr_tensor_desc {
 typedef struct gr_model gr_model;
 
 typedef struct gr_model_options {
+    uint32_t struct_size;     /* sizeof(gr_model_options) as the caller knows it: see "Option
+                                 structs" above */
     const char *builtin;      /* built-in model name ("yolo", "shapes", "darknet19", ...: see
                                  gr_builtin_models()), or NULL */
     const char *cfg_path;     /* Darknet .cfg; replaces the built-in cfg when both are given */
@@ -113,7 +124,13 @@ typedef struct gr_model_options {
                                        gr_model_notice() */
 } gr_model_options;
 
-void gr_model_options_default(gr_model_options *opt); /* builtin "yolo", seed 1 */
+/* Defaults (builtin "yolo", seed 1) for the first struct_size bytes of *opt, struct_size set;
+ * GR_ERR_INVALID_ARGUMENT for a NULL opt or a struct_size outside the accepted range. */
+gr_status gr_model_options_init(gr_model_options *opt, size_t struct_size);
+static inline void gr_model_options_default(gr_model_options *opt)
+{
+    (void)gr_model_options_init(opt, sizeof *opt);
+}
 
 gr_status gr_model_load(const gr_model_options *opt, gr_model **out);
 void gr_model_destroy(gr_model *model);
@@ -179,13 +196,21 @@ typedef struct gr_detection {
 } gr_detection;
 
 typedef struct gr_detect_options {
+    uint32_t struct_size; /* sizeof(gr_detect_options) as the caller knows it ("Option structs") */
     float thresh;      /* class probability threshold; Darknet's default 0.5 */
     float hier_thresh; /* unused by region/yolo heads; kept for Darknet parity, 0.5 */
     float nms;         /* IoU threshold of the class-wise NMS; Darknet's default 0.45 */
     int image_w, image_h; /* the original image, to undo the letterbox; 0 = network size */
 } gr_detect_options;
 
-void gr_detect_options_default(gr_detect_options *opt);
+/* Defaults (thresh 0.5, hier_thresh 0.5, nms 0.45, image size 0) for the first struct_size
+ * bytes of *opt, struct_size set; GR_ERR_INVALID_ARGUMENT for a NULL opt or a struct_size outside
+ * the accepted range. */
+gr_status gr_detect_options_init(gr_detect_options *opt, size_t struct_size);
+static inline void gr_detect_options_default(gr_detect_options *opt)
+{
+    (void)gr_detect_options_init(opt, sizeof *opt);
+}
 
 /* Draw labelled boxes into the image (in place): 3 (RGB) or 4 channels (RGBA, alpha untouched). */
 gr_status gr_image_draw_detections(gr_image *im, const gr_detection *dets, int n, const gr_model *model);
@@ -239,6 +264,8 @@ const char *gr_toggle_name(gr_toggle toggle);
 gr_status gr_toggle_parse(const char *name, gr_toggle *out);
 
 typedef struct gr_engine_options {
+    uint32_t struct_size;    /* sizeof(gr_engine_options) as the caller knows it ("Option
+                                structs" at the top); gr_engine_options_default() sets it */
     gr_device device;        /* AUTO: the GPU when one is visible, else the CPU reference */
     gr_precision precision;  /* FP32 default */
     int batch;               /* images per run, 1 default */
@@ -316,8 +343,15 @@ typedef struct gr_engine_options {
 
 #define GR_MAX_INFLIGHT 8
 
-void gr_engine_options_default(gr_engine_options *opt);
+/* Defaults (each field says its own) for the first struct_size bytes of *opt, struct_size set;
+ * GR_ERR_INVALID_ARGUMENT for a NULL opt or a struct_size outside the accepted range. */
+gr_status gr_engine_options_init(gr_engine_options *opt, size_t struct_size);
+static inline void gr_engine_options_default(gr_engine_options *opt)
+{
+    (void)gr_engine_options_init(opt, sizeof *opt);
+}
 
+/* opt may be NULL (every default); otherwise its struct_size is checked as above. */
 gr_status gr_engine_build(const gr_model *model, const gr_engine_options *opt, gr_engine **out);
 void gr_engine_destroy(gr_engine *engine);
 

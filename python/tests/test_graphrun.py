@@ -1,10 +1,15 @@
 """Tests of the Python package (python/graphrun) against the graphrun CLI, an independent client
-of the same library: raw outputs through --input x.npy --save-output, detections through --json.
-Run from the source root: python3 python/tests/test_graphrun.py [CPUTests|GPUTests] (CTest:
+of the same library: raw outputs through --input x.npy --save-output, detections through --json;
+and of what detect() takes (paths, arrays in either colour order, float arrays, PIL images), the
+Results it gives (arrays, plot, save) and engine files (Engine.save / Engine.load). Installing the
+package is tests/python_install.sh's. Run from the source root: python3 python/tests/test_graphrun.py [CPUTests|GPUTests] (CTest:
 python_cpu and, label gpu, python_gpu). $GR_BUILD_DIR names the build directory (the CLI and libgraphrun.so)."""
 
+import ctypes
 import json
 import os
+import pathlib
+import re
 import subprocess
 import sys
 import tempfile
@@ -18,6 +23,12 @@ BUILD = os.environ.get("GR_BUILD_DIR", "build")
 os.environ.setdefault("GRAPHRUN_LIBRARY", os.path.join(BUILD, "libgraphrun.so"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import graphrun  # noqa: E402
+from graphrun import _capi  # noqa: E402
+
+try:
+    import PIL.Image
+except ImportError:
+    PIL = None
 
 CLI = os.path.join(BUILD, "graphrun")
 # A small region network: quick on the CPU reference, still a conv, a pool and a detection head.
@@ -139,7 +150,7 @@ class CPUTests(unittest.TestCase):
             with self.assertRaises(ValueError):
                 engine.run(np.zeros((1, 3, 16, 16), np.float32))
             with self.assertRaises(TypeError):
-                engine.detect(PHOTOS[0])
+                engine.detect(42)
         with self.assertRaises(ValueError):
             self.model.build(precision="int4")
         with self.assertRaises(ValueError) as ctx:  # checked before it reaches the library
@@ -263,11 +274,50 @@ class CPUTests(unittest.TestCase):
         self.assertIn("2 non-finite weights", str(ctx.exception))
 
 
+    def test_mirrors_follow_runtime_h(self):
+        """Each ctypes mirror lists runtime.h's fields by name in the header's order: a field
+        appended to a C struct (runtime.h only appends) and not to graphrun/_capi.py fails here,
+        naming it. The option mirrors carry no padding: their struct_size is their own size."""
+        with open("include/graphrun/runtime.h") as f:
+            header = f.read()
+        header = re.sub(r"/\*.*?\*/", "", header, flags=re.S)
+        mirrors = {"gr_model_options": _capi.ModelOptions, "gr_engine_options": _capi.EngineOptions,
+                   "gr_detect_options": _capi.DetectOptions, "gr_model_info": _capi.ModelInfo,
+                   "gr_tensor_desc": _capi.TensorDesc, "gr_image": _capi.Image,
+                   "gr_detection": _capi.Detection}
+        for c_name, mirror in mirrors.items():
+            body = re.search(r"typedef struct %s \{(.*?)\} %s;" % (c_name, c_name), header, re.S)
+            self.assertIsNotNone(body, c_name)
+            fields = []
+            for decl in body.group(1).split(";"):
+                decl = decl.strip()
+                if not decl:
+                    continue
+                pointer_to_function = re.search(r"\(\s*\*\s*(\w+)\s*\)", decl)
+                if pointer_to_function:
+                    fields.append(pointer_to_function.group(1))
+                    continue
+                # "int w, h, c" declares three; the name is the last word before any [..].
+                first, *rest = decl.split(",")
+                fields.append(re.findall(r"\w+", first.split("[")[0])[-1])
+                fields += [re.findall(r"\w+", r.split("[")[0])[-1] for r in rest]
+            self.assertEqual([f[0] for f in mirror._fields_], fields,
+                             f"graphrun/_capi.py's mirror of {c_name} differs from runtime.h")
+        for mirror, init in ((_capi.ModelOptions, "gr_model_options_init"),
+                             (_capi.EngineOptions, "gr_engine_options_init"),
+                             (_capi.DetectOptions, "gr_detect_options_init")):
+            opt = mirror()
+            self.assertEqual(getattr(_capi.lib(), init)(ctypes.byref(opt), ctypes.sizeof(opt)), 0,
+                             _capi.lib().gr_last_error())
+            self.assertEqual(opt.struct_size, ctypes.sizeof(mirror))
+
     def test_engine_options_mirror_the_c_struct(self):
         # The library fills the mirror: fields past the first that land where the header puts
         # them read the header's defaults (a shifted mirror reads padding or a neighbour).
-        opt = graphrun._EngineOptions()
-        graphrun._lib.gr_engine_options_default(graphrun.ctypes.byref(opt))
+        opt = _capi.EngineOptions()
+        self.assertEqual(_capi.lib().gr_engine_options_init(ctypes.byref(opt),
+                                                            ctypes.sizeof(opt)), 0)
+        self.assertEqual(opt.struct_size, ctypes.sizeof(opt))
         self.assertEqual((opt.batch, opt.use_cuda_graph, opt.inflight), (1, 1, 1))
         self.assertAlmostEqual(opt.calib_percentile, 99.99, places=3)
         self.assertAlmostEqual(opt.max_nrmse, 0.003, places=6)
@@ -278,6 +328,178 @@ class CPUTests(unittest.TestCase):
             self.assertEqual(engine.device, "cpu")
         with self.assertRaises(ValueError):
             self.model.build(device="cpu", f32_algo="banana")
+
+    # ---- what detect() takes, what it gives ----------------------------------------------------
+
+    def test_detect_takes_one_path_or_a_list(self):
+        """One image in (str or os.PathLike): one Results; a list in: a list, in order."""
+        with self.model.build(device="cpu") as engine:
+            one = engine.detect(PHOTOS[0], thresh=0.2)
+            self.assertIsInstance(one, graphrun.Results)
+            self.assertEqual(one.path, PHOTOS[0])
+            self.assertGreater(len(one), 0)
+            self.assertEqual(engine.detect(pathlib.Path(PHOTOS[0]), thresh=0.2), one)
+            listed = engine.detect(PHOTOS, thresh=0.2)
+            self.assertIsInstance(listed, list)
+            self.assertEqual(len(listed), 3)
+            self.assertEqual(listed[0], one)
+            self.assertNotEqual(listed[1], one)
+            self.assertEqual(engine.detect(tuple(PHOTOS[:1]), thresh=0.2), [one])
+
+    def test_bgr_array_detects_as_its_rgb(self):
+        """An OpenCV-style BGR array with color="bgr" gives the RGB image's detections exactly;
+        passed as RGB (the default) it is another picture (red and blue swapped)."""
+        rgb = graphrun.load_image(PHOTOS[1])
+        bgr = np.ascontiguousarray(rgb[..., ::-1])
+        with self.model.build(device="cpu") as engine:
+            want = engine.detect(rgb, thresh=0.2)
+            self.assertGreater(len(want), 0)
+            self.assertEqual(engine.detect(bgr, thresh=0.2, color="bgr"), want)
+            self.assertEqual(engine.detect(rgb[..., ::-1], thresh=0.2, color="bgr"), want)  # a view
+            self.assertNotEqual(engine.detect(bgr, thresh=0.2), want)
+            batch = engine.detect(np.stack([bgr, bgr]), thresh=0.2, color="bgr")  # (n, h, w, 3)
+            self.assertEqual(batch, [want, want])
+            with self.assertRaises(ValueError) as ctx:
+                engine.detect(rgb, color="BGR")
+            self.assertIn("color must be 'rgb' or 'bgr'", str(ctx.exception))
+
+    def test_float_arrays_in_0_1(self):
+        """A float (h, w, 3) array in [0, 1] is byte / 255 (Darknet's loader): rounded back to the
+        same bytes, so its detections equal the uint8 image's exactly, float32 or float64."""
+        rgb = graphrun.load_image(PHOTOS[0])
+        with self.model.build(device="cpu") as engine:
+            want = engine.detect(rgb, thresh=0.2)
+            for dtype in (np.float32, np.float64):
+                self.assertEqual(engine.detect(rgb.astype(dtype) / 255, thresh=0.2), want, dtype)
+            for bad, span in ((rgb.astype(np.float32), "spans [0.0, 255.0]"),
+                              (np.full((8, 8, 3), np.nan, np.float32), "spans [nan, nan]")):
+                with self.assertRaises(ValueError) as ctx:
+                    engine.detect(bad)
+                self.assertIn("a float image holds values in [0, 1]", str(ctx.exception))
+                self.assertIn(span, str(ctx.exception))
+
+    def test_wrong_arrays_are_named_in_the_error(self):
+        with self.model.build(device="cpu") as engine:
+            cases = [(np.zeros((3, 32, 32), np.float32), "not a float32 array of shape (3, 32, 32)"),
+                     (np.zeros((32, 32), np.uint8), "not a uint8 array of shape (32, 32)"),
+                     (np.zeros((32, 32, 4), np.uint8), "not a uint8 array of shape (32, 32, 4)"),
+                     (np.zeros((32, 32, 3), np.int16), "not a int16 array of shape (32, 32, 3)")]
+            for array, what in cases:
+                with self.assertRaises(ValueError, msg=what) as ctx:
+                    engine.detect(array)
+                self.assertIn(what, str(ctx.exception))
+            with self.assertRaises(TypeError) as ctx:
+                engine.detect([PHOTOS[0], 3.5])
+            self.assertIn("not a float", str(ctx.exception))
+
+    @unittest.skipIf(PIL is None, "Pillow is not installed (apt-get install python3-pil)")
+    def test_pil_images(self):
+        """A PIL image (any mode: converted to RGB) detects as its file does."""
+        with self.model.build(device="cpu") as engine:
+            want = engine.detect(PHOTOS[2], thresh=0.2)
+            with PIL.Image.open(PHOTOS[2]) as im:
+                self.assertEqual(engine.detect(im, thresh=0.2), want)
+                rgba = im.convert("RGBA")
+            self.assertEqual(engine.detect([rgba], thresh=0.2), [want])
+
+    def test_results_arrays_plot_and_save(self):
+        with self.model.build(device="cpu") as engine:
+            r = engine.detect(PHOTOS[0], thresh=0.2)
+        n = len(r)
+        self.assertGreater(n, 0)
+        self.assertEqual((r.xyxy.shape, r.xyxy.dtype), ((n, 4), np.float32))
+        self.assertEqual((r.conf.shape, r.conf.dtype), ((n,), np.float32))
+        self.assertEqual((r.cls.shape, r.cls.dtype), ((n,), np.int64))
+        for i, d in enumerate(r):  # the arrays hold the records' values
+            self.assertEqual(list(r.xyxy[i]), [np.float32(v) for v in (d.left, d.top, d.right,
+                                                                        d.bottom)])
+            self.assertEqual((r.conf[i], r.cls[i]), (np.float32(d.prob), d.class_id))
+            self.assertEqual(r.names[d.class_id], d.class_name)
+        self.assertEqual(r.boxes[0], r[0])
+        self.assertEqual(r.names, {0: "class 0", 1: "class 1"})
+        self.assertEqual(r.image.shape, (576, 768, 3))
+        plotted = r.plot()
+        self.assertEqual((plotted.shape, plotted.dtype), (r.image.shape, np.uint8))
+        changed = np.any(plotted != r.image, axis=2)
+        self.assertGreater(changed.sum(), 1000)  # boxes and labels drawn
+        self.assertTrue(np.array_equal(r.image, graphrun.load_image(PHOTOS[0])))  # not in place
+        # Drawn where the boxes are: every changed pixel lies on a box (grown by the line width)
+        # or on its label: runtime/image/draw.c scales its 6-pixel glyphs to 3% of the image's
+        # height (2x here), a band of at most 30 rows at the box's top, 14 columns a character.
+        ys, xs = np.nonzero(changed)
+        inside = np.zeros(len(xs), bool)
+        for (left, top, right, bottom), d in zip(r.xyxy, r):
+            inside |= (xs >= left - 3) & (xs <= right + 3) & (ys >= top - 3) & (ys <= bottom + 3)
+            label_w = 14 * len(f"{d.class_name} 0.00")
+            inside |= (xs >= left - 3) & (xs <= left + label_w) & (ys >= top - 30) & \
+                (ys <= top + 30)
+        self.assertTrue(inside.all(), f"{(~inside).sum()} drawn pixels outside every box")
+        png = os.path.join(self.tmp.name, "plotted.png")
+        r.save(png)
+        np.testing.assert_array_equal(graphrun.load_image(png), plotted)  # PNG is lossless
+        jpg = pathlib.Path(self.tmp.name) / "plotted.jpg"
+        r.save(jpg)
+        back = graphrun.load_image(jpg).astype(np.int16)
+        self.assertLess(np.abs(back - plotted).mean(), 8)  # JPEG: close, not exact
+        with self.assertRaises(graphrun.Error) as ctx:
+            r.save(os.path.join(self.tmp.name, "plotted.gif"))
+        self.assertIn("plotted.gif", str(ctx.exception))
+
+    def test_empty_results(self):
+        with self.model.build(device="cpu") as engine:
+            r = engine.detect(PHOTOS[0], thresh=1.0)
+        self.assertEqual(len(r), 0)
+        self.assertEqual((r.xyxy.shape, r.conf.shape, r.cls.shape), ((0, 4), (0,), (0,)))
+        np.testing.assert_array_equal(r.plot(), r.image)
+
+    def test_version_and_library(self):
+        self.assertEqual(graphrun.__version__, graphrun.version())
+        self.assertEqual(os.path.realpath(graphrun.library_path),
+                         os.path.realpath(os.environ["GRAPHRUN_LIBRARY"]))
+        self.assertEqual(graphrun.load_library(), graphrun.library_path)  # loaded already: no-op
+        with self.assertRaises(graphrun.Error) as ctx:
+            graphrun.load_library("/elsewhere/libgraphrun.so")
+        self.assertIn("cannot switch to /elsewhere/libgraphrun.so", str(ctx.exception))
+        with self.assertRaises(graphrun.Error) as ctx:
+            _capi.require("gr_engine_save_as_banana", "Engine.banana")
+        self.assertIn("the library is older than this graphrun package", str(ctx.exception))
+
+    def test_precision_read_back_from_the_layer_map(self):
+        """What a loaded engine reports as its precision (it has no request to copy): the layer
+        map of a uniform engine reads as the precision it was built with, although layers without
+        a reduced-precision kernel (the region head here) stay fp32."""
+        for precision in ("fp32", "fp16", "int8"):
+            with self.model.build(device="cpu", precision=precision) as engine:
+                self.assertEqual(engine._built_precision(), precision)
+
+    # ---- engine files (gr_engine_save / gr_engine_load, branch engfile) ------------------------
+
+    @unittest.skipUnless(_capi.has("gr_engine_save") and _capi.has("gr_engine_load"),
+                         "this libgraphrun has no gr_engine_save/gr_engine_load (engine files)")
+    def test_saved_engine_round_trip(self):
+        """An engine saved to a file, and to bytes, loads back into an engine whose outputs and
+        detections equal the original's bit for bit (the same CPU reference on the same input)."""
+        x = np.random.default_rng(11).random((1, 3, 32, 32), dtype=np.float32)
+        path = os.path.join(self.tmp.name, "small.engine")
+        with self.model.build(device="cpu") as engine:
+            want = engine.run(x)
+            want_dets = engine.detect(PHOTOS[0], thresh=0.2)
+            engine.save(path)
+            data = engine.to_bytes()
+        self.assertGreater(os.path.getsize(path), 0)
+        self.assertEqual(open(path, "rb").read(), data)
+        names = ["class 0", "class 1"]
+        for source in (path, pathlib.Path(path), data):
+            with graphrun.Engine.load(source, device="cpu", names=names) as loaded:
+                self.assertEqual(loaded.output_shapes, [(1, 14, 16, 16)])
+                self.assertEqual(loaded.precision, "fp32")
+                np.testing.assert_array_equal(loaded.run(x)[0], want[0])
+                self.assertEqual(loaded.detect(PHOTOS[0], thresh=0.2), want_dets)
+        with self.assertRaises(graphrun.Error) as ctx:
+            graphrun.Engine.load(os.path.join(self.tmp.name, "missing.engine"))
+        self.assertIn("missing.engine", str(ctx.exception))
+        with self.assertRaises(graphrun.Error):
+            graphrun.Engine.load(b"not an engine file")
 
 
 class GPUTests(unittest.TestCase):
@@ -309,6 +531,39 @@ class GPUTests(unittest.TestCase):
             b = eager.detect(PHOTOS)
         self.assertEqual(len(a), 3)
         self.assertEqual(a, b)   # the graph replays exactly the eager launches
+
+    def test_detect_inputs_agree(self):
+        """On the GPU's uint8 path too: a path, its RGB array, its BGR array with color="bgr" and
+        its float array give the same detections, exactly."""
+        rgb = graphrun.load_image(PHOTOS[0])
+        with self.model.build(device="gpu", precision="fp16") as engine:
+            want = engine.detect(PHOTOS[0], thresh=0.25)
+            self.assertEqual(engine.detect(rgb, thresh=0.25), want)
+            self.assertEqual(engine.detect(rgb[..., ::-1], thresh=0.25, color="bgr"), want)
+            self.assertEqual(engine.detect(rgb.astype(np.float32) / 255, thresh=0.25), want)
+            self.assertEqual(want.plot().shape, rgb.shape)
+
+    @unittest.skipUnless(_capi.has("gr_engine_save") and _capi.has("gr_engine_load"),
+                         "this libgraphrun has no gr_engine_save/gr_engine_load (engine files)")
+    def test_saved_int8_engine_round_trip(self):
+        """An int8 GPU engine saved and loaded again: the same raw outputs bit for bit on the same
+        uint8 input (same kernels, same ranges, same tactics) and the same detections."""
+        x = np.stack([graphrun.letterbox(p, 416, 416) for p in PHOTOS[:2]])
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "yolo-int8.engine")
+            with self.model.build(device="gpu", precision="int8", batch=2) as engine:
+                want = engine.run(x)
+                want_dets = engine.detect(PHOTOS[:2])
+                engine.save(path)
+            with graphrun.Engine.load(path, device="gpu") as loaded:
+                self.assertEqual(loaded.device, "gpu")
+                self.assertEqual(loaded.precision, "int8")
+                got = loaded.run(x)
+                for k, (g, w) in enumerate(zip(got, want)):
+                    np.testing.assert_array_equal(g, w, err_msg=f"output {k}")
+                got_dets = loaded.detect(PHOTOS[:2])
+        self.assertEqual([[(d.class_id, d.prob, d.left) for d in r] for r in got_dets],
+                         [[(d.class_id, d.prob, d.left) for d in r] for r in want_dets])
 
 
 if __name__ == "__main__":

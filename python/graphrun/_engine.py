@@ -1,0 +1,433 @@
+"""Model and Engine: the C handles gr_model / gr_engine with NumPy in and out. Arguments are
+checked here before they reach C (ctypes would silently truncate an integer that does not fit its
+C type); the library's own failures raise Error with its one-line message."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import numbers
+import os
+import threading
+import warnings
+from typing import (Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union,
+                    overload)
+
+import numpy as np
+import numpy.typing as npt
+
+from . import _capi
+from ._capi import Error
+from .results import Detection, ImageLike, PathLike, Results, c_image, to_rgb
+
+DEVICES = {"auto": 0, "cpu": 1, "gpu": 2}                       # gr_device
+PRECISIONS = {"fp32": 0, "fp16": 1, "int8": 2, "auto": 3}       # gr_precision
+F32_ALGOS = {"auto": 0, "sgemm": 1, "tf32x3": 2, "implicit": 3, "direct3x3": 4}  # gr_f32_algo
+_INT_MAX = 2**31 - 1
+_MAX_BATCH = 4096  # GR_MAX_BATCH (base/base.h)
+_GR_ERR_NUMERIC = 13
+
+
+class NonFiniteWarning(RuntimeWarning):
+    """Weights or outputs hold NaN/Inf: the results are meaningless."""
+
+
+def _int_arg(name: str, value: Any, lo: int, hi: int) -> int:
+    """value as an int within [lo, hi], or TypeError / ValueError naming the argument."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, not {type(value).__name__}")
+    number = int(value)
+    if not lo <= number <= hi:
+        raise ValueError(f"{name} must be in [{lo}, {hi}], not {number}")
+    return number
+
+
+def _float_arg(name: str, value: Any, lo: float, hi: float) -> float:
+    """value as a finite float within [lo, hi], or TypeError / ValueError naming the argument."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+    number = float(value)
+    if not (math.isfinite(number) and lo <= number <= hi):
+        raise ValueError(f"{name} must be a finite number in [{lo}, {hi}], not {number}")
+    return number
+
+
+def _choice(name: str, value: Any, table: Dict[str, int]) -> int:
+    if value not in table:
+        raise ValueError(f"{name} {value!r} is not one of {sorted(table)}")
+    return table[value]
+
+
+def _path(p: Optional[PathLike]) -> Optional[bytes]:
+    return os.fsencode(p) if p is not None else None
+
+
+def version() -> str:
+    """The library's version, e.g. "0.1.0"."""
+    return str(_capi.lib().gr_version().decode())
+
+
+def cuda_device_count() -> int:
+    """CUDA devices visible to graphrun (0 without a GPU or driver)."""
+    return int(_capi.lib().gr_cuda_device_count())
+
+
+def letterbox(image: ImageLike, width: int, height: int, dtype: Any = np.uint8,
+              color: str = "rgb") -> npt.NDArray[Any]:
+    """Darknet's letterbox of an image (anything detect() takes) to width x height: uint8
+    (height, width, 3) HWC, or float32 (3, height, width) CHW in [0, 1] exactly as Darknet
+    computes it (dtype=np.float32)."""
+    width = _int_arg("width", width, 1, 1 << 16)
+    height = _int_arg("height", height, 1, 1 << 16)
+    rgb = to_rgb(image, color)
+    im = c_image(rgb)
+    lib = _capi.lib()
+    if dtype == np.uint8:
+        out = np.empty((height, width, 3), np.uint8)
+        _capi.check(lib.gr_image_letterbox_u8(ctypes.byref(im), width, height, out.ctypes.data))
+    elif dtype == np.float32:
+        out = np.empty((3, height, width), np.float32)
+        _capi.check(lib.gr_image_letterbox(ctypes.byref(im), width, height, out.ctypes.data))
+    else:
+        raise ValueError("letterbox dtype is np.uint8 or np.float32")
+    return out
+
+
+_H = TypeVar("_H", bound="_Handle")
+
+
+class _Handle:
+    """Owns a C handle: close() (or leaving a with-block, or collection) releases it once."""
+
+    _handle: Any = None  # until built: close() and __del__ after a failed __init__ do nothing
+    _destroy_name = ""
+
+    def close(self) -> None:
+        if self._handle:
+            getattr(_capi.lib(), self._destroy_name)(self._handle)
+            self._handle = _capi.P()
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __enter__(self: _H) -> _H:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Model(_Handle):
+    """A network: a built-in name ("yolo", "yolov2-tiny", "yolov3-tiny", ...) or a Darknet cfg,
+    with Darknet weights or deterministic synthetic ones (seed). names: a file of class names, one
+    per line. Weights holding NaN/Inf warn (NonFiniteWarning), or fail with strict_weights."""
+
+    _destroy_name = "gr_model_destroy"
+
+    def __init__(self, builtin: str = "yolo", cfg: Optional[PathLike] = None,
+                 weights: Optional[PathLike] = None, seed: int = 1,
+                 names: Optional[PathLike] = None, strict_weights: bool = False) -> None:
+        seed = _int_arg("seed", seed, 0, 2**64 - 1)
+        lib = _capi.lib()
+        opt = _capi.ModelOptions()
+        _capi.check(lib.gr_model_options_init(ctypes.byref(opt), ctypes.sizeof(opt)))
+        opt.builtin = None if cfg else builtin.encode()
+        opt.cfg_path = _path(cfg)
+        opt.weights_path = _path(weights)
+        opt.seed = seed
+        opt.nonfinite_weights_is_error = 1 if strict_weights else 0
+        self._handle = _capi.P()
+        _capi.check(lib.gr_model_load(ctypes.byref(opt), ctypes.byref(self._handle)))
+        if names:
+            _capi.check(lib.gr_model_set_class_names(self._handle, _path(names)))
+        info = _capi.ModelInfo()
+        _capi.check(lib.gr_model_get_info(self._handle, ctypes.byref(info)))
+        self.name: str = info.name.decode()
+        self.width, self.height, self.channels = info.width, info.height, info.channels
+        self.n_layers: int = info.n_layers
+        self.classes: int = info.classes
+        self.synthetic_weights = bool(info.synthetic_weights)
+        self.gflops: float = info.gflops
+        self.nonfinite_weights: int = info.nonfinite_weights
+        self.notice: str = lib.gr_model_notice(self._handle).decode(errors="replace")
+        if self.nonfinite_weights:
+            warnings.warn(self.notice, NonFiniteWarning, stacklevel=2)
+
+    def class_name(self, class_id: int) -> str:
+        class_id = _int_arg("class_id", class_id, -2**31, _INT_MAX)
+        return str(_capi.lib().gr_model_class_name(self._handle, class_id).decode())
+
+    def build(self, device: str = "auto", precision: str = "fp32", batch: int = 1,
+              use_cuda_graph: bool = True, calib_cache: Optional[PathLike] = None,
+              calib_images: Optional[Sequence[PathLike]] = None, f32_algo: str = "auto",
+              nonfinite_is_error: bool = False) -> "Engine":
+        """An engine for this model (see Engine)."""
+        return Engine(self, device, precision, batch, use_cuda_graph, calib_cache, calib_images,
+                      f32_algo, nonfinite_is_error)
+
+
+def _engine_options(device: str, use_cuda_graph: bool) -> _capi.EngineOptions:
+    opt = _capi.EngineOptions()
+    _capi.check(_capi.lib().gr_engine_options_init(ctypes.byref(opt), ctypes.sizeof(opt)))
+    opt.device = _choice("device", device, DEVICES)
+    opt.use_cuda_graph = 1 if use_cuda_graph else 0
+    return opt
+
+
+Images = Union[ImageLike, List[ImageLike], Tuple[ImageLike, ...]]
+
+
+class Engine(_Handle):
+    """A built (or loaded) engine.
+
+    device "auto" | "cpu" | "gpu"; precision "fp32" | "fp16" | "int8" | "auto" (int8 or fp16 per
+    layer within an output NRMSE of 0.003, docs/calibration.md); batch: images per run; f32_algo
+    "auto" | "sgemm" | "tf32x3" | "implicit" | "direct3x3" picks the GPU's fp32 convolution
+    algorithm (runtime.h, gr_f32_algo). Outputs holding NaN/Inf raise NonFiniteWarning, or
+    graphrun.Error (status "non-finite output") with nonfinite_is_error=True; the outputs stay
+    readable through outputs() either way. One engine serializes its own calls with a lock, so
+    threads may share it (runtime.h's one-thread-at-a-time rule is kept for them)."""
+
+    _destroy_name = "gr_engine_destroy"
+
+    def __init__(self, model: Model, device: str = "auto", precision: str = "fp32",
+                 batch: int = 1, use_cuda_graph: bool = True,
+                 calib_cache: Optional[PathLike] = None,
+                 calib_images: Optional[Sequence[PathLike]] = None, f32_algo: str = "auto",
+                 nonfinite_is_error: bool = False) -> None:
+        batch = _int_arg("batch", batch, 1, _MAX_BATCH)
+        opt = _engine_options(device, use_cuda_graph)
+        opt.precision = _choice("precision", precision, PRECISIONS)
+        opt.f32_algo = _choice("f32_algo", f32_algo, F32_ALGOS)
+        opt.batch = batch
+        opt.calib_cache = _path(calib_cache)
+        keep = None
+        if calib_images is not None:
+            keep = _capi.c_paths(calib_images)
+            opt.calib_images = keep
+        handle = _capi.P()
+        _capi.check(_capi.lib().gr_engine_build(model._handle, ctypes.byref(opt),
+                                                ctypes.byref(handle)))
+        del keep
+        names = [model.class_name(i) for i in range(model.classes)]
+        self._setup(handle, names, model, precision, nonfinite_is_error)
+
+    @classmethod
+    def load(cls, source: Union[PathLike, bytes, bytearray, memoryview], device: str = "auto",
+             use_cuda_graph: bool = True, nonfinite_is_error: bool = False,
+             names: Optional[Union[Sequence[str], PathLike]] = None) -> "Engine":
+        """An engine from a file Engine.save() wrote (a path), or from its bytes (to_bytes()),
+        built for `device` without calibrating or measuring again. names: the class names (a list,
+        or a file of one name per line); without them, detections read "class N" (and plot()
+        labels them so either way: drawing takes its labels from a Model). .precision is read
+        from the engine's layer map: "fp32", "fp16", "int8", or "auto" where int8 and fp16 mix."""
+        opt = _engine_options(device, use_cuda_graph)
+        handle = _capi.P()
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            fn = _capi.require("gr_engine_load_from_memory", "Engine.load(bytes)")
+            data = bytes(source)
+            _capi.check(fn(data, len(data), ctypes.byref(opt), ctypes.byref(handle)))
+        else:
+            fn = _capi.require("gr_engine_load", "Engine.load(path)")
+            _capi.check(fn(os.fsencode(source), ctypes.byref(opt), ctypes.byref(handle)))
+        if names is not None and isinstance(names, (str, bytes, os.PathLike)):
+            with open(names, encoding="utf-8") as f:
+                names = [line.strip() for line in f if line.strip()]
+        engine = cls.__new__(cls)
+        engine._setup(handle, list(names or []), None, None, nonfinite_is_error)
+        return engine
+
+    def save(self, path: PathLike) -> None:
+        """Write the engine to a file Engine.load() reads back (same graphrun version and, for a
+        GPU engine, the same kind of GPU)."""
+        fn = _capi.require("gr_engine_save", "Engine.save")
+        with self._lock:
+            _capi.check(fn(self._handle, os.fsencode(path)), self._handle)
+
+    def to_bytes(self) -> bytes:
+        """The engine file's bytes (what save() writes)."""
+        fn = _capi.require("gr_engine_save_to_memory", "Engine.to_bytes")
+        free = _capi.require("gr_free", "Engine.to_bytes")
+        data, size = _capi.P(), ctypes.c_size_t()
+        with self._lock:
+            _capi.check(fn(self._handle, ctypes.byref(data), ctypes.byref(size)), self._handle)
+        try:
+            return ctypes.string_at(data, size.value)
+        finally:
+            free(data)
+
+    def _setup(self, handle: Any, names: List[str], model: Optional[Model],
+               precision: Optional[str], nonfinite_is_error: bool) -> None:
+        """Everything after the handle exists: what the engine reports about itself."""
+        lib = _capi.lib()
+        self._handle = handle
+        self._lock = threading.Lock()  # a run and the reading of its outputs are one operation
+        self._model = model
+        self._nonfinite_is_error = bool(nonfinite_is_error)
+        self._class_names = names
+        self.nonfinite: List[int] = []  # NaN/Inf count per output of the last run
+        self.precision: str = precision or self._built_precision()
+        self.device: str = "gpu" if lib.gr_engine_device(handle) == DEVICES["gpu"] else "cpu"
+        self.device_name: str = lib.gr_engine_device_name(handle).decode()
+        desc = _capi.TensorDesc()
+        _capi.check(lib.gr_engine_input_desc(handle, ctypes.byref(desc)), handle)
+        self.batch, self.channels, self.width, self.height = desc.n, desc.c, desc.w, desc.h
+        self.output_shapes: List[Tuple[int, int, int, int]] = []
+        for k in range(lib.gr_engine_output_count(handle)):
+            _capi.check(lib.gr_engine_output_desc(handle, k, ctypes.byref(desc)), handle)
+            self.output_shapes.append((desc.n, desc.c, desc.h, desc.w))
+
+    def _built_precision(self) -> str:
+        """A loaded engine's precision, from its layer map: the one reduced precision its layers
+        use (layers without an int8/fp16 kernel stay fp32 in any engine), "fp32" when none does,
+        "auto" when int8 and fp16 layers mix."""
+        n = ctypes.c_int()
+        per_layer = _capi.lib().gr_engine_layer_precision(self._handle, ctypes.byref(n))
+        found = {per_layer[i] for i in range(n.value)} if per_layer else set()
+        reduced = found - {PRECISIONS["fp32"]}
+        if not reduced:
+            return "fp32"
+        names = {v: k for k, v in PRECISIONS.items()}
+        return names[reduced.pop()] if len(reduced) == 1 else "auto"
+
+    @property
+    def names(self) -> Dict[int, str]:
+        """Class id -> name, as detections are labelled."""
+        return dict(enumerate(self._class_names))
+
+    def run(self, x: npt.NDArray[Any]) -> List[npt.NDArray[np.float32]]:
+        """Run on a whole batch: float32 (batch, channels, h, w) in [0, 1] (planar, as Darknet)
+        or uint8 (batch, h, w, channels) (letterboxed bytes, what the GPU's input copy moves).
+        Returns the raw outputs of this run, one float32 NCHW array per head (copies), even when
+        other threads use the engine: the run and the copies happen under the engine's lock."""
+        fn, x = self._input(x)
+        with self._lock:
+            _capi.check(fn(self._handle, x.ctypes.data), self._handle)
+            outputs = self._outputs_locked()
+            self._count_nonfinite_locked()
+        self._check_finite()
+        return outputs
+
+    def _input(self, x: Any) -> Tuple[Callable[..., int], npt.NDArray[Any]]:
+        """The C entry point for x and x as a contiguous array, after checking its shape against
+        the engine's input: the C side reads batch x channels x h x w values whatever it gets."""
+        b, c, h, w = self.batch, self.channels, self.height, self.width
+        if not isinstance(x, np.ndarray):
+            raise TypeError("run() takes a numpy array")
+        lib = _capi.lib()
+        if x.dtype == np.float32 and x.shape == (b, c, h, w):
+            fn = lib.gr_engine_run_f32
+        elif x.dtype == np.uint8 and x.shape == (b, h, w, c):
+            fn = lib.gr_engine_run_u8
+        else:
+            raise ValueError(f"input must be float32 {(b, c, h, w)} or uint8 {(b, h, w, c)}, "
+                             f"not {x.dtype} {x.shape}")
+        return fn, np.ascontiguousarray(x)
+
+    def outputs(self) -> List[npt.NDArray[np.float32]]:
+        """The raw outputs of the last run (copies). With several threads on one engine, use
+        what run() returns: another thread's run may come between a run and this call."""
+        with self._lock:
+            return self._outputs_locked()
+
+    def _outputs_locked(self) -> List[npt.NDArray[np.float32]]:
+        result = []
+        for k, shape in enumerate(self.output_shapes):
+            data = ctypes.POINTER(ctypes.c_float)()
+            _capi.check(_capi.lib().gr_engine_output(self._handle, k, ctypes.byref(data)),
+                        self._handle)
+            result.append(np.ctypeslib.as_array(data, shape=shape).copy())
+        return result
+
+    def _count_nonfinite_locked(self) -> None:
+        counts = []
+        for k in range(len(self.output_shapes)):
+            count = ctypes.c_size_t()
+            _capi.check(_capi.lib().gr_engine_output_nonfinite(self._handle, k,
+                                                                ctypes.byref(count)), self._handle)
+            counts.append(count.value)
+        self.nonfinite = counts
+
+    def _check_finite(self) -> None:
+        """Never silent about NaN/Inf outputs: a warning, or an error when asked for one."""
+        bad = [(k, n) for k, n in enumerate(self.nonfinite) if n]
+        if not bad:
+            return
+        message = "; ".join(f"output {k} holds {n} NaN/Inf values" for k, n in bad) + \
+            " (try precision='fp32' or 'int8': fp16 overflows above 65504)"
+        if self._nonfinite_is_error:
+            raise Error(_capi.status_name(_GR_ERR_NUMERIC), message)
+        warnings.warn(message, NonFiniteWarning, stacklevel=3)
+
+    @overload
+    def detect(self, images: ImageLike, thresh: float = ..., nms: float = ...,
+               color: str = ...) -> Results: ...
+    @overload
+    def detect(self, images: Union[List[ImageLike], Tuple[ImageLike, ...]], thresh: float = ...,
+               nms: float = ..., color: str = ...) -> List[Results]: ...
+
+    def detect(self, images: Images, thresh: float = 0.5, nms: float = 0.45,
+               color: str = "rgb") -> Union[Results, List[Results]]:
+        """Detections of one image (a Results) or of each image of a list (a list of Results).
+
+        An image is a path (str or os.PathLike), a uint8 (h, w, 3) array, a float (h, w, 3) array
+        in [0, 1], or a PIL image; a (n, h, w, 3) array is n images. color: the channel order of
+        arrays, "rgb" (default: load_image, PIL, imageio) or "bgr" (OpenCV's cv2.imread); paths
+        and PIL images are always decoded to RGB. Images run in batches of the engine's size (a
+        short last batch is padded, its padding dropped), letterboxed as the CLI does: uint8 on
+        the GPU, Darknet's floats on the CPU."""
+        single = not isinstance(images, (list, tuple)) and not (
+            isinstance(images, np.ndarray) and images.ndim == 4)
+        items: List[Any] = [images] if single else list(images)  # type: ignore[arg-type]
+        if self.channels != 3:
+            raise ValueError(f"detect() letterboxes RGB images; this network takes "
+                             f"{self.channels} channels (use run())")
+        thresh = _float_arg("thresh", thresh, 0.0, 1.0)
+        nms = _float_arg("nms", nms, 0.0, 1.0)
+        if color not in ("rgb", "bgr"):
+            raise ValueError(f"color must be 'rgb' or 'bgr', not {color!r}")
+        rgb = [to_rgb(im, color) for im in items]
+        paths = [os.fspath(im) if isinstance(im, (str, os.PathLike)) else None for im in items]
+        results: List[Results] = []
+        for start in range(0, len(rgb), self.batch):
+            chunk = rgb[start:start + self.batch]
+            boxes = self._detect_batch(chunk, thresh, nms)
+            results.extend(Results(b, im, self.names, p, self._model)
+                           for b, im, p in zip(boxes, chunk, paths[start:start + self.batch]))
+        return results[0] if single else results
+
+    def _detect_batch(self, chunk: List[npt.NDArray[np.uint8]], thresh: float,
+                      nms: float) -> List[List[Detection]]:
+        padded = chunk + [chunk[-1]] * (self.batch - len(chunk))
+        dtype = np.uint8 if self.device == "gpu" else np.float32
+        fn, x = self._input(np.stack([letterbox(im, self.width, self.height, dtype)
+                                      for im in padded]))
+        with self._lock:  # the run and its detections: one operation
+            _capi.check(fn(self._handle, x.ctypes.data), self._handle)
+            self._count_nonfinite_locked()
+            found = [self._detections(i, im.shape[1], im.shape[0], thresh, nms)
+                     for i, im in enumerate(chunk)]
+        self._check_finite()
+        return found
+
+    def _detections(self, index: int, image_w: int, image_h: int, thresh: float,
+                    nms: float) -> List[Detection]:
+        lib = _capi.lib()
+        opt = _capi.DetectOptions()
+        _capi.check(lib.gr_detect_options_init(ctypes.byref(opt), ctypes.sizeof(opt)))
+        opt.thresh, opt.nms, opt.image_w, opt.image_h = thresh, nms, image_w, image_h
+        dets = ctypes.POINTER(_capi.Detection)()
+        n = ctypes.c_int()
+        _capi.check(lib.gr_engine_detect(self._handle, index, ctypes.byref(opt),
+                                         ctypes.byref(dets), ctypes.byref(n)), self._handle)
+        try:
+            out = []
+            for i in range(n.value):
+                d = dets[i]
+                name = self._class_names[d.class_id] if 0 <= d.class_id < len(
+                    self._class_names) else f"class {d.class_id}"
+                out.append(Detection(d.left, d.top, d.right, d.bottom, d.class_id, name, d.prob,
+                                     d.objectness))
+            return out
+        finally:
+            lib.gr_detections_free(dets)
