@@ -61,6 +61,8 @@ struct gr_engine {
                                      backend, which owns them (pinned memory on the GPU) */
     int input_u8;          /* type of the staging buffer gr_engine_run() and submits read */
     int inflight;          /* slots: opt.inflight, 0 taken as 1 */
+    int micro_batch;       /* images per pass of the GPU graph (gr_engine_micro_batch); 0: the
+                              whole batch (the CPU engine) */
     int slot_busy[GR_MAX_INFLIGHT]; /* submitted and not waited for */
     int slot_u8[GR_MAX_INFLIGHT];   /* the input type of the slot's submitted run */
     int has_run;
@@ -80,6 +82,9 @@ struct gr_engine {
     gr_tactic_info *tactics; /* the GPU backend's conv tactics (uint8 graph), malloc'd */
     int n_tactics;
     gr_tactic_stats tactic_stats;
+    gr_build_times build_times; /* filled as the build goes (the front and the backend) */
+    gr_node_time *node_times;   /* the GPU backend's per-node times (uint8 graph), malloc'd */
+    int n_node_times;
 };
 
 /* An engine to build, with everything resolved: what gr_engine_create takes. The front fills it

@@ -72,6 +72,7 @@ typedef struct gr_cli_options {
     int strict_weights;   /* --strict-weights: NaN/Inf among the weights fail the load */
     gr_f32_algo f32_algo; /* --f32-algo (default auto) */
     gr_toggle f32_split_k, pdl; /* --split-k, --pdl (default auto) */
+    int micro_batch;      /* --micro-batch N|auto: images per pass of the GPU graph, 0 = auto */
 } gr_cli_options;
 
 /* ---- flag parsing (tools/cli_args.c): one parser for every subcommand ---------------------- */

@@ -108,7 +108,8 @@ class _EngineOptions(ctypes.Structure):
                 ("n_layer_precision", ctypes.c_int), ("max_nrmse", ctypes.c_float),
                 ("tactic_search", ctypes.c_int), ("timing_cache", ctypes.c_char_p),
                 ("f32_algo", ctypes.c_int), ("f32_split_k", ctypes.c_int), ("pdl", ctypes.c_int),
-                ("gemm_tactic", ctypes.c_int), ("_spare", ctypes.c_char * _SPARE)]
+                ("gemm_tactic", ctypes.c_int), ("micro_batch", ctypes.c_int),
+                ("_spare", ctypes.c_char * _SPARE)]
 
 
 class _TensorDesc(ctypes.Structure):
@@ -179,6 +180,7 @@ _signatures = {
     "gr_engine_build": (ctypes.c_int, [_P, ctypes.POINTER(_EngineOptions), ctypes.POINTER(_P)]),
     "gr_engine_destroy": (None, [_P]),
     "gr_engine_device": (ctypes.c_int, [_P]),
+    "gr_engine_micro_batch": (ctypes.c_int, [_P]),
     "gr_engine_device_name": (ctypes.c_char_p, [_P]),
     "gr_engine_input_desc": (ctypes.c_int, [_P, ctypes.POINTER(_TensorDesc)]),
     "gr_engine_output_count": (ctypes.c_int, [_P]),
@@ -344,10 +346,11 @@ class Model(_Handle):
         return _lib.gr_model_class_name(self._handle, class_id).decode()
 
     def build(self, device="auto", precision="fp32", batch=1, use_cuda_graph=True,
-              calib_cache=None, calib_images=None, f32_algo="auto", nonfinite_is_error=False):
+              calib_cache=None, calib_images=None, f32_algo="auto", nonfinite_is_error=False,
+              micro_batch=0):
         """An engine for this model (see Engine)."""
         return Engine(self, device, precision, batch, use_cuda_graph, calib_cache, calib_images,
-                      f32_algo, nonfinite_is_error)
+                      f32_algo, nonfinite_is_error, micro_batch)
 
 
 class Engine(_Handle):
@@ -357,13 +360,16 @@ class Engine(_Handle):
     picks the GPU's fp32 convolution algorithm (runtime.h, gr_f32_algo). Keeps the class names of
     its model. Outputs holding NaN/Inf raise NonFiniteWarning, or graphrun.Error (status
     "non-finite output") with nonfinite_is_error=True; the outputs stay readable through outputs()
-    either way."""
+    either way. micro_batch: images per pass of the GPU graph, 0 (auto: measured at build) or a
+    divisor of batch (runtime.h); the engine's choice is its micro_batch attribute."""
 
     _destroy = _lib.gr_engine_destroy
 
     def __init__(self, model, device="auto", precision="fp32", batch=1, use_cuda_graph=True,
-                 calib_cache=None, calib_images=None, f32_algo="auto", nonfinite_is_error=False):
+                 calib_cache=None, calib_images=None, f32_algo="auto", nonfinite_is_error=False,
+                 micro_batch=0):
         batch = _int_arg("batch", batch, 1, _MAX_BATCH)
+        micro_batch = _int_arg("micro_batch", micro_batch, 0, batch)
         self._lock = threading.Lock()  # a run and the reading of its outputs are one operation
         self._nonfinite_is_error = bool(nonfinite_is_error)
         self.nonfinite = []  # NaN/Inf count per output of the last run
@@ -380,6 +386,7 @@ class Engine(_Handle):
         opt.batch = batch
         opt.use_cuda_graph = 1 if use_cuda_graph else 0
         opt.f32_algo = _F32_ALGOS[f32_algo]
+        opt.micro_batch = micro_batch
         opt.calib_cache = _path(calib_cache)
         if calib_images is not None:
             paths = (ctypes.c_char_p * (len(calib_images) + 1))(
@@ -391,6 +398,7 @@ class Engine(_Handle):
         self.precision = precision
         self.device = "gpu" if _lib.gr_engine_device(self._handle) == _DEVICES["gpu"] else "cpu"
         self.device_name = _lib.gr_engine_device_name(self._handle).decode()
+        self.micro_batch = _lib.gr_engine_micro_batch(self._handle)
         desc = _TensorDesc()
         _check(_lib.gr_engine_input_desc(self._handle, ctypes.byref(desc)), self._handle)
         self.batch, self.channels, self.width, self.height = desc.n, desc.c, desc.w, desc.h
