@@ -498,8 +498,10 @@ static int list_candidates(const gpu_conv *c, int full_batch, candidate *list)
             if (gr_conv_check(&a, c->is_i8) != cudaSuccess)
                 continue;
             size_t ws = a.split_k > 1 ? ws_bytes_of(&a, c->is_i8) : 0;
-            gr_conv_args whole = a; /* the bound holds for the batch the tactic will run */
+            gr_conv_args whole = a; /* the checks and the bound hold for the batch it will run */
             whole.batch = full_batch;
+            if (full_batch != a.batch && gr_conv_check(&whole, c->is_i8) != cudaSuccess)
+                continue;
             size_t ws_whole = a.split_k > 1 ? ws_bytes_of(&whole, c->is_i8) : 0;
             if (ws_whole > max_candidate_workspace || (a.split_k > 1 && ws == 0))
                 continue; /* too big, or the split does not happen: same as split 1 */
@@ -516,7 +518,7 @@ static int list_candidates(const gpu_conv *c, int full_batch, candidate *list)
 static int gemm_candidate(search_ctx *s, const gpu_conv *c, int index, candidate *k);
 
 /* Is a cached tactic one the kernels accept here, within the workspace bound? */
-static int cached_candidate(search_ctx *s, const gpu_conv *c, int index,
+static int cached_candidate(search_ctx *s, const gpu_conv *c, int full_batch, int index,
                             const gr_tcache_entry *hit, candidate *k)
 {
     if (hit->tile == TILE_GEMM)
@@ -528,6 +530,8 @@ static int cached_candidate(search_ctx *s, const gpu_conv *c, int index,
     a.split_k = hit->split;
     gr_kernels_clear_failure();
     int ok = gr_conv_check(&a, c->is_i8) == cudaSuccess;
+    a.batch = full_batch; /* where it will run too */
+    ok = ok && gr_conv_check(&a, c->is_i8) == cudaSuccess;
     gr_kernels_clear_failure();
     size_t ws = ok ? ws_bytes_of(&a, c->is_i8) : 0;
     if (!ok || ws > max_candidate_workspace)
@@ -670,7 +674,7 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
     GR_TRY(fill_input(s, &c, index));
     const gr_tcache_entry *hit = s->g->tcache ? gr_timing_cache_find(g->tcache, key) : NULL;
     candidate cached;
-    int use_cache = hit && cached_candidate(s, &c, index, hit, &cached);
+    int use_cache = hit && cached_candidate(s, &c, full.batch, index, hit, &cached);
     if (use_cache && cached.ws > ws_max)
         ws_max = cached.ws;
     GR_TRY(ensure_workspace(s, ws_max));
