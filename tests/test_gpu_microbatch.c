@@ -1,8 +1,11 @@
 /* GPU engine, micro-batching (runtime.h micro_batch; docs/performance.md, "Micro-batching"): an
  * engine of batch 256 run as 4 passes of 64 images through its one graph gives the outputs of the
  * unsplit engine - int8 bit for bit (int32 sums are exact, the requantization per element), fp16
- * within NRMSE 1e-3 and fp32 within 1e-5 (the kernels' automatic tile / algorithm may differ
- * between a grid of 64 and of 256 images, which only reorders the K sums: docs/tactics.md) - on
+ * within NRMSE 1e-2 and fp32 within 1e-5 of the network's outputs (the kernels' automatic tile /
+ * algorithm may differ between a grid of 64 and of 256 images, which only reorders the K sums:
+ * one fp16 conv moves by <= 1e-3 (docs/tactics.md), compounded over the network's convs the
+ * bound test_gpu_tactic holds a tuned fp16 engine to is 1e-2; fp32's algorithms agree within
+ * 1e-5 on whole networks, test_gpu_gemm_f32) - on
  * every slot with runs in flight, through the graph and eagerly. The split graph still holds one
  * H2D and one D2H copy and no allocation; its arena is the sub-batch's. The automatic choice
  * (tactic search on) measures, notices and caches its choice. Model: yolov3-tiny (two heads, so
@@ -117,7 +120,7 @@ START_TEST(test_split_equals_whole)
 {
     const gr_precision prec = (gr_precision)(_i / 2);
     const int graph = 1 - _i % 2;
-    const double tolerance[] = {1e-5, 1e-3, 0.0}; /* by gr_precision: FP32, FP16, INT8 */
+    const double tolerance[] = {1e-5, 1e-2, 0.0}; /* by gr_precision: FP32, FP16, INT8 */
     gr_model *m = load_model();
     gr_engine *whole = build(m, prec, BATCH, BATCH, 1, graph);
     gr_engine *split = build(m, prec, BATCH, MICRO, SLOTS, graph);
