@@ -13,7 +13,7 @@
 # adds torch.compile (about 2 more minutes), GR_NCU=1 adds an ncu profile of one int8 batch-64
 # replay (tabled by bench/ncu_detail.py). GR_BATCH_CURVE=1 adds the batch curve (batch 1..256,
 # int8/fp16/fp32, micro-batch auto and whole, per-layer times; builds without and with a timing
-# cache) and its tables (bench/batch_curve.py, bench/layer_diff.py): curve*.json, curve.md,
+# cache) and its tables (bench/batch_curve.py, bench/layer_diff.py): curve*.json, curve.txt,
 # and peers.py's batch curve (with GR_PEERS). Exit status: 0 when every step that ran passed.
 set -uo pipefail
 out=${1:-${OUT:-/tmp/out}}
@@ -73,8 +73,8 @@ if [ "${GR_BATCH_CURVE:-0}" = 1 ]; then
         echo; echo "## builds with the timing cache"; python3 bench/batch_curve.py "$out/curve-build2.json" --build
         echo; echo "## per layer, whole batch (before) vs micro-batch auto (after)"
         python3 bench/layer_diff.py "$out/curve-whole.json" "$out/curve.json" --batch 64,256
-    } >"$out/curve.md" 2>&1
-    echo "[curve tables] $out/curve.md"
+    } >"$out/curve.txt" 2>&1
+    echo "[curve tables] $out/curve.txt"
 fi
 if [ "${GR_PEERS_COMPILE:-0}" = 1 ]; then
     step peers_compile 400 python3 bench/peers.py --no-baseline --iters 300 --warmup 30 \
@@ -94,7 +94,7 @@ grep -E "^(prec|fp32|fp16|int8) |batch .* on" "$logs/bench.log" | head -40
 [ -f "$logs/peers.log" ] && tail -22 "$logs/peers.log"
 [ -f "$logs/peers_compile.log" ] && tail -8 "$logs/peers_compile.log"
 [ -f "$logs/ncu_table.log" ] && cat "$logs/ncu_table.log"
-[ -f "$out/curve.md" ] && cat "$out/curve.md"
+[ -f "$out/curve.txt" ] && cat "$out/curve.txt"
 tar -C "$logs" -czf "$out/logs.tgz" . && echo "logs: $out/logs.tgz"
 rm -rf "$logs"
 exit $status
