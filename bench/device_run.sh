@@ -11,7 +11,10 @@
 #   bash .gpu/remote.sh --no-test -- bash bench/device_run.sh
 # Environment: GR_SKIP_TESTS=1 skips the GPU suites, GR_PEERS=0 skips PyTorch, GR_PEERS_COMPILE=1
 # adds torch.compile (about 2 more minutes), GR_NCU=1 adds an ncu profile of one int8 batch-64
-# replay (tabled by bench/ncu_detail.py). Exit status: 0 when every step that ran passed.
+# replay (tabled by bench/ncu_detail.py). GR_BATCH_CURVE=1 adds the batch curve (batch 1..256,
+# int8/fp16/fp32, micro-batch auto and whole, per-layer times; builds without and with a timing
+# cache) and its tables (bench/batch_curve.py, bench/layer_diff.py): curve*.json, curve.txt,
+# and peers.py's batch curve (with GR_PEERS). Exit status: 0 when every step that ran passed.
 set -uo pipefail
 out=${1:-${OUT:-/tmp/out}}
 logs=$(mktemp -d)
@@ -42,9 +45,36 @@ if [ "${GR_SKIP_TESTS:-0}" != 1 ]; then
 fi
 step bench 600 $build/graphrun_bench --prec all --batch 1,8,64,256 --iters 500 --inflight 3 \
     --json "$out/bench.json"
+if [ "${GR_BATCH_CURVE:-0}" = 1 ]; then
+    curve="--prec int8,fp16,fp32 --batch 1,8,32,64,128,256 --iters 200 --inflight 3 --layers"
+    step curve 600 $build/graphrun_bench $curve --json "$out/curve.json"
+    step curve_whole 600 $build/graphrun_bench $curve --micro-batch whole \
+        --json "$out/curve-whole.json"
+    # Build times: a first build fills the timing cache, the second reads it.
+    rm -f "$logs/tcache.txt"
+    step build_nocache 300 $build/graphrun_bench --prec int8,fp16,fp32 --batch 64,256 --iters 20 \
+        --timing-cache "$logs/tcache.txt" --json "$out/curve-build1.json"
+    step build_cache 300 $build/graphrun_bench --prec int8,fp16,fp32 --batch 64,256 --iters 20 \
+        --timing-cache "$logs/tcache.txt" --json "$out/curve-build2.json"
+fi
 if [ "${GR_PEERS:-1}" = 1 ]; then
-    step peers 300 python3 bench/peers.py --no-compile --iters 300 --warmup 30 \
+    peers_curve=""
+    [ "${GR_BATCH_CURVE:-0}" = 1 ] && peers_curve="--batch-curve 1,8,32,64,128,256"
+    step peers 600 python3 bench/peers.py --no-compile --iters 300 --warmup 30 $peers_curve \
         --json "$out/peers.json"
+fi
+if [ "${GR_BATCH_CURVE:-0}" = 1 ]; then
+    peers_arg=""
+    [ -f "$out/peers.json" ] && peers_arg="--peers $out/peers.json"
+    {
+        echo "## batch curve (micro-batch auto)"; python3 bench/batch_curve.py "$out/curve.json" $peers_arg --build
+        echo; echo "## batch curve (micro-batch whole: before)"; python3 bench/batch_curve.py "$out/curve-whole.json"
+        echo; echo "## builds without a timing cache"; python3 bench/batch_curve.py "$out/curve-build1.json" --build
+        echo; echo "## builds with the timing cache"; python3 bench/batch_curve.py "$out/curve-build2.json" --build
+        echo; echo "## per layer, whole batch (before) vs micro-batch auto (after)"
+        python3 bench/layer_diff.py "$out/curve-whole.json" "$out/curve.json" --batch 64,256
+    } >"$out/curve.txt" 2>&1
+    echo "[curve tables] $out/curve.txt"
 fi
 if [ "${GR_PEERS_COMPILE:-0}" = 1 ]; then
     step peers_compile 400 python3 bench/peers.py --no-baseline --iters 300 --warmup 30 \
@@ -64,6 +94,7 @@ grep -E "^(prec|fp32|fp16|int8) |batch .* on" "$logs/bench.log" | head -40
 [ -f "$logs/peers.log" ] && tail -22 "$logs/peers.log"
 [ -f "$logs/peers_compile.log" ] && tail -8 "$logs/peers_compile.log"
 [ -f "$logs/ncu_table.log" ] && cat "$logs/ncu_table.log"
+[ -f "$out/curve.txt" ] && cat "$out/curve.txt"
 tar -C "$logs" -czf "$out/logs.tgz" . && echo "logs: $out/logs.tgz"
 rm -rf "$logs"
 exit $status

@@ -19,6 +19,9 @@ Measured, each as the median and p99 of --iters synchronous iterations after --w
       runs in a child process with a time limit; if one fails the CUDA-graph number stands
   (f) exact FP32 (TF32 off in cuDNN and cuBLAS), CUDA graph, compute only, at --batch, NCHW and
       channels-last; (g) the faster of the two with the copies as in (c)   (--no-fp32: skipped)
+  --batch-curve 1,8,32,64,128,256: (c) and (f)+(g) again at each of those batches, with
+      --curve-iters iterations (the batch curve beside graphrun_bench's; bench/batch_curve.py
+      tables both)
 Every iteration is timed twice: CUDA events around the work (GPU time) and the host clock from
 just before the launch to after the synchronisation (what a caller waits; graphrun_bench measures
 this way). The table prints both; JSON (--json FILE) keeps everything.
@@ -301,6 +304,17 @@ def print_table(meta, results):
             print(f"note {r['name'][:3]} b{r['batch']}: {r['note']}")
 
 
+def bench_curve(model, args, results):
+    """(c) fp16 and (g) fp32 with copies at every batch of --batch-curve, fewer iterations."""
+    curve = argparse.Namespace(**vars(args))
+    curve.iters, curve.warmup = args.curve_iters, min(args.warmup, 20)
+    for batch in sorted({int(b) for b in args.batch_curve.split(",")}):
+        bench_with_copies(model, batch, curve, results)
+        if not args.no_fp32:
+            bench_fp32(batch, curve, results)
+        torch.cuda.empty_cache()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--iters", type=int, default=1000)
@@ -316,6 +330,10 @@ def main():
                     help="seconds allowed per torch.compile child (compile + timing)")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--no-fp32", action="store_true", help="skip (f) and (g)")
+    ap.add_argument("--batch-curve", metavar="B,B,...",
+                    help="also (c) and (f)/(g) at each of these batches (e.g. 1,8,32,64,128,256)")
+    ap.add_argument("--curve-iters", type=int, default=200,
+                    help="iterations per batch-curve point (default 200, after 20 warm-up)")
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--child-json", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -346,6 +364,8 @@ def main():
             bench_with_copies(model, args.batch, args, results)
             if not args.no_fp32:
                 bench_fp32(args.batch, args, results)
+            if args.batch_curve:
+                bench_curve(model, args, results)
         del model
         torch.cuda.empty_cache()
         save(args.json, meta, results)

@@ -50,6 +50,11 @@ static gr_status check_options(const gr_engine_options *opt)
         if ((unsigned)toggles[k] > GR_TOGGLE_OFF)
             return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option %s=%d is not a gr_toggle",
                            toggle_options[k], (int)toggles[k]);
+    if (opt->micro_batch < 0 || opt->micro_batch > opt->batch ||
+        (opt->micro_batch > 0 && opt->batch % opt->micro_batch != 0))
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option micro_batch=%d does not divide "
+                       "batch=%d (0 = auto, else a divisor of the batch)", opt->micro_batch,
+                       opt->batch);
     if (opt->calib_method == GR_CALIB_PERCENTILE &&
         !(opt->calib_percentile > 50.0f && opt->calib_percentile <= 100.0f))
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option calib_percentile=%g is outside (50, 100]",
@@ -100,6 +105,7 @@ static void engine_free(gr_engine *e)
     free(e->layer_prec_view);
     free(e->tactics);
     free(e->layer_range);
+    free(e->node_times);
     free(e);
 }
 

@@ -82,11 +82,17 @@ gr_status gr_engine_build(const gr_model *model, const gr_engine_options *opt, g
     req.notice = notice;
     gr_precision *map = NULL;
     float *ranges = NULL;
+    const double start = gr_now_us();
     gr_status st = resolve(&req, &map, &ranges, notice);
+    const double resolved = gr_now_us();
     if (st == GR_OK)
         st = gr_engine_create(&req, out);
     if (st == GR_OK && opt->precision == GR_PREC_AUTO && req.device == GR_DEVICE_GPU)
         st = gr_auto_precision_measure(*out);
+    if (st == GR_OK) {
+        (*out)->build_times.resolve_ms = (resolved - start) / 1e3;
+        (*out)->build_times.total_ms = (gr_now_us() - start) / 1e3;
+    }
     if (st != GR_OK) {
         gr_engine_destroy(*out);
         *out = NULL;
@@ -287,6 +293,22 @@ gr_status gr_engine_wait(gr_engine *engine, int slot)
 
 int gr_engine_inflight(const gr_engine *engine) { return engine ? engine->inflight : 0; }
 
+gr_status gr_engine_build_times(const gr_engine *engine, gr_build_times *times)
+{
+    if (!engine || !times)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_build_times: NULL argument");
+    *times = engine->build_times;
+    times->tactic_ms = engine->tactic_stats.search_ms;
+    return GR_OK;
+}
+
+int gr_engine_micro_batch(const gr_engine *engine)
+{
+    if (!engine)
+        return 0;
+    return engine->micro_batch > 0 ? engine->micro_batch : engine->opt.batch;
+}
+
 gr_status gr_engine_memory(const gr_engine *engine, gr_engine_memory_info *info)
 {
     if (!engine || !info)
@@ -409,6 +431,19 @@ gr_status gr_engine_timing(const gr_engine *engine, gr_timing *timing)
 const char *gr_engine_last_error(const gr_engine *engine) { return engine ? engine->error : ""; }
 
 const char *gr_engine_notice(const gr_engine *engine) { return engine ? engine->notice : ""; }
+
+int gr_engine_node_time_count(const gr_engine *engine) { return engine ? engine->n_node_times : 0; }
+
+gr_status gr_engine_node_time(const gr_engine *engine, int index, gr_node_time *time)
+{
+    if (!engine || !time)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_node_time: NULL argument");
+    if (index < 0 || index >= engine->n_node_times)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_node_time: index %d is outside 0..%d",
+                       index, engine->n_node_times - 1);
+    *time = engine->node_times[index];
+    return GR_OK;
+}
 
 int gr_engine_tactic_count(const gr_engine *engine) { return engine ? engine->n_tactics : 0; }
 

@@ -65,6 +65,8 @@ struct gr_engine {
                                      backend, which owns them (pinned memory on the GPU) */
     int input_u8;          /* type of the staging buffer gr_engine_run() and submits read */
     int inflight;          /* slots: opt.inflight, 0 taken as 1 */
+    int micro_batch;       /* images per pass of the GPU graph (gr_engine_micro_batch); 0: the
+                              whole batch (the CPU engine) */
     int slot_busy[GR_MAX_INFLIGHT]; /* submitted and not waited for */
     int slot_u8[GR_MAX_INFLIGHT];   /* the input type of the slot's submitted run */
     int has_run;
@@ -91,6 +93,9 @@ struct gr_engine {
     int observable;
     struct gr_model model_view; /* gr_engine_model(): the engine's network as a model (borrowed
                                    net; never destroyed as a model) */
+    gr_build_times build_times; /* filled as the build goes (the front and the backend) */
+    gr_node_time *node_times;   /* the GPU backend's per-node times (uint8 graph), malloc'd */
+    int n_node_times;
 };
 
 /* An engine to build, with everything resolved: what gr_engine_create takes. The front fills it

@@ -100,9 +100,14 @@ static int key_ok(const char *key)
 
 static int time_ok(double us) { return isfinite(us) && us > 0.0 && us <= GR_TCACHE_MAX_US; }
 
-static int values_ok(int tile, int split, double us, double auto_us)
+static int is_micro_batch_key(const char *key) { return strncmp(key, "mb:", 3) == 0; }
+
+/* A micro-batch entry's tile is the sub-batch (1..GR_TCACHE_MAX_MICRO_BATCH), its split 0. */
+static int values_ok(const char *key, int tile, int split, double us, double auto_us)
 {
-    return tile >= 0 && tile <= GR_TCACHE_MAX_TILE && split >= 0 && split <= GR_TCACHE_MAX_SPLIT &&
+    const int max_tile = is_micro_batch_key(key) ? GR_TCACHE_MAX_MICRO_BATCH : GR_TCACHE_MAX_TILE;
+    const int min_tile = is_micro_batch_key(key) ? 1 : 0;
+    return tile >= min_tile && tile <= max_tile && split >= 0 && split <= GR_TCACHE_MAX_SPLIT &&
            time_ok(us) && time_ok(auto_us);
 }
 
@@ -117,7 +122,7 @@ const gr_tcache_entry *gr_timing_cache_find(const gr_timing_cache *c, const char
 gr_status gr_timing_cache_put(gr_timing_cache *c, const char *key, int tile, int split, double us,
                               double auto_us)
 {
-    if (!c || !key || !key_ok(key) || !values_ok(tile, split, us, auto_us))
+    if (!c || !key || !key_ok(key) || !values_ok(key, tile, split, us, auto_us))
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "timing cache: entry '%.60s' cannot be stored",
                        key ? key : "(null)");
     gr_tcache_entry *e = (gr_tcache_entry *)gr_timing_cache_find(c, key);
@@ -172,6 +177,8 @@ static int known_tactic(const char *key, int tile, int split)
      * 3xTF32 GEMM's split-K parts (0 = none). */
     if (strncmp(key, "f32:", 4) == 0)
         return tile >= 0 && tile < GR_TCACHE_F32_ALGOS && split >= 0 && split <= 16 && split != 1;
+    if (is_micro_batch_key(key))
+        return split == 0; /* the sub-batch's range: values_ok */
     if (tile == 0 || tile == GR_TCACHE_TILE_GEMM)
         return split == 0;
     for (size_t i = 0; tile <= GR_TCACHE_CONV_TILES && i < sizeof splits / sizeof splits[0]; i++)
@@ -204,8 +211,9 @@ static int parse_entry(const char *line, gr_tcache_entry *e)
     double auto_us = strtod(auto_s, &end);
     if (errno || *end || end == auto_s)
         return 0;
-    if (tile < 0 || tile > GR_TCACHE_MAX_TILE || split < 0 || split > GR_TCACHE_MAX_SPLIT ||
-        !values_ok((int)tile, (int)split, us, auto_us) || !known_tactic(key, (int)tile, (int)split))
+    if (tile < 0 || tile > GR_TCACHE_MAX_MICRO_BATCH || split < 0 || split > GR_TCACHE_MAX_SPLIT ||
+        !values_ok(key, (int)tile, (int)split, us, auto_us) ||
+        !known_tactic(key, (int)tile, (int)split))
         return 0;
     snprintf(e->key, sizeof e->key, "%s", key);
     e->tile = (int)tile;
@@ -227,8 +235,13 @@ static const char *parse_text(gr_timing_cache *c, const char *text, size_t len, 
     int version = 0;
     if (sscanf(line, "%31s %d %63s", word, &version, version_s) != 3 || strcmp(word, magic) != 0)
         return "not a graphrun timing cache";
-    if (version != GR_TCACHE_VERSION || strcmp(version_s, gr_version()) != 0)
-        return "made by another graphrun or format version";
+    if (version != GR_TCACHE_VERSION)
+        return version < GR_TCACHE_VERSION
+                   ? "an older format version (this graphrun reads format " GR_TCACHE_VERSION_S
+                     "; format 4 keyed tactics by the engine's batch)"
+                   : "a newer format version (this graphrun reads format " GR_TCACHE_VERSION_S ")";
+    if (strcmp(version_s, gr_version()) != 0)
+        return "made by another graphrun version";
     *line_no = 2;
     if (next_line(text, len, &pos, line, sizeof line) != 1 || strncmp(line, "device ", 7) != 0)
         return "no device line";

@@ -16,7 +16,11 @@
  * writes (GR_TCACHE_CONV_TILES, GR_TCACHE_TILE_GEMM, the split choices in timing_cache.c): tile 0
  * or the GEMM with split 0, or a conv tile 1..GR_TCACHE_CONV_TILES with a split of
  * {1,2,3,4,6,8,12,16}; an fp32 conv's entry (key "f32:...") has its algorithm as the tile
- * (0..GR_TCACHE_F32_ALGOS-1) and its split-K parts as the split (0, or 2..16). Entries may be
+ * (0..GR_TCACHE_F32_ALGOS-1) and its split-K parts as the split (0, or 2..16); a micro-batch
+ * entry (key "mb:<precision>:n<batch>:...", gpu/engine.c) has the chosen sub-batch as the tile
+ * (1..GR_TCACHE_MAX_MICRO_BATCH), split 0, and the replay time of the whole batch with it as
+ * both times. A conv key's n<batch> is the batch the search timed (its representative
+ * sub-batch), so engines of different batches share the entry. Entries may be
  * found in any order; lookups go through a hash index, so reading n entries is O(n).
  *
  * Invariant: a cache is never trusted in part. A file of another format version, graphrun
@@ -30,7 +34,11 @@
 
 #include "graphrun/runtime.h"
 
-#define GR_TCACHE_VERSION 4 /* 3: tile 7 (patch) and the tensor-core first layer; 4: checksum */
+/* 3: tile 7 (patch) and the tensor-core first layer; 4: checksum; 5: a conv key's batch is the
+ * batch timed (the representative sub-batch, gpu/tactic.c), micro-batch entries */
+#define GR_TCACHE_VERSION 5
+#define GR_TCACHE_VERSION_S "5" /* the same, for messages */
+#define GR_TCACHE_MAX_MICRO_BATCH 4096 /* GR_MAX_BATCH: a micro-batch entry's tile */
 #define GR_TCACHE_KEY_MAX 192     /* bytes of a layer key, NUL included */
 #define GR_TCACHE_DEVICE_MAX 256  /* bytes of the device key, NUL included */
 #define GR_TCACHE_MAX_ENTRIES 65536

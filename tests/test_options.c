@@ -128,6 +128,41 @@ START_TEST(every_valid_value_builds)
 }
 END_TEST
 
+/* micro_batch (runtime.h): 0 (auto) by default; negative, larger than the batch or not a
+ * divisor of it is refused naming both values; a divisor builds, and the CPU engine, which runs
+ * whole batches, reports the batch as its pass size. */
+START_TEST(micro_batch_is_validated)
+{
+    gr_engine_options opt;
+    memset(&opt, 0x5a, sizeof opt);
+    gr_engine_options_default(&opt);
+    ck_assert_int_eq(opt.micro_batch, 0);
+    gr_model *model = load_shapes();
+    const int bad[][2] = {{-1, 4}, {3, 4}, {8, 4}, {4, 10}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cpu_options(&opt);
+        opt.micro_batch = bad[i][0];
+        opt.batch = bad[i][1];
+        char what[64];
+        snprintf(what, sizeof what, "micro_batch=%d does not divide batch=%d", bad[i][0],
+                 bad[i][1]);
+        expect_refused(model, &opt, what);
+    }
+    const int good[][2] = {{0, 4}, {1, 4}, {2, 4}, {4, 4}, {5, 10}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        cpu_options(&opt);
+        opt.micro_batch = good[i][0];
+        opt.batch = good[i][1];
+        gr_engine *engine = NULL;
+        ck_assert_msg(gr_engine_build(model, &opt, &engine) == GR_OK, "%s", gr_last_error());
+        ck_assert_int_eq(gr_engine_micro_batch(engine), good[i][1]);
+        gr_engine_destroy(engine);
+    }
+    ck_assert_int_eq(gr_engine_micro_batch(NULL), 0);
+    gr_model_destroy(model);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("options");
@@ -137,6 +172,7 @@ int main(void)
     tcase_add_test(tc, unknown_names_are_refused);
     tcase_add_test(tc, values_outside_the_enums_are_refused);
     tcase_add_test(tc, every_valid_value_builds);
+    tcase_add_test(tc, micro_batch_is_validated);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

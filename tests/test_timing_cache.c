@@ -339,6 +339,70 @@ START_TEST(test_unknown_tactics_ignored)
 }
 END_TEST
 
+/* Format 5's micro-batch entries (gpu/engine.c): the sub-batch as the tile, 1..4096, split 0;
+ * nothing else under an "mb:" key, and a conv key still refuses a tile past 16. */
+START_TEST(test_micro_batch_entries)
+{
+    const char *key = "mb:int8:n256:u81:if3:acc0:net0123456789abcdef";
+    gr_timing_cache c;
+    gr_timing_cache_init(&c, device);
+    ck_assert_int_eq(gr_timing_cache_put(&c, key, 64, 0, 9000.5, 9000.5), GR_OK);
+    ck_assert_int_eq(gr_timing_cache_put(&c, "mb:fp16:n4096:u81:if1:acc0:net0", 4096, 0, 1.0, 1.0),
+                     GR_OK);
+    ck_assert_int_eq(gr_timing_cache_put(&c, key, 0, 0, 1.0, 1.0), GR_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(gr_timing_cache_put(&c, key, 4097, 0, 1.0, 1.0), GR_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(gr_timing_cache_put(&c, "i8:n1:in13x13x512", 64, 1, 1.0, 1.0),
+                     GR_ERR_INVALID_ARGUMENT);
+    char *text = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(gr_timing_cache_serialize(&c, &text, &len), GR_OK);
+    gr_timing_cache_free(&c);
+    char notice[256];
+    ck_assert_int_eq(parse_count(device, text, len, notice, sizeof notice), 2);
+    ck_assert_str_eq(notice, "");
+    gr_timing_cache d;
+    gr_timing_cache_init(&d, device);
+    gr_timing_cache_parse(&d, text, len, "cache.txt", notice, sizeof notice);
+    const gr_tcache_entry *e = gr_timing_cache_find(&d, key);
+    ck_assert(e && e->tile == 64 && e->split == 0 && e->us == 9000.5);
+    gr_timing_cache_free(&d);
+    /* In a file: a split, a sub-batch of 0 or past 4096, a conv tile of 64 are malformed. */
+    const char *bad[] = {"mb:int8:n256:u81:if3:acc0:net0 64 2 12.5 12.5",
+                         "mb:int8:n256:u81:if3:acc0:net0 0 0 12.5 12.5",
+                         "mb:int8:n256:u81:if3:acc0:net0 4097 0 12.5 12.5",
+                         "i8:n1:in13x13x512 64 1 12.5 20.25"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t n = 0;
+        char *edited = replace_line(text, 3, bad[i], &n);
+        ck_assert_msg(parse_count(device, edited, n, notice, sizeof notice) == 0,
+                      "accepted '%s'", bad[i]);
+        ck_assert_ptr_nonnull(strstr(notice, "line 4: malformed entry"));
+        free(edited);
+    }
+    free(text);
+}
+END_TEST
+
+/* A format-4 file (conv keys named the engine's batch then) is refused as a whole, and the notice
+ * says why in one line: an older format, the one this graphrun reads. */
+START_TEST(test_format4_refused)
+{
+    size_t len = 0;
+    char *text = sample_text(&len);
+    const char *rest = strchr(text, '\n');
+    char *edited = malloc(len + 32);
+    int n = snprintf(edited, len + 32, "graphrun-timing-cache 4 %s%s", gr_version(), rest);
+    char notice[256];
+    ck_assert_int_eq(parse_count(device, edited, (size_t)n, notice, sizeof notice), 0);
+    ck_assert_msg(strstr(notice, "an older format version (this graphrun reads format 5") != NULL,
+                  "notice: %s", notice);
+    ck_assert_ptr_null(strchr(notice, '\n'));
+    ck_assert_int_eq(GR_TCACHE_VERSION, 5);
+    free(edited);
+    free(text);
+}
+END_TEST
+
 START_TEST(test_checksum_mismatch_ignored)
 {
     size_t len = 0;
@@ -488,6 +552,8 @@ static Suite *tcache_suite(void)
     tcase_add_test(tc, test_bad_entries_ignored);
     tcase_add_test(tc, test_unknown_tactics_ignored);
     tcase_add_test(tc, test_checksum_mismatch_ignored);
+    tcase_add_test(tc, test_micro_batch_entries);
+    tcase_add_test(tc, test_format4_refused);
     tcase_add_test(tc, test_garbage_never_crashes);
     tcase_add_test(tc, test_unreadable_and_unwritable);
     suite_add_tcase(s, tc);

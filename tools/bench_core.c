@@ -50,7 +50,11 @@ typedef struct bench_options {
     int tactic_search;        /* -1 default, 1 --tactic-search, 0 --no-tactic-search */
     gr_f32_algo f32_algo;     /* --f32-algo */
     gr_toggle f32_split_k, pdl; /* --split-k, --pdl */
+    int micro_batch;          /* --micro-batch: 0 auto, -1 whole (no split), N images per pass */
+    int layers;               /* --layers: print each engine's per-node times */
 } bench_options;
+
+enum { MAX_NODE_TIMES = 128 };
 
 /* One (precision, batch) measurement; times in microseconds. */
 typedef struct bench_result {
@@ -65,7 +69,11 @@ typedef struct bench_result {
     int output_ok;   /* finite and not all zero */
     char device_name[128];
     double build_ms;          /* gr_engine_build, host clock */
+    int micro_batch;          /* images per pass of the graph (gr_engine_micro_batch) */
     gr_tactic_stats tactics;  /* of that build */
+    gr_build_times phases;    /* where the build went */
+    int n_nodes;              /* the engine's per-node times (gr_engine_node_time) */
+    gr_node_time nodes[MAX_NODE_TIMES];
 } bench_result;
 
 /* The project's targets on the H100 (bench/README.md): batch-1 end-to-end latency ceilings and
@@ -100,6 +108,7 @@ static void print_help(FILE *f)
            "         [--iters N] [--warmup N] [--inflight N] [--image FILE] [--eager]\n"
            "         [--max-nrmse X] [--json FILE] [--timing-cache FILE] [--[no-]tactic-search]\n"
            "         [--f32-algo A] [--split-k auto|on|off] [--pdl auto|on|off]\n"
+           "         [--micro-batch auto|whole|N] [--layers]\n"
            "\n"
            "  --model M      built-in model (default yolo = YOLOv2-tiny VOC), synthetic weights\n"
            "  --prec P       precision(s), comma-separated or 'all' (default all = fp32,fp16,int8);\n"
@@ -118,6 +127,11 @@ static void print_help(FILE *f)
            "  --f32-algo A   fp32 convs: auto (default), sgemm, tf32x3, implicit, direct3x3\n"
            "  --split-k T    fp32 3xTF32 GEMMs split K: auto (default), on, off\n"
            "  --pdl T        programmatic dependent launch between convs: auto (default), on, off\n"
+           "  --layers       also print each engine's per-node times (eager, at build; in the JSON\n"
+           "                 always, as \"layers\")\n"
+           "  --micro-batch M  images per pass of the graph: auto (default: measured at build for\n"
+           "                 batches of 64 and more), whole (never split) or N (a divisor of each\n"
+           "                 batch; larger than a batch: that batch whole)\n"
            "\n"
            "Times are host-clock microseconds of synchronous gr_engine_run() calls (input already in the pinned buffer)\n"
            "(input copy, compute, output copy).\n"
@@ -169,7 +183,8 @@ static int parse_precisions(const char *arg, bench_options *o)
 
 enum {
     B_EAGER = 1, B_NO_TACTIC_SEARCH, B_TACTIC_SEARCH, B_MODEL, B_IMAGE, B_JSON, B_TIMING_CACHE,
-    B_PREC, B_BATCH, B_ITERS, B_WARMUP, B_MAX_NRMSE, B_INFLIGHT, B_F32_ALGO, B_SPLIT_K, B_PDL
+    B_PREC, B_BATCH, B_ITERS, B_WARMUP, B_MAX_NRMSE, B_INFLIGHT, B_F32_ALGO, B_SPLIT_K, B_PDL,
+    B_MICRO_BATCH, B_LAYERS
 };
 
 static const gr_cli_flag bench_flags[] = {
@@ -178,13 +193,15 @@ static const gr_cli_flag bench_flags[] = {
     {"--json", B_JSON, 1}, {"--timing-cache", B_TIMING_CACHE, 1}, {"--prec", B_PREC, 1},
     {"--batch", B_BATCH, 1}, {"--iters", B_ITERS, 1}, {"--warmup", B_WARMUP, 1},
     {"--max-nrmse", B_MAX_NRMSE, 1}, {"--inflight", B_INFLIGHT, 1}, {"--f32-algo", B_F32_ALGO, 1},
-    {"--split-k", B_SPLIT_K, 1}, {"--pdl", B_PDL, 1}, {NULL, 0, 0}};
+    {"--split-k", B_SPLIT_K, 1}, {"--pdl", B_PDL, 1}, {"--micro-batch", B_MICRO_BATCH, 1},
+    {"--layers", B_LAYERS, 0}, {NULL, 0, 0}};
 
 /* 1 when the flag's value is valid (flags without a value always are). */
 static int apply_flag(bench_options *o, int id, const char *v)
 {
     switch (id) {
     case B_EAGER: o->eager = 1; return 1;
+    case B_LAYERS: o->layers = 1; return 1;
     case B_NO_TACTIC_SEARCH: o->tactic_search = 0; return 1;
     case B_TACTIC_SEARCH: o->tactic_search = 1; return 1;
     case B_MODEL: o->model = v; return 1;
@@ -200,6 +217,12 @@ static int apply_flag(bench_options *o, int id, const char *v)
     case B_F32_ALGO: return gr_f32_algo_parse(v, &o->f32_algo) == GR_OK;
     case B_SPLIT_K: return gr_toggle_parse(v, &o->f32_split_k) == GR_OK;
     case B_PDL: return gr_toggle_parse(v, &o->pdl) == GR_OK;
+    case B_MICRO_BATCH:
+        if (strcmp(v, "auto") == 0 || strcmp(v, "whole") == 0) {
+            o->micro_batch = v[0] == 'a' ? 0 : -1;
+            return 1;
+        }
+        return gr_cli_parse_int(v, 1, GR_MAX_BATCH_CLI, &o->micro_batch);
     default: return 0;
     }
 }
@@ -296,12 +319,24 @@ static gr_status build_engine(const gr_model *model, const bench_options *o, ben
     eo.f32_algo = o->f32_algo;
     eo.f32_split_k = o->f32_split_k;
     eo.pdl = o->pdl;
+    /* N larger than a batch of the list runs that batch whole; one that does not divide it is
+     * the build's error, reported in that row. */
+    eo.micro_batch = o->micro_batch < 0 || o->micro_batch > r->batch ? r->batch : o->micro_batch;
     double build_start = now_us();
     gr_status st = gr_engine_build(model, &eo, engine);
     r->build_ms = (now_us() - build_start) / 1e3;
     if (st != GR_OK)
         return record_failure(r, st, "building the GPU engine");
     gr_engine_tactic_stats(*engine, &r->tactics);
+    gr_engine_build_times(*engine, &r->phases);
+    r->n_nodes = gr_engine_node_time_count(*engine);
+    r->n_nodes = r->n_nodes < MAX_NODE_TIMES ? r->n_nodes : MAX_NODE_TIMES;
+    for (int i = 0; i < r->n_nodes; i++)
+        gr_engine_node_time(*engine, i, &r->nodes[i]);
+    r->micro_batch = gr_engine_micro_batch(*engine);
+    if (strstr(gr_engine_notice(*engine), "micro-batch:"))
+        fprintf(stderr, "%s: %s batch %d: %s\n", prog, gr_precision_name(r->precision), r->batch,
+                gr_engine_notice(*engine));
     snprintf(r->device_name, sizeof r->device_name, "%s", gr_engine_device_name(*engine));
     if (r->precision == GR_PREC_AUTO)
         fprintf(stderr, "%s: %s\n", prog, gr_engine_notice(*engine));
@@ -487,13 +522,32 @@ static void print_table(const bench_result *results, int n, const bench_options 
                    (double)m->cublas_workspace_bytes / 1048576.0,
                    (double)m->total_bytes / 1048576.0, m->inflight);
     }
-    for (int i = 0; i < n; i++)
-        if (results[i].status == GR_OK)
-            printf("%-5s %5d engine build %.0f ms (tactic search %.0f ms: %d candidates timed for "
-                   "%d convs, %d from the timing cache)\n",
-                   gr_precision_name(results[i].precision), results[i].batch, results[i].build_ms,
-                   results[i].tactics.search_ms, results[i].tactics.candidates,
-                   results[i].tactics.convs, results[i].tactics.cached);
+    for (int i = 0; i < n; i++) {
+        const bench_result *r = &results[i];
+        if (r->status != GR_OK)
+            continue;
+        const gr_build_times *t = &r->phases;
+        printf("%-5s %5d engine build %.0f ms = calibration/map %.0f + plan %.0f + weights %.0f + "
+               "tactic search %.0f + micro-batch timing %.0f + capture %.0f ms (+ rest); search: "
+               "%d candidates timed (%d cut early, %d failed the check) for %d convs, %d from the "
+               "timing cache; runs as %d x %d images\n",
+               gr_precision_name(r->precision), r->batch, r->build_ms, t->resolve_ms, t->plan_ms,
+               t->weights_ms, t->tactic_ms, t->micro_batch_ms, t->capture_ms,
+               r->tactics.candidates, r->tactics.cut, r->tactics.rejected, r->tactics.convs,
+               r->tactics.cached, r->batch / (r->micro_batch > 0 ? r->micro_batch : r->batch),
+               r->micro_batch);
+    }
+    for (int i = 0; i < n && o->layers; i++) {
+        const bench_result *r = &results[i];
+        if (r->status != GR_OK)
+            continue;
+        printf("%-5s %5d per node (eager at build, median of 5, us):", gr_precision_name(r->precision),
+               r->batch);
+        for (int k = 0; k < r->n_nodes; k++)
+            printf("%s L%d %s %.1f", k ? "," : "", r->nodes[k].layer, r->nodes[k].kind,
+                   r->nodes[k].us);
+        printf("\n");
+    }
 }
 
 static int write_json(const char *path, const bench_options *o, const char *model_name,
@@ -544,9 +598,23 @@ static int write_json(const char *path, const bench_options *o, const char *mode
                 r->memory.arena_bytes, r->memory.workspace_bytes, r->memory.io_bytes,
                 r->memory.cublas_workspace_bytes, r->memory.total_bytes);
         fprintf(f, ", \"build_ms\": %.1f, \"tactic_search\": {\"ms\": %.1f, \"convs\": %d, "
-                   "\"searched\": %d, \"cached\": %d, \"candidates\": %d, \"rejected\": %d}",
+                   "\"searched\": %d, \"cached\": %d, \"candidates\": %d, \"rejected\": %d, "
+                   "\"cut\": %d}",
                 r->build_ms, r->tactics.search_ms, r->tactics.convs, r->tactics.searched,
-                r->tactics.cached, r->tactics.candidates, r->tactics.rejected);
+                r->tactics.cached, r->tactics.candidates, r->tactics.rejected, r->tactics.cut);
+        fprintf(f, ", \"build_phases_ms\": {\"resolve\": %.1f, \"plan\": %.1f, \"weights\": "
+                   "%.1f, \"tactic_search\": %.1f, \"micro_batch\": %.1f, \"capture\": %.1f, "
+                   "\"total\": %.1f}, \"micro_batch\": %d",
+                r->phases.resolve_ms, r->phases.plan_ms, r->phases.weights_ms, r->phases.tactic_ms,
+                r->phases.micro_batch_ms, r->phases.capture_ms, r->phases.total_ms,
+                r->micro_batch);
+        fprintf(f, ", \"layers\": [");
+        for (int k = 0; k < r->n_nodes; k++) {
+            fprintf(f, "%s{\"layer\": %d, \"kind\": ", k ? ", " : "", r->nodes[k].layer);
+            gr_cli_json_string(f, r->nodes[k].kind);
+            fprintf(f, ", \"us\": %.2f}", r->nodes[k].us);
+        }
+        fprintf(f, "]");
         if (lat > 0)
             fprintf(f, ", \"target_p50_us_max\": %.0f, \"target_met\": %s", lat,
                     r->p50 <= lat ? "true" : "false");

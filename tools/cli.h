@@ -78,6 +78,7 @@ typedef struct gr_cli_options {
     gr_toggle f32_split_k, pdl; /* --split-k, --pdl (default auto) */
     const char *engine_file; /* --engine FILE: a saved engine instead of building one */
     unsigned long long given; /* bit id: flag id given on the command line (tools/cli_args.c) */
+    int micro_batch;      /* --micro-batch N|auto: images per pass of the GPU graph, 0 = auto */
 } gr_cli_options;
 
 /* ---- flag parsing (tools/cli_args.c): one parser for every subcommand ---------------------- */

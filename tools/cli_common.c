@@ -278,6 +278,7 @@ int gr_cli_open(gr_cli_options *o, gr_model **model, gr_engine **engine, gr_mode
     eo.f32_algo = o->f32_algo;
     eo.f32_split_k = o->f32_split_k;
     eo.pdl = o->pdl;
+    eo.micro_batch = o->micro_batch;
     if (o->device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
         fprintf(stderr, "graphrun: no CUDA device visible: running the CPU reference (slow)\n");
     st = gr_engine_build(*model, &eo, engine);

@@ -321,6 +321,15 @@ static gr_status show_tactics(const char *model, const char *cfg, const char *we
     if (ts.rejected)
         printf("  %d candidates failed the numerics check against the automatic tactic (not "
                "used)\n", ts.rejected);
+    gr_build_times bt;
+    gr_engine_build_times(e, &bt);
+    printf("  build: calibration/map %.0f ms, plan %.0f, weights %.0f, tactic search %.0f "
+           "(%d candidates cut after one launch), micro-batch timing %.0f, capture %.0f\n",
+           bt.resolve_ms, bt.plan_ms, bt.weights_ms, bt.tactic_ms, ts.cut, bt.micro_batch_ms,
+           bt.capture_ms);
+    const int micro = gr_engine_micro_batch(e);
+    printf("  micro-batch: %d x %d images per run (docs/performance.md, \"Micro-batching\")\n",
+           opt->batch / (micro > 0 ? micro : opt->batch), micro);
     if (gr_engine_tactic_count(e) == 0)
         printf("  none: %s\n", opt->precision == GR_PREC_FP32
                                    ? "fp32 algorithms are not listed (measured and counted "
@@ -329,14 +338,15 @@ static gr_status show_tactics(const char *model, const char *cfg, const char *we
                                      "sm_80+, else cuBLAS SGEMM; --f32-algo)"
                                    : "the tactic search is off (automatic tactics)");
     else
-        printf("  layer  tactic            time us   auto us  speedup  candidates\n");
+        printf("  layer  tactic            time us   auto us  speedup  candidates  timed on\n");
     for (int i = 0; i < gr_engine_tactic_count(e); i++) {
         gr_tactic_info t;
         gr_engine_tactic(e, i, &t);
         char timed[16];
         snprintf(timed, sizeof timed, "%d", t.candidates);
-        printf("  %5d  %-16s %8.2f  %8.2f  %6.2fx  %s\n", t.layer, t.name, t.us, t.auto_us,
-               t.us > 0.0 ? t.auto_us / t.us : 0.0, t.candidates ? timed : "cached");
+        printf("  %5d  %-16s %8.2f  %8.2f  %6.2fx  %-10s  %d images\n", t.layer, t.name, t.us,
+               t.auto_us, t.us > 0.0 ? t.auto_us / t.us : 0.0, t.candidates ? timed : "cached",
+               t.batch);
     }
     gr_engine_destroy(e);
     return GR_OK;

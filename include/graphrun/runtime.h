@@ -335,6 +335,15 @@ typedef struct gr_engine_options {
     gr_toggle gemm_tactic;   /* fp16/int8 tactic search: AUTO (default) and ON count the GEMM
                                 tactic (im2col + cuBLASLt) among the candidates where it applies,
                                 OFF leaves it out */
+    int micro_batch;         /* GPU: run each batch as batch / micro_batch sequential sub-batches
+                                of micro_batch images through the one captured graph (one launch
+                                per run; the arena is sized for the sub-batch). 0 default = auto:
+                                measured at build among the sub-batches of >= 32 images that
+                                divide the batch (whole replays, timing cache), else the whole
+                                batch; N > 0 forces sub-batches of N images and must divide
+                                batch. Outputs are bit-identical to the unsplit engine in int8
+                                (docs/performance.md, "Micro-batching"). The CPU engine ignores
+                                it. The choice: gr_engine_micro_batch(), gr_engine_notice(). */
 } gr_engine_options;
 
 /* 0.003: on the bundled trained model the map chosen within 0.003 keeps fp32's mAP; all int8
@@ -449,6 +458,9 @@ gr_status gr_engine_submit(gr_engine *engine, int slot);
 gr_status gr_engine_wait(gr_engine *engine, int slot);
 /* Number of slots (the inflight option); 0 for NULL. */
 int gr_engine_inflight(const gr_engine *engine);
+/* Images per pass of the engine's graph (the micro_batch option, or the measured choice): the
+ * batch when runs are not split, else a divisor of it; 0 for NULL. */
+int gr_engine_micro_batch(const gr_engine *engine);
 
 /* Memory the engine runs from: device memory on the GPU, host memory on the CPU (its arena
  * figure there is the reference executor's peak of live activations). The per-instance figures
@@ -516,6 +528,9 @@ typedef struct gr_tactic_info {
                             timing cache when cached; 0 when not searched) */
     double auto_us;      /* the same for the automatic tactic */
     int candidates;      /* candidates timed at this build; 0 when taken from the timing cache */
+    int batch;           /* images us and auto_us were measured on: the representative
+                            sub-batch the search times a conv with (docs/tactics.md), at most
+                            the engine's batch (or micro-batch) */
 } gr_tactic_info;
 
 typedef struct gr_tactic_stats {
@@ -526,7 +541,35 @@ typedef struct gr_tactic_stats {
     int candidates;      /* candidate tactics timed in all */
     int rejected;        /* candidates whose output failed the numerics check (not timed) */
     double search_ms;    /* host time spent choosing tactics */
+    int cut;             /* candidates dropped after one timed launch (> 1.5x the best so far) */
 } gr_tactic_stats;
+
+/* Where the engine's build went (host clock, milliseconds), for every variant built so far
+ * (the micro-batch candidates' builds included). A CPU engine has resolve_ms and total_ms only. */
+typedef struct gr_build_times {
+    double resolve_ms;     /* int8 calibration (or its cache) and the precision map */
+    double plan_ms;        /* planning, the fusion retries included */
+    double weights_ms;     /* weights into the kernels' layouts and uploaded */
+    double tactic_ms;      /* the tactic search (gr_tactic_stats.search_ms) */
+    double micro_batch_ms; /* timing the micro-batch candidates' graphs (their builds are in the
+                              other fields) */
+    double capture_ms;     /* the warm-up / time-split runs and the graph captures */
+    double total_ms;       /* the whole gr_engine_build (the automatic precision search too) */
+} gr_build_times;
+gr_status gr_engine_build_times(const gr_engine *engine, gr_build_times *times);
+
+/* The GPU engine's per-node times (the uint8 graph's plan nodes that launch work, in schedule
+ * order), measured at build by its eager time-split runs: CUDA events around each node, median of
+ * 5 runs, a whole batch (every micro-batch pass). Eager with events between the nodes, so a node
+ * may read a little slower than inside the graph; for comparing layers and builds. None on the
+ * CPU. */
+typedef struct gr_node_time {
+    int layer;           /* Darknet layer index (-1: a conversion the planner inserted) */
+    char kind[24];       /* "conv", "maxpool", "quantize", ... (the plan's node kind) */
+    double us;           /* median microseconds */
+} gr_node_time;
+int gr_engine_node_time_count(const gr_engine *engine); /* 0 for NULL */
+gr_status gr_engine_node_time(const gr_engine *engine, int index, gr_node_time *time);
 
 int gr_engine_tactic_count(const gr_engine *engine); /* 0 for NULL */
 gr_status gr_engine_tactic(const gr_engine *engine, int index, gr_tactic_info *info);

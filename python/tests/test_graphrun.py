@@ -324,8 +324,14 @@ class CPUTests(unittest.TestCase):
         self.assertEqual(opt.tactic_search, 1)
         self.assertIsNone(opt.timing_cache)
         self.assertEqual((opt.f32_algo, opt.f32_split_k, opt.pdl, opt.gemm_tactic), (0, 0, 0, 0))
+        self.assertEqual(opt.micro_batch, 0)  # the last field: auto
         with self.model.build(device="cpu", f32_algo="sgemm") as engine:
             self.assertEqual(engine.device, "cpu")
+        with self.model.build(device="cpu", batch=4, micro_batch=2) as engine:
+            self.assertEqual(engine.micro_batch, 4)  # the CPU engine runs whole batches
+        with self.assertRaises(graphrun.Error) as ctx:
+            self.model.build(device="cpu", batch=4, micro_batch=3)
+        self.assertIn("micro_batch=3 does not divide batch=4", str(ctx.exception))
         with self.assertRaises(ValueError):
             self.model.build(device="cpu", f32_algo="banana")
 

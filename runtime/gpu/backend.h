@@ -39,6 +39,7 @@ typedef struct gpu_tactic {
     double us, auto_us;     /* measured (or cached) median times, 0 when not searched */
     int candidates;         /* candidates timed at this build; 0 when it came from the cache */
     int searched;           /* 1 when a search (or a cache hit) decided it */
+    int batch_timed;        /* images us and auto_us are for (the representative sub-batch) */
     /* fp32 convs (f32_search): the measured (or cached) algorithm, GR_CONV_F32_*, and its split-K
      * parts, where f32_measured is 1; else gr_gpu_f32_rule decides */
     int f32_measured, f32_algo, f32_splits;
@@ -67,6 +68,8 @@ typedef struct gpu_instance {
                                graphs were captured with (instance 0 uses gpu_state's) */
     cudaStream_t stream;    /* instances >= 1: where the graph is launched; 0 uses streams[0] */
     cudaEvent_t done;       /* recorded after the run's launches; a wait synchronizes on it */
+    int slice;              /* the sub-batch the addresses are for (gr_gpu_tensor_storage): 0
+                               except in the copies gr_gpu_enqueue_forward makes per slice */
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     double submitted_us;    /* host clock at submit: end_to_end of the wait */
@@ -75,9 +78,17 @@ typedef struct gpu_instance {
 /* Everything that depends on the input type: plan, weights, and the instances. */
 typedef struct gpu_variant {
     int built;
+    /* Micro-batching (docs/performance.md): the plan is for micro_batch images and a run is
+     * n_slices = batch / micro_batch passes of it, one after the other in the one graph, slice j
+     * reading images [j x micro_batch, (j+1) x micro_batch) of the input and writing the same
+     * images of each output. micro_batch is the one field that records the choice (batch: not
+     * split). The io block and the pinned buffers hold the whole batch. */
+    int micro_batch, n_slices;
     gr_plan *plan;
-    size_t in_bytes, out_bytes;
+    size_t in_bytes, out_bytes;       /* io block: the whole batch's input, its outputs */
     size_t out_offset[GR_MAX_HEADS];
+    size_t slice_in_bytes;            /* one slice's input (the plan's input tensor) */
+    size_t slice_out_bytes[GR_MAX_HEADS]; /* one slice's part of each output */
     uint8_t *weights;       /* device */
     size_t weights_bytes;
     gpu_conv_weights *nw;   /* per plan node */
@@ -86,6 +97,8 @@ typedef struct gpu_variant {
     int n_inst;             /* the engine's inflight */
     gpu_instance inst[GR_MAX_INFLIGHT];
     gr_timing split;        /* from the instrumented run */
+    float *node_us;         /* per plan node: its median time in the instrumented runs, every
+                               pass (0 for nodes that launch nothing) */
     unsigned char *pdl;     /* per plan node: launched as a programmatic dependent launch */
     gpu_tactic *tactic;     /* per plan node (zero: automatic); set before scratch is sized */
     gr_conv_gemm **gemm;    /* per plan node: the GEMM tactic's plan where it was chosen */

@@ -20,17 +20,19 @@ static int output_index(const gr_plan *plan, int tensor)
     return -1;
 }
 
-/* The network input and the outputs live in the io block, everything else in the arena. */
+/* The network input and the outputs live in the io block (slice j of a micro-batched run: its
+ * images' part of each, batch being the outermost dimension), everything else in the arena. */
 uint8_t *gr_gpu_tensor_storage(const gpu_variant *v, const gpu_instance *inst, int tensor)
 {
     const gr_plan *plan = v->plan;
     const gr_plan_tensor *t = &plan->tensors[tensor];
     int root = t->view_of >= 0 ? t->view_of : tensor;
+    const size_t slice = (size_t)inst->slice;
     if (root == plan->input_tensor)
-        return inst->io;
+        return inst->io + slice * v->slice_in_bytes;
     int k = output_index(plan, root);
     if (k >= 0)
-        return inst->io + v->in_bytes + v->out_offset[k];
+        return inst->io + v->in_bytes + v->out_offset[k] + slice * v->slice_out_bytes[k];
     return inst->arena + plan->buffers[t->buffer].offset;
 }
 
@@ -394,17 +396,13 @@ gr_status gr_gpu_launch_node(gpu_state *g, gpu_variant *v, const gpu_instance *i
 
 /* ---- the forward pass ----------------------------------------------------------------------- */
 
-gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, const gpu_instance *inst,
-                                 cudaEvent_t *node_events, cudaEvent_t *copy_events)
+/* One slice's nodes on the plan's streams, forked from and joined back into stream 0. */
+static gr_status enqueue_slice(gpu_state *g, gpu_variant *v, const gpu_instance *inst,
+                               cudaEvent_t *node_events)
 {
     const gr_plan *plan = v->plan;
     cudaStream_t s0 = g->streams[0];
-    if (copy_events)
-        CUDA_TRY(cudaEventRecord(copy_events[0], s0));
-    CUDA_TRY(cudaMemcpyAsync(inst->io, inst->host_in, v->in_bytes, cudaMemcpyHostToDevice, s0));
-    if (copy_events)
-        CUDA_TRY(cudaEventRecord(copy_events[1], s0));
-    /* Fork: every other stream starts after the input copy. */
+    /* Fork: every other stream starts after the input copy (and the previous slice). */
     if (g->n_streams > 1) {
         CUDA_TRY(cudaEventRecord(g->fork, s0));
         for (int s = 1; s < g->n_streams; s++)
@@ -433,10 +431,31 @@ gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, const gpu_instanc
     }
     for (int k = 0; k < plan->n_join_waits; k++)
         CUDA_TRY(cudaStreamWaitEvent(s0, g->events[plan->waits[plan->join_wait_begin + k]], 0));
-    /* Join every stream back (capture requires it; eagerly it orders the output copy). */
+    /* Join every stream back (capture requires it; eagerly it orders the output copy, and the
+     * next slice, which reuses the arena and the scratch, after this one). */
     for (int s = 1; s < g->n_streams; s++) {
         CUDA_TRY(cudaEventRecord(g->join[s], g->streams[s]));
         CUDA_TRY(cudaStreamWaitEvent(s0, g->join[s], 0));
+    }
+    return GR_OK;
+}
+
+/* The whole batch's input copy, the slices one after the other, the whole batch's output copy:
+ * two copies per run however many slices. node_events then hold the last slice's times. */
+gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, const gpu_instance *inst,
+                                 cudaEvent_t *node_events, cudaEvent_t *copy_events)
+{
+    cudaStream_t s0 = g->streams[0];
+    if (copy_events)
+        CUDA_TRY(cudaEventRecord(copy_events[0], s0));
+    CUDA_TRY(cudaMemcpyAsync(inst->io, inst->host_in, v->in_bytes, cudaMemcpyHostToDevice, s0));
+    if (copy_events)
+        CUDA_TRY(cudaEventRecord(copy_events[1], s0));
+    const int slices = v->n_slices > 1 ? v->n_slices : 1;
+    for (int j = 0; j < slices; j++) {
+        gpu_instance part = *inst;
+        part.slice = j;
+        GR_TRY(enqueue_slice(g, v, &part, node_events));
     }
     if (copy_events)
         CUDA_TRY(cudaEventRecord(copy_events[2], s0));

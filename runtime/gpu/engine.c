@@ -138,6 +138,7 @@ static void variant_free(gpu_variant *v)
         gr_conv_gemm_destroy(v->gemm[i]);
     free(v->gemm);
     free(v->tactic);
+    free(v->node_us);
     gr_plan_free(v->plan);
     memset(v, 0, sizeof *v);
 }
@@ -230,6 +231,10 @@ static gr_status instrumented_runs(gpu_state *g, gpu_variant *v)
             st = gr_gpu_cuda_fail(err, "cudaEventCreate", __FILE__, __LINE__);
     }
     float convert[RUNS], copy[RUNS], compute[RUNS], total[RUNS];
+    float *node_ms = gr_calloc((size_t)RUNS * (size_t)plan->n_nodes, sizeof *node_ms, "node times");
+    v->node_us = gr_calloc((size_t)plan->n_nodes, sizeof *v->node_us, "node times");
+    if (!node_ms || !v->node_us)
+        st = GR_ERR_OUT_OF_MEMORY;
     for (int r = 0; r < RUNS && st == GR_OK; r++) {
         st = gr_gpu_enqueue_forward(g, v, &v->inst[0], ev, ev + n_ev);
         if (st == GR_OK) {
@@ -243,6 +248,7 @@ static gr_status instrumented_runs(gpu_state *g, gpu_variant *v)
             const gr_plan_node *nd = &plan->nodes[i];
             if (cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]) != cudaSuccess)
                 continue;
+            node_ms[(size_t)i * RUNS + (size_t)r] = ms;
             if (nd->kind == GR_OP_QUANTIZE || nd->kind == GR_OP_DEQUANTIZE ||
                 nd->kind == GR_NODE_CONVERT)
                 cv += ms;
@@ -254,15 +260,22 @@ static gr_status instrumented_runs(gpu_state *g, gpu_variant *v)
         cudaEventElapsedTime(&b, ev[n_ev + 2], ev[n_ev + 3]);
         cudaEventElapsedTime(&all, ev[n_ev], ev[n_ev + 3]);
         cp = a + b;
-        convert[r] = cv;
+        /* The node events hold the last slice's times; the slices are the same launches. */
+        convert[r] = cv * (float)v->n_slices;
         copy[r] = cp;
-        compute[r] = cm;
+        compute[r] = cm * (float)v->n_slices;
         total[r] = all;
     }
     cudaGetLastError();
     for (int i = 0; i < created; i++)
         cudaEventDestroy(ev[i]);
     free(ev);
+    for (int i = 0; i < plan->n_nodes && st == GR_OK; i++) {
+        float *runs = node_ms + (size_t)i * RUNS;
+        qsort(runs, RUNS, sizeof(float), cmp_float);
+        v->node_us[i] = 1e3f * runs[RUNS / 2] * (float)v->n_slices; /* the slices are alike */
+    }
+    free(node_ms);
     if (st != GR_OK)
         return st;
     qsort(convert, RUNS, sizeof(float), cmp_float);
@@ -281,7 +294,7 @@ static gr_status plan_variant(gr_engine *e, const gpu_state *g, gpu_variant *v, 
     gr_plan_options po;
     gr_plan_options_default(&po);
     gr_engine_plan_precision(e, &po); /* a mixed engine: its per-layer map */
-    po.batch = e->opt.batch;
+    po.batch = v->micro_batch;
     po.input_u8 = input_u8;
     po.fuse_maxpool = po.fuse_input_quantize = po.fuse_output_dequantize = fuse;
     po.no_fuse_layer = no_fuse_layer;
@@ -311,6 +324,7 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
     const int f32 = e->opt.precision == GR_PREC_FP32;
     const int f32_pools = g->f32_algo == GR_F32_ALGO_AUTO || g->f32_algo == GR_F32_ALGO_DIRECT3X3;
     int fuse = !g->observable && (!f32 || f32_pools);
+    double phase = gr_now_us();
     unsigned char *no_fuse = NULL;
     gr_status st = plan_variant(e, g, v, input_u8, fuse, NULL);
     for (int tries = 0; st == GR_OK && fuse; tries++) {
@@ -349,6 +363,7 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
         st = gr_gpu_plan_check(g, v, &bad); /* the plan the loop ended with */
     GR_TRY(st);
     gr_plan *plan = v->plan;
+    e->build_times.plan_ms += (gr_now_us() - phase) / 1e3;
     GR_TRY(ensure_streams(g, plan));
     v->nw = gr_calloc((size_t)plan->n_nodes, sizeof *v->nw, "node weights");
     v->pdl = gr_calloc((size_t)plan->n_nodes, 1, "launch modes");
@@ -356,30 +371,39 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
         return GR_ERR_OUT_OF_MEMORY;
     gr_gpu_mark_pdl(g, v);
 
-    /* The io block: input, then each output (f32 NCHW, 256-byte aligned) back to back. */
+    /* The io block: the whole batch's input, then each output (f32 NCHW, 256-byte aligned) back
+     * to back; a slice's part of each is its images' (batch is the outermost dimension). */
     const gr_plan_tensor *in = &plan->tensors[plan->input_tensor];
-    v->in_bytes = gr_gpu_align(in->bytes, 256);
+    const size_t slices = (size_t)v->n_slices;
+    v->slice_in_bytes = in->bytes;
+    v->in_bytes = gr_gpu_align(in->bytes * slices, 256);
     v->out_bytes = 0;
     for (int k = 0; k < plan->n_outputs; k++) {
         const gr_plan_tensor *t = &plan->tensors[plan->output_tensors[k]];
         if (t->dtype != GR_DTYPE_F32 || t->view_of >= 0)
             return gr_fail(GR_ERR_INTERNAL, "plan output %d is not a dense f32 tensor", k);
         v->out_offset[k] = v->out_bytes;
-        v->out_bytes += gr_gpu_align(t->bytes, 256);
+        v->slice_out_bytes[k] = t->bytes;
+        v->out_bytes += gr_gpu_align(t->bytes * slices, 256);
     }
     v->n_inst = e->inflight;
     for (int k = 0; k < v->n_inst; k++)
         GR_TRY(instance_alloc(g, v, &v->inst[k], k));
+    phase = gr_now_us();
     GR_TRY(gr_gpu_upload_weights(v));
+    CUDA_TRY(cudaDeviceSynchronize());
+    e->build_times.weights_ms += (gr_now_us() - phase) / 1e3;
     /* Tactics before the scratch: each conv's split-K workspace is sized for its own. */
     GR_TRY(gr_gpu_choose_tactics(e, g, v));
     GR_TRY(gr_gpu_alloc_scratch(g, v));
     CUDA_TRY(cudaDeviceSynchronize());
 
     /* Warm-up and the time split, eagerly; then capture the same launches, once per instance. */
+    phase = gr_now_us();
     GR_TRY(instrumented_runs(g, v));
     for (int k = 0; k < v->n_inst && e->opt.use_cuda_graph; k++)
         GR_TRY(capture_instance(g, v, &v->inst[k]));
+    e->build_times.capture_ms += (gr_now_us() - phase) / 1e3;
     v->built = 1;
     return GR_OK;
 }
@@ -450,6 +474,203 @@ static gr_status tactics_init(gr_engine *e, gpu_state *g, const gr_backend_input
     return GR_OK;
 }
 
+/* e->node_times: the launching nodes of v's plan and their instrumented times. */
+static gr_status publish_node_times(gr_engine *e, const gpu_variant *v)
+{
+    const gr_plan *plan = v->plan;
+    free(e->node_times);
+    e->n_node_times = 0;
+    e->node_times = gr_calloc((size_t)plan->n_nodes + 1, sizeof *e->node_times, "node times");
+    if (!e->node_times)
+        return GR_ERR_OUT_OF_MEMORY;
+    for (int i = 0; i < plan->n_nodes && v->node_us; i++) {
+        const gr_plan_node *nd = &plan->nodes[i];
+        if (!gr_gpu_node_launches(nd))
+            continue;
+        gr_node_time *t = &e->node_times[e->n_node_times++];
+        t->layer = nd->layer;
+        snprintf(t->kind, sizeof t->kind, "%s", gr_plan_kind_name(nd->kind));
+        t->us = (double)v->node_us[i];
+    }
+    return GR_OK;
+}
+
+/* ---- micro-batching (docs/performance.md, "Micro-batching") -------------------------------- */
+
+/* Sub-batches measured: halvings of the batch down to 32 images (below that a YOLO layer's grid
+ * no longer fills an H100 and the per-launch overheads grow, bench/results). */
+enum { MIN_MICRO_BATCH = 32, MAX_MB_CANDIDATES = 13, MB_REPLAYS = 7 };
+/* A smaller sub-batch must be 2% faster to win: replay timings move by about 1% from build to
+ * build, and the choice should not flip with them. */
+static const double keep_larger_ratio = 0.98;
+
+/* The variant built for sub-batches of `micro` images; freed again on failure. */
+static gr_status build_sized(gr_engine *e, gpu_state *g, gpu_variant *v, int u8, int micro)
+{
+    v->micro_batch = micro;
+    v->n_slices = e->opt.batch / micro;
+    gr_status st = variant_build(e, g, v, u8);
+    if (st != GR_OK)
+        variant_free(v);
+    return st;
+}
+
+static uint64_t fnv(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The timing-cache key of the micro-batch choice: the network's shape (name, input, every
+ * layer's inputs and output shape, its parameter count), the precision map, batch, input type,
+ * runs in flight and fp16 accumulation. */
+static void micro_batch_key(const gr_engine *e, int u8, char *key, size_t len)
+{
+    const gr_net *net = e->net;
+    uint64_t h = fnv(0xcbf29ce484222325ull, net->name, strlen(net->name));
+    const int shape[4] = {net->w, net->h, net->c, net->n_layers};
+    h = fnv(h, shape, sizeof shape);
+    h = fnv(h, &net->n_weight_floats, sizeof net->n_weight_floats);
+    for (int i = 0; i < net->n_layers; i++) {
+        const gr_layer *l = &net->layers[i];
+        const int dims[4] = {l->out.c, l->out.h, l->out.w, l->n_inputs};
+        h = fnv(h, dims, sizeof dims);
+        h = fnv(h, l->inputs, (size_t)l->n_inputs * sizeof l->inputs[0]);
+        if (e->layer_prec)
+            h = fnv(h, &e->layer_prec[i], sizeof e->layer_prec[i]);
+    }
+    snprintf(key, len, "mb:%s:n%d:u8%d:if%d:acc%d:net%016llx", gr_precision_name(e->opt.precision),
+             e->opt.batch, u8, e->inflight, e->opt.fp16_accumulate != 0, (unsigned long long)h);
+}
+
+/* Median time of back-to-back replays of instance 0's graph, after one more (microseconds). */
+static gr_status time_replays(gpu_state *g, gpu_variant *v, double *us)
+{
+    cudaEvent_t ev[MB_REPLAYS + 1];
+    int created = 0;
+    gr_status st = GR_OK;
+    for (; created <= MB_REPLAYS && st == GR_OK; created++) {
+        cudaError_t err = cudaEventCreate(&ev[created]);
+        if (err != cudaSuccess) {
+            st = gr_gpu_cuda_fail(err, "cudaEventCreate (micro-batch timing)", __FILE__, __LINE__);
+            break;
+        }
+    }
+    cudaStream_t s = launch_stream(g, &v->inst[0]);
+    cudaError_t err = st == GR_OK ? cudaGraphLaunch(v->inst[0].exec, s) : cudaSuccess;
+    if (err == cudaSuccess && st == GR_OK)
+        err = cudaEventRecord(ev[0], s);
+    for (int r = 0; r < MB_REPLAYS && err == cudaSuccess && st == GR_OK; r++) {
+        err = cudaGraphLaunch(v->inst[0].exec, s);
+        if (err == cudaSuccess)
+            err = cudaEventRecord(ev[r + 1], s);
+    }
+    if (err == cudaSuccess && st == GR_OK)
+        err = cudaEventSynchronize(ev[MB_REPLAYS]);
+    float ms[MB_REPLAYS];
+    for (int r = 0; r < MB_REPLAYS && err == cudaSuccess && st == GR_OK; r++)
+        err = cudaEventElapsedTime(&ms[r], ev[r], ev[r + 1]);
+    if (err != cudaSuccess && st == GR_OK)
+        st = gr_gpu_cuda_fail(err, "timing the micro-batch candidates", __FILE__, __LINE__);
+    for (int i = 0; i < created; i++)
+        cudaEventDestroy(ev[i]);
+    if (st != GR_OK)
+        return st;
+    qsort(ms, MB_REPLAYS, sizeof ms[0], cmp_float);
+    *us = 1e3 * (double)ms[MB_REPLAYS / 2];
+    return GR_OK;
+}
+
+/* Build every candidate sub-batch, time whole replays, keep the fastest in *v (a smaller one
+ * only when keep_larger_ratio faster); the others are freed as soon as they lose. */
+static gr_status measure_micro_batch(gr_engine *e, gpu_state *g, gpu_variant *v, int u8,
+                                     const int *candidates, int n, const char *key,
+                                     char *report, size_t len)
+{
+    gpu_variant best;
+    memset(&best, 0, sizeof best);
+    double best_us = 0.0;
+    size_t used = 0;
+    for (int i = 0; i < n; i++) {
+        gpu_variant trial;
+        memset(&trial, 0, sizeof trial);
+        gr_status st = build_sized(e, g, &trial, u8, candidates[i]);
+        double us = 0.0;
+        double timing = gr_now_us();
+        if (st == GR_OK)
+            st = time_replays(g, &trial, &us);
+        e->build_times.micro_batch_ms += (gr_now_us() - timing) / 1e3;
+        if (st != GR_OK) {
+            variant_free(&trial);
+            variant_free(&best);
+            return st;
+        }
+        snprintf(report + used, len - used, "%s%d: %.0f us", i ? ", " : "", candidates[i], us);
+        used += strlen(report + used);
+        if (i == 0 || us < keep_larger_ratio * best_us) {
+            variant_free(&best);
+            best = trial;
+            best_us = us;
+        } else {
+            variant_free(&trial);
+        }
+    }
+    *v = best;
+    if (g->tcache)
+        return gr_timing_cache_put(g->tcache, key, best.micro_batch, 0, best_us, best_us);
+    return GR_OK;
+}
+
+/* The variant, micro-batched as asked (opt.micro_batch), as the other input type's variant is,
+ * as the timing cache says, or as measured; one notice line says which and why. */
+static gr_status build_variant(gr_engine *e, gpu_state *g, gpu_variant *v, int u8)
+{
+    const int batch = e->opt.batch;
+    const gpu_variant *other = gr_gpu_variant(g, !u8);
+    /* The front validated the option; an engine built inside another's build (calibration's,
+     * observable, of its own batch) runs whole batches. */
+    const int forced = e->opt.micro_batch > 0 && batch % e->opt.micro_batch == 0 && !g->observable
+                           ? e->opt.micro_batch
+                           : 0;
+    char line[400];
+    if (g->observable)
+        return build_sized(e, g, v, u8, batch);
+    if (forced || other->built) {
+        int micro = forced ? forced : other->micro_batch;
+        if (forced && micro < batch && u8) {
+            snprintf(line, sizeof line, "micro-batch: %d x %d images (the micro_batch option)",
+                     batch / micro, micro);
+            gr_engine_add_notice(e, line);
+        }
+        return build_sized(e, g, v, u8, micro);
+    }
+    int candidates[MAX_MB_CANDIDATES], n = 0;
+    for (int k = 1; n < MAX_MB_CANDIDATES && batch % k == 0 && batch / k >= MIN_MICRO_BATCH;
+         k *= 2)
+        candidates[n++] = batch / k;
+    if (n <= 1 || !e->opt.use_cuda_graph || !g->tactic_search || g->observable)
+        return build_sized(e, g, v, u8, batch);
+    char key[GR_TCACHE_KEY_MAX];
+    micro_batch_key(e, u8, key, sizeof key);
+    const gr_tcache_entry *hit = g->tcache ? gr_timing_cache_find(g->tcache, key) : NULL;
+    if (hit && hit->tile >= 1 && batch % hit->tile == 0 && hit->tile >= MIN_MICRO_BATCH) {
+        snprintf(line, sizeof line, "micro-batch: %d x %d images (timing cache)", batch / hit->tile,
+                 hit->tile);
+        gr_engine_add_notice(e, line);
+        return build_sized(e, g, v, u8, hit->tile);
+    }
+    char report[300] = "";
+    double start = gr_now_us();
+    GR_TRY(measure_micro_batch(e, g, v, u8, candidates, n, key, report, sizeof report));
+    snprintf(line, sizeof line, "micro-batch: %d x %d images (measured in %.0f ms, replay of a "
+             "batch of %d: %.280s)", v->n_slices, v->micro_batch, (gr_now_us() - start) / 1e3,
+             batch, report);
+    gr_engine_add_notice(e, line);
+    return GR_OK;
+}
+
 gr_status gr_gpu_ensure_variant(gr_engine *e, int u8)
 {
     gpu_state *g = e->impl;
@@ -457,13 +678,12 @@ gr_status gr_gpu_ensure_variant(gr_engine *e, int u8)
     if (v->built)
         return GR_OK;
     CUDA_TRY(cudaSetDevice(g->device));
-    gr_status st = variant_build(e, g, v, u8);
-    if (st != GR_OK) {
-        variant_free(v);
-        return st;
-    }
-    if (u8)
+    GR_TRY(build_variant(e, g, v, u8));
+    e->micro_batch = v->micro_batch;
+    if (u8) {
         GR_TRY(gr_gpu_publish_tactics(e, v));
+        GR_TRY(publish_node_times(e, v));
+    }
     save_timing_cache(e, g);
     return GR_OK;
 }
@@ -481,7 +701,7 @@ static gr_status gpu_input_buffer(gr_engine *e, int slot, int u8, void **buffer,
     GR_TRY(gr_gpu_ensure_variant(e, u8));
     gpu_variant *v = gr_gpu_variant(e->impl, u8);
     *buffer = v->inst[slot].host_in;
-    *bytes = v->plan->tensors[v->plan->input_tensor].bytes;
+    *bytes = v->slice_in_bytes * (size_t)v->n_slices;
     return GR_OK;
 }
 

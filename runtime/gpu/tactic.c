@@ -11,8 +11,11 @@
  * real buffers of instance 0 with deterministic non-zero input (never zeros, which would time the
  * easy case and hide numerics bugs); its output must match the automatic tactic's on the same
  * input - int8 bit-identical (int32 sums are exact whatever the tile or split), fp16 NRMSE <= 1e-3
- * - before it is timed: one launch doubles as check and warm-up, then the median of 5 launches
- * bracketed by CUDA events. The fastest wins; a candidate less than 2% faster than the automatic
+ * - before it is timed: one launch doubles as check and warm-up, then 1 to 7 launches bracketed by
+ * CUDA events (time_candidate: an early cut-off, fewer launches when they agree). All of it on
+ * the conv's first rep_batch() images, a grid that already fills the GPU 8 times over, so the
+ * choice holds for the whole batch and the timing-cache key names that batch (engines of larger
+ * batches share it). The fastest wins; a candidate less than 2% faster than the automatic
  * tactic does not replace it (timing noise would otherwise flip choices from build to build).
  *
  * A timing-cache hit (runtime/timing_cache.h) is not trusted blindly either: the cached tactic
@@ -37,7 +40,19 @@
 #include "runtime/gpu/backend.h"
 #include "runtime/timing_cache.h"
 
-enum { TIMED_RUNS = 5, N_SPLITS = 8, MAX_CANDIDATES = 2 + GR_CONV_TILES * N_SPLITS };
+/* Timed launches: FIRST_RUNS (one, the early cut-off's), then up to SETTLE_RUNS, then up to
+ * TIMED_RUNS in all when the spread is large (time_candidate). */
+enum { TIMED_RUNS = 7, SETTLE_RUNS = 3, N_SPLITS = 8, MAX_CANDIDATES = 2 + GR_CONV_TILES * N_SPLITS };
+/* A candidate whose first timed launch is this much slower than the best median so far cannot
+ * win (launch-to-launch spread on the H100 is a few %): not timed further. */
+static const double cut_off_ratio = 1.5;
+/* Three launches within 3% of their median: the median of three is as good as of seven. */
+static const double settled_spread = 0.03;
+/* The search times a conv on its first rep_batch() images: enough for rep_waves waves of the
+ * largest tile (128x64 outputs) on every SM. A grid that fills the GPU that many times over picks
+ * the same tile and split as a larger one (the tail wave is <= 1/8 of the time, split-K never
+ * pays), so the choice holds for the whole batch (docs/tactics.md, "Representative batch"). */
+enum { REP_WAVES = 8, REP_TILE_ELEMS = 128 * 64 };
 /* The GEMM tactic's code in the timing cache's tile field (split 0). */
 enum { TILE_GEMM = 16 };
 static const int split_choices[N_SPLITS] = {1, 2, 3, 4, 6, 8, 12, 16};
@@ -135,6 +150,22 @@ static void layer_key(const gr_conv_args *a, int is_i8, char *key, size_t len)
 
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
+/* Images the search times a conv with an output of out_h x out_w x out_c per image (before a
+ * fused pool): a power of two, so that batches above it share the timing-cache entry; at most
+ * the batch. */
+static int rep_batch(const gpu_state *g, int batch, int in_h, int in_w, int ksize, int stride,
+                     int pad, int out_c)
+{
+    const int out_h = (in_h + 2 * pad - ksize) / stride + 1;
+    const int out_w = (in_w + 2 * pad - ksize) / stride + 1;
+    const double per_image = (double)out_h * out_w * out_c;
+    const double fill = (double)REP_WAVES * (g->sm_count > 0 ? g->sm_count : 1) * REP_TILE_ELEMS;
+    int rep = 1;
+    while (rep < batch && rep * per_image < fill)
+        rep *= 2;
+    return rep < batch ? rep : batch;
+}
+
 static size_t ws_bytes_of(const gr_conv_args *a, int is_i8)
 {
     return is_i8 ? gr_conv_workspace_bytes_i8(a) : gr_conv_workspace_bytes_f16(a);
@@ -150,7 +181,7 @@ static gr_status fill_input(search_ctx *s, const gpu_conv *c, int index)
     const int u8 = c->tc.in_u8;
     const int elem = c->is_i8 || u8 ? 1 : 2;
     const size_t cin_pad = u8 ? (size_t)x->c : (size_t)round_up(x->c, c->is_i8 ? 16 : 8);
-    const size_t pixels = (size_t)x->n * x->h * x->w;
+    const size_t pixels = (size_t)c->tc.batch * x->h * x->w; /* the images timed */
     unsigned char *host = gr_calloc(pixels * cin_pad, (size_t)elem, "tactic search input");
     if (!host)
         return GR_ERR_OUT_OF_MEMORY;
@@ -209,7 +240,7 @@ static gr_status output_region(search_ctx *s, const gpu_conv *c, int index, out_
     if (a->out_kind == GR_CONV_OUT_F32_NCHW) {
         r->elem = 4;
         r->dev = a->out;
-        r->width = (size_t)y->n * y->c * y->h * y->w * 4;
+        r->width = (size_t)a->batch * y->c * y->h * y->w * 4;
         r->pitch = r->width;
         r->height = 1;
     } else {
@@ -218,7 +249,7 @@ static gr_status output_region(search_ctx *s, const gpu_conv *c, int index, out_
         r->dev = (uint8_t *)a->out + (size_t)a->out_c_offset * r->elem;
         r->pitch = (size_t)a->out_c_stride * r->elem;
         r->width = c_pad * r->elem;
-        r->height = (size_t)y->n * y->h * y->w;
+        r->height = (size_t)a->batch * y->h * y->w;
     }
     r->poison = a->out_kind == GR_CONV_OUT_I8 ? 0x80 : 0xff;
     return ensure_host(s, r->width * r->height);
@@ -348,19 +379,20 @@ static void CUDART_CB gate_wait(void *arg)
         ;
 }
 
-static gr_status enqueue_timed(search_ctx *s, const gpu_conv *c, const candidate *k, int index)
+static gr_status enqueue_timed(search_ctx *s, const gpu_conv *c, const candidate *k, int index,
+                              int runs)
 {
     CUDA_TRY(cudaEventRecord(s->ev[0], s->stream));
-    for (int r = 0; r < TIMED_RUNS; r++) {
+    for (int r = 0; r < runs; r++) {
         GR_TRY(launch(s, c, k, index));
         CUDA_TRY(cudaEventRecord(s->ev[r + 1], s->stream));
     }
     return GR_OK;
 }
 
-/* Median of TIMED_RUNS back-to-back launches, each between two events (microseconds). */
-static gr_status time_candidate(search_ctx *s, const gpu_conv *c, const candidate *k, int index,
-                                double *us)
+/* `runs` back-to-back launches, each between two events, into ms[0..runs). */
+static gr_status time_runs(search_ctx *s, const gpu_conv *c, const candidate *k, int index,
+                           int runs, float *ms)
 {
     if (!s->no_gate) {
         atomic_store(&s->gate, 0);
@@ -374,13 +406,37 @@ static gr_status time_candidate(search_ctx *s, const gpu_conv *c, const candidat
          * (CUDA_LAUNCH_BLOCKING=1, a tool serializing them). No more gates for this search. */
         s->no_gate = gr_now_us() - start > gate_blocked_us;
     }
-    gr_status st = enqueue_timed(s, c, k, index);
+    gr_status st = enqueue_timed(s, c, k, index, runs);
     atomic_store(&s->gate, 1); /* on every path: the stream must never stay held */
     GR_TRY(st);
-    CUDA_TRY(cudaEventSynchronize(s->ev[TIMED_RUNS]));
-    float ms[TIMED_RUNS];
-    for (int r = 0; r < TIMED_RUNS; r++)
+    CUDA_TRY(cudaEventSynchronize(s->ev[runs]));
+    for (int r = 0; r < runs; r++)
         CUDA_TRY(cudaEventElapsedTime(&ms[r], s->ev[r], s->ev[r + 1]));
+    return GR_OK;
+}
+
+/* The candidate's median launch time (microseconds): one launch first - slower than
+ * cut_off_ratio x best_us (0: no cut-off) and it stops there, *cut set; then two more, and the
+ * median of those three when they agree within settled_spread, else of TIMED_RUNS. */
+static gr_status time_candidate(search_ctx *s, const gpu_conv *c, const candidate *k, int index,
+                                double best_us, double *us, int *cut)
+{
+    float ms[TIMED_RUNS];
+    *cut = 0;
+    GR_TRY(time_runs(s, c, k, index, 1, ms));
+    if (best_us > 0.0 && 1e3 * (double)ms[0] > cut_off_ratio * best_us) {
+        *us = 1e3 * (double)ms[0];
+        *cut = 1;
+        s->e->tactic_stats.cut++;
+        return GR_OK;
+    }
+    GR_TRY(time_runs(s, c, k, index, SETTLE_RUNS - 1, ms + 1));
+    qsort(ms, SETTLE_RUNS, sizeof ms[0], cmp_float);
+    if (ms[SETTLE_RUNS - 1] - ms[0] <= (float)settled_spread * ms[SETTLE_RUNS / 2]) {
+        *us = 1e3 * (double)ms[SETTLE_RUNS / 2];
+        return GR_OK;
+    }
+    GR_TRY(time_runs(s, c, k, index, TIMED_RUNS - SETTLE_RUNS, ms + SETTLE_RUNS));
     qsort(ms, TIMED_RUNS, sizeof ms[0], cmp_float);
     *us = 1e3 * (double)ms[TIMED_RUNS / 2];
     return GR_OK;
@@ -430,7 +486,7 @@ static int outputs_match(const search_ctx *s, const gpu_conv *c, const out_regio
 
 /* The candidates besides the automatic tactic: accepted by the kernels, distinct launches,
  * workspace within bounds. */
-static int list_candidates(const gpu_conv *c, candidate *list)
+static int list_candidates(const gpu_conv *c, int full_batch, candidate *list)
 {
     int n = 0;
     for (int tile = 1; tile <= GR_CONV_TILES; tile++)
@@ -442,7 +498,12 @@ static int list_candidates(const gpu_conv *c, candidate *list)
             if (gr_conv_check(&a, c->is_i8) != cudaSuccess)
                 continue;
             size_t ws = a.split_k > 1 ? ws_bytes_of(&a, c->is_i8) : 0;
-            if (ws > max_candidate_workspace || (a.split_k > 1 && ws == 0))
+            gr_conv_args whole = a; /* the checks and the bound hold for the batch it will run */
+            whole.batch = full_batch;
+            if (full_batch != a.batch && gr_conv_check(&whole, c->is_i8) != cudaSuccess)
+                continue;
+            size_t ws_whole = a.split_k > 1 ? ws_bytes_of(&whole, c->is_i8) : 0;
+            if (ws_whole > max_candidate_workspace || (a.split_k > 1 && ws == 0))
                 continue; /* too big, or the split does not happen: same as split 1 */
             int seen = 0;
             for (int j = 0; j < n && !seen; j++)
@@ -457,7 +518,7 @@ static int list_candidates(const gpu_conv *c, candidate *list)
 static int gemm_candidate(search_ctx *s, const gpu_conv *c, int index, candidate *k);
 
 /* Is a cached tactic one the kernels accept here, within the workspace bound? */
-static int cached_candidate(search_ctx *s, const gpu_conv *c, int index,
+static int cached_candidate(search_ctx *s, const gpu_conv *c, int full_batch, int index,
                             const gr_tcache_entry *hit, candidate *k)
 {
     if (hit->tile == TILE_GEMM)
@@ -469,6 +530,8 @@ static int cached_candidate(search_ctx *s, const gpu_conv *c, int index,
     a.split_k = hit->split;
     gr_kernels_clear_failure();
     int ok = gr_conv_check(&a, c->is_i8) == cudaSuccess;
+    a.batch = full_batch; /* where it will run too */
+    ok = ok && gr_conv_check(&a, c->is_i8) == cudaSuccess;
     gr_kernels_clear_failure();
     size_t ws = ok ? ws_bytes_of(&a, c->is_i8) : 0;
     if (!ok || ws > max_candidate_workspace)
@@ -536,11 +599,11 @@ static int ensure_gemm_scratch(search_ctx *s, size_t bytes)
 
 /* The node's tactic is k: keep the GEMM plan only if it is the GEMM tactic. */
 static void set_tactic(search_ctx *s, int index, gpu_tactic *t, const candidate *k, double us,
-                       double auto_us, int timed)
+                       double auto_us, int timed, int batch_timed)
 {
     *t = (gpu_tactic){.tile = k->tile, .split = k->split, .gemm = k->gemm,
                       .gemm_scratch = k->gemm ? k->scratch : 0, .us = us, .auto_us = auto_us,
-                      .candidates = timed, .searched = 1};
+                      .candidates = timed, .searched = 1, .batch_timed = batch_timed};
     if (!k->gemm) {
         gr_conv_gemm_destroy(s->v->gemm[index]);
         s->v->gemm[index] = NULL;
@@ -567,6 +630,25 @@ static gr_status try_run_once(search_ctx *s, const gpu_conv *c, const candidate 
     return GR_OK;
 }
 
+/* The GEMM tactic's plan is per shape: when it won on the representative batch, make it again
+ * for the whole batch (`full`). 0 when that fails (no cuBLASLt algorithm, scratch past the bound:
+ * the caller keeps the automatic tactic); 1 for every other tactic. */
+static int gemm_for_batch(search_ctx *s, const gpu_conv *c, const gr_conv_args *full, int index,
+                          candidate *k)
+{
+    if (!k->gemm || c->tc.batch == full->batch)
+        return 1;
+    gpu_conv whole = *c;
+    whole.tc = *full;
+    if (gemm_candidate(s, &whole, index, k))
+        return 1;
+    char line[160];
+    snprintf(line, sizeof line, "GEMM tactic of layer %d does not scale to batch %d: automatic "
+             "tactic", s->v->plan->nodes[index].layer, full->batch);
+    gr_engine_add_notice(s->e, line);
+    return 0;
+}
+
 static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
 {
     gpu_state *g = s->g;
@@ -575,12 +657,15 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
     gpu_conv c;
     GR_TRY(gr_gpu_conv_args(g, v, &v->inst[0], index, &c));
     c.tc.pdl = 0; /* alone on the stream: nothing to overlap with */
+    const gr_conv_args full = c.tc;
+    c.tc.batch = rep_batch(g, full.batch, full.in_h, full.in_w, full.ksize, full.stride, full.pad,
+                           full.out_c);
     char key[GR_TCACHE_KEY_MAX];
     layer_key(&c.tc, c.is_i8, key, sizeof key);
 
     candidate auto_k = {0, 0, ws_bytes_of(&c.tc, c.is_i8), 0, NULL, 0};
     candidate list[MAX_CANDIDATES];
-    int n = list_candidates(&c, list);
+    int n = list_candidates(&c, full.batch, list);
     size_t ws_max = auto_k.ws;
     for (int k = 0; k < n; k++)
         ws_max = list[k].ws > ws_max ? list[k].ws : ws_max;
@@ -589,7 +674,7 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
     GR_TRY(fill_input(s, &c, index));
     const gr_tcache_entry *hit = s->g->tcache ? gr_timing_cache_find(g->tcache, key) : NULL;
     candidate cached;
-    int use_cache = hit && cached_candidate(s, &c, index, hit, &cached);
+    int use_cache = hit && cached_candidate(s, &c, full.batch, index, hit, &cached);
     if (use_cache && cached.ws > ws_max)
         ws_max = cached.ws;
     GR_TRY(ensure_workspace(s, ws_max));
@@ -600,8 +685,8 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
     if (use_cache) {
         int ran = 0;
         GR_TRY(try_run_once(s, &c, &cached, index, &r, &ran));
-        if (ran && outputs_match(s, &c, &r)) {
-            set_tactic(s, index, t, &cached, hit->us, hit->auto_us, 0);
+        if (ran && outputs_match(s, &c, &r) && gemm_for_batch(s, &c, &full, index, &cached)) {
+            set_tactic(s, index, t, &cached, hit->us, hit->auto_us, 0, c.tc.batch);
             s->e->tactic_stats.cached++;
             return GR_OK;
         }
@@ -620,7 +705,8 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
     if (gemm_candidate(s, &c, index, &list[n]) && ensure_gemm_scratch(s, list[n].scratch))
         n++;
     double auto_us = 0.0;
-    GR_TRY(time_candidate(s, &c, &auto_k, index, &auto_us));
+    int cut = 0;
+    GR_TRY(time_candidate(s, &c, &auto_k, index, 0.0, &auto_us, &cut));
     int timed = 1;
     candidate best = auto_k;
     double best_us = auto_us;
@@ -634,18 +720,18 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
             continue;
         }
         double us = 0.0;
-        GR_TRY(time_candidate(s, &c, &list[k], index, &us));
+        GR_TRY(time_candidate(s, &c, &list[k], index, best_us, &us, &cut));
         timed++;
-        if (us < best_us) {
+        if (!cut && us < best_us) {
             best = list[k];
             best_us = us;
         }
     }
-    if (best_us > keep_auto_ratio * auto_us) {
+    if (best_us > keep_auto_ratio * auto_us || !gemm_for_batch(s, &c, &full, index, &best)) {
         best = auto_k;
         best_us = auto_us;
     }
-    set_tactic(s, index, t, &best, best_us, auto_us, timed);
+    set_tactic(s, index, t, &best, best_us, auto_us, timed, c.tc.batch);
     s->e->tactic_stats.searched++;
     s->e->tactic_stats.candidates += timed;
     if (g->tcache)
@@ -737,7 +823,8 @@ static gr_status time_f32(search_ctx *s, const gpu_conv *c, int index, const can
                           const candidate *list, int n, const out_region *r, gpu_tactic *t)
 {
     double ref_us = 0.0;
-    GR_TRY(time_candidate(s, c, ref, index, &ref_us));
+    int cut = 0;
+    GR_TRY(time_candidate(s, c, ref, index, 0.0, &ref_us, &cut));
     candidate best = *ref;
     double best_us = ref_us;
     int timed = 1;
@@ -750,9 +837,9 @@ static gr_status time_f32(search_ctx *s, const gpu_conv *c, int index, const can
             continue;
         }
         double us = 0.0;
-        GR_TRY(time_candidate(s, c, &list[k], index, &us));
+        GR_TRY(time_candidate(s, c, &list[k], index, best_us, &us, &cut));
         timed++;
-        if (us < best_us) {
+        if (!cut && us < best_us) {
             best = list[k];
             best_us = us;
         }
@@ -782,6 +869,10 @@ static gr_status search_f32_node(search_ctx *s, int index, gpu_tactic *t)
     if (c.images != 1 || c.groups != 1 || c.f32.pool_size)
         return GR_OK;
     s->e->tactic_stats.convs++;
+    /* The representative batch, unless the rule splits K (a grid that does not fill the GPU). */
+    if (c.f32.splits <= 1)
+        c.f32.batch = rep_batch(g, c.f32.batch, c.f32.in_h, c.f32.in_w, c.f32.ksize, c.f32.stride,
+                                c.f32.pad, c.f32.out_c);
     const long long columns = (long long)c.f32.batch * y->h * y->w;
     const int split_ok = gr_gpu_f32_split_allowed(g, v, 1);
     candidate list[8], ref;
@@ -907,6 +998,7 @@ gr_status gr_gpu_publish_tactics(gr_engine *e, const gpu_variant *v)
         info->us = t->us;
         info->auto_us = t->auto_us;
         info->candidates = t->candidates;
+        info->batch = t->batch_timed;
     }
     return GR_OK;
 }
