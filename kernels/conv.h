@@ -45,12 +45,14 @@
 extern "C" {
 #endif
 
-/* Activation codes: the same values as gr_activation in ops/ops.h (the tests assert it). */
+/* Activation codes: the same values as gr_activation in ops/ops.h (the tests assert it); every
+ * gr_activation below GR_CONV_ACT_COUNT is accepted (ops/activation.h's gr_act_epilogue). */
 enum {
     GR_CONV_ACT_LINEAR = 0,
     GR_CONV_ACT_LEAKY = 1,
     GR_CONV_ACT_RELU = 2,
-    GR_CONV_ACT_LOGISTIC = 3
+    GR_CONV_ACT_LOGISTIC = 3,
+    GR_CONV_ACT_COUNT = 19 /* = GR_ACT_COUNT */
 };
 
 typedef enum gr_conv_out_kind {

@@ -280,7 +280,7 @@ extern "C" void gr_conv_f32_direct3x3_out_dims(const gr_conv_f32_args *a, int *o
 extern "C" cudaError_t gr_launch_conv_direct3x3_f32(const gr_conv_f32_args *a, cudaStream_t stream)
 {
     GR_ARG_CHECK(gr_conv_f32_direct3x3_fits(a) && a->in && a->weights && a->out);
-    GR_ARG_CHECK(a->activation >= GR_CONV_ACT_LINEAR && a->activation <= GR_CONV_ACT_LOGISTIC);
+    GR_ARG_CHECK(a->activation >= GR_CONV_ACT_LINEAR && a->activation < GR_CONV_ACT_COUNT);
     Params p{};
     p.in = a->in;
     p.w = a->weights;

@@ -358,7 +358,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1)
             sm[j][e] = mul_of(8 * j + 2 * t4 + e);
             sb[j][e] = bias_of(8 * j + 2 * t4 + e);
         }
-    const bool pool_first = !__syncthreads_or(negative) && p.activation != GR_CONV_ACT_LOGISTIC;
+    const bool pool_first = !__syncthreads_or(negative) && gr_conv_act_pools_first(p.activation);
 
     /* Tap offsets (words) of this lane's A registers: INT8 a0/a1 hold tap 4s + t4 (rows g, g+8),
      * FP16 a0/a1 tap 4s + t4/2 and a2/a3 tap 4s + 2 + t4/2, channel pair t4 & 1. Slots past tap 8
@@ -518,7 +518,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1)
         const int py = py0 + warp;
         auto epilogue = [&](auto full_tile, auto activation) {
             constexpr bool kFull = decltype(full_tile)::value;
-            constexpr int kAct = decltype(activation)::value; /* folds gr_conv_activate's switch */
+            /* a constant folds gr_conv_activate's switch; -1: the rarer ones, switched at run time */
+            constexpr int kActConst = decltype(activation)::value;
+            const int kAct = kActConst >= 0 ? kActConst : p.activation;
 #pragma unroll
             for (int ip = 0; ip < kMmaFrags / 2; ++ip) {
                 const int px = px0 + 8 * ip + g;
@@ -567,8 +569,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1)
                             }
                         }
                         /* filters past out_c: zero weights, multiplier and bias, so 0 after
-                         * every activation but the logistic */
-                        y[e] = kAct != GR_CONV_ACT_LOGISTIC || n < p.out_c ? best : 0.0f;
+                         * the activations with act(0) = 0 (not the logistic, plse, ...) */
+                        y[e] = gr_conv_act_zero_at_zero(kAct) || n < p.out_c ? best : 0.0f;
                     }
                     const int n0 = 8 * j + 2 * t4;
                     if (n0 >= p.out_c_pad)
@@ -599,8 +601,11 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1)
             case GR_CONV_ACT_LOGISTIC:
                 epilogue(full_tile, integral_constant<int, GR_CONV_ACT_LOGISTIC>());
                 break;
-            default:
+            case GR_CONV_ACT_LINEAR:
                 epilogue(full_tile, integral_constant<int, GR_CONV_ACT_LINEAR>());
+                break;
+            default:
+                epilogue(full_tile, integral_constant<int, -1>());
                 break;
             }
         };
@@ -696,7 +701,7 @@ cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t
     GR_ARG_CHECK(a->batch > 0 && a->in_h > 0 && a->in_w > 0 && a->out_c > 0 && a->out_c <= 65536);
     GR_ARG_CHECK(a->in_c_offset >= 0 && a->in_c_offset + a->in_c <= a->in_c_stride);
     GR_ARG_CHECK(a->out_kind == (is_i8 ? GR_CONV_OUT_I8 : GR_CONV_OUT_F16));
-    GR_ARG_CHECK(a->activation >= GR_CONV_ACT_LINEAR && a->activation <= GR_CONV_ACT_LOGISTIC);
+    GR_ARG_CHECK(a->activation >= GR_CONV_ACT_LINEAR && a->activation < GR_CONV_ACT_COUNT);
     /* the pointers are not known yet when the runtime only checks a plan */
     GR_ARG_CHECK(!is_i8 || ((check_only || a->mul != nullptr) && a->in_scale > 0.0f));
     GR_ARG_CHECK(!a->fp16_accumulate && a->split_k <= 1);

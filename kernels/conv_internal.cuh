@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/conv.h"
+#include "ops/activation.h"
 
 /* Launch the SIMT first-layer kernel for args->in_u8 (conv.h); is_i8 selects the INT8 or the
  * FP16 arithmetic. Same return contract as gr_launch_conv_i8/_f16. check_only: validate the
@@ -29,15 +30,26 @@ __device__ __forceinline__ unsigned gr_conv_half2_bits(float lo, float hi)
            (static_cast<unsigned>(__half_as_ushort(__float2half_rn(hi))) << 16);
 }
 
-/* The epilogue's activation (codes of conv.h), the f32 expressions planner/plan.h specifies. */
+/* The epilogue's activation (codes of conv.h = gr_activation): ops/activation.h's
+ * gr_act_epilogue, the one definition the CPU emulation (planner/exec.c) shares. */
 __device__ __forceinline__ float gr_conv_activate(float y, int act)
 {
-    switch (act) {
-    case GR_CONV_ACT_LEAKY: return y > 0.0f ? y : 0.1f * y;
-    case GR_CONV_ACT_RELU: return y > 0.0f ? y : 0.0f;
-    case GR_CONV_ACT_LOGISTIC: return 1.0f / (1.0f + expf(-y));
-    default: return y;
-    }
+    return gr_act_epilogue(y, static_cast<gr_activation>(act));
+}
+
+/* May a maxpool be taken on the accumulators before the epilogue? Only where act(fmaf(acc, mul,
+ * bias)) is non-decreasing in acc for mul >= 0 without doubt: linear, leaky, relu (mish, swish,
+ * hard_mish, gelu are not monotonic; the exp-based ones are left out so the pooled value is the
+ * activated one exactly as the CPU emulation computes it). */
+__device__ __forceinline__ bool gr_conv_act_pools_first(int act)
+{
+    return act == GR_CONV_ACT_LINEAR || act == GR_CONV_ACT_LEAKY || act == GR_CONV_ACT_RELU;
+}
+
+/* Is act(0) == 0 (filters past out_c, all zero, then come out 0 without a mask)? */
+__device__ __forceinline__ bool gr_conv_act_zero_at_zero(int act)
+{
+    return act == GR_CONV_ACT_LINEAR || act == GR_CONV_ACT_LEAKY || act == GR_CONV_ACT_RELU;
 }
 
 /* True when the current device can take programmatic dependent launches (sm_90+). */

@@ -153,9 +153,9 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
     static_assert(BN <= kThreads, "one multiplier per thread in the check below");
     const int negative_mul = __syncthreads_or(tid < BN && !(s_mul[tid] >= 0.0f));
     /* Pool before the epilogue where that is exact: y = act(fmaf(acc, mul, bias)) is
-     * non-decreasing in acc when mul >= 0 and act is linear, leaky or relu (the logistic's expf
-     * is left out), so the window's largest accumulator gives the window's largest y. */
-    const bool pool_first = p.pool && !negative_mul && p.activation != GR_CONV_ACT_LOGISTIC;
+     * non-decreasing in acc when mul >= 0 and act is linear, leaky or relu (the others are left
+     * out), so the window's largest accumulator gives the window's largest y. */
+    const bool pool_first = p.pool && !negative_mul && gr_conv_act_pools_first(p.activation);
     wait_for_producer(); /* the input is the previous kernel's output */
 
     /* Patch mode: tile t is image t / (tiles_x * tiles_y), output pixels from (oy0, ox0); local

@@ -596,7 +596,7 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
     GR_ARG_CHECK(a->batch > 0 && a->in_h > 0 && a->in_w > 0 && a->in_c > 0 && a->out_c > 0);
     GR_ARG_CHECK(a->ksize > 0 && a->stride > 0 && a->pad >= 0);
     GR_ARG_CHECK(a->in_c <= 65536 && a->out_c <= 65536 && a->ksize <= 64 && a->pad <= 64);
-    GR_ARG_CHECK(a->activation >= GR_CONV_ACT_LINEAR && a->activation <= GR_CONV_ACT_LOGISTIC);
+    GR_ARG_CHECK(a->activation >= GR_CONV_ACT_LINEAR && a->activation < GR_CONV_ACT_COUNT);
     GR_ARG_CHECK(a->out_kind >= GR_CONV_OUT_I8 && a->out_kind <= GR_CONV_OUT_F32_NCHW);
     GR_ARG_CHECK(a->tile_config >= 0 && a->tile_config <= GR_CONV_TILES);
     GR_ARG_CHECK(a->split_k >= 0 && a->split_k <= 64);

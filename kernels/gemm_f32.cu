@@ -9,6 +9,7 @@
 #include "kernels/common.cuh"
 #include "kernels/conv.h"
 #include "kernels/gemm_f32.h"
+#include "ops/activation.h"
 
 namespace
 {
@@ -66,14 +67,7 @@ __global__ void k_bias_act_f32(float *__restrict__ data, const float *__restrict
     for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
          i += static_cast<long long>(gridDim.x) * blockDim.x) {
         const int c = static_cast<int>((i / hw) % channels);
-        float y = data[i] + (bias ? bias[c] : 0.0f);
-        switch (act) {
-        case GR_CONV_ACT_LEAKY: y = y > 0.0f ? y : 0.1f * y; break;
-        case GR_CONV_ACT_RELU: y = y > 0.0f ? y : 0.0f; break;
-        case GR_CONV_ACT_LOGISTIC: y = 1.0f / (1.0f + expf(-y)); break;
-        default: break;
-        }
-        data[i] = y;
+        data[i] = gr_act_epilogue(data[i] + (bias ? bias[c] : 0.0f), static_cast<gr_activation>(act));
     }
 }
 
@@ -166,7 +160,7 @@ extern "C" cudaError_t gr_launch_bias_act_f32(float *data, const float *bias, in
                                               cudaStream_t stream)
 {
     GR_ARG_CHECK(data != nullptr && batch > 0 && channels > 0 && hw > 0);
-    GR_ARG_CHECK(activation >= GR_CONV_ACT_LINEAR && activation <= GR_CONV_ACT_LOGISTIC);
+    GR_ARG_CHECK(activation >= GR_CONV_ACT_LINEAR && activation < GR_CONV_ACT_COUNT);
     const long long total = static_cast<long long>(batch) * channels * hw;
     k_bias_act_f32<<<grid_for(total, 256), 256, 0, stream>>>(data, bias, channels, hw, total,
                                                              activation);
@@ -194,7 +188,7 @@ extern "C" cublasStatus_t gr_launch_conv_f32(cublasHandle_t handle, const gr_con
     }
     if (!ok || (!handle && !tf32x3) || !a->in || !a->weights || !a->out ||
         (ws > 0 && !a->workspace) || a->activation < GR_CONV_ACT_LINEAR ||
-        a->activation > GR_CONV_ACT_LOGISTIC ||
+        a->activation >= GR_CONV_ACT_COUNT ||
         (a->algo != GR_CONV_F32_SGEMM && a->algo != GR_CONV_F32_TF32X3 &&
          a->algo != GR_CONV_F32_TF32X3_IMPLICIT) ||
         a->tile < GR_TF32X3_TILE_AUTO || a->tile > GR_TF32X3_TILES) {

@@ -630,7 +630,7 @@ cudaError_t launch_gemm(GemmParams &prm, int batch, int b_mode, int tile, cudaSt
 {
     GR_ARG_CHECK(prm.w != nullptr && prm.col != nullptr && prm.out != nullptr);
     GR_ARG_CHECK(prm.N > 0 && prm.K > 0 && prm.P > 0 && batch > 0);
-    GR_ARG_CHECK(prm.activation >= GR_CONV_ACT_LINEAR && prm.activation <= GR_CONV_ACT_LOGISTIC);
+    GR_ARG_CHECK(prm.activation >= GR_CONV_ACT_LINEAR && prm.activation < GR_CONV_ACT_COUNT);
     GR_ARG_CHECK(tile >= GR_TF32X3_TILE_AUTO && tile <= GR_TF32X3_TILES);
     /* 32-bit in-image offsets and column indices */
     GR_ARG_CHECK(static_cast<long long>(prm.K) * prm.P < INT_MAX &&

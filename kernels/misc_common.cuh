@@ -13,6 +13,7 @@
 
 #include "kernels/common.cuh"
 #include "kernels/misc.h"
+#include "ops/activation.h"
 
 namespace grk {
 
@@ -135,20 +136,15 @@ __device__ __forceinline__ float darknet_logistic(float x)
 }
 
 // Activations exactly as the CPU reference gr_activate() (ops/ops.c), i.e. Darknet's CPU code:
-// leaky with a double .1, relu as x*(x>0) (-0 for negative x), logistic in double, mish with
-// Darknet's softplus threshold 20, swish = x * logistic(x).
+// leaky with a double .1, relu as x*(x>0) (-0 for negative x), logistic in double; mish, swish
+// and the rest through the shared float formulas of ops/activation.h.
 __device__ __forceinline__ float activate(float y, gr_activation act)
 {
     switch (act) {
     case GR_ACT_LEAKY: return y > 0.0f ? y : (float)(0.1 * (double)y);
     case GR_ACT_RELU: return __fmul_rn(y, y > 0.0f ? 1.0f : 0.0f);
     case GR_ACT_LOGISTIC: return darknet_logistic(y);
-    case GR_ACT_MISH: {
-        float softplus = y > 20.0f ? y : y < -20.0f ? expf(y) : log1pf(expf(y));
-        return __fmul_rn(y, tanhf(softplus));
-    }
-    case GR_ACT_SWISH: return __fmul_rn(y, darknet_logistic(y));
-    default: return y;
+    default: return gr_act_common(y, act); /* AlexeyAB's float formulas (ops/activation.h) */
     }
 }
 

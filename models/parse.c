@@ -78,12 +78,13 @@ static const char *const layer_ignored[] = {"truth", "onlyforward", "stopbackwar
 static const fixed_key layer_fixed[] = {{"dontload", 0}, {"numload", 0}, {"dontloadscales", 0},
                                         END_FIXED};
 
-static const char *const conv_keys[] = {"filters", "size", "stride", "pad", "padding", "groups",
-                                        "batch_normalize", "activation", END_KEYS};
+static const char *const conv_keys[] = {"filters",  "size",     "stride",  "stride_x",
+                                        "stride_y", "dilation", "pad",     "padding",
+                                        "groups",   "batch_normalize", "activation", END_KEYS};
 static const char *const conv_ignored[] = {"dot", "share_index", "assisted_excitation",
                                            "coordconv", END_KEYS};
 static const fixed_key conv_fixed[] = {{"binary", 0},   {"xnor", 0},         {"flipped", 0},
-                                       {"dilation", 1}, {"antialiasing", 0}, {"deform", 0},
+                                       {"antialiasing", 0}, {"deform", 0},
                                        {"sway", 0},     {"rotate", 0},       {"stretch", 0},
                                        {"stretch_sway", 0}, END_FIXED};
 
@@ -449,11 +450,8 @@ static gr_status get_list(const section_ctx *cx, const cfg_entry *e, bool intege
 
 static gr_status get_activation(const section_ctx *cx, gr_activation *out)
 {
-    static const char *const darknet_only[] = {"loggy", "elu", "selu", "relie", "plse",
-                                               "hardtan", "lhtan", "ramp", "tanh", "stair",
-                                               "relu6", "hard_mish", "gelu",
-                                               "normalize_channels",
-                                               "normalize_channels_softmax",
+    /* AlexeyAB's cross-channel "activations" (activations.c:183-260): not elementwise */
+    static const char *const darknet_only[] = {"normalize_channels", "normalize_channels_softmax",
                                                "normalize_channels_softmax_maxval", NULL};
     const cfg_entry *e = find_entry(cx, "activation");
     if (!e)
@@ -462,10 +460,24 @@ static gr_status get_activation(const section_ctx *cx, gr_activation *out)
         return GR_OK;
     if (in_list(darknet_only, e->value))
         return fail_key(cx, e, GR_ERR_UNSUPPORTED,
-                        "is a Darknet activation graphrun does not implement (linear, leaky, "
-                        "relu, logistic, mish, swish)");
+                        "is a Darknet channel normalization graphrun does not implement");
     return fail_key(cx, e, GR_ERR_PARSE,
-                    "is not an activation (linear, leaky, relu, logistic, mish, swish)");
+                    "is not an activation (linear, leaky, relu, logistic, mish, swish, relu6, "
+                    "hard_mish, elu, selu, gelu, tanh, loggy, relie, ramp, plse, stair, hardtan, "
+                    "lhtan, revleaky)");
+}
+
+/* AlexeyAB's parse_convolutional (parser.c:174-185): stride_x / stride_y, each defaulting to
+ * `stride` (default 1). p->stride holds the horizontal one. */
+static gr_status get_conv_strides(const section_ctx *cx, gr_op_params *p)
+{
+    int stride = p->stride, stride_x = 0, stride_y = 0;
+    GR_TRY(get_int(cx, "stride", false, 1, GR_MAX_DIM, &stride));
+    GR_TRY(get_int(cx, "stride_x", false, 1, GR_MAX_DIM, &stride_x));
+    GR_TRY(get_int(cx, "stride_y", false, 1, GR_MAX_DIM, &stride_y));
+    p->stride = stride_x > 0 ? stride_x : stride;
+    p->stride_y = stride_y > 0 ? stride_y : stride;
+    return GR_OK;
 }
 
 /* Every key must be known to the section; keys that change inference must have their default. */
@@ -565,7 +577,10 @@ static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int inde
         int pad_flag = 0;
         GR_TRY(get_int(cx, "filters", true, 1, GR_MAX_DIM, &p->filters));
         GR_TRY(get_int(cx, "size", false, 1, GR_MAX_DIM, &p->size));
-        GR_TRY(get_int(cx, "stride", false, 1, GR_MAX_DIM, &p->stride));
+        GR_TRY(get_conv_strides(cx, p));
+        GR_TRY(get_int(cx, "dilation", false, 1, GR_MAX_DIM, &p->dilation));
+        if (p->size == 1) /* parse_convolutional: a 1x1 has no taps to spread */
+            p->dilation = 1;
         GR_TRY(get_flag(cx, "pad", &pad_flag));
         GR_TRY(get_int(cx, "padding", false, 0, GR_MAX_DIM, &p->pad));
         GR_TRY(get_int(cx, "groups", false, 1, GR_MAX_DIM, &p->groups));
@@ -573,6 +588,11 @@ static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int inde
         GR_TRY(get_activation(cx, &p->activation));
         if (pad_flag) /* Darknet: pad=1 means size/2, overriding padding */
             p->pad = p->size / 2;
+        e = find_entry(cx, "dilation");
+        if (e && p->dilation > 1 && 2 * p->pad != p->size - 1) /* ops/conv.c says why */
+            return fail_key(cx, e, GR_ERR_UNSUPPORTED,
+                            "needs padding (size-1)/2 (pad=1 with an odd size): Darknet's output "
+                            "size and its im2col disagree otherwise");
         break;
     }
     case GR_OP_MAXPOOL:

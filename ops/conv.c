@@ -1,6 +1,11 @@
 /* [convolutional]: 2-D convolution with groups, then batch norm (or bias), then activation, in
  * Darknet's order. Weights are [filters][c/groups][size][size]; pad is pixels on each side (the
- * parser turns pad=1 into size/2). out = (in + 2*pad - size)/stride + 1.
+ * parser turns pad=1 into size/2). out_h = (in_h + 2*pad - size)/stride_y + 1, out_w likewise
+ * with stride (AlexeyAB's stride_x). With dilation d the taps are d apart and the padding is
+ * pad*d (AlexeyAB's im2col_cpu_ext call, convolutional_layer.c:1371-1378) while the output size
+ * formula ignores d (convolutional_layer.c:78-86): the two agree only when d = 1 or
+ * 2*pad = size - 1, and any other combination is refused (Darknet would read its im2col buffer
+ * with the wrong row length).
  *
  * The reference accumulates one output plane at a time: for each input channel and kernel tap it
  * adds weight * (shifted input rows) to the plane, so the innermost loop runs over contiguous
@@ -23,6 +28,15 @@ gr_status gr_op_conv_infer(const gr_op_params *p, const gr_shape *in, int n_in, 
     GR_TRY(gr_op_check_range(op, "stride", p->stride, 1, GR_MAX_DIM));
     GR_TRY(gr_op_check_range(op, "padding", p->pad, 0, GR_MAX_DIM));
     GR_TRY(gr_op_check_range(op, "groups", p->groups, 1, GR_MAX_DIM));
+    GR_TRY(gr_op_check_range(op, "stride_y", gr_conv_stride_y(p), 1, GR_MAX_DIM));
+    GR_TRY(gr_op_check_range(op, "dilation", gr_conv_dilation(p), 1, GR_MAX_DIM));
+    const int dilation = gr_conv_dilation(p);
+    if (dilation > 1 && 2 * p->pad != p->size - 1)
+        return gr_fail(GR_ERR_UNSUPPORTED,
+                       "[convolutional] dilation %d needs padding (size-1)/2 = %d (pad=1 with an "
+                       "odd size); padding %d gives Darknet an output size its im2col disagrees "
+                       "with",
+                       dilation, (p->size - 1) / 2, p->pad);
     GR_TRY(gr_op_check_activation(op, p->activation));
     if (in[0].c % p->groups != 0)
         return gr_fail(GR_ERR_PARSE, "[convolutional] input channels %d not divisible by groups %d",
@@ -41,7 +55,7 @@ gr_status gr_op_conv_infer(const gr_op_params *p, const gr_shape *in, int n_in, 
     if (!gr_mul_size(per_filter, (size_t)p->filters, &n_weights) || n_weights > GR_MAX_TENSOR_ELEMS)
         return gr_fail(GR_ERR_LIMIT, "[convolutional] weight tensor %d x %zu exceeds %zu elements",
                        p->filters, per_filter, GR_MAX_TENSOR_ELEMS);
-    return gr_op_set_output(op, p->filters, (padded_h - p->size) / p->stride + 1,
+    return gr_op_set_output(op, p->filters, (padded_h - p->size) / gr_conv_stride_y(p) + 1,
                             (padded_w - p->size) / p->stride + 1, out);
 }
 
@@ -76,22 +90,24 @@ static void tap_range(int out_n, int in_n, int stride, int offset, int *lo, int 
     *hi = end;
 }
 
-/* plane[oy][ox] += weight * src[oy*stride + dy][ox*stride + dx] wherever the source is inside. */
+/* plane[oy][ox] += weight * src[oy*stride_y + dy][ox*stride_x + dx] wherever the source is
+ * inside. */
 static void accumulate_tap(float *restrict plane, gr_shape out_shape, const float *restrict src,
-                           int in_h, int in_w, int stride, int dy, int dx, float weight)
+                           int in_h, int in_w, int stride_y, int stride_x, int dy, int dx,
+                           float weight)
 {
     int y0, y1, x0, x1;
-    tap_range(out_shape.h, in_h, stride, dy, &y0, &y1);
-    tap_range(out_shape.w, in_w, stride, dx, &x0, &x1);
+    tap_range(out_shape.h, in_h, stride_y, dy, &y0, &y1);
+    tap_range(out_shape.w, in_w, stride_x, dx, &x0, &x1);
     for (int oy = y0; oy < y1; oy++) {
         float *restrict out_row = plane + (size_t)oy * out_shape.w;
-        const float *restrict in_row = src + (size_t)(oy * stride + dy) * in_w;
-        if (stride == 1) {
+        const float *restrict in_row = src + (size_t)(oy * stride_y + dy) * in_w;
+        if (stride_x == 1) {
             for (int ox = x0; ox < x1; ox++)
                 out_row[ox] += weight * in_row[ox + dx];
         } else {
             for (int ox = x0; ox < x1; ox++)
-                out_row[ox] += weight * in_row[ox * stride + dx];
+                out_row[ox] += weight * in_row[ox * stride_x + dx];
         }
     }
 }
@@ -133,7 +149,7 @@ void gr_op_conv_ref(const gr_op_params *p, const gr_weights *w, const float *con
 {
     (void)n_in;
     const gr_shape is = in_shapes[0];
-    const int k = p->size;
+    const int k = p->size, d = gr_conv_dilation(p), stride_y = gr_conv_stride_y(p);
     const int in_per_group = is.c / p->groups;
     const int out_per_group = p->filters / p->groups;
     const size_t in_plane = (size_t)is.h * (size_t)is.w;
@@ -150,8 +166,9 @@ void gr_op_conv_ref(const gr_op_params *p, const gr_weights *w, const float *con
                 const float *kernel = w->weights + ((size_t)oc * in_per_group + ic) * k * k;
                 for (int ky = 0; ky < k; ky++)
                     for (int kx = 0; kx < k; kx++)
-                        accumulate_tap(plane, out_shape, src_plane, is.h, is.w, p->stride,
-                                       ky - p->pad, kx - p->pad, kernel[ky * k + kx]);
+                        accumulate_tap(plane, out_shape, src_plane, is.h, is.w, stride_y,
+                                       p->stride, (ky - p->pad) * d, (kx - p->pad) * d,
+                                       kernel[ky * k + kx]);
             }
             finish_channel(plane, out_plane, p, w, oc);
         }

@@ -31,7 +31,7 @@ gr_status gr_op_check_quant_params(gr_op_kind op, const gr_op_params *p);
 /* Apply `a` to n consecutive values in place. */
 void gr_activate_array(float *x, size_t n, gr_activation a);
 /* Elementwise flops charged for one activation (linear 0, leaky/relu 1, logistic 4, swish 5,
- * mish 8): rough counts of the arithmetic and transcendental calls, used for cost estimates only. */
+ * mish 8, gelu 10, other exp-based 5, piecewise 2): rough counts of the arithmetic and transcendental calls, used for cost estimates only. */
 double gr_activation_flops(gr_activation a);
 /* Darknet's softmax over n values spaced `stride` apart (max subtracted, exp in double like
  * Darknet's exp() call, float sum). */

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "ops/activation.h"
 #include "ops/op_util.h"
 
 static const gr_op_info op_table[] = {
@@ -50,6 +51,11 @@ bool gr_op_has(int kind, unsigned flags)
 static const char *const activation_names[GR_ACT_COUNT] = {
     [GR_ACT_LINEAR] = "linear", [GR_ACT_LEAKY] = "leaky", [GR_ACT_RELU] = "relu",
     [GR_ACT_LOGISTIC] = "logistic", [GR_ACT_MISH] = "mish", [GR_ACT_SWISH] = "swish",
+    [GR_ACT_RELU6] = "relu6", [GR_ACT_HARD_MISH] = "hard_mish", [GR_ACT_ELU] = "elu",
+    [GR_ACT_SELU] = "selu", [GR_ACT_GELU] = "gelu", [GR_ACT_TANH] = "tanh",
+    [GR_ACT_LOGGY] = "loggy", [GR_ACT_RELIE] = "relie", [GR_ACT_RAMP] = "ramp",
+    [GR_ACT_PLSE] = "plse", [GR_ACT_STAIR] = "stair", [GR_ACT_HARDTAN] = "hardtan",
+    [GR_ACT_LHTAN] = "lhtan",
 };
 
 const char *gr_activation_name(gr_activation a)
@@ -63,6 +69,11 @@ bool gr_activation_parse(const char *name, gr_activation *out)
 {
     if (!name)
         return false;
+    if (strcmp(name, "revleaky") == 0) { /* activations.c: activate() treats it as leaky */
+        if (out)
+            *out = GR_ACT_LEAKY;
+        return true;
+    }
     for (int i = 0; i < GR_ACT_COUNT; i++) {
         if (strcmp(name, activation_names[i]) == 0) {
             if (out)
@@ -73,24 +84,15 @@ bool gr_activation_parse(const char *name, gr_activation *out)
     return false;
 }
 
-/* Darknet computes logistic as 1./(1. + exp(-x)) in double and stores a float; so do we, so the
- * reference matches Darknet bit for bit where the libm agrees. */
+/* pjreddie's Darknet computes logistic as 1./(1. + exp(-x)) in double and stores a float; so do
+ * we, so the reference matches it bit for bit where the libm agrees. AlexeyAB's logistic_activate
+ * is the float 1.f/(1.f + expf(-x)) (activations.h:61), at most an ulp or two away; its swish
+ * uses that float form (ops/activation.h), [logistic] keeps the double one. */
 static float logistic(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
 
 /* Darknet's leaky is (x>0) ? x : .1*x with a double .1 (its GPU kernel uses .1f, which can differ
  * in the last bit; the CPU path is the reference). */
 static float leaky(float x) { return x > 0.0f ? x : (float)(0.1 * (double)x); }
-
-/* softplus with the threshold Darknet's mish uses (20): beyond it log(1+e^x) is x (or e^x) to
- * float precision, and exp() would overflow for large x. */
-static float softplus(float x)
-{
-    if (x > 20.0f)
-        return x;
-    if (x < -20.0f)
-        return expf(x);
-    return log1pf(expf(x));
-}
 
 float gr_activate(float x, gr_activation a)
 {
@@ -99,11 +101,8 @@ float gr_activate(float x, gr_activation a)
     case GR_ACT_LEAKY: return leaky(x);
     case GR_ACT_RELU: return x * (x > 0.0f ? 1.0f : 0.0f); /* Darknet's x*(x>0): -0 for x < 0 */
     case GR_ACT_LOGISTIC: return logistic(x);
-    case GR_ACT_MISH: return x * tanhf(softplus(x));
-    case GR_ACT_SWISH: return x * logistic(x);
-    case GR_ACT_COUNT: break;
+    default: return gr_act_common(x, a); /* AlexeyAB's float formulas, shared with the GPU */
     }
-    return x;
 }
 
 void gr_activate_array(float *x, size_t n, gr_activation a)
@@ -130,9 +129,13 @@ double gr_activation_flops(gr_activation a)
     case GR_ACT_LOGISTIC: return 4.0;
     case GR_ACT_SWISH: return 5.0;
     case GR_ACT_MISH: return 8.0;
-    case GR_ACT_COUNT: break;
+    case GR_ACT_GELU: return 10.0;
+    case GR_ACT_ELU:
+    case GR_ACT_SELU:
+    case GR_ACT_TANH:
+    case GR_ACT_LOGGY: return 5.0;
+    default: return 2.0; /* piecewise linear / polynomial */
     }
-    return 0.0;
 }
 
 void gr_softmax_strided_to(const float *input, size_t n, size_t in_stride, float *output,

@@ -45,11 +45,26 @@ typedef enum gr_activation {
     GR_ACT_LOGISTIC, /* 1/(1+exp(-x)) */
     GR_ACT_MISH,     /* x * tanh(softplus(x)) */
     GR_ACT_SWISH,    /* x * logistic(x) */
+    /* AlexeyAB Darknet's others (formulas: ops/activation.h) */
+    GR_ACT_RELU6,
+    GR_ACT_HARD_MISH,
+    GR_ACT_ELU,
+    GR_ACT_SELU,
+    GR_ACT_GELU,
+    GR_ACT_TANH,
+    GR_ACT_LOGGY,
+    GR_ACT_RELIE,
+    GR_ACT_RAMP,
+    GR_ACT_PLSE,
+    GR_ACT_STAIR,
+    GR_ACT_HARDTAN,
+    GR_ACT_LHTAN,
     GR_ACT_COUNT
 } gr_activation;
 
 const char *gr_activation_name(gr_activation a);
-/* Parse a Darknet activation name; returns false for an unknown one. */
+/* Parse a Darknet activation name (AlexeyAB's get_activation: "revleaky" is leaky there too);
+ * returns false for an unknown one. */
 bool gr_activation_parse(const char *name, gr_activation *out);
 float gr_activate(float x, gr_activation a);
 
@@ -68,7 +83,10 @@ typedef struct gr_op_params {
     gr_activation activation; /* conv, connected, shortcut */
     int filters;              /* conv: output channels; connected: outputs */
     int size;                 /* conv kernel size; maxpool window */
-    int stride;               /* conv, maxpool; upsample factor; reorg block */
+    int stride;               /* conv (horizontal: Darknet's stride_x), maxpool; upsample factor;
+                                 reorg block */
+    int stride_y;             /* conv: vertical stride (Darknet's stride_y); 0 = stride */
+    int dilation;             /* conv: tap spacing (Darknet's dilation); 0 = 1 */
     int pad;                  /* conv: pixels each side; maxpool: total padding (Darknet's
                                  'padding', default size-1) */
     int groups;               /* conv groups; softmax groups; route groups (1 = whole tensor) */
@@ -86,6 +104,10 @@ typedef struct gr_op_params {
     gr_dtype dtype;           /* the quantized side: GR_DTYPE_I8 or GR_DTYPE_F16 */
     float scale;              /* int8: real = q * scale; unused for f16 */
 } gr_op_params;
+
+/* A conv's vertical stride and dilation, their "not set" zeros read as Darknet's defaults. */
+static inline int gr_conv_stride_y(const gr_op_params *p) { return p->stride_y > 0 ? p->stride_y : p->stride; }
+static inline int gr_conv_dilation(const gr_op_params *p) { return p->dilation > 0 ? p->dilation : 1; }
 
 /* Learned parameters of conv / connected, in Darknet's order and layout. Pointers into one block
  * owned by the network. */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/activation.h"
 #include "planner/passes.h"
 
 struct gr_plan_exec {
@@ -246,18 +247,10 @@ static gr_shape tensor_shape(const gr_plan_tensor *t)
     return s;
 }
 
-/* Activation of the f16/int8 epilogues, as the GPU kernels compute it (float constants, expf).
- * fp32 uses gr_activate, Darknet's CPU code (double 0.1 and exp), so it equals the references. */
-static float epilogue_activate(float y, gr_activation a)
-{
-    switch (a) {
-    case GR_ACT_LINEAR: return y;
-    case GR_ACT_LEAKY: return y > 0.0f ? y : 0.1f * y;
-    case GR_ACT_RELU: return y > 0.0f ? y : 0.0f;
-    case GR_ACT_LOGISTIC: return 1.0f / (1.0f + expf(-y));
-    default: return gr_activate(y, a);
-    }
-}
+/* Activation of the f16/int8 epilogues: the GPU kernels' own definition (ops/activation.h,
+ * float constants, expf), so the emulation is the kernels' arithmetic. fp32 uses gr_activate,
+ * Darknet's CPU code (double 0.1 and exp), so it equals the references. */
+static float epilogue_activate(float y, gr_activation a) { return gr_act_epilogue(y, a); }
 
 static float activate_for(gr_dtype compute, float y, gr_activation a)
 {
@@ -282,7 +275,8 @@ static void tap_range(int out_n, int in_n, int stride, int offset, int *lo, int 
 
 typedef struct conv_geometry {
     int in_c, in_h, in_w, out_c, out_h, out_w; /* conv output (before a fused maxpool) */
-    int k, stride, pad, groups;
+    int k, stride_x, pad, groups;
+    int stride_y, dilation; /* ops/ops.h: gr_conv_stride_y, gr_conv_dilation */
 } conv_geometry;
 
 /* Float accumulation in Darknet's order per output: input channel, then ky, then kx. */
@@ -301,15 +295,16 @@ static void conv_accumulate_f32(const conv_geometry *g, const float *in, const f
             for (int ky = 0; ky < g->k; ky++)
                 for (int kx = 0; kx < g->k; kx++) {
                     float weight = kernel[ky * g->k + kx];
-                    int dy = ky - g->pad, dx = kx - g->pad, y0, y1, x0, x1;
-                    tap_range(g->out_h, g->in_h, g->stride, dy, &y0, &y1);
-                    tap_range(g->out_w, g->in_w, g->stride, dx, &x0, &x1);
+                    int dy = (ky - g->pad) * g->dilation, dx = (kx - g->pad) * g->dilation;
+                    int y0, y1, x0, x1;
+                    tap_range(g->out_h, g->in_h, g->stride_y, dy, &y0, &y1);
+                    tap_range(g->out_w, g->in_w, g->stride_x, dx, &x0, &x1);
                     for (int oy = y0; oy < y1; oy++) {
                         float *restrict row = plane + (size_t)oy * g->out_w;
                         const float *restrict in_row =
-                            src + (size_t)(oy * g->stride + dy) * g->in_w;
+                            src + (size_t)(oy * g->stride_y + dy) * g->in_w;
                         for (int ox = x0; ox < x1; ox++)
-                            row[ox] += weight * in_row[ox * g->stride + dx];
+                            row[ox] += weight * in_row[ox * g->stride_x + dx];
                     }
                 }
         }
@@ -333,15 +328,16 @@ static void conv_accumulate_i8(const conv_geometry *g, const int16_t *in, const 
             for (int ky = 0; ky < g->k; ky++)
                 for (int kx = 0; kx < g->k; kx++) {
                     int32_t weight = kernel[ky * g->k + kx];
-                    int dy = ky - g->pad, dx = kx - g->pad, y0, y1, x0, x1;
-                    tap_range(g->out_h, g->in_h, g->stride, dy, &y0, &y1);
-                    tap_range(g->out_w, g->in_w, g->stride, dx, &x0, &x1);
+                    int dy = (ky - g->pad) * g->dilation, dx = (kx - g->pad) * g->dilation;
+                    int y0, y1, x0, x1;
+                    tap_range(g->out_h, g->in_h, g->stride_y, dy, &y0, &y1);
+                    tap_range(g->out_w, g->in_w, g->stride_x, dx, &x0, &x1);
                     for (int oy = y0; oy < y1; oy++) {
                         int32_t *restrict row = plane + (size_t)oy * g->out_w;
                         const int16_t *restrict in_row =
-                            src + (size_t)(oy * g->stride + dy) * g->in_w;
+                            src + (size_t)(oy * g->stride_y + dy) * g->in_w;
                         for (int ox = x0; ox < x1; ox++)
-                            row[ox] += weight * (int32_t)in_row[ox * g->stride + dx];
+                            row[ox] += weight * (int32_t)in_row[ox * g->stride_x + dx];
                     }
                 }
         }
@@ -353,11 +349,20 @@ static gr_status run_conv(gr_plan_exec *ex, const gr_plan_node *nd)
     const gr_plan *plan = ex->plan;
     const gr_plan_tensor *x = &plan->tensors[nd->inputs[0]];
     const gr_plan_tensor *y = &plan->tensors[nd->output];
-    conv_geometry g = {
-        x->c, x->h,       x->w,         nd->p.filters, 0,
-        0,    nd->p.size, nd->p.stride, nd->p.pad,     nd->p.groups > 0 ? nd->p.groups : 1};
-    g.out_h = (g.in_h + 2 * g.pad - g.k) / g.stride + 1;
-    g.out_w = (g.in_w + 2 * g.pad - g.k) / g.stride + 1;
+    conv_geometry g = {x->c,
+                       x->h,
+                       x->w,
+                       nd->p.filters,
+                       0,
+                       0,
+                       nd->p.size,
+                       nd->p.stride,
+                       nd->p.pad,
+                       nd->p.groups > 0 ? nd->p.groups : 1,
+                       gr_conv_stride_y(&nd->p),
+                       gr_conv_dilation(&nd->p)};
+    g.out_h = (g.in_h + 2 * g.pad - g.k) / g.stride_y + 1;
+    g.out_w = (g.in_w + 2 * g.pad - g.k) / g.stride_x + 1;
     size_t in_elems = image_elems(x);
     size_t conv_elems = (size_t)g.out_c * (size_t)g.out_h * (size_t)g.out_w;
     size_t out_plane = (size_t)g.out_h * (size_t)g.out_w;

@@ -217,6 +217,48 @@ START_TEST(darknet_flags_and_default_valued_keys)
 }
 END_TEST
 
+/* AlexeyAB's conv keys (parser.c:174-191): stride_x / stride_y default to stride, each given one
+ * overrides it on its axis; dilation is read (and dropped to 1 on a 1x1); every activation name
+ * of its get_activation parses, revleaky as leaky. */
+START_TEST(alexeyab_conv_keys_and_activations)
+{
+    const char text[] = "[net]\nwidth=12\nheight=10\nchannels=2\n"
+                        "[convolutional]\nfilters=4\nsize=3\nstride=2\nstride_x=1\npad=1\n"
+                        "activation=hard_mish\n"
+                        "[convolutional]\nfilters=4\nsize=3\npad=1\ndilation=2\ngroups=4\n"
+                        "activation=relu6\n"
+                        "[convolutional]\nfilters=4\nsize=1\ndilation=3\nstride_y=2\n"
+                        "activation=revleaky\n"
+                        "[shortcut]\nfrom=-1\nactivation=gelu\n";
+    gr_net *net = NULL;
+    ck_assert_msg(gr_net_parse(text, strlen(text), "ab.cfg", &net) == GR_OK, "%s",
+                  gr_last_error());
+    ck_assert_int_eq(net->layers[0].p.stride, 1);             /* stride_x */
+    ck_assert_int_eq(gr_conv_stride_y(&net->layers[0].p), 2); /* stride */
+    ck_assert_int_eq(net->layers[0].p.activation, GR_ACT_HARD_MISH);
+    assert_shape(net, 0, 4, 5, 12);
+    ck_assert_int_eq(gr_conv_dilation(&net->layers[1].p), 2);
+    ck_assert_int_eq(net->layers[1].p.activation, GR_ACT_RELU6);
+    assert_shape(net, 1, 4, 5, 12);
+    ck_assert_int_eq(gr_conv_dilation(&net->layers[2].p), 1); /* 1x1: parse_convolutional */
+    ck_assert_int_eq(net->layers[2].p.stride, 1);
+    ck_assert_int_eq(gr_conv_stride_y(&net->layers[2].p), 2);
+    ck_assert_int_eq(net->layers[2].p.activation, GR_ACT_LEAKY);
+    assert_shape(net, 2, 4, 3, 12);
+    ck_assert_int_eq(net->layers[3].p.activation, GR_ACT_GELU);
+    gr_net_free(net);
+
+    const char norm[] = "[net]\nwidth=8\nheight=8\nchannels=1\n"
+                        "[convolutional]\nfilters=2\nactivation=normalize_channels\n";
+    ck_assert_int_eq(gr_net_parse(norm, strlen(norm), "norm.cfg", &net), GR_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), "norm.cfg:7: [convolutional] key 'activation'"));
+    const char anti[] = "[net]\nwidth=8\nheight=8\nchannels=1\n"
+                        "[convolutional]\nfilters=2\nsize=3\nstride=2\nantialiasing=1\n";
+    ck_assert_int_ne(gr_net_parse(anti, strlen(anti), "anti.cfg", &net), GR_OK);
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), "antialiasing"));
+}
+END_TEST
+
 START_TEST(too_many_layers)
 {
     /* GR_MAX_LAYERS + 1 one-pixel maxpools: a limit error naming the offending line. */
@@ -301,7 +343,7 @@ static const bad_cfg bad_cfgs[] = {
     {"anchor_count.cfg", GR_ERR_PARSE, 12, "key 'anchors'"},
     {"yolo_mask_range.cfg", GR_ERR_PARSE, 12, "key 'mask'"},
     {"unsupported_section.cfg", GR_ERR_UNSUPPORTED, 14, "[dropout]"},
-    {"unsupported_dilation.cfg", GR_ERR_UNSUPPORTED, 9, "key 'dilation'"},
+    {"unsupported_dilation.cfg", GR_ERR_UNSUPPORTED, 9, "key 'dilation': '2' needs padding"},
     {"bad_activation.cfg", GR_ERR_PARSE, 9, "'sparkly' is not an activation"},
     {"malformed_header.cfg", GR_ERR_PARSE, 6, "malformed section header"},
     {"missing_equals.cfg", GR_ERR_PARSE, 7, "expected 'key=value'"},
@@ -507,6 +549,7 @@ static Suite *cfg_suite(void)
     tcase_add_test(syntax, crlf_equals_lf);
     tcase_add_test(syntax, parse_from_memory_names_source);
     tcase_add_test(syntax, darknet_flags_and_default_valued_keys);
+    tcase_add_test(syntax, alexeyab_conv_keys_and_activations);
     tcase_add_test(syntax, too_many_layers);
     tcase_add_test(syntax, missing_file_is_io_error);
     tcase_add_test(syntax, null_arguments);

@@ -29,6 +29,7 @@
 #include "kernels/common.h"
 #include "kernels/misc.h"
 #include "base/base.h"
+#include "ops/activation.h"
 #include "ops/ops.h"
 #include "tests/support/gpu_test.h"
 
@@ -557,19 +558,16 @@ END_TEST
 
 static float logistic_darknet(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
 
-/* Darknet's CPU activations (the ops reference follows them): double .1 in leaky, x*(x>0). */
+/* Darknet's CPU activations (the ops reference follows them): double .1 in leaky, x*(x>0);
+ * AlexeyAB's float formulas for the others (ops/activation.h, checked against AlexeyAB's own
+ * activations.c by tests/test_ops.c). */
 static float act_ref(float y, gr_activation a)
 {
     switch (a) {
     case GR_ACT_LEAKY: return y > 0.0f ? y : (float)(0.1 * (double)y);
     case GR_ACT_RELU: return y * (y > 0.0f ? 1.0f : 0.0f);
     case GR_ACT_LOGISTIC: return logistic_darknet(y);
-    case GR_ACT_SWISH: return y * logistic_darknet(y);
-    case GR_ACT_MISH: {
-        float softplus = y > 20.0f ? y : y < -20.0f ? expf(y) : log1pf(expf(y));
-        return y * tanhf(softplus);
-    }
-    default: return y;
+    default: return gr_act_common(y, a);
     }
 }
 
@@ -649,13 +647,34 @@ END_TEST
 
 START_TEST(shortcut_transcendental_activations_f32)
 {
-    /* logistic/swish: double exp on both sides (CUDA's and glibc's differ by at most an ulp of a
-     * double, invisible after rounding to f32 but for a rare tie); mish: expf/log1pf/tanhf, each
-     * within 2 ulp on the GPU and 1 in glibc, so a few f32 ulp in all: 1e-6 relative is a safe
-     * bound that still catches any wrong formula. */
-    static const gr_activation acts[3] = {GR_ACT_LOGISTIC, GR_ACT_SWISH, GR_ACT_MISH};
-    static const char *const names[3] = {"logistic", "swish", "mish"};
-    for (int a = 0; a < 3; a++) {
+    /* logistic: double exp on both sides (CUDA's and glibc's differ by at most an ulp of a
+     * double, invisible after rounding to f32 but for a rare tie): 1e-6 relative. Every other
+     * exp-based one is AlexeyAB's float formula: expf/logf/tanhf/powf within 2 ulp on the GPU and
+     * 1 in glibc, and the formulas cancel near 0 (tanh_activate's 2/(1+e^-2s) - 1 in mish and
+     * tanh, logf(expf(x)+1) in mish's softplus, expf(x) - 1 in elu/selu, loggy): a few ulp of 1
+     * become ~1e-4 of a small result (inputs reach -6: softplus(-6) = 0.0025, its error ~2e-7):
+     * 1e-3 relative, far below what a wrong formula or a wrong activation gives. The piecewise
+     * ones have no libm call: exact. */
+    static const gr_activation acts[] = {GR_ACT_LOGISTIC, GR_ACT_SWISH,    GR_ACT_MISH,
+                                         GR_ACT_RELU6,    GR_ACT_HARD_MISH, GR_ACT_ELU,
+                                         GR_ACT_SELU,     GR_ACT_GELU,      GR_ACT_TANH,
+                                         GR_ACT_LOGGY,    GR_ACT_RELIE,     GR_ACT_RAMP,
+                                         GR_ACT_PLSE,     GR_ACT_STAIR,     GR_ACT_HARDTAN,
+                                         GR_ACT_LHTAN};
+    for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++) {
+        static const float piecewise = 0.0f;
+        float tol = acts[a] == GR_ACT_LOGISTIC ? 1e-6f : 1e-3f;
+        switch (acts[a]) {
+        case GR_ACT_RELU6:
+        case GR_ACT_HARD_MISH:
+        case GR_ACT_RELIE:
+        case GR_ACT_RAMP:
+        case GR_ACT_PLSE:
+        case GR_ACT_STAIR:
+        case GR_ACT_HARDTAN:
+        case GR_ACT_LHTAN: tol = piecewise; break;
+        default: break;
+        }
         kcase k = {0};
         k.act = acts[a];
         case_input(&k, 0, GR_DTYPE_F32, view(GR_DTYPE_F32, 3, 7, 13, 13), 3.0f);
@@ -664,8 +683,8 @@ START_TEST(shortcut_transcendental_activations_f32)
         k.out_t = GR_DTYPE_F32;
         k.out_v = k.in_v;
         char what[64];
-        snprintf(what, sizeof what, "shortcut f32 %s", names[a]);
-        run_case(&k, launch_shortcut, ref_shortcut, 1e-6f, what);
+        snprintf(what, sizeof what, "shortcut f32 %s", gr_activation_name(acts[a]));
+        run_case(&k, launch_shortcut, ref_shortcut, tol, what);
         case_free(&k);
     }
 }

@@ -5,6 +5,8 @@
 #include <check.h>
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -187,7 +189,10 @@ START_TEST(test_activation_names)
     gr_activation a;
     ck_assert(gr_activation_parse("leaky", &a));
     ck_assert_int_eq(a, GR_ACT_LEAKY);
-    ck_assert(!gr_activation_parse("elu", &a));
+    ck_assert(gr_activation_parse("elu", &a) && a == GR_ACT_ELU);
+    ck_assert(gr_activation_parse("revleaky", &a) && a == GR_ACT_LEAKY); /* AlexeyAB's alias */
+    ck_assert(!gr_activation_parse("normalize_channels", &a)); /* not elementwise */
+    ck_assert(!gr_activation_parse("Leaky", &a));
     ck_assert(!gr_activation_parse("", &a));
 }
 END_TEST
@@ -268,7 +273,168 @@ START_TEST(test_activations)
 }
 END_TEST
 
+/* Float distance in units in the last place (same-sign finite floats; else large). */
+static long ulp_distance(float a, float b)
+{
+    int32_t ia, ib;
+    memcpy(&ia, &a, sizeof ia);
+    memcpy(&ib, &b, sizeof ib);
+    if ((ia < 0) != (ib < 0))
+        return a == b ? 0 : 1L << 30; /* +0 / -0 */
+    return labs((long)ia - (long)ib);
+}
+
+/* Every activation against AlexeyAB Darknet's own code, recorded on 403 inputs each (large, tiny,
+ * negative, thresholds, a dense grid) by tools/oracle/alexeyab_activations.c, linked with its
+ * src/activations.c and built with the same glibc as this test. Tolerance 0 ulp (same formula,
+ * same libm), except: leaky, where the oracle records activate()'s .1f*x and our reference is the
+ * conv path's .1*x with a double .1 (gemm.c:2341, what AlexeyAB's conv computes); and logistic,
+ * which keeps pjreddie's double 1./(1.+exp(-x)) against AlexeyAB's float form: both are at most
+ * 1 ulp from the exact value, so at most 2 apart, and below -88.7 AlexeyAB's expf(-x) overflows to
+ * inf (result 0) where the double form still gives a subnormal (|difference| < FLT_MIN). NaN must
+ * match NaN (elu/selu above 88.7). */
+START_TEST(test_activations_alexeyab)
+{
+    FILE *f = fopen("tests/data/alexeyab_activations.txt", "r");
+    ck_assert_msg(f != NULL, "tests/data/alexeyab_activations.txt: cannot open (run from the "
+                             "source tree)");
+    char name[32], xs[64], ys[64];
+    int lines = 0, seen[GR_ACT_COUNT] = {0};
+    while (fscanf(f, "%31s %63s %63s", name, xs, ys) == 3) {
+        gr_activation a;
+        ck_assert_msg(gr_activation_parse(name, &a), "line %d: unknown activation %s", lines + 1,
+                      name);
+        float x = strtof(xs, NULL), want = strtof(ys, NULL);
+        float got = gr_activate(x, a);
+        long tol = a == GR_ACT_LEAKY ? 1 : a == GR_ACT_LOGISTIC ? 2 : 0;
+        if (a == GR_ACT_LOGISTIC && fabsf(got) < FLT_MIN && fabsf(want) < FLT_MIN)
+            ck_assert(got >= 0.0f && want >= 0.0f);
+        else if (isnan(want))
+            ck_assert_msg(isnan(got), "%s(%a) = %a, AlexeyAB gives NaN", name, (double)x,
+                          (double)got);
+        else
+            ck_assert_msg(ulp_distance(got, want) <= tol, "%s(%a) = %a, AlexeyAB gives %a (%ld ulp)",
+                          name, (double)x, (double)got, (double)want, ulp_distance(got, want));
+        seen[a]++;
+        lines++;
+    }
+    fclose(f);
+    ck_assert_int_eq(lines, 8060);
+    for (int a = 0; a < GR_ACT_COUNT; a++)
+        ck_assert_msg(seen[a] > 0, "activation %s has no recorded values",
+                      gr_activation_name((gr_activation)a));
+}
+END_TEST
+
+/* The few values worth knowing by heart, worked out by hand (AlexeyAB's formulas). */
+START_TEST(test_activations_alexeyab_by_hand)
+{
+    ASSERT_FLOAT_EXACT(gr_activate(7.5f, GR_ACT_RELU6), 6.0f);
+    ASSERT_FLOAT_EXACT(gr_activate(-3.0f, GR_ACT_RELU6), 0.0f);
+    ASSERT_FLOAT_EXACT(gr_activate(2.5f, GR_ACT_RELU6), 2.5f);
+    /* hard_mish: x for x > 0, x^2/2 + x on (-2, 0], 0 below: -1 -> -0.5 */
+    ASSERT_FLOAT_EXACT(gr_activate(-1.0f, GR_ACT_HARD_MISH), -0.5f);
+    ASSERT_FLOAT_EXACT(gr_activate(-3.0f, GR_ACT_HARD_MISH), 0.0f);
+    ASSERT_FLOAT_EXACT(gr_activate(1.5f, GR_ACT_HARD_MISH), 1.5f);
+    ASSERT_FLOAT_EXACT(gr_activate(2.0f, GR_ACT_HARDTAN), 1.0f);
+    ASSERT_FLOAT_EXACT(gr_activate(0.0f, GR_ACT_PLSE), 0.5f);
+    ASSERT_FLOAT_EXACT(gr_activate(-2.0f, GR_ACT_RELIE), -0.02f);
+    /* stair: floor(x/2) for even floor(x), else frac + floor(x/2): 3.25 -> 0.25 + 1 */
+    ASSERT_FLOAT_EXACT(gr_activate(3.25f, GR_ACT_STAIR), 1.25f);
+    /* elu(-inf) = -1 mathematically, but Darknet's (x >= 0)*x is 0 * -inf = NaN */
+    ck_assert(isnan(gr_activate(-INFINITY, GR_ACT_ELU)));
+    /* mish through 2/(1+e^-2s) - 1, not tanhf: mish(1) = tanh(ln(1 + e)) to a few ulp */
+    ASSERT_FLOAT_NEAR(gr_activate(1.0f, GR_ACT_MISH), (float)tanh(log(1.0 + exp(1.0))), 1e-6f);
+    /* gelu(1) = 0.5 * (1 + tanh(0.797885 + 0.035677)) = 0.841192 */
+    ASSERT_FLOAT_NEAR(gr_activate(1.0f, GR_ACT_GELU), 0.5 * (1.0 + tanh(0.833562)), 1e-6f);
+}
+END_TEST
+
 /* ---- conv ------------------------------------------------------------------------------------ */
+
+/* Read "name v0 v1 ..." (C99 hex floats) into a malloc'd array of exactly n values. */
+static float *read_named_floats(FILE *f, const char *name, int n)
+{
+    char word[32];
+    ck_assert_int_eq(fscanf(f, "%31s", word), 1);
+    ck_assert_str_eq(word, name);
+    float *v = malloc((size_t)n * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (int i = 0; i < n; i++) {
+        char num[64];
+        ck_assert_int_eq(fscanf(f, "%63s", num), 1);
+        v[i] = strtof(num, NULL);
+    }
+    return v;
+}
+
+/* Grouped, depthwise (multiplier 1 and 2), dilated (2, 3; 3x3 and 5x5), stride_x != stride_y
+ * and all at once, against AlexeyAB's own forward_convolutional_layer on the same inputs and
+ * weights (tools/oracle/alexeyab_conv.c, tests/data/alexeyab_conv.txt). Bit for bit: Darknet's
+ * im2col + gemm_nn adds each output's terms in the same order as the reference (input channel of
+ * the group, then ky, then kx; padded taps add exact zeros), and the activations used here
+ * (linear, leaky, relu, hardtan) involve no libm call. */
+START_TEST(test_conv_alexeyab)
+{
+    FILE *f = fopen("tests/data/alexeyab_conv.txt", "r");
+    ck_assert_msg(f != NULL, "tests/data/alexeyab_conv.txt: cannot open (run from the source tree)");
+    int cases = 0;
+    char word[16], act_name[32];
+    gr_op_params p;
+    int c, h, w, sx, sy, out_c, out_h, out_w;
+    gr_op_params_default(GR_OP_CONV, &p);
+    while (fscanf(f, "%15s %d %d %d %d %d %d %d %d %d %d %31s %d %d %d", word, &c, &h, &w,
+                  &p.filters, &p.groups, &p.size, &sx, &sy, &p.dilation, &p.pad, act_name, &out_c,
+                  &out_h, &out_w) == 15) {
+        ck_assert_str_eq(word, "case");
+        p.stride = sx;
+        p.stride_y = sy;
+        ck_assert(gr_activation_parse(act_name, &p.activation));
+        int n_w = p.filters * (c / p.groups) * p.size * p.size;
+        float *in = read_named_floats(f, "input", c * h * w);
+        float *weights = read_named_floats(f, "weights", n_w);
+        float *biases = read_named_floats(f, "biases", p.filters);
+        float *want = read_named_floats(f, "output", out_c * out_h * out_w);
+        gr_weights wt = plain_weights(p.filters, weights, (size_t)n_w, biases);
+        gr_shape os;
+        float *got = run1(&p, &wt, in, (gr_shape){c, h, w}, 1, &os);
+        assert_shape(os, out_c, out_h, out_w);
+        for (int i = 0; i < out_c * out_h * out_w; i++)
+            ck_assert_msg(got[i] == want[i],
+                          "case %d (groups %d, size %d, stride %dx%d, dilation %d): output %d = "
+                          "%a, AlexeyAB %a",
+                          cases, p.groups, p.size, sx, sy, p.dilation, i, (double)got[i],
+                          (double)want[i]);
+        free(got);
+        free(in);
+        free(weights);
+        free(biases);
+        free(want);
+        cases++;
+    }
+    fclose(f);
+    ck_assert_int_eq(cases, 11);
+}
+END_TEST
+
+/* Dilation with a padding other than (size-1)/2: Darknet's output size and its im2col disagree,
+ * so it is refused with one line naming the padding needed. */
+START_TEST(test_conv_dilation_needs_centered_padding)
+{
+    gr_op_params p = conv_params(2, 3, 1, 0, 1);
+    p.dilation = 2;
+    gr_shape in = {2, 9, 9}, out;
+    ck_assert_int_eq(gr_op_conv_infer(&p, &in, 1, &out), GR_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), "dilation 2 needs padding (size-1)/2 = 1"));
+    p.pad = 1;
+    ck_assert_int_eq(gr_op_conv_infer(&p, &in, 1, &out), GR_OK);
+    assert_shape(out, 2, 9, 9);
+    /* stride_y on its own axis: 9 rows / 3 -> 3, 9 columns / 1 -> 9 */
+    p.stride_y = 3;
+    ck_assert_int_eq(gr_op_conv_infer(&p, &in, 1, &out), GR_OK);
+    assert_shape(out, 2, 3, 9);
+}
+END_TEST
 
 START_TEST(test_conv_1x1)
 {
@@ -1034,11 +1200,15 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, test_activation_names);
     tcase_add_test(tc, test_defaults_follow_darknet);
     tcase_add_test(tc, test_activations);
+    tcase_add_test(tc, test_activations_alexeyab);
+    tcase_add_test(tc, test_activations_alexeyab_by_hand);
     tcase_add_test(tc, test_conv_1x1);
     tcase_add_test(tc, test_conv_3x3_pad_sums);
     tcase_add_test(tc, test_conv_is_cross_correlation);
     tcase_add_test(tc, test_conv_stride2);
     tcase_add_test(tc, test_conv_groups);
+    tcase_add_test(tc, test_conv_alexeyab);
+    tcase_add_test(tc, test_conv_dilation_needs_centered_padding);
     tcase_add_test(tc, test_conv_batchnorm_epsilon_on_std);
     tcase_add_test(tc, test_conv_leaky_activation);
     tcase_add_test(tc, test_conv_matches_literal_definition);

@@ -14,6 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/conv.h"
+#include "kernels/conv_direct.h"
 #include "kernels/conv_gemm.h"
 #include "kernels/gemm_f32.h"
 #include "planner/plan.h"
@@ -186,6 +187,10 @@ typedef struct gpu_conv {
      * slice, the pointers advancing by these many floats per group. */
     int groups;
     size_t x_group, y_group, w_group, b_group;
+    /* f32 convs the GEMM paths do not fit (depthwise-like groups, dilation, stride_x !=
+     * stride_y): one launch of the direct kernel (kernels/conv_direct.h), no tactic. */
+    int direct;
+    gr_conv_direct_f32_args direct_args;
 } gpu_conv;
 /* `inst` NULL: shapes only (no addresses). */
 gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_instance *inst,
@@ -251,5 +256,7 @@ gr_status gr_gpu_cublas_fail(cublasStatus_t status, cudaError_t cuda_err, const 
                              int index);
 /* No kernel for plan node `index` with its input and output dtypes. */
 gr_status gr_gpu_unsupported(const gr_plan *plan, int index);
+/* The same with the reason appended ("...: <why>"). */
+gr_status gr_gpu_unsupported_because(const gr_plan *plan, int index, const char *why);
 
 #endif

@@ -127,6 +127,34 @@ void gr_gpu_f32_rule(const gpu_state *g, const gpu_variant *v, int connected, lo
                                                (int)columns, g->sm_count);
 }
 
+/* Does an fp32 conv go to the direct kernel? Dilation and stride_x != stride_y always (the GEMM
+ * paths have neither); groups when a group has at most 8 input channels (depthwise and the like:
+ * a GEMM per group would be a launch per channel, each too small to fill the GPU). */
+static int f32_direct(const gr_plan_node *nd, const gr_plan_tensor *x)
+{
+    if (nd->kind != GR_OP_CONV)
+        return 0;
+    const int groups = nd->p.groups > 1 ? nd->p.groups : 1;
+    return gr_conv_dilation(&nd->p) > 1 || gr_conv_stride_y(&nd->p) != nd->p.stride ||
+           (groups > 1 && x->c / groups <= 8);
+}
+
+static void f32_direct_args(const gr_conv_f32_args *f, const gr_plan_node *nd,
+                            const gr_plan_tensor *x, const gr_plan_tensor *y,
+                            gr_conv_direct_f32_args *d)
+{
+    *d = (gr_conv_direct_f32_args){
+        .batch = x->n, .in_c = x->c, .in_h = x->h, .in_w = x->w,
+        .out_c = y->c, .out_h = y->h, .out_w = y->w,
+        .ksize = nd->p.size, .stride_x = nd->p.stride, .stride_y = gr_conv_stride_y(&nd->p),
+        .pad = nd->p.pad, .dilation = gr_conv_dilation(&nd->p),
+        .groups = nd->p.groups > 1 ? nd->p.groups : 1,
+        .in_image_stride = (size_t)x->c_stride * x->h * x->w,
+        .out_image_stride = (size_t)y->c_stride * y->h * y->w,
+        .in = f->in, .weights = f->weights, .bias = f->bias, .out = f->out,
+        .activation = f->activation};
+}
+
 /* The fp32 path: arguments, then the algorithm (measured, else the rule). Only the direct 3x3
  * kernel pools. */
 static gr_status f32_conv(const gpu_state *g, const gpu_variant *v, const gpu_instance *inst,
@@ -139,6 +167,14 @@ static gr_status f32_conv(const gpu_state *g, const gpu_variant *v, const gpu_in
     if (y->dtype != GR_DTYPE_F32 || (nd->fused & fusions & ~(unsigned)GR_FUSED_MAXPOOL))
         return gr_gpu_unsupported(plan, index);
     f32_conv_args(g, v, inst, index, c);
+    const gr_plan_tensor *x = &plan->tensors[nd->inputs[0]];
+    if (f32_direct(nd, x)) {
+        if (c->f32.pool_size)
+            return gr_gpu_unsupported_because(plan, index, "no fused maxpool in the direct kernel");
+        c->direct = 1;
+        f32_direct_args(&c->f32, nd, x, y, &c->direct_args);
+        return GR_OK;
+    }
     const gpu_tactic *t = v->tactic ? &v->tactic[index] : NULL;
     if (t && t->f32_measured) {
         c->f32.algo = t->f32_algo;
@@ -189,8 +225,11 @@ static gr_status tc_conv(const gpu_state *g, const gpu_variant *v, const gpu_ins
     size_t out_offset;
     GR_TRY(tc_out_kind(plan, index, &out_kind, &out_offset));
     const int in_u8 = (nd->fused & GR_FUSED_QUANTIZE_IN) != 0;
-    if ((compute != GR_DTYPE_I8 && compute != GR_DTYPE_F16) || nd->p.groups > 1 ||
-        (in_u8 && x->dtype != GR_DTYPE_U8))
+    if (nd->p.groups > 1)
+        return gr_gpu_unsupported_because(plan, index,
+                                          "groups > 1 run in fp32 only (no grouped tensor-core "
+                                          "kernel yet)");
+    if ((compute != GR_DTYPE_I8 && compute != GR_DTYPE_F16) || (in_u8 && x->dtype != GR_DTYPE_U8))
         return gr_gpu_unsupported(plan, index);
     const int pooled = (nd->fused & GR_FUSED_MAXPOOL) != 0;
     c->tensor_cores = 1;
@@ -225,6 +264,12 @@ gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_i
     const gr_dtype compute = gr_plan_conv_in_dtype(plan, nd);
     if (compute == GR_DTYPE_F32)
         return f32_conv(g, v, inst, index, c);
+    if (nd->kind == GR_OP_CONV &&
+        (gr_conv_stride_y(&nd->p) != nd->p.stride || gr_conv_dilation(&nd->p) > 1))
+        return gr_gpu_unsupported_because(
+            plan, index,
+            "stride_x != stride_y and dilation > 1 run in fp32 only (the tensor-core kernels "
+            "have neither)");
     if (nd->kind == GR_OP_CONNECTED)
         return gr_gpu_unsupported(plan, index);
     return tc_conv(g, v, inst, index, compute, c);
@@ -290,6 +335,9 @@ static gr_status launch_conv(gpu_state *g, gpu_variant *v, const gpu_instance *i
                                   : gr_launch_conv_f16(&c.tc, g->streams[s]);
         return gr_gpu_launch_status(err, plan, index);
     }
+    if (c.direct)
+        return gr_gpu_launch_status(gr_launch_conv_direct_f32(&c.direct_args, g->streams[s]),
+                                    plan, index);
     for (int b = 0; b < c.images; b++)
         for (int k = 0; k < c.groups; k++) {
             gr_conv_f32_args a = c.f32;

@@ -47,6 +47,13 @@ static gr_status no_kernel(const gr_plan *plan, int index, const char *why)
 
 gr_status gr_gpu_unsupported(const gr_plan *plan, int index) { return no_kernel(plan, index, ""); }
 
+gr_status gr_gpu_unsupported_because(const gr_plan *plan, int index, const char *why)
+{
+    char buf[300];
+    snprintf(buf, sizeof buf, ": %s", why);
+    return no_kernel(plan, index, buf);
+}
+
 gr_status gr_gpu_launch_status(cudaError_t err, const gr_plan *plan, int index)
 {
     if (err == cudaSuccess)

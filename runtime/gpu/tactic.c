@@ -866,7 +866,7 @@ static gr_status search_f32_node(search_ctx *s, int index, gpu_tactic *t)
     const gr_plan_tensor *y = &v->plan->tensors[nd->output];
     gpu_conv c;
     GR_TRY(gr_gpu_conv_args(g, v, &v->inst[0], index, &c));
-    if (c.images != 1 || c.groups != 1 || c.f32.pool_size)
+    if (c.direct || c.images != 1 || c.groups != 1 || c.f32.pool_size)
         return GR_OK;
     s->e->tactic_stats.convs++;
     /* The representative batch, unless the rule splits K (a grid that does not fill the GPU). */

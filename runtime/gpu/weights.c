@@ -120,6 +120,8 @@ gr_status gr_gpu_alloc_scratch(gpu_state *g, gpu_variant *v)
             continue;
         gpu_conv c;
         GR_TRY(gr_gpu_conv_args(g, v, &v->inst[0], i, &c));
+        if (c.direct) /* no workspace */
+            continue;
         if (!c.tensor_cores) {
             int ok = 1;
             size_t floats = gr_conv_f32_workspace_floats(&c.f32, &ok);
