@@ -141,6 +141,7 @@ _SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "gr_engine_output": (_I, [P, _I, _ptr(_ptr(ctypes.c_float))]),
     "gr_engine_detect": (_I, [P, _I, _ptr(DetectOptions), _ptr(_ptr(Detection)), _ptr(_I)]),
     "gr_engine_output_nonfinite": (_I, [P, _I, _ptr(ctypes.c_size_t)]),
+    "gr_engine_micro_batch": (_I, [P]),
     "gr_engine_layer_precision": (_ptr(_I), [P, _ptr(_I)]),
     "gr_engine_last_error": (_S, [P]),
     "gr_detect_options_init": (_I, [_ptr(DetectOptions), ctypes.c_size_t]),

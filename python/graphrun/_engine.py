@@ -160,10 +160,10 @@ class Model(_Handle):
     def build(self, device: str = "auto", precision: str = "fp32", batch: int = 1,
               use_cuda_graph: bool = True, calib_cache: Optional[PathLike] = None,
               calib_images: Optional[Sequence[PathLike]] = None, f32_algo: str = "auto",
-              nonfinite_is_error: bool = False) -> "Engine":
+              nonfinite_is_error: bool = False, micro_batch: int = 0) -> "Engine":
         """An engine for this model (see Engine)."""
         return Engine(self, device, precision, batch, use_cuda_graph, calib_cache, calib_images,
-                      f32_algo, nonfinite_is_error)
+                      f32_algo, nonfinite_is_error, micro_batch)
 
 
 def _engine_options(device: str, use_cuda_graph: bool) -> _capi.EngineOptions:
@@ -185,7 +185,9 @@ class Engine(_Handle):
     "auto" | "sgemm" | "tf32x3" | "implicit" | "direct3x3" picks the GPU's fp32 convolution
     algorithm (runtime.h, gr_f32_algo). Outputs holding NaN/Inf raise NonFiniteWarning, or
     graphrun.Error (status "non-finite output") with nonfinite_is_error=True; the outputs stay
-    readable through outputs() either way. One engine serializes its own calls with a lock, so
+    readable through outputs() either way. micro_batch: images per pass of the GPU graph, 0 (auto:
+    measured at build) or a divisor of batch (runtime.h); the engine's choice is its micro_batch
+    attribute. One engine serializes its own calls with a lock, so
     threads may share it (runtime.h's one-thread-at-a-time rule is kept for them)."""
 
     _destroy_name = "gr_engine_destroy"
@@ -194,12 +196,14 @@ class Engine(_Handle):
                  batch: int = 1, use_cuda_graph: bool = True,
                  calib_cache: Optional[PathLike] = None,
                  calib_images: Optional[Sequence[PathLike]] = None, f32_algo: str = "auto",
-                 nonfinite_is_error: bool = False) -> None:
+                 nonfinite_is_error: bool = False, micro_batch: int = 0) -> None:
         batch = _int_arg("batch", batch, 1, _MAX_BATCH)
+        micro_batch = _int_arg("micro_batch", micro_batch, 0, batch)
         opt = _engine_options(device, use_cuda_graph)
         opt.precision = _choice("precision", precision, PRECISIONS)
         opt.f32_algo = _choice("f32_algo", f32_algo, F32_ALGOS)
         opt.batch = batch
+        opt.micro_batch = micro_batch
         opt.calib_cache = _path(calib_cache)
         keep = None
         if calib_images is not None:
@@ -272,6 +276,7 @@ class Engine(_Handle):
         desc = _capi.TensorDesc()
         _capi.check(lib.gr_engine_input_desc(handle, ctypes.byref(desc)), handle)
         self.batch, self.channels, self.width, self.height = desc.n, desc.c, desc.w, desc.h
+        self.micro_batch: int = int(lib.gr_engine_micro_batch(handle))
         self.output_shapes: List[Tuple[int, int, int, int]] = []
         for k in range(lib.gr_engine_output_count(handle)):
             _capi.check(lib.gr_engine_output_desc(handle, k, ctypes.byref(desc)), handle)
