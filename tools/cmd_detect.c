@@ -11,11 +11,8 @@
 #include "tools/npy.h"
 #include "tools/cli.h"
 
-#ifndef GR_DATA_DIR
-#define GR_DATA_DIR "data"
-#endif
-
-static const char *const default_input = GR_DATA_DIR "/dog.jpg";
+/* The default --input: the bundled photo, wherever graphrun's data is (gr_data_path). */
+static char default_input[4096];
 
 void gr_cli_detect_usage(FILE *f)
 {
@@ -38,7 +35,8 @@ void gr_cli_detect_usage(FILE *f)
         "  --names FILE        class names, one per line\n"
         "input / output\n"
         "  --input FILE        image (JPEG, PNG, BMP) or .npy float32 tensor of the network's input\n"
-        "                      shape (CHW or NCHW), fed as-is; repeat for a batch (default %s)\n"
+        "                      shape (CHW or NCHW), fed as-is; repeat for a batch (default: the\n"
+        "                      bundled dog.jpg, in <prefix>/share/graphrun)\n"
         "  --input DIR         every .jpg/.jpeg/.png/.bmp in DIR, sorted by name, streamed: decoded\n"
         "                      on --threads N threads (default one per core) into batches of\n"
         "                      --batch, results as JSON Lines (one object per image), no images\n"
@@ -51,8 +49,7 @@ void gr_cli_detect_usage(FILE *f)
         "  --output FILE       image with boxes (.png/.jpg; default predictions.png, with several\n"
         "                      inputs predictions.1.png ...); --no-output writes none\n"
         "  --save-output FILE  raw head outputs as .npy (float32 NCHW); further heads FILE.1.npy ...\n"
-        "  --json              print results as JSON\n",
-        default_input);
+        "  --json              print results as JSON\n");
     fprintf(f,
         "engine\n"
         "  --device D          auto (default: GPU when visible, else CPU reference), cpu, gpu\n"
@@ -443,9 +440,15 @@ int gr_cli_detect_images(const gr_cli_options *o)
         return GR_EXIT_OOM;
     }
     r->o = *o;
-    if (r->o.n_inputs == 0)
+    int rc = GR_EXIT_OK;
+    if (r->o.n_inputs == 0) {
+        gr_status st = gr_data_path("dog.jpg", default_input, sizeof default_input);
         r->o.inputs[r->o.n_inputs++] = default_input;
-    int rc = read_inputs(r);
+        if (st != GR_OK)
+            rc = gr_cli_fail(st, "the default --input");
+    }
+    if (rc == GR_EXIT_OK)
+        rc = read_inputs(r);
     if (rc == GR_EXIT_OK)
         rc = gr_cli_open(&r->o, &r->model, &r->engine, &r->info);
     if (rc == GR_EXIT_OK)

@@ -21,9 +21,6 @@
 #include "tools/eval.h"
 #include "tools/cli.h"
 
-#ifndef GR_DATA_DIR
-#define GR_DATA_DIR "data"
-#endif
 
 #define MAX_LABEL_LINE 1024
 #define MAX_CALIB_IMAGES 64
@@ -54,7 +51,7 @@ static void eval_usage(FILE *f)
             "  --max-nrmse X       --prec auto: the error budget (default 0.003)\n"
             "  --device D          auto (default), cpu, gpu\n"
             "  --batch N           images per run (default 1)\n"
-            "  --calib-images DIR  int8 calibration images (default: data/shapes-calib for\n"
+            "  --calib-images DIR  int8 calibration images (default: the bundled shapes-calib for\n"
             "                      --model shapes, else the engine's default, the bundled photos)\n"
             "  --calib M           int8 calibration method: max (default), percentile, entropy,\n"
             "                      mse\n"
@@ -594,8 +591,13 @@ typedef struct calib_set {
 static int load_calib(const eval_args *a, calib_set *c)
 {
     const char *dir = a->calib_images;
-    if (!dir && !a->cfg && !strcmp(a->model, "shapes"))
-        dir = GR_DATA_DIR "/shapes-calib";
+    char shapes_calib[4096];
+    if (!dir && !a->cfg && !strcmp(a->model, "shapes")) {
+        gr_status st = gr_data_path("shapes-calib", shapes_calib, sizeof shapes_calib);
+        if (st != GR_OK)
+            return fail(st, "int8 calibration images");
+        dir = shapes_calib;
+    }
     int needed = 0;
     for (int i = 0; i < a->n_precs; i++)
         needed |= a->precs[i] == GR_PREC_INT8 || a->precs[i] == GR_PREC_AUTO;

@@ -144,6 +144,14 @@ gr_status gr_model_set_class_names(gr_model *model, const char *names_path);
 /* NULL-terminated list of the built-in model names; the first is the default. */
 const char *const *gr_builtin_models(void);
 
+/* The path of graphrun's data file or folder `name` ("dog.jpg", "shapes.weights", "shapes-val":
+ * the bundled photos, the shapes model's weights and image sets) into buf (size bytes). Found
+ * relative to the library (or the program linked with the static one) wherever the installed tree
+ * was moved: <prefix>/share/graphrun beside <prefix>/lib and <prefix>/bin, then the build tree's
+ * data/, then the configured prefix's share/graphrun. GR_ERR_IO naming every folder tried when
+ * none holds it; GR_ERR_LIMIT when the path does not fit in size bytes. */
+gr_status gr_data_path(const char *name, char *buf, size_t size);
+
 /* ---- images ------------------------------------------------------------------------------ */
 
 /* An 8-bit interleaved (HWC) image of c channels: data holds w*h*c bytes. Plain data; free with
