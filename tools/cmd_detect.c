@@ -162,8 +162,8 @@ typedef struct detect_run {
     gr_engine *engine;
     gr_model_info info;
     input_slot *slots;
-    float *input_f32;
-    uint8_t *input_u8; /* the GPU's input when every input is an image */
+    float *input_f32;  /* tensors, and images letterboxed as floats (--find-overflow, mixed) */
+    int images_only;   /* no .npy tensor: the images go in through gr_engine_set_image */
     double *times;
     size_t per_image;
 } detect_run;
@@ -210,24 +210,25 @@ static int allocate_batch(detect_run *r)
 {
     const gr_cli_options *o = &r->o;
     r->per_image = (size_t)r->info.channels * (size_t)r->info.width * (size_t)r->info.height;
-    int use_u8 = gr_engine_device(r->engine) == GR_DEVICE_GPU;
+    r->images_only = 1;
     for (int i = 0; i < o->n_inputs; i++)
         if (r->tensors[i])
-            use_u8 = 0;
+            r->images_only = 0;
     r->slots = calloc((size_t)o->batch, sizeof *r->slots);
     r->input_f32 = calloc(r->per_image * (size_t)o->batch, sizeof(float));
-    r->input_u8 = use_u8 ? calloc(r->per_image * (size_t)o->batch, 1) : NULL;
     r->times = calloc((size_t)o->runs, sizeof *r->times);
-    if (!r->slots || !r->input_f32 || (use_u8 && !r->input_u8) || !r->times) {
+    if (!r->slots || !r->input_f32 || !r->times) {
         fprintf(stderr, "graphrun: out of memory for a batch of %d inputs\n", o->batch);
         return GR_EXIT_OOM;
     }
     return GR_EXIT_OK;
 }
 
-/* The batch: inputs repeat to fill it. Images are letterboxed (uint8 for the GPU, whose input
- * copy moves bytes; float, exactly as Darknet, for the CPU reference); .npy tensors are fed as-is
- * through the float path. */
+/* The batch: inputs repeat to fill it. Images go in through gr_engine_set_image, as a program
+ * using the API feeds them (float, exactly as Darknet, for the CPU reference; uint8 for the GPU,
+ * whose input copy moves bytes). .npy tensors are fed as-is through the float input, and with
+ * one in the batch the images beside it are float-letterboxed too (gr_image_letterbox). The
+ * float letterbox is also kept for --find-overflow's CPU emulation. */
 static int fill_batch(detect_run *r)
 {
     int rc = allocate_batch(r);
@@ -241,10 +242,11 @@ static int fill_batch(detect_run *r)
             memcpy(dst, r->tensors[i], r->per_image * sizeof(float));
             continue;
         }
-        gr_status st = gr_image_letterbox(r->images[i], info->width, info->height, dst);
-        if (st == GR_OK && r->input_u8)
-            st = gr_image_letterbox_u8(r->images[i], info->width, info->height,
-                                       r->input_u8 + (size_t)b * r->per_image);
+        gr_status st = GR_OK;
+        if (!r->images_only || r->o.find_overflow)
+            st = gr_image_letterbox(r->images[i], info->width, info->height, dst);
+        if (st == GR_OK && r->images_only)
+            st = gr_engine_set_image(r->engine, 0, b, r->images[i]);
         if (st != GR_OK)
             rc = gr_cli_fail(st, r->o.inputs[i]);
     }
@@ -254,8 +256,8 @@ static int fill_batch(detect_run *r)
 static int run_timed(detect_run *r)
 {
     for (int k = 0; k < r->o.runs; k++) {
-        gr_status st = r->input_u8 ? gr_engine_run_u8(r->engine, r->input_u8)
-                                   : gr_engine_run_f32(r->engine, r->input_f32);
+        gr_status st = r->images_only ? gr_engine_run(r->engine)
+                                      : gr_engine_run_f32(r->engine, r->input_f32);
         if (st != GR_OK)
             return gr_cli_fail(st, "run");
         gr_timing t;
@@ -422,7 +424,6 @@ static void detect_free(detect_run *r)
     }
     free(r->slots);
     free(r->input_f32);
-    free(r->input_u8);
     free(r->times);
     gr_engine_destroy(r->engine);
     gr_model_destroy(r->model);
