@@ -63,11 +63,16 @@ static int own_file(char *path)
     return 0;
 }
 
+/* Candidate a/b, resolved to its real path when it exists (messages and paths then read
+ * <prefix>/share/graphrun, not <prefix>/bin/../share/graphrun). */
 static void add_dir(const char *a, const char *b)
 {
-    int n = snprintf(data.dir[data.n], PATH_MAX, "%s%s%s", a, b ? "/" : "", b ? b : "");
+    char joined[PATH_MAX];
+    int n = snprintf(joined, sizeof joined, "%s%s%s", a, b ? "/" : "", b ? b : "");
     if (n <= 0 || n >= PATH_MAX)
         return;
+    if (!realpath(joined, data.dir[data.n]))
+        memcpy(data.dir[data.n], joined, (size_t)n + 1);
     for (int i = 0; i < data.n; i++)
         if (strcmp(data.dir[i], data.dir[data.n]) == 0)
             return;
