@@ -33,7 +33,10 @@ gr_status gr_engine_set_image(gr_engine *engine, int slot, int batch_index, cons
     if (batch_index < 0 || batch_index >= batch)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_set_image: batch_index %d is outside "
                        "0..%d (engine option batch=%d)", batch_index, batch - 1, batch);
-    if (slot >= 0 && slot < engine->inflight && engine->slot_busy[slot])
+    if (slot < 0 || slot >= engine->inflight)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_set_image: slot %d is outside 0..%d "
+                       "(engine option inflight=%d)", slot, engine->inflight - 1, engine->inflight);
+    if (engine->slot_busy[slot])
         return gr_fail(GR_ERR_STATE, "gr_engine_set_image: slot %d is in flight (gr_engine_wait "
                                      "for it first)", slot);
     void *buffer = NULL;
