@@ -37,9 +37,6 @@
 #include "runtime/gpu/calib.h"
 #include "runtime/image/image.h"
 
-#ifndef GR_DATA_DIR
-#define GR_DATA_DIR "data"
-#endif
 
 static double now_s(void)
 {
@@ -283,9 +280,14 @@ static int on_devices(int argc, char **argv)
     } else {
         st = gr_net_builtin(model, &net);
     }
-    if (st == GR_OK)
-        st = !cfg && !strcmp(model, "shapes") ? gr_net_load_weights(net, GR_DATA_DIR "/shapes.weights")
-                                              : gr_net_synthesize_weights(net, 1);
+    char weights[4096];
+    if (st == GR_OK && !cfg && !strcmp(model, "shapes")) {
+        st = gr_data_path("shapes.weights", weights, sizeof weights);
+        if (st == GR_OK)
+            st = gr_net_load_weights(net, weights);
+    } else if (st == GR_OK) {
+        st = gr_net_synthesize_weights(net, 1);
+    }
     int n = 0;
     char **paths = st == GR_OK ? list_images(dir, count, &n) : NULL;
     if (st != GR_OK || !paths) {

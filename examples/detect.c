@@ -4,9 +4,10 @@
  *
  * Loads the default model (YOLOv2-tiny VOC; synthetic weights unless you pass real ones through
  * gr_model_options.weights_path), builds an engine on the GPU when one is visible (else the CPU
- * reference), letterboxes the image straight into the engine's input buffer (no extra copy), runs
- * once, and prints the detections and the time split. Every call's status is checked; on failure
- * the one-line message comes from gr_last_error(). */
+ * reference), puts the image into the engine's input the way `graphrun` does (gr_engine_set_image:
+ * the letterbox straight into the engine's input buffer, no extra copy), runs once, and prints the
+ * detections as `graphrun` prints them and the time split. Every call's status is checked; on
+ * failure the one-line message comes from gr_last_error(). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -43,13 +44,8 @@ int main(int argc, char **argv)
         CHECK(gr_precision_parse(argv[2], &eo.precision));
     CHECK(gr_engine_build(model, &eo, &engine));
 
-    gr_tensor_desc in;
-    CHECK(gr_engine_input_desc(engine, &in));
-    void *buffer;
-    size_t bytes;
-    CHECK(gr_engine_input_buffer(engine, 1, &buffer, &bytes)); /* uint8 HWC, pinned on the GPU */
     CHECK(gr_image_load(argv[1], &image));
-    CHECK(gr_image_letterbox_u8(image, in.w, in.h, buffer));
+    CHECK(gr_engine_set_image(engine, 0, 0, image)); /* slot 0, image 0 of the batch */
     CHECK(gr_engine_run(engine));
 
     gr_detect_options dopt;
@@ -60,9 +56,10 @@ int main(int argc, char **argv)
     printf("%s on %s, %s: %d detections\n", argv[1], gr_engine_device_name(engine),
            gr_precision_name(eo.precision), n);
     for (int i = 0; i < n; i++)
-        printf("  %s %.2f [%.0f %.0f %.0f %.0f]\n", gr_model_class_name(model, dets[i].class_id),
-               (double)dets[i].prob, (double)dets[i].left, (double)dets[i].top,
-               (double)dets[i].right, (double)dets[i].bottom);
+        printf("  %-14s %5.1f%%  box left %.0f top %.0f right %.0f bottom %.0f\n",
+               gr_model_class_name(model, dets[i].class_id), 100.0 * (double)dets[i].prob,
+               (double)dets[i].left, (double)dets[i].top, (double)dets[i].right,
+               (double)dets[i].bottom);
     gr_timing t;
     CHECK(gr_engine_timing(engine, &t));
     printf("time: conversion %.1f us, copies %.1f us, compute %.1f us, end to end %.1f us\n",

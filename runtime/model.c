@@ -6,9 +6,6 @@
 
 #include "runtime/engine_internal.h"
 
-#ifndef GR_DATA_DIR
-#define GR_DATA_DIR "data"
-#endif
 
 const char *const *gr_builtin_models(void) { return gr_net_builtin_names(); }
 
@@ -82,8 +79,9 @@ gr_status gr_model_load(const gr_model_options *opt, gr_model **out)
         st = gr_net_load_weights(net, opt->weights_path);
     } else if (bundled) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/%s", GR_DATA_DIR, bundled);
-        st = gr_net_load_weights(net, path);
+        st = gr_data_path(bundled, path, sizeof path);
+        if (st == GR_OK)
+            st = gr_net_load_weights(net, path);
         if (st != GR_OK)
             gr_fail_prefix(st, "built-in model '%s' needs its trained weights (made by "
                                "tools/train/train_shapes.py; or pass --weights FILE): ",

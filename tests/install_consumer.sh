@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install graphrun to a temporary prefix and use it as a user would: build examples/ with CMake
 # (find_package(graphrun): graphrun::graphrun and graphrun::graphrun_static) and with pkg-config
-# (`cc detect.c $(pkg-config --cflags --libs graphrun)`), then run each build on the bundled photo
-# and check the installed tree and that all three print the same detections.
+# (`cc detect.c $(pkg-config --cflags --libs graphrun)`, run without LD_LIBRARY_PATH: the .pc's
+# rpath), then run each build on the bundled photo and check the installed tree and that all three
+# print the same detections.
 #   tests/install_consumer.sh BUILD_DIR      (from the source root; CTest: install_consumer)
 set -u
 build=$(realpath "$1")
@@ -39,9 +40,15 @@ check "pkg-config consumer builds" $? || cat "$tmp/pc.log"
 # Each runs on the photo; the installed library reads nothing from the build tree.
 "$tmp/cmake/detect" data/dog.jpg >"$tmp/shared.txt" 2>&1; check "CMake (shared) consumer runs" $?
 "$tmp/cmake/detect_static" data/dog.jpg >"$tmp/static.txt" 2>&1; check "CMake (static) consumer runs" $?
-LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$tmp/detect_pc" data/dog.jpg \
-  >"$tmp/pc.txt" 2>&1
-check "pkg-config consumer runs" $? || cat "$tmp/pc.txt"
+# graphrun.pc's Libs carry the rpath: no LD_LIBRARY_PATH (cleared, so no caller's one helps).
+env -u LD_LIBRARY_PATH "$tmp/detect_pc" data/dog.jpg >"$tmp/pc.txt" 2>&1
+check "pkg-config consumer runs without LD_LIBRARY_PATH" $? || cat "$tmp/pc.txt"
+# stb is compiled in: neither the .pc nor the shared library asks a user for it.
+! pc --print-requires-private graphrun | grep -q stb; check "graphrun.pc does not require stb" $?
+! readelf -d "$libdir/libgraphrun.so" | grep -q 'NEEDED.*libstb'
+check "libgraphrun.so does not link libstb" $?
+readelf -d "$prefix/bin/graphrun" | grep -Eq '(RPATH|RUNPATH).*\$ORIGIN/'
+check "installed graphrun has an \$ORIGIN-relative RPATH" $?
 ldd "$tmp/cmake/detect" | grep -q "$libdir/libgraphrun.so"; check "CMake consumer uses the installed .so" $?
 # Same detections (the timing lines differ).
 for f in static pc; do

@@ -28,9 +28,6 @@
 #include "tools/bench_core.h"
 #include "tools/cli.h"
 
-#ifndef GR_DATA_DIR
-#define GR_DATA_DIR "data"
-#endif
 
 #define MAX_BATCHES 16
 
@@ -118,7 +115,7 @@ static void print_help(FILE *f)
            "  --iters N      timed runs per configuration (default 1000)\n"
            "  --warmup N     untimed runs first (default 100)\n"
            "  --inflight N   runs in flight for the sustained throughput, 1..%d (default 1)\n"
-           "  --image FILE   input photo, letterboxed and replicated (default %s/dog.jpg)\n"
+           "  --image FILE   input photo, letterboxed and replicated (default: the bundled dog.jpg)\n"
            "  --eager        build engines without a CUDA graph (use_cuda_graph = 0)\n"
            "  --json FILE    also write the results as JSON\n"
            "  --timing-cache FILE  reuse / store the measured conv tactics (docs/tactics.md)\n"
@@ -139,7 +136,7 @@ static void print_help(FILE *f)
            "gr_engine_wait), images over the wall time of the loop.\n"
            "Exit: 0 ok, 1 a configuration failed, 2 usage, 3 unreadable input or output file, 4 no GPU\n"
            "(docs/errors.md).\n",
-           prog, GR_MAX_INFLIGHT, GR_DATA_DIR);
+           prog, GR_MAX_INFLIGHT);
 }
 
 /* "1,64" -> batches; returns 0 on a malformed list. */
@@ -235,13 +232,15 @@ static int bench_apply(void *ctx, int id, const char *name, const char *v, char 
                                                        "%s --help)", name, v ? v : "", prog);
 }
 
+/* The default --image: the bundled photo, wherever graphrun's data is (gr_data_path). */
+static char default_image[4096];
+
 /* Returns -1 to go on, else the exit status (help, version or a usage error: printed). */
 static int parse_args(int argc, char **argv, bench_options *o)
 {
     memset(o, 0, sizeof *o);
     o->model = "yolo";
     o->tactic_search = -1;
-    o->image = GR_DATA_DIR "/dog.jpg";
     parse_precisions("all", o);
     o->batches[0] = 1;
     o->n_batches = 1;
@@ -250,7 +249,16 @@ static int parse_args(int argc, char **argv, bench_options *o)
     o->inflight = 1;
     o->max_nrmse = GR_MAX_NRMSE_DEFAULT;
     gr_cli_parser parser = {.command = prog, .own = bench_flags, .apply = bench_apply, .ctx = o};
-    return gr_cli_run_parser(&parser, argc, argv, print_help);
+    int rc = gr_cli_run_parser(&parser, argc, argv, print_help);
+    if (rc < 0 && !o->image) {
+        gr_status st = gr_data_path("dog.jpg", default_image, sizeof default_image);
+        if (st != GR_OK) {
+            fprintf(stderr, "%s: the default --image: %s\n", prog, gr_last_error());
+            return gr_cli_exit_code(st);
+        }
+        o->image = default_image;
+    }
+    return rc;
 }
 
 static double median_of(double *values, int n)

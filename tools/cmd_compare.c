@@ -13,13 +13,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/data.h"
 #include "runtime/precision/calib_cache.h"
 #include "tools/cli.h"
 #include "tools/results.h"
 
-#ifndef GR_DATA_DIR
-#define GR_DATA_DIR "data"
-#endif
 
 #define MAX_CONFIGS 7      /* fp32, fp16, int8 x 4 methods, auto */
 #define GR_MAX_HEADS_CLI 8
@@ -423,9 +421,6 @@ static gr_status run_config(const gr_cli_options *o, const gr_model *model, conf
     return st;
 }
 
-static const char *const bundled[] = {GR_DATA_DIR "/dog.jpg",    GR_DATA_DIR "/person.jpg",
-                                      GR_DATA_DIR "/horses.jpg", GR_DATA_DIR "/eagle.jpg",
-                                      GR_DATA_DIR "/giraffe.jpg", NULL};
 
 /* One invocation: the configurations, the network, the inputs and the fp32 reference. */
 typedef struct compare_run {
@@ -541,8 +536,10 @@ static int compare(compare_run *r)
         if (rc != GR_EXIT_OK)
             return rc;
     }
-    r->calib_images = r->calib_list ? (const char *const *)r->calib_list : bundled;
-    gr_status st = gr_cli_load_model(&r->o, &r->model);
+    r->calib_images = (const char *const *)r->calib_list;
+    gr_status st = r->calib_images ? GR_OK : gr_data_bundled_photos(&r->calib_images);
+    if (st == GR_OK)
+        st = gr_cli_load_model(&r->o, &r->model);
     if (st == GR_OK)
         st = gr_cli_load_net(&r->o, &r->net);
     if (st == GR_OK) {
@@ -620,10 +617,13 @@ int gr_cli_compare(int argc, char **argv)
     }
     r->o = args.o;
     r->per_layer = args.per_layer;
-    if (r->o.n_inputs == 0)
-        for (; bundled[r->o.n_inputs]; r->o.n_inputs++)
-            r->o.inputs[r->o.n_inputs] = bundled[r->o.n_inputs];
-    rc = setup_configs(r, &args);
+    const char *const *bundled = NULL;
+    if (r->o.n_inputs == 0 && gr_data_bundled_photos(&bundled) != GR_OK)
+        rc = gr_cli_fail(GR_ERR_IO, "the default --input (the bundled photos)");
+    for (; bundled && bundled[r->o.n_inputs]; r->o.n_inputs++)
+        r->o.inputs[r->o.n_inputs] = bundled[r->o.n_inputs];
+    if (rc < 0)
+        rc = setup_configs(r, &args);
     if (rc == GR_EXIT_OK)
         rc = compare(r);
     compare_free(r);

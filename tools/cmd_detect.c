@@ -12,11 +12,8 @@
 #include "tools/cli.h"
 #include "tools/results.h"
 
-#ifndef GR_DATA_DIR
-#define GR_DATA_DIR "data"
-#endif
-
-static const char *const default_input = GR_DATA_DIR "/dog.jpg";
+/* The default --input: the bundled photo, wherever graphrun's data is (gr_data_path). */
+static char default_input[4096];
 
 void gr_cli_detect_usage(FILE *f)
 {
@@ -43,7 +40,8 @@ void gr_cli_detect_usage(FILE *f)
         "                      and batch\n"
         "input / output\n"
         "  --input FILE        image (JPEG, PNG, BMP) or .npy float32 tensor of the network's input\n"
-        "                      shape (CHW or NCHW), fed as-is; repeat for a batch (default %s)\n"
+        "                      shape (CHW or NCHW), fed as-is; repeat for a batch (default: the\n"
+        "                      bundled dog.jpg, in <prefix>/share/graphrun)\n"
         "  --input DIR         every .jpg/.jpeg/.png/.bmp in DIR, sorted by name, streamed: decoded\n"
         "                      on --threads N threads (default one per core) into batches of\n"
         "                      --batch, results as JSON Lines (one object per image); a bad file\n"
@@ -64,8 +62,7 @@ void gr_cli_detect_usage(FILE *f)
         "                      per box), or yolo-txt (DIR/<stem>.txt label files into --output DIR,\n"
         "                      nothing drawn); default: text for --input FILE, jsonl for a folder\n"
         "  --save-conf         --format yolo-txt: the probability as a 6th column\n"
-        "  --json              --format json\n",
-        default_input);
+        "  --json              --format json\n");
     fprintf(f,
         "engine\n"
         "  --device D          auto (default: GPU when visible, else CPU reference), cpu, gpu\n"
@@ -182,8 +179,8 @@ typedef struct detect_run {
     gr_model_info info;
     gr_results *results; /* --format jsonl, coco, csv, yolo-txt (text and json are printed here) */
     input_slot *slots;
-    float *input_f32;
-    uint8_t *input_u8; /* the GPU's input when every input is an image */
+    float *input_f32;  /* tensors, and images letterboxed as floats (--find-overflow, mixed) */
+    int images_only;   /* no .npy tensor: the images go in through gr_engine_set_image */
     double *times;
     size_t per_image;
 } detect_run;
@@ -230,24 +227,25 @@ static int allocate_batch(detect_run *r)
 {
     const gr_cli_options *o = &r->o;
     r->per_image = (size_t)r->info.channels * (size_t)r->info.width * (size_t)r->info.height;
-    int use_u8 = gr_engine_device(r->engine) == GR_DEVICE_GPU;
+    r->images_only = 1;
     for (int i = 0; i < o->n_inputs; i++)
         if (r->tensors[i])
-            use_u8 = 0;
+            r->images_only = 0;
     r->slots = calloc((size_t)o->batch, sizeof *r->slots);
     r->input_f32 = calloc(r->per_image * (size_t)o->batch, sizeof(float));
-    r->input_u8 = use_u8 ? calloc(r->per_image * (size_t)o->batch, 1) : NULL;
     r->times = calloc((size_t)o->runs, sizeof *r->times);
-    if (!r->slots || !r->input_f32 || (use_u8 && !r->input_u8) || !r->times) {
+    if (!r->slots || !r->input_f32 || !r->times) {
         fprintf(stderr, "graphrun: out of memory for a batch of %d inputs\n", o->batch);
         return GR_EXIT_OOM;
     }
     return GR_EXIT_OK;
 }
 
-/* The batch: inputs repeat to fill it. Images are letterboxed (uint8 for the GPU, whose input
- * copy moves bytes; float, exactly as Darknet, for the CPU reference); .npy tensors are fed as-is
- * through the float path. */
+/* The batch: inputs repeat to fill it. Images go in through gr_engine_set_image, as a program
+ * using the API feeds them (float, exactly as Darknet, for the CPU reference; uint8 for the GPU,
+ * whose input copy moves bytes). .npy tensors are fed as-is through the float input, and with
+ * one in the batch the images beside it are float-letterboxed too (gr_image_letterbox). The
+ * float letterbox is also kept for --find-overflow's CPU emulation. */
 static int fill_batch(detect_run *r)
 {
     int rc = allocate_batch(r);
@@ -261,10 +259,11 @@ static int fill_batch(detect_run *r)
             memcpy(dst, r->tensors[i], r->per_image * sizeof(float));
             continue;
         }
-        gr_status st = gr_image_letterbox(r->images[i], info->width, info->height, dst);
-        if (st == GR_OK && r->input_u8)
-            st = gr_image_letterbox_u8(r->images[i], info->width, info->height,
-                                       r->input_u8 + (size_t)b * r->per_image);
+        gr_status st = GR_OK;
+        if (!r->images_only || r->o.find_overflow)
+            st = gr_image_letterbox(r->images[i], info->width, info->height, dst);
+        if (st == GR_OK && r->images_only)
+            st = gr_engine_set_image(r->engine, 0, b, r->images[i]);
         if (st != GR_OK)
             rc = gr_cli_fail(st, r->o.inputs[i]);
     }
@@ -274,8 +273,8 @@ static int fill_batch(detect_run *r)
 static int run_timed(detect_run *r)
 {
     for (int k = 0; k < r->o.runs; k++) {
-        gr_status st = r->input_u8 ? gr_engine_run_u8(r->engine, r->input_u8)
-                                   : gr_engine_run_f32(r->engine, r->input_f32);
+        gr_status st = r->images_only ? gr_engine_run(r->engine)
+                                      : gr_engine_run_f32(r->engine, r->input_f32);
         if (st != GR_OK)
             return gr_cli_fail(st, "run");
         gr_timing t;
@@ -486,7 +485,6 @@ static void detect_free(detect_run *r)
     }
     free(r->slots);
     free(r->input_f32);
-    free(r->input_u8);
     free(r->times);
     gr_engine_destroy(r->engine);
     gr_model_destroy(r->model);
@@ -504,9 +502,15 @@ int gr_cli_detect_images(const gr_cli_options *o)
         return GR_EXIT_OOM;
     }
     r->o = *o;
-    if (r->o.n_inputs == 0)
+    int rc = GR_EXIT_OK;
+    if (r->o.n_inputs == 0) {
+        gr_status st = gr_data_path("dog.jpg", default_input, sizeof default_input);
         r->o.inputs[r->o.n_inputs++] = default_input;
-    int rc = read_inputs(r);
+        if (st != GR_OK)
+            rc = gr_cli_fail(st, "the default --input");
+    }
+    if (rc == GR_EXIT_OK)
+        rc = read_inputs(r);
     if (rc == GR_EXIT_OK)
         rc = gr_cli_open(&r->o, &r->model, &r->engine, &r->info);
     if (rc == GR_EXIT_OK)

@@ -25,9 +25,6 @@
 #include "tools/cli.h"
 #include "tools/results.h"
 
-#ifndef GR_DATA_DIR
-#define GR_DATA_DIR "data"
-#endif
 
 #define MAX_LABEL_LINE 1024
 #define MAX_CALIB_IMAGES 64
@@ -75,7 +72,7 @@ static void eval_usage(FILE *f)
             "  --max-nrmse X       --prec auto: the error budget (default 0.003)\n"
             "  --device D          auto (default), cpu, gpu\n"
             "  --batch N           images per run (default 1)\n"
-            "  --calib-images DIR  int8 calibration images (default: data/shapes-calib for\n"
+            "  --calib-images DIR  int8 calibration images (default: the bundled shapes-calib for\n"
             "                      --model shapes, else the engine's default, the bundled photos)\n"
             "  --calib M           int8 calibration method: max (default), percentile, entropy,\n"
             "                      mse\n"
@@ -415,15 +412,11 @@ static double now_seconds(void)
 typedef struct eval_batch {
     gr_engine *engine;
     gr_image **images; /* [batch]: the batch's decoded images (their sizes map boxes back) */
-    float *in_f32;     /* the CPU's input */
-    uint8_t *in_u8;    /* the GPU's */
-    size_t per_image;
     int batch;
 } eval_batch;
 
 static gr_status eval_batch_open(const eval_args *a, const gr_model *model,
-                                 const gr_model_info *info, const char *const *calib,
-                                 gr_precision prec, eval_batch *eb)
+                                 const char *const *calib, gr_precision prec, eval_batch *eb)
 {
     gr_engine_options eo;
     gr_engine_options_default(&eo);
@@ -439,13 +432,9 @@ static gr_status eval_batch_open(const eval_args *a, const gr_model *model,
     gr_cli_print_notices(eb->engine); /* e.g. the int8 calibration's time */
     fprintf(stderr, "graphrun eval: %s on %s, batch %d\n", gr_precision_name(prec),
             gr_engine_device_name(eb->engine), a->batch);
-    int use_u8 = gr_engine_device(eb->engine) == GR_DEVICE_GPU;
     eb->batch = a->batch;
-    eb->per_image = (size_t)info->channels * (size_t)info->width * (size_t)info->height;
     eb->images = calloc((size_t)a->batch, sizeof *eb->images);
-    eb->in_f32 = use_u8 ? NULL : calloc(eb->per_image * (size_t)a->batch, sizeof(float));
-    eb->in_u8 = use_u8 ? calloc(eb->per_image * (size_t)a->batch, 1) : NULL;
-    if (!eb->images || (!eb->in_f32 && !eb->in_u8))
+    if (!eb->images)
         return gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: input batch of %d", a->batch);
     return GR_OK;
 }
@@ -455,15 +444,13 @@ static void eval_batch_close(eval_batch *eb)
     for (int b = 0; eb->images && b < eb->batch; b++)
         gr_image_destroy(eb->images[b]);
     free(eb->images);
-    free(eb->in_f32);
-    free(eb->in_u8);
     gr_engine_destroy(eb->engine);
 }
 
 /* Images first..first+count-1 decoded and letterboxed into the batch (the rest of a last, short
  * batch repeats the first) and run. */
-static gr_status run_batch(const eval_args *a, const gr_model_info *info, const name_list *images,
-                           int first, int count, eval_batch *eb)
+static gr_status run_batch(const eval_args *a, const name_list *images, int first, int count,
+                           eval_batch *eb)
 {
     for (int b = 0; b < eb->batch; b++) {
         char path[4200];
@@ -471,13 +458,9 @@ static gr_status run_batch(const eval_args *a, const gr_model_info *info, const 
         gr_image_destroy(eb->images[b]);
         eb->images[b] = NULL;
         GR_TRY(gr_image_load(path, &eb->images[b]));
-        GR_TRY(eb->in_u8 ? gr_image_letterbox_u8(eb->images[b], info->width, info->height,
-                                                 eb->in_u8 + (size_t)b * eb->per_image)
-                         : gr_image_letterbox(eb->images[b], info->width, info->height,
-                                              eb->in_f32 + (size_t)b * eb->per_image));
+        GR_TRY(gr_engine_set_image(eb->engine, 0, b, eb->images[b])); /* as `graphrun` does */
     }
-    return eb->in_u8 ? gr_engine_run_u8(eb->engine, eb->in_u8)
-                     : gr_engine_run_f32(eb->engine, eb->in_f32);
+    return gr_engine_run(eb->engine);
 }
 
 /* Image b of the batch (image `index` of the run, named `name`): its detections against its
@@ -516,7 +499,7 @@ static gr_status eval_images(const eval_args *a, const gr_model_info *info,
     *n_missing = 0;
     for (int first = 0; first < images->n; first += a->batch) {
         int count = images->n - first < a->batch ? images->n - first : a->batch;
-        GR_TRY(run_batch(a, info, images, first, count, eb));
+        GR_TRY(run_batch(a, images, first, count, eb));
         for (int b = 0; b < count; b++)
             GR_TRY(score_image(a, info, eb, b, first + b, images->names[first + b], ev,
                                n_missing));
@@ -531,7 +514,7 @@ static gr_status run_precision(const eval_args *a, const gr_model *model, const 
     double start = now_seconds();
     eval_batch eb = {0};
     gr_eval *ev = NULL;
-    gr_status st = eval_batch_open(a, model, info, calib, prec, &eb);
+    gr_status st = eval_batch_open(a, model, calib, prec, &eb);
     if (st == GR_OK)
         st = gr_eval_create(info->classes, &ev);
     if (st == GR_OK)
@@ -643,8 +626,13 @@ typedef struct calib_set {
 static int load_calib(const eval_args *a, calib_set *c)
 {
     const char *dir = a->calib_images;
-    if (!dir && !a->cfg && !strcmp(a->model, "shapes"))
-        dir = GR_DATA_DIR "/shapes-calib";
+    char shapes_calib[4096];
+    if (!dir && !a->cfg && !strcmp(a->model, "shapes")) {
+        gr_status st = gr_data_path("shapes-calib", shapes_calib, sizeof shapes_calib);
+        if (st != GR_OK)
+            return fail(st, "int8 calibration images");
+        dir = shapes_calib;
+    }
     int needed = 0;
     for (int i = 0; i < a->n_precs; i++)
         needed |= a->precs[i] == GR_PREC_INT8 || a->precs[i] == GR_PREC_AUTO;

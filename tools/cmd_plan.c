@@ -17,9 +17,6 @@
 #include "planner/tasks.h"
 #include "tools/cli.h"
 
-#ifndef GR_DATA_DIR
-#define GR_DATA_DIR "data"
-#endif
 
 static void plan_usage(FILE *f)
 {
@@ -188,8 +185,15 @@ static gr_status auto_map(const char *model, const char *cfg, const char *weight
     gr_model *m = NULL;
     GR_TRY(gr_model_load(&mo, &m));
     /* `shapes` calibrates on its own calibration set, as `graphrun eval` does. */
-    if (!calib_dir && !cfg && strcmp(model, "shapes") == 0)
-        calib_dir = GR_DATA_DIR "/shapes-calib";
+    char shapes_calib[4096];
+    if (!calib_dir && !cfg && strcmp(model, "shapes") == 0) {
+        gr_status st = gr_data_path("shapes-calib", shapes_calib, sizeof shapes_calib);
+        if (st != GR_OK) {
+            gr_model_destroy(m);
+            return st;
+        }
+        calib_dir = shapes_calib;
+    }
     char **paths = NULL;
     if (calib_dir && gr_cli_list_images(calib_dir, &paths) != GR_EXIT_OK) {
         gr_model_destroy(m);

@@ -249,8 +249,7 @@ static void decode_into(pipeline *p, gr_image_reader *reader, const char *path, 
     if (st == GR_OK) {
         /* Boxes map back to the size in the file, also when --fast-decode decoded it smaller. */
         gr_image_reader_source_size(reader, &slot->w, &slot->h);
-        st = p->use_u8 ? gr_image_letterbox_u8(im, p->net_w, p->net_h, dst)
-                       : gr_image_letterbox(im, p->net_w, p->net_h, dst);
+        st = gr_engine_letterbox(p->engine, im, dst); /* as gr_engine_set_image: any thread */
     }
     if (st != GR_OK) {
         slot->error = strdup(gr_last_error()); /* NULL only without memory: the line says so */
@@ -530,7 +529,7 @@ static int pipeline_init(pipeline *p, const gr_cli_options *o, const path_list *
                          const gr_model *model, gr_engine *engine, const gr_model_info *info)
 {
     *p = (pipeline){.list = list, .batch = o->batch, .net_w = info->width, .net_h = info->height};
-    p->use_u8 = gr_engine_device(engine) == GR_DEVICE_GPU;
+    p->use_u8 = gr_engine_image_u8(engine); /* the slots' input type gr_engine_letterbox fills */
     p->fast_decode = o->fast_decode;
     p->per_image = (size_t)info->channels * (size_t)info->width * (size_t)info->height;
     p->n_buf = gr_engine_inflight(engine);

@@ -161,6 +161,14 @@ gr_status gr_model_set_class_names(gr_model *model, const char *names_path);
 /* NULL-terminated list of the built-in model names; the first is the default. */
 const char *const *gr_builtin_models(void);
 
+/* The path of graphrun's data file or folder `name` ("dog.jpg", "shapes.weights", "shapes-val":
+ * the bundled photos, the shapes model's weights and image sets) into buf (size bytes). Found
+ * relative to the library (or the program linked with the static one) wherever the installed tree
+ * was moved: <prefix>/share/graphrun beside <prefix>/lib and <prefix>/bin, then the build tree's
+ * data/, then the configured prefix's share/graphrun. GR_ERR_IO naming every folder tried when
+ * none holds it; GR_ERR_LIMIT when the path does not fit in size bytes. */
+gr_status gr_data_path(const char *name, char *buf, size_t size);
+
 /* ---- images ------------------------------------------------------------------------------ */
 
 /* An 8-bit interleaved (HWC) image of c channels: data holds w*h*c bytes. Plain data; free with
@@ -179,7 +187,8 @@ gr_status gr_image_write(const gr_image *im, const char *path);
 void gr_image_destroy(gr_image *im);
 
 /* Darknet letterbox to net_w x net_h: float planar CHW in [0,1], 0.5 grey fill. Takes 3-channel
- * (RGB) images only. `out` holds 3*net_w*net_h floats. */
+ * (RGB) images only. `out` holds 3*net_w*net_h floats. For letterboxing yourself; to feed an
+ * engine as `graphrun` does, gr_engine_set_image picks this or the uint8 one by device. */
 gr_status gr_image_letterbox(const gr_image *im, int net_w, int net_h, float *out);
 
 /* The same letterbox rounded to uint8 interleaved HWC (what the GPU input copy moves); 3-channel
@@ -406,6 +415,32 @@ const char *gr_engine_device_name(const gr_engine *engine);
 gr_status gr_engine_input_desc(const gr_engine *engine, gr_tensor_desc *desc);
 int gr_engine_output_count(const gr_engine *engine);
 gr_status gr_engine_output_desc(const gr_engine *engine, int index, gr_tensor_desc *desc);
+
+/* ---- images in, as `graphrun` does ----
+ * gr_engine_set_image: `im` (3-channel RGB, from gr_image_load or your own pixels) letterboxed to
+ * the network's size into image `batch_index` of slot `slot`'s input buffer (slot 0 is what
+ * gr_engine_run reads), in the engine's image input type, which it also makes the type the next
+ * run or submit reads: on the CPU Darknet's exact float letterbox (gr_image_letterbox), on the
+ * GPU the same rounded to uint8 (gr_image_letterbox_u8: the input copy moves 4x fewer bytes, and
+ * int8 calibration sees the same bytes). The `graphrun` CLI and the Python package feed images
+ * this way, so the same image gives the same input tensor, and the same detections, through all
+ * of them. Set every image of the batch (others keep what the buffer held), then
+ * gr_engine_run(engine) or gr_engine_submit(engine, slot); map boxes back with
+ * gr_detect_options.image_w/image_h = im->w/im->h. GR_ERR_STATE while the slot is in flight.
+ *
+ *     gr_engine_set_image(engine, 0, 0, image);
+ *     gr_engine_run(engine);
+ *
+ * gr_engine_letterbox: the same letterbox into `dst`, one image's part of a buffer from
+ * gr_engine_slot_input(engine, slot, gr_engine_image_u8(engine), ...) - for programs that
+ * letterbox on threads of their own: it only reads the engine's size and device, so any thread may
+ * call it, also while the engine runs another slot. gr_engine_image_u8: 1 when the image input
+ * type is uint8 HWC (GPU engines), 0 for float CHW (CPU engines and NULL).
+ * gr_engine_run_f32, gr_engine_run_u8, gr_engine_input_buffer and gr_image_letterbox(_u8) below
+ * are for callers who prepare the input themselves (your own letterbox, tensors, a fixed type). */
+gr_status gr_engine_set_image(gr_engine *engine, int slot, int batch_index, const gr_image *im);
+gr_status gr_engine_letterbox(const gr_engine *engine, const gr_image *im, void *dst);
+int gr_engine_image_u8(const gr_engine *engine);
 
 /* Run on float planar CHW input in [0,1] (batch images back to back). Synchronous. */
 gr_status gr_engine_run_f32(gr_engine *engine, const float *input);

@@ -1,5 +1,7 @@
-/* Image writing through stb_image_write (libstb holds the implementation), and the shape check the
- * image functions share. */
+/* Image writing through stb_image_write, and the shape check the image functions share.
+ * stb_image_write's implementation is compiled here with its functions static: the library needs
+ * stb's headers to build and nothing of stb to link or run (Debian's libstb.so is not linked, so
+ * programs using graphrun need no stb package). */
 #include "runtime/detect.h"
 #include "runtime/image/image.h"
 
@@ -9,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#define STB_IMAGE_WRITE_STATIC
+#define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb/stb_image_write.h>
 
 bool gr_image_valid(const gr_image *im)

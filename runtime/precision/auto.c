@@ -35,20 +35,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/data.h"
 #include "planner/plan.h"
 #include "runtime/engine_internal.h"
 #include "runtime/image/image.h"
 
-#ifndef GR_DATA_DIR
-#define GR_DATA_DIR "data"
-#endif
 
 #define AUTO_MAX_IMAGES 16
-
-/* The default calibration images (runtime/precision/calibrate.c's list). */
-static const char *const bundled_photos[] = {GR_DATA_DIR "/dog.jpg", GR_DATA_DIR "/person.jpg",
-                                             GR_DATA_DIR "/horses.jpg", GR_DATA_DIR "/eagle.jpg",
-                                             GR_DATA_DIR "/giraffe.jpg", NULL};
 
 typedef struct search {
     const gr_net *net;
@@ -535,8 +528,11 @@ gr_status gr_auto_precision(const gr_build_request *req, gr_precision **map_out,
     gr_status st = gr_calibrate(req, ranges, input_range, notice, notice_len);
     s.ranges = *ranges;
     s.input_range = *input_range;
+    const char *const *images = req->opt.calib_images;
+    if (st == GR_OK && !images)
+        st = gr_data_bundled_photos(&images); /* the calibration's default set */
     if (st == GR_OK)
-        st = load_images(&s, req->opt.calib_images ? req->opt.calib_images : bundled_photos);
+        st = load_images(&s, images);
     /* Output sizes and the fp32 reference. */
     int heads[GR_MAX_HEADS];
     s.n_out = st == GR_OK ? gr_net_heads(net, heads, GR_MAX_HEADS) : 0;

@@ -1,6 +1,6 @@
 /* INT8 calibration for both backends: per-layer activation ranges from the calibration cache when
  * it matches the model, method and image set, else by calibrating on the calibration images
- * (default: the bundled photos), each decoded and letterboxed to uint8 exactly as the engine's
+ * (default: the bundled photos, found by gr_data_path), each decoded and letterboxed to uint8 exactly as the engine's
  * input is: on the GPU (runtime/gpu/calib.c: an fp32 GPU engine in batches, statistics on the
  * device) or on the CPU (planner/calib.c: the fp32 reference plan on all cores), as the engine
  * option calib_device says (AUTO: the engine's own device); then written to the cache when one is
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/data.h"
 #include "planner/calib.h"
 #include "runtime/precision/calib_cache.h"
 #include "runtime/gpu/calib.h"
@@ -18,13 +19,6 @@
 #include "runtime/image/image.h"
 #include "runtime/trace.h"
 
-#ifndef GR_DATA_DIR
-#define GR_DATA_DIR "data"
-#endif
-
-static const char *const bundled_photos[] = {GR_DATA_DIR "/dog.jpg", GR_DATA_DIR "/person.jpg",
-                                             GR_DATA_DIR "/horses.jpg", GR_DATA_DIR "/eagle.jpg",
-                                             GR_DATA_DIR "/giraffe.jpg", NULL};
 
 typedef struct image_source {
     const char *const *paths;
@@ -51,12 +45,14 @@ static gr_status calibrate(const gr_build_request *req, float **layer_range_out,
 {
     const gr_net *net = req->net;
     const gr_engine_options *opt = &req->opt;
-    const char *const *images = opt->calib_images ? opt->calib_images : bundled_photos;
+    const char *const *images = opt->calib_images;
     const char *cache = opt->calib_cache;
     /* The calibration images are RGB photos letterboxed to 3 channels (gr_image_letterbox_u8). */
     if (net->c != 3)
         return gr_fail(GR_ERR_UNSUPPORTED, "int8 calibration on photos needs a 3-channel network; "
                        "this one takes %d channels", net->c);
+    if (!images && gr_data_bundled_photos(&images) != GR_OK)
+        return gr_fail_prefix(GR_ERR_IO, "int8 calibration (default images: the bundled photos): ");
     float *layer_range = gr_calloc((size_t)net->n_layers, sizeof(float), "calibration ranges");
     if (!layer_range)
         return GR_ERR_OUT_OF_MEMORY;
