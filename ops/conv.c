@@ -134,14 +134,16 @@ static void finish_channel(float *plane, size_t n, const gr_op_params *p, const 
     gr_activate_array(plane, n, p->activation);
 }
 
-/* Output row y reads input rows y*stride - pad + [0, size). */
+/* Output row y reads input rows y*stride_y - pad*d + d*[0, size) (d the dilation). */
 void gr_op_conv_rows(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, int k,
                      int r0, int r1, int *lo, int *hi)
 {
     (void)n_in;
     (void)out;
     (void)k;
-    gr_op_rows_window(r0, r1, p->stride, -p->pad, p->size, in[0].h, lo, hi);
+    const int d = gr_conv_dilation(p);
+    gr_op_rows_window(r0, r1, gr_conv_stride_y(p), -p->pad * d, (p->size - 1) * d + 1, in[0].h,
+                      lo, hi);
 }
 
 void gr_op_conv_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,

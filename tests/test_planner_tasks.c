@@ -94,6 +94,12 @@ START_TEST(op_rows_cover_what_the_reference_reads)
         p.activation = GR_ACT_LINEAR;
         check_rows_sound(&p, &s9, 1);
     }
+    /* AlexeyAB's dilation (padding (size-1)/2 scaled by it) and a vertical stride of its own. */
+    gr_op_params_default(GR_OP_CONV, &p);
+    p.filters = 3, p.size = 3, p.stride = 1, p.pad = 1, p.dilation = 2, p.activation = GR_ACT_LINEAR;
+    check_rows_sound(&p, &s9, 1);
+    p.dilation = 1, p.stride_y = 2;
+    check_rows_sound(&p, &s9, 1);
     static const int pool[][3] = {{2, 2, 1}, {2, 1, 1}, {3, 2, 2}, {3, 1, 2}, {5, 1, 4}};
     for (size_t i = 0; i < sizeof pool / sizeof pool[0]; i++) {
         gr_op_params_default(GR_OP_MAXPOOL, &p);
