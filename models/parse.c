@@ -116,15 +116,16 @@ static const char *const region_ignored[] = {
     "random", "coord_scale", "object_scale", "noobject_scale", "mask_scale", "class_scale",
     "bias_match", "focal_loss", "resize", END_KEYS};
 
-static const char *const yolo_keys[] = {"mask", "anchors", "classes", "num", END_KEYS};
+static const char *const yolo_keys[] = {"mask",       "anchors",  "classes",  "num",
+                                        "scale_x_y",  "new_coords", "nms_kind", "beta_nms",
+                                        END_KEYS};
 static const char *const yolo_ignored[] = {
     "max", "jitter", "ignore_thresh", "truth_thresh", "random", "iou_normalizer",
     "cls_normalizer", "obj_normalizer", "delta_normalizer", "iou_loss", "iou_thresh",
-    "iou_thresh_kind", "nms_kind", "beta_nms", "label_smooth_eps", "counters_per_class",
+    "iou_thresh_kind", "label_smooth_eps", "counters_per_class",
     "objectness_smooth", "focal_loss", "resize", "max_delta", "uc_normalizer",
     "track_history_size", "sim_thresh", "dets_for_track", "dets_for_show", "track_ciou_norm",
     "embedding_layer", "show_details", END_KEYS};
-static const fixed_key yolo_fixed[] = {{"scale_x_y", 1}, {"new_coords", 0}, END_FIXED};
 
 static const char *const none_ignored[] = {END_KEYS};
 
@@ -146,7 +147,7 @@ static const section_spec sections[] = {
     {"softmax", "softmax", softmax_keys, softmax_ignored, softmax_fixed},
     {"soft", "softmax", softmax_keys, softmax_ignored, softmax_fixed},
     {"region", "region", region_keys, region_ignored, no_fixed},
-    {"yolo", "yolo", yolo_keys, yolo_ignored, yolo_fixed},
+    {"yolo", "yolo", yolo_keys, yolo_ignored, no_fixed},
 };
 
 /* Valid Darknet sections graphrun does not run. */
@@ -400,6 +401,25 @@ static gr_status get_int(const section_ctx *cx, const char *key, bool required, 
     return GR_OK;
 }
 
+/* Float key in [lo, hi] (Darknet's option_find_float); *out keeps its default when absent. */
+static gr_status get_float(const section_ctx *cx, const char *key, double lo, double hi,
+                           float *out)
+{
+    const cfg_entry *e = find_entry(cx, key);
+    if (!e)
+        return GR_OK;
+    double v;
+    if (!parse_double(e->value, &v))
+        return fail_key(cx, e, GR_ERR_PARSE, "is not a number");
+    if (!(v >= lo && v <= hi)) {
+        char what[96];
+        snprintf(what, sizeof what, "is outside %g..%g", lo, hi);
+        return fail_key(cx, e, GR_ERR_PARSE, what);
+    }
+    *out = (float)v;
+    return GR_OK;
+}
+
 /* A Darknet boolean: any non-negative integer, nonzero meaning true (stored as 0 or 1). */
 static gr_status get_flag(const section_ctx *cx, const char *key, int *out)
 {
@@ -550,6 +570,27 @@ static gr_status parse_anchors(const section_ctx *cx, int num, gr_op_params *p)
     return GR_OK;
 }
 
+/* AlexeyAB's [yolo] keys that change inference (parser.c:466-500): scale_x_y, new_coords, and
+ * the NMS its detections get. Unlike AlexeyAB, an unknown nms_kind is an error, not "default". */
+static gr_status parse_yolo_extras(const section_ctx *cx, gr_op_params *p)
+{
+    GR_TRY(get_float(cx, "scale_x_y", 0.0625, 16.0, &p->scale_x_y));
+    GR_TRY(get_int(cx, "new_coords", false, 0, 1, &p->new_coords));
+    GR_TRY(get_float(cx, "beta_nms", 0.0625, 16.0, &p->beta_nms));
+    const cfg_entry *e = find_entry(cx, "nms_kind");
+    if (!e)
+        return GR_OK;
+    if (strcmp(e->value, "default") == 0)
+        p->nms_kind = GR_NMS_DEFAULT;
+    else if (strcmp(e->value, "greedynms") == 0)
+        p->nms_kind = GR_NMS_GREEDY;
+    else if (strcmp(e->value, "diounms") == 0)
+        p->nms_kind = GR_NMS_DIOU;
+    else
+        return fail_key(cx, e, GR_ERR_PARSE, "is not an NMS kind (default, greedynms, diounms)");
+    return GR_OK;
+}
+
 static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int index)
 {
     gr_op_params *p = &l->p;
@@ -629,6 +670,7 @@ static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int inde
         GR_TRY(parse_anchors(cx, p->num, p));
         break;
     case GR_OP_YOLO:
+        GR_TRY(parse_yolo_extras(cx, p));
         GR_TRY(get_int(cx, "classes", false, 1, GR_MAX_DIM, &p->classes));
         GR_TRY(get_int(cx, "num", false, 1, GR_MAX_ANCHORS, &p->num));
         GR_TRY(parse_anchors(cx, p->num, p));
@@ -708,6 +750,28 @@ static gr_status build_layer(const section_ctx *cx, gr_net *net, int index)
     return check_param_count(cx, net, index);
 }
 
+/* Keys and activations only AlexeyAB Darknet reads: a cfg using any of them is of that fork, and
+ * gets its batch norm (x / sqrt(var + 1e-5), ops/ops.h gr_bn_denominator) instead of pjreddie's
+ * (x / (sqrt(var) + 1e-6)). A cfg valid in both (yolov3.cfg) keeps pjreddie's: the difference is
+ * ~5e-6 relative per batch-normalized layer. */
+static const char *const alexeyab_keys[] = {
+    "scale_x_y", "new_coords", "nms_kind", "beta_nms", "iou_loss", "iou_normalizer",
+    "cls_normalizer", "obj_normalizer", "iou_thresh", "max_delta", "group_id", "mosaic",
+    "letter_box", "cutmix", "stride_x", "stride_y", "weights_type", "maxpool_depth", NULL};
+static const char *const alexeyab_activations[] = {"mish", "swish", "hard_mish", "gelu", NULL};
+
+static bool is_alexeyab_cfg(const cfg_doc *doc)
+{
+    for (int i = 0; i < doc->n_entries; i++) {
+        const cfg_entry *e = &doc->entries[i];
+        if (in_list(alexeyab_keys, e->key))
+            return true;
+        if (strcmp(e->key, "activation") == 0 && in_list(alexeyab_activations, e->value))
+            return true;
+    }
+    return false;
+}
+
 static gr_status parse_net_section(const section_ctx *cx, gr_net *net)
 {
     GR_TRY(check_keys(cx));
@@ -765,9 +829,11 @@ static gr_status parse_doc(cfg_doc *doc, gr_net *net)
     /* The whole weight block is one allocation (loaded or synthesized): it is held to the same
      * element limit as any one tensor, checked at the layer that crosses it. */
     size_t total_floats = 0;
+    bool alexeyab = is_alexeyab_cfg(doc);
     for (int i = 0; i < net->n_layers; i++) {
         cx.sec = &doc->sections[i + 1];
         GR_TRY(build_layer(&cx, net, i));
+        net->layers[i].p.bn_alexeyab = alexeyab && net->layers[i].p.batch_normalize;
         total_floats += gr_layer_param_floats(net, i, NULL, NULL); /* each <= 2^31 + 4 * 2^16 */
         if (total_floats > GR_MAX_TENSOR_ELEMS)
             return gr_fail(GR_ERR_LIMIT,
