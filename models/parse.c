@@ -87,14 +87,19 @@ static const fixed_key conv_fixed[] = {{"binary", 0},   {"xnor", 0},         {"f
                                        {"sway", 0},     {"rotate", 0},       {"stretch", 0},
                                        {"stretch_sway", 0}, END_FIXED};
 
-static const char *const maxpool_keys[] = {"size", "stride", "padding", END_KEYS};
+static const char *const maxpool_keys[] = {"size", "stride", "padding", "stride_x", "stride_y",
+                                           END_KEYS};
+/* out_channels is read only with maxpool_depth (maxpool_layer.c); maxpool_zero_nonmax only in
+ * training's backward pass. */
+static const char *const maxpool_ignored[] = {"out_channels", "maxpool_zero_nonmax", END_KEYS};
 static const fixed_key maxpool_fixed[] = {{"maxpool_depth", 0}, {"antialiasing", 0}, END_FIXED};
 
 static const char *const none_keys[] = {END_KEYS};
 
 static const char *const route_keys[] = {"layers", "groups", "group_id", END_KEYS};
 
-static const char *const shortcut_keys[] = {"from", "activation", END_KEYS};
+static const char *const shortcut_keys[] = {"from", "activation", "weights_type",
+                                            "weights_normalization", END_KEYS};
 static const fixed_key shortcut_fixed[] = {{"alpha", 1}, {"beta", 1}, END_FIXED};
 
 static const char *const upsample_keys[] = {"stride", END_KEYS};
@@ -129,13 +134,18 @@ static const char *const yolo_ignored[] = {
 
 static const char *const none_ignored[] = {END_KEYS};
 
+/* [dropout] is the identity at inference (AlexeyAB's parse_network_cfg makes its output the
+ * previous layer's, parser.c dropout case); graphrun runs it as a one-input [route]. */
+static const char *const dropout_ignored[] = {"probability", "dropblock", "dropblock_size_rel",
+                                              "dropblock_size_abs", END_KEYS};
+
 static const section_spec sections[] = {
     {"net", NULL, net_keys, net_ignored, no_fixed},
     {"network", NULL, net_keys, net_ignored, no_fixed},
     {"convolutional", "convolutional", conv_keys, conv_ignored, conv_fixed},
     {"conv", "convolutional", conv_keys, conv_ignored, conv_fixed},
-    {"maxpool", "maxpool", maxpool_keys, none_ignored, maxpool_fixed},
-    {"max", "maxpool", maxpool_keys, none_ignored, maxpool_fixed},
+    {"maxpool", "maxpool", maxpool_keys, maxpool_ignored, maxpool_fixed},
+    {"max", "maxpool", maxpool_keys, maxpool_ignored, maxpool_fixed},
     {"avgpool", "avgpool", none_keys, none_ignored, no_fixed},
     {"avg", "avgpool", none_keys, none_ignored, no_fixed},
     {"route", "route", route_keys, none_ignored, no_fixed},
@@ -148,15 +158,68 @@ static const section_spec sections[] = {
     {"soft", "softmax", softmax_keys, softmax_ignored, softmax_fixed},
     {"region", "region", region_keys, region_ignored, no_fixed},
     {"yolo", "yolo", yolo_keys, yolo_ignored, no_fixed},
+    {"dropout", "route", none_keys, dropout_ignored, no_fixed},
 };
 
 /* Valid Darknet sections graphrun does not run. */
 static const char *const unsupported_sections[] = {
     "local", "deconvolutional", "deconv", "activation", "logistic", "l2norm", "rnn", "gru",
-    "lstm", "crnn", "conv_lstm", "crop", "cost", "detection", "dropout", "normalization", "lrn",
+    "lstm", "crnn", "conv_lstm", "crop", "cost", "detection", "normalization", "lrn",
     "batchnorm", "iseg", "xnor", "scale_channels", "sam", "local_avgpool", "Gaussian_yolo",
     "gaussian_yolo", "empty", "silence", "implicit_add", "implicit_mul", "contrastive",
     "history", NULL};
+
+/* Refusals checked in code rather than by the tables above (gr_cfg_refusals lists them too). */
+static const gr_cfg_refusal coded_refusals[] = {
+    {"maxpool", "stride_x", "stride"},
+    {"maxpool", "stride_y", "stride"},
+    {"shortcut", "from", "one layer"},
+    {"shortcut", "weights_type", "none"},
+};
+
+static void add_refusal(gr_cfg_refusal *out, int max, int *n, const char *section,
+                        const char *key, const char *accepted)
+{
+    if (*n < max) {
+        out[*n].section = section;
+        out[*n].key = key;
+        snprintf(out[*n].accepted, sizeof out[*n].accepted, "%s", accepted);
+    }
+    (*n)++;
+}
+
+static void add_fixed(gr_cfg_refusal *out, int max, int *n, const char *section,
+                      const fixed_key *list)
+{
+    for (; list->key; list++) {
+        char v[sizeof out->accepted];
+        snprintf(v, sizeof v, "%.6g", list->value);
+        add_refusal(out, max, n, section, list->key, v);
+    }
+}
+
+int gr_cfg_refusals(gr_cfg_refusal *out, int max)
+{
+    int n = 0;
+    for (const char *const *s = unsupported_sections; *s; s++)
+        add_refusal(out, max, &n, *s, NULL, "");
+    add_fixed(out, max, &n, "any layer", layer_fixed);
+    const section_spec *seen[sizeof sections / sizeof sections[0]];
+    int n_seen = 0;
+    for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
+        bool dup = false; /* aliases ([conv], [max]) share their canonical section's list */
+        for (int k = 0; k < n_seen; k++)
+            dup = dup || seen[k]->fixed == sections[i].fixed;
+        if (dup || sections[i].fixed == no_fixed)
+            continue;
+        seen[n_seen++] = &sections[i];
+        add_fixed(out, max, &n, sections[i].name, sections[i].fixed);
+    }
+    for (size_t i = 0; i < sizeof coded_refusals / sizeof coded_refusals[0]; i++)
+        add_refusal(out, max, &n, coded_refusals[i].section, coded_refusals[i].key,
+                    coded_refusals[i].accepted);
+    return n;
+}
 
 static const section_spec *find_section_spec(const char *name)
 {
@@ -570,6 +633,30 @@ static gr_status parse_anchors(const section_ctx *cx, int num, gr_op_params *p)
     return GR_OK;
 }
 
+/* AlexeyAB's maxpool stride_x / stride_y (default: stride): graphrun pools with one stride. */
+static gr_status check_same_stride(const section_ctx *cx, const char *key, int stride)
+{
+    int v = stride;
+    GR_TRY(get_int(cx, key, false, 1, GR_MAX_DIM, &v));
+    if (v == stride)
+        return GR_OK;
+    char what[96];
+    snprintf(what, sizeof what, "is not supported (graphrun implements only stride_x = stride_y "
+             "= stride = %d)", stride);
+    return fail_key(cx, find_entry(cx, key), GR_ERR_UNSUPPORTED, what);
+}
+
+/* A string key graphrun implements at one value only (shortcut weights_type=none). */
+static gr_status check_string_key(const section_ctx *cx, const char *key, const char *only)
+{
+    const cfg_entry *e = find_entry(cx, key);
+    if (!e || strcmp(e->value, only) == 0)
+        return GR_OK;
+    char what[96];
+    snprintf(what, sizeof what, "is not supported (graphrun implements only %s)", only);
+    return fail_key(cx, e, GR_ERR_UNSUPPORTED, what);
+}
+
 /* AlexeyAB's [yolo] keys that change inference (parser.c:466-500): scale_x_y, new_coords, and
  * the NMS its detections get. Unlike AlexeyAB, an unknown nms_kind is an error, not "default". */
 static gr_status parse_yolo_extras(const section_ctx *cx, gr_op_params *p)
@@ -620,8 +707,12 @@ static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int inde
         GR_TRY(get_int(cx, "stride", false, 1, GR_MAX_DIM, &p->stride));
         GR_TRY(get_int(cx, "size", false, 1, GR_MAX_DIM, &p->size));
         GR_TRY(get_int(cx, "padding", false, 0, GR_MAX_DIM, &p->pad));
+        GR_TRY(check_same_stride(cx, "stride_x", p->stride));
+        GR_TRY(check_same_stride(cx, "stride_y", p->stride));
         break;
     case GR_OP_ROUTE: {
+        if (strcmp(cx->sec->spec->name, "dropout") == 0)
+            break; /* the identity: reads the previous layer, groups 1 */
         e = find_entry(cx, "layers");
         if (!e)
             return gr_fail(GR_ERR_PARSE, "%s:%d: [%s] missing required key 'layers'",
@@ -642,10 +733,15 @@ static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int inde
         if (!e)
             return gr_fail(GR_ERR_PARSE, "%s:%d: [%s] missing required key 'from'",
                            cx->doc->source, cx->sec->line, cx->sec->name);
-        GR_TRY(get_list(cx, e, true, 1, "layers (graphrun adds exactly one)", values, &n));
+        GR_TRY(get_list(cx, e, true, GR_MAX_INPUTS, "layers", values, &n));
+        if (n > 1)
+            return fail_key(cx, e, GR_ERR_UNSUPPORTED,
+                            "is not supported (graphrun adds exactly one layer, AlexeyAB's "
+                            "shortcut_multilayer is not implemented)");
         GR_TRY(resolve_index(cx, e, index, (long)values[0], &l->inputs[1]));
         l->n_inputs = 2;
         GR_TRY(get_activation(cx, &p->activation));
+        GR_TRY(check_string_key(cx, "weights_type", "none"));
         break;
     }
     case GR_OP_UPSAMPLE:
