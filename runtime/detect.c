@@ -534,9 +534,9 @@ static float box_diou(const gr_detection *a, const gr_detection *b, float beta, 
     return iou - u;
 }
 
-/* Whether kept box a suppresses b in diounms_sort's test for this kind (box.c:891-920): the
- * plain IoU for DEFAULT (do_nms_sort), box_diou (beta 0.6 fixed) for GREEDY, box_diounms
- * (beta_nms) for DIOU. */
+/* Whether kept box a suppresses b under this kind (diounms_sort, box.c:868-925; its tests at
+ * lines 916 and 920): the plain IoU for DEFAULT (do_nms_sort), box_diou (beta 0.6 fixed) for
+ * GREEDY, box_diounms (beta_nms) for DIOU. */
 static bool suppresses(const gr_detection *a, const gr_detection *b, const gr_nms_params *k)
 {
     switch (k->kind) {
