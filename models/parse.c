@@ -166,8 +166,8 @@ static const char *const unsupported_sections[] = {
     "local", "deconvolutional", "deconv", "activation", "logistic", "l2norm", "rnn", "gru",
     "lstm", "crnn", "conv_lstm", "crop", "cost", "detection", "normalization", "lrn",
     "batchnorm", "iseg", "xnor", "scale_channels", "sam", "local_avgpool", "Gaussian_yolo",
-    "gaussian_yolo", "empty", "silence", "implicit_add", "implicit_mul", "contrastive",
-    "history", NULL};
+    "gaussian_yolo", "empty", "silence", "implicit", "implicit_add", "implicit_mul",
+    "contrastive", "history", "local_avg", "reorg3d", NULL};
 
 /* Refusals checked in code rather than by the tables above (gr_cfg_refusals lists them too). */
 static const gr_cfg_refusal coded_refusals[] = {

@@ -22,7 +22,8 @@
  * agree to ~1e-6 relative, and exp() of the box size turns that into < 1e-3 pixels.
  *
  * `test_alexeyab --write-weights MODEL SIZE CFG_OUT WEIGHTS_OUT` writes the sized cfg and the
- * synthetic weights the driver reads. */
+ * synthetic weights the driver reads; `test_alexeyab --walk CFG...` parses each cfg and prints
+ * what the parser says (tests/data/alexeyab/cfg_walk.txt). */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
 #include <math.h>
@@ -362,10 +363,30 @@ static int write_weights(char **argv)
     return 0;
 }
 
+/* --walk CFG...: for each cfg, "NAME: parses" or the parser's one-line refusal
+ * (tests/data/alexeyab/cfg_walk.txt is this over AlexeyAB's cfg/\*yolo\*.cfg). */
+static int walk(int argc, char **argv)
+{
+    for (int i = 2; i < argc; i++) {
+        const char *base = strrchr(argv[i], '/');
+        base = base ? base + 1 : argv[i];
+        gr_net *net = NULL;
+        gr_status st = gr_net_parse_file(argv[i], &net);
+        if (st == GR_OK)
+            printf("%s: parses (%d layers)\n", base, net->n_layers);
+        else
+            printf("%s: %s: %s\n", base, gr_status_str(st), gr_last_error());
+        gr_net_free(net);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 6 && strcmp(argv[1], "--write-weights") == 0)
         return write_weights(argv);
+    if (argc > 2 && strcmp(argv[1], "--walk") == 0)
+        return walk(argc, argv);
     Suite *s = suite_create("alexeyab");
     TCase *tc = tcase_create("oracle");
     tcase_set_timeout(tc, 300);
