@@ -1,6 +1,11 @@
 #!/usr/bin/env python3
 """Peer numbers for graphrun: PyTorch's best YOLOv2-tiny (VOC) runs on the same GPU.
 
+With --cfg FILE [--weights FILE] the network is any Darknet cfg instead, built by
+bench/darknet_torch.py (conv/bn/activations incl. mish/swish/logistic, maxpool, route with groups,
+shortcut, upsample, dropout; [yolo] layers give their raw inputs as outputs, concatenated): e.g.
+--cfg models/yolov4-tiny.cfg. Its input must be square.
+
 The network is models/yolov2-tiny-voc.cfg rebuilt in PyTorch: nine convolutions (16..1024, 1024,
 125), batch norm folded into the convolutions (as any inference runtime does, graphrun included),
 leaky 0.1, five 2x2/2 max pools and Darknet's 2x2/1 max pool, which pads only right and bottom with
@@ -119,8 +124,30 @@ def time_it(fn, iters, warmup):
     return event_us, wall_us
 
 
+CFG = None  # (cfg path, weights path or None) from --cfg / --weights
+
+
+class FlatHeads(nn.Module):
+    """A DarknetNet whose head tensors come back as one (batch, n) tensor, as peers.py times."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        return torch.cat([h.flatten(1) for h in self.net(x)], 1)
+
+
+def base_model():
+    if CFG is None:
+        return YoloV2TinyVoc()
+    from darknet_torch import DarknetNet
+    with open(CFG[0]) as f:
+        return FlatHeads(DarknetNet(f.read(), CFG[1]))
+
+
 def make_model(device):
-    model = YoloV2TinyVoc().eval().to(device).half().to(memory_format=torch.channels_last)
+    model = base_model().eval().to(device).half().to(memory_format=torch.channels_last)
     return model
 
 
@@ -223,7 +250,7 @@ def bench_fp32(batch, args, results):
     dev = torch.device("cuda")
     best = None
     for layout, fmt in (("NCHW", torch.contiguous_format), ("channels-last", torch.channels_last)):
-        model = YoloV2TinyVoc().eval().to(dev).to(memory_format=fmt)
+        model = base_model().eval().to(dev).to(memory_format=fmt)
         x = input_u8(batch).to(dev).permute(0, 3, 1, 2).float().mul_(1.0 / 255.0).contiguous(
             memory_format=fmt)
         graph, out = capture(lambda: model(x))
@@ -335,8 +362,21 @@ def main():
     ap.add_argument("--curve-iters", type=int, default=200,
                     help="iterations per batch-curve point (default 200, after 20 warm-up)")
     ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--cfg", metavar="FILE", help="any Darknet cfg instead of YOLOv2-tiny VOC")
+    ap.add_argument("--weights", metavar="FILE", help="its .weights (default: random, seed 1)")
     ap.add_argument("--child-json", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.cfg:
+        global CFG, NET_SIZE
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from darknet_torch import parse_cfg
+        with open(args.cfg) as f:
+            net = parse_cfg(f.read())[0][1]
+        if int(net["width"]) != int(net["height"]):
+            print("peers.py: %s: input %sx%s is not square" % (args.cfg, net["width"],
+                                                              net["height"]))
+            return 2
+        CFG, NET_SIZE = (args.cfg, args.weights), int(net["width"])
 
     if not torch.cuda.is_available():
         print("peers.py: no CUDA device visible (torch.cuda.is_available() is False)")
@@ -382,6 +422,8 @@ def main():
                 cmd = [sys.executable, os.path.abspath(__file__), "--child-json", child,
                        "--compile-mode", mode, "--batch", str(batch),
                        "--iters", str(args.iters), "--warmup", str(args.warmup)]
+                if args.cfg:
+                    cmd += ["--cfg", args.cfg] + (["--weights", args.weights] if args.weights else [])
                 t0 = time.time()
                 try:
                     proc = subprocess.run(cmd, timeout=args.compile_timeout, capture_output=True,

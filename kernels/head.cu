@@ -85,8 +85,11 @@ __global__ void k_region_f32(const float *in, float *out, int n, int cells, int 
     }
 }
 
+// AlexeyAB's forward_yolo_layer: logistic on x, y, objectness and classes unless new_coords (the
+// conv applied it), then x, y = v * scale + offset in f32 (scal_add_cpu; no FMA, as the CPU
+// reference ops/yolo.c gr_yolo_scale_xy computes it).
 __global__ void k_yolo_f32(const float *in, float *out, int n, int cells, int n_anchors,
-                           int classes)
+                           int classes, float scale, float offset, int new_coords)
 {
     const unsigned boxes = (unsigned)n * n_anchors * cells;
     const int entries = 5 + classes, lane = threadIdx.x % 32;
@@ -94,8 +97,12 @@ __global__ void k_yolo_f32(const float *in, float *out, int n, int cells, int n_
     for (unsigned e = (blockIdx.x * blockDim.x + threadIdx.x) / 32; e < boxes; e += warps) {
         unsigned cell = e % cells, box = e / cells;
         size_t base = (size_t)box * entries * cells + cell;
-        map_entries(in + base, out + base, 0, entries, cells, lane,
-                    [](int k) { return k < 2 || k >= 4; });
+        for (int k = lane; k < entries; k += 32) {
+            float v = in[base + (size_t)k * cells];
+            bool logistic = !new_coords && (k < 2 || k >= 4);
+            v = logistic ? darknet_logistic(v) : v;
+            out[base + (size_t)k * cells] = k < 2 ? __fadd_rn(__fmul_rn(v, scale), offset) : v;
+        }
     }
 }
 
@@ -141,13 +148,17 @@ extern "C" cudaError_t gr_launch_region(gr_dtype dtype, const void *in, void *ou
 }
 
 extern "C" cudaError_t gr_launch_yolo(gr_dtype dtype, const void *in, void *out, int n, int h,
-                                      int w, int n_anchors, int classes, cudaStream_t stream)
+                                      int w, int n_anchors, int classes, float scale_x_y,
+                                      int new_coords, cudaStream_t stream)
 {
     if (dtype != GR_DTYPE_F32)
         return no_kernel(__FILE__, __LINE__, "gr_launch_yolo");
     GR_ARG_CHECK(in && out && classes >= 0 && head_size_ok(n, h, w, n_anchors, 5 + classes));
+    GR_ARG_CHECK(scale_x_y > 0.0f && (new_coords == 0 || new_coords == 1));
+    const float offset = (float)(-0.5 * ((double)scale_x_y - 1.0)); // as ops/yolo.c
     k_yolo_f32<<<blocks_for((size_t)n * n_anchors * h * w * 32, kHeadThreads), kHeadThreads, 0,
-                 stream>>>((const float *)in, (float *)out, n, h * w, n_anchors, classes);
+                 stream>>>((const float *)in, (float *)out, n, h * w, n_anchors, classes,
+                           scale_x_y, offset, new_coords);
     return cudaGetLastError();
 }
 

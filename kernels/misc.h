@@ -140,9 +140,11 @@ cudaError_t gr_launch_convert(gr_dtype from, gr_dtype to, const void *in, gr_kvi
  * cell if softmax, else logistic (Darknet's forward_region_layer CPU path); w, h copied raw. */
 cudaError_t gr_launch_region(gr_dtype dtype, const void *in, void *out, int n, int h, int w,
                              int num, int coords, int classes, int softmax, cudaStream_t stream);
-/* yolo (dense): c = n_anchors*(5+classes); logistic on e = 0, 1 and e >= 4; w, h copied raw. */
+/* yolo (dense): c = n_anchors*(5+classes); logistic on e = 0, 1 and e >= 4 (none when
+ * new_coords); then e = 0, 1 become v * scale_x_y - (scale_x_y - 1) / 2; w, h copied raw. */
 cudaError_t gr_launch_yolo(gr_dtype dtype, const void *in, void *out, int n, int h, int w,
-                           int n_anchors, int classes, cudaStream_t stream);
+                           int n_anchors, int classes, float scale_x_y, int new_coords,
+                           cudaStream_t stream);
 /* [softmax] (f32 NCHW, channel slices allowed): each image's c*h*w values, flattened in NCHW
  * order, are `groups` groups of consecutive values, each normalized with the softmax above.
  * in_view and out_view have the same shape; out may be in (same view). */

@@ -4,7 +4,9 @@
  * trained weights ship as a data file (tools/train/train_shapes.py). "darknet19" and "resnet18" are
  * Darknet's ImageNet classifiers (cfg/darknet19.cfg and cfg/resnet18.cfg of pjreddie/darknet,
  * unchanged; 256x256, 1000 classes named by the first 1000 lines of Darknet's
- * data/imagenet.shortnames.list, the order its 1k classifiers output). */
+ * data/imagenet.shortnames.list, the order its 1k classifiers output). "yolov4-tiny", "yolov4",
+ * "yolov7-tiny" and "yolov4-csp" are AlexeyAB Darknet's COCO detectors (its cfg/<name>.cfg,
+ * unchanged below a header comment; docs/darknet.md lists what they add over pjreddie's). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,11 +34,15 @@ static const builtin_model builtins[] = {
     {"shapes", "shapes", "shapes.names", "shapes.weights"},
     {"darknet19", "darknet19", "imagenet.names", NULL},
     {"resnet18", "resnet18", "imagenet.names", NULL},
+    {"yolov4-tiny", "yolov4-tiny", "coco.names", NULL},
+    {"yolov4", "yolov4", "coco.names", NULL},
+    {"yolov7-tiny", "yolov7-tiny", "coco.names", NULL},
+    {"yolov4-csp", "yolov4-csp", "coco.names", NULL},
 };
 
-static const char *const builtin_names[] = {"yolo", "yolov2-tiny-voc", "yolov2-tiny",
-                                            "yolov3-tiny", "shapes", "darknet19",
-                                            "resnet18", NULL};
+static const char *const builtin_names[] = {
+    "yolo",      "yolov2-tiny-voc", "yolov2-tiny", "yolov3-tiny", "shapes",     "darknet19",
+    "resnet18",  "yolov4-tiny",     "yolov4",      "yolov7-tiny", "yolov4-csp", NULL};
 
 static const builtin_model *find_builtin(const char *name)
 {
@@ -73,7 +79,8 @@ gr_status gr_net_builtin(const char *name, gr_net **out)
     if (!b)
         return gr_fail(GR_ERR_INVALID_ARGUMENT,
                        "unknown built-in model '%s' (built-in: yolo, yolov2-tiny-voc, "
-                       "yolov2-tiny, yolov3-tiny, shapes, darknet19, resnet18)",
+                       "yolov2-tiny, yolov3-tiny, shapes, darknet19, resnet18, yolov4-tiny, "
+                       "yolov4, yolov7-tiny, yolov4-csp)",
                        name);
     char cfg_name[GR_NET_NAME_LEN + 8];
     snprintf(cfg_name, sizeof cfg_name, "%s.cfg", b->model);

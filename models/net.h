@@ -83,6 +83,17 @@ struct gr_reader;
 gr_status gr_net_write(const gr_net *net, struct gr_bytes *b);
 gr_status gr_net_read(struct gr_reader *r, const char *source, gr_net **out);
 
+/* What the parser refuses with GR_ERR_UNSUPPORTED (README "What graphrun refuses" lists the
+ * same, tests/test_cfg.c checks both ways): a whole section (key NULL), or a key of `section`
+ * ("any layer" for every layer) accepted only at `accepted`. Fills at most `max` entries and
+ * returns how many there are. */
+typedef struct gr_cfg_refusal {
+    const char *section;
+    const char *key;
+    char accepted[24];
+} gr_cfg_refusal;
+int gr_cfg_refusals(gr_cfg_refusal *out, int max);
+
 /* Output heads: layer indices whose outputs are the network's raw outputs (the input of each
  * region/yolo layer; the last layer when there is no head). Returns the count (<= max). */
 int gr_net_heads(const gr_net *net, int *head_layers, int max);

@@ -88,14 +88,19 @@ static const fixed_key conv_fixed[] = {{"binary", 0},   {"xnor", 0},         {"f
                                        {"sway", 0},     {"rotate", 0},       {"stretch", 0},
                                        {"stretch_sway", 0}, END_FIXED};
 
-static const char *const maxpool_keys[] = {"size", "stride", "padding", END_KEYS};
+static const char *const maxpool_keys[] = {"size", "stride", "padding", "stride_x", "stride_y",
+                                           END_KEYS};
+/* out_channels is read only with maxpool_depth (maxpool_layer.c); maxpool_zero_nonmax only in
+ * training's backward pass. */
+static const char *const maxpool_ignored[] = {"out_channels", "maxpool_zero_nonmax", END_KEYS};
 static const fixed_key maxpool_fixed[] = {{"maxpool_depth", 0}, {"antialiasing", 0}, END_FIXED};
 
 static const char *const none_keys[] = {END_KEYS};
 
 static const char *const route_keys[] = {"layers", "groups", "group_id", END_KEYS};
 
-static const char *const shortcut_keys[] = {"from", "activation", END_KEYS};
+static const char *const shortcut_keys[] = {"from", "activation", "weights_type",
+                                            "weights_normalization", END_KEYS};
 static const fixed_key shortcut_fixed[] = {{"alpha", 1}, {"beta", 1}, END_FIXED};
 
 static const char *const upsample_keys[] = {"stride", END_KEYS};
@@ -117,25 +122,31 @@ static const char *const region_ignored[] = {
     "random", "coord_scale", "object_scale", "noobject_scale", "mask_scale", "class_scale",
     "bias_match", "focal_loss", "resize", END_KEYS};
 
-static const char *const yolo_keys[] = {"mask", "anchors", "classes", "num", END_KEYS};
+static const char *const yolo_keys[] = {"mask",       "anchors",  "classes",  "num",
+                                        "scale_x_y",  "new_coords", "nms_kind", "beta_nms",
+                                        END_KEYS};
 static const char *const yolo_ignored[] = {
     "max", "jitter", "ignore_thresh", "truth_thresh", "random", "iou_normalizer",
     "cls_normalizer", "obj_normalizer", "delta_normalizer", "iou_loss", "iou_thresh",
-    "iou_thresh_kind", "nms_kind", "beta_nms", "label_smooth_eps", "counters_per_class",
+    "iou_thresh_kind", "label_smooth_eps", "counters_per_class",
     "objectness_smooth", "focal_loss", "resize", "max_delta", "uc_normalizer",
     "track_history_size", "sim_thresh", "dets_for_track", "dets_for_show", "track_ciou_norm",
     "embedding_layer", "show_details", END_KEYS};
-static const fixed_key yolo_fixed[] = {{"scale_x_y", 1}, {"new_coords", 0}, END_FIXED};
 
 static const char *const none_ignored[] = {END_KEYS};
+
+/* [dropout] is the identity at inference (AlexeyAB's parse_network_cfg makes its output the
+ * previous layer's, parser.c dropout case); graphrun runs it as a one-input [route]. */
+static const char *const dropout_ignored[] = {"probability", "dropblock", "dropblock_size_rel",
+                                              "dropblock_size_abs", END_KEYS};
 
 static const section_spec sections[] = {
     {"net", NULL, net_keys, net_ignored, no_fixed},
     {"network", NULL, net_keys, net_ignored, no_fixed},
     {"convolutional", "convolutional", conv_keys, conv_ignored, conv_fixed},
     {"conv", "convolutional", conv_keys, conv_ignored, conv_fixed},
-    {"maxpool", "maxpool", maxpool_keys, none_ignored, maxpool_fixed},
-    {"max", "maxpool", maxpool_keys, none_ignored, maxpool_fixed},
+    {"maxpool", "maxpool", maxpool_keys, maxpool_ignored, maxpool_fixed},
+    {"max", "maxpool", maxpool_keys, maxpool_ignored, maxpool_fixed},
     {"avgpool", "avgpool", none_keys, none_ignored, no_fixed},
     {"avg", "avgpool", none_keys, none_ignored, no_fixed},
     {"route", "route", route_keys, none_ignored, no_fixed},
@@ -147,16 +158,69 @@ static const section_spec sections[] = {
     {"softmax", "softmax", softmax_keys, softmax_ignored, softmax_fixed},
     {"soft", "softmax", softmax_keys, softmax_ignored, softmax_fixed},
     {"region", "region", region_keys, region_ignored, no_fixed},
-    {"yolo", "yolo", yolo_keys, yolo_ignored, yolo_fixed},
+    {"yolo", "yolo", yolo_keys, yolo_ignored, no_fixed},
+    {"dropout", "route", none_keys, dropout_ignored, no_fixed},
 };
 
 /* Valid Darknet sections graphrun does not run. */
 static const char *const unsupported_sections[] = {
     "local", "deconvolutional", "deconv", "activation", "logistic", "l2norm", "rnn", "gru",
-    "lstm", "crnn", "conv_lstm", "crop", "cost", "detection", "dropout", "normalization", "lrn",
+    "lstm", "crnn", "conv_lstm", "crop", "cost", "detection", "normalization", "lrn",
     "batchnorm", "iseg", "xnor", "scale_channels", "sam", "local_avgpool", "Gaussian_yolo",
-    "gaussian_yolo", "empty", "silence", "implicit_add", "implicit_mul", "contrastive",
-    "history", NULL};
+    "gaussian_yolo", "empty", "silence", "implicit", "implicit_add", "implicit_mul",
+    "contrastive", "history", "local_avg", "reorg3d", NULL};
+
+/* Refusals checked in code rather than by the tables above (gr_cfg_refusals lists them too). */
+static const gr_cfg_refusal coded_refusals[] = {
+    {"maxpool", "stride_x", "stride"},
+    {"maxpool", "stride_y", "stride"},
+    {"shortcut", "from", "one layer"},
+    {"shortcut", "weights_type", "none"},
+};
+
+static void add_refusal(gr_cfg_refusal *out, int max, int *n, const char *section,
+                        const char *key, const char *accepted)
+{
+    if (*n < max) {
+        out[*n].section = section;
+        out[*n].key = key;
+        snprintf(out[*n].accepted, sizeof out[*n].accepted, "%s", accepted);
+    }
+    (*n)++;
+}
+
+static void add_fixed(gr_cfg_refusal *out, int max, int *n, const char *section,
+                      const fixed_key *list)
+{
+    for (; list->key; list++) {
+        char v[sizeof out->accepted];
+        snprintf(v, sizeof v, "%.6g", list->value);
+        add_refusal(out, max, n, section, list->key, v);
+    }
+}
+
+int gr_cfg_refusals(gr_cfg_refusal *out, int max)
+{
+    int n = 0;
+    for (const char *const *s = unsupported_sections; *s; s++)
+        add_refusal(out, max, &n, *s, NULL, "");
+    add_fixed(out, max, &n, "any layer", layer_fixed);
+    const section_spec *seen[sizeof sections / sizeof sections[0]];
+    int n_seen = 0;
+    for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
+        bool dup = false; /* aliases ([conv], [max]) share their canonical section's list */
+        for (int k = 0; k < n_seen; k++)
+            dup = dup || seen[k]->fixed == sections[i].fixed;
+        if (dup || sections[i].fixed == no_fixed)
+            continue;
+        seen[n_seen++] = &sections[i];
+        add_fixed(out, max, &n, sections[i].name, sections[i].fixed);
+    }
+    for (size_t i = 0; i < sizeof coded_refusals / sizeof coded_refusals[0]; i++)
+        add_refusal(out, max, &n, coded_refusals[i].section, coded_refusals[i].key,
+                    coded_refusals[i].accepted);
+    return n;
+}
 
 static const section_spec *find_section_spec(const char *name)
 {
@@ -401,6 +465,25 @@ static gr_status get_int(const section_ctx *cx, const char *key, bool required, 
     return GR_OK;
 }
 
+/* Float key in [lo, hi] (Darknet's option_find_float); *out keeps its default when absent. */
+static gr_status get_float(const section_ctx *cx, const char *key, double lo, double hi,
+                           float *out)
+{
+    const cfg_entry *e = find_entry(cx, key);
+    if (!e)
+        return GR_OK;
+    double v;
+    if (!parse_double(e->value, &v))
+        return fail_key(cx, e, GR_ERR_PARSE, "is not a number");
+    if (!(v >= lo && v <= hi)) {
+        char what[96];
+        snprintf(what, sizeof what, "is outside %g..%g", lo, hi);
+        return fail_key(cx, e, GR_ERR_PARSE, what);
+    }
+    *out = (float)v;
+    return GR_OK;
+}
+
 /* A Darknet boolean: any non-negative integer, nonzero meaning true (stored as 0 or 1). */
 static gr_status get_flag(const section_ctx *cx, const char *key, int *out)
 {
@@ -562,6 +645,51 @@ static gr_status parse_anchors(const section_ctx *cx, int num, gr_op_params *p)
     return GR_OK;
 }
 
+/* AlexeyAB's maxpool stride_x / stride_y (default: stride): graphrun pools with one stride. */
+static gr_status check_same_stride(const section_ctx *cx, const char *key, int stride)
+{
+    int v = stride;
+    GR_TRY(get_int(cx, key, false, 1, GR_MAX_DIM, &v));
+    if (v == stride)
+        return GR_OK;
+    char what[96];
+    snprintf(what, sizeof what, "is not supported (graphrun implements only stride_x = stride_y "
+             "= stride = %d)", stride);
+    return fail_key(cx, find_entry(cx, key), GR_ERR_UNSUPPORTED, what);
+}
+
+/* A string key graphrun implements at one value only (shortcut weights_type=none). */
+static gr_status check_string_key(const section_ctx *cx, const char *key, const char *only)
+{
+    const cfg_entry *e = find_entry(cx, key);
+    if (!e || strcmp(e->value, only) == 0)
+        return GR_OK;
+    char what[96];
+    snprintf(what, sizeof what, "is not supported (graphrun implements only %s)", only);
+    return fail_key(cx, e, GR_ERR_UNSUPPORTED, what);
+}
+
+/* AlexeyAB's [yolo] keys that change inference (parser.c:466-500): scale_x_y, new_coords, and
+ * the NMS its detections get. Unlike AlexeyAB, an unknown nms_kind is an error, not "default". */
+static gr_status parse_yolo_extras(const section_ctx *cx, gr_op_params *p)
+{
+    GR_TRY(get_float(cx, "scale_x_y", 0.0625, 16.0, &p->scale_x_y));
+    GR_TRY(get_int(cx, "new_coords", false, 0, 1, &p->new_coords));
+    GR_TRY(get_float(cx, "beta_nms", 0.0625, 16.0, &p->beta_nms));
+    const cfg_entry *e = find_entry(cx, "nms_kind");
+    if (!e)
+        return GR_OK;
+    if (strcmp(e->value, "default") == 0)
+        p->nms_kind = GR_NMS_DEFAULT;
+    else if (strcmp(e->value, "greedynms") == 0)
+        p->nms_kind = GR_NMS_GREEDY;
+    else if (strcmp(e->value, "diounms") == 0)
+        p->nms_kind = GR_NMS_DIOU;
+    else
+        return fail_key(cx, e, GR_ERR_PARSE, "is not an NMS kind (default, greedynms, diounms)");
+    return GR_OK;
+}
+
 static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int index)
 {
     gr_op_params *p = &l->p;
@@ -599,8 +727,12 @@ static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int inde
         GR_TRY(get_int(cx, "stride", false, 1, GR_MAX_DIM, &p->stride));
         GR_TRY(get_int(cx, "size", false, 1, GR_MAX_DIM, &p->size));
         GR_TRY(get_int(cx, "padding", false, 0, GR_MAX_DIM, &p->pad));
+        GR_TRY(check_same_stride(cx, "stride_x", p->stride));
+        GR_TRY(check_same_stride(cx, "stride_y", p->stride));
         break;
     case GR_OP_ROUTE: {
+        if (strcmp(cx->sec->spec->name, "dropout") == 0)
+            break; /* the identity: reads the previous layer, groups 1 */
         e = find_entry(cx, "layers");
         if (!e)
             return gr_fail(GR_ERR_PARSE, "%s:%d: [%s] missing required key 'layers'",
@@ -621,10 +753,15 @@ static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int inde
         if (!e)
             return gr_fail(GR_ERR_PARSE, "%s:%d: [%s] missing required key 'from'",
                            cx->doc->source, cx->sec->line, cx->sec->name);
-        GR_TRY(get_list(cx, e, true, 1, "layers (graphrun adds exactly one)", values, &n));
+        GR_TRY(get_list(cx, e, true, GR_MAX_INPUTS, "layers", values, &n));
+        if (n > 1)
+            return fail_key(cx, e, GR_ERR_UNSUPPORTED,
+                            "is not supported (graphrun adds exactly one layer, AlexeyAB's "
+                            "shortcut_multilayer is not implemented)");
         GR_TRY(resolve_index(cx, e, index, (long)values[0], &l->inputs[1]));
         l->n_inputs = 2;
         GR_TRY(get_activation(cx, &p->activation));
+        GR_TRY(check_string_key(cx, "weights_type", "none"));
         break;
     }
     case GR_OP_UPSAMPLE:
@@ -649,6 +786,7 @@ static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int inde
         GR_TRY(parse_anchors(cx, p->num, p));
         break;
     case GR_OP_YOLO:
+        GR_TRY(parse_yolo_extras(cx, p));
         GR_TRY(get_int(cx, "classes", false, 1, GR_MAX_DIM, &p->classes));
         GR_TRY(get_int(cx, "num", false, 1, GR_MAX_ANCHORS, &p->num));
         GR_TRY(parse_anchors(cx, p->num, p));
@@ -728,6 +866,28 @@ static gr_status build_layer(const section_ctx *cx, gr_net *net, int index)
     return check_param_count(cx, net, index);
 }
 
+/* Keys and activations only AlexeyAB Darknet reads: a cfg using any of them is of that fork, and
+ * gets its batch norm (x / sqrt(var + 1e-5), ops/ops.h gr_bn_denominator) instead of pjreddie's
+ * (x / (sqrt(var) + 1e-6)). A cfg valid in both (yolov3.cfg) keeps pjreddie's: the difference is
+ * ~5e-6 relative per batch-normalized layer. */
+static const char *const alexeyab_keys[] = {
+    "scale_x_y", "new_coords", "nms_kind", "beta_nms", "iou_loss", "iou_normalizer",
+    "cls_normalizer", "obj_normalizer", "iou_thresh", "max_delta", "group_id", "mosaic",
+    "letter_box", "cutmix", "stride_x", "stride_y", "weights_type", "maxpool_depth", NULL};
+static const char *const alexeyab_activations[] = {"mish", "swish", "hard_mish", "gelu", NULL};
+
+static bool is_alexeyab_cfg(const cfg_doc *doc)
+{
+    for (int i = 0; i < doc->n_entries; i++) {
+        const cfg_entry *e = &doc->entries[i];
+        if (in_list(alexeyab_keys, e->key))
+            return true;
+        if (strcmp(e->key, "activation") == 0 && in_list(alexeyab_activations, e->value))
+            return true;
+    }
+    return false;
+}
+
 static gr_status parse_net_section(const section_ctx *cx, gr_net *net)
 {
     GR_TRY(check_keys(cx));
@@ -785,9 +945,11 @@ static gr_status parse_doc(cfg_doc *doc, gr_net *net)
     /* The whole weight block is one allocation (loaded or synthesized): it is held to the same
      * element limit as any one tensor, checked at the layer that crosses it. */
     size_t total_floats = 0;
+    bool alexeyab = is_alexeyab_cfg(doc);
     for (int i = 0; i < net->n_layers; i++) {
         cx.sec = &doc->sections[i + 1];
         GR_TRY(build_layer(&cx, net, i));
+        net->layers[i].p.bn_alexeyab = alexeyab && net->layers[i].p.batch_normalize;
         total_floats += gr_layer_param_floats(net, i, NULL, NULL); /* each <= 2^31 + 4 * 2^16 */
         if (total_floats > GR_MAX_TENSOR_ELEMS)
             return gr_fail(GR_ERR_LIMIT,

@@ -279,7 +279,7 @@ static void apply_bn(float *x, gr_shape s, const gr_op_params *p, const gr_weigh
     for (int b = 0; b < CAL_BATCH; b++) {
         for (int c = 0; c < s.c; c++) {
             float *v = x + (size_t)b * gr_shape_elems(s) + (size_t)c * plane;
-            double denom = sqrt((double)w->rolling_variance[c]) + (double)GR_BN_EPSILON;
+            double denom = gr_bn_denominator(p->bn_alexeyab, w->rolling_variance[c]);
             for (size_t k = 0; k < plane; k++) {
                 float normalized = (float)((double)(v[k] - w->rolling_mean[c]) / denom);
                 v[k] = gr_activate(normalized * w->scales[c] + w->biases[c], p->activation);

@@ -119,7 +119,7 @@ static void finish_channel(float *plane, size_t n, const gr_op_params *p, const 
 {
     if (p->batch_normalize) {
         float mean = w->rolling_mean[oc];
-        double denom = sqrt((double)w->rolling_variance[oc]) + (double)GR_BN_EPSILON;
+        double denom = gr_bn_denominator(p->bn_alexeyab, w->rolling_variance[oc]);
         float scale = w->scales[oc];
         float bias = w->biases[oc];
         for (size_t i = 0; i < n; i++) {

@@ -162,6 +162,13 @@ void gr_softmax_strided(const float *input, size_t n, size_t stride, float *outp
     gr_softmax_strided_to(input, n, stride, output, stride);
 }
 
+double gr_bn_denominator(int alexeyab, float var)
+{
+    if (alexeyab)
+        return sqrt((double)var + GR_BN_EPSILON_ALEXEYAB);
+    return sqrt((double)var) + (double)GR_BN_EPSILON;
+}
+
 void gr_op_params_default(gr_op_kind op, gr_op_params *p)
 {
     memset(p, 0, sizeof *p);
@@ -197,6 +204,9 @@ void gr_op_params_default(gr_op_kind op, gr_op_params *p)
         p->classes = 20;
         p->num = 1;
         p->n_mask = GR_PARAM_DERIVED;
+        p->scale_x_y = 1.0f; /* AlexeyAB's parse_yolo: scale_x_y 1, new_coords 0, beta_nms 0.6 */
+        p->beta_nms = 0.6f;
+        p->nms_kind = GR_NMS_DEFAULT;
         for (int i = 0; i < 2 * GR_MAX_ANCHORS; i++)
             p->anchors[i] = 0.5f;
         break;

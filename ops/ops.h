@@ -75,6 +75,12 @@ typedef struct gr_shape {
 static inline size_t gr_shape_elems(gr_shape s) { return (size_t)s.c * (size_t)s.h * (size_t)s.w; }
 
 #define GR_MAX_INPUTS 8   /* route inputs at most */
+
+/* A yolo head's NMS (AlexeyAB Darknet's nms_kind; the network's last [yolo] layer picks it for
+ * the whole image, as its test_detector does): DEFAULT is do_nms_sort (IoU > thresh); GREEDY
+ * ("greedynms") suppresses where IoU - (d^2/c^2)^0.6 > thresh; DIOU ("diounms") where
+ * IoU - (d^2/c^2)^beta_nms > thresh (box.c box_diou / box_diounms). */
+typedef enum gr_nms_kind { GR_NMS_DEFAULT = 0, GR_NMS_GREEDY, GR_NMS_DIOU } gr_nms_kind;
 #define GR_MAX_ANCHORS 16 /* anchor (w, h) pairs of a region/yolo head */
 
 /* Parameters of one op, flat: each op reads the fields its comment names. */
@@ -92,6 +98,7 @@ typedef struct gr_op_params {
     int groups;               /* conv groups; softmax groups; route groups (1 = whole tensor) */
     int group_id;             /* route: which group of each input */
     int batch_normalize;      /* conv, connected */
+    int bn_alexeyab;          /* conv, connected: AlexeyAB Darknet's batch norm (gr_bn_denominator) */
     /* region / yolo heads */
     int classes;
     int coords;               /* region: 4 */
@@ -100,6 +107,10 @@ typedef struct gr_op_params {
     int mask[GR_MAX_ANCHORS]; /* yolo: indices into anchors */
     float anchors[2 * GR_MAX_ANCHORS];
     int softmax;              /* region: softmax over classes (Darknet default 0, cfgs set 1) */
+    float scale_x_y;          /* yolo: x, y = v * scale_x_y - (scale_x_y - 1) / 2 (default 1) */
+    int new_coords;           /* yolo: 1 = no logistic (the conv has it); w = (2 tw)^2 anchor */
+    gr_nms_kind nms_kind;     /* yolo: the NMS its detections get (see gr_nms_kind) */
+    float beta_nms;           /* yolo: DIoU-NMS exponent (default 0.6) */
     /* quantize / dequantize (planner-inserted) */
     gr_dtype dtype;           /* the quantized side: GR_DTYPE_I8 or GR_DTYPE_F16 */
     float scale;              /* int8: real = q * scale; unused for f16 */
@@ -123,6 +134,14 @@ typedef struct gr_weights {
 
 /* Darknet's batch-norm epsilon: added to the standard deviation, not the variance. */
 #define GR_BN_EPSILON 0.000001f
+/* AlexeyAB Darknet's: added to the variance (blas.c normalize_cpu, network.c
+ * fuse_conv_batchnorm: x / sqrt(var + .00001)). */
+#define GR_BN_EPSILON_ALEXEYAB 0.00001
+
+/* The batch-norm divisor of a channel of variance `var`, in double: sqrt(var) + 1e-6 (pjreddie),
+ * or sqrt(var + 1e-5) when `alexeyab` (the parser sets p->bn_alexeyab for cfgs of that fork,
+ * models/parse.c). */
+double gr_bn_denominator(int alexeyab, float var);
 
 /* Per-image cost. Bytes are element counts; multiply by the dtype size in use. */
 typedef struct gr_cost {
@@ -180,6 +199,11 @@ bool gr_op_has(int kind, unsigned flags);
  * gr_op_params_resolve: maxpool size (= stride) and padding (= size - 1), yolo mask (every
  * anchor). */
 void gr_op_params_default(gr_op_kind op, gr_op_params *p);
+/* [yolo] x, y after the activation (AlexeyAB's forward_yolo_layer scal_add_cpu): v * scale_x_y
+ * + (float)(-0.5 * (scale_x_y - 1)), in float; the identity at scale_x_y 1. Shared by the
+ * reference and the raw decoders (runtime/detect.c) so they compute the same floats. */
+float gr_yolo_scale_xy(const gr_op_params *p, float v);
+
 /* Fill the GR_PARAM_DERIVED parameters from the others, once a cfg's keys are read. */
 void gr_op_params_resolve(gr_op_params *p);
 

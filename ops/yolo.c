@@ -1,7 +1,9 @@
 /* [yolo]: YOLOv3's head activations. The input holds n_mask anchors (those `mask` selects from
  * the `num` anchors) of 5+classes channels each: channel a*(5+classes) + e with e = 0:x 1:y 2:w
  * 3:h 4:objectness 5..:classes. Logistic on x, y, objectness and every class; w, h stay raw. The
- * shape is unchanged. */
+ * shape is unchanged. AlexeyAB's forward_yolo_layer (yolo_layer.c:662-684) adds two keys:
+ * scale_x_y scales x and y after the logistic (gr_yolo_scale_xy), and new_coords=1 drops the
+ * logistic entirely (the conv before it has activation=logistic instead); x, y are still scaled. */
 #include <string.h>
 
 #include "ops/op_util.h"
@@ -15,6 +17,11 @@ gr_status gr_op_yolo_infer(const gr_op_params *p, const gr_shape *in, int n_in, 
     GR_TRY(gr_op_check_range(op, "classes", p->classes, 1, GR_MAX_DIM));
     GR_TRY(gr_op_check_range(op, "num", p->num, 1, GR_MAX_ANCHORS));
     GR_TRY(gr_op_check_range(op, "mask count", p->n_mask, 1, GR_MAX_ANCHORS));
+    GR_TRY(gr_op_check_range(op, "new_coords", p->new_coords, 0, 1));
+    if (!(p->scale_x_y > 0.0f && p->scale_x_y <= 16.0f))
+        return gr_fail(GR_ERR_PARSE, "[yolo] scale_x_y %g must be in (0, 16]", (double)p->scale_x_y);
+    if (!(p->beta_nms > 0.0f && p->beta_nms <= 16.0f))
+        return gr_fail(GR_ERR_PARSE, "[yolo] beta_nms %g must be in (0, 16]", (double)p->beta_nms);
     for (int i = 0; i < p->n_mask; i++)
         if (p->mask[i] < 0 || p->mask[i] >= p->num)
             return gr_fail(GR_ERR_PARSE, "[yolo] mask entry %d is %d, must be in 0..%d", i,
@@ -34,7 +41,9 @@ void gr_op_yolo_cost(const gr_op_params *p, const gr_shape *in, int n_in, gr_sha
     (void)n_in;
     double cells = (double)out.h * (double)out.w * (double)p->n_mask;
     memset(cost, 0, sizeof *cost);
-    cost->flops = cells * 4.0 * (3.0 + (double)p->classes); /* logistic = 4 */
+    double logistics = p->new_coords ? 0.0 : 3.0 + (double)p->classes; /* logistic = 4 flops */
+    double scale = p->scale_x_y != 1.0f ? 2.0 * 2.0 : 0.0;               /* x, y: mul + add */
+    cost->flops = cells * (4.0 * logistics + scale);
     cost->in_elems = (double)gr_shape_elems(in[0]);
     cost->out_elems = (double)gr_shape_elems(out);
 }
@@ -63,9 +72,24 @@ void gr_op_yolo_ref(const gr_op_params *p, const gr_weights *w, const float *con
     for (int b = 0; b < batch; b++) {
         for (int a = 0; a < p->n_mask; a++) {
             float *anchor = out + (size_t)b * gr_shape_elems(s) + (size_t)a * per_anchor;
-            gr_activate_array(anchor, 2 * plane, GR_ACT_LOGISTIC);
-            gr_activate_array(anchor + 4 * plane, (size_t)(1 + p->classes) * plane,
-                              GR_ACT_LOGISTIC);
+            if (!p->new_coords) {
+                gr_activate_array(anchor, 2 * plane, GR_ACT_LOGISTIC);
+                gr_activate_array(anchor + 4 * plane, (size_t)(1 + p->classes) * plane,
+                                  GR_ACT_LOGISTIC);
+            }
+            for (size_t i = 0; i < 2 * plane; i++)
+                anchor[i] = gr_yolo_scale_xy(p, anchor[i]);
         }
     }
+}
+
+float gr_yolo_scale_xy(const gr_op_params *p, float v)
+{
+    /* scal_add_cpu(n, ALPHA = scale_x_y, BETA = -0.5*(scale_x_y - 1) computed in double and
+     * passed as float): X = X*ALPHA + BETA. The explicit float temporary keeps a compiler from
+     * contracting it into an FMA, which Darknet's -Ofast build may or may not do: the two differ
+     * by at most one rounding (< 1e-7 relative). */
+    float offset = (float)(-0.5 * ((double)p->scale_x_y - 1.0));
+    float scaled = v * p->scale_x_y;
+    return scaled + offset;
 }

@@ -1,7 +1,8 @@
 /* Detection heads to boxes: region/yolo decoding, letterbox correction, class-wise NMS, clipping
  * (see detect.h for the pipeline). Every formula follows pjreddie Darknet's region_layer.c,
  * yolo_layer.c, box.c and image.c, including where Darknet mixes float and double arithmetic,
- * so thresholds and NMS decide the same way Darknet does. */
+ * so thresholds and NMS decide the same way Darknet does; AlexeyAB's additions (scale_x_y,
+ * new_coords, greedynms/diounms) follow its yolo_layer.c and box.c (docs/darknet.md). */
 #include "runtime/detect.h"
 
 #include "ops/op_util.h"
@@ -225,40 +226,62 @@ static void decode_region_values(const gr_op_params *p, const head_values *v, gr
     }
 }
 
+/* get_yolo_box (AlexeyAB yolo_layer.c:131-152): the centre from the activated, scaled x, y; the
+ * size exp(tw) * anchor in double, or with new_coords (tw * tw * 4) * anchor in float, anchors
+ * in network pixels. `base` points at the box's x entry, `plane` apart. */
+static void yolo_box(const gr_op_params *p, const float *base, size_t plane, float tx, float ty,
+                     int anchor, int col, int row, gr_shape s, int net_w, int net_h,
+                     gr_detection *d)
+{
+    float x = ((float)col + tx) / (float)s.w;
+    float y = ((float)row + ty) / (float)s.h;
+    float w, h;
+    if (p->new_coords) {
+        float tw = base[2 * plane], th = base[3 * plane];
+        w = tw * tw * 4.0f * p->anchors[2 * anchor] / (float)net_w;
+        h = th * th * 4.0f * p->anchors[2 * anchor + 1] / (float)net_h;
+    } else {
+        w = (float)(exp((double)base[2 * plane]) * (double)p->anchors[2 * anchor] / net_w);
+        h = (float)(exp((double)base[3 * plane]) * (double)p->anchors[2 * anchor + 1] / net_h);
+    }
+    set_corners(d, x, y, w, h, net_w, net_h);
+}
+
 static void decode_yolo_values(const gr_op_params *p, const head_values *v, gr_shape s, int net_w,
                                int net_h, float thresh, det_sink *sink)
 {
     size_t plane = (size_t)s.h * (size_t)s.w;
     size_t entries = 5 + (size_t)p->classes;
+    /* new_coords: the values are already activated by the conv (the yolo layer adds no
+     * logistic), so raw and activated heads read the same except for x, y's scaling. */
+    bool activate = v->raw && !p->new_coords;
+    head_values cv = *v;
+    cv.raw = activate;
     for (int row = 0; row < s.h; row++) {
         for (int col = 0; col < s.w; col++) {
             size_t cell = (size_t)row * (size_t)s.w + (size_t)col;
             for (int m = 0; m < p->n_mask; m++) {
                 const float *base = v->data + (size_t)m * entries * plane + cell;
                 float objectness = base[4 * plane];
-                if (v->raw)
+                if (activate)
                     objectness = logistic(objectness);
                 if (!(objectness > thresh)) /* get_yolo_detections: objectness <= thresh skips */
                     continue;
                 float tx = base[0], ty = base[plane];
-                if (v->raw) {
+                if (activate) {
                     tx = logistic(tx);
                     ty = logistic(ty);
                 }
-                int anchor = p->mask[m];
+                if (v->raw) {
+                    tx = gr_yolo_scale_xy(p, tx);
+                    ty = gr_yolo_scale_xy(p, ty);
+                }
                 gr_detection d;
-                /* get_yolo_box: anchors in network pixels. */
-                float x = ((float)col + tx) / (float)s.w;
-                float y = ((float)row + ty) / (float)s.h;
-                float w =
-                    (float)(exp((double)base[2 * plane]) * (double)p->anchors[2 * anchor] / net_w);
-                float h = (float)(exp((double)base[3 * plane]) *
-                                  (double)p->anchors[2 * anchor + 1] / net_h);
-                set_corners(&d, x, y, w, h, net_w, net_h);
+                yolo_box(p, base, plane, tx, ty, p->mask[m], col, row, s, net_w, net_h, &d);
                 d.objectness = objectness;
                 size_t stride;
                 const float *probs =
-                    class_probs(v, base + 5 * plane, (size_t)p->classes, plane, false, &stride);
+                    class_probs(&cv, base + 5 * plane, (size_t)p->classes, plane, false, &stride);
                 for (int k = 0; k < p->classes; k++) {
                     float prob = objectness * probs[(size_t)k * stride];
                     if (prob > thresh) {
@@ -474,10 +497,54 @@ static nms_key *make_keys(const gr_detection *d, int n)
     return keys;
 }
 
+/* AlexeyAB's box_diou / box_diounms (box.c:195-229) on the boxes as its diounms_sort sees them:
+ * centre form relative to the image (get_network_boxes with relative = 1). IoU minus
+ * (d^2 / c^2)^beta, d the centres' distance, c the diagonal of the smallest enclosing box; the
+ * IoU itself where c is 0. */
+static float box_diou(const gr_detection *a, const gr_detection *b, float beta, int im_w,
+                      int im_h)
+{
+    float iw = (float)im_w, ih = (float)im_h;
+    float ax = (a->left + a->right) / 2.0f / iw, ay = (a->top + a->bottom) / 2.0f / ih;
+    float bx = (b->left + b->right) / 2.0f / iw, by = (b->top + b->bottom) / 2.0f / ih;
+    float aw = (a->right - a->left) / iw, ah = (a->bottom - a->top) / ih;
+    float bw = (b->right - b->left) / iw, bh = (b->bottom - b->top) / ih;
+    float top = (float)fmin((double)(ay - ah / 2), (double)(by - bh / 2));
+    float bot = (float)fmax((double)(ay + ah / 2), (double)(by + bh / 2));
+    float left = (float)fmin((double)(ax - aw / 2), (double)(bx - bw / 2));
+    float right = (float)fmax((double)(ax + aw / 2), (double)(bx + bw / 2));
+    float w = right - left, h = bot - top;
+    float c = w * w + h * h;
+    float iou = gr_box_iou(a, b);
+    if (c == 0)
+        return iou;
+    float d = (ax - bx) * (ax - bx) + (ay - by) * (ay - by);
+    float u = (float)pow((double)(d / c), (double)beta);
+    return iou - u;
+}
+
+/* Whether kept box a suppresses b under this kind (diounms_sort, box.c:868-925; its tests at
+ * lines 916 and 920): the plain IoU for DEFAULT (do_nms_sort), box_diou (beta 0.6 fixed) for
+ * GREEDY, box_diounms (beta_nms) for DIOU. */
+static bool suppresses(const gr_detection *a, const gr_detection *b, const gr_nms_params *k)
+{
+    switch (k->kind) {
+    case GR_NMS_GREEDY: return box_diou(a, b, 0.6f, k->image_w, k->image_h) > k->thresh;
+    case GR_NMS_DIOU: return box_diou(a, b, k->beta, k->image_w, k->image_h) > k->thresh;
+    default: return gr_box_iou(a, b) > k->thresh;
+    }
+}
+
 int gr_nms_per_class(gr_detection *d, int n, float iou_thresh)
 {
-    if (n < 0 || (!d && n > 0)) {
-        gr_fail(GR_ERR_INVALID_ARGUMENT, "NMS: bad detection array (n %d)", n);
+    gr_nms_params k = {GR_NMS_DEFAULT, iou_thresh, 0.6f, 1, 1};
+    return gr_nms_per_class_kind(d, n, &k);
+}
+
+int gr_nms_per_class_kind(gr_detection *d, int n, const gr_nms_params *k)
+{
+    if (n < 0 || (!d && n > 0) || !k || k->image_w < 1 || k->image_h < 1) {
+        gr_fail(GR_ERR_INVALID_ARGUMENT, "NMS: bad detection array (n %d) or parameters", n);
         return -1;
     }
     if (n == 0)
@@ -487,7 +554,7 @@ int gr_nms_per_class(gr_detection *d, int n, float iou_thresh)
         return -1;
     qsort(keys, (size_t)n, sizeof *keys, by_class_prob_index);
     /* do_nms_sort per class: a box already suppressed (prob set to 0 in Darknet) suppresses
-     * nothing; suppression needs IoU strictly above the threshold. */
+     * nothing; suppression needs the measure strictly above the threshold. */
     for (int start = 0; start < n;) {
         int end = start;
         while (end < n && keys[end].class_id == keys[start].class_id)
@@ -497,7 +564,7 @@ int gr_nms_per_class(gr_detection *d, int n, float iou_thresh)
                 continue;
             const gr_detection *a = &d[keys[i].index];
             for (int j = i + 1; j < end; j++) {
-                if (!keys[j].suppressed && gr_box_iou(a, &d[keys[j].index]) > iou_thresh)
+                if (!keys[j].suppressed && suppresses(a, &d[keys[j].index], k))
                     keys[j].suppressed = 1;
             }
         }
@@ -589,7 +656,14 @@ gr_status gr_detect_heads(const gr_head_output *heads, int n_heads, int net_w, i
     int im_w = opt->image_w ? opt->image_w : net_w;
     int im_h = opt->image_h ? opt->image_h : net_h;
     gr_detections_correct_letterbox(all, count, net_w, net_h, im_w, im_h);
-    int kept = opt->nms > 0.0f ? gr_nms_per_class(all, count, opt->nms) : sort_by_prob(all, count);
+    /* AlexeyAB's test_detector takes the NMS kind of the network's last layer, the last head. */
+    const gr_op_params *last = n_heads > 0 ? heads[n_heads - 1].params : NULL;
+    gr_nms_params nms = {GR_NMS_DEFAULT, opt->nms, 0.6f, im_w, im_h};
+    if (last && last->op == GR_OP_YOLO) {
+        nms.kind = last->nms_kind;
+        nms.beta = last->beta_nms;
+    }
+    int kept = opt->nms > 0.0f ? gr_nms_per_class_kind(all, count, &nms) : sort_by_prob(all, count);
     if (kept < 0) {
         free(all);
         return GR_ERR_OUT_OF_MEMORY;

@@ -5,7 +5,8 @@
  *     -> boxes in network-input pixels, one gr_detection per (box, class) whose prob > thresh
  *   gr_detections_correct_letterbox -> original-image pixels (unclipped, Darknet's
  *     correct_region_boxes / correct_yolo_boxes)
- *   gr_nms_per_class                -> Darknet's do_nms_sort: per class, IoU > nms suppresses
+ *   gr_nms_per_class_kind           -> Darknet's do_nms_sort: per class, IoU > nms suppresses
+ *                                      (AlexeyAB's diounms_sort for the last yolo head's nms_kind)
  *   gr_detections_clip              -> clipped to the image as Darknet's draw_detections does
  * gr_detect_heads() runs the whole chain over every head of a network.
  *
@@ -62,6 +63,17 @@ void gr_detections_clip(gr_detection *d, int n, int im_w, int im_h);
  * then original order), and returns their count; -1 (with a message) if scratch memory cannot
  * be allocated, in which case `d` is unchanged. */
 int gr_nms_per_class(gr_detection *d, int n, float iou_thresh);
+
+/* NMS with AlexeyAB's kinds (diounms_sort): per class as gr_nms_per_class, suppressing where
+ * the kind's measure (IoU, or IoU - (d^2/c^2)^beta in coordinates relative to the image_w x
+ * image_h image, as Darknet computes it) is > thresh. */
+typedef struct gr_nms_params {
+    gr_nms_kind kind;
+    float thresh;
+    float beta;          /* GR_NMS_DIOU's exponent (beta_nms) */
+    int image_w, image_h; /* the boxes' image, >= 1 */
+} gr_nms_params;
+int gr_nms_per_class_kind(gr_detection *d, int n, const gr_nms_params *k);
 
 /* Intersection over union of two corner boxes; 0 when they do not overlap or both are empty. */
 float gr_box_iou(const gr_detection *a, const gr_detection *b);

@@ -256,6 +256,167 @@ START_TEST(alexeyab_conv_keys_and_activations)
                         "[convolutional]\nfilters=2\nsize=3\nstride=2\nantialiasing=1\n";
     ck_assert_int_ne(gr_net_parse(anti, strlen(anti), "anti.cfg", &net), GR_OK);
     ck_assert_ptr_nonnull(strstr(gr_last_error(), "antialiasing"));
+    gr_net_free(net);
+}
+END_TEST
+
+/* ---- AlexeyAB Darknet's keys and sections ------------------------------------------------- */
+
+#define NET_HEAD "[net]\nwidth=32\nheight=32\nchannels=3\n[convolutional]\nfilters=4\nsize=1\n"
+
+static gr_status parse_text(const char *text, gr_net **net)
+{
+    *net = NULL;
+    return gr_net_parse(text, strlen(text), "t.cfg", net);
+}
+
+START_TEST(alexeyab_yolo_keys_are_read)
+{
+    const char text[] = NET_HEAD "batch_normalize=1\n[convolutional]\nfilters=18\nsize=1\n"
+                        "activation=logistic\n[yolo]\nmask=0,1,2\nanchors=1,2,3,4,5,6\nnum=3\n"
+                        "classes=1\nscale_x_y = 2.0\nnew_coords=1\nnms_kind=diounms\n"
+                        "beta_nms=0.7\niou_loss=ciou\n";
+    gr_net *net = NULL;
+    ck_assert_msg(parse_text(text, &net) == GR_OK, "%s", gr_last_error());
+    const gr_op_params *p = &net->layers[2].p;
+    ck_assert(p->scale_x_y == 2.0f);
+    ck_assert_int_eq(p->new_coords, 1);
+    ck_assert_int_eq(p->nms_kind, GR_NMS_DIOU);
+    ck_assert(p->beta_nms == 0.7f);
+    /* An AlexeyAB key makes it an AlexeyAB cfg: its batch norm. */
+    ck_assert_int_eq(net->layers[0].p.bn_alexeyab, 1);
+    gr_net_free(net);
+    /* pjreddie's cfgs keep pjreddie's batch norm. */
+    net = parse_ok("models/yolov3-tiny.cfg");
+    ck_assert_int_eq(net->layers[0].p.bn_alexeyab, 0);
+    gr_net_free(net);
+    net = parse_ok("models/yolov4-tiny.cfg");
+    ck_assert_int_eq(net->layers[0].p.bn_alexeyab, 1);
+    ck_assert_int_eq(net->layers[30].p.nms_kind, GR_NMS_GREEDY);
+    ck_assert(net->layers[30].p.scale_x_y == 1.05f);
+    gr_net_free(net);
+
+    const char bad[] = NET_HEAD "[yolo]\nclasses=1\nnum=1\nanchors=1,1\nnms_kind=softnms\n";
+    ck_assert_int_eq(parse_text(bad, &net), GR_ERR_PARSE);
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), "t.cfg:12: [yolo] key 'nms_kind': 'softnms'"));
+}
+END_TEST
+
+START_TEST(dropout_is_the_identity)
+{
+    const char text[] = NET_HEAD "[dropout]\nprobability=.1\ndropblock=1\n[route]\nlayers=-1\n";
+    gr_net *net = NULL;
+    ck_assert_msg(parse_text(text, &net) == GR_OK, "%s", gr_last_error());
+    ck_assert_int_eq(net->layers[1].p.op, GR_OP_ROUTE);
+    ck_assert_int_eq(net->layers[1].n_inputs, 1);
+    ck_assert_int_eq(net->layers[1].inputs[0], 0);
+    assert_shape(net, 1, 4, 32, 32);
+    gr_net_free(net);
+}
+END_TEST
+
+START_TEST(maxpool_stride_xy_and_shortcut_keys)
+{
+    gr_net *net = NULL;
+    const char same[] = NET_HEAD "[maxpool]\nsize=2\nstride=2\nstride_x=2\nstride_y=2\n";
+    ck_assert_msg(parse_text(same, &net) == GR_OK, "%s", gr_last_error());
+    assert_shape(net, 1, 4, 16, 16);
+    gr_net_free(net);
+    const char differ[] = NET_HEAD "[maxpool]\nsize=2\nstride=2\nstride_x=1\n";
+    ck_assert_int_eq(parse_text(differ, &net), GR_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), "t.cfg:11: [maxpool] key 'stride_x': '1'"));
+    const char weighted[] = NET_HEAD "[shortcut]\nfrom=-1\nweights_type=per_channel\n";
+    ck_assert_int_eq(parse_text(weighted, &net), GR_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), "key 'weights_type': 'per_channel'"));
+    const char multi[] = NET_HEAD "[convolutional]\nfilters=4\n[shortcut]\nfrom=-1,-2\n";
+    ck_assert_int_eq(parse_text(multi, &net), GR_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), "key 'from': '-1,-2'"));
+}
+END_TEST
+
+/* A cfg that uses refusal r with a value other than the accepted one. */
+static void refusal_cfg(const gr_cfg_refusal *r, char *buf, size_t size)
+{
+    if (!r->key) {
+        snprintf(buf, size, NET_HEAD "[%s]\n", r->section);
+        return;
+    }
+    const char *section = strcmp(r->section, "any layer") == 0 ? "convolutional" : r->section;
+    char value[64];
+    if (strcmp(r->accepted, "stride") == 0)
+        snprintf(value, sizeof value, "1\nstride=2");
+    else if (strcmp(r->accepted, "one layer") == 0)
+        snprintf(value, sizeof value, "-1,-2");
+    else if (strcmp(r->accepted, "none") == 0)
+        snprintf(value, sizeof value, "per_feature");
+    else
+        snprintf(value, sizeof value, "%g", atof(r->accepted) + 1.0);
+    /* The refused key first (keys are checked in order), then what the section requires. */
+    const char *required = strcmp(section, "convolutional") == 0 ? "filters=4\n"
+                           : strcmp(section, "shortcut") == 0 && strcmp(r->key, "from") != 0
+                               ? "from=-1\n"
+                               : "";
+    snprintf(buf, size, NET_HEAD "[convolutional]\nfilters=4\n[%s]\n%s=%s\n%s", section, r->key,
+             value, required);
+}
+
+/* The README's list of refusals is the parser's: every entry of one is in the other, and each
+ * is really refused with GR_ERR_UNSUPPORTED naming the section or key. */
+START_TEST(refusals_match_readme)
+{
+    gr_cfg_refusal table[128];
+    int n = gr_cfg_refusals(table, 128);
+    ck_assert_int_le(n, 128);
+    FILE *f = fopen("README.md", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[1024], readme[16384] = "";
+    bool in_list = false;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "### What graphrun refuses", 25) == 0)
+            in_list = true;
+        else if (in_list && strncmp(line, "#", 1) == 0)
+            break;
+        else if (in_list)
+            strncat(readme, line, sizeof readme - strlen(readme) - 1);
+    }
+    fclose(f);
+    ck_assert_msg(readme[0], "README.md has no '### What graphrun refuses' section");
+    for (int i = 0; i < n; i++) {
+        char entry[96], cfg[1024];
+        if (table[i].key)
+            snprintf(entry, sizeof entry, "`[%s] %s`", table[i].section, table[i].key);
+        else
+            snprintf(entry, sizeof entry, "`[%s]`", table[i].section);
+        ck_assert_msg(strstr(readme, entry), "README.md does not list %s", entry);
+        refusal_cfg(&table[i], cfg, sizeof cfg);
+        gr_net *net = NULL;
+        ck_assert_msg(parse_text(cfg, &net) == GR_ERR_UNSUPPORTED, "%s not refused: %s", entry,
+                      gr_last_error());
+        char named[80];
+        snprintf(named, sizeof named, table[i].key ? "key '%s'" : "[%s]",
+                 table[i].key ? table[i].key : table[i].section);
+        ck_assert_msg(strstr(gr_last_error(), named), "%s: message '%s'", entry, gr_last_error());
+    }
+    /* ... and every entry of the README is in the table. */
+    int listed = 0;
+    for (const char *p = strstr(readme, "`["); p; p = strstr(p + 1, "`[")) {
+        const char *end = strchr(p + 1, '`');
+        ck_assert_ptr_nonnull(end);
+        bool found = false;
+        for (int i = 0; i < n && !found; i++) {
+            char entry[96];
+            if (table[i].key)
+                snprintf(entry, sizeof entry, "`[%s] %s`", table[i].section, table[i].key);
+            else
+                snprintf(entry, sizeof entry, "`[%s]`", table[i].section);
+            found = strncmp(p, entry, (size_t)(end - p + 1)) == 0 &&
+                    strlen(entry) == (size_t)(end - p + 1);
+        }
+        ck_assert_msg(found, "README.md lists %.*s, which the parser accepts", (int)(end - p + 1),
+                      p);
+        listed++;
+    }
+    ck_assert_int_eq(listed, n);
 }
 END_TEST
 
@@ -342,7 +503,7 @@ static const bad_cfg bad_cfgs[] = {
     {"too_many_anchors.cfg", GR_ERR_LIMIT, 13, "key 'num'"},
     {"anchor_count.cfg", GR_ERR_PARSE, 12, "key 'anchors'"},
     {"yolo_mask_range.cfg", GR_ERR_PARSE, 12, "key 'mask'"},
-    {"unsupported_section.cfg", GR_ERR_UNSUPPORTED, 14, "[dropout]"},
+    {"unsupported_section.cfg", GR_ERR_UNSUPPORTED, 14, "[sam]"},
     {"unsupported_dilation.cfg", GR_ERR_UNSUPPORTED, 9, "key 'dilation': '2' needs padding"},
     {"bad_activation.cfg", GR_ERR_PARSE, 9, "'sparkly' is not an activation"},
     {"malformed_header.cfg", GR_ERR_PARSE, 6, "malformed section header"},
@@ -418,11 +579,12 @@ END_TEST
 START_TEST(builtin_names_list)
 {
     const char *const *names = gr_net_builtin_names();
-    const char *expected[] = {"yolo",   "yolov2-tiny-voc", "yolov2-tiny", "yolov3-tiny",
-                              "shapes", "darknet19",       "resnet18"};
-    for (int i = 0; i < 7; i++)
+    const char *expected[] = {"yolo",        "yolov2-tiny-voc", "yolov2-tiny", "yolov3-tiny",
+                              "shapes",      "darknet19",       "resnet18",    "yolov4-tiny",
+                              "yolov4",      "yolov7-tiny",     "yolov4-csp"};
+    for (int i = 0; i < 11; i++)
         ck_assert_str_eq(names[i], expected[i]);
-    ck_assert_ptr_null(names[7]);
+    ck_assert_ptr_null(names[11]);
 }
 END_TEST
 
@@ -442,6 +604,11 @@ START_TEST(builtin_models_parse_with_class_names)
          * maxpool + avgpool + softmax. */
         {"darknet19", "darknet19", 26, 1000, "kit fox", "dumbbell"},
         {"resnet18", "resnet18", 29, 1000, "kit fox", "dumbbell"},
+        /* AlexeyAB's detectors: every section after [net] is one layer. */
+        {"yolov4-tiny", "yolov4-tiny", 38, 80, "person", "toothbrush"},
+        {"yolov4", "yolov4", 162, 80, "person", "toothbrush"},
+        {"yolov7-tiny", "yolov7-tiny", 99, 80, "person", "toothbrush"},
+        {"yolov4-csp", "yolov4-csp", 175, 80, "person", "toothbrush"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         gr_net *net = NULL;
@@ -537,6 +704,10 @@ static Suite *cfg_suite(void)
 {
     Suite *s = suite_create("cfg");
     TCase *shipped = tcase_create("shipped");
+    tcase_add_test(shipped, alexeyab_yolo_keys_are_read);
+    tcase_add_test(shipped, dropout_is_the_identity);
+    tcase_add_test(shipped, maxpool_stride_xy_and_shortcut_keys);
+    tcase_add_test(shipped, refusals_match_readme);
     tcase_add_test(shipped, yolov2_tiny_voc_layers);
     tcase_add_test(shipped, yolov2_tiny_coco_layers);
     tcase_add_test(shipped, yolov3_tiny_layers);

@@ -43,8 +43,7 @@ static gr_op_params tiny_yolo(void)
 {
     static const float anchors[12] = {10, 14, 23, 27, 37, 58, 81, 82, 135, 169, 344, 319};
     gr_op_params p;
-    memset(&p, 0, sizeof p);
-    p.op = GR_OP_YOLO;
+    gr_op_params_default(GR_OP_YOLO, &p);
     p.classes = 80;
     p.num = 6;
     p.n_mask = 3;
@@ -171,6 +170,47 @@ START_TEST(test_yolo_decode_box_and_classes)
 }
 END_TEST
 
+/* AlexeyAB's new_coords (yolo_layer.c get_yolo_box): w = tw * tw * 4 * anchor / net_w, and the
+ * raw decoder applies no logistic (the conv did) but still scales x, y by scale_x_y. */
+START_TEST(test_yolo_new_coords_and_scale_x_y)
+{
+    gr_op_params p = tiny_yolo();
+    p.new_coords = 1;
+    p.scale_x_y = 2.0f;
+    gr_shape s = {255, 13, 13};
+    float *t = calloc(255 * 13 * 13, sizeof *t);
+    /* Raw (= the logistic conv's output): x 0.75 -> 0.75 * 2 - 0.5 = 1.0, y 0.25 -> 0. */
+    set_entry(t, 13, 13, 85, 1, 0, 2, 10, 0.75f);
+    set_entry(t, 13, 13, 85, 1, 1, 2, 10, 0.25f);
+    set_entry(t, 13, 13, 85, 1, 2, 2, 10, 0.5f);  /* w = 0.25 * 4 * 135 = 135 px */
+    set_entry(t, 13, 13, 85, 1, 3, 2, 10, 1.0f);  /* h = 4 * 169 = 676 px */
+    set_entry(t, 13, 13, 85, 1, 4, 2, 10, 0.9f);
+    set_entry(t, 13, 13, 85, 1, 5 + 3, 2, 10, 0.8f);
+    gr_detection d[2];
+    ck_assert_int_eq(gr_decode_yolo_raw(&p, t, s, 416, 416, 0.5f, d, 2), 1);
+    /* centre ((10 + 1) / 13 * 416, (2 + 0) / 13 * 416) = (352, 64). */
+    ASSERT_NEAR(d[0].left, 352 - 67.5, PX_TOL);
+    ASSERT_NEAR(d[0].right, 352 + 67.5, PX_TOL);
+    ASSERT_NEAR(d[0].top, 64 - 338, PX_TOL);
+    ASSERT_NEAR(d[0].bottom, 64 + 338, PX_TOL);
+    ASSERT_NEAR(d[0].objectness, 0.9, 1e-7); /* no logistic */
+    ASSERT_NEAR(d[0].prob, 0.9 * 0.8, 1e-6);
+    ck_assert_int_eq(d[0].class_id, 3);
+    /* Without new_coords, scale_x_y 1.05 on the logistic: x = 0.5 * 1.05 - 0.025 = 0.5. */
+    p.new_coords = 0;
+    p.scale_x_y = 1.05f;
+    memset(t, 0, 255 * 13 * 13 * sizeof *t);
+    set_entry(t, 13, 13, 85, 1, 0, 2, 10, 2.0f); /* logistic 0.8808 -> 0.8998 */
+    set_entry(t, 13, 13, 85, 1, 4, 2, 10, 5.0f);
+    set_entry(t, 13, 13, 85, 1, 5, 2, 10, 5.0f);
+    ck_assert_int_eq(gr_decode_yolo_raw(&p, t, s, 416, 416, 0.5f, d, 2), 1);
+    double x = 1.0 / (1.0 + exp(-2.0)) * 1.05 - 0.025;
+    ASSERT_NEAR((d[0].left + d[0].right) / 2, (10 + x) / 13 * 416, PX_TOL);
+    ASSERT_NEAR((d[0].top + d[0].bottom) / 2, (2 + 0.5) / 13 * 416, PX_TOL);
+    free(t);
+}
+END_TEST
+
 START_TEST(test_yolo_rejects_bad_mask)
 {
     gr_op_params p = tiny_yolo();
@@ -198,6 +238,40 @@ START_TEST(test_nms_same_class_overlap)
     ck_assert_int_eq(gr_nms_per_class(d, 2, 0.45f), 1);
     ASSERT_NEAR(d[0].prob, 0.9, 1e-7);
     ASSERT_EXACT(d[0].left, 0);
+}
+END_TEST
+
+/* AlexeyAB's diounms_sort: IoU = 65 / 135 = 0.481 (> 0.45: do_nms_sort suppresses), centres
+ * 3.5 px apart in a 100 x 100 image, enclosing box 10 x 13.5: (d^2 / c^2) = 12.25 / 282.25 =
+ * 0.0434. greedynms: 0.481 - 0.0434^0.6 = 0.329, kept; diounms with beta 6: 0.481 - 6.6e-9,
+ * suppressed; with beta 0.6 kept like greedynms. */
+START_TEST(test_nms_diou_kinds)
+{
+    gr_nms_params k = {GR_NMS_DEFAULT, 0.45f, 0.6f, 100, 100};
+    gr_detection d[2] = {box(0, 0, 10, 10, 2, 0.9f), box(0, 3.5f, 10, 13.5f, 2, 0.8f)};
+    ck_assert_int_eq(gr_nms_per_class_kind(d, 2, &k), 1);
+    gr_detection e[2] = {box(0, 0, 10, 10, 2, 0.9f), box(0, 3.5f, 10, 13.5f, 2, 0.8f)};
+    k.kind = GR_NMS_GREEDY;
+    ck_assert_int_eq(gr_nms_per_class_kind(e, 2, &k), 2);
+    gr_detection f[2] = {box(0, 0, 10, 10, 2, 0.9f), box(0, 3.5f, 10, 13.5f, 2, 0.8f)};
+    k.kind = GR_NMS_DIOU;
+    k.beta = 6.0f;
+    ck_assert_int_eq(gr_nms_per_class_kind(f, 2, &k), 1);
+    ASSERT_NEAR(f[0].prob, 0.9, 1e-7);
+    gr_detection g[2] = {box(0, 0, 10, 10, 2, 0.9f), box(0, 3.5f, 10, 13.5f, 2, 0.8f)};
+    k.beta = 0.6f;
+    ck_assert_int_eq(gr_nms_per_class_kind(g, 2, &k), 2);
+    /* The distance term is measured in coordinates relative to the image, as Darknet's boxes
+     * are: in a 10 x 100 image the enclosing box is 1.0 x 0.135 and the centres 0.035 apart,
+     * d^2/c^2 = 0.0012, ^0.6 = 0.018, DIoU 0.463 > 0.45: greedynms now suppresses (in pixels it
+     * kept the pair, above). */
+    gr_detection h[2] = {box(0, 0, 10, 10, 2, 0.9f), box(0, 3.5f, 10, 13.5f, 2, 0.8f)};
+    k.kind = GR_NMS_GREEDY;
+    k.image_w = 10;
+    k.image_h = 100;
+    ck_assert_int_eq(gr_nms_per_class_kind(h, 2, &k), 1);
+    k.image_w = 0;
+    ck_assert_int_eq(gr_nms_per_class_kind(h, 2, &k), -1);
 }
 END_TEST
 
@@ -422,6 +496,8 @@ static Suite *detect_suite(void)
     tcase_add_test(tc, test_letterbox_correction);
     tcase_add_test(tc, test_clip);
     tcase_add_test(tc, test_options_default);
+    tcase_add_test(tc, test_yolo_new_coords_and_scale_x_y);
+    tcase_add_test(tc, test_nms_diou_kinds);
     tcase_add_test(tc, test_detect_heads_pipeline);
     tcase_add_test(tc, test_detect_heads_rejects_bad_options);
     suite_add_tcase(s, tc);

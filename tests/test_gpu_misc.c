@@ -138,6 +138,8 @@ typedef struct kcase {
     gr_activation act;
     int num, coords, classes, softmax;
     int groups; /* [softmax] */
+    float scale_x_y; /* [yolo] */
+    int new_coords;
 } kcase;
 
 typedef cudaError_t (*launch_fn)(const kcase *k, void *out);
@@ -974,40 +976,56 @@ START_TEST(region_activation_matches_darknet)
 }
 END_TEST
 
+/* The CPU reference itself (ops/yolo.c), AlexeyAB's forward_yolo_layer with scale_x_y and
+ * new_coords. */
+static void yolo_params(const kcase *k, gr_op_params *p)
+{
+    gr_op_params_default(GR_OP_YOLO, p);
+    p->classes = k->classes;
+    p->num = p->n_mask = k->num;
+    for (int a = 0; a < k->num; a++)
+        p->mask[a] = a;
+    p->scale_x_y = k->scale_x_y;
+    p->new_coords = k->new_coords;
+}
+
 static void ref_yolo(const kcase *k, unsigned char *out)
 {
+    gr_op_params p;
+    yolo_params(k, &p);
     const gr_kview *v = &k->in_v;
-    int entries = 5 + k->classes, cells = v->h * v->w;
-    for (int b = 0; b < v->n; b++)
-        for (int a = 0; a < k->num; a++)
-            for (int e = 0; e < entries; e++)
-                for (int cell = 0; cell < cells; cell++) {
-                    size_t i = (((size_t)b * v->c + (size_t)a * entries + e) * cells) + cell;
-                    float x = load_real(GR_DTYPE_F32, k->in_host, i);
-                    store_real(GR_DTYPE_F32, out, i, (e < 2 || e >= 4) ? logistic_darknet(x) : x,
-                               1.0f);
-                }
+    gr_shape s = {v->c, v->h, v->w};
+    const float *in = (const float *)k->in_host;
+    gr_op_yolo_ref(&p, NULL, &in, &s, 1, (float *)out, s, v->n);
 }
 
 static cudaError_t launch_yolo(const kcase *k, void *out)
 {
     return gr_launch_yolo(k->in_t, k->in_dev, out, k->in_v.n, k->in_v.h, k->in_v.w, k->num,
-                          k->classes, 0);
+                          k->classes, k->scale_x_y, k->new_coords, 0);
 }
 
+/* Darknet's yolov3 head (scale 1), yolov4's scale_x_y 1.05/1.2, and yolov7/yolov4-csp's
+ * new_coords=1 with scale_x_y 2. Each element within 1e-6 relative (the double exp of the
+ * logistic on the CPU vs the GPU's double exp; the scale is the same f32 mul and add). */
 START_TEST(yolo_activation_matches_darknet)
 {
-    static const int shapes[][5] = {{1, 13, 13, 3, 80}, {3, 7, 5, 3, 20}};
-    for (int s = 0; s < 2; s++) {
+    static const int shapes[][5] = {{1, 13, 13, 3, 80}, {3, 7, 5, 3, 20}, {2, 5, 9, 3, 80},
+                                    {1, 13, 13, 3, 80}, {2, 4, 6, 3, 7}};
+    static const float scales[] = {1.0f, 1.05f, 1.2f, 2.0f, 2.0f};
+    static const int new_coords[] = {0, 0, 0, 1, 1};
+    for (int s = 0; s < 5; s++) {
         const int *p = shapes[s];
         kcase k = {0};
         k.num = p[3], k.classes = p[4];
+        k.scale_x_y = scales[s], k.new_coords = new_coords[s];
         case_input(&k, 0, GR_DTYPE_F32,
                    view(GR_DTYPE_F32, p[0], k.num * (5 + k.classes), p[1], p[2]), 4.0f);
         k.out_t = GR_DTYPE_F32;
         k.out_v = k.in_v;
-        char what[64];
-        snprintf(what, sizeof what, "yolo case %d", s);
+        char what[96];
+        snprintf(what, sizeof what, "yolo case %d (scale_x_y %g, new_coords %d)", s,
+                 (double)k.scale_x_y, k.new_coords);
         run_case(&k, launch_yolo, ref_yolo, 1e-6f, what);
         case_free(&k);
     }

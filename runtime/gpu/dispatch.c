@@ -432,7 +432,8 @@ gr_status gr_gpu_launch_node(gpu_state *g, gpu_variant *v, const gpu_instance *i
                                p->softmax, stream);
         break;
     case GR_OP_YOLO:
-        err = gr_launch_yolo(y->dtype, in, out, x->n, x->h, x->w, p->n_mask, p->classes, stream);
+        err = gr_launch_yolo(y->dtype, in, out, x->n, x->h, x->w, p->n_mask, p->classes,
+                             p->scale_x_y, p->new_coords, stream);
         break;
     case GR_OP_SOFTMAX:
         err = gr_launch_softmax(y->dtype, in, xv, out, yv, p->groups, stream);

@@ -1,0 +1,94 @@
+/* Oracle driver: runs AlexeyAB Darknet's own CPU forward pass and detection chain on a fixed
+ * input and prints what tests/test_alexeyab.c compares graphrun against (tests/data/alexeyab/).
+ * Not part of the graphrun build: it links against AlexeyAB Darknet's objects (commit 59596d78,
+ * built with its Makefile, GPU=0 OPENMP=0); tests/data/alexeyab/README.md has the commands.
+ *
+ * usage: driver CFG WEIGHTS THRESH NMS
+ *   CFG/WEIGHTS: a cfg at the size to test and graphrun's synthetic weights for it
+ *   (test_alexeyab --write-weights). The input is the fixed pattern of record_input() below, the
+ *   same floats test_alexeyab feeds graphrun. The chain is test_detector's (detector.c:1690-1705):
+ *   network_predict, get_network_boxes(relative, no letterbox, image = network size), then
+ *   do_nms_sort or diounms_sort by the last layer's nms_kind.
+ *
+ * Output, one record per line:
+ *   head K LAYER C H W raw|act N SUM SUMSQ MIN MAX   moments of head K's tensor, raw = the yolo
+ *                                                  layer's input, act = its output
+ *   sample K raw|act INDEX VALUE                    every STRIDE-th value of that tensor
+ *   det CLASS PROB X Y W H                          a kept detection (relative centre box) */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "darknet.h"
+
+#define SAMPLES_PER_TENSOR 400
+
+/* Image-like values in [0, 1]: flat 8 x 8 blocks whose level steps across the image and the
+ * channels, plus a little hashed noise (white noise alone drives synthetic heads into
+ * saturation). */
+static float record_input(size_t i, int w, int h)
+{
+    size_t x = i % (size_t)w, y = i / (size_t)w % (size_t)h, c = i / ((size_t)w * (size_t)h);
+    uint32_t noise = ((uint32_t)i * 2654435761u) >> 28; /* 0..15 */
+    uint32_t level = (uint32_t)((x / 8 + 2 * (y / 8)) * 37 + c * 80) + noise;
+    return (float)(level & 0xffu) / 255.0f;
+}
+
+static void print_tensor(int k, int index, const layer *l, const float *v, const char *kind)
+{
+    size_t n = (size_t)l->c * (size_t)l->h * (size_t)l->w;
+    double sum = 0, sumsq = 0;
+    float lo = v[0], hi = v[0];
+    for (size_t i = 0; i < n; i++) {
+        sum += v[i];
+        sumsq += (double)v[i] * v[i];
+        lo = v[i] < lo ? v[i] : lo;
+        hi = v[i] > hi ? v[i] : hi;
+    }
+    printf("head %d %d %d %d %d %s %zu %.9g %.9g %.9g %.9g\n", k, index, l->c, l->h, l->w, kind, n,
+           sum, sumsq, (double)lo, (double)hi);
+    size_t stride = n / SAMPLES_PER_TENSOR ? n / SAMPLES_PER_TENSOR : 1;
+    for (size_t i = 0; i < n; i += stride)
+        printf("sample %d %s %zu %.9g\n", k, kind, i, (double)v[i]);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 5) {
+        fprintf(stderr, "usage: %s CFG WEIGHTS THRESH NMS\n", argv[0]);
+        return 2;
+    }
+    float thresh = (float)atof(argv[3]), nms = (float)atof(argv[4]);
+    network *net = load_network_custom(argv[1], argv[2], 0, 1);
+    size_t n_in = (size_t)net->w * net->h * net->c;
+    float *input = malloc(n_in * sizeof *input);
+    for (size_t i = 0; i < n_in; i++)
+        input[i] = record_input(i, net->w, net->h);
+    network_predict_ptr(net, input);
+    int k = 0;
+    for (int i = 0; i < net->n; i++) {
+        layer *l = &net->layers[i];
+        if (l->type != YOLO)
+            continue;
+        print_tensor(k, i, l, net->layers[i - 1].output, "raw");
+        print_tensor(k, i, l, l->output, "act");
+        k++;
+    }
+    layer last = net->layers[net->n - 1];
+    int nboxes = 0;
+    detection *dets =
+        get_network_boxes(net, net->w, net->h, thresh, 0.5f, 0, 1, &nboxes, 0);
+    if (last.nms_kind == DEFAULT_NMS)
+        do_nms_sort(dets, nboxes, last.classes, nms);
+    else
+        diounms_sort(dets, nboxes, last.classes, nms, last.nms_kind, last.beta_nms);
+    for (int i = 0; i < nboxes; i++)
+        for (int c = 0; c < last.classes; c++)
+            if (dets[i].prob[c] > thresh)
+                printf("det %d %.9g %.9g %.9g %.9g %.9g\n", c, (double)dets[i].prob[c],
+                       (double)dets[i].bbox.x, (double)dets[i].bbox.y, (double)dets[i].bbox.w,
+                       (double)dets[i].bbox.h);
+    free_detections(dets, nboxes);
+    free(input);
+    return 0;
+}
