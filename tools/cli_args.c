@@ -157,7 +157,8 @@ enum {
     F_FAST_DECODE, F_NO_TACTIC_SEARCH, F_TACTIC_SEARCH, F_STRICT_WEIGHTS,
     F_MODEL, F_CFG, F_WEIGHTS, F_NAMES, F_OUTPUT, F_SAVE_OUTPUT, F_INPUT, F_SEED, F_DEVICE, F_PREC,
     F_BATCH, F_RUNS, F_THRESH, F_NMS, F_CALIB_CACHE, F_CALIB, F_CALIB_PERCENTILE, F_CALIB_IMAGES,
-    F_CALIB_DEVICE, F_INPUT_LIST, F_THREADS, F_MAX_NRMSE, F_TIMING_CACHE, F_F32_ALGO, F_SPLIT_K, F_PDL
+    F_CALIB_DEVICE, F_INPUT_LIST, F_THREADS, F_MAX_NRMSE, F_TIMING_CACHE, F_F32_ALGO, F_SPLIT_K,
+    F_PDL, F_INPUT_TYPE
 };
 
 const gr_cli_flag gr_cli_detect_flags[] = {
@@ -176,6 +177,7 @@ const gr_cli_flag gr_cli_detect_flags[] = {
     {"--input-list", F_INPUT_LIST, 1}, {"--threads", F_THREADS, 1},
     {"--max-nrmse", F_MAX_NRMSE, 1}, {"--timing-cache", F_TIMING_CACHE, 1},
     {"--f32-algo", F_F32_ALGO, 1}, {"--split-k", F_SPLIT_K, 1}, {"--pdl", F_PDL, 1},
+    {"--input-type", F_INPUT_TYPE, 1},
     {NULL, 0, 0}};
 
 void gr_cli_options_default(gr_cli_options *o)
@@ -302,6 +304,13 @@ static int apply_number(gr_cli_options *o, int id, const char *v, char *err, siz
         want = gr_toggle_parse(v, &o->f32_split_k) == GR_OK ? NULL : "auto, on or off";
         break;
     case F_PDL: want = gr_toggle_parse(v, &o->pdl) == GR_OK ? NULL : "auto, on or off"; break;
+    case F_INPUT_TYPE:
+        o->input_type = strcmp(v, "auto") == 0    ? GR_CLI_INPUT_AUTO
+                        : strcmp(v, "image") == 0 ? GR_CLI_INPUT_IMAGE
+                        : strcmp(v, "video") == 0 ? GR_CLI_INPUT_VIDEO
+                                                  : -1;
+        want = o->input_type >= 0 ? NULL : "auto, image or video";
+        break;
     default: return gr_cli_usage_error(err, errlen, "option %d has no handler", id);
     }
     if (!want)

@@ -31,9 +31,11 @@
 #define _GNU_SOURCE /* sched_getaffinity */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,7 @@
 
 #include "runtime/image/image.h"
 #include "tools/cli.h"
+#include "tools/video.h"
 
 /* Batch buffers (engine slots) in flight: one being reported, one running, the rest filling. */
 #define STREAM_INFLIGHT 4
@@ -154,6 +157,9 @@ static int read_list_file(const char *file, path_list *l)
 
 typedef struct image_slot {
     int w, h;            /* original size, to map boxes back */
+    double ready;        /* when it was decoded (now_s): its latency runs to its line written */
+    double pts;          /* video: the frame's time in seconds */
+    gr_image *frame;     /* video: the decoded frame (reused), drawn into for --output */
     char *error;         /* NULL when the image decoded, else its message (any length) */
     size_t nonfinite;    /* NaN/Inf values in its part of the outputs */
     char *line;          /* its JSON line, "\n" included (open_memstream's buffer), once reported */
@@ -171,7 +177,21 @@ typedef struct batch_buffer {
 } batch_buffer;
 
 typedef struct pipeline {
-    const path_list *list;
+    const path_list *list; /* the images, or NULL for a video */
+    int total;           /* images, or a video's frames: INT_MAX until its end is decoded */
+    /* A video is decoded by one worker at a time (decoder_busy) in frame order; the others
+     * report. Its end or error (video_status, video_error) sets total. */
+    gr_video_reader *video;
+    const char *video_path;
+    int decoder_busy;
+    gr_status video_status;
+    char *video_error;
+    gr_video_writer *writer; /* --output of a video: the frames with their boxes */
+    const char *output;
+    gr_status write_status;
+    long long frames_written;
+    double *latency;     /* per image, seconds from decoded to its line written */
+    int n_latency, cap_latency;
     int batch, net_w, net_h, use_u8;
     int fast_decode;     /* --fast-decode: the readers DCT-scale large JPEGs */
     size_t per_image;    /* elements per image */
@@ -207,7 +227,7 @@ typedef struct pipeline {
 
 static int batch_size(const pipeline *p, int batch_index)
 {
-    int left = p->list->n - batch_index * p->batch;
+    int left = p->total - batch_index * p->batch;
     return left < p->batch ? left : p->batch;
 }
 
@@ -233,6 +253,15 @@ static gr_status check_image_file(const char *path)
     return GR_OK;
 }
 
+static double clock_s(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
+
 static void decode_into(pipeline *p, gr_image_reader *reader, const char *path, void *dst,
                         image_slot *slot)
 {
@@ -247,6 +276,7 @@ static void decode_into(pipeline *p, gr_image_reader *reader, const char *path, 
         st = p->use_u8 ? gr_image_letterbox_u8(im, p->net_w, p->net_h, dst)
                        : gr_image_letterbox(im, p->net_w, p->net_h, dst);
     }
+    slot->ready = now_s();
     if (st != GR_OK) {
         slot->error = strdup(gr_last_error()); /* NULL only without memory: the line says so */
         if (!slot->error)
@@ -260,14 +290,35 @@ static void decode_into(pipeline *p, gr_image_reader *reader, const char *path, 
     }
 }
 
-static double clock_s(clockid_t id)
+/* The video's next frame into its slot (slot->frame, kept for --output) and letterboxed into
+ * dst, exactly as an image of those RGB pixels would be. Returns 1 at the video's end or on an
+ * error (p->video_status, p->video_error: the run stops there), 0 with the frame in place. */
+static volatile sig_atomic_t interrupted; /* Ctrl-C during a video: end it there */
+
+static void on_interrupt(int sig)
 {
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    (void)sig;
+    interrupted = 1;
+    signal(SIGINT, SIG_DFL); /* a second Ctrl-C ends the process at once */
 }
 
-static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
+static int decode_frame(pipeline *p, void *dst, image_slot *slot)
+{
+    int eof = interrupted;
+    gr_status st = eof ? GR_OK : gr_video_read(p->video, &slot->frame, &slot->pts, &eof);
+    if (st == GR_OK && !eof) {
+        slot->w = slot->frame->w;
+        slot->h = slot->frame->h;
+        st = p->use_u8 ? gr_image_letterbox_u8(slot->frame, p->net_w, p->net_h, dst)
+                       : gr_image_letterbox(slot->frame, p->net_w, p->net_h, dst);
+        slot->ready = now_s();
+    }
+    if (st != GR_OK) {
+        p->video_status = st;
+        p->video_error = strdup(gr_last_error());
+    }
+    return st != GR_OK || eof;
+}
 
 /* NaN/Inf values in image s's part of the outputs batch b kept. */
 static size_t count_nonfinite(const pipeline *p, const batch_buffer *b, int s)
@@ -286,7 +337,8 @@ static size_t count_nonfinite(const pipeline *p, const batch_buffer *b, int s)
 static void report_image(const pipeline *p, batch_buffer *b, int s)
 {
     image_slot *slot = &b->slots[s];
-    const char *path = p->list->paths[b->batch_index * p->batch + s];
+    int index = b->batch_index * p->batch + s;
+    const char *path = p->video ? p->video_path : p->list->paths[index];
     char *text = NULL;
     size_t len = 0;
     gr_detection *dets = NULL;
@@ -302,10 +354,14 @@ static void report_image(const pipeline *p, batch_buffer *b, int s)
         dopt.image_h = slot->h;
         st = gr_engine_detect_outputs(p->engine, b->outputs, s, &dopt, &dets, &n);
     }
+    if (st == GR_OK && p->output && slot->frame)
+        st = gr_image_draw_detections(slot->frame, dets, n, p->model);
     FILE *f = st == GR_OK ? open_memstream(&text, &len) : NULL;
     if (f) {
         fputs("{\"input\": ", f);
         gr_cli_json_string(f, path);
+        if (p->video)
+            fprintf(f, ", \"frame\": %d, \"pts\": %.6f", index, slot->pts);
         if (slot->error) {
             fputs(", \"error\": ", f);
             gr_cli_json_string(f, slot->error);
@@ -355,23 +411,26 @@ static int report_one(pipeline *p, double *spent)
 
 /* A worker: images are claimed in order and decoded into their batch's buffer; between images,
  * and while waiting for a buffer or for more work, it reports images of the batch being
- * reported (that is what frees buffers). It leaves when the main thread says so. */
+ * reported (that is what frees buffers). A video's frames are claimed by one worker at a time,
+ * which holds the decoder from its claim to the frame in place, so frames land in order. It
+ * leaves when the main thread says so. */
 static void *worker(void *arg)
 {
     pipeline *p = arg;
     /* Without a reader (out of memory) every image this worker claims fails on its line. */
     gr_image_reader *reader = NULL;
-    if (gr_image_reader_create(&reader) == GR_OK && p->fast_decode)
+    if (!p->video && gr_image_reader_create(&reader) == GR_OK && p->fast_decode)
         gr_image_reader_fast_decode(reader, p->net_w, p->net_h);
     pthread_mutex_lock(&p->lock);
     while (!p->stop && !p->finished) {
         if (report_one(p, &p->workers_report))
             continue;
-        if (p->next_image >= p->list->n) {
+        if (p->next_image >= p->total || p->decoder_busy) {
             pthread_cond_wait(&p->changed, &p->lock);
             continue;
         }
         int i = p->next_image++;
+        p->decoder_busy = p->video != NULL;
         int batch_index = i / p->batch, slot = i % p->batch;
         batch_buffer *b = &p->buf[batch_index % p->n_buf];
         while (!p->stop && b->batch_index != batch_index) { /* held by batch_index - n_buf */
@@ -388,9 +447,17 @@ static void *worker(void *arg)
         void *dst = (char *)b->input + (size_t)slot * p->per_image * elem;
         free(b->slots[slot].error);
         b->slots[slot].error = NULL;
-        decode_into(p, reader, p->list->paths[i], dst, &b->slots[slot]);
+        int ended = 0;
+        if (p->video)
+            ended = decode_frame(p, dst, &b->slots[slot]);
+        else
+            decode_into(p, reader, p->list->paths[i], dst, &b->slots[slot]);
         pthread_mutex_lock(&p->lock);
-        b->filled++;
+        if (ended)
+            p->total = i; /* batch_size() shrinks: the main thread submits what is there */
+        else
+            b->filled++;
+        p->decoder_busy = 0;
         pthread_cond_broadcast(&p->changed);
     }
     pthread_mutex_unlock(&p->lock);
@@ -400,10 +467,49 @@ static void *worker(void *arg)
 
 static void progress(int done, int total, double elapsed)
 {
+    if (total == INT_MAX) { /* a video: its length is known at its end */
+        fprintf(stderr, "\r%d frames, %.0f frames/s ", done, elapsed > 0 ? done / elapsed : 0.0);
+        return;
+    }
     int width = 30, bar = total ? done * width / total : width;
     fprintf(stderr, "\r[%.*s%.*s] %d/%d images, %.0f images/s ", bar,
             "##############################", width - bar, "                              ",
             done, total, elapsed > 0 ? done / elapsed : 0.0);
+}
+
+/* --output of a video: the frame with its boxes, in order; the writer opens at the first frame
+ * (its size, the input's frame rate). */
+static int write_frame(pipeline *p, const image_slot *slot)
+{
+    if (!p->output || !slot->frame)
+        return GR_EXIT_OK;
+    gr_status st = GR_OK;
+    if (!p->writer) {
+        st = gr_video_writer_open(p->output, slot->frame->w, slot->frame->h,
+                                  gr_video_fps(p->video), GR_VIDEO_CODEC_DEFAULT, &p->writer);
+        if (st == GR_OK && strcmp(gr_video_writer_codec(p->writer), "mjpeg") == 0)
+            fprintf(stderr, "graphrun: no H.264 encoder in this FFmpeg: %s gets MJPEG\n",
+                    p->output);
+    }
+    if (st == GR_OK)
+        st = gr_video_writer_write(p->writer, slot->frame);
+    if (st != GR_OK)
+        return gr_cli_fail(st, NULL);
+    p->frames_written++;
+    return GR_EXIT_OK;
+}
+
+static void record_latency(pipeline *p, double seconds)
+{
+    if (p->n_latency == p->cap_latency) {
+        int cap = p->cap_latency ? 2 * p->cap_latency : 1024;
+        double *grown = realloc(p->latency, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return; /* the statistics are of the images recorded so far */
+        p->latency = grown;
+        p->cap_latency = cap;
+    }
+    p->latency[p->n_latency++] = seconds;
 }
 
 /* Wait for the run of batch b->batch_index (on engine slot batch_index % n_buf), have its images
@@ -446,6 +552,7 @@ static int report_batch(pipeline *p, gr_engine *engine, batch_buffer *b, int fai
             fwrite(slot->line, 1, slot->line_len, stdout);
             failed[0] += slot->error != NULL;
             failed[1] += slot->nonfinite != 0;
+            rc = write_frame(p, slot);
         }
         free(slot->line);
         free(slot->report_error);
@@ -453,6 +560,9 @@ static int report_batch(pipeline *p, gr_engine *engine, batch_buffer *b, int fai
     }
     if (rc == GR_EXIT_OK)
         rc = gr_cli_check_stdout(); /* a full disk or a closed pipe stops the run */
+    double written = now_s();
+    for (int s = 0; s < n_images && rc == GR_EXIT_OK; s++)
+        record_latency(p, written - b->slots[s].ready);
     p->main_write += now_s() - t2;
     p->main_report_cpu += clock_s(CLOCK_THREAD_CPUTIME_ID) - cpu0;
     return rc;
@@ -482,11 +592,23 @@ static int usable_cores(void)
     return cores > 0 ? (int)cores : 1;
 }
 
+/* What a pipeline reads: a list of images, or a video (and where its annotated copy goes). */
+typedef struct stream_source {
+    const path_list *list;
+    gr_video_reader *video;
+    const char *video_path;
+} stream_source;
+
 /* The pipeline of an engine: its slots' input buffers are the batch buffers. */
-static int pipeline_init(pipeline *p, const gr_cli_options *o, const path_list *list,
+static int pipeline_init(pipeline *p, const gr_cli_options *o, const stream_source *src,
                          const gr_model *model, gr_engine *engine, const gr_model_info *info)
 {
-    *p = (pipeline){.list = list, .batch = o->batch, .net_w = info->width, .net_h = info->height};
+    *p = (pipeline){.list = src->list, .batch = o->batch, .net_w = info->width,
+                    .net_h = info->height};
+    p->total = src->list ? src->list->n : INT_MAX;
+    p->video = src->video;
+    p->video_path = src->video_path;
+    p->output = src->video && o->output && o->output[0] ? o->output : NULL;
     p->use_u8 = gr_engine_device(engine) == GR_DEVICE_GPU;
     p->fast_decode = o->fast_decode;
     p->per_image = (size_t)info->channels * (size_t)info->width * (size_t)info->height;
@@ -525,27 +647,40 @@ static int pipeline_init(pipeline *p, const gr_cli_options *o, const path_list *
 static void pipeline_free(pipeline *p)
 {
     for (int k = 0; k < p->n_buf; k++)
-        for (int s = 0; p->buf[k].slots && s < p->batch; s++)
+        for (int s = 0; p->buf[k].slots && s < p->batch; s++) {
             free(p->buf[k].slots[s].error);
+            gr_image_destroy(p->buf[k].slots[s].frame);
+        }
+    free(p->video_error);
+    free(p->latency);
     for (int k = 0; k < p->n_buf; k++)
         free(p->buf[k].slots);
 }
 
-/* Submit batch k once decoded, then report batch k - 1 (k = n_batches: the last one).
+/* Wait until batch k is decoded: 1, or 0 when there is no batch k (the images, or the video,
+ * ended before it; a video's end is known only once decoded). */
+static int wait_batch(pipeline *p, int k)
+{
+    batch_buffer *b = &p->buf[k % p->n_buf];
+    double t = now_s();
+    pthread_mutex_lock(&p->lock);
+    while (batch_size(p, k) > 0 && b->filled < batch_size(p, k))
+        pthread_cond_wait(&p->changed, &p->lock);
+    int more = batch_size(p, k) > 0;
+    pthread_mutex_unlock(&p->lock);
+    p->main_fill += now_s() - t;
+    return more;
+}
+
+/* Submit batch k once decoded, then report batch k - 1 (after the last batch: the last one).
  * failed[0]: images that could not be read, failed[1]: images with NaN/Inf outputs. */
 static int main_loop(pipeline *p, gr_engine *engine, int *failed, double t0)
 {
-    int show_progress = isatty(STDERR_FILENO), rc = GR_EXIT_OK;
-    int n_batches = (p->list->n + p->batch - 1) / p->batch;
-    for (int k = 0; k <= n_batches && rc == GR_EXIT_OK; k++) {
-        if (k < n_batches) {
+    int show_progress = isatty(STDERR_FILENO), rc = GR_EXIT_OK, more = 1;
+    for (int k = 0; more && rc == GR_EXIT_OK; k++) {
+        more = wait_batch(p, k);
+        if (more) {
             batch_buffer *b = &p->buf[k % p->n_buf];
-            double t = now_s();
-            pthread_mutex_lock(&p->lock);
-            while (b->filled < batch_size(p, k))
-                pthread_cond_wait(&p->changed, &p->lock);
-            pthread_mutex_unlock(&p->lock);
-            p->main_fill += now_s() - t;
             gr_status st = gr_engine_submit(engine, k % p->n_buf);
             if (st != GR_OK) {
                 rc = gr_cli_fail(st, "run");
@@ -559,7 +694,8 @@ static int main_loop(pipeline *p, gr_engine *engine, int *failed, double t0)
         rc = report_batch(p, engine, done, failed);
         release_buffer(p, done, k - 1, rc);
         if (show_progress)
-            progress((k - 1) * p->batch + batch_size(p, k - 1), p->list->n, now_s() - t0);
+            progress((k - 1) * p->batch + batch_size(p, k - 1), p->list ? p->list->n : INT_MAX,
+                     now_s() - t0);
     }
     if (show_progress)
         fputc('\n', stderr);
@@ -591,14 +727,23 @@ static void stop_workers(pipeline *p, pthread_t *tids, int started)
 static void print_summary(const pipeline *p, const int *failed, int started, double elapsed,
                           double main_cpu, double t_start)
 {
-    int n = p->list->n, bad = failed[0] + failed[1];
-    fprintf(stderr, "graphrun: %d images in %.2f s: %.1f images/s from files on disk to "
-                    "detections%s", n, elapsed, elapsed > 0 ? n / elapsed : 0.0, bad ? "; " : "\n");
+    int n = p->total, bad = failed[0] + failed[1];
+    const char *noun = p->video ? "frames" : "images";
+    fprintf(stderr, "graphrun: %d %s in %.2f s: %.1f %s/s from %s to detections%s", n, noun,
+            elapsed, elapsed > 0 ? n / elapsed : 0.0, noun,
+            p->video ? "the video" : "files on disk", bad ? "; " : "\n");
     if (bad)
         fprintf(stderr, "%d failed (their lines hold the error)\n", bad);
     double total = now_s() - t_start;
-    fprintf(stderr, "graphrun: %.2f s with the listing and the engine build (%.1f images/s)\n",
-            total, total > 0 ? n / total : 0.0);
+    fprintf(stderr, "graphrun: %.2f s with the %s and the engine build (%.1f %s/s)\n", total,
+            p->video ? "opening" : "listing", total > 0 ? n / total : 0.0, noun);
+    /* Latency: from the image's pixels in the batch buffer to its line flushed (batching and the
+     * runs in flight trade it for throughput). */
+    gr_cli_sort(p->latency, p->n_latency);
+    fprintf(stderr, "graphrun: latency per %s from decoded to its line written: p50 %.1f ms, "
+                    "p99 %.1f ms\n", p->video ? "frame" : "image",
+            1e3 * gr_cli_percentile(p->latency, p->n_latency, 50.0),
+            1e3 * gr_cli_percentile(p->latency, p->n_latency, 99.0));
     /* Decoding-bound: the main thread mostly waits for batches and the workers never for
      * buffers. GPU-bound: the main thread waits for the engine. Report-bound (decoding
      * detections and formatting JSON, now spread over every thread): the main thread spends its
@@ -614,14 +759,44 @@ static void print_summary(const pipeline *p, const int *failed, int started, dou
             p->workers_report);
 }
 
-static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model *model,
+/* A video's end: its error (after the lines of the frames before it), no frames at all, or
+ * --output closed (its trailer written) and named. Returns rc or the first failure. */
+static int finish_video(pipeline *p, int rc)
+{
+    if (!p->video)
+        return rc;
+    const char *codec = p->writer ? gr_video_writer_codec(p->writer) : "";
+    char codec_name[64];
+    snprintf(codec_name, sizeof codec_name, "%s", codec);
+    gr_status st = gr_video_writer_close(p->writer);
+    p->writer = NULL;
+    if (rc != GR_EXIT_OK)
+        return rc;
+    if (p->video_error) {
+        gr_fail(p->video_status, "%s", p->video_error);
+        return gr_cli_fail(p->video_status, NULL);
+    }
+    if (p->total == 0) {
+        fprintf(stderr, "graphrun: %s: no video frames\n", p->video_path);
+        return GR_EXIT_INPUT;
+    }
+    if (st != GR_OK)
+        return gr_cli_fail(st, NULL);
+    if (p->output)
+        fprintf(stderr, "graphrun: wrote %s (%lld frames, %s)\n", p->output, p->frames_written,
+                codec_name);
+    return GR_EXIT_OK;
+}
+
+static int run_pipeline(const gr_cli_options *o, const stream_source *src, gr_model *model,
                         gr_engine *engine, const gr_model_info *info, double t_start)
 {
     pipeline p;
     int threads = o->threads > 0 ? o->threads : usable_cores();
-    threads = threads > list->n ? list->n : threads;
+    if (src->list && threads > src->list->n)
+        threads = src->list->n;
     pthread_t *tids = calloc((size_t)threads, sizeof *tids);
-    int rc = pipeline_init(&p, o, list, model, engine, info);
+    int rc = pipeline_init(&p, o, src, model, engine, info);
     if (rc == GR_EXIT_OK && !tids) {
         fprintf(stderr, "graphrun: out of memory for %d threads\n", threads);
         rc = GR_EXIT_OOM;
@@ -633,9 +808,15 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
     }
     pthread_mutex_init(&p.lock, NULL);
     pthread_cond_init(&p.changed, NULL);
-    fprintf(stderr, "graphrun: %d images, %d decoding threads, batches of %d, %d in flight%s\n",
-            list->n, threads, o->batch, p.n_buf,
-            p.fast_decode ? "; --fast-decode: JPEGs of 2x the input or more decoded scaled" : "");
+    if (src->list)
+        fprintf(stderr, "graphrun: %d images, %d decoding threads, batches of %d, %d in flight%s\n",
+                src->list->n, threads, o->batch, p.n_buf,
+                p.fast_decode ? "; --fast-decode: JPEGs of 2x the input or more decoded scaled"
+                              : "");
+    else
+        fprintf(stderr, "graphrun: %s: %.3g frames/s; frames decoded in order by one thread at "
+                        "a time, %d threads, batches of %d, %d in flight\n",
+                src->video_path, gr_video_fps(src->video), threads, o->batch, p.n_buf);
     int failed[2] = {0, 0};
     double t0 = now_s(), main_cpu0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
     int started = start_workers(&p, tids, threads);
@@ -644,6 +825,7 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
     double elapsed = now_s() - t0, main_cpu = clock_s(CLOCK_THREAD_CPUTIME_ID) - main_cpu0;
     pthread_cond_destroy(&p.changed);
     pthread_mutex_destroy(&p.lock);
+    rc = finish_video(&p, rc);
     if (rc == GR_EXIT_OK) {
         print_summary(&p, failed, started, elapsed, main_cpu, t_start);
         /* NaN/Inf outputs (exit 1, as with one image) before unreadable files (exit 3). */
@@ -669,12 +851,15 @@ static int refuse_single_image_flags(const gr_cli_options *o)
     return GR_EXIT_USAGE;
 }
 
-/* The engine, with STREAM_INFLIGHT slots (no more than batches), or 2 where those do not fit. */
+/* The engine, with STREAM_INFLIGHT slots (no more than batches; n_images < 0: not known, a
+ * video), or 2 where those do not fit. */
 static int open_engine(const gr_cli_options *o, int n_images, gr_model **model,
                        gr_engine **engine, gr_model_info *info)
 {
     gr_cli_options streaming = *o;
-    int n_batches = n_images > 0 ? (n_images + o->batch - 1) / o->batch : 1;
+    int n_batches = n_images > 0   ? (n_images + o->batch - 1) / o->batch
+                    : n_images < 0 ? STREAM_INFLIGHT
+                                   : 1;
     streaming.inflight = n_batches < STREAM_INFLIGHT ? n_batches : STREAM_INFLIGHT;
     int rc = gr_cli_open(&streaming, model, engine, info);
     /* Each slot is an instance of the engine: where four do not fit, two still overlap decoding
@@ -703,6 +888,7 @@ int gr_cli_detect_stream(const gr_cli_options *o)
     double t_start = now_s();
     path_list list = {0};
     rc = o->input_list ? read_list_file(o->input_list, &list) : read_directory(o->inputs[0], &list);
+    stream_source src = {.list = &list};
     if (rc == GR_EXIT_OK && list.n == 0) {
         fprintf(stderr, "graphrun: %s: no images (.jpg, .jpeg, .png, .bmp)\n",
                 o->input_list ? o->input_list : o->inputs[0]);
@@ -714,9 +900,74 @@ int gr_cli_detect_stream(const gr_cli_options *o)
     if (rc == GR_EXIT_OK)
         rc = open_engine(o, list.n, &model, &engine, &info);
     if (rc == GR_EXIT_OK)
-        rc = run_pipeline(o, &list, model, engine, &info, t_start);
+        rc = run_pipeline(o, &src, model, engine, &info, t_start);
     gr_engine_destroy(engine);
     gr_model_destroy(model);
     list_free(&list);
+    return rc;
+}
+
+/* ---- video: the same pipeline, its frames decoded in order by one worker at a time ---------- */
+
+int gr_cli_wants_video(const gr_cli_options *o)
+{
+    if (o->input_list || o->n_inputs == 0 || o->input_type == GR_CLI_INPUT_IMAGE)
+        return 0;
+    return o->input_type == GR_CLI_INPUT_VIDEO ||
+           (!gr_cli_is_directory(o->inputs[0]) && gr_video_is_input(o->inputs[0]));
+}
+
+/* A video is the only input; the single-image flags are refused; --output is a video file. */
+static int check_video_flags(const gr_cli_options *o)
+{
+    if (o->n_inputs != 1 || o->input_list) {
+        fprintf(stderr, "graphrun: a video is the only input of a run (one --input, no "
+                        "--input-list)\n");
+        return GR_EXIT_USAGE;
+    }
+    const char *flag = o->save_output      ? "--save-output"
+                       : o->runs_given     ? "--runs"
+                       : o->find_overflow  ? "--find-overflow"
+                       : o->fast_decode    ? "--fast-decode"
+                                           : NULL;
+    if (flag) {
+        fprintf(stderr, "graphrun: %s applies to images, not to a video\n", flag);
+        return GR_EXIT_USAGE;
+    }
+    if (o->output && o->output[0] && !gr_video_has_extension(o->output)) {
+        fprintf(stderr, "graphrun: --output %s: a video's boxes are drawn into a video file (.mp4, "
+                        ".mkv, .avi, .mov, .webm ...)\n", o->output);
+        return GR_EXIT_USAGE;
+    }
+    return GR_EXIT_OK;
+}
+
+int gr_cli_detect_video(const gr_cli_options *o)
+{
+    int rc = check_video_flags(o);
+    if (rc != GR_EXIT_OK)
+        return rc;
+    double t_start = now_s();
+    gr_video_reader *video = NULL;
+    gr_status st = gr_video_open(o->inputs[0], &video);
+    if (st != GR_OK)
+        return gr_cli_fail(st, NULL);
+    gr_model *model = NULL;
+    gr_engine *engine = NULL;
+    gr_model_info info;
+    rc = open_engine(o, -1, &model, &engine, &info);
+    stream_source src = {.video = video, .video_path = o->inputs[0]};
+    /* A camera or a stream has no end: Ctrl-C ends the run as the video's end would (the frames
+     * so far reported, --output finished so that it plays). */
+    interrupted = 0;
+    void (*previous)(int) = signal(SIGINT, on_interrupt);
+    if (rc == GR_EXIT_OK)
+        rc = run_pipeline(o, &src, model, engine, &info, t_start);
+    signal(SIGINT, previous);
+    if (interrupted)
+        fprintf(stderr, "graphrun: interrupted: the video ended there\n");
+    gr_engine_destroy(engine);
+    gr_model_destroy(model);
+    gr_video_close(video);
     return rc;
 }
