@@ -750,12 +750,12 @@ static void print_summary(const pipeline *p, const int *failed, int started, dou
      * time getting batches reported and the workers wait for buffers. */
     fprintf(stderr, "graphrun: main thread %.2f s waiting for decoded batches, %.2f s for the "
                     "engine, %.2f s getting batches reported (%.2f s decoding detections and "
-                    "formatting JSON itself), %.2f s writing JSON; CPU time %.0f us per "
+                    "formatting JSON itself), %.2f s writing JSON%s; CPU time %.0f us per "
                     "image, %.0f us of it reporting and writing; %d workers %.2f s waiting for "
                     "a free buffer, %.2f s decoding detections and formatting JSON (in "
                     "total)\n",
             p->main_fill, p->main_gpu, p->main_report, p->main_report_own, p->main_write,
-            1e6 * main_cpu / n, 1e6 * p->main_report_cpu / n, started, p->workers_blocked,
+            p->output ? " and encoding the --output video" : "", 1e6 * main_cpu / n, 1e6 * p->main_report_cpu / n, started, p->workers_blocked,
             p->workers_report);
 }
 
