@@ -49,7 +49,7 @@ frames = [json.loads(l) for l in open(sys.argv[2])]
 assert len(video) == 12 and len(frames) == 12, (len(video), len(frames))
 for k, (v, f) in enumerate(zip(video, frames)):
     assert v["input"].endswith("clip.mkv") and v["frame"] == k, v
-    assert abs(v["pts"] - k / 25) < 1e-6, (k, v["pts"])
+    assert abs(v["time"] - k / 25) < 1e-6, (k, v["time"])
     assert (v["width"], v["height"]) == (320, 240), v
     assert v["detections"] == f["detections"], (k, v["detections"][:2], f["detections"][:2])
 assert sum(len(v["detections"]) for v in video) > 0, "no detections: the comparison is empty"

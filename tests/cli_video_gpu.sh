@@ -44,7 +44,7 @@ frames = [json.loads(l) for l in open(sys.argv[2])]
 assert len(video) == 10 and len(frames) == 10, (len(video), len(frames))
 total = 0
 for k, (v, f) in enumerate(zip(video, frames)):
-    assert v["frame"] == k and abs(v["pts"] - k / 25) < 1e-6, (k, v["frame"], v["pts"])
+    assert v["frame"] == k and abs(v["time"] - k / 25) < 1e-6, (k, v["frame"], v["time"])
     dv, df = v["detections"], f["detections"]
     assert len(dv) == len(df), f"frame {k}: {len(dv)} detections, its PNG {len(df)}"
     for a, b in zip(dv, df):

@@ -47,7 +47,7 @@ void gr_cli_detect_usage(FILE *f)
         "  --input-list FILE   the same for the image paths in FILE, one per line\n"
         "  --input VIDEO       a video file (.mp4, .mkv, .avi ...), camera (/dev/video0) or stream\n"
         "                      (rtsp://...) through FFmpeg: every frame, JSON Lines with its index\n"
-        "                      and pts; --output out.mp4 writes the video with its boxes\n"
+        "                      and time (s); --output out.mp4 writes the video with its boxes\n"
         "  --input-type T      auto (default: from the name, else FFmpeg's probe), image, video\n"
         "  --fast-decode       with --input DIR / --input-list: decode JPEGs of at least twice the\n"
         "                      network's size at 1/2, 1/4 or 1/8 scale (faster, not Darknet's exact\n"

@@ -171,6 +171,7 @@ typedef struct image_slot {
 typedef struct batch_buffer {
     int batch_index;     /* which batch this buffer holds (or is being filled with) */
     int filled;          /* slots of that batch finished */
+    int size;            /* images in that batch, once decoded (the main thread's wait_batch) */
     void *input;         /* the engine slot's input: batch images, uint8 HWC or float CHW */
     image_slot *slots;
     const float *outputs[STREAM_MAX_OUTPUTS]; /* the slot's outputs after its run's wait */
@@ -361,7 +362,7 @@ static void report_image(const pipeline *p, batch_buffer *b, int s)
         fputs("{\"input\": ", f);
         gr_cli_json_string(f, path);
         if (p->video)
-            fprintf(f, ", \"frame\": %d, \"pts\": %.6f", index, slot->pts);
+            fprintf(f, ", \"frame\": %d, \"time\": %.6f", index, slot->pts);
         if (slot->error) {
             fputs(", \"error\": ", f);
             gr_cli_json_string(f, slot->error);
@@ -527,7 +528,7 @@ static int report_batch(pipeline *p, gr_engine *engine, batch_buffer *b, int fai
     for (int k = 0; k < p->n_out; k++)
         if ((st = gr_engine_output(engine, k, &b->outputs[k])) != GR_OK)
             return gr_cli_fail(st, "run");
-    int n_images = batch_size(p, b->batch_index);
+    int n_images = b->size;
     double cpu0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
     pthread_mutex_lock(&p->lock);
     p->reporting = b;
@@ -667,6 +668,8 @@ static int wait_batch(pipeline *p, int k)
     while (batch_size(p, k) > 0 && b->filled < batch_size(p, k))
         pthread_cond_wait(&p->changed, &p->lock);
     int more = batch_size(p, k) > 0;
+    if (more) /* (no batch k: its buffer may still hold batch k - 1, whose size stays) */
+        b->size = batch_size(p, k); /* read under the lock: a video's end changes p->total */
     pthread_mutex_unlock(&p->lock);
     p->main_fill += now_s() - t;
     return more;
@@ -694,7 +697,7 @@ static int main_loop(pipeline *p, gr_engine *engine, int *failed, double t0)
         rc = report_batch(p, engine, done, failed);
         release_buffer(p, done, k - 1, rc);
         if (show_progress)
-            progress((k - 1) * p->batch + batch_size(p, k - 1), p->list ? p->list->n : INT_MAX,
+            progress((k - 1) * p->batch + done->size, p->list ? p->list->n : INT_MAX,
                      now_s() - t0);
     }
     if (show_progress)
