@@ -147,8 +147,11 @@ static int probe_is_video(const char *path)
     const AVInputFormat *fmt = av_probe_input_format3(&pd, 1, &score);
     if (!fmt || score < AVPROBE_SCORE_EXTENSION)
         return 0;
+    /* GIF and APNG are FFmpeg containers but images to graphrun, which refuses them by name
+     * (docs/errors.md): --input-type video reads an animated one. */
     size_t len = strlen(fmt->name);
-    return strcmp(fmt->name, "image2") != 0 &&
+    return strcmp(fmt->name, "image2") != 0 && strcmp(fmt->name, "gif") != 0 &&
+           strcmp(fmt->name, "apng") != 0 &&
            !(len > 5 && strcmp(fmt->name + len - 5, "_pipe") == 0);
 }
 
