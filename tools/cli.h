@@ -79,7 +79,12 @@ typedef struct gr_cli_options {
     const char *engine_file; /* --engine FILE: a saved engine instead of building one */
     unsigned long long given; /* bit id: flag id given on the command line (tools/cli_args.c) */
     int micro_batch;      /* --micro-batch N|auto: images per pass of the GPU graph, 0 = auto */
+    int input_type;       /* --input-type: GR_CLI_INPUT_AUTO (default), _IMAGE, _VIDEO */
 } gr_cli_options;
+
+/* --input-type: what --input is; auto decides from the name and, for a file with no known
+ * extension, FFmpeg's probe (tools/video.h, gr_video_is_input). */
+enum { GR_CLI_INPUT_AUTO = 0, GR_CLI_INPUT_IMAGE = 1, GR_CLI_INPUT_VIDEO = 2 };
 
 /* ---- flag parsing (tools/cli_args.c): one parser for every subcommand ---------------------- */
 
@@ -171,6 +176,13 @@ int gr_cli_make_dir(const char *path);
 /* Folders and lists of images (--input DIR, --input-list FILE): decode on worker threads,
  * double-buffered batches, JSON Lines on stdout. */
 int gr_cli_detect_stream(const gr_cli_options *o);
+
+/* A video file, camera or stream (--input clip.mp4, /dev/video0, rtsp://...; --input-type):
+ * its frames through the same pipeline (tools/cmd_stream.c), JSON Lines with the frame index and
+ * time, --output an annotated video. gr_cli_wants_video: 1 when the command line's input is
+ * one. */
+int gr_cli_wants_video(const gr_cli_options *o);
+int gr_cli_detect_video(const gr_cli_options *o);
 
 /* `graphrun [detect]` on files given one by one (--input FILE, repeated): tools/cmd_detect.c. */
 int gr_cli_detect_images(const gr_cli_options *o);

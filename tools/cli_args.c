@@ -159,8 +159,7 @@ enum {
     F_MODEL, F_CFG, F_WEIGHTS, F_NAMES, F_OUTPUT, F_SAVE_OUTPUT, F_INPUT, F_SEED, F_DEVICE, F_PREC,
     F_BATCH, F_RUNS, F_THRESH, F_NMS, F_CALIB_CACHE, F_CALIB, F_CALIB_PERCENTILE, F_CALIB_IMAGES,
     F_CALIB_DEVICE, F_INPUT_LIST, F_THREADS, F_MAX_NRMSE, F_TIMING_CACHE, F_F32_ALGO, F_SPLIT_K, F_PDL,
-    F_ENGINE,
-    F_MICRO_BATCH
+    F_ENGINE, F_MICRO_BATCH, F_INPUT_TYPE
 };
 
 const gr_cli_flag gr_cli_detect_flags[] = {
@@ -180,7 +179,8 @@ const gr_cli_flag gr_cli_detect_flags[] = {
     {"--input-list", F_INPUT_LIST, 1}, {"--threads", F_THREADS, 1},
     {"--max-nrmse", F_MAX_NRMSE, 1}, {"--timing-cache", F_TIMING_CACHE, 1},
     {"--f32-algo", F_F32_ALGO, 1}, {"--split-k", F_SPLIT_K, 1}, {"--pdl", F_PDL, 1},
-    {"--engine", F_ENGINE, 1}, {"--micro-batch", F_MICRO_BATCH, 1}, {NULL, 0, 0}};
+    {"--engine", F_ENGINE, 1}, {"--micro-batch", F_MICRO_BATCH, 1}, {"--input-type", F_INPUT_TYPE, 1},
+    {NULL, 0, 0}};
 
 void gr_cli_options_default(gr_cli_options *o)
 {
@@ -315,6 +315,13 @@ static int apply_number(gr_cli_options *o, int id, const char *v, char *err, siz
             want = gr_cli_parse_int(v, 1, GR_MAX_BATCH_CLI, &o->micro_batch)
                        ? NULL
                        : "auto or an integer in 1..4096 (a divisor of --batch)";
+        break;
+    case F_INPUT_TYPE:
+        o->input_type = strcmp(v, "auto") == 0    ? GR_CLI_INPUT_AUTO
+                        : strcmp(v, "image") == 0 ? GR_CLI_INPUT_IMAGE
+                        : strcmp(v, "video") == 0 ? GR_CLI_INPUT_VIDEO
+                                                  : -1;
+        want = o->input_type >= 0 ? NULL : "auto, image or video";
         break;
     default: return gr_cli_usage_error(err, errlen, "option %d has no handler", id);
     }

@@ -31,9 +31,11 @@
 #define _GNU_SOURCE /* sched_getaffinity */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +47,7 @@
 #include "runtime/image/image.h"
 #include "tools/cli.h"
 #include "tools/results.h"
+#include "tools/video.h"
 
 /* Batch buffers (engine slots) in flight: one being reported, one running, the rest filling. */
 #define STREAM_INFLIGHT 4
@@ -155,6 +158,9 @@ static int read_list_file(const char *file, path_list *l)
 
 typedef struct image_slot {
     int w, h;            /* original size, to map boxes back */
+    double ready;        /* when it was decoded (now_s): its latency runs to its line written */
+    double pts;          /* video: the frame's time in seconds */
+    gr_image *frame;     /* video: the decoded frame (reused), drawn into for --output */
     char *error;         /* NULL when the image decoded, else its message (any length) */
     size_t nonfinite;    /* NaN/Inf values in its part of the outputs */
     char *line;          /* its record (tools/results.h; open_memstream's buffer), once reported */
@@ -167,13 +173,28 @@ typedef struct image_slot {
 typedef struct batch_buffer {
     int batch_index;     /* which batch this buffer holds (or is being filled with) */
     int filled;          /* slots of that batch finished */
+    int size;            /* images in that batch, once decoded (the main thread's wait_batch) */
     void *input;         /* the engine slot's input: batch images, uint8 HWC or float CHW */
     image_slot *slots;
     const float *outputs[STREAM_MAX_OUTPUTS]; /* the slot's outputs after its run's wait */
 } batch_buffer;
 
 typedef struct pipeline {
-    const path_list *list;
+    const path_list *list; /* the images, or NULL for a video */
+    int total;           /* images, or a video's frames: INT_MAX until its end is decoded */
+    /* A video is decoded by one worker at a time (decoder_busy) in frame order; the others
+     * report. Its end or error (video_status, video_error) sets total. */
+    gr_video_reader *video;
+    const char *video_path;
+    int decoder_busy;
+    gr_status video_status;
+    char *video_error;
+    gr_video_writer *writer; /* --output of a video: the frames with their boxes */
+    const char *output;
+    gr_status write_status;
+    long long frames_written;
+    double *latency;     /* per image, seconds from decoded to its line written */
+    int n_latency, cap_latency;
     int batch, net_w, net_h, use_u8;
     int fast_decode;     /* --fast-decode: the readers DCT-scale large JPEGs */
     size_t per_image;    /* elements per image */
@@ -212,7 +233,7 @@ typedef struct pipeline {
 
 static int batch_size(const pipeline *p, int batch_index)
 {
-    int left = p->list->n - batch_index * p->batch;
+    int left = p->total - batch_index * p->batch;
     return left < p->batch ? left : p->batch;
 }
 
@@ -238,6 +259,15 @@ static gr_status check_image_file(const char *path)
     return GR_OK;
 }
 
+static double clock_s(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
+
 static void decode_into(pipeline *p, gr_image_reader *reader, const char *path, void *dst,
                         image_slot *slot)
 {
@@ -251,6 +281,7 @@ static void decode_into(pipeline *p, gr_image_reader *reader, const char *path, 
         gr_image_reader_source_size(reader, &slot->w, &slot->h);
         st = gr_engine_letterbox(p->engine, im, dst); /* as gr_engine_set_image: any thread */
     }
+    slot->ready = now_s();
     if (st != GR_OK) {
         slot->error = strdup(gr_last_error()); /* NULL only without memory: the line says so */
         if (!slot->error)
@@ -264,14 +295,35 @@ static void decode_into(pipeline *p, gr_image_reader *reader, const char *path, 
     }
 }
 
-static double clock_s(clockid_t id)
+/* The video's next frame into its slot (slot->frame, kept for --output) and letterboxed into
+ * dst, exactly as an image of those RGB pixels would be. Returns 1 at the video's end or on an
+ * error (p->video_status, p->video_error: the run stops there), 0 with the frame in place. */
+static volatile sig_atomic_t interrupted; /* Ctrl-C during a video: end it there */
+
+static void on_interrupt(int sig)
 {
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    (void)sig;
+    interrupted = 1;
+    signal(SIGINT, SIG_DFL); /* a second Ctrl-C ends the process at once */
 }
 
-static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
+static int decode_frame(pipeline *p, void *dst, image_slot *slot)
+{
+    int eof = interrupted;
+    gr_status st = eof ? GR_OK : gr_video_read(p->video, &slot->frame, &slot->pts, &eof);
+    if (st == GR_OK && !eof) {
+        slot->w = slot->frame->w;
+        slot->h = slot->frame->h;
+        st = p->use_u8 ? gr_image_letterbox_u8(slot->frame, p->net_w, p->net_h, dst)
+                       : gr_image_letterbox(slot->frame, p->net_w, p->net_h, dst);
+        slot->ready = now_s();
+    }
+    if (st != GR_OK) {
+        p->video_status = st;
+        p->video_error = strdup(gr_last_error());
+    }
+    return st != GR_OK || eof;
+}
 
 /* NaN/Inf values in image s's part of the outputs batch b kept. */
 static size_t count_nonfinite(const pipeline *p, const batch_buffer *b, int s)
@@ -315,7 +367,8 @@ static void draw_image(const char *dir, const char *path, const gr_detection *de
 static void report_image(const pipeline *p, batch_buffer *b, int s)
 {
     image_slot *slot = &b->slots[s];
-    const char *path = p->list->paths[b->batch_index * p->batch + s];
+    int index = b->batch_index * p->batch + s;
+    const char *path = p->video ? p->video_path : p->list->paths[index];
     char *text = NULL;
     size_t len = 0;
     gr_detection *dets = NULL;
@@ -331,10 +384,13 @@ static void report_image(const pipeline *p, batch_buffer *b, int s)
         dopt.image_h = slot->h;
         st = gr_engine_detect_outputs(p->engine, b->outputs, s, &dopt, &dets, &n);
     }
+    if (st == GR_OK && p->output && slot->frame)
+        st = gr_image_draw_detections(slot->frame, dets, n, p->model);
     FILE *f = st == GR_OK ? open_memstream(&text, &len) : NULL;
     if (f) {
-        gr_result_image im = {.path = path, .index = b->batch_index * p->batch + s, .width = slot->w,
-                              .height = slot->h, .frame = -1, .error = slot->error,
+        gr_result_image im = {.path = path, .index = index, .width = slot->w,
+                              .height = slot->h, .frame = p->video ? index : -1,
+                              .time_s = p->video ? slot->pts : 0.0, .error = slot->error,
                               .nonfinite = slot->nonfinite};
         char err[4400];
         if (gr_results_format(p->results, &im, dets, n, f, err, sizeof err) != GR_EXIT_OK)
@@ -377,23 +433,26 @@ static int report_one(pipeline *p, double *spent)
 
 /* A worker: images are claimed in order and decoded into their batch's buffer; between images,
  * and while waiting for a buffer or for more work, it reports images of the batch being
- * reported (that is what frees buffers). It leaves when the main thread says so. */
+ * reported (that is what frees buffers). A video's frames are claimed by one worker at a time,
+ * which holds the decoder from its claim to the frame in place, so frames land in order. It
+ * leaves when the main thread says so. */
 static void *worker(void *arg)
 {
     pipeline *p = arg;
     /* Without a reader (out of memory) every image this worker claims fails on its line. */
     gr_image_reader *reader = NULL;
-    if (gr_image_reader_create(&reader) == GR_OK && p->fast_decode)
+    if (!p->video && gr_image_reader_create(&reader) == GR_OK && p->fast_decode)
         gr_image_reader_fast_decode(reader, p->net_w, p->net_h);
     pthread_mutex_lock(&p->lock);
     while (!p->stop && !p->finished) {
         if (report_one(p, &p->workers_report))
             continue;
-        if (p->next_image >= p->list->n) {
+        if (p->next_image >= p->total || p->decoder_busy) {
             pthread_cond_wait(&p->changed, &p->lock);
             continue;
         }
         int i = p->next_image++;
+        p->decoder_busy = p->video != NULL;
         int batch_index = i / p->batch, slot = i % p->batch;
         batch_buffer *b = &p->buf[batch_index % p->n_buf];
         while (!p->stop && b->batch_index != batch_index) { /* held by batch_index - n_buf */
@@ -410,9 +469,17 @@ static void *worker(void *arg)
         void *dst = (char *)b->input + (size_t)slot * p->per_image * elem;
         free(b->slots[slot].error);
         b->slots[slot].error = NULL;
-        decode_into(p, reader, p->list->paths[i], dst, &b->slots[slot]);
+        int ended = 0;
+        if (p->video)
+            ended = decode_frame(p, dst, &b->slots[slot]);
+        else
+            decode_into(p, reader, p->list->paths[i], dst, &b->slots[slot]);
         pthread_mutex_lock(&p->lock);
-        b->filled++;
+        if (ended)
+            p->total = i; /* batch_size() shrinks: the main thread submits what is there */
+        else
+            b->filled++;
+        p->decoder_busy = 0;
         pthread_cond_broadcast(&p->changed);
     }
     pthread_mutex_unlock(&p->lock);
@@ -422,6 +489,10 @@ static void *worker(void *arg)
 
 static void progress(int done, int total, double elapsed)
 {
+    if (total == INT_MAX) { /* a video: its length is known at its end */
+        fprintf(stderr, "\r%d frames, %.0f frames/s ", done, elapsed > 0 ? done / elapsed : 0.0);
+        return;
+    }
     int width = 30, bar = total ? done * width / total : width;
     fprintf(stderr, "\r[%.*s%.*s] %d/%d images, %.0f images/s ", bar,
             "##############################", width - bar, "                              ",
@@ -434,7 +505,8 @@ static void report_failures(const pipeline *p, const batch_buffer *b, int s, int
 {
     const image_slot *slot = &b->slots[s];
     if ((slot->error || slot->nonfinite) && !gr_results_carries_errors(p->results)) {
-        const char *path = p->list->paths[b->batch_index * p->batch + s];
+        const char *path = p->video ? p->video_path
+                                   : p->list->paths[b->batch_index * p->batch + s];
         if (slot->error)
             fprintf(stderr, "graphrun: %s\n", slot->error);
         else
@@ -446,6 +518,41 @@ static void report_failures(const pipeline *p, const batch_buffer *b, int s, int
     failed[0] += slot->error != NULL;
     failed[1] += slot->nonfinite != 0;
     failed[2] += slot->output_error != NULL;
+}
+
+/* --output of a video: the frame with its boxes, in order; the writer opens at the first frame
+ * (its size, the input's frame rate). */
+static int write_frame(pipeline *p, const image_slot *slot)
+{
+    if (!p->output || !slot->frame)
+        return GR_EXIT_OK;
+    gr_status st = GR_OK;
+    if (!p->writer) {
+        st = gr_video_writer_open(p->output, slot->frame->w, slot->frame->h,
+                                  gr_video_fps(p->video), GR_VIDEO_CODEC_DEFAULT, &p->writer);
+        if (st == GR_OK && strcmp(gr_video_writer_codec(p->writer), "mjpeg") == 0)
+            fprintf(stderr, "graphrun: no H.264 encoder in this FFmpeg: %s gets MJPEG\n",
+                    p->output);
+    }
+    if (st == GR_OK)
+        st = gr_video_writer_write(p->writer, slot->frame);
+    if (st != GR_OK)
+        return gr_cli_fail(st, NULL);
+    p->frames_written++;
+    return GR_EXIT_OK;
+}
+
+static void record_latency(pipeline *p, double seconds)
+{
+    if (p->n_latency == p->cap_latency) {
+        int cap = p->cap_latency ? 2 * p->cap_latency : 1024;
+        double *grown = realloc(p->latency, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return; /* the statistics are of the images recorded so far */
+        p->latency = grown;
+        p->cap_latency = cap;
+    }
+    p->latency[p->n_latency++] = seconds;
 }
 
 /* Wait for the run of batch b->batch_index (on engine slot batch_index % n_buf), have its images
@@ -463,7 +570,7 @@ static int report_batch(pipeline *p, gr_engine *engine, batch_buffer *b, int fai
     for (int k = 0; k < p->n_out; k++)
         if ((st = gr_engine_output(engine, k, &b->outputs[k])) != GR_OK)
             return gr_cli_fail(st, "run");
-    int n_images = batch_size(p, b->batch_index);
+    int n_images = b->size;
     double cpu0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
     pthread_mutex_lock(&p->lock);
     p->reporting = b;
@@ -487,6 +594,8 @@ static int report_batch(pipeline *p, gr_engine *engine, batch_buffer *b, int fai
         if (rc == GR_EXIT_OK) {
             rc = gr_results_append(p->results, slot->line, slot->line_len);
             report_failures(p, b, s, failed);
+            if (rc == GR_EXIT_OK)
+                rc = write_frame(p, slot);
         }
         free(slot->line);
         free(slot->report_error);
@@ -495,6 +604,9 @@ static int report_batch(pipeline *p, gr_engine *engine, batch_buffer *b, int fai
     }
     if (rc == GR_EXIT_OK)
         rc = gr_results_flush(p->results); /* a full disk or a closed pipe stops the run */
+    double written = now_s();
+    for (int s = 0; s < n_images && rc == GR_EXIT_OK; s++)
+        record_latency(p, written - b->slots[s].ready);
     p->main_write += now_s() - t2;
     p->main_report_cpu += clock_s(CLOCK_THREAD_CPUTIME_ID) - cpu0;
     return rc;
@@ -524,11 +636,23 @@ static int usable_cores(void)
     return cores > 0 ? (int)cores : 1;
 }
 
+/* What a pipeline reads: a list of images, or a video (and where its annotated copy goes). */
+typedef struct stream_source {
+    const path_list *list;
+    gr_video_reader *video;
+    const char *video_path;
+} stream_source;
+
 /* The pipeline of an engine: its slots' input buffers are the batch buffers. */
-static int pipeline_init(pipeline *p, const gr_cli_options *o, const path_list *list,
+static int pipeline_init(pipeline *p, const gr_cli_options *o, const stream_source *src,
                          const gr_model *model, gr_engine *engine, const gr_model_info *info)
 {
-    *p = (pipeline){.list = list, .batch = o->batch, .net_w = info->width, .net_h = info->height};
+    *p = (pipeline){.list = src->list, .batch = o->batch, .net_w = info->width,
+                    .net_h = info->height};
+    p->total = src->list ? src->list->n : INT_MAX;
+    p->video = src->video;
+    p->video_path = src->video_path;
+    p->output = src->video && o->output && o->output[0] ? o->output : NULL;
     p->use_u8 = gr_engine_image_u8(engine); /* the slots' input type gr_engine_letterbox fills */
     p->fast_decode = o->fast_decode;
     p->per_image = (size_t)info->channels * (size_t)info->width * (size_t)info->height;
@@ -567,28 +691,43 @@ static int pipeline_init(pipeline *p, const gr_cli_options *o, const path_list *
 static void pipeline_free(pipeline *p)
 {
     for (int k = 0; k < p->n_buf; k++)
-        for (int s = 0; p->buf[k].slots && s < p->batch; s++)
+        for (int s = 0; p->buf[k].slots && s < p->batch; s++) {
             free(p->buf[k].slots[s].error);
+            gr_image_destroy(p->buf[k].slots[s].frame);
+        }
+    free(p->video_error);
+    free(p->latency);
     for (int k = 0; k < p->n_buf; k++)
         free(p->buf[k].slots);
 }
 
-/* Submit batch k once decoded, then report batch k - 1 (k = n_batches: the last one).
+/* Wait until batch k is decoded: 1, or 0 when there is no batch k (the images, or the video,
+ * ended before it; a video's end is known only once decoded). */
+static int wait_batch(pipeline *p, int k)
+{
+    batch_buffer *b = &p->buf[k % p->n_buf];
+    double t = now_s();
+    pthread_mutex_lock(&p->lock);
+    while (batch_size(p, k) > 0 && b->filled < batch_size(p, k))
+        pthread_cond_wait(&p->changed, &p->lock);
+    int more = batch_size(p, k) > 0;
+    if (more) /* (no batch k: its buffer may still hold batch k - 1, whose size stays) */
+        b->size = batch_size(p, k); /* read under the lock: a video's end changes p->total */
+    pthread_mutex_unlock(&p->lock);
+    p->main_fill += now_s() - t;
+    return more;
+}
+
+/* Submit batch k once decoded, then report batch k - 1 (after the last batch: the last one).
  * failed[0]: images that could not be read, failed[1]: images with NaN/Inf outputs, failed[2]:
  * label files or annotated images not written. */
 static int main_loop(pipeline *p, gr_engine *engine, int *failed, double t0)
 {
-    int show_progress = isatty(STDERR_FILENO), rc = GR_EXIT_OK;
-    int n_batches = (p->list->n + p->batch - 1) / p->batch;
-    for (int k = 0; k <= n_batches && rc == GR_EXIT_OK; k++) {
-        if (k < n_batches) {
+    int show_progress = isatty(STDERR_FILENO), rc = GR_EXIT_OK, more = 1;
+    for (int k = 0; more && rc == GR_EXIT_OK; k++) {
+        more = wait_batch(p, k);
+        if (more) {
             batch_buffer *b = &p->buf[k % p->n_buf];
-            double t = now_s();
-            pthread_mutex_lock(&p->lock);
-            while (b->filled < batch_size(p, k))
-                pthread_cond_wait(&p->changed, &p->lock);
-            pthread_mutex_unlock(&p->lock);
-            p->main_fill += now_s() - t;
             gr_status st = gr_engine_submit(engine, k % p->n_buf);
             if (st != GR_OK) {
                 rc = gr_cli_fail(st, "run");
@@ -602,7 +741,8 @@ static int main_loop(pipeline *p, gr_engine *engine, int *failed, double t0)
         rc = report_batch(p, engine, done, failed);
         release_buffer(p, done, k - 1, rc);
         if (show_progress)
-            progress((k - 1) * p->batch + batch_size(p, k - 1), p->list->n, now_s() - t0);
+            progress((k - 1) * p->batch + done->size, p->list ? p->list->n : INT_MAX,
+                     now_s() - t0);
     }
     if (show_progress)
         fputc('\n', stderr);
@@ -634,43 +774,84 @@ static void stop_workers(pipeline *p, pthread_t *tids, int started)
 static void print_summary(const pipeline *p, const int *failed, int started, double elapsed,
                           double main_cpu, double t_start)
 {
-    int n = p->list->n, bad = failed[0] + failed[1];
+    int n = p->total, bad = failed[0] + failed[1];
+    const char *noun = p->video ? "frames" : "images";
     if (failed[2])
         fprintf(stderr, "graphrun: %d output files could not be written (above)\n", failed[2]);
-    fprintf(stderr, "graphrun: %d images in %.2f s: %.1f images/s from files on disk to "
-                    "detections%s", n, elapsed, elapsed > 0 ? n / elapsed : 0.0, bad ? "; " : "\n");
+    fprintf(stderr, "graphrun: %d %s in %.2f s: %.1f %s/s from %s to detections%s", n, noun,
+            elapsed, elapsed > 0 ? n / elapsed : 0.0, noun,
+            p->video ? "the video" : "files on disk", bad ? "; " : "\n");
     if (bad)
         fprintf(stderr, "%d failed (%s)\n", bad,
                 gr_results_carries_errors(p->results) ? "their lines hold the error" : "above");
     double total = now_s() - t_start;
-    fprintf(stderr, "graphrun: %.2f s with the listing and the engine build (%.1f images/s)\n",
-            total, total > 0 ? n / total : 0.0);
+    fprintf(stderr, "graphrun: %.2f s with the %s and the engine build (%.1f %s/s)\n", total,
+            p->video ? "opening" : "listing", total > 0 ? n / total : 0.0, noun);
+    /* Latency: from the image's pixels in the batch buffer to its line flushed (batching and the
+     * runs in flight trade it for throughput). */
+    gr_cli_sort(p->latency, p->n_latency);
+    fprintf(stderr, "graphrun: latency per %s from decoded to its line written: p50 %.1f ms, "
+                    "p99 %.1f ms\n", p->video ? "frame" : "image",
+            1e3 * gr_cli_percentile(p->latency, p->n_latency, 50.0),
+            1e3 * gr_cli_percentile(p->latency, p->n_latency, 99.0));
     /* Decoding-bound: the main thread mostly waits for batches and the workers never for
      * buffers. GPU-bound: the main thread waits for the engine. Report-bound (decoding
      * detections and formatting JSON, now spread over every thread): the main thread spends its
      * time getting batches reported and the workers wait for buffers. */
     fprintf(stderr, "graphrun: main thread %.2f s waiting for decoded batches, %.2f s for the "
                     "engine, %.2f s getting batches reported (%.2f s decoding detections and "
-                    "formatting JSON itself), %.2f s writing JSON; CPU time %.0f us per "
+                    "formatting JSON itself), %.2f s writing JSON%s; CPU time %.0f us per "
                     "image, %.0f us of it reporting and writing; %d workers %.2f s waiting for "
                     "a free buffer, %.2f s decoding detections and formatting JSON (in "
                     "total)\n",
             p->main_fill, p->main_gpu, p->main_report, p->main_report_own, p->main_write,
-            1e6 * main_cpu / n, 1e6 * p->main_report_cpu / n, started, p->workers_blocked,
+            p->output ? " and encoding the --output video" : "", 1e6 * main_cpu / n, 1e6 * p->main_report_cpu / n, started, p->workers_blocked,
             p->workers_report);
 }
 
-static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model *model,
+/* A video's end: its error (after the lines of the frames before it), no frames at all, or
+ * --output closed (its trailer written) and named. Returns rc or the first failure. */
+static int finish_video(pipeline *p, int rc)
+{
+    if (!p->video)
+        return rc;
+    const char *codec = p->writer ? gr_video_writer_codec(p->writer) : "";
+    char codec_name[64];
+    snprintf(codec_name, sizeof codec_name, "%s", codec);
+    gr_status st = gr_video_writer_close(p->writer);
+    p->writer = NULL;
+    if (rc != GR_EXIT_OK)
+        return rc;
+    if (p->video_error) {
+        gr_fail(p->video_status, "%s", p->video_error);
+        return gr_cli_fail(p->video_status, NULL);
+    }
+    if (p->total == 0) {
+        fprintf(stderr, "graphrun: %s: no video frames\n", p->video_path);
+        return GR_EXIT_INPUT;
+    }
+    if (st != GR_OK)
+        return gr_cli_fail(st, NULL);
+    if (p->output)
+        fprintf(stderr, "graphrun: wrote %s (%lld frames, %s)\n", p->output, p->frames_written,
+                codec_name);
+    return GR_EXIT_OK;
+}
+
+static int run_pipeline(const gr_cli_options *o, const stream_source *src, gr_model *model,
                         gr_engine *engine, const gr_model_info *info, gr_results *results,
                         double t_start)
 {
     pipeline p;
     int threads = o->threads > 0 ? o->threads : usable_cores();
-    threads = threads > list->n ? list->n : threads;
+    if (src->list && threads > src->list->n)
+        threads = src->list->n;
     pthread_t *tids = calloc((size_t)threads, sizeof *tids);
-    int rc = pipeline_init(&p, o, list, model, engine, info);
+    int rc = pipeline_init(&p, o, src, model, engine, info);
     p.results = results;
-    p.draw_dir = o->format != GR_FORMAT_YOLO_TXT && o->output && o->output[0] ? o->output : NULL;
+    p.draw_dir = !src->video && o->format != GR_FORMAT_YOLO_TXT && o->output && o->output[0]
+                     ? o->output
+                     : NULL;
     if (rc == GR_EXIT_OK && !tids) {
         fprintf(stderr, "graphrun: out of memory for %d threads\n", threads);
         rc = GR_EXIT_OOM;
@@ -682,9 +863,15 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
     }
     pthread_mutex_init(&p.lock, NULL);
     pthread_cond_init(&p.changed, NULL);
-    fprintf(stderr, "graphrun: %d images, %d decoding threads, batches of %d, %d in flight%s\n",
-            list->n, threads, o->batch, p.n_buf,
-            p.fast_decode ? "; --fast-decode: JPEGs of 2x the input or more decoded scaled" : "");
+    if (src->list)
+        fprintf(stderr, "graphrun: %d images, %d decoding threads, batches of %d, %d in flight%s\n",
+                src->list->n, threads, o->batch, p.n_buf,
+                p.fast_decode ? "; --fast-decode: JPEGs of 2x the input or more decoded scaled"
+                              : "");
+    else
+        fprintf(stderr, "graphrun: %s: %.3g frames/s; frames decoded in order by one thread at "
+                        "a time, %d threads, batches of %d, %d in flight\n",
+                src->video_path, gr_video_fps(src->video), threads, o->batch, p.n_buf);
     int failed[3] = {0, 0, 0};
     double t0 = now_s(), main_cpu0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
     int started = start_workers(&p, tids, threads);
@@ -693,6 +880,7 @@ static int run_pipeline(const gr_cli_options *o, const path_list *list, gr_model
     double elapsed = now_s() - t0, main_cpu = clock_s(CLOCK_THREAD_CPUTIME_ID) - main_cpu0;
     pthread_cond_destroy(&p.changed);
     pthread_mutex_destroy(&p.lock);
+    rc = finish_video(&p, rc);
     if (rc == GR_EXIT_OK) {
         print_summary(&p, failed, started, elapsed, main_cpu, t_start);
         /* NaN/Inf outputs (exit 1, as with one image) before unreadable files and outputs not
@@ -728,12 +916,15 @@ static int refuse_single_image_flags(const gr_cli_options *o)
     return GR_EXIT_OK;
 }
 
-/* The engine, with STREAM_INFLIGHT slots (no more than batches), or 2 where those do not fit. */
+/* The engine, with STREAM_INFLIGHT slots (no more than batches; n_images < 0: not known, a
+ * video), or 2 where those do not fit. */
 static int open_engine(gr_cli_options *o, int n_images, gr_model **model,
                        gr_engine **engine, gr_model_info *info)
 {
     gr_cli_options streaming = *o;
-    int n_batches = n_images > 0 ? (n_images + o->batch - 1) / o->batch : 1;
+    int n_batches = n_images > 0   ? (n_images + o->batch - 1) / o->batch
+                    : n_images < 0 ? STREAM_INFLIGHT
+                                   : 1;
     streaming.inflight = n_batches < STREAM_INFLIGHT ? n_batches : STREAM_INFLIGHT;
     int rc = gr_cli_open(&streaming, model, engine, info);
     /* Each slot is an instance of the engine: where four do not fit, two still overlap decoding
@@ -753,9 +944,10 @@ static int open_engine(gr_cli_options *o, int n_images, gr_model **model,
 
 /* The results writer: jsonl by default; yolo-txt into --output DIR. */
 static int open_outputs(const gr_cli_options *o, const gr_model *model, const gr_model_info *info,
-                        gr_results **results)
+                        int frames, gr_results **results)
 {
     gr_results_options ro = {.format = o->format ? (gr_result_format)o->format : GR_FORMAT_JSONL,
+                             .frames = frames,
                              .save_conf = o->save_conf, .model = model, .model_name = info->name,
                              .synthetic_weights = info->synthetic_weights,
                              .precision = gr_precision_name(o->precision)};
@@ -780,6 +972,7 @@ int gr_cli_detect_stream(const gr_cli_options *o)
     double t_start = now_s();
     path_list list = {0};
     rc = o->input_list ? read_list_file(o->input_list, &list) : read_directory(o->inputs[0], &list);
+    stream_source src = {.list = &list};
     if (rc == GR_EXIT_OK && list.n == 0) {
         fprintf(stderr, "graphrun: %s: no images (.jpg, .jpeg, .png, .bmp)\n",
                 o->input_list ? o->input_list : o->inputs[0]);
@@ -793,13 +986,84 @@ int gr_cli_detect_stream(const gr_cli_options *o)
     if (rc == GR_EXIT_OK)
         rc = open_engine(&opened, list.n, &model, &engine, &info);
     if (rc == GR_EXIT_OK)
-        rc = open_outputs(&opened, gr_cli_model(model, engine), &info, &results);
+        rc = open_outputs(&opened, gr_cli_model(model, engine), &info, 0, &results);
     if (rc == GR_EXIT_OK)
-        rc = run_pipeline(&opened, &list, model, engine, &info, results, t_start);
+        rc = run_pipeline(&opened, &src, model, engine, &info, results, t_start);
     int closed = gr_results_close(results);
     rc = rc == GR_EXIT_OK || rc == GR_EXIT_INPUT ? (closed != GR_EXIT_OK ? closed : rc) : rc;
     gr_engine_destroy(engine);
     gr_model_destroy(model);
     list_free(&list);
+    return rc;
+}
+
+/* ---- video: the same pipeline, its frames decoded in order by one worker at a time ---------- */
+
+int gr_cli_wants_video(const gr_cli_options *o)
+{
+    if (o->input_list || o->n_inputs == 0 || o->input_type == GR_CLI_INPUT_IMAGE)
+        return 0;
+    return o->input_type == GR_CLI_INPUT_VIDEO ||
+           (!gr_cli_is_directory(o->inputs[0]) && gr_video_is_input(o->inputs[0]));
+}
+
+/* A video is the only input; the single-image flags are refused; --output is a video file. */
+static int check_video_flags(const gr_cli_options *o)
+{
+    if (o->n_inputs != 1 || o->input_list) {
+        fprintf(stderr, "graphrun: a video is the only input of a run (one --input, no "
+                        "--input-list)\n");
+        return GR_EXIT_USAGE;
+    }
+    const char *flag = o->save_output      ? "--save-output"
+                       : o->runs_given     ? "--runs"
+                       : o->find_overflow  ? "--find-overflow"
+                       : o->fast_decode    ? "--fast-decode"
+                                           : NULL;
+    if (flag) {
+        fprintf(stderr, "graphrun: %s applies to images, not to a video\n", flag);
+        return GR_EXIT_USAGE;
+    }
+    if (o->output && o->output[0] && !gr_video_has_extension(o->output)) {
+        fprintf(stderr, "graphrun: --output %s: a video's boxes are drawn into a video file (.mp4, "
+                        ".mkv, .avi, .mov, .webm ...)\n", o->output);
+        return GR_EXIT_USAGE;
+    }
+    return GR_EXIT_OK;
+}
+
+int gr_cli_detect_video(const gr_cli_options *o)
+{
+    int rc = check_video_flags(o);
+    if (rc != GR_EXIT_OK)
+        return rc;
+    double t_start = now_s();
+    gr_video_reader *video = NULL;
+    gr_status st = gr_video_open(o->inputs[0], &video);
+    if (st != GR_OK)
+        return gr_cli_fail(st, NULL);
+    gr_model *model = NULL;
+    gr_engine *engine = NULL;
+    gr_results *results = NULL;
+    gr_model_info info;
+    gr_cli_options opened = *o; /* with --engine, its batch and precision */
+    rc = open_engine(&opened, -1, &model, &engine, &info);
+    stream_source src = {.video = video, .video_path = o->inputs[0]};
+    if (rc == GR_EXIT_OK)
+        rc = open_outputs(&opened, gr_cli_model(model, engine), &info, 1, &results);
+    /* A camera or a stream has no end: Ctrl-C ends the run as the video's end would (the frames
+     * so far reported, --output finished so that it plays). */
+    interrupted = 0;
+    void (*previous)(int) = signal(SIGINT, on_interrupt);
+    if (rc == GR_EXIT_OK)
+        rc = run_pipeline(&opened, &src, model, engine, &info, results, t_start);
+    signal(SIGINT, previous);
+    int closed = gr_results_close(results);
+    rc = rc == GR_EXIT_OK || rc == GR_EXIT_INPUT ? (closed != GR_EXIT_OK ? closed : rc) : rc;
+    if (interrupted)
+        fprintf(stderr, "graphrun: interrupted: the video ended there\n");
+    gr_engine_destroy(engine);
+    gr_model_destroy(model);
+    gr_video_close(video);
     return rc;
 }

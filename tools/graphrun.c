@@ -27,6 +27,8 @@ static int detect(int argc, char **argv)
             printf("%s\n", *n);
         return GR_EXIT_OK;
     }
+    if (gr_cli_wants_video(&o))
+        return gr_cli_detect_video(&o);
     if (o.input_list || (o.n_inputs > 0 && gr_cli_is_directory(o.inputs[0])))
         return gr_cli_detect_stream(&o);
     return gr_cli_detect_images(&o);
