@@ -31,6 +31,12 @@ static void write_params(gr_bytes *b, const gr_op_params *p)
     for (int k = 0; k < 2 * GR_MAX_ANCHORS; k++)
         gr_bytes_f32(b, p->anchors[k]);
     gr_bytes_f32(b, p->scale);
+    /* AlexeyAB's keys (conv stride_y/dilation, its batch norm, the yolo decoding and NMS). */
+    const int more[] = {p->stride_y, p->dilation, p->bn_alexeyab, p->new_coords, (int)p->nms_kind};
+    for (size_t k = 0; k < sizeof more / sizeof more[0]; k++)
+        gr_bytes_i32(b, more[k]);
+    gr_bytes_f32(b, p->scale_x_y);
+    gr_bytes_f32(b, p->beta_nms);
 }
 
 gr_status gr_net_write(const gr_net *net, gr_bytes *b)
@@ -86,8 +92,25 @@ static gr_status read_params(gr_reader *r, const char *source, int index, gr_op_
     for (int k = 0; k < 2 * GR_MAX_ANCHORS; k++)
         p->anchors[k] = gr_reader_f32(r);
     p->scale = gr_reader_f32(r);
+    int more[5];
+    for (int k = 0; k < 5; k++)
+        more[k] = gr_reader_i32(r);
+    p->scale_x_y = gr_reader_f32(r);
+    p->beta_nms = gr_reader_f32(r);
     if (r->short_read)
         return GR_OK; /* the caller says where the record ended */
+    if (!in_range(more[0], 0, GR_MAX_DIM) || !in_range(more[1], 0, GR_MAX_DIM) ||
+        !in_range(more[2], 0, 1) || !in_range(more[3], 0, 1) ||
+        !in_range(more[4], GR_NMS_DEFAULT, GR_NMS_DIOU) || !isfinite(p->scale_x_y) ||
+        !isfinite(p->beta_nms))
+        return gr_fail(GR_ERR_PARSE, "%s: layer %d: stride_y %d, dilation %d, batch norm kind %d, "
+                       "new_coords %d or nms_kind %d out of range, or a non-finite scale_x_y / "
+                       "beta_nms", source, index, more[0], more[1], more[2], more[3], more[4]);
+    p->stride_y = more[0];
+    p->dilation = more[1];
+    p->bn_alexeyab = more[2];
+    p->new_coords = more[3];
+    p->nms_kind = (gr_nms_kind)more[4];
     if (!in_range(v[0], 0, GR_OP_COUNT - 1) || !in_range(v[1], 0, GR_ACT_COUNT - 1) ||
         !in_range(v[14], 0, GR_DTYPE_I32))
         return gr_fail(GR_ERR_PARSE, "%s: layer %d: op %d, activation %d or dtype %d is unknown",

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/bytes.h"
+#include "models/net.h"
 #include "graphrun/runtime.h"
 #include "runtime/engine_file.h"
 
@@ -215,6 +216,40 @@ START_TEST(round_trip_memory)
 END_TEST
 
 /* Run-time options apply; plan options are the file's. */
+/* Every parameter survives the file, AlexeyAB's too (conv stride_y/dilation, its batch norm,
+ * [yolo] scale_x_y/new_coords/nms_kind/beta_nms): a regression test - the first format dropped
+ * them, and a loaded yolov7-tiny would have decoded its boxes as YOLOv3 does. */
+START_TEST(alexeyab_params_round_trip)
+{
+    const char cfg[] = "[net]\nwidth=32\nheight=32\nchannels=3\n"
+                       "[convolutional]\nbatch_normalize=1\nfilters=8\nsize=3\nstride=1\n"
+                       "stride_y=2\npad=1\nactivation=mish\n"
+                       "[convolutional]\nfilters=8\nsize=3\npad=1\ndilation=2\nactivation=swish\n"
+                       "[convolutional]\nfilters=18\nsize=1\nactivation=logistic\n"
+                       "[yolo]\nmask=0,1,2\nanchors=1,2,3,4,5,6\nnum=3\nclasses=1\n"
+                       "scale_x_y=2.0\nnew_coords=1\nnms_kind=diounms\nbeta_nms=0.7\n";
+    gr_net *net = NULL, *back = NULL;
+    ck_assert_msg(gr_net_parse(cfg, strlen(cfg), "ab.cfg", &net) == GR_OK, "%s", gr_last_error());
+    ck_assert_int_eq(gr_net_synthesize_weights(net, 1), GR_OK);
+    gr_bytes b = {0};
+    ck_assert_int_eq(gr_net_write(net, &b), GR_OK);
+    gr_reader r = {b.data, b.len, 0, 0};
+    ck_assert_msg(gr_net_read(&r, "ab", &back) == GR_OK, "%s", gr_last_error());
+    ck_assert_int_eq(back->n_layers, net->n_layers);
+    for (int i = 0; i < net->n_layers; i++)
+        ck_assert_msg(memcmp(&back->layers[i].p, &net->layers[i].p, sizeof net->layers[i].p) == 0,
+                      "layer %d: parameters differ after the round trip", i);
+    ck_assert_int_eq(back->layers[0].p.stride_y, 2);
+    ck_assert_int_eq(back->layers[1].p.dilation, 2);
+    ck_assert_int_eq(back->layers[0].p.bn_alexeyab, 1);
+    ck_assert_int_eq(back->layers[3].p.new_coords, 1);
+    ck_assert_int_eq(back->layers[3].p.nms_kind, GR_NMS_DIOU);
+    gr_bytes_free(&b);
+    gr_net_free(net);
+    gr_net_free(back);
+}
+END_TEST
+
 START_TEST(runtime_options_apply)
 {
     gr_model *model = load_tiny();
@@ -441,6 +476,7 @@ static Suite *suite(void)
     tcase_add_test(tc, round_trip_int8_calibrated);
     tcase_add_test(tc, round_trip_mixed_map);
     tcase_add_test(tc, round_trip_memory);
+    tcase_add_test(tc, alexeyab_params_round_trip);
     tcase_add_test(tc, runtime_options_apply);
     tcase_add_test(tc, format_version_mismatch);
     tcase_add_test(tc, arch_mismatch);
