@@ -66,6 +66,9 @@ gr_status gr_pass_streams(gr_plan *plan)
                 if (tail[s] == prod)
                     chosen = s;
             }
+            const int cap_streams = plan->options.max_streams;
+            if (chosen < 0 && cap_streams > 0 && plan->n_streams >= cap_streams)
+                chosen = plan->nodes[plan->tensors[nd->inputs[0]].producer].stream;
             if (chosen < 0)
                 chosen = plan->n_streams++;
             nd->stream = chosen;

@@ -20,6 +20,7 @@ void gr_plan_options_default(gr_plan_options *opt)
     opt->concat_in_place = 1;
     opt->in_place = 1;
     opt->single_stream = 0;
+    opt->max_streams = 0;
     opt->decode_heads = 0;
     opt->input_u8 = -1;
 }

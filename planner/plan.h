@@ -153,6 +153,9 @@ typedef struct gr_plan_options {
                                    alias only at batch 1; 1 also aliases strided batch > 1 slices */
     int in_place;               /* 1 default: elementwise ops overwrite a dying input */
     int single_stream;          /* 0 default */
+    int max_streams;            /* 0 default = as many as the DAG's branches fork; else at most
+                                   this many (a node that would fork one more continues the stream
+                                   of its first input, after that stream's tail) */
     int decode_heads;           /* 0 default: outputs are the raw head convs; 1 keeps region/yolo */
     int input_u8;               /* -1 default: u8 NHWC network input for fp16/int8, f32 NCHW for
                                    fp32; 1 forces u8 (fp32 plans then convert on the device);

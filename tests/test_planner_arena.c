@@ -25,6 +25,7 @@ static void random_options(gr_rng *r, const gr_net *net, gr_plan_options *opt, g
     opt->single_stream = (int)(gr_rng_u64(r) % 4 == 0);
     opt->decode_heads = (int)(gr_rng_u64(r) % 4 == 0);
     opt->nchw_strided_views = (int)(gr_rng_u64(r) % 2);
+    opt->max_streams = (int)(gr_rng_u64(r) % 4); /* 0: uncapped; 1-3 caps a forking DAG */
     if (gr_rng_u64(r) % 2) {
         for (int i = 0; i < net->n_layers; i++)
             map[i] = (gr_precision)(gr_rng_u64(r) % 3);

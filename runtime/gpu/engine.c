@@ -295,6 +295,7 @@ static gr_status plan_variant(gr_engine *e, const gpu_state *g, gpu_variant *v, 
     gr_plan_options_default(&po);
     gr_engine_plan_precision(e, &po); /* a mixed engine: its per-layer map */
     po.batch = v->micro_batch;
+    po.max_streams = GR_GPU_MAX_STREAMS;
     po.input_u8 = input_u8;
     po.fuse_maxpool = po.fuse_input_quantize = po.fuse_output_dequantize = fuse;
     po.no_fuse_layer = no_fuse_layer;
