@@ -124,11 +124,19 @@ START_TEST(alexeyab_models_match_cpu_reference)
     float *input = malloc(n_in * sizeof *input);
     ck_assert_ptr_nonnull(input);
     ck_assert(gr_image_letterbox(im, info.width, info.height, input) == GR_OK);
-    gr_engine *cpu = build(m, GR_DEVICE_CPU, GR_PREC_FP32);
-    ck_assert_msg(gr_engine_run_f32(cpu, input) == GR_OK, "%s", gr_last_error());
-    static const double limit[] = {1e-4, 1e-2, INFINITY};
+    /* fp32 and fp16 against the CPU engine of the same precision (its emulation rounds as the
+     * GPU does; what differs is the summation order): fp32 1e-4, fp16 2e-3. The synthetic
+     * weights drive these heads to large values, so fp16 against fp32 says little (yolov4-csp:
+     * 0.07). int8 is printed against the CPU fp32 engine only: the GPU calibrates on the GPU, the
+     * CPU engine on the CPU, and the ranges agree to ~1e-5 relative, not bit for bit. */
+    static const double limit[] = {1e-4, 2e-3, INFINITY};
+    gr_engine *cpu32 = build(m, GR_DEVICE_CPU, GR_PREC_FP32);
+    ck_assert_msg(gr_engine_run_f32(cpu32, input) == GR_OK, "%s", gr_last_error());
     char failure[512] = "";
     for (int p = GR_PREC_FP32; p <= GR_PREC_INT8; p++) {
+        gr_engine *cpu = p == GR_PREC_FP16 ? build(m, GR_DEVICE_CPU, GR_PREC_FP16) : cpu32;
+        if (cpu != cpu32)
+            ck_assert_msg(gr_engine_run_f32(cpu, input) == GR_OK, "%s", gr_last_error());
         gr_engine *gpu = build(m, GR_DEVICE_GPU, (gr_precision)p);
         ck_assert_msg(gr_engine_run_f32(gpu, input) == GR_OK, "%s", gr_last_error());
         for (int k = 0; k < gr_engine_output_count(gpu); k++) {
@@ -136,20 +144,23 @@ START_TEST(alexeyab_models_match_cpu_reference)
             gr_engine_output(cpu, k, &ref);
             gr_engine_output(gpu, k, &out);
             double e = nrmse(out, ref, output_elems(gpu, k));
-            printf("%-12s %s head %d: NRMSE %.3g\n", c->name, gr_precision_name((gr_precision)p),
-                   k, e);
+            printf("%-12s %s head %d: NRMSE %.3g against the CPU %s engine\n", c->name,
+                   gr_precision_name((gr_precision)p), k, e,
+                   gr_precision_name(p == GR_PREC_FP16 ? GR_PREC_FP16 : GR_PREC_FP32));
             if (!(e <= limit[p]))
                 snprintf(failure, sizeof failure, "%s %s head %d: NRMSE %.3g (limit %g)",
                          c->name, gr_precision_name((gr_precision)p), k, e, limit[p]);
         }
         if (p == GR_PREC_FP32) {
-            int n_cpu = count_dets(cpu), n_gpu = count_dets(gpu);
+            int n_cpu = count_dets(cpu32), n_gpu = count_dets(gpu);
             printf("%-12s fp32 detections: CPU %d, GPU %d\n", c->name, n_cpu, n_gpu);
         }
         gr_engine_destroy(gpu);
+        if (cpu != cpu32)
+            gr_engine_destroy(cpu);
     }
     ck_assert_msg(failure[0] == '\0', "%s", failure);
-    gr_engine_destroy(cpu);
+    gr_engine_destroy(cpu32);
     gr_model_destroy(m);
     gr_image_destroy(im);
     free(input);
