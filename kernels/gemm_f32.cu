@@ -9,6 +9,7 @@
 #include "kernels/common.cuh"
 #include "kernels/conv.h"
 #include "kernels/gemm_f32.h"
+#include "kernels/conv_internal.cuh" /* gr_conv_activate */
 #include "ops/activation.h"
 
 namespace
@@ -67,7 +68,7 @@ __global__ void k_bias_act_f32(float *__restrict__ data, const float *__restrict
     for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
          i += static_cast<long long>(gridDim.x) * blockDim.x) {
         const int c = static_cast<int>((i / hw) % channels);
-        data[i] = gr_act_epilogue(data[i] + (bias ? bias[c] : 0.0f), static_cast<gr_activation>(act));
+        data[i] = gr_conv_activate(data[i] + (bias ? bias[c] : 0.0f), act);
     }
 }
 
