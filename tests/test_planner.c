@@ -74,13 +74,29 @@ static void assert_valid_schedule(const gr_plan *p)
         }
 }
 
-/* The GPU engine takes at most GR_GPU_MAX_STREAMS (8) streams: yolov4's SPP and CSP branches fork
- * 16 uncapped. With max_streams the plan stays within the cap and still checks (every cross-stream
- * read behind an event). */
+/* The GPU engine takes at most GR_GPU_MAX_STREAMS (8) streams; yolov4's SPP and CSP branches fork
+ * 16 uncapped. The same shape, small: one conv feeding twelve independent branches (a route back
+ * to it and a conv each) that routes join. With max_streams the plan stays within the cap
+ * and still checks (every cross-stream read behind an event). */
 START_TEST(streams_capped)
 {
-    gr_net *net = NULL;
-    ck_assert_int_eq(gr_test_builtin_at("yolov4.cfg", 64, &net), GR_OK);
+    char cfg[4096];
+    size_t n = (size_t)snprintf(cfg, sizeof cfg,
+                                "[net]\nwidth=32\nheight=32\nchannels=3\n"
+                                "[convolutional]\nfilters=8\nsize=3\nstride=1\npad=1\n"
+                                "activation=leaky\n");
+    for (int b = 0; b < 12; b++)
+        /* Layer 0 is the stem; branch b is layers 1 + 2b (route) and 2 + 2b (conv). */
+        n += (size_t)snprintf(cfg + n, sizeof cfg - n,
+                              "[route]\nlayers=0\n[convolutional]\nfilters=4\nsize=%d\n"
+                              "stride=1\npad=1\nactivation=leaky\n",
+                              1 + 2 * (b % 2));
+    /* A route takes at most 8 inputs: two joins of six (layers 25, 26), then one of those two. */
+    n += (size_t)snprintf(cfg + n, sizeof cfg - n,
+                          "[route]\nlayers=2,4,6,8,10,12\n[route]\nlayers=14,16,18,20,22,24\n"
+                          "[route]\nlayers=25,26\n");
+    ck_assert_uint_lt(n, sizeof cfg);
+    gr_net *net = from_cfg(cfg);
     gr_plan_options opt;
     gr_plan_options_default(&opt);
     gr_plan *plan = NULL;

@@ -1,7 +1,8 @@
-/* Image writing through stb_image_write, and the shape check the image functions share.
- * stb_image_write's implementation is compiled here with its functions static: the library needs
- * stb's headers to build and nothing of stb to link or run (Debian's libstb.so is not linked, so
- * programs using graphrun need no stb package). */
+/* Image writing, and the shape check the image functions share. PNG goes through stb_image_write,
+ * compiled here with its functions static: the library needs stb's headers to build and nothing of
+ * stb to link or run (Debian's libstb.so is not linked, so programs using graphrun need no stb
+ * package). JPEG goes through libturbojpeg, which the decoder links anyway: stb's JPEG writer
+ * shifts negative ints left (undefined behaviour that UBSan reports on ordinary photos). */
 #include "runtime/detect.h"
 #include "runtime/image/image.h"
 
@@ -9,7 +10,10 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <turbojpeg.h>
 
 #define STB_IMAGE_WRITE_STATIC
 #define STB_IMAGE_WRITE_IMPLEMENTATION
@@ -49,6 +53,39 @@ static void sink_write(void *ctx, void *data, int size)
         k->err = errno ? errno : EIO;
 }
 
+/* JPEG-encode im (quality 90, 4:2:0 colour; grey stays grey, alpha is dropped) into a buffer
+ * turbojpeg allocates; the caller frees it with tjFree. */
+static gr_status encode_jpeg(const gr_image *im, const char *path, unsigned char **out,
+                             unsigned long *size)
+{
+    static const int formats[] = {TJPF_GRAY, TJPF_GRAY, TJPF_RGB, TJPF_RGBA};
+    const unsigned char *src = im->data;
+    unsigned char *grey = NULL;
+    if (im->c == 2) { /* grey + alpha: turbojpeg has no such format, keep the grey plane */
+        size_t n = (size_t)im->w * (size_t)im->h;
+        grey = gr_malloc(n, "JPEG grey plane");
+        if (!grey)
+            return GR_ERR_OUT_OF_MEMORY;
+        for (size_t p = 0; p < n; p++)
+            grey[p] = im->data[2 * p];
+        src = grey;
+    }
+    const int pitch = im->c == 2 ? im->w : im->w * im->c;
+    const int subsamp = im->c <= 2 ? TJSAMP_GRAY : TJSAMP_420;
+    gr_status st = GR_OK;
+    tjhandle tj = tjInitCompress();
+    if (!tj)
+        st = gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: cannot start the JPEG encoder: %s", path,
+                     tjGetErrorStr2(NULL));
+    else if (tjCompress2(tj, src, im->w, pitch, im->h, formats[im->c - 1], out, size, subsamp, 90,
+                         TJFLAG_ACCURATEDCT) != 0)
+        st = gr_fail(GR_ERR_IO, "%s: cannot encode image: %s", path, tjGetErrorStr2(tj));
+    if (tj)
+        tjDestroy(tj);
+    free(grey);
+    return st;
+}
+
 gr_status gr_image_write(const gr_image *im, const char *path)
 {
     if (!path)
@@ -60,13 +97,28 @@ gr_status gr_image_write(const gr_image *im, const char *path)
     if (!png && !has_extension(path, ".jpg") && !has_extension(path, ".jpeg"))
         return gr_fail(GR_ERR_INVALID_ARGUMENT,
                        "%s: unknown image extension (expected .png, .jpg or .jpeg)", path);
+    unsigned char *jpeg = NULL;
+    unsigned long jpeg_size = 0;
+    if (!png) { /* encode before creating the file: a failure leaves nothing behind */
+        gr_status st = encode_jpeg(im, path, &jpeg, &jpeg_size);
+        if (st != GR_OK) {
+            tjFree(jpeg);
+            return st;
+        }
+    }
     sink k = {.f = fopen(path, "wb"), .err = 0};
-    if (!k.f)
-        return gr_fail(GR_ERR_IO, "%s: cannot create image file: %s", path, strerror(errno));
+    if (!k.f) {
+        int e = errno;
+        tjFree(jpeg);
+        return gr_fail(GR_ERR_IO, "%s: cannot create image file: %s", path, strerror(e));
+    }
     errno = 0;
-    int ok = png ? stbi_write_png_to_func(sink_write, &k, im->w, im->h, im->c, im->data,
-                                          im->w * im->c)
-                 : stbi_write_jpg_to_func(sink_write, &k, im->w, im->h, im->c, im->data, 90);
+    int ok = 1;
+    if (png)
+        ok = stbi_write_png_to_func(sink_write, &k, im->w, im->h, im->c, im->data, im->w * im->c);
+    else if (fwrite(jpeg, 1, jpeg_size, k.f) != jpeg_size)
+        k.err = errno ? errno : EIO;
+    tjFree(jpeg);
     if (!k.err && fflush(k.f) != 0)
         k.err = errno ? errno : EIO;
     if (fclose(k.f) != 0 && !k.err)
