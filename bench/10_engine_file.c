@@ -38,6 +38,21 @@ static int fail(const char *what)
     return 1;
 }
 
+/* Where an engine's creation went (gr_build_times); for a load, "file" is what came before the
+ * engine's creation: reading the file, its checksum and parsing the network. */
+static void print_phases(const char *what, const gr_engine *e, double wall_ms)
+{
+    gr_build_times t;
+    if (gr_engine_build_times(e, &t) != GR_OK)
+        return;
+    double parts = t.resolve_ms + t.plan_ms + t.weights_ms + t.tactic_ms + t.micro_batch_ms +
+                   t.capture_ms;
+    printf("      %-5s: file %6.1f  resolve %6.1f  plan %6.1f  weights %6.1f  tactics %6.1f  "
+           "micro-batch %6.1f  capture %6.1f  other %6.1f ms\n",
+           what, wall_ms - t.total_ms, t.resolve_ms, t.plan_ms, t.weights_ms, t.tactic_ms,
+           t.micro_batch_ms, t.capture_ms, t.total_ms - parts);
+}
+
 /* Run both on the same non-zero input; 0 when every output is bit-identical. */
 static int same_outputs(gr_engine *a, gr_engine *b)
 {
@@ -115,6 +130,8 @@ static int measure(const gr_model *model, gr_device device, config c, int loads,
            (double)bytes / 1e6, load, mem_ms[loads / 2], 100.0 * load / build_ms,
            ok ? "meets target" : "MISSES target");
     *verdict &= ok;
+    print_phases("build", built, build_ms);
+    print_phases("load", loaded, load);
     int rc = same_outputs(built, loaded);
     gr_engine_destroy(built);
     gr_engine_destroy(loaded);

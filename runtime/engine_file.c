@@ -158,7 +158,7 @@ gr_status gr_engine_save_to_memory(const gr_engine *engine, void **data, size_t 
     uint64_t content = b.len - GR_ENGINE_FILE_HEADER;
     for (int k = 0; k < 8; k++)
         b.data[GR_ENGINE_FILE_OFF_CONTENT_BYTES + k] = (uint8_t)(content >> (8 * k));
-    gr_bytes_u64(&b, gr_fnv1a(GR_FNV1A_INIT, b.data, b.len));
+    gr_bytes_u64(&b, gr_hash64(b.data, b.len));
     if (b.failed) {
         gr_bytes_free(&b);
         return gr_fail(GR_ERR_OUT_OF_MEMORY, "gr_engine_save: out of memory (checksum)");
@@ -245,7 +245,7 @@ static gr_status check_whole(const uint8_t *p, size_t len, const char *source, u
         return gr_fail(GR_ERR_PARSE, "%s: %zu bytes, the header says %llu: file corrupt", source,
                        len, (unsigned long long)content + fixed);
     gr_reader r = {p, len, len - 8, 0};
-    if (gr_reader_u64(&r) != gr_fnv1a(GR_FNV1A_INIT, p, len - 8))
+    if (gr_reader_u64(&r) != gr_hash64(p, len - 8))
         return gr_fail(GR_ERR_PARSE, "%s: checksum mismatch: file corrupt", source);
     return GR_OK;
 }

@@ -13,14 +13,14 @@
  *     184 u64 content bytes
  *     192 content: build notice, options, network (models/net_file.c), precision map, int8
  *         ranges, backend blob
- *     end u64 FNV-1a 64 of every byte before it (header included) */
+ *     end u64 gr_hash64 (base/bytes.h) of every byte before it (header included) */
 #ifndef GR_RUNTIME_ENGINE_FILE_H
 #define GR_RUNTIME_ENGINE_FILE_H
 
 #include "runtime/engine_internal.h"
 
 #define GR_ENGINE_FILE_MAGIC "GRENGINE"
-#define GR_ENGINE_FILE_VERSION 1
+#define GR_ENGINE_FILE_VERSION 2
 #define GR_ENGINE_FILE_HEADER 192
 #define GR_ENGINE_FILE_OFF_VERSION 8
 #define GR_ENGINE_FILE_OFF_GRAPHRUN 12

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
+#include "base/bytes.h"
 #include "runtime/timing_cache.h"
 
 static const char magic[] = "graphrun-timing-cache";
@@ -40,21 +41,10 @@ void gr_timing_cache_free(gr_timing_cache *c)
     c->n = c->cap = c->n_slots = 0;
 }
 
-static uint64_t fnv1a(const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
-
 /* The slot holding key's entry, or the empty slot where it would go (the table is never full). */
 static int *slot_of(const gr_timing_cache *c, const char *key)
 {
-    size_t mask = (size_t)c->n_slots - 1, i = (size_t)fnv1a(key, strlen(key)) & mask;
+    size_t mask = (size_t)c->n_slots - 1, i = (size_t)gr_fnv1a(GR_FNV1A_INIT, key, strlen(key)) & mask;
     while (c->slots[i] >= 0 && strcmp(c->entries[c->slots[i]].key, key) != 0)
         i = (i + 1) & mask;
     return &c->slots[i];
@@ -272,7 +262,7 @@ static const char *parse_text(gr_timing_cache *c, const char *text, size_t len, 
     (*line_no)++;
     size_t body = pos;
     char want[40];
-    snprintf(want, sizeof want, "checksum %016" PRIx64, fnv1a(text, body));
+    snprintf(want, sizeof want, "checksum %016" PRIx64, gr_fnv1a(GR_FNV1A_INIT, text, body));
     int got = next_line(text, len, &pos, line, sizeof line);
     if (got == 1 && strncmp(line, "checksum ", 9) != 0)
         return "no checksum line";
@@ -342,7 +332,7 @@ gr_status gr_timing_cache_serialize(const gr_timing_cache *c, char **text, size_
     }
     if (used < cap)
         used += (size_t)snprintf(buf + used, cap - used, "checksum %016" PRIx64 "\nend\n",
-                                 fnv1a(buf, used));
+                                 gr_fnv1a(GR_FNV1A_INIT, buf, used));
     if (used >= cap) {
         free(buf);
         return gr_fail(GR_ERR_INTERNAL, "timing cache: serialization overflow");

@@ -9,17 +9,8 @@
 #include <string.h>
 
 #include "runtime/precision/calib_cache.h"
+#include "base/bytes.h"
 #include "runtime/image/image.h"
-
-static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
 
 /* File name without its directory: the same photos in another folder are the same set. */
 static const char *base_name(const char *path)
@@ -30,16 +21,16 @@ static const char *base_name(const char *path)
 
 static gr_status hash_images(const char *const *paths, int n, uint64_t *out)
 {
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = GR_FNV1A_INIT;
     for (int i = 0; i < n; i++) {
         char *bytes = NULL;
         size_t size = 0;
         GR_TRY(gr_read_file(paths[i], GR_MAX_IMAGE_FILE_BYTES, "calibration image", &bytes, &size));
         const char *name = base_name(paths[i]);
-        h = fnv1a(h, name, strlen(name) + 1);
+        h = gr_fnv1a(h, name, strlen(name) + 1);
         uint64_t size64 = size;
-        h = fnv1a(h, &size64, sizeof size64);
-        h = fnv1a(h, bytes, size);
+        h = gr_fnv1a(h, &size64, sizeof size64);
+        h = gr_fnv1a(h, bytes, size);
         free(bytes);
     }
     *out = h;
@@ -49,19 +40,19 @@ static gr_status hash_images(const char *const *paths, int n, uint64_t *out)
 gr_status gr_calib_key_make(const gr_net *net, gr_calib_method method, float percentile,
                             const char *const *paths, int n_images, gr_calib_key *key)
 {
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = GR_FNV1A_INIT;
     int dims[3] = {net->w, net->h, net->c};
-    h = fnv1a(h, dims, sizeof dims);
+    h = gr_fnv1a(h, dims, sizeof dims);
     for (int i = 0; i < net->n_layers; i++) {
         const gr_layer *l = &net->layers[i];
         int fields[12] = {(int)l->p.op, (int)l->p.activation, l->p.filters, l->p.size, l->p.stride,
                           l->p.pad, l->p.groups, l->p.batch_normalize, l->out.c, l->out.h,
                           l->out.w, l->n_inputs};
-        h = fnv1a(h, fields, sizeof fields);
-        h = fnv1a(h, l->inputs, (size_t)l->n_inputs * sizeof l->inputs[0]);
+        h = gr_fnv1a(h, fields, sizeof fields);
+        h = gr_fnv1a(h, l->inputs, (size_t)l->n_inputs * sizeof l->inputs[0]);
     }
     if (net->weight_block)
-        h = fnv1a(h, net->weight_block, net->n_weight_floats * sizeof(float));
+        h = gr_fnv1a(h, net->weight_block, net->n_weight_floats * sizeof(float));
     *key = (gr_calib_key){h, method, method == GR_CALIB_PERCENTILE ? percentile : 0.0f, net->name,
                           n_images, 0};
     return hash_images(paths, n_images, &key->images_hash);
@@ -149,7 +140,7 @@ static int checksum_ok(const char *text, size_t len, int *lineno, size_t *body)
     if (sscanf(line, "checksum %16[0-9a-f]%n", hex, &used) != 1 || used != 25 ||
         sscanf(hex, "%" SCNx64, &want) != 1)
         return 0;
-    return fnv1a(0xcbf29ce484222325ULL, text, start) == want;
+    return gr_fnv1a(GR_FNV1A_INIT, text, start) == want;
 }
 
 /* Lines 2..5: the key (another key is an error) and the input range. */
@@ -325,7 +316,7 @@ gr_status gr_calib_cache_write(const char *path, const gr_calib_key *key, int n_
     for (int i = 0; i < n_layers; i++)
         used = append(text, used, cap, "layer %d %.9g\n", i, written_range(layer_range[i]));
     used = append(text, used, cap, "checksum %016" PRIx64 "\n",
-                  fnv1a(0xcbf29ce484222325ULL, text, used));
+                  gr_fnv1a(GR_FNV1A_INIT, text, used));
     gr_status st = GR_OK;
     FILE *f = used < cap ? fopen(path, "wb") : NULL;
     if (used >= cap)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/bytes.h"
 #include "runtime/precision/calib_cache.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -20,16 +21,6 @@ enum { MAX_LAYERS = 16 };
 /* The key of the seed corpus's files (tests/fuzz/corpus/calib_cache). */
 static const gr_calib_key key = {0x8c1b0e7d4f2a9c33ULL, GR_CALIB_MAX, 0.0f, "tiny", 2,
                                  0x3f0c2b7a9d1e6f42ULL};
-
-static uint64_t fnv1a(const uint8_t *p, size_t len)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -45,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(text, body, body_len);
     if (sign)
         len += (size_t)snprintf((char *)text + body_len, 32, "checksum %016" PRIx64 "\n",
-                                fnv1a(body, body_len));
+                                gr_fnv1a(GR_FNV1A_INIT, body, body_len));
     uint8_t *exact = malloc(len ? len : 1);
     if (!exact) {
         free(text);

@@ -22,7 +22,7 @@ static void resign(uint8_t *p, size_t len)
     uint64_t content = len - GR_ENGINE_FILE_HEADER - 8;
     for (int k = 0; k < 8; k++)
         p[GR_ENGINE_FILE_OFF_CONTENT_BYTES + k] = (uint8_t)(content >> (8 * k));
-    uint64_t h = gr_fnv1a(GR_FNV1A_INIT, p, len - 8);
+    uint64_t h = gr_hash64(p, len - 8);
     for (int k = 0; k < 8; k++)
         p[len - 8 + k] = (uint8_t)(h >> (8 * k));
 }

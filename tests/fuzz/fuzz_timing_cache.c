@@ -11,21 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/bytes.h"
 #include "runtime/timing_cache.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const char device[] = "fuzz GPU; sm_90; 132 SMs";
-
-static uint64_t fnv1a(const char *p, size_t len)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
 
 /* The last "\nchecksum " line's 16 hex digits, set to the checksum of what precedes it. */
 static void resign(char *text, size_t len)
@@ -37,7 +28,7 @@ static void resign(char *text, size_t len)
     if (!at)
         return;
     char hex[17];
-    snprintf(hex, sizeof hex, "%016" PRIx64, fnv1a(text, (size_t)(at + 1 - text)));
+    snprintf(hex, sizeof hex, "%016" PRIx64, gr_fnv1a(GR_FNV1A_INIT, text, (size_t)(at + 1 - text)));
     memcpy(at + 10, hex, 16);
 }
 
