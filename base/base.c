@@ -174,7 +174,7 @@ float gr_rng_normal(gr_rng *r)
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
-uint16_t gr_f32_to_f16(float x)
+uint16_t gr_f32_to_f16_any(float x)
 {
     uint32_t f;
     memcpy(&f, &x, sizeof f);
@@ -205,7 +205,7 @@ uint16_t gr_f32_to_f16(float x)
     return (uint16_t)(sign | half);
 }
 
-float gr_f16_to_f32(uint16_t h)
+float gr_f16_to_f32_any(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu;

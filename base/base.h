@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "graphrun/runtime.h"
 
@@ -63,9 +64,36 @@ uint64_t gr_rng_u64(gr_rng *r);
 float gr_rng_uniform(gr_rng *r);  /* [0, 1) */
 float gr_rng_normal(gr_rng *r);   /* N(0, 1), Box-Muller */
 
-/* IEEE binary16 conversion, round to nearest even (what the GPU's __float2half does). */
-uint16_t gr_f32_to_f16(float x);
-float gr_f16_to_f32(uint16_t h);
+/* IEEE binary16 conversion, round to nearest even (what the GPU's __float2half does). The
+ * inline functions take the normal range with a few integer operations (weight re-layouts and the
+ * CPU fp16 engine convert tens of millions of values); zeros, subnormals, overflow, inf and NaN go
+ * to the *_any functions, which handle every value (and are the reference the tests compare the
+ * fast path with). */
+uint16_t gr_f32_to_f16_any(float x);
+float gr_f16_to_f32_any(uint16_t h);
+
+static inline uint16_t gr_f32_to_f16(float x)
+{
+    uint32_t f;
+    memcpy(&f, &x, sizeof f);
+    uint32_t a = f & 0x7fffffffu;
+    if (a < 0x38800000u || a >= 0x47800000u) /* |x| < 2^-14 or >= 2^16 (or not finite) */
+        return gr_f32_to_f16_any(x);
+    a += 0xfffu + ((a >> 13) & 1u); /* round the 13 dropped bits to nearest even; a carry into
+                                       the exponent is the right result (up to inf) */
+    return (uint16_t)(((f >> 16) & 0x8000u) | ((a >> 13) - (112u << 10)));
+}
+
+static inline float gr_f16_to_f32(uint16_t h)
+{
+    uint32_t e = (h >> 10) & 0x1fu;
+    if (e == 0 || e == 31) /* zero, subnormal, inf, NaN */
+        return gr_f16_to_f32_any(h);
+    uint32_t f = ((uint32_t)(h & 0x8000u) << 16) | (((uint32_t)(h & 0x7fffu) + (112u << 10)) << 13);
+    float x;
+    memcpy(&x, &f, sizeof x);
+    return x;
+}
 static inline float gr_round_f16(float x) { return gr_f16_to_f32(gr_f32_to_f16(x)); }
 
 /* Files found by listing a folder are read only when they are regular files: a stray FIFO would

@@ -5,6 +5,31 @@
 
 #include "planner/passes.h"
 
+/* One filter: its scale s = max|w| / 127 (1 when all zero) and q = clamp(rint(w / s), +-127),
+ * NaN -> 0. Written so that the compiler vectorises it (about 15.8 million weights in YOLOv2-tiny,
+ * quantized at every int8 build and load): the comparisons skip NaN exactly as fmaxf does, and
+ * adding and subtracting 1.5 * 2^23 rounds a clamped |r| <= 127 to an integer in the current
+ * rounding mode exactly as rintf does (clamping before rounding gives the integers that
+ * rounding before clamping gives: (127, 127.5] rounds to 127, anything above to 128 or more,
+ * which the clamp brings back to 127). */
+static float quantize_filter(const float *w, size_t n, int8_t *q)
+{
+    float max_abs = 0.0f;
+    for (size_t k = 0; k < n; k++) {
+        float a = fabsf(w[k]);
+        max_abs = a > max_abs ? a : max_abs;
+    }
+    const float s = max_abs > 0.0f ? max_abs / 127.0f : 1.0f;
+    const float magic = 12582912.0f; /* 1.5 * 2^23 */
+    for (size_t k = 0; k < n; k++) {
+        float r = w[k] / s;
+        r = r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r;
+        r = (r + magic) - magic;
+        q[k] = (int8_t)(r == r ? r : 0.0f); /* r != r: NaN */
+    }
+    return s;
+}
+
 gr_status gr_pass_quantize_weights(gr_plan *plan)
 {
     for (int i = 0; i < plan->n_nodes; i++) {
@@ -26,19 +51,9 @@ gr_status gr_pass_quantize_weights(gr_plan *plan)
         const float *w = plan->weights + nd->w_offset;
         float *ws = plan->weights + nd->ws_offset;
         int8_t *q = plan->qweights + nd->qw_offset;
-        for (int c = 0; c < filters; c++) {
-            const float *wc = w + (size_t)c * per_filter;
-            float max_abs = 0.0f;
-            for (size_t k = 0; k < per_filter; k++)
-                max_abs = fmaxf(max_abs, fabsf(wc[k]));
-            float s = max_abs > 0.0f ? max_abs / 127.0f : 1.0f;
-            ws[c] = s;
-            for (size_t k = 0; k < per_filter; k++) {
-                float r = rintf(wc[k] / s);
-                r = isnan(r) ? 0.0f : r > 127.0f ? 127.0f : (r < -127.0f ? -127.0f : r);
-                q[(size_t)c * per_filter + k] = (int8_t)r;
-            }
-        }
+        for (int c = 0; c < filters; c++)
+            ws[c] = quantize_filter(w + (size_t)c * per_filter, per_filter,
+                                    q + (size_t)c * per_filter);
     }
     return GR_OK;
 }

@@ -160,15 +160,21 @@ static gr_status engine_new(const gr_build_request *req, gr_engine **out)
 {
     const gr_engine_options *opt = &req->opt;
     gr_engine *e = gr_calloc(1, sizeof *e, "engine");
-    if (!e)
+    if (!e) {
+        gr_net_free(req->adopt_net);
         return GR_ERR_OUT_OF_MEMORY;
+    }
     e->opt = *opt;
     if (!req->stored) /* a loaded engine's options are the file's, as they were built */
         apply_environment(&e->opt);
     e->inflight = opt->inflight > 0 ? opt->inflight : 1;
     e->opt.inflight = e->inflight;
     atomic_init(&e->busy, 0);
-    gr_status st = gr_net_clone(req->net, &e->net);
+    gr_status st = GR_OK;
+    if (req->adopt_net)
+        e->net = req->adopt_net;
+    else
+        st = gr_net_clone(req->net, &e->net);
     if (st != GR_OK) {
         free(e);
         return st;
@@ -191,7 +197,11 @@ gr_status gr_engine_create(const gr_build_request *req, gr_engine **out)
 {
     *out = NULL;
     const double start = gr_now_us();
-    GR_TRY(gr_engine_validate(req->net, &req->opt));
+    gr_status valid = gr_engine_validate(req->net, &req->opt);
+    if (valid != GR_OK) {
+        gr_net_free(req->adopt_net);
+        return valid;
+    }
     gr_engine *e = NULL;
     GR_TRY(engine_new(req, &e));
     gr_status st = set_precision(e, req->layer_precision);

@@ -379,13 +379,16 @@ static void build_notice(const char *stored, char *out, size_t len)
     }
 }
 
-static gr_status build_saved(const saved_engine *s, const gr_engine_options *caller,
+/* The engine takes s->net (set to NULL here). */
+static gr_status build_saved(saved_engine *s, const gr_engine_options *caller,
                              const char *source, gr_engine **out)
 {
     if (s->opt.precision == GR_PREC_INT8 && !s->ranges)
         return gr_fail(GR_ERR_PARSE, "%s: an int8 engine without its int8 ranges: file corrupt",
                        source);
-    gr_build_request req = {.net = s->net, .opt = s->opt, .device = s->device};
+    gr_build_request req = {.net = s->net, .adopt_net = s->net, .opt = s->opt,
+                            .device = s->device};
+    s->net = NULL;
     apply_runtime_options(&req.opt, caller);
     req.layer_precision = s->map;
     req.layer_range = s->ranges;

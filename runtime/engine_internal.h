@@ -102,7 +102,11 @@ struct gr_engine {
  * for gr_engine_build; calibration and the automatic search fill it for their own engines.
  * Pointers are borrowed for the call (the engine copies what it keeps). */
 typedef struct gr_build_request {
-    const gr_net *net;             /* the network (the engine clones it) */
+    const gr_net *net;             /* the network (the engine clones it), unless... */
+    gr_net *adopt_net;             /* ...this is set: gr_engine_create takes it (req.net is then
+                                      the same network) and frees it if it fails. A load's
+                                      network is its own copy: cloning tens of megabytes of
+                                      weights again would cost a saved engine's start 35 ms. */
     gr_engine_options opt;         /* precision: FP32, FP16 or INT8 (AUTO was resolved into
                                       layer_precision); opt.layer_precision is ignored */
     gr_device device;              /* CPU or GPU (AUTO was resolved) */

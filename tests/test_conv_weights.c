@@ -113,6 +113,40 @@ static gr_plan *plan_of(const gr_net *net, gr_precision prec)
     return p;
 }
 
+/* The inline fp16 conversions' fast paths (base.h) equal the all-value functions: every half,
+ * and float bit patterns in steps of 251 (17 million, every exponent and both signs) plus the
+ * edges of the fast range and the rounding carries into the exponent (checked exhaustively over
+ * all 2^32 floats once, 2026-11-26: no difference). */
+START_TEST(fp16_fast_paths_equal_the_full_conversions)
+{
+    for (uint32_t h = 0; h < 65536; h++) {
+        float a = gr_f16_to_f32((uint16_t)h), b = gr_f16_to_f32_any((uint16_t)h);
+        if (memcmp(&a, &b, sizeof a) != 0)
+            ck_abort_msg("half %04x: %a, want %a", h, (double)a, (double)b);
+    }
+    const uint32_t edges[] = {0x38800000u, 0x387fffffu, 0x477fefffu, 0x477ff000u, 0x477fffffu,
+                              0x47800000u, 0x3f7ff000u, 0x3f7ff001u, 0x3f800fffu, 0x3f801000u,
+                              0x3f803000u, 0x33000000u, 0x7f800000u, 0x7fc00001u};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        for (int negative = 0; negative < 2; negative++) {
+            uint32_t bits = edges[i] | (negative ? 0x80000000u : 0u);
+            float x;
+            memcpy(&x, &bits, sizeof x);
+            ck_assert_msg(gr_f32_to_f16(x) == gr_f32_to_f16_any(x), "float %08x", bits);
+        }
+    uint64_t differ = 0, first = 0; /* counted, not asserted per value: Check marks each assert */
+    for (uint64_t u = 0; u <= 0xffffffffull; u += 251) {
+        uint32_t bits = (uint32_t)u;
+        float x;
+        memcpy(&x, &bits, sizeof x);
+        if (gr_f32_to_f16(x) != gr_f32_to_f16_any(x) && differ++ == 0)
+            first = u;
+    }
+    ck_assert_msg(differ == 0, "%llu floats differ, the first %08llx", (unsigned long long)differ,
+                  (unsigned long long)first);
+}
+END_TEST
+
 START_TEST(i8_relayout_of_the_planner_quantizer_equals_the_old_packer)
 {
     gr_net *net = random_net(100 + (uint64_t)_i);
@@ -210,6 +244,7 @@ static Suite *conv_weights_suite(void)
     tcase_add_loop_test(tc, i8_relayout_of_the_planner_quantizer_equals_the_old_packer, 0, 4);
     tcase_add_loop_test(tc, f16_relayout_equals_the_old_packer, 0, 4);
     tcase_add_test(tc, relayout_moves_each_weight_to_its_channels_last_slot);
+    tcase_add_test(tc, fp16_fast_paths_equal_the_full_conversions);
     suite_add_tcase(s, tc);
     return s;
 }

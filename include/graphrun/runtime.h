@@ -377,8 +377,9 @@ void gr_engine_destroy(gr_engine *engine);
  * A saved engine (a ".grengine" file, or the same bytes in memory) holds everything a start
  * needs: the network with its weights and class names, the options that shaped the plan, the
  * precision map, the int8 ranges and, on the GPU, the tactics the build chose. Loading one
- * calibrates nothing and searches no tactic (each stored tactic is checked with one run); it
- * plans again and uploads the weights. The loaded engine is a full engine: runs, slots,
+ * calibrates nothing and searches or checks no tactic (they were checked at the build, on the
+ * same GPU model, driver, CUDA runtime and cuBLASLt that the load requires); it plans again and
+ * uploads the weights. The loaded engine is a full engine: runs, slots,
  * detection, class names (gr_engine_model), tactic info and the build's notice.
  *
  * - gr_engine_save writes the file atomically (a temporary beside it, then rename).

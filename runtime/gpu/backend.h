@@ -142,6 +142,9 @@ struct gpu_state {
     int tactic_search;      /* time the tactics of every tensor-core conv at build */
     char *timing_cache_path; /* the engine's copy of opt.timing_cache, or NULL */
     struct gr_timing_cache *tcache; /* entries for this GPU: read from the file, and measured */
+    int tcache_trusted;             /* tcache is a saved engine's own tactics, loaded on the GPU,
+                                       driver, CUDA runtime and cuBLASLt they were chosen and
+                                       checked on: taken without the numerics run */
     cublasLtHandle_t lt;    /* for the GEMM tactic's plans, created by the first search */
     int gemm_tactic;        /* the GEMM tactic is a candidate: e->opt.gemm_tactic not OFF (and
                                cuBLASLt could be set up) */

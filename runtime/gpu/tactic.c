@@ -20,7 +20,8 @@
  *
  * A timing-cache hit (runtime/timing_cache.h) is not trusted blindly either: the cached tactic
  * must pass the kernels' argument checks and the numerics check (two untimed launches) or the
- * layer is measured again.
+ * layer is measured again. A saved engine's own tactics pass the argument checks only: they were
+ * checked at its build, on the device identity its load requires (gpu_state.tcache_trusted).
  *
  * Invariants: everything runs on the engine's first stream before the scratch is sized and the
  * graph captured; nothing here is captured. The arena is left zeroed, as instance_alloc left it
@@ -669,12 +670,17 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
     size_t ws_max = auto_k.ws;
     for (int k = 0; k < n; k++)
         ws_max = list[k].ws > ws_max ? list[k].ws : ws_max;
-    out_region r;
-    GR_TRY(output_region(s, &c, index, &r));
-    GR_TRY(fill_input(s, &c, index));
     const gr_tcache_entry *hit = s->g->tcache ? gr_timing_cache_find(g->tcache, key) : NULL;
     candidate cached;
     int use_cache = hit && cached_candidate(s, &c, full.batch, index, hit, &cached);
+    if (use_cache && g->tcache_trusted && gemm_for_batch(s, &c, &full, index, &cached)) {
+        set_tactic(s, index, t, &cached, hit->us, hit->auto_us, 0, c.tc.batch);
+        s->e->tactic_stats.cached++; /* a saved engine's own tactic (tcache_trusted) */
+        return GR_OK;
+    }
+    out_region r;
+    GR_TRY(output_region(s, &c, index, &r));
+    GR_TRY(fill_input(s, &c, index));
     if (use_cache && cached.ws > ws_max)
         ws_max = cached.ws;
     GR_TRY(ensure_workspace(s, ws_max));
