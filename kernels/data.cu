@@ -1,5 +1,5 @@
-// Data-movement kernels: nearest upsample, Darknet reorg, route/concat channel copy and shortcut,
-// for f32 NCHW and f16 / i8 NHWC with padded channels. One thread per written output element;
+// Data-movement kernels: nearest upsample, Darknet reorg, route/concat channel copy, shortcut and
+// the broadcast product of [sam] / [scale_channels], for f32 NCHW and f16 / i8 NHWC with padded channels. One thread per written output element;
 // flat indices enumerate the output in memory order so neighbouring threads write neighbouring
 // addresses.
 #include "kernels/misc_common.cuh"
@@ -92,6 +92,34 @@ __device__ void shortcut_body(const T *x, gr_kview xv, float x_scale, const T *f
     }
 }
 
+// out = act(x * s), s read at channel 0 when it has one channel and at (0, 0) when it is 1 x 1
+// (gr_launch_mul). Each operand widened (and for i8 scaled) with its own rounded product, the
+// product of the two rounded once: the CPU emulation's order (planner/exec.c gathers real values,
+// ops/sam.c and ops/scale_channels.c multiply), no fma.
+template <typename T>
+__device__ void mul_body(const T *x, gr_kview xv, float x_scale, const T *s, gr_kview sv,
+                         float s_scale, T *out, gr_kview ov, float inv_out_scale, int cw,
+                         gr_activation act)
+{
+    constexpr bool nhwc = Dtype<T>::nhwc;
+    const unsigned total = (unsigned)ov.n * cw * ov.h * ov.w;
+    const bool per_channel = sv.c != 1, per_position = sv.h != 1 || sv.w != 1;
+    GRK_GRID_STRIDE(e, total)
+    {
+        Pos p = decompose<nhwc>(e, cw, ov.h, ov.w);
+        size_t o = offset_of<nhwc>(ov, p.n, p.ch, p.y, p.x);
+        if (p.ch >= (unsigned)ov.c) {
+            out[o] = Dtype<T>::zero();
+            continue;
+        }
+        float a = __fmul_rn(Dtype<T>::to_f32(x[offset_of<nhwc>(xv, p.n, p.ch, p.y, p.x)]), x_scale);
+        size_t si = offset_of<nhwc>(sv, p.n, per_channel ? p.ch : 0, per_position ? p.y : 0,
+                                    per_position ? p.x : 0);
+        float b = __fmul_rn(Dtype<T>::to_f32(s[si]), s_scale);
+        out[o] = Store<T>::from_f32(activate(__fmul_rn(a, b), act), inv_out_scale);
+    }
+}
+
 } // namespace
 
 #define GRK_DEFINE_KERNELS(suffix, DT)                                                             \
@@ -114,6 +142,12 @@ __device__ void shortcut_body(const T *x, gr_kview xv, float x_scale, const T *f
                                         float inv_out_scale, int cw, gr_activation act)            \
     {                                                                                              \
         shortcut_body<DT>(x, xv, x_scale, from, fv, from_scale, out, ov, inv_out_scale, cw, act);  \
+    }                                                                                              \
+    __global__ void k_mul_##suffix(const DT *x, gr_kview xv, float x_scale, const DT *s,           \
+                                   gr_kview sv, float s_scale, DT *out, gr_kview ov,               \
+                                   float inv_out_scale, int cw, gr_activation act)                 \
+    {                                                                                              \
+        mul_body<DT>(x, xv, x_scale, s, sv, s_scale, out, ov, inv_out_scale, cw, act);             \
     }
 
 GRK_DEFINE_KERNELS(f32, float)
@@ -164,6 +198,37 @@ bool shortcut_args_ok(const void *x, const gr_kview &xv, const void *from, const
     if (ov.c != xv.c || ov.h != xv.h || ov.w != xv.w)
         return false;
     return fv.w / xv.w == fv.h / xv.h && xv.w / fv.w == xv.h / fv.h;
+}
+
+// s has one channel or x's, and is 1 x 1 or x's h x w (kernels/misc.h, gr_launch_mul).
+template <typename T>
+bool mul_args_ok(const void *x, const gr_kview &xv, const void *s, const gr_kview &sv,
+                 const void *out, const gr_kview &ov, gr_activation act)
+{
+    if (!views_ok<T>(x, xv, out, ov) || !s || !view_ok(sv, Dtype<T>::align) || sv.n != xv.n ||
+        !activation_ok(act))
+        return false;
+    if (ov.c != xv.c || ov.h != xv.h || ov.w != xv.w)
+        return false;
+    return (sv.c == 1 || sv.c == xv.c) &&
+           ((sv.h == 1 && sv.w == 1) || (sv.h == xv.h && sv.w == xv.w));
+}
+
+template <typename T>
+cudaError_t mul(void (*kernel)(const T *, gr_kview, float, const T *, gr_kview, float, T *,
+                               gr_kview, float, int, gr_activation),
+                const void *x, gr_kview xv, float x_scale, const void *s, gr_kview sv,
+                float s_scale, void *out, gr_kview ov, float out_scale, gr_activation act,
+                cudaStream_t stream)
+{
+    const bool is_i8 = Dtype<T>::align == GR_KALIGN_I8;
+    GR_ARG_CHECK(mul_args_ok<T>(x, xv, s, sv, out, ov, act) &&
+                 (!is_i8 || (x_scale > 0.0f && s_scale > 0.0f && out_scale > 0.0f)));
+    int cw = channels_written(ov, Dtype<T>::align);
+    kernel<<<blocks_for((size_t)ov.n * cw * ov.h * ov.w), kThreads, 0, stream>>>(
+        (const T *)x, xv, is_i8 ? x_scale : 1.0f, (const T *)s, sv, is_i8 ? s_scale : 1.0f,
+        (T *)out, ov, is_i8 ? 1.0f / out_scale : 1.0f, cw, act);
+    return cudaGetLastError();
 }
 
 // One launch of `kernel` over the written channels of ov: T is the stored type, Args the
@@ -271,4 +336,23 @@ extern "C" cudaError_t gr_launch_shortcut(gr_dtype dtype, const void *x, gr_kvie
     default: return no_kernel(__FILE__, __LINE__, "gr_launch_shortcut");
     }
     return cudaGetLastError();
+}
+
+extern "C" cudaError_t gr_launch_mul(gr_dtype dtype, const void *x, gr_kview xv, float x_scale,
+                                     const void *s, gr_kview sv, float s_scale, void *out,
+                                     gr_kview ov, float out_scale, gr_activation act,
+                                     cudaStream_t stream)
+{
+    switch (dtype) {
+    case GR_DTYPE_F32:
+        return mul<float>(k_mul_f32, x, xv, x_scale, s, sv, s_scale, out, ov, out_scale, act,
+                          stream);
+    case GR_DTYPE_F16:
+        return mul<__half>(k_mul_f16, x, xv, x_scale, s, sv, s_scale, out, ov, out_scale, act,
+                           stream);
+    case GR_DTYPE_I8:
+        return mul<int8_t>(k_mul_i8, x, xv, x_scale, s, sv, s_scale, out, ov, out_scale, act,
+                           stream);
+    default: return no_kernel(__FILE__, __LINE__, "gr_launch_mul");
+    }
 }

@@ -1,6 +1,6 @@
 /* Non-GEMM GPU kernels of graphrun: pooling, data movement (upsample, reorg, route copy,
- * shortcut), precision conversion (quantize / dequantize), the detection-head activations and the
- * classifier's softmax.
+ * shortcut, the product of [sam] / [scale_channels]), precision conversion (quantize /
+ * dequantize), the detection-head activations and the classifier's softmax.
  * Plain C11 interface; the kernels live in kernels/{pool,data,quant,head}.cu.
  *
  * Layouts (the contract with the planner's CPU emulation: planner/plan.h's header comment and
@@ -31,7 +31,10 @@
  *   - shortcut: y = x + from (f32 add of the widened values; i8: (q_x*s_x) + (q_from*s_from), each
  *     product rounded to f32 first, no fma), channels/pixels outside Darknet's sampled overlap
  *     pass x through; then the activation; then the output conversion.
- *     Activations exactly as the CPU reference gr_activate() (ops/ops.c, Darknet's CPU code):
+ *   - mul (sam, scale_channels): y = x * s in f32 of the widened values (i8: (q_x*s_x) *
+ *     (q_s*s_s), each product rounded to f32 first, no fma), then the activation, then the
+ *     output conversion.
+ *     Activations (shortcut, mul) exactly as the CPU reference gr_activate() (ops/ops.c, Darknet's CPU code):
  *     leaky y > 0 ? y : (float)(0.1 * (double)y) (NOTE: not the conv epilogue's 0.1f*y of
  *     planner/plan.h, which differs in the last bit for some y), relu y * (y > 0), logistic (float)(1./(1.+exp(-(double)y))),
  *     mish y*tanhf(softplus(y)) with Darknet's threshold 20, swish y * logistic(y).
@@ -120,6 +123,15 @@ cudaError_t gr_launch_shortcut(gr_dtype dtype, const void *x, gr_kview x_view, f
                                const void *from, gr_kview from_view, float from_scale, void *out,
                                gr_kview out_view, float out_scale, gr_activation act,
                                cudaStream_t stream);
+
+/* Elementwise product with broadcast, [sam] and [scale_channels]: out = act(x * s) where s has
+ * x's channels or one channel (the same value for every channel: scale_channels scale_wh=1) and
+ * x's h x w or 1 x 1 (one value per channel: scale_channels scale_wh=0); sam passes two tensors
+ * of x's shape. out has x's shape; out may be x itself (same view) for in-place use. */
+cudaError_t gr_launch_mul(gr_dtype dtype, const void *x, gr_kview x_view, float x_scale,
+                          const void *s, gr_kview s_view, float s_scale, void *out,
+                          gr_kview out_view, float out_scale, gr_activation act,
+                          cudaStream_t stream);
 
 /* ---- precision conversion (quant.cu) ---------------------------------------------------------
  * From dtype `from` to dtype `to`:

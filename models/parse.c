@@ -3,7 +3,8 @@
  * Accepts what Darknet's parse.c accepts, with the same meaning:
  *   - sections [net]/[network] (must come first), [convolutional]/[conv], [maxpool]/[max],
  *     [avgpool]/[avg], [route], [shortcut], [upsample], [reorg], [connected]/[conn],
- *     [softmax]/[soft], [region], [yolo]; names are case-sensitive as in Darknet;
+ *     [softmax]/[soft], [region], [yolo], and AlexeyAB's [sam], [scale_channels] and [dropout];
+ *     names are case-sensitive as in Darknet;
  *   - `key=value` lines; like Darknet's strip() every whitespace character is removed from a line
  *     first, so "anchors = 1, 2" reads "anchors=1,2"; lines starting with '#' or ';' are comments;
  *     blank lines and CRLF line ends are fine; a repeated key keeps its first value (Darknet's
@@ -14,11 +15,13 @@
  *     training keys of each section are accepted and ignored;
  *   - keys that would change inference in ways graphrun does not implement (dilation, binary,
  *     dontload, scale_x_y, ...) are accepted only at Darknet's default value, else
- *     GR_ERR_UNSUPPORTED; so are valid Darknet sections graphrun does not run ([dropout], ...);
+ *     GR_ERR_UNSUPPORTED; so are valid Darknet sections graphrun does not run ([crnn], ...);
  *   - numbers must be whole: "16abc" is an error where atoi() would read 16; an inline comment
  *     after a value ("filters=16 # note") is allowed;
- *   - conv `filters`, connected `output`, route `layers` and shortcut `from` are required;
- *   - anchors must number exactly 2*num; route/shortcut indices must point at an earlier layer.
+ *   - conv `filters`, connected `output`, route `layers` and shortcut/sam/scale_channels `from`
+ *     are required;
+ *   - anchors must number exactly 2*num; route/shortcut/sam/scale_channels indices must point at
+ *     an earlier layer.
  * Every error is one line "source:line: [section] what" with GR_ERR_PARSE, GR_ERR_LIMIT (absurd
  * sizes, too many layers/inputs/anchors) or GR_ERR_UNSUPPORTED. No input crashes the parser:
  * NUL bytes and other control characters, lines over 4096 bytes and files over 16 MiB are
@@ -103,6 +106,10 @@ static const char *const shortcut_keys[] = {"from", "activation", "weights_type"
                                             "weights_normalization", END_KEYS};
 static const fixed_key shortcut_fixed[] = {{"alpha", 1}, {"beta", 1}, END_FIXED};
 
+/* AlexeyAB's [sam] and [scale_channels] (parser.c:990-1030) read from, activation and scale_wh. */
+static const char *const sam_keys[] = {"from", "activation", END_KEYS};
+static const char *const scale_channels_keys[] = {"from", "scale_wh", "activation", END_KEYS};
+
 static const char *const upsample_keys[] = {"stride", END_KEYS};
 static const fixed_key upsample_fixed[] = {{"scale", 1}, END_FIXED};
 
@@ -151,6 +158,8 @@ static const section_spec sections[] = {
     {"avg", "avgpool", none_keys, none_ignored, no_fixed},
     {"route", "route", route_keys, none_ignored, no_fixed},
     {"shortcut", "shortcut", shortcut_keys, none_ignored, shortcut_fixed},
+    {"sam", "sam", sam_keys, none_ignored, no_fixed},
+    {"scale_channels", "scale_channels", scale_channels_keys, none_ignored, no_fixed},
     {"upsample", "upsample", upsample_keys, none_ignored, upsample_fixed},
     {"reorg", "reorg", reorg_keys, none_ignored, reorg_fixed},
     {"connected", "connected", connected_keys, none_ignored, no_fixed},
@@ -166,7 +175,7 @@ static const section_spec sections[] = {
 static const char *const unsupported_sections[] = {
     "local", "deconvolutional", "deconv", "activation", "logistic", "l2norm", "rnn", "gru",
     "lstm", "crnn", "conv_lstm", "crop", "cost", "detection", "normalization", "lrn",
-    "batchnorm", "iseg", "xnor", "scale_channels", "sam", "local_avgpool", "Gaussian_yolo",
+    "batchnorm", "iseg", "xnor", "local_avgpool", "Gaussian_yolo",
     "gaussian_yolo", "empty", "silence", "implicit", "implicit_add", "implicit_mul",
     "contrastive", "history", "local_avg", "reorg3d", NULL};
 
@@ -176,6 +185,8 @@ static const gr_cfg_refusal coded_refusals[] = {
     {"maxpool", "stride_y", "stride"},
     {"shortcut", "from", "one layer"},
     {"shortcut", "weights_type", "none"},
+    {"sam", "activation", "no mish/swish/hard_mish"},
+    {"scale_channels", "activation", "no mish/swish/hard_mish"},
 };
 
 static void add_refusal(gr_cfg_refusal *out, int max, int *n, const char *section,
@@ -669,6 +680,40 @@ static gr_status check_string_key(const section_ctx *cx, const char *key, const 
     return fail_key(cx, e, GR_ERR_UNSUPPORTED, what);
 }
 
+/* [sam] / [scale_channels] (AlexeyAB's parse_sam, parse_scale_channels, parser.c:990-1030): one
+ * `from` layer, an activation (default linear) and scale_channels' scale_wh. Inputs as
+ * ops/sam.c and ops/scale_channels.c want them: sam (previous, from), scale_channels (from,
+ * previous). AlexeyAB applies these activations with activate_array (activations.c:115-136),
+ * whose activate() has no case for mish, swish or hard_mish and returns 0 for them, on the CPU
+ * and the GPU alike (parser.c:1005-1007 and 1025-1027 warn that they are not supported):
+ * refused rather than reproduced. */
+static gr_status parse_product_layer(const section_ctx *cx, gr_layer *l, int index)
+{
+    gr_op_params *p = &l->p;
+    const cfg_entry *e = find_entry(cx, "from");
+    double values[GR_MAX_INPUTS];
+    int n, from;
+    if (!e)
+        return gr_fail(GR_ERR_PARSE, "%s:%d: [%s] missing required key 'from'", cx->doc->source,
+                       cx->sec->line, cx->sec->name);
+    GR_TRY(get_list(cx, e, true, GR_MAX_INPUTS, "layers", values, &n));
+    if (n != 1)
+        return fail_key(cx, e, GR_ERR_PARSE, "takes one layer (AlexeyAB reads only the first)");
+    GR_TRY(resolve_index(cx, e, index, (long)values[0], &from));
+    l->n_inputs = 2;
+    l->inputs[0] = p->op == GR_OP_SAM ? index - 1 : from;
+    l->inputs[1] = p->op == GR_OP_SAM ? from : index - 1;
+    if (p->op == GR_OP_SCALE_CHANNELS)
+        GR_TRY(get_int(cx, "scale_wh", false, 0, 1, &p->scale_wh));
+    GR_TRY(get_activation(cx, &p->activation));
+    if (p->activation == GR_ACT_MISH || p->activation == GR_ACT_SWISH ||
+        p->activation == GR_ACT_HARD_MISH)
+        return fail_key(cx, find_entry(cx, "activation"), GR_ERR_UNSUPPORTED,
+                        "is not supported here (AlexeyAB Darknet computes 0 for it in this "
+                        "layer: its activate() has no case for mish, swish or hard_mish)");
+    return GR_OK;
+}
+
 /* AlexeyAB's [yolo] keys that change inference (parser.c:466-500): scale_x_y, new_coords, and
  * the NMS its detections get. Unlike AlexeyAB, an unknown nms_kind is an error, not "default". */
 static gr_status parse_yolo_extras(const section_ctx *cx, gr_op_params *p)
@@ -764,6 +809,10 @@ static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int inde
         GR_TRY(check_string_key(cx, "weights_type", "none"));
         break;
     }
+    case GR_OP_SAM:
+    case GR_OP_SCALE_CHANNELS:
+        GR_TRY(parse_product_layer(cx, l, index));
+        break;
     case GR_OP_UPSAMPLE:
         GR_TRY(get_int(cx, "stride", false, 1, GR_MAX_DIM, &p->stride));
         break;
@@ -873,11 +922,16 @@ static gr_status build_layer(const section_ctx *cx, gr_net *net, int index)
 static const char *const alexeyab_keys[] = {
     "scale_x_y", "new_coords", "nms_kind", "beta_nms", "iou_loss", "iou_normalizer",
     "cls_normalizer", "obj_normalizer", "iou_thresh", "max_delta", "group_id", "mosaic",
-    "letter_box", "cutmix", "stride_x", "stride_y", "weights_type", "maxpool_depth", NULL};
+    "letter_box", "cutmix", "stride_x", "stride_y", "weights_type", "maxpool_depth", "scale_wh",
+    NULL};
+static const char *const alexeyab_sections[] = {"sam", "scale_channels", NULL};
 static const char *const alexeyab_activations[] = {"mish", "swish", "hard_mish", "gelu", NULL};
 
 static bool is_alexeyab_cfg(const cfg_doc *doc)
 {
+    for (int i = 0; i < doc->n_sections; i++)
+        if (in_list(alexeyab_sections, doc->sections[i].name))
+            return true;
     for (int i = 0; i < doc->n_entries; i++) {
         const cfg_entry *e = &doc->entries[i];
         if (in_list(alexeyab_keys, e->key))

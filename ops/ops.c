@@ -218,6 +218,8 @@ void gr_op_params_default(gr_op_kind op, gr_op_params *p)
     case GR_OP_AVGPOOL:
     case GR_OP_ROUTE:
     case GR_OP_SHORTCUT: /* parse_shortcut: activation linear */
+    case GR_OP_SAM:      /* parse_sam, parse_scale_channels: activation linear, scale_wh 0 */
+    case GR_OP_SCALE_CHANNELS:
     case GR_OP_SOFTMAX:
     case GR_OP_COUNT: break;
     }

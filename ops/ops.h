@@ -86,7 +86,7 @@ typedef enum gr_nms_kind { GR_NMS_DEFAULT = 0, GR_NMS_GREEDY, GR_NMS_DIOU } gr_n
 /* Parameters of one op, flat: each op reads the fields its comment names. */
 typedef struct gr_op_params {
     gr_op_kind op;
-    gr_activation activation; /* conv, connected, shortcut */
+    gr_activation activation; /* conv, connected, shortcut, sam, scale_channels */
     int filters;              /* conv: output channels; connected: outputs */
     int size;                 /* conv kernel size; maxpool window */
     int stride;               /* conv (horizontal: Darknet's stride_x), maxpool; upsample factor;
@@ -97,6 +97,7 @@ typedef struct gr_op_params {
                                  'padding', default size-1) */
     int groups;               /* conv groups; softmax groups; route groups (1 = whole tensor) */
     int group_id;             /* route: which group of each input */
+    int scale_wh;             /* scale_channels: 1 = one scale per position, 0 = per channel */
     int batch_normalize;      /* conv, connected */
     int bn_alexeyab;          /* conv, connected: AlexeyAB Darknet's batch norm (gr_bn_denominator) */
     /* region / yolo heads */

@@ -58,7 +58,7 @@ gr_status gr_plan_dump_text(const gr_plan *plan, FILE *f)
         int len = plan->nodes[i].noop ? (int)strlen("(view, no-op)") : (int)strlen(fused);
         fused_w = len > fused_w ? len : fused_w;
     }
-    fprintf(f, "%4s %-10s %5s %-*s %-9s %-6s %-20s %3s %-10s %12s %12s %-9s %s\n", "step", "op",
+    fprintf(f, "%4s %-14s %5s %-*s %-9s %-6s %-20s %3s %-10s %12s %12s %-9s %s\n", "step", "op",
             "layer", fused_w, "fused", "dtype", "layout", "shape n,c(pad),h,w", "str", "wait>rec", "offset",
             "bytes", "live", "storage");
     for (int i = 0; i < plan->n_nodes; i++) {
@@ -94,7 +94,7 @@ gr_status gr_plan_dump_text(const gr_plan *plan, FILE *f)
             snprintf(storage, sizeof storage, "buffer %d%s", x->buffer,
                      x->pinned ? " (pinned)" : "");
         snprintf(live, sizeof live, "[%d,%d]", x->live_begin, x->live_end);
-        fprintf(f, "%4d %-10s %5d %-*s %-9s %-6s %-20s %3d %-10s %12zu %12zu %-9s %s\n", i,
+        fprintf(f, "%4d %-14s %5d %-*s %-9s %-6s %-20s %3d %-10s %12zu %12zu %-9s %s\n", i,
                 gr_plan_kind_name(nd->kind), nd->layer, fused_w, fused, dtype, layout_name(x->layout), shape,
                 nd->stream, events, b->offset, x->bytes, live, storage);
     }
@@ -315,7 +315,7 @@ gr_status gr_task_graph_dump_text(const gr_task_graph *g, const gr_plan *plan, F
             "depth %d (at most %d tasks per node and image, channel slices of multiples of %d)\n",
             plan->batch, g->n_tasks, g->n_deps, g->n_raw, g->n_war, g->max_fan_in, g->max_depth,
             g->options.target_tasks, g->options.channel_align);
-    fprintf(f, "%4s %5s %-10s %-5s %16s %13s %12s %6s %7s\n", "node", "layer", "op", "prec",
+    fprintf(f, "%4s %5s %-14s %-5s %16s %13s %12s %6s %7s\n", "node", "layer", "op", "prec",
             "output CxHxW", "bands x rows", "slices x ch", "tasks", "fan-in");
     for (int i = 0; i < g->n_nodes; i++) {
         const gr_task_node *tn = &g->nodes[i];
@@ -327,7 +327,7 @@ gr_status gr_task_graph_dump_text(const gr_task_graph *g, const gr_plan *plan, F
         snprintf(shape, sizeof shape, "%dx%dx%d", x->c, x->h, x->w);
         snprintf(bands, sizeof bands, "%d x %d", tn->bands, tn->rows_per_band);
         snprintf(slices, sizeof slices, "%d x %d", tn->slices, tn->channels_per_slice);
-        fprintf(f, "%4d %5d %-10s %-5s %16s %13s %12s %6d %7d\n", i, nd->layer,
+        fprintf(f, "%4d %5d %-14s %-5s %16s %13s %12s %6d %7d\n", i, nd->layer,
                 gr_plan_kind_name(nd->kind), gr_precision_name(nd->prec), shape, bands, slices,
                 tn->count, tn->max_fan_in);
     }

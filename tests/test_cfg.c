@@ -334,6 +334,63 @@ START_TEST(maxpool_stride_xy_and_shortcut_keys)
 }
 END_TEST
 
+/* AlexeyAB's [sam] and [scale_channels]: inputs in the order ops/sam.c and ops/scale_channels.c
+ * take them, keys, shapes, the fork they mark, and their errors with file:line. */
+START_TEST(sam_and_scale_channels)
+{
+    const char text[] = NET_HEAD "[convolutional]\nfilters=4\nsize=1\nbatch_normalize=1\n"
+                                 "activation=logistic\n"
+                                 "[sam]\nfrom=-2\nactivation=leaky\n"
+                                 "[avgpool]\n[convolutional]\nfilters=4\nsize=1\n"
+                                 "[scale_channels]\nfrom=0\n"
+                                 "[convolutional]\nfilters=1\nsize=1\n"
+                                 "[scale_channels]\nfrom=-2\nscale_wh=1\n";
+    gr_net *net = NULL;
+    ck_assert_msg(parse_text(text, &net) == GR_OK, "%s", gr_last_error());
+    const gr_layer *sam = &net->layers[2], *sc = &net->layers[5], *wh = &net->layers[7];
+    ck_assert_int_eq(sam->p.op, GR_OP_SAM);
+    ck_assert_int_eq(sam->n_inputs, 2);
+    ck_assert(sam->inputs[0] == 1 && sam->inputs[1] == 0); /* (previous, from) */
+    ck_assert_int_eq(sam->p.activation, GR_ACT_LEAKY);
+    ck_assert_int_eq(sc->p.op, GR_OP_SCALE_CHANNELS);
+    ck_assert(sc->inputs[0] == 0 && sc->inputs[1] == 4); /* (from, previous) */
+    ck_assert_int_eq(sc->p.scale_wh, 0);
+    ck_assert_int_eq(sc->p.activation, GR_ACT_LINEAR);
+    ck_assert(wh->inputs[0] == 5 && wh->inputs[1] == 6);
+    ck_assert_int_eq(wh->p.scale_wh, 1);
+    assert_shape(net, 2, 4, 32, 32);
+    assert_shape(net, 5, 4, 32, 32);
+    assert_shape(net, 7, 4, 32, 32);
+    ck_assert_int_eq(net->layers[1].p.bn_alexeyab, 1); /* only AlexeyAB has these sections */
+    gr_net_free(net);
+    static const struct {
+        const char *text;
+        gr_status status;
+        const char *message;
+    } bad[] = {
+        {NET_HEAD "[sam]\n", GR_ERR_PARSE, "t.cfg:8: [sam] missing required key 'from'"},
+        {NET_HEAD "[sam]\nfrom=-1,-1\n", GR_ERR_PARSE, "key 'from': '-1,-1' takes one layer"},
+        {NET_HEAD "[sam]\nfrom=1\n", GR_ERR_PARSE, "key 'from': '1' must point at an earlier"},
+        {NET_HEAD "[convolutional]\nfilters=2\n[sam]\nfrom=0\n", GR_ERR_PARSE,
+         "t.cfg:10: layer 2: [sam] input 2x32x32 and from-layer 4x32x32 differ"},
+        {NET_HEAD "[scale_channels]\nfrom=0\n", GR_ERR_PARSE,
+         "t.cfg:8: layer 1: [scale_channels] input 4x32x32 must be 4x1x1"},
+        {NET_HEAD "[scale_channels]\nfrom=0\nscale_wh=1\n", GR_ERR_PARSE,
+         "t.cfg:8: layer 1: [scale_channels] input 4x32x32 must be 1x32x32"},
+        {NET_HEAD "[scale_channels]\nfrom=0\nscale_wh=2\n", GR_ERR_LIMIT, "key 'scale_wh'"},
+        {NET_HEAD "[sam]\nfrom=0\nactivation=swish\n", GR_ERR_UNSUPPORTED,
+         "t.cfg:10: [sam] key 'activation': 'swish' is not supported here"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_msg(parse_text(bad[i].text, &net) == bad[i].status, "case %zu: %s", i,
+                      gr_last_error());
+        ck_assert_msg(strstr(gr_last_error(), bad[i].message), "case %zu: '%s'", i,
+                      gr_last_error());
+        ck_assert_ptr_null(net);
+    }
+}
+END_TEST
+
 /* A cfg that uses refusal r with a value other than the accepted one. */
 static void refusal_cfg(const gr_cfg_refusal *r, char *buf, size_t size)
 {
@@ -349,13 +406,16 @@ static void refusal_cfg(const gr_cfg_refusal *r, char *buf, size_t size)
         snprintf(value, sizeof value, "-1,-2");
     else if (strcmp(r->accepted, "none") == 0)
         snprintf(value, sizeof value, "per_feature");
+    else if (strncmp(r->accepted, "no mish", 7) == 0)
+        snprintf(value, sizeof value, "mish");
     else
         snprintf(value, sizeof value, "%g", atof(r->accepted) + 1.0);
     /* The refused key first (keys are checked in order), then what the section requires. */
-    const char *required = strcmp(section, "convolutional") == 0 ? "filters=4\n"
-                           : strcmp(section, "shortcut") == 0 && strcmp(r->key, "from") != 0
-                               ? "from=-1\n"
-                               : "";
+    const bool takes_from = strcmp(section, "shortcut") == 0 || strcmp(section, "sam") == 0 ||
+                            strcmp(section, "scale_channels") == 0;
+    const char *required = strcmp(section, "convolutional") == 0     ? "filters=4\n"
+                           : takes_from && strcmp(r->key, "from") != 0 ? "from=-1\n"
+                                                                       : "";
     snprintf(buf, size, NET_HEAD "[convolutional]\nfilters=4\n[%s]\n%s=%s\n%s", section, r->key,
              value, required);
 }
@@ -503,7 +563,7 @@ static const bad_cfg bad_cfgs[] = {
     {"too_many_anchors.cfg", GR_ERR_LIMIT, 13, "key 'num'"},
     {"anchor_count.cfg", GR_ERR_PARSE, 12, "key 'anchors'"},
     {"yolo_mask_range.cfg", GR_ERR_PARSE, 12, "key 'mask'"},
-    {"unsupported_section.cfg", GR_ERR_UNSUPPORTED, 14, "[sam]"},
+    {"unsupported_section.cfg", GR_ERR_UNSUPPORTED, 14, "[local_avgpool]"},
     {"unsupported_dilation.cfg", GR_ERR_UNSUPPORTED, 9, "key 'dilation': '2' needs padding"},
     {"bad_activation.cfg", GR_ERR_PARSE, 9, "'sparkly' is not an activation"},
     {"malformed_header.cfg", GR_ERR_PARSE, 6, "malformed section header"},
@@ -708,6 +768,7 @@ static Suite *cfg_suite(void)
     tcase_add_test(shipped, dropout_is_the_identity);
     tcase_add_test(shipped, maxpool_stride_xy_and_shortcut_keys);
     tcase_add_test(shipped, refusals_match_readme);
+    tcase_add_test(shipped, sam_and_scale_channels);
     tcase_add_test(shipped, yolov2_tiny_voc_layers);
     tcase_add_test(shipped, yolov2_tiny_coco_layers);
     tcase_add_test(shipped, yolov3_tiny_layers);

@@ -1,5 +1,6 @@
-/* GPU suite for AlexeyAB's activations fused in the conv epilogues and for grouped / depthwise /
- * dilated / stride_x != stride_y convolutions, through the whole engine on small synthetic cfgs,
+/* GPU suite for AlexeyAB's activations fused in the conv epilogues, for grouped / depthwise /
+ * dilated / stride_x != stride_y convolutions and for [sam] / [scale_channels] (the products
+ * after them), through the whole engine on small synthetic cfgs,
  * against the planner's CPU emulation of the same plan node by node (gr_engine_debug_trace vs
  * gr_plan_execute). Exits 77 (skipped) with one line when no CUDA device is visible.
  *
@@ -241,6 +242,35 @@ START_TEST(activation_fused_in_conv_matches_emulation)
 }
 END_TEST
 
+/* tests/data/alexeyab/sam-scale.cfg (the net test_alexeyab checks the CPU reference of against
+ * AlexeyAB's build: [sam], [scale_channels] per channel and per position, each feeding a head) at
+ * SIDE x SIDE, as written (logistic attention convs) or with relu6 in place of logistic, which
+ * leaves no libm call in the int8 plan: there every node, the products included, must be
+ * bit-identical to the emulation (the same float products, no fma: kernels/data.cu mul_body).
+ * _i = variant * 3 + precision. */
+START_TEST(sam_and_scale_channels_match_emulation)
+{
+    const int relu6 = _i / 3, p = _i % 3;
+    FILE *f = fopen("tests/data/alexeyab/sam-scale.cfg", "r");
+    ck_assert_msg(f != NULL, "cannot open tests/data/alexeyab/sam-scale.cfg");
+    char text[4096] = "", line[256];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "width=", 6) == 0 || strncmp(line, "height=", 7) == 0)
+            snprintf(line, sizeof line, "%s=%d\n", line[0] == 'w' ? "width" : "height", SIDE);
+        else if (relu6 && strcmp(line, "activation=logistic\n") == 0)
+            snprintf(line, sizeof line, "activation=relu6\n");
+        ck_assert(strlen(text) + strlen(line) < sizeof text);
+        strcat(text, line);
+    }
+    fclose(f);
+    char what[64];
+    snprintf(what, sizeof what, "sam-scale (%s) %s", relu6 ? "relu6" : "logistic", prec_names[p]);
+    gr_model *m = load_cfg(write_cfg(text));
+    check_against_emulation(m, precisions[p], relu6 ? GR_ACT_RELU6 : GR_ACT_LOGISTIC, what);
+    gr_model_destroy(m);
+}
+END_TEST
+
 /* Grouped, depthwise, dilated and stride_x != stride_y convs in fp32: the direct kernel
  * (kernels/conv_direct.cu: depthwise 3x3 stride 1 and 2, multiplier 2, groups of 8 channels,
  * dilation 2, stride_x 2, grouped 1x1) and the per-group GEMMs (groups of 16 channels), with
@@ -348,6 +378,7 @@ int main(void)
     TCase *tc = tcase_create("gpu_activations");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, activation_fused_in_conv_matches_emulation, 0, 3 * GR_ACT_COUNT);
+    tcase_add_loop_test(tc, sam_and_scale_channels_match_emulation, 0, 6);
     tcase_add_test(tc, grouped_dilated_strided_fp32_match_cpu);
     tcase_add_test(tc, unsupported_convs_are_refused_with_a_reason);
     suite_add_tcase(s, tc);

@@ -723,6 +723,133 @@ START_TEST(shortcut_in_place)
 }
 END_TEST
 
+/* ---- mul ([sam], [scale_channels]) ----------------------------------------------------------- */
+
+/* out = act(x * s), s broadcast over a dimension it has only one of (kernels/misc.h); each operand
+ * widened and (i8) scaled on its own, as the CPU emulation does. */
+static void ref_mul(const kcase *k, unsigned char *out)
+{
+    const gr_kview *xv = &k->in_v, *sv = &k->in2_v, *ov = &k->out_v;
+    gr_dtype t = k->in_t;
+    int is_i8 = t == GR_DTYPE_I8, per_position = sv->h != 1 || sv->w != 1;
+    float sx = is_i8 ? k->in_scale : 1.0f, ss = is_i8 ? k->in2_scale : 1.0f;
+    for (int n = 0; n < ov->n; n++)
+        for (int ch = 0; ch < ov->c; ch++)
+            for (int y = 0; y < ov->h; y++)
+                for (int x = 0; x < ov->w; x++) {
+                    float a = load_real(t, k->in_host, at(t, xv, n, ch, y, x)) * sx;
+                    size_t si = at(t, sv, n, sv->c == 1 ? 0 : ch, per_position ? y : 0,
+                                   per_position ? x : 0);
+                    float b = load_real(t, k->in2_host, si) * ss;
+                    store_real(t, out, at(t, ov, n, ch, y, x), act_ref(a * b, k->act),
+                               1.0f / k->out_scale);
+                }
+    expect_padding(t, ov, out);
+}
+
+static cudaError_t launch_mul(const kcase *k, void *out)
+{
+    return gr_launch_mul(k->in_t, k->in_dev, k->in_v, k->in_scale, k->in2_dev, k->in2_v,
+                         k->in2_scale, out, k->out_v, k->out_scale, k->act, 0);
+}
+
+START_TEST(mul_broadcasts_like_sam_and_scale_channels)
+{
+    /* {x: n c h w}, {s: c h w}: sam (same shape), scale_channels per channel (c x 1 x 1, and
+     * c = 3 below one granule), per position (1 x h x w); activations with exact formulas. */
+    static const int shapes[][7] = {
+        {3, 19, 7, 5, 19, 7, 5}, {2, 40, 13, 13, 40, 1, 1}, {1, 3, 7, 5, 3, 1, 1},
+        {2, 21, 7, 5, 1, 7, 5},  {1, 125, 13, 13, 1, 13, 13},
+    };
+    static const gr_activation acts[] = {GR_ACT_LINEAR, GR_ACT_LEAKY, GR_ACT_RELU, GR_ACT_RELU6,
+                                         GR_ACT_LINEAR};
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++)
+        for (int d = 0; d < 3; d++) {
+            gr_dtype t = all_dtypes[d];
+            const int *p = shapes[c];
+            kcase k = {0};
+            k.act = acts[c];
+            case_input(&k, 0, t, view(t, p[0], p[1], p[2], p[3]), 2.0f);
+            case_input(&k, 1, t, view(t, p[0], p[4], p[5], p[6]), 2.0f);
+            k.in_scale = random_scale(), k.in2_scale = random_scale();
+            k.out_scale = 2.0f * k.in_scale * k.in2_scale * 127.0f / 16.0f;
+            k.out_t = t;
+            k.out_v = k.in_v;
+            char what[64];
+            snprintf(what, sizeof what, "mul %s case %zu (%s)", gr_dtype_name(t), c,
+                     gr_activation_name(k.act));
+            run_case(&k, launch_mul, ref_mul, 0.0f, what);
+            case_free(&k);
+        }
+}
+END_TEST
+
+START_TEST(mul_reads_channel_slices_and_runs_in_place)
+{
+    for (int d = 0; d < 3; d++) {
+        gr_dtype t = all_dtypes[d];
+        int a = align_of(t), f32 = t == GR_DTYPE_F32;
+        /* x: 5 channels from inside a wider buffer (a route's slice), s per channel */
+        kcase k = {0};
+        k.act = GR_ACT_LEAKY;
+        case_input(&k, 0, t, slice(2, 5, 7, 5, f32 ? 9 : 3 * a, f32 ? 2 : a), 2.0f);
+        case_input(&k, 1, t, view(t, 2, 5, 1, 1), 2.0f);
+        k.in_scale = 0.05f, k.in2_scale = 0.03f, k.out_scale = 0.01f;
+        k.out_t = t;
+        k.out_v = view(t, 2, 5, 7, 5);
+        char what[64];
+        snprintf(what, sizeof what, "mul slice %s", gr_dtype_name(t));
+        run_case(&k, launch_mul, ref_mul, 0.0f, what);
+        case_free(&k);
+        /* out == x (same view), s per position */
+        gr_kview v = view(t, 2, 21, 7, 5), sv = view(t, 2, 1, 7, 5);
+        size_t bytes = buffer_elems(&v) * esize(t);
+        unsigned char *x = random_buffer(t, buffer_elems(&v), 2.0f);
+        unsigned char *sc = random_buffer(t, buffer_elems(&sv), 2.0f);
+        unsigned char *expect = malloc(bytes), *got = malloc(bytes);
+        ck_assert_ptr_nonnull(expect);
+        ck_assert_ptr_nonnull(got);
+        kcase in_place = {0};
+        in_place.in_t = in_place.out_t = t, in_place.in_v = in_place.out_v = v, in_place.in2_v = sv;
+        in_place.in_host = x, in_place.in2_host = sc;
+        in_place.in_scale = 0.05f, in_place.in2_scale = 0.03f, in_place.out_scale = 0.01f;
+        in_place.act = GR_ACT_RELU;
+        memcpy(expect, x, bytes);
+        ref_mul(&in_place, expect);
+        in_place.in_dev = upload(x, bytes);
+        in_place.in2_dev = upload(sc, buffer_elems(&sv) * esize(t));
+        ck_assert_int_eq(launch_mul(&in_place, in_place.in_dev), cudaSuccess);
+        ck_assert_int_eq(cudaMemcpy(got, in_place.in_dev, bytes, cudaMemcpyDeviceToHost),
+                         cudaSuccess);
+        ck_assert_msg(memcmp(got, expect, bytes) == 0, "in-place mul %s differs",
+                      gr_dtype_name(t));
+        free(expect);
+        free(got);
+        case_free(&in_place);
+    }
+}
+END_TEST
+
+START_TEST(mul_transcendental_activations_f32)
+{
+    /* The tolerances of shortcut_transcendental_activations_f32, for the same reasons. */
+    static const gr_activation acts[] = {GR_ACT_LOGISTIC, GR_ACT_ELU, GR_ACT_TANH};
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
+        kcase k = {0};
+        k.act = acts[i];
+        case_input(&k, 0, GR_DTYPE_F32, view(GR_DTYPE_F32, 2, 7, 13, 13), 2.0f);
+        case_input(&k, 1, GR_DTYPE_F32, view(GR_DTYPE_F32, 2, 7, 1, 1), 2.0f);
+        k.out_scale = 1.0f;
+        k.out_t = GR_DTYPE_F32;
+        k.out_v = k.in_v;
+        char what[64];
+        snprintf(what, sizeof what, "mul f32 %s", gr_activation_name(acts[i]));
+        run_case(&k, launch_mul, ref_mul, acts[i] == GR_ACT_LOGISTIC ? 1e-6f : 1e-3f, what);
+        case_free(&k);
+    }
+}
+END_TEST
+
 /* ---- quantize / dequantize ------------------------------------------------------------------- */
 
 static float u8_real(unsigned char v) { return (float)v / 255.0f; }
@@ -1179,6 +1306,15 @@ START_TEST(launchers_reject_inconsistent_shapes)
                                         view(GR_DTYPE_F32, 1, 4, 16, 8), 1.0f, p,
                                         view(GR_DTYPE_F32, 1, 4, 8, 8), 1.0f, GR_ACT_LINEAR, 0),
                      cudaErrorInvalidValue);
+    /* mul: scales with 2 of x's 4 channels; scales 8 x 1 (neither per position nor 1 x 1) */
+    ck_assert_int_eq(gr_launch_mul(GR_DTYPE_F32, p, view(GR_DTYPE_F32, 1, 4, 8, 8), 1.0f, p,
+                                   view(GR_DTYPE_F32, 1, 2, 1, 1), 1.0f, p,
+                                   view(GR_DTYPE_F32, 1, 4, 8, 8), 1.0f, GR_ACT_LINEAR, 0),
+                     cudaErrorInvalidValue);
+    ck_assert_int_eq(gr_launch_mul(GR_DTYPE_F32, p, view(GR_DTYPE_F32, 1, 4, 8, 8), 1.0f, p,
+                                   view(GR_DTYPE_F32, 1, 4, 8, 1), 1.0f, p,
+                                   view(GR_DTYPE_F32, 1, 4, 8, 8), 1.0f, GR_ACT_LINEAR, 0),
+                     cudaErrorInvalidValue);
     /* i8 with a non-positive scale; NULL input */
     ck_assert_int_eq(gr_launch_convert(GR_DTYPE_F32, GR_DTYPE_I8, p, in, 1.0f, q,
                                        view(GR_DTYPE_I8, 1, 16, 13, 13), 0.0f, 0),
@@ -1228,6 +1364,9 @@ static Suite *misc_suite(void)
     tcase_add_test(tc, shortcut_adds_with_darknet_shape_rule);
     tcase_add_test(tc, shortcut_transcendental_activations_f32);
     tcase_add_test(tc, shortcut_in_place);
+    tcase_add_test(tc, mul_broadcasts_like_sam_and_scale_channels);
+    tcase_add_test(tc, mul_reads_channel_slices_and_runs_in_place);
+    tcase_add_test(tc, mul_transcendental_activations_f32);
     tcase_add_test(tc, quantize_network_input_u8);
     tcase_add_test(tc, quantize_f32_to_nhwc);
     tcase_add_test(tc, dequantize_nhwc_to_f32);

@@ -148,7 +148,9 @@ START_TEST(test_op_flags)
         int n;
     } expect[] = {
         {GR_OPF_STORED_VALUES, {GR_OP_MAXPOOL, GR_OP_ROUTE, GR_OP_UPSAMPLE, GR_OP_REORG}, 4},
-        {GR_OPF_IN_PLACE, {GR_OP_SHORTCUT, GR_OP_REGION, GR_OP_YOLO}, 3},
+        {GR_OPF_IN_PLACE,
+         {GR_OP_SHORTCUT, GR_OP_REGION, GR_OP_YOLO, GR_OP_SAM, GR_OP_SCALE_CHANNELS},
+         5},
         {GR_OPF_HEAD, {GR_OP_REGION, GR_OP_YOLO}, 2},
         {GR_OPF_WEIGHTS, {GR_OP_CONV, GR_OP_CONNECTED}, 2},
         {GR_OPF_F32_ONLY,
@@ -240,6 +242,11 @@ START_TEST(test_defaults_follow_darknet)
     gr_op_params_default(GR_OP_ROUTE, &p);
     ck_assert_int_eq(p.groups, 1);
     ck_assert_int_eq(p.group_id, 0);
+    gr_op_params_default(GR_OP_SAM, &p); /* parse_sam: activation linear */
+    ck_assert_int_eq(p.activation, GR_ACT_LINEAR);
+    gr_op_params_default(GR_OP_SCALE_CHANNELS, &p); /* parse_scale_channels: linear, scale_wh 0 */
+    ck_assert_int_eq(p.activation, GR_ACT_LINEAR);
+    ck_assert_int_eq(p.scale_wh, 0);
 }
 END_TEST
 
@@ -761,6 +768,81 @@ START_TEST(test_route_groups)
 }
 END_TEST
 
+START_TEST(test_sam_by_hand)
+{
+    /* out = act(x * from) element by element (AlexeyAB's forward_sam_layer), batch 2 (the second
+     * image is the first negated: the product keeps its sign pattern, leaky then differs).
+     * Leaky is Darknet's CPU one, (float)(0.1 * (double)y). */
+    const float x[8] = {1, -2, 3, 4, -1, 2, -3, -4}, from[8] = {2, 3, -1, 0.5f, 2, 3, -1, 0.5f};
+    const float *ins[2] = {x, from};
+    const gr_shape shapes[2] = {{1, 2, 2}, {1, 2, 2}};
+    gr_op_params p;
+    gr_op_params_default(GR_OP_SAM, &p);
+    p.activation = GR_ACT_LEAKY;
+    gr_shape os;
+    float *out = run_op(&p, NULL, ins, shapes, 2, 2, &os);
+    assert_shape(os, 1, 2, 2);
+    const float want[8] = {2, (float)(0.1 * -6.0), (float)(0.1 * -3.0), 2,
+                           (float)(0.1 * -2.0), 6, 3, (float)(0.1 * -2.0)};
+    assert_exact(out, want, 8);
+    free(out);
+    /* make_sam_layer asserts equal shapes: a one-line parse error naming both */
+    const gr_shape bad[2] = {{1, 2, 2}, {2, 2, 2}};
+    ck_assert_int_eq(gr_op_get(GR_OP_SAM)->infer(&p, bad, 2, &os), GR_ERR_PARSE);
+    ck_assert_msg(strstr(gr_last_error(), "[sam] input 1x2x2 and from-layer 2x2x2 differ"), "%s",
+                  gr_last_error());
+}
+END_TEST
+
+START_TEST(test_scale_channels_by_hand)
+{
+    /* in[0] = from (2 channels of 2x2, two images), in[1] = the scales. */
+    const float from[16] = {1, 2, 3, 4, 5, 6, 7, 8, -1, -2, -3, -4, -5, -6, -7, -8};
+    gr_op_params p;
+    gr_op_params_default(GR_OP_SCALE_CHANNELS, &p);
+    gr_shape os;
+    /* scale_wh=0: one scale per channel and image, 2x1x1: {10, -1}, then {0.5, 2} */
+    const float per_channel[4] = {10, -1, 0.5f, 2};
+    const float *ins_c[2] = {from, per_channel};
+    const gr_shape shapes_c[2] = {{2, 2, 2}, {2, 1, 1}};
+    float *out = run_op(&p, NULL, ins_c, shapes_c, 2, 2, &os);
+    assert_shape(os, 2, 2, 2);
+    const float want_c[16] = {10, 20, 30, 40, -5, -6, -7, -8,
+                              -0.5f, -1, -1.5f, -2, -10, -12, -14, -16};
+    assert_exact(out, want_c, 16);
+    free(out);
+    /* scale_wh=1: one scale per position and image, 1x2x2, the same for every channel */
+    p.scale_wh = 1;
+    const float per_position[8] = {1, 0, -1, 2, 3, 1, 0, -2};
+    const float *ins_p[2] = {from, per_position};
+    const gr_shape shapes_p[2] = {{2, 2, 2}, {1, 2, 2}};
+    out = run_op(&p, NULL, ins_p, shapes_p, 2, 2, &os);
+    assert_shape(os, 2, 2, 2);
+    const float want_p[16] = {1, 0, -3, 8, 5, 0, -7, 16, -3, -2, 0, 8, -15, -6, 0, 16};
+    assert_exact(out, want_p, 16);
+    free(out);
+    /* the activation follows the product */
+    p.activation = GR_ACT_RELU;
+    out = run_op(&p, NULL, ins_p, shapes_p, 2, 2, &os);
+    ck_assert(out[2] == 0.0f && out[3] == 8.0f && out[8] == 0.0f);
+    free(out);
+    /* AlexeyAB's asserts as one-line parse errors: per-position scales with scale_wh=0, per-channel
+     * scales with scale_wh=1, a channel count that differs */
+    p.activation = GR_ACT_LINEAR;
+    p.scale_wh = 0;
+    ck_assert_int_eq(gr_op_get(GR_OP_SCALE_CHANNELS)->infer(&p, shapes_p, 2, &os), GR_ERR_PARSE);
+    ck_assert_msg(strstr(gr_last_error(), "input 1x2x2 must be 2x1x1"), "%s", gr_last_error());
+    p.scale_wh = 1;
+    ck_assert_int_eq(gr_op_get(GR_OP_SCALE_CHANNELS)->infer(&p, shapes_c, 2, &os), GR_ERR_PARSE);
+    ck_assert_msg(strstr(gr_last_error(), "input 2x1x1 must be 1x2x2"), "%s", gr_last_error());
+    p.scale_wh = 0;
+    const gr_shape three[2] = {{2, 2, 2}, {3, 1, 1}};
+    ck_assert_int_eq(gr_op_get(GR_OP_SCALE_CHANNELS)->infer(&p, three, 2, &os), GR_ERR_PARSE);
+    p.scale_wh = 2;
+    ck_assert_int_ne(gr_op_get(GR_OP_SCALE_CHANNELS)->infer(&p, shapes_c, 2, &os), GR_OK);
+}
+END_TEST
+
 START_TEST(test_upsample_nearest)
 {
     /* 1x2x2 (1 2 / 3 4), stride 2: each value becomes a 2x2 block */
@@ -1219,6 +1301,8 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, test_avgpool_global_mean);
     tcase_add_test(tc, test_route_order);
     tcase_add_test(tc, test_route_groups);
+    tcase_add_test(tc, test_sam_by_hand);
+    tcase_add_test(tc, test_scale_channels_by_hand);
     tcase_add_test(tc, test_upsample_nearest);
     tcase_add_test(tc, test_reorg_tiny_literal);
     tcase_add_test(tc, test_reorg_formula);

@@ -121,6 +121,15 @@ START_TEST(op_rows_cover_what_the_reference_reads)
         p.activation = GR_ACT_LINEAR;
         check_rows_sound(&p, sc[i], 2);
     }
+    gr_op_params_default(GR_OP_SAM, &p);
+    check_rows_sound(&p, sc[0], 2);
+    /* scale_channels: from, then one scale per channel (every output row reads the 1-row input)
+     * or per position (row for row) */
+    const gr_shape per_channel[2] = {{4, 8, 8}, {4, 1, 1}}, per_position[2] = {{4, 8, 8}, {1, 8, 8}};
+    gr_op_params_default(GR_OP_SCALE_CHANNELS, &p);
+    check_rows_sound(&p, per_channel, 2);
+    p.scale_wh = 1;
+    check_rows_sound(&p, per_position, 2);
 }
 END_TEST
 

@@ -426,6 +426,14 @@ gr_status gr_gpu_launch_node(gpu_state *g, gpu_variant *v, const gpu_instance *i
                                  out, yv, y->scale, p->activation, stream);
         break;
     }
+    case GR_OP_SAM: /* in[1]: sam's from-layer, scale_channels' scales (ops/<op>.c) */
+    case GR_OP_SCALE_CHANNELS: {
+        const gr_plan_tensor *s = &plan->tensors[nd->inputs[1]];
+        err = gr_launch_mul(y->dtype, in, xv, x->scale,
+                            gr_gpu_tensor_storage(v, inst, nd->inputs[1]), kview(s), s->scale, out,
+                            yv, y->scale, p->activation, stream);
+        break;
+    }
     case GR_OP_ROUTE: err = launch_route(v, inst, nd, stream); break;
     case GR_OP_REGION:
         err = gr_launch_region(y->dtype, in, out, x->n, x->h, x->w, p->num, p->coords, p->classes,

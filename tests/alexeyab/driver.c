@@ -3,17 +3,18 @@
  * Not part of the graphrun build: it links against AlexeyAB Darknet's objects (commit 59596d78,
  * built with its Makefile, GPU=0 OPENMP=0); tests/data/alexeyab/README.md has the commands.
  *
- * usage: driver CFG WEIGHTS THRESH NMS
+ * usage: driver CFG WEIGHTS THRESH NMS [SAMPLES]
  *   CFG/WEIGHTS: a cfg at the size to test and graphrun's synthetic weights for it
  *   (test_alexeyab --write-weights). The input is the fixed pattern of record_input() below, the
  *   same floats test_alexeyab feeds graphrun. The chain is test_detector's (detector.c:1690-1705):
  *   network_predict, get_network_boxes(relative, no letterbox, image = network size), then
- *   do_nms_sort or diounms_sort by the last layer's nms_kind.
+ *   do_nms_sort or diounms_sort by the last layer's nms_kind. SAMPLES: values printed per tensor
+ *   (default 400; fewer keeps the record of a small test net small).
  *
  * Output, one record per line:
  *   head K LAYER C H W raw|act N SUM SUMSQ MIN MAX   moments of head K's tensor, raw = the yolo
  *                                                  layer's input, act = its output
- *   sample K raw|act INDEX VALUE                    every STRIDE-th value of that tensor
+ *   sample K raw|act INDEX VALUE                    every n/SAMPLES-th value of that tensor
  *   det CLASS PROB X Y W H                          a kept detection (relative centre box) */
 #include <stdint.h>
 #include <stdio.h>
@@ -21,7 +22,7 @@
 
 #include "darknet.h"
 
-#define SAMPLES_PER_TENSOR 400
+static size_t samples_per_tensor = 400;
 
 /* Image-like values in [0, 1]: flat 8 x 8 blocks whose level steps across the image and the
  * channels, plus a little hashed noise (white noise alone drives synthetic heads into
@@ -47,17 +48,19 @@ static void print_tensor(int k, int index, const layer *l, const float *v, const
     }
     printf("head %d %d %d %d %d %s %zu %.9g %.9g %.9g %.9g\n", k, index, l->c, l->h, l->w, kind, n,
            sum, sumsq, (double)lo, (double)hi);
-    size_t stride = n / SAMPLES_PER_TENSOR ? n / SAMPLES_PER_TENSOR : 1;
+    size_t stride = n / samples_per_tensor ? n / samples_per_tensor : 1;
     for (size_t i = 0; i < n; i += stride)
         printf("sample %d %s %zu %.9g\n", k, kind, i, (double)v[i]);
 }
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: %s CFG WEIGHTS THRESH NMS\n", argv[0]);
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: %s CFG WEIGHTS THRESH NMS [SAMPLES]\n", argv[0]);
         return 2;
     }
+    if (argc == 6 && atoi(argv[5]) > 0)
+        samples_per_tensor = (size_t)atoi(argv[5]);
     float thresh = (float)atof(argv[3]), nms = (float)atof(argv[4]);
     network *net = load_network_custom(argv[1], argv[2], 0, 1);
     size_t n_in = (size_t)net->w * net->h * net->c;
