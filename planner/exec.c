@@ -503,7 +503,10 @@ static gr_status run_reference(gr_plan_exec *ex, const gr_plan_node *nd)
         in_const[k] = in[k];
         shapes[k] = tensor_shape(x);
     }
-    /* Shortcut in f16/i8: the reference adds (linear), the epilogue activation follows. */
+    /* Shortcut in f16/i8: the reference adds (linear), then the activation in f32 before the
+     * rounding to the tensor's type - Darknet's CPU formulas (gr_activate: leaky with a double
+     * .1), as the GPU's shortcut kernel (kernels/data.cu) applies them, not the conv epilogues'
+     * float ones (leaky 0.1f differs in the last bit for some inputs). */
     gr_op_params params = nd->p;
     int low_precision_act = nd->kind == GR_OP_SHORTCUT && y->dtype != GR_DTYPE_F32;
     if (low_precision_act)
@@ -521,7 +524,7 @@ static gr_status run_reference(gr_plan_exec *ex, const gr_plan_node *nd)
     if (!stored) {
         float inv = y->dtype == GR_DTYPE_I8 ? 1.0f / y->scale : 1.0f;
         for (size_t i = 0; i < out_count; i++) {
-            float v = low_precision_act ? epilogue_activate(out[i], nd->p.activation) : out[i];
+            float v = low_precision_act ? gr_activate(out[i], nd->p.activation) : out[i];
             out[i] = requantize(y, v, inv);
         }
     }

@@ -271,6 +271,31 @@ START_TEST(sam_and_scale_channels_match_emulation)
 }
 END_TEST
 
+/* [shortcut] with leaky (and logistic) in every precision: the GPU's shortcut kernel applies the
+ * activation with Darknet's CPU formulas (leaky with a double .1) after the add; the emulation
+ * must do the same (it used the conv epilogues' 0.1f, which differs in the last bit for some
+ * sums). Leaky in int8 leaves no libm call: bit-identical there. _i = activation * 3 + precision. */
+START_TEST(shortcut_activation_matches_emulation)
+{
+    const gr_activation act = _i / 3 ? GR_ACT_LOGISTIC : GR_ACT_LEAKY;
+    const int p = _i % 3;
+    char text[640], what[64];
+    snprintf(text, sizeof text,
+             "[net]\nwidth=%d\nheight=%d\nchannels=3\n"
+             "[convolutional]\nbatch_normalize=1\nfilters=16\nsize=3\nstride=1\npad=1\n"
+             "activation=leaky\n"
+             "[convolutional]\nbatch_normalize=1\nfilters=16\nsize=3\nstride=1\npad=1\n"
+             "activation=linear\n"
+             "[shortcut]\nfrom=-2\nactivation=%s\n"
+             "[convolutional]\nfilters=8\nsize=1\nstride=1\npad=1\nactivation=linear\n",
+             SIDE, SIDE, gr_activation_name(act));
+    snprintf(what, sizeof what, "shortcut %s %s", gr_activation_name(act), prec_names[p]);
+    gr_model *m = load_cfg(write_cfg(text));
+    check_against_emulation(m, precisions[p], act, what);
+    gr_model_destroy(m);
+}
+END_TEST
+
 /* Grouped, depthwise, dilated and stride_x != stride_y convs in fp32: the direct kernel
  * (kernels/conv_direct.cu: depthwise 3x3 stride 1 and 2, multiplier 2, groups of 8 channels,
  * dilation 2, stride_x 2, grouped 1x1) and the per-group GEMMs (groups of 16 channels), with
@@ -379,6 +404,7 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, activation_fused_in_conv_matches_emulation, 0, 3 * GR_ACT_COUNT);
     tcase_add_loop_test(tc, sam_and_scale_channels_match_emulation, 0, 6);
+    tcase_add_loop_test(tc, shortcut_activation_matches_emulation, 0, 6);
     tcase_add_test(tc, grouped_dilated_strided_fp32_match_cpu);
     tcase_add_test(tc, unsupported_convs_are_refused_with_a_reason);
     suite_add_tcase(s, tc);
