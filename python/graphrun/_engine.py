@@ -160,10 +160,11 @@ class Model(_Handle):
     def build(self, device: str = "auto", precision: str = "fp32", batch: int = 1,
               use_cuda_graph: bool = True, calib_cache: Optional[PathLike] = None,
               calib_images: Optional[Sequence[PathLike]] = None, f32_algo: str = "auto",
-              nonfinite_is_error: bool = False, micro_batch: int = 0) -> "Engine":
+              nonfinite_is_error: bool = False, micro_batch: int = 0,
+              gpu_index: int = 0) -> "Engine":
         """An engine for this model (see Engine)."""
         return Engine(self, device, precision, batch, use_cuda_graph, calib_cache, calib_images,
-                      f32_algo, nonfinite_is_error, micro_batch)
+                      f32_algo, nonfinite_is_error, micro_batch, gpu_index)
 
 
 def _engine_options(device: str, use_cuda_graph: bool) -> _capi.EngineOptions:
@@ -187,7 +188,8 @@ class Engine(_Handle):
     graphrun.Error (status "non-finite output") with nonfinite_is_error=True; the outputs stay
     readable through outputs() either way. micro_batch: images per pass of the GPU graph, 0 (auto:
     measured at build) or a divisor of batch (runtime.h); the engine's choice is its micro_batch
-    attribute. One engine serializes its own calls with a lock, so
+    attribute. gpu_index: the CUDA device ordinal of a GPU engine (0 default). One engine
+    serializes its own calls with a lock, so
     threads may share it (runtime.h's one-thread-at-a-time rule is kept for them)."""
 
     _destroy_name = "gr_engine_destroy"
@@ -196,7 +198,8 @@ class Engine(_Handle):
                  batch: int = 1, use_cuda_graph: bool = True,
                  calib_cache: Optional[PathLike] = None,
                  calib_images: Optional[Sequence[PathLike]] = None, f32_algo: str = "auto",
-                 nonfinite_is_error: bool = False, micro_batch: int = 0) -> None:
+                 nonfinite_is_error: bool = False, micro_batch: int = 0,
+                 gpu_index: int = 0) -> None:
         batch = _int_arg("batch", batch, 1, _MAX_BATCH)
         micro_batch = _int_arg("micro_batch", micro_batch, 0, batch)
         opt = _engine_options(device, use_cuda_graph)
@@ -204,6 +207,7 @@ class Engine(_Handle):
         opt.f32_algo = _choice("f32_algo", f32_algo, F32_ALGOS)
         opt.batch = batch
         opt.micro_batch = micro_batch
+        opt.gpu_index = _int_arg("gpu_index", gpu_index, 0, _INT_MAX)
         opt.calib_cache = _path(calib_cache)
         keep = None
         if calib_images is not None:
