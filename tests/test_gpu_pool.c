@@ -1,6 +1,6 @@
 /* GPU pools (runtime.h, "pools: one engine per device") over every visible GPU: with one GPU a
  * pool of one, with two or more the real thing. YOLOv2-tiny at batch 4 with 2 runs in flight per
- * engine, int8 and fp16: RUNS batches of generated non-zero images go round robin over the pool's
+ * engine, int8 and fp16, with CUDA graphs and eager: RUNS batches of generated non-zero images go round robin over the pool's
  * engines and slots from one thread (batch r on engine r % D, as `graphrun --device gpu:all`
  * does), each waited for in submission order, and every output equals, bit for bit, the output of
  * a plain single-GPU engine (gr_engine_build on GPU 0) on the same batch. Exact because every
@@ -40,7 +40,7 @@ static gr_model *load_model(void)
     return m;
 }
 
-static gr_engine_options options(gr_precision prec, int inflight)
+static gr_engine_options options(gr_precision prec, int inflight, int graph)
 {
     gr_engine_options eo;
     gr_engine_options_default(&eo);
@@ -48,6 +48,7 @@ static gr_engine_options options(gr_precision prec, int inflight)
     eo.precision = prec;
     eo.batch = BATCH;
     eo.inflight = inflight;
+    eo.use_cuda_graph = graph;
     eo.calib_cache = calib_cache;
     eo.timing_cache = timing_cache;
     return eo;
@@ -90,7 +91,7 @@ static void reference_outputs(gr_engine *e, float *want[RUNS][MAX_HEADS])
 
 /* Output `h` of run `r`, read on engine k of the pool (GPU `gpu`), against the reference. */
 static void expect_equal(const gr_engine *e, int h, const float *want, int gpu, gr_precision prec,
-                         int r)
+                         int graph, int r)
 {
     const float *got;
     ck_assert_int_eq(gr_engine_output(e, h, &got), GR_OK);
@@ -98,17 +99,19 @@ static void expect_equal(const gr_engine *e, int h, const float *want, int gpu, 
     for (size_t i = 0; i < n; i++)
         if (memcmp(&got[i], &want[i], sizeof(float)) != 0 && differ++ == 0)
             first = i;
-    ck_assert_msg(differ == 0, "gpu %d, %s, run %d, output %d: %zu of %zu floats differ from the "
-                  "single-GPU engine's, the first at %zu (image %zu): %.9g vs %.9g", gpu,
-                  gr_precision_name(prec), r, h, differ, n, first, first / (n / BATCH),
+    ck_assert_msg(differ == 0, "gpu %d, %s%s, run %d, output %d: %zu of %zu floats differ from "
+                  "the single-GPU engine's, the first at %zu (image %zu): %.9g vs %.9g", gpu,
+                  gr_precision_name(prec), graph ? "" : " eager", r, h, differ, n, first,
+                  first / (n / BATCH),
                   (double)got[first], (double)want[first]);
 }
 
 START_TEST(every_device_equals_single_gpu)
 {
-    gr_precision prec = precisions[_i];
+    gr_precision prec = precisions[_i % 2];
+    int graph = _i < 2; /* eager: every launch goes to the current device, set per submit */
     gr_model *m = load_model();
-    gr_engine_options eo = options(prec, 1);
+    gr_engine_options eo = options(prec, 1, graph);
     gr_engine *plain = NULL;
     ck_assert_msg(gr_engine_build(m, &eo, &plain) == GR_OK, "single-GPU %s: %s",
                   gr_precision_name(prec), gr_last_error());
@@ -117,14 +120,15 @@ START_TEST(every_device_equals_single_gpu)
     int heads = gr_engine_output_count(plain);
     gr_engine_destroy(plain);
 
-    eo = options(prec, INFLIGHT);
+    eo = options(prec, INFLIGHT, graph);
     gr_pool *pool = NULL;
     ck_assert_msg(gr_pool_build(m, &eo, NULL, 0, &pool) == GR_OK, "pool %s: %s",
                   gr_precision_name(prec), gr_last_error());
     int devices = gr_pool_devices(pool), lanes = devices * INFLIGHT;
     ck_assert_int_eq(devices, gr_cuda_device_count() < GR_MAX_DEVICES ? gr_cuda_device_count()
                                                                        : GR_MAX_DEVICES);
-    fprintf(stderr, "gpu_pool: %s over %d device%s\n", gr_precision_name(prec), devices,
+    fprintf(stderr, "gpu_pool: %s%s over %d device%s\n", gr_precision_name(prec),
+            graph ? "" : " eager", devices,
             devices == 1 ? " (a pool of one: the multi-GPU case needs 2)" : "s");
     for (int r = 0; r < RUNS + lanes; r++) {
         if (r >= lanes) { /* run r - lanes holds the slot run r needs */
@@ -133,7 +137,7 @@ START_TEST(every_device_equals_single_gpu)
             ck_assert_msg(gr_engine_wait(e, (done / devices) % INFLIGHT) == GR_OK, "gpu %d: %s",
                           gr_pool_device(pool, k), gr_last_error());
             for (int h = 0; h < heads; h++)
-                expect_equal(e, h, want[done][h], gr_pool_device(pool, k), prec, done);
+                expect_equal(e, h, want[done][h], gr_pool_device(pool, k), prec, graph, done);
         }
         if (r >= RUNS)
             continue;
@@ -157,7 +161,7 @@ END_TEST
 START_TEST(other_devices_load_the_first_engine)
 {
     gr_model *m = load_model();
-    gr_engine_options eo = options(GR_PREC_INT8, 1);
+    gr_engine_options eo = options(GR_PREC_INT8, 1, 1);
     gr_pool *pool = NULL;
     ck_assert_msg(gr_pool_build(m, &eo, NULL, 0, &pool) == GR_OK, "%s", gr_last_error());
     gr_engine *first = gr_pool_engine(pool, 0);
@@ -185,7 +189,7 @@ END_TEST
 START_TEST(ordinal_past_visible_is_refused)
 {
     gr_model *m = load_model();
-    gr_engine_options eo = options(GR_PREC_FP16, 1);
+    gr_engine_options eo = options(GR_PREC_FP16, 1, 1);
     int visible = gr_cuda_device_count();
     const int list[] = {0, visible};
     gr_pool *pool = NULL;
@@ -202,7 +206,7 @@ END_TEST
 START_TEST(destroy_with_runs_in_flight_on_every_device)
 {
     gr_model *m = load_model();
-    gr_engine_options eo = options(GR_PREC_INT8, INFLIGHT);
+    gr_engine_options eo = options(GR_PREC_INT8, INFLIGHT, 1);
     gr_pool *pool = NULL;
     ck_assert_msg(gr_pool_build(m, &eo, NULL, 0, &pool) == GR_OK, "%s", gr_last_error());
     for (int k = 0; k < gr_pool_devices(pool); k++)
@@ -230,7 +234,8 @@ int main(void)
     Suite *s = suite_create("gpu_pool");
     TCase *tc = tcase_create("pool");
     tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, every_device_equals_single_gpu, 0, 2); /* int8, fp16 */
+    /* int8, fp16 with CUDA graphs, then eager */
+    tcase_add_loop_test(tc, every_device_equals_single_gpu, 0, 4);
     tcase_add_test(tc, other_devices_load_the_first_engine);
     tcase_add_test(tc, ordinal_past_visible_is_refused);
     tcase_add_test(tc, destroy_with_runs_in_flight_on_every_device);
