@@ -303,7 +303,7 @@ static void print_engine(const gr_cli_options *o, gr_engine *engine)
 }
 
 /* A pool's devices, one line, and what its build said beyond the first engine's notices. */
-static void print_pool(const gr_pool *pool)
+static void print_pool(const gr_pool *pool, int saved)
 {
     int n = gr_pool_devices(pool);
     if (n > 1 || gr_pool_device(pool, 0) > 0) {
@@ -311,7 +311,8 @@ static void print_pool(const gr_pool *pool)
         for (int k = 0; k < n; k++)
             fprintf(stderr, "%s gpu %d (%s)", k ? "," : "", gr_pool_device(pool, k),
                     gr_engine_device_name(gr_pool_engine(pool, k)));
-        fprintf(stderr, "; the first built, the others loaded from it\n");
+        fprintf(stderr, "%s\n", n == 1 ? "" : saved ? "; each loaded from the engine file"
+                                                   : "; the first built, the others loaded from it");
     }
     for (const char *line = gr_pool_notice(pool); *line;) {
         size_t len = strcspn(line, "\n");
@@ -334,7 +335,7 @@ static int open_any(gr_cli_options *o, gr_model **model, gr_engine **engine, gr_
     if (o->engine_file) {
         rc = open_saved(o, engine, pool, info);
         if (rc == GR_EXIT_OK && pool)
-            print_pool(*pool);
+            print_pool(*pool, 1);
         return rc;
     }
     char **calib_list = NULL;
@@ -385,7 +386,7 @@ static int open_any(gr_cli_options *o, gr_model **model, gr_engine **engine, gr_
     }
     print_engine(o, pool ? gr_pool_engine(*pool, 0) : *engine);
     if (pool)
-        print_pool(*pool);
+        print_pool(*pool, 0);
     return GR_EXIT_OK;
 }
 
