@@ -35,6 +35,7 @@ import json
 import os
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ._capi import Error
@@ -111,10 +112,31 @@ def _error(path: str, exc: BaseException) -> Dict[str, Any]:
     return {"input": path, "error": message}
 
 
+def _load(path: str) -> Any:
+    """The image, or the exception that says why not (kept for its file's record)."""
+    try:
+        return load_image(path)
+    except (Error, OSError, ValueError) as exc:
+        return exc
+
+
+def _decode_threads(asked: Optional[int]) -> int:
+    if asked:
+        return max(1, int(asked))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 16))
+
+
 def detect_partition(paths: Sequence[str], options: Tuple[Any, ...], thresh: float,
-                     nms: float) -> List[Dict[str, Any]]:
-    """One partition's records, in the order of `paths` (what each Dask task runs). Per-file
-    failures are records; only a failure to build the engine raises (every file would fail)."""
+                     nms: float, decode_threads: Optional[int] = None) -> List[Dict[str, Any]]:
+    """One partition's records, in the order of `paths` (what each Dask task runs). Images are
+    decoded on decode_threads threads (graphrun's decoders run outside the GIL; default: the
+    cores this process may use, at most 16) while the engine runs the batches before them.
+    Per-file failures are records; only a failure to build the engine raises (every file would
+    fail)."""
     engine = _engine(options)
     records: List[Optional[Dict[str, Any]]] = [None] * len(paths)
     pending: List[Tuple[int, Any]] = []
@@ -129,15 +151,16 @@ def detect_partition(paths: Sequence[str], options: Tuple[Any, ...], thresh: flo
                 records[i] = _error(paths[i], exc)
         pending.clear()
 
-    for i, path in enumerate(paths):
-        try:
-            pending.append((i, load_image(path)))
-        except (Error, OSError, ValueError) as exc:
-            records[i] = _error(os.fspath(path), exc)
-        if len(pending) == engine.batch:
+    with ThreadPoolExecutor(_decode_threads(decode_threads)) as pool:
+        for i, image in enumerate(pool.map(_load, [os.fspath(p) for p in paths])):
+            if isinstance(image, BaseException):
+                records[i] = _error(os.fspath(paths[i]), image)
+            else:
+                pending.append((i, image))
+            if len(pending) == engine.batch:
+                flush()
+        if pending:
             flush()
-    if pending:
-        flush()
     return [r for r in records if r is not None]
 
 
@@ -161,8 +184,8 @@ def detect(paths: Any, model: str = "yolo", prec: str = "fp32", batch: int = 1,
            thresh: float = 0.5, nms: float = 0.45, cfg: Optional[str] = None,
            weights: Optional[str] = None, names: Optional[str] = None,
            calib_cache: Optional[str] = None, partition_size: Optional[int] = None,
-           npartitions: Optional[int] = None, resources: Optional[Dict[str, float]] = None
-           ) -> Any:
+           npartitions: Optional[int] = None, resources: Optional[Dict[str, float]] = None,
+           decode_threads: Optional[int] = None) -> Any:
     """Detection over `paths` (a list, a glob, a folder or a dask.bag of paths) on the current
     Dask scheduler (a distributed.Client made before, or Dask's local one).
 
@@ -170,7 +193,8 @@ def detect(paths: Any, model: str = "yolo", prec: str = "fp32", batch: int = 1,
     partitions with to_delayed() as they finish), or, with output_dir, writes each partition as
     output_dir/part-NNNNN.jsonl (made if missing) and returns those paths (computed).
     partition_size (default 8 batches) or npartitions cut a list into tasks. model/cfg/weights/
-    names, prec, batch, device: as graphrun.Model and Model.build; thresh, nms: as Engine.detect.
+    names, prec, batch, device: as graphrun.Model and Model.build; thresh, nms: as Engine.detect;
+    decode_threads: each task's decoding threads (default: the worker's cores, at most 16).
     """
     # Imported here, untyped (Debian's dask ships no type hints): graphrun itself needs no Dask.
     dask: Any = importlib.import_module("dask")
@@ -190,7 +214,8 @@ def detect(paths: Any, model: str = "yolo", prec: str = "fp32", batch: int = 1,
         else:
             bag = db.from_sequence(listed, partition_size=partition_size or 8 * int(batch))
     with dask.annotate(resources=resources) if resources else _no_annotation():
-        records = bag.map_partitions(detect_partition, options, float(thresh), float(nms))
+        records = bag.map_partitions(detect_partition, options, float(thresh), float(nms),
+                                     decode_threads)
         if output_dir is None:
             return records
         out = os.fspath(output_dir)
