@@ -35,8 +35,9 @@ import json
 import os
 import tempfile
 import threading
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Deque, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ._capi import Error
 from ._engine import Engine, Model, cuda_device_count
@@ -145,14 +146,20 @@ def detect_partition(paths: Sequence[str], options: Tuple[Any, ...], thresh: flo
         try:
             found = engine.detect([im for _, im in pending], thresh=thresh, nms=nms)
             for (i, im), result in zip(pending, found):
-                records[i] = _record(paths[i], im, result)
+                records[i] = _record(os.fspath(paths[i]), im, result)
         except (Error, ValueError) as exc:  # the batch's run: each of its files says so
             for i, _ in pending:
-                records[i] = _error(paths[i], exc)
+                records[i] = _error(os.fspath(paths[i]), exc)
         pending.clear()
 
-    with ThreadPoolExecutor(_decode_threads(decode_threads)) as pool:
-        for i, image in enumerate(pool.map(_load, [os.fspath(p) for p in paths])):
+    threads = _decode_threads(decode_threads)
+    window = max(2 * engine.batch, 2 * threads)  # decoded images held at once: bounded memory
+    with ThreadPoolExecutor(threads) as pool:
+        ahead: Deque[Any] = deque()
+        for i in range(len(paths)):
+            while len(ahead) < window and i + len(ahead) < len(paths):
+                ahead.append(pool.submit(_load, os.fspath(paths[i + len(ahead)])))
+            image = ahead.popleft().result()
             if isinstance(image, BaseException):
                 records[i] = _error(os.fspath(paths[i]), image)
             else:
