@@ -1,9 +1,10 @@
 /* GPU pools (runtime.h, "pools: one engine per device") over every visible GPU: with one GPU a
  * pool of one, with two or more the real thing. YOLOv2-tiny at batch 4 with 2 runs in flight per
- * engine, int8 and fp16, with CUDA graphs and eager: RUNS batches of generated non-zero images go round robin over the pool's
- * engines and slots from one thread (batch r on engine r % D, as `graphrun --device gpu:all`
- * does), each waited for in submission order, and every output equals, bit for bit, the output of
- * a plain single-GPU engine (gr_engine_build on GPU 0) on the same batch. Exact because every
+ * engine, int8 and fp16, with CUDA graphs and eager: RUNS batches of generated non-zero images go
+ * round robin over the pool's engines and slots from one thread (batch r on engine r % D, as
+ * `graphrun --device gpu:all` does), each waited for in submission order, and every output
+ * equals, bit for bit, the output of a plain single-GPU engine (gr_engine_build on GPU 0) on the
+ * same batch. Exact because every
  * device runs the same kernels with the same tactics (the pool's other engines are loaded from
  * the first's saved bytes; the plain engine and the pool share one calibration cache and one
  * timing cache) on GPUs of one model, and int8/fp16 kernels use no atomics across blocks: a
