@@ -311,8 +311,9 @@ static void print_pool(const gr_pool *pool, int saved)
         for (int k = 0; k < n; k++)
             fprintf(stderr, "%s gpu %d (%s)", k ? "," : "", gr_pool_device(pool, k),
                     gr_engine_device_name(gr_pool_engine(pool, k)));
-        fprintf(stderr, "%s\n", n == 1 ? "" : saved ? "; each loaded from the engine file"
-                                                   : "; the first built, the others loaded from it");
+        const char *how = saved ? "; each loaded from the engine file"
+                                : "; the first built, the others loaded from it";
+        fprintf(stderr, "%s\n", n == 1 ? "" : how);
     }
     for (const char *line = gr_pool_notice(pool); *line;) {
         size_t len = strcspn(line, "\n");

@@ -954,7 +954,8 @@ static int run_pipeline(const gr_cli_options *o, const stream_source *src, gr_mo
     pthread_mutex_init(&p.lock, NULL);
     pthread_cond_init(&p.changed, NULL);
     if (src->list)
-        fprintf(stderr, "graphrun: %d images, %d decoding threads, batches of %d, %d in flight%s%s\n",
+        fprintf(stderr,
+                "graphrun: %d images, %d decoding threads, batches of %d, %d in flight%s%s\n",
                 src->list->n, threads, o->batch, p.n_buf,
                 p.n_engines > 1 ? " over the devices round robin" : "",
                 p.fast_decode ? "; --fast-decode: JPEGs of 2x the input or more decoded scaled"

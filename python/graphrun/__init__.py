@@ -38,8 +38,8 @@ from .results import Detection, Results, load_image
 
 __version__ = "0.1.0"  # the library's (GRAPHRUN_VERSION_*); version() reports the loaded one
 
-__all__ = ["Error", "LibraryNotFoundError", "NonFiniteWarning", "Model", "Engine", "Pool", "Results",
-           "Detection", "load_image", "letterbox", "version", "cuda_device_count",
+__all__ = ["Error", "LibraryNotFoundError", "NonFiniteWarning", "Model", "Engine", "Pool",
+           "Results", "Detection", "load_image", "letterbox", "version", "cuda_device_count",
            "load_library", "library_path"]
 
 
