@@ -162,7 +162,12 @@ run_case "option: missing value" 2 "missing value for '--input'" -- --input
 run_case "option: newline in name" 2 "unknown option '--bach4\?--bogus'" -- $'--bach4\n--bogus'
 run_case "option: precision" 2 "--prec 'int4' is not fp32, fp16, int8 or auto" -- --prec int4
 run_case "option: max-nrmse 2" 2 "--max-nrmse '2' is not a number in \[0, 1\]" -- --max-nrmse 2
-run_case "option: device" 2 "--device 'tpu' is not auto, cpu or gpu" -- --device tpu
+run_case "option: device" 2 "--device 'tpu' is not auto, cpu, gpu, gpu:all or gpu:N\\[,M...\\]" -- --device tpu
+run_case "option: device list empty" 2 "--device 'gpu:': empty device list" -- --device gpu:
+run_case "option: device list twice" 2 "--device 'gpu:0,1,0': gpu 0 given twice" -- --device gpu:0,1,0
+run_case "option: device list entry empty" 2 "--device 'gpu:0,,1': entry 2 is empty" -- --device gpu:0,,1
+run_case "option: device list not an ordinal" 2 "--device 'gpu:x': 'x' is not a CUDA device ordinal" -- --device gpu:x
+run_case "option: device list for one image" 2 "--device gpu:0,1: several GPUs apply to --input DIR" -- --device gpu:0,1 --no-output --input ok.png
 run_case "option: batch 0" 2 "--batch '0' is not an integer in 1..4096" -- --batch 0
 run_case "option: batch 5000" 2 "--batch '5000' is not an integer in 1..4096" -- --batch 5000
 run_case "option: batch 1e3" 2 "--batch '1e3' is not an integer" -- --batch=1e3

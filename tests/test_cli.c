@@ -151,6 +151,40 @@ START_TEST(parser_formats)
 }
 END_TEST
 
+START_TEST(parser_device_lists)
+{
+    gr_cli_options o;
+    char err[256], text[64];
+    const char *pair[] = {"graphrun", "--device", "gpu:3,0"};
+    ck_assert_int_eq(parse(3, pair, &o, err), GR_EXIT_OK);
+    ck_assert(o.device == GR_DEVICE_GPU && o.n_devices == 2 && o.devices[0] == 3 &&
+              o.devices[1] == 0 && !o.all_devices);
+    ck_assert_str_eq(gr_cli_device_text(&o, text, sizeof text), "gpu:3,0");
+    const char *all[] = {"graphrun", "--device", "gpu:0", "--device=gpu:all"}; /* the last wins */
+    ck_assert_int_eq(parse(4, all, &o, err), GR_EXIT_OK);
+    ck_assert(o.device == GR_DEVICE_GPU && o.all_devices && o.n_devices == 0);
+    const char *plain[] = {"graphrun", "--device", "gpu:all", "--device", "gpu"};
+    ck_assert_int_eq(parse(5, plain, &o, err), GR_EXIT_OK);
+    ck_assert(o.device == GR_DEVICE_GPU && !o.all_devices && o.n_devices == 0);
+    ck_assert_str_eq(gr_cli_device_text(&o, text, sizeof text), "gpu");
+    char many[128] = "gpu:0";
+    for (int i = 1; i <= GR_MAX_DEVICES; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), ",%d", i);
+    const char *too_many[] = {"graphrun", "--device", many};
+    ck_assert_int_eq(parse(3, too_many, &o, err), GR_EXIT_USAGE);
+    ck_assert_ptr_nonnull(strstr(err, "more than 16 devices"));
+    const char *cases[][2] = {{"gpu:", "empty device list"}, {"gpu:1,1", "gpu 1 given twice"},
+                              {"gpu:0,", "entry 2 is empty"}, {"gpu:-1", "'-1' is not a CUDA"},
+                              {"gpu:all,0", "'all' is not a CUDA"}, {"gpu0", "is not auto, cpu"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *argv[] = {"graphrun", "--device", cases[i][0]};
+        ck_assert_int_eq(parse(3, argv, &o, err), GR_EXIT_USAGE);
+        ck_assert_msg(strstr(err, cases[i][1]) != NULL, "%s: '%s' not in: %s", cases[i][0],
+                      cases[i][1], err);
+    }
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -164,6 +198,7 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, json_replaces_invalid_utf8);
     tcase_add_test(tc, parser_outcomes);
     tcase_add_test(tc, parser_formats);
+    tcase_add_test(tc, parser_device_lists);
     suite_add_tcase(s, tc);
     return s;
 }

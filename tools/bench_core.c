@@ -10,7 +10,10 @@
  * compares with the project's targets. Then sustained throughput: --iters runs round robin over
  * the engine's --inflight slots (runtime.h "Runs in flight": submit run i after waiting for run
  * i - N on its slot), images over the wall time of the whole loop; and the engine's device memory
- * (gr_engine_memory).
+ * (gr_engine_memory). With --device gpu:all or gpu:N,M a pool of one engine per GPU is built
+ * (runtime.h, "pools"): latency is the first GPU's; the sustained figure is every GPU's engine
+ * alone, then all of them together, driven by this one thread round robin over devices and
+ * slots (the total, and the scaling over the first GPU alone).
  *
  * It uses only include/graphrun/runtime.h. Exit status: 0 all configurations ran, 1 one failed
  * (one line each on stderr, the others still run), 2 bad command line, 3 an unreadable
@@ -49,6 +52,8 @@ typedef struct bench_options {
     gr_toggle f32_split_k, pdl; /* --split-k, --pdl */
     int micro_batch;          /* --micro-batch: 0 auto, -1 whole (no split), N images per pass */
     int layers;               /* --layers: print each engine's per-node times */
+    gr_cli_options devices;   /* --device: only its device list is read (n_devices,
+                                 devices, all_devices) */
 } bench_options;
 
 enum { MAX_NODE_TIMES = 128 };
@@ -60,7 +65,11 @@ typedef struct bench_result {
     gr_status status;
     char error[512];
     double p50, p99, max, mean, images_per_s;
-    double sustained_images_per_s; /* runs in flight, round robin over the slots */
+    double sustained_images_per_s; /* runs in flight, round robin over the slots (and the
+                                      devices: the pool's total) */
+    int n_devices;                 /* the pool's */
+    int device_ordinal[GR_MAX_DEVICES];
+    double device_images_per_s[GR_MAX_DEVICES]; /* sustained, each device's engine alone */
     gr_engine_memory_info memory;
     gr_timing split; /* medians of each component over the timed runs */
     int output_ok;   /* finite and not all zero */
@@ -105,7 +114,7 @@ static void print_help(FILE *f)
            "         [--iters N] [--warmup N] [--inflight N] [--image FILE] [--eager]\n"
            "         [--max-nrmse X] [--json FILE] [--timing-cache FILE] [--[no-]tactic-search]\n"
            "         [--f32-algo A] [--split-k auto|on|off] [--pdl auto|on|off]\n"
-           "         [--micro-batch auto|whole|N] [--layers]\n"
+           "         [--micro-batch auto|whole|N] [--layers] [--device gpu|gpu:all|gpu:N[,M...]]\n"
            "\n"
            "  --model M      built-in model (default yolo = YOLOv2-tiny VOC), synthetic weights\n"
            "  --prec P       precision(s), comma-separated or 'all' (default all = fp32,fp16,int8);\n"
@@ -124,6 +133,8 @@ static void print_help(FILE *f)
            "  --f32-algo A   fp32 convs: auto (default), sgemm, tf32x3, implicit, direct3x3\n"
            "  --split-k T    fp32 3xTF32 GEMMs split K: auto (default), on, off\n"
            "  --pdl T        programmatic dependent launch between convs: auto (default), on, off\n"
+           "  --device D     gpu (default: gpu 0), gpu:N, gpu:all or gpu:N,M,...: with several,\n"
+           "                 one engine per GPU; sustained img/s per GPU alone and together\n"
            "  --layers       also print each engine's per-node times (eager, at build; in the JSON\n"
            "                 always, as \"layers\")\n"
            "  --micro-batch M  images per pass of the graph: auto (default: measured at build for\n"
@@ -181,7 +192,7 @@ static int parse_precisions(const char *arg, bench_options *o)
 enum {
     B_EAGER = 1, B_NO_TACTIC_SEARCH, B_TACTIC_SEARCH, B_MODEL, B_IMAGE, B_JSON, B_TIMING_CACHE,
     B_PREC, B_BATCH, B_ITERS, B_WARMUP, B_MAX_NRMSE, B_INFLIGHT, B_F32_ALGO, B_SPLIT_K, B_PDL,
-    B_MICRO_BATCH, B_LAYERS
+    B_MICRO_BATCH, B_LAYERS, B_DEVICE
 };
 
 static const gr_cli_flag bench_flags[] = {
@@ -191,7 +202,7 @@ static const gr_cli_flag bench_flags[] = {
     {"--batch", B_BATCH, 1}, {"--iters", B_ITERS, 1}, {"--warmup", B_WARMUP, 1},
     {"--max-nrmse", B_MAX_NRMSE, 1}, {"--inflight", B_INFLIGHT, 1}, {"--f32-algo", B_F32_ALGO, 1},
     {"--split-k", B_SPLIT_K, 1}, {"--pdl", B_PDL, 1}, {"--micro-batch", B_MICRO_BATCH, 1},
-    {"--layers", B_LAYERS, 0}, {NULL, 0, 0}};
+    {"--layers", B_LAYERS, 0}, {"--device", B_DEVICE, 1}, {NULL, 0, 0}};
 
 /* 1 when the flag's value is valid (flags without a value always are). */
 static int apply_flag(bench_options *o, int id, const char *v)
@@ -227,6 +238,15 @@ static int apply_flag(bench_options *o, int id, const char *v)
 static int bench_apply(void *ctx, int id, const char *name, const char *v, char *err,
                        size_t errlen)
 {
+    bench_options *o = ctx;
+    if (id == B_DEVICE) {
+        int rc = gr_cli_parse_device_list(v, &o->devices, err, errlen);
+        if (rc == GR_EXIT_OK && o->devices.device != GR_DEVICE_GPU &&
+            o->devices.device != GR_DEVICE_AUTO)
+            rc = gr_cli_usage_error(err, errlen, "--device '%s': %s times GPU engines (gpu, "
+                                    "gpu:N, gpu:all, gpu:N,M,...)", v, prog);
+        return rc;
+    }
     return apply_flag(ctx, id, v) ? GR_EXIT_OK
                                   : gr_cli_usage_error(err, errlen, "%s '%s' is not valid (see "
                                                        "%s --help)", name, v ? v : "", prog);
@@ -294,24 +314,26 @@ static int outputs_sane(const gr_engine *engine)
     return any_nonzero;
 }
 
-/* `runs` runs round robin over the engine's slots: run i is submitted on slot i % N once run
- * i - N there is waited for, so up to N runs are in flight. */
-static gr_status round_robin(gr_engine *engine, int runs, bench_result *r)
+/* `runs` runs over the pool's engines [first, first + count): run i on engine first + i % count,
+ * its slot (i / count) % inflight, waited for in submission order once that slot is needed
+ * again: every device has its slots in flight, from this one thread. */
+static gr_status round_robin_pool(gr_pool *pool, int first, int count, int runs, bench_result *r)
 {
-    int slots = gr_engine_inflight(engine);
+    int slots = gr_engine_inflight(gr_pool_engine(pool, first)), lanes = count * slots;
     gr_status st;
-    for (int i = 0; i < runs + slots; i++) {
-        int slot = i % slots;
-        if (i >= slots && (st = gr_engine_wait(engine, slot)) != GR_OK)
+    for (int i = 0; i < runs + lanes; i++) {
+        gr_engine *e = gr_pool_engine(pool, first + i % count);
+        int slot = (i / count) % slots;
+        if (i >= lanes && (st = gr_engine_wait(e, slot)) != GR_OK)
             return record_failure(r, st, "gr_engine_wait");
-        if (i < runs && (st = gr_engine_submit(engine, slot)) != GR_OK)
+        if (i < runs && (st = gr_engine_submit(e, slot)) != GR_OK)
             return record_failure(r, st, "gr_engine_submit");
     }
     return GR_OK;
 }
 
 static gr_status build_engine(const gr_model *model, const bench_options *o, bench_result *r,
-                              gr_engine **engine)
+                              gr_pool **pool)
 {
     gr_engine_options eo;
     gr_engine_options_default(&eo);
@@ -330,24 +352,35 @@ static gr_status build_engine(const gr_model *model, const bench_options *o, ben
     /* N larger than a batch of the list runs that batch whole; one that does not divide it is
      * the build's error, reported in that row. */
     eo.micro_batch = o->micro_batch < 0 || o->micro_batch > r->batch ? r->batch : o->micro_batch;
+    static const int first = 0;
+    const gr_cli_options *d = &o->devices;
+    int n = d->all_devices ? 0 : d->n_devices ? d->n_devices : 1;
     double build_start = now_us();
-    gr_status st = gr_engine_build(model, &eo, engine);
+    gr_status st = gr_pool_build(model, &eo, d->all_devices ? NULL : d->n_devices ? d->devices
+                                                                                  : &first,
+                                 n, pool);
     r->build_ms = (now_us() - build_start) / 1e3;
     if (st != GR_OK)
         return record_failure(r, st, "building the GPU engine");
-    gr_engine_tactic_stats(*engine, &r->tactics);
-    gr_engine_build_times(*engine, &r->phases);
-    r->n_nodes = gr_engine_node_time_count(*engine);
+    r->n_devices = gr_pool_devices(*pool);
+    for (int k = 0; k < r->n_devices; k++)
+        r->device_ordinal[k] = gr_pool_device(*pool, k);
+    if (gr_pool_notice(*pool)[0])
+        fprintf(stderr, "%s: %s\n", prog, gr_pool_notice(*pool));
+    gr_engine *engine = gr_pool_engine(*pool, 0);
+    gr_engine_tactic_stats(engine, &r->tactics);
+    gr_engine_build_times(engine, &r->phases);
+    r->n_nodes = gr_engine_node_time_count(engine);
     r->n_nodes = r->n_nodes < MAX_NODE_TIMES ? r->n_nodes : MAX_NODE_TIMES;
     for (int i = 0; i < r->n_nodes; i++)
-        gr_engine_node_time(*engine, i, &r->nodes[i]);
-    r->micro_batch = gr_engine_micro_batch(*engine);
-    if (strstr(gr_engine_notice(*engine), "micro-batch:"))
+        gr_engine_node_time(engine, i, &r->nodes[i]);
+    r->micro_batch = gr_engine_micro_batch(engine);
+    if (strstr(gr_engine_notice(engine), "micro-batch:"))
         fprintf(stderr, "%s: %s batch %d: %s\n", prog, gr_precision_name(r->precision), r->batch,
-                gr_engine_notice(*engine));
-    snprintf(r->device_name, sizeof r->device_name, "%s", gr_engine_device_name(*engine));
+                gr_engine_notice(engine));
+    snprintf(r->device_name, sizeof r->device_name, "%s", gr_engine_device_name(engine));
     if (r->precision == GR_PREC_AUTO)
-        fprintf(stderr, "%s: %s\n", prog, gr_engine_notice(*engine));
+        fprintf(stderr, "%s: %s\n", prog, gr_engine_notice(engine));
     return GR_OK;
 }
 
@@ -395,17 +428,33 @@ static gr_status timed_runs(gr_engine *engine, const bench_options *o, bench_res
     return GR_OK;
 }
 
-/* Sustained throughput: --iters runs round robin over the slots, after a warm-up. */
-static gr_status sustained(gr_engine *engine, const bench_options *o, bench_result *r)
+/* Sustained throughput of engines [first, first + count) of the pool: --iters runs per engine
+ * round robin over them and their slots, after a warm-up; images/s over the loop's wall time. */
+static gr_status sustained_on(gr_pool *pool, int first, int count, const bench_options *o,
+                              bench_result *r, double *images_per_s)
 {
-    gr_status st = round_robin(engine, o->warmup, r);
+    gr_status st = round_robin_pool(pool, first, count, o->warmup * count, r);
     double t0 = now_us();
     if (st == GR_OK)
-        st = round_robin(engine, o->iters, r);
+        st = round_robin_pool(pool, first, count, o->iters * count, r);
     if (st != GR_OK)
         return st;
-    r->sustained_images_per_s = (double)o->iters * r->batch / ((now_us() - t0) * 1e-6);
+    *images_per_s = (double)o->iters * count * r->batch / ((now_us() - t0) * 1e-6);
     return GR_OK;
+}
+
+/* One device: its sustained rate. Several: each alone, then all together (the total). */
+static gr_status sustained(gr_pool *pool, const bench_options *o, bench_result *r)
+{
+    int n = gr_pool_devices(pool);
+    gr_status st = GR_OK;
+    for (int k = 0; n > 1 && k < n && st == GR_OK; k++)
+        st = sustained_on(pool, k, 1, o, r, &r->device_images_per_s[k]);
+    if (st == GR_OK)
+        st = sustained_on(pool, 0, n, o, r, &r->sustained_images_per_s);
+    if (n == 1)
+        r->device_images_per_s[0] = r->sustained_images_per_s;
+    return st;
 }
 
 static void summarize(const bench_options *o, double *times, double *parts, bench_result *r)
@@ -429,6 +478,7 @@ static void summarize(const bench_options *o, double *times, double *parts, benc
 static gr_status bench_one(const gr_model *model, const bench_options *o, const uint8_t *image_u8,
                            size_t image_bytes, bench_result *r)
 {
+    gr_pool *pool = NULL;
     gr_engine *engine = NULL;
     double *times = malloc(sizeof *times * (size_t)o->iters);
     double *parts = malloc(sizeof *parts * 4 * (size_t)o->iters);
@@ -438,14 +488,15 @@ static gr_status bench_one(const gr_model *model, const bench_options *o, const 
         r->status = st;
     }
     if (st == GR_OK)
-        st = build_engine(model, o, r, &engine);
-    if (st == GR_OK)
-        st = fill_inputs(engine, image_u8, image_bytes, r);
+        st = build_engine(model, o, r, &pool);
+    engine = gr_pool_engine(pool, 0);
+    for (int k = 0; st == GR_OK && k < gr_pool_devices(pool); k++)
+        st = fill_inputs(gr_pool_engine(pool, k), image_u8, image_bytes, r);
     if (st == GR_OK)
         st = timed_runs(engine, o, r, times, parts);
     if (st == GR_OK) {
         r->output_ok = outputs_sane(engine);
-        st = sustained(engine, o, r);
+        st = sustained(pool, o, r);
     }
     if (st == GR_OK) {
         r->output_ok &= outputs_sane(engine);
@@ -458,7 +509,7 @@ static gr_status bench_one(const gr_model *model, const bench_options *o, const 
     }
     free(parts);
     free(times);
-    gr_engine_destroy(engine);
+    gr_pool_destroy(pool);
     return st;
 }
 
@@ -605,6 +656,11 @@ static int write_json(const char *path, const bench_options *o, const char *mode
                 r->memory.inflight, r->sustained_images_per_s, r->memory.weights_bytes,
                 r->memory.arena_bytes, r->memory.workspace_bytes, r->memory.io_bytes,
                 r->memory.cublas_workspace_bytes, r->memory.total_bytes);
+        fprintf(f, ", \"devices\": [");
+        for (int k = 0; k < r->n_devices; k++)
+            fprintf(f, "%s{\"gpu\": %d, \"sustained_images_per_s_alone\": %.1f}", k ? ", " : "",
+                    r->device_ordinal[k], r->device_images_per_s[k]);
+        fprintf(f, "]");
         fprintf(f, ", \"build_ms\": %.1f, \"tactic_search\": {\"ms\": %.1f, \"convs\": %d, "
                    "\"searched\": %d, \"cached\": %d, \"candidates\": %d, \"rejected\": %d, "
                    "\"cut\": %d}",
@@ -674,6 +730,21 @@ static int load_input(const bench_options *o, gr_model **model, gr_model_info *i
     return GR_EXIT_OK;
 }
 
+/* Several devices: each one's rate alone and the total's scaling over the first alone. */
+static void print_devices(const bench_result *r)
+{
+    if (r->n_devices < 2)
+        return;
+    printf("  per device alone:");
+    for (int k = 0; k < r->n_devices; k++)
+        printf("%s gpu %d %.0f images/s", k ? "," : "", r->device_ordinal[k],
+               r->device_images_per_s[k]);
+    double first = r->device_images_per_s[0];
+    printf("; together %.0f images/s on %d devices (%.2fx gpu %d alone)\n",
+           r->sustained_images_per_s, r->n_devices,
+           first > 0 ? r->sustained_images_per_s / first : 0.0, r->device_ordinal[0]);
+}
+
 /* Every (precision, batch): a line each on stdout, a failure's on stderr. Returns the failures;
  * *measured counts those that ran. */
 static int run_all(const gr_model *model, const bench_options *o, const uint8_t *image_u8,
@@ -698,8 +769,10 @@ static int run_all(const gr_model *model, const bench_options *o, const uint8_t 
                 failures++;
             }
             printf("%s batch %d on %s: p50 %.1f us, %.0f images/s; %.0f images/s sustained with %d "
-                   "in flight\n", gr_precision_name(r->precision), r->batch, r->device_name, r->p50,
-                   r->images_per_s, r->sustained_images_per_s, o->inflight);
+                   "in flight%s\n", gr_precision_name(r->precision), r->batch, r->device_name,
+                   r->p50, r->images_per_s, r->sustained_images_per_s, o->inflight,
+                   r->n_devices > 1 ? " per device, all devices together" : "");
+            print_devices(r);
             fflush(stdout);
         }
     return failures;

@@ -53,6 +53,9 @@ typedef struct gr_cli_options {
     int format;           /* --format (gr_result_format, tools/results.h); 0 = the mode's own */
     int save_conf;        /* --save-conf: yolo-txt's 6th column */
     gr_device device;
+    int n_devices;        /* --device gpu:N[,M...]: the CUDA ordinals listed (0: none listed) */
+    int devices[GR_MAX_DEVICES];
+    int all_devices;      /* --device gpu:all: every visible GPU */
     gr_precision precision;
     int batch;
     float thresh, nms;
@@ -124,6 +127,12 @@ int gr_cli_usage_error(char *err, size_t errlen, const char *fmt, ...)
 int gr_cli_parse_int(const char *s, long lo, long hi, int *out);
 int gr_cli_parse_float(const char *s, float lo, float hi, float *out);
 int gr_cli_parse_device(const char *s, gr_device *out);
+/* --device VALUE: auto, cpu, gpu (= gpu:0), gpu:all, gpu:N[,M...] (distinct ordinals, at most
+ * GR_MAX_DEVICES; checked against the visible count when the pool is built). Returns 0, or
+ * GR_EXIT_USAGE with a one-line message in err. Pure. */
+int gr_cli_parse_device_list(const char *s, gr_cli_options *o, char *err, size_t errlen);
+/* The device list as given: "gpu:0,1", "gpu:all", "gpu", "cpu", "auto" into buf. */
+const char *gr_cli_device_text(const gr_cli_options *o, char *buf, size_t size);
 
 /* The detect command's flags and their handler (ctx: gr_cli_options), which compare extends. */
 extern const gr_cli_flag gr_cli_detect_flags[];
@@ -146,6 +155,9 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
  * o->batch and o->precision to the file's. Returns an exit code; on failure the error line is
  * printed and nothing is left to free. */
 int gr_cli_open(gr_cli_options *o, gr_model **model, gr_engine **engine, gr_model_info *info);
+/* The same with a pool of one engine per device of --device (gpu:all, gpu:N,M; otherwise one
+ * device), for the modes that spread batches over them. gr_cli_open refuses a list of several. */
+int gr_cli_open_pool(gr_cli_options *o, gr_model **model, gr_pool **pool, gr_model_info *info);
 /* The model of an open engine: `model`, or with --engine the engine's own. */
 const gr_model *gr_cli_model(const gr_model *model, const gr_engine *engine);
 /* --engine: every flag that would shape the plan must agree with the file (--model, --cfg,

@@ -71,6 +71,82 @@ int gr_cli_parse_device(const char *s, gr_device *out)
     return 1;
 }
 
+/* "gpu:" then "all" or ordinals separated by commas; the caller's list is left as it was unless
+ * the whole value is valid. */
+static int parse_gpu_list(const char *list, const char *s, gr_cli_options *o, char *err,
+                          size_t errlen)
+{
+    if (!strcmp(list, "all")) {
+        o->all_devices = 1;
+        o->n_devices = 0;
+        return GR_EXIT_OK;
+    }
+    int devices[GR_MAX_DEVICES], n = 0;
+    if (!*list)
+        return gr_cli_usage_error(err, errlen, "--device '%s': empty device list (gpu:all, gpu:N "
+                                  "or gpu:N,M,...)", s);
+    for (const char *p = list;; ) {
+        size_t len = strcspn(p, ",");
+        char item[16];
+        if (len == 0 || len >= sizeof item)
+            return gr_cli_usage_error(err, errlen, "--device '%s': entry %d is %s (a CUDA device "
+                                      "ordinal, 0..%d)", s, n + 1, len ? "too long" : "empty",
+                                      1023);
+        memcpy(item, p, len);
+        item[len] = '\0';
+        if (n == GR_MAX_DEVICES)
+            return gr_cli_usage_error(err, errlen, "--device '%s': more than %d devices", s,
+                                      GR_MAX_DEVICES);
+        if (!gr_cli_parse_int(item, 0, 1023, &devices[n]))
+            return gr_cli_usage_error(err, errlen, "--device '%s': '%s' is not a CUDA device "
+                                      "ordinal (0..1023)", s, item);
+        for (int j = 0; j < n; j++)
+            if (devices[j] == devices[n])
+                return gr_cli_usage_error(err, errlen, "--device '%s': gpu %d given twice", s,
+                                          devices[n]);
+        n++;
+        if (!p[len])
+            break;
+        p += len + 1;
+    }
+    memcpy(o->devices, devices, (size_t)n * sizeof devices[0]);
+    o->n_devices = n;
+    o->all_devices = 0;
+    return GR_EXIT_OK;
+}
+
+int gr_cli_parse_device_list(const char *s, gr_cli_options *o, char *err, size_t errlen)
+{
+    if (gr_cli_parse_device(s, &o->device)) {
+        o->n_devices = o->all_devices = 0;
+        return GR_EXIT_OK;
+    }
+    if (strncmp(s, "gpu:", 4) != 0)
+        return gr_cli_usage_error(err, errlen, "--device '%s' is not auto, cpu, gpu, gpu:all or "
+                                  "gpu:N[,M...]", s);
+    int rc = parse_gpu_list(s + 4, s, o, err, errlen);
+    if (rc == GR_EXIT_OK)
+        o->device = GR_DEVICE_GPU;
+    return rc;
+}
+
+const char *gr_cli_device_text(const gr_cli_options *o, char *buf, size_t size)
+{
+    if (o->all_devices) {
+        snprintf(buf, size, "gpu:all");
+        return buf;
+    }
+    if (!o->n_devices) {
+        snprintf(buf, size, "%s", o->device == GR_DEVICE_GPU ? "gpu" : o->device == GR_DEVICE_CPU
+                                                                         ? "cpu" : "auto");
+        return buf;
+    }
+    size_t used = (size_t)snprintf(buf, size, "gpu:");
+    for (int i = 0; i < o->n_devices && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%d", i ? "," : "", o->devices[i]);
+    return buf;
+}
+
 /* ---- the parser --------------------------------------------------------------------------- */
 
 static const gr_cli_flag *find_flag(const gr_cli_parser *p, const char *name, size_t len)
@@ -285,7 +361,7 @@ static int apply_number(gr_cli_options *o, int id, const char *v, char *err, siz
                    : "a number in (50, 100]";
         break;
     case F_SEED: want = parse_seed(v, &o->seed) ? NULL : "a non-negative integer"; break;
-    case F_DEVICE: want = gr_cli_parse_device(v, &o->device) ? NULL : "auto, cpu or gpu"; break;
+    case F_DEVICE: return gr_cli_parse_device_list(v, o, err, errlen);
     case F_CALIB_DEVICE:
         want = gr_cli_parse_device(v, &o->calib_device)
                    ? NULL : "auto, cpu or gpu";

@@ -204,46 +204,143 @@ static double wall_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
+/* The pool's device list from --device: gpu:all every visible GPU, gpu:N,M those, otherwise
+ * one device (gpu_index 0; the CPU accepts that list too). */
+static const int *pool_devices(const gr_cli_options *o, int *n)
+{
+    static const int first = 0;
+    if (o->all_devices) {
+        *n = 0;
+        return NULL;
+    }
+    *n = o->n_devices ? o->n_devices : 1;
+    return o->n_devices ? o->devices : &first;
+}
+
+/* Several devices are for the modes that spread batches over a pool. */
+static int refuse_device_list(const gr_cli_options *o)
+{
+    if (!o->all_devices && o->n_devices <= 1)
+        return GR_EXIT_OK;
+    char text[128];
+    fprintf(stderr, "graphrun: --device %s: several GPUs apply to --input DIR, --input-list, a "
+                    "video and graphrun bench (one image runs on one GPU: --device gpu:N)\n",
+            gr_cli_device_text(o, text, sizeof text));
+    return GR_EXIT_USAGE;
+}
+
+/* The engine built or loaded: a plain engine into *engine, or a pool into *pool (one of them
+ * NULL). */
+static gr_status build_or_load(const gr_cli_options *o, const gr_model *model,
+                               const gr_engine_options *eo, gr_engine **engine, gr_pool **pool)
+{
+    int n = 0;
+    const int *devices = pool_devices(o, &n);
+    if (pool)
+        return model ? gr_pool_build(model, eo, devices, n, pool)
+                     : gr_pool_load(o->engine_file, eo, devices, n, pool);
+    gr_engine_options one = *eo;
+    one.gpu_index = o->n_devices ? o->devices[0] : 0;
+    return model ? gr_engine_build(model, &one, engine)
+                 : gr_engine_load(o->engine_file, &one, engine);
+}
+
 /* --engine FILE: the saved engine with the command line's run-time options; the flags that
  * would change its plan must agree with it. */
-static int open_saved(gr_cli_options *o, gr_engine **engine, gr_model_info *info)
+static int open_saved(gr_cli_options *o, gr_engine **engine, gr_pool **pool, gr_model_info *info)
 {
     gr_engine_options eo;
     gr_engine_options_default(&eo);
     eo.use_cuda_graph = !o->eager;
     eo.inflight = o->inflight > 0 ? o->inflight : 1;
     double start = wall_ms();
-    gr_status st = gr_engine_load(o->engine_file, &eo, engine);
+    gr_status st = build_or_load(o, NULL, &eo, engine, pool);
     if (st != GR_OK)
         return gr_cli_fail(st, "loading the engine");
     double ms = wall_ms() - start;
-    int rc = gr_cli_check_engine_flags(o, *engine);
+    gr_engine *first = pool ? gr_pool_engine(*pool, 0) : *engine;
+    int rc = gr_cli_check_engine_flags(o, first);
     if (rc != GR_EXIT_OK) {
-        gr_engine_destroy(*engine);
-        *engine = NULL;
+        if (pool) {
+            gr_pool_destroy(*pool);
+            *pool = NULL;
+        } else {
+            gr_engine_destroy(*engine);
+            *engine = NULL;
+        }
         return rc;
     }
     gr_tensor_desc in;
-    gr_engine_input_desc(*engine, &in);
+    gr_engine_input_desc(first, &in);
     o->batch = in.n;
-    o->precision = gr_cli_engine_precision(*engine);
-    gr_model_get_info(gr_engine_model(*engine), info);
+    o->precision = gr_cli_engine_precision(first);
+    gr_model_get_info(gr_engine_model(first), info);
     fprintf(stderr, "graphrun %s: engine %s: model %s (%dx%dx%d, %d layers), device %s, precision "
                     "%s, batch %d, loaded in %.1f ms\n", gr_version(), o->engine_file, info->name,
             info->width, info->height, info->channels, info->n_layers,
-            gr_engine_device_name(*engine), gr_precision_name(o->precision), o->batch, ms);
-    gr_cli_print_notices(*engine);
+            gr_engine_device_name(first), gr_precision_name(o->precision), o->batch, ms);
+    gr_cli_print_notices(first);
     return GR_EXIT_OK;
 }
 
-int gr_cli_open(gr_cli_options *o, gr_model **model, gr_engine **engine, gr_model_info *info)
+static void print_engine(const gr_cli_options *o, gr_engine *engine)
+{
+    gr_cli_print_notices(engine);
+    fprintf(stderr, "graphrun: device %s, precision %s%s, batch %d%s\n",
+            gr_engine_device_name(engine), gr_precision_name(o->precision),
+            o->precision == GR_PREC_AUTO ? " (mixed int8/fp16, map above)" : "", o->batch,
+            o->eager && gr_engine_device(engine) == GR_DEVICE_GPU ? ", eager (no CUDA graph)" : "");
+    gr_engine_memory_info mem;
+    if (gr_engine_device(engine) == GR_DEVICE_GPU && gr_engine_memory(engine, &mem) == GR_OK)
+        fprintf(stderr, "graphrun: device memory %.1f MiB: weights %.1f MiB (shared), per run in "
+                        "flight %.1f MiB (activations, scratch, io) x %d, cuBLAS %.1f MiB\n",
+                (double)mem.total_bytes / 1048576.0, (double)mem.weights_bytes / 1048576.0,
+                (double)(mem.arena_bytes + mem.workspace_bytes + mem.io_bytes) / 1048576.0,
+                mem.inflight, (double)mem.cublas_workspace_bytes / 1048576.0);
+    if (gr_engine_device(engine) == GR_DEVICE_CPU && o->precision != GR_PREC_FP32)
+        fprintf(stderr, "graphrun: %s on the CPU emulates the GPU's arithmetic: slow, for checking "
+                        "numbers, not speed\n", gr_precision_name(o->precision));
+}
+
+/* A pool's devices, one line, and what its build said beyond the first engine's notices. */
+static void print_pool(const gr_pool *pool, int saved)
+{
+    int n = gr_pool_devices(pool);
+    if (n > 1 || gr_pool_device(pool, 0) > 0) {
+        fprintf(stderr, "graphrun: %d device%s:", n, n == 1 ? "" : "s");
+        for (int k = 0; k < n; k++)
+            fprintf(stderr, "%s gpu %d (%s)", k ? "," : "", gr_pool_device(pool, k),
+                    gr_engine_device_name(gr_pool_engine(pool, k)));
+        const char *how = saved ? "; each loaded from the engine file"
+                                : "; the first built, the others loaded from it";
+        fprintf(stderr, "%s\n", n == 1 ? "" : how);
+    }
+    for (const char *line = gr_pool_notice(pool); *line;) {
+        size_t len = strcspn(line, "\n");
+        fprintf(stderr, "graphrun: %.*s\n", (int)len, line);
+        line += len + (line[len] == '\n');
+    }
+}
+
+static int open_any(gr_cli_options *o, gr_model **model, gr_engine **engine, gr_pool **pool,
+                    gr_model_info *info)
 {
     *model = NULL;
-    *engine = NULL;
-    if (o->engine_file)
-        return open_saved(o, engine, info);
+    if (engine)
+        *engine = NULL;
+    if (pool)
+        *pool = NULL;
+    int rc = pool ? GR_EXIT_OK : refuse_device_list(o);
+    if (rc != GR_EXIT_OK)
+        return rc;
+    if (o->engine_file) {
+        rc = open_saved(o, engine, pool, info);
+        if (rc == GR_EXIT_OK && pool)
+            print_pool(*pool, 1);
+        return rc;
+    }
     char **calib_list = NULL;
-    int rc = o->calib_images ? gr_cli_list_images(o->calib_images, &calib_list) : GR_EXIT_OK;
+    rc = o->calib_images ? gr_cli_list_images(o->calib_images, &calib_list) : GR_EXIT_OK;
     if (rc != GR_EXIT_OK)
         return rc;
     gr_status st = gr_cli_load_model(o, model);
@@ -281,29 +378,27 @@ int gr_cli_open(gr_cli_options *o, gr_model **model, gr_engine **engine, gr_mode
     eo.micro_batch = o->micro_batch;
     if (o->device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
         fprintf(stderr, "graphrun: no CUDA device visible: running the CPU reference (slow)\n");
-    st = gr_engine_build(*model, &eo, engine);
+    st = build_or_load(o, *model, &eo, engine, pool);
     gr_cli_free_list(calib_list); /* the engine keeps no pointer to the calibration inputs */
     if (st != GR_OK) {
         gr_model_destroy(*model);
         *model = NULL;
         return gr_cli_fail(st, "building the engine");
     }
-    gr_cli_print_notices(*engine);
-    fprintf(stderr, "graphrun: device %s, precision %s%s, batch %d%s\n",
-            gr_engine_device_name(*engine), gr_precision_name(o->precision),
-            o->precision == GR_PREC_AUTO ? " (mixed int8/fp16, map above)" : "", o->batch,
-            o->eager && gr_engine_device(*engine) == GR_DEVICE_GPU ? ", eager (no CUDA graph)" : "");
-    gr_engine_memory_info mem;
-    if (gr_engine_device(*engine) == GR_DEVICE_GPU && gr_engine_memory(*engine, &mem) == GR_OK)
-        fprintf(stderr, "graphrun: device memory %.1f MiB: weights %.1f MiB (shared), per run in "
-                        "flight %.1f MiB (activations, scratch, io) x %d, cuBLAS %.1f MiB\n",
-                (double)mem.total_bytes / 1048576.0, (double)mem.weights_bytes / 1048576.0,
-                (double)(mem.arena_bytes + mem.workspace_bytes + mem.io_bytes) / 1048576.0,
-                mem.inflight, (double)mem.cublas_workspace_bytes / 1048576.0);
-    if (gr_engine_device(*engine) == GR_DEVICE_CPU && o->precision != GR_PREC_FP32)
-        fprintf(stderr, "graphrun: %s on the CPU emulates the GPU's arithmetic: slow, for checking "
-                        "numbers, not speed\n", gr_precision_name(o->precision));
+    print_engine(o, pool ? gr_pool_engine(*pool, 0) : *engine);
+    if (pool)
+        print_pool(*pool, 0);
     return GR_EXIT_OK;
+}
+
+int gr_cli_open(gr_cli_options *o, gr_model **model, gr_engine **engine, gr_model_info *info)
+{
+    return open_any(o, model, engine, NULL, info);
+}
+
+int gr_cli_open_pool(gr_cli_options *o, gr_model **model, gr_pool **pool, gr_model_info *info)
+{
+    return open_any(o, model, NULL, pool, info);
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -70,6 +70,8 @@ void gr_cli_detect_usage(FILE *f)
     fprintf(f,
         "engine\n"
         "  --device D          auto (default: GPU when visible, else CPU reference), cpu, gpu\n"
+        "                      (= gpu:0), gpu:N; folders, lists and videos also gpu:all or\n"
+        "                      gpu:N,M,...: one engine per GPU, batches round robin\n"
         "  --prec P            fp32 (default), fp16, int8, or auto: int8 or fp16 per layer, the\n"
         "                      fastest map whose output NRMSE vs fp32 on the calibration images\n"
         "                      stays within --max-nrmse X (default 0.003)\n"

@@ -175,6 +175,8 @@ typedef struct batch_buffer {
     int filled;          /* slots of that batch finished */
     int size;            /* images in that batch, once decoded (the main thread's wait_batch) */
     void *input;         /* the engine slot's input: batch images, uint8 HWC or float CHW */
+    gr_engine *engine;   /* the pool's engine this buffer is a slot of, and which slot */
+    int slot;
     image_slot *slots;
     const float *outputs[STREAM_MAX_OUTPUTS]; /* the slot's outputs after its run's wait */
 } batch_buffer;
@@ -201,7 +203,8 @@ typedef struct pipeline {
     int n_out;           /* engine outputs, and each one's elements per image */
     size_t out_elems[STREAM_MAX_OUTPUTS];
     /* Reporting (decoding detections and formatting the JSON line of one image) runs on any
-     * thread: gr_engine_detect_outputs reads only outputs kept from the batch's run. */
+     * thread: gr_engine_detect_outputs reads only outputs kept from the batch's run. The first
+     * engine letterboxes for all (the pool's engines are one engine on several devices). */
     const gr_engine *engine;
     const gr_model *model;
     gr_results *results;  /* the records' format (read only by the reporting threads), their
@@ -214,8 +217,9 @@ typedef struct pipeline {
     int next_image;      /* next image a worker claims */
     int stop;            /* the main thread gave up */
     int finished;        /* the main thread reported the last batch: workers may leave */
-    int n_buf;           /* batch buffers = engine slots, 1..STREAM_INFLIGHT */
-    batch_buffer buf[STREAM_INFLIGHT];
+    int n_buf;           /* batch buffers = every engine's slots: devices x inflight */
+    int n_engines;       /* the pool's: batch k runs on engine k % n_engines */
+    batch_buffer buf[STREAM_INFLIGHT * GR_MAX_DEVICES];
     /* The batch being reported (NULL: none): its images are claimed from report_next by whoever
      * is free, workers and the main thread; report_done counts those finished. */
     batch_buffer *reporting;
@@ -229,7 +233,18 @@ typedef struct pipeline {
                                                         itself), writing them */
     double main_report_cpu; /* main: thread CPU time from the engine's results to the lines
                                written (its per-image work beside the engine) */
+    /* Each stage's busy time (seconds, summed over the threads or devices doing it), for the
+     * stage report: which one bounds the run. */
+    double stage_read, stage_decode, stage_letterbox; /* the workers */
+    double stage_engine;    /* the engines' own time split of each run (gr_engine_timing:
+                               conversion, copies, compute), summed over the devices */
+    int stage_threads;      /* workers */
 } pipeline;
+
+/* One image's time in the worker stages (seconds). */
+typedef struct stage_times {
+    double read, decode, letterbox;
+} stage_times;
 
 static int batch_size(const pipeline *p, int batch_index)
 {
@@ -269,19 +284,28 @@ static double clock_s(clockid_t id)
 static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
 
 static void decode_into(pipeline *p, gr_image_reader *reader, const char *path, void *dst,
-                        image_slot *slot)
+                        image_slot *slot, stage_times *spent)
 {
     const gr_image *im = NULL;
+    double t0 = now_s();
     gr_status st = check_image_file(path);
-    if (st == GR_OK)
+    double checked = now_s(), read = 0.0;
+    if (st == GR_OK) {
         st = reader ? gr_image_reader_load(reader, path, &im)
                     : gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: no memory for a reader", path);
+        read = gr_image_reader_read_seconds(reader);
+    }
+    double t1 = now_s();
     if (st == GR_OK) {
         /* Boxes map back to the size in the file, also when --fast-decode decoded it smaller. */
         gr_image_reader_source_size(reader, &slot->w, &slot->h);
         st = gr_engine_letterbox(p->engine, im, dst); /* as gr_engine_set_image: any thread */
     }
     slot->ready = now_s();
+    /* The stat and the reader's read are the read; the rest of its load is the decode. */
+    spent->read = checked - t0 + read;
+    spent->decode = t1 - checked - read > 0 ? t1 - checked - read : 0.0;
+    spent->letterbox = slot->ready - t1;
     if (st != GR_OK) {
         slot->error = strdup(gr_last_error()); /* NULL only without memory: the line says so */
         if (!slot->error)
@@ -382,7 +406,7 @@ static void report_image(const pipeline *p, batch_buffer *b, int s)
         dopt.nms = p->nms;
         dopt.image_w = slot->w;
         dopt.image_h = slot->h;
-        st = gr_engine_detect_outputs(p->engine, b->outputs, s, &dopt, &dets, &n);
+        st = gr_engine_detect_outputs(b->engine, b->outputs, s, &dopt, &dets, &n);
     }
     if (st == GR_OK && p->output && slot->frame)
         st = gr_image_draw_detections(slot->frame, dets, n, p->model);
@@ -470,11 +494,15 @@ static void *worker(void *arg)
         free(b->slots[slot].error);
         b->slots[slot].error = NULL;
         int ended = 0;
+        stage_times spent = {0.0, 0.0, 0.0};
         if (p->video)
             ended = decode_frame(p, dst, &b->slots[slot]);
         else
-            decode_into(p, reader, p->list->paths[i], dst, &b->slots[slot]);
+            decode_into(p, reader, p->list->paths[i], dst, &b->slots[slot], &spent);
         pthread_mutex_lock(&p->lock);
+        p->stage_read += spent.read;
+        p->stage_decode += spent.decode;
+        p->stage_letterbox += spent.letterbox;
         if (ended)
             p->total = i; /* batch_size() shrinks: the main thread submits what is there */
         else
@@ -555,18 +583,22 @@ static void record_latency(pipeline *p, double seconds)
     p->latency[p->n_latency++] = seconds;
 }
 
-/* Wait for the run of batch b->batch_index (on engine slot batch_index % n_buf), have its images
+/* Wait for the run of batch b->batch_index (on its buffer's engine and slot), have its images
  * reported (by the workers and this thread), write their lines in order and flush. Returns an
  * exit code (failures of the engine or of the results stream stop everything; a bad image only
  * counts in failed[0], one with NaN/Inf outputs in failed[1], a file not written in failed[2]). */
-static int report_batch(pipeline *p, gr_engine *engine, batch_buffer *b, int failed[3])
+static int report_batch(pipeline *p, batch_buffer *b, int failed[3])
 {
+    gr_engine *engine = b->engine;
     double t0 = now_s();
-    gr_status st = gr_engine_wait(engine, b->batch_index % p->n_buf);
+    gr_status st = gr_engine_wait(engine, b->slot);
     double t1 = now_s();
     p->main_gpu += t1 - t0;
     if (st != GR_OK)
         return gr_cli_fail(st, "run");
+    gr_timing split;
+    if (gr_engine_timing(engine, &split) == GR_OK)
+        p->stage_engine += (split.convert_us + split.copy_us + split.compute_us) * 1e-6;
     for (int k = 0; k < p->n_out; k++)
         if ((st = gr_engine_output(engine, k, &b->outputs[k])) != GR_OK)
             return gr_cli_fail(st, "run");
@@ -643,10 +675,13 @@ typedef struct stream_source {
     const char *video_path;
 } stream_source;
 
-/* The pipeline of an engine: its slots' input buffers are the batch buffers. */
+/* The pipeline of a pool: its engines' slots' input buffers are the batch buffers, buffer k
+ * slot k / devices of engine k % devices, so that batch k (in buffer k % n_buf) runs on engine
+ * k % devices: round robin over the devices, then over each one's slots. */
 static int pipeline_init(pipeline *p, const gr_cli_options *o, const stream_source *src,
-                         const gr_model *model, gr_engine *engine, const gr_model_info *info)
+                         const gr_model *model, gr_pool *pool, const gr_model_info *info)
 {
+    gr_engine *engine = gr_pool_engine(pool, 0);
     *p = (pipeline){.list = src->list, .batch = o->batch, .net_w = info->width,
                     .net_h = info->height};
     p->total = src->list ? src->list->n : INT_MAX;
@@ -656,7 +691,8 @@ static int pipeline_init(pipeline *p, const gr_cli_options *o, const stream_sour
     p->use_u8 = gr_engine_image_u8(engine); /* the slots' input type gr_engine_letterbox fills */
     p->fast_decode = o->fast_decode;
     p->per_image = (size_t)info->channels * (size_t)info->width * (size_t)info->height;
-    p->n_buf = gr_engine_inflight(engine);
+    p->n_engines = gr_pool_devices(pool);
+    p->n_buf = p->n_engines * gr_engine_inflight(engine);
     p->engine = engine;
     p->model = gr_cli_model(model, engine);
     p->classes = info->classes;
@@ -675,7 +711,10 @@ static int pipeline_init(pipeline *p, const gr_cli_options *o, const stream_sour
     }
     for (int k = 0; k < p->n_buf; k++) {
         size_t bytes;
-        gr_status st = gr_engine_slot_input(engine, k, p->use_u8, &p->buf[k].input, &bytes);
+        p->buf[k].engine = gr_pool_engine(pool, k % p->n_engines);
+        p->buf[k].slot = k / p->n_engines;
+        gr_status st = gr_engine_slot_input(p->buf[k].engine, p->buf[k].slot, p->use_u8,
+                                            &p->buf[k].input, &bytes);
         if (st != GR_OK)
             return gr_cli_fail(st, "the engine's input buffers");
         p->buf[k].batch_index = k;
@@ -718,32 +757,37 @@ static int wait_batch(pipeline *p, int k)
     return more;
 }
 
-/* Submit batch k once decoded, then report batch k - 1 (after the last batch: the last one).
+/* Report batch k (its run waited for), free its buffer, show the progress. */
+static int report_next(pipeline *p, int k, int *failed, int show_progress, double t0)
+{
+    batch_buffer *done = &p->buf[k % p->n_buf];
+    int rc = report_batch(p, done, failed);
+    release_buffer(p, done, k, rc);
+    if (show_progress)
+        progress(k * p->batch + done->size, p->list ? p->list->n : INT_MAX, now_s() - t0);
+    return rc;
+}
+
+/* Submit batch k once decoded, then report batch k - devices (after the last batch: the rest,
+ * in order), so that each device has a run queued while the one before it is reported.
  * failed[0]: images that could not be read, failed[1]: images with NaN/Inf outputs, failed[2]:
  * label files or annotated images not written. */
-static int main_loop(pipeline *p, gr_engine *engine, int *failed, double t0)
+static int main_loop(pipeline *p, int *failed, double t0)
 {
-    int show_progress = isatty(STDERR_FILENO), rc = GR_EXIT_OK, more = 1;
-    for (int k = 0; more && rc == GR_EXIT_OK; k++) {
-        more = wait_batch(p, k);
-        if (more) {
-            batch_buffer *b = &p->buf[k % p->n_buf];
-            gr_status st = gr_engine_submit(engine, k % p->n_buf);
-            if (st != GR_OK) {
-                rc = gr_cli_fail(st, "run");
-                release_buffer(p, b, k, rc);
-                break;
-            }
+    int show_progress = isatty(STDERR_FILENO), rc = GR_EXIT_OK, reported = 0, k;
+    for (k = 0; rc == GR_EXIT_OK && wait_batch(p, k); k++) {
+        batch_buffer *b = &p->buf[k % p->n_buf];
+        gr_status st = gr_engine_submit(b->engine, b->slot);
+        if (st != GR_OK) {
+            rc = gr_cli_fail(st, "run");
+            release_buffer(p, b, k, rc);
+            break;
         }
-        if (k == 0)
-            continue;
-        batch_buffer *done = &p->buf[(k - 1) % p->n_buf];
-        rc = report_batch(p, engine, done, failed);
-        release_buffer(p, done, k - 1, rc);
-        if (show_progress)
-            progress((k - 1) * p->batch + done->size, p->list ? p->list->n : INT_MAX,
-                     now_s() - t0);
+        if (k - reported >= p->n_engines)
+            rc = report_next(p, reported++, failed, show_progress, t0);
     }
+    while (rc == GR_EXIT_OK && reported < k)
+        rc = report_next(p, reported++, failed, show_progress, t0);
     if (show_progress)
         fputc('\n', stderr);
     return rc;
@@ -769,6 +813,51 @@ static void stop_workers(pipeline *p, pthread_t *tids, int started)
     pthread_mutex_unlock(&p->lock);
     for (int t = 0; t < started; t++)
         pthread_join(tids[t], NULL);
+}
+
+/* Images/s a stage allows: `lanes` threads or devices doing it, `busy` seconds of it in all. */
+static double stage_rate(int n, double busy, int lanes)
+{
+    return busy > 0 ? n * (double)lanes / busy : HUGE_VAL;
+}
+
+/* Which stage bounds the run: each stage's busy time per image, and the images/s it allows with
+ * the threads or devices that do it. The worker stages (read, decode, letterbox) and the
+ * reporting (detections/JSON, on the workers and the main thread) share the same cores, so their
+ * bound is their sum over those threads; the bounding stage named is the engine, the main
+ * thread's writing, or the largest of the CPU stages when the cores bound. */
+static void print_stages(const pipeline *p, int threads, double elapsed)
+{
+    int n = p->total;
+    if (n <= 0 || p->video)
+        return;
+    double report = p->workers_report + p->main_report_own;
+    double cpu = p->stage_read + p->stage_decode + p->stage_letterbox + report;
+    int cores = usable_cores(), cpu_lanes = threads + 1 < cores ? threads + 1 : cores;
+    double cpu_rate = stage_rate(n, cpu, cpu_lanes);
+    double engine_rate = stage_rate(n, p->stage_engine, p->n_engines);
+    double write_rate = stage_rate(n, p->main_write, 1);
+    const char *bound = "the engine";
+    if (cpu_rate < engine_rate && cpu_rate <= write_rate) {
+        double worst = p->stage_read;
+        bound = "read";
+        if (p->stage_decode > worst)
+            worst = p->stage_decode, bound = "decode";
+        if (p->stage_letterbox > worst)
+            worst = p->stage_letterbox, bound = "letterbox";
+        if (report > worst)
+            bound = "detections/JSON";
+    } else if (write_rate < engine_rate) {
+        bound = "writing";
+    }
+    fprintf(stderr, "graphrun: stages, busy us per image: read %.0f, decode %.0f, letterbox %.0f "
+                    "(%d workers), engine %.0f (%d device%s), detections/JSON %.0f, writing %.1f; "
+                    "bound: %s (the CPU stages allow %.4g images/s on %d threads, the engine "
+                    "%.4g, writing %.4g; measured %.4g)\n",
+            1e6 * p->stage_read / n, 1e6 * p->stage_decode / n, 1e6 * p->stage_letterbox / n,
+            threads, 1e6 * p->stage_engine / n, p->n_engines, p->n_engines == 1 ? "" : "s",
+            1e6 * report / n, 1e6 * p->main_write / n, bound, cpu_rate, cpu_lanes, engine_rate,
+            write_rate, elapsed > 0 ? n / elapsed : 0.0);
 }
 
 static void print_summary(const pipeline *p, const int *failed, int started, double elapsed,
@@ -807,6 +896,7 @@ static void print_summary(const pipeline *p, const int *failed, int started, dou
             p->main_fill, p->main_gpu, p->main_report, p->main_report_own, p->main_write,
             p->output ? " and encoding the --output video" : "", 1e6 * main_cpu / n, 1e6 * p->main_report_cpu / n, started, p->workers_blocked,
             p->workers_report);
+    print_stages(p, started, elapsed);
 }
 
 /* A video's end: its error (after the lines of the frames before it), no frames at all, or
@@ -839,7 +929,7 @@ static int finish_video(pipeline *p, int rc)
 }
 
 static int run_pipeline(const gr_cli_options *o, const stream_source *src, gr_model *model,
-                        gr_engine *engine, const gr_model_info *info, gr_results *results,
+                        gr_pool *pool, const gr_model_info *info, gr_results *results,
                         double t_start)
 {
     pipeline p;
@@ -847,7 +937,7 @@ static int run_pipeline(const gr_cli_options *o, const stream_source *src, gr_mo
     if (src->list && threads > src->list->n)
         threads = src->list->n;
     pthread_t *tids = calloc((size_t)threads, sizeof *tids);
-    int rc = pipeline_init(&p, o, src, model, engine, info);
+    int rc = pipeline_init(&p, o, src, model, pool, info);
     p.results = results;
     p.draw_dir = !src->video && o->format != GR_FORMAT_YOLO_TXT && o->output && o->output[0]
                      ? o->output
@@ -864,8 +954,10 @@ static int run_pipeline(const gr_cli_options *o, const stream_source *src, gr_mo
     pthread_mutex_init(&p.lock, NULL);
     pthread_cond_init(&p.changed, NULL);
     if (src->list)
-        fprintf(stderr, "graphrun: %d images, %d decoding threads, batches of %d, %d in flight%s\n",
+        fprintf(stderr,
+                "graphrun: %d images, %d decoding threads, batches of %d, %d in flight%s%s\n",
                 src->list->n, threads, o->batch, p.n_buf,
+                p.n_engines > 1 ? " over the devices round robin" : "",
                 p.fast_decode ? "; --fast-decode: JPEGs of 2x the input or more decoded scaled"
                               : "");
     else
@@ -875,7 +967,7 @@ static int run_pipeline(const gr_cli_options *o, const stream_source *src, gr_mo
     int failed[3] = {0, 0, 0};
     double t0 = now_s(), main_cpu0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
     int started = start_workers(&p, tids, threads);
-    rc = started ? main_loop(&p, engine, failed, t0) : GR_EXIT_FAILURE;
+    rc = started ? main_loop(&p, failed, t0) : GR_EXIT_FAILURE;
     stop_workers(&p, tids, started);
     double elapsed = now_s() - t0, main_cpu = clock_s(CLOCK_THREAD_CPUTIME_ID) - main_cpu0;
     pthread_cond_destroy(&p.changed);
@@ -916,27 +1008,38 @@ static int refuse_single_image_flags(const gr_cli_options *o)
     return GR_EXIT_OK;
 }
 
-/* The engine, with STREAM_INFLIGHT slots (no more than batches; n_images < 0: not known, a
- * video), or 2 where those do not fit. */
-static int open_engine(gr_cli_options *o, int n_images, gr_model **model,
-                       gr_engine **engine, gr_model_info *info)
+/* Devices --device asks for, before the pool says (gpu:all: those visible). */
+static int devices_asked(const gr_cli_options *o)
+{
+    int visible = gr_cuda_device_count();
+    if (o->all_devices)
+        return visible > 0 ? visible : 1;
+    return o->n_devices > 0 ? o->n_devices : 1;
+}
+
+/* The pool (one engine per --device), each engine with STREAM_INFLIGHT slots (no more than its
+ * share of the batches; n_images < 0: not known, a video), or 2 where those do not fit. */
+static int open_engine(gr_cli_options *o, int n_images, gr_model **model, gr_pool **pool,
+                       gr_model_info *info)
 {
     gr_cli_options streaming = *o;
+    int devices = devices_asked(o);
     int n_batches = n_images > 0   ? (n_images + o->batch - 1) / o->batch
-                    : n_images < 0 ? STREAM_INFLIGHT
+                    : n_images < 0 ? STREAM_INFLIGHT * devices
                                    : 1;
-    streaming.inflight = n_batches < STREAM_INFLIGHT ? n_batches : STREAM_INFLIGHT;
-    int rc = gr_cli_open(&streaming, model, engine, info);
+    int per_device = (n_batches + devices - 1) / devices;
+    streaming.inflight = per_device < STREAM_INFLIGHT ? per_device : STREAM_INFLIGHT;
+    int rc = gr_cli_open_pool(&streaming, model, pool, info);
     /* Each slot is an instance of the engine: where four do not fit, two still overlap decoding
      * with the runs (what this mode did before it had four). */
     if (rc == GR_EXIT_OOM && streaming.inflight > 2) {
         fprintf(stderr, "graphrun: retrying with 2 runs in flight instead of %d\n",
                 streaming.inflight);
         streaming.inflight = 2;
-        rc = gr_cli_open(&streaming, model, engine, info);
+        rc = gr_cli_open_pool(&streaming, model, pool, info);
     }
     if (rc == GR_EXIT_OK)
-        rc = gr_cli_check_image_input(*engine, o->cfg ? o->cfg : info->name);
+        rc = gr_cli_check_image_input(gr_pool_engine(*pool, 0), o->cfg ? o->cfg : info->name);
     o->batch = streaming.batch; /* --engine: the file's */
     o->precision = streaming.precision;
     return rc;
@@ -979,19 +1082,20 @@ int gr_cli_detect_stream(const gr_cli_options *o)
         rc = GR_EXIT_INPUT;
     }
     gr_model *model = NULL;
-    gr_engine *engine = NULL;
+    gr_pool *pool = NULL;
     gr_results *results = NULL;
     gr_model_info info;
     gr_cli_options opened = *o; /* with --engine, its batch and precision */
     if (rc == GR_EXIT_OK)
-        rc = open_engine(&opened, list.n, &model, &engine, &info);
+        rc = open_engine(&opened, list.n, &model, &pool, &info);
     if (rc == GR_EXIT_OK)
-        rc = open_outputs(&opened, gr_cli_model(model, engine), &info, 0, &results);
+        rc = open_outputs(&opened, gr_cli_model(model, gr_pool_engine(pool, 0)), &info, 0,
+                          &results);
     if (rc == GR_EXIT_OK)
-        rc = run_pipeline(&opened, &src, model, engine, &info, results, t_start);
+        rc = run_pipeline(&opened, &src, model, pool, &info, results, t_start);
     int closed = gr_results_close(results);
     rc = rc == GR_EXIT_OK || rc == GR_EXIT_INPUT ? (closed != GR_EXIT_OK ? closed : rc) : rc;
-    gr_engine_destroy(engine);
+    gr_pool_destroy(pool);
     gr_model_destroy(model);
     list_free(&list);
     return rc;
@@ -1043,26 +1147,27 @@ int gr_cli_detect_video(const gr_cli_options *o)
     if (st != GR_OK)
         return gr_cli_fail(st, NULL);
     gr_model *model = NULL;
-    gr_engine *engine = NULL;
+    gr_pool *pool = NULL;
     gr_results *results = NULL;
     gr_model_info info;
     gr_cli_options opened = *o; /* with --engine, its batch and precision */
-    rc = open_engine(&opened, -1, &model, &engine, &info);
+    rc = open_engine(&opened, -1, &model, &pool, &info);
     stream_source src = {.video = video, .video_path = o->inputs[0]};
     if (rc == GR_EXIT_OK)
-        rc = open_outputs(&opened, gr_cli_model(model, engine), &info, 1, &results);
+        rc = open_outputs(&opened, gr_cli_model(model, gr_pool_engine(pool, 0)), &info, 1,
+                          &results);
     /* A camera or a stream has no end: Ctrl-C ends the run as the video's end would (the frames
      * so far reported, --output finished so that it plays). */
     interrupted = 0;
     void (*previous)(int) = signal(SIGINT, on_interrupt);
     if (rc == GR_EXIT_OK)
-        rc = run_pipeline(&opened, &src, model, engine, &info, results, t_start);
+        rc = run_pipeline(&opened, &src, model, pool, &info, results, t_start);
     signal(SIGINT, previous);
     int closed = gr_results_close(results);
     rc = rc == GR_EXIT_OK || rc == GR_EXIT_INPUT ? (closed != GR_EXIT_OK ? closed : rc) : rc;
     if (interrupted)
         fprintf(stderr, "graphrun: interrupted: the video ended there\n");
-    gr_engine_destroy(engine);
+    gr_pool_destroy(pool);
     gr_model_destroy(model);
     gr_video_close(video);
     return rc;

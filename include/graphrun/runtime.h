@@ -625,6 +625,46 @@ const char *gr_engine_last_error(const gr_engine *engine);
 /* Number of CUDA devices visible (0 without a GPU or driver). Never fails. */
 int gr_cuda_device_count(void);
 
+/* ---- pools: one engine per device ----
+ * A pool holds one engine per device of a host, for spreading batches over every GPU of one
+ * process. gr_pool_build builds the engine of the first device (calibration and the tactic search
+ * happen there, once), then makes each other device's engine from it as a saved engine does
+ * (gr_engine_save_to_memory, gr_engine_load_from_memory with gpu_index = that device): its
+ * weights uploaded to that GPU, the tactics shared, nothing calibrated or searched again. A GPU
+ * whose identity differs from the first's (another model, SM count, driver: the saved-engine
+ * check) gets an engine built for it, said in gr_pool_notice(). Each engine is an ordinary
+ * engine: callers submit and wait on its slots (runs in flight) as on any other.
+ *
+ * - devices: CUDA ordinals, n_devices of them (1..GR_MAX_DEVICES, each once, each visible), or
+ *   devices NULL and n_devices 0: every visible GPU. opt->gpu_index is ignored (the list says).
+ *   A pool on the CPU (opt->device CPU, or AUTO without a visible GPU) has one device, the CPU
+ *   reference: its list is empty or {0}. Refusals are one line naming the list entry:
+ *   GR_ERR_INVALID_ARGUMENT (a duplicate, a negative ordinal, too many, more than one on the
+ *   CPU), GR_ERR_NO_DEVICE (an ordinal past the visible count, or no GPU at all).
+ * - gr_pool_load: the same from a saved engine file (every device loads it; none is rebuilt).
+ * - gr_pool_engine(pool, k): engine k (0 <= k < gr_pool_devices), borrowed: valid until
+ *   gr_pool_destroy, never passed to gr_engine_destroy. gr_pool_device(pool, k): its CUDA
+ *   ordinal (-1 on the CPU).
+ * - Threads: each engine keeps the one-thread-at-a-time rule, so a pool is driven either by one
+ *   thread for the whole pool (submit on each engine in turn, wait in submission order: the
+ *   `graphrun` CLI does this), or by one thread per engine. Build and destroy from one thread,
+ *   with no other thread inside the pool's engines. gr_pool_destroy waits for runs in flight. */
+#define GR_MAX_DEVICES 16
+
+typedef struct gr_pool gr_pool;
+
+gr_status gr_pool_build(const gr_model *model, const gr_engine_options *opt, const int *devices,
+                        int n_devices, gr_pool **out);
+gr_status gr_pool_load(const char *path, const gr_engine_options *opt, const int *devices,
+                       int n_devices, gr_pool **out);
+void gr_pool_destroy(gr_pool *pool);
+int gr_pool_devices(const gr_pool *pool);                 /* 0 for NULL */
+gr_engine *gr_pool_engine(const gr_pool *pool, int index); /* NULL outside 0..devices-1 */
+int gr_pool_device(const gr_pool *pool, int index);       /* CUDA ordinal, -1: CPU or bad index */
+/* What the pool's build did beyond its engines' own notices ("" if nothing), one line each:
+ * e.g. a GPU unlike the first, built separately. Never NULL. */
+const char *gr_pool_notice(const gr_pool *pool);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

@@ -11,6 +11,7 @@
             print(d.class_name, d.prob, d.left, d.top, d.right, d.bottom)
     outputs = engine.run(x)     # x: float32 (batch, 3, h, w) in [0, 1] or uint8 (batch, h, w, 3)
     engine.save("yolo.engine"); engine = graphrun.Engine.load("yolo.engine")
+    pool = graphrun.Pool(model, devices=None, precision="int8", batch=64)  # an engine per GPU
 
 Images: paths, uint8 (h, w, 3) arrays (RGB by default, color="bgr" for OpenCV), float arrays in
 [0, 1], PIL images (see Engine.detect). Failures raise graphrun.Error carrying graphrun's one-line
@@ -31,13 +32,14 @@ from typing import Any
 
 from ._capi import Error, LibraryNotFoundError, load_library
 from ._capi import library_path as _library_path
-from ._engine import Engine, Model, NonFiniteWarning, cuda_device_count, letterbox, version
+from ._engine import (Engine, Model, NonFiniteWarning, Pool, cuda_device_count, letterbox,
+                      version)
 from .results import Detection, Results, load_image
 
 __version__ = "0.1.0"  # the library's (GRAPHRUN_VERSION_*); version() reports the loaded one
 
-__all__ = ["Error", "LibraryNotFoundError", "NonFiniteWarning", "Model", "Engine", "Results",
-           "Detection", "load_image", "letterbox", "version", "cuda_device_count",
+__all__ = ["Error", "LibraryNotFoundError", "NonFiniteWarning", "Model", "Engine", "Pool",
+           "Results", "Detection", "load_image", "letterbox", "version", "cuda_device_count",
            "load_library", "library_path"]
 
 

@@ -162,6 +162,13 @@ _OPTIONAL_SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "gr_free": (None, [P]),
     "gr_engine_load": (_I, [_S, _ptr(EngineOptions), _ptr(P)]),
     "gr_engine_load_from_memory": (_I, [P, ctypes.c_size_t, _ptr(EngineOptions), _ptr(P)]),
+    # Pools (runtime.h, "pools"): graphrun.Pool.
+    "gr_pool_build": (_I, [P, _ptr(EngineOptions), _ptr(_I), _I, _ptr(P)]),
+    "gr_pool_destroy": (None, [P]),
+    "gr_pool_devices": (_I, [P]),
+    "gr_pool_engine": (P, [P, _I]),
+    "gr_pool_device": (_I, [P, _I]),
+    "gr_pool_notice": (_S, [P]),
 }
 
 

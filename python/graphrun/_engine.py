@@ -160,10 +160,11 @@ class Model(_Handle):
     def build(self, device: str = "auto", precision: str = "fp32", batch: int = 1,
               use_cuda_graph: bool = True, calib_cache: Optional[PathLike] = None,
               calib_images: Optional[Sequence[PathLike]] = None, f32_algo: str = "auto",
-              nonfinite_is_error: bool = False, micro_batch: int = 0) -> "Engine":
+              nonfinite_is_error: bool = False, micro_batch: int = 0,
+              gpu_index: int = 0) -> "Engine":
         """An engine for this model (see Engine)."""
         return Engine(self, device, precision, batch, use_cuda_graph, calib_cache, calib_images,
-                      f32_algo, nonfinite_is_error, micro_batch)
+                      f32_algo, nonfinite_is_error, micro_batch, gpu_index)
 
 
 def _engine_options(device: str, use_cuda_graph: bool) -> _capi.EngineOptions:
@@ -187,7 +188,8 @@ class Engine(_Handle):
     graphrun.Error (status "non-finite output") with nonfinite_is_error=True; the outputs stay
     readable through outputs() either way. micro_batch: images per pass of the GPU graph, 0 (auto:
     measured at build) or a divisor of batch (runtime.h); the engine's choice is its micro_batch
-    attribute. One engine serializes its own calls with a lock, so
+    attribute. gpu_index: the CUDA device ordinal of a GPU engine (0 default). One engine
+    serializes its own calls with a lock, so
     threads may share it (runtime.h's one-thread-at-a-time rule is kept for them)."""
 
     _destroy_name = "gr_engine_destroy"
@@ -196,7 +198,8 @@ class Engine(_Handle):
                  batch: int = 1, use_cuda_graph: bool = True,
                  calib_cache: Optional[PathLike] = None,
                  calib_images: Optional[Sequence[PathLike]] = None, f32_algo: str = "auto",
-                 nonfinite_is_error: bool = False, micro_batch: int = 0) -> None:
+                 nonfinite_is_error: bool = False, micro_batch: int = 0,
+                 gpu_index: int = 0) -> None:
         batch = _int_arg("batch", batch, 1, _MAX_BATCH)
         micro_batch = _int_arg("micro_batch", micro_batch, 0, batch)
         opt = _engine_options(device, use_cuda_graph)
@@ -204,6 +207,7 @@ class Engine(_Handle):
         opt.f32_algo = _choice("f32_algo", f32_algo, F32_ALGOS)
         opt.batch = batch
         opt.micro_batch = micro_batch
+        opt.gpu_index = _int_arg("gpu_index", gpu_index, 0, _INT_MAX)
         opt.calib_cache = _path(calib_cache)
         keep = None
         if calib_images is not None:
@@ -436,3 +440,54 @@ class Engine(_Handle):
             return out
         finally:
             lib.gr_detections_free(dets)
+
+
+class _PoolEngine(Engine):
+    """An engine of a Pool: borrowed (the pool frees it), and keeping the pool alive."""
+
+    def __init__(self, pool: "Pool", handle: Any, names: List[str], model: Model,
+                 precision: str, nonfinite_is_error: bool) -> None:
+        self._pool = pool
+        self._setup(handle, names, model, precision, nonfinite_is_error)
+
+    def close(self) -> None:
+        self._handle = _capi.P()  # the pool destroys it
+
+
+class Pool(_Handle):
+    """One engine per device (runtime.h, gr_pool_build): devices a list of CUDA ordinals, or None
+    for every visible GPU (a CPU pool has one engine). The first device's engine is built (int8
+    calibration and the tactic search happen there once), the others load it. .engines are
+    ordinary Engines (detect, run, ...), valid until the pool is closed; .devices their ordinals
+    (-1: the CPU). Spread work over them from one thread each, or from one thread in turn."""
+
+    _destroy_name = "gr_pool_destroy"
+
+    def __init__(self, model: Model, devices: Optional[Sequence[int]] = None,
+                 device: str = "auto", precision: str = "fp32", batch: int = 1,
+                 use_cuda_graph: bool = True, calib_cache: Optional[PathLike] = None,
+                 nonfinite_is_error: bool = False) -> None:
+        build = _capi.require("gr_pool_build", "graphrun.Pool")
+        opt = _engine_options(device, use_cuda_graph)
+        opt.precision = _choice("precision", precision, PRECISIONS)
+        opt.batch = _int_arg("batch", batch, 1, _MAX_BATCH)
+        opt.calib_cache = _path(calib_cache)
+        listed = [_int_arg("devices[]", d, -_INT_MAX, _INT_MAX) for d in devices or []]
+        array = (ctypes.c_int * max(len(listed), 1))(*listed)
+        self._handle = _capi.P()
+        _capi.check(build(model._handle, ctypes.byref(opt), array if listed else None,
+                          len(listed), ctypes.byref(self._handle)))
+        lib = _capi.lib()
+        names = [model.class_name(i) for i in range(model.classes)]
+        count = lib.gr_pool_devices(self._handle)
+        self.devices: List[int] = [int(lib.gr_pool_device(self._handle, k)) for k in range(count)]
+        self.engines: List[Engine] = [
+            _PoolEngine(self, lib.gr_pool_engine(self._handle, k), names, model, precision,
+                        nonfinite_is_error) for k in range(count)]
+        self.notice: str = lib.gr_pool_notice(self._handle).decode(errors="replace")
+
+    def close(self) -> None:
+        for engine in getattr(self, "engines", []):
+            engine.close()
+        super().close()
+

@@ -507,6 +507,26 @@ class CPUTests(unittest.TestCase):
         with self.assertRaises(graphrun.Error):
             graphrun.Engine.load(b"not an engine file")
 
+    # ---- pools (gr_pool_build) -------------------------------------------------------------------
+
+    @unittest.skipUnless(_capi.has("gr_pool_build"), "this libgraphrun has no gr_pool_build")
+    def test_pool_on_the_cpu_is_one_plain_engine(self):
+        """A CPU pool holds one engine, the CPU reference: its outputs and detections equal a
+        plain engine's bit for bit; a bad device list raises with graphrun's message."""
+        x = np.random.default_rng(12).random((1, 3, 32, 32), dtype=np.float32)
+        with self.model.build(device="cpu") as engine:
+            want = engine.run(x)
+            want_dets = engine.detect(PHOTOS[0], thresh=0.2)
+        with graphrun.Pool(self.model, device="cpu") as pool:
+            self.assertEqual(pool.devices, [-1])
+            self.assertEqual(len(pool.engines), 1)
+            self.assertEqual(pool.notice, "")
+            np.testing.assert_array_equal(pool.engines[0].run(x)[0], want[0])
+            self.assertEqual(pool.engines[0].detect(PHOTOS[0], thresh=0.2), want_dets)
+        with self.assertRaises(graphrun.Error) as ctx:
+            graphrun.Pool(self.model, devices=[1, 1], device="cpu")
+        self.assertIn("gpu 1 given twice", str(ctx.exception))
+
 
 class GPUTests(unittest.TestCase):
     """On a GPU: the engine against the CPU reference through the same Python calls."""

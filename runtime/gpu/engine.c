@@ -726,7 +726,11 @@ static gr_status gpu_submit(gr_engine *e, int slot, int u8)
     gpu_variant *v = gr_gpu_variant(g, u8);
     gpu_instance *inst = &v->inst[slot];
     inst->submitted_us = gr_now_us();
-    cudaError_t err;
+    /* The engines of a pool live on several GPUs and one thread may drive them all: the launches
+     * (eager ones above all) go to the current device, so it is made this engine's each time. */
+    cudaError_t err = cudaSetDevice(g->device);
+    if (err != cudaSuccess)
+        return run_failed(e, err, "cudaSetDevice");
     if (g->inject != cudaSuccess) {
         err = g->inject;
         g->inject = cudaSuccess;
@@ -773,7 +777,10 @@ static gr_status gpu_run_async(gr_engine *e, void *stream, void *event)
     if (!inst->exec)
         return gr_fail(GR_ERR_STATE, "gr_engine_run_async needs use_cuda_graph = 1");
     cudaStream_t s = stream ? (cudaStream_t)stream : g->streams[0];
-    cudaError_t err = cudaGraphLaunch(inst->exec, s);
+    cudaError_t err = cudaSetDevice(g->device); /* as gpu_submit: a pool's engines share a thread */
+    if (err != cudaSuccess)
+        return run_failed(e, err, "cudaSetDevice");
+    err = cudaGraphLaunch(inst->exec, s);
     if (err != cudaSuccess)
         return run_failed(e, err, "cudaGraphLaunch (async)");
     if (event && (err = cudaEventRecord((cudaEvent_t)event, s)) != cudaSuccess)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <png.h>
@@ -466,7 +467,17 @@ struct gr_image_reader {
     gr_image image;   /* what gr_image_reader_load hands out: w, h, c and pixels */
     int source_w, source_h;   /* the last image's size in its file */
     int fast_net_w, fast_net_h; /* > 0: JPEGs decoded scaled down (gr_image_reader_fast_decode) */
+    double read_s;            /* the last load's time reading the file (the rest is decoding) */
 };
+
+double gr_image_reader_read_seconds(const gr_image_reader *r) { return r ? r->read_s : 0.0; }
+
+static double monotonic_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 void gr_image_reader_fast_decode(gr_image_reader *r, int net_w, int net_h)
 {
@@ -525,7 +536,10 @@ void gr_image_reader_destroy(gr_image_reader *r)
 static gr_status reader_decode(gr_image_reader *r, const char *path, const gr_image **out)
 {
     size_t len;
-    GR_TRY(read_image_file(path, &r->file, &r->file_cap, &len));
+    double t0 = monotonic_s();
+    gr_status st = read_image_file(path, &r->file, &r->file_cap, &len);
+    r->read_s = monotonic_s() - t0;
+    GR_TRY(st);
     if (!r->tj && starts_with(r->file, len, "\xff\xd8\xff", 3))
         GR_TRY(jpeg_open(path, &r->tj));
     int w = 0, h = 0;

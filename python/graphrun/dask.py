@@ -1,0 +1,242 @@
+"""graphrun on a Dask cluster: detection over a collection of image paths, one engine per worker.
+
+    import graphrun.dask
+    from distributed import Client
+    client = Client("tcp://scheduler:8786")          # or distributed.LocalCluster(...)
+    bag = graphrun.dask.detect("photos/*.jpg", model="yolo", prec="int8", batch=64)
+    for record in bag.compute():                      # in input order
+        print(record["input"], record.get("error") or len(record["detections"]))
+    files = graphrun.dask.detect(paths, output_dir="out/")   # part-00000.jsonl, ... (computed)
+
+Paths come as a list, a glob ("photos/*.jpg"), a folder (its .jpg/.jpeg/.png/.bmp files sorted by
+name, as `graphrun --input DIR`), or a dask.bag of paths (its partitions kept). Each partition is
+a task: the worker process decodes its images with graphrun's decoders, runs them in batches of
+`batch` through an engine built once per worker process and kept (a module-level cache keyed by
+the engine's options, so later partitions and later detect() calls with the same options reuse
+it), and returns one record per path, the same fields as the CLI's JSON Lines
+(`{"input", "width", "height", "detections": [{"class", "class_id", "prob", "objectness", "left",
+"top", "right", "bottom"}]}`), at full float precision. A file that cannot be read or decoded, or
+a batch the engine fails on, gets `{"input", "error"}` with the CLI's one-line message; the
+partition never fails for it. A worker that dies takes its tasks with it and the scheduler runs
+them again elsewhere (Dask's own retry: distributed.scheduler.allowed-failures); a partition file
+is written atomically, so a rerun replaces it whole.
+
+The device: "auto" (default) takes the worker's GPU where one is visible, else the CPU reference.
+Pin each worker to one GPU with CUDA_VISIBLE_DEVICES (one `dask worker` per GPU: README, "Dask");
+without it, worker k of a LocalCluster (its name is k) takes GPU k mod the visible count.
+`resources={"GPU": 1}` passes through to the scheduler when workers declare such a resource.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import importlib
+import json
+import os
+import tempfile
+import threading
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Deque, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+from ._capi import Error
+from ._engine import Engine, Model, cuda_device_count
+from .results import load_image
+
+__all__ = ["detect", "detect_partition", "list_paths"]
+
+_IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp")
+
+# The engines of this process, by their options: one per worker process, built on its first
+# partition and reused by every later one (building calibrates and searches tactics: seconds).
+_ENGINES: Dict[Tuple[Any, ...], Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def list_paths(source: Union[str, os.PathLike[str], Sequence[Union[str, os.PathLike[str]]]]
+               ) -> List[str]:
+    """The image paths of a folder (sorted by name, images only, as `graphrun --input DIR`), a
+    glob (sorted), or a list (kept as given)."""
+    if isinstance(source, (str, os.PathLike)):
+        text = os.fspath(source)
+        if os.path.isdir(text):
+            names = [n for n in os.listdir(text)
+                     if not n.startswith(".") and n.lower().endswith(_IMAGE_EXTENSIONS)]
+            return sorted(os.path.join(text.rstrip("/") or "/", n) for n in names)
+        if _glob.has_magic(text):
+            return sorted(_glob.glob(text))
+        return [text]
+    return [os.fspath(p) for p in source]
+
+
+def _worker_gpu() -> int:
+    """The GPU of this worker process: 0 where CUDA_VISIBLE_DEVICES pins it (or outside Dask);
+    worker k of a LocalCluster (named k) otherwise takes GPU k mod the visible count."""
+    count = cuda_device_count()
+    if count <= 1 or os.environ.get("CUDA_VISIBLE_DEVICES"):
+        return 0
+    try:
+        name = importlib.import_module("distributed").get_worker().name
+    except (ImportError, ValueError):
+        return 0
+    return int(name) % count if isinstance(name, int) or str(name).isdigit() else 0
+
+
+def _engine(options: Tuple[Any, ...]) -> Engine:
+    """This process's engine for `options` (built once; the lock keeps two threads of one worker
+    from building it twice)."""
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get(options)
+        if engine is None:
+            model, cfg, weights, names, precision, batch, device, calib_cache = options
+            m = Model(model, cfg=cfg, weights=weights, names=names)
+            if device == "auto":
+                device = "gpu" if cuda_device_count() > 0 else "cpu"
+            engine = m.build(device=device, precision=precision, batch=batch,
+                             calib_cache=calib_cache,
+                             gpu_index=_worker_gpu() if device == "gpu" else 0)
+            _ENGINES[options] = engine
+        return engine
+
+
+def _record(path: str, image: Any, boxes: Iterable[Any]) -> Dict[str, Any]:
+    return {"input": path, "width": int(image.shape[1]), "height": int(image.shape[0]),
+            "detections": [{"class": d.class_name, "class_id": int(d.class_id),
+                            "prob": float(d.prob), "objectness": float(d.objectness),
+                            "left": float(d.left), "top": float(d.top),
+                            "right": float(d.right), "bottom": float(d.bottom)}
+                           for d in boxes]}
+
+
+def _error(path: str, exc: BaseException) -> Dict[str, Any]:
+    message = str(exc).replace("\n", " ") or type(exc).__name__
+    return {"input": path, "error": message}
+
+
+def _load(path: str) -> Any:
+    """The image, or the exception that says why not (kept for its file's record)."""
+    try:
+        return load_image(path)
+    except (Error, OSError, ValueError) as exc:
+        return exc
+
+
+def _decode_threads(asked: Optional[int]) -> int:
+    if asked:
+        return max(1, int(asked))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 16))
+
+
+def detect_partition(paths: Sequence[str], options: Tuple[Any, ...], thresh: float,
+                     nms: float, decode_threads: Optional[int] = None) -> List[Dict[str, Any]]:
+    """One partition's records, in the order of `paths` (what each Dask task runs). Images are
+    decoded on decode_threads threads (graphrun's decoders run outside the GIL; default: the
+    cores this process may use, at most 16) while the engine runs the batches before them.
+    Per-file failures are records; only a failure to build the engine raises (every file would
+    fail)."""
+    engine = _engine(options)
+    records: List[Optional[Dict[str, Any]]] = [None] * len(paths)
+    pending: List[Tuple[int, Any]] = []
+
+    def flush() -> None:
+        try:
+            found = engine.detect([im for _, im in pending], thresh=thresh, nms=nms)
+            for (i, im), result in zip(pending, found):
+                records[i] = _record(os.fspath(paths[i]), im, result)
+        except (Error, ValueError) as exc:  # the batch's run: each of its files says so
+            for i, _ in pending:
+                records[i] = _error(os.fspath(paths[i]), exc)
+        pending.clear()
+
+    threads = _decode_threads(decode_threads)
+    window = max(2 * engine.batch, 2 * threads)  # decoded images held at once: bounded memory
+    with ThreadPoolExecutor(threads) as pool:
+        ahead: Deque[Any] = deque()
+        for i in range(len(paths)):
+            while len(ahead) < window and i + len(ahead) < len(paths):
+                ahead.append(pool.submit(_load, os.fspath(paths[i + len(ahead)])))
+            image = ahead.popleft().result()
+            if isinstance(image, BaseException):
+                records[i] = _error(os.fspath(paths[i]), image)
+            else:
+                pending.append((i, image))
+            if len(pending) == engine.batch:
+                flush()
+        if pending:
+            flush()
+    return [r for r in records if r is not None]
+
+
+def _write_partition(records: List[Dict[str, Any]], output_dir: str, index: int) -> str:
+    """records as output_dir/part-NNNNN.jsonl, atomically (a rerun of a lost task replaces it)."""
+    path = os.path.join(output_dir, f"part-{index:05d}.jsonl")
+    fd, tmp = tempfile.mkstemp(prefix=".part-", dir=output_dir)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for r in records:
+                f.write(json.dumps(r) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return path
+
+
+def detect(paths: Any, model: str = "yolo", prec: str = "fp32", batch: int = 1,
+           device: str = "auto", output_dir: Optional[Union[str, os.PathLike[str]]] = None,
+           thresh: float = 0.5, nms: float = 0.45, cfg: Optional[str] = None,
+           weights: Optional[str] = None, names: Optional[str] = None,
+           calib_cache: Optional[str] = None, partition_size: Optional[int] = None,
+           npartitions: Optional[int] = None, resources: Optional[Dict[str, float]] = None,
+           decode_threads: Optional[int] = None) -> Any:
+    """Detection over `paths` (a list, a glob, a folder or a dask.bag of paths) on the current
+    Dask scheduler (a distributed.Client made before, or Dask's local one).
+
+    Returns a dask.bag of records in input order (lazy: .compute() them, or iterate its
+    partitions with to_delayed() as they finish), or, with output_dir, writes each partition as
+    output_dir/part-NNNNN.jsonl (made if missing) and returns those paths (computed).
+    partition_size (default 8 batches) or npartitions cut a list into tasks. model/cfg/weights/
+    names, prec, batch, device: as graphrun.Model and Model.build; thresh, nms: as Engine.detect;
+    decode_threads: each task's decoding threads (default: the worker's cores, at most 16).
+    """
+    # Imported here, untyped (Debian's dask ships no type hints): graphrun itself needs no Dask.
+    dask: Any = importlib.import_module("dask")
+    db: Any = importlib.import_module("dask.bag")
+
+    if device not in ("auto", "cpu", "gpu"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', not {device!r}")
+    options = (model, cfg, weights, names, prec, int(batch), device, calib_cache)
+    if isinstance(paths, db.Bag):
+        bag = paths
+    else:
+        listed = list_paths(paths)
+        if not listed:
+            raise ValueError(f"no image paths in {paths!r}")
+        if npartitions:
+            bag = db.from_sequence(listed, npartitions=npartitions)
+        else:
+            bag = db.from_sequence(listed, partition_size=partition_size or 8 * int(batch))
+    with dask.annotate(resources=resources) if resources else _no_annotation():
+        records = bag.map_partitions(detect_partition, options, float(thresh), float(nms),
+                                     decode_threads)
+        if output_dir is None:
+            return records
+        out = os.fspath(output_dir)
+        os.makedirs(out, exist_ok=True)
+        parts = [dask.delayed(_write_partition)(part, out, i)
+                 for i, part in enumerate(records.to_delayed())]
+    return list(dask.compute(*parts))
+
+
+class _no_annotation:
+    """A context that annotates nothing (dask.annotate without resources)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
