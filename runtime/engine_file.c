@@ -461,7 +461,7 @@ gr_status gr_engine_load(const char *path, const gr_engine_options *opt, gr_engi
     *out = NULL;
     char *data = NULL;
     size_t len = 0;
-    GR_TRY(gr_read_file(path, GR_ENGINE_FILE_MAX_BYTES, "engine file", &data, &len));
+    GR_TRY(gr_read_file(path, GR_ENGINE_FILE_MAX_BYTES, "engine", &data, &len));
     gr_status st = load_buffer((const uint8_t *)data, len, path, opt, out);
     free(data);
     return st;

@@ -484,6 +484,9 @@ START_TEST(bad_arguments)
     ck_assert_int_eq(gr_engine_load(NULL, NULL, &e), GR_ERR_INVALID_ARGUMENT);
     ck_assert_int_eq(gr_engine_load("/nonexistent/m.grengine", NULL, &e), GR_ERR_IO);
     ck_assert_ptr_null(e);
+    ck_assert_msg(strstr(gr_last_error(), "/nonexistent/m.grengine: cannot open engine file: ") &&
+                      !strstr(gr_last_error(), "file file"),
+                  "%s", gr_last_error());
     ck_assert_int_eq(gr_engine_save(NULL, "/tmp/x"), GR_ERR_INVALID_ARGUMENT);
     ck_assert_int_eq(gr_engine_save_to_memory(NULL, &p, &n), GR_ERR_INVALID_ARGUMENT);
     ck_assert_int_eq(gr_engine_load_from_memory(NULL, 0, NULL, &e), GR_ERR_PARSE);
