@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `graphrun plan`: the arena summary (arena bytes, lower bound, naive sum) for YOLOv2-tiny and
 # yolov3-tiny at batch 1 and 8 in each precision, JSON keys, DOT with Q/DQ marked, the SVG
-# timeline, the I/O fusion flags, and usage errors. $1 is the graphrun binary; run from the source
+# timeline, the I/O fusion flags, grouped / dilated / strided convs in fp16 and int8 (no
+# conversions around them), and usage errors. $1 is the graphrun binary; run from the source
 # root.
 set -u
 graphrun=$1
@@ -130,6 +131,19 @@ assert sum(len(t["deps"]) for t in tasks) == g["dependencies"], "dependency coun
 PY
 "$graphrun" plan --tasks --task-target 0 > /dev/null 2>&1
 [ $? -eq 2 ] || fail "--task-target 0 should exit 2"
+
+# Grouped, depthwise, dilated and stride_x != stride_y convs in fp16 / int8: channels-last
+# tensors of the precision in and out like every conv (the GPU's direct kernels read them as
+# they are), no conversion around them: one quantize of the input, one dequantize of the head.
+for prec in fp16 int8; do
+    dt=$([ "$prec" = int8 ] && echo i8 || echo f16)
+    "$graphrun" plan --cfg tests/data/grouped_convs.cfg --prec "$prec" > "$tmp/grouped.txt" \
+        || fail "plan grouped_convs.cfg $prec"
+    grep -q 'quantize: 1  dequantize: 1  convert: 0' "$tmp/grouped.txt" \
+        || fail "grouped $prec: conversions around the direct convs"
+    convs=$(grep -cE "^ +[0-9]+ conv .* $dt>$dt +NHWC" "$tmp/grouped.txt")
+    [ "$convs" -eq 11 ] || fail "grouped $prec: $convs of 11 convs are $dt NHWC in and out"
+done
 
 "$graphrun" plan --prec fp64 > /dev/null 2>&1
 [ $? -eq 2 ] || fail "bad precision should exit 2"

@@ -1,6 +1,7 @@
 /* GPU suite for AlexeyAB's activations fused in the conv epilogues, for grouped / depthwise /
- * dilated / stride_x != stride_y convolutions and for [sam] / [scale_channels] (the products
- * after them), through the whole engine on small synthetic cfgs,
+ * dilated / stride_x != stride_y convolutions in fp32 (fp16 / int8: tests/test_gpu_grouped.c)
+ * and for [sam] / [scale_channels] (the products after them), through the whole engine on small
+ * synthetic cfgs,
  * against the planner's CPU emulation of the same plan node by node (gr_engine_debug_trace vs
  * gr_plan_execute). Exits 77 (skipped) with one line when no CUDA device is visible.
  *
@@ -353,48 +354,6 @@ START_TEST(grouped_dilated_strided_fp32_match_cpu)
 }
 END_TEST
 
-/* What the GPU engine does not compute is refused at build time with one line naming the layer
- * and the reason, never a wrong result: in fp16 / int8 (no such tensor-core kernels yet) grouped
- * convs, dilation and stride_x != stride_y. */
-START_TEST(unsupported_convs_are_refused_with_a_reason)
-{
-    /* the conv in question between two ordinary ones (layer 1), so no first- or last-layer
-     * rule of the precision planner can keep it in fp32 */
-#define AROUND(conv)                                                                               \
-    "[net]\nwidth=40\nheight=40\nchannels=3\n"                                                    \
-    "[convolutional]\nfilters=16\nsize=3\npad=1\nactivation=leaky\n" conv                       \
-    "[convolutional]\nfilters=8\nsize=1\nactivation=leaky\n"
-    static const char dilated[] =
-        AROUND("[convolutional]\nfilters=16\nsize=3\npad=1\ndilation=2\nactivation=leaky\n");
-    static const char strided[] =
-        AROUND("[convolutional]\nfilters=16\nsize=3\npad=1\nstride_x=2\nactivation=leaky\n");
-    static const char grouped[] =
-        AROUND("[convolutional]\nfilters=16\ngroups=16\nsize=3\npad=1\nactivation=leaky\n");
-#undef AROUND
-    const char *const texts[3] = {dilated, strided, grouped};
-    const char *const expect[3] = {"dilation > 1 run in fp32 only", "dilation > 1 run in fp32 only",
-                                   "groups > 1 run in fp32 only"};
-    for (int k = 0; k < 3; k++) {
-        gr_model *m = load_cfg(write_cfg(texts[k]));
-        for (int p = 1; p < 3; p++) {
-            gr_engine *e = NULL;
-            gr_status st = build(m, GR_DEVICE_GPU, precisions[p], &e);
-            ck_assert_msg(st == GR_ERR_UNSUPPORTED, "case %d %s: build gave %s", k, prec_names[p],
-                          gr_status_str(st));
-            ck_assert_msg(strstr(gr_last_error(), expect[k]) != NULL &&
-                              strstr(gr_last_error(), "layer 1") != NULL,
-                          "message: %s", gr_last_error());
-            ck_assert(strchr(gr_last_error(), '\n') == NULL);
-        }
-        gr_engine *e = NULL;
-        ck_assert_msg(build(m, GR_DEVICE_GPU, GR_PREC_FP32, &e) == GR_OK, "case %d fp32: %s", k,
-                      gr_last_error());
-        gr_engine_destroy(e);
-        gr_model_destroy(m);
-    }
-}
-END_TEST
-
 int main(void)
 {
     if (!gr_test_have_gpu("test_gpu_activations"))
@@ -406,7 +365,6 @@ int main(void)
     tcase_add_loop_test(tc, sam_and_scale_channels_match_emulation, 0, 6);
     tcase_add_loop_test(tc, shortcut_activation_matches_emulation, 0, 6);
     tcase_add_test(tc, grouped_dilated_strided_fp32_match_cpu);
-    tcase_add_test(tc, unsupported_convs_are_refused_with_a_reason);
     suite_add_tcase(s, tc);
     return gr_test_run_in_process(s) ? 1 : 0;
 }

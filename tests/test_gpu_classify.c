@@ -7,9 +7,9 @@
  *      -> softmax(groups 2): the connected input is a flattened 8x9x10 map;
  *   B: conv(bn, leaky) -> maxpool -> conv 1x1 (10 filters) -> avgpool -> softmax (darknet19's
  *      tail);
- *   C: B with a grouped conv (groups=4) in front of the 1x1: fp32 only on the GPU (cuBLAS per
- *      group and image; the tensor-core kernels take no groups, and fp16/int8 engines must say
- *      so at build instead of computing something else).
+ *   C: B with a grouped conv (groups=4, 4 input channels per group) before the maxpool: the
+ *      direct kernels (kernels/conv_direct.h) in every precision; in fp16 / int8 the engine plans
+ *      that layer without the fused maxpool (the direct kernel has none).
  * The outputs are probabilities (in [0, 1], each group summing to 1), compared in absolute terms:
  *   fp32 GPU vs fp32 CPU <= 1e-5: cuBLAS sums in another order (~1e-7 relative per layer);
  *   fp16 / int8 GPU vs the CPU engine of the same precision (the planner's emulation, same
@@ -72,7 +72,7 @@ static const net_case nets[] = {
                 "[convolutional]\nfilters=10\nsize=1\nstride=1\nactivation=linear\n"
                 "[avgpool]\n"
                 "[softmax]\ngroups=1\n",
-     1, GR_PREC_FP32},
+     1, GR_PREC_INT8},
 };
 
 static char tmp_dir[] = "/tmp/graphrun_classify_XXXXXX";

@@ -82,6 +82,19 @@ START_TEST(rejected_conv_names_the_failed_check)
 }
 END_TEST
 
+START_TEST(rejected_direct_conv_names_the_failed_check)
+{
+    one_node o;
+    /* an fp16 grouped conv goes to the direct kernel; 3 groups do not divide 16 channels */
+    setup(&o, GR_OP_CONV, tensor(GR_DTYPE_F16, 16, 8, 8, 16), tensor(GR_DTYPE_F16, 16, 8, 8, 16));
+    o.node.p.size = 3, o.node.p.stride = 1, o.node.p.pad = 1, o.node.p.filters = 16;
+    o.node.p.groups = 3;
+    const char *parts[] = {"plan node 0 (conv, layer 3): launch failed: cudaErrorInvalidValue",
+                           "; kernels/conv_direct.cu:", "a->in_c % a->groups == 0", NULL};
+    expect_message(gr_gpu_launch_node(&o.g, &o.v, &o.inst, 0), GR_ERR_CUDA, parts);
+}
+END_TEST
+
 START_TEST(dtype_without_a_kernel_is_unsupported)
 {
     one_node o;
@@ -98,6 +111,7 @@ static Suite *errors_suite(void)
     Suite *s = suite_create("gpu_errors");
     TCase *tc = tcase_create("launcher failures");
     tcase_add_test(tc, rejected_maxpool_names_the_failed_check);
+    tcase_add_test(tc, rejected_direct_conv_names_the_failed_check);
     tcase_add_test(tc, rejected_conv_names_the_failed_check);
     tcase_add_test(tc, dtype_without_a_kernel_is_unsupported);
     suite_add_tcase(s, tc);

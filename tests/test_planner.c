@@ -293,6 +293,65 @@ START_TEST(uniform_int8_has_one_quantize_and_one_dequantize_per_head)
 }
 END_TEST
 
+/* Grouped, depthwise, dilated and stride_x != stride_y convs in fp16 / int8 (the GPU's direct
+ * kernels, kernels/conv_direct.h) are planned like every other conv: channels-last tensors of the
+ * engine's dtype in and out, so no conversion surrounds them (converting to f32 NCHW and back
+ * around each would cost two extra passes over the tensor per conv, each as large as the conv's
+ * own reads); with the GPU engine's fusions the stride_x conv reading the network input
+ * quantizes it itself and the grouped head writes f32. */
+START_TEST(grouped_dilated_strided_convs_stay_channels_last)
+{
+    gr_net *net = NULL;
+    ck_assert_msg(gr_net_parse_file("tests/data/grouped_convs.cfg", &net) == GR_OK, "%s",
+                  gr_last_error());
+    ck_assert_int_eq(gr_net_synthesize_weights(net, 1), GR_OK);
+    for (int prec = GR_PREC_FP16; prec <= GR_PREC_INT8; prec++) {
+        gr_dtype low = prec == GR_PREC_INT8 ? GR_DTYPE_I8 : GR_DTYPE_F16;
+        gr_plan *p = build(net, (gr_precision)prec, 2);
+        ck_assert_int_eq(gr_plan_count_kind(p, GR_OP_QUANTIZE), 1);
+        ck_assert_int_eq(gr_plan_count_kind(p, GR_OP_DEQUANTIZE), 1);
+        ck_assert_int_eq(gr_plan_count_kind(p, GR_NODE_CONVERT), 0);
+        int special = 0;
+        for (int i = 0; i < p->n_nodes; i++) {
+            const gr_plan_node *nd = &p->nodes[i];
+            if (nd->kind != GR_OP_CONV)
+                continue;
+            const gr_plan_tensor *x = &p->tensors[nd->inputs[0]], *y = &p->tensors[nd->output];
+            ck_assert_msg(x->dtype == low && y->dtype == low && x->layout == GR_LAYOUT_NHWC &&
+                              y->layout == GR_LAYOUT_NHWC,
+                          "%s: layer %d reads %s, writes %s", gr_precision_name(prec), nd->layer,
+                          gr_dtype_name(x->dtype), gr_dtype_name(y->dtype));
+            special += nd->p.groups > 1 || gr_conv_dilation(&nd->p) > 1 ||
+                       gr_conv_stride_y(&nd->p) != nd->p.stride;
+        }
+        ck_assert_int_eq(special, 9); /* layers 1-8 and the head */
+        gr_plan_free(p);
+    }
+    gr_net_free(net);
+
+    ck_assert_int_eq(gr_net_parse_file("tests/data/grouped_fusions.cfg", &net), GR_OK);
+    ck_assert_int_eq(gr_net_synthesize_weights(net, 1), GR_OK);
+    gr_plan_options opt;
+    gr_plan_options_default(&opt);
+    opt.precision = GR_PREC_INT8;
+    opt.fuse_input_quantize = opt.fuse_output_dequantize = 1;
+    gr_plan *p = NULL;
+    ck_assert_msg(gr_plan_build(net, &opt, &p) == GR_OK, "%s", gr_last_error());
+    ck_assert_int_eq(gr_plan_count_kind(p, GR_OP_QUANTIZE) + gr_plan_count_kind(p, GR_OP_DEQUANTIZE) +
+                         gr_plan_count_kind(p, GR_NODE_CONVERT),
+                     0);
+    const gr_plan_node *first = &p->nodes[node_of_layer(p, 0, GR_OP_CONV)];
+    const gr_plan_node *head = &p->nodes[node_of_layer(p, 6, GR_OP_CONV)];
+    ck_assert_int_eq(first->p.stride, 2); /* stride_x 2, stride_y 1 */
+    ck_assert_int_eq(gr_conv_stride_y(&first->p), 1);
+    ck_assert(first->fused & GR_FUSED_QUANTIZE_IN);
+    ck_assert_int_eq(head->p.groups, 2);
+    ck_assert(head->fused & GR_FUSED_DEQUANT_OUT);
+    gr_plan_free(p);
+    gr_net_free(net);
+}
+END_TEST
+
 /* Count dtype boundaries independently: distinct (producing layer, wanted dtype) pairs where a
  * consumer runs in another precision than its producer. */
 START_TEST(per_layer_map_converts_once_per_boundary)
@@ -738,6 +797,7 @@ static Suite *planner_suite(void)
     tcase_add_test(tc, maxpool_fuses_only_into_a_sole_consumer_conv);
     tcase_add_test(tc, uniform_int8_has_one_quantize_and_one_dequantize_per_head);
     tcase_add_test(tc, per_layer_map_converts_once_per_boundary);
+    tcase_add_test(tc, grouped_dilated_strided_convs_stay_channels_last);
     tcase_add_test(tc, io_fusions_apply_only_where_a_conv_is_the_sole_partner);
     tcase_add_test(tc, no_fuse_layer_excludes_only_those_convs);
     tcase_add_test(tc, epilogue_records_fused_parts);

@@ -48,7 +48,8 @@ typedef struct gpu_tactic {
 
 /* A conv node's device parameters. */
 typedef struct gpu_conv_weights {
-    void *weights; /* f32: Darknet order; f16 / i8: [out_c][k][k][in_c_pad] (conv_weights.h) */
+    void *weights; /* f32 and direct convs: Darknet order; f16 / i8 tensor-core convs:
+                      [out_c][k][k][in_c_pad] (conv_weights.h) */
     float *mul;    /* i8: s_in * s_w[c] */
     float *bias;
 } gpu_conv_weights;
@@ -177,8 +178,9 @@ int gr_gpu_node_uses_cublas(const gr_plan *plan, const gr_plan_node *nd);
  * ([connected] too: an f32 1x1 conv on the flattened image):
  * f32 convs go through cuBLAS (f32, one launch per image when a channel slice of a batch is not
  * contiguous: `images` launches, the pointers advancing by x_image / y_image floats), f16 and i8
- * through the tensor-core kernels (tc; workspace not set). GR_ERR_UNSUPPORTED for dtypes or
- * groups without a kernel (groups run in f32 only). */
+ * through the tensor-core kernels (tc; workspace not set), except the convs
+ * gr_gpu_conv_direct() sends to the direct kernels. GR_ERR_UNSUPPORTED for dtypes or fusions
+ * without a kernel. */
 typedef struct gpu_conv {
     int tensor_cores;
     int is_i8;
@@ -190,11 +192,19 @@ typedef struct gpu_conv {
      * slice, the pointers advancing by these many floats per group. */
     int groups;
     size_t x_group, y_group, w_group, b_group;
-    /* f32 convs the GEMM paths do not fit (depthwise-like groups, dilation, stride_x !=
-     * stride_y): one launch of the direct kernel (kernels/conv_direct.h), no tactic. */
-    int direct;
+    /* convs gr_gpu_conv_direct() takes: one launch of the direct kernel (kernels/conv_direct.h),
+     * no tactic, no workspace; f32 (direct_args) or, with direct_nhwc, f16 / i8 (nhwc_args,
+     * is_i8 saying which) */
+    int direct, direct_nhwc;
     gr_conv_direct_f32_args direct_args;
+    gr_conv_direct_nhwc_args nhwc_args;
 } gpu_conv;
+/* Does conv node `nd` run on the direct kernels (kernels/conv_direct.h)? fp32: dilation,
+ * stride_x != stride_y (the GEMM paths have neither) and groups of at most 8 input channels
+ * (a GEMM per group would be a launch per channel, each too small to fill the GPU); fp16 / int8:
+ * every grouped, dilated or stride_x != stride_y conv (the tensor-core kernels take none). Its
+ * f16 / i8 weights stay in Darknet's order (gpu/weights.c). */
+int gr_gpu_conv_direct(const gr_plan *plan, const gr_plan_node *nd);
 /* `inst` NULL: shapes only (no addresses). */
 gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_instance *inst,
                            int index, gpu_conv *out);

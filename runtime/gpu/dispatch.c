@@ -127,16 +127,16 @@ void gr_gpu_f32_rule(const gpu_state *g, const gpu_variant *v, int connected, lo
                                                (int)columns, g->sm_count);
 }
 
-/* Does an fp32 conv go to the direct kernel? Dilation and stride_x != stride_y always (the GEMM
- * paths have neither); groups when a group has at most 8 input channels (depthwise and the like:
- * a GEMM per group would be a launch per channel, each too small to fill the GPU). */
-static int f32_direct(const gr_plan_node *nd, const gr_plan_tensor *x)
+int gr_gpu_conv_direct(const gr_plan *plan, const gr_plan_node *nd)
 {
     if (nd->kind != GR_OP_CONV)
         return 0;
     const int groups = nd->p.groups > 1 ? nd->p.groups : 1;
-    return gr_conv_dilation(&nd->p) > 1 || gr_conv_stride_y(&nd->p) != nd->p.stride ||
-           (groups > 1 && x->c / groups <= 8);
+    if (gr_conv_dilation(&nd->p) > 1 || gr_conv_stride_y(&nd->p) != nd->p.stride)
+        return 1;
+    if (gr_plan_conv_in_dtype(plan, nd) != GR_DTYPE_F32)
+        return groups > 1;
+    return groups > 1 && plan->tensors[nd->inputs[0]].c / groups <= 8;
 }
 
 static void f32_direct_args(const gr_conv_f32_args *f, const gr_plan_node *nd,
@@ -168,7 +168,7 @@ static gr_status f32_conv(const gpu_state *g, const gpu_variant *v, const gpu_in
         return gr_gpu_unsupported(plan, index);
     f32_conv_args(g, v, inst, index, c);
     const gr_plan_tensor *x = &plan->tensors[nd->inputs[0]];
-    if (f32_direct(nd, x)) {
+    if (gr_gpu_conv_direct(plan, nd)) {
         if (c->f32.pool_size)
             return gr_gpu_unsupported_because(plan, index, "no fused maxpool in the direct kernel");
         c->direct = 1;
@@ -188,7 +188,7 @@ static gr_status f32_conv(const gpu_state *g, const gpu_variant *v, const gpu_in
     return GR_OK;
 }
 
-/* Where a tensor-core conv writes (f32 NCHW with the dequantization fused, else its dtype) and
+/* Where an fp16 / int8 conv writes (f32 NCHW with the dequantization fused, else its dtype) and
  * at what byte offset from its tensor's storage. */
 static gr_status tc_out_kind(const gr_plan *plan, int index, gr_conv_out_kind *kind,
                              size_t *offset)
@@ -225,10 +225,6 @@ static gr_status tc_conv(const gpu_state *g, const gpu_variant *v, const gpu_ins
     size_t out_offset;
     GR_TRY(tc_out_kind(plan, index, &out_kind, &out_offset));
     const int in_u8 = (nd->fused & GR_FUSED_QUANTIZE_IN) != 0;
-    if (nd->p.groups > 1)
-        return gr_gpu_unsupported_because(plan, index,
-                                          "groups > 1 run in fp32 only (no grouped tensor-core "
-                                          "kernel yet)");
     if ((compute != GR_DTYPE_I8 && compute != GR_DTYPE_F16) || (in_u8 && x->dtype != GR_DTYPE_U8))
         return gr_gpu_unsupported(plan, index);
     const int pooled = (nd->fused & GR_FUSED_MAXPOOL) != 0;
@@ -255,6 +251,45 @@ static gr_status tc_conv(const gpu_state *g, const gpu_variant *v, const gpu_ins
     return GR_OK;
 }
 
+/* The fp16 / int8 direct path (grouped, dilated, stride_x != stride_y): the planner's NHWC
+ * tensors as they are, the input quantize and the output dequantize fused as in tc_conv; a fused
+ * maxpool is refused (the engine then plans the layer without it). */
+static gr_status nhwc_direct_conv(const gpu_variant *v, const gpu_instance *inst, int index,
+                                  gr_dtype compute, gpu_conv *c)
+{
+    const gr_plan *plan = v->plan;
+    const gr_plan_node *nd = &plan->nodes[index];
+    const gr_plan_tensor *x = &plan->tensors[nd->inputs[0]];
+    const gr_plan_tensor *y = &plan->tensors[nd->output];
+    const gpu_conv_weights *w = v->nw ? &v->nw[index] : NULL;
+    gr_conv_out_kind out_kind = GR_CONV_OUT_I8;
+    size_t out_offset;
+    GR_TRY(tc_out_kind(plan, index, &out_kind, &out_offset));
+    const int in_u8 = (nd->fused & GR_FUSED_QUANTIZE_IN) != 0;
+    if ((compute != GR_DTYPE_I8 && compute != GR_DTYPE_F16) || (in_u8 && x->dtype != GR_DTYPE_U8) ||
+        (!in_u8 && x->dtype != compute))
+        return gr_gpu_unsupported(plan, index);
+    if (nd->fused & GR_FUSED_MAXPOOL)
+        return gr_gpu_unsupported_because(plan, index, "no fused maxpool in the direct kernel");
+    c->direct = c->direct_nhwc = 1;
+    c->is_i8 = compute == GR_DTYPE_I8;
+    c->nhwc_args = (gr_conv_direct_nhwc_args){
+        .batch = x->n, .in_c = x->c, .in_h = x->h, .in_w = x->w,
+        .in_c_stride = x->c_stride, .in_c_offset = x->c_offset,
+        .out_c = y->c, .out_h = y->h, .out_w = y->w,
+        .out_c_stride = y->c_stride, .out_c_offset = y->c_offset,
+        .ksize = nd->p.size, .stride_x = nd->p.stride, .stride_y = gr_conv_stride_y(&nd->p),
+        .pad = nd->p.pad, .dilation = gr_conv_dilation(&nd->p),
+        .groups = nd->p.groups > 1 ? nd->p.groups : 1,
+        .in = inst ? gr_gpu_tensor_storage(v, inst, nd->inputs[0]) : NULL,
+        .weights = w ? w->weights : NULL, .mul = w ? w->mul : NULL, .bias = w ? w->bias : NULL,
+        .out = inst ? gr_gpu_tensor_storage(v, inst, nd->output) + out_offset : NULL,
+        .activation = (int)nd->p.activation, .out_kind = (int)out_kind,
+        .out_inv_scale = y->dtype == GR_DTYPE_I8 ? 1.0f / y->scale : 1.0f,
+        .in_u8 = in_u8, .in_scale = in_u8 ? nd->in_scale : 0.0f};
+    return GR_OK;
+}
+
 gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_instance *inst,
                            int index, gpu_conv *c)
 {
@@ -264,14 +299,10 @@ gr_status gr_gpu_conv_args(const gpu_state *g, const gpu_variant *v, const gpu_i
     const gr_dtype compute = gr_plan_conv_in_dtype(plan, nd);
     if (compute == GR_DTYPE_F32)
         return f32_conv(g, v, inst, index, c);
-    if (nd->kind == GR_OP_CONV &&
-        (gr_conv_stride_y(&nd->p) != nd->p.stride || gr_conv_dilation(&nd->p) > 1))
-        return gr_gpu_unsupported_because(
-            plan, index,
-            "stride_x != stride_y and dilation > 1 run in fp32 only (the tensor-core kernels "
-            "have neither)");
     if (nd->kind == GR_OP_CONNECTED)
         return gr_gpu_unsupported(plan, index);
+    if (gr_gpu_conv_direct(plan, nd))
+        return nhwc_direct_conv(v, inst, index, compute, c);
     return tc_conv(g, v, inst, index, compute, c);
 }
 
@@ -333,6 +364,11 @@ static gr_status launch_conv(gpu_state *g, gpu_variant *v, const gpu_instance *i
         c.tc.workspace_bytes = v->splitk_bytes[index];
         cudaError_t err = c.is_i8 ? gr_launch_conv_i8(&c.tc, g->streams[s])
                                   : gr_launch_conv_f16(&c.tc, g->streams[s]);
+        return gr_gpu_launch_status(err, plan, index);
+    }
+    if (c.direct_nhwc) {
+        cudaError_t err = c.is_i8 ? gr_launch_conv_direct_i8(&c.nhwc_args, g->streams[s])
+                                  : gr_launch_conv_direct_f16(&c.nhwc_args, g->streams[s]);
         return gr_gpu_launch_status(err, plan, index);
     }
     if (c.direct)

@@ -1,7 +1,7 @@
 /* Device memory a variant needs besides its arena: every conv's weights in its kernel's layout
- * (f32, and [connected]: the planner's folded weights as they are, for cuBLAS; f16 / i8:
- * channels-last re-layout of kernels/conv_weights.h, int8 values and scales from the planner's
- * quantizer), the int8 multipliers m[c] = s_in * s_w[c], the biases; and the scratch of the conv
+ * (f32, and [connected]: the planner's folded weights as they are, for cuBLAS; f16 / i8
+ * tensor-core convs: channels-last re-layout of kernels/conv_weights.h, int8 values and scales
+ * from the planner's quantizer; f16 / i8 direct convs: Darknet's order), the int8 multipliers m[c] = s_in * s_w[c], the biases; and the scratch of the conv
  * kernels. */
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +14,10 @@
 static size_t weight_bytes(const gr_plan *plan, const gr_plan_node *nd, const gr_plan_tensor *x)
 {
     int out_c = nd->p.filters, k = nd->p.size;
-    switch (gr_plan_conv_in_dtype(plan, nd)) {
+    gr_dtype compute = gr_plan_conv_in_dtype(plan, nd);
+    if (compute != GR_DTYPE_F32 && gr_gpu_conv_direct(plan, nd))
+        return nd->n_w * (compute == GR_DTYPE_I8 ? 1 : sizeof(uint16_t));
+    switch (compute) {
     case GR_DTYPE_I8: return gr_conv_weights_count(out_c, x->c, k, GR_KALIGN_I8);
     case GR_DTYPE_F16:
         return gr_conv_weights_count(out_c, x->c, k, GR_KALIGN_F16) * sizeof(uint16_t);
@@ -22,26 +25,33 @@ static size_t weight_bytes(const gr_plan *plan, const gr_plan_node *nd, const gr
     }
 }
 
-/* Fill one conv's weights and multipliers in host memory. A grouped conv (its weights do not
- * span all input channels) has no tensor-core kernel: launching it fails with
- * GR_ERR_UNSUPPORTED, so its f16 / i8 weights stay zero here. */
+/* Fill one conv's weights and multipliers in host memory: f16 / i8 in the re-layout of the
+ * tensor-core kernels, or in Darknet's order for the direct kernels (the same values: half_rn of
+ * w', the planner's q_w). */
 static void fill_weights(const gr_plan *plan, const gr_plan_node *nd, const gr_plan_tensor *x,
                          uint8_t *weights, float *mul)
 {
     int out_c = nd->p.filters, k = nd->p.size;
     const float *w = plan->weights + nd->w_offset;
-    int full = nd->n_w == (size_t)out_c * x->c * k * k;
     gr_dtype compute = gr_plan_conv_in_dtype(plan, nd); /* i8 / f16 also for a fused u8 input */
-    if (compute == GR_DTYPE_I8 && full) {
-        gr_conv_weights_relayout_i8(plan->qweights + nd->qw_offset, out_c, x->c, k,
-                                    (int8_t *)weights);
+    int direct = gr_gpu_conv_direct(plan, nd);
+    if (compute == GR_DTYPE_I8) {
+        if (direct)
+            memcpy(weights, plan->qweights + nd->qw_offset, nd->n_w);
+        else
+            gr_conv_weights_relayout_i8(plan->qweights + nd->qw_offset, out_c, x->c, k,
+                                        (int8_t *)weights);
         const float *weight_scale = plan->weights + nd->ws_offset;
         const float s_in = gr_plan_conv_in_scale(plan, nd);
         for (int c = 0; c < out_c; c++)
             mul[c] = s_in * weight_scale[c]; /* m[c] = s_in * s_w[c], in f32 (planner/plan.h) */
-    } else if (compute == GR_DTYPE_F16 && full) {
+    } else if (compute == GR_DTYPE_F16 && direct) {
+        uint16_t *half = (uint16_t *)weights;
+        for (size_t i = 0; i < nd->n_w; i++)
+            half[i] = gr_f32_to_f16(w[i]);
+    } else if (compute == GR_DTYPE_F16) {
         gr_conv_weights_relayout_f16(w, out_c, x->c, k, (uint16_t *)weights);
-    } else if (compute != GR_DTYPE_I8 && compute != GR_DTYPE_F16) {
+    } else {
         memcpy(weights, w, nd->n_w * sizeof(float));
     }
 }

@@ -198,10 +198,11 @@ static gr_status load_images(search *s, const char *const *paths)
 
 /* ---- maps and costs ----------------------------------------------------------------------- */
 
-/* Grouped convs stay fp32: the tensor-core kernels take no groups (the GPU engine refuses them). */
+/* Every conv, grouped, dilated and stride_x != stride_y ones included (the GPU's direct kernels
+ * take them in fp16 and int8). */
 static int is_candidate(const gr_layer *l)
 {
-    return l->p.op == GR_OP_CONV && !gr_op_has((int)l->p.op, GR_OPF_F32_ONLY) && l->p.groups <= 1;
+    return l->p.op == GR_OP_CONV && !gr_op_has((int)l->p.op, GR_OPF_F32_ONLY);
 }
 
 /* Candidates in fp16 where fp16[i] is set, int8 otherwise; every other layer follows its first
