@@ -1,26 +1,27 @@
 #!/usr/bin/env python3
-"""Every GPU of the host, and Dask: the figures of one GPU against all of them, each run's JSON.
+"""Every GPU of the host, JPEG decoding on the GPU, and Dask: figures per GPU count, each run's JSON.
 
-Generates N COCO-sized JPEGs (bench/folder_faults.py's crops of the bundled photos, never blank),
-then measures, YOLOv2-tiny int8 batch 64 (override with arguments after `--`):
+Generates N COCO-sized JPEGs (bench/folder_faults.py's crops of the bundled photos, never blank;
+on all cores), then for each GPU count k in 1, 2, 4, 8 up to the GPUs visible (`--device
+gpu:0,..,k-1`), YOLOv2-tiny batch 64 (override with arguments after `--`):
 
-  bench-gpu0.json, bench-all.json   `graphrun bench --device gpu:0` / `gpu:all`: the engine alone,
-                                    sustained images/s (all: per GPU alone and together)
-  folder-gpu0.json, folder-all.json files on disk -> JSON Lines, `graphrun --input DIR` with
-                                    `--device gpu:0` / `gpu:all`: images/s and the stage line
-                                    (which stage bounds it); the two outputs must be the same bytes
-  dask.json                         graphrun.dask on a LocalCluster of one worker process per GPU
-                                    over --dask-files paths (the folder's files repeated), engines
-                                    warmed first, against the native gpu:all CLI on the same list
-  summary.json                      the ratios the issue asks for (all / one GPU; Dask / native)
+  bench-<k>gpu-<prec>.json   `graphrun bench`: the engine alone, sustained images/s, int8 and fp16
+  folder-<k>gpu-<dec>.json   files on disk -> JSON Lines, `graphrun --input DIR --decode gpu|cpu`:
+                             images/s and the stage line (which stage bounds it); every k's lines
+                             must be the same bytes as 1 GPU's (int8), in input order
+  dask-<k>gpu.json           graphrun.dask on a LocalCluster of one worker process per GPU over
+                             --dask-files paths (the folder's files repeated), engines warmed
+                             first, beside the native CLI on the same list and GPUs
+  decode-agreement.json      the GPU-decoded folder's detections against the CPU-decoded ones
+  summary.json               the scaling ratios (k GPUs / 1 GPU) and Dask / native
 
   python3 bench/multi_gpu.py --graphrun build-gpu/graphrun --out /tmp/mg [--n 1000]
-      [--dask-files 10000] [-- --prec int8 --batch 64]
+      [--dask-files 10000] [--gpus 1,2,4] [-- --prec int8 --batch 64]
 
 Needs OpenCV's Python module (the generator) and, for the Dask step, python3-dask and
 python3-distributed (skipped with a line without them). On a machine whose pynvml breaks
 distributed, export DASK_DISTRIBUTED__DIAGNOSTICS__NVML=False first. Exit status 0 when every
-step ran and gpu:all printed gpu:0's lines.
+step ran and every GPU count printed 1 GPU's lines.
 """
 import argparse
 import json
@@ -35,42 +36,54 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
 
-def make_folder(out, n, seed=7):
+def _write_one(args):
     import cv2
     import numpy as np
     from folder_faults import PHOTOS, coco_like
-    folder = os.path.join(out, "photos")
-    os.makedirs(folder, exist_ok=True)
-    if len([f for f in os.listdir(folder) if f.endswith(".jpg")]) == n:
-        return folder
-    rng = np.random.default_rng(seed)
+    folder, first, count, seed = args
+    rng = np.random.default_rng(seed + first)
     photos = [cv2.imread(os.path.join(HERE, "..", "data", p)) for p in PHOTOS]
-    for i in range(n):
+    for i in range(first, first + count):
         ok, enc = cv2.imencode(".jpg", coco_like(rng, photos, i), [cv2.IMWRITE_JPEG_QUALITY, 90])
         assert ok
         with open(os.path.join(folder, "img%05d.jpg" % i), "wb") as f:
             f.write(enc.tobytes())
+
+
+def make_folder(out, n, seed=7):
+    from concurrent.futures import ProcessPoolExecutor
+    folder = os.path.join(out, "photos")
+    os.makedirs(folder, exist_ok=True)
+    if len([f for f in os.listdir(folder) if f.endswith(".jpg")]) == n:
+        return folder
+    step = 250
+    with ProcessPoolExecutor() as pool:
+        list(pool.map(_write_one, [(folder, first, min(step, n - first), seed)
+                                   for first in range(0, n, step)]))
     return folder
 
 
-def folder_run(graphrun, device, source, extra, out_jsonl):
+def folder_run(graphrun, device, source, extra, out_jsonl, decode="auto"):
     """`graphrun --input DIR|--input-list FILE`: its images/s and stage line from stderr."""
     flag = "--input-list" if source.endswith(".txt") else "--input"
-    cmd = [graphrun, "--device", device, flag, source] + extra
+    cmd = [graphrun, "--device", device, flag, source, "--decode", decode] + extra
     with open(out_jsonl, "w") as f:
         run = subprocess.run(cmd, stdout=f, stderr=subprocess.PIPE, text=True, check=False)
     rate = re.search(r"in ([0-9.]+) s: ([0-9.]+) images/s from files", run.stderr)
     stages = [line for line in run.stderr.splitlines() if "stages, busy us per image" in line]
     bound = re.search(r"bound: ([^(]+) \(", stages[0]) if stages else None
+    decoder = [line for line in run.stderr.splitlines() if "JPEG decoding on the" in line]
     return {"command": " ".join(cmd), "exit": run.returncode,
+            "decoder": decoder[0] if decoder else None,
             "seconds": float(rate.group(1)) if rate else None,
             "images_per_s": float(rate.group(2)) if rate else None,
             "bound": bound.group(1).strip() if bound else None,
             "stages": stages[0] if stages else None, "stderr_tail": run.stderr[-3000:]}
 
 
-def bench_run(graphrun, device, extra, path):
-    cmd = [graphrun, "bench", "--device", device, "--prec", option(extra, "--prec", "int8"),
+def bench_run(graphrun, device, extra, path, prec=None):
+    cmd = [graphrun, "bench", "--device", device,
+           "--prec", prec or option(extra, "--prec", "int8"),
            "--batch", option(extra, "--batch", "64"), "--model", option(extra, "--model", "yolo"),
            "--inflight", "3", "--iters", "500", "--json", path]
     run = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -82,6 +95,33 @@ def bench_run(graphrun, device, extra, path):
 
 def option(extra, flag, default):
     return extra[extra.index(flag) + 1] if flag in extra else default
+
+
+def agreement(cpu_jsonl, gpu_jsonl):
+    """Per image, the GPU-decoded run's detections against the CPU-decoded run's."""
+    def iou(x, y):
+        w = min(x["right"], y["right"]) - max(x["left"], y["left"])
+        h = min(x["bottom"], y["bottom"]) - max(x["top"], y["top"])
+        inter = max(w, 0) * max(h, 0)
+        area = lambda d: (d["right"] - d["left"]) * (d["bottom"] - d["top"])
+        return inter / (area(x) + area(y) - inter) if inter > 0 else 0.0
+    cpu = [json.loads(l) for l in open(cpu_jsonl)]
+    gpu = [json.loads(l) for l in open(gpu_jsonl)]
+    same_images = found = total = extra = 0
+    for a, b in zip(cpu, gpu):
+        da, db = a.get("detections", []), b.get("detections", [])
+        key = lambda d: (d["class_id"], round(d["left"]), round(d["top"]), round(d["right"]),
+                         round(d["bottom"]))
+        same_images += sorted(map(key, da)) == sorted(map(key, db))
+        for d in da:
+            total += 1
+            found += any(e["class_id"] == d["class_id"] and iou(d, e) >= 0.9 for e in db)
+        extra += sum(not any(e["class_id"] == d["class_id"] and iou(d, e) >= 0.9 for d in da)
+                     for e in db)
+    return {"images": len(cpu), "lines": [len(cpu), len(gpu)],
+            "images_with_equal_boxes_rounded_px": same_images,
+            "cpu_detections": total, "found_after_gpu_decode_iou_0.9": found,
+            "gpu_only_detections": extra}
 
 
 def dask_run(paths, extra, devices, out):
@@ -110,60 +150,95 @@ def dask_run(paths, extra, devices, out):
             [r["input"] for r in records] == list(paths)}
 
 
+def visible_gpus():
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False)
+        return sum(line.startswith("GPU ") for line in out.stdout.splitlines())
+    except OSError:
+        return 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--graphrun", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--dask-files", type=int, default=10000)
+    ap.add_argument("--gpus", default=None, help="GPU counts, e.g. 1,2,4 (default: 1, 2, 4, 8 "
+                    "up to the GPUs visible)")
+    ap.add_argument("--precs", default="int8,fp16", help="the engine-alone precisions")
     ap.add_argument("extra", nargs="*", help="graphrun arguments (after --)")
     args = ap.parse_args()
     extra = args.extra or ["--prec", "int8", "--batch", "64"]
     os.makedirs(args.out, exist_ok=True)
     extra = extra + ["--calib-cache", os.path.join(args.out, "calib.cache"),
                      "--timing-cache", os.path.join(args.out, "tactics")]
+    t0 = time.perf_counter()
     folder = make_folder(args.out, args.n)
-    summary, benches = {}, {}
-    for name, device in (("gpu0", "gpu:0"), ("all", "gpu:all")):
-        b = benches[name] = bench_run(args.graphrun, device, extra,
-                                      os.path.join(args.out, f"bench-{name}.raw.json"))
-        json.dump(b, open(os.path.join(args.out, f"bench-{name}.json"), "w"), indent=1)
-        f = folder_run(args.graphrun, device, folder, extra,
-                       os.path.join(args.out, f"folder-{name}.jsonl"))
-        json.dump(f, open(os.path.join(args.out, f"folder-{name}.json"), "w"), indent=1)
-        summary[name] = {"engine_images_per_s": b["sustained_images_per_s"],
-                         "folder_images_per_s": f["images_per_s"], "folder_bound": f["bound"]}
-        print(f"{device}: engine {b['sustained_images_per_s']} img/s, folder "
-              f"{f['images_per_s']} img/s, bound: {f['bound']}", flush=True)
-    one = open(os.path.join(args.out, "folder-gpu0.jsonl"), "rb").read()
-    same = bool(one) and one == open(os.path.join(args.out, "folder-all.jsonl"), "rb").read()
-    summary["gpu_all_lines_equal_gpu0"] = same
+    print(f"{args.n} JPEGs generated in {time.perf_counter() - t0:.1f} s", flush=True)
+    visible = visible_gpus()
+    counts = [int(k) for k in args.gpus.split(",")] if args.gpus else \
+        [k for k in (1, 2, 4, 8) if k <= max(visible, 1)]
+    summary = {"visible_gpus": visible, "images": args.n, "by_gpus": {}}
     names = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".jpg"))
     paths = [names[i % len(names)] for i in range(args.dask_files)]
     listing = os.path.join(args.out, "dask-list.txt")
     with open(listing, "w") as f:
         f.write("\n".join(paths) + "\n")
-    devices = len(benches["all"]["devices"] or [0])  # GPUs the pool used (1 when it failed)
-    native = folder_run(args.graphrun, "gpu:all", listing, extra,
-                        os.path.join(args.out, "dask-native.jsonl"))
-    d = dask_run(paths, extra, devices, args.out)
-    d["native_cli"] = {k: native[k] for k in ("command", "images_per_s", "bound")}
-    json.dump(d, open(os.path.join(args.out, "dask.json"), "w"), indent=1)
-    summary["dask"] = {k: d.get(k) for k in ("images_per_s", "files", "workers", "in_order",
-                                             "skipped")}
-    summary["native_all_list_images_per_s"] = native["images_per_s"]
+    ok = True
+    for k in counts:
+        device = "gpu:" + ",".join(str(i) for i in range(k))
+        row = summary["by_gpus"][k] = {"device": device}
+        for prec in args.precs.split(","):
+            b = bench_run(args.graphrun, device, extra,
+                          os.path.join(args.out, f"bench-{k}gpu-{prec}.raw.json"), prec)
+            json.dump(b, open(os.path.join(args.out, f"bench-{k}gpu-{prec}.json"), "w"), indent=1)
+            row[f"engine_{prec}_images_per_s"] = b["sustained_images_per_s"]
+            print(f"{device} {prec}: engine {b['sustained_images_per_s']} img/s", flush=True)
+        for dec in ("gpu", "cpu"):
+            f = folder_run(args.graphrun, device, folder, extra,
+                           os.path.join(args.out, f"folder-{k}gpu-{dec}.jsonl"), dec)
+            json.dump(f, open(os.path.join(args.out, f"folder-{k}gpu-{dec}.json"), "w"), indent=1)
+            row[f"folder_{dec}_decode_images_per_s"] = f["images_per_s"]
+            row[f"folder_{dec}_decode_bound"] = f["bound"]
+            print(f"{device} --decode {dec}: {f['images_per_s']} img/s, bound: {f['bound']}; "
+                  f"{f['decoder']}\n  {f['stages']}", flush=True)
+            if f["exit"] != 0:
+                print(f["stderr_tail"], flush=True)
+                ok = False
+        for dec in ("gpu", "cpu"):
+            one = open(os.path.join(args.out, f"folder-1gpu-{dec}.jsonl"), "rb").read()
+            mine = open(os.path.join(args.out, f"folder-{k}gpu-{dec}.jsonl"), "rb").read()
+            row[f"lines_equal_1gpu_{dec}"] = bool(one) and one == mine
+            ok = ok and row[f"lines_equal_1gpu_{dec}"]
+        native = folder_run(args.graphrun, device, listing, extra,
+                            os.path.join(args.out, f"dask-native-{k}gpu.jsonl"), "gpu")
+        d = dask_run(paths, extra, k, args.out)
+        d["native_cli"] = {key: native[key] for key in ("command", "images_per_s", "bound")}
+        json.dump(d, open(os.path.join(args.out, f"dask-{k}gpu.json"), "w"), indent=1)
+        row["dask"] = {key: d.get(key) for key in ("images_per_s", "files", "workers", "in_order",
+                                                   "skipped")}
+        row["native_list_images_per_s"] = native["images_per_s"]
+        print(f"{device}: Dask {d.get('images_per_s')} img/s, native {native['images_per_s']}",
+              flush=True)
+    agree = agreement(os.path.join(args.out, "folder-1gpu-cpu.jsonl"),
+                      os.path.join(args.out, "folder-1gpu-gpu.jsonl"))
+    json.dump(agree, open(os.path.join(args.out, "decode-agreement.json"), "w"), indent=1)
+    summary["decode_agreement"] = agree
 
     def ratio(a, b):
         return round(a / b, 3) if a and b else None
 
-    summary["engine_all_over_one"] = ratio(summary["all"]["engine_images_per_s"],
-                                           summary["gpu0"]["engine_images_per_s"])
-    summary["folder_all_over_one"] = ratio(summary["all"]["folder_images_per_s"],
-                                           summary["gpu0"]["folder_images_per_s"])
-    summary["dask_over_native"] = ratio(d.get("images_per_s"), native["images_per_s"])
+    base = summary["by_gpus"].get(counts[0], {})
+    for k, row in summary["by_gpus"].items():
+        for key in ("engine_int8_images_per_s", "engine_fp16_images_per_s",
+                    "folder_gpu_decode_images_per_s", "folder_cpu_decode_images_per_s"):
+            row[key.replace("_images_per_s", "_over_1gpu")] = ratio(row.get(key), base.get(key))
+        row["dask_over_native"] = ratio(row["dask"].get("images_per_s"),
+                                        row["native_list_images_per_s"])
     json.dump(summary, open(os.path.join(args.out, "summary.json"), "w"), indent=1)
     print(json.dumps(summary, indent=1))
-    return 0 if same and all(summary[k]["engine_images_per_s"] for k in ("gpu0", "all")) else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

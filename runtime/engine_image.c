@@ -45,3 +45,39 @@ gr_status gr_engine_set_image(gr_engine *engine, int slot, int batch_index, cons
     size_t per_image = bytes / (size_t)batch;
     return gr_engine_letterbox(engine, im, (uint8_t *)buffer + (size_t)batch_index * per_image);
 }
+
+gr_status gr_engine_decode_jpegs(gr_engine *engine, int slot, int n, const uint8_t *const *jpeg,
+                                 const size_t *bytes, int *decoded)
+{
+    if (!engine || (n > 0 && (!jpeg || !bytes || !decoded)))
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_decode_jpegs: NULL argument");
+    if (n < 0 || n > engine->opt.batch)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_decode_jpegs: %d images for a batch "
+                       "of %d", n, engine->opt.batch);
+    for (int i = 0; i < n; i++)
+        decoded[i] = 0;
+    if (!engine->ops->decode_jpegs)
+        return gr_fail(GR_ERR_UNSUPPORTED, "gr_engine_decode_jpegs: the %s engine decodes no "
+                       "JPEG itself (decode on the CPU: gr_engine_letterbox)", engine->ops->name);
+    if (engine->net->c != 3)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_decode_jpegs: images are RGB; the "
+                       "network takes %d input channels", engine->net->c);
+    if (slot < 0 || slot >= engine->inflight)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_decode_jpegs: slot %d is outside "
+                       "0..%d (engine option inflight=%d)", slot, engine->inflight - 1,
+                       engine->inflight);
+    if (!engine->input_u8)
+        return gr_fail(GR_ERR_STATE, "gr_engine_decode_jpegs: the engine's input type is float: "
+                       "gr_engine_slot_input(engine, slot, 1, ...) first");
+    if (engine->slot_busy[slot])
+        return gr_fail(GR_ERR_STATE, "gr_engine_decode_jpegs: slot %d is in flight "
+                                     "(gr_engine_wait for it first)", slot);
+    return engine->ops->decode_jpegs(engine, slot, n, jpeg, bytes, decoded);
+}
+
+const char *gr_engine_jpeg_decoder(const gr_engine *engine, double *decode_us)
+{
+    if (decode_us)
+        *decode_us = engine ? engine->jpeg_us : 0.0;
+    return engine && engine->ops->jpeg_decoder ? engine->ops->jpeg_decoder(engine) : NULL;
+}

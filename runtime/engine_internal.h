@@ -51,6 +51,11 @@ typedef struct gr_backend_ops {
     /* Saved engines (engine_file.c): append what the backend needs besides the front's plan
      * inputs to rebuild this engine without searching (gr_backend_inputs.blob on load). */
     gr_status (*save_blob)(const gr_engine *e, struct gr_bytes *out);
+    /* JPEG decoding on the device into the slot's next input (gr_engine_decode_jpegs), and the
+     * decoder's name once opened; NULL where the backend has none. */
+    gr_status (*decode_jpegs)(gr_engine *e, int slot, int n, const uint8_t *const *jpeg,
+                              const size_t *bytes, int *decoded);
+    const char *(*jpeg_decoder)(const gr_engine *e);
 } gr_backend_ops;
 
 struct gr_engine {
@@ -72,6 +77,7 @@ struct gr_engine {
     int has_run;
     int failed;            /* a run failed in a way that leaves the engine unusable */
     gr_timing timing;
+    double jpeg_us;        /* the last waited run's JPEG decoding on the device (gr_engine_jpeg_decoder) */
     const gr_backend_ops *ops;
     void *impl;            /* backend state */
     atomic_int busy;

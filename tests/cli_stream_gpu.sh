@@ -20,7 +20,7 @@ for i in 1 2 3 4 5 6; do
   for f in "$src"/data/*.jpg; do cp "$f" "$tmp/photos/$i-$(basename "$f")"; done
 done
 head -c 20000 "$src/data/dog.jpg" >"$tmp/photos/3-cut.jpg"
-run=(--device gpu --model yolo --prec int8 --thresh 0.2 --calib-cache "$tmp/calib.cache")
+run=(--device gpu --model yolo --prec int8 --thresh 0.2 --decode cpu --calib-cache "$tmp/calib.cache")
 
 "$bin" "${run[@]}" --input "$tmp/photos" --batch 4 --threads 3 >"$tmp/a.jsonl" 2>"$tmp/a.err"
 rc=$?

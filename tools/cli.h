@@ -83,7 +83,13 @@ typedef struct gr_cli_options {
     unsigned long long given; /* bit id: flag id given on the command line (tools/cli_args.c) */
     int micro_batch;      /* --micro-batch N|auto: images per pass of the GPU graph, 0 = auto */
     int input_type;       /* --input-type: GR_CLI_INPUT_AUTO (default), _IMAGE, _VIDEO */
+    int decode;           /* --decode: GR_CLI_DECODE_AUTO (default), _CPU, _GPU (folder mode) */
+    int gpu_decoder;      /* --gpu-decoder: a gr_jpeg_decoder (auto, hardware, hybrid) */
 } gr_cli_options;
+
+/* --decode: where a folder's JPEGs are decoded; auto is the GPU where the engine can (a GPU
+ * engine of a build with nvJPEG), else the CPU. */
+enum { GR_CLI_DECODE_AUTO = 0, GR_CLI_DECODE_CPU = 1, GR_CLI_DECODE_GPU = 2 };
 
 /* --input-type: what --input is; auto decides from the name and, for a file with no known
  * extension, FFmpeg's probe (tools/video.h, gr_video_is_input). */

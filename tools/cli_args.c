@@ -235,7 +235,7 @@ enum {
     F_MODEL, F_CFG, F_WEIGHTS, F_NAMES, F_OUTPUT, F_SAVE_OUTPUT, F_INPUT, F_SEED, F_DEVICE, F_PREC,
     F_BATCH, F_RUNS, F_THRESH, F_NMS, F_CALIB_CACHE, F_CALIB, F_CALIB_PERCENTILE, F_CALIB_IMAGES,
     F_CALIB_DEVICE, F_INPUT_LIST, F_THREADS, F_MAX_NRMSE, F_TIMING_CACHE, F_F32_ALGO, F_SPLIT_K, F_PDL,
-    F_ENGINE, F_MICRO_BATCH, F_INPUT_TYPE
+    F_ENGINE, F_MICRO_BATCH, F_INPUT_TYPE, F_DECODE, F_GPU_DECODER
 };
 
 const gr_cli_flag gr_cli_detect_flags[] = {
@@ -256,7 +256,7 @@ const gr_cli_flag gr_cli_detect_flags[] = {
     {"--max-nrmse", F_MAX_NRMSE, 1}, {"--timing-cache", F_TIMING_CACHE, 1},
     {"--f32-algo", F_F32_ALGO, 1}, {"--split-k", F_SPLIT_K, 1}, {"--pdl", F_PDL, 1},
     {"--engine", F_ENGINE, 1}, {"--micro-batch", F_MICRO_BATCH, 1}, {"--input-type", F_INPUT_TYPE, 1},
-    {NULL, 0, 0}};
+    {"--decode", F_DECODE, 1}, {"--gpu-decoder", F_GPU_DECODER, 1}, {NULL, 0, 0}};
 
 void gr_cli_options_default(gr_cli_options *o)
 {
@@ -398,6 +398,20 @@ static int apply_number(gr_cli_options *o, int id, const char *v, char *err, siz
                         : strcmp(v, "video") == 0 ? GR_CLI_INPUT_VIDEO
                                                   : -1;
         want = o->input_type >= 0 ? NULL : "auto, image or video";
+        break;
+    case F_DECODE:
+        o->decode = strcmp(v, "auto") == 0  ? GR_CLI_DECODE_AUTO
+                    : strcmp(v, "cpu") == 0 ? GR_CLI_DECODE_CPU
+                    : strcmp(v, "gpu") == 0 ? GR_CLI_DECODE_GPU
+                                            : -1;
+        want = o->decode >= 0 ? NULL : "auto, cpu or gpu";
+        break;
+    case F_GPU_DECODER:
+        o->gpu_decoder = strcmp(v, "auto") == 0       ? GR_JPEG_DECODER_AUTO
+                         : strcmp(v, "hardware") == 0 ? GR_JPEG_DECODER_HARDWARE
+                         : strcmp(v, "hybrid") == 0   ? GR_JPEG_DECODER_GPU_HYBRID
+                                                      : -1;
+        want = o->gpu_decoder >= 0 ? NULL : "auto, hardware or hybrid";
         break;
     default: return gr_cli_usage_error(err, errlen, "option %d has no handler", id);
     }

@@ -51,7 +51,15 @@ void gr_cli_detect_usage(FILE *f)
         "  --input VIDEO       a video file (.mp4, .mkv, .avi ...), camera (/dev/video0) or stream\n"
         "                      (rtsp://...) through FFmpeg: every frame, JSON Lines with its index\n"
         "                      and time (s); --output out.mp4 writes the video with its boxes\n"
-        "  --input-type T      auto (default: from the name, else FFmpeg's probe), image, video\n"
+        "  --input-type T      auto (default: from the name, else FFmpeg's probe), image, video\n");
+    fprintf(f,
+        "  --decode D          with --input DIR / --input-list: where JPEGs are decoded: gpu\n"
+        "                      (nvJPEG, letterboxed on the GPU; other files still on the CPU), cpu\n"
+        "                      (libjpeg-turbo), auto (default: gpu with a GPU engine of a build\n"
+        "                      with nvJPEG, else cpu); stderr says which runs\n"
+        "  --gpu-decoder B     --decode gpu's nvJPEG backend: hardware (the GPU's JPEG engines),\n"
+        "                      hybrid (CUDA kernels), auto (default: hardware where the GPU has\n"
+        "                      it, else hybrid)\n"
         "  --fast-decode       with --input DIR / --input-list: decode JPEGs of at least twice the\n"
         "                      network's size at 1/2, 1/4 or 1/8 scale (faster, not Darknet's exact\n"
         "                      pixels; off by default)\n"
@@ -498,8 +506,10 @@ static void detect_free(detect_run *r)
 
 int gr_cli_detect_images(const gr_cli_options *o)
 {
-    if (o->fast_decode) {
-        fprintf(stderr, "graphrun: --fast-decode applies to --input DIR and --input-list only\n");
+    /* (--decode cpu and auto are what this mode does: one image is decoded on the CPU) */
+    if (o->fast_decode || o->decode == GR_CLI_DECODE_GPU) {
+        fprintf(stderr, "graphrun: %s applies to --input DIR and --input-list only\n",
+                o->fast_decode ? "--fast-decode" : "--decode gpu");
         return GR_EXIT_USAGE;
     }
     detect_run *r = calloc(1, sizeof *r);

@@ -168,6 +168,10 @@ typedef struct image_slot {
     char *output_error;  /* its label file or annotated image could not be written: why */
     gr_status report_status;     /* GR_OK, or why its detections could not be decoded */
     char *report_error;  /* ... with gr_last_error()'s message of the reporting thread */
+    /* --decode gpu: the file's bytes when they go to the GPU decoder (jpeg_len 0: the image is
+     * in the batch buffer already, decoded on the CPU); the buffer is kept for the next image */
+    uint8_t *jpeg;
+    size_t jpeg_len, jpeg_cap;
 } image_slot;
 
 typedef struct batch_buffer {
@@ -179,6 +183,15 @@ typedef struct batch_buffer {
     int slot;
     image_slot *slots;
     const float *outputs[STREAM_MAX_OUTPUTS]; /* the slot's outputs after its run's wait */
+    /* --decode gpu: the worker that finishes the batch hands its JPEG files to the GPU decoder
+     * (gpu_decode_batch) and then sets handed; a failure of the device is kept for the main
+     * thread. The arrays are that call's arguments. */
+    int handed;
+    gr_status handoff_status;
+    char *handoff_error;
+    const uint8_t **jpeg_data;
+    size_t *jpeg_bytes;
+    int *jpeg_decoded;
 } batch_buffer;
 
 typedef struct pipeline {
@@ -199,6 +212,7 @@ typedef struct pipeline {
     int n_latency, cap_latency;
     int batch, net_w, net_h, use_u8;
     int fast_decode;     /* --fast-decode: the readers DCT-scale large JPEGs */
+    int gpu_decode;      /* --decode gpu: the workers read JPEG files, the GPU decodes them */
     size_t per_image;    /* elements per image */
     int n_out;           /* engine outputs, and each one's elements per image */
     size_t out_elems[STREAM_MAX_OUTPUTS];
@@ -238,6 +252,10 @@ typedef struct pipeline {
     double stage_read, stage_decode, stage_letterbox; /* the workers */
     double stage_engine;    /* the engines' own time split of each run (gr_engine_timing:
                                conversion, copies, compute), summed over the devices */
+    double stage_gpu_decode; /* --decode gpu: the devices' decoding and letterbox time */
+    double stage_handoff;   /* --decode gpu: the workers handing batches to the GPU decoder and
+                               decoding on the CPU the files it did not take */
+    int gpu_decoded;        /* images the GPU decoded */
     int stage_threads;      /* workers */
 } pipeline;
 
@@ -317,6 +335,45 @@ static void decode_into(pipeline *p, gr_image_reader *reader, const char *path, 
             for (size_t i = 0; i < p->per_image; i++)
                 ((float *)dst)[i] = 0.5f;
     }
+}
+
+/* --decode gpu: the file's bytes into slot->jpeg, kept for the GPU decoder when its structure
+ * is one the GPU decodes (gr_jpeg_gpu_decodable) and its size within the CPU decoder's limits;
+ * returns 0 otherwise (nothing kept: the CPU path decodes it and reports what is wrong with it,
+ * exactly as with --decode cpu). */
+static int read_for_gpu(const char *path, image_slot *slot, stage_times *spent)
+{
+    double t0 = now_s();
+    slot->jpeg_len = 0;
+    struct stat sb;
+    if (check_image_file(path) != GR_OK || stat(path, &sb) != 0 || sb.st_size < 4)
+        return 0;
+    size_t size = (size_t)sb.st_size;
+    if (size > slot->jpeg_cap) {
+        uint8_t *grown = realloc(slot->jpeg, size);
+        if (!grown)
+            return 0;
+        slot->jpeg = grown;
+        slot->jpeg_cap = size;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    size_t got = fread(slot->jpeg, 1, size, f);
+    fclose(f);
+    if (got != size)
+        return 0;
+    gr_jpeg_info info;
+    gr_jpeg_scan(slot->jpeg, size, &info);
+    int w, h;
+    if (!gr_jpeg_gpu_decodable(&info) || gr_image_probe_mem(slot->jpeg, size, path, &w, &h) != GR_OK)
+        return 0;
+    slot->w = w;
+    slot->h = h;
+    slot->jpeg_len = size;
+    slot->ready = now_s();
+    spent->read = slot->ready - t0;
+    return 1;
 }
 
 /* The video's next frame into its slot (slot->frame, kept for --output) and letterboxed into
@@ -455,6 +512,49 @@ static int report_one(pipeline *p, double *spent)
     return 1;
 }
 
+/* --decode gpu: the n images of batch b (all read or decoded) to its engine's GPU decoder, by
+ * the worker that finished the batch; the JPEG files it does not take decoded here on the CPU
+ * from the same bytes, as --decode cpu would decode them (their error on their line). Returns
+ * the seconds it took and how many the GPU decoded; b->handoff_status says whether the device
+ * failed (the run stops). */
+static double gpu_decode_batch(pipeline *p, batch_buffer *b, int n, int *on_gpu)
+{
+    double t0 = now_s();
+    *on_gpu = 0;
+    for (int s = 0; s < n; s++) {
+        b->jpeg_data[s] = b->slots[s].jpeg_len ? b->slots[s].jpeg : NULL;
+        b->jpeg_bytes[s] = b->slots[s].jpeg_len;
+    }
+    gr_status st = gr_engine_decode_jpegs(b->engine, b->slot, n, b->jpeg_data, b->jpeg_bytes,
+                                          b->jpeg_decoded);
+    b->handoff_status = st;
+    if (st != GR_OK) {
+        b->handoff_error = strdup(gr_last_error());
+        return now_s() - t0;
+    }
+    for (int s = 0; s < n; s++) {
+        image_slot *slot = &b->slots[s];
+        *on_gpu += b->jpeg_decoded[s];
+        if (!slot->jpeg_len || b->jpeg_decoded[s])
+            continue;
+        const char *path = p->list->paths[b->batch_index * p->batch + s];
+        uint8_t *dst = (uint8_t *)b->input + (size_t)s * p->per_image;
+        gr_image *im = NULL;
+        gr_status one = gr_image_decode_mem(slot->jpeg, slot->jpeg_len, path, &im);
+        if (one == GR_OK)
+            one = gr_engine_letterbox(p->engine, im, dst);
+        gr_image_destroy(im);
+        if (one != GR_OK) {
+            free(slot->error);
+            slot->error = strdup(gr_last_error());
+            if (!slot->error)
+                slot->error = strdup("out of memory");
+            memset(dst, 128, p->per_image);
+        }
+    }
+    return now_s() - t0;
+}
+
 /* A worker: images are claimed in order and decoded into their batch's buffer; between images,
  * and while waiting for a buffer or for more work, it reports images of the batch being
  * reported (that is what frees buffers). A video's frames are claimed by one worker at a time,
@@ -497,7 +597,7 @@ static void *worker(void *arg)
         stage_times spent = {0.0, 0.0, 0.0};
         if (p->video)
             ended = decode_frame(p, dst, &b->slots[slot]);
-        else
+        else if (!p->gpu_decode || !read_for_gpu(p->list->paths[i], &b->slots[slot], &spent))
             decode_into(p, reader, p->list->paths[i], dst, &b->slots[slot], &spent);
         pthread_mutex_lock(&p->lock);
         p->stage_read += spent.read;
@@ -508,6 +608,16 @@ static void *worker(void *arg)
         else
             b->filled++;
         p->decoder_busy = 0;
+        int n = batch_size(p, batch_index);
+        if (p->gpu_decode && b->filled == n) { /* the batch's last image: hand it over */
+            pthread_mutex_unlock(&p->lock);
+            int on_gpu;
+            double spent_s = gpu_decode_batch(p, b, n, &on_gpu);
+            pthread_mutex_lock(&p->lock);
+            p->stage_handoff += spent_s;
+            p->gpu_decoded += on_gpu;
+            b->handed = 1;
+        }
         pthread_cond_broadcast(&p->changed);
     }
     pthread_mutex_unlock(&p->lock);
@@ -599,6 +709,9 @@ static int report_batch(pipeline *p, batch_buffer *b, int failed[3])
     gr_timing split;
     if (gr_engine_timing(engine, &split) == GR_OK)
         p->stage_engine += (split.convert_us + split.copy_us + split.compute_us) * 1e-6;
+    double decode_us = 0.0;
+    if (p->gpu_decode && gr_engine_jpeg_decoder(engine, &decode_us))
+        p->stage_gpu_decode += decode_us * 1e-6;
     for (int k = 0; k < p->n_out; k++)
         if ((st = gr_engine_output(engine, k, &b->outputs[k])) != GR_OK)
             return gr_cli_fail(st, "run");
@@ -650,6 +763,7 @@ static void release_buffer(pipeline *p, batch_buffer *b, int k, int rc)
     pthread_mutex_lock(&p->lock);
     b->batch_index = k + p->n_buf;
     b->filled = 0;
+    b->handed = 0;
     if (rc != GR_EXIT_OK)
         p->stop = 1;
     pthread_cond_broadcast(&p->changed);
@@ -674,6 +788,55 @@ typedef struct stream_source {
     gr_video_reader *video;
     const char *video_path;
 } stream_source;
+
+/* --decode: the GPU decodes a folder's JPEGs when asked (gpu) or able (auto: a GPU engine and a
+ * decoder that opens on every device, and no --fast-decode, which is the CPU decoder's); one
+ * line on stderr says which decoder runs. Returns an exit code. */
+static int choose_decoder(pipeline *p, const gr_cli_options *o, gr_pool *pool)
+{
+    p->gpu_decode = 0;
+    if (p->video)
+        return GR_EXIT_OK;
+    int want = o->decode == GR_CLI_DECODE_GPU;
+    const char *why = o->decode == GR_CLI_DECODE_CPU ? "--decode cpu"
+                      : !p->use_u8                   ? "a CPU engine"
+                      : o->fast_decode                ? "--fast-decode"
+                                                      : NULL;
+    if (want && why) {
+        fprintf(stderr, "graphrun: --decode gpu: not with %s\n", why);
+        return GR_EXIT_USAGE;
+    }
+    const char *name = NULL;
+    for (int d = 0; !why && d < gr_pool_devices(pool); d++) {
+        gr_status st = gr_engine_decode_jpegs(gr_pool_engine(pool, d), 0, 0, NULL, NULL, NULL);
+        if (st != GR_OK) {
+            if (want)
+                return gr_cli_fail(st, "--decode gpu");
+            why = gr_last_error();
+        }
+        name = gr_engine_jpeg_decoder(gr_pool_engine(pool, d), NULL);
+    }
+    if (!why && name) {
+        size_t n = (size_t)p->batch;
+        for (int k = 0; k < p->n_buf; k++) {
+            batch_buffer *b = &p->buf[k];
+            b->jpeg_data = calloc(n, sizeof *b->jpeg_data);
+            b->jpeg_bytes = calloc(n, sizeof *b->jpeg_bytes);
+            b->jpeg_decoded = calloc(n, sizeof *b->jpeg_decoded);
+            if (!b->jpeg_data || !b->jpeg_bytes || !b->jpeg_decoded) {
+                fprintf(stderr, "graphrun: out of memory for batches of %d images\n", p->batch);
+                return GR_EXIT_OOM;
+            }
+        }
+        p->gpu_decode = 1;
+        fprintf(stderr, "graphrun: JPEG decoding on the GPU: %s (other files: libjpeg-turbo, "
+                        "libpng on the CPU)\n", name);
+    } else {
+        fprintf(stderr, "graphrun: JPEG decoding on the CPU: libjpeg-turbo (%s)\n",
+                why ? why : "no GPU decoder");
+    }
+    return GR_EXIT_OK;
+}
 
 /* The pipeline of a pool: its engines' slots' input buffers are the batch buffers, buffer k
  * slot k / devices of engine k % devices, so that batch k (in buffer k % n_buf) runs on engine
@@ -724,7 +887,7 @@ static int pipeline_init(pipeline *p, const gr_cli_options *o, const stream_sour
             return GR_EXIT_OOM;
         }
     }
-    return GR_EXIT_OK;
+    return choose_decoder(p, o, pool);
 }
 
 static void pipeline_free(pipeline *p)
@@ -732,8 +895,15 @@ static void pipeline_free(pipeline *p)
     for (int k = 0; k < p->n_buf; k++)
         for (int s = 0; p->buf[k].slots && s < p->batch; s++) {
             free(p->buf[k].slots[s].error);
+            free(p->buf[k].slots[s].jpeg);
             gr_image_destroy(p->buf[k].slots[s].frame);
         }
+    for (int k = 0; k < p->n_buf; k++) {
+        free(p->buf[k].jpeg_data);
+        free(p->buf[k].jpeg_bytes);
+        free(p->buf[k].jpeg_decoded);
+        free(p->buf[k].handoff_error);
+    }
     free(p->video_error);
     free(p->latency);
     for (int k = 0; k < p->n_buf; k++)
@@ -747,7 +917,8 @@ static int wait_batch(pipeline *p, int k)
     batch_buffer *b = &p->buf[k % p->n_buf];
     double t = now_s();
     pthread_mutex_lock(&p->lock);
-    while (batch_size(p, k) > 0 && b->filled < batch_size(p, k))
+    while (batch_size(p, k) > 0 &&
+           (b->filled < batch_size(p, k) || (p->gpu_decode && !b->handed)))
         pthread_cond_wait(&p->changed, &p->lock);
     int more = batch_size(p, k) > 0;
     if (more) /* (no batch k: its buffer may still hold batch k - 1, whose size stays) */
@@ -777,7 +948,11 @@ static int main_loop(pipeline *p, int *failed, double t0)
     int show_progress = isatty(STDERR_FILENO), rc = GR_EXIT_OK, reported = 0, k;
     for (k = 0; rc == GR_EXIT_OK && wait_batch(p, k); k++) {
         batch_buffer *b = &p->buf[k % p->n_buf];
-        gr_status st = gr_engine_submit(b->engine, b->slot);
+        gr_status st = b->handoff_status;
+        if (st != GR_OK)
+            gr_fail(st, "JPEG decoding on the GPU: %s", b->handoff_error ? b->handoff_error : "?");
+        else
+            st = gr_engine_submit(b->engine, b->slot);
         if (st != GR_OK) {
             rc = gr_cli_fail(st, "run");
             release_buffer(p, b, k, rc);
@@ -832,30 +1007,43 @@ static void print_stages(const pipeline *p, int threads, double elapsed)
     if (n <= 0 || p->video)
         return;
     double report = p->workers_report + p->main_report_own;
-    double cpu = p->stage_read + p->stage_decode + p->stage_letterbox + report;
+    double cpu = p->stage_read + p->stage_decode + p->stage_letterbox + p->stage_handoff + report;
     int cores = usable_cores(), cpu_lanes = threads + 1 < cores ? threads + 1 : cores;
     double cpu_rate = stage_rate(n, cpu, cpu_lanes);
     double engine_rate = stage_rate(n, p->stage_engine, p->n_engines);
     double write_rate = stage_rate(n, p->main_write, 1);
+    /* --decode gpu: the devices' decoding (the JPEG engines and the letterbox, beside the runs) */
+    double gpu_decode_rate = stage_rate(n, p->stage_gpu_decode, p->n_engines);
     const char *bound = "the engine";
-    if (cpu_rate < engine_rate && cpu_rate <= write_rate) {
+    double slowest = engine_rate;
+    if (write_rate < slowest)
+        slowest = write_rate, bound = "writing";
+    if (p->gpu_decode && gpu_decode_rate < slowest)
+        slowest = gpu_decode_rate, bound = "GPU decode";
+    if (cpu_rate < slowest) {
         double worst = p->stage_read;
         bound = "read";
         if (p->stage_decode > worst)
             worst = p->stage_decode, bound = "decode";
         if (p->stage_letterbox > worst)
             worst = p->stage_letterbox, bound = "letterbox";
+        if (p->stage_handoff > worst)
+            worst = p->stage_handoff, bound = "hand-off to the GPU decoder";
         if (report > worst)
             bound = "detections/JSON";
-    } else if (write_rate < engine_rate) {
-        bound = "writing";
     }
+    char gpu[256] = "";
+    if (p->gpu_decode)
+        snprintf(gpu, sizeof gpu, ", hand-off to the GPU decoder %.0f (workers), GPU decode %.0f "
+                                  "(%d of %d images; allows %.4g images/s)",
+                 1e6 * p->stage_handoff / n, 1e6 * p->stage_gpu_decode / n, p->gpu_decoded, n,
+                 gpu_decode_rate);
     fprintf(stderr, "graphrun: stages, busy us per image: read %.0f, decode %.0f, letterbox %.0f "
-                    "(%d workers), engine %.0f (%d device%s), detections/JSON %.0f, writing %.1f; "
+                    "(%d workers), engine %.0f (%d device%s)%s, detections/JSON %.0f, writing %.1f; "
                     "bound: %s (the CPU stages allow %.4g images/s on %d threads, the engine "
                     "%.4g, writing %.4g; measured %.4g)\n",
             1e6 * p->stage_read / n, 1e6 * p->stage_decode / n, 1e6 * p->stage_letterbox / n,
-            threads, 1e6 * p->stage_engine / n, p->n_engines, p->n_engines == 1 ? "" : "s",
+            threads, 1e6 * p->stage_engine / n, p->n_engines, p->n_engines == 1 ? "" : "s", gpu,
             1e6 * report / n, 1e6 * p->main_write / n, bound, cpu_rate, cpu_lanes, engine_rate,
             write_rate, elapsed > 0 ? n / elapsed : 0.0);
 }
@@ -1123,6 +1311,7 @@ static int check_video_flags(const gr_cli_options *o)
                        : o->runs_given     ? "--runs"
                        : o->find_overflow  ? "--find-overflow"
                        : o->fast_decode    ? "--fast-decode"
+                       : o->decode == GR_CLI_DECODE_GPU ? "--decode gpu"
                                            : NULL;
     if (flag) {
         fprintf(stderr, "graphrun: %s applies to images, not to a video\n", flag);

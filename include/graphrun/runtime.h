@@ -264,6 +264,13 @@ typedef enum gr_f32_algo {
 const char *gr_f32_algo_name(gr_f32_algo algo);
 gr_status gr_f32_algo_parse(const char *name, gr_f32_algo *out);
 
+/* The nvJPEG backend of gr_engine_decode_jpegs (gr_engine_options.jpeg_decoder). */
+typedef enum gr_jpeg_decoder {
+    GR_JPEG_DECODER_AUTO = 0,
+    GR_JPEG_DECODER_HARDWARE,   /* the GPU's JPEG engines (A100, H100: NVJPG) */
+    GR_JPEG_DECODER_GPU_HYBRID  /* CUDA kernels, Huffman decoding on the GPU for large batches */
+} gr_jpeg_decoder;
+
 /* A feature the engine may use: AUTO where graphrun's rule says it helps, ON wherever it applies,
  * OFF never. Each option says what its AUTO and ON mean. */
 typedef enum gr_toggle { GR_TOGGLE_AUTO = 0, GR_TOGGLE_ON, GR_TOGGLE_OFF } gr_toggle;
@@ -353,6 +360,10 @@ typedef struct gr_engine_options {
                                 batch. Outputs are bit-identical to the unsplit engine in int8
                                 (docs/performance.md, "Micro-batching"). The CPU engine ignores
                                 it. The choice: gr_engine_micro_batch(), gr_engine_notice(). */
+    gr_jpeg_decoder jpeg_decoder; /* gr_engine_decode_jpegs' nvJPEG backend: AUTO (default) the
+                                GPU's hardware JPEG decoder where it has one, else the GPU
+                                hybrid one; HARDWARE / GPU_HYBRID force one (a GPU without
+                                the hardware decoder: GR_ERR_UNSUPPORTED at the first call) */
 } gr_engine_options;
 
 /* 0.003: on the bundled trained model the map chosen within 0.003 keeps fp32's mAP; all int8
@@ -492,6 +503,33 @@ gr_status gr_engine_run_async(gr_engine *engine, void *cuda_stream, void *done_e
 gr_status gr_engine_slot_input(gr_engine *engine, int slot, int u8, void **buffer, size_t *bytes);
 gr_status gr_engine_submit(gr_engine *engine, int slot);
 gr_status gr_engine_wait(gr_engine *engine, int slot);
+/* JPEG files decoded on the GPU, for callers who would otherwise decode and letterbox on the CPU
+ * into a slot's input buffer (the folder mode's --decode gpu does this).
+ * - gr_engine_decode_jpegs: image i < n of slot `slot`'s next run from the JPEG file's bytes
+ *   jpeg[i] (bytes[i] long), decoded (nvJPEG: the GPU's hardware JPEG decoder where it has one)
+ *   and letterboxed on the engine's GPU straight into the run's device input; or, where jpeg[i]
+ *   is NULL, from the slot's uint8 input buffer as the caller filled it (gr_engine_slot_input,
+ *   gr_engine_letterbox). decoded[i] = 1 for an image decoded on the GPU, 0 for one it did not
+ *   take (NULL given, a file the GPU decoder does not handle - progressive, CMYK, 4:1:1,
+ *   greyscale, not a JPEG - or one it failed on): the caller fills those images' part of the
+ *   input buffer before gr_engine_submit(slot), which then copies only those (and the images
+ *   >= n) from the buffer. The letterbox is gr_engine_letterbox's, byte for byte on the same
+ *   pixels; the decoded pixels may differ from libjpeg-turbo's within what the JPEG standard
+ *   allows (docs/performance.md, "JPEG decoding on the GPU"). The file bytes may be reused once
+ *   the call returns. The engine's input type must be uint8 (gr_engine_slot_input(engine, slot,
+ *   1, ...) first). Threads: like writing a slot's input buffer, a call for a slot that is not
+ *   in flight may come from another thread than the one submitting (the folder mode's decoding
+ *   threads do this); one thread per slot at a time. Errors: GR_ERR_UNSUPPORTED on a CPU engine
+ *   or in a build without nvJPEG, GR_ERR_STATE while the slot is in flight or with float input,
+ *   GR_ERR_CUDA / GR_ERR_OUT_OF_MEMORY from the device; a file it cannot decode is never an
+ *   error here.
+ * - gr_engine_jpeg_decoder: "nvJPEG hardware decoder" or "nvJPEG GPU hybrid decoder" once a
+ *   gr_engine_decode_jpegs call opened it, else NULL; *decode_us (may be NULL): the device time
+ *   the decoding and letterbox of the run last waited for took, from before the decoder's first
+ *   work on the slot's stream to after the letterbox (0 when that run decoded nothing). */
+gr_status gr_engine_decode_jpegs(gr_engine *engine, int slot, int n, const uint8_t *const *jpeg,
+                                 const size_t *bytes, int *decoded);
+const char *gr_engine_jpeg_decoder(const gr_engine *engine, double *decode_us);
 /* Number of slots (the inflight option); 0 for NULL. */
 int gr_engine_inflight(const gr_engine *engine);
 /* Images per pass of the engine's graph (the micro_batch option, or the measured choice): the

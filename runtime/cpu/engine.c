@@ -200,7 +200,8 @@ static gr_status cpu_save_blob(const gr_engine *e, struct gr_bytes *out)
 }
 
 static const gr_backend_ops cpu_ops = {"cpu",      cpu_input_buffer, cpu_submit,   cpu_wait,
-                                       NULL,       cpu_memory,       cpu_destroy,  cpu_save_blob};
+                                       NULL,       cpu_memory,       cpu_destroy,  cpu_save_blob,
+                                       NULL,       NULL};
 
 gr_status gr_backend_cpu_init(gr_engine *e, const gr_backend_inputs *in)
 {

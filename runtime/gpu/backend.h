@@ -74,6 +74,14 @@ typedef struct gpu_instance {
                                except in the copies gr_gpu_enqueue_forward makes per slice */
     cudaGraph_t graph;
     cudaGraphExec_t exec;
+    cudaGraphNode_t input_copy; /* the graph's input copy node (NULL: none found), disabled in
+                               exec for a launch whose input is on the device already */
+    int input_copy_off;     /* it is disabled in exec now */
+    /* gr_engine_decode_jpegs (gpu/jpeg.c): the next submit's input is in io already, except the
+     * images with host_image[i] = 1, copied from host_in before the launch */
+    int input_on_device;
+    uint8_t *host_image;
+    struct gpu_jpeg_slot *jpeg; /* its nvJPEG state and decoded images */
     double submitted_us;    /* host clock at submit: end_to_end of the wait */
 } gpu_instance;
 
@@ -151,6 +159,7 @@ struct gpu_state {
                                cuBLASLt could be set up) */
     gpu_node_hook after_node; /* NULL except while calibrating (gpu/calib.c) */
     void *after_node_user;
+    struct gpu_jpeg *jpeg;  /* the nvJPEG decoder, opened by the first gr_engine_decode_jpegs */
 };
 
 static inline size_t gr_gpu_align(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -159,6 +168,23 @@ static inline gpu_variant *gr_gpu_variant(gpu_state *g, int input_u8)
 {
     return &g->var[input_u8 ? 1 : 0];
 }
+
+/* ---- gpu/jpeg.c ---- */
+/* Decode the JPEG files of images i < n (jpeg[i] non-NULL) into inst's device input, letterboxed
+ * to net_w x net_h uint8, on `stream`; decoded[i] = 1 for each image it took (runtime.h,
+ * gr_engine_decode_jpegs). */
+gr_status gr_gpu_decode_jpegs(gpu_state *g, gpu_instance *inst, gr_jpeg_decoder which,
+                              cudaStream_t stream, int n, const uint8_t *const *jpeg,
+                              const size_t *bytes, int *decoded, int net_w, int net_h);
+/* "nvJPEG hardware decoder" / "nvJPEG GPU hybrid decoder" once opened, else NULL. */
+const char *gr_gpu_jpeg_backend(const gpu_state *g);
+void gr_gpu_jpeg_free(gpu_state *g);
+void gr_gpu_jpeg_slot_free(struct gpu_jpeg_slot *s);
+/* Device microseconds the slot's last decoding and letterbox took (0: its last run had none);
+ * read once, after the run's wait. */
+double gr_gpu_jpeg_slot_us(struct gpu_jpeg_slot *s);
+/* The k-th image the slot's last decode decoded, read back (runtime/gpu/debug.h). */
+gr_status gr_gpu_jpeg_pixels(const struct gpu_jpeg_slot *s, int k, gr_image **out);
 
 /* ---- gpu/engine.c ---- */
 /* Build the variant for that input type if it is not built yet. */
@@ -221,6 +247,10 @@ gr_status gr_gpu_launch_node(gpu_state *g, gpu_variant *v, const gpu_instance *i
 /* The whole forward pass of instance `inst` on the plan's streams (input copy, every node, output
  * copy), as run eagerly or recorded by capture. node_events (2 per node) and copy_events (4) are
  * optional timing brackets for the instrumented runs. */
+/* The input images of inst marked host_image (after gr_engine_decode_jpegs: those the GPU did
+ * not decode) from the pinned buffer to the device input, one copy per run of them. */
+gr_status gr_gpu_copy_host_images(const gpu_variant *v, const gpu_instance *inst,
+                                  cudaStream_t stream);
 gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, const gpu_instance *inst,
                                  cudaEvent_t *node_events, cudaEvent_t *copy_events);
 

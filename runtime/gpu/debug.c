@@ -255,3 +255,49 @@ gr_status gr_engine_layer_times(gr_engine *engine, double *us_per_layer)
     free(samples);
     return st;
 }
+
+/* ---- JPEG decoding on the GPU ---------------------------------------------------------------- */
+
+static gr_status u8_instance(gr_engine *engine, int slot, const char *fn, gpu_instance **inst,
+                             cudaStream_t *stream)
+{
+    if (!engine || engine->device != GR_DEVICE_GPU || !engine->impl)
+        return gr_fail(GR_ERR_STATE, "%s: not a GPU engine", fn);
+    if (slot < 0 || slot >= engine->inflight)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: slot %d is outside 0..%d", fn, slot,
+                       engine->inflight - 1);
+    gpu_state *g = engine->impl;
+    gpu_variant *v = gr_gpu_variant(g, 1);
+    if (!v->built)
+        return gr_fail(GR_ERR_STATE, "%s: no uint8 input variant built", fn);
+    *inst = &v->inst[slot];
+    *stream = (*inst)->stream ? (*inst)->stream : g->streams[0];
+    CUDA_TRY(cudaSetDevice(g->device));
+    CUDA_TRY(cudaStreamSynchronize(*stream));
+    return GR_OK;
+}
+
+gr_status gr_engine_debug_device_input(gr_engine *engine, int slot, uint8_t *host, size_t bytes)
+{
+    gpu_instance *inst;
+    cudaStream_t stream;
+    GR_TRY(u8_instance(engine, slot, "gr_engine_debug_device_input", &inst, &stream));
+    const gpu_variant *v = gr_gpu_variant(engine->impl, 1);
+    if (!host || bytes != v->in_bytes)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_debug_device_input: %zu bytes for an "
+                       "input of %zu", bytes, v->in_bytes);
+    CUDA_TRY(cudaMemcpy(host, inst->io, bytes, cudaMemcpyDeviceToHost));
+    return GR_OK;
+}
+
+gr_status gr_engine_debug_jpeg_pixels(gr_engine *engine, int slot, int k, gr_image **out)
+{
+    gpu_instance *inst;
+    cudaStream_t stream;
+    if (out)
+        *out = NULL;
+    GR_TRY(u8_instance(engine, slot, "gr_engine_debug_jpeg_pixels", &inst, &stream));
+    if (!out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_debug_jpeg_pixels: NULL out");
+    return gr_gpu_jpeg_pixels(inst->jpeg, k, out);
+}

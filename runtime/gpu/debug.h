@@ -36,6 +36,12 @@ gr_status gr_engine_debug_trace(gr_engine *engine, const uint8_t *input, gr_trac
 /* Fault injection (tests): the engine's next run fails as if the GPU had returned `cuda_error`
  * (a cudaError_t value). */
 gr_status gr_engine_debug_inject_error(gr_engine *engine, int cuda_error);
+/* JPEG decoding on the GPU (gr_engine_decode_jpegs), for its tests: the slot's uint8 device
+ * input as it is now (bytes: the whole batch's), waiting for the slot's stream first; and the
+ * pixels the decoder made of the k-th image it decoded in the slot's last call (interleaved RGB,
+ * a new image the caller destroys). */
+gr_status gr_engine_debug_device_input(gr_engine *engine, int slot, uint8_t *host, size_t bytes);
+gr_status gr_engine_debug_jpeg_pixels(gr_engine *engine, int slot, int k, gr_image **out);
 /* The plan of the engine's uint8-input graph. */
 const struct gr_plan *gr_engine_debug_plan(const gr_engine *engine);
 

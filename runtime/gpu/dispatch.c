@@ -533,6 +533,26 @@ static gr_status enqueue_slice(gpu_state *g, gpu_variant *v, const gpu_instance 
     return GR_OK;
 }
 
+gr_status gr_gpu_copy_host_images(const gpu_variant *v, const gpu_instance *inst,
+                                  cudaStream_t stream)
+{
+    size_t batch = (size_t)v->micro_batch * (size_t)(v->n_slices > 1 ? v->n_slices : 1);
+    size_t per_image = v->in_bytes / batch;
+    for (size_t i = 0; i < batch;) {
+        if (!inst->host_image[i]) {
+            i++;
+            continue;
+        }
+        size_t first = i;
+        while (i < batch && inst->host_image[i])
+            i++;
+        CUDA_TRY(cudaMemcpyAsync(inst->io + first * per_image,
+                                 (const uint8_t *)inst->host_in + first * per_image,
+                                 (i - first) * per_image, cudaMemcpyHostToDevice, stream));
+    }
+    return GR_OK;
+}
+
 /* The whole batch's input copy, the slices one after the other, the whole batch's output copy:
  * two copies per run however many slices. node_events then hold the last slice's times. */
 gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, const gpu_instance *inst,
@@ -541,7 +561,11 @@ gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, const gpu_instanc
     cudaStream_t s0 = g->streams[0];
     if (copy_events)
         CUDA_TRY(cudaEventRecord(copy_events[0], s0));
-    CUDA_TRY(cudaMemcpyAsync(inst->io, inst->host_in, v->in_bytes, cudaMemcpyHostToDevice, s0));
+    if (inst->input_on_device)
+        GR_TRY(gr_gpu_copy_host_images(v, inst, s0));
+    else
+        CUDA_TRY(cudaMemcpyAsync(inst->io, inst->host_in, v->in_bytes, cudaMemcpyHostToDevice,
+                                 s0));
     if (copy_events)
         CUDA_TRY(cudaEventRecord(copy_events[1], s0));
     const int slices = v->n_slices > 1 ? v->n_slices : 1;

@@ -103,6 +103,8 @@ static void instance_free(gpu_instance *inst)
 {
     if (inst->done)
         cudaEventSynchronize(inst->done); /* nothing is freed under a run in flight */
+    gr_gpu_jpeg_slot_free(inst->jpeg);
+    free(inst->host_image);
     if (inst->exec)
         cudaGraphExecDestroy(inst->exec);
     if (inst->graph)
@@ -175,6 +177,32 @@ static gr_status use_cublas_workspaces(gpu_state *g, void *const *ws)
     return GR_OK;
 }
 
+/* The graph's input copy: its one root memcpy node (gr_gpu_enqueue_forward copies the input
+ * first, on stream 0, before anything forks), which a launch whose input gr_engine_decode_jpegs
+ * put on the device disables. None found (NULL): such launches are refused, never wrong. */
+static gr_status find_input_copy(gpu_instance *inst)
+{
+    inst->input_copy = NULL;
+    size_t n = 0;
+    CUDA_TRY(cudaGraphGetRootNodes(inst->graph, NULL, &n));
+    cudaGraphNode_t roots[8];
+    if (n == 0 || n > sizeof roots / sizeof roots[0])
+        return GR_OK;
+    CUDA_TRY(cudaGraphGetRootNodes(inst->graph, roots, &n));
+    int copies = 0;
+    for (size_t i = 0; i < n; i++) {
+        enum cudaGraphNodeType type;
+        CUDA_TRY(cudaGraphNodeGetType(roots[i], &type));
+        if (type == cudaGraphNodeTypeMemcpy) {
+            inst->input_copy = roots[i];
+            copies++;
+        }
+    }
+    if (copies != 1)
+        inst->input_copy = NULL;
+    return GR_OK;
+}
+
 /* Record the instance's forward pass on the plan's streams into its own graph. The cuBLAS kernels
  * recorded keep the workspace set at capture: an instance >= 1 captures with its own, so graphs
  * running at once never share one; the engine's are restored afterwards for instance 0 and eager
@@ -200,6 +228,7 @@ static gr_status capture_instance(gpu_state *g, gpu_variant *v, gpu_instance *in
         return st != GR_OK ? st : gr_gpu_cuda_fail(err, "capturing the graph", __FILE__, __LINE__);
     }
     inst->graph = graph;
+    GR_TRY(find_input_copy(inst));
     CUDA_TRY(cudaGraphInstantiate(&inst->exec, inst->graph, 0));
     CUDA_TRY(cudaGraphUpload(inst->exec, launch_stream(g, inst)));
     CUDA_TRY(cudaStreamSynchronize(launch_stream(g, inst)));
@@ -717,6 +746,26 @@ static gr_status run_failed(gr_engine *e, cudaError_t err, const char *what)
     return gr_gpu_cuda_fail(err, what, __FILE__, __LINE__);
 }
 
+/* The launch's input copy: the captured one (the whole batch from the pinned buffer), or after
+ * gr_engine_decode_jpegs none, the node disabled, and before the launch only the images the GPU
+ * did not decode. */
+static gr_status set_input_copy(gpu_state *g, gpu_variant *v, gpu_instance *inst,
+                                cudaStream_t stream)
+{
+    int off = inst->input_on_device;
+    if (off && !inst->input_copy)
+        return gr_fail(GR_ERR_INTERNAL, "the captured graph has no input copy node to skip");
+    if (off)
+        GR_TRY(gr_gpu_copy_host_images(v, inst, stream));
+    if (off != inst->input_copy_off) {
+        CUDA_TRY(cudaGraphNodeSetEnabled(inst->exec, inst->input_copy, !off));
+        inst->input_copy_off = off;
+    }
+    (void)g;
+    inst->input_on_device = 0;
+    return GR_OK;
+}
+
 /* One graph launch on the slot's stream (or the eager launches on the plan's streams) and the
  * slot's done event after it; nothing waits here. */
 static gr_status gpu_submit(gr_engine *e, int slot, int u8)
@@ -739,11 +788,17 @@ static gr_status gpu_submit(gr_engine *e, int slot, int u8)
     cudaStream_t stream = g->streams[0];
     if (inst->exec) {
         stream = launch_stream(g, inst);
+        gr_status st = set_input_copy(g, v, inst, stream);
+        if (st != GR_OK) {
+            e->failed = 1;
+            return st;
+        }
         err = cudaGraphLaunch(inst->exec, stream);
         if (err != cudaSuccess)
             return run_failed(e, err, "cudaGraphLaunch");
     } else {
         gr_status st = gr_gpu_enqueue_forward(g, v, inst, NULL, NULL);
+        inst->input_on_device = 0;
         if (st != GR_OK) {
             e->failed = 1;
             return st;
@@ -765,7 +820,43 @@ static gr_status gpu_wait(gr_engine *e, int slot, int u8)
     point_outputs(e, v, inst);
     e->timing = v->split;
     e->timing.end_to_end_us = gr_now_us() - inst->submitted_us;
+    e->jpeg_us = gr_gpu_jpeg_slot_us(inst->jpeg);
     return GR_OK;
+}
+
+/* The slot's next input from JPEG files decoded on the GPU (runtime.h, gr_engine_decode_jpegs):
+ * the images it decodes are written to the slot's device input on its launch stream; the others
+ * (and those >= n) are copied from the pinned buffer at the submit. */
+static gr_status gpu_decode_jpegs(gr_engine *e, int slot, int n, const uint8_t *const *jpeg,
+                                  const size_t *bytes, int *decoded)
+{
+    gpu_state *g = e->impl;
+    GR_TRY(gr_gpu_ensure_variant(e, 1));
+    gpu_variant *v = gr_gpu_variant(g, 1);
+    gpu_instance *inst = &v->inst[slot];
+    if (inst->exec && !inst->input_copy)
+        return gr_fail(GR_ERR_UNSUPPORTED, "JPEG decoding on the GPU: this engine's graph has no "
+                                           "separate input copy to skip");
+    int batch = e->opt.batch;
+    if (!inst->host_image && !(inst->host_image = gr_calloc((size_t)batch, 1, "input images")))
+        return GR_ERR_OUT_OF_MEMORY;
+    cudaStream_t stream = inst->exec ? launch_stream(g, inst) : g->streams[0];
+    gr_status st = gr_gpu_decode_jpegs(g, inst, e->opt.jpeg_decoder, stream, n, jpeg, bytes,
+                                       decoded, e->net->w, e->net->h);
+    if (st != GR_OK)
+        return st;
+    int on_device = 0;
+    for (int i = 0; i < batch; i++) {
+        inst->host_image[i] = !(i < n && decoded[i]);
+        on_device += !inst->host_image[i];
+    }
+    inst->input_on_device = on_device > 0;
+    return GR_OK;
+}
+
+static const char *gpu_jpeg_decoder(const gr_engine *e)
+{
+    return gr_gpu_jpeg_backend(e->impl);
 }
 
 static gr_status gpu_run_async(gr_engine *e, void *stream, void *event)
@@ -831,6 +922,7 @@ static void gpu_destroy(gr_engine *e)
             cudaStreamSynchronize(g->streams[s]);
     for (int i = 0; i < 2; i++)
         variant_free(&g->var[i]);
+    gr_gpu_jpeg_free(g);
     for (int i = 0; i < g->n_events; i++)
         cudaEventDestroy(g->events[i]);
     free(g->events);
@@ -876,7 +968,8 @@ static gr_status gpu_save_blob(const gr_engine *e, struct gr_bytes *out)
 }
 
 static const gr_backend_ops gpu_ops = {"gpu",         gpu_input_buffer, gpu_submit, gpu_wait,
-                                       gpu_run_async, gpu_memory,       gpu_destroy, gpu_save_blob};
+                                       gpu_run_async, gpu_memory,       gpu_destroy, gpu_save_blob,
+                                       gpu_decode_jpegs, gpu_jpeg_decoder};
 
 gr_status gr_backend_gpu_init(gr_engine *e, const gr_backend_inputs *in)
 {

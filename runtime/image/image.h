@@ -62,6 +62,35 @@ double gr_image_reader_read_seconds(const gr_image_reader *r);
  * same bytes faster; these are kept as the definition they are tested against. */
 gr_status gr_image_letterbox_reference(const gr_image *im, int net_w, int net_h, float *out);
 
+/* A JPEG file's structure from its markers, no pixel decoded (runtime/image/jpeg_scan.c): for
+ * choosing the decoder. complete: SOI, one frame, at least one scan, and the EOI marker reached
+ * with every marker segment and entropy-coded segment intact in between. */
+enum { GR_JPEG_444 = 0, GR_JPEG_422 = 1, GR_JPEG_420 = 2, GR_JPEG_440 = 3 };
+typedef struct gr_jpeg_info {
+    int is_jpeg;          /* starts with SOI */
+    int complete;
+    int sof;              /* the frame's marker: 0xC0 baseline, 0xC1 extended, 0xC2 progressive... */
+    int precision, width, height, components;
+    int h[4], v[4];       /* sampling factors per component */
+    int subsampling;      /* GR_JPEG_444 ... for 3 components with 1x1 chroma, else -1 */
+    int frames, scans, partial_scans; /* partial: a scan of fewer components than the frame */
+    int huffman_tables;   /* a DHT segment was seen */
+    int adobe_transform;  /* APP14 "Adobe" transform flag, -1 without one */
+} gr_jpeg_info;
+void gr_jpeg_scan(const uint8_t *data, size_t len, gr_jpeg_info *info);
+/* 1 for a complete 8-bit single-scan baseline/extended-Huffman YCbCr JPEG at 4:4:4, 4:2:2,
+ * 4:2:0 or 4:4:0: what the GPU decoder is given. */
+int gr_jpeg_gpu_decodable(const gr_jpeg_info *info);
+
+/* Where an im_w x im_h image lands in Darknet's net_w x net_h letterbox (new_w x new_h at
+ * (left, top)) and its resize's scales (w_scale = (im_w - 1) / (new_w - 1), 0 for new_w 1; h
+ * likewise): every letterbox takes them from here, the CPU's and the GPU's (kernels/image.h). */
+typedef struct gr_letterbox_geom {
+    int new_w, new_h, left, top;
+    float w_scale, h_scale;
+} gr_letterbox_geom;
+void gr_letterbox_geometry(int im_w, int im_h, int net_w, int net_h, gr_letterbox_geom *g);
+
 /* The values an engine computes from for the image at `path`: its uint8 letterbox
  * (gr_image_letterbox_u8, what the engines' input is) divided by 255, as planar float CHW:
  * 3 x net_h x net_w floats into dst. The calibration and precision searches evaluate on exactly

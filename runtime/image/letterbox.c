@@ -195,12 +195,24 @@ static void free_plan(letterbox_plan *lp)
     free(lp->col_off0); /* one allocation holds all the tables and rows */
 }
 
-static gr_status make_plan(const gr_image *im, int net_w, int net_h, letterbox_plan *lp)
+void gr_letterbox_geometry(int im_w, int im_h, int net_w, int net_h, gr_letterbox_geom *g)
+{
+    gr_letterbox_size(im_w, im_h, net_w, net_h, &g->new_w, &g->new_h);
+    g->left = (net_w - g->new_w) / 2;
+    g->top = (net_h - g->new_h) / 2;
+    g->w_scale = g->new_w > 1 ? (float)(im_w - 1) / (float)(g->new_w - 1) : 0.0f;
+    g->h_scale = g->new_h > 1 ? (float)(im_h - 1) / (float)(g->new_h - 1) : 0.0f;
+}
+
+static gr_status make_plan(const gr_image *im, int net_w, int net_h, letterbox_plan *lp,
+                           gr_letterbox_geom *geom)
 {
     memset(lp, 0, sizeof *lp);
     lp->src_w = im->w;
     lp->src_h = im->h;
-    gr_letterbox_size(im->w, im->h, net_w, net_h, &lp->new_w, &lp->new_h);
+    gr_letterbox_geometry(im->w, im->h, net_w, net_h, geom);
+    lp->new_w = geom->new_w;
+    lp->new_h = geom->new_h;
     size_t nw = (size_t)lp->new_w; /* <= net_w <= GR_MAX_DIM: no overflow below */
     size_t bytes = nw * (2 * sizeof(int) + 2 * sizeof(float)) + 2 * 3 * nw * sizeof(float);
     char *mem = gr_malloc(bytes, "letterbox tables");
@@ -216,8 +228,8 @@ static gr_status make_plan(const gr_image *im, int net_w, int net_h, letterbox_p
     for (int v = 0; v < 256; v++)
         lp->to_unit[v] = (float)(v / 255.);
     int src_w = im->w, dst_w = lp->new_w;
-    float w_scale = dst_w > 1 ? (float)(src_w - 1) / (float)(dst_w - 1) : 0.0f;
-    lp->h_scale = lp->new_h > 1 ? (float)(im->h - 1) / (float)(lp->new_h - 1) : 0.0f;
+    float w_scale = geom->w_scale;
+    lp->h_scale = geom->h_scale;
     for (int x = 0; x < dst_w; x++) {
         if (x == dst_w - 1 || src_w == 1) {
             lp->col_off0[x] = lp->col_off1[x] = (src_w - 1) * 3;
@@ -280,11 +292,12 @@ gr_status gr_image_letterbox(const gr_image *im, int net_w, int net_h, float *ou
 {
     GR_TRY(check_letterbox_args(im, net_w, net_h, out, "gr_image_letterbox"));
     letterbox_plan lp;
-    GR_TRY(make_plan(im, net_w, net_h, &lp));
+    gr_letterbox_geom geom;
+    GR_TRY(make_plan(im, net_w, net_h, &lp, &geom));
     size_t net_plane = (size_t)net_w * (size_t)net_h;
     for (size_t i = 0; i < 3 * net_plane; i++)
         out[i] = 0.5f;
-    int left = (net_w - lp.new_w) / 2, top = (net_h - lp.new_h) / 2;
+    int left = geom.left, top = geom.top;
     for (int r = 0; r < lp.new_h; r++) {
         const float *p0, *p1;
         float w0, w1;
@@ -304,8 +317,9 @@ gr_status gr_image_letterbox_u8(const gr_image *im, int net_w, int net_h, uint8_
 {
     GR_TRY(check_letterbox_args(im, net_w, net_h, out, "gr_image_letterbox_u8"));
     letterbox_plan lp;
-    GR_TRY(make_plan(im, net_w, net_h, &lp));
-    int left = (net_w - lp.new_w) / 2, top = (net_h - lp.new_h) / 2;
+    gr_letterbox_geom geom;
+    GR_TRY(make_plan(im, net_w, net_h, &lp, &geom));
+    int left = geom.left, top = geom.top;
     size_t row_bytes = (size_t)net_w * 3;
     /* Grey above and below the image, and left and right of it on its rows. */
     memset(out, 128, (size_t)top * row_bytes);

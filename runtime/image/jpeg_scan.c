@@ -1,0 +1,128 @@
+/* A JPEG file's structure, walked marker by marker without decoding a pixel: which decoder may
+ * take it. The GPU decoder (gr_engine_decode_jpegs) gets only files whose structure is intact
+ * from SOI to EOI - a truncated file, bytes between markers, an unknown marker, a second frame
+ * go to libjpeg-turbo, which reports them as CPU mode always did - and of the one kind every
+ * nvJPEG backend decodes in a batch: one interleaved baseline (or extended Huffman) scan of
+ * 8-bit YCbCr at 4:4:4, 4:2:2, 4:2:0 or 4:4:0. Damage inside an intact scan's entropy-coded data
+ * cannot be seen without decoding it: docs/performance.md says what each decoder does with it.
+ * Markers as ITU T.81, B.1.1.3 and table B.1; Adobe's APP14 transform flag as libjpeg reads it
+ * (jdmarker.c: 0 = RGB or CMYK, 1 = YCbCr, 2 = YCCK). */
+#include <string.h>
+
+#include "runtime/image/image.h"
+
+static unsigned be16(const uint8_t *p) { return (unsigned)p[0] << 8 | p[1]; }
+
+static int is_sof(unsigned m)
+{
+    return m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC;
+}
+
+/* From a frame's sampling factors: GR_JPEG_444 ... or -1. */
+static int subsampling_of(const gr_jpeg_info *info)
+{
+    if (info->components != 3 || info->h[1] != 1 || info->v[1] != 1 || info->h[2] != 1 ||
+        info->v[2] != 1)
+        return -1;
+    if (info->h[0] == 1 && info->v[0] == 1)
+        return GR_JPEG_444;
+    if (info->h[0] == 2 && info->v[0] == 1)
+        return GR_JPEG_422;
+    if (info->h[0] == 2 && info->v[0] == 2)
+        return GR_JPEG_420;
+    if (info->h[0] == 1 && info->v[0] == 2)
+        return GR_JPEG_440;
+    return -1;
+}
+
+/* Past a scan's entropy-coded data from `pos`: to the 0xFF of the marker that ends it (stuffed
+ * 0xFF 0x00 and restart markers belong to the data). len when it runs to the end of the file. */
+static size_t skip_entropy(const uint8_t *data, size_t len, size_t pos)
+{
+    while (pos < len) {
+        const uint8_t *ff = memchr(data + pos, 0xFF, len - pos);
+        if (!ff)
+            return len;
+        size_t at = (size_t)(ff - data);
+        if (at + 1 >= len)
+            return len;
+        uint8_t next = data[at + 1];
+        if (next == 0x00 || (next >= 0xD0 && next <= 0xD7)) {
+            pos = at + 2;
+            continue;
+        }
+        return at; /* a marker (or fill bytes before one) */
+    }
+    return len;
+}
+
+void gr_jpeg_scan(const uint8_t *data, size_t len, gr_jpeg_info *info)
+{
+    memset(info, 0, sizeof *info);
+    info->subsampling = -1;
+    info->adobe_transform = -1;
+    if (!data || len < 4 || data[0] != 0xFF || data[1] != 0xD8)
+        return;
+    info->is_jpeg = 1;
+    size_t pos = 2;
+    for (;;) {
+        if (pos >= len || data[pos] != 0xFF)
+            return; /* truncated, or bytes where a marker belongs */
+        while (pos < len && data[pos] == 0xFF)
+            pos++;
+        if (pos >= len)
+            return;
+        unsigned m = data[pos++];
+        if (m == 0xD9) { /* EOI */
+            info->complete = info->frames == 1 && info->scans >= 1;
+            info->subsampling = subsampling_of(info);
+            return;
+        }
+        if (m == 0x00 || m == 0x01 || (m >= 0xD0 && m <= 0xD8))
+            return; /* not a marker segment here (a stuffed byte, TEM, RSTn, a second SOI) */
+        if (pos + 2 > len)
+            return;
+        unsigned seg_len = be16(data + pos);
+        if (seg_len < 2 || pos + seg_len > len)
+            return;
+        const uint8_t *seg = data + pos + 2;
+        size_t n = seg_len - 2;
+        if (is_sof(m)) {
+            if (n < 6 || ++info->frames > 1)
+                return;
+            info->sof = (int)m;
+            info->precision = seg[0];
+            info->height = (int)be16(seg + 1);
+            info->width = (int)be16(seg + 3);
+            info->components = seg[5];
+            if (info->components < 1 || info->components > 4 ||
+                n < 6 + 3 * (size_t)info->components)
+                return;
+            for (int c = 0; c < info->components; c++) {
+                info->h[c] = seg[6 + 3 * c + 1] >> 4;
+                info->v[c] = seg[6 + 3 * c + 1] & 15;
+            }
+        } else if (m == 0xC4) {
+            info->huffman_tables = 1;
+        } else if (m == 0xEE && n >= 12 && memcmp(seg, "Adobe", 5) == 0) {
+            info->adobe_transform = seg[11];
+        } else if (m == 0xDA) { /* SOS, then its entropy-coded data */
+            if (info->frames != 1 || n < 1)
+                return;
+            info->scans++;
+            if (seg[0] != info->components)
+                info->partial_scans = 1;
+            pos = skip_entropy(data, len, pos + seg_len);
+            continue;
+        }
+        pos += seg_len;
+    }
+}
+
+int gr_jpeg_gpu_decodable(const gr_jpeg_info *info)
+{
+    return info->complete && (info->sof == 0xC0 || info->sof == 0xC1) && info->precision == 8 &&
+           info->components == 3 && info->scans == 1 && !info->partial_scans &&
+           info->huffman_tables && info->adobe_transform != 0 && info->subsampling >= 0 &&
+           info->width > 0 && info->height > 0;
+}
