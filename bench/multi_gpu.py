@@ -124,6 +124,29 @@ def agreement(cpu_jsonl, gpu_jsonl):
             "gpu_only_detections": extra}
 
 
+def shapes_agreement(graphrun, out):
+    """The trained shapes model on its validation photos as JPEGs: detections with the GPU decoder
+    against the CPU's (a network with synthetic weights is no judge of small input changes)."""
+    import cv2
+    src = os.path.join(HERE, "..", "data", "shapes-val")
+    folder = os.path.join(out, "shapes-jpg")
+    os.makedirs(folder, exist_ok=True)
+    for name in sorted(os.listdir(src)):
+        if name.endswith(".png"):
+            im = cv2.imread(os.path.join(src, name))
+            cv2.imwrite(os.path.join(folder, name[:-4] + ".jpg"), im,
+                        [cv2.IMWRITE_JPEG_QUALITY, 90])
+    runs = {}
+    for dec in ("cpu", "gpu"):
+        path = os.path.join(out, f"shapes-{dec}.jsonl")
+        with open(path, "w") as f:
+            subprocess.run([graphrun, "--model", "shapes", "--prec", "int8", "--device", "gpu:0",
+                            "--batch", "16", "--thresh", "0.25", "--decode", dec, "--input",
+                            folder], stdout=f, stderr=subprocess.DEVNULL, check=False)
+        runs[dec] = path
+    return agreement(runs["cpu"], runs["gpu"])
+
+
 def dask_run(paths, extra, devices, out):
     try:
         import distributed  # noqa: F401
@@ -223,6 +246,8 @@ def main():
               flush=True)
     agree = agreement(os.path.join(args.out, "folder-1gpu-cpu.jsonl"),
                       os.path.join(args.out, "folder-1gpu-gpu.jsonl"))
+    agree = {"yolo_synthetic_weights": agree, "shapes_trained": shapes_agreement(args.graphrun,
+                                                                               args.out)}
     json.dump(agree, open(os.path.join(args.out, "decode-agreement.json"), "w"), indent=1)
     summary["decode_agreement"] = agree
 

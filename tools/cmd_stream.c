@@ -792,7 +792,7 @@ typedef struct stream_source {
 /* --decode: the GPU decodes a folder's JPEGs when asked (gpu) or able (auto: a GPU engine and a
  * decoder that opens on every device, and no --fast-decode, which is the CPU decoder's); one
  * line on stderr says which decoder runs. Returns an exit code. */
-static int choose_decoder(pipeline *p, const gr_cli_options *o, gr_pool *pool)
+static int choose_decoder(pipeline *p, const gr_cli_options *o)
 {
     p->gpu_decode = 0;
     if (p->video)
@@ -807,14 +807,17 @@ static int choose_decoder(pipeline *p, const gr_cli_options *o, gr_pool *pool)
         return GR_EXIT_USAGE;
     }
     const char *name = NULL;
-    for (int d = 0; !why && d < gr_pool_devices(pool); d++) {
-        gr_status st = gr_engine_decode_jpegs(gr_pool_engine(pool, d), 0, 0, NULL, NULL, NULL);
+    /* Every slot's decoder opened now (a hardware decoder's handle takes milliseconds), before
+     * the clock starts and the workers hand batches over. */
+    for (int k = 0; !why && k < p->n_buf; k++) {
+        gr_status st = gr_engine_decode_jpegs(p->buf[k].engine, p->buf[k].slot, 0, NULL, NULL,
+                                              NULL);
         if (st != GR_OK) {
             if (want)
                 return gr_cli_fail(st, "--decode gpu");
             why = gr_last_error();
         }
-        name = gr_engine_jpeg_decoder(gr_pool_engine(pool, d), NULL);
+        name = gr_engine_jpeg_decoder(p->buf[k].engine, NULL);
     }
     if (!why && name) {
         size_t n = (size_t)p->batch;
@@ -887,7 +890,7 @@ static int pipeline_init(pipeline *p, const gr_cli_options *o, const stream_sour
             return GR_EXIT_OOM;
         }
     }
-    return choose_decoder(p, o, pool);
+    return choose_decoder(p, o);
 }
 
 static void pipeline_free(pipeline *p)

@@ -183,6 +183,9 @@ void gr_gpu_jpeg_slot_free(struct gpu_jpeg_slot *s);
 /* Device microseconds the slot's last decoding and letterbox took (0: its last run had none);
  * read once, after the run's wait. */
 double gr_gpu_jpeg_slot_us(struct gpu_jpeg_slot *s);
+/* Host seconds the slot's calls spent so far checking files and inside nvjpegDecodeBatched,
+ * added to *check_s and *call_s (runtime/gpu/debug.h). */
+void gr_gpu_jpeg_host_seconds(const struct gpu_jpeg_slot *s, double *check_s, double *call_s);
 /* The k-th image the slot's last decode decoded, read back (runtime/gpu/debug.h). */
 gr_status gr_gpu_jpeg_pixels(const struct gpu_jpeg_slot *s, int k, gr_image **out);
 

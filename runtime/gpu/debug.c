@@ -301,3 +301,21 @@ gr_status gr_engine_debug_jpeg_pixels(gr_engine *engine, int slot, int k, gr_ima
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_debug_jpeg_pixels: NULL out");
     return gr_gpu_jpeg_pixels(inst->jpeg, k, out);
 }
+
+gr_status gr_engine_debug_jpeg_host(const gr_engine *engine, double *check_s, double *call_s)
+{
+    if (!engine || !check_s || !call_s || engine->device != GR_DEVICE_GPU || !engine->impl)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_debug_jpeg_host: not a GPU engine");
+    *check_s = *call_s = 0.0;
+    const gpu_variant *v = &((const gpu_state *)engine->impl)->var[1];
+    for (int k = 0; k < GR_MAX_INFLIGHT; k++)
+        gr_gpu_jpeg_host_seconds(v->inst[k].jpeg, check_s, call_s);
+    return GR_OK;
+}
+
+gr_status gr_engine_debug_slot_sync(gr_engine *engine, int slot)
+{
+    gpu_instance *inst;
+    cudaStream_t stream;
+    return u8_instance(engine, slot, "gr_engine_debug_slot_sync", &inst, &stream);
+}

@@ -42,6 +42,11 @@ gr_status gr_engine_debug_inject_error(gr_engine *engine, int cuda_error);
  * a new image the caller destroys). */
 gr_status gr_engine_debug_device_input(gr_engine *engine, int slot, uint8_t *host, size_t bytes);
 gr_status gr_engine_debug_jpeg_pixels(gr_engine *engine, int slot, int k, gr_image **out);
+/* The host seconds every slot's gr_engine_decode_jpegs calls spent so far checking the files
+ * (structure walk, nvJPEG's header parse) and inside nvjpegDecodeBatched; and waiting for the
+ * slot's stream (its decoding finished) without running anything. */
+gr_status gr_engine_debug_jpeg_host(const gr_engine *engine, double *check_s, double *call_s);
+gr_status gr_engine_debug_slot_sync(gr_engine *engine, int slot);
 /* The plan of the engine's uint8-input graph. */
 const struct gr_plan *gr_engine_debug_plan(const gr_engine *engine);
 
