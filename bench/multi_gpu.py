@@ -136,7 +136,7 @@ def shapes_agreement(graphrun, out):
             im = cv2.imread(os.path.join(src, name))
             cv2.imwrite(os.path.join(folder, name[:-4] + ".jpg"), im,
                         [cv2.IMWRITE_JPEG_QUALITY, 90])
-    runs = {}
+    runs, maps = {}, {}
     for dec in ("cpu", "gpu"):
         path = os.path.join(out, f"shapes-{dec}.jsonl")
         with open(path, "w") as f:
@@ -144,7 +144,60 @@ def shapes_agreement(graphrun, out):
                             "--batch", "16", "--thresh", "0.25", "--decode", dec, "--input",
                             folder], stdout=f, stderr=subprocess.DEVNULL, check=False)
         runs[dec] = path
-    return agreement(runs["cpu"], runs["gpu"])
+        maps[dec] = map50(path, src)
+    result = agreement(runs["cpu"], runs["gpu"])
+    result["map50_cpu_decode"], result["map50_gpu_decode"] = maps["cpu"], maps["gpu"]
+    return result
+
+
+def map50(jsonl, labels):
+    """mAP@0.5 (all-point interpolated AP per class, averaged) of a JSON Lines run against the
+    YOLO txt labels beside the photos: the trained model's accuracy per decoder."""
+    truth, dets = {}, {}
+    for line in open(jsonl):
+        r = json.loads(line)
+        stem = os.path.basename(r["input"]).rsplit(".", 1)[0]
+        w, h = r.get("width", 0), r.get("height", 0)
+        for row in open(os.path.join(labels, stem + ".txt")):
+            c, cx, cy, bw, bh = row.split()
+            cx, cy, bw, bh = float(cx) * w, float(cy) * h, float(bw) * w, float(bh) * h
+            truth.setdefault(int(c), []).append([stem, cx - bw / 2, cy - bh / 2, cx + bw / 2,
+                                                 cy + bh / 2, False])
+        for d in r.get("detections", []):
+            dets.setdefault(d["class_id"], []).append((d["prob"], stem, d))
+    aps = []
+    for c, gts in truth.items():
+        found = sorted(dets.get(c, []), key=lambda t: -t[0])
+        tp = []
+        for _, stem, d in found:
+            best, hit = 0.0, None
+            for g in gts:
+                if g[0] != stem:
+                    continue
+                iw = min(d["right"], g[3]) - max(d["left"], g[1])
+                ih = min(d["bottom"], g[4]) - max(d["top"], g[2])
+                inter = max(iw, 0) * max(ih, 0)
+                union = ((d["right"] - d["left"]) * (d["bottom"] - d["top"]) +
+                         (g[3] - g[1]) * (g[4] - g[2]) - inter)
+                if union > 0 and inter / union > best:
+                    best, hit = inter / union, g
+            ok = best >= 0.5 and not hit[5]
+            if ok:
+                hit[5] = True
+            tp.append(ok)
+        for g in gts:
+            g[5] = False
+        ap, prec_at, hits = 0.0, [], 0
+        for i, ok in enumerate(tp):
+            hits += ok
+            prec_at.append((hits / len(gts), hits / (i + 1)))
+        prev_r = 0.0
+        for i, (r_, _) in enumerate(prec_at):
+            if tp[i]:
+                ap += (r_ - prev_r) * max(p for rr, p in prec_at[i:])
+                prev_r = r_
+        aps.append(ap)
+    return round(sum(aps) / len(aps), 4) if aps else None
 
 
 def dask_run(paths, extra, devices, out):
