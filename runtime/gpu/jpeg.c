@@ -9,8 +9,10 @@
  *      the GPU decoder), its header parsed on the host (nvJPEG's parser) and checked against
  *      what the backend decodes in a batch (nvjpegDecodeBatchedSupported); files it does not
  *      take are left to the caller (decoded[i] = 0), who decodes them on the CPU as before;
- *   2. one nvjpegDecodeBatched of the others on the slot's launch stream: the compressed bytes
- *      cross the bus (the run's input copy), the RGB images stay on the device;
+ *   2. one nvjpegDecodeBatched of the others on the slot's decoding stream, of the device's
+ *      highest priority (the kernels of other slots' runs would otherwise hold the SMs while
+ *      the decoder's colour conversion and the letterbox wait): the compressed bytes cross the
+ *      bus (the run's input copy), the RGB images stay on the device;
  *   3. one letterbox launch per 32 images (kernels/image.h) writes each image's part of the
  *      device input, the bytes gr_image_letterbox_u8 would write from the same pixels;
  *   4. the slot's next submit skips the captured input copy (engine.c) and copies from the
@@ -59,7 +61,10 @@ struct gpu_jpeg_slot {
     nvjpegImage_t *out;
     gr_letterbox_job *jobs;
     int *index;              /* the batch position of the k-th decoded image */
-    cudaEvent_t begin, end;  /* around the decoding and the letterbox, on the launch stream */
+    cudaStream_t stream;     /* the decoding's, highest priority; the launch stream waits on
+                                `ready` after it */
+    cudaEvent_t begin, end;  /* around the decoding and the letterbox, on that stream */
+    cudaEvent_t ready;
     int timed;               /* they hold this batch's: the next wait reads them */
     int decoded;             /* images the last call decoded (jobs[0..decoded) describe them) */
     double check_s, call_s;  /* host seconds so far: checking the files, in nvjpegDecodeBatched */
@@ -167,8 +172,14 @@ void gr_gpu_jpeg_slot_free(struct gpu_jpeg_slot *s)
         nvjpegJpegStateDestroy(s->state);
     if (s->handle)
         nvjpegDestroy(s->handle);
+    if (s->stream)
+        cudaStreamSynchronize(s->stream);
     if (s->begin)
         cudaEventDestroy(s->begin);
+    if (s->ready)
+        cudaEventDestroy(s->ready);
+    if (s->stream)
+        cudaStreamDestroy(s->stream);
     if (s->end)
         cudaEventDestroy(s->end);
     cudaFree(s->rgb);
@@ -193,6 +204,10 @@ static gr_status slot_open(struct gpu_jpeg *j, gpu_instance *inst, int n)
         inst->jpeg = s;
         CUDA_TRY(cudaEventCreate(&s->begin));
         CUDA_TRY(cudaEventCreate(&s->end));
+        CUDA_TRY(cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming));
+        int least, greatest;
+        CUDA_TRY(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+        CUDA_TRY(cudaStreamCreateWithPriority(&s->stream, cudaStreamNonBlocking, greatest));
         NVJPEG_TRY(nvjpegCreateEx(j->backend, NULL, NULL, 0, &s->handle));
         /* nvJPEG's buffers grow with the batches' bytes; rounded up to these sizes, they are
          * reallocated (a device-wide synchronisation for pinned memory) a few times, not with
@@ -303,7 +318,7 @@ static gr_status stage_bits(struct gpu_jpeg_slot *s, int m, cudaStream_t stream)
 }
 
 gr_status gr_gpu_decode_jpegs(gpu_state *g, gpu_instance *inst, gr_jpeg_decoder which,
-                              cudaStream_t stream, int n, const uint8_t *const *jpeg,
+                              cudaStream_t launch, int n, const uint8_t *const *jpeg,
                               const size_t *bytes, int *decoded, int net_w, int net_h)
 {
     CUDA_TRY(cudaSetDevice(g->device));
@@ -311,6 +326,7 @@ gr_status gr_gpu_decode_jpegs(gpu_state *g, gpu_instance *inst, gr_jpeg_decoder 
     struct gpu_jpeg *j = g->jpeg;
     GR_TRY(slot_open(j, inst, n));
     struct gpu_jpeg_slot *s = inst->jpeg;
+    cudaStream_t stream = s->stream;
     double t0 = gr_now_us();
     size_t per_image = (size_t)net_w * (size_t)net_h * 3, total = 0;
     int m = 0;
@@ -369,6 +385,8 @@ gr_status gr_gpu_decode_jpegs(gpu_state *g, gpu_instance *inst, gr_jpeg_decoder 
         return gr_fail(GR_ERR_CUDA, "letterboxing decoded JPEG images: %s (%s)",
                        cudaGetErrorName(err), gr_kernels_last_failure());
     CUDA_TRY(cudaEventRecord(s->end, stream));
+    CUDA_TRY(cudaEventRecord(s->ready, stream));
+    CUDA_TRY(cudaStreamWaitEvent(launch, s->ready, 0)); /* the run after the decoding */
     s->timed = 1;
     s->decoded = m;
     for (int k = 0; k < m; k++)
@@ -452,10 +470,10 @@ gr_status gr_gpu_jpeg_pixels(const struct gpu_jpeg_slot *s, int k, gr_image **ou
 }
 
 gr_status gr_gpu_decode_jpegs(gpu_state *g, gpu_instance *inst, gr_jpeg_decoder which,
-                              cudaStream_t stream, int n, const uint8_t *const *jpeg,
+                              cudaStream_t launch, int n, const uint8_t *const *jpeg,
                               const size_t *bytes, int *decoded, int net_w, int net_h)
 {
-    (void)g, (void)which, (void)inst, (void)stream, (void)jpeg, (void)bytes;
+    (void)g, (void)which, (void)inst, (void)launch, (void)jpeg, (void)bytes;
     (void)net_w, (void)net_h;
     for (int i = 0; i < n; i++)
         decoded[i] = 0;
