@@ -17,6 +17,7 @@ gpu:0,..,k-1`), YOLOv2-tiny batch 64 (override with arguments after `--`):
 
   python3 bench/multi_gpu.py --graphrun build-gpu/graphrun --out /tmp/mg [--n 1000]
       [--dask-files 10000] [--gpus 1,2,4] [-- --prec int8 --batch 64]
+  python3 bench/multi_gpu.py --table summary.json      # the README's table
 
 Needs OpenCV's Python module (the generator) and, for the Dask step, python3-dask and
 python3-distributed (skipped with a line without them). On a machine whose pynvml breaks
@@ -234,7 +235,41 @@ def visible_gpus():
         return 1
 
 
+def table(summary):
+    """The README's table of a summary.json: one column per GPU count."""
+    rows = summary["by_gpus"]
+    counts = sorted(rows, key=int)
+    def cell(k, key, ratio=None):
+        v = rows[k].get(key)
+        if v is None:
+            return "-"
+        r = rows[k].get(ratio) if ratio else None
+        return f"{v:,.0f}" + (f" ({r:.2f}x)" if r and int(k) > 1 else "")
+    lines = ["| images/s | " + " | ".join(f"{k} GPU{'s' if int(k) > 1 else ''}" for k in counts) + " |",
+             "|---|" + "---|" * len(counts)]
+    for label, key, ratio in (
+            ("engine alone, int8 (`graphrun bench`, 3 in flight per GPU)",
+             "engine_int8_images_per_s", "engine_int8_over_1gpu"),
+            ("engine alone, fp16", "engine_fp16_images_per_s", "engine_fp16_over_1gpu"),
+            ("files -> JSON Lines, `--decode gpu`", "folder_gpu_decode_images_per_s",
+             "folder_gpu_decode_over_1gpu"),
+            ("files -> JSON Lines, `--decode cpu`", "folder_cpu_decode_images_per_s",
+             "folder_cpu_decode_over_1gpu"),
+            ("native CLI on the Dask list, `--decode gpu`", "native_list_images_per_s", None)):
+        lines.append(f"| {label} | " + " | ".join(cell(k, key, ratio) for k in counts) + " |")
+    lines.append("| graphrun.dask, one worker process per GPU (of the native CLI) | " + " | ".join(
+        (f"{rows[k]['dask']['images_per_s']:,.0f} ({rows[k]['dask_over_native']:.0%})"
+         if rows[k]["dask"].get("images_per_s") else "-") for k in counts) + " |")
+    lines.append("| bound (`--decode gpu` / `--decode cpu`) | " + " | ".join(
+        f"{rows[k].get('folder_gpu_decode_bound')} / {rows[k].get('folder_cpu_decode_bound')}"
+        for k in counts) + " |")
+    return "\n".join(lines)
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--table":
+        print(table(json.load(open(sys.argv[2]))))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--graphrun", required=True)
     ap.add_argument("--out", required=True)
