@@ -65,6 +65,7 @@ ENGINE_OPTIONS_FIELDS: List[Tuple[str, Any]] = [
     ("tactic_search", ctypes.c_int), ("timing_cache", ctypes.c_char_p),
     ("f32_algo", ctypes.c_int), ("f32_split_k", ctypes.c_int), ("pdl", ctypes.c_int),
     ("gemm_tactic", ctypes.c_int), ("micro_batch", ctypes.c_int),
+    ("jpeg_decoder", ctypes.c_int),
 ]
 
 DETECT_OPTIONS_FIELDS: List[Tuple[str, Any]] = [
@@ -139,6 +140,16 @@ _SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "gr_engine_run_f32": (_I, [P, P]),
     "gr_engine_run_u8": (_I, [P, P]),
     "gr_engine_output": (_I, [P, _I, _ptr(_ptr(ctypes.c_float))]),
+    # Runs in flight (runtime.h): slots, their input buffers, submit and wait.
+    "gr_engine_inflight": (_I, [P]),
+    "gr_engine_slot_input": (_I, [P, _I, _I, _ptr(P), _ptr(ctypes.c_size_t)]),
+    "gr_engine_submit": (_I, [P, _I]),
+    "gr_engine_wait": (_I, [P, _I]),
+    "gr_engine_detect_outputs": (_I, [P, _ptr(_ptr(ctypes.c_float)), _I, _ptr(DetectOptions),
+                                      _ptr(_ptr(Detection)), _ptr(_I)]),
+    # Images in as the CLI feeds them: any thread may letterbox into a slot's buffer.
+    "gr_engine_letterbox": (_I, [P, _ptr(Image), P]),
+    "gr_engine_image_u8": (_I, [P]),
     "gr_engine_detect": (_I, [P, _I, _ptr(DetectOptions), _ptr(_ptr(Detection)), _ptr(_I)]),
     "gr_engine_output_nonfinite": (_I, [P, _I, _ptr(ctypes.c_size_t)]),
     "gr_engine_micro_batch": (_I, [P]),
@@ -169,6 +180,11 @@ _OPTIONAL_SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "gr_pool_engine": (P, [P, _I]),
     "gr_pool_device": (_I, [P, _I]),
     "gr_pool_notice": (_S, [P]),
+    # JPEG decoding on the GPU (runtime.h, gr_engine_decode_jpegs): Engine.detect_files'
+    # decode="gpu" / "auto".
+    "gr_engine_decode_jpegs": (_I, [P, _I, _I, _ptr(_ptr(ctypes.c_uint8)),
+                                    _ptr(ctypes.c_size_t), _ptr(_I)]),
+    "gr_engine_jpeg_decoder": (_S, [P, _ptr(ctypes.c_double)]),
 }
 
 

@@ -16,7 +16,7 @@ from typing import (Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVa
 import numpy as np
 import numpy.typing as npt
 
-from . import _capi
+from . import _capi, _files
 from ._capi import Error
 from .results import Detection, ImageLike, PathLike, Results, c_image, to_rgb
 
@@ -25,6 +25,7 @@ PRECISIONS = {"fp32": 0, "fp16": 1, "int8": 2, "auto": 3}       # gr_precision
 F32_ALGOS = {"auto": 0, "sgemm": 1, "tf32x3": 2, "implicit": 3, "direct3x3": 4}  # gr_f32_algo
 _INT_MAX = 2**31 - 1
 _MAX_BATCH = 4096  # GR_MAX_BATCH (base/base.h)
+_MAX_INFLIGHT = 8  # GR_MAX_INFLIGHT (runtime.h)
 _GR_ERR_NUMERIC = 13
 
 
@@ -161,17 +162,19 @@ class Model(_Handle):
               use_cuda_graph: bool = True, calib_cache: Optional[PathLike] = None,
               calib_images: Optional[Sequence[PathLike]] = None, f32_algo: str = "auto",
               nonfinite_is_error: bool = False, micro_batch: int = 0,
-              gpu_index: int = 0) -> "Engine":
+              gpu_index: int = 0, inflight: int = 1) -> "Engine":
         """An engine for this model (see Engine)."""
         return Engine(self, device, precision, batch, use_cuda_graph, calib_cache, calib_images,
-                      f32_algo, nonfinite_is_error, micro_batch, gpu_index)
+                      f32_algo, nonfinite_is_error, micro_batch, gpu_index, inflight)
 
 
-def _engine_options(device: str, use_cuda_graph: bool) -> _capi.EngineOptions:
+def _engine_options(device: str, use_cuda_graph: bool,
+                    inflight: int = 1) -> _capi.EngineOptions:
     opt = _capi.EngineOptions()
     _capi.check(_capi.lib().gr_engine_options_init(ctypes.byref(opt), ctypes.sizeof(opt)))
     opt.device = _choice("device", device, DEVICES)
     opt.use_cuda_graph = 1 if use_cuda_graph else 0
+    opt.inflight = _int_arg("inflight", inflight, 1, _MAX_INFLIGHT)
     return opt
 
 
@@ -188,9 +191,11 @@ class Engine(_Handle):
     graphrun.Error (status "non-finite output") with nonfinite_is_error=True; the outputs stay
     readable through outputs() either way. micro_batch: images per pass of the GPU graph, 0 (auto:
     measured at build) or a divisor of batch (runtime.h); the engine's choice is its micro_batch
-    attribute. gpu_index: the CUDA device ordinal of a GPU engine (0 default). One engine
-    serializes its own calls with a lock, so
-    threads may share it (runtime.h's one-thread-at-a-time rule is kept for them)."""
+    attribute. gpu_index: the CUDA device ordinal of a GPU engine (0 default). inflight: runs in
+    flight at once, 1..8 (runtime.h, "Runs in flight": each its own input buffer, outputs and, on
+    the GPU, stream and graph; the weights shared): detect_files() keeps that many batches going.
+    One engine serializes its own calls with a lock, so threads may share it (runtime.h's
+    one-thread-at-a-time rule is kept for them)."""
 
     _destroy_name = "gr_engine_destroy"
 
@@ -199,10 +204,10 @@ class Engine(_Handle):
                  calib_cache: Optional[PathLike] = None,
                  calib_images: Optional[Sequence[PathLike]] = None, f32_algo: str = "auto",
                  nonfinite_is_error: bool = False, micro_batch: int = 0,
-                 gpu_index: int = 0) -> None:
+                 gpu_index: int = 0, inflight: int = 1) -> None:
         batch = _int_arg("batch", batch, 1, _MAX_BATCH)
         micro_batch = _int_arg("micro_batch", micro_batch, 0, batch)
-        opt = _engine_options(device, use_cuda_graph)
+        opt = _engine_options(device, use_cuda_graph, inflight)
         opt.precision = _choice("precision", precision, PRECISIONS)
         opt.f32_algo = _choice("f32_algo", f32_algo, F32_ALGOS)
         opt.batch = batch
@@ -223,13 +228,15 @@ class Engine(_Handle):
     @classmethod
     def load(cls, source: Union[PathLike, bytes, bytearray, memoryview], device: str = "auto",
              use_cuda_graph: bool = True, nonfinite_is_error: bool = False,
-             names: Optional[Union[Sequence[str], PathLike]] = None) -> "Engine":
+             names: Optional[Union[Sequence[str], PathLike]] = None,
+             inflight: int = 1) -> "Engine":
         """An engine from a file Engine.save() wrote (a path), or from its bytes (to_bytes()),
         built for `device` without calibrating or measuring again. names: the class names (a list,
         or a file of one name per line); without them, detections read "class N" (and plot()
         labels them so either way: drawing takes its labels from a Model). .precision is read
-        from the engine's layer map: "fp32", "fp16", "int8", or "auto" where int8 and fp16 mix."""
-        opt = _engine_options(device, use_cuda_graph)
+        from the engine's layer map: "fp32", "fp16", "int8", or "auto" where int8 and fp16 mix.
+        inflight: as Model.build's (a run-time option: the file does not fix it)."""
+        opt = _engine_options(device, use_cuda_graph, inflight)
         handle = _capi.P()
         if isinstance(source, (bytes, bytearray, memoryview)):
             fn = _capi.require("gr_engine_load_from_memory", "Engine.load(bytes)")
@@ -281,6 +288,7 @@ class Engine(_Handle):
         _capi.check(lib.gr_engine_input_desc(handle, ctypes.byref(desc)), handle)
         self.batch, self.channels, self.width, self.height = desc.n, desc.c, desc.w, desc.h
         self.micro_batch: int = int(lib.gr_engine_micro_batch(handle))
+        self.inflight: int = int(lib.gr_engine_inflight(handle))
         self.output_shapes: List[Tuple[int, int, int, int]] = []
         for k in range(lib.gr_engine_output_count(handle)):
             _capi.check(lib.gr_engine_output_desc(handle, k, ctypes.byref(desc)), handle)
@@ -404,6 +412,43 @@ class Engine(_Handle):
             results.extend(Results(b, im, self.names, p, self._model)
                            for b, im, p in zip(boxes, chunk, paths[start:start + self.batch]))
         return results[0] if single else results
+
+    def detect_files(self, paths: Sequence[PathLike], thresh: float = 0.5, nms: float = 0.45,
+                     decode: str = "auto", threads: Optional[int] = None) -> List[Dict[str, Any]]:
+        """Detections of image files, one record per path in order: the CLI's JSON Lines
+        fields, {"input", "width", "height", "detections": [{"class", "class_id", "prob",
+        "objectness", "left", "top", "right", "bottom"}]} at full float precision, or
+        {"input", "error"} with the library's one-line message for a file that cannot be read or
+        decoded (or for each file of a batch the engine fails on). An image whose outputs hold
+        NaN/Inf gets the CLI's record for it ("width", "height", "error", "nonfinite").
+
+        The folder mode's pipeline (`graphrun --input-list`, tools/cmd_stream.c): `threads`
+        threads (default: the cores this process may use, at most 16) decode and letterbox the
+        images straight into the engine's input buffers (one per slot: build with inflight=3 to
+        keep a batch running while the next fill and the last is reported) outside the GIL, while
+        this thread submits, waits and builds the records. decode: "cpu" (graphrun's decoders),
+        "gpu" (JPEGs decoded on the engine's GPU by nvJPEG, other files and those it does not
+        take on the CPU; graphrun.Error where it cannot: a CPU engine, a build without nvJPEG) or
+        "auto" (the GPU where it can, else the CPU). The records equal the CLI's for the same
+        decode; detect() on the same images gives the same detections. The engine is held for
+        the whole call (other threads' calls on it wait)."""
+        if self.channels != 3:
+            raise ValueError(f"detect_files() letterboxes RGB images; this network takes "
+                             f"{self.channels} channels (use run())")
+        thresh = _float_arg("thresh", thresh, 0.0, 1.0)
+        nms = _float_arg("nms", nms, 0.0, 1.0)
+        if decode not in _files.DECODES:
+            raise ValueError(f"decode must be one of {list(_files.DECODES)}, not {decode!r}")
+        if threads is None:
+            threads = min(_files.usable_cores(), 16)
+        threads = _int_arg("threads", threads, 1, 1024)
+        if isinstance(paths, (str, bytes, os.PathLike)):
+            raise TypeError("detect_files() takes a list of paths (a single path: [path])")
+        listed = [os.fspath(p) for p in paths]
+        if any(not isinstance(p, str) for p in listed):
+            raise TypeError("detect_files() takes str or os.PathLike paths")
+        with self._lock:
+            return _files.FilePipeline(self, listed, thresh, nms, decode, threads).run()
 
     def _detect_batch(self, chunk: List[npt.NDArray[np.uint8]], thresh: float,
                       nms: float) -> List[List[Detection]]:

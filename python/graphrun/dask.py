@@ -10,14 +10,17 @@
 
 Paths come as a list, a glob ("photos/*.jpg"), a folder (its .jpg/.jpeg/.png/.bmp files sorted by
 name, as `graphrun --input DIR`), or a dask.bag of paths (its partitions kept). Each partition is
-a task: the worker process decodes its images with graphrun's decoders, runs them in batches of
-`batch` through an engine built once per worker process and kept (a module-level cache keyed by
-the engine's options, so later partitions and later detect() calls with the same options reuse
-it), and returns one record per path, the same fields as the CLI's JSON Lines
-(`{"input", "width", "height", "detections": [{"class", "class_id", "prob", "objectness", "left",
-"top", "right", "bottom"}]}`), at full float precision. A file that cannot be read or decoded, or
-a batch the engine fails on, gets `{"input", "error"}` with the CLI's one-line message; the
-partition never fails for it. A worker that dies takes its tasks with it and the scheduler runs
+a task: Engine.detect_files on an engine built once per worker process and kept (a module-level
+cache keyed by the engine's options, so later partitions and later detect() calls with the same
+options reuse it), the CLI's folder pipeline: decoding threads letterbox the images straight into
+the engine's input buffers (or, decode="auto" on a GPU with nvJPEG, only read the JPEG files,
+which the GPU decodes) while batches of `batch` run three in flight. It returns one record per
+path, the same fields as the CLI's JSON Lines (`{"input", "width", "height", "detections":
+[{"class", "class_id", "prob", "objectness", "left", "top", "right", "bottom"}]}`), at full float
+precision. A file that cannot be read or decoded, or a batch the engine fails on, gets
+`{"input", "error"}` with the CLI's one-line message (an image whose outputs hold NaN/Inf: the
+CLI's record for it, with "width", "height", "error" and "nonfinite"); the partition never fails
+for it. A worker that dies takes its tasks with it and the scheduler runs
 them again elsewhere (Dask's own retry: distributed.scheduler.allowed-failures); a partition file
 is written atomically, so a rerun replaces it whole.
 
@@ -35,17 +38,15 @@ import json
 import os
 import tempfile
 import threading
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Deque, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from ._capi import Error
 from ._engine import Engine, Model, cuda_device_count
-from .results import load_image
+from ._files import DECODES, usable_cores
 
 __all__ = ["detect", "detect_partition", "list_paths"]
 
 _IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp")
+_INFLIGHT = 3  # batches per engine: one running, one filling, one reported (runtime.h, slots)
 
 # The engines of this process, by their options: one per worker process, built on its first
 # partition and reused by every later one (building calibrates and searches tactics: seconds).
@@ -93,82 +94,30 @@ def _engine(options: Tuple[Any, ...]) -> Engine:
             if device == "auto":
                 device = "gpu" if cuda_device_count() > 0 else "cpu"
             engine = m.build(device=device, precision=precision, batch=batch,
-                             calib_cache=calib_cache,
+                             calib_cache=calib_cache, inflight=_INFLIGHT,
                              gpu_index=_worker_gpu() if device == "gpu" else 0)
             _ENGINES[options] = engine
         return engine
 
 
-def _record(path: str, image: Any, boxes: Iterable[Any]) -> Dict[str, Any]:
-    return {"input": path, "width": int(image.shape[1]), "height": int(image.shape[0]),
-            "detections": [{"class": d.class_name, "class_id": int(d.class_id),
-                            "prob": float(d.prob), "objectness": float(d.objectness),
-                            "left": float(d.left), "top": float(d.top),
-                            "right": float(d.right), "bottom": float(d.bottom)}
-                           for d in boxes]}
-
-
-def _error(path: str, exc: BaseException) -> Dict[str, Any]:
-    message = str(exc).replace("\n", " ") or type(exc).__name__
-    return {"input": path, "error": message}
-
-
-def _load(path: str) -> Any:
-    """The image, or the exception that says why not (kept for its file's record)."""
-    try:
-        return load_image(path)
-    except (Error, OSError, ValueError) as exc:
-        return exc
-
-
 def _decode_threads(asked: Optional[int]) -> int:
     if asked:
         return max(1, int(asked))
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, 16))
+    return max(1, min(usable_cores(), 16))
 
 
 def detect_partition(paths: Sequence[str], options: Tuple[Any, ...], thresh: float,
-                     nms: float, decode_threads: Optional[int] = None) -> List[Dict[str, Any]]:
-    """One partition's records, in the order of `paths` (what each Dask task runs). Images are
-    decoded on decode_threads threads (graphrun's decoders run outside the GIL; default: the
-    cores this process may use, at most 16) while the engine runs the batches before them.
-    Per-file failures are records; only a failure to build the engine raises (every file would
-    fail)."""
+                     nms: float, decode_threads: Optional[int] = None,
+                     decode: str = "auto") -> List[Dict[str, Any]]:
+    """One partition's records, in the order of `paths` (what each Dask task runs):
+    Engine.detect_files on this process's engine, images decoded on decode_threads threads
+    (graphrun's decoders run outside the GIL; default: the cores this process may use, at most
+    16) straight into the engine's input buffers while it runs the batches before them; decode
+    "auto" | "cpu" | "gpu" as detect_files'. Per-file failures are records; only a failure to
+    build the engine (every file would fail) or decode="gpu" where the GPU cannot decode raises."""
     engine = _engine(options)
-    records: List[Optional[Dict[str, Any]]] = [None] * len(paths)
-    pending: List[Tuple[int, Any]] = []
-
-    def flush() -> None:
-        try:
-            found = engine.detect([im for _, im in pending], thresh=thresh, nms=nms)
-            for (i, im), result in zip(pending, found):
-                records[i] = _record(os.fspath(paths[i]), im, result)
-        except (Error, ValueError) as exc:  # the batch's run: each of its files says so
-            for i, _ in pending:
-                records[i] = _error(os.fspath(paths[i]), exc)
-        pending.clear()
-
-    threads = _decode_threads(decode_threads)
-    window = max(2 * engine.batch, 2 * threads)  # decoded images held at once: bounded memory
-    with ThreadPoolExecutor(threads) as pool:
-        ahead: Deque[Any] = deque()
-        for i in range(len(paths)):
-            while len(ahead) < window and i + len(ahead) < len(paths):
-                ahead.append(pool.submit(_load, os.fspath(paths[i + len(ahead)])))
-            image = ahead.popleft().result()
-            if isinstance(image, BaseException):
-                records[i] = _error(os.fspath(paths[i]), image)
-            else:
-                pending.append((i, image))
-            if len(pending) == engine.batch:
-                flush()
-        if pending:
-            flush()
-    return [r for r in records if r is not None]
+    return engine.detect_files([os.fspath(p) for p in paths], thresh=thresh, nms=nms,
+                               decode=decode, threads=_decode_threads(decode_threads))
 
 
 def _write_partition(records: List[Dict[str, Any]], output_dir: str, index: int) -> str:
@@ -192,7 +141,7 @@ def detect(paths: Any, model: str = "yolo", prec: str = "fp32", batch: int = 1,
            weights: Optional[str] = None, names: Optional[str] = None,
            calib_cache: Optional[str] = None, partition_size: Optional[int] = None,
            npartitions: Optional[int] = None, resources: Optional[Dict[str, float]] = None,
-           decode_threads: Optional[int] = None) -> Any:
+           decode_threads: Optional[int] = None, decode: str = "auto") -> Any:
     """Detection over `paths` (a list, a glob, a folder or a dask.bag of paths) on the current
     Dask scheduler (a distributed.Client made before, or Dask's local one).
 
@@ -201,7 +150,9 @@ def detect(paths: Any, model: str = "yolo", prec: str = "fp32", batch: int = 1,
     output_dir/part-NNNNN.jsonl (made if missing) and returns those paths (computed).
     partition_size (default 8 batches) or npartitions cut a list into tasks. model/cfg/weights/
     names, prec, batch, device: as graphrun.Model and Model.build; thresh, nms: as Engine.detect;
-    decode_threads: each task's decoding threads (default: the worker's cores, at most 16).
+    decode_threads: each task's decoding threads (default: the worker's cores, at most 16);
+    decode: "auto" (JPEGs decoded on the worker's GPU where it can, else on the CPU), "cpu" or
+    "gpu" (raises where a worker's engine cannot), as Engine.detect_files.
     """
     # Imported here, untyped (Debian's dask ships no type hints): graphrun itself needs no Dask.
     dask: Any = importlib.import_module("dask")
@@ -209,6 +160,8 @@ def detect(paths: Any, model: str = "yolo", prec: str = "fp32", batch: int = 1,
 
     if device not in ("auto", "cpu", "gpu"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'gpu', not {device!r}")
+    if decode not in DECODES:
+        raise ValueError(f"decode must be one of {list(DECODES)}, not {decode!r}")
     options = (model, cfg, weights, names, prec, int(batch), device, calib_cache)
     if isinstance(paths, db.Bag):
         bag = paths
@@ -222,7 +175,7 @@ def detect(paths: Any, model: str = "yolo", prec: str = "fp32", batch: int = 1,
             bag = db.from_sequence(listed, partition_size=partition_size or 8 * int(batch))
     with dask.annotate(resources=resources) if resources else _no_annotation():
         records = bag.map_partitions(detect_partition, options, float(thresh), float(nms),
-                                     decode_threads)
+                                     decode_threads, decode)
         if output_dir is None:
             return records
         out = os.fspath(output_dir)

@@ -1,6 +1,6 @@
 """Tests of the Python package (python/graphrun) against the graphrun CLI, an independent client
-of the same library: raw outputs through --input x.npy --save-output, detections through --json;
-and of what detect() takes (paths, arrays in either colour order, float arrays, PIL images), the
+of the same library: raw outputs through --input x.npy --save-output, detections through --json,
+Engine.detect_files' records through --input-list (--decode cpu and gpu on a GPU); and of what detect() takes (paths, arrays in either colour order, float arrays, PIL images), the
 Results it gives (arrays, plot, save) and engine files (Engine.save / Engine.load). Installing the
 package is tests/python_install.sh's. Run from the source root: python3 python/tests/test_graphrun.py [CPUTests|GPUTests] (CTest:
 python_cpu and, label gpu, python_gpu). $GR_BUILD_DIR names the build directory (the CLI and libgraphrun.so)."""
@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 import warnings
 
@@ -63,6 +64,74 @@ PHOTOS = ["data/dog.jpg", "data/horses.jpg", "data/person.jpg"]
 
 def cli(*args):
     return subprocess.run([CLI, *args], check=True, capture_output=True, text=True).stdout
+
+
+def files_folder(root, copies=1):
+    """A folder for detect_files: the photos (`copies` times each), a PNG, a JPEG cut short, a
+    file of garbage named .jpg and, with Pillow, a progressive JPEG. Returns the paths in an order
+    of their own (not sorted: detect_files keeps the order it is given) and the bad ones."""
+    folder = os.path.join(root, "files")
+    os.makedirs(folder)
+    paths = []
+    for k in range(copies):
+        for p in PHOTOS + ["data/eagle.jpg", "data/giraffe.jpg"]:
+            dst = os.path.join(folder, f"{k:03d}-{os.path.basename(p)}")
+            with open(p, "rb") as src, open(dst, "wb") as out:
+                out.write(src.read())
+            paths.append(dst)
+    png = os.path.join(folder, "shapes.png")
+    with open("data/shapes-val/000.png", "rb") as src, open(png, "wb") as out:
+        out.write(src.read())
+    cut = os.path.join(folder, "cut.jpg")
+    with open(PHOTOS[0], "rb") as src, open(cut, "wb") as out:
+        whole = src.read()
+        out.write(whole[:len(whole) // 2])  # its headers whole, its scan cut short
+    garbage = os.path.join(folder, "garbage.jpg")
+    with open(garbage, "wb") as out:
+        out.write(np.random.default_rng(5).integers(0, 256, 5000, dtype=np.uint8).tobytes())
+    extra = [png]
+    if PIL is not None:
+        progressive = os.path.join(folder, "progressive.jpg")
+        with PIL.Image.open(PHOTOS[1]) as im:
+            im.save(progressive, progressive=True, quality=90)
+        extra.append(progressive)
+    bad = [cut, garbage, os.path.join(folder, "missing.jpg")]
+    order = paths[::-1] + extra + bad
+    order.insert(len(order) // 2, order.pop())  # a missing file in the middle of a batch
+    return order, bad
+
+
+def cli_records(args, paths):
+    """The CLI's JSON Lines for `paths` (--input-list; it exits 3 when a file fails)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write("\n".join(paths) + "\n")
+    try:
+        run = subprocess.run([CLI, *args, "--input-list", f.name], capture_output=True,
+                             text=True, check=False)
+    finally:
+        os.unlink(f.name)
+    if run.returncode not in (0, 1, 3):  # 3: a file failed; 1: NaN/Inf outputs
+        raise AssertionError(f"graphrun exit {run.returncode}: {run.stderr}")
+    return [json.loads(line) for line in run.stdout.splitlines()], run.stderr
+
+
+def assert_same_as_cli(test, mine, cli_line):
+    """A detect_files record (full floats) printed as the CLI prints its line equals that line:
+    the same engine and input give the same float32 values, so the printed digits match."""
+    test.assertEqual(mine["input"], cli_line["input"])
+    if "error" in cli_line:
+        test.assertEqual(mine, cli_line)
+        return
+    test.assertNotIn("error", mine, mine["input"])
+    test.assertEqual((mine["width"], mine["height"]), (cli_line["width"], cli_line["height"]),
+                     mine["input"])
+    test.assertEqual(len(mine["detections"]), len(cli_line["detections"]), mine["input"])
+    for d, c in zip(mine["detections"], cli_line["detections"]):
+        test.assertEqual((d["class"], d["class_id"]), (c["class"], c["class_id"]))
+        for key, digits in (("prob", 6), ("objectness", 6), ("left", 1), ("top", 1),
+                            ("right", 1), ("bottom", 1)):
+            test.assertEqual(f"{d[key]:.{digits}f}", f"{c[key]:.{digits}f}",
+                             f"{mine['input']}: {key}")
 
 
 class CPUTests(unittest.TestCase):
@@ -507,6 +576,152 @@ class CPUTests(unittest.TestCase):
         with self.assertRaises(graphrun.Error):
             graphrun.Engine.load(b"not an engine file")
 
+    # ---- files to records (Engine.detect_files) -------------------------------------------------
+
+    def test_detect_files_equals_detect(self):
+        """Each record holds detect()'s detections of its file (the same CPU letterbox: equal
+        within 1e-4) and its size, in the order given, for batches of 2 and 3 (a short last
+        batch); the files that cannot be read or decoded get the library's message naming them,
+        and the rest go on. Fewer threads or slots change nothing."""
+        paths, bad = files_folder(self.tmp.name)
+        good = [p for p in paths if p not in bad]
+        with self.model.build(device="cpu") as one:
+            want = {p: one.detect(p, thresh=0.2) for p in good}
+        self.assertTrue(any(len(r) for r in want.values()), "no detections: nothing compared")
+        for batch in (2, 3):
+            with self.model.build(device="cpu", batch=batch, inflight=3) as engine:
+                self.assertEqual(engine.inflight, 3)
+                records = engine.detect_files(paths, thresh=0.2)
+                self.assertEqual([r["input"] for r in records], paths)
+                for r in records:
+                    if r["input"] in bad:
+                        self.assertEqual(set(r), {"input", "error"})
+                        self.assertIn(r["input"], r["error"])
+                        continue
+                    image = graphrun.load_image(r["input"])
+                    self.assertEqual((r["width"], r["height"]), image.shape[1::-1])
+                    expected = want[r["input"]]
+                    self.assertEqual(len(r["detections"]), len(expected), r["input"])
+                    for d, e in zip(r["detections"], expected):
+                        self.assertEqual(set(d), {"class", "class_id", "prob", "objectness",
+                                                  "left", "top", "right", "bottom"})
+                        self.assertEqual((d["class"], d["class_id"]), (e.class_name, e.class_id))
+                        for key in ("prob", "objectness", "left", "top", "right", "bottom"):
+                            self.assertAlmostEqual(d[key], getattr(e, key), delta=1e-4)
+                self.assertIn("cannot open image file", records[paths.index(bad[2])]["error"])
+                self.assertEqual(engine.detect_files(paths, thresh=0.2, threads=1), records)
+                self.assertEqual(engine.detect_files(paths[:batch], thresh=0.2),
+                                 records[:batch])  # one batch, fewer slots than the engine's
+                self.assertEqual(engine.detect_files([], thresh=0.2), [])
+                # the engine's other calls still work after it (input type, slot 0)
+                self.assertEqual(engine.detect(good[0], thresh=0.2), want[good[0]])
+        with self.model.build(device="cpu", batch=2) as single_slot:
+            self.assertEqual(single_slot.detect_files(paths, thresh=0.2), records)
+
+    def test_detect_files_equals_the_cli(self):
+        """The same records as `graphrun --input-list` on the same files, errors word for word."""
+        paths, _ = files_folder(self.tmp.name + "/cli")
+        want, _ = cli_records(["--device", "cpu", "--cfg", self.cfg, "--batch", "3",
+                               "--thresh", "0.2"], paths)
+        with self.model.build(device="cpu", batch=3, inflight=3) as engine:
+            records = engine.detect_files(paths, thresh=0.2, decode="auto")
+        self.assertEqual(len(records), len(want))
+        for mine, theirs in zip(records, want):
+            assert_same_as_cli(self, mine, theirs)
+
+    def test_detect_files_arguments(self):
+        """decode="gpu" on a CPU engine raises graphrun's reason; bad arguments raise before any
+        file is read."""
+        with self.model.build(device="cpu", batch=2) as engine:
+            with self.assertRaises(graphrun.Error) as ctx:
+                engine.detect_files(PHOTOS, decode="gpu")
+            self.assertEqual(ctx.exception.status, "unsupported")
+            self.assertIn("detect_files(decode='gpu'): no JPEG decoding on the GPU here",
+                          str(ctx.exception))
+            for kwargs, error, text in (({"decode": "nvjpeg"}, ValueError, "decode must be"),
+                                        ({"threads": 0}, ValueError, "threads must be in"),
+                                        ({"thresh": 2.0}, ValueError, "thresh must be")):
+                with self.assertRaises(error) as ctx:
+                    engine.detect_files(PHOTOS, **kwargs)
+                self.assertIn(text, str(ctx.exception))
+            with self.assertRaises(TypeError):
+                engine.detect_files(PHOTOS[0])  # one path, not a list
+            self.assertEqual(len(engine.detect_files([pathlib.Path(PHOTOS[0])])), 1)
+        with self.assertRaises(ValueError) as ctx:
+            self.model.build(device="cpu", inflight=9)
+        self.assertIn("inflight must be in [1, 8]", str(ctx.exception))
+
+    def test_detect_files_gpu_hand_off(self):
+        """The decode="gpu" path on a stand-in for gr_engine_decode_jpegs (a CPU engine has no
+        GPU decoder): the threads pass only the JPEGs whose frame the GPU decodes (not the PNG,
+        the garbage, a progressive JPEG), the file's bytes whole; the stand-in "decodes" every
+        other one into the slot's buffer (letterboxed on the CPU, as the GPU's letterbox equals
+        it) and leaves the rest, which are decoded on the CPU: the records equal decode="cpu"'s,
+        the sizes taken from the frame headers."""
+        paths, _ = files_folder(self.tmp.name + "/handoff")
+        contents = {}
+        for p in paths:
+            if os.path.exists(p):
+                with open(p, "rb") as f:
+                    contents[f.read()] = p
+        lib = _capi.lib()
+        passed, calls = [], []
+
+        def stand_in(handle, slot, n, data, sizes, decoded):
+            calls.append(n)
+            u8 = lib.gr_engine_image_u8(handle)
+            buf, size = ctypes.c_void_p(), ctypes.c_size_t()
+            _capi.check(lib.gr_engine_slot_input(handle, slot, u8, ctypes.byref(buf),
+                                                 ctypes.byref(size)))
+            per_image = size.value // engine.batch
+            for i in range(n):
+                decoded[i] = 0
+                if not data[i]:
+                    continue
+                path = contents[ctypes.string_at(data[i], sizes[i])]
+                passed.append(path)
+                if len(passed) % 2 == 0 or path.endswith("cut.jpg"):
+                    continue
+                im = ctypes.POINTER(_capi.Image)()
+                _capi.check(lib.gr_image_load(os.fsencode(path), ctypes.byref(im)))
+                _capi.check(lib.gr_engine_letterbox(handle, im, buf.value + i * per_image))
+                lib.gr_image_destroy(im)
+                decoded[i] = 1
+            return 0
+
+        with self.model.build(device="cpu", batch=3, inflight=3) as engine:
+            want = engine.detect_files(paths, thresh=0.2, decode="cpu")
+            saved = lib.gr_engine_decode_jpegs
+            lib.gr_engine_decode_jpegs = stand_in
+            try:
+                self.assertEqual(engine.detect_files(paths, thresh=0.2, decode="auto"), want)
+                self.assertEqual(calls, [])  # auto: a CPU engine's float input, no GPU decoder
+                got = engine.detect_files(paths, thresh=0.2, decode="gpu")
+            finally:
+                lib.gr_engine_decode_jpegs = saved
+        self.assertEqual(got, want)
+        self.assertEqual(calls[0], 0)  # the decoder opened first
+        self.assertEqual(sorted(passed), sorted(p for p in paths if p.endswith(".jpg") and
+                                                 "garbage" not in p and "progressive" not in p
+                                                 and "missing" not in p))
+
+    def test_detect_files_nonfinite_records(self):
+        """Images whose outputs hold NaN/Inf (fp16 overflowing on weights of 1000) get the CLI's
+        record for them, not detections."""
+        path = os.path.join(self.tmp.name, "huge.weights")
+        with open(path, "wb") as f:
+            f.write(np.array([0, 2, 0], np.int32).tobytes() + np.zeros(1, np.uint64).tobytes())
+            f.write(np.full(374, 1000.0, np.float32).tobytes())
+        paths = PHOTOS + ["data/eagle.jpg"]
+        want, _ = cli_records(["--device", "cpu", "--cfg", self.cfg, "--weights", path,
+                               "--prec", "fp16", "--batch", "2"], paths)
+        with graphrun.Model(cfg=self.cfg, weights=path) as m, \
+                m.build(device="cpu", precision="fp16", batch=2, inflight=2) as engine:
+            records = engine.detect_files(paths)
+        self.assertTrue(all(r.get("nonfinite", 0) > 0 for r in records), records)
+        self.assertIn("non-finite values (NaN/Inf)", records[0]["error"])
+        self.assertEqual(records, want)
+
     # ---- pools (gr_pool_build) -------------------------------------------------------------------
 
     @unittest.skipUnless(_capi.has("gr_pool_build"), "this libgraphrun has no gr_pool_build")
@@ -568,6 +783,41 @@ class GPUTests(unittest.TestCase):
             self.assertEqual(engine.detect(rgb[..., ::-1], thresh=0.25, color="bgr"), want)
             self.assertEqual(engine.detect(rgb.astype(np.float32) / 255, thresh=0.25), want)
             self.assertEqual(want.plot().shape, rgb.shape)
+
+    def test_detect_files_equals_the_cli(self):
+        """detect_files gives the CLI's records on the same files: decode="cpu" the lines of
+        `--decode cpu`, decode="gpu" those of `--decode gpu` (int8 engines from one calibration
+        cache compute bit-identical outputs, and GPU decoding is deterministic), errors word for
+        word; images/s of each printed beside the CLI's (one GPU, the same batch)."""
+        batch, thresh = 16, 0.25
+        with tempfile.TemporaryDirectory() as tmp:
+            paths, _ = files_folder(tmp, copies=40)
+            cache = os.path.join(tmp, "calib.cache")
+            with self.model.build(device="gpu", precision="int8", batch=batch, inflight=3,
+                                  calib_cache=cache) as engine:
+                decodes = ["cpu", "gpu"]
+                try:
+                    engine.detect_files(paths[:1], decode="gpu")
+                except graphrun.Error as exc:  # a build without nvJPEG
+                    print(f"\ndetect_files: decode='gpu' not tested: {exc}")
+                    decodes = ["cpu"]
+                for decode in decodes:
+                    engine.detect_files(paths[:3 * batch], thresh=thresh, decode=decode)  # warm
+                    t0 = time.perf_counter()
+                    records = engine.detect_files(paths, thresh=thresh, decode=decode)
+                    rate = len(paths) / (time.perf_counter() - t0)
+                    want, stderr = cli_records(
+                        ["--device", "gpu", "--model", "yolo", "--prec", "int8", "--batch",
+                         str(batch), "--calib-cache", cache, "--thresh", str(thresh),
+                         "--decode", decode], paths)
+                    self.assertEqual(len(records), len(want))
+                    for mine, theirs in zip(records, want):
+                        assert_same_as_cli(self, mine, theirs)
+                    self.assertGreater(sum(len(r.get("detections", [])) for r in records), 0)
+                    found = re.search(r"images in [0-9.]+ s: ([0-9.e+]+) images/s", stderr)
+                    print(f"\ndetect_files decode={decode}: {len(paths)} files, {rate:.0f} "
+                          f"images/s; the CLI: {found.group(1) if found else '?'} images/s "
+                          f"({engine.device_name}, yolo int8, batch {batch})")
 
     @unittest.skipUnless(_capi.has("gr_engine_save") and _capi.has("gr_engine_load"),
                          "this libgraphrun has no gr_engine_save/gr_engine_load (engine files)")
