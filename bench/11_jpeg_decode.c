@@ -2,7 +2,7 @@
  * images/s each nvJPEG backend decodes and letterboxes, and what bounds it - the JPEG engines or
  * the calling threads - for the folder mode's design.
  *
- *   ./build-gpu/11_jpeg_decode DIR [--batch 64] [--rounds 3]
+ *   ./build-gpu/11_jpeg_decode DIR [--batch 64] [--rounds 3] [--limit N files]
  *
  * Reads every .jpg of DIR into memory (generate one with bench/multi_gpu.py), then for each
  * backend (hardware; hw-dev: hardware with the files copied by graphrun; GPU hybrid) and thread
@@ -208,13 +208,15 @@ static void compare(const gr_model *model, const files *f, int batch)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: 11_jpeg_decode DIR [--batch N] [--rounds N]\n");
+        fprintf(stderr, "usage: 11_jpeg_decode DIR [--batch N] [--rounds N] [--limit N]\n");
         return 2;
     }
-    int batch = 64, rounds = 3;
+    int batch = 64, rounds = 3, limit = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--batch") == 0)
             batch = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--limit") == 0)
+            limit = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--rounds") == 0)
             rounds = atoi(argv[i + 1]);
     }
@@ -229,6 +231,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "11_jpeg_decode: no .jpg in %s\n", argv[1]);
         return 1;
     }
+    int loaded = f.n;
+    if (limit > 0 && f.n > limit)
+        f.n = limit;
     size_t total = 0;
     for (int i = 0; i < f.n; i++)
         total += f.len[i];
@@ -312,7 +317,7 @@ int main(int argc, char **argv)
             }
     compare(model, &f, batch);
     gr_model_destroy(model);
-    for (int i = 0; i < f.n; i++)
+    for (int i = 0; i < loaded; i++)
         free(f.data[i]);
     free(f.data);
     free(f.len);
