@@ -5,8 +5,7 @@
  *   ./build-gpu/11_jpeg_decode DIR [--batch 64] [--rounds 3] [--limit N files]
  *
  * Reads every .jpg of DIR into memory (generate one with bench/multi_gpu.py), then for each
- * backend (hardware; hw-dev: hardware with the files copied by graphrun; GPU hybrid) and thread
- * count T, two layouts: "decode" - T threads on one
+ * backend (hardware, GPU hybrid) and thread count T, two layouts: "decode" - T threads on one
  * engine of T slots, each decoding its share of the batches into its slot and waiting for the
  * slot's stream (decoding and letterbox only; a handle per slot); "decode+run" - T engines of one
  * slot each (YOLOv2-tiny int8, synthetic weights), each thread decoding a batch then running it
@@ -249,9 +248,7 @@ int main(int argc, char **argv)
     static const struct {
         gr_jpeg_decoder which;
         const char *name;
-    } backends[] = {{GR_JPEG_DECODER_HARDWARE, "hardware"},
-                    {GR_JPEG_DECODER_HARDWARE_DEVICE, "hw-dev"},
-                    {GR_JPEG_DECODER_GPU_HYBRID, "hybrid"}};
+    } backends[] = {{GR_JPEG_DECODER_HARDWARE, "hardware"}, {GR_JPEG_DECODER_GPU_HYBRID, "hybrid"}};
     static const int threads[] = {1, 2, 4};
     int n_batches = (f.n + batch - 1) / batch;
     for (size_t b = 0; b < sizeof backends / sizeof backends[0]; b++)

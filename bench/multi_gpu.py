@@ -11,7 +11,8 @@ gpu:0,..,k-1`), YOLOv2-tiny batch 64 (override with arguments after `--`):
                              must be the same bytes as 1 GPU's (int8), in input order
   dask-<k>gpu.json           graphrun.dask on a LocalCluster of one worker process per GPU over
                              --dask-files paths (the folder's files repeated), engines warmed
-                             first, beside the native CLI on the same list and GPUs
+                             first, JSON Lines partitions written by the workers (and the records
+                             sent back), beside the native CLI on the same list and GPUs
   decode-agreement.json      the GPU-decoded folder's detections against the CPU-decoded ones
   summary.json               the scaling ratios (k GPUs / 1 GPU) and Dask / native
 
@@ -202,29 +203,43 @@ def map50(jsonl, labels):
 
 
 def dask_run(paths, extra, devices, out):
+    """graphrun.dask on a LocalCluster of one worker process per GPU: the files to JSON Lines
+    partitions written by the workers (what the native CLI does: its lines to a file), and the
+    same files' records sent back to the client; engines built before the clock."""
     try:
         import distributed  # noqa: F401
     except ImportError as exc:
         return {"skipped": f"{exc.name} missing (apt-get install python3-dask python3-distributed)"}
+    import shutil
     import graphrun.dask
     from distributed import Client, LocalCluster
     prec, batch = option(extra, "--prec", "int8"), int(option(extra, "--batch", "64"))
     model = option(extra, "--model", "yolo")
     calib = os.path.join(out, "calib.cache")
+    parts = os.path.join(out, f"dask-parts-{devices}")
+    shutil.rmtree(parts, ignore_errors=True)
     with LocalCluster(n_workers=devices, processes=True, threads_per_worker=1,
                       dashboard_address=None) as cluster, Client(cluster) as client:
         warm = graphrun.dask.detect(paths[:batch * devices], model=model, prec=prec, batch=batch,
                                     calib_cache=calib, npartitions=devices)
         warm.compute()  # each worker's engine built (calibration, tactics) before the clock
         t0 = time.perf_counter()
-        records = graphrun.dask.detect(paths, model=model, prec=prec, batch=batch,
-                                       calib_cache=calib, partition_size=8 * batch).compute()
+        files = graphrun.dask.detect(paths, model=model, prec=prec, batch=batch,
+                                     calib_cache=calib, npartitions=4 * devices, output_dir=parts)
         seconds = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        records = graphrun.dask.detect(paths, model=model, prec=prec, batch=batch,
+                                       calib_cache=calib, npartitions=4 * devices).compute()
+        seconds_records = time.perf_counter() - t0
         workers = len(client.scheduler_info()["workers"])
+    written = [json.loads(line)["input"] for f in sorted(files) for line in open(f)]
+    shutil.rmtree(parts, ignore_errors=True)
     errors = sum("error" in r for r in records)
-    return {"files": len(paths), "workers": workers, "seconds": seconds,
-            "images_per_s": len(paths) / seconds, "errors": errors, "in_order":
-            [r["input"] for r in records] == list(paths)}
+    return {"files": len(paths), "workers": workers, "partitions": 4 * devices,
+            "seconds": seconds, "images_per_s": len(paths) / seconds,
+            "records_seconds": seconds_records,
+            "records_images_per_s": len(paths) / seconds_records, "errors": errors,
+            "in_order": written == list(paths) and [r["input"] for r in records] == list(paths)}
 
 
 def visible_gpus():
@@ -257,7 +272,8 @@ def table(summary):
              "folder_cpu_decode_over_1gpu"),
             ("native CLI on the Dask list, `--decode gpu`", "native_list_images_per_s", None)):
         lines.append(f"| {label} | " + " | ".join(cell(k, key, ratio) for k in counts) + " |")
-    lines.append("| graphrun.dask, one worker process per GPU (of the native CLI) | " + " | ".join(
+    lines.append("| graphrun.dask, one worker process per GPU, JSON Lines partitions (of the native "
+                 "CLI) | " + " | ".join(
         (f"{rows[k]['dask']['images_per_s']:,.0f} ({rows[k]['dask_over_native']:.0%})"
          if rows[k]["dask"].get("images_per_s") else "-") for k in counts) + " |")
     lines.append("| bound (`--decode gpu` / `--decode cpu`) | " + " | ".join(
@@ -327,8 +343,8 @@ def main():
         d = dask_run(paths, extra, k, args.out)
         d["native_cli"] = {key: native[key] for key in ("command", "images_per_s", "bound")}
         json.dump(d, open(os.path.join(args.out, f"dask-{k}gpu.json"), "w"), indent=1)
-        row["dask"] = {key: d.get(key) for key in ("images_per_s", "files", "workers", "in_order",
-                                                   "skipped")}
+        row["dask"] = {key: d.get(key) for key in ("images_per_s", "records_images_per_s", "files",
+                                                   "workers", "in_order", "skipped")}
         row["native_list_images_per_s"] = native["images_per_s"]
         print(f"{device}: Dask {d.get('images_per_s')} img/s, native {native['images_per_s']}",
               flush=True)

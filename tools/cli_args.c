@@ -410,9 +410,8 @@ static int apply_number(gr_cli_options *o, int id, const char *v, char *err, siz
         o->gpu_decoder = strcmp(v, "auto") == 0       ? GR_JPEG_DECODER_AUTO
                          : strcmp(v, "hardware") == 0 ? GR_JPEG_DECODER_HARDWARE
                          : strcmp(v, "hybrid") == 0   ? GR_JPEG_DECODER_GPU_HYBRID
-                         : strcmp(v, "hardware-device") == 0 ? GR_JPEG_DECODER_HARDWARE_DEVICE
-                                                             : -1;
-        want = o->gpu_decoder >= 0 ? NULL : "auto, hardware, hardware-device or hybrid";
+                                                      : -1;
+        want = o->gpu_decoder >= 0 ? NULL : "auto, hardware or hybrid";
         break;
     default: return gr_cli_usage_error(err, errlen, "option %d has no handler", id);
     }

@@ -58,7 +58,6 @@ void gr_cli_detect_usage(FILE *f)
         "                      (libjpeg-turbo), auto (default: gpu with a GPU engine of a build\n"
         "                      with nvJPEG, else cpu); stderr says which runs\n"
         "  --gpu-decoder B     --decode gpu's nvJPEG backend: hardware (the GPU's JPEG engines),\n"
-        "                      hardware-device (the same, the files copied to the GPU by graphrun),\n"
         "                      hybrid (CUDA kernels), auto (default: hardware where the GPU has\n"
         "                      it, else hybrid)\n"
         "  --fast-decode       with --input DIR / --input-list: decode JPEGs of at least twice the\n"

@@ -268,9 +268,7 @@ gr_status gr_f32_algo_parse(const char *name, gr_f32_algo *out);
 typedef enum gr_jpeg_decoder {
     GR_JPEG_DECODER_AUTO = 0,
     GR_JPEG_DECODER_HARDWARE,   /* the GPU's JPEG engines (A100, H100: NVJPG) */
-    GR_JPEG_DECODER_GPU_HYBRID, /* CUDA kernels, Huffman decoding on the GPU for large batches */
-    GR_JPEG_DECODER_HARDWARE_DEVICE /* the JPEG engines, the files' bytes copied to the device by
-                                   graphrun (one copy per batch) instead of by nvJPEG */
+    GR_JPEG_DECODER_GPU_HYBRID  /* CUDA kernels, Huffman decoding on the GPU for large batches */
 } gr_jpeg_decoder;
 
 /* A feature the engine may use: AUTO where graphrun's rule says it helps, ON wherever it applies,

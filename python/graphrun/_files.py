@@ -283,6 +283,7 @@ class FilePipeline:
                 if self.stop:
                     return
             path = self.paths[i]
+            b.error[pos] = None  # not the last batch's: a file kept for the GPU sets none
             if not (self.gpu_decode and self._read_jpeg(b, pos, path)):
                 self._decode_cpu(b, pos, path)
             with cond:

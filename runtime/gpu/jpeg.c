@@ -39,7 +39,6 @@
 struct gpu_jpeg {
     nvjpegBackend_t backend;
     const char *name;
-    int device_bits;         /* HARDWARE_DEVICE: graphrun copies the files' bytes to the device */
 };
 
 /* A slot's: used by one thread at a time (the slot's caller). */
@@ -50,9 +49,6 @@ struct gpu_jpeg_slot {
     int batch_init;          /* images the state was initialised for; 0 none */
     uint8_t *rgb;            /* decoded images, back to back */
     size_t rgb_cap;
-    uint8_t *bits_host;      /* device_bits: the batch's files back to back (pinned) */
-    uint8_t *bits_dev;       /* ... and on the device, one copy per batch */
-    size_t bits_cap;
     /* per image of the batch: the decoder's arguments and the letterbox's, in one block */
     int cap;
     void *block;
@@ -104,7 +100,7 @@ static gr_status open_decoder_locked(gpu_state *g, gr_jpeg_decoder which)
     if (g->jpeg)
         return GR_OK;
     if (which != GR_JPEG_DECODER_AUTO && which != GR_JPEG_DECODER_HARDWARE &&
-        which != GR_JPEG_DECODER_GPU_HYBRID && which != GR_JPEG_DECODER_HARDWARE_DEVICE)
+        which != GR_JPEG_DECODER_GPU_HYBRID)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option jpeg_decoder %d is not a "
                        "gr_jpeg_decoder", (int)which);
     struct gpu_jpeg *j = gr_calloc(1, sizeof *j, "nvJPEG decoder");
@@ -115,21 +111,16 @@ static gr_status open_decoder_locked(gpu_state *g, gr_jpeg_decoder which)
         nvjpegBackend_t backend;
         const char *name;
     } tries[] = {{NVJPEG_BACKEND_HARDWARE, "nvJPEG hardware decoder"},
-                 {NVJPEG_BACKEND_GPU_HYBRID, "nvJPEG GPU hybrid decoder"},
-                 {NVJPEG_BACKEND_HARDWARE_DEVICE, "nvJPEG hardware decoder, files copied by "
-                                                  "graphrun"}};
+                 {NVJPEG_BACKEND_GPU_HYBRID, "nvJPEG GPU hybrid decoder"}};
     nvjpegStatus_t st = NVJPEG_STATUS_NOT_INITIALIZED;
     for (size_t t = 0; t < sizeof tries / sizeof tries[0] && !handle; t++) {
-        if ((which == GR_JPEG_DECODER_AUTO && t > 1) ||
-            (which == GR_JPEG_DECODER_HARDWARE && t != 0) ||
-            (which == GR_JPEG_DECODER_GPU_HYBRID && t != 1) ||
-            (which == GR_JPEG_DECODER_HARDWARE_DEVICE && t != 2))
+        if ((which == GR_JPEG_DECODER_HARDWARE && t != 0) ||
+            (which == GR_JPEG_DECODER_GPU_HYBRID && t != 1))
             continue;
         st = nvjpegCreateEx(tries[t].backend, NULL, NULL, 0, &handle);
         if (st == NVJPEG_STATUS_SUCCESS) {
             j->backend = tries[t].backend;
             j->name = tries[t].name;
-            j->device_bits = tries[t].backend == NVJPEG_BACKEND_HARDWARE_DEVICE;
         } else {
             handle = NULL;
         }
@@ -183,9 +174,6 @@ void gr_gpu_jpeg_slot_free(struct gpu_jpeg_slot *s)
     if (s->end)
         cudaEventDestroy(s->end);
     cudaFree(s->rgb);
-    cudaFree(s->bits_dev);
-    if (s->bits_host)
-        cudaFreeHost(s->bits_host);
     free(s->block);
     free(s);
 }
@@ -285,38 +273,6 @@ static gr_status reserve_rgb(struct gpu_jpeg_slot *s, size_t bytes, cudaStream_t
     return GR_OK;
 }
 
-/* device_bits: the m files into the slot's pinned buffer back to back, one copy to the device,
- * s->data[] pointed there. The buffers are the slot's: its last run (which read them) is over. */
-static gr_status stage_bits(struct gpu_jpeg_slot *s, int m, cudaStream_t stream)
-{
-    size_t total = 0;
-    for (int k = 0; k < m; k++)
-        total += gr_gpu_align(s->len[k], 256);
-    if (total > s->bits_cap) {
-        size_t cap = total + total / 2;
-        CUDA_TRY(cudaStreamSynchronize(stream));
-        cudaFree(s->bits_dev);
-        if (s->bits_host)
-            cudaFreeHost(s->bits_host);
-        s->bits_dev = s->bits_host = NULL;
-        s->bits_cap = 0;
-        if (cudaMallocHost((void **)&s->bits_host, cap) != cudaSuccess ||
-            cudaMalloc((void **)&s->bits_dev, cap) != cudaSuccess) {
-            cudaGetLastError();
-            return gr_fail(GR_ERR_OUT_OF_MEMORY, "no memory for %zu bytes of JPEG files", cap);
-        }
-        s->bits_cap = cap;
-    }
-    size_t at = 0;
-    for (int k = 0; k < m; k++) {
-        memcpy(s->bits_host + at, s->data[k], s->len[k]);
-        s->data[k] = s->bits_dev + at;
-        at += gr_gpu_align(s->len[k], 256);
-    }
-    CUDA_TRY(cudaMemcpyAsync(s->bits_dev, s->bits_host, at, cudaMemcpyHostToDevice, stream));
-    return GR_OK;
-}
-
 gr_status gr_gpu_decode_jpegs(gpu_state *g, gpu_instance *inst, gr_jpeg_decoder which,
                               cudaStream_t launch, int n, const uint8_t *const *jpeg,
                               const size_t *bytes, int *decoded, int net_w, int net_h)
@@ -367,8 +323,6 @@ gr_status gr_gpu_decode_jpegs(gpu_state *g, gpu_instance *inst, gr_jpeg_decoder 
         s->batch_init = m;
     }
     CUDA_TRY(cudaEventRecord(s->begin, stream));
-    if (j->device_bits)
-        GR_TRY(stage_bits(s, m, stream));
     double t1 = gr_now_us();
     nvjpegStatus_t st = nvjpegDecodeBatched(s->handle, s->state, s->data, s->len, s->out, stream);
     s->check_s += (t1 - t0) * 1e-6;
