@@ -189,6 +189,52 @@ START_TEST(test_damaged_structure_refused)
 }
 END_TEST
 
+/* Headers libjpeg refuses or warns about are never the GPU's (each found by fuzz_jpeg_scan: the
+ * walk called them decodable, tjDecompressHeader3 refused them). */
+START_TEST(test_headers_libjpeg_refuses)
+{
+    unsigned long len;
+    uint8_t *jpeg = make_jpeg(64, 48, TJSAMP_420, 0, &len);
+    size_t sof = marker_at(jpeg, len, 0xC0), sos = marker_at(jpeg, len, 0xDA);
+    uint8_t *f = malloc(len);
+    gr_jpeg_info info;
+    /* an unknown marker (0xFF23) with a valid length */
+    static const uint8_t unknown[] = {0xFF, 0x23, 0x00, 0x04, 0x00, 0x00};
+    uint8_t *g = spliced(jpeg, len, sof, unknown, sizeof unknown);
+    gr_jpeg_scan(g, len + sizeof unknown, &info);
+    ck_assert(!gr_jpeg_gpu_decodable(&info));
+    free(g);
+    /* a JFIF APP0 of major version 2 (libjpeg: "unknown JFIF revision number") */
+    static const uint8_t jfif2[] = {0xFF, 0xE0, 0x00, 0x10, 'J', 'F', 'I', 'F', 0x00, 0x02, 0x01,
+                                    0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00};
+    g = spliced(jpeg, len, 2, jfif2, sizeof jfif2);
+    gr_jpeg_scan(g, len + sizeof jfif2, &info);
+    ck_assert(!gr_jpeg_gpu_decodable(&info));
+    free(g);
+    /* the scan naming a component twice, or out of the frame's order */
+    size_t first = sos + 5; /* the first component's id in the SOS */
+    memcpy(f, jpeg, len);
+    f[first + 2] = f[first]; /* second = first */
+    gr_jpeg_scan(f, len, &info);
+    ck_assert(!gr_jpeg_gpu_decodable(&info));
+    memcpy(f, jpeg, len);
+    uint8_t t = f[first];
+    f[first] = f[first + 2];
+    f[first + 2] = t; /* the first two swapped */
+    gr_jpeg_scan(f, len, &info);
+    ck_assert(!gr_jpeg_gpu_decodable(&info));
+    /* a width past libjpeg's 65500 */
+    memcpy(f, jpeg, len);
+    f[sof + 7] = 0xFF;
+    f[sof + 8] = 0xF7; /* 65527 */
+    gr_jpeg_scan(f, len, &info);
+    ck_assert_int_eq(info.width, 65527);
+    ck_assert(!gr_jpeg_gpu_decodable(&info));
+    free(f);
+    tjFree(jpeg);
+}
+END_TEST
+
 /* Stuffed 0xFF 0x00 bytes and fill bytes before a marker belong to a well-formed file. */
 START_TEST(test_fill_bytes_accepted)
 {
@@ -214,6 +260,7 @@ static Suite *jpeg_scan_suite(void)
     tcase_add_test(tc, test_every_truncation_refused);
     tcase_add_test(tc, test_damaged_structure_refused);
     tcase_add_test(tc, test_fill_bytes_accepted);
+    tcase_add_test(tc, test_headers_libjpeg_refuses);
     suite_add_tcase(s, tc);
     return s;
 }
