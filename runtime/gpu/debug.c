@@ -279,8 +279,8 @@ static gr_status u8_instance(gr_engine *engine, int slot, const char *fn, gpu_in
 
 gr_status gr_engine_debug_device_input(gr_engine *engine, int slot, uint8_t *host, size_t bytes)
 {
-    gpu_instance *inst;
-    cudaStream_t stream;
+    gpu_instance *inst = NULL;
+    cudaStream_t stream = NULL;
     GR_TRY(u8_instance(engine, slot, "gr_engine_debug_device_input", &inst, &stream));
     const gpu_variant *v = gr_gpu_variant(engine->impl, 1);
     if (!host || bytes != v->in_bytes)
@@ -292,8 +292,8 @@ gr_status gr_engine_debug_device_input(gr_engine *engine, int slot, uint8_t *hos
 
 gr_status gr_engine_debug_jpeg_pixels(gr_engine *engine, int slot, int k, gr_image **out)
 {
-    gpu_instance *inst;
-    cudaStream_t stream;
+    gpu_instance *inst = NULL;
+    cudaStream_t stream = NULL;
     if (out)
         *out = NULL;
     GR_TRY(u8_instance(engine, slot, "gr_engine_debug_jpeg_pixels", &inst, &stream));
@@ -315,7 +315,7 @@ gr_status gr_engine_debug_jpeg_host(const gr_engine *engine, double *check_s, do
 
 gr_status gr_engine_debug_slot_sync(gr_engine *engine, int slot)
 {
-    gpu_instance *inst;
-    cudaStream_t stream;
+    gpu_instance *inst = NULL;
+    cudaStream_t stream = NULL;
     return u8_instance(engine, slot, "gr_engine_debug_slot_sync", &inst, &stream);
 }
