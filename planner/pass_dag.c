@@ -33,6 +33,19 @@ static gr_status copy_layer_weights(gr_plan *plan, gr_plan_node *nd, const gr_la
     return GR_OK;
 }
 
+/* The floats copy_layer_weights appends for the whole net, and one per filter for the int8
+ * weight scales gr_pass_quantize_weights appends later: reserved at once. */
+static size_t weight_floats_needed(const gr_net *net)
+{
+    size_t n = 0;
+    for (int i = 0; i < net->n_layers; i++) {
+        const gr_layer *l = &net->layers[i];
+        if (gr_op_has((int)l->p.op, GR_OPF_WEIGHTS))
+            n += l->w.n_weights + (size_t)l->p.filters * (l->p.batch_normalize ? 5 : 2);
+    }
+    return n;
+}
+
 static gr_precision layer_precision(const gr_plan_options *opt, int layer, int kind)
 {
     if (gr_op_has(kind, GR_OPF_F32_ONLY))
@@ -157,6 +170,9 @@ gr_status gr_pass_build_dag(const gr_net *net, const gr_plan_options *opt, gr_pl
         goto done;
     }
     plan->n_outputs = n_out;
+    st = gr_plan_reserve_floats(plan, weight_floats_needed(net));
+    if (st != GR_OK)
+        goto done;
 
     int in_node = gr_plan_new_node(plan, GR_NODE_INPUT, -1);
     int in_tensor = gr_plan_new_tensor(plan, opt->batch, net->c, net->h, net->w, GR_DTYPE_F32, -1);

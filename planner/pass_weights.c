@@ -30,24 +30,33 @@ static float quantize_filter(const float *w, size_t n, int8_t *q)
     return s;
 }
 
+static int quantized_conv(const gr_plan *plan, const gr_plan_node *nd)
+{
+    return nd->kind == GR_OP_CONV && gr_plan_conv_in_dtype(plan, nd) == GR_DTYPE_I8;
+}
+
 gr_status gr_pass_quantize_weights(gr_plan *plan)
 {
+    size_t total = plan->n_qweights;
+    for (int i = 0; i < plan->n_nodes; i++)
+        if (quantized_conv(plan, &plan->nodes[i]) &&
+            !gr_add_size(total, plan->nodes[i].n_w, &total))
+            return gr_fail(GR_ERR_LIMIT, "planner: int8 weight block size overflow");
+    if (total == plan->n_qweights)
+        return GR_OK;
+    int8_t *grown = realloc(plan->qweights, total);
+    if (!grown)
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "planner: out of memory quantizing weights");
+    plan->qweights = grown;
     for (int i = 0; i < plan->n_nodes; i++) {
         gr_plan_node *nd = &plan->nodes[i];
-        if (nd->kind != GR_OP_CONV || gr_plan_conv_in_dtype(plan, nd) != GR_DTYPE_I8)
+        if (!quantized_conv(plan, nd))
             continue;
         int filters = nd->p.filters;
         size_t per_filter = nd->n_w / (size_t)filters;
         GR_TRY(gr_plan_append_floats(plan, NULL, (size_t)filters, &nd->ws_offset));
-        size_t total;
-        if (!gr_add_size(plan->n_qweights, nd->n_w, &total))
-            return gr_fail(GR_ERR_LIMIT, "planner: int8 weight block size overflow");
-        int8_t *grown = realloc(plan->qweights, total ? total : 1);
-        if (!grown)
-            return gr_fail(GR_ERR_OUT_OF_MEMORY, "planner: out of memory quantizing weights");
-        plan->qweights = grown;
         nd->qw_offset = plan->n_qweights;
-        plan->n_qweights = total;
+        plan->n_qweights += nd->n_w;
         const float *w = plan->weights + nd->w_offset;
         float *ws = plan->weights + nd->ws_offset;
         int8_t *q = plan->qweights + nd->qw_offset;

@@ -51,6 +51,9 @@ void gr_plan_set_dtype(gr_plan_tensor *t, gr_dtype dtype);
 int gr_plan_channel_granule(gr_dtype dtype);
 /* Append count floats (zeros when src is NULL) to plan->weights; *offset receives where. */
 gr_status gr_plan_append_floats(gr_plan *plan, const float *src, size_t count, size_t *offset);
+/* Room for `count` more floats at plan->weights, so that the appends up to there move nothing
+ * (a plan's weights are tens of MB: growing them append by append copied them again and again). */
+gr_status gr_plan_reserve_floats(gr_plan *plan, size_t count);
 /* Remove nodes with kind < 0 and tensors nobody produces or reads, remapping indices. */
 gr_status gr_plan_compact(gr_plan *plan);
 /* The tensor owning t's storage through views and in-place links. */

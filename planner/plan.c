@@ -185,21 +185,34 @@ gr_status gr_plan_compact(gr_plan *plan)
     return GR_OK;
 }
 
-gr_status gr_plan_append_floats(gr_plan *plan, const float *src, size_t count, size_t *offset)
+gr_status gr_plan_reserve_floats(gr_plan *plan, size_t count)
 {
     size_t total;
     if (!gr_add_size(plan->n_weight_floats, count, &total) || total > SIZE_MAX / sizeof(float))
         return gr_fail(GR_ERR_LIMIT, "planner: weight block size overflow");
+    if (total <= plan->weight_capacity)
+        return GR_OK;
     float *grown = realloc(plan->weights, (total ? total : 1) * sizeof *grown);
     if (!grown)
-        return gr_fail(GR_ERR_OUT_OF_MEMORY, "planner: out of memory copying %zu weights", count);
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "planner: out of memory for %zu weights", total);
     plan->weights = grown;
+    plan->weight_capacity = total;
+    return GR_OK;
+}
+
+gr_status gr_plan_append_floats(gr_plan *plan, const float *src, size_t count, size_t *offset)
+{
+    if (count > plan->weight_capacity - plan->n_weight_floats) {
+        /* past the reservation: grow by half again, so that n appends cost O(n) copies */
+        size_t more = count > plan->weight_capacity / 2 ? count : plan->weight_capacity / 2;
+        GR_TRY(gr_plan_reserve_floats(plan, more));
+    }
     if (src)
         memcpy(plan->weights + plan->n_weight_floats, src, count * sizeof *src);
     else
-        memset(plan->weights + plan->n_weight_floats, 0, count * sizeof *grown);
+        memset(plan->weights + plan->n_weight_floats, 0, count * sizeof *plan->weights);
     *offset = plan->n_weight_floats;
-    plan->n_weight_floats = total;
+    plan->n_weight_floats += count;
     return GR_OK;
 }
 

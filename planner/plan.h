@@ -178,6 +178,7 @@ typedef struct gr_plan {
     int *output_tensors;        /* [n_outputs], f32 NCHW, in head order */
     float *weights;             /* folded weights, biases, BN, weight scales */
     size_t n_weight_floats;
+    size_t weight_capacity;     /* floats allocated at weights (gr_plan_reserve_floats) */
     int8_t *qweights;
     size_t n_qweights;
     int n_streams, n_events;
