@@ -549,31 +549,23 @@ static gr_status build_sized(gr_engine *e, gpu_state *g, gpu_variant *v, int u8,
     return st;
 }
 
-static uint64_t fnv(uint64_t h, const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
 /* The timing-cache key of the micro-batch choice: the network's shape (name, input, every
  * layer's inputs and output shape, its parameter count), the precision map, batch, input type,
  * runs in flight and fp16 accumulation. */
 static void micro_batch_key(const gr_engine *e, int u8, char *key, size_t len)
 {
     const gr_net *net = e->net;
-    uint64_t h = fnv(0xcbf29ce484222325ull, net->name, strlen(net->name));
+    uint64_t h = gr_fnv1a(0xcbf29ce484222325ull, net->name, strlen(net->name));
     const int shape[4] = {net->w, net->h, net->c, net->n_layers};
-    h = fnv(h, shape, sizeof shape);
-    h = fnv(h, &net->n_weight_floats, sizeof net->n_weight_floats);
+    h = gr_fnv1a(h, shape, sizeof shape);
+    h = gr_fnv1a(h, &net->n_weight_floats, sizeof net->n_weight_floats);
     for (int i = 0; i < net->n_layers; i++) {
         const gr_layer *l = &net->layers[i];
         const int dims[4] = {l->out.c, l->out.h, l->out.w, l->n_inputs};
-        h = fnv(h, dims, sizeof dims);
-        h = fnv(h, l->inputs, (size_t)l->n_inputs * sizeof l->inputs[0]);
+        h = gr_fnv1a(h, dims, sizeof dims);
+        h = gr_fnv1a(h, l->inputs, (size_t)l->n_inputs * sizeof l->inputs[0]);
         if (e->layer_prec)
-            h = fnv(h, &e->layer_prec[i], sizeof e->layer_prec[i]);
+            h = gr_fnv1a(h, &e->layer_prec[i], sizeof e->layer_prec[i]);
     }
     snprintf(key, len, "mb:%s:n%d:u8%d:if%d:acc%d:net%016llx", gr_precision_name(e->opt.precision),
              e->opt.batch, u8, e->inflight, e->opt.fp16_accumulate != 0, (unsigned long long)h);
