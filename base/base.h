@@ -114,6 +114,19 @@ gr_status gr_read_fd(int fd, const char *path, size_t size, const char *what, ui
 gr_status gr_read_file(const char *path, size_t max_bytes, const char *what, char **data,
                        size_t *len);
 
+/* A whole file (at most max_bytes) to read once, without copying it where the system allows: a
+ * regular file is mapped read-only, anything else read by gr_read_file (the same refusals).
+ * data/len stay valid until gr_file_view_release. The file must not be truncated in place
+ * meanwhile (graphrun writes its files whole, by rename). base/file_view.c */
+typedef struct gr_file_view {
+    const uint8_t *data;
+    size_t len;
+    void *map;  /* the mapping, or NULL */
+    char *heap; /* gr_read_file's buffer, or NULL */
+} gr_file_view;
+gr_status gr_file_view_open(const char *path, size_t max_bytes, const char *what, gr_file_view *v);
+void gr_file_view_release(gr_file_view *v);
+
 size_t gr_dtype_size(gr_dtype t);
 const char *gr_dtype_name(gr_dtype t);
 

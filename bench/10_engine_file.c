@@ -5,11 +5,13 @@
  * check that the loaded engine's outputs equal the built engine's bit for bit (exit 1 if not).
  * Targets (H100): a load within 10% of the build it replaces, and int8 batch 1 within 100 ms.
  *
- *   ./build-gpu/10_engine_file [--device gpu|cpu] [--loads N]
+ *   ./build-gpu/10_engine_file [--device gpu|cpu] [--loads N] [--model NAME] [--prec P]
  *
  * --device cpu measures the CPU engines of the small built-in shapes model instead (no GPU needed;
- * batch 1 and 4: the CPU reference of YOLOv2-tiny is minutes per configuration); --loads N takes the median of N loads (default 5). Exits 77 with one line when the GPU
- * is asked for and none is visible. */
+ * batch 1 and 4), or of --model NAME (--device cpu --model yolo --prec fp16: the host side of a
+ * YOLOv2-tiny load - file, checksum, network, plan - without a GPU; its output check runs the CPU
+ * emulation, seconds per run); --prec P measures that precision only; --loads N takes the median
+ * of N loads (default 5). Exits 77 with one line when the GPU is asked for and none is visible. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,14 +144,20 @@ int main(int argc, char **argv)
 {
     gr_device device = GR_DEVICE_GPU;
     int loads = 5;
+    const char *model_name = NULL, *prec_name = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc) {
             device = !strcmp(argv[++i], "cpu") ? GR_DEVICE_CPU : GR_DEVICE_GPU;
         } else if (!strcmp(argv[i], "--loads") && i + 1 < argc) {
             loads = atoi(argv[++i]);
             loads = loads < 1 ? 1 : loads > 16 ? 16 : loads;
+        } else if (!strcmp(argv[i], "--model") && i + 1 < argc) {
+            model_name = argv[++i];
+        } else if (!strcmp(argv[i], "--prec") && i + 1 < argc) {
+            prec_name = argv[++i];
         } else {
-            fprintf(stderr, "usage: 10_engine_file [--device gpu|cpu] [--loads N]\n");
+            fprintf(stderr, "usage: 10_engine_file [--device gpu|cpu] [--loads N] [--model NAME] "
+                            "[--prec int8|fp16]\n");
             return 2;
         }
     }
@@ -159,7 +167,9 @@ int main(int argc, char **argv)
     }
     gr_model_options mo;
     gr_model_options_default(&mo);
-    if (device == GR_DEVICE_CPU)
+    if (model_name)
+        mo.builtin = model_name;
+    else if (device == GR_DEVICE_CPU)
         mo.builtin = "shapes";
     gr_model *model = NULL;
     if (gr_model_load(&mo, &model) != GR_OK)
@@ -169,7 +179,8 @@ int main(int argc, char **argv)
                               {GR_PREC_FP16, big}};
     int rc = 0, verdict = 1;
     for (size_t k = 0; k < sizeof configs / sizeof configs[0] && rc == 0; k++)
-        rc = measure(model, device, configs[k], loads, &verdict);
+        if (!prec_name || !strcmp(prec_name, gr_precision_name(configs[k].prec)))
+            rc = measure(model, device, configs[k], loads, &verdict);
     gr_model_destroy(model);
     if (rc == 0)
         printf("targets (load <= 10%% of build; int8 batch 1 <= 100 ms): %s\n",

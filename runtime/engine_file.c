@@ -459,10 +459,9 @@ gr_status gr_engine_load(const char *path, const gr_engine_options *opt, gr_engi
     if (!path || !out)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_load: NULL %s", path ? "out" : "path");
     *out = NULL;
-    char *data = NULL;
-    size_t len = 0;
-    GR_TRY(gr_read_file(path, GR_ENGINE_FILE_MAX_BYTES, "engine", &data, &len));
-    gr_status st = load_buffer((const uint8_t *)data, len, path, opt, out);
-    free(data);
+    gr_file_view file;
+    GR_TRY(gr_file_view_open(path, GR_ENGINE_FILE_MAX_BYTES, "engine", &file));
+    gr_status st = load_buffer(file.data, file.len, path, opt, out);
+    gr_file_view_release(&file);
     return st;
 }
