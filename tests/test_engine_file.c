@@ -8,12 +8,17 @@
  * tests/test_gpu_engine_file.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/base.h"
 #include "base/bytes.h"
 
 /* gr_hash64("graphrun engine file", 20): the value format 2 files are checked with. */
@@ -476,6 +481,90 @@ START_TEST(checksum_sees_every_bit)
 }
 END_TEST
 
+/* gr_engine_load maps a regular file (gr_file_view) and reads anything else: the same engine from
+ * a file and through a FIFO; the view of a regular file is a mapping holding the file's bytes, an
+ * empty file and a FIFO are read, a directory is refused by name. */
+typedef struct fifo_writer {
+    const char *path;
+    const uint8_t *data;
+    size_t bytes;
+    int ok;
+} fifo_writer;
+
+static void *write_fifo(void *arg)
+{
+    fifo_writer *w = arg;
+    int fd = open(w->path, O_WRONLY);
+    size_t done = 0;
+    while (fd >= 0 && done < w->bytes) {
+        ssize_t n = write(fd, w->data + done, w->bytes - done);
+        if (n <= 0 && errno != EINTR)
+            break;
+        done += n > 0 ? (size_t)n : 0;
+    }
+    w->ok = fd >= 0 && done == w->bytes;
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+START_TEST(mapped_file_and_fifo_load_alike)
+{
+    gr_model *model = load_shapes();
+    gr_engine *built = build(model, GR_PREC_INT8, NULL, 0);
+    gr_model_destroy(model);
+    uint8_t *data;
+    size_t bytes;
+    save_to_memory(built, &data, &bytes);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/gr_engine_view_%d.grengine", (int)getpid());
+    ck_assert_int_eq(gr_engine_save(built, path), GR_OK);
+
+    gr_file_view v;
+    ck_assert_int_eq(gr_file_view_open(path, bytes, "engine", &v), GR_OK);
+    ck_assert_ptr_nonnull(v.map);
+    ck_assert_ptr_null(v.heap);
+    ck_assert_uint_eq(v.len, bytes);
+    ck_assert(memcmp(v.data, data, bytes) == 0);
+    gr_file_view_release(&v);
+    ck_assert_int_eq(gr_file_view_open(path, bytes - 1, "engine", &v), GR_ERR_LIMIT);
+    gr_engine *loaded = NULL;
+    ck_assert_msg(gr_engine_load(path, NULL, &loaded) == GR_OK, "%s", gr_last_error());
+    expect_same(built, loaded);
+    gr_engine_destroy(loaded);
+    unlink(path);
+
+    /* A FIFO: read, not mapped. */
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    fifo_writer w = {path, data, bytes, 0};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, write_fifo, &w), 0);
+    loaded = NULL;
+    gr_status st = gr_engine_load(path, NULL, &loaded);
+    pthread_join(t, NULL);
+    unlink(path);
+    ck_assert_msg(st == GR_OK && w.ok, "%s", gr_last_error());
+    expect_same(built, loaded);
+    gr_engine_destroy(loaded);
+
+    /* An empty file is read (nothing to map), then refused as an engine; a directory by kind. */
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    ck_assert_int_eq(gr_file_view_open(path, 16, "engine", &v), GR_OK);
+    ck_assert_ptr_null(v.map);
+    ck_assert_uint_eq(v.len, 0);
+    gr_file_view_release(&v);
+    ck_assert_int_eq(gr_engine_load(path, NULL, &loaded), GR_ERR_PARSE);
+    unlink(path);
+    ck_assert_int_eq(gr_engine_load("/tmp", NULL, &loaded), GR_ERR_IO);
+    ck_assert_msg(strstr(gr_last_error(), "/tmp: not a regular file"), "%s", gr_last_error());
+    ck_assert_ptr_null(loaded);
+    gr_free(data);
+    gr_engine_destroy(built);
+}
+END_TEST
+
 START_TEST(bad_arguments)
 {
     gr_engine *e = NULL;
@@ -524,6 +613,7 @@ static Suite *suite(void)
     tcase_add_test(tc, resigned_content_is_checked);
     tcase_add_test(tc, checksum_sees_every_bit);
     tcase_add_test(tc, bad_arguments);
+    tcase_add_test(tc, mapped_file_and_fifo_load_alike);
     suite_add_tcase(s, tc);
     return s;
 }
