@@ -727,7 +727,7 @@ static gr_status choose_decoder(pipeline *p, const gr_files_options *o)
         }
         name = gr_engine_jpeg_decoder(p->buf[k].engine, NULL);
     }
-    p->gpu_decode = !why && name;
+    p->gpu_decode = p->st.gpu_decode = !why && name;
     snprintf(p->st.decoder, sizeof p->st.decoder, "%s",
              p->gpu_decode ? name : why ? why : "no GPU decoder");
     for (int k = 0; p->gpu_decode && k < p->n_buf; k++) {

@@ -198,9 +198,11 @@ gr_status gr_pool_wrap(gr_engine *const *engines, int n, gr_pool **out)
     if (!out)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_pool_wrap: NULL out");
     *out = NULL;
-    if (!engines || n < 1 || n > GR_MAX_DEVICES)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_pool_wrap: %d engines%s (1..%d)", n,
-                       engines ? "" : " at NULL", GR_MAX_DEVICES);
+    if (!engines)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_pool_wrap: NULL engines");
+    if (n < 1 || n > GR_MAX_DEVICES)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_pool_wrap: %d engines (1..%d)", n,
+                       GR_MAX_DEVICES);
     for (int k = 0; k < n; k++)
         if (!engines[k])
             return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_pool_wrap: engine %d is NULL", k);
