@@ -1,12 +1,12 @@
-/* Check suite for the folder pipeline (runtime.h, "image files to detections": gr_pool_detect_files;
- * runtime/files.c) on the CPU engine of the built-in shapes model: results come in input order,
- * each file's detections equal a plain engine's for that image, whatever the batch, threads or
- * slots; a file that cannot be read or decoded gets its message and the rest go on; NaN outputs
- * are counted, not detected; the callback stops the run and leaves the engine usable; prepare
- * runs for every image before its callback; the stats and the started hook; bad arguments. The GPU-only paths run here on stand-ins put in
- * a CPU engine's backend table: a JPEG decoder (the hand-off: which files go to it, those it leaves
- * decoded on the CPU, its failure failing one batch) and a failing submit. gr_pool_wrap and
- * gr_pool_detect_source (files.h) too. */
+/* Check suite for the folder pipeline (runtime.h, "image files to detections":
+ * gr_pool_detect_files; runtime/files.c) on the CPU engine of the built-in shapes model: results
+ * come in input order, each file's detections equal a plain engine's for that image, whatever the
+ * batch, threads or slots; a file that cannot be read or decoded gets its message and the rest go
+ * on; NaN outputs are counted, not detected; the callback stops the run and leaves the engine
+ * usable; prepare runs for every image before its callback; the stats and the started hook; bad
+ * arguments. The GPU-only paths run here on stand-ins put in a CPU engine's backend table: a JPEG
+ * decoder (the hand-off: which files go to it, those it leaves decoded on the CPU, its failure
+ * failing one batch) and a failing submit. gr_pool_wrap and gr_pool_detect_source (files.h) too. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp, mkfifo, symlink */
 #include <check.h>
 #include <math.h>

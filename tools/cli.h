@@ -211,7 +211,7 @@ int gr_cli_read_image_list(const char *file, gr_cli_image_list *l);
 void gr_cli_image_list_free(gr_cli_image_list *l);
 
 /* A video file, camera or stream (--input clip.mp4, /dev/video0, rtsp://...; --input-type):
- * its frames through the same pipeline (tools/cmd_stream.c), JSON Lines with the frame index and
+ * its frames through the same pipeline (gr_pool_detect_source), JSON Lines with the frame index and
  * time, --output an annotated video. gr_cli_wants_video: 1 when the command line's input is
  * one. */
 int gr_cli_wants_video(const gr_cli_options *o);

@@ -427,12 +427,12 @@ class Engine(_Handle):
         16) decode and letterbox the images straight into the engine's input buffers (one per
         slot: build with inflight=3 to keep a batch running while the next fill and the last is
         reported) and decode the detections, all in C outside the GIL, while this thread submits
-        and waits in C and takes the GIL only to build each record. decode: "cpu" (graphrun's decoders),
-        "gpu" (JPEGs decoded on the engine's GPU by nvJPEG, other files and those it does not
-        take on the CPU; graphrun.Error where it cannot: a CPU engine, a build without nvJPEG) or
-        "auto" (the GPU where it can, else the CPU). The records equal the CLI's for the same
-        decode; detect() on the same images gives the same detections. The engine is held for
-        the whole call (other threads' calls on it wait)."""
+        and waits in C and takes the GIL only to build each record. decode: "cpu" (graphrun's
+        decoders), "gpu" (JPEGs decoded on the engine's GPU by nvJPEG, other files and those it
+        does not take on the CPU; graphrun.Error where it cannot: a CPU engine, a build without
+        nvJPEG) or "auto" (the GPU where it can, else the CPU). The records equal the CLI's for
+        the same decode; detect() on the same images gives the same detections. The engine is
+        held for the whole call (other threads' calls on it wait)."""
         if self.channels != 3:
             raise ValueError(f"detect_files() letterboxes RGB images; this network takes "
                              f"{self.channels} channels (use run())")
