@@ -147,35 +147,63 @@ static void remove_folder(void)
 /* ---- engines and what a run gave ---------------------------------------------------------- */
 
 static gr_model *model;
+static gr_engine_options cpu_options;
+/* The engine most tests run (batch 2, 3 slots) and a pool of it alone. */
+static gr_engine *shared_engine;
+static gr_pool *shared_pool;
+
+static gr_engine *engine_of(const gr_model *m, int batch, int inflight)
+{
+    gr_engine_options opt = cpu_options;
+    opt.batch = batch;
+    opt.inflight = inflight;
+    gr_engine *built = NULL;
+    ck_assert_msg(gr_engine_build(m, &opt, &built) == GR_OK, "%s", gr_last_error());
+    return built;
+}
+
+static gr_engine *cpu_engine(int batch, int inflight) { return engine_of(model, batch, inflight); }
+
+static gr_pool *pool_of(gr_engine *one)
+{
+    gr_pool *wrapped = NULL;
+    ck_assert_msg(gr_pool_wrap(&one, 1, &wrapped) == GR_OK, "%s", gr_last_error());
+    return wrapped;
+}
+
+/* A built-in model, or a cfg with its weights. */
+static gr_model *load_model(const char *builtin, const char *cfg, const char *weights)
+{
+    gr_model *loaded = NULL;
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = builtin;
+    mo.cfg_path = cfg;
+    mo.weights_path = weights;
+    ck_assert_msg(gr_model_load(&mo, &loaded) == GR_OK, "%s", gr_last_error());
+    return loaded;
+}
 
 static void setup(void)
 {
-    gr_model_options mo;
-    gr_model_options_default(&mo);
-    mo.builtin = "shapes";
-    ck_assert_msg(gr_model_load(&mo, &model) == GR_OK, "%s", gr_last_error());
+    model = load_model("shapes", NULL, NULL);
+    gr_engine_options_default(&cpu_options);
+    cpu_options.device = GR_DEVICE_CPU;
     make_folder();
+    shared_engine = engine_of(model, 2, 3);
+    shared_pool = pool_of(shared_engine);
 }
 
 static void teardown(void)
 {
+    gr_pool_destroy(shared_pool);
+    gr_engine_destroy(shared_engine);
     gr_model_destroy(model);
     model = NULL;
     remove_folder();
 }
 
-static gr_engine *cpu_engine(int batch, int inflight)
-{
-    gr_engine_options opt;
-    gr_engine_options_default(&opt);
-    opt.device = GR_DEVICE_CPU;
-    opt.batch = batch;
-    opt.inflight = inflight;
-    gr_engine *engine = NULL;
-    ck_assert_msg(gr_engine_build(model, &opt, &engine) == GR_OK, "%s", gr_last_error());
-    return engine;
-}
-
+/* A CPU engine of model m (batch, slots) and a pool of it alone (the engine stays the test's). */
 typedef struct seen {
     const char *const *list; /* the paths given */
     int calls, stop_at;
@@ -237,26 +265,25 @@ static seen *new_seen(const char *const *list)
     return s;
 }
 
-static seen *run_list(gr_pool *pool, const char *const *list, int n, const gr_files_options *opt,
+static seen *run_list(gr_pool *on, const char *const *list, int n, const gr_files_options *opt,
                       gr_files_stats *stats)
 {
     seen *s = new_seen(list);
-    gr_status st = gr_pool_detect_files(pool, list, n, opt, keep_result, s, stats);
+    gr_status st = gr_pool_detect_files(on, list, n, opt, keep_result, s, stats);
     ck_assert_msg(st == GR_OK, "%s", gr_last_error());
     return s;
 }
 
-static seen *run_files(gr_pool *pool, const gr_files_options *opt, gr_files_stats *stats)
+static seen *run_files(gr_pool *on, const gr_files_options *opt, gr_files_stats *stats)
 {
-    return run_list(pool, path_list, n_paths, opt, stats);
+    return run_list(on, path_list, n_paths, opt, stats);
 }
 
-static seen *run_engine(gr_engine *engine, const gr_files_options *opt)
+static seen *run_engine(gr_engine *one, const gr_files_options *opt)
 {
-    gr_pool *pool = NULL;
-    ck_assert_int_eq(gr_pool_wrap(&engine, 1, &pool), GR_OK);
-    seen *s = run_files(pool, opt, NULL);
-    gr_pool_destroy(pool);
+    gr_pool *wrapped = pool_of(one);
+    seen *s = run_files(wrapped, opt, NULL);
+    gr_pool_destroy(wrapped);
     return s;
 }
 
@@ -301,8 +328,8 @@ static int plain_detect(gr_engine *plain, const char *path, gr_detection *out, i
 START_TEST(results_in_order_each_as_a_plain_engine)
 {
     gr_engine *plain = cpu_engine(1, 1);
-    gr_engine *engine = cpu_engine(3, 3);
-    seen *s = run_engine(engine, NULL);
+    gr_engine *batch_three = cpu_engine(3, 3);
+    seen *s = run_engine(batch_three, NULL);
     ck_assert_int_eq(s->calls, n_paths);
     int detections = 0;
     for (int k = 0; k < n_paths; k++) {
@@ -329,22 +356,21 @@ START_TEST(results_in_order_each_as_a_plain_engine)
     ck_assert_msg(detections > 0, "no detections: nothing compared");
     ck_assert_int_eq(s->batch_ends, (n_paths + 2) / 3);
     free(s);
-    gr_engine_destroy(engine);
+    gr_engine_destroy(batch_three);
     gr_engine_destroy(plain);
 }
 END_TEST
 
 START_TEST(threads_batches_and_slots_change_nothing)
 {
-    gr_engine *engine = cpu_engine(2, 3);
-    seen *want = run_engine(engine, NULL);
+    seen *want = run_files(shared_pool, NULL, NULL);
     gr_files_options opt;
     gr_files_options_default(&opt);
     opt.threads = 1;
-    seen *one_thread = run_engine(engine, &opt);
+    seen *one_thread = run_files(shared_pool, &opt, NULL);
     assert_same(want, one_thread);
     opt.threads = 5;
-    seen *five = run_engine(engine, &opt);
+    seen *five = run_files(shared_pool, &opt, NULL);
     assert_same(want, five);
     gr_engine *single_slot = cpu_engine(2, 1);
     seen *single = run_engine(single_slot, NULL);
@@ -359,39 +385,32 @@ START_TEST(threads_batches_and_slots_change_nothing)
     free(five_per_batch);
     gr_engine_destroy(batch_five);
     gr_engine_destroy(single_slot);
-    gr_engine_destroy(engine);
 }
 END_TEST
 
 START_TEST(the_callback_stops_the_run)
 {
-    gr_engine *engine = cpu_engine(2, 3);
-    gr_pool *pool = NULL;
-    ck_assert_int_eq(gr_pool_wrap(&engine, 1, &pool), GR_OK);
     seen *s = new_seen(path_list);
     s->stop_at = 2; /* non-zero from the third result on */
-    ck_assert_int_eq(gr_pool_detect_files(pool, path_list, n_paths, NULL, keep_result, s, NULL),
+    ck_assert_int_eq(gr_pool_detect_files(shared_pool, path_list, n_paths, NULL, keep_result, s, NULL),
                      GR_OK);
     ck_assert_int_eq(s->calls, 3);
-    /* Nothing is left in flight: the pool runs again, and so does the engine alone. */
-    seen *again = run_files(pool, NULL, NULL);
+    /* Nothing is left in flight: the shared_pool runs again, and so does the shared_engine alone. */
+    seen *again = run_files(shared_pool, NULL, NULL);
     ck_assert_int_eq(again->calls, n_paths);
-    gr_pool_destroy(pool);
-    ck_assert_int_eq(gr_engine_run(engine), GR_OK);
+    ck_assert_int_eq(gr_engine_run(shared_engine), GR_OK);
     free(s);
     free(again);
-    gr_engine_destroy(engine);
 }
 END_TEST
 
 START_TEST(prepare_runs_for_every_image_before_its_callback)
 {
-    gr_engine *engine = cpu_engine(2, 2);
     gr_files_options opt;
     gr_files_options_default(&opt);
     opt.prepare = count_prepare;
     opt.started = note_start;
-    seen *s = run_engine(engine, &opt);
+    seen *s = run_files(shared_pool, &opt, NULL);
     ck_assert_int_eq(s->calls, n_paths);
     for (int k = 0; k < n_paths; k++) {
         ck_assert_int_eq(s->prepared[k], 1);
@@ -401,26 +420,22 @@ START_TEST(prepare_runs_for_every_image_before_its_callback)
     ck_assert_int_eq(s->started, 1);
     ck_assert(s->started_before_results);
     free(s);
-    gr_engine_destroy(engine);
 }
 END_TEST
 
 START_TEST(stats_and_the_started_hook)
 {
-    gr_engine *engine = cpu_engine(2, 4);
-    gr_pool *pool = NULL;
-    ck_assert_int_eq(gr_pool_wrap(&engine, 1, &pool), GR_OK);
     gr_files_options opt;
     gr_files_options_default(&opt);
     opt.started = note_start;
     opt.threads = 3;
     gr_files_stats st = {.struct_size = sizeof st};
     seen *s = new_seen(path_list);
-    ck_assert_int_eq(gr_pool_detect_files(pool, path_list, n_paths, &opt, keep_result, s, &st),
+    ck_assert_int_eq(gr_pool_detect_files(shared_pool, path_list, n_paths, &opt, keep_result, s, &st),
                      GR_OK);
     ck_assert_int_eq(s->at_start.images, n_paths);
     ck_assert_int_eq(s->at_start.batch, 2);
-    ck_assert_int_eq(s->at_start.buffers, 4);
+    ck_assert_int_eq(s->at_start.buffers, 3);
     ck_assert_int_eq(s->at_start.devices, 1);
     ck_assert_int_eq(s->at_start.threads, 3);
     ck_assert_int_eq(s->at_start.gpu_decode, 0);
@@ -440,14 +455,12 @@ START_TEST(stats_and_the_started_hook)
     memcpy(small, &size, sizeof size);
     free(s);
     s = new_seen(path_list);
-    ck_assert_int_eq(gr_pool_detect_files(pool, path_list, n_paths, NULL, keep_result, s,
+    ck_assert_int_eq(gr_pool_detect_files(shared_pool, path_list, n_paths, NULL, keep_result, s,
                                           (gr_files_stats *)small), GR_OK);
     ck_assert_int_eq(((gr_files_stats *)small)->images, n_paths);
     for (size_t i = size; i < sizeof small; i++)
         ck_assert_msg(small[i] == 0xa5, "byte %zu past struct_size written", i);
     free(s);
-    gr_pool_destroy(pool);
-    gr_engine_destroy(engine);
 }
 END_TEST
 
@@ -485,37 +498,32 @@ static void expect_refused(gr_status st, gr_status want, const char *words)
 
 START_TEST(bad_arguments_are_refused_before_any_image)
 {
-    gr_engine *engine = cpu_engine(2, 2);
-    gr_pool *pool = NULL;
-    ck_assert_int_eq(gr_pool_wrap(&engine, 1, &pool), GR_OK);
     expect_refused(gr_pool_detect_files(NULL, path_list, n_paths, NULL, never, NULL, NULL),
                    GR_ERR_INVALID_ARGUMENT, "NULL pool");
-    expect_refused(gr_pool_detect_files(pool, path_list, n_paths, NULL, NULL, NULL, NULL),
+    expect_refused(gr_pool_detect_files(shared_pool, path_list, n_paths, NULL, NULL, NULL, NULL),
                    GR_ERR_INVALID_ARGUMENT, "NULL callback");
-    expect_refused(gr_pool_detect_files(pool, NULL, 3, NULL, never, NULL, NULL),
+    expect_refused(gr_pool_detect_files(shared_pool, NULL, 3, NULL, never, NULL, NULL),
                    GR_ERR_INVALID_ARGUMENT, "NULL paths");
-    expect_refused(gr_pool_detect_files(pool, path_list, -1, NULL, never, NULL, NULL),
+    expect_refused(gr_pool_detect_files(shared_pool, path_list, -1, NULL, never, NULL, NULL),
                    GR_ERR_INVALID_ARGUMENT, "-1 images");
     const char *with_null[] = {path_list[0], NULL};
-    expect_refused(gr_pool_detect_files(pool, with_null, 2, NULL, never, NULL, NULL),
+    expect_refused(gr_pool_detect_files(shared_pool, with_null, 2, NULL, never, NULL, NULL),
                    GR_ERR_INVALID_ARGUMENT, "paths[1] is NULL");
     gr_files_options opt;
     memset(&opt, 0, sizeof opt);
-    expect_refused(gr_pool_detect_files(pool, path_list, n_paths, &opt, never, NULL, NULL),
+    expect_refused(gr_pool_detect_files(shared_pool, path_list, n_paths, &opt, never, NULL, NULL),
                    GR_ERR_INVALID_ARGUMENT, "gr_files_options.struct_size is 0");
     gr_files_stats st;
     memset(&st, 0, sizeof st);
-    expect_refused(gr_pool_detect_files(pool, path_list, n_paths, NULL, never, NULL, &st),
+    expect_refused(gr_pool_detect_files(shared_pool, path_list, n_paths, NULL, never, NULL, &st),
                    GR_ERR_INVALID_ARGUMENT, "stats->struct_size");
     gr_files_options_default(&opt);
     opt.decode = GR_FILES_DECODE_GPU;
-    expect_refused(gr_pool_detect_files(pool, path_list, n_paths, &opt, never, NULL, NULL),
+    expect_refused(gr_pool_detect_files(shared_pool, path_list, n_paths, &opt, never, NULL, NULL),
                    GR_ERR_UNSUPPORTED, "decode GPU: not with a CPU engine");
-    expect_refused(gr_pool_open_jpeg_decoders(pool), GR_ERR_UNSUPPORTED, "decodes no JPEG");
-    ck_assert_int_eq(gr_pool_detect_files(pool, path_list, 0, NULL, never, NULL, NULL), GR_OK);
-    ck_assert_int_eq(gr_pool_detect_files(pool, NULL, 0, NULL, never, NULL, NULL), GR_OK);
-    gr_pool_destroy(pool);
-    gr_engine_destroy(engine);
+    expect_refused(gr_pool_open_jpeg_decoders(shared_pool), GR_ERR_UNSUPPORTED, "decodes no JPEG");
+    ck_assert_int_eq(gr_pool_detect_files(shared_pool, path_list, 0, NULL, never, NULL, NULL), GR_OK);
+    ck_assert_int_eq(gr_pool_detect_files(shared_pool, NULL, 0, NULL, never, NULL, NULL), GR_OK);
 }
 END_TEST
 
@@ -574,20 +582,9 @@ START_TEST(nan_outputs_are_counted_not_detected)
     for (int i = 0; i < 374; i++)
         fwrite(&(float){NAN}, sizeof(float), 1, f);
     fclose(f);
-    gr_model_options mo;
-    gr_model_options_default(&mo);
-    mo.cfg_path = cfg;
-    mo.weights_path = weights;
-    gr_model *nan_model = NULL;
-    ck_assert_msg(gr_model_load(&mo, &nan_model) == GR_OK, "%s", gr_last_error());
-    gr_engine_options opt;
-    gr_engine_options_default(&opt);
-    opt.device = GR_DEVICE_CPU;
-    opt.batch = 2;
-    gr_engine *engine = NULL;
-    ck_assert_int_eq(gr_engine_build(nan_model, &opt, &engine), GR_OK);
-    gr_pool *pool = NULL;
-    ck_assert_int_eq(gr_pool_wrap(&engine, 1, &pool), GR_OK);
+    gr_model *nan_model = load_model(NULL, cfg, weights);
+    gr_engine *engine = engine_of(nan_model, 2, 1);
+    gr_pool *pool = pool_of(engine);
     seen *s = new_seen(path_list);
     nonfinite_total = 0;
     ck_assert_int_eq(gr_pool_detect_files(pool, path_list, n_paths, NULL, count_nonfinite, s,
@@ -636,8 +633,7 @@ static int keep_frame(void *user, const gr_file_result *r)
 START_TEST(a_source_of_images_runs_as_its_files)
 {
     gr_engine *engine = cpu_engine(3, 2);
-    gr_pool *pool = NULL;
-    ck_assert_int_eq(gr_pool_wrap(&engine, 1, &pool), GR_OK);
+    gr_pool *pool = pool_of(engine);
     frames f = {.results = new_seen(photos)};
     for (int k = 0; k < N_PHOTOS; k++)
         ck_assert_int_eq(gr_image_load(photos[k], &f.image[k]), GR_OK);
@@ -740,17 +736,23 @@ static void destroy_stand_in(gr_engine *e)
 
 static int by_name(const void *a, const void *b) { return strcmp(a, b); }
 
+/* The results of decoding on the CPU, what the stand-in's runs are compared with. */
+static seen *cpu_decoding(gr_engine *e, gr_files_options *opt)
+{
+    gr_files_options_default(opt);
+    opt->decode = GR_FILES_DECODE_CPU;
+    seen *want = run_engine(e, opt);
+    ck_assert_int_eq(decoder_calls, 0);
+    return want;
+}
+
 START_TEST(jpegs_handed_to_the_gpu_decoder_give_cpu_decodings_results)
 {
     gr_engine *engine = stand_in_engine(3, 3);
     gr_files_options opt;
-    gr_files_options_default(&opt);
-    opt.decode = GR_FILES_DECODE_CPU;
-    seen *want = run_engine(engine, &opt);
-    ck_assert_int_eq(decoder_calls, 0);
+    seen *want = cpu_decoding(engine, &opt);
     opt.decode = GR_FILES_DECODE_AUTO;
-    gr_pool *pool = NULL;
-    ck_assert_int_eq(gr_pool_wrap(&engine, 1, &pool), GR_OK);
+    gr_pool *pool = pool_of(engine);
     gr_files_stats st = {.struct_size = sizeof st};
     seen *got = run_files(pool, &opt, &st);
     gr_pool_destroy(pool);
@@ -779,9 +781,7 @@ START_TEST(a_failing_batch_fails_its_images_and_the_run_goes_on)
 {
     gr_engine *engine = stand_in_engine(3, 3);
     gr_files_options opt;
-    gr_files_options_default(&opt);
-    opt.decode = GR_FILES_DECODE_CPU;
-    seen *want = run_engine(engine, &opt);
+    seen *want = cpu_decoding(engine, &opt);
     /* The second batch's submit fails. */
     submit_calls = 0;
     fail_submit_call = 2;

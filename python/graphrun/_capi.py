@@ -122,11 +122,20 @@ class FilesOptions(ctypes.Structure):
 
 
 class FileResult(ctypes.Structure):
-    _fields_ = [("path", ctypes.c_char_p), ("index", ctypes.c_int), ("width", ctypes.c_int),
-                ("height", ctypes.c_int), ("failure", ctypes.c_int), ("status", ctypes.c_int),
-                ("error", ctypes.c_char_p), ("nonfinite", ctypes.c_size_t),
-                ("detections", ctypes.POINTER(Detection)), ("n_detections", ctypes.c_int),
-                ("batch_end", ctypes.c_int)]
+    """gr_file_result: what gr_pool_detect_files gives its callback for one file."""
+    _fields_ = [
+        ("path", ctypes.c_char_p),
+        ("index", ctypes.c_int),
+        ("width", ctypes.c_int),
+        ("height", ctypes.c_int),
+        ("failure", ctypes.c_int),  # gr_file_failure: 0 none, else read / run / detections
+        ("status", ctypes.c_int),
+        ("error", ctypes.c_char_p),
+        ("nonfinite", ctypes.c_size_t),
+        ("detections", ctypes.POINTER(Detection)),
+        ("n_detections", ctypes.c_int),
+        ("batch_end", ctypes.c_int),
+    ]
 
 
 # gr_file_fn: called on the thread that called gr_pool_detect_files (ctypes takes the GIL).
