@@ -753,6 +753,9 @@ static gr_status pipeline_init(pipeline *p, gr_pool *pool, int n_images)
     gr_model_info info;
     GR_TRY(gr_engine_input_desc(engine, &in));
     GR_TRY(gr_model_get_info(gr_engine_model(engine), &info));
+    if (in.c != 3) /* before any file: each would fail the letterbox */
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_pool_detect_files: images are RGB; the "
+                       "network takes %d input channels", in.c);
     p->batch = in.n;
     p->net_w = in.w;
     p->net_h = in.h;

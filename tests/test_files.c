@@ -496,6 +496,19 @@ static void expect_refused(gr_status st, gr_status want, const char *words)
                   gr_last_error());
 }
 
+/* A tiny region network (tests/cli_folder.sh's) of `channels` input channels, as cfg. */
+static void write_small_cfg(const char *cfg, int channels)
+{
+    FILE *f = fopen(cfg, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "[net]\nwidth=16\nheight=16\nchannels=%d\n[convolutional]\nbatch_normalize=1\n"
+            "filters=8\nsize=3\nstride=1\npad=1\nactivation=leaky\n[maxpool]\nsize=2\n"
+            "stride=2\n[convolutional]\nfilters=14\nsize=1\nstride=1\nactivation=linear\n"
+            "[region]\nanchors=1.5,2.5,3,3\nclasses=2\ncoords=4\nnum=2\nsoftmax=1\n",
+            channels);
+    fclose(f);
+}
+
 START_TEST(bad_arguments_are_refused_before_any_image)
 {
     expect_refused(gr_pool_detect_files(NULL, path_list, n_paths, NULL, never, NULL, NULL),
@@ -524,6 +537,19 @@ START_TEST(bad_arguments_are_refused_before_any_image)
     expect_refused(gr_pool_open_jpeg_decoders(shared_pool), GR_ERR_UNSUPPORTED, "decodes no JPEG");
     ck_assert_int_eq(gr_pool_detect_files(shared_pool, path_list, 0, NULL, never, NULL, NULL), GR_OK);
     ck_assert_int_eq(gr_pool_detect_files(shared_pool, NULL, 0, NULL, never, NULL, NULL), GR_OK);
+    /* A network that does not take RGB images: refused before any file. */
+    char cfg[256];
+    snprintf(cfg, sizeof cfg, "%s/grey.cfg", folder);
+    write_small_cfg(cfg, 1);
+    gr_model *grey = load_model(NULL, cfg, NULL);
+    gr_engine *grey_engine = engine_of(grey, 2, 1);
+    gr_pool *grey_pool = pool_of(grey_engine);
+    expect_refused(gr_pool_detect_files(grey_pool, path_list, n_paths, NULL, never, NULL, NULL),
+                   GR_ERR_INVALID_ARGUMENT, "the network takes 1 input channels");
+    gr_pool_destroy(grey_pool);
+    gr_engine_destroy(grey_engine);
+    gr_model_destroy(grey);
+    unlink(cfg);
 }
 END_TEST
 
@@ -560,20 +586,14 @@ START_TEST(wrapped_pools_borrow_their_engines)
 }
 END_TEST
 
-/* A tiny region network (tests/cli_folder.sh's) with NaN for every weight. */
+/* The tiny network with NaN for every weight. */
 START_TEST(nan_outputs_are_counted_not_detected)
 {
     char cfg[256], weights[256];
     snprintf(cfg, sizeof cfg, "%s/small.cfg", folder);
     snprintf(weights, sizeof weights, "%s/nan.weights", folder);
-    FILE *f = fopen(cfg, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs("[net]\nwidth=16\nheight=16\nchannels=3\n[convolutional]\nbatch_normalize=1\n"
-          "filters=8\nsize=3\nstride=1\npad=1\nactivation=leaky\n[maxpool]\nsize=2\nstride=2\n"
-          "[convolutional]\nfilters=14\nsize=1\nstride=1\nactivation=linear\n[region]\n"
-          "anchors=1.5,2.5,3,3\nclasses=2\ncoords=4\nnum=2\nsoftmax=1\n", f);
-    fclose(f);
-    f = fopen(weights, "wb");
+    write_small_cfg(cfg, 3);
+    FILE *f = fopen(weights, "wb");
     ck_assert_ptr_nonnull(f);
     const int32_t header[3] = {0, 2, 0};
     const uint64_t seen_images = 0;

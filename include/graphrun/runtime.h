@@ -766,7 +766,8 @@ gr_status gr_pool_open_jpeg_decoders(gr_pool *pool);
  *
  * Returns GR_OK when every image was delivered or cb stopped the run; nothing is in flight on
  * the engines then (the pool may run again). Before any image: GR_ERR_INVALID_ARGUMENT (NULL
- * pool, paths, a path or cb, n < 0, bad options, stats->struct_size 0), GR_ERR_OUT_OF_MEMORY, the
+ * pool, paths, a path or cb, n < 0, bad options, stats->struct_size 0, a network that does not
+ * take 3 channels), GR_ERR_OUT_OF_MEMORY, the
  * decoder's failure (decode GPU), GR_ERR_STATE when no worker thread starts. n = 0: GR_OK, no
  * call of cb.
  * Threads: cb and opt->started run on the calling thread; opt->prepare on any of the pipeline's
