@@ -20,16 +20,17 @@
  *              of the whole head, then gr_detect_heads on it), whose results must be identical
  *              (checked)
  *   json       the JSON line of those detections (the CLI's gr_cli_json_detections) into an
- *              open_memstream buffer, as cmd_stream's reporting threads format it
- *   write      that line written to /dev/null: what is left on cmd_stream's main thread per image
- * detect + json run on any of cmd_stream's threads (workers and main) once a batch's run is
- * done; write on the main thread; read + decode + letterbox on the workers. Then the workers'
- * loop (gr_image_reader + letterbox into a batch buffer, images claimed from a shared counter)
- * at 1, 2, 4, ... max_threads threads: images/s, next to the loop
- * the workers ran before (gr_image_load + the reference letterbox, allocating per image).
- * The engine is not in it: on the GPU it overlaps with both. Stage costs are CPU time of the
- * timing thread; the threaded loop gives wall images/s and the process's CPU time per image
- * (cores / that = the images/s the workers could reach if they scaled perfectly). */
+ *              open_memstream buffer, as the folder mode's reporting threads format it
+ *   write      that line written to /dev/null: what is left on the folder mode's main thread per
+ *              image
+ * detect + json run on any of the pipeline's threads (runtime/files.c: workers and main; json in
+ * the CLI's prepare hook) once a batch's run is done; write on the main thread; read + decode +
+ * letterbox on the workers. Then the workers' loop (gr_image_reader + letterbox into a batch
+ * buffer, images claimed from a shared counter) at 1, 2, 4, ... max_threads threads: images/s,
+ * next to the loop the workers ran before (gr_image_load + the reference letterbox, allocating
+ * per image). The engine is not in it: on the GPU it overlaps with both. Stage costs are CPU
+ * time of the timing thread; the threaded loop gives wall images/s and the process's CPU time
+ * per image (cores / that = the images/s the workers could reach if they scaled perfectly). */
 #define _GNU_SOURCE /* sched_getaffinity */
 #include <dirent.h>
 #include <pthread.h>
@@ -177,7 +178,7 @@ static gr_status detect_before(const gr_engine *engine, const gr_detect_options 
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "data";
-    cpu_set_t set; /* the cores this process may use, as cmd_stream counts them */
+    cpu_set_t set; /* the cores this process may use, as runtime/files.c counts them */
     long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
                                                              : sysconf(_SC_NPROCESSORS_ONLN);
     int max_threads = argc > 2 ? atoi(argv[2]) : (int)(cores > 0 ? cores : 1);

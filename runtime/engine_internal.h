@@ -164,6 +164,7 @@ gr_status gr_gpu_device_identity(int gpu_index, gr_device_identity *id);
 gr_status gr_model_options_take(const gr_model_options *given, gr_model_options *full);
 gr_status gr_engine_options_take(const gr_engine_options *given, gr_engine_options *full);
 gr_status gr_detect_options_take(const gr_detect_options *given, gr_detect_options *full);
+gr_status gr_files_options_take(const gr_files_options *given, gr_files_options *full);
 
 /* ---- build.c: the one build path ---------------------------------------------------------- */
 

@@ -15,6 +15,8 @@
 #define MODEL_OPTIONS_MIN END_OF(gr_model_options, nonfinite_weights_is_error)
 #define ENGINE_OPTIONS_MIN END_OF(gr_engine_options, gemm_tactic)
 #define DETECT_OPTIONS_MIN END_OF(gr_detect_options, image_h)
+/* gr_files_options came later, with all of these fields: its first layout. */
+#define FILES_OPTIONS_MIN END_OF(gr_files_options, started)
 
 static void model_defaults(gr_model_options *opt)
 {
@@ -52,6 +54,15 @@ static void detect_defaults(gr_detect_options *opt)
     opt->thresh = 0.5f;      /* Darknet's defaults */
     opt->hier_thresh = 0.5f;
     opt->nms = 0.45f;
+}
+
+static void files_defaults(gr_files_options *opt)
+{
+    memset(opt, 0, sizeof *opt);
+    opt->struct_size = sizeof *opt;
+    opt->thresh = 0.5f;
+    opt->nms = 0.45f;
+    opt->decode = GR_FILES_DECODE_AUTO;
 }
 
 static gr_status check_size(const char *name, size_t size, size_t min, size_t max)
@@ -116,6 +127,13 @@ gr_status gr_detect_options_init(gr_detect_options *opt, size_t struct_size)
     return init(opt, struct_size, &d, DETECT_OPTIONS_MIN, sizeof d, "gr_detect_options");
 }
 
+gr_status gr_files_options_init(gr_files_options *opt, size_t struct_size)
+{
+    gr_files_options d;
+    files_defaults(&d);
+    return init(opt, struct_size, &d, FILES_OPTIONS_MIN, sizeof d, "gr_files_options");
+}
+
 gr_status gr_model_options_take(const gr_model_options *given, gr_model_options *full)
 {
     model_defaults(full);
@@ -132,4 +150,10 @@ gr_status gr_detect_options_take(const gr_detect_options *given, gr_detect_optio
 {
     detect_defaults(full);
     return given ? take(given, full, DETECT_OPTIONS_MIN, sizeof *full, "gr_detect_options") : GR_OK;
+}
+
+gr_status gr_files_options_take(const gr_files_options *given, gr_files_options *full)
+{
+    files_defaults(full);
+    return given ? take(given, full, FILES_OPTIONS_MIN, sizeof *full, "gr_files_options") : GR_OK;
 }

@@ -3,8 +3,10 @@
  * gpu_index, so calibration and the tactic search happen once and each GPU only plans and uploads
  * its own copy of the weights. A GPU the saved engine refuses (another model, driver, SM count) is
  * built from the model instead, and the notice says so. Written for any number of devices; the
- * CPU reference is one device. Uses only the public engine calls (and the options' struct_size
- * rule), so it sits on top of the runtime without knowing a backend. */
+ * CPU reference is one device. gr_pool_wrap makes a pool of engines the caller owns (borrowed:
+ * never destroyed here). Uses only the public engine calls (and the options' struct_size rule;
+ * a wrapped engine's gpu_index for its ordinal), so it sits on top of the runtime without knowing
+ * a backend. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@ struct gr_pool {
     int n;
     int device[GR_MAX_DEVICES];   /* CUDA ordinal, -1 for the CPU */
     gr_engine *engine[GR_MAX_DEVICES];
+    int borrowed;                 /* gr_pool_wrap: the engines are the caller's */
     char notice[GR_NOTICE_LEN];
 };
 
@@ -160,12 +163,71 @@ gr_status gr_pool_load(const char *path, const gr_engine_options *opt, const int
     return make_pool(NULL, path, opt, devices, n_devices, out);
 }
 
+/* Engine k of a wrapped pool against engine 0: one engine on another device takes the same
+ * input and gives the same outputs. */
+static gr_status check_same_engine(gr_engine *const *engines, int k)
+{
+    gr_tensor_desc a, b;
+    const char *what = NULL;
+    GR_TRY(gr_engine_input_desc(engines[0], &a));
+    GR_TRY(gr_engine_input_desc(engines[k], &b));
+    if (a.n != b.n || a.c != b.c || a.h != b.h || a.w != b.w)
+        what = "input";
+    else if (gr_engine_image_u8(engines[0]) != gr_engine_image_u8(engines[k]))
+        what = "input type (device)";
+    else if (gr_engine_output_count(engines[0]) != gr_engine_output_count(engines[k]))
+        what = "output count";
+    for (int i = 0; !what && i < gr_engine_output_count(engines[0]); i++) {
+        GR_TRY(gr_engine_output_desc(engines[0], i, &a));
+        GR_TRY(gr_engine_output_desc(engines[k], i, &b));
+        if (a.n != b.n || a.c != b.c || a.h != b.h || a.w != b.w)
+            what = "outputs";
+    }
+    for (int j = 0; !what && j < k; j++)
+        if (engines[j] == engines[k])
+            return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_pool_wrap: engine %d is engine %d again",
+                           k, j);
+    if (what)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_pool_wrap: engine %d's %s differs from "
+                       "engine 0's", k, what);
+    return GR_OK;
+}
+
+gr_status gr_pool_wrap(gr_engine *const *engines, int n, gr_pool **out)
+{
+    if (!out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_pool_wrap: NULL out");
+    *out = NULL;
+    if (!engines)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_pool_wrap: NULL engines");
+    if (n < 1 || n > GR_MAX_DEVICES)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_pool_wrap: %d engines (1..%d)", n,
+                       GR_MAX_DEVICES);
+    for (int k = 0; k < n; k++)
+        if (!engines[k])
+            return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_pool_wrap: engine %d is NULL", k);
+    for (int k = 1; k < n; k++)
+        GR_TRY(check_same_engine(engines, k));
+    gr_pool *p = gr_calloc(1, sizeof *p, "pool");
+    if (!p)
+        return GR_ERR_OUT_OF_MEMORY;
+    p->n = n;
+    p->borrowed = 1;
+    for (int k = 0; k < n; k++) {
+        p->engine[k] = engines[k];
+        p->device[k] = gr_engine_device(engines[k]) == GR_DEVICE_GPU ? engines[k]->opt.gpu_index
+                                                                     : -1;
+    }
+    *out = p;
+    return GR_OK;
+}
+
 /* Each engine's destroy waits for its own runs in flight. */
 void gr_pool_destroy(gr_pool *pool)
 {
     if (!pool)
         return;
-    for (int k = 0; k < pool->n; k++)
+    for (int k = 0; k < pool->n && !pool->borrowed; k++)
         gr_engine_destroy(pool->engine[k]);
     free(pool);
 }

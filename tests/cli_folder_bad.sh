@@ -3,7 +3,7 @@
 # no line at all, even for the good files), a directory, a symlink to /dev/zero (read 256 MiB per
 # worker before being refused), a truncated JPEG and a garbage file, each under an image's name.
 # Each bad one gets one error line naming it, each good one its detections, exit 3.
-# The folder walker in tools/cmd_stream.c checks the stat of each file before its reader opens it,
+# The folder pipeline (runtime/files.c) checks the stat of each file before its reader opens it,
 # so none of these assertions depends on the library reader's own stat check (runtime/image, the
 # image branch); with it they must still hold. $1 = the graphrun binary.
 set -u

@@ -1,5 +1,5 @@
 /* GPU engine: detection decoding on other threads while the engine runs, as `graphrun --input
- * DIR` does it (tools/cmd_stream.c).
+ * DIR` does it (runtime/files.c, gr_pool_detect_files).
  *   - gr_engine_detect (the raw-head decoders) equals, bit for bit, the arithmetic it replaced:
  *     the region/yolo reference activation of the whole head, then the activated-head decoder,
  *     on real int8 / fp16 GPU outputs (YOLOv2-tiny VOC: one region head; YOLOv3-tiny: two yolo

@@ -50,6 +50,13 @@ START_TEST(defaults_set_the_callers_size)
     ck_assert_int_eq(eo.batch, 1);
     ck_assert(dopt.nms == 0.45f);
     ck_assert_str_eq(mo.builtin, "yolo");
+    gr_files_options fo;
+    gr_files_options_default(&fo);
+    ck_assert_uint_eq(fo.struct_size, sizeof fo);
+    ck_assert(fo.thresh == 0.5f && fo.nms == 0.45f);
+    ck_assert_int_eq(fo.decode, GR_FILES_DECODE_AUTO);
+    ck_assert_int_eq(fo.threads, 0);
+    ck_assert(fo.prepare == NULL && fo.started == NULL);
 }
 END_TEST
 
@@ -99,6 +106,9 @@ START_TEST(bad_sizes_are_refused_naming_the_struct)
 
     expect_refused(gr_engine_options_init(NULL, sizeof eo), "gr_engine_options_init: NULL");
     expect_refused(gr_detect_options_init(&dopt, 4), "gr_detect_options.struct_size 4");
+    gr_files_options fo;
+    expect_refused(gr_files_options_init(&fo, 4), "gr_files_options.struct_size 4");
+    expect_refused(gr_files_options_init(&fo, sizeof fo + 8), "larger than this library's");
 }
 END_TEST
 

@@ -10,8 +10,10 @@
  *                             the layer-by-layer CPU trace (--find-overflow, --per-layer) walks it
  *   cmd_compare.c             runtime/precision/calib_cache.h - the int8 ranges an engine was
  *                             built with, for --per-layer (it brings models/net.h: layers, heads)
- *   cmd_stream.c              runtime/image/image.h - the reusable image reader (buffers and JPEG
- *                             decompressor kept between images) and the image file limit
+ *   cmd_stream.c              runtime/files.h - the library's folder pipeline fed by a video's
+ *                             frames (gr_pool_detect_source), for video input
+ *   image_list.c              base/base.h - gr_read_file for --input-list's file, whose messages
+ *                             read as the library's
  *   cmd_eval.c, coco.c        base/base.h - gr_fail, so its file errors read as library errors
  *                             (and gr_read_file for the COCO files)
  */
@@ -191,12 +193,25 @@ int gr_cli_is_directory(const char *path);
  * on stderr naming the part that could not be made. */
 int gr_cli_make_dir(const char *path);
 
-/* Folders and lists of images (--input DIR, --input-list FILE): decode on worker threads,
- * double-buffered batches, JSON Lines on stdout. */
+/* Folders and lists of images (--input DIR, --input-list FILE) through the library's folder
+ * pipeline (gr_pool_detect_files): JSON Lines (or --format) on stdout in input order. */
 int gr_cli_detect_stream(const gr_cli_options *o);
 
+/* The images of --input DIR and --input-list FILE (tools/image_list.c). gr_cli_read_image_dir:
+ * the folder's .jpg, .jpeg, .png and .bmp files (any case; no hidden file), sorted by name;
+ * gr_cli_read_image_list: one path per line, as given (blank lines skipped, a trailing '\r'
+ * dropped). Both append to *l (zeroed first) and return an exit code after one line on stderr;
+ * free with gr_cli_image_list_free. */
+typedef struct gr_cli_image_list {
+    char **paths;
+    int n, cap;
+} gr_cli_image_list;
+int gr_cli_read_image_dir(const char *dir, gr_cli_image_list *l);
+int gr_cli_read_image_list(const char *file, gr_cli_image_list *l);
+void gr_cli_image_list_free(gr_cli_image_list *l);
+
 /* A video file, camera or stream (--input clip.mp4, /dev/video0, rtsp://...; --input-type):
- * its frames through the same pipeline (tools/cmd_stream.c), JSON Lines with the frame index and
+ * its frames through the same pipeline (gr_pool_detect_source), JSON Lines with the frame index and
  * time, --output an annotated video. gr_cli_wants_video: 1 when the command line's input is
  * one. */
 int gr_cli_wants_video(const gr_cli_options *o);

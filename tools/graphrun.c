@@ -1,5 +1,6 @@
 /* graphrun: command-line entry point. Dispatches subcommands; the default is detect, which runs
- * on files given one by one (cmd_detect.c) or streams a folder or a list (cmd_stream.c). */
+ * on files given one by one (cmd_detect.c) or streams a folder or a list (cmd_stream.c, over the
+ * library's gr_pool_detect_files). */
 #define _POSIX_C_SOURCE 200809L /* SIGPIPE */
 #include <signal.h>
 #include <stdio.h>

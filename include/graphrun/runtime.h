@@ -19,13 +19,15 @@
  *   - The engine owns all device memory it uses.
  *
  * Option structs
- *   - gr_model_options, gr_engine_options and gr_detect_options begin with `struct_size`: the
- *     sizeof of the struct as the caller was compiled, set by the *_default() functions (inline
- *     here, so the size is the caller's). Fields are only ever appended, so a library newer than
- *     the caller's header takes the fields within struct_size from the caller and gives the rest
- *     their defaults. A struct_size below the first layout that had the field (0.1.0's) or above
- *     this library's own sizeof is GR_ERR_INVALID_ARGUMENT, naming the struct. Bindings that
- *     mirror a struct (python/graphrun) call *_init(opt, sizeof mirror) and need no padding.
+ *   - gr_model_options, gr_engine_options, gr_detect_options and gr_files_options begin with
+ *     `struct_size`: the sizeof of the struct as the caller was compiled, set by the *_default()
+ *     functions (inline here, so the size is the caller's). Fields are only ever appended, so a
+ *     library newer than the caller's header takes the fields within struct_size from the caller
+ *     and gives the rest their defaults. A struct_size below the struct's first layout (0.1.0's;
+ *     gr_files_options' own first) or above this library's own sizeof is
+ *     GR_ERR_INVALID_ARGUMENT, naming the struct. Bindings that mirror a struct (python/graphrun)
+ *     call *_init(opt, sizeof mirror) and need no padding. gr_files_stats, an out-struct, begins
+ *     with struct_size too: the caller's sizeof, and the library writes no byte past it.
  *
  * Threads
  *   - Separate objects are independent: any number of threads may each use their own engine at the
@@ -34,6 +36,8 @@
  *     while one is in progress and rejects it with GR_ERR_BUSY instead of racing. The exception:
  *     gr_engine_detect_outputs (on outputs kept from a run) may be called from any thread, any
  *     number at once, beside the thread that runs the engine.
+ *   - gr_pool_detect_files drives a pool's engines from the calling thread and its own worker
+ *     threads for the call's duration: no other thread may use those engines meanwhile.
  *   - A gr_model is read-only after loading and may be shared by threads building engines.
  */
 #ifndef GRAPHRUN_RUNTIME_H
@@ -702,6 +706,181 @@ int gr_pool_device(const gr_pool *pool, int index);       /* CUDA ordinal, -1: C
 /* What the pool's build did beyond its engines' own notices ("" if nothing), one line each:
  * e.g. a GPU unlike the first, built separately. Never NULL. */
 const char *gr_pool_notice(const gr_pool *pool);
+/* A pool of engines the caller built or loaded, for the pool calls (one engine is a pool of one:
+ * the Python package's Engine.detect_files runs so). The engines are borrowed: gr_pool_destroy
+ * leaves them, and the caller destroys them after the pool. They must be one engine on n devices:
+ * the same input (batch, channels, size, input type) and outputs; each given once, n in
+ * 1..GR_MAX_DEVICES. GR_ERR_INVALID_ARGUMENT naming the first engine that differs. */
+gr_status gr_pool_wrap(gr_engine *const *engines, int n, gr_pool **out);
+/* Every slot of every engine of the pool made ready for JPEG decoding on the GPU: its input type
+ * uint8 and its decoder opened (gr_engine_decode_jpegs with no image; opening a hardware decoder
+ * takes milliseconds). GR_OK, or the first failure, its message as gr_engine_decode_jpegs gives
+ * it: GR_ERR_UNSUPPORTED on a CPU engine, in a build without nvJPEG or for a backend the GPU
+ * lacks, GR_ERR_CUDA / GR_ERR_OUT_OF_MEMORY from the device. gr_pool_detect_files does this
+ * itself; call it first to have the decoders open before a clock starts, or to tell a failing
+ * decoder from the other failures of a run. */
+gr_status gr_pool_open_jpeg_decoders(gr_pool *pool);
+
+/* ---- image files to detections: the folder pipeline ----
+ * gr_pool_detect_files runs a pool over image files as `graphrun --input DIR` does, and gives
+ * each file's detections to a callback, in input order, on the calling thread:
+ *
+ *   - The engines' slots (runs in flight) are the batch buffers: buffer k is slot k / D of engine
+ *     k % D (D = gr_pool_devices), so batch k (images k*batch ...) runs on engine k % D: round
+ *     robin over the devices, then over each one's slots.
+ *   - opt->threads worker threads claim the images in order and decode and letterbox each
+ *     straight into its batch's buffer (gr_engine_letterbox; one reusable reader per thread).
+ *   - The calling thread submits each batch once it is filled, waits for the runs in submission
+ *     order and has each finished batch reported: every image's NaN/Inf values counted, its
+ *     detections decoded (gr_engine_detect_outputs with opt->thresh and opt->nms, boxes in the
+ *     file's pixels) and opt->prepare called, by whichever threads are free (the workers between
+ *     images, and the calling thread). Then cb gets each result in input order.
+ *   So reading and decoding the next batches, the runs and the reporting of the last batch
+ *   overlap; a worker waits only when it is every buffer ahead of the results.
+ *
+ * Per image, in the result:
+ *   - A file that cannot be read or decoded (missing, not a regular file - a FIFO, a directory, a
+ *     device -, larger than the image file limit, corrupt, not JPEG/PNG/BMP): failure
+ *     GR_FILE_FAILED_READ with gr_image_load's one-line message (starting with the path); its
+ *     place in the batch runs grey (the letterbox's border). The other files go on.
+ *   - A batch whose GPU decoding, submit, run or outputs fail: every image of it gets
+ *     GR_FILE_FAILED_RUN with that status and message (the GPU decoder's prefixed "JPEG decoding
+ *     on the GPU: "); detections that cannot be decoded: GR_FILE_FAILED_DETECT. The run goes on
+ *     unless cb stops it (the CLI stops there; Python makes them records).
+ *   - NaN/Inf among the image's outputs: their count in nonfinite, and no detections (error
+ *     stays NULL: say it as the caller sees fit).
+ *
+ * Options (gr_files_options, "Option structs" above; opt NULL: every default):
+ *   - decode: CPU decodes with libjpeg-turbo (libpng, BMP) on the workers: the network input is
+ *     Darknet's exactly. GPU: the workers only read each JPEG and walk its markers; the worker
+ *     that completes a batch hands its files to the slot's decoder (gr_engine_decode_jpegs) and
+ *     decodes on the CPU those it does not take (progressive, greyscale, CMYK, damaged: the same
+ *     result, error included, as CPU decoding); PNG and BMP are decoded on the CPU. AUTO (the
+ *     default): GPU where every slot's decoder opens (a GPU engine of a build with nvJPEG) and
+ *     fast_decode is off, else CPU. GPU where it cannot be: GR_ERR_UNSUPPORTED (a CPU engine),
+ *     GR_ERR_INVALID_ARGUMENT (fast_decode), or the decoder's failure
+ *     (gr_pool_open_jpeg_decoders).
+ *   - fast_decode: JPEGs at least twice the network input decoded at libjpeg-turbo's DCT scale
+ *     (1/2, 1/4, 1/8) that keeps them at least that size: faster on large photos, not Darknet's
+ *     exact input; boxes are still in the file's pixels.
+ *
+ * Returns GR_OK when every image was delivered or cb stopped the run; nothing is in flight on
+ * the engines then (the pool may run again). Before any image: GR_ERR_INVALID_ARGUMENT (NULL
+ * pool, paths, a path or cb, n < 0, bad options, stats->struct_size 0, a network that does not
+ * take 3 channels), GR_ERR_OUT_OF_MEMORY, the
+ * decoder's failure (decode GPU), GR_ERR_STATE when no worker thread starts. n = 0: GR_OK, no
+ * call of cb.
+ * Threads: cb and opt->started run on the calling thread; opt->prepare on any of the pipeline's
+ * threads, several at once, in any order (an image's prepare comes after its batch's run and
+ * before its cb). No other thread may use the pool's engines during the call. A result and what
+ * it points to are valid during the call that gets it.
+ * Memory between prepare and cb: at most buffers x batch images (gr_files_stats) are between
+ * being claimed and delivered, so an array of that many entries indexed by index % (buffers x
+ * batch) can carry what prepare leaves for cb.
+ * stats (may be NULL; struct_size set by the caller, no byte past it written): the setup fields
+ * are filled before opt->started, the rest when the call returns. */
+typedef enum gr_files_decode {
+    GR_FILES_DECODE_AUTO = 0,
+    GR_FILES_DECODE_CPU,
+    GR_FILES_DECODE_GPU
+} gr_files_decode;
+
+typedef enum gr_file_failure {
+    GR_FILE_OK = 0,           /* detections (none when nonfinite > 0) */
+    GR_FILE_FAILED_READ,      /* the file could not be read or decoded */
+    GR_FILE_FAILED_RUN,       /* its batch's GPU decoding, submit, run or outputs failed */
+    GR_FILE_FAILED_DETECT     /* its detections could not be decoded */
+} gr_file_failure;
+
+typedef struct gr_file_result {
+    const char *path;         /* paths[index] */
+    int index;                /* its position in paths, from 0 */
+    int width, height;        /* the image in its file (boxes are in its pixels); 0 when it was
+                                 not read */
+    gr_file_failure failure;
+    gr_status status;         /* GR_OK, or the failure's */
+    const char *error;        /* the failure's one-line message, NULL without a failure */
+    size_t nonfinite;         /* NaN/Inf values in the image's part of the outputs */
+    const gr_detection *detections; /* n_detections boxes */
+    int n_detections;
+    int batch_end;            /* 1 for the last image of its batch (cb: a place to flush) */
+} gr_file_result;
+
+typedef struct gr_files_stats gr_files_stats;
+
+/* cb: non-zero stops the run (no further result; the runs in flight are waited for). */
+typedef int (*gr_file_fn)(void *user, const gr_file_result *result);
+typedef void (*gr_file_prepare_fn)(void *user, const gr_file_result *result);
+typedef void (*gr_files_started_fn)(void *user, const gr_files_stats *stats);
+
+typedef struct gr_files_options {
+    uint32_t struct_size;     /* sizeof(gr_files_options) as the caller knows it ("Option
+                                 structs") */
+    int threads;              /* worker threads; 0 default: one per core this process may run on
+                                 (its CPU affinity mask: a container's cpuset); at most n */
+    float thresh;             /* class probability threshold, 0.5 default */
+    float nms;                /* IoU threshold of the class-wise NMS, 0.45 default */
+    gr_files_decode decode;   /* AUTO default */
+    int fast_decode;          /* 1: large JPEGs decoded DCT-scaled (CPU decoding); 0 default */
+    /* Called with cb's user for every image, whatever its failure, on any pipeline thread
+     * ("Threads" above): for per-image work that may run in parallel (the CLI formats its record
+     * and draws --output images here). NULL default. */
+    gr_file_prepare_fn prepare;
+    /* Called with cb's user once the pipeline is set up (buffers, decoder, threads decided),
+     * before the first image is read, on the calling thread: for saying what will run. NULL
+     * default. */
+    gr_files_started_fn started;
+} gr_files_options;
+
+/* Defaults (as each field says) for the first struct_size bytes of *opt, struct_size set;
+ * GR_ERR_INVALID_ARGUMENT for a NULL opt or a struct_size outside the accepted range. */
+gr_status gr_files_options_init(gr_files_options *opt, size_t struct_size);
+static inline void gr_files_options_default(gr_files_options *opt)
+{
+    (void)gr_files_options_init(opt, sizeof *opt);
+}
+
+/* Where a run's time went (seconds), to tell what bounds it: `graphrun --input DIR` prints these
+ * (README, "Many images"). */
+struct gr_files_stats {
+    uint32_t struct_size;     /* the caller's sizeof(gr_files_stats): no byte past it is written */
+    /* The setup, filled before opt->started. */
+    int images;               /* n */
+    int batch;                /* images per batch: the engines' batch */
+    int buffers;              /* batch buffers: every engine's slots */
+    int devices;              /* the pool's engines */
+    int threads;              /* worker threads to start (at the end: those that started) */
+    int cores;                /* cores this process may run on */
+    int gpu_decode;           /* 1: JPEGs are decoded on the GPU */
+    char decoder[256];        /* gpu_decode: the GPU decoder (gr_engine_jpeg_decoder); else why the
+                                 CPU decodes: "decode cpu", "a CPU engine", "fast_decode", "no GPU
+                                 decoder" or the decoder's own failure */
+    /* The run, filled when the call returns. */
+    double elapsed_s;         /* the workers' start to their end */
+    double main_cpu_s;        /* the calling thread's CPU time in that span */
+    double main_wait_decoded_s; /* the calling thread waiting for a filled batch */
+    double main_wait_engine_s;  /* ... for the engine (gr_engine_wait) */
+    double main_report_s;     /* ... from a batch's outputs to its images reported */
+    double main_report_own_s; /* ... of which reporting images itself */
+    double main_deliver_s;    /* ... in cb (writing, for the CLI) */
+    double main_deliver_cpu_s; /* its CPU time from batches' outputs to their results delivered */
+    double workers_blocked_s; /* the workers waiting for a free batch buffer, summed */
+    double workers_report_s;  /* the workers reporting images, summed */
+    double read_s, decode_s, letterbox_s; /* busy time of the workers' stages, summed: stat and
+                                 file read, decode, letterbox */
+    double engine_s;          /* the engines' own time split of every run (gr_engine_timing:
+                                 conversion, copies, compute), summed over the devices */
+    double gpu_decode_s;      /* GPU decoding: the device time of decoding and letterbox */
+    double handoff_s;         /* GPU decoding: the workers handing batches to the GPU decoder and
+                                 decoding on the CPU the files it did not take */
+    int gpu_decoded;          /* images the GPU decoded */
+    double latency_p50_s, latency_p99_s; /* per image, from its pixels in the batch buffer to its
+                                 batch's results delivered (cb returned for each) */
+};
+
+gr_status gr_pool_detect_files(gr_pool *pool, const char *const *paths, int n,
+                               const gr_files_options *opt, gr_file_fn cb, void *user,
+                               gr_files_stats *stats);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

@@ -74,6 +74,13 @@ DETECT_OPTIONS_FIELDS: List[Tuple[str, Any]] = [
 ]
 
 
+FILES_OPTIONS_FIELDS: List[Tuple[str, Any]] = [
+    ("struct_size", ctypes.c_uint32), ("threads", ctypes.c_int), ("thresh", ctypes.c_float),
+    ("nms", ctypes.c_float), ("decode", ctypes.c_int), ("fast_decode", ctypes.c_int),
+    ("prepare", ctypes.c_void_p), ("started", ctypes.c_void_p),
+]
+
+
 class ModelOptions(ctypes.Structure):
     _fields_ = MODEL_OPTIONS_FIELDS
 
@@ -110,6 +117,31 @@ class Detection(ctypes.Structure):
                 ("objectness", ctypes.c_float)]
 
 
+class FilesOptions(ctypes.Structure):
+    _fields_ = FILES_OPTIONS_FIELDS
+
+
+class FileResult(ctypes.Structure):
+    """gr_file_result: what gr_pool_detect_files gives its callback for one file."""
+    _fields_ = [
+        ("path", ctypes.c_char_p),
+        ("index", ctypes.c_int),
+        ("width", ctypes.c_int),
+        ("height", ctypes.c_int),
+        ("failure", ctypes.c_int),  # gr_file_failure: 0 none, else read / run / detections
+        ("status", ctypes.c_int),
+        ("error", ctypes.c_char_p),
+        ("nonfinite", ctypes.c_size_t),
+        ("detections", ctypes.POINTER(Detection)),
+        ("n_detections", ctypes.c_int),
+        ("batch_end", ctypes.c_int),
+    ]
+
+
+# gr_file_fn: called on the thread that called gr_pool_detect_files (ctypes takes the GIL).
+FILE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(FileResult))
+
+
 # ---- signatures ----------------------------------------------------------------------------------
 
 P = ctypes.c_void_p
@@ -140,16 +172,7 @@ _SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "gr_engine_run_f32": (_I, [P, P]),
     "gr_engine_run_u8": (_I, [P, P]),
     "gr_engine_output": (_I, [P, _I, _ptr(_ptr(ctypes.c_float))]),
-    # Runs in flight (runtime.h): slots, their input buffers, submit and wait.
     "gr_engine_inflight": (_I, [P]),
-    "gr_engine_slot_input": (_I, [P, _I, _I, _ptr(P), _ptr(ctypes.c_size_t)]),
-    "gr_engine_submit": (_I, [P, _I]),
-    "gr_engine_wait": (_I, [P, _I]),
-    "gr_engine_detect_outputs": (_I, [P, _ptr(_ptr(ctypes.c_float)), _I, _ptr(DetectOptions),
-                                      _ptr(_ptr(Detection)), _ptr(_I)]),
-    # Images in as the CLI feeds them: any thread may letterbox into a slot's buffer.
-    "gr_engine_letterbox": (_I, [P, _ptr(Image), P]),
-    "gr_engine_image_u8": (_I, [P]),
     "gr_engine_detect": (_I, [P, _I, _ptr(DetectOptions), _ptr(_ptr(Detection)), _ptr(_I)]),
     "gr_engine_output_nonfinite": (_I, [P, _I, _ptr(ctypes.c_size_t)]),
     "gr_engine_micro_batch": (_I, [P]),
@@ -180,11 +203,12 @@ _OPTIONAL_SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "gr_pool_engine": (P, [P, _I]),
     "gr_pool_device": (_I, [P, _I]),
     "gr_pool_notice": (_S, [P]),
-    # JPEG decoding on the GPU (runtime.h, gr_engine_decode_jpegs): Engine.detect_files'
-    # decode="gpu" / "auto".
-    "gr_engine_decode_jpegs": (_I, [P, _I, _I, _ptr(_ptr(ctypes.c_uint8)),
-                                    _ptr(ctypes.c_size_t), _ptr(_I)]),
-    "gr_engine_jpeg_decoder": (_S, [P, _ptr(ctypes.c_double)]),
+    # The folder pipeline (runtime.h, "image files to detections"): Engine.detect_files, on a
+    # pool of its one engine.
+    "gr_pool_wrap": (_I, [_ptr(P), _I, _ptr(P)]),
+    "gr_pool_open_jpeg_decoders": (_I, [P]),
+    "gr_files_options_init": (_I, [_ptr(FilesOptions), ctypes.c_size_t]),
+    "gr_pool_detect_files": (_I, [P, _ptr(_S), _I, _ptr(FilesOptions), FILE_FN, P, P]),
 }
 
 

@@ -422,16 +422,17 @@ class Engine(_Handle):
         decoded (or for each file of a batch the engine fails on). An image whose outputs hold
         NaN/Inf gets the CLI's record for it ("width", "height", "error", "nonfinite").
 
-        The folder mode's pipeline (`graphrun --input-list`, tools/cmd_stream.c): `threads`
-        threads (default: the cores this process may use, at most 16) decode and letterbox the
-        images straight into the engine's input buffers (one per slot: build with inflight=3 to
-        keep a batch running while the next fill and the last is reported) outside the GIL, while
-        this thread submits, waits and builds the records. decode: "cpu" (graphrun's decoders),
-        "gpu" (JPEGs decoded on the engine's GPU by nvJPEG, other files and those it does not
-        take on the CPU; graphrun.Error where it cannot: a CPU engine, a build without nvJPEG) or
-        "auto" (the GPU where it can, else the CPU). The records equal the CLI's for the same
-        decode; detect() on the same images gives the same detections. The engine is held for
-        the whole call (other threads' calls on it wait)."""
+        The folder mode's pipeline, the C library's (gr_pool_detect_files, which `graphrun
+        --input-list` runs): `threads` threads (default: the cores this process may use, at most
+        16) decode and letterbox the images straight into the engine's input buffers (one per
+        slot: build with inflight=3 to keep a batch running while the next fill and the last is
+        reported) and decode the detections, all in C outside the GIL, while this thread submits
+        and waits in C and takes the GIL only to build each record. decode: "cpu" (graphrun's
+        decoders), "gpu" (JPEGs decoded on the engine's GPU by nvJPEG, other files and those it
+        does not take on the CPU; graphrun.Error where it cannot: a CPU engine, a build without
+        nvJPEG) or "auto" (the GPU where it can, else the CPU). The records equal the CLI's for
+        the same decode; detect() on the same images gives the same detections. The engine is
+        held for the whole call (other threads' calls on it wait)."""
         if self.channels != 3:
             raise ValueError(f"detect_files() letterboxes RGB images; this network takes "
                              f"{self.channels} channels (use run())")
@@ -448,7 +449,7 @@ class Engine(_Handle):
         if any(not isinstance(p, str) for p in listed):
             raise TypeError("detect_files() takes str or os.PathLike paths")
         with self._lock:
-            return _files.FilePipeline(self, listed, thresh, nms, decode, threads).run()
+            return _files.detect_files(self, listed, thresh, nms, decode, threads)
 
     def _detect_batch(self, chunk: List[npt.NDArray[np.uint8]], thresh: float,
                       nms: float) -> List[List[Detection]]:

@@ -353,7 +353,8 @@ class CPUTests(unittest.TestCase):
         mirrors = {"gr_model_options": _capi.ModelOptions, "gr_engine_options": _capi.EngineOptions,
                    "gr_detect_options": _capi.DetectOptions, "gr_model_info": _capi.ModelInfo,
                    "gr_tensor_desc": _capi.TensorDesc, "gr_image": _capi.Image,
-                   "gr_detection": _capi.Detection}
+                   "gr_detection": _capi.Detection, "gr_files_options": _capi.FilesOptions,
+                   "gr_file_result": _capi.FileResult}
         for c_name, mirror in mirrors.items():
             body = re.search(r"typedef struct %s \{(.*?)\} %s;" % (c_name, c_name), header, re.S)
             self.assertIsNotNone(body, c_name)
@@ -374,7 +375,8 @@ class CPUTests(unittest.TestCase):
                              f"graphrun/_capi.py's mirror of {c_name} differs from runtime.h")
         for mirror, init in ((_capi.ModelOptions, "gr_model_options_init"),
                              (_capi.EngineOptions, "gr_engine_options_init"),
-                             (_capi.DetectOptions, "gr_detect_options_init")):
+                             (_capi.DetectOptions, "gr_detect_options_init"),
+                             (_capi.FilesOptions, "gr_files_options_init")):
             opt = mirror()
             self.assertEqual(getattr(_capi.lib(), init)(ctypes.byref(opt), ctypes.sizeof(opt)), 0,
                              _capi.lib().gr_last_error())
@@ -650,60 +652,6 @@ class CPUTests(unittest.TestCase):
         with self.assertRaises(ValueError) as ctx:
             self.model.build(device="cpu", inflight=9)
         self.assertIn("inflight must be in [1, 8]", str(ctx.exception))
-
-    def test_detect_files_gpu_hand_off(self):
-        """The decode="gpu" path on a stand-in for gr_engine_decode_jpegs (a CPU engine has no
-        GPU decoder): the threads pass only the JPEGs whose frame the GPU decodes (not the PNG,
-        the garbage, a progressive JPEG), the file's bytes whole; the stand-in "decodes" every
-        other one into the slot's buffer (letterboxed on the CPU, as the GPU's letterbox equals
-        it) and leaves the rest, which are decoded on the CPU: the records equal decode="cpu"'s,
-        the sizes taken from the frame headers."""
-        paths, _ = files_folder(self.tmp.name + "/handoff")
-        contents = {}
-        for p in paths:
-            if os.path.exists(p):
-                with open(p, "rb") as f:
-                    contents[f.read()] = p
-        lib = _capi.lib()
-        passed, calls = [], []
-
-        def stand_in(handle, slot, n, data, sizes, decoded):
-            calls.append(n)
-            u8 = lib.gr_engine_image_u8(handle)
-            buf, size = ctypes.c_void_p(), ctypes.c_size_t()
-            _capi.check(lib.gr_engine_slot_input(handle, slot, u8, ctypes.byref(buf),
-                                                 ctypes.byref(size)))
-            per_image = size.value // engine.batch
-            for i in range(n):
-                decoded[i] = 0
-                if not data[i]:
-                    continue
-                path = contents[ctypes.string_at(data[i], sizes[i])]
-                passed.append(path)
-                if len(passed) % 2 == 0 or path.endswith("cut.jpg"):
-                    continue
-                im = ctypes.POINTER(_capi.Image)()
-                _capi.check(lib.gr_image_load(os.fsencode(path), ctypes.byref(im)))
-                _capi.check(lib.gr_engine_letterbox(handle, im, buf.value + i * per_image))
-                lib.gr_image_destroy(im)
-                decoded[i] = 1
-            return 0
-
-        with self.model.build(device="cpu", batch=3, inflight=3) as engine:
-            want = engine.detect_files(paths, thresh=0.2, decode="cpu")
-            saved = lib.gr_engine_decode_jpegs
-            lib.gr_engine_decode_jpegs = stand_in
-            try:
-                self.assertEqual(engine.detect_files(paths, thresh=0.2, decode="auto"), want)
-                self.assertEqual(calls, [])  # auto: a CPU engine's float input, no GPU decoder
-                got = engine.detect_files(paths, thresh=0.2, decode="gpu")
-            finally:
-                lib.gr_engine_decode_jpegs = saved
-        self.assertEqual(got, want)
-        self.assertEqual(calls[0], 0)  # the decoder opened first
-        self.assertEqual(sorted(passed), sorted(p for p in paths if p.endswith(".jpg") and
-                                                 "garbage" not in p and "progressive" not in p
-                                                 and "missing" not in p))
 
     def test_detect_files_nonfinite_records(self):
         """Images whose outputs hold NaN/Inf (fp16 overflowing on weights of 1000) get the CLI's

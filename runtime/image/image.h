@@ -53,7 +53,7 @@ void gr_image_reader_fast_decode(gr_image_reader *r, int net_w, int net_h);
  * the last load failed before reading it. */
 void gr_image_reader_source_size(const gr_image_reader *r, int *w, int *h);
 /* Seconds the last load spent reading its file (stat, open, read), the rest of it decoding: the
- * folder pipeline's stage report (tools/cmd_stream.c). */
+ * folder pipeline's stage report (runtime/files.c). */
 double gr_image_reader_read_seconds(const gr_image_reader *r);
 
 /* The letterbox computed step by step as Darknet does (float planes: bytes to [0,1], horizontal
