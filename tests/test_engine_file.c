@@ -207,14 +207,21 @@ START_TEST(round_trip_mixed_map)
 }
 END_TEST
 
-START_TEST(round_trip_memory)
+/* The shapes model's int8 engine, and its saved bytes. */
+static gr_engine *shapes_int8_in_memory(uint8_t **data, size_t *bytes)
 {
     gr_model *model = load_shapes();
     gr_engine *built = build(model, GR_PREC_INT8, NULL, 0);
     gr_model_destroy(model);
+    save_to_memory(built, data, bytes);
+    return built;
+}
+
+START_TEST(round_trip_memory)
+{
     uint8_t *data;
     size_t bytes;
-    save_to_memory(built, &data, &bytes);
+    gr_engine *built = shapes_int8_in_memory(&data, &bytes);
     gr_engine *loaded = load_memory(data, bytes);
     expect_same(built, loaded);
     gr_free(data);
@@ -510,12 +517,9 @@ static void *write_fifo(void *arg)
 
 START_TEST(mapped_file_and_fifo_load_alike)
 {
-    gr_model *model = load_shapes();
-    gr_engine *built = build(model, GR_PREC_INT8, NULL, 0);
-    gr_model_destroy(model);
     uint8_t *data;
     size_t bytes;
-    save_to_memory(built, &data, &bytes);
+    gr_engine *built = shapes_int8_in_memory(&data, &bytes);
     char path[64];
     snprintf(path, sizeof path, "/tmp/gr_engine_view_%d.grengine", (int)getpid());
     ck_assert_int_eq(gr_engine_save(built, path), GR_OK);
