@@ -1,5 +1,6 @@
 /* Placement (the memory pass): live intervals, in-place reuse, buffers, their placement in one
- * arena by the best of five heuristics, the live-bytes lower bound and the naive sum.
+ * arena by the best of five heuristics, the live-bytes lower bound and the naive sum. With the
+ * no_reuse option every buffer gets bytes of its own (the dataflow executor's plans).
  *
  * Safety rule: two buffers may share bytes only when their live intervals (schedule steps) do
  * not overlap AND every access of the earlier one happens before every write of the later one
@@ -397,7 +398,7 @@ gr_status gr_pass_memory(gr_plan *plan)
     for (int t = 0; t < plan->n_tensors; t++)
         plan->tensors[t].inplace_of = -1;
     compute_tensor_intervals(plan);
-    if (plan->options.in_place)
+    if (plan->options.in_place && !plan->options.no_reuse)
         choose_in_place(plan);
     GR_TRY(make_buffers(plan));
 
@@ -415,6 +416,18 @@ gr_status gr_pass_memory(gr_plan *plan)
             plan->lower_bound_bytes = live;
     }
 
+    if (plan->options.no_reuse) {
+        /* Every buffer its own bytes, in buffer order: nothing for a writer to wait on but the
+         * data it reads (the dataflow executor's placement). */
+        size_t at = 0;
+        for (int b = 0; b < nb; b++) {
+            plan->buffers[b].offset = at;
+            at += plan->buffers[b].bytes;
+        }
+        plan->arena_bytes = at;
+        plan->placement = "no reuse";
+        return GR_OK;
+    }
     char *conflict = NULL;
     GR_TRY(gr_plan_conflict_matrix(plan, &conflict));
     placer pl = {0};

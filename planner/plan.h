@@ -152,6 +152,10 @@ typedef struct gr_plan_options {
     int nchw_strided_views;     /* 0 default: f32 tensors stay dense (Layouts above), so f32 concats
                                    alias only at batch 1; 1 also aliases strided batch > 1 slices */
     int in_place;               /* 1 default: elementwise ops overwrite a dying input */
+    int no_reuse;               /* 0 default; 1: no two tensors share arena bytes (no liveness
+                                   reuse, no in-place results; concat slices stay views): the
+                                   arena is the naive sum, and a task graph of the plan has only
+                                   RAW edges (the dataflow executor's plans, docs/dataflow.md) */
     int single_stream;          /* 0 default */
     int max_streams;            /* 0 default = as many as the DAG's branches fork; else at most
                                    this many (a node that would fork one more continues the stream

@@ -25,7 +25,7 @@ static void plan_usage(FILE *f)
                "                     [--max-nrmse X] [--calib-images DIR] [--device D] (auto)\n"
                "                     [--json] [--dot FILE] [--svg FILE] [--single-stream]\n"
                "                     [--fuse-maxpool] [--fuse-quant-in] [--fuse-dequant-out]\n"
-               "                     [--fuse-io] [--no-concat] [--no-inplace]\n"
+               "                     [--fuse-io] [--no-concat] [--no-inplace] [--no-reuse]\n"
                "                     [--decode-heads] [--calibrate]\n"
                "                     [--device gpu [--timing-cache FILE] [--no-tactic-search]]\n"
                "                     [--tasks [--task-target N]]\n"
@@ -60,7 +60,7 @@ typedef struct plan_args {
 
 enum {
     P_JSON = 1, P_SINGLE_STREAM, P_FUSE_MAXPOOL, P_FUSE_QUANT_IN, P_FUSE_DEQUANT_OUT, P_FUSE_IO,
-    P_NO_CONCAT, P_NO_INPLACE, P_DECODE_HEADS, P_CALIBRATE, P_NO_TACTIC_SEARCH,
+    P_NO_CONCAT, P_NO_INPLACE, P_NO_REUSE, P_DECODE_HEADS, P_CALIBRATE, P_NO_TACTIC_SEARCH,
     P_MODEL, P_CFG, P_WEIGHTS, P_PREC, P_MAX_NRMSE, P_CALIB_IMAGES, P_DEVICE, P_LAYER_PREC,
     P_BATCH, P_DOT, P_SVG, P_TIMING_CACHE, P_TASKS, P_TASK_TARGET
 };
@@ -70,6 +70,7 @@ static const gr_cli_flag plan_flags[] = {
     {"--fuse-maxpool", P_FUSE_MAXPOOL, 0}, {"--fuse-quant-in", P_FUSE_QUANT_IN, 0},
     {"--fuse-dequant-out", P_FUSE_DEQUANT_OUT, 0}, {"--fuse-io", P_FUSE_IO, 0},
     {"--no-concat", P_NO_CONCAT, 0}, {"--no-inplace", P_NO_INPLACE, 0},
+    {"--no-reuse", P_NO_REUSE, 0},
     {"--decode-heads", P_DECODE_HEADS, 0}, {"--calibrate", P_CALIBRATE, 0},
     {"--no-tactic-search", P_NO_TACTIC_SEARCH, 0},
     {"--model", P_MODEL, 1}, {"--cfg", P_CFG, 1}, {"--weights", P_WEIGHTS, 1},
@@ -91,6 +92,7 @@ static void plan_switch(plan_args *a, int id)
     case P_FUSE_IO: opt->fuse_input_quantize = opt->fuse_output_dequantize = 1; break;
     case P_NO_CONCAT: opt->concat_in_place = 0; break;
     case P_NO_INPLACE: opt->in_place = 0; break;
+    case P_NO_REUSE: opt->no_reuse = 1; break;
     case P_DECODE_HEADS: opt->decode_heads = 1; break;
     case P_CALIBRATE: a->calibrate = 1; break;
     case P_NO_TACTIC_SEARCH: a->search = 0; break;
