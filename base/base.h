@@ -116,7 +116,8 @@ gr_status gr_read_file(const char *path, size_t max_bytes, const char *what, cha
 
 /* A whole file (at most max_bytes) to read once, without copying it where the system allows: a
  * regular file is mapped read-only, anything else read by gr_read_file (the same refusals).
- * data/len stay valid until gr_file_view_release. The file must not be truncated in place
+ * The view's data and len stay valid until
+ * gr_file_view_release. The file must not be truncated in place
  * meanwhile (graphrun writes its files whole, by rename). base/file_view.c */
 typedef struct gr_file_view {
     const uint8_t *data;

@@ -1,5 +1,5 @@
 /* The dataflow program's binary format: the contract between its writer (planner/dataflow.c),
- * its reader on the device (kernels/dataflow.cu, the persistent kernel) and its reader on the host
+ * its reader on the device (the persistent kernel, docs/dataflow.md) and its reader on the host
  * (tests/test_dataflow.c's emulation of the protocol). Plain C, no CUDA, no pointers: a program is
  * one contiguous block (header, nodes, tasks, dependencies) that one copy puts on the device, and
  * every reference inside it is an index or a byte offset. It sits in ops/ because both the

@@ -1,6 +1,6 @@
 /* The dataflow program (planner/dataflow.h) and its protocol (ops/dataflow_format.h), on the CPU.
  *
- * The protocol is emulated the way the persistent kernel (kernels/dataflow.cu) runs it: threads
+ * The protocol is emulated the way the persistent kernel (docs/dataflow.md) runs it: threads
  * stand for the kernel's blocks (SMs); each claims the next task of the static order with an
  * atomic add, waits for each dependency's flag to equal the run's epoch with acquire loads (a
  * bounded spin: past the program's timeout it records the error and abandons the run), "runs" the
