@@ -31,6 +31,9 @@ gr_status gr_plan_exec_create(const gr_plan *plan, int private_buffers, gr_plan_
     if (!plan || !out)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_plan_exec_create: NULL argument");
     *out = NULL;
+    if (!plan->options.weight_data)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_plan_exec_create: the plan was built without "
+                       "its weights (weight_data = 0): it cannot run on the CPU");
     gr_plan_exec *ex = gr_calloc(1, sizeof *ex, "plan executor");
     if (!ex)
         return GR_ERR_OUT_OF_MEMORY;

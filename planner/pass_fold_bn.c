@@ -10,6 +10,10 @@ gr_status gr_pass_fold_bn(gr_plan *plan)
         gr_plan_node *nd = &plan->nodes[i];
         if (nd->kind != GR_OP_CONV || !nd->p.batch_normalize)
             continue;
+        nd->p.batch_normalize = 0;
+        nd->fused |= GR_FUSED_BN;
+        if (!plan->options.weight_data) /* the same plan, no numbers */
+            continue;
         int filters = nd->p.filters;
         size_t per_filter = nd->n_w / (size_t)filters;
         float *w = plan->weights + nd->w_offset;
@@ -26,8 +30,6 @@ gr_status gr_pass_fold_bn(gr_plan *plan)
                     (float)((double)w[(size_t)c * per_filter + k] * factor);
             b[c] = (float)((double)b[c] - (double)mean[c] * factor);
         }
-        nd->p.batch_normalize = 0;
-        nd->fused |= GR_FUSED_BN;
     }
     return GR_OK;
 }

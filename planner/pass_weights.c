@@ -44,6 +44,17 @@ gr_status gr_pass_quantize_weights(gr_plan *plan)
             return gr_fail(GR_ERR_LIMIT, "planner: int8 weight block size overflow");
     if (total == plan->n_qweights)
         return GR_OK;
+    if (!plan->options.weight_data) { /* where they would be, nothing stored */
+        for (int i = 0; i < plan->n_nodes; i++) {
+            gr_plan_node *nd = &plan->nodes[i];
+            if (!quantized_conv(plan, nd))
+                continue;
+            GR_TRY(gr_plan_append_floats(plan, NULL, (size_t)nd->p.filters, &nd->ws_offset));
+            nd->qw_offset = plan->n_qweights;
+            plan->n_qweights += nd->n_w;
+        }
+        return GR_OK;
+    }
     int8_t *grown = realloc(plan->qweights, total);
     if (!grown)
         return gr_fail(GR_ERR_OUT_OF_MEMORY, "planner: out of memory quantizing weights");

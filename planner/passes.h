@@ -49,7 +49,8 @@ int gr_plan_new_node(gr_plan *plan, int kind, int layer);
 void gr_plan_set_dtype(gr_plan_tensor *t, gr_dtype dtype);
 /* Channels an NHWC tensor of this dtype is padded to a multiple of (8 f16, 16 i8; 1 otherwise). */
 int gr_plan_channel_granule(gr_dtype dtype);
-/* Append count floats (zeros when src is NULL) to plan->weights; *offset receives where. */
+/* Append count floats (zeros when src is NULL) to plan->weights; *offset receives where. Without
+ * weight data (gr_plan_options.weight_data = 0) only the offset advances. */
 gr_status gr_plan_append_floats(gr_plan *plan, const float *src, size_t count, size_t *offset);
 /* Room for `count` more floats at plan->weights, so that the appends up to there move nothing
  * (a plan's weights are tens of MB: growing them append by append copied them again and again). */

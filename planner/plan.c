@@ -23,6 +23,7 @@ void gr_plan_options_default(gr_plan_options *opt)
     opt->max_streams = 0;
     opt->decode_heads = 0;
     opt->input_u8 = -1;
+    opt->weight_data = 1;
 }
 
 static int round_up_int(int x, int m) { return (x + m - 1) / m * m; }
@@ -190,7 +191,7 @@ gr_status gr_plan_reserve_floats(gr_plan *plan, size_t count)
     size_t total;
     if (!gr_add_size(plan->n_weight_floats, count, &total) || total > SIZE_MAX / sizeof(float))
         return gr_fail(GR_ERR_LIMIT, "planner: weight block size overflow");
-    if (total <= plan->weight_capacity)
+    if (total <= plan->weight_capacity || !plan->options.weight_data)
         return GR_OK;
     float *grown = realloc(plan->weights, (total ? total : 1) * sizeof *grown);
     if (!grown)
@@ -202,6 +203,14 @@ gr_status gr_plan_reserve_floats(gr_plan *plan, size_t count)
 
 gr_status gr_plan_append_floats(gr_plan *plan, const float *src, size_t count, size_t *offset)
 {
+    if (!plan->options.weight_data) { /* where the floats would be, nothing stored */
+        size_t total;
+        if (!gr_add_size(plan->n_weight_floats, count, &total) || total > SIZE_MAX / sizeof(float))
+            return gr_fail(GR_ERR_LIMIT, "planner: weight block size overflow");
+        *offset = plan->n_weight_floats;
+        plan->n_weight_floats = total;
+        return GR_OK;
+    }
     if (count > plan->weight_capacity - plan->n_weight_floats) {
         /* past the reservation: grow by half again, so that n appends cost O(n) copies */
         size_t more = count > plan->weight_capacity / 2 ? count : plan->weight_capacity / 2;

@@ -161,6 +161,12 @@ typedef struct gr_plan_options {
                                    this many (a node that would fork one more continues the stream
                                    of its first input, after that stream's tail) */
     int decode_heads;           /* 0 default: outputs are the raw head convs; 1 keeps region/yolo */
+    int weight_data;            /* 1 default: the plan carries the weights (copied from the net,
+                                   BN folded, int8 quantized); 0: their offsets and sizes only,
+                                   weights and qweights NULL - for an engine whose device weights
+                                   are already made (a saved GPU engine's load), which then never
+                                   touches the net's fp32 weights. Such a plan cannot run on the
+                                   CPU (gr_plan_exec_create refuses it) */
     int input_u8;               /* -1 default: u8 NHWC network input for fp16/int8, f32 NCHW for
                                    fp32; 1 forces u8 (fp32 plans then convert on the device);
                                    0 forces f32 NCHW (fp16/int8 plans then quantize from f32) */

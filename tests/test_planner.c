@@ -785,6 +785,78 @@ START_TEST(bad_arguments_are_reported)
 }
 END_TEST
 
+/* A plan without weight data (weight_data = 0: a saved GPU engine's load, whose device weights
+ * are in the file) is the same plan - nodes with their weight offsets, tensors and their int8
+ * scales, buffers, streams, arena - only without the numbers; and it cannot run on the CPU. */
+static void expect_same_structure(const gr_plan *a, const gr_plan *b)
+{
+    ck_assert_int_eq(a->n_nodes, b->n_nodes);
+    ck_assert_int_eq(a->n_tensors, b->n_tensors);
+    ck_assert_int_eq(a->n_buffers, b->n_buffers);
+    ck_assert_int_eq(a->n_outputs, b->n_outputs);
+    ck_assert_int_eq(a->n_waits, b->n_waits);
+    ck_assert(memcmp(a->nodes, b->nodes, (size_t)a->n_nodes * sizeof *a->nodes) == 0);
+    ck_assert(memcmp(a->tensors, b->tensors, (size_t)a->n_tensors * sizeof *a->tensors) == 0);
+    ck_assert(memcmp(a->buffers, b->buffers, (size_t)a->n_buffers * sizeof *a->buffers) == 0);
+    ck_assert(memcmp(a->output_tensors, b->output_tensors,
+                     (size_t)a->n_outputs * sizeof *a->output_tensors) == 0);
+    ck_assert(a->n_waits == 0 ||
+              memcmp(a->waits, b->waits, (size_t)a->n_waits * sizeof *a->waits) == 0);
+    ck_assert_uint_eq(a->n_weight_floats, b->n_weight_floats);
+    ck_assert_uint_eq(a->n_qweights, b->n_qweights);
+    ck_assert_uint_eq(a->arena_bytes, b->arena_bytes);
+    ck_assert_int_eq(a->n_streams, b->n_streams);
+    ck_assert_int_eq(a->n_events, b->n_events);
+    ck_assert_int_eq(a->scales_ready, b->scales_ready);
+    ck_assert_ptr_null(b->weights);
+    ck_assert_ptr_null(b->qweights);
+}
+
+static void check_without_weight_data(const gr_net *net, gr_precision prec, int batch, int fuse)
+{
+    gr_plan_options opt;
+    gr_plan_options_default(&opt);
+    opt.precision = prec;
+    opt.batch = batch;
+    opt.fuse_maxpool = opt.fuse_input_quantize = opt.fuse_output_dequantize = fuse;
+    gr_plan *full = NULL, *bare = NULL;
+    ck_assert_msg(gr_plan_build(net, &opt, &full) == GR_OK, "%s", gr_last_error());
+    opt.weight_data = 0;
+    ck_assert_msg(gr_plan_build(net, &opt, &bare) == GR_OK, "%s", gr_last_error());
+    if (prec == GR_PREC_INT8) {
+        float *range = malloc((size_t)net->n_layers * sizeof *range);
+        ck_assert_ptr_nonnull(range);
+        for (int i = 0; i < net->n_layers; i++)
+            range[i] = 0.5f + 0.25f * (float)(i % 7);
+        ck_assert_int_eq(gr_plan_set_ranges(full, range, 1.0f), GR_OK);
+        ck_assert_int_eq(gr_plan_set_ranges(bare, range, 1.0f), GR_OK);
+        free(range);
+    }
+    expect_same_structure(full, bare);
+    gr_plan_exec *ex = NULL;
+    ck_assert_int_eq(gr_plan_exec_create(bare, 0, &ex), GR_ERR_INVALID_ARGUMENT);
+    ck_assert_ptr_null(ex);
+    ck_assert_msg(strstr(gr_last_error(), "without its weights"), "%s", gr_last_error());
+    gr_plan_free(full);
+    gr_plan_free(bare);
+}
+
+START_TEST(plan_without_weight_data_is_the_same_plan)
+{
+    for (int m = 0; m < 2; m++)
+        for (int prec = GR_PREC_FP32; prec <= GR_PREC_INT8; prec++)
+            for (int fuse = 0; fuse < 2; fuse++)
+                check_without_weight_data(builtin(model_names[m]), (gr_precision)prec,
+                                          1 + 2 * fuse, fuse);
+    for (uint64_t seed = 1; seed <= 24; seed++) {
+        gr_net *net = NULL;
+        ck_assert_int_eq(gr_test_random_net(seed, &net), GR_OK);
+        check_without_weight_data(net, (gr_precision)(seed % 3), 1 + (int)(seed % 2), 1);
+        gr_net_free(net);
+    }
+}
+END_TEST
+
 static Suite *planner_suite(void)
 {
     Suite *s = suite_create("planner");
@@ -807,6 +879,7 @@ static Suite *planner_suite(void)
     tcase_add_test(tc, independent_branches_get_their_own_stream);
     tcase_add_test(tc, views_show_nodes_qdq_and_memory);
     tcase_add_test(tc, bad_arguments_are_reported);
+    tcase_add_test(tc, plan_without_weight_data_is_the_same_plan);
     suite_add_tcase(s, tc);
     return s;
 }
