@@ -1,9 +1,9 @@
 /* Saved engines: gr_engine_save writes everything a start needs - the network with its weights
  * and class names, the options that shaped the plan, the precision map, the int8 ranges and the
- * backend's blob (the GPU's chosen conv tactics) - and gr_engine_load rebuilds the engine from
- * them through the one build path (build.c) without calibrating or searching. Planning and the
- * weight upload are redone: they are the cheap part of a build (docs/performance.md, "Saved
- * engines"); calibration and the tactic search are not.
+ * backend's blob (the GPU's chosen conv tactics and its device weights, runtime/saved_gpu.h) -
+ * and gr_engine_load rebuilds the engine from them through the one build path (build.c) without
+ * calibrating or searching. The plan is made again (its structure only where the blob holds the
+ * device weights, which are uploaded as they are: docs/performance.md, "Saved engines").
  *
  * A file is trusted only whole: magic, format and graphrun version, the device it was built for
  * (a GPU engine needs the same GPU model, SM count, CUDA runtime, driver and cuBLASLt, since its

@@ -12,7 +12,7 @@
  *     176 u64 cuBLASLt version
  *     184 u64 content bytes
  *     192 content: build notice, options, network (models/net_file.c), precision map, int8
- *         ranges, backend blob
+ *         ranges, backend blob (the GPU's: runtime/saved_gpu.h)
  *     end u64 gr_hash64 (base/bytes.h) of every byte before it (header included) */
 #ifndef GR_RUNTIME_ENGINE_FILE_H
 #define GR_RUNTIME_ENGINE_FILE_H
@@ -20,7 +20,7 @@
 #include "runtime/engine_internal.h"
 
 #define GR_ENGINE_FILE_MAGIC "GRENGINE"
-#define GR_ENGINE_FILE_VERSION 2
+#define GR_ENGINE_FILE_VERSION 3
 #define GR_ENGINE_FILE_HEADER 192
 #define GR_ENGINE_FILE_OFF_VERSION 8
 #define GR_ENGINE_FILE_OFF_GRAPHRUN 12

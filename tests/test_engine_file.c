@@ -26,6 +26,7 @@
 #include "models/net.h"
 #include "graphrun/runtime.h"
 #include "runtime/engine_file.h"
+#include "runtime/saved_gpu.h"
 
 /* A tiny network for the byte-by-byte tests: every prefix of its file is loaded. */
 static const char tiny_cfg[] = "[net]\nwidth=8\nheight=8\nchannels=3\n\n"
@@ -569,6 +570,74 @@ START_TEST(mapped_file_and_fifo_load_alike)
 }
 END_TEST
 
+/* A saved GPU engine's blob (runtime/saved_gpu.h): what is put is what is parsed, pointers into the
+ * blob; every truncation, a byte too many, another magic, too many or repeated variants are
+ * refused with one line naming the source. */
+START_TEST(gpu_blob_round_trip_and_damage)
+{
+    static const char tactics[] = "graphrun timing cache 1\nsome entries\n";
+    uint8_t w0[700], w1[300];
+    for (size_t i = 0; i < sizeof w0; i++)
+        w0[i] = (uint8_t)(i * 31u + 7u);
+    for (size_t i = 0; i < sizeof w1; i++)
+        w1[i] = (uint8_t)(i * 17u + 3u);
+    gr_saved_gpu s = {tactics, sizeof tactics - 1, 2,
+                      {{1, 64, 0x1234567890abcdefULL, w0, sizeof w0},
+                       {0, 32, 42, w1, sizeof w1}}};
+    gr_bytes b = {0};
+    gr_saved_gpu_put(&b, &s);
+    ck_assert(!b.failed);
+    gr_saved_gpu back;
+    ck_assert_msg(gr_saved_gpu_parse(b.data, b.len, "m.grengine", &back) == GR_OK, "%s",
+                  gr_last_error());
+    ck_assert_uint_eq(back.tactics_len, sizeof tactics - 1);
+    ck_assert(memcmp(back.tactics, tactics, back.tactics_len) == 0);
+    ck_assert_int_eq(back.n_weights, 2);
+    const gr_saved_weights *a = gr_saved_gpu_weights(&back, 1, 64);
+    const gr_saved_weights *c = gr_saved_gpu_weights(&back, 0, 32);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_ptr_null(gr_saved_gpu_weights(&back, 1, 32));
+    ck_assert_ptr_null(gr_saved_gpu_weights(NULL, 1, 64));
+    ck_assert(a->layout == 0x1234567890abcdefULL && a->bytes == sizeof w0 &&
+              memcmp(a->data, w0, sizeof w0) == 0);
+    ck_assert(c->layout == 42 && c->bytes == sizeof w1 && memcmp(c->data, w1, sizeof w1) == 0);
+    ck_assert(a->data > b.data && a->data < b.data + b.len); /* into the blob, not a copy */
+    for (size_t len = 0; len < b.len; len++) {
+        ck_assert_int_eq(gr_saved_gpu_parse(b.data, len, "m.grengine", &back), GR_ERR_PARSE);
+        ck_assert_msg(strstr(gr_last_error(), "m.grengine: ") == gr_last_error() &&
+                          strstr(gr_last_error(), "file corrupt"),
+                      "%zu: %s", len, gr_last_error());
+    }
+    uint8_t *more = malloc(b.len + 1);
+    ck_assert_ptr_nonnull(more);
+    memcpy(more, b.data, b.len);
+    more[b.len] = 0;
+    ck_assert_int_eq(gr_saved_gpu_parse(more, b.len + 1, "m.grengine", &back), GR_ERR_PARSE);
+    ck_assert_msg(strstr(gr_last_error(), "has bytes left"), "%s", gr_last_error());
+    more[0] = 'X';
+    ck_assert_int_eq(gr_saved_gpu_parse(more, b.len, "m.grengine", &back), GR_ERR_PARSE);
+    free(more);
+    gr_bytes_free(&b);
+
+    s.weights[1].input_u8 = 1; /* the same variant twice */
+    s.weights[1].micro_batch = 64;
+    gr_bytes twice = {0};
+    gr_saved_gpu_put(&twice, &s);
+    ck_assert_int_eq(gr_saved_gpu_parse(twice.data, twice.len, "m.grengine", &back),
+                     GR_ERR_PARSE);
+    gr_bytes_free(&twice);
+    s.n_weights = 0;
+    gr_bytes none = {0};
+    gr_saved_gpu_put(&none, &s);
+    ck_assert_int_eq(none.len, 8 + 8 + sizeof tactics - 1 + 4);
+    none.data[none.len - 4] = 3; /* three variants */
+    ck_assert_int_eq(gr_saved_gpu_parse(none.data, none.len, "m.grengine", &back), GR_ERR_PARSE);
+    ck_assert_msg(strstr(gr_last_error(), "3 sets of device weights"), "%s", gr_last_error());
+    gr_bytes_free(&none);
+}
+END_TEST
+
 START_TEST(bad_arguments)
 {
     gr_engine *e = NULL;
@@ -617,6 +686,7 @@ static Suite *suite(void)
     tcase_add_test(tc, resigned_content_is_checked);
     tcase_add_test(tc, checksum_sees_every_bit);
     tcase_add_test(tc, bad_arguments);
+    tcase_add_test(tc, gpu_blob_round_trip_and_damage);
     tcase_add_test(tc, mapped_file_and_fifo_load_alike);
     suite_add_tcase(s, tc);
     return s;

@@ -4,8 +4,11 @@
  * tactic that failed its check on load would be measured again and named in the notice, which
  * this test refuses) for int8 and fp16 at batch 1 and 64, and fp32 (its measured algorithms);
  * the loaded engine lists the same tactics and searched nothing. Build and load times are printed
- * beside each other, not asserted (the targets live in bench/graphrun_bench.c). A GPU file whose
- * header names another GPU is refused naming both. Exits 77 (skipped) without a CUDA device. */
+ * beside each other, not asserted (the targets live in bench/graphrun_bench.c). The load takes
+ * the file's device weights (runtime/saved_gpu.h) as they are: changing them changes the outputs;
+ * a loaded engine saves and loads again to the same engine, and its float-input variant (planned
+ * from the network's weights) equals the built one's. A GPU file whose header names another GPU is
+ * refused naming both. Exits 77 (skipped) without a CUDA device. */
 #define _POSIX_C_SOURCE 200809L /* unsetenv */
 #include <check.h>
 #include <stdio.h>
@@ -17,6 +20,7 @@
 #include "base/bytes.h"
 #include "graphrun/runtime.h"
 #include "runtime/engine_file.h"
+#include "runtime/saved_gpu.h"
 #include "tests/support/gpu_test.h"
 
 static double now_ms(void)
@@ -35,20 +39,31 @@ static gr_model *load_yolo(void)
     return m;
 }
 
-static void run(gr_engine *e)
+/* One run on deterministic non-zero input: uint8 (the variant a build makes) or float (built on
+ * first use; a loaded engine plans it from the network's weights, the file holding only the
+ * uint8 variant's device weights). */
+static void run_input(gr_engine *e, int u8)
 {
     void *buf;
     size_t bytes;
-    ck_assert_int_eq(gr_engine_input_buffer(e, 1, &buf, &bytes), GR_OK);
-    for (size_t i = 0; i < bytes; i++)
-        ((uint8_t *)buf)[i] = (uint8_t)((i * 7919u) >> 3);
+    ck_assert_int_eq(gr_engine_input_buffer(e, u8, &buf, &bytes), GR_OK);
+    if (u8)
+        for (size_t i = 0; i < bytes; i++)
+            ((uint8_t *)buf)[i] = (uint8_t)((i * 7919u) >> 3);
+    else
+        for (size_t i = 0; i < bytes / sizeof(float); i++)
+            ((float *)buf)[i] = (float)((i * 7919u) >> 3 & 255u) / 255.0f;
     ck_assert_msg(gr_engine_run(e) == GR_OK, "%s", gr_last_error());
 }
 
-static void expect_same_outputs(gr_engine *a, gr_engine *b, const char *what)
+static void run(gr_engine *e) { run_input(e, 1); }
+
+/* 0 when every output of a and b is bit-identical, else how many values differ (and a message). */
+static size_t count_differences(gr_engine *a, gr_engine *b, const char *what, char *msg,
+                                size_t len)
 {
-    run(a);
-    run(b);
+    size_t all = 0;
+    msg[0] = '\0';
     for (int k = 0; k < gr_engine_output_count(a); k++) {
         const float *x, *y;
         gr_tensor_desc d;
@@ -59,10 +74,26 @@ static void expect_same_outputs(gr_engine *a, gr_engine *b, const char *what)
         for (size_t i = 0; i < n; i++)
             if (memcmp(&x[i], &y[i], sizeof x[i]) != 0 && differ++ == 0)
                 first = i;
-        ck_assert_msg(differ == 0, "%s output %d: %zu of %zu values differ, the first at %zu: "
-                      "built %.9g, loaded %.9g", what, k, differ, n, first, (double)x[first],
-                      (double)y[first]);
+        if (differ && !msg[0])
+            snprintf(msg, len, "%s output %d: %zu of %zu values differ, the first at %zu: built "
+                     "%.9g, loaded %.9g", what, k, differ, n, first, (double)x[first],
+                     (double)y[first]);
+        all += differ;
     }
+    return all;
+}
+
+static void expect_same_outputs_input(gr_engine *a, gr_engine *b, const char *what, int u8)
+{
+    run_input(a, u8);
+    run_input(b, u8);
+    char msg[256];
+    ck_assert_msg(count_differences(a, b, what, msg, sizeof msg) == 0, "%s", msg);
+}
+
+static void expect_same_outputs(gr_engine *a, gr_engine *b, const char *what)
+{
+    expect_same_outputs_input(a, b, what, 1);
 }
 
 static void expect_same_tactics(const gr_engine *a, const gr_engine *b, const char *what)
@@ -119,6 +150,67 @@ START_TEST(round_trip)
            t3 - t2, 100.0 * (t3 - t2) / (t1 - t0), gr_engine_tactic_count(loaded));
     expect_same_outputs(built, loaded, what);
     expect_same_tactics(built, loaded, what);
+    /* A loaded engine saved again (its device weights copied back: its plan has no weight data)
+     * loads to the same engine; its float-input variant, planned from the network's weights on
+     * first use, equals the built engine's. */
+    void *again = NULL;
+    size_t again_bytes = 0;
+    ck_assert_msg(gr_engine_save_to_memory(loaded, &again, &again_bytes) == GR_OK, "%s: %s", what,
+                  gr_last_error());
+    gr_engine *reloaded = NULL;
+    ck_assert_msg(gr_engine_load_from_memory(again, again_bytes, NULL, &reloaded) == GR_OK,
+                  "%s: %s", what, gr_last_error());
+    gr_free(again);
+    expect_same_outputs(built, reloaded, what);
+    expect_same_outputs_input(built, loaded, what, 0);
+    gr_engine_destroy(reloaded);
+    gr_engine_destroy(built);
+    gr_engine_destroy(loaded);
+}
+END_TEST
+
+/* The load uploads the file's device weights as they are: the same file with bytes of its stored
+ * weights changed (and the checksum made again) gives other outputs, while the tactics, ranges
+ * and network are the same. */
+START_TEST(stored_device_weights_are_used)
+{
+    gr_model *m = load_yolo();
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = GR_DEVICE_GPU;
+    eo.precision = GR_PREC_INT8;
+    gr_engine *built = NULL;
+    ck_assert_msg(gr_engine_build(m, &eo, &built) == GR_OK, "%s", gr_last_error());
+    gr_model_destroy(m);
+    void *p = NULL;
+    size_t bytes = 0;
+    ck_assert_int_eq(gr_engine_save_to_memory(built, &p, &bytes), GR_OK);
+    uint8_t *data = p;
+    const uint8_t *blob = NULL;
+    for (size_t i = GR_ENGINE_FILE_HEADER; i + 8 <= bytes && !blob; i++)
+        if (memcmp(data + i, GR_SAVED_GPU_MAGIC, 8) == 0)
+            blob = data + i;
+    ck_assert_ptr_nonnull(blob);
+    gr_saved_gpu saved;
+    ck_assert_msg(gr_saved_gpu_parse(blob, (size_t)(data + bytes - 8 - blob), "test", &saved) ==
+                      GR_OK, "%s", gr_last_error());
+    const gr_saved_weights *w = gr_saved_gpu_weights(&saved, 1, 1);
+    ck_assert_ptr_nonnull(w);
+    uint8_t *stored = data + (w->data - data);
+    for (size_t i = 0; i < w->bytes; i += 61)
+        stored[i] ^= 0x55;
+    uint64_t sum = gr_hash64(data, bytes - 8);
+    for (int k = 0; k < 8; k++)
+        data[bytes - 8 + (size_t)k] = (uint8_t)(sum >> (8 * k));
+    gr_engine *loaded = NULL;
+    ck_assert_msg(gr_engine_load_from_memory(data, bytes, NULL, &loaded) == GR_OK, "%s",
+                  gr_last_error());
+    run(built);
+    run(loaded);
+    char msg[256];
+    ck_assert_msg(count_differences(built, loaded, "int8", msg, sizeof msg) > 0,
+                  "the changed stored weights changed no output: the load did not use them");
+    gr_free(p);
     gr_engine_destroy(built);
     gr_engine_destroy(loaded);
 }
@@ -158,6 +250,7 @@ int main(void)
     TCase *tc = tcase_create("engine_file");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, round_trip, 0, (int)(sizeof cases / sizeof cases[0]));
+    tcase_add_test(tc, stored_device_weights_are_used);
     tcase_add_test(tc, other_gpu_refused);
     suite_add_tcase(s, tc);
     return gr_test_run_in_process(s) ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -19,6 +19,7 @@
 #include "kernels/gemm_f32.h"
 #include "planner/plan.h"
 #include "runtime/engine_internal.h"
+#include "runtime/saved_gpu.h"
 
 #define GR_GPU_MAX_STREAMS 8
 
@@ -101,6 +102,7 @@ typedef struct gpu_variant {
     size_t slice_out_bytes[GR_MAX_HEADS]; /* one slice's part of each output */
     uint8_t *weights;       /* device */
     size_t weights_bytes;
+    size_t weights_packed;  /* of which the packed layout (gr_gpu_weights_layout) */
     gpu_conv_weights *nw;   /* per plan node */
     size_t *splitk_offset, *splitk_bytes; /* per node */
     size_t splitk_total, im2col_bytes;    /* per instance */
@@ -151,6 +153,9 @@ struct gpu_state {
     int tactic_search;      /* time the tactics of every tensor-core conv at build */
     char *timing_cache_path; /* the engine's copy of opt.timing_cache, or NULL */
     struct gr_timing_cache *tcache; /* entries for this GPU: read from the file, and measured */
+    gr_saved_gpu saved;     /* a saved engine's blob (tactics, device weights), while its load
+                               builds: it points into the caller's file bytes */
+    int has_saved;
     int tcache_trusted;             /* tcache is a saved engine's own tactics, loaded on the GPU,
                                        driver, CUDA runtime and cuBLASLt they were chosen and
                                        checked on: taken without the numerics run */
@@ -259,8 +264,15 @@ gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, const gpu_instanc
 
 /* ---- gpu/weights.c ---- */
 /* Every conv's weights, multipliers and biases in the kernels' layouts, uploaded (build-time
- * copies); sets v->weights, v->weights_bytes and v->nw. Once per variant: instances share them. */
-gr_status gr_gpu_upload_weights(gpu_variant *v);
+ * copies); sets v->weights, v->weights_bytes, v->weights_packed and v->nw. Once per variant:
+ * instances share them. `saved` (a saved engine's, gr_gpu_weights_layout-checked by the caller)
+ * is uploaded as it is; NULL packs them from the plan, which must carry its weight data. */
+gr_status gr_gpu_upload_weights(gpu_variant *v, const gr_saved_weights *saved);
+/* The hash of the packed layout of a plan's weights (offsets, sizes, what each conv's kernel
+ * takes): saved device weights fit a plan exactly when their hash is its hash. */
+uint64_t gr_gpu_weights_layout(const gr_plan *plan);
+/* A host copy of v's packed device weights (what gr_engine_save stores), malloc'd. */
+gr_status gr_gpu_download_weights(const gpu_variant *v, uint8_t **host, size_t *bytes);
 /* im2col per stream for fp32 convs, split-K workspace per tensor-core conv node, for every
  * instance (sized with instance 0's arguments; its arena and io must be allocated). */
 gr_status gr_gpu_alloc_scratch(gpu_state *g, gpu_variant *v);

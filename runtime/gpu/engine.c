@@ -318,10 +318,11 @@ static gr_status instrumented_runs(gpu_state *g, gpu_variant *v)
 
 /* The variant's plan, its int8 scales set. */
 static gr_status plan_variant(gr_engine *e, const gpu_state *g, gpu_variant *v, int input_u8,
-                              int fuse, const unsigned char *no_fuse_layer)
+                              int fuse, const unsigned char *no_fuse_layer, int weight_data)
 {
     gr_plan_options po;
     gr_plan_options_default(&po);
+    po.weight_data = weight_data;
     gr_engine_plan_precision(e, &po); /* a mixed engine: its per-layer map */
     po.batch = v->micro_batch;
     po.max_streams = GR_GPU_MAX_STREAMS;
@@ -341,7 +342,8 @@ static gr_status plan_variant(gr_engine *e, const gpu_state *g, gpu_variant *v, 
     return GR_OK;
 }
 
-static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int input_u8)
+static gr_status plan_with_fusions(gr_engine *e, gpu_state *g, gpu_variant *v, int input_u8,
+                                   int weight_data)
 {
     /* The tensor-core precisions fuse what the kernels can: maxpools into the convs' epilogues,
      * the input quantization into the first conv, the output dequantization into the heads.
@@ -354,9 +356,8 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
     const int f32 = e->opt.precision == GR_PREC_FP32;
     const int f32_pools = g->f32_algo == GR_F32_ALGO_AUTO || g->f32_algo == GR_F32_ALGO_DIRECT3X3;
     int fuse = !g->observable && (!f32 || f32_pools);
-    double phase = gr_now_us();
     unsigned char *no_fuse = NULL;
-    gr_status st = plan_variant(e, g, v, input_u8, fuse, NULL);
+    gr_status st = plan_variant(e, g, v, input_u8, fuse, NULL, weight_data);
     for (int tries = 0; st == GR_OK && fuse; tries++) {
         int bad = -1;
         gr_status refused = gr_gpu_plan_check(g, v, &bad);
@@ -380,18 +381,37 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
         if (!no_fuse) {
             st = GR_ERR_OUT_OF_MEMORY;
         } else if (layer >= e->net->n_layers || no_fuse[layer] || tries >= e->net->n_layers) {
-            st = plan_variant(e, g, v, input_u8, 0, NULL);
+            st = plan_variant(e, g, v, input_u8, 0, NULL, weight_data);
             break;
         } else {
             no_fuse[layer] = 1;
-            st = plan_variant(e, g, v, input_u8, fuse, no_fuse);
+            st = plan_variant(e, g, v, input_u8, fuse, no_fuse, weight_data);
         }
     }
     free(no_fuse);
     int bad = -1;
     if (st == GR_OK && fuse)
         st = gr_gpu_plan_check(g, v, &bad); /* the plan the loop ended with */
-    GR_TRY(st);
+    return st;
+}
+
+/* A saved engine's load takes the device weights its file holds for this variant when they fit
+ * the plan (the same layout hash: the same graphrun on the same GPU plans the same), and then
+ * plans without the network's fp32 weights: no copy, BN folding, quantization or re-layout. */
+static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int input_u8)
+{
+    double phase = gr_now_us();
+    const gr_saved_weights *saved =
+        g->has_saved ? gr_saved_gpu_weights(&g->saved, input_u8, v->micro_batch) : NULL;
+    GR_TRY(plan_with_fusions(e, g, v, input_u8, saved == NULL));
+    if (saved && saved->layout != gr_gpu_weights_layout(v->plan)) {
+        gr_engine_add_notice(e, "the engine file's device weights do not fit this plan: made "
+                                "again from the network's weights");
+        gr_plan_free(v->plan);
+        v->plan = NULL;
+        saved = NULL;
+        GR_TRY(plan_with_fusions(e, g, v, input_u8, 1));
+    }
     gr_plan *plan = v->plan;
     e->build_times.plan_ms += (gr_now_us() - phase) / 1e3;
     GR_TRY(ensure_streams(g, plan));
@@ -420,7 +440,7 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
     for (int k = 0; k < v->n_inst; k++)
         GR_TRY(instance_alloc(g, v, &v->inst[k], k));
     phase = gr_now_us();
-    GR_TRY(gr_gpu_upload_weights(v));
+    GR_TRY(gr_gpu_upload_weights(v, saved));
     CUDA_TRY(cudaDeviceSynchronize());
     e->build_times.weights_ms += (gr_now_us() - phase) / 1e3;
     /* Tactics before the scratch: each conv's split-K workspace is sized for its own. */
@@ -460,12 +480,13 @@ static void save_timing_cache(gr_engine *e, gpu_state *g)
  * are taken as they are: running each conv twice more and comparing on the host cost a load up
  * to 0.5 s (fp16, batch 64, H100). The kernels' argument checks still apply. A cache the parser
  * refuses means the file is not what its header says. */
-static gr_status take_saved_tactics(gr_engine *e, gpu_state *g, const gr_backend_inputs *in)
+static gr_status take_saved_tactics(gr_engine *e, gpu_state *g)
 {
     char notice[512] = "";
-    if (in->blob_len == 0)
+    if (g->saved.tactics_len == 0)
         return GR_OK;
-    gr_timing_cache_parse(g->tcache, in->blob, in->blob_len, "engine file", notice, sizeof notice);
+    gr_timing_cache_parse(g->tcache, g->saved.tactics, g->saved.tactics_len, "engine file", notice,
+                          sizeof notice);
     if (notice[0])
         return gr_fail(GR_ERR_PARSE, "engine file: its stored tactics are refused: %s", notice);
     g->tcache->dirty = 0;
@@ -476,7 +497,7 @@ static gr_status take_saved_tactics(gr_engine *e, gpu_state *g, const gr_backend
 
 /* The tactic search's settings (the front applied the environment to e->opt) and the timing
  * cache (read once per engine). */
-static gr_status tactics_init(gr_engine *e, gpu_state *g, const gr_backend_inputs *in)
+static gr_status tactics_init(gr_engine *e, gpu_state *g)
 {
     g->tactic_search = e->opt.tactic_search != 0;
     g->gemm_tactic = e->opt.gemm_tactic != GR_TOGGLE_OFF;
@@ -493,8 +514,8 @@ static gr_status tactics_init(gr_engine *e, gpu_state *g, const gr_backend_input
     if (!g->tcache)
         return GR_ERR_OUT_OF_MEMORY;
     gr_timing_cache_init(g->tcache, device);
-    if (in->blob)
-        return take_saved_tactics(e, g, in);
+    if (g->has_saved)
+        return take_saved_tactics(e, g);
     if (!e->opt.timing_cache)
         return GR_OK;
     size_t len = strlen(e->opt.timing_cache) + 1;
@@ -943,20 +964,41 @@ static void gpu_destroy(gr_engine *e)
     e->impl = NULL;
 }
 
-/* What a saved GPU engine needs besides the front's plan inputs: the tactics its build chose, as
- * the text of its timing cache (every measured or cached conv of the variants built so far), so
- * a load searches nothing. Empty without the search (the tactics are then the fixed rules). */
+/* What a saved GPU engine needs besides the front's plan inputs (runtime/saved_gpu.h): the
+ * tactics its build chose, as the text of its timing cache (every measured or cached conv of the
+ * variants built so far; none without the search: the tactics are then the fixed rules), so a
+ * load searches nothing, and each built variant's device weights as they are in GPU memory, so a
+ * load neither plans with the fp32 weights nor re-lays them out. */
 static gr_status gpu_save_blob(const gr_engine *e, struct gr_bytes *out)
 {
     const gpu_state *g = e->impl;
-    if (!g->tcache)
-        return GR_OK;
+    gr_saved_gpu s;
+    memset(&s, 0, sizeof s);
+    CUDA_TRY(cudaSetDevice(g->device));
     char *text = NULL;
-    size_t len = 0;
-    GR_TRY(gr_timing_cache_serialize(g->tcache, &text, &len));
-    gr_bytes_put(out, text, len);
+    if (g->tcache)
+        GR_TRY(gr_timing_cache_serialize(g->tcache, &text, &s.tactics_len));
+    s.tactics = text;
+    uint8_t *copies[GR_SAVED_GPU_MAX_WEIGHTS] = {NULL};
+    gr_status st = GR_OK;
+    for (int u8 = 0; u8 < 2 && st == GR_OK; u8++) {
+        const gpu_variant *v = &g->var[u8];
+        if (!v->built)
+            continue;
+        gr_saved_weights *w = &s.weights[s.n_weights];
+        st = gr_gpu_download_weights(v, &copies[s.n_weights], &w->bytes);
+        w->data = copies[s.n_weights];
+        w->input_u8 = u8;
+        w->micro_batch = v->micro_batch;
+        w->layout = gr_gpu_weights_layout(v->plan);
+        s.n_weights += st == GR_OK;
+    }
+    if (st == GR_OK)
+        gr_saved_gpu_put(out, &s);
+    for (int k = 0; k < GR_SAVED_GPU_MAX_WEIGHTS; k++)
+        free(copies[k]);
     free(text);
-    return GR_OK;
+    return st;
 }
 
 static const gr_backend_ops gpu_ops = {"gpu",         gpu_input_buffer, gpu_submit, gpu_wait,
@@ -1003,11 +1045,19 @@ gr_status gr_backend_gpu_init(gr_engine *e, const gr_backend_inputs *in)
         GR_TRY(gr_ranges_copy(in->layer_range, e->net->n_layers, &g->layer_range));
     }
 
-    GR_TRY(tactics_init(e, g, in));
+    if (in->blob) {
+        GR_TRY(gr_saved_gpu_parse(in->blob, in->blob_len, "engine file", &g->saved));
+        g->has_saved = 1;
+    }
+    GR_TRY(tactics_init(e, g));
 
     /* The default input is uint8; build it now so a failure shows at build time (its plan sizes
-     * the streams and events; a float-input variant built later may add more). */
-    GR_TRY(gr_gpu_ensure_variant(e, 1));
+     * the streams and events; a float-input variant built later may add more). A loaded engine's
+     * blob is the caller's only during the load. */
+    gr_status st = gr_gpu_ensure_variant(e, 1);
+    g->has_saved = 0;
+    memset(&g->saved, 0, sizeof g->saved);
+    GR_TRY(st);
     point_outputs(e, gr_gpu_variant(g, 1), &gr_gpu_variant(g, 1)->inst[0]);
     return GR_OK;
 }

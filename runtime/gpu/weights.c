@@ -8,6 +8,7 @@
 
 #include "kernels/misc.h"
 #include "kernels/conv_weights.h"
+#include "base/bytes.h"
 #include "runtime/gpu/backend.h"
 
 /* Bytes of a conv's weights in its kernel's layout (x: the conv's input). */
@@ -56,14 +57,14 @@ static void fill_weights(const gr_plan *plan, const gr_plan_node *nd, const gr_p
     }
 }
 
-gr_status gr_gpu_upload_weights(gpu_variant *v)
+/* Where each conv's weights, multipliers and biases go in the packed block (offsets[3 * node +
+ * 0/1/2], 256-byte aligned) and its size. */
+static gr_status layout_of(const gr_plan *plan, size_t **offsets_out, size_t *total_out)
 {
-    const gr_plan *plan = v->plan;
     size_t total = 0;
-    size_t *offsets = gr_calloc((size_t)plan->n_nodes * 3, sizeof *offsets, "weight offsets");
+    size_t *offsets = gr_calloc((size_t)plan->n_nodes * 3 + 1, sizeof *offsets, "weight offsets");
     if (!offsets)
         return GR_ERR_OUT_OF_MEMORY;
-    /* Measure: weights, multipliers, biases of each conv, 256-byte aligned. */
     for (int i = 0; i < plan->n_nodes; i++) {
         const gr_plan_node *nd = &plan->nodes[i];
         if (!gr_op_has(nd->kind, GR_OPF_WEIGHTS))
@@ -76,25 +77,71 @@ gr_status gr_gpu_upload_weights(gpu_variant *v)
         offsets[3 * i + 2] = total;
         total = gr_gpu_align(total + channel_bytes, 256);
     }
-    uint8_t *host = gr_calloc(total ? total : 1, 1, "packed weights");
-    if (!host) {
-        free(offsets);
-        return GR_ERR_OUT_OF_MEMORY;
-    }
+    *offsets_out = offsets;
+    *total_out = total;
+    return GR_OK;
+}
+
+uint64_t gr_gpu_weights_layout(const gr_plan *plan)
+{
+    size_t *offsets = NULL, total = 0;
+    if (layout_of(plan, &offsets, &total) != GR_OK)
+        return 0;
+    uint64_t h = gr_fnv1a(GR_FNV1A_INIT, &total, sizeof total);
     for (int i = 0; i < plan->n_nodes; i++) {
         const gr_plan_node *nd = &plan->nodes[i];
         if (!gr_op_has(nd->kind, GR_OPF_WEIGHTS))
             continue;
-        fill_weights(plan, nd, &plan->tensors[nd->inputs[0]], host + offsets[3 * i],
-                     (float *)(host + offsets[3 * i + 1]));
-        memcpy(host + offsets[3 * i + 2], plan->weights + nd->b_offset,
-               (size_t)nd->p.filters * sizeof(float));
+        const int what[6] = {i, nd->kind, (int)gr_plan_conv_in_dtype(plan, nd),
+                             gr_gpu_conv_direct(plan, nd), nd->p.filters,
+                             plan->tensors[nd->inputs[0]].c};
+        h = gr_fnv1a(h, what, sizeof what);
+        h = gr_fnv1a(h, &nd->n_w, sizeof nd->n_w);
+        h = gr_fnv1a(h, &offsets[3 * i], 3 * sizeof *offsets);
+    }
+    free(offsets);
+    return h;
+}
+
+gr_status gr_gpu_upload_weights(gpu_variant *v, const gr_saved_weights *saved)
+{
+    const gr_plan *plan = v->plan;
+    size_t *offsets = NULL, total = 0;
+    GR_TRY(layout_of(plan, &offsets, &total));
+    if (saved && saved->bytes != total) {
+        free(offsets);
+        return gr_fail(GR_ERR_PARSE, "engine file: its device weights are %zu bytes, the plan's "
+                       "%zu: file corrupt", saved->bytes, total);
+    }
+    if (!saved && !plan->weights && plan->n_weight_floats) {
+        free(offsets);
+        return gr_fail(GR_ERR_INTERNAL, "uploading the weights: a plan without weight data");
+    }
+    const uint8_t *bytes = saved ? saved->data : NULL;
+    uint8_t *host = NULL;
+    if (!saved) { /* pack them from the plan */
+        host = gr_calloc(total ? total : 1, 1, "packed weights");
+        if (!host) {
+            free(offsets);
+            return GR_ERR_OUT_OF_MEMORY;
+        }
+        for (int i = 0; i < plan->n_nodes; i++) {
+            const gr_plan_node *nd = &plan->nodes[i];
+            if (!gr_op_has(nd->kind, GR_OPF_WEIGHTS))
+                continue;
+            fill_weights(plan, nd, &plan->tensors[nd->inputs[0]], host + offsets[3 * i],
+                         (float *)(host + offsets[3 * i + 1]));
+            memcpy(host + offsets[3 * i + 2], plan->weights + nd->b_offset,
+                   (size_t)nd->p.filters * sizeof(float));
+        }
+        bytes = host;
     }
     gr_status st = GR_OK;
+    v->weights_packed = total;
     v->weights_bytes = total ? total : 256;
     cudaError_t err = cudaMalloc((void **)&v->weights, v->weights_bytes);
-    if (err == cudaSuccess)
-        err = cudaMemcpy(v->weights, host, total, cudaMemcpyHostToDevice);
+    if (err == cudaSuccess && total)
+        err = cudaMemcpy(v->weights, bytes, total, cudaMemcpyHostToDevice);
     if (err != cudaSuccess)
         st = gr_gpu_cuda_fail(err, "uploading the weights", __FILE__, __LINE__);
     for (int i = 0; i < plan->n_nodes && st == GR_OK; i++) {
@@ -108,6 +155,25 @@ gr_status gr_gpu_upload_weights(gpu_variant *v)
     free(host);
     free(offsets);
     return st;
+}
+
+gr_status gr_gpu_download_weights(const gpu_variant *v, uint8_t **host, size_t *bytes)
+{
+    *host = NULL;
+    *bytes = 0;
+    uint8_t *h = gr_malloc(v->weights_packed ? v->weights_packed : 1, "device weights copy");
+    if (!h)
+        return GR_ERR_OUT_OF_MEMORY;
+    cudaError_t err = v->weights_packed ? cudaMemcpy(h, v->weights, v->weights_packed,
+                                                     cudaMemcpyDeviceToHost)
+                                        : cudaSuccess;
+    if (err != cudaSuccess) {
+        free(h);
+        return gr_gpu_cuda_fail(err, "copying the device weights back", __FILE__, __LINE__);
+    }
+    *host = h;
+    *bytes = v->weights_packed;
+    return GR_OK;
 }
 
 /* im2col per stream for fp32 convs (convs on one stream run one after another); split-K
