@@ -3,7 +3,9 @@
  * header's content length and the trailing checksum agree with the rest (without that, almost
  * every input would stop at the checksum and never reach the network and option checks). A
  * refusal must leave *out NULL; an accepted engine must save again and load back. Nothing runs:
- * the harness looks for crashes, leaks and hangs in reading, not in the executor. */
+ * the harness looks for crashes, leaks and hangs in reading, not in the executor. The same bytes
+ * go to the GPU blob's parser (runtime/saved_gpu.h; a GPU engine file is refused before it on a
+ * machine without that GPU): what it accepts must be put back byte for byte. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,6 +14,7 @@
 #include "base/bytes.h"
 #include "graphrun/runtime.h"
 #include "runtime/engine_file.h"
+#include "runtime/saved_gpu.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -60,6 +63,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             __builtin_trap();
         check_accepted(e);
         gr_engine_destroy(e);
+    }
+    gr_saved_gpu blob;
+    if (gr_saved_gpu_parse(data + 1, len, "fuzz", &blob) == GR_OK) {
+        gr_bytes b = {0};
+        gr_saved_gpu_put(&b, &blob);
+        if (!b.failed && (b.len != len || memcmp(b.data, data + 1, len) != 0))
+            __builtin_trap(); /* what was read is what is written */
+        gr_bytes_free(&b);
     }
     free(copy);
     return 0;
