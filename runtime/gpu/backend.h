@@ -156,6 +156,8 @@ struct gpu_state {
     gr_saved_gpu saved;     /* a saved engine's blob (tactics, device weights), while its load
                                builds: it points into the caller's file bytes */
     int has_saved;
+    const gr_saved_weights *reuse; /* while a build's micro-batch search builds its candidates:
+                               the first candidate's packed weights, for the others */
     int tcache_trusted;             /* tcache is a saved engine's own tactics, loaded on the GPU,
                                        driver, CUDA runtime and cuBLASLt they were chosen and
                                        checked on: taken without the numerics run */

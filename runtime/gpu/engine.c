@@ -396,17 +396,22 @@ static gr_status plan_with_fusions(gr_engine *e, gpu_state *g, gpu_variant *v, i
 }
 
 /* A saved engine's load takes the device weights its file holds for this variant when they fit
- * the plan (the same layout hash: the same graphrun on the same GPU plans the same), and then
- * plans without the network's fp32 weights: no copy, BN folding, quantization or re-layout. */
+ * the plan (the same layout hash: the same graphrun on the same GPU plans the same), and a
+ * micro-batch candidate those of the first candidate; then it plans without the network's fp32
+ * weights: no copy, BN folding, quantization or re-layout. */
 static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int input_u8)
 {
     double phase = gr_now_us();
     const gr_saved_weights *saved =
         g->has_saved ? gr_saved_gpu_weights(&g->saved, input_u8, v->micro_batch) : NULL;
+    const int from_file = saved != NULL;
+    if (!saved)
+        saved = g->reuse;
     GR_TRY(plan_with_fusions(e, g, v, input_u8, saved == NULL));
     if (saved && saved->layout != gr_gpu_weights_layout(v->plan)) {
-        gr_engine_add_notice(e, "the engine file's device weights do not fit this plan: made "
-                                "again from the network's weights");
+        if (from_file)
+            gr_engine_add_notice(e, "the engine file's device weights do not fit this plan: "
+                                    "made again from the network's weights");
         gr_plan_free(v->plan);
         v->plan = NULL;
         saved = NULL;
@@ -640,10 +645,23 @@ static gr_status measure_micro_batch(gr_engine *e, gpu_state *g, gpu_variant *v,
     memset(&best, 0, sizeof best);
     double best_us = 0.0;
     size_t used = 0;
+    /* The candidates differ only in how many images a pass runs: their weights are the same
+     * bytes (the same layout hash), packed from the plan once and uploaded as they are for the
+     * others, which then plan without the fp32 weights. */
+    uint8_t *packed = NULL;
+    gr_saved_weights first = {u8, 0, 0, NULL, 0};
     for (int i = 0; i < n; i++) {
         gpu_variant trial;
         memset(&trial, 0, sizeof trial);
+        g->reuse = packed ? &first : NULL;
         gr_status st = build_sized(e, g, &trial, u8, candidates[i]);
+        g->reuse = NULL;
+        if (st == GR_OK && !packed) {
+            st = gr_gpu_download_weights(&trial, &packed, &first.bytes);
+            first.data = packed;
+            first.micro_batch = trial.micro_batch;
+            first.layout = gr_gpu_weights_layout(trial.plan);
+        }
         double us = 0.0;
         double timing = gr_now_us();
         if (st == GR_OK)
@@ -652,6 +670,7 @@ static gr_status measure_micro_batch(gr_engine *e, gpu_state *g, gpu_variant *v,
         if (st != GR_OK) {
             variant_free(&trial);
             variant_free(&best);
+            free(packed);
             return st;
         }
         snprintf(report + used, len - used, "%s%d: %.0f us", i ? ", " : "", candidates[i], us);
@@ -664,6 +683,7 @@ static gr_status measure_micro_batch(gr_engine *e, gpu_state *g, gpu_variant *v,
             variant_free(&trial);
         }
     }
+    free(packed);
     *v = best;
     if (g->tcache)
         return gr_timing_cache_put(g->tcache, key, best.micro_batch, 0, best_us, best_us);
