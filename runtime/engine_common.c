@@ -56,6 +56,25 @@ gr_status gr_toggle_parse(const char *name, gr_toggle *out)
     return gr_fail(GR_ERR_INVALID_ARGUMENT, "'%.40s' is not auto, on or off", name);
 }
 
+static const char *const executor_names[] = {"graph", "dataflow", "auto"};
+
+const char *gr_executor_name(gr_executor executor)
+{
+    return (unsigned)executor <= GR_EXECUTOR_AUTO ? executor_names[executor] : "?";
+}
+
+gr_status gr_executor_parse(const char *name, gr_executor *out)
+{
+    if (!name || !out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_executor_parse: NULL argument");
+    for (int x = 0; x <= GR_EXECUTOR_AUTO; x++)
+        if (strcmp(name, executor_names[x]) == 0) {
+            *out = (gr_executor)x;
+            return GR_OK;
+        }
+    return gr_fail(GR_ERR_INVALID_ARGUMENT, "'%.40s' is not graph, dataflow or auto", name);
+}
+
 gr_status gr_engine_fail(gr_engine *e, gr_status status)
 {
     if (e)
