@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "planner/dataflow.h"
 #include "planner/plan.h"
 #include "planner/tasks.h"
 #include "tools/cli.h"
@@ -436,6 +437,19 @@ static gr_status show_tasks(const plan_args *a, const gr_plan *plan)
     GR_TRY(gr_task_graph_build(plan, &opt, &g));
     gr_status st = a->json ? gr_task_graph_dump_json(g, plan, stdout)
                            : gr_task_graph_dump_text(g, plan, stdout);
+    /* whether the dataflow executor could run it (docs/dataflow.md) */
+    gr_df_program *p = NULL;
+    if (st == GR_OK && !a->json) {
+        gr_status built = gr_df_program_build(plan, g, NULL, &p);
+        if (built == GR_OK)
+            printf("dataflow executor: can run this plan (program of %zu bytes; --no-reuse "
+                   "leaves RAW edges only)\n", p->bytes);
+        else if (built == GR_ERR_UNSUPPORTED)
+            printf("dataflow executor: cannot run this plan: %s\n", gr_last_error());
+        else
+            st = built;
+    }
+    gr_df_program_free(p);
     gr_task_graph_free(g);
     return st;
 }
