@@ -480,7 +480,7 @@ static const int engine_fixed_flags[] = {F_WEIGHTS, F_NAMES, F_SEED, F_STRICT_WE
                                          F_FP16_ACC, F_CALIB_CACHE, F_CALIB, F_CALIB_PERCENTILE,
                                          F_CALIB_IMAGES, F_CALIB_DEVICE, F_MAX_NRMSE,
                                          F_TIMING_CACHE, F_TACTIC_SEARCH, F_NO_TACTIC_SEARCH,
-                                         F_F32_ALGO, F_SPLIT_K, F_PDL};
+                                         F_F32_ALGO, F_SPLIT_K, F_PDL, F_EXECUTOR};
 
 static int given(const gr_cli_options *o, int id) { return (o->given >> id) & 1; }
 
