@@ -66,8 +66,7 @@ struct I8Math {
     static constexpr bool is_i8 = true;
     static __device__ int lut_entry(int v, float s)
     {
-        int q = __float2int_rn(((float)v / 255.0f) / s); /* the quantize node's formula */
-        return q < -127 ? -127 : (q > 127 ? 127 : q);
+        return gr_conv_quantize_u8_i8(v, s); /* the quantize node's formula */
     }
     static __device__ Word pack(const int *lut, const unsigned char *px, int c)
     {
@@ -94,7 +93,7 @@ struct F16Math {
     static constexpr bool is_i8 = false;
     static __device__ float lut_entry(int v, float)
     {
-        return __half2float(__float2half_rn((float)v / 255.0f));
+        return __half2float(gr_conv_quantize_u8_f16(v));
     }
     static __device__ Word pack(const float *lut, const unsigned char *px, int c)
     {

@@ -52,6 +52,30 @@ __device__ __forceinline__ float gr_conv_activate(float y, int act)
     }
 }
 
+/* The epilogue of one value before its output conversion (conv.h): multiplier (i8) or none (f16),
+ * bias, activation. The per-layer kernels and the dataflow kernel share it, so their int8 outputs
+ * round the same values the same way. */
+__device__ __forceinline__ float gr_conv_epilogue(float acc, const float *mul, const float *bias,
+                                                  int n, int act)
+{
+    const float b = bias ? bias[n] : 0.0f;
+    const float y = mul ? fmaf(acc, mul[n], b) : acc + b;
+    return gr_conv_activate(y, act);
+}
+
+/* The fused input quantize of a u8 value v (v / 255 is the real value): i8 clamp(rint((v / 255) /
+ * s_in), -127, 127) and f16 half_rn(v / 255), the quantize node's formulas (planner/plan.h). */
+__device__ __forceinline__ int gr_conv_quantize_u8_i8(int v, float s_in)
+{
+    const int q = __float2int_rn(__fdiv_rn(__fdiv_rn(static_cast<float>(v), 255.0f), s_in));
+    return q < -127 ? -127 : (q > 127 ? 127 : q);
+}
+
+__device__ __forceinline__ __half gr_conv_quantize_u8_f16(int v)
+{
+    return __float2half_rn(__fdiv_rn(static_cast<float>(v), 255.0f));
+}
+
 /* May a maxpool be taken on the accumulators before the epilogue? Only where act(fmaf(acc, mul,
  * bias)) is non-decreasing in acc for mul >= 0 without doubt: linear, leaky, relu (mish, swish,
  * hard_mish, gelu are not monotonic; the exp-based ones are left out so the pooled value is the

@@ -49,9 +49,7 @@ template <> struct InTraits<signed char> {
 /* The epilogue of one value: bias, multiplier, activation (conversion is the caller's). */
 __device__ __forceinline__ float epilogue(const ConvParams &p, float acc, int n)
 {
-    const float b = p.bias ? p.bias[n] : 0.0f;
-    const float y = p.mul ? fmaf(acc, p.mul[n], b) : acc + b;
-    return gr_conv_activate(y, p.activation);
+    return gr_conv_epilogue(acc, p.mul, p.bias, n, p.activation);
 }
 
 /* One warp's FM x FN tile of 16x16 accumulators, fed one pipeline stage (64 bytes of K) at a

@@ -50,6 +50,9 @@ static gr_status check_options(const gr_engine_options *opt)
         if ((unsigned)toggles[k] > GR_TOGGLE_OFF)
             return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option %s=%d is not a gr_toggle",
                            toggle_options[k], (int)toggles[k]);
+    if ((unsigned)opt->executor > GR_EXECUTOR_AUTO)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option executor=%d is not a gr_executor",
+                       (int)opt->executor);
     if (opt->micro_batch < 0 || opt->micro_batch > opt->batch ||
         (opt->micro_batch > 0 && opt->batch % opt->micro_batch != 0))
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option micro_batch=%d does not divide "

@@ -20,6 +20,16 @@ double gr_now_us(void)
 
 static const char *const f32_algo_names[] = {"auto", "sgemm", "tf32x3", "implicit", "direct3x3"};
 static const char *const toggle_names[] = {"auto", "on", "off"};
+static const char *const executor_names[] = {"graph", "dataflow", "auto"};
+
+/* The index of `name` among the n names of an enum, or -1. */
+static int name_index(const char *const *names, int n, const char *name)
+{
+    for (int i = 0; name && i < n; i++)
+        if (strcmp(name, names[i]) == 0)
+            return i;
+    return -1;
+}
 
 const char *gr_f32_algo_name(gr_f32_algo algo)
 {
@@ -30,13 +40,12 @@ gr_status gr_f32_algo_parse(const char *name, gr_f32_algo *out)
 {
     if (!name || !out)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_f32_algo_parse: NULL argument");
-    for (int a = 0; a <= GR_F32_ALGO_DIRECT3X3; a++)
-        if (strcmp(name, f32_algo_names[a]) == 0) {
-            *out = (gr_f32_algo)a;
-            return GR_OK;
-        }
-    return gr_fail(GR_ERR_INVALID_ARGUMENT, "'%.40s' is not an fp32 algorithm (auto, sgemm, "
-                   "tf32x3, implicit, direct3x3)", name);
+    const int a = name_index(f32_algo_names, GR_F32_ALGO_DIRECT3X3 + 1, name);
+    if (a < 0)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "'%.40s' is not an fp32 algorithm (auto, sgemm, "
+                       "tf32x3, implicit, direct3x3)", name);
+    *out = (gr_f32_algo)a;
+    return GR_OK;
 }
 
 const char *gr_toggle_name(gr_toggle toggle)
@@ -48,12 +57,27 @@ gr_status gr_toggle_parse(const char *name, gr_toggle *out)
 {
     if (!name || !out)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_toggle_parse: NULL argument");
-    for (int t = 0; t <= GR_TOGGLE_OFF; t++)
-        if (strcmp(name, toggle_names[t]) == 0) {
-            *out = (gr_toggle)t;
-            return GR_OK;
-        }
-    return gr_fail(GR_ERR_INVALID_ARGUMENT, "'%.40s' is not auto, on or off", name);
+    const int t = name_index(toggle_names, GR_TOGGLE_OFF + 1, name);
+    if (t < 0)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "'%.40s' is not auto, on or off", name);
+    *out = (gr_toggle)t;
+    return GR_OK;
+}
+
+const char *gr_executor_name(gr_executor executor)
+{
+    return (unsigned)executor <= GR_EXECUTOR_AUTO ? executor_names[executor] : "?";
+}
+
+gr_status gr_executor_parse(const char *name, gr_executor *out)
+{
+    if (!name || !out)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_executor_parse: NULL argument");
+    const int x = name_index(executor_names, GR_EXECUTOR_AUTO + 1, name);
+    if (x < 0)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "'%.40s' is not graph, dataflow or auto", name);
+    *out = (gr_executor)x;
+    return GR_OK;
 }
 
 gr_status gr_engine_fail(gr_engine *e, gr_status status)

@@ -45,6 +45,7 @@ static void engine_defaults(gr_engine_options *opt)
     opt->f32_split_k = GR_TOGGLE_AUTO;
     opt->pdl = GR_TOGGLE_AUTO;
     opt->gemm_tactic = GR_TOGGLE_AUTO;
+    opt->executor = GR_EXECUTOR_GRAPH;
 }
 
 static void detect_defaults(gr_detect_options *opt)

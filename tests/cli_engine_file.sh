@@ -52,7 +52,8 @@ check "folder --engine exit 0" $?
 # Flags against the file.
 for args in "--prec fp16:--prec fp16 contradicts" "--batch 4:--batch 4 contradicts" \
             "--model yolo:--model yolo contradicts" "--weights x.weights:--weights has no effect" \
-            "--calib-cache c:--calib-cache has no effect"; do
+            "--calib-cache c:--calib-cache has no effect" \
+            "--executor dataflow:--executor has no effect"; do
   flags=${args%%:*} want=${args#*:}
   # shellcheck disable=SC2086
   "$bin" --engine "$engine" $flags --input data/shapes.png --no-output >/dev/null 2>"$tmp/flag.err"

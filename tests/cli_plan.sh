@@ -114,6 +114,10 @@ grep -q ' int8 \| i8' "$tmp/auto.txt" && fail "an all-fp16 map left int8 in the 
     || fail "plan --tasks exited $?"
 grep -q '^task graph: batch 1, [0-9]* tasks' "$tmp/tasks.txt" || fail "no task graph summary"
 [ "$(grep -c ' conv ' "$tmp/tasks.txt")" -eq 9 ] || fail "expected 9 conv rows in the task table"
+grep -q '^dataflow executor: can run this plan' "$tmp/tasks.txt" || fail "no dataflow executor line"
+"$graphrun" plan --model yolo --prec fp32 --tasks > "$tmp/tasks32.txt" || fail "plan --tasks fp32"
+grep -q '^dataflow executor: cannot run this plan: unsupported: conv (node 1, computes in fp32)' \
+    "$tmp/tasks32.txt" || fail "no reason why fp32 plans stay on the per-layer graph"
 "$graphrun" plan --model yolov3-tiny --prec fp16 --tasks --task-target 20 --json > "$tmp/tasks.json" \
     || fail "plan --tasks --json exited $?"
 python3 - "$tmp/tasks.json" <<'PY' || fail "task graph JSON"

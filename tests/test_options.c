@@ -48,6 +48,7 @@ START_TEST(defaults_are_auto)
     ck_assert_int_eq(opt.pdl, GR_TOGGLE_AUTO);
     ck_assert_int_eq(opt.gemm_tactic, GR_TOGGLE_AUTO);
     ck_assert_int_eq(opt.tactic_search, 1);
+    ck_assert_int_eq(opt.executor, GR_EXECUTOR_GRAPH); /* the dataflow executor is opt-in */
 }
 END_TEST
 
@@ -67,6 +68,14 @@ START_TEST(names_round_trip)
         ck_assert_int_eq(gr_toggle_parse(toggles[t], &back), GR_OK);
         ck_assert_int_eq(back, t);
     }
+    static const char *const executors[] = {"graph", "dataflow", "auto"};
+    for (int x = GR_EXECUTOR_GRAPH; x <= GR_EXECUTOR_AUTO; x++) {
+        ck_assert_str_eq(gr_executor_name((gr_executor)x), executors[x]);
+        gr_executor back = GR_EXECUTOR_GRAPH;
+        ck_assert_int_eq(gr_executor_parse(executors[x], &back), GR_OK);
+        ck_assert_int_eq(back, x);
+    }
+    ck_assert_str_eq(gr_executor_name((gr_executor)3), "?");
     ck_assert_str_eq(gr_f32_algo_name((gr_f32_algo)99), "?");
     ck_assert_str_eq(gr_toggle_name((gr_toggle)-1), "?");
 }
@@ -84,6 +93,10 @@ START_TEST(unknown_names_are_refused)
     ck_assert_int_eq(gr_toggle_parse("1", &toggle), GR_ERR_INVALID_ARGUMENT);
     ck_assert_int_eq(toggle, GR_TOGGLE_ON);
     ck_assert_int_eq(gr_toggle_parse("on", NULL), GR_ERR_INVALID_ARGUMENT);
+    gr_executor executor = GR_EXECUTOR_AUTO;
+    ck_assert_int_eq(gr_executor_parse("persistent", &executor), GR_ERR_INVALID_ARGUMENT);
+    ck_assert_int_eq(executor, GR_EXECUTOR_AUTO);
+    ck_assert_msg(strstr(gr_last_error(), "graph, dataflow or auto") != NULL, "%s", gr_last_error());
 }
 END_TEST
 
@@ -106,6 +119,9 @@ START_TEST(values_outside_the_enums_are_refused)
     cpu_options(&opt);
     opt.gemm_tactic = (gr_toggle)7;
     expect_refused(model, &opt, "gemm_tactic=7");
+    cpu_options(&opt);
+    opt.executor = (gr_executor)3;
+    expect_refused(model, &opt, "executor=3");
     gr_model_destroy(model);
 }
 END_TEST
@@ -119,6 +135,7 @@ START_TEST(every_valid_value_builds)
             cpu_options(&opt);
             opt.f32_algo = (gr_f32_algo)a;
             opt.f32_split_k = opt.pdl = opt.gemm_tactic = (gr_toggle)t;
+            opt.executor = (gr_executor)t; /* graph, dataflow, auto: the CPU engine ignores it */
             gr_engine *engine = NULL;
             ck_assert_msg(gr_engine_build(model, &opt, &engine) == GR_OK, "%s",
                           gr_last_error());

@@ -50,6 +50,7 @@ typedef struct bench_options {
     int tactic_search;        /* -1 default, 1 --tactic-search, 0 --no-tactic-search */
     gr_f32_algo f32_algo;     /* --f32-algo */
     gr_toggle f32_split_k, pdl; /* --split-k, --pdl */
+    gr_executor executor;     /* --executor */
     int micro_batch;          /* --micro-batch: 0 auto, -1 whole (no split), N images per pass */
     int layers;               /* --layers: print each engine's per-node times */
     gr_cli_options devices;   /* --device: only its device list is read (n_devices,
@@ -114,6 +115,7 @@ static void print_help(FILE *f)
            "         [--iters N] [--warmup N] [--inflight N] [--image FILE] [--eager]\n"
            "         [--max-nrmse X] [--json FILE] [--timing-cache FILE] [--[no-]tactic-search]\n"
            "         [--f32-algo A] [--split-k auto|on|off] [--pdl auto|on|off]\n"
+           "         [--executor graph|dataflow|auto]\n"
            "         [--micro-batch auto|whole|N] [--layers] [--device gpu|gpu:all|gpu:N[,M...]]\n"
            "\n"
            "  --model M      built-in model (default yolo = YOLOv2-tiny VOC), synthetic weights\n"
@@ -133,6 +135,7 @@ static void print_help(FILE *f)
            "  --f32-algo A   fp32 convs: auto (default), sgemm, tf32x3, implicit, direct3x3\n"
            "  --split-k T    fp32 3xTF32 GEMMs split K: auto (default), on, off\n"
            "  --pdl T        programmatic dependent launch between convs: auto (default), on, off\n"
+           "  --executor X   graph (default), dataflow (one persistent kernel) or auto (docs/dataflow.md)\n"
            "  --device D     gpu (default: gpu 0), gpu:N, gpu:all or gpu:N,M,...: with several,\n"
            "                 one engine per GPU; sustained img/s per GPU alone and together\n"
            "  --layers       also print each engine's per-node times (eager, at build; in the JSON\n"
@@ -192,7 +195,7 @@ static int parse_precisions(const char *arg, bench_options *o)
 enum {
     B_EAGER = 1, B_NO_TACTIC_SEARCH, B_TACTIC_SEARCH, B_MODEL, B_IMAGE, B_JSON, B_TIMING_CACHE,
     B_PREC, B_BATCH, B_ITERS, B_WARMUP, B_MAX_NRMSE, B_INFLIGHT, B_F32_ALGO, B_SPLIT_K, B_PDL,
-    B_MICRO_BATCH, B_LAYERS, B_DEVICE
+    B_MICRO_BATCH, B_LAYERS, B_DEVICE, B_EXECUTOR
 };
 
 static const gr_cli_flag bench_flags[] = {
@@ -202,7 +205,8 @@ static const gr_cli_flag bench_flags[] = {
     {"--batch", B_BATCH, 1}, {"--iters", B_ITERS, 1}, {"--warmup", B_WARMUP, 1},
     {"--max-nrmse", B_MAX_NRMSE, 1}, {"--inflight", B_INFLIGHT, 1}, {"--f32-algo", B_F32_ALGO, 1},
     {"--split-k", B_SPLIT_K, 1}, {"--pdl", B_PDL, 1}, {"--micro-batch", B_MICRO_BATCH, 1},
-    {"--layers", B_LAYERS, 0}, {"--device", B_DEVICE, 1}, {NULL, 0, 0}};
+    {"--layers", B_LAYERS, 0}, {"--device", B_DEVICE, 1}, {"--executor", B_EXECUTOR, 1},
+    {NULL, 0, 0}};
 
 /* 1 when the flag's value is valid (flags without a value always are). */
 static int apply_flag(bench_options *o, int id, const char *v)
@@ -225,6 +229,7 @@ static int apply_flag(bench_options *o, int id, const char *v)
     case B_F32_ALGO: return gr_f32_algo_parse(v, &o->f32_algo) == GR_OK;
     case B_SPLIT_K: return gr_toggle_parse(v, &o->f32_split_k) == GR_OK;
     case B_PDL: return gr_toggle_parse(v, &o->pdl) == GR_OK;
+    case B_EXECUTOR: return gr_executor_parse(v, &o->executor) == GR_OK;
     case B_MICRO_BATCH:
         if (strcmp(v, "auto") == 0 || strcmp(v, "whole") == 0) {
             o->micro_batch = v[0] == 'a' ? 0 : -1;
@@ -349,6 +354,7 @@ static gr_status build_engine(const gr_model *model, const bench_options *o, ben
     eo.f32_algo = o->f32_algo;
     eo.f32_split_k = o->f32_split_k;
     eo.pdl = o->pdl;
+    eo.executor = o->executor;
     /* N larger than a batch of the list runs that batch whole; one that does not divide it is
      * the build's error, reported in that row. */
     eo.micro_batch = o->micro_batch < 0 || o->micro_batch > r->batch ? r->batch : o->micro_batch;

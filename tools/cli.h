@@ -81,6 +81,7 @@ typedef struct gr_cli_options {
     int strict_weights;   /* --strict-weights: NaN/Inf among the weights fail the load */
     gr_f32_algo f32_algo; /* --f32-algo (default auto) */
     gr_toggle f32_split_k, pdl; /* --split-k, --pdl (default auto) */
+    gr_executor executor; /* --executor graph|dataflow|auto (default graph) */
     const char *engine_file; /* --engine FILE: a saved engine instead of building one */
     unsigned long long given; /* bit id: flag id given on the command line (tools/cli_args.c) */
     int micro_batch;      /* --micro-batch N|auto: images per pass of the GPU graph, 0 = auto */

@@ -235,7 +235,7 @@ enum {
     F_MODEL, F_CFG, F_WEIGHTS, F_NAMES, F_OUTPUT, F_SAVE_OUTPUT, F_INPUT, F_SEED, F_DEVICE, F_PREC,
     F_BATCH, F_RUNS, F_THRESH, F_NMS, F_CALIB_CACHE, F_CALIB, F_CALIB_PERCENTILE, F_CALIB_IMAGES,
     F_CALIB_DEVICE, F_INPUT_LIST, F_THREADS, F_MAX_NRMSE, F_TIMING_CACHE, F_F32_ALGO, F_SPLIT_K, F_PDL,
-    F_ENGINE, F_MICRO_BATCH, F_INPUT_TYPE, F_DECODE, F_GPU_DECODER
+    F_ENGINE, F_MICRO_BATCH, F_INPUT_TYPE, F_DECODE, F_GPU_DECODER, F_EXECUTOR
 };
 
 const gr_cli_flag gr_cli_detect_flags[] = {
@@ -256,7 +256,8 @@ const gr_cli_flag gr_cli_detect_flags[] = {
     {"--max-nrmse", F_MAX_NRMSE, 1}, {"--timing-cache", F_TIMING_CACHE, 1},
     {"--f32-algo", F_F32_ALGO, 1}, {"--split-k", F_SPLIT_K, 1}, {"--pdl", F_PDL, 1},
     {"--engine", F_ENGINE, 1}, {"--micro-batch", F_MICRO_BATCH, 1}, {"--input-type", F_INPUT_TYPE, 1},
-    {"--decode", F_DECODE, 1}, {"--gpu-decoder", F_GPU_DECODER, 1}, {NULL, 0, 0}};
+    {"--decode", F_DECODE, 1}, {"--gpu-decoder", F_GPU_DECODER, 1}, {"--executor", F_EXECUTOR, 1},
+    {NULL, 0, 0}};
 
 void gr_cli_options_default(gr_cli_options *o)
 {
@@ -384,6 +385,9 @@ static int apply_number(gr_cli_options *o, int id, const char *v, char *err, siz
         want = gr_toggle_parse(v, &o->f32_split_k) == GR_OK ? NULL : "auto, on or off";
         break;
     case F_PDL: want = gr_toggle_parse(v, &o->pdl) == GR_OK ? NULL : "auto, on or off"; break;
+    case F_EXECUTOR:
+        want = gr_executor_parse(v, &o->executor) == GR_OK ? NULL : "graph, dataflow or auto";
+        break;
     case F_MICRO_BATCH:
         if (strcmp(v, "auto") == 0)
             o->micro_batch = 0;
@@ -476,7 +480,7 @@ static const int engine_fixed_flags[] = {F_WEIGHTS, F_NAMES, F_SEED, F_STRICT_WE
                                          F_FP16_ACC, F_CALIB_CACHE, F_CALIB, F_CALIB_PERCENTILE,
                                          F_CALIB_IMAGES, F_CALIB_DEVICE, F_MAX_NRMSE,
                                          F_TIMING_CACHE, F_TACTIC_SEARCH, F_NO_TACTIC_SEARCH,
-                                         F_F32_ALGO, F_SPLIT_K, F_PDL};
+                                         F_F32_ALGO, F_SPLIT_K, F_PDL, F_EXECUTOR};
 
 static int given(const gr_cli_options *o, int id) { return (o->given >> id) & 1; }
 

@@ -375,6 +375,7 @@ static int open_any(gr_cli_options *o, gr_model **model, gr_engine **engine, gr_
     eo.f32_algo = o->f32_algo;
     eo.f32_split_k = o->f32_split_k;
     eo.pdl = o->pdl;
+    eo.executor = o->executor;
     eo.micro_batch = o->micro_batch;
     eo.jpeg_decoder = (gr_jpeg_decoder)o->gpu_decoder;
     if (o->device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)

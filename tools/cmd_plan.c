@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "planner/dataflow.h"
 #include "planner/plan.h"
 #include "planner/tasks.h"
 #include "tools/cli.h"
@@ -27,12 +28,14 @@ static void plan_usage(FILE *f)
                "                     [--fuse-maxpool] [--fuse-quant-in] [--fuse-dequant-out]\n"
                "                     [--fuse-io] [--no-concat] [--no-inplace] [--no-reuse]\n"
                "                     [--decode-heads] [--calibrate]\n"
-               "                     [--device gpu [--timing-cache FILE] [--no-tactic-search]]\n"
+               "                     [--device gpu [--timing-cache FILE] [--no-tactic-search]\n"
+               "                      [--executor graph|dataflow|auto]]\n"
                "                     [--tasks [--task-target N]]\n"
                "--device gpu with fp16/int8 (text output, no --layer-prec) also builds the GPU\n"
                "engine (fusions and int8 calibration as graphrun runs it) and shows each\n"
                "tensor-core conv's tactic: its name, measured time and the automatic tactic's\n"
-               "time (docs/tactics.md).\n"
+               "time (docs/tactics.md), and which executor runs the plan and why (--executor;\n"
+               "docs/dataflow.md).\n"
                "--tasks shows the plan as a tile dataflow graph instead (docs/planner.md, \"The\n"
                "task graph\"): each node cut into row bands x channel slices of at most N tasks\n"
                "(--task-target, default 132), with their dependencies; --json lists every task.\n");
@@ -55,6 +58,7 @@ typedef struct plan_args {
     int json, calibrate, search, tasks, task_target;
     float max_nrmse;
     gr_device device;
+    gr_executor executor;
     gr_plan_options opt;
 } plan_args;
 
@@ -62,7 +66,7 @@ enum {
     P_JSON = 1, P_SINGLE_STREAM, P_FUSE_MAXPOOL, P_FUSE_QUANT_IN, P_FUSE_DEQUANT_OUT, P_FUSE_IO,
     P_NO_CONCAT, P_NO_INPLACE, P_NO_REUSE, P_DECODE_HEADS, P_CALIBRATE, P_NO_TACTIC_SEARCH,
     P_MODEL, P_CFG, P_WEIGHTS, P_PREC, P_MAX_NRMSE, P_CALIB_IMAGES, P_DEVICE, P_LAYER_PREC,
-    P_BATCH, P_DOT, P_SVG, P_TIMING_CACHE, P_TASKS, P_TASK_TARGET
+    P_BATCH, P_DOT, P_SVG, P_TIMING_CACHE, P_TASKS, P_TASK_TARGET, P_EXECUTOR
 };
 
 static const gr_cli_flag plan_flags[] = {
@@ -78,7 +82,7 @@ static const gr_cli_flag plan_flags[] = {
     {"--calib-images", P_CALIB_IMAGES, 1}, {"--device", P_DEVICE, 1},
     {"--layer-prec", P_LAYER_PREC, 1}, {"--batch", P_BATCH, 1}, {"--dot", P_DOT, 1},
     {"--svg", P_SVG, 1}, {"--timing-cache", P_TIMING_CACHE, 1}, {"--tasks", P_TASKS, 0},
-    {"--task-target", P_TASK_TARGET, 1}, {NULL, 0, 0}};
+    {"--task-target", P_TASK_TARGET, 1}, {"--executor", P_EXECUTOR, 1}, {NULL, 0, 0}};
 
 static void plan_switch(plan_args *a, int id)
 {
@@ -124,6 +128,9 @@ static int plan_apply(void *ctx, int id, const char *name, const char *v, char *
                    ? NULL : "a number in [0, 1]";
         break;
     case P_DEVICE: want = gr_cli_parse_device(v, &a->device) ? NULL : "auto, cpu or gpu"; break;
+    case P_EXECUTOR:
+        want = gr_executor_parse(v, &a->executor) == GR_OK ? NULL : "graph, dataflow or auto";
+        break;
     case P_BATCH:
         want = gr_cli_parse_int(v, 1, GR_MAX_BATCH, &a->opt.batch)
                    ? NULL : "an integer in 1..4096";
@@ -290,7 +297,8 @@ static double now_ms(void)
 
 /* Build the GPU engine of the same model and print its conv tactics. */
 static gr_status show_tactics(const char *model, const char *cfg, const char *weights,
-                              const gr_plan_options *opt, const char *timing_cache, int search)
+                              const gr_plan_options *opt, const char *timing_cache, int search,
+                              gr_executor executor)
 {
     gr_model_options mo;
     gr_model_options_default(&mo);
@@ -306,6 +314,7 @@ static gr_status show_tactics(const char *model, const char *cfg, const char *we
     eo.batch = opt->batch;
     eo.tactic_search = search;
     eo.timing_cache = timing_cache;
+    eo.executor = executor;
     gr_engine *e = NULL;
     double start = now_ms();
     gr_status st = gr_engine_build(m, &eo, &e);
@@ -428,6 +437,19 @@ static gr_status show_tasks(const plan_args *a, const gr_plan *plan)
     GR_TRY(gr_task_graph_build(plan, &opt, &g));
     gr_status st = a->json ? gr_task_graph_dump_json(g, plan, stdout)
                            : gr_task_graph_dump_text(g, plan, stdout);
+    /* whether the dataflow executor could run it (docs/dataflow.md) */
+    gr_df_program *p = NULL;
+    if (st == GR_OK && !a->json) {
+        gr_status built = gr_df_program_build(plan, g, NULL, &p);
+        if (built == GR_OK)
+            printf("dataflow executor: can run this plan (program of %zu bytes; --no-reuse "
+                   "leaves RAW edges only)\n", p->bytes);
+        else if (built == GR_ERR_UNSUPPORTED)
+            printf("dataflow executor: cannot run this plan: %s\n", gr_last_error());
+        else
+            st = built;
+    }
+    gr_df_program_free(p);
     gr_task_graph_free(g);
     return st;
 }
@@ -445,7 +467,8 @@ static gr_status show_plan(const plan_args *a, const gr_plan *plan, int has_map,
     if (a->svg)
         GR_TRY(write_file(a->svg, gr_plan_dump_svg, plan));
     if (tactics)
-        GR_TRY(show_tactics(a->model, a->cfg, a->weights, &a->opt, a->timing_cache, a->search));
+        GR_TRY(show_tactics(a->model, a->cfg, a->weights, &a->opt, a->timing_cache, a->search,
+                            a->executor));
     return GR_OK;
 }
 

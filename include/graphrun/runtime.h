@@ -275,6 +275,22 @@ typedef enum gr_jpeg_decoder {
     GR_JPEG_DECODER_GPU_HYBRID  /* CUDA kernels, Huffman decoding on the GPU for large batches */
 } gr_jpeg_decoder;
 
+/* How a GPU engine runs its plan (docs/dataflow.md). GRAPH: one kernel per plan node, captured in
+ * one CUDA graph. DATAFLOW: one persistent kernel for the whole network between the input and the
+ * output copy, its blocks running the plan's row-band tasks as soon as their inputs exist; for
+ * the nodes it supports (int8 / fp16, no micro-batching), else the engine keeps GRAPH and its
+ * notice says why. AUTO: both built at the first build and timed, the faster kept (remembered in
+ * the timing cache). */
+typedef enum gr_executor {
+    GR_EXECUTOR_GRAPH = 0,
+    GR_EXECUTOR_DATAFLOW,
+    GR_EXECUTOR_AUTO
+} gr_executor;
+
+/* "graph" / "dataflow" / "auto"; parse returns GR_ERR_INVALID_ARGUMENT otherwise. */
+const char *gr_executor_name(gr_executor executor);
+gr_status gr_executor_parse(const char *name, gr_executor *out);
+
 /* A feature the engine may use: AUTO where graphrun's rule says it helps, ON wherever it applies,
  * OFF never. Each option says what its AUTO and ON mean. */
 typedef enum gr_toggle { GR_TOGGLE_AUTO = 0, GR_TOGGLE_ON, GR_TOGGLE_OFF } gr_toggle;
@@ -368,6 +384,9 @@ typedef struct gr_engine_options {
                                 GPU's hardware JPEG decoder where it has one, else the GPU
                                 hybrid one; HARDWARE / GPU_HYBRID force one (a GPU without
                                 the hardware decoder: GR_ERR_UNSUPPORTED at the first call) */
+    gr_executor executor;    /* GPU: GRAPH (default), DATAFLOW or AUTO (gr_executor above); the
+                                choice and its reason: gr_engine_notice(). The CPU engine ignores
+                                it. Not saved in engine files (a loaded engine runs GRAPH). */
 } gr_engine_options;
 
 /* 0.003: on the bundled trained model the map chosen within 0.003 keeps fp32's mAP; all int8

@@ -6,6 +6,7 @@
  *                   algorithm, by measurement at build (timing cache) or by the fixed rule
  *   gpu/error.c     CUDA / cuBLAS / launcher failures -> gr_status with a one-line message
  *   gpu/debug.c     what runtime/gpu/debug.h declares (graph info, plan stats, trace, faults)
+ *   gpu/dataflow.c  the dataflow executor's program, state and launch (docs/dataflow.md)
  * A build without CUDA has none of them (runtime/gpu/none.c stands in). */
 #ifndef GR_RUNTIME_GPU_BACKEND_H
 #define GR_RUNTIME_GPU_BACKEND_H
@@ -73,6 +74,8 @@ typedef struct gpu_instance {
     cudaEvent_t done;       /* recorded after the run's launches; a wait synchronizes on it */
     int slice;              /* the sub-batch the addresses are for (gr_gpu_tensor_storage): 0
                                except in the copies gr_gpu_enqueue_forward makes per slice */
+    void *df_state;         /* dataflow: this instance's gr_df_state and flags (zeroed once) */
+    uint32_t df_epoch;      /* dataflow: the epoch of the last run checked (gpu/dataflow.c) */
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     cudaGraphNode_t input_copy; /* the graph's input copy node (NULL: none found), disabled in
@@ -113,6 +116,13 @@ typedef struct gpu_variant {
                                pass (0 for nodes that launch nothing) */
     unsigned char *pdl;     /* per plan node: launched as a programmatic dependent launch */
     gpu_tactic *tactic;     /* per plan node (zero: automatic); set before scratch is sized */
+    /* The dataflow executor (gpu/dataflow.c): the program where the plan allows it (NULL else),
+     * its device copy, where in the io block's output part the kernel reports each run, and
+     * whether the graphs (and eager runs) use it instead of the per-node launches. */
+    struct gr_df_program *df_program;
+    void *df_device;
+    size_t df_status_offset;
+    int dataflow;
     gr_conv_gemm **gemm;    /* per plan node: the GEMM tactic's plan where it was chosen */
 } gpu_variant;
 
@@ -167,6 +177,9 @@ struct gpu_state {
     gpu_node_hook after_node; /* NULL except while calibrating (gpu/calib.c) */
     void *after_node_user;
     struct gpu_jpeg *jpeg;  /* the nvJPEG decoder, opened by the first gr_engine_decode_jpegs */
+    gr_executor executor;   /* e->opt.executor */
+    int df_skip_publish;    /* tests (gr_engine_debug_dataflow_skip_publish): a task whose flag
+                               the dataflow kernel never publishes; -1 none */
 };
 
 static inline size_t gr_gpu_align(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -199,6 +212,8 @@ gr_status gr_gpu_jpeg_pixels(const struct gpu_jpeg_slot *s, int k, gr_image **ou
 /* ---- gpu/engine.c ---- */
 /* Build the variant for that input type if it is not built yet. */
 gr_status gr_gpu_ensure_variant(gr_engine *e, int input_u8);
+/* Capture every built variant's instances again (their launches' arguments changed: tests). */
+gr_status gr_gpu_recapture(gr_engine *e);
 
 /* ---- gpu/dispatch.c ---- */
 /* Device address of a tensor's storage in instance `inst` (its buffer's start: views index with
@@ -263,6 +278,24 @@ gr_status gr_gpu_copy_host_images(const gpu_variant *v, const gpu_instance *inst
                                   cudaStream_t stream);
 gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, const gpu_instance *inst,
                                  cudaEvent_t *node_events, cudaEvent_t *copy_events);
+
+/* ---- gpu/dataflow.c ---- */
+/* The variant's dataflow program, when the engine asks for the dataflow executor and the plan
+ * allows it (int8 / fp16 nodes the kernel runs, one slice, f32 accumulation, sm_80+); otherwise
+ * v->df_program stays NULL and `why` says why. Host only: before anything is allocated. */
+gr_status gr_gpu_dataflow_prepare(const gpu_state *g, gpu_variant *v, char *why, size_t len);
+/* After the weights' upload: bind their offsets into the program and copy it to the device. */
+gr_status gr_gpu_dataflow_upload(gpu_variant *v);
+/* An instance's protocol state (zeroed once, never reset). */
+gr_status gr_gpu_dataflow_alloc_state(const gpu_variant *v, gpu_instance *inst);
+/* Launch the persistent kernel of instance `inst` on stream 0 (between the copies). */
+gr_status gr_gpu_dataflow_launch(gpu_state *g, const gpu_variant *v, const gpu_instance *inst);
+/* After a run has ended (its output copy included): the kernel's report in host_out. GR_OK, or
+ * GR_ERR_INTERNAL naming the task whose wait timed out and the dependency it waited for, or that
+ * the kernel did not report at all. */
+gr_status gr_gpu_dataflow_check_run(const gpu_variant *v, gpu_instance *inst);
+/* The program and its device copy (the instances free their states). */
+void gr_gpu_dataflow_free(gpu_variant *v);
 
 /* ---- gpu/weights.c ---- */
 /* Every conv's weights, multipliers and biases in the kernels' layouts, uploaded (build-time

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "planner/dataflow.h"
 #include "runtime/gpu/debug.h"
 #include "runtime/gpu/backend.h"
 
@@ -187,6 +188,33 @@ gr_status gr_engine_debug_inject_error(gr_engine *engine, int cuda_error)
     if (!engine || engine->device != GR_DEVICE_GPU || !engine->impl)
         return gr_fail(GR_ERR_STATE, "gr_engine_debug_inject_error: not a GPU engine");
     ((gpu_state *)engine->impl)->inject = (cudaError_t)cuda_error;
+    return GR_OK;
+}
+
+static gpu_variant *dataflow_variant(const gr_engine *engine)
+{
+    if (!engine || engine->device != GR_DEVICE_GPU || !engine->impl)
+        return NULL;
+    gpu_variant *v = gr_gpu_variant(engine->impl, 1);
+    return v->built && v->dataflow ? v : NULL;
+}
+
+gr_status gr_engine_debug_dataflow_skip_publish(gr_engine *engine, int task)
+{
+    if (!dataflow_variant(engine))
+        return gr_fail(GR_ERR_STATE, "gr_engine_debug_dataflow_skip_publish: the engine does not "
+                                     "run the dataflow executor");
+    ((gpu_state *)engine->impl)->df_skip_publish = task;
+    return gr_gpu_recapture(engine);
+}
+
+gr_status gr_engine_debug_dataflow_tasks(const gr_engine *engine, int *n_tasks)
+{
+    const gpu_variant *v = dataflow_variant(engine);
+    if (!v)
+        return gr_fail(GR_ERR_STATE, "gr_engine_debug_dataflow_tasks: the engine does not run the "
+                                     "dataflow executor");
+    *n_tasks = v->df_program->header->n_tasks;
     return GR_OK;
 }
 

@@ -36,6 +36,12 @@ gr_status gr_engine_debug_trace(gr_engine *engine, const uint8_t *input, gr_trac
 /* Fault injection (tests): the engine's next run fails as if the GPU had returned `cuda_error`
  * (a cudaError_t value). */
 gr_status gr_engine_debug_inject_error(gr_engine *engine, int cuda_error);
+/* Fault injection for the dataflow executor (tests): from the next run on, the kernel never
+ * publishes the flag of task `task` (static order; -1 restores), so its consumers' waits time out
+ * and the run returns the timeout error. The graphs are captured again. GR_ERR_STATE for an engine
+ * that does not run the dataflow executor. Also: how many tasks its uint8 program has. */
+gr_status gr_engine_debug_dataflow_skip_publish(gr_engine *engine, int task);
+gr_status gr_engine_debug_dataflow_tasks(const gr_engine *engine, int *n_tasks);
 /* JPEG decoding on the GPU (gr_engine_decode_jpegs), for its tests: the slot's uint8 device
  * input as it is now (bytes: the whole batch's), waiting for the slot's stream first; and the
  * pixels the decoder made of the k-th image it decoded in the slot's last call (interleaved RGB,

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "base/bytes.h"
+#include "planner/dataflow.h"
 #include "runtime/gpu/backend.h"
 #include "runtime/timing_cache.h"
 
@@ -114,6 +115,7 @@ static void instance_free(gpu_instance *inst)
         cudaFree(inst->cublas_ws[s]);
     }
     cudaFree(inst->splitk);
+    cudaFree(inst->df_state);
     cudaFree(inst->arena);
     cudaFree(inst->io);
     if (inst->host_in)
@@ -131,6 +133,7 @@ static void variant_free(gpu_variant *v)
 {
     for (int k = 0; k < GR_MAX_INFLIGHT; k++)
         instance_free(&v->inst[k]);
+    gr_gpu_dataflow_free(v);
     free(v->splitk_offset);
     free(v->splitk_bytes);
     cudaFree(v->weights);
@@ -316,6 +319,104 @@ static gr_status instrumented_runs(gpu_state *g, gpu_variant *v)
     return GR_OK;
 }
 
+/* ---- the executor (docs/dataflow.md) ------------------------------------------------------ */
+
+static gr_status time_replays(gpu_state *g, gpu_variant *v, double *us);
+
+static void drop_graph(gpu_instance *inst)
+{
+    if (inst->exec)
+        cudaGraphExecDestroy(inst->exec);
+    if (inst->graph)
+        cudaGraphDestroy(inst->graph);
+    inst->exec = NULL;
+    inst->graph = NULL;
+    inst->input_copy = NULL;
+    inst->input_copy_off = 0;
+}
+
+/* One eager dataflow run of instance 0, waited for and checked: the warm-up before capture, and
+ * the proof that the kernel runs this program here before any choice relies on it. */
+static gr_status dataflow_warm_up(gpu_state *g, gpu_variant *v)
+{
+    gpu_instance *inst = &v->inst[0];
+    GR_TRY(gr_gpu_enqueue_forward(g, v, inst, NULL, NULL));
+    CUDA_TRY(cudaStreamSynchronize(g->streams[0]));
+    return gr_gpu_dataflow_check_run(v, inst);
+}
+
+/* The timing-cache key of the executor choice: the micro-batch key's network hash, with its own
+ * prefix. */
+static void micro_batch_key(const gr_engine *e, int u8, char *key, size_t len);
+
+/* Which executor runs the variant (v->dataflow), and the notice line that says why: the option,
+ * the timing cache, or (AUTO) whole replays of both graphs on instance 0, the faster kept. */
+static gr_status choose_executor(gr_engine *e, gpu_state *g, gpu_variant *v, int u8,
+                                 const char *why_not)
+{
+    char line[512];
+    v->dataflow = 0;
+    if (g->executor == GR_EXECUTOR_GRAPH || g->observable)
+        return GR_OK;
+    if (!v->df_program) {
+        snprintf(line, sizeof line, "executor: graph (%s input: the dataflow kernel cannot run "
+                 "this plan: %.400s)", u8 ? "uint8" : "float", why_not);
+        gr_engine_add_notice(e, line);
+        return GR_OK;
+    }
+    v->dataflow = 1;
+    gr_status st = dataflow_warm_up(g, v);
+    if (st != GR_OK) {
+        v->dataflow = 0;
+        if (g->executor == GR_EXECUTOR_DATAFLOW)
+            return st;
+        snprintf(line, sizeof line, "executor: graph (the dataflow warm-up run failed: %.400s)",
+                 gr_last_error());
+        gr_engine_add_notice(e, line);
+        cudaGetLastError();
+        return GR_OK;
+    }
+    if (g->executor == GR_EXECUTOR_DATAFLOW) {
+        snprintf(line, sizeof line, "executor: dataflow (the executor option; %d tasks, %d "
+                 "dependencies)", v->df_program->header->n_tasks, v->df_program->header->n_deps);
+        gr_engine_add_notice(e, line);
+        return GR_OK;
+    }
+    char key[GR_TCACHE_KEY_MAX];
+    micro_batch_key(e, u8, key, sizeof key);
+    memcpy(key, "df", 2); /* "mb:..." -> "df:...": the same network, its own entry */
+    const gr_tcache_entry *hit = g->tcache ? gr_timing_cache_find(g->tcache, key) : NULL;
+    if (hit && (hit->tile == 0 || hit->tile == 1)) {
+        v->dataflow = hit->tile;
+        snprintf(line, sizeof line, "executor: %s (timing cache: dataflow %.1f us, graph %.1f us "
+                 "per replay)", v->dataflow ? "dataflow" : "graph", hit->us, hit->auto_us);
+        gr_engine_add_notice(e, line);
+        return GR_OK;
+    }
+    if (!e->opt.use_cuda_graph) {
+        v->dataflow = 0;
+        gr_engine_add_notice(e, "executor: graph (auto measures graph replays; this engine runs "
+                                "eagerly)");
+        return GR_OK;
+    }
+    double us[2] = {0.0, 0.0};
+    for (int x = 0; x < 2; x++) {
+        v->dataflow = x;
+        GR_TRY(capture_instance(g, v, &v->inst[0]));
+        st = time_replays(g, v, &us[x]);
+        drop_graph(&v->inst[0]);
+        GR_TRY(st);
+    }
+    /* replays leave the instance's state further on: the next check accepts any newer report */
+    v->dataflow = us[1] < us[0];
+    if (g->tcache)
+        GR_TRY(gr_timing_cache_put(g->tcache, key, v->dataflow, 0, us[1], us[0]));
+    snprintf(line, sizeof line, "executor: %s (measured: dataflow %.1f us, graph %.1f us per "
+             "replay)", v->dataflow ? "dataflow" : "graph", us[1], us[0]);
+    gr_engine_add_notice(e, line);
+    return GR_OK;
+}
+
 /* The variant's plan, its int8 scales set. */
 static gr_status plan_variant(gr_engine *e, const gpu_state *g, gpu_variant *v, int input_u8,
                               int fuse, const unsigned char *no_fuse_layer, int weight_data)
@@ -330,6 +431,9 @@ static gr_status plan_variant(gr_engine *e, const gpu_state *g, gpu_variant *v, 
     po.fuse_maxpool = po.fuse_input_quantize = po.fuse_output_dequantize = fuse;
     po.no_fuse_layer = no_fuse_layer;
     po.n_no_fuse_layer = no_fuse_layer ? e->net->n_layers : 0;
+    /* The dataflow executor's plans share no arena bytes between tensors: their task graphs then
+     * have data edges only (docs/dataflow.md). AUTO's per-layer graph runs on the same plan. */
+    po.no_reuse = g->executor != GR_EXECUTOR_GRAPH && !g->observable;
     GR_TRY(gr_plan_build(e->net, &po, &v->plan));
     const gr_plan *plan = v->plan;
     if (plan->n_outputs != e->n_heads || plan->n_outputs > GR_MAX_HEADS)
@@ -418,6 +522,9 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
         GR_TRY(plan_with_fusions(e, g, v, input_u8, 1));
     }
     gr_plan *plan = v->plan;
+    char df_why[400] = "";
+    if (g->executor != GR_EXECUTOR_GRAPH)
+        GR_TRY(gr_gpu_dataflow_prepare(g, v, df_why, sizeof df_why));
     e->build_times.plan_ms += (gr_now_us() - phase) / 1e3;
     GR_TRY(ensure_streams(g, plan));
     v->nw = gr_calloc((size_t)plan->n_nodes, sizeof *v->nw, "node weights");
@@ -441,11 +548,20 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
         v->slice_out_bytes[k] = t->bytes;
         v->out_bytes += gr_gpu_align(t->bytes * slices, 256);
     }
+    if (v->df_program) { /* the dataflow kernel's report rides home with the outputs */
+        v->df_status_offset = v->out_bytes;
+        v->out_bytes += 256;
+    }
     v->n_inst = e->inflight;
-    for (int k = 0; k < v->n_inst; k++)
+    for (int k = 0; k < v->n_inst; k++) {
         GR_TRY(instance_alloc(g, v, &v->inst[k], k));
+        if (v->df_program)
+            GR_TRY(gr_gpu_dataflow_alloc_state(v, &v->inst[k]));
+    }
     phase = gr_now_us();
     GR_TRY(gr_gpu_upload_weights(v, saved));
+    if (v->df_program)
+        GR_TRY(gr_gpu_dataflow_upload(v));
     CUDA_TRY(cudaDeviceSynchronize());
     e->build_times.weights_ms += (gr_now_us() - phase) / 1e3;
     /* Tactics before the scratch: each conv's split-K workspace is sized for its own. */
@@ -456,6 +572,7 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
     /* Warm-up and the time split, eagerly; then capture the same launches, once per instance. */
     phase = gr_now_us();
     GR_TRY(instrumented_runs(g, v));
+    GR_TRY(choose_executor(e, g, v, input_u8, df_why));
     for (int k = 0; k < v->n_inst && e->opt.use_cuda_graph; k++)
         GR_TRY(capture_instance(g, v, &v->inst[k]));
     e->build_times.capture_ms += (gr_now_us() - phase) / 1e3;
@@ -755,6 +872,22 @@ gr_status gr_gpu_ensure_variant(gr_engine *e, int u8)
     return GR_OK;
 }
 
+gr_status gr_gpu_recapture(gr_engine *e)
+{
+    gpu_state *g = e->impl;
+    CUDA_TRY(cudaSetDevice(g->device));
+    for (int u8 = 0; u8 < 2; u8++) {
+        gpu_variant *v = gr_gpu_variant(g, u8);
+        for (int k = 0; v->built && e->opt.use_cuda_graph && k < v->n_inst; k++) {
+            if (v->inst[k].done)
+                CUDA_TRY(cudaEventSynchronize(v->inst[k].done));
+            drop_graph(&v->inst[k]);
+            GR_TRY(capture_instance(g, v, &v->inst[k]));
+        }
+    }
+    return GR_OK;
+}
+
 /* ---- backend ops -------------------------------------------------------------------------- */
 
 static void point_outputs(gr_engine *e, const gpu_variant *v, const gpu_instance *inst)
@@ -850,6 +983,13 @@ static gr_status gpu_wait(gr_engine *e, int slot, int u8)
     cudaError_t err = cudaEventSynchronize(inst->done);
     if (err != cudaSuccess)
         return run_failed(e, err, "cudaEventSynchronize after the run");
+    if (v->dataflow) {
+        gr_status st = gr_gpu_dataflow_check_run(v, inst);
+        if (st != GR_OK) {
+            e->failed = 1;
+            return st;
+        }
+    }
     point_outputs(e, v, inst);
     e->timing = v->split;
     e->timing.end_to_end_us = gr_now_us() - inst->submitted_us;
@@ -1042,6 +1182,8 @@ gr_status gr_backend_gpu_init(gr_engine *e, const gr_backend_inputs *in)
     g->tf32 = e->opt.tf32 != 0;
     g->fp16_accumulate = e->opt.fp16_accumulate != 0;
     g->pdl = e->opt.pdl != GR_TOGGLE_OFF;
+    g->executor = e->opt.executor;
+    g->df_skip_publish = -1;
     CUDA_TRY(cudaSetDevice(g->device));
     struct cudaDeviceProp prop;
     CUDA_TRY(cudaGetDeviceProperties(&prop, g->device));
