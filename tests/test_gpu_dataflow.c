@@ -27,12 +27,16 @@
 
 enum { SLOTS = 3, INPUTS = 16, RUNS = 1000, MAX_HEADS = 8 };
 
+/* The int8 ranges both engines of a comparison share, one cache per model (a cache names the
+ * model it was made for and refuses another). */
 static char calib_cache[256];
 
 static const char *const models[] = {"yolov2-tiny", "yolov3-tiny", "tests/data/dataflow_dag.cfg"};
 
 static gr_model *load_model(int which)
 {
+    snprintf(calib_cache, sizeof calib_cache, "/tmp/graphrun_gpu_dataflow_%d_%d.calib",
+             (int)getpid(), which);
     gr_model_options mo;
     gr_model_options_default(&mo);
     if (which == 2) {
@@ -54,7 +58,7 @@ static gr_engine *build(const gr_model *m, gr_precision prec, int inflight, gr_e
     eo.precision = prec;
     eo.inflight = inflight;
     eo.executor = executor;
-    eo.calib_cache = calib_cache; /* both engines of a comparison: the same int8 ranges */
+    eo.calib_cache = calib_cache; /* load_model's: both engines of a comparison share it */
     gr_engine *e = NULL;
     ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "build %s %s: %s",
                   gr_precision_name(prec), gr_executor_name(executor), gr_last_error());
@@ -225,7 +229,6 @@ int main(void)
 {
     if (!gr_test_have_gpu("gpu_dataflow"))
         return 77;
-    snprintf(calib_cache, sizeof calib_cache, "/tmp/graphrun_gpu_dataflow_%d.calib", (int)getpid());
     Suite *s = suite_create("gpu_dataflow");
     TCase *tc = tcase_create("dataflow");
     tcase_set_timeout(tc, 900);
@@ -235,6 +238,10 @@ int main(void)
     tcase_add_test(tc, auto_measures_and_fp32_falls_back);
     suite_add_tcase(s, tc);
     const int failed = gr_test_run_in_process(s);
-    unlink(calib_cache);
+    for (int which = 0; which < 3; which++) {
+        snprintf(calib_cache, sizeof calib_cache, "/tmp/graphrun_gpu_dataflow_%d_%d.calib",
+                 (int)getpid(), which);
+        unlink(calib_cache);
+    }
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
