@@ -80,6 +80,13 @@ __device__ __forceinline__ unsigned add_acq_rel(unsigned *p, unsigned v)
     return old;
 }
 
+__device__ __forceinline__ unsigned smid()
+{
+    unsigned s;
+    asm volatile("mov.u32 %0, %%smid;\n" : "=r"(s));
+    return s;
+}
+
 __device__ __forceinline__ unsigned long long globaltimer()
 {
     unsigned long long t;
@@ -466,6 +473,9 @@ __global__ void __launch_bounds__(kThreads) k_dataflow(const gr_dataflow_args a)
         const int t = s_task;
         if (t >= a.n_tasks || s_abort)
             break;
+        unsigned long long claimed = 0;
+        if (a.trace && tid == 0)
+            claimed = globaltimer();
         const gr_df_task dt = cx.tasks[t];
         const gr_df_node &dn = cx.nodes[dt.node];
         /* the filters do not depend on this run: copy the first chunk while waiting */
@@ -485,6 +495,9 @@ __global__ void __launch_bounds__(kThreads) k_dataflow(const gr_dataflow_args a)
             cp_async_wait<0>();
             break;
         }
+        unsigned long long ready = 0;
+        if (a.trace && tid == 0)
+            ready = globaltimer();
         switch (dn.op) {
         case GR_DF_OP_CONV:
             if (dn.flags & GR_DF_CONV_I8)
@@ -505,6 +518,8 @@ __global__ void __launch_bounds__(kThreads) k_dataflow(const gr_dataflow_args a)
             __threadfence();
             st_release(cx.flags + t, cx.epoch);
         }
+        if (a.trace && tid == 0)
+            a.trace[t] = {claimed, ready, globaltimer(), smid(), blockIdx.x};
     }
     if (tid == 0) {
         __threadfence();

@@ -30,6 +30,7 @@ typedef struct gr_dataflow_args {
     gr_df_status *status;      /* where the last block reports the run (device memory) */
     int blocks;                /* 0 = every SM times the blocks that fit on one */
     int skip_publish;          /* tests: this task never publishes (the timeout path); -1 none */
+    gr_df_trace_record *trace; /* debugging: n_tasks records of the run (NULL: none) */
 } gr_dataflow_args;
 
 /* Bytes of a run-in-flight's state for a program of n_flags flags (ops/dataflow_format.h). */

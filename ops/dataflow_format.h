@@ -141,6 +141,17 @@ typedef struct gr_df_status {
     int32_t waited_on;   /* its dependency that was never published (-1 when none) */
 } gr_df_status;
 
+/* One task's trace record (debugging and the timeline in docs/dataflow.md): written by the block
+ * that ran the task when the launch has a trace buffer (one record per task, static order). Times
+ * are %globaltimer nanoseconds: claimed, dependencies satisfied (compute starts), published. */
+typedef struct gr_df_trace_record {
+    uint64_t claim_ns;
+    uint64_t ready_ns;
+    uint64_t done_ns;
+    uint32_t sm;    /* %smid of the block */
+    uint32_t block; /* blockIdx.x */
+} gr_df_trace_record;
+
 static inline size_t gr_df_state_bytes(int n_flags)
 {
     return sizeof(gr_df_state) + (size_t)(n_flags > 0 ? n_flags : 1) * sizeof(uint32_t);

@@ -18,6 +18,7 @@
 #include "kernels/conv_direct.h"
 #include "kernels/conv_gemm.h"
 #include "kernels/gemm_f32.h"
+#include "ops/dataflow_format.h"
 #include "planner/plan.h"
 #include "runtime/engine_internal.h"
 #include "runtime/saved_gpu.h"
@@ -178,6 +179,9 @@ struct gpu_state {
     void *after_node_user;
     struct gpu_jpeg *jpeg;  /* the nvJPEG decoder, opened by the first gr_engine_decode_jpegs */
     gr_executor executor;   /* e->opt.executor */
+    gr_df_trace_record *df_trace; /* debugging (gr_engine_debug_dataflow_trace): device records of
+                                     the dataflow kernel's tasks, NULL when not tracing */
+    int df_trace_tasks;             /* records df_trace holds */
     int df_skip_publish;    /* tests (gr_engine_debug_dataflow_skip_publish): a task whose flag
                                the dataflow kernel never publishes; -1 none */
 };

@@ -93,6 +93,7 @@ gr_status gr_gpu_dataflow_launch(gpu_state *g, const gpu_variant *v, const gpu_i
     a.weights = v->weights;
     a.status = (gr_df_status *)(void *)(inst->io + v->in_bytes + v->df_status_offset);
     a.skip_publish = g->df_skip_publish;
+    a.trace = g->df_trace;
     gr_kernels_clear_failure();
     cudaError_t err = gr_launch_dataflow(&a, g->streams[0]);
     if (err == cudaErrorNotSupported)

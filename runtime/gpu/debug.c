@@ -208,6 +208,59 @@ gr_status gr_engine_debug_dataflow_skip_publish(gr_engine *engine, int task)
     return gr_gpu_recapture(engine);
 }
 
+gr_status gr_engine_debug_dataflow_program(const gr_engine *engine, const gr_df_program **program)
+{
+    const gpu_variant *v = dataflow_variant(engine);
+    if (!v || !program)
+        return gr_fail(v ? GR_ERR_INVALID_ARGUMENT : GR_ERR_STATE,
+                       "gr_engine_debug_dataflow_program: %s",
+                       v ? "NULL program" : "the engine does not run the dataflow executor");
+    *program = v->df_program;
+    return GR_OK;
+}
+
+gr_status gr_engine_debug_dataflow_trace(gr_engine *engine, int on)
+{
+    const gpu_variant *v = dataflow_variant(engine);
+    if (!v)
+        return gr_fail(GR_ERR_STATE, "gr_engine_debug_dataflow_trace: the engine does not run the "
+                                     "dataflow executor");
+    gpu_state *g = engine->impl;
+    CUDA_TRY(cudaSetDevice(g->device));
+    CUDA_TRY(cudaDeviceSynchronize());
+    cudaFree(g->df_trace);
+    g->df_trace = NULL;
+    g->df_trace_tasks = 0;
+    if (on) {
+        const int n = v->df_program->header->n_tasks;
+        const size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof(gr_df_trace_record);
+        CUDA_TRY(cudaMalloc((void **)&g->df_trace, bytes));
+        CUDA_TRY(cudaMemset(g->df_trace, 0, bytes));
+        g->df_trace_tasks = n;
+    }
+    return gr_gpu_recapture(engine);
+}
+
+gr_status gr_engine_debug_dataflow_trace_read(gr_engine *engine, gr_df_trace_record *records,
+                                              int n_tasks)
+{
+    const gpu_variant *v = dataflow_variant(engine);
+    if (!v || !records)
+        return gr_fail(v ? GR_ERR_INVALID_ARGUMENT : GR_ERR_STATE,
+                       "gr_engine_debug_dataflow_trace_read: %s",
+                       v ? "NULL records" : "the engine does not run the dataflow executor");
+    gpu_state *g = engine->impl;
+    if (!g->df_trace || n_tasks != g->df_trace_tasks)
+        return gr_fail(GR_ERR_STATE, "gr_engine_debug_dataflow_trace_read: %s (%d records asked, "
+                       "%d traced)", g->df_trace ? "wrong count" : "tracing is off", n_tasks,
+                       g->df_trace_tasks);
+    CUDA_TRY(cudaSetDevice(g->device));
+    CUDA_TRY(cudaDeviceSynchronize());
+    CUDA_TRY(cudaMemcpy(records, g->df_trace, (size_t)n_tasks * sizeof *records,
+                        cudaMemcpyDeviceToHost));
+    return GR_OK;
+}
+
 gr_status gr_engine_debug_dataflow_tasks(const gr_engine *engine, int *n_tasks)
 {
     const gpu_variant *v = dataflow_variant(engine);

@@ -42,6 +42,19 @@ gr_status gr_engine_debug_inject_error(gr_engine *engine, int cuda_error);
  * that does not run the dataflow executor. Also: how many tasks its uint8 program has. */
 gr_status gr_engine_debug_dataflow_skip_publish(gr_engine *engine, int task);
 gr_status gr_engine_debug_dataflow_tasks(const gr_engine *engine, int *n_tasks);
+/* The dataflow kernel's per-task timeline (docs/dataflow.md, "Where the time goes"): `on` = 1
+ * makes every later run write one gr_df_trace_record per task (the graphs are captured again,
+ * with %globaltimer reads and a store per task more: a trace run is not a timed run); 0 stops.
+ * _read waits for the engine's runs and copies the last run's n_tasks records (static order) of
+ * the uint8-input program. GR_ERR_STATE for an engine that does not run the dataflow executor. */
+struct gr_df_trace_record;
+struct gr_df_program;
+/* The uint8-input variant's dataflow program (the engine keeps it; valid while it lives). */
+gr_status gr_engine_debug_dataflow_program(const gr_engine *engine,
+                                           const struct gr_df_program **program);
+gr_status gr_engine_debug_dataflow_trace(gr_engine *engine, int on);
+gr_status gr_engine_debug_dataflow_trace_read(gr_engine *engine, struct gr_df_trace_record *records,
+                                              int n_tasks);
 /* JPEG decoding on the GPU (gr_engine_decode_jpegs), for its tests: the slot's uint8 device
  * input as it is now (bytes: the whole batch's), waiting for the slot's stream first; and the
  * pixels the decoder made of the k-th image it decoded in the slot's last call (interleaved RGB,

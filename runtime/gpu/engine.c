@@ -1110,6 +1110,7 @@ static void gpu_destroy(gr_engine *e)
         if (g->streams[s])
             cudaStreamDestroy(g->streams[s]);
     }
+    cudaFree(g->df_trace);
     free(g->layer_range);
     if (g->tcache)
         gr_timing_cache_free(g->tcache);
