@@ -215,27 +215,42 @@ __device__ __forceinline__ ConvParams row_map(const gr_df_node &dn)
     return p;
 }
 
-/* The im2col rows [m0, m0 + BM) x K bytes [k0, k0 + KC) into sA: 16-byte cp.async chunks from the
- * NHWC input (zero outside the image and past K), or for the fused input quantize element by
- * element from the u8 input. */
+/* The tile's GEMM rows [m0, m0 + BM) as input coordinates, once per tile (row_pixel divides):
+ * image, the top-left input row and column of the receptive field, and whether the row is an
+ * output pixel of the task. */
+__device__ __forceinline__ void map_rows(const gr_df_node &dn, const ConvParams &p, int m0, int m_end,
+                                         int4 *s_rows, int tid)
+{
+    if (tid < BM) {
+        int img = 0, oy = 0, ox = 0;
+        const bool ok = m0 + tid < m_end && row_pixel(p, m0 + tid, img, oy, ox);
+        s_rows[tid] = make_int4(img, oy * dn.stride - dn.pad, ox * dn.stride - dn.pad, ok);
+    }
+}
+
+/* The im2col rows [m0, m0 + BM) (s_rows: map_rows's) x K bytes [k0, k0 + KC) into sA: 16-byte
+ * cp.async chunks from the NHWC input (zero outside the image and past K), or for the fused
+ * input quantize element by element from the u8 input, up to the 32-byte step the MMAs read. */
 template <typename In>
-__device__ void load_rows(const Ctx &cx, const gr_df_node &dn, const ConvParams &p, int m0,
-                          int m_end, int k0, unsigned char *sA, int tid)
+__device__ void load_rows(const Ctx &cx, const gr_df_node &dn, const int4 *s_rows, int k0,
+                          unsigned char *sA, int tid)
 {
     const gr_df_view &iv = dn.in[0];
     const unsigned char *in = space_of(cx, iv);
     constexpr int elem = sizeof(In);
     if (dn.flags & GR_DF_CONV_QUANTIZE_IN) {
         const bool i8 = (dn.flags & GR_DF_CONV_I8) != 0;
-        for (int it = tid; it < BM * (KC / elem); it += kThreads) {
-            const int r = it / (KC / elem), kk = it - r * (KC / elem), k = k0 / elem + kk;
+        const int cols = min(KC, (dn.k_bytes - k0 + 31) / 32 * 32) / elem;
+        for (int it = tid; it < BM * cols; it += kThreads) {
+            const int r = it / cols, kk = it - r * cols, k = k0 / elem + kk;
             const int tap = k / dn.cin_pad, ci = k - tap * dn.cin_pad;
             const int ky = tap / dn.ksize, kx = tap - ky * dn.ksize;
-            int img = 0, oy = 0, ox = 0, v = -1;
-            if (m0 + r < m_end && k * elem < dn.k_bytes && ci < iv.c && row_pixel(p, m0 + r, img, oy, ox)) {
-                const int iy = oy * dn.stride - dn.pad + ky, ix = ox * dn.stride - dn.pad + kx;
+            const int4 q = s_rows[r];
+            int v = -1;
+            if (q.w && k * elem < dn.k_bytes && ci < iv.c) {
+                const int iy = q.y + ky, ix = q.z + kx;
                 if (iy >= 0 && iy < iv.h && ix >= 0 && ix < iv.w)
-                    v = in[elem_at(iv, img, ci, iy, ix)];
+                    v = in[elem_at(iv, q.x, ci, iy, ix)];
             }
             unsigned char *dst = sA + r * LDS + kk * elem;
             if (i8)
@@ -247,15 +262,17 @@ __device__ void load_rows(const Ctx &cx, const gr_df_node &dn, const ConvParams 
         }
         return;
     }
-    for (int it = tid; it < BM * (KC / 16); it += kThreads) {
-        const int r = it / (KC / 16), c = it - r * (KC / 16), kbyte = k0 + c * 16;
-        const int k = kbyte / elem, tap = k / dn.cin_pad, ci = k - tap * dn.cin_pad;
-        const int ky = tap / dn.ksize, kx = tap - ky * dn.ksize;
-        int img = 0, oy = 0, ox = 0;
-        bool ok = m0 + r < m_end && kbyte < dn.k_bytes && row_pixel(p, m0 + r, img, oy, ox);
-        const int iy = oy * dn.stride - dn.pad + ky, ix = ox * dn.stride - dn.pad + kx;
-        ok = ok && iy >= 0 && iy < iv.h && ix >= 0 && ix < iv.w;
-        copy16(sA + r * LDS + c * 16, ok ? in + elem_at(iv, img, ci, iy, ix) * elem : in, ok);
+    /* kThreads is a multiple of KC / 16: a thread keeps its 16-byte column, so its tap once */
+    static_assert(kThreads % (KC / 16) == 0, "a thread's column is fixed");
+    const int c = tid % (KC / 16), kbyte = k0 + c * 16;
+    const int k = kbyte / elem, tap = k / dn.cin_pad, ci = k - tap * dn.cin_pad;
+    const int ky = tap / dn.ksize, kx = tap - ky * dn.ksize;
+    const bool k_ok = kbyte < dn.k_bytes;
+    for (int r = tid / (KC / 16); r < BM; r += kThreads / (KC / 16)) {
+        const int4 q = s_rows[r];
+        const int iy = q.y + ky, ix = q.z + kx;
+        const bool ok = k_ok && q.w && iy >= 0 && iy < iv.h && ix >= 0 && ix < iv.w;
+        copy16(sA + r * LDS + c * 16, ok ? in + elem_at(iv, q.x, ci, iy, ix) * elem : in, ok);
     }
 }
 
@@ -263,7 +280,8 @@ __device__ void load_rows(const Ctx &cx, const gr_df_node &dn, const ConvParams 
  * first filter chunk is in sB already when `prefetched`. */
 template <typename In>
 __device__ void conv_task(const Ctx &cx, const gr_df_node &dn, const gr_df_task &dt,
-                          unsigned char *sA, unsigned char *sB, bool prefetched, int tid)
+                          unsigned char *sA, unsigned char *sB, int4 *s_rows, bool prefetched,
+                          int tid)
 {
     using Acc = typename AccOf<In>::T;
     using Op = MmaOp<In, Acc>;
@@ -295,10 +313,12 @@ __device__ void conv_task(const Ctx &cx, const gr_df_node &dn, const gr_df_task 
 #pragma unroll
                 for (int r = 0; r < Op::regs; ++r)
                     c[j][r] = 0;
+            map_rows(dn, p, m0, m_end, s_rows, tid); /* the last tile's readers passed a barrier */
+            __syncthreads();
             for (int k0 = 0; k0 < dn.k_bytes; k0 += KC) {
                 if (!(prefetched && n0 == dt.ch0 && m0 == m_first && k0 == 0))
                     load_filters(dn, wts, n0, n_end, k0, sB, tid);
-                load_rows<In>(cx, dn, p, m0, m_end, k0, sA, tid);
+                load_rows<In>(cx, dn, s_rows, k0, sA, tid);
                 cp_async_commit();
                 cp_async_wait<0>();
                 __syncthreads();
@@ -447,6 +467,7 @@ __global__ void __launch_bounds__(kThreads) k_dataflow(const gr_dataflow_args a)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     __shared__ __align__(128) unsigned char sA[BM * LDS];
     __shared__ __align__(128) unsigned char sB[BN * LDS];
+    __shared__ int4 s_rows[BM];
     __shared__ int s_task, s_abort;
     __shared__ unsigned s_epoch;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -501,9 +522,9 @@ __global__ void __launch_bounds__(kThreads) k_dataflow(const gr_dataflow_args a)
         switch (dn.op) {
         case GR_DF_OP_CONV:
             if (dn.flags & GR_DF_CONV_I8)
-                conv_task<signed char>(cx, dn, dt, sA, sB, prefetch, tid);
+                conv_task<signed char>(cx, dn, dt, sA, sB, s_rows, prefetch, tid);
             else
-                conv_task<__half>(cx, dn, dt, sA, sB, prefetch, tid);
+                conv_task<__half>(cx, dn, dt, sA, sB, s_rows, prefetch, tid);
             break;
         case GR_DF_OP_CONVERT: convert_task(cx, dn, dt, tid); break;
         default:
