@@ -1,9 +1,11 @@
 /* Where the dataflow executor's time goes (docs/dataflow.md): one engine run by the persistent
  * kernel, its per-task timeline read from %globaltimer records.
  *
- *   ./build-gpu/12_dataflow_trace [--model yolo] [--prec int8|fp16] [--runs 300] [--csv FILE]
+ *   ./build-gpu/12_dataflow_trace [--model yolo | --cfg FILE] [--prec int8|fp16] [--runs 300]
+ *                                 [--csv FILE]
  *
- * Builds the model (synthetic weights) with executor = dataflow, times --runs synchronous runs
+ * Builds the model (synthetic weights; --cfg: any Darknet cfg, e.g. tests/data/dataflow_dag.cfg,
+ * small enough for compute-sanitizer's racecheck) with executor = dataflow, times --runs synchronous runs
  * untraced (p50, p99: the figure graphrun_bench would give), then turns the trace on, runs 20
  * more and reads the last run's records. Prints per program node: tasks, when its first task was
  * claimed, became ready (its dependencies published) and its last finished, relative to the
@@ -52,13 +54,15 @@ static int fail(const char *what)
 
 int main(int argc, char **argv)
 {
-    const char *model = "yolo", *csv = NULL;
+    const char *model = "yolo", *cfg = NULL, *csv = NULL;
     gr_precision prec = GR_PREC_INT8;
     int runs = 300;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--model") == 0 && v)
             model = argv[++i];
+        else if (strcmp(a, "--cfg") == 0 && v)
+            cfg = argv[++i];
         else if (strcmp(a, "--prec") == 0 && v && gr_precision_parse(v, &prec) == GR_OK)
             i++;
         else if (strcmp(a, "--runs") == 0 && v && atoi(v) > 0)
@@ -66,7 +70,7 @@ int main(int argc, char **argv)
         else if (strcmp(a, "--csv") == 0 && v)
             csv = argv[++i];
         else {
-            fprintf(stderr, "usage: 12_dataflow_trace [--model M] [--prec int8|fp16] [--runs N] "
+            fprintf(stderr, "usage: 12_dataflow_trace [--model M | --cfg F] [--prec int8|fp16] [--runs N] "
                             "[--csv FILE]\n");
             return 2;
         }
@@ -78,7 +82,10 @@ int main(int argc, char **argv)
     }
     gr_model_options mo;
     gr_model_options_default(&mo);
-    mo.builtin = model;
+    mo.builtin = cfg ? NULL : model;
+    mo.cfg_path = cfg;
+    if (cfg)
+        model = cfg;
     gr_model *m = NULL;
     if (gr_model_load(&mo, &m) != GR_OK)
         return fail("model");

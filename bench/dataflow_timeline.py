@@ -46,19 +46,25 @@ def main():
            f'<rect width="{W}" height="{H}" fill="white"/>',
            f'<text x="{left}" y="16">{a.title or a.csv}: {len(rows)} tasks on {len(sms)} SMs, '
            f'{span:.1f} us (pale: waiting for producers; solid: computing; colour: layer)</text>']
-    for r in rows:
-        i, k = lane[(r["sm"], r["block"])]
-        y = top + row_of[r["sm"]] * row_h + i * row_h / k
-        h = max(row_h / k - 0.3, 0.5)
-        rgb = colorsys.hsv_to_rgb(hue[r["node"]], 0.75, 0.85)
-        col = "#%02x%02x%02x" % tuple(int(255 * c) for c in rgb)
-        x0, x1, x2 = (left + r[k] * sx for k in ("claim_us", "ready_us", "done_us"))
-        out.append(f'<rect x="{x0:.1f}" y="{y:.2f}" width="{max(x1 - x0, 0.2):.1f}" '
-                   f'height="{h:.2f}" fill="{col}" opacity="0.25"/>')
-        out.append(f'<rect x="{x1:.1f}" y="{y:.2f}" width="{max(x2 - x1, 0.3):.1f}" '
-                   f'height="{h:.2f}" fill="{col}"><title>task {r["task"]} layer {r["layer"]} '
-                   f'{r["op"]}: wait {r["ready_us"] - r["claim_us"]:.1f} us, compute '
-                   f'{r["done_us"] - r["ready_us"]:.1f} us</title></rect>')
+    def colour(node):
+        rgb = colorsys.hsv_to_rgb(hue[node], 0.75, 0.85)
+        return "#%02x%02x%02x" % tuple(int(255 * c) for c in rgb)
+
+    # one group per node and phase (waiting pale, computing solid): the file stays small
+    for n in nodes:
+        for phase, (t0, t1), extra in (("wait", ("claim_us", "ready_us"), ' opacity=".25"'),
+                                       ("compute", ("ready_us", "done_us"), "")):
+            out.append(f'<g fill="{colour(n)}"{extra}>')
+            for r in rows:
+                if r["node"] != n:
+                    continue
+                i, k = lane[(r["sm"], r["block"])]
+                y = top + row_of[r["sm"]] * row_h + i * row_h / k
+                h = max(row_h / k - 0.5, 0.5)
+                x0, x1 = left + r[t0] * sx, left + r[t1] * sx
+                out.append(f'<rect x="{x0:.0f}" y="{y:.1f}" width="{max(x1 - x0, 0.5):.1f}" '
+                           f'height="{h:.1f}"/>')
+            out.append("</g>")
     base = top + row_h * len(sms) + 14
     step = 10 ** len(str(int(span))) / 10 if span >= 10 else 1
     t = 0.0
@@ -72,8 +78,7 @@ def main():
     for i, n in enumerate(nodes):
         layer = next(r["layer"] for r in rows if r["node"] == n)
         op = next(r["op"] for r in rows if r["node"] == n)
-        rgb = colorsys.hsv_to_rgb(hue[n], 0.75, 0.85)
-        col = "#%02x%02x%02x" % tuple(int(255 * c) for c in rgb)
+        col = colour(n)
         x = left + (i % 9) * 115
         y = base + 16 + (i // 9) * 14
         out.append(f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{col}"/>'
