@@ -251,8 +251,9 @@ def visible_gpus():
 
 
 def table(summary):
-    """The README's table of a summary.json: one column per GPU count."""
-    rows = summary["by_gpus"]
+    """The README's table of a summary.json (or of a bench/results file that wraps one, with its
+    "produced" and "command"): one column per GPU count."""
+    rows = summary.get("summary", summary)["by_gpus"]
     counts = sorted(rows, key=int)
     def cell(k, key, ratio=None):
         v = rows[k].get(key)
