@@ -178,6 +178,13 @@ def capture(fn, warmup=3):
     return graph, out
 
 
+def output_shape(model, x):
+    """The shape of model(x): YOLOv2-tiny's (batch, 125, 13, 13), a --cfg network's (batch, n)
+    (its heads flattened and concatenated)."""
+    with torch.no_grad():
+        return tuple(model(x).shape)
+
+
 def check_finite(t, what):
     if not torch.isfinite(t.float()).all():
         raise RuntimeError(f"{what}: output has non-finite values")
@@ -212,8 +219,8 @@ def bench_with_copies(model, batch, args, results):
     dev = torch.device("cuda")
     host_in = input_u8(batch).pin_memory()
     dev_in = torch.empty(host_in.shape, dtype=torch.uint8, device=dev)
-    out_shape = (batch, 125, 13, 13)
-    host_out = torch.empty(out_shape, dtype=torch.float32).pin_memory()
+    host_out = torch.empty(output_shape(model, to_network_input(dev_in)),
+                           dtype=torch.float32).pin_memory()
 
     def run():
         dev_in.copy_(host_in, non_blocking=True)
@@ -265,7 +272,8 @@ def bench_fp32(batch, args, results):
     _, model, fmt, layout = best
     host_in = input_u8(batch).pin_memory()
     dev_in = torch.empty(host_in.shape, dtype=torch.uint8, device=dev)
-    host_out = torch.empty((batch, 125, 13, 13), dtype=torch.float32).pin_memory()
+    host_out = torch.empty(output_shape(model, dev_in.permute(0, 3, 1, 2).float().contiguous(
+        memory_format=fmt)), dtype=torch.float32).pin_memory()
 
     def run():
         dev_in.copy_(host_in, non_blocking=True)
@@ -396,14 +404,20 @@ def main():
     if not args.no_baseline:
         model = make_model(dev)
         with torch.inference_mode():
+            # Saved after each step: a run cut short (a time limit, an error) keeps what it measured.
             bench_compute(model, 1, args, results)
+            save(args.json, meta, results)
             bench_with_copies(model, 1, args, results)
             results.append({"name": "(d) int8", "batch": 1,
                             "note": "not offered: eager PyTorch has no INT8 convolution on CUDA"})
+            save(args.json, meta, results)
             bench_compute(model, args.batch, args, results)
+            save(args.json, meta, results)
             bench_with_copies(model, args.batch, args, results)
+            save(args.json, meta, results)
             if not args.no_fp32:
                 bench_fp32(args.batch, args, results)
+                save(args.json, meta, results)
             if args.batch_curve:
                 bench_curve(model, args, results)
         del model
@@ -449,9 +463,11 @@ def main():
 
 
 def save(path, meta, results):
+    """The JSON so far, replaced whole (written aside, then renamed): never half a file."""
     if path:
-        with open(path, "w") as f:
+        with open(path + ".tmp", "w") as f:
             json.dump({"meta": meta, "results": results}, f, indent=1)
+        os.replace(path + ".tmp", path)
 
 
 if __name__ == "__main__":
