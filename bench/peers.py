@@ -404,7 +404,7 @@ def main():
     if not args.no_baseline:
         model = make_model(dev)
         with torch.inference_mode():
-            # Saved after each step: a run cut short (a time limit, an error) keeps what it measured.
+            # Saved after each step: a run cut short (time limit, error) keeps what it measured.
             bench_compute(model, 1, args, results)
             save(args.json, meta, results)
             bench_with_copies(model, 1, args, results)
