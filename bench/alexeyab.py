@@ -10,9 +10,9 @@ each step, so a step that fails or runs out of time loses nothing measured befor
                                            --inflight 3 --json` (one configuration per run: its
                                            own iterations and time limit)
   peers-<model>.raw.json                   `bench/peers.py --cfg models/<model>.cfg --no-compile
-                                           --no-fp32 --json`: PyTorch fp16 channels-last CUDA
-                                           graph, batch 1 and 64; row (c) has the copies in the
-                                           graph (the same call as graphrun's)
+                                           --no-fp32 --no-nchw --json`: PyTorch fp16
+                                           channels-last CUDA graph, batch 1 and 64; row (c) has
+                                           the copies in the graph (the same call as graphrun's)
   <step>.json                              each step: command, exit, time, limit, what was parsed
   logs/<step>.log                          each command's output
   tests.json                               `test_gpu_alexeyab` (GPU fp32/fp16/int8 vs the CPU
@@ -240,7 +240,7 @@ def bench_steps(model, args):
             steps.append({"name": f"peers-{model}", "kind": "peers", "model": model,
                           "json": out, "cap": CAP_S["peers"],
                           "cmd": [sys.executable, os.path.join(HERE, "peers.py"), "--cfg",
-                                  f"models/{model}.cfg", "--no-compile", "--no-fp32",
+                                  f"models/{model}.cfg", "--no-compile", "--no-fp32", "--no-nchw",
                                   "--batch", "64", "--iters", str(iters),
                                   "--warmup", str(warmup), "--json", out]})
             continue

@@ -14,7 +14,8 @@ activations stay finite in FP16. The input is deterministic random uint8 (never 
 
 Measured, each as the median and p99 of --iters synchronous iterations after --warmup ones:
   (a) FP16 channels-last eager, batch 1, compute only
-  (b) FP16 channels-last CUDA graph, batch 1, compute only ((b2): the same in NCHW, for context)
+  (b) FP16 channels-last CUDA graph, batch 1, compute only ((b2): the same in NCHW, for context;
+      --no-nchw: skipped)
   (c) (b) plus the copies inside the graph: pinned uint8 HWC 416x416x3 -> device, convert to FP16,
       network, FP32 output -> pinned host (what graphrun's gr_engine_run_u8 does)
   (d) INT8: eager PyTorch has no INT8 convolution on CUDA; reported as not offered
@@ -203,7 +204,7 @@ def bench_compute(model, batch, args, results):
     check_finite(out, "graph")
     results.append(summarise("(b) fp16 channels-last CUDA graph, compute only", batch, ev, wa))
     log(results[-1])
-    if batch == 1:
+    if batch == 1 and not args.no_nchw:
         # Context, not a peer row: the same graph in the default NCHW layout.
         model_nchw = make_model(dev).to(memory_format=torch.contiguous_format)
         x_nchw = x.contiguous()
@@ -365,6 +366,8 @@ def main():
                     help="seconds allowed per torch.compile child (compile + timing)")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--no-fp32", action="store_true", help="skip (f) and (g)")
+    ap.add_argument("--no-nchw", action="store_true",
+                    help="skip (b2), the NCHW layout check (a second model and its cuDNN search)")
     ap.add_argument("--batch-curve", metavar="B,B,...",
                     help="also (c) and (f)/(g) at each of these batches (e.g. 1,8,32,64,128,256)")
     ap.add_argument("--curve-iters", type=int, default=200,
