@@ -14,7 +14,8 @@ activations stay finite in FP16. The input is deterministic random uint8 (never 
 
 Measured, each as the median and p99 of --iters synchronous iterations after --warmup ones:
   (a) FP16 channels-last eager, batch 1, compute only
-  (b) FP16 channels-last CUDA graph, batch 1, compute only ((b2): the same in NCHW, for context)
+  (b) FP16 channels-last CUDA graph, batch 1, compute only ((b2): the same in NCHW, for context;
+      --no-nchw: skipped)
   (c) (b) plus the copies inside the graph: pinned uint8 HWC 416x416x3 -> device, convert to FP16,
       network, FP32 output -> pinned host (what graphrun's gr_engine_run_u8 does)
   (d) INT8: eager PyTorch has no INT8 convolution on CUDA; reported as not offered
@@ -178,6 +179,13 @@ def capture(fn, warmup=3):
     return graph, out
 
 
+def output_shape(model, x):
+    """The shape of model(x): YOLOv2-tiny's (batch, 125, 13, 13), a --cfg network's (batch, n)
+    (its heads flattened and concatenated)."""
+    with torch.no_grad():
+        return tuple(model(x).shape)
+
+
 def check_finite(t, what):
     if not torch.isfinite(t.float()).all():
         raise RuntimeError(f"{what}: output has non-finite values")
@@ -196,7 +204,7 @@ def bench_compute(model, batch, args, results):
     check_finite(out, "graph")
     results.append(summarise("(b) fp16 channels-last CUDA graph, compute only", batch, ev, wa))
     log(results[-1])
-    if batch == 1:
+    if batch == 1 and not args.no_nchw:
         # Context, not a peer row: the same graph in the default NCHW layout.
         model_nchw = make_model(dev).to(memory_format=torch.contiguous_format)
         x_nchw = x.contiguous()
@@ -212,8 +220,8 @@ def bench_with_copies(model, batch, args, results):
     dev = torch.device("cuda")
     host_in = input_u8(batch).pin_memory()
     dev_in = torch.empty(host_in.shape, dtype=torch.uint8, device=dev)
-    out_shape = (batch, 125, 13, 13)
-    host_out = torch.empty(out_shape, dtype=torch.float32).pin_memory()
+    host_out = torch.empty(output_shape(model, to_network_input(dev_in)),
+                           dtype=torch.float32).pin_memory()
 
     def run():
         dev_in.copy_(host_in, non_blocking=True)
@@ -265,7 +273,8 @@ def bench_fp32(batch, args, results):
     _, model, fmt, layout = best
     host_in = input_u8(batch).pin_memory()
     dev_in = torch.empty(host_in.shape, dtype=torch.uint8, device=dev)
-    host_out = torch.empty((batch, 125, 13, 13), dtype=torch.float32).pin_memory()
+    host_out = torch.empty(output_shape(model, dev_in.permute(0, 3, 1, 2).float().contiguous(
+        memory_format=fmt)), dtype=torch.float32).pin_memory()
 
     def run():
         dev_in.copy_(host_in, non_blocking=True)
@@ -357,6 +366,8 @@ def main():
                     help="seconds allowed per torch.compile child (compile + timing)")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--no-fp32", action="store_true", help="skip (f) and (g)")
+    ap.add_argument("--no-nchw", action="store_true",
+                    help="skip (b2), the NCHW layout check (a second model and its cuDNN search)")
     ap.add_argument("--batch-curve", metavar="B,B,...",
                     help="also (c) and (f)/(g) at each of these batches (e.g. 1,8,32,64,128,256)")
     ap.add_argument("--curve-iters", type=int, default=200,
@@ -396,14 +407,20 @@ def main():
     if not args.no_baseline:
         model = make_model(dev)
         with torch.inference_mode():
+            # Saved after each step: a run cut short (time limit, error) keeps what it measured.
             bench_compute(model, 1, args, results)
+            save(args.json, meta, results)
             bench_with_copies(model, 1, args, results)
             results.append({"name": "(d) int8", "batch": 1,
                             "note": "not offered: eager PyTorch has no INT8 convolution on CUDA"})
+            save(args.json, meta, results)
             bench_compute(model, args.batch, args, results)
+            save(args.json, meta, results)
             bench_with_copies(model, args.batch, args, results)
+            save(args.json, meta, results)
             if not args.no_fp32:
                 bench_fp32(args.batch, args, results)
+                save(args.json, meta, results)
             if args.batch_curve:
                 bench_curve(model, args, results)
         del model
@@ -449,9 +466,11 @@ def main():
 
 
 def save(path, meta, results):
+    """The JSON so far, replaced whole (written aside, then renamed): never half a file."""
     if path:
-        with open(path, "w") as f:
+        with open(path + ".tmp", "w") as f:
             json.dump({"meta": meta, "results": results}, f, indent=1)
+        os.replace(path + ".tmp", path)
 
 
 if __name__ == "__main__":

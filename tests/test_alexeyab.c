@@ -221,6 +221,7 @@ static void check_tensor(const tensor_record *t, const float *v, int c, int h, i
     }
     double nrmse = sqrt(sq / t->n_samples) / range;
     printf("%s: NRMSE %.3g over %d samples\n", what, nrmse, t->n_samples);
+    fflush(stdout); /* bench/alexeyab.py reads these lines, also from a run cut short */
     ck_assert_msg(nrmse <= nrmse_max, "%s: NRMSE %.3g over %d samples (limit %g)", what, nrmse,
                   t->n_samples, nrmse_max);
     double sum = 0, sumsq = 0, lo = v[0], hi = v[0];
@@ -289,6 +290,8 @@ static void check_dets(const model_case *mc, const record *r, const gr_engine *e
                       (double)want[i].top, (double)want[i].right, (double)want[i].bottom);
         used[match] = true;
     }
+    printf("%s detections: %d, AlexeyAB %d, all matched (class, prob within %g, corners within "
+           "%g px)\n", mc->name, n, r->n_dets, (double)PROB_TOL, (double)BOX_TOL_PX);
     free(used);
     free(want);
     gr_detections_free(got);
@@ -358,6 +361,9 @@ static void run_case(const model_case *mc)
     check_heads(mc, r, e, cfg);
     if (mc->dets)
         check_dets(mc, r, e, mc->size);
+    else
+        printf("%s detections: not compared (the record keeps none)\n", mc->name);
+    fflush(stdout);
     free(input);
     gr_engine_destroy(e);
     gr_model_destroy(m);

@@ -149,6 +149,7 @@ START_TEST(alexeyab_models_match_cpu_reference)
             printf("%-12s %s head %d: NRMSE %.3g against the CPU %s engine\n", c->name,
                    gr_precision_name((gr_precision)p), k, e,
                    gr_precision_name(p == GR_PREC_FP16 ? GR_PREC_FP16 : GR_PREC_FP32));
+            fflush(stdout); /* bench/alexeyab.py reads these lines, also from a run cut short */
             if (!(e <= limit[p]))
                 snprintf(failure, sizeof failure, "%s %s head %d: NRMSE %.3g (limit %g)",
                          c->name, gr_precision_name((gr_precision)p), k, e, limit[p]);
@@ -156,6 +157,7 @@ START_TEST(alexeyab_models_match_cpu_reference)
         if (p == GR_PREC_FP32) {
             int n_cpu = count_dets(cpu32), n_gpu = count_dets(gpu);
             printf("%-12s fp32 detections: CPU %d, GPU %d\n", c->name, n_cpu, n_gpu);
+            fflush(stdout);
         }
         gr_engine_destroy(gpu);
         if (cpu != cpu32)
