@@ -2,7 +2,7 @@
  * kernel, its per-task timeline read from %globaltimer records.
  *
  *   ./build-gpu/12_dataflow_trace [--model yolo | --cfg FILE] [--prec int8|fp16] [--runs 300]
- *                                 [--csv FILE]
+ *                                 [--warmup 50] [--csv FILE]
  *
  * Builds the model (synthetic weights; --cfg: any Darknet cfg, e.g. tests/data/dataflow_dag.cfg,
  * small enough for compute-sanitizer's racecheck) with executor = dataflow, times --runs synchronous runs
@@ -56,7 +56,7 @@ int main(int argc, char **argv)
 {
     const char *model = "yolo", *cfg = NULL, *csv = NULL;
     gr_precision prec = GR_PREC_INT8;
-    int runs = 300;
+    int runs = 300, warmup = 50;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--model") == 0 && v)
@@ -67,11 +67,13 @@ int main(int argc, char **argv)
             i++;
         else if (strcmp(a, "--runs") == 0 && v && atoi(v) > 0)
             runs = atoi(argv[++i]);
+        else if (strcmp(a, "--warmup") == 0 && v && atoi(v) >= 0)
+            warmup = atoi(argv[++i]);
         else if (strcmp(a, "--csv") == 0 && v)
             csv = argv[++i];
         else {
             fprintf(stderr, "usage: 12_dataflow_trace [--model M | --cfg F] [--prec int8|fp16] [--runs N] "
-                            "[--csv FILE]\n");
+                            "[--warmup N] [--csv FILE]\n");
             return 2;
         }
     }
@@ -106,7 +108,7 @@ int main(int argc, char **argv)
         return 1;
     for (size_t i = 0; i < bytes; i++) /* a fixed pattern, never zeros */
         input[i] = (uint8_t)((i * 7919u) >> 4);
-    for (int r = 0; r < 50; r++)
+    for (int r = 0; r < warmup; r++)
         if (gr_engine_run_u8(e, input) != GR_OK)
             return fail("warm-up run");
     for (int r = 0; r < runs; r++) {
@@ -124,7 +126,7 @@ int main(int argc, char **argv)
     gr_df_trace_record *rec = calloc((size_t)n, sizeof *rec);
     if (!rec)
         return 1;
-    for (int r = 0; r < 20; r++)
+    for (int r = 0; r < (warmup < 20 ? 1 : 20); r++)
         if (gr_engine_run_u8(e, input) != GR_OK)
             return fail("traced run");
     if (gr_engine_debug_dataflow_trace_read(e, rec, n) != GR_OK)
