@@ -77,7 +77,10 @@ gr_status gr_net_set_class_names_text(gr_net *net, const char *text, size_t len,
 /* Binary form of the whole network (layers, shapes, weights, class names, notice) for saved
  * engines (models/net_file.c). gr_net_write appends to b; gr_net_read checks everything as the
  * parser would (parameters, edges, shapes inferred again, the weight count) and refuses with the
- * layer and field that differ, naming `source`. */
+ * layer and field that differ, naming `source`. The weight floats start at a multiple of
+ * GR_NET_WEIGHT_ALIGN bytes from the start of b (zero bytes before them, checked on reading), so
+ * a file that begins with b and is mapped holds them aligned. */
+#define GR_NET_WEIGHT_ALIGN 64
 struct gr_bytes;
 struct gr_reader;
 gr_status gr_net_write(const gr_net *net, struct gr_bytes *b);

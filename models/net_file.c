@@ -18,6 +18,13 @@
 
 #define MAX_CLASS_NAME 4096
 
+/* Zero bytes before the weight floats at `offset` of the record's buffer, so they start at a
+ * multiple of GR_NET_WEIGHT_ALIGN. */
+static size_t weight_padding(size_t offset)
+{
+    return (GR_NET_WEIGHT_ALIGN - offset % GR_NET_WEIGHT_ALIGN) % GR_NET_WEIGHT_ALIGN;
+}
+
 static void write_params(gr_bytes *b, const gr_op_params *p)
 {
     const int ints[] = {(int)p->op,         (int)p->activation, p->filters, p->size,
@@ -58,8 +65,11 @@ gr_status gr_net_write(const gr_net *net, gr_bytes *b)
         gr_bytes_i32(b, l->cfg_line);
     }
     gr_bytes_u64(b, net->weight_block ? net->n_weight_floats : 0);
-    if (net->weight_block)
+    if (net->weight_block) {
+        static const uint8_t zeros[GR_NET_WEIGHT_ALIGN] = {0};
+        gr_bytes_put(b, zeros, weight_padding(b->len));
         gr_bytes_put(b, net->weight_block, net->n_weight_floats * sizeof(float));
+    }
     gr_bytes_i32(b, net->synthetic);
     gr_bytes_u64(b, net->nonfinite_weights);
     gr_bytes_str(b, net->load_notice);
@@ -225,6 +235,12 @@ static gr_status read_weights(gr_reader *r, const char *source, gr_net *net)
     if (stored != need)
         return gr_fail(GR_ERR_PARSE, "%s: %llu weights stored, the layers need %zu", source,
                        (unsigned long long)stored, need);
+    size_t pad_len = weight_padding(r->pos);
+    const uint8_t *pad = gr_reader_take(r, pad_len);
+    for (size_t k = 0; pad && k < pad_len; k++)
+        if (pad[k] != 0)
+            return gr_fail(GR_ERR_PARSE, "%s: byte %zu of the padding before the weights is not "
+                           "zero", source, k);
     const uint8_t *p = gr_reader_take(r, need * sizeof(float));
     if (!p)
         return GR_OK;

@@ -266,6 +266,54 @@ START_TEST(alexeyab_params_round_trip)
 }
 END_TEST
 
+/* The weight floats start at a multiple of GR_NET_WEIGHT_ALIGN bytes of the buffer whatever comes
+ * before the record (so a mapped engine file can lend them), and the zeros before them are
+ * checked. */
+START_TEST(weights_aligned_in_record)
+{
+    gr_net *net = NULL;
+    ck_assert_int_eq(gr_net_parse(tiny_cfg, sizeof tiny_cfg - 1, "tiny.cfg", &net), GR_OK);
+    ck_assert_int_eq(gr_net_synthesize_weights(net, 1), GR_OK);
+    const size_t block = net->n_weight_floats * sizeof(float);
+    size_t record_to_block[GR_NET_WEIGHT_ALIGN], fixed = SIZE_MAX;
+    for (size_t before = 0; before < GR_NET_WEIGHT_ALIGN; before++) {
+        gr_bytes b = {0};
+        for (size_t k = 0; k < before; k++)
+            gr_bytes_put(&b, "x", 1);
+        ck_assert_int_eq(gr_net_write(net, &b), GR_OK);
+        size_t at = before;
+        while (at + block <= b.len && memcmp(b.data + at, net->weight_block, block) != 0)
+            at++;
+        ck_assert_uint_le(at + block, b.len);
+        ck_assert_uint_eq(at % GR_NET_WEIGHT_ALIGN, 0);
+        record_to_block[before] = at - before;
+        if (record_to_block[before] < fixed)
+            fixed = record_to_block[before]; /* no padding: where the count ends */
+        gr_bytes_free(&b);
+    }
+    for (size_t before = 0; before < GR_NET_WEIGHT_ALIGN; before++) {
+        if (record_to_block[before] == fixed)
+            continue;
+        gr_bytes b = {0};
+        for (size_t k = 0; k < before; k++)
+            gr_bytes_put(&b, "x", 1);
+        ck_assert_int_eq(gr_net_write(net, &b), GR_OK);
+        gr_net *back = NULL;
+        gr_reader r = {b.data, b.len, before, 0};
+        ck_assert_msg(gr_net_read(&r, "tiny", &back) == GR_OK, "%s", gr_last_error());
+        ck_assert_mem_eq(back->weight_block, net->weight_block, block);
+        gr_net_free(back);
+        b.data[before + fixed] = 1; /* the first zero before the floats */
+        r = (gr_reader){b.data, b.len, before, 0};
+        ck_assert_int_eq(gr_net_read(&r, "tiny", &back), GR_ERR_PARSE);
+        ck_assert_ptr_null(back);
+        ck_assert_ptr_nonnull(strstr(gr_last_error(), "padding before the weights"));
+        gr_bytes_free(&b);
+    }
+    gr_net_free(net);
+}
+END_TEST
+
 START_TEST(runtime_options_apply)
 {
     gr_model *model = load_tiny();
@@ -677,6 +725,7 @@ static Suite *suite(void)
     tcase_add_test(tc, round_trip_mixed_map);
     tcase_add_test(tc, round_trip_memory);
     tcase_add_test(tc, alexeyab_params_round_trip);
+    tcase_add_test(tc, weights_aligned_in_record);
     tcase_add_test(tc, runtime_options_apply);
     tcase_add_test(tc, format_version_mismatch);
     tcase_add_test(tc, arch_mismatch);
