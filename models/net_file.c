@@ -221,8 +221,9 @@ static gr_status check_weight_counts(const char *source, const gr_net *net)
     return GR_OK;
 }
 
-/* The weight block: exactly the count the layers imply, copied and attached. */
-static gr_status read_weights(gr_reader *r, const char *source, gr_net *net)
+/* The weight block: exactly the count the layers imply, copied and attached, or lent by r's
+ * buffer (gr_net_read's borrow_weights). */
+static gr_status read_weights(gr_reader *r, const char *source, int borrow, gr_net *net)
 {
     uint64_t stored = gr_reader_u64(r);
     if (r->short_read)
@@ -244,6 +245,11 @@ static gr_status read_weights(gr_reader *r, const char *source, gr_net *net)
     const uint8_t *p = gr_reader_take(r, need * sizeof(float));
     if (!p)
         return GR_OK;
+    if (borrow && (uintptr_t)p % _Alignof(float) == 0) {
+        gr_net_attach_weights(net, (float *)(uintptr_t)p, need); /* read only, like the buffer */
+        net->weights_borrowed = 1;
+        return GR_OK;
+    }
     float *block = gr_malloc(need ? need * sizeof(float) : 1, "network weights");
     if (!block)
         return GR_ERR_OUT_OF_MEMORY;
@@ -278,7 +284,7 @@ static gr_status read_names(gr_reader *r, const char *source, gr_net *net)
     return GR_OK;
 }
 
-gr_status gr_net_read(gr_reader *r, const char *source, gr_net **out)
+gr_status gr_net_read(gr_reader *r, const char *source, int borrow_weights, gr_net **out)
 {
     *out = NULL;
     gr_net *net = gr_calloc(1, sizeof *net, "network");
@@ -286,7 +292,7 @@ gr_status gr_net_read(gr_reader *r, const char *source, gr_net **out)
         return GR_ERR_OUT_OF_MEMORY;
     gr_status st = read_layers(r, source, net);
     if (st == GR_OK)
-        st = read_weights(r, source, net);
+        st = read_weights(r, source, borrow_weights, net);
     if (st == GR_OK)
         st = read_names(r, source, net);
     if (st == GR_OK && r->short_read)

@@ -250,7 +250,7 @@ START_TEST(alexeyab_params_round_trip)
     gr_bytes b = {0};
     ck_assert_int_eq(gr_net_write(net, &b), GR_OK);
     gr_reader r = {b.data, b.len, 0, 0};
-    ck_assert_msg(gr_net_read(&r, "ab", &back) == GR_OK, "%s", gr_last_error());
+    ck_assert_msg(gr_net_read(&r, "ab", 0, &back) == GR_OK, "%s", gr_last_error());
     ck_assert_int_eq(back->n_layers, net->n_layers);
     for (int i = 0; i < net->n_layers; i++)
         ck_assert_msg(memcmp(&back->layers[i].p, &net->layers[i].p, sizeof net->layers[i].p) == 0,
@@ -300,12 +300,12 @@ START_TEST(weights_aligned_in_record)
         ck_assert_int_eq(gr_net_write(net, &b), GR_OK);
         gr_net *back = NULL;
         gr_reader r = {b.data, b.len, before, 0};
-        ck_assert_msg(gr_net_read(&r, "tiny", &back) == GR_OK, "%s", gr_last_error());
+        ck_assert_msg(gr_net_read(&r, "tiny", 0, &back) == GR_OK, "%s", gr_last_error());
         ck_assert_mem_eq(back->weight_block, net->weight_block, block);
         gr_net_free(back);
         b.data[before + fixed] = 1; /* the first zero before the floats */
         r = (gr_reader){b.data, b.len, before, 0};
-        ck_assert_int_eq(gr_net_read(&r, "tiny", &back), GR_ERR_PARSE);
+        ck_assert_int_eq(gr_net_read(&r, "tiny", 0, &back), GR_ERR_PARSE);
         ck_assert_ptr_null(back);
         ck_assert_ptr_nonnull(strstr(gr_last_error(), "padding before the weights"));
         gr_bytes_free(&b);
@@ -537,6 +537,79 @@ START_TEST(checksum_sees_every_bit)
 }
 END_TEST
 
+/* Whether this process maps `path` (its deleted file too: "path (deleted)"). */
+static int mapped(const char *path)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[4096];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, path) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* A load from a file lends the network the mapped file's weight floats (no copy) and the engine
+ * keeps the mapping to its end: the file replaced by rename (as gr_engine_save writes) and then
+ * deleted changes nothing - the engine runs as built and saves the same bytes again - and
+ * destroying the engine unmaps it. A load from memory copies: the caller's buffer, scribbled
+ * over and freed, is not read again. */
+START_TEST(file_load_borrows_the_mapping)
+{
+    gr_model *model = load_shapes();
+    gr_engine *built = build(model, GR_PREC_FP16, NULL, 0);
+    gr_engine *other = build(model, GR_PREC_FP32, NULL, 0);
+    gr_model_destroy(model);
+    uint8_t *data;
+    size_t bytes;
+    save_to_memory(built, &data, &bytes);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/gr_engine_lend_%d.grengine", (int)getpid());
+    ck_assert_int_eq(gr_engine_save(built, path), GR_OK);
+    gr_engine *loaded = NULL;
+    ck_assert_msg(gr_engine_load(path, NULL, &loaded) == GR_OK, "%s", gr_last_error());
+    const gr_net *net = loaded->net;
+    const uint8_t *map = loaded->weight_file.data, *floats = (const uint8_t *)net->weight_block;
+    ck_assert_int_eq(net->weights_borrowed, 1);
+    ck_assert_ptr_nonnull(loaded->weight_file.map);
+    ck_assert_uint_eq(loaded->weight_file.len, bytes);
+    ck_assert(floats >= map && floats + net->n_weight_floats * sizeof(float) <= map + bytes);
+    ck_assert_uint_eq((size_t)(floats - map) % GR_NET_WEIGHT_ALIGN, 0);
+    ck_assert(mapped(path));
+
+    ck_assert_int_eq(gr_engine_save(other, path), GR_OK); /* replaced by rename */
+    ck_assert_int_eq(unlink(path), 0);
+    expect_same(built, loaded);
+    uint8_t *again;
+    size_t again_bytes;
+    save_to_memory(loaded, &again, &again_bytes);
+    ck_assert_uint_eq(again_bytes, bytes);
+    ck_assert(memcmp(again, data, bytes) == 0);
+    gr_free(again);
+    ck_assert(mapped(path));
+    gr_engine_destroy(loaded);
+    ck_assert(!mapped(path));
+
+    uint8_t *copy = malloc(bytes);
+    memcpy(copy, data, bytes);
+    loaded = load_memory(copy, bytes);
+    ck_assert_int_eq(loaded->net->weights_borrowed, 0);
+    ck_assert_ptr_null(loaded->weight_file.data);
+    memset(copy, 0xa5, bytes);
+    free(copy);
+    save_to_memory(loaded, &again, &again_bytes);
+    ck_assert_uint_eq(again_bytes, bytes);
+    ck_assert(memcmp(again, data, bytes) == 0);
+    gr_free(again);
+    expect_same(built, loaded);
+    gr_engine_destroy(loaded);
+    gr_free(data);
+    gr_engine_destroy(built);
+    gr_engine_destroy(other);
+}
+END_TEST
+
 /* gr_engine_load maps a regular file (gr_file_view) and reads anything else: the same engine from
  * a file and through a FIFO; the view of a regular file is a mapping holding the file's bytes, an
  * empty file and a FIFO are read, a directory is refused by name. */
@@ -737,6 +810,7 @@ static Suite *suite(void)
     tcase_add_test(tc, bad_arguments);
     tcase_add_test(tc, gpu_blob_round_trip_and_damage);
     tcase_add_test(tc, mapped_file_and_fifo_load_alike);
+    tcase_add_test(tc, file_load_borrows_the_mapping);
     suite_add_tcase(s, tc);
     return s;
 }
