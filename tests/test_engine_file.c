@@ -21,8 +21,8 @@
 #include "base/base.h"
 #include "base/bytes.h"
 
-/* gr_hash64("graphrun engine file", 20): the value format 2 files are checked with. */
-#define PINNED_HASH 0xc3c83019e949a25bULL
+/* gr_hash64("graphrun engine file", 20): XXH3-64's value, which format 3 files are checked with. */
+#define PINNED_HASH 0xcfb2eca82d634095ULL
 #include "models/net.h"
 #include "graphrun/runtime.h"
 #include "runtime/engine_file.h"
@@ -506,8 +506,10 @@ START_TEST(resigned_content_is_checked)
 END_TEST
 
 /* The content checksum (gr_hash64): any flipped bit of a large block changes it, in every lane
- * and the tail; words swapped between lanes or moved by one position change it; and its value on
- * a fixed input is pinned, since files depend on it (a new hash needs a new format version). */
+ * and the tail; words swapped between lanes or moved by one position change it; and its values
+ * are XXH3-64's (seed 0; taken from xxHash 0.8.1's library) for every input-length path (0, 1-3,
+ * 4-8, 9-16, 17-128, 129-240 bytes, blocks, a partial block), pinned since files depend on them
+ * (a new hash needs a new format version). */
 START_TEST(checksum_sees_every_bit)
 {
     enum { N = 4096 + 13 };
@@ -534,6 +536,16 @@ START_TEST(checksum_sees_every_bit)
     ck_assert(gr_hash64(buf, N - 1) != h && gr_hash64(buf + 1, N - 1) != gr_hash64(buf, N - 1));
     ck_assert(gr_hash64(buf, 0) != gr_hash64(buf, 1));
     ck_assert_uint_eq(gr_hash64("graphrun engine file", 20), PINNED_HASH);
+    static const struct {
+        size_t len;
+        uint64_t xxh3;
+    } pinned[] = {{0, 0x2d06800538d394c2ULL},   {2, 0x2ccf4391dedeb5a3ULL},
+                  {7, 0x150140f46854b3a8ULL},   {15, 0x25b74146c9255649ULL},
+                  {100, 0x3704a294b4fd9d80ULL}, {200, 0xae9b8eb27c6959d2ULL},
+                  {1000, 0x085de7a7c7f315deULL}, {N, 0x716cc0d71e2db18cULL}};
+    for (size_t k = 0; k < sizeof pinned / sizeof pinned[0]; k++)
+        ck_assert_msg(gr_hash64(buf, pinned[k].len) == pinned[k].xxh3, "length %zu: %016llx",
+                      pinned[k].len, (unsigned long long)gr_hash64(buf, pinned[k].len));
 }
 END_TEST
 
