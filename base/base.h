@@ -115,10 +115,11 @@ gr_status gr_read_file(const char *path, size_t max_bytes, const char *what, cha
                        size_t *len);
 
 /* A whole file (at most max_bytes) to read once, without copying it where the system allows: a
- * regular file is mapped read-only, anything else read by gr_read_file (the same refusals).
- * The view's data and len stay valid until
- * gr_file_view_release. The file must not be truncated in place
- * meanwhile (graphrun writes its files whole, by rename). base/file_view.c */
+ * regular file is mapped read-only (MAP_PRIVATE), anything else read by gr_read_file (the same
+ * refusals). The view's data and len stay valid until gr_file_view_release, which a view may
+ * outlive its open by (a loaded engine keeps its file's to lend its network the weights). The
+ * file must not be truncated or rewritten in place meanwhile (graphrun writes its files whole,
+ * by rename, which leaves a mapping of the old file intact). base/file_view.c */
 typedef struct gr_file_view {
     const uint8_t *data;
     size_t len;

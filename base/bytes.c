@@ -135,39 +135,6 @@ uint64_t gr_fnv1a(uint64_t h, const void *data, size_t len)
     return h;
 }
 
-#define HASH_P1 0x9e3779b185ebca87ULL /* odd constants with well-spread bits (golden ratio, */
-#define HASH_P2 0xc2b2ae3d27d4eb4fULL /* and a well-known mixing constant) */
-
-static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-
-static uint64_t le64(const uint8_t *p) /* little-endian hosts only (see the header) */
-{
-    uint64_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static uint64_t lane(uint64_t acc, uint64_t word) { return rotl64(acc + word * HASH_P2, 31) * HASH_P1; }
-
-uint64_t gr_hash64(const void *data, size_t len)
-{
-    const uint8_t *p = data;
-    uint64_t a[4] = {HASH_P1 + HASH_P2, HASH_P2, 0, 0 - HASH_P1};
-    size_t i = 0;
-    for (; i + 32 <= len; i += 32)
-        for (int k = 0; k < 4; k++)
-            a[k] = lane(a[k], le64(p + i + 8 * (size_t)k));
-    uint64_t h = rotl64(a[0], 1) + rotl64(a[1], 7) + rotl64(a[2], 12) + rotl64(a[3], 18);
-    for (int k = 0; k < 4; k++)
-        h = (h ^ lane(0, a[k])) * HASH_P1 + HASH_P2;
-    h ^= (uint64_t)len;
-    h = gr_fnv1a(h, p + i, len - i); /* the last 0-31 bytes */
-    h ^= h >> 33;
-    h *= HASH_P2;
-    h ^= h >> 29;
-    return h;
-}
-
 gr_status gr_write_file_atomic(const char *path, const void *data, size_t len, const char *what)
 {
     size_t tmp_len = strlen(path) + 32;

@@ -51,9 +51,9 @@ const uint8_t *gr_reader_take(gr_reader *r, size_t n);
 uint64_t gr_fnv1a(uint64_t h, const void *data, size_t len);
 
 /* A 64-bit checksum of data for large blocks (an engine file's tens of megabytes of weights):
- * four independent lanes of 8-byte words (multiply, rotate), folded together with the length and
- * the tail. FNV-1a goes a byte at a time behind a multiply's latency (about 80 ms for 64 MB on
- * the 2-core VM); this runs at memory speed. Detects corruption, not tampering. */
+ * XXH3-64 with seed 0, value for value (base/hash64.c says why and how). FNV-1a goes a byte at a
+ * time behind a multiply's latency (about 80 ms for 64 MB on the 2-core VM); this runs near memory
+ * speed. Detects corruption, not tampering. */
 uint64_t gr_hash64(const void *data, size_t len);
 
 /* Write len bytes to path atomically: a temporary file beside it, then rename; every write and

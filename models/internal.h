@@ -19,8 +19,9 @@ size_t gr_layer_param_floats(const gr_net *net, int layer, float *base, gr_weigh
 /* Total parameter floats of the net (checked sum). */
 gr_status gr_net_param_floats(const gr_net *net, size_t *n_floats);
 
-/* Free the net's current weight block (if any) and make `block` (n_floats, laid out as above) the
- * net's weights; every conv / connected layer's gr_weights points into it afterwards. */
+/* Free the net's current weight block (if any, and its own) and make `block` (n_floats, laid out
+ * as above, malloc'd) the net's weights; every conv / connected layer's gr_weights points into it
+ * afterwards. */
 void gr_net_attach_weights(gr_net *net, float *block, size_t n_floats);
 
 /* True on a little-endian host (the only kind whose memory layout matches .weights files). */

@@ -14,7 +14,8 @@ void gr_net_free(gr_net *net)
     if (!net)
         return;
     free(net->layers);
-    free(net->weight_block);
+    if (!net->weights_borrowed)
+        free(net->weight_block);
     if (net->class_names) {
         for (int i = 0; i < net->n_class_names; i++)
             free(net->class_names[i]);

@@ -32,6 +32,10 @@ typedef struct gr_net {
     gr_layer *layers;
     float *weight_block;        /* every layer's gr_weights points into this one block */
     size_t n_weight_floats;
+    int weights_borrowed;       /* weight_block is not the net's: it points into read-only memory
+                                   its lender keeps alive and unchanged longer than the net (a
+                                   file-loaded engine's mapped file, runtime/engine_file.c), and
+                                   gr_net_free leaves it; else the net owns (malloc'd) it */
     int synthetic;              /* weights were generated, not loaded */
     char **class_names;         /* NULL or n_class_names strings */
     int n_class_names;
@@ -77,11 +81,17 @@ gr_status gr_net_set_class_names_text(gr_net *net, const char *text, size_t len,
 /* Binary form of the whole network (layers, shapes, weights, class names, notice) for saved
  * engines (models/net_file.c). gr_net_write appends to b; gr_net_read checks everything as the
  * parser would (parameters, edges, shapes inferred again, the weight count) and refuses with the
- * layer and field that differ, naming `source`. */
+ * layer and field that differ, naming `source`. The weight floats start at a multiple of
+ * GR_NET_WEIGHT_ALIGN bytes from the start of b (zero bytes before them, checked on reading), so
+ * a file that begins with b and is mapped holds them aligned. */
+#define GR_NET_WEIGHT_ALIGN 64
 struct gr_bytes;
 struct gr_reader;
 gr_status gr_net_write(const gr_net *net, struct gr_bytes *b);
-gr_status gr_net_read(struct gr_reader *r, const char *source, gr_net **out);
+/* borrow_weights: when set and the floats are float-aligned in r's buffer, the net's weights are
+ * that buffer's bytes (weights_borrowed; the caller keeps the buffer alive and unchanged longer
+ * than the net), not a copy. */
+gr_status gr_net_read(struct gr_reader *r, const char *source, int borrow_weights, gr_net **out);
 
 /* What the parser refuses with GR_ERR_UNSUPPORTED (README "What graphrun refuses" lists the
  * same, tests/test_cfg.c checks both ways): a whole section (key NULL), or a key of `section`

@@ -18,6 +18,13 @@
 
 #define MAX_CLASS_NAME 4096
 
+/* Zero bytes before the weight floats at `offset` of the record's buffer, so they start at a
+ * multiple of GR_NET_WEIGHT_ALIGN. */
+static size_t weight_padding(size_t offset)
+{
+    return (GR_NET_WEIGHT_ALIGN - offset % GR_NET_WEIGHT_ALIGN) % GR_NET_WEIGHT_ALIGN;
+}
+
 static void write_params(gr_bytes *b, const gr_op_params *p)
 {
     const int ints[] = {(int)p->op,         (int)p->activation, p->filters, p->size,
@@ -58,8 +65,11 @@ gr_status gr_net_write(const gr_net *net, gr_bytes *b)
         gr_bytes_i32(b, l->cfg_line);
     }
     gr_bytes_u64(b, net->weight_block ? net->n_weight_floats : 0);
-    if (net->weight_block)
+    if (net->weight_block) {
+        static const uint8_t zeros[GR_NET_WEIGHT_ALIGN] = {0};
+        gr_bytes_put(b, zeros, weight_padding(b->len));
         gr_bytes_put(b, net->weight_block, net->n_weight_floats * sizeof(float));
+    }
     gr_bytes_i32(b, net->synthetic);
     gr_bytes_u64(b, net->nonfinite_weights);
     gr_bytes_str(b, net->load_notice);
@@ -211,8 +221,9 @@ static gr_status check_weight_counts(const char *source, const gr_net *net)
     return GR_OK;
 }
 
-/* The weight block: exactly the count the layers imply, copied and attached. */
-static gr_status read_weights(gr_reader *r, const char *source, gr_net *net)
+/* The weight block: exactly the count the layers imply, copied and attached, or lent by r's
+ * buffer (gr_net_read's borrow_weights). */
+static gr_status read_weights(gr_reader *r, const char *source, int borrow, gr_net *net)
 {
     uint64_t stored = gr_reader_u64(r);
     if (r->short_read)
@@ -225,9 +236,20 @@ static gr_status read_weights(gr_reader *r, const char *source, gr_net *net)
     if (stored != need)
         return gr_fail(GR_ERR_PARSE, "%s: %llu weights stored, the layers need %zu", source,
                        (unsigned long long)stored, need);
+    size_t pad_len = weight_padding(r->pos);
+    const uint8_t *pad = gr_reader_take(r, pad_len);
+    for (size_t k = 0; pad && k < pad_len; k++)
+        if (pad[k] != 0)
+            return gr_fail(GR_ERR_PARSE, "%s: byte %zu of the padding before the weights is not "
+                           "zero", source, k);
     const uint8_t *p = gr_reader_take(r, need * sizeof(float));
     if (!p)
         return GR_OK;
+    if (borrow && (uintptr_t)p % _Alignof(float) == 0) {
+        gr_net_attach_weights(net, (float *)(uintptr_t)p, need); /* read only, like the buffer */
+        net->weights_borrowed = 1;
+        return GR_OK;
+    }
     float *block = gr_malloc(need ? need * sizeof(float) : 1, "network weights");
     if (!block)
         return GR_ERR_OUT_OF_MEMORY;
@@ -262,7 +284,7 @@ static gr_status read_names(gr_reader *r, const char *source, gr_net *net)
     return GR_OK;
 }
 
-gr_status gr_net_read(gr_reader *r, const char *source, gr_net **out)
+gr_status gr_net_read(gr_reader *r, const char *source, int borrow_weights, gr_net **out)
 {
     *out = NULL;
     gr_net *net = gr_calloc(1, sizeof *net, "network");
@@ -270,7 +292,7 @@ gr_status gr_net_read(gr_reader *r, const char *source, gr_net **out)
         return GR_ERR_OUT_OF_MEMORY;
     gr_status st = read_layers(r, source, net);
     if (st == GR_OK)
-        st = read_weights(r, source, net);
+        st = read_weights(r, source, borrow_weights, net);
     if (st == GR_OK)
         st = read_names(r, source, net);
     if (st == GR_OK && r->short_read)

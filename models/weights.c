@@ -84,7 +84,9 @@ gr_status gr_net_param_floats(const gr_net *net, size_t *n_floats)
 
 void gr_net_attach_weights(gr_net *net, float *block, size_t n_floats)
 {
-    free(net->weight_block);
+    if (!net->weights_borrowed)
+        free(net->weight_block);
+    net->weights_borrowed = 0;
     net->weight_block = block;
     net->n_weight_floats = n_floats;
     size_t offset = 0;

@@ -104,6 +104,7 @@ static void engine_free(gr_engine *e)
     if (e->ops && e->ops->destroy)
         e->ops->destroy(e);
     gr_net_free(e->net);
+    gr_file_view_release(&e->weight_file);
     free(e->layer_prec);
     free(e->layer_prec_view);
     free(e->tactics);

@@ -9,7 +9,11 @@
  * (a GPU engine needs the same GPU model, SM count, CUDA runtime, driver and cuBLASLt, since its
  * tactics were chosen there; a CPU engine loads anywhere), its exact length and the checksum are
  * checked before any content is read, and the content is checked again as it is read (the
- * network as the parser would, see models/net_file.c). Layout: runtime/engine_file.h. */
+ * network as the parser would, see models/net_file.c). Layout: runtime/engine_file.h.
+ *
+ * A load from a mapped file does not copy the network's fp32 weights: they stay in the mapping
+ * (64-byte aligned by the writer), which the engine owns from then on (gr_engine.weight_file,
+ * released after its network). A load from memory copies them. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -332,13 +336,13 @@ static gr_status read_map_and_ranges(gr_reader *r, const char *source, saved_eng
     return GR_OK;
 }
 
-static gr_status read_content(gr_reader *r, const char *source, saved_engine *s)
+static gr_status read_content(gr_reader *r, const char *source, int borrow, saved_engine *s)
 {
     gr_reader_str(r, s->notice, sizeof s->notice);
     GR_TRY(read_options(r, source, s));
     if (r->short_read)
         return GR_OK;
-    GR_TRY(gr_net_read(r, source, &s->net));
+    GR_TRY(gr_net_read(r, source, borrow, &s->net));
     GR_TRY(read_map_and_ranges(r, source, s));
     uint64_t blob_len = gr_reader_u64(r);
     s->blob = blob_len <= r->len - r->pos ? gr_reader_take(r, (size_t)blob_len)
@@ -406,8 +410,10 @@ static gr_status build_saved(saved_engine *s, const gr_engine_options *caller,
     return st;
 }
 
+/* borrow: the network's weights may point into p, which the caller then keeps for the engine's
+ * life when they do (engine->net->weights_borrowed). */
 static gr_status load_buffer(const uint8_t *p, size_t len, const char *source,
-                             const gr_engine_options *opt, gr_engine **out)
+                             const gr_engine_options *opt, int borrow, gr_engine **out)
 {
     gr_engine_options caller;
     if (opt) { /* the caller's struct_size honoured (runtime.h, "Option structs") */
@@ -430,7 +436,7 @@ static gr_status load_buffer(const uint8_t *p, size_t len, const char *source,
     saved_engine s;
     memset(&s, 0, sizeof s);
     gr_reader r = {p, len - 8, GR_ENGINE_FILE_HEADER, 0};
-    gr_status st = read_content(&r, source, &s);
+    gr_status st = read_content(&r, source, borrow, &s);
     if (st == GR_OK && (r.short_read || r.pos != r.len))
         st = gr_fail(GR_ERR_PARSE, "%s: the content %s at byte %zu of %zu: file corrupt", source,
                      r.short_read ? "ends early" : "has bytes left", r.pos, r.len);
@@ -451,7 +457,8 @@ gr_status gr_engine_load_from_memory(const void *data, size_t bytes, const gr_en
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_load_from_memory: NULL %s",
                        out ? "data" : "out");
     *out = NULL;
-    return load_buffer(data ? data : "", bytes, "engine in memory", opt, out);
+    /* Copied: the caller may free its buffer once the engine exists. */
+    return load_buffer(data ? data : "", bytes, "engine in memory", opt, 0, out);
 }
 
 gr_status gr_engine_load(const char *path, const gr_engine_options *opt, gr_engine **out)
@@ -461,7 +468,14 @@ gr_status gr_engine_load(const char *path, const gr_engine_options *opt, gr_engi
     *out = NULL;
     gr_file_view file;
     GR_TRY(gr_file_view_open(path, GR_ENGINE_FILE_MAX_BYTES, "engine", &file));
-    gr_status st = load_buffer(file.data, file.len, path, opt, out);
-    gr_file_view_release(&file);
+    /* A mapped file lends the network its fp32 weights instead of their copy into fresh memory
+     * (most of a load's file phase: docs/performance.md, "Saved engines"), and the engine keeps
+     * the mapping until it is destroyed; a file that was read (a pipe) is copied from as memory
+     * is. */
+    gr_status st = load_buffer(file.data, file.len, path, opt, file.map != NULL, out);
+    if (st == GR_OK && (*out)->net->weights_borrowed)
+        (*out)->weight_file = file;
+    else
+        gr_file_view_release(&file);
     return st;
 }

@@ -11,8 +11,9 @@
  *     164 i32 CUDA runtime, 168 i32 driver, 172 i32 SM count
  *     176 u64 cuBLASLt version
  *     184 u64 content bytes
- *     192 content: build notice, options, network (models/net_file.c), precision map, int8
- *         ranges, backend blob (the GPU's: runtime/saved_gpu.h)
+ *     192 content: build notice, options, network (models/net_file.c; its weight floats at a
+ *         multiple of GR_NET_WEIGHT_ALIGN bytes of the file), precision map, int8 ranges,
+ *         backend blob (the GPU's: runtime/saved_gpu.h)
  *     end u64 gr_hash64 (base/bytes.h) of every byte before it (header included) */
 #ifndef GR_RUNTIME_ENGINE_FILE_H
 #define GR_RUNTIME_ENGINE_FILE_H

@@ -63,6 +63,8 @@ struct gr_engine {
     gr_device device;      /* resolved */
     char device_name[128];
     gr_net *net;           /* the engine's own copy of the model's network */
+    gr_file_view weight_file; /* a load from a mapped file: the mapping net's weights point into
+                                 (net->weights_borrowed), released after the net */
     int n_heads;
     int head_layers[GR_MAX_HEADS];
     gr_tensor_desc head_desc[GR_MAX_HEADS];

@@ -186,6 +186,7 @@ gr_status gr_net_clone(const gr_net *src, gr_net **out)
     *dst = *src;
     dst->layers = NULL;
     dst->weight_block = NULL;
+    dst->weights_borrowed = 0; /* the copy owns its weights */
     dst->class_names = NULL;
     dst->n_class_names = 0;
     dst->layers = gr_calloc((size_t)src->n_layers, sizeof *dst->layers, "network copy layers");

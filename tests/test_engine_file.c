@@ -21,8 +21,8 @@
 #include "base/base.h"
 #include "base/bytes.h"
 
-/* gr_hash64("graphrun engine file", 20): the value format 2 files are checked with. */
-#define PINNED_HASH 0xc3c83019e949a25bULL
+/* gr_hash64("graphrun engine file", 20): XXH3-64's value, which format 3 files are checked with. */
+#define PINNED_HASH 0xcfb2eca82d634095ULL
 #include "models/net.h"
 #include "graphrun/runtime.h"
 #include "runtime/engine_file.h"
@@ -250,7 +250,7 @@ START_TEST(alexeyab_params_round_trip)
     gr_bytes b = {0};
     ck_assert_int_eq(gr_net_write(net, &b), GR_OK);
     gr_reader r = {b.data, b.len, 0, 0};
-    ck_assert_msg(gr_net_read(&r, "ab", &back) == GR_OK, "%s", gr_last_error());
+    ck_assert_msg(gr_net_read(&r, "ab", 0, &back) == GR_OK, "%s", gr_last_error());
     ck_assert_int_eq(back->n_layers, net->n_layers);
     for (int i = 0; i < net->n_layers; i++)
         ck_assert_msg(memcmp(&back->layers[i].p, &net->layers[i].p, sizeof net->layers[i].p) == 0,
@@ -263,6 +263,54 @@ START_TEST(alexeyab_params_round_trip)
     gr_bytes_free(&b);
     gr_net_free(net);
     gr_net_free(back);
+}
+END_TEST
+
+/* The weight floats start at a multiple of GR_NET_WEIGHT_ALIGN bytes of the buffer whatever comes
+ * before the record (so a mapped engine file can lend them), and the zeros before them are
+ * checked. */
+START_TEST(weights_aligned_in_record)
+{
+    gr_net *net = NULL;
+    ck_assert_int_eq(gr_net_parse(tiny_cfg, sizeof tiny_cfg - 1, "tiny.cfg", &net), GR_OK);
+    ck_assert_int_eq(gr_net_synthesize_weights(net, 1), GR_OK);
+    const size_t block = net->n_weight_floats * sizeof(float);
+    size_t record_to_block[GR_NET_WEIGHT_ALIGN], fixed = SIZE_MAX;
+    for (size_t before = 0; before < GR_NET_WEIGHT_ALIGN; before++) {
+        gr_bytes b = {0};
+        for (size_t k = 0; k < before; k++)
+            gr_bytes_put(&b, "x", 1);
+        ck_assert_int_eq(gr_net_write(net, &b), GR_OK);
+        size_t at = before;
+        while (at + block <= b.len && memcmp(b.data + at, net->weight_block, block) != 0)
+            at++;
+        ck_assert_uint_le(at + block, b.len);
+        ck_assert_uint_eq(at % GR_NET_WEIGHT_ALIGN, 0);
+        record_to_block[before] = at - before;
+        if (record_to_block[before] < fixed)
+            fixed = record_to_block[before]; /* no padding: where the count ends */
+        gr_bytes_free(&b);
+    }
+    for (size_t before = 0; before < GR_NET_WEIGHT_ALIGN; before++) {
+        if (record_to_block[before] == fixed)
+            continue;
+        gr_bytes b = {0};
+        for (size_t k = 0; k < before; k++)
+            gr_bytes_put(&b, "x", 1);
+        ck_assert_int_eq(gr_net_write(net, &b), GR_OK);
+        gr_net *back = NULL;
+        gr_reader r = {b.data, b.len, before, 0};
+        ck_assert_msg(gr_net_read(&r, "tiny", 0, &back) == GR_OK, "%s", gr_last_error());
+        ck_assert_mem_eq(back->weight_block, net->weight_block, block);
+        gr_net_free(back);
+        b.data[before + fixed] = 1; /* the first zero before the floats */
+        r = (gr_reader){b.data, b.len, before, 0};
+        ck_assert_int_eq(gr_net_read(&r, "tiny", 0, &back), GR_ERR_PARSE);
+        ck_assert_ptr_null(back);
+        ck_assert_ptr_nonnull(strstr(gr_last_error(), "padding before the weights"));
+        gr_bytes_free(&b);
+    }
+    gr_net_free(net);
 }
 END_TEST
 
@@ -458,8 +506,10 @@ START_TEST(resigned_content_is_checked)
 END_TEST
 
 /* The content checksum (gr_hash64): any flipped bit of a large block changes it, in every lane
- * and the tail; words swapped between lanes or moved by one position change it; and its value on
- * a fixed input is pinned, since files depend on it (a new hash needs a new format version). */
+ * and the tail; words swapped between lanes or moved by one position change it; and its values
+ * are XXH3-64's (seed 0; taken from xxHash 0.8.1's library) for every input-length path (0, 1-3,
+ * 4-8, 9-16, 17-128, 129-240 bytes, blocks, a partial block), pinned since files depend on them
+ * (a new hash needs a new format version). */
 START_TEST(checksum_sees_every_bit)
 {
     enum { N = 4096 + 13 };
@@ -486,6 +536,89 @@ START_TEST(checksum_sees_every_bit)
     ck_assert(gr_hash64(buf, N - 1) != h && gr_hash64(buf + 1, N - 1) != gr_hash64(buf, N - 1));
     ck_assert(gr_hash64(buf, 0) != gr_hash64(buf, 1));
     ck_assert_uint_eq(gr_hash64("graphrun engine file", 20), PINNED_HASH);
+    static const struct {
+        size_t len;
+        uint64_t xxh3;
+    } pinned[] = {{0, 0x2d06800538d394c2ULL},   {2, 0x2ccf4391dedeb5a3ULL},
+                  {7, 0x150140f46854b3a8ULL},   {15, 0x25b74146c9255649ULL},
+                  {100, 0x3704a294b4fd9d80ULL}, {200, 0xae9b8eb27c6959d2ULL},
+                  {1000, 0x085de7a7c7f315deULL}, {N, 0x716cc0d71e2db18cULL}};
+    for (size_t k = 0; k < sizeof pinned / sizeof pinned[0]; k++)
+        ck_assert_msg(gr_hash64(buf, pinned[k].len) == pinned[k].xxh3, "length %zu: %016llx",
+                      pinned[k].len, (unsigned long long)gr_hash64(buf, pinned[k].len));
+}
+END_TEST
+
+/* Whether this process maps `path` (its deleted file too: "path (deleted)"). */
+static int mapped(const char *path)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[4096];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, path) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* A load from a file lends the network the mapped file's weight floats (no copy) and the engine
+ * keeps the mapping to its end: the file replaced by rename (as gr_engine_save writes) and then
+ * deleted changes nothing - the engine runs as built and saves the same bytes again - and
+ * destroying the engine unmaps it. A load from memory copies: the caller's buffer, scribbled
+ * over and freed, is not read again. */
+START_TEST(file_load_borrows_the_mapping)
+{
+    gr_model *model = load_shapes();
+    gr_engine *built = build(model, GR_PREC_FP16, NULL, 0);
+    gr_engine *other = build(model, GR_PREC_FP32, NULL, 0);
+    gr_model_destroy(model);
+    uint8_t *data;
+    size_t bytes;
+    save_to_memory(built, &data, &bytes);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/gr_engine_lend_%d.grengine", (int)getpid());
+    ck_assert_int_eq(gr_engine_save(built, path), GR_OK);
+    gr_engine *loaded = NULL;
+    ck_assert_msg(gr_engine_load(path, NULL, &loaded) == GR_OK, "%s", gr_last_error());
+    const gr_net *net = loaded->net;
+    const uint8_t *map = loaded->weight_file.data, *floats = (const uint8_t *)net->weight_block;
+    ck_assert_int_eq(net->weights_borrowed, 1);
+    ck_assert_ptr_nonnull(loaded->weight_file.map);
+    ck_assert_uint_eq(loaded->weight_file.len, bytes);
+    ck_assert(floats >= map && floats + net->n_weight_floats * sizeof(float) <= map + bytes);
+    ck_assert_uint_eq((size_t)(floats - map) % GR_NET_WEIGHT_ALIGN, 0);
+    ck_assert(mapped(path));
+
+    ck_assert_int_eq(gr_engine_save(other, path), GR_OK); /* replaced by rename */
+    ck_assert_int_eq(unlink(path), 0);
+    expect_same(built, loaded);
+    uint8_t *again;
+    size_t again_bytes;
+    save_to_memory(loaded, &again, &again_bytes);
+    ck_assert_uint_eq(again_bytes, bytes);
+    ck_assert(memcmp(again, data, bytes) == 0);
+    gr_free(again);
+    ck_assert(mapped(path));
+    gr_engine_destroy(loaded);
+    ck_assert(!mapped(path));
+
+    uint8_t *copy = malloc(bytes);
+    memcpy(copy, data, bytes);
+    loaded = load_memory(copy, bytes);
+    ck_assert_int_eq(loaded->net->weights_borrowed, 0);
+    ck_assert_ptr_null(loaded->weight_file.data);
+    memset(copy, 0xa5, bytes);
+    free(copy);
+    save_to_memory(loaded, &again, &again_bytes);
+    ck_assert_uint_eq(again_bytes, bytes);
+    ck_assert(memcmp(again, data, bytes) == 0);
+    gr_free(again);
+    expect_same(built, loaded);
+    gr_engine_destroy(loaded);
+    gr_free(data);
+    gr_engine_destroy(built);
+    gr_engine_destroy(other);
 }
 END_TEST
 
@@ -677,6 +810,7 @@ static Suite *suite(void)
     tcase_add_test(tc, round_trip_mixed_map);
     tcase_add_test(tc, round_trip_memory);
     tcase_add_test(tc, alexeyab_params_round_trip);
+    tcase_add_test(tc, weights_aligned_in_record);
     tcase_add_test(tc, runtime_options_apply);
     tcase_add_test(tc, format_version_mismatch);
     tcase_add_test(tc, arch_mismatch);
@@ -688,6 +822,7 @@ static Suite *suite(void)
     tcase_add_test(tc, bad_arguments);
     tcase_add_test(tc, gpu_blob_round_trip_and_damage);
     tcase_add_test(tc, mapped_file_and_fifo_load_alike);
+    tcase_add_test(tc, file_load_borrows_the_mapping);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -429,6 +429,13 @@ void gr_engine_destroy(gr_engine *engine);
  *   GPU engine on another GPU model, SM count, CUDA runtime, driver or cuBLASLt
  *   (GR_ERR_UNSUPPORTED); a GPU engine where no GPU is usable (GR_ERR_NO_DEVICE); an unreadable
  *   file (GR_ERR_IO). A CPU engine file loads on any machine.
+ * - gr_engine_load maps a regular file and the engine keeps it mapped until gr_engine_destroy:
+ *   its network's fp32 weights are the file's bytes, not a copy (read again to save the engine
+ *   and to plan a variant the file holds no device weights for). Replacing the file by rename
+ *   (as gr_engine_save does) or deleting it is safe while the engine lives; rewriting it in
+ *   place is not (cp onto it, or truncating it: the engine would read the new bytes, or die of
+ *   SIGBUS past the new end). gr_engine_load_from_memory copies: the buffer may be freed as
+ *   soon as it returns.
  * - Saving reads the engine like a run does: not while another thread runs it. */
 gr_status gr_engine_save(const gr_engine *engine, const char *path);
 gr_status gr_engine_save_to_memory(const gr_engine *engine, void **data, size_t *bytes);
