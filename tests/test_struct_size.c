@@ -17,6 +17,8 @@
 #define MODEL_MIN END_OF(gr_model_options, nonfinite_weights_is_error)
 #define ENGINE_MIN END_OF(gr_engine_options, gemm_tactic)
 #define DETECT_MIN END_OF(gr_detect_options, image_h)
+/* gr_files_options' first layout (it came after 0.1.0). */
+#define FILES_MIN END_OF(gr_files_options, started)
 #define GARBAGE 0xa5
 
 static void expect_refused(gr_status status, const char *what)
@@ -57,6 +59,8 @@ START_TEST(defaults_set_the_callers_size)
     ck_assert_int_eq(fo.decode, GR_FILES_DECODE_AUTO);
     ck_assert_int_eq(fo.threads, 0);
     ck_assert(fo.prepare == NULL && fo.started == NULL);
+    ck_assert_int_eq(fo.jsonl, 0);
+    ck_assert(fo.class_names == NULL && fo.n_class_names == 0);
 }
 END_TEST
 
@@ -132,6 +136,12 @@ START_TEST(init_writes_only_the_given_size)
     ck_assert_int_eq(gr_model_options_init((gr_model_options *)(void *)mbuf, MODEL_MIN), GR_OK);
     for (size_t i = MODEL_MIN; i < sizeof mbuf; i++)
         ck_assert_msg(mbuf[i] == GARBAGE, "model options: byte %zu written", i);
+
+    unsigned char fbuf[sizeof(gr_files_options) + 16];
+    memset(fbuf, GARBAGE, sizeof fbuf);
+    ck_assert_int_eq(gr_files_options_init((gr_files_options *)(void *)fbuf, FILES_MIN), GR_OK);
+    for (size_t i = FILES_MIN; i < sizeof fbuf; i++)
+        ck_assert_msg(fbuf[i] == GARBAGE, "files options: byte %zu written", i);
 }
 END_TEST
 
@@ -169,6 +179,23 @@ START_TEST(smaller_struct_gets_defaults_past_its_size)
     ck_assert_uint_eq(mfull.seed, 42);
     ck_assert_int_eq(memcmp((unsigned char *)&mfull + MODEL_MIN,
                             (unsigned char *)&mdefaults + MODEL_MIN, sizeof mfull - MODEL_MIN), 0);
+
+    /* gr_files_options of its first layout: jsonl and the class names past it are defaults. */
+    gr_files_options fdefaults, ffull;
+    gr_files_options_default(&fdefaults);
+    union {
+        gr_files_options opt;
+        unsigned char bytes[sizeof(gr_files_options) + 16];
+    } fgiven;
+    memset(fgiven.bytes, GARBAGE, sizeof fgiven.bytes);
+    ck_assert_int_eq(gr_files_options_init(&fgiven.opt, FILES_MIN), GR_OK);
+    fgiven.opt.threads = 3;
+    ck_assert_int_eq(gr_files_options_take(&fgiven.opt, &ffull), GR_OK);
+    ck_assert_int_eq(ffull.threads, 3);
+    ck_assert_int_eq(ffull.jsonl, 0);
+    ck_assert_ptr_null(ffull.class_names);
+    ck_assert_int_eq(memcmp((unsigned char *)&ffull + FILES_MIN,
+                            (unsigned char *)&fdefaults + FILES_MIN, sizeof ffull - FILES_MIN), 0);
 
     /* And through the public entry points: the oldest-size structs build and detect. */
     ck_assert_int_eq(gr_model_options_init(&mgiven.opt, MODEL_MIN), GR_OK);
