@@ -145,8 +145,16 @@ START_TEST(init_writes_only_the_given_size)
 }
 END_TEST
 
+/* Every byte of a taken struct past the caller's size `min` is the defaults' (the fields appended
+ * since that layout, and the padding). */
+static void assert_defaults_past(const void *full, const void *defaults, size_t min, size_t size)
+{
+    ck_assert_int_eq(memcmp((const unsigned char *)full + min,
+                            (const unsigned char *)defaults + min, size - min), 0);
+}
+
 /* A struct of the oldest size followed by garbage: its fields are the caller's, every byte past
- * it is the defaults' (the fields appended since then, and the padding). */
+ * it is the defaults'. */
 START_TEST(smaller_struct_gets_defaults_past_its_size)
 {
     gr_engine_options defaults, full;
@@ -163,8 +171,7 @@ START_TEST(smaller_struct_gets_defaults_past_its_size)
     ck_assert_uint_eq(full.struct_size, sizeof full);
     ck_assert_int_eq(full.batch, 3);
     ck_assert_int_eq(full.gemm_tactic, GR_TOGGLE_OFF);
-    ck_assert_int_eq(memcmp((unsigned char *)&full + ENGINE_MIN,
-                            (unsigned char *)&defaults + ENGINE_MIN, sizeof full - ENGINE_MIN), 0);
+    assert_defaults_past(&full, &defaults, ENGINE_MIN, sizeof full);
 
     gr_model_options mdefaults, mfull;
     gr_model_options_default(&mdefaults);
@@ -177,8 +184,7 @@ START_TEST(smaller_struct_gets_defaults_past_its_size)
     mgiven.opt.seed = 42;
     ck_assert_int_eq(gr_model_options_take(&mgiven.opt, &mfull), GR_OK);
     ck_assert_uint_eq(mfull.seed, 42);
-    ck_assert_int_eq(memcmp((unsigned char *)&mfull + MODEL_MIN,
-                            (unsigned char *)&mdefaults + MODEL_MIN, sizeof mfull - MODEL_MIN), 0);
+    assert_defaults_past(&mfull, &mdefaults, MODEL_MIN, sizeof mfull);
 
     /* gr_files_options of its first layout: jsonl and the class names past it are defaults. */
     gr_files_options fdefaults, ffull;
@@ -194,8 +200,7 @@ START_TEST(smaller_struct_gets_defaults_past_its_size)
     ck_assert_int_eq(ffull.threads, 3);
     ck_assert_int_eq(ffull.jsonl, 0);
     ck_assert_ptr_null(ffull.class_names);
-    ck_assert_int_eq(memcmp((unsigned char *)&ffull + FILES_MIN,
-                            (unsigned char *)&fdefaults + FILES_MIN, sizeof ffull - FILES_MIN), 0);
+    assert_defaults_past(&ffull, &fdefaults, FILES_MIN, sizeof ffull);
 
     /* And through the public entry points: the oldest-size structs build and detect. */
     ck_assert_int_eq(gr_model_options_init(&mgiven.opt, MODEL_MIN), GR_OK);
