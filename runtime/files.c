@@ -13,8 +13,9 @@
  * The calling thread submits batch k as soon as it is filled, then waits for the run of batch
  * k - D (one run queued per device while the one before it is reported) and has it reported: each
  * image's NaN/Inf counted, its detections decoded (gr_engine_detect_outputs on the outputs kept
- * from that run: pure, any thread) and the caller's prepare hook called (the CLI formats its
- * record there). The images of the batch are claimed one by one by whoever is free: the workers,
+ * from that run: pure, any thread), with opt->jsonl its JSON Lines record formatted into the
+ * image's own buffer (runtime/jsonl.c, the CLI's text; the buffer is kept for the next image of
+ * that place), and the caller's prepare hook called (the CLI formats its record there). The images of the batch are claimed one by one by whoever is free: the workers,
  * which take reporting before decoding (between images, and while waiting for a buffer), and the
  * calling thread itself, so a batch is reported by up to threads + 1 cores. The calling thread
  * then gives the results to the callback in input order and hands the buffer to batch k + n_buf.
@@ -45,6 +46,7 @@
 #include "runtime/engine_internal.h"
 #include "runtime/files.h"
 #include "runtime/image/image.h"
+#include "runtime/jsonl.h"
 
 typedef struct image_slot {
     int w, h;            /* the image in its file, to map boxes back */
@@ -55,6 +57,8 @@ typedef struct image_slot {
     size_t nonfinite;    /* NaN/Inf values in its part of the outputs */
     gr_detection *dets;  /* once reported */
     int n_dets;
+    gr_bytes line;       /* opt->jsonl: its record once reported (the buffer kept for the next
+                            image of this place) */
     /* Decoding on the GPU: the file's bytes when they go to the GPU decoder (jpeg_len 0: the
      * image is in the batch buffer already, decoded on the CPU); the buffer is kept for the
      * next image of this place. */
@@ -103,6 +107,8 @@ typedef struct pipeline {
     const gr_engine *engine; /* the first: letterboxes for all (the pool is one engine) */
     int classes;
     gr_detect_options detect; /* thresh and nms; each image sets its size */
+    int jsonl;           /* each image's JSON Lines record made when it is reported */
+    gr_class_names names; /* the records' class names */
     pthread_mutex_t lock;
     pthread_cond_t changed;
     int next_image;      /* next image a worker claims */
@@ -315,6 +321,29 @@ static void fill_result(const pipeline *p, const batch_buffer *b, int s, gr_file
         r->detections = slot->dets;
         r->n_detections = slot->n_dets;
     }
+    if (p->jsonl && slot->line.len && !slot->line.failed) {
+        r->jsonl = (const char *)slot->line.data;
+        r->jsonl_len = slot->line.len;
+    }
+}
+
+/* The JSON Lines record of result r (runtime/jsonl.h) into its slot's line: the text, '\n',
+ * then a NUL that jsonl_len leaves out. Any failure is an error record (its message, or its
+ * status's name where it has none). */
+static void format_line(const pipeline *p, image_slot *slot, const gr_file_result *r)
+{
+    gr_bytes *line = &slot->line;
+    line->len = 0;
+    line->failed = 0;
+    const char *error = NULL;
+    if (r->failure != GR_FILE_OK)
+        error = r->error && r->error[0] ? r->error : gr_status_str(r->status);
+    gr_jsonl_image im = {.path = r->path, .frame = -1, .width = r->width, .height = r->height,
+                         .error = error, .nonfinite = r->nonfinite};
+    gr_json_record(line, &im, p->names, r->detections, r->n_detections);
+    gr_bytes_put(line, "\n", 2); /* the newline and the NUL */
+    if (!line->failed)
+        line->len--;
 }
 
 /* Image s of batch b reported: its NaN/Inf counted and its detections decoded from the outputs
@@ -338,10 +367,15 @@ static void report_image(const pipeline *p, batch_buffer *b, int s)
             }
         }
     }
-    if (p->prepare) {
+    if (p->jsonl || p->prepare) {
         gr_file_result r;
         fill_result(p, b, s, &r);
-        p->prepare(p->user, &r);
+        if (p->jsonl) {
+            format_line(p, slot, &r);
+            fill_result(p, b, s, &r);
+        }
+        if (p->prepare)
+            p->prepare(p->user, &r);
     }
 }
 
@@ -809,6 +843,7 @@ static void pipeline_free(pipeline *p)
             free(b->slots[s].error);
             free(b->slots[s].jpeg);
             gr_detections_free(b->slots[s].dets);
+            gr_bytes_free(&b->slots[s].line);
         }
         free(b->slots);
         free(b->outputs);
@@ -848,6 +883,12 @@ static gr_status run_files(gr_pool *pool, const char *const *paths, int n, gr_fi
                        "sizeof(gr_files_stats))", fn, (unsigned)stats->struct_size);
     gr_files_options o;
     GR_TRY(gr_files_options_take(given, &o));
+    if (o.class_names && o.n_class_names < 0)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: n_class_names is %d", fn, o.n_class_names);
+    /* A video's records hold its frames' times, which only the source knows. */
+    if (o.jsonl && next)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: jsonl: a source's records are its caller's "
+                       "to format", fn);
     pipeline *p = gr_calloc(1, sizeof *p, "the pipeline");
     if (!p)
         return GR_ERR_OUT_OF_MEMORY;
@@ -858,6 +899,9 @@ static gr_status run_files(gr_pool *pool, const char *const *paths, int n, gr_fi
     p->prepare = o.prepare;
     p->user = user;
     p->fast_decode = o.fast_decode;
+    p->jsonl = o.jsonl != 0;
+    p->names = o.class_names ? (gr_class_names){o.class_names, o.n_class_names}
+                             : gr_model_names(gr_engine_model(gr_pool_engine(pool, 0)));
     gr_detect_options_default(&p->detect);
     p->detect.thresh = o.thresh;
     p->detect.nms = o.nms;

@@ -17,7 +17,9 @@ typedef int (*gr_files_next_fn)(void *user, int index, const gr_image **image);
 /* gr_pool_detect_files (runtime.h: results, threads, stats, return values) over the source's
  * images until its end: result->path is NULL, stats->images the images it gave at the end (0
  * before). opt->decode and opt->fast_decode do not apply (decoding is the source's); each image
- * is letterboxed into its batch buffer on the worker that asked for it. */
+ * is letterboxed into its batch buffer on the worker that asked for it. opt->jsonl is refused
+ * (GR_ERR_INVALID_ARGUMENT): a video frame's record holds its frame and time, which are the
+ * source's (the CLI formats them with runtime/jsonl.h in its prepare hook). */
 gr_status gr_pool_detect_source(gr_pool *pool, gr_files_next_fn next, const gr_files_options *opt,
                                 gr_file_fn cb, void *user, gr_files_stats *stats);
 

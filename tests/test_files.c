@@ -4,9 +4,12 @@
  * batch, threads or slots; a file that cannot be read or decoded gets its message and the rest go
  * on; NaN outputs are counted, not detected; the callback stops the run and leaves the engine
  * usable; prepare runs for every image before its callback; the stats and the started hook; bad
- * arguments. The GPU-only paths run here on stand-ins put in a CPU engine's backend table: a JPEG
- * decoder (the hand-off: which files go to it, those it leaves decoded on the CPU, its failure
- * failing one batch) and a failing submit. gr_pool_wrap and gr_pool_detect_source (files.h) too. */
+ * arguments; with opt->jsonl each result's line is what the CLI writes for that image (its
+ * tools/results.c, --format jsonl: normal, error and non-finite records, and the text spelled out
+ * here), with the caller's class names when given. The GPU-only paths run here on stand-ins put in
+ * a CPU engine's backend table: a JPEG decoder (the hand-off: which files go to it, those it
+ * leaves decoded on the CPU, its failure failing one batch) and a failing submit. gr_pool_wrap and
+ * gr_pool_detect_source (files.h) too. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp, mkfifo, symlink */
 #include <check.h>
 #include <math.h>
@@ -22,8 +25,9 @@
 #include "runtime/engine_internal.h"
 #include "runtime/files.h"
 #include "runtime/image/image.h"
+#include "tools/results.h"
 
-enum { MAX_FILES = 32, MAX_DETS = 64 };
+enum { MAX_FILES = 32, MAX_DETS = 64, MAX_LINE = 16384 };
 
 /* ---- the folder --------------------------------------------------------------------------- */
 
@@ -219,6 +223,8 @@ typedef struct seen {
     int started, started_before_results;
     gr_files_stats at_start;
     int batch_ends;
+    size_t nonfinite[MAX_FILES];
+    char line[MAX_FILES][MAX_LINE]; /* gr_file_result.jsonl ("" without one) */
 } seen;
 
 static int keep_result(void *user, const gr_file_result *r)
@@ -237,6 +243,15 @@ static int keep_result(void *user, const gr_file_result *r)
     if (r->n_detections)
         memcpy(s->dets[k], r->detections, (size_t)r->n_detections * sizeof *r->detections);
     s->prepared_first[k] = __atomic_load_n(&s->prepared[r->index], __ATOMIC_SEQ_CST) == 1;
+    s->nonfinite[k] = r->nonfinite;
+    if (r->jsonl) { /* NUL-terminated past its length, which ends with the newline */
+        ck_assert_int_lt(r->jsonl_len, MAX_LINE);
+        ck_assert_uint_eq(strlen(r->jsonl), r->jsonl_len);
+        ck_assert_int_eq(r->jsonl[r->jsonl_len - 1], '\n');
+        memcpy(s->line[k], r->jsonl, r->jsonl_len + 1);
+    } else {
+        ck_assert_uint_eq(r->jsonl_len, 0);
+    }
     ck_assert_str_eq(r->path, s->list[r->index]);
     s->batch_ends += r->batch_end;
     return s->stop_at >= 0 && s->calls > s->stop_at;
@@ -323,7 +338,86 @@ static int plain_detect(gr_engine *plain, const char *path, gr_detection *out, i
     return n;
 }
 
+/* ---- JSON Lines: the CLI's record of an image ---------------------------------------------- */
+
+/* What the CLI writes for an image (tools/results.c, --format jsonl, class names from m): into
+ * out (MAX_LINE bytes). */
+static void cli_line(const gr_model *m, const gr_result_image *im, const gr_detection *dets, int n,
+                     char *out)
+{
+    gr_results_options ro = {.format = GR_FORMAT_JSONL, .dest = "/dev/null", .model = m};
+    gr_results *writer = NULL;
+    ck_assert_int_eq(gr_results_open(&ro, &writer), 0);
+    char *text = NULL, err[512];
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(gr_results_format(writer, im, dets, n, f, err, sizeof err), 0);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_lt(len, MAX_LINE);
+    memcpy(out, text, len + 1);
+    free(text);
+    ck_assert_int_eq(gr_results_close(writer), 0);
+}
+
+/* Result k of s as the CLI's folder mode describes it to its writer (tools/cmd_stream.c). */
+static gr_result_image seen_image(const seen *s, int k)
+{
+    return (gr_result_image){.path = s->list[s->index[k]], .index = s->index[k],
+                             .width = s->width[k], .height = s->height[k], .frame = -1,
+                             .error = s->failure[k] != GR_FILE_OK ? s->error[k] : NULL,
+                             .nonfinite = s->nonfinite[k]};
+}
+
+/* Line k of s is the CLI's line for that image, byte for byte. */
+static void assert_clis_line(const seen *s, int k, const gr_model *m)
+{
+    static char want[MAX_LINE];
+    gr_result_image im = seen_image(s, k);
+    cli_line(m, &im, s->dets[k], s->n_dets[k], want);
+    ck_assert_str_eq(s->line[k], want);
+}
+
+/* The detection's object as the CLI's JSON Lines spell it (README, "Result formats"). */
+static void spell_detection(const gr_detection *d, const char *name, char *out, size_t size)
+{
+    snprintf(out, size, "{\"class\": \"%s\", \"class_id\": %d, \"prob\": %.6f, \"objectness\": "
+             "%.6f, \"left\": %.1f, \"top\": %.1f, \"right\": %.1f, \"bottom\": %.1f}", name,
+             d->class_id, (double)d->prob, (double)d->objectness, (double)d->left,
+             (double)d->top, (double)d->right, (double)d->bottom);
+}
+
+/* Line k of s spelled out: an error record, or the image's size and every detection in order,
+ * each named by names[class_id] (NULL: the model's name; outside n_names: "class N"). */
+static void assert_spelled_out(const seen *s, int k, const char *const *names, int n_names)
+{
+    char want[MAX_LINE];
+    const char *path = s->list[s->index[k]];
+    if (s->failure[k] != GR_FILE_OK) {
+        snprintf(want, sizeof want, "{\"input\": \"%s\", \"error\": \"%s\"}\n", path, s->error[k]);
+        ck_assert_str_eq(s->line[k], want);
+        return;
+    }
+    int at = snprintf(want, sizeof want, "{\"input\": \"%s\", \"width\": %d, \"height\": %d, "
+                      "\"detections\": [", path, s->width[k], s->height[k]);
+    for (int i = 0; i < s->n_dets[k]; i++) {
+        const gr_detection *d = &s->dets[k][i];
+        char fallback[32];
+        snprintf(fallback, sizeof fallback, "class %d", d->class_id);
+        const char *name = !names ? gr_model_class_name(model, d->class_id)
+                           : d->class_id < n_names ? names[d->class_id]
+                                                   : fallback;
+        if (i)
+            at += snprintf(want + at, sizeof want - (size_t)at, ", ");
+        spell_detection(d, name, want + at, sizeof want - (size_t)at);
+        at += (int)strlen(want + at);
+    }
+    snprintf(want + at, sizeof want - (size_t)at, "]}\n");
+    ck_assert_str_eq(s->line[k], want);
+}
+
 /* ---- tests -------------------------------------------------------------------------------- */
+
 
 START_TEST(results_in_order_each_as_a_plain_engine)
 {
@@ -470,7 +564,7 @@ static size_t nonfinite_total;
 static int count_nonfinite(void *user, const gr_file_result *r)
 {
     seen *s = user;
-    s->calls++;
+    keep_result(s, r);
     if (bad_words[r->index])
         return 0;
     ck_assert_int_eq(r->failure, GR_FILE_OK);
@@ -607,16 +701,81 @@ START_TEST(nan_outputs_are_counted_not_detected)
     gr_pool *pool = pool_of(engine);
     seen *s = new_seen(path_list);
     nonfinite_total = 0;
-    ck_assert_int_eq(gr_pool_detect_files(pool, path_list, n_paths, NULL, count_nonfinite, s,
+    gr_files_options opt;
+    gr_files_options_default(&opt);
+    opt.jsonl = 1;
+    ck_assert_int_eq(gr_pool_detect_files(pool, path_list, n_paths, &opt, count_nonfinite, s,
                                           NULL), GR_OK);
     ck_assert_int_eq(s->calls, n_paths);
     ck_assert_int_gt(nonfinite_total, 0);
+    /* Their lines: the CLI's non-finite record (and the unreadable files' error records). */
+    for (int k = 0; k < n_paths; k++) {
+        assert_clis_line(s, k, nan_model);
+        if (bad_words[k])
+            continue;
+        char want[1024];
+        snprintf(want, sizeof want, "{\"input\": \"%s\", \"width\": %d, \"height\": %d, "
+                 "\"error\": \"its outputs hold %zu non-finite values (NaN/Inf): activations "
+                 "overflow; use --prec fp32 or int8\", \"nonfinite\": %zu}\n", path_list[k],
+                 s->width[k], s->height[k], s->nonfinite[k], s->nonfinite[k]);
+        ck_assert_str_eq(s->line[k], want);
+    }
     free(s);
     gr_pool_destroy(pool);
     gr_engine_destroy(engine);
     gr_model_destroy(nan_model);
     unlink(cfg);
     unlink(weights);
+}
+END_TEST
+
+START_TEST(lines_are_the_clis_records)
+{
+    seen *plain = run_files(shared_pool, NULL, NULL);
+    for (int k = 0; k < plain->calls; k++)
+        ck_assert_str_eq(plain->line[k], ""); /* none unless asked for */
+    gr_files_options opt;
+    gr_files_options_default(&opt);
+    opt.jsonl = 1;
+    opt.threads = 3;
+    seen *s = run_files(shared_pool, &opt, NULL);
+    assert_same(plain, s);
+    int errors = 0, detections = 0;
+    for (int k = 0; k < s->calls; k++) {
+        assert_clis_line(s, k, model);
+        assert_spelled_out(s, k, NULL, 0);
+        errors += s->failure[k] != GR_FILE_OK;
+        detections += s->n_dets[k];
+    }
+    int bad_files = 0;
+    for (int k = 0; k < n_paths; k++)
+        bad_files += bad_words[k] != NULL;
+    ck_assert_int_eq(errors, bad_files);
+    ck_assert_int_gt(detections, 0);
+    /* The caller's class names (the shapes model has 5): the rest read "class N". */
+    const char *const names[] = {"first", "second \"quoted\""};
+    opt.class_names = names;
+    opt.n_class_names = 1;
+    seen *renamed = run_files(shared_pool, &opt, NULL);
+    int named = 0;
+    for (int k = 0; k < renamed->calls; k++) {
+        assert_spelled_out(renamed, k, names, 1);
+        named += strstr(renamed->line[k], "\"class\": \"first\"") != NULL;
+    }
+    ck_assert_int_gt(named, 0);
+    opt.n_class_names = 2; /* a name that needs escaping: JSON text, unlike the spelled-out */
+    seen *quoted = run_files(shared_pool, &opt, NULL);
+    for (int k = 0; k < quoted->calls; k++)
+        if (strstr(quoted->line[k], "\"class_id\": 1,"))
+            ck_assert_ptr_nonnull(strstr(quoted->line[k], "{\"class\": \"second \\\"quoted\\\"\", "
+                                                          "\"class_id\": 1,"));
+    opt.n_class_names = -1;
+    expect_refused(gr_pool_detect_files(shared_pool, path_list, n_paths, &opt, never, NULL, NULL),
+                   GR_ERR_INVALID_ARGUMENT, "n_class_names is -1");
+    free(plain);
+    free(s);
+    free(renamed);
+    free(quoted);
 }
 END_TEST
 
@@ -662,6 +821,12 @@ START_TEST(a_source_of_images_runs_as_its_files)
     ck_assert_int_eq(gr_pool_detect_source(pool, next_image, NULL, keep_frame, &f, &st), GR_OK);
     assert_same(want, f.results);
     ck_assert_int_eq(st.images, N_PHOTOS);
+    /* A frame's record holds its frame and time, which only the source knows. */
+    gr_files_options opt;
+    gr_files_options_default(&opt);
+    opt.jsonl = 1;
+    expect_refused(gr_pool_detect_source(pool, next_image, &opt, keep_frame, &f, NULL),
+                   GR_ERR_INVALID_ARGUMENT, "jsonl: a source's records are its caller's");
     for (int k = 0; k < N_PHOTOS; k++)
         gr_image_destroy(f.image[k]);
     free(f.results);
@@ -802,12 +967,15 @@ START_TEST(a_failing_batch_fails_its_images_and_the_run_goes_on)
     gr_engine *engine = stand_in_engine(3, 3);
     gr_files_options opt;
     seen *want = cpu_decoding(engine, &opt);
-    /* The second batch's submit fails. */
+    /* The second batch's submit fails (its images' lines: error records). */
     submit_calls = 0;
     fail_submit_call = 2;
+    opt.jsonl = 1;
     seen *got = run_engine(engine, &opt);
+    opt.jsonl = 0;
     ck_assert_int_eq(got->calls, n_paths);
     for (int k = 0; k < n_paths; k++) {
+        assert_spelled_out(got, k, NULL, 0);
         if (k / 3 != 1 || bad_words[k]) { /* a file's own failure comes first */
             ck_assert_int_eq(got->failure[k], want->failure[k]);
             ck_assert_int_eq(got->n_dets[k], want->n_dets[k]);
@@ -817,6 +985,10 @@ START_TEST(a_failing_batch_fails_its_images_and_the_run_goes_on)
         ck_assert_int_eq(got->status[k], GR_ERR_CUDA);
         ck_assert_str_eq(got->error[k], "stand-in submit: launch failed");
         ck_assert_int_eq(got->n_dets[k], 0);
+        char line[512];
+        snprintf(line, sizeof line, "{\"input\": \"%s\", \"error\": \"stand-in submit: launch "
+                 "failed\"}\n", path_list[k]);
+        ck_assert_str_eq(got->line[k], line);
     }
     free(got);
     /* The GPU decoder fails on the third batch handed over (its decoders' 3 openings come
@@ -859,6 +1031,7 @@ static Suite *files_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, results_in_order_each_as_a_plain_engine);
+    tcase_add_test(tc, lines_are_the_clis_records);
     tcase_add_test(tc, threads_batches_and_slots_change_nothing);
     tcase_add_test(tc, the_callback_stops_the_run);
     tcase_add_test(tc, prepare_runs_for_every_image_before_its_callback);

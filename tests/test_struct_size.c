@@ -17,6 +17,8 @@
 #define MODEL_MIN END_OF(gr_model_options, nonfinite_weights_is_error)
 #define ENGINE_MIN END_OF(gr_engine_options, gemm_tactic)
 #define DETECT_MIN END_OF(gr_detect_options, image_h)
+/* gr_files_options' first layout (it came after 0.1.0). */
+#define FILES_MIN END_OF(gr_files_options, started)
 #define GARBAGE 0xa5
 
 static void expect_refused(gr_status status, const char *what)
@@ -57,6 +59,8 @@ START_TEST(defaults_set_the_callers_size)
     ck_assert_int_eq(fo.decode, GR_FILES_DECODE_AUTO);
     ck_assert_int_eq(fo.threads, 0);
     ck_assert(fo.prepare == NULL && fo.started == NULL);
+    ck_assert_int_eq(fo.jsonl, 0);
+    ck_assert(fo.class_names == NULL && fo.n_class_names == 0);
 }
 END_TEST
 
@@ -132,11 +136,25 @@ START_TEST(init_writes_only_the_given_size)
     ck_assert_int_eq(gr_model_options_init((gr_model_options *)(void *)mbuf, MODEL_MIN), GR_OK);
     for (size_t i = MODEL_MIN; i < sizeof mbuf; i++)
         ck_assert_msg(mbuf[i] == GARBAGE, "model options: byte %zu written", i);
+
+    unsigned char fbuf[sizeof(gr_files_options) + 16];
+    memset(fbuf, GARBAGE, sizeof fbuf);
+    ck_assert_int_eq(gr_files_options_init((gr_files_options *)(void *)fbuf, FILES_MIN), GR_OK);
+    for (size_t i = FILES_MIN; i < sizeof fbuf; i++)
+        ck_assert_msg(fbuf[i] == GARBAGE, "files options: byte %zu written", i);
 }
 END_TEST
 
+/* Every byte of a taken struct past the caller's size `min` is the defaults' (the fields appended
+ * since that layout, and the padding). */
+static void assert_defaults_past(const void *full, const void *defaults, size_t min, size_t size)
+{
+    ck_assert_int_eq(memcmp((const unsigned char *)full + min,
+                            (const unsigned char *)defaults + min, size - min), 0);
+}
+
 /* A struct of the oldest size followed by garbage: its fields are the caller's, every byte past
- * it is the defaults' (the fields appended since then, and the padding). */
+ * it is the defaults'. */
 START_TEST(smaller_struct_gets_defaults_past_its_size)
 {
     gr_engine_options defaults, full;
@@ -153,8 +171,7 @@ START_TEST(smaller_struct_gets_defaults_past_its_size)
     ck_assert_uint_eq(full.struct_size, sizeof full);
     ck_assert_int_eq(full.batch, 3);
     ck_assert_int_eq(full.gemm_tactic, GR_TOGGLE_OFF);
-    ck_assert_int_eq(memcmp((unsigned char *)&full + ENGINE_MIN,
-                            (unsigned char *)&defaults + ENGINE_MIN, sizeof full - ENGINE_MIN), 0);
+    assert_defaults_past(&full, &defaults, ENGINE_MIN, sizeof full);
 
     gr_model_options mdefaults, mfull;
     gr_model_options_default(&mdefaults);
@@ -167,8 +184,23 @@ START_TEST(smaller_struct_gets_defaults_past_its_size)
     mgiven.opt.seed = 42;
     ck_assert_int_eq(gr_model_options_take(&mgiven.opt, &mfull), GR_OK);
     ck_assert_uint_eq(mfull.seed, 42);
-    ck_assert_int_eq(memcmp((unsigned char *)&mfull + MODEL_MIN,
-                            (unsigned char *)&mdefaults + MODEL_MIN, sizeof mfull - MODEL_MIN), 0);
+    assert_defaults_past(&mfull, &mdefaults, MODEL_MIN, sizeof mfull);
+
+    /* gr_files_options of its first layout: jsonl and the class names past it are defaults. */
+    gr_files_options fdefaults, ffull;
+    gr_files_options_default(&fdefaults);
+    union {
+        gr_files_options opt;
+        unsigned char bytes[sizeof(gr_files_options) + 16];
+    } fgiven;
+    memset(fgiven.bytes, GARBAGE, sizeof fgiven.bytes);
+    ck_assert_int_eq(gr_files_options_init(&fgiven.opt, FILES_MIN), GR_OK);
+    fgiven.opt.threads = 3;
+    ck_assert_int_eq(gr_files_options_take(&fgiven.opt, &ffull), GR_OK);
+    ck_assert_int_eq(ffull.threads, 3);
+    ck_assert_int_eq(ffull.jsonl, 0);
+    ck_assert_ptr_null(ffull.class_names);
+    assert_defaults_past(&ffull, &fdefaults, FILES_MIN, sizeof ffull);
 
     /* And through the public entry points: the oldest-size structs build and detect. */
     ck_assert_int_eq(gr_model_options_init(&mgiven.opt, MODEL_MIN), GR_OK);

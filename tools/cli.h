@@ -16,6 +16,9 @@
  *                             read as the library's
  *   cmd_eval.c, coco.c        base/base.h - gr_fail, so its file errors read as library errors
  *                             (and gr_read_file for the COCO files)
+ *   json.c, results.c         runtime/jsonl.h - the library's JSON text (strings, detections, an
+ *                             image's record), so the CLI's JSON Lines and the folder pipeline's
+ *                             gr_file_result.jsonl are one function's bytes
  */
 #ifndef GR_TOOLS_CLI_H
 #define GR_TOOLS_CLI_H
@@ -180,8 +183,9 @@ gr_precision gr_cli_engine_precision(const gr_engine *engine);
  * (gr_cli_exit_code: docs/errors.md's table). */
 int gr_cli_fail(gr_status st, const char *what);
 
-/* JSON string literal of s on f (tools/json.c): escaped, and valid UTF-8 whatever the bytes of s
- * (a byte that starts no well-formed UTF-8 sequence is written as \ufffd). */
+/* JSON string literal of s on f (tools/json.c: runtime/jsonl.h's): escaped, and valid UTF-8
+ * whatever the bytes of s (a byte that starts no well-formed UTF-8 sequence is written as
+ * \ufffd). */
 void gr_cli_json_string(FILE *f, const char *s);
 /* `"detections": [...]` for n detections (class names from the model), each object after
  * `indent` ("" keeps it on one line). */

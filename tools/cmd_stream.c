@@ -130,10 +130,11 @@ static void prepare_record(void *user, const gr_file_result *r)
                               .time_s = s->video ? rec->pts : 0.0, .error = r->error,
                               .nonfinite = r->nonfinite};
         char err[4400];
-        if (gr_results_format(s->results, &im, r->detections, r->n_detections, f, err,
-                              sizeof err) != GR_EXIT_OK)
+        int rc = gr_results_format(s->results, &im, r->detections, r->n_detections, f, err,
+                                   sizeof err);
+        if (rc != GR_EXIT_OK && rc != GR_EXIT_OOM)
             rec->output_error = strdup(err);
-        if (fclose(f) != 0 || !text) {
+        if (fclose(f) != 0 || !text || rc == GR_EXIT_OOM) {
             free(text);
             text = NULL;
         }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/jsonl.h"
 #include "tools/cli.h"
 
 struct gr_results {
@@ -176,27 +177,21 @@ int gr_results_close(gr_results *r)
 
 /* ---- records ------------------------------------------------------------------------------ */
 
-/* The object of json and jsonl (without a newline). */
-static void format_json(const gr_results *r, const gr_result_image *im, const gr_detection *dets,
-                        int n, FILE *f)
+/* The object of json and jsonl (without a newline): the library's record (runtime/jsonl.h), the
+ * same text as the folder pipeline's gr_file_result.jsonl. 0, or GR_EXIT_OOM (nothing written). */
+static int format_json(const gr_results *r, const gr_result_image *im, const gr_detection *dets,
+                       int n, FILE *f)
 {
-    fputs("{\"input\": ", f);
-    gr_cli_json_string(f, im->path);
-    if (im->frame >= 0)
-        fprintf(f, ", \"frame\": %lld, \"time\": %.6f", im->frame, im->time_s);
-    if (im->error) {
-        fputs(", \"error\": ", f);
-        gr_cli_json_string(f, im->error);
-    } else if (im->nonfinite) {
-        fprintf(f, ", \"width\": %d, \"height\": %d, \"error\": \"its outputs hold %zu "
-                   "non-finite values (NaN/Inf): activations overflow; use --prec fp32 or "
-                   "int8\", \"nonfinite\": %zu", im->width, im->height, im->nonfinite,
-                im->nonfinite);
-    } else {
-        fprintf(f, ", \"width\": %d, \"height\": %d, ", im->width, im->height);
-        gr_cli_json_detections(f, r->o.model, dets, n, "");
-    }
-    fputc('}', f);
+    gr_jsonl_image record = {.path = im->path, .frame = im->frame, .time_s = im->time_s,
+                             .width = im->width, .height = im->height, .error = im->error,
+                             .nonfinite = im->nonfinite};
+    gr_bytes text = {0};
+    gr_json_record(&text, &record, gr_model_names(r->o.model), dets, n);
+    int failed = text.failed;
+    if (!failed)
+        fwrite(text.data, 1, text.len, f);
+    gr_bytes_free(&text);
+    return failed ? GR_EXIT_OOM : GR_EXIT_OK;
 }
 
 static int category_id(const gr_results *r, int class_id)
@@ -309,7 +304,10 @@ int gr_results_format(const gr_results *r, const gr_result_image *im, const gr_d
     err[0] = '\0';
     int failed = im->error || im->nonfinite;
     if (gr_results_carries_errors(r)) {
-        format_json(r, im, failed ? NULL : dets, failed ? 0 : n, f);
+        if (format_json(r, im, failed ? NULL : dets, failed ? 0 : n, f) != GR_EXIT_OK) {
+            snprintf(err, errlen, "%s: out of memory for its record", im->path);
+            return GR_EXIT_OOM;
+        }
         if (r->o.format == GR_FORMAT_JSONL)
             fputc('\n', f);
         return GR_EXIT_OK;

@@ -77,8 +77,10 @@ int gr_results_open(const gr_results_options *o, gr_results **out);
 
 /* One image's record (its detections in original pixels) onto f: nothing for an image with an
  * error where the format has no place for one (coco, csv, yolo-txt: the caller reports it).
- * yolo-txt writes the image's <stem>.txt instead. Returns 0, or GR_EXIT_INPUT with one line in
- * err (the label file could not be written: counted by the caller, the run goes on). */
+ * yolo-txt writes the image's <stem>.txt instead. json and jsonl records are the library's
+ * (runtime/jsonl.h: the text of gr_file_result.jsonl). Returns 0, or with one line in err:
+ * GR_EXIT_INPUT (the label file could not be written: counted by the caller, the run goes on),
+ * GR_EXIT_OOM (no memory for the record: nothing written). */
 int gr_results_format(const gr_results *r, const gr_result_image *im, const gr_detection *dets,
                       int n, FILE *f, char *err, size_t errlen);
 

@@ -28,6 +28,8 @@
  *     GR_ERR_INVALID_ARGUMENT, naming the struct. Bindings that mirror a struct (python/graphrun)
  *     call *_init(opt, sizeof mirror) and need no padding. gr_files_stats, an out-struct, begins
  *     with struct_size too: the caller's sizeof, and the library writes no byte past it.
+ *     gr_file_result, which the library gives a callback, only grows at its end too: a caller
+ *     compiled with an older header reads the fields it knows.
  *
  * Threads
  *   - Separate objects are independent: any number of threads may each use their own engine at the
@@ -789,6 +791,13 @@ gr_status gr_pool_open_jpeg_decoders(gr_pool *pool);
  *   - fast_decode: JPEGs at least twice the network input decoded at libjpeg-turbo's DCT scale
  *     (1/2, 1/4, 1/8) that keeps them at least that size: faster on large photos, not Darknet's
  *     exact input; boxes are still in the file's pixels.
+ *   - jsonl: each result carries its JSON Lines record (gr_file_result.jsonl), made where its
+ *     detections are decoded (by whichever threads are free, several at once), so the calling
+ *     thread only passes text on. The CLI's lines come from the same function (runtime/jsonl.c):
+ *     a caller writing these gets `graphrun --input-list`'s bytes. A failed run or detection
+ *     decoding, where the CLI stops, is an {"input", "error"} record here. class_names and
+ *     n_class_names name the classes where the engine's own names are not the caller's (the
+ *     Python package's Engine.load(names=...)): read once per call, not per image.
  *
  * Returns GR_OK when every image was delivered or cb stopped the run; nothing is in flight on
  * the engines then (the pool may run again). Before any image: GR_ERR_INVALID_ARGUMENT (NULL
@@ -830,6 +839,16 @@ typedef struct gr_file_result {
     const gr_detection *detections; /* n_detections boxes */
     int n_detections;
     int batch_end;            /* 1 for the last image of its batch (cb: a place to flush) */
+    /* With opt->jsonl: the image's JSON Lines record, the bytes `graphrun --input DIR` writes
+     * for it (README, "Result formats"), newline included: jsonl_len bytes, NUL-terminated
+     * after them. {"input", "width", "height", "detections": [{"class", "class_id", "prob",
+     * "objectness", "left", "top", "right", "bottom"}]}: prob and objectness printed %.6f, the box
+     * %.1f, "input" the path as a JSON string (bytes that are not UTF-8 as U+FFFD); any failure
+     * {"input", "error": its message}; NaN/Inf outputs {"input", "width", "height", "error",
+     * "nonfinite"}. Made on the pipeline's threads before prepare. NULL (and 0) without
+     * opt->jsonl, or where no memory was left for it. */
+    const char *jsonl;
+    size_t jsonl_len;
 } gr_file_result;
 
 typedef struct gr_files_stats gr_files_stats;
@@ -856,6 +875,14 @@ typedef struct gr_files_options {
      * before the first image is read, on the calling thread: for saying what will run. NULL
      * default. */
     gr_files_started_fn started;
+    /* 1: every result carries its JSON Lines record (gr_file_result.jsonl), formatted by the
+     * pipeline's threads with the detections, so a caller that writes or parses JSON need not
+     * format it on its own thread (the Python package's detect_files). 0 default. */
+    int jsonl;
+    /* The lines' class names: class_names[0 .. n_class_names - 1] (read during the call; an id
+     * outside them is "class N"). NULL default: the engine's own (gr_engine_model). */
+    const char *const *class_names;
+    int n_class_names;
 } gr_files_options;
 
 /* Defaults (as each field says) for the first struct_size bytes of *opt, struct_size set;

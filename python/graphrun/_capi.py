@@ -77,7 +77,8 @@ DETECT_OPTIONS_FIELDS: List[Tuple[str, Any]] = [
 FILES_OPTIONS_FIELDS: List[Tuple[str, Any]] = [
     ("struct_size", ctypes.c_uint32), ("threads", ctypes.c_int), ("thresh", ctypes.c_float),
     ("nms", ctypes.c_float), ("decode", ctypes.c_int), ("fast_decode", ctypes.c_int),
-    ("prepare", ctypes.c_void_p), ("started", ctypes.c_void_p),
+    ("prepare", ctypes.c_void_p), ("started", ctypes.c_void_p), ("jsonl", ctypes.c_int),
+    ("class_names", ctypes.POINTER(ctypes.c_char_p)), ("n_class_names", ctypes.c_int),
 ]
 
 
@@ -135,6 +136,8 @@ class FileResult(ctypes.Structure):
         ("detections", ctypes.POINTER(Detection)),
         ("n_detections", ctypes.c_int),
         ("batch_end", ctypes.c_int),
+        ("jsonl", ctypes.c_void_p),  # the image's JSON Lines record (FilesOptions.jsonl = 1)
+        ("jsonl_len", ctypes.c_size_t),
     ]
 
 

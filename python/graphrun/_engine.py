@@ -415,24 +415,51 @@ class Engine(_Handle):
 
     def detect_files(self, paths: Sequence[PathLike], thresh: float = 0.5, nms: float = 0.45,
                      decode: str = "auto", threads: Optional[int] = None) -> List[Dict[str, Any]]:
-        """Detections of image files, one record per path in order: the CLI's JSON Lines
-        fields, {"input", "width", "height", "detections": [{"class", "class_id", "prob",
-        "objectness", "left", "top", "right", "bottom"}]} at full float precision, or
-        {"input", "error"} with the library's one-line message for a file that cannot be read or
-        decoded (or for each file of a batch the engine fails on). An image whose outputs hold
-        NaN/Inf gets the CLI's record for it ("width", "height", "error", "nonfinite").
+        """Detections of image files, one record per path in order: the CLI's JSON Lines record
+        of each, parsed (the library formats it; json.loads reads it), {"input", "width",
+        "height", "detections": [{"class", "class_id", "prob", "objectness", "left", "top",
+        "right", "bottom"}]} with the CLI's numbers (prob and objectness to 6 decimals, the box
+        to 0.1 pixel: 0.9, not float32's 0.8999999761581421), or {"input", "error"} with the
+        library's one-line message for a file that cannot be read or decoded (or for each file of
+        a batch the engine fails on). An image whose outputs hold NaN/Inf gets the CLI's record
+        for it ("width", "height", "error", "nonfinite"). "input" is the path as given.
 
         The folder mode's pipeline, the C library's (gr_pool_detect_files, which `graphrun
         --input-list` runs): `threads` threads (default: the cores this process may use, at most
         16) decode and letterbox the images straight into the engine's input buffers (one per
         slot: build with inflight=3 to keep a batch running while the next fill and the last is
-        reported) and decode the detections, all in C outside the GIL, while this thread submits
-        and waits in C and takes the GIL only to build each record. decode: "cpu" (graphrun's
-        decoders), "gpu" (JPEGs decoded on the engine's GPU by nvJPEG, other files and those it
-        does not take on the CPU; graphrun.Error where it cannot: a CPU engine, a build without
-        nvJPEG) or "auto" (the GPU where it can, else the CPU). The records equal the CLI's for
-        the same decode; detect() on the same images gives the same detections. The engine is
-        held for the whole call (other threads' calls on it wait)."""
+        reported), decode the detections and format each image's line, all in C outside the
+        GIL, while this thread submits and waits in C and takes the GIL only to parse each line.
+        decode: "cpu" (graphrun's decoders), "gpu" (JPEGs decoded on the engine's GPU by nvJPEG,
+        other files and those it does not take on the CPU; graphrun.Error where it cannot: a CPU
+        engine, a build without nvJPEG) or "auto" (the GPU where it can, else the CPU). The
+        records equal the CLI's lines for the same decode; detect() on the same images gives the
+        same detections (at full float precision). The engine is held for the whole call (other
+        threads' calls on it wait)."""
+        listed, thresh, nms, threads = self._files_args(paths, thresh, nms, decode, threads)
+        with self._lock:
+            return _files.detect_files(self, listed, thresh, nms, decode, threads)
+
+    def detect_files_jsonl(self, paths: Sequence[PathLike], out: Any, thresh: float = 0.5,
+                           nms: float = 0.45, decode: str = "auto",
+                           threads: Optional[int] = None) -> int:
+        """detect_files() as JSON Lines: each image's record as the library formats it - the
+        bytes `graphrun --input-list` writes for it, newline included - passed to out.write() in
+        input order as it comes (out: a file opened "wb", or anything whose write takes bytes).
+        No dict is made. Returns the number of lines (len(paths))."""
+        listed, thresh, nms, threads = self._files_args(paths, thresh, nms, decode, threads)
+        write = out.write
+
+        def line(index: int, text: bytes) -> None:
+            write(text)
+
+        with self._lock:
+            _files.detect_lines(self, listed, thresh, nms, decode, threads, line)
+        return len(listed)
+
+    def _files_args(self, paths: Sequence[PathLike], thresh: float, nms: float, decode: str,
+                    threads: Optional[int]) -> Tuple[List[str], float, float, int]:
+        """detect_files' arguments checked: the paths as str, thresh, nms, threads."""
         if self.channels != 3:
             raise ValueError(f"detect_files() letterboxes RGB images; this network takes "
                              f"{self.channels} channels (use run())")
@@ -448,8 +475,7 @@ class Engine(_Handle):
         listed = [os.fspath(p) for p in paths]
         if any(not isinstance(p, str) for p in listed):
             raise TypeError("detect_files() takes str or os.PathLike paths")
-        with self._lock:
-            return _files.detect_files(self, listed, thresh, nms, decode, threads)
+        return listed, thresh, nms, threads
 
     def _detect_batch(self, chunk: List[npt.NDArray[np.uint8]], thresh: float,
                       nms: float) -> List[List[Detection]]:

@@ -15,9 +15,11 @@ cache keyed by the engine's options, so later partitions and later detect() call
 options reuse it), the CLI's folder pipeline: decoding threads letterbox the images straight into
 the engine's input buffers (or, decode="auto" on a GPU with nvJPEG, only read the JPEG files,
 which the GPU decodes) while batches of `batch` run three in flight. It returns one record per
-path, the same fields as the CLI's JSON Lines (`{"input", "width", "height", "detections":
-[{"class", "class_id", "prob", "objectness", "left", "top", "right", "bottom"}]}`), at full float
-precision. A file that cannot be read or decoded, or a batch the engine fails on, gets
+path, the CLI's JSON Lines record of it parsed (`{"input", "width", "height", "detections":
+[{"class", "class_id", "prob", "objectness", "left", "top", "right", "bottom"}]}`, the CLI's
+numbers: prob and objectness to 6 decimals, the box to 0.1 pixel). With output_dir a task writes
+its partition's lines as the library formats them (the CLI's bytes; no dict is made) to
+part-NNNNN.jsonl. A file that cannot be read or decoded, or a batch the engine fails on, gets
 `{"input", "error"}` with the CLI's one-line message (an image whose outputs hold NaN/Inf: the
 CLI's record for it, with "width", "height", "error" and "nonfinite"); the partition never fails
 for it. A worker that dies takes its tasks with it and the scheduler runs
@@ -34,7 +36,6 @@ from __future__ import annotations
 
 import glob as _glob
 import importlib
-import json
 import os
 import tempfile
 import threading
@@ -43,7 +44,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 from ._engine import Engine, Model, cuda_device_count
 from ._files import DECODES, usable_cores
 
-__all__ = ["detect", "detect_partition", "list_paths"]
+__all__ = ["detect", "detect_partition", "detect_partition_jsonl", "list_paths"]
 
 _IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp")
 _INFLIGHT = 3  # batches per engine: one running, one filling, one reported (runtime.h, slots)
@@ -120,14 +121,21 @@ def detect_partition(paths: Sequence[str], options: Tuple[Any, ...], thresh: flo
                                decode=decode, threads=_decode_threads(decode_threads))
 
 
-def _write_partition(records: List[Dict[str, Any]], output_dir: str, index: int) -> str:
-    """records as output_dir/part-NNNNN.jsonl, atomically (a rerun of a lost task replaces it)."""
+def detect_partition_jsonl(paths: Sequence[str], options: Tuple[Any, ...], thresh: float,
+                           nms: float, output_dir: str, index: int,
+                           decode_threads: Optional[int] = None, decode: str = "auto") -> str:
+    """One partition as output_dir/part-NNNNN.jsonl (NNNNN = index), what each output_dir task
+    runs: Engine.detect_files_jsonl on this process's engine, each image's line (the library's
+    bytes, the CLI's) written as it comes, in the order of `paths`. Atomic: the lines go to a
+    temporary file in output_dir, renamed when the partition is done (a rerun of a lost task
+    replaces it whole). Returns the file's path."""
+    engine = _engine(options)
     path = os.path.join(output_dir, f"part-{index:05d}.jsonl")
     fd, tmp = tempfile.mkstemp(prefix=".part-", dir=output_dir)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for r in records:
-                f.write(json.dumps(r) + "\n")
+        with os.fdopen(fd, "wb", buffering=1 << 20) as f:
+            engine.detect_files_jsonl([os.fspath(p) for p in paths], f, thresh=thresh, nms=nms,
+                                      decode=decode, threads=_decode_threads(decode_threads))
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
@@ -147,7 +155,9 @@ def detect(paths: Any, model: str = "yolo", prec: str = "fp32", batch: int = 1,
 
     Returns a dask.bag of records in input order (lazy: .compute() them, or iterate its
     partitions with to_delayed() as they finish), or, with output_dir, writes each partition as
-    output_dir/part-NNNNN.jsonl (made if missing) and returns those paths (computed).
+    output_dir/part-NNNNN.jsonl (made if missing; the CLI's JSON Lines, written by the task as
+    the library formats them, no records made or sent back) and returns those paths
+    (computed).
     partition_size (default 8 batches) or npartitions cut a list into tasks. model/cfg/weights/
     names, prec, batch, device: as graphrun.Model and Model.build; thresh, nms: as Engine.detect;
     decode_threads: each task's decoding threads (default: the worker's cores, at most 16);
@@ -174,14 +184,14 @@ def detect(paths: Any, model: str = "yolo", prec: str = "fp32", batch: int = 1,
         else:
             bag = db.from_sequence(listed, partition_size=partition_size or 8 * int(batch))
     with dask.annotate(resources=resources) if resources else _no_annotation():
-        records = bag.map_partitions(detect_partition, options, float(thresh), float(nms),
-                                     decode_threads, decode)
         if output_dir is None:
-            return records
+            return bag.map_partitions(detect_partition, options, float(thresh), float(nms),
+                                      decode_threads, decode)
         out = os.fspath(output_dir)
         os.makedirs(out, exist_ok=True)
-        parts = [dask.delayed(_write_partition)(part, out, i)
-                 for i, part in enumerate(records.to_delayed())]
+        parts = [dask.delayed(detect_partition_jsonl)(part, options, float(thresh), float(nms),
+                                                      out, i, decode_threads, decode)
+                 for i, part in enumerate(bag.to_delayed())]
     return list(dask.compute(*parts))
 
 

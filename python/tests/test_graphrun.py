@@ -6,6 +6,7 @@ package is tests/python_install.sh's. Run from the source root: python3 python/t
 python_cpu and, label gpu, python_gpu). $GR_BUILD_DIR names the build directory (the CLI and libgraphrun.so)."""
 
 import ctypes
+import io
 import json
 import os
 import pathlib
@@ -101,37 +102,32 @@ def files_folder(root, copies=1):
     return order, bad
 
 
-def cli_records(args, paths):
-    """The CLI's JSON Lines for `paths` (--input-list; it exits 3 when a file fails)."""
+def cli_output(args, paths):
+    """The CLI's JSON Lines for `paths` as bytes, and its stderr (--input-list; it exits 3 when a
+    file fails)."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write("\n".join(paths) + "\n")
     try:
         run = subprocess.run([CLI, *args, "--input-list", f.name], capture_output=True,
-                             text=True, check=False)
+                             check=False)
     finally:
         os.unlink(f.name)
+    stderr = run.stderr.decode(errors="replace")
     if run.returncode not in (0, 1, 3):  # 3: a file failed; 1: NaN/Inf outputs
-        raise AssertionError(f"graphrun exit {run.returncode}: {run.stderr}")
-    return [json.loads(line) for line in run.stdout.splitlines()], run.stderr
+        raise AssertionError(f"graphrun exit {run.returncode}: {stderr}")
+    return run.stdout, stderr
+
+
+def cli_records(args, paths):
+    """The CLI's JSON Lines for `paths`, parsed, and its stderr."""
+    text, stderr = cli_output(args, paths)
+    return [json.loads(line) for line in text.splitlines()], stderr
 
 
 def assert_same_as_cli(test, mine, cli_line):
-    """A detect_files record (full floats) printed as the CLI prints its line equals that line:
-    the same engine and input give the same float32 values, so the printed digits match."""
-    test.assertEqual(mine["input"], cli_line["input"])
-    if "error" in cli_line:
-        test.assertEqual(mine, cli_line)
-        return
-    test.assertNotIn("error", mine, mine["input"])
-    test.assertEqual((mine["width"], mine["height"]), (cli_line["width"], cli_line["height"]),
-                     mine["input"])
-    test.assertEqual(len(mine["detections"]), len(cli_line["detections"]), mine["input"])
-    for d, c in zip(mine["detections"], cli_line["detections"]):
-        test.assertEqual((d["class"], d["class_id"]), (c["class"], c["class_id"]))
-        for key, digits in (("prob", 6), ("objectness", 6), ("left", 1), ("top", 1),
-                            ("right", 1), ("bottom", 1)):
-            test.assertEqual(f"{d[key]:.{digits}f}", f"{c[key]:.{digits}f}",
-                             f"{mine['input']}: {key}")
+    """A detect_files record is the CLI's line parsed: the library formats both (the same engine
+    and input give the same float32 values, so the same text), every number equal."""
+    test.assertEqual(mine, cli_line, mine["input"])
 
 
 class CPUTests(unittest.TestCase):
@@ -608,8 +604,11 @@ class CPUTests(unittest.TestCase):
                         self.assertEqual(set(d), {"class", "class_id", "prob", "objectness",
                                                   "left", "top", "right", "bottom"})
                         self.assertEqual((d["class"], d["class_id"]), (e.class_name, e.class_id))
-                        for key in ("prob", "objectness", "left", "top", "right", "bottom"):
-                            self.assertAlmostEqual(d[key], getattr(e, key), delta=1e-4)
+                        # The CLI's numbers: detect()'s float32 values printed as it prints them.
+                        for key, digits in (("prob", 6), ("objectness", 6), ("left", 1),
+                                            ("top", 1), ("right", 1), ("bottom", 1)):
+                            self.assertEqual(d[key], float(f"{getattr(e, key):.{digits}f}"),
+                                             f"{r['input']}: {key}")
                 self.assertIn("cannot open image file", records[paths.index(bad[2])]["error"])
                 self.assertEqual(engine.detect_files(paths, thresh=0.2, threads=1), records)
                 self.assertEqual(engine.detect_files(paths[:batch], thresh=0.2),
@@ -630,6 +629,27 @@ class CPUTests(unittest.TestCase):
         self.assertEqual(len(records), len(want))
         for mine, theirs in zip(records, want):
             assert_same_as_cli(self, mine, theirs)
+
+    def test_detect_files_jsonl_is_the_clis_bytes(self):
+        """detect_files_jsonl writes the CLI's stdout byte for byte (error lines included), and
+        detect_files' records are those lines parsed. A loaded engine's names given to
+        Engine.load name the classes of its lines as they do detect()'s."""
+        paths, _ = files_folder(self.tmp.name + "/jsonl")
+        want, _ = cli_output(["--device", "cpu", "--cfg", self.cfg, "--batch", "3",
+                              "--thresh", "0.2"], paths)
+        with self.model.build(device="cpu", batch=3, inflight=3) as engine:
+            out = io.BytesIO()
+            self.assertEqual(engine.detect_files_jsonl(paths, out, thresh=0.2), len(paths))
+            self.assertEqual(out.getvalue(), want)
+            self.assertEqual(engine.detect_files(paths, thresh=0.2),
+                             [json.loads(line) for line in want.splitlines()])
+            data = engine.to_bytes()
+        names = [f"thing {i}" for i in range(self.model.classes)]
+        with graphrun.Engine.load(data, device="cpu", names=names) as loaded:
+            records = loaded.detect_files(paths, thresh=0.2)
+            classes = {d["class_id"]: d["class"] for r in records for d in r.get("detections", [])}
+            self.assertTrue(classes, "no detections: nothing compared")
+            self.assertEqual(classes, {k: names[k] for k in classes})
 
     def test_detect_files_arguments(self):
         """decode="gpu" on a CPU engine raises graphrun's reason; bad arguments raise before any
