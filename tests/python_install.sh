@@ -40,6 +40,10 @@ if [ "$how" = pip ]; then
   # ensurepip would copy in, without the copy's time.
   "$py" -m venv --system-site-packages --without-pip venv >venv.log 2>&1
   check "venv --system-site-packages" $?
+  # The package needs NumPy, and offline it can only be the system's: a NumPy that $py finds
+  # through PYTHONPATH or a user site (the GPU machine's) is not the venv's.
+  venv/bin/python -c 'import numpy' 2>/dev/null ||
+    { echo "python_pip_install: a venv of $py sees no NumPy (its NumPy is not in the system site-packages; apt-get install python3-numpy)"; exit 77; }
   export PIP_DISABLE_PIP_VERSION_CHECK=1
   venv/bin/python -m pip install --no-build-isolation --no-deps ./pkg >pip.log 2>&1
   check "pip install --no-build-isolation --no-deps ./python" $? || tail -n 20 pip.log
