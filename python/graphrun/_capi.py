@@ -169,6 +169,7 @@ _SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "gr_engine_destroy": (None, [P]),
     "gr_engine_device": (_I, [P]),
     "gr_engine_device_name": (_S, [P]),
+    "gr_engine_model": (P, [P]),
     "gr_engine_input_desc": (_I, [P, _ptr(TensorDesc)]),
     "gr_engine_output_count": (_I, [P]),
     "gr_engine_output_desc": (_I, [P, _I, _ptr(TensorDesc)]),

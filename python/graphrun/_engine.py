@@ -168,6 +168,17 @@ class Model(_Handle):
                       f32_algo, nonfinite_is_error, micro_batch, gpu_index, inflight)
 
 
+def _engine_class_names(handle: Any) -> List[str]:
+    """The class names of an engine's own network (a loaded engine file holds them)."""
+    lib = _capi.lib()
+    model = lib.gr_engine_model(handle)
+    info = _capi.ModelInfo()
+    if not model or lib.gr_model_get_info(model, ctypes.byref(info)) != 0:
+        return []
+    return [lib.gr_model_class_name(model, i).decode(errors="replace")
+            for i in range(info.classes)]
+
+
 def _engine_options(device: str, use_cuda_graph: bool,
                     inflight: int = 1) -> _capi.EngineOptions:
     opt = _capi.EngineOptions()
@@ -232,8 +243,9 @@ class Engine(_Handle):
              inflight: int = 1) -> "Engine":
         """An engine from a file Engine.save() wrote (a path), or from its bytes (to_bytes()),
         built for `device` without calibrating or measuring again. names: the class names (a list,
-        or a file of one name per line); without them, detections read "class N" (and plot()
-        labels them so either way: drawing takes its labels from a Model). .precision is read
+        or a file of one name per line); without them, the names the engine file holds (those of
+        the model it was built from; "class N" where it had none). plot() labels boxes "class N"
+        either way: drawing takes its labels from a Model. .precision is read
         from the engine's layer map: "fp32", "fp16", "int8", or "auto" where int8 and fp16 mix.
         inflight: as Model.build's (a run-time option: the file does not fix it)."""
         opt = _engine_options(device, use_cuda_graph, inflight)
@@ -248,6 +260,8 @@ class Engine(_Handle):
         if names is not None and isinstance(names, (str, bytes, os.PathLike)):
             with open(names, encoding="utf-8") as f:
                 names = [line.strip() for line in f if line.strip()]
+        if names is None:
+            names = _engine_class_names(handle)
         engine = cls.__new__(cls)
         engine._setup(handle, list(names or []), None, None, nonfinite_is_error)
         return engine

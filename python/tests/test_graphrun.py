@@ -574,6 +574,28 @@ class CPUTests(unittest.TestCase):
         with self.assertRaises(graphrun.Error):
             graphrun.Engine.load(b"not an engine file")
 
+    @unittest.skipUnless(_capi.has("gr_engine_save") and _capi.has("gr_engine_load"),
+                         "this libgraphrun has no gr_engine_save/gr_engine_load (engine files)")
+    def test_loaded_engine_keeps_class_names(self):
+        """Engine.load without names= labels classes with the names the file holds (the model's,
+        given when it was built); names= still replaces them."""
+        names_file = os.path.join(self.tmp.name, "two.names")
+        with open(names_file, "w", encoding="utf-8") as f:
+            f.write("circle\nsquare\n")
+        path = os.path.join(self.tmp.name, "named.engine")
+        with graphrun.Model(cfg=self.cfg, names=names_file) as m, m.build(device="cpu") as engine:
+            self.assertEqual(engine.names, {0: "circle", 1: "square"})
+            engine.save(path)
+        with graphrun.Engine.load(path, device="cpu") as loaded:
+            self.assertEqual(loaded.names, {0: "circle", 1: "square"})
+        with graphrun.Engine.load(path, device="cpu", names=["a", "b"]) as loaded:
+            self.assertEqual(loaded.names, {0: "a", 1: "b"})
+        path = os.path.join(self.tmp.name, "unnamed.engine")
+        with self.model.build(device="cpu") as engine:
+            engine.save(path)
+        with graphrun.Engine.load(path, device="cpu") as loaded:
+            self.assertEqual(loaded.names, {0: "class 0", 1: "class 1"})
+
     # ---- files to records (Engine.detect_files) -------------------------------------------------
 
     def test_detect_files_equals_detect(self):
