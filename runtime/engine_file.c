@@ -369,15 +369,18 @@ static void apply_runtime_options(gr_engine_options *o, const gr_engine_options 
     o->nonfinite_is_error = caller->nonfinite_is_error;
 }
 
-/* The build's notice lines, each marked as the build's: a load calibrated and searched nothing. */
+/* The build's notice lines, each marked as the build's: a load calibrated and searched nothing.
+ * A line a loaded engine kept from its own file is marked already (an engine saved again). */
 static void build_notice(const char *stored, char *out, size_t len)
 {
+    static const char mark[] = "at build: ";
     size_t used = 0;
     out[0] = '\0';
     for (const char *line = stored; *line && used < len;) {
         const char *end = strchr(line, '\n');
         int n = end ? (int)(end - line) : (int)strlen(line);
-        int w = snprintf(out + used, len - used, "%sat build: %.*s", used ? "\n" : "", n, line);
+        const char *prefix = strncmp(line, mark, sizeof mark - 1) == 0 ? "" : mark;
+        int w = snprintf(out + used, len - used, "%s%s%.*s", used ? "\n" : "", prefix, n, line);
         used += w > 0 ? (size_t)w : 0;
         line += n + (end != NULL);
     }

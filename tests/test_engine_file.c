@@ -225,7 +225,21 @@ START_TEST(round_trip_memory)
     gr_engine *built = shapes_int8_in_memory(&data, &bytes);
     gr_engine *loaded = load_memory(data, bytes);
     expect_same(built, loaded);
+    /* A loaded engine saved and loaded again: the same engine, the build's notice lines marked
+     * once (they read "at build: at build: ..." before). */
+    uint8_t *again;
+    size_t again_bytes;
+    save_to_memory(loaded, &again, &again_bytes);
+    gr_engine *reloaded = load_memory(again, again_bytes);
+    expect_same(built, reloaded);
+    ck_assert_msg(strstr(gr_engine_notice(built), "calibration"), "no calibration line to check: %s",
+                  gr_engine_notice(built));
+    ck_assert_msg(!strstr(gr_engine_notice(reloaded), "at build: at build:"), "%s",
+                  gr_engine_notice(reloaded));
+    ck_assert_str_eq(gr_engine_notice(reloaded), gr_engine_notice(loaded));
+    gr_free(again);
     gr_free(data);
+    gr_engine_destroy(reloaded);
     gr_engine_destroy(built);
     gr_engine_destroy(loaded);
 }
