@@ -56,8 +56,15 @@ def python_run(paths, a, calib, parts, out_path):
         for first in range(0, len(paths), step):
             engine.detect_files_jsonl(paths[first:first + step], f)
     seconds = time.perf_counter() - t0
+    stats = engine.files_stats  # the last call's
     engine.close()
-    return seconds
+    return seconds, stats
+
+
+def _worker_stats():
+    """In a Dask worker: the files_stats of its graphrun.dask engines' last call."""
+    import graphrun.dask
+    return [e.files_stats for e in graphrun.dask._ENGINES.values()]
 
 
 def dask_run(paths, a, calib, partitions, lift_trim):
@@ -81,8 +88,10 @@ def dask_run(paths, a, calib, partitions, lift_trim):
                                      device=a.device, calib_cache=calib, npartitions=partitions,
                                      output_dir=parts_dir)
         seconds = time.perf_counter() - t0
+        stats = list(client.run(_worker_stats).values())[0]
     lines = sum(1 for f in files for _ in open(f))
-    return seconds, {"worker_MALLOC_TRIM_THRESHOLD_": list(env.values()), "lines": lines}
+    return seconds, {"worker_MALLOC_TRIM_THRESHOLD_": list(env.values()), "lines": lines,
+                     "last_partition_stats": stats[0] if stats else None}
 
 
 def main():
@@ -102,8 +111,8 @@ def main():
     calib = os.path.join(args.out, "calib.cache")
     if args.child:
         paths = open(args.child).read().split("\n")
-        print(json.dumps({"seconds": python_run(paths, args, calib, 1,
-                                                os.path.join(args.out, "child.jsonl"))}))
+        seconds, stats = python_run(paths, args, calib, 1, os.path.join(args.out, "child.jsonl"))
+        print(json.dumps({"seconds": seconds, "stats": stats}))
         return 0
     from multi_gpu import folder_run, make_folder
     folder = make_folder(args.out, args.n)
@@ -127,17 +136,20 @@ def main():
                                "gpu" if gpu else "cpu")
                 seconds, extra = r["seconds"], {"stages": r["stages"], "exit": r["exit"]}
             elif step in ("python", "python-4"):
-                seconds = python_run(paths, args, calib, 4 if step == "python-4" else 1,
-                                     os.path.join(args.out, step + ".jsonl"))
+                seconds, stats = python_run(paths, args, calib, 4 if step == "python-4" else 1,
+                                            os.path.join(args.out, step + ".jsonl"))
+                extra = {"last_call_stats": stats}
             elif step == "python-trim":
                 env = dict(os.environ, **NANNY_ENV)
                 run = subprocess.run([sys.executable, __file__, "--out", args.out, "--prec",
                                       args.prec, "--batch", str(args.batch), "--model",
                                       args.model, "--device", args.device, "--child", listing],
                                      env=env, capture_output=True, text=True, check=False)
-                seconds = json.loads(run.stdout.strip().splitlines()[-1])["seconds"] \
-                    if run.returncode == 0 else None
-                extra = {"exit": run.returncode, "stderr_tail": run.stderr[-1500:]}
+                child = json.loads(run.stdout.strip().splitlines()[-1]) \
+                    if run.returncode == 0 else {}
+                seconds = child.get("seconds")
+                extra = {"exit": run.returncode, "stderr_tail": run.stderr[-1500:],
+                         "last_call_stats": child.get("stats")}
             elif step.startswith("dask-"):
                 partitions = int(step.split("-")[1])
                 seconds, extra = dask_run(paths, args, calib, partitions,
@@ -149,7 +161,14 @@ def main():
         rate = len(paths) / seconds if seconds else None
         results["steps"][step] = dict(extra, seconds=seconds, images_per_s=rate,
                                       wall_s=time.perf_counter() - t0)
-        print(f"{step:14s} {rate or 0:10,.0f} img/s  ({seconds or 0:.2f} s) {extra.get('error', '')}",
+        st = extra.get("last_call_stats") or extra.get("last_partition_stats") or {}
+        keys = ("elapsed_s", "main_wait_decoded_s", "main_wait_engine_s", "main_report_s",
+                "main_deliver_s", "handoff_s", "read_s", "decode_s")
+        detail = " ".join(f"{k[:-2]}={st[k]:.3f}" for k in keys if k in st)
+        print(f"{step:14s} {rate or 0:10,.0f} img/s  ({seconds or 0:.2f} s) {extra.get('error', '')}"
+              f"\n{'':14s} last call: {st.get('images')} images, {st.get('threads')} threads, "
+              f"decoder {st.get('decoder')!r}: {detail}" if st else
+              f"{step:14s} {rate or 0:10,.0f} img/s  ({seconds or 0:.2f} s) {extra.get('error', '')}",
               flush=True)
         with open(path + ".tmp", "w") as f:
             json.dump(results, f, indent=1)

@@ -122,6 +122,30 @@ class FilesOptions(ctypes.Structure):
     _fields_ = FILES_OPTIONS_FIELDS
 
 
+class FilesStats(ctypes.Structure):
+    """gr_files_stats: where a gr_pool_detect_files call's time went (seconds), its setup."""
+    _d = ctypes.c_double
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32), ("images", ctypes.c_int), ("batch", ctypes.c_int),
+        ("buffers", ctypes.c_int), ("devices", ctypes.c_int), ("threads", ctypes.c_int),
+        ("cores", ctypes.c_int), ("gpu_decode", ctypes.c_int), ("decoder", ctypes.c_char * 256),
+        ("elapsed_s", _d), ("main_cpu_s", _d), ("main_wait_decoded_s", _d),
+        ("main_wait_engine_s", _d), ("main_report_s", _d), ("main_report_own_s", _d),
+        ("main_deliver_s", _d), ("main_deliver_cpu_s", _d), ("workers_blocked_s", _d),
+        ("workers_report_s", _d), ("read_s", _d), ("decode_s", _d), ("letterbox_s", _d),
+        ("engine_s", _d), ("gpu_decode_s", _d), ("handoff_s", _d),
+        ("gpu_decoded", ctypes.c_int), ("latency_p50_s", _d), ("latency_p99_s", _d),
+    ]
+
+    def as_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {}
+        for name, _ in self._fields_:
+            if name != "struct_size":
+                value = getattr(self, name)
+                out[name] = value.decode(errors="replace") if isinstance(value, bytes) else value
+        return out
+
+
 class FileResult(ctypes.Structure):
     """gr_file_result: what gr_pool_detect_files gives its callback for one file."""
     _fields_ = [
@@ -212,7 +236,8 @@ _OPTIONAL_SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "gr_pool_wrap": (_I, [_ptr(P), _I, _ptr(P)]),
     "gr_pool_open_jpeg_decoders": (_I, [P]),
     "gr_files_options_init": (_I, [_ptr(FilesOptions), ctypes.c_size_t]),
-    "gr_pool_detect_files": (_I, [P, _ptr(_S), _I, _ptr(FilesOptions), FILE_FN, P, P]),
+    "gr_pool_detect_files": (_I, [P, _ptr(_S), _I, _ptr(FilesOptions), FILE_FN, P,
+                             _ptr(FilesStats)]),
 }
 
 

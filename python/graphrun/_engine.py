@@ -294,6 +294,7 @@ class Engine(_Handle):
         self._model = model
         self._nonfinite_is_error = bool(nonfinite_is_error)
         self._class_names = names
+        self._files_stats: Optional[Dict[str, Any]] = None
         self.nonfinite: List[int] = []  # NaN/Inf count per output of the last run
         self.precision: str = precision or self._built_precision()
         self.device: str = "gpu" if lib.gr_engine_device(handle) == DEVICES["gpu"] else "cpu"
@@ -320,6 +321,15 @@ class Engine(_Handle):
             return "fp32"
         names = {v: k for k, v in PRECISIONS.items()}
         return names[reduced.pop()] if len(reduced) == 1 else "auto"
+
+    @property
+    def files_stats(self) -> Optional[Dict[str, Any]]:
+        """Where the last detect_files / detect_files_jsonl call's time went (runtime.h,
+        gr_files_stats; seconds): "elapsed_s", the calling thread's waits ("main_wait_decoded_s",
+        "main_wait_engine_s") and its time in this package's callback ("main_deliver_s"), the
+        workers' busy time per stage ("read_s", "decode_s", "letterbox_s", "handoff_s"), the
+        decoder ("gpu_decode", "decoder"), "threads", "images". None before any such call."""
+        return self._files_stats
 
     @property
     def names(self) -> Dict[int, str]:

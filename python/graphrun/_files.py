@@ -97,8 +97,11 @@ def detect_lines(engine: "Engine", paths: Sequence[str], thresh: float, nms: flo
         opt.class_names = (ctypes.c_char_p * (len(names) + 1))(*names, None)
         failure: List[BaseException] = []
         callback = _capi.FILE_FN(deliverer(paths, line, failure))
+        stats = _capi.FilesStats()
+        stats.struct_size = ctypes.sizeof(stats)
         status = run(pool, _capi.c_paths(paths), len(paths), ctypes.byref(opt), callback, None,
-                     None)
+                     ctypes.byref(stats))
+        engine._files_stats = stats.as_dict()
         if failure:
             raise failure[0]
         _capi.check(status, engine._handle)

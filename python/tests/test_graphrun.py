@@ -350,9 +350,10 @@ class CPUTests(unittest.TestCase):
                    "gr_detect_options": _capi.DetectOptions, "gr_model_info": _capi.ModelInfo,
                    "gr_tensor_desc": _capi.TensorDesc, "gr_image": _capi.Image,
                    "gr_detection": _capi.Detection, "gr_files_options": _capi.FilesOptions,
-                   "gr_file_result": _capi.FileResult}
+                   "gr_file_result": _capi.FileResult, "gr_files_stats": _capi.FilesStats}
         for c_name, mirror in mirrors.items():
-            body = re.search(r"typedef struct %s \{(.*?)\} %s;" % (c_name, c_name), header, re.S)
+            body = (re.search(r"typedef struct %s \{(.*?)\} %s;" % (c_name, c_name), header, re.S)
+                    or re.search(r"\nstruct %s \{(.*?)\};" % c_name, header, re.S))
             self.assertIsNotNone(body, c_name)
             fields = []
             for decl in body.group(1).split(";"):
@@ -632,7 +633,16 @@ class CPUTests(unittest.TestCase):
                             self.assertEqual(d[key], float(f"{getattr(e, key):.{digits}f}"),
                                              f"{r['input']}: {key}")
                 self.assertIn("cannot open image file", records[paths.index(bad[2])]["error"])
+                # files_stats: the call's setup and where its time went (gr_files_stats)
+                stats = engine.files_stats
+                self.assertEqual((stats["images"], stats["batch"], stats["devices"]),
+                                 (len(paths), batch, 1))
+                self.assertEqual((stats["gpu_decode"], stats["decoder"]), (0, "a CPU engine"))
+                self.assertGreater(stats["elapsed_s"], 0.0)
+                self.assertGreater(stats["decode_s"], 0.0)
+                self.assertGreaterEqual(stats["elapsed_s"], stats["main_deliver_s"])
                 self.assertEqual(engine.detect_files(paths, thresh=0.2, threads=1), records)
+                self.assertEqual(engine.files_stats["threads"], 1)
                 self.assertEqual(engine.detect_files(paths[:batch], thresh=0.2),
                                  records[:batch])  # one batch, fewer slots than the engine's
                 self.assertEqual(engine.detect_files([], thresh=0.2), [])
