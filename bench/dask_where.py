@@ -61,6 +61,14 @@ def python_run(paths, a, calib, parts, out_path):
     return seconds, stats
 
 
+def _timed_partition(paths, options, out_dir):
+    """In a Dask worker: graphrun.dask's partition task called directly, timed from inside."""
+    import graphrun.dask
+    t0 = time.perf_counter()
+    graphrun.dask.detect_partition_jsonl(paths, options, 0.5, 0.45, out_dir, 99999)
+    return time.perf_counter() - t0
+
+
 def _worker_stats():
     """In a Dask worker: the files_stats of its graphrun.dask engines' last call."""
     import graphrun.dask
@@ -89,9 +97,15 @@ def dask_run(paths, a, calib, partitions, lift_trim):
                                      output_dir=parts_dir)
         seconds = time.perf_counter() - t0
         stats = list(client.run(_worker_stats).values())[0]
-    lines = sum(1 for f in files for _ in open(f))
+        # The same task submitted directly, its time inside the worker beside the client's.
+        options = (a.model, None, None, None, prec, batch, a.device, calib)
+        t0 = time.perf_counter()
+        inside = client.submit(_timed_partition, paths, options, parts_dir, pure=False).result()
+        submitted = time.perf_counter() - t0
+    lines = sum(1 for f in files for _ in open(f) if not f.endswith("99999.jsonl"))
     return seconds, {"worker_MALLOC_TRIM_THRESHOLD_": list(env.values()), "lines": lines,
-                     "last_partition_stats": stats[0] if stats else None}
+                     "last_partition_stats": stats[0] if stats else None,
+                     "one_task_submitted_s": submitted, "one_task_inside_worker_s": inside}
 
 
 def main():
@@ -162,7 +176,7 @@ def main():
         results["steps"][step] = dict(extra, seconds=seconds, images_per_s=rate,
                                       wall_s=time.perf_counter() - t0)
         st = extra.get("last_call_stats") or extra.get("last_partition_stats") or {}
-        keys = ("elapsed_s", "main_wait_decoded_s", "main_wait_engine_s", "main_report_s",
+        keys = ("setup_s", "elapsed_s", "finish_s", "main_wait_decoded_s", "main_wait_engine_s", "main_report_s",
                 "main_deliver_s", "handoff_s", "read_s", "decode_s")
         detail = " ".join(f"{k[:-2]}={st[k]:.3f}" for k in keys if k in st)
         print(f"{step:14s} {rate or 0:10,.0f} img/s  ({seconds or 0:.2f} s) {extra.get('error', '')}"
@@ -170,6 +184,9 @@ def main():
               f"decoder {st.get('decoder')!r}: {detail}" if st else
               f"{step:14s} {rate or 0:10,.0f} img/s  ({seconds or 0:.2f} s) {extra.get('error', '')}",
               flush=True)
+        if "one_task_submitted_s" in extra:
+            print(f"{'':14s} one task of all paths: {extra['one_task_submitted_s']:.3f} s from the "
+                  f"client, {extra['one_task_inside_worker_s']:.3f} s inside the worker", flush=True)
         with open(path + ".tmp", "w") as f:
             json.dump(results, f, indent=1)
         os.replace(path + ".tmp", path)

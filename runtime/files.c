@@ -889,6 +889,7 @@ static gr_status run_files(gr_pool *pool, const char *const *paths, int n, gr_fi
     if (o.jsonl && next)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: jsonl: a source's records are its caller's "
                        "to format", fn);
+    double entry = now_s();
     pipeline *p = gr_calloc(1, sizeof *p, "the pipeline");
     if (!p)
         return GR_ERR_OUT_OF_MEMORY;
@@ -934,6 +935,7 @@ static gr_status run_files(gr_pool *pool, const char *const *paths, int n, gr_fi
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->changed, NULL);
     double t0 = now_s(), cpu0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+    p->st.setup_s = t0 - entry;
     int started = start_workers(p, tids, threads);
     if (started == 0)
         st = gr_fail(GR_ERR_STATE, "cannot start a decoding thread");
@@ -950,8 +952,10 @@ static gr_status run_files(gr_pool *pool, const char *const *paths, int n, gr_fi
         qsort(p->latency, (size_t)p->n_latency, sizeof *p->latency, cmp_double);
     p->st.latency_p50_s = percentile(p->latency, p->n_latency, 50.0);
     p->st.latency_p99_s = percentile(p->latency, p->n_latency, 99.0);
-    copy_stats(p, stats);
+    double finish = now_s();
     pipeline_free(p);
+    p->st.finish_s = now_s() - finish + (finish - t0 - p->st.elapsed_s);
+    copy_stats(p, stats);
     free(p);
     free(tids);
     return st;

@@ -929,6 +929,8 @@ struct gr_files_stats {
     int gpu_decoded;          /* images the GPU decoded */
     double latency_p50_s, latency_p99_s; /* per image, from its pixels in the batch buffer to its
                                  batch's results delivered (cb returned for each) */
+    double setup_s;           /* from the call's entry to the workers' start (buffers, decoders) */
+    double finish_s;          /* from the workers' end to the call's return */
 };
 
 gr_status gr_pool_detect_files(gr_pool *pool, const char *const *paths, int n,

@@ -135,6 +135,7 @@ class FilesStats(ctypes.Structure):
         ("workers_report_s", _d), ("read_s", _d), ("decode_s", _d), ("letterbox_s", _d),
         ("engine_s", _d), ("gpu_decode_s", _d), ("handoff_s", _d),
         ("gpu_decoded", ctypes.c_int), ("latency_p50_s", _d), ("latency_p99_s", _d),
+        ("setup_s", _d), ("finish_s", _d),
     ]
 
     def as_dict(self) -> Dict[str, Any]:

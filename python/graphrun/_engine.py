@@ -328,7 +328,8 @@ class Engine(_Handle):
         gr_files_stats; seconds): "elapsed_s", the calling thread's waits ("main_wait_decoded_s",
         "main_wait_engine_s") and its time in this package's callback ("main_deliver_s"), the
         workers' busy time per stage ("read_s", "decode_s", "letterbox_s", "handoff_s"), the
-        decoder ("gpu_decode", "decoder"), "threads", "images". None before any such call."""
+        decoder ("gpu_decode", "decoder"), "threads", "images", and the call's time before and
+        after its pipeline ran ("setup_s", "finish_s"). None before any such call."""
         return self._files_stats
 
     @property
