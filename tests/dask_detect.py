@@ -17,6 +17,7 @@ usage: dask_detect.py BUILD_DIR   (PYTHONPATH=python, GRAPHRUN_LIBRARY=the share
 
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -56,7 +57,7 @@ def make_folder(root):
 def main():
     try:
         import distributed  # noqa: F401
-        import dask  # noqa: F401
+        import dask.bag  # noqa: F401
     except ImportError as exc:
         print(f"dask_detect: {exc.name} missing (apt-get install python3-dask "
               f"python3-distributed)")
@@ -90,6 +91,19 @@ def main():
             assert [r["input"] for r in reordered] == paths
             for mine in reordered:
                 same_record(mine, by_path[mine["input"]])
+            # The paths travel as one PathList per task (Dask walks a list in a graph element by
+            # element: seconds for a large list), which pickles whole and reads as the list.
+            bag = graphrun.dask.detect(paths, model="shapes", batch=2, device="cpu",
+                                       partition_size=3)
+            lists = [a for task in dict(bag.__dask_graph__()).values() if isinstance(task, tuple)
+                     for a in task if isinstance(a, graphrun.dask.PathList)]
+            assert [list(x) for x in lists] == [paths[i:i + 3] for i in range(0, 7, 3)], lists
+            again = pickle.loads(pickle.dumps(lists[0]))
+            assert (list(again), len(again), again[1]) == (paths[:3], 3, paths[1])
+            # A dask.bag of paths keeps its partitions.
+            from_bag = graphrun.dask.detect(dask.bag.from_sequence(paths, npartitions=2),
+                                            model="shapes", batch=2, device="cpu")
+            assert from_bag.npartitions == 2 and from_bag.compute() == reordered
             # JSON Lines partitions: the CLI's bytes, cut in three.
             out = os.path.join(root, "out")
             files = graphrun.dask.detect(folder, model="shapes", batch=2, device="cpu",

@@ -69,6 +69,22 @@ def deliverer(paths: Sequence[str], line: Callable[[int, bytes], None],
     return deliver
 
 
+def open_jpeg_decoders(engine: "Engine") -> bool:
+    """Open the GPU JPEG decoder of each of the engine's slots now (a hardware decoder's handle
+    takes milliseconds; a slot's is otherwise opened by the first detect_files call that uses
+    the slot). False where the GPU cannot decode JPEGs (decode="auto" then decodes on the CPU)."""
+    lib = _capi.lib()
+    if not _capi.has("gr_pool_open_jpeg_decoders"):
+        return False
+    pool = _capi.P()
+    engines = (_capi.P * 1)(engine._handle)
+    _capi.check(lib.gr_pool_wrap(engines, 1, ctypes.byref(pool)))
+    try:
+        return bool(lib.gr_pool_open_jpeg_decoders(pool) == 0)
+    finally:
+        lib.gr_pool_destroy(pool)
+
+
 def detect_lines(engine: "Engine", paths: Sequence[str], thresh: float, nms: float, decode: str,
                  threads: int, line: Callable[[int, bytes], None]) -> None:
     """line(index, its JSON Lines record as bytes, newline included) for each path, in order

@@ -36,15 +36,16 @@ from __future__ import annotations
 
 import glob as _glob
 import importlib
+import math
 import os
 import tempfile
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ._engine import Engine, Model, cuda_device_count
-from ._files import DECODES, usable_cores
+from ._files import DECODES, open_jpeg_decoders, usable_cores
 
-__all__ = ["detect", "detect_partition", "detect_partition_jsonl", "list_paths"]
+__all__ = ["PathList", "detect", "detect_partition", "detect_partition_jsonl", "list_paths"]
 
 _IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp")
 _INFLIGHT = 3  # batches per engine: one running, one filling, one reported (runtime.h, slots)
@@ -69,6 +70,34 @@ def list_paths(source: Union[str, os.PathLike[str], Sequence[Union[str, os.PathL
             return sorted(_glob.glob(text))
         return [text]
     return [os.fspath(p) for p in source]
+
+
+class PathList:
+    """One partition's paths as one object in a task graph. Dask walks a list in a graph element
+    by element (looking for keys): 20,000 paths cost 0.9 s on a 2-core machine and about 1.6 s
+    on a 16-core GPU host per detect(), half of what the detection itself took on an H100. An
+    object of this class travels pickled, whole. It is a sequence of str (len, iteration,
+    indexing), so detect_partition and detect_partition_jsonl take it as they take a list."""
+
+    __slots__ = ("paths",)
+
+    def __init__(self, paths: Sequence[Union[str, os.PathLike[str]]]) -> None:
+        self.paths = [os.fspath(p) for p in paths]
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __iter__(self) -> Any:
+        return iter(self.paths)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.paths[index]
+
+    def __getstate__(self) -> List[str]:
+        return self.paths
+
+    def __setstate__(self, state: List[str]) -> None:
+        self.paths = state
 
 
 def _worker_gpu() -> int:
@@ -97,6 +126,8 @@ def _engine(options: Tuple[Any, ...]) -> Engine:
             engine = m.build(device=device, precision=precision, batch=batch,
                              calib_cache=calib_cache, inflight=_INFLIGHT,
                              gpu_index=_worker_gpu() if device == "gpu" else 0)
+            if device == "gpu":  # each slot's JPEG decoder now, not in the first tasks' time
+                open_jpeg_decoders(engine)
             _ENGINES[options] = engine
         return engine
 
@@ -173,26 +204,29 @@ def detect(paths: Any, model: str = "yolo", prec: str = "fp32", batch: int = 1,
     if decode not in DECODES:
         raise ValueError(f"decode must be one of {list(DECODES)}, not {decode!r}")
     options = (model, cfg, weights, names, prec, int(batch), device, calib_cache)
-    if isinstance(paths, db.Bag):
-        bag = paths
-    else:
+    bag = paths if isinstance(paths, db.Bag) else None
+    chunks: List[PathList] = []
+    if bag is None:
         listed = list_paths(paths)
         if not listed:
             raise ValueError(f"no image paths in {paths!r}")
-        if npartitions:
-            bag = db.from_sequence(listed, npartitions=npartitions)
-        else:
-            bag = db.from_sequence(listed, partition_size=partition_size or 8 * int(batch))
+        # dask.bag.from_sequence's cut (the same partitions), each partition one PathList
+        size = (int(math.ceil(len(listed) / npartitions)) if npartitions
+                else int(partition_size or 8 * int(batch)))
+        chunks = [PathList(listed[i:i + size]) for i in range(0, len(listed), size)]
+    args = (options, float(thresh), float(nms))
     with dask.annotate(resources=resources) if resources else _no_annotation():
         if output_dir is None:
-            return bag.map_partitions(detect_partition, options, float(thresh), float(nms),
-                                      decode_threads, decode)
+            if bag is not None:
+                return bag.map_partitions(detect_partition, *args, decode_threads, decode)
+            return db.from_delayed([dask.delayed(detect_partition)(c, *args, decode_threads,
+                                                                   decode) for c in chunks])
         out = os.fspath(output_dir)
         os.makedirs(out, exist_ok=True)
-        parts = [dask.delayed(detect_partition_jsonl)(part, options, float(thresh), float(nms),
-                                                      out, i, decode_threads, decode)
-                 for i, part in enumerate(bag.to_delayed())]
-    return list(dask.compute(*parts))
+        parts = chunks if bag is None else bag.to_delayed()
+        tasks = [dask.delayed(detect_partition_jsonl)(part, *args, out, i, decode_threads, decode)
+                 for i, part in enumerate(parts)]
+    return list(dask.compute(*tasks))
 
 
 class _no_annotation:
