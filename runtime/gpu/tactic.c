@@ -612,7 +612,7 @@ static gr_status try_run_once(search_ctx *s, const gpu_conv *c, const candidate 
 
 /* The GEMM tactic's plan is per shape: when it won on the representative batch, make it again
  * for the whole batch (`full`). 0 when that fails (no cuBLASLt algorithm, scratch past the bound:
- * the caller keeps the automatic tactic); 1 for every other tactic. */
+ * the caller takes the best other tactic); 1 for every other tactic. */
 static int gemm_for_batch(search_ctx *s, const gpu_conv *c, const gr_conv_args *full, int index,
                           candidate *k)
 {
@@ -623,10 +623,38 @@ static int gemm_for_batch(search_ctx *s, const gpu_conv *c, const gr_conv_args *
     if (gemm_candidate(s, &whole, index, k))
         return 1;
     char line[160];
-    snprintf(line, sizeof line, "GEMM tactic of layer %d does not scale to batch %d: automatic "
-             "tactic", s->v->plan->nodes[index].layer, full->batch);
+    snprintf(line, sizeof line, "GEMM tactic of layer %d does not scale to batch %d: the best "
+             "other tactic", s->v->plan->nodes[index].layer, full->batch);
     gr_engine_add_notice(s->e, line);
     return 0;
+}
+
+/* A cached tactic that passes the numerics check on this conv and runs at the whole batch:
+ * *ok 1 and the tactic set. `hit` must be a valid candidate here (cached_candidate). */
+static gr_status try_cached(search_ctx *s, gpu_conv *c, const gr_conv_args *full, int index,
+                            const gr_tcache_entry *hit, candidate *k, const out_region *r,
+                            gpu_tactic *t, int *ok)
+{
+    *ok = 0;
+    if (k->gemm && !ensure_gemm_scratch(s, k->scratch))
+        return GR_OK;
+    int ran = 0;
+    GR_TRY(try_run_once(s, c, k, index, r, &ran));
+    if (ran && outputs_match(s, c) && gemm_for_batch(s, c, full, index, k)) {
+        set_tactic(s, index, t, k, hit->us, hit->auto_us, 0, c->tc.batch);
+        s->e->tactic_stats.cached++;
+        *ok = 1;
+    }
+    return GR_OK;
+}
+
+/* The timing-cache key of a conv's best tactic other than the GEMM tactic, for the engines whose
+ * batch the GEMM tactic that won at the representative batch does not scale to (its scratch
+ * grows with the batch): the entry under `key` stays the representative batch's winner, which
+ * the engines it scales to take. */
+static void nogemm_key(const char *key, char *out, size_t len)
+{
+    snprintf(out, len, "%.*s:nogemm", GR_TCACHE_KEY_MAX - 8, key);
 }
 
 static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
@@ -640,8 +668,9 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
     const gr_conv_args full = c.tc;
     c.tc.batch = rep_batch(g, full.batch, full.in_h, full.in_w, full.ksize, full.stride, full.pad,
                            full.out_c);
-    char key[GR_TCACHE_KEY_MAX];
+    char key[GR_TCACHE_KEY_MAX], key_ng[GR_TCACHE_KEY_MAX];
     layer_key(&c.tc, c.is_i8, key, sizeof key);
+    nogemm_key(key, key_ng, sizeof key_ng);
 
     candidate auto_k = {0, 0, ws_bytes_of(&c.tc, c.is_i8), 0, NULL, 0};
     candidate list[MAX_CANDIDATES];
@@ -650,11 +679,19 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
     for (int k = 0; k < n; k++)
         ws_max = list[k].ws > ws_max ? list[k].ws : ws_max;
     const gr_tcache_entry *hit = s->g->tcache ? gr_timing_cache_find(g->tcache, key) : NULL;
-    candidate cached;
+    const gr_tcache_entry *hit_ng = s->g->tcache ? gr_timing_cache_find(g->tcache, key_ng) : NULL;
+    candidate cached, cached_ng;
     int use_cache = hit && cached_candidate(s, &c, full.batch, index, hit, &cached);
+    int use_ng = hit_ng && hit_ng->tile != TILE_GEMM &&
+                 cached_candidate(s, &c, full.batch, index, hit_ng, &cached_ng);
     if (use_cache && g->tcache_trusted && gemm_for_batch(s, &c, &full, index, &cached)) {
         set_tactic(s, index, t, &cached, hit->us, hit->auto_us, 0, c.tc.batch);
         s->e->tactic_stats.cached++; /* a saved engine's own tactic (tcache_trusted) */
+        return GR_OK;
+    }
+    if (use_cache && cached.gemm && use_ng && g->tcache_trusted) {
+        set_tactic(s, index, t, &cached_ng, hit_ng->us, hit_ng->auto_us, 0, c.tc.batch);
+        s->e->tactic_stats.cached++;
         return GR_OK;
     }
     out_region r;
@@ -662,18 +699,21 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
     GR_TRY(fill_input(s, &c, index));
     if (use_cache && cached.ws > ws_max)
         ws_max = cached.ws;
+    if (use_ng && cached_ng.ws > ws_max)
+        ws_max = cached_ng.ws;
     GR_TRY(ensure_workspace(s, ws_max));
-    if (use_cache && cached.gemm && !ensure_gemm_scratch(s, cached.scratch))
-        use_cache = 0;
     GR_TRY(run_once(s, &c, &auto_k, index, &r, 1));
 
     if (use_cache) {
-        int ran = 0;
-        GR_TRY(try_run_once(s, &c, &cached, index, &r, &ran));
-        if (ran && outputs_match(s, &c) && gemm_for_batch(s, &c, &full, index, &cached)) {
-            set_tactic(s, index, t, &cached, hit->us, hit->auto_us, 0, c.tc.batch);
-            s->e->tactic_stats.cached++;
+        int ok = 0;
+        GR_TRY(try_cached(s, &c, &full, index, hit, &cached, &r, t, &ok));
+        if (ok)
             return GR_OK;
+        /* The GEMM tactic that does not scale to this batch: the best other one, if cached. */
+        if (cached.gemm && use_ng) {
+            GR_TRY(try_cached(s, &c, &full, index, hit_ng, &cached_ng, &r, t, &ok));
+            if (ok)
+                return GR_OK;
         }
         char line[160];
         snprintf(line, sizeof line, "timing cache: the tactic of layer %d fails the numerics "
@@ -693,8 +733,8 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
     int cut = 0;
     GR_TRY(time_candidate(s, &c, &auto_k, index, 0.0, &auto_us, &cut));
     int timed = 1;
-    candidate best = auto_k;
-    double best_us = auto_us;
+    candidate best = auto_k, best_other = auto_k; /* best_other: the best but the GEMM tactic */
+    double best_us = auto_us, best_other_us = auto_us;
     for (int k = 0; k < n; k++) {
         int ran = 0;
         GR_TRY(try_run_once(s, &c, &list[k], index, &r, &ran));
@@ -711,17 +751,32 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
             best = list[k];
             best_us = us;
         }
+        if (!cut && !list[k].gemm && us < best_other_us) {
+            best_other = list[k];
+            best_other_us = us;
+        }
     }
-    if (best_us > keep_auto_ratio * auto_us || !gemm_for_batch(s, &c, &full, index, &best)) {
+    if (best_us > keep_auto_ratio * auto_us) {
         best = auto_k;
         best_us = auto_us;
+    }
+    /* The representative batch's winner is what the cache keeps under `key` (engines of the
+     * batches it scales to take it); where the GEMM tactic won but does not scale to this batch,
+     * the best other tactic, kept under key_ng. */
+    if (g->tcache)
+        GR_TRY(gr_timing_cache_put(g->tcache, key, best.gemm ? TILE_GEMM : best.tile, best.split,
+                                   best_us > 0.0 ? best_us : 1e-3, auto_us > 0.0 ? auto_us : 1e-3));
+    if (!gemm_for_batch(s, &c, &full, index, &best)) {
+        best = best_other_us > keep_auto_ratio * auto_us ? auto_k : best_other;
+        best_us = best_other_us > keep_auto_ratio * auto_us ? auto_us : best_other_us;
+        if (g->tcache)
+            GR_TRY(gr_timing_cache_put(g->tcache, key_ng, best.tile, best.split,
+                                       best_us > 0.0 ? best_us : 1e-3,
+                                       auto_us > 0.0 ? auto_us : 1e-3));
     }
     set_tactic(s, index, t, &best, best_us, auto_us, timed, c.tc.batch);
     s->e->tactic_stats.searched++;
     s->e->tactic_stats.candidates += timed;
-    if (g->tcache)
-        GR_TRY(gr_timing_cache_put(g->tcache, key, best.gemm ? TILE_GEMM : best.tile, best.split,
-                                   best_us > 0.0 ? best_us : 1e-3, auto_us > 0.0 ? auto_us : 1e-3));
     return GR_OK;
 }
 
