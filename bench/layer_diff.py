@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Per-layer before/after table from two graphrun_bench JSON files (their "layers": each
-engine's per-node times, eager at build, median of 5, every micro-batch pass).
+engine's per-node times, eager at build, median of 3, every micro-batch pass).
 
     python3 bench/layer_diff.py BEFORE.json AFTER.json [--prec int8] [--batch 64,256]
 

@@ -302,6 +302,15 @@ gr_status gr_engine_build_times(const gr_engine *engine, gr_build_times *times)
     return GR_OK;
 }
 
+void gr_engine_build_detail(const gr_engine *engine, gr_build_detail *detail)
+{
+    if (!detail)
+        return;
+    memset(detail, 0, sizeof *detail);
+    if (engine)
+        *detail = engine->build_detail;
+}
+
 int gr_engine_micro_batch(const gr_engine *engine)
 {
     if (!engine)

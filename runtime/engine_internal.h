@@ -24,6 +24,7 @@
 
 #include "graphrun/runtime.h"
 #include "models/net.h"
+#include "runtime/build_detail.h"
 
 #define GR_MAX_HEADS 8
 #define GR_NOTICE_LEN 2048 /* the engine's notice, and the front's while it resolves */
@@ -102,6 +103,7 @@ struct gr_engine {
     struct gr_model model_view; /* gr_engine_model(): the engine's network as a model (borrowed
                                    net; never destroyed as a model) */
     gr_build_times build_times; /* filled as the build goes (the front and the backend) */
+    gr_build_detail build_detail; /* finer: runtime/build_detail.h */
     gr_node_time *node_times;   /* the GPU backend's per-node times (uint8 graph), malloc'd */
     int n_node_times;
 };

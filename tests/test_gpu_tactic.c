@@ -7,7 +7,8 @@
  *   - every chosen tactic's measured time <= the automatic tactic's, and the search timed more
  *     than the automatic tactic; its cost at batch 1 is printed (and bounded);
  *   - timing cache: the second build with the same file times 0 candidates and picks the same
- *     tactics; a corrupt file or one from another GPU gives a notice and everything is measured
+ *     tactics; a GEMM tactic a larger batch cannot use stays in the entry smaller batches share
+ *     (the larger one's other tactic has its own); a corrupt file or one from another GPU gives a notice and everything is measured
  *     again (and the file is rewritten valid);
  *   - GR_DISABLE_TACTIC_SEARCH=1 and tactic_search = 0 turn it off; fp32 engines list no tactics
  *     (their measured algorithms: test_gpu_gemm_f32).
@@ -354,6 +355,66 @@ START_TEST(test_timing_cache_round_trip)
 }
 END_TEST
 
+/* Engines of one batch, not micro-batched (the choice of the sub-batch is another test's). */
+static gr_engine *build_whole(const gr_model *m, gr_precision prec, int batch, const char *cache)
+{
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = GR_DEVICE_GPU;
+    eo.precision = prec;
+    eo.batch = batch;
+    eo.micro_batch = batch;
+    eo.timing_cache = cache;
+    gr_engine *e = NULL;
+    ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "build %s batch %d: %s",
+                  gr_precision_name(prec), batch, gr_last_error());
+    return e;
+}
+
+/* Engines of different batches share a conv's entry when they time it on the same representative
+ * batch (64 images for YOLOv2-tiny's 13x13 layers). The GEMM tactic that wins there may not scale
+ * to a larger engine's batch (its scratch grows with it: fp16 13x13x1024 at batch 256 is past the
+ * bound); that engine takes the best other tactic, and must not leave it in the shared entry,
+ * where a batch-64 engine would take it instead of the GEMM tactic (it did until 2026-11-26:
+ * fp16 batch 64 from such a cache ran 1.6x slower). */
+START_TEST(test_timing_cache_gemm_batches)
+{
+    unlink(timing_cache);
+    gr_model *m = load_model("yolo");
+    gr_engine *fresh64 = build_whole(m, GR_PREC_FP16, 64, NULL);
+    gr_engine *big = build_whole(m, GR_PREC_FP16, 256, timing_cache);
+    ck_assert_msg(strstr(gr_engine_notice(big), "does not scale to batch 256") != NULL,
+                  "no GEMM tactic was refused at batch 256: %s", gr_engine_notice(big));
+    gr_engine *cached64 = build_whole(m, GR_PREC_FP16, 64, timing_cache);
+    gr_tactic_stats st;
+    ck_assert_int_eq(gr_engine_tactic_stats(cached64, &st), GR_OK);
+    ck_assert_int_gt(st.cached, 0);
+    int gemm_layers = 0;
+    for (int i = 0; i < gr_engine_tactic_count(fresh64); i++) {
+        gr_tactic_info f, c, b;
+        ck_assert_int_eq(gr_engine_tactic(fresh64, i, &f), GR_OK);
+        ck_assert_int_eq(gr_engine_tactic(cached64, i, &c), GR_OK);
+        ck_assert_int_eq(gr_engine_tactic(big, i, &b), GR_OK);
+        if (!f.gemm || f.batch != 64 || c.candidates > 0)
+            continue; /* the layers timed on 64 images and taken from the cache */
+        gemm_layers++;
+        ck_assert_msg(c.gemm, "layer %d: GEMM tactic when measured at batch 64, %s from the cache "
+                      "the batch-256 engine wrote (which runs %s)", f.layer, c.name, b.name);
+    }
+    ck_assert_int_gt(gemm_layers, 0);
+    /* The batch-256 engine again: everything from the cache, its other tactic included. */
+    gr_engine *big2 = build_whole(m, GR_PREC_FP16, 256, timing_cache);
+    ck_assert_int_eq(gr_engine_tactic_stats(big2, &st), GR_OK);
+    ck_assert_int_eq(st.candidates, 0);
+    expect_same_tactics(big, big2);
+    gr_engine_destroy(fresh64);
+    gr_engine_destroy(big);
+    gr_engine_destroy(cached64);
+    gr_engine_destroy(big2);
+    gr_model_destroy(m);
+}
+END_TEST
+
 /* A corrupt cache or another GPU's: one notice line, every layer measured, the file rewritten. */
 START_TEST(test_timing_cache_bad_file)
 {
@@ -430,6 +491,7 @@ int main(void)
     tcase_add_test(tc, test_fp16_close_to_auto);
     tcase_add_test(tc, test_inflight_with_tactics);
     tcase_add_test(tc, test_timing_cache_round_trip);
+    tcase_add_test(tc, test_timing_cache_gemm_batches);
     tcase_add_test(tc, test_timing_cache_bad_file);
     tcase_add_test(tc, test_search_off);
     suite_add_tcase(s, tc);

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "runtime/build_detail.h"
 #include "tools/bench_core.h"
 #include "tools/cli.h"
 
@@ -47,6 +48,7 @@ typedef struct bench_options {
     const char *json_path;
     float max_nrmse; /* --prec auto budget */
     const char *timing_cache; /* --timing-cache FILE */
+    const char *calib_cache;  /* --calib-cache FILE */
     int tactic_search;        /* -1 default, 1 --tactic-search, 0 --no-tactic-search */
     gr_f32_algo f32_algo;     /* --f32-algo */
     gr_toggle f32_split_k, pdl; /* --split-k, --pdl */
@@ -80,6 +82,7 @@ typedef struct bench_result {
     int micro_batch;          /* images per pass of the graph (gr_engine_micro_batch) */
     gr_tactic_stats tactics;  /* of that build */
     gr_build_times phases;    /* where the build went */
+    gr_build_detail detail;   /* and finer (runtime/build_detail.h) */
     int n_nodes;              /* the engine's per-node times (gr_engine_node_time) */
     gr_node_time nodes[MAX_NODE_TIMES];
 } bench_result;
@@ -135,7 +138,8 @@ static void print_help(FILE *f)
 {
     fprintf(f, "usage: %s [--model M] [--prec fp32|fp16|int8|auto|all] [--batch N[,N...]]\n"
            "         [--iters N] [--warmup N] [--inflight N] [--image FILE] [--eager]\n"
-           "         [--max-nrmse X] [--json FILE] [--timing-cache FILE] [--[no-]tactic-search]\n"
+           "         [--max-nrmse X] [--json FILE] [--timing-cache FILE] [--calib-cache FILE]\n"
+           "         [--[no-]tactic-search]\n"
            "         [--f32-algo A] [--split-k auto|on|off] [--pdl auto|on|off]\n"
            "         [--executor graph|dataflow|auto]\n"
            "         [--micro-batch auto|whole|N] [--layers] [--device gpu|gpu:all|gpu:N[,M...]]\n"
@@ -152,6 +156,7 @@ static void print_help(FILE *f)
            "  --eager        build engines without a CUDA graph (use_cuda_graph = 0)\n"
            "  --json FILE    also write the results as JSON\n"
            "  --timing-cache FILE  reuse / store the measured conv tactics (docs/tactics.md)\n"
+           "  --calib-cache FILE   reuse / store int8 calibration ranges (docs/calibration.md)\n"
            "  --tactic-search      time each conv's candidate tactics at build (the default)\n"
            "  --no-tactic-search   the kernels' automatic conv tactics (faster build)\n"
            "  --f32-algo A   fp32 convs: auto (default), sgemm, tf32x3, implicit, direct3x3\n"
@@ -217,7 +222,7 @@ static int parse_precisions(const char *arg, bench_options *o)
 enum {
     B_EAGER = 1, B_NO_TACTIC_SEARCH, B_TACTIC_SEARCH, B_MODEL, B_IMAGE, B_JSON, B_TIMING_CACHE,
     B_PREC, B_BATCH, B_ITERS, B_WARMUP, B_MAX_NRMSE, B_INFLIGHT, B_F32_ALGO, B_SPLIT_K, B_PDL,
-    B_MICRO_BATCH, B_LAYERS, B_DEVICE, B_EXECUTOR
+    B_MICRO_BATCH, B_LAYERS, B_DEVICE, B_EXECUTOR, B_CALIB_CACHE
 };
 
 static const gr_cli_flag bench_flags[] = {
@@ -228,7 +233,7 @@ static const gr_cli_flag bench_flags[] = {
     {"--max-nrmse", B_MAX_NRMSE, 1}, {"--inflight", B_INFLIGHT, 1}, {"--f32-algo", B_F32_ALGO, 1},
     {"--split-k", B_SPLIT_K, 1}, {"--pdl", B_PDL, 1}, {"--micro-batch", B_MICRO_BATCH, 1},
     {"--layers", B_LAYERS, 0}, {"--device", B_DEVICE, 1}, {"--executor", B_EXECUTOR, 1},
-    {NULL, 0, 0}};
+    {"--calib-cache", B_CALIB_CACHE, 1}, {NULL, 0, 0}};
 
 /* 1 when the flag's value is valid (flags without a value always are). */
 static int apply_flag(bench_options *o, int id, const char *v)
@@ -242,6 +247,7 @@ static int apply_flag(bench_options *o, int id, const char *v)
     case B_IMAGE: o->image = v; return 1;
     case B_JSON: o->json_path = v; return 1;
     case B_TIMING_CACHE: o->timing_cache = v; return 1;
+    case B_CALIB_CACHE: o->calib_cache = v; return 1;
     case B_PREC: return parse_precisions(v, o);
     case B_BATCH: return parse_batches(v, o);
     case B_ITERS: return gr_cli_parse_int(v, 1, 10000000, &o->iters);
@@ -373,6 +379,7 @@ static gr_status build_engine(const gr_model *model, const bench_options *o, ben
     if (o->tactic_search >= 0)
         eo.tactic_search = o->tactic_search;
     eo.timing_cache = o->timing_cache;
+    eo.calib_cache = o->calib_cache;
     eo.f32_algo = o->f32_algo;
     eo.f32_split_k = o->f32_split_k;
     eo.pdl = o->pdl;
@@ -398,6 +405,7 @@ static gr_status build_engine(const gr_model *model, const bench_options *o, ben
     gr_engine *engine = gr_pool_engine(*pool, 0);
     gr_engine_tactic_stats(engine, &r->tactics);
     gr_engine_build_times(engine, &r->phases);
+    gr_engine_build_detail(engine, &r->detail);
     r->n_nodes = gr_engine_node_time_count(engine);
     r->n_nodes = r->n_nodes < MAX_NODE_TIMES ? r->n_nodes : MAX_NODE_TIMES;
     for (int i = 0; i < r->n_nodes; i++)
@@ -623,12 +631,19 @@ static void print_table(const bench_result *results, int n, const bench_options 
                r->tactics.candidates, r->tactics.cut, r->tactics.rejected, r->tactics.convs,
                r->tactics.cached, r->batch / (r->micro_batch > 0 ? r->micro_batch : r->batch),
                r->micro_batch);
+        const gr_build_detail *d = &r->detail;
+        printf("%-5s %5d build detail: allocation %.0f ms; search: inputs %.0f + checks %.0f (%d) "
+               "+ timing %.0f (%d launches) + cuBLASLt plans %.0f ms; eager warm-up/time split "
+               "%.0f ms; %d replays timed (%d candidates cut)\n",
+               gr_precision_name(r->precision), r->batch, d->alloc_ms, d->search_fill_ms,
+               d->search_check_ms, d->checks, d->search_time_ms, d->timed_launches,
+               d->search_gemm_ms, d->warmup_ms, d->replays, d->mb_cut);
     }
     for (int i = 0; i < n && o->layers; i++) {
         const bench_result *r = &results[i];
         if (r->status != GR_OK)
             continue;
-        printf("%-5s %5d per node (eager at build, median of 5, us):", gr_precision_name(r->precision),
+        printf("%-5s %5d per node (eager at build, median of 3, us):", gr_precision_name(r->precision),
                r->batch);
         for (int k = 0; k < r->n_nodes; k++)
             printf("%s L%d %s %.1f", k ? "," : "", r->nodes[k].layer, r->nodes[k].kind,
@@ -700,6 +715,13 @@ static int write_json(const char *path, const bench_options *o, const char *mode
                 r->phases.resolve_ms, r->phases.plan_ms, r->phases.weights_ms, r->phases.tactic_ms,
                 r->phases.micro_batch_ms, r->phases.capture_ms, r->phases.total_ms,
                 r->micro_batch);
+        fprintf(f, ", \"build_detail\": {\"alloc_ms\": %.1f, \"search_fill_ms\": %.1f, "
+                   "\"search_check_ms\": %.1f, \"search_time_ms\": %.1f, \"search_gemm_ms\": "
+                   "%.1f, \"warmup_ms\": %.1f, \"checks\": %d, \"timed_launches\": %d, "
+                   "\"replays\": %d, \"micro_batch_cut\": %d}",
+                r->detail.alloc_ms, r->detail.search_fill_ms, r->detail.search_check_ms,
+                r->detail.search_time_ms, r->detail.search_gemm_ms, r->detail.warmup_ms,
+                r->detail.checks, r->detail.timed_launches, r->detail.replays, r->detail.mb_cut);
         fprintf(f, ", \"layers\": [");
         for (int k = 0; k < r->n_nodes; k++) {
             fprintf(f, "%s{\"layer\": %d, \"kind\": ", k ? ", " : "", r->nodes[k].layer);

@@ -666,7 +666,7 @@ gr_status gr_engine_build_times(const gr_engine *engine, gr_build_times *times);
 
 /* The GPU engine's per-node times (the uint8 graph's plan nodes that launch work, in schedule
  * order), measured at build by its eager time-split runs: CUDA events around each node, median of
- * 5 runs, a whole batch (every micro-batch pass). Eager with events between the nodes, so a node
+ * 3 runs, a whole batch (every micro-batch pass). Eager with events between the nodes, so a node
  * may read a little slower than inside the graph; for comparing layers and builds. None on the
  * CPU. */
 typedef struct gr_node_time {

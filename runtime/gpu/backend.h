@@ -110,6 +110,7 @@ typedef struct gpu_variant {
     gpu_conv_weights *nw;   /* per plan node */
     size_t *splitk_offset, *splitk_bytes; /* per node */
     size_t splitk_total, im2col_bytes;    /* per instance */
+    size_t im2col_floats[GR_GPU_MAX_STREAMS]; /* per instance and stream */
     int n_inst;             /* the engine's inflight */
     gpu_instance inst[GR_MAX_INFLIGHT];
     gr_timing split;        /* from the instrumented run */
@@ -313,8 +314,12 @@ uint64_t gr_gpu_weights_layout(const gr_plan *plan);
 /* A host copy of v's packed device weights (what gr_engine_save stores), malloc'd. */
 gr_status gr_gpu_download_weights(const gpu_variant *v, uint8_t **host, size_t *bytes);
 /* im2col per stream for fp32 convs, split-K workspace per tensor-core conv node, for every
- * instance (sized with instance 0's arguments; its arena and io must be allocated). */
+ * instance allocated (sized with instance 0's arguments; its arena and io must be allocated). */
 gr_status gr_gpu_alloc_scratch(gpu_state *g, gpu_variant *v);
+/* The scratch gr_gpu_alloc_scratch sized, for one more instance (a micro-batch winner's runs in
+ * flight after the first). */
+gr_status gr_gpu_alloc_instance_scratch(const gpu_state *g, const gpu_variant *v,
+                                        gpu_instance *inst);
 
 /* ---- gpu/tactic.c ---- */
 /* The device key of the timing cache: GPU name, compute capability, SM count, CUDA runtime and

@@ -250,7 +250,7 @@ static int cmp_float(const void *a, const void *b)
 static gr_status instrumented_runs(gpu_state *g, gpu_variant *v)
 {
     const gr_plan *plan = v->plan;
-    enum { RUNS = 5 };
+    enum { RUNS = 3 };
     int n_ev = 2 * plan->n_nodes;
     cudaEvent_t *ev = gr_calloc((size_t)n_ev + 4, sizeof *ev, "timing events");
     if (!ev)
@@ -321,7 +321,8 @@ static gr_status instrumented_runs(gpu_state *g, gpu_variant *v)
 
 /* ---- the executor (docs/dataflow.md) ------------------------------------------------------ */
 
-static gr_status time_replays(gpu_state *g, gpu_variant *v, double *us);
+static gr_status time_replays(gr_engine *e, gpu_state *g, gpu_variant *v, double best_us,
+                              double *us, int *cut);
 
 static void drop_graph(gpu_instance *inst)
 {
@@ -403,7 +404,8 @@ static gr_status choose_executor(gr_engine *e, gpu_state *g, gpu_variant *v, int
     for (int x = 0; x < 2; x++) {
         v->dataflow = x;
         GR_TRY(capture_instance(g, v, &v->inst[0]));
-        st = time_replays(g, v, &us[x]);
+        int cut = 0;
+        st = time_replays(e, g, v, 0.0, &us[x], &cut);
         drop_graph(&v->inst[0]);
         GR_TRY(st);
     }
@@ -461,7 +463,12 @@ static gr_status plan_with_fusions(gr_engine *e, gpu_state *g, gpu_variant *v, i
     const int f32_pools = g->f32_algo == GR_F32_ALGO_AUTO || g->f32_algo == GR_F32_ALGO_DIRECT3X3;
     int fuse = !g->observable && (!f32 || f32_pools);
     unsigned char *no_fuse = NULL;
-    gr_status st = plan_variant(e, g, v, input_u8, fuse, NULL, weight_data);
+    /* The retries plan without the weights' data (shapes and offsets are the same: the check
+     * reads no weight), the plan kept is made once with them: each plan with data copies, folds
+     * and quantizes every weight (~50-130 ms for YOLOv2-tiny), and an fp32 engine retries once
+     * per pooled conv the direct kernel does not take. */
+    int final_fuse = fuse;
+    gr_status st = plan_variant(e, g, v, input_u8, fuse, NULL, 0);
     for (int tries = 0; st == GR_OK && fuse; tries++) {
         int bad = -1;
         gr_status refused = gr_gpu_plan_check(g, v, &bad);
@@ -485,12 +492,18 @@ static gr_status plan_with_fusions(gr_engine *e, gpu_state *g, gpu_variant *v, i
         if (!no_fuse) {
             st = GR_ERR_OUT_OF_MEMORY;
         } else if (layer >= e->net->n_layers || no_fuse[layer] || tries >= e->net->n_layers) {
-            st = plan_variant(e, g, v, input_u8, 0, NULL, weight_data);
+            final_fuse = 0;
+            st = plan_variant(e, g, v, input_u8, 0, NULL, 0);
             break;
         } else {
             no_fuse[layer] = 1;
-            st = plan_variant(e, g, v, input_u8, fuse, no_fuse, weight_data);
+            st = plan_variant(e, g, v, input_u8, fuse, no_fuse, 0);
         }
+    }
+    if (st == GR_OK && weight_data) {
+        gr_plan_free(v->plan);
+        v->plan = NULL;
+        st = plan_variant(e, g, v, input_u8, final_fuse, final_fuse ? no_fuse : NULL, 1);
     }
     free(no_fuse);
     int bad = -1;
@@ -499,11 +512,20 @@ static gr_status plan_with_fusions(gr_engine *e, gpu_state *g, gpu_variant *v, i
     return st;
 }
 
+/* One eager run of instance 0, waited for: module loading and cuBLAS setup before capture. */
+static gr_status warm_up(gpu_state *g, gpu_variant *v)
+{
+    GR_TRY(gr_gpu_enqueue_forward(g, v, &v->inst[0], NULL, NULL));
+    CUDA_TRY(cudaStreamSynchronize(g->streams[0]));
+    return GR_OK;
+}
+
 /* A saved engine's load takes the device weights its file holds for this variant when they fit
  * the plan (the same layout hash: the same graphrun on the same GPU plans the same), and a
  * micro-batch candidate those of the first candidate; then it plans without the network's fp32
  * weights: no copy, BN folding, quantization or re-layout. */
-static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int input_u8)
+static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int input_u8,
+                               int trial)
 {
     double phase = gr_now_us();
     const gr_saved_weights *saved =
@@ -552,12 +574,17 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
         v->df_status_offset = v->out_bytes;
         v->out_bytes += 256;
     }
+    /* A micro-batch candidate (trial) gets instance 0 only, all its timing needs; the winner its
+     * other runs in flight afterwards (variant_finish). n_inst is the engine's in any case (the
+     * fp32 rule's split-K depends on it). */
     v->n_inst = e->inflight;
-    for (int k = 0; k < v->n_inst; k++) {
+    phase = gr_now_us();
+    for (int k = 0; k < (trial ? 1 : v->n_inst); k++) {
         GR_TRY(instance_alloc(g, v, &v->inst[k], k));
         if (v->df_program)
             GR_TRY(gr_gpu_dataflow_alloc_state(v, &v->inst[k]));
     }
+    e->build_detail.alloc_ms += (gr_now_us() - phase) / 1e3;
     phase = gr_now_us();
     GR_TRY(gr_gpu_upload_weights(v, saved));
     if (v->df_program)
@@ -566,17 +593,49 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
     e->build_times.weights_ms += (gr_now_us() - phase) / 1e3;
     /* Tactics before the scratch: each conv's split-K workspace is sized for its own. */
     GR_TRY(gr_gpu_choose_tactics(e, g, v));
+    phase = gr_now_us();
     GR_TRY(gr_gpu_alloc_scratch(g, v));
     CUDA_TRY(cudaDeviceSynchronize());
+    e->build_detail.alloc_ms += (gr_now_us() - phase) / 1e3;
 
-    /* Warm-up and the time split, eagerly; then capture the same launches, once per instance. */
+    /* Warm-up and the time split, eagerly (a trial: one warm-up run, the time split is the
+     * winner's); then capture the same launches, once per instance allocated. */
     phase = gr_now_us();
-    GR_TRY(instrumented_runs(g, v));
+    GR_TRY(trial ? warm_up(g, v) : instrumented_runs(g, v));
+    e->build_detail.warmup_ms += (gr_now_us() - phase) / 1e3;
     GR_TRY(choose_executor(e, g, v, input_u8, df_why));
-    for (int k = 0; k < v->n_inst && e->opt.use_cuda_graph; k++)
+    for (int k = 0; k < (trial ? 1 : v->n_inst) && e->opt.use_cuda_graph; k++)
         GR_TRY(capture_instance(g, v, &v->inst[k]));
     e->build_times.capture_ms += (gr_now_us() - phase) / 1e3;
     v->built = 1;
+    return GR_OK;
+}
+
+/* The micro-batch winner, built as a trial, made the engine's: its other runs in flight
+ * (instances, scratch, graphs) and the time split. */
+static gr_status variant_finish(gr_engine *e, gpu_state *g, gpu_variant *v)
+{
+    double phase = gr_now_us();
+    for (int k = 1; k < v->n_inst; k++) {
+        GR_TRY(instance_alloc(g, v, &v->inst[k], k));
+        if (v->df_program)
+            GR_TRY(gr_gpu_dataflow_alloc_state(v, &v->inst[k]));
+        GR_TRY(gr_gpu_alloc_instance_scratch(g, v, &v->inst[k]));
+    }
+    CUDA_TRY(cudaDeviceSynchronize());
+    e->build_detail.alloc_ms += (gr_now_us() - phase) / 1e3;
+    phase = gr_now_us();
+    /* The time split is of the per-node launches, as a full build's (made before the executor
+     * is chosen); eager runs leave the dataflow kernel's state as it is. */
+    const int dataflow = v->dataflow;
+    v->dataflow = 0;
+    gr_status st = instrumented_runs(g, v);
+    v->dataflow = dataflow;
+    GR_TRY(st);
+    e->build_detail.warmup_ms += (gr_now_us() - phase) / 1e3;
+    for (int k = 1; k < v->n_inst && e->opt.use_cuda_graph; k++)
+        GR_TRY(capture_instance(g, v, &v->inst[k]));
+    e->build_times.capture_ms += (gr_now_us() - phase) / 1e3;
     return GR_OK;
 }
 
@@ -676,17 +735,22 @@ static gr_status publish_node_times(gr_engine *e, const gpu_variant *v)
 
 /* Sub-batches measured: halvings of the batch down to 32 images (below that a YOLO layer's grid
  * no longer fills an H100 and the per-launch overheads grow, bench/results). */
-enum { MIN_MICRO_BATCH = 32, MAX_MB_CANDIDATES = 13, MB_REPLAYS = 7 };
+enum { MIN_MICRO_BATCH = 32, MAX_MB_CANDIDATES = 13, MB_REPLAYS = 7, MB_SETTLE_REPLAYS = 3 };
+/* The tactic search's timing rule for whole replays (docs/tactics.md): a candidate whose first
+ * replay is 1.5x the best median so far cannot win (replays spread by about 1%); three replays
+ * within 3% of their median give that median, else seven are timed. */
+static const double mb_cut_off_ratio = 1.5, mb_settled_spread = 0.03;
 /* A smaller sub-batch must be 2% faster to win: replay timings move by about 1% from build to
  * build, and the choice should not flip with them. */
 static const double keep_larger_ratio = 0.98;
 
 /* The variant built for sub-batches of `micro` images; freed again on failure. */
-static gr_status build_sized(gr_engine *e, gpu_state *g, gpu_variant *v, int u8, int micro)
+static gr_status build_sized(gr_engine *e, gpu_state *g, gpu_variant *v, int u8, int micro,
+                             int trial)
 {
     v->micro_batch = micro;
     v->n_slices = e->opt.batch / micro;
-    gr_status st = variant_build(e, g, v, u8);
+    gr_status st = variant_build(e, g, v, u8, trial);
     if (st != GR_OK)
         variant_free(v);
     return st;
@@ -714,13 +778,14 @@ static void micro_batch_key(const gr_engine *e, int u8, char *key, size_t len)
              e->opt.batch, u8, e->inflight, e->opt.fp16_accumulate != 0, (unsigned long long)h);
 }
 
-/* Median time of back-to-back replays of instance 0's graph, after one more (microseconds). */
-static gr_status time_replays(gpu_state *g, gpu_variant *v, double *us)
+/* `runs` back-to-back replays of instance 0's graph, each between two events, into ms[]; with
+ * `warm` one more before them, untimed. */
+static gr_status replay_runs(gpu_state *g, gpu_variant *v, int warm, int runs, float *ms)
 {
     cudaEvent_t ev[MB_REPLAYS + 1];
     int created = 0;
     gr_status st = GR_OK;
-    for (; created <= MB_REPLAYS && st == GR_OK; created++) {
+    for (; created <= runs && st == GR_OK; created++) {
         cudaError_t err = cudaEventCreate(&ev[created]);
         if (err != cudaSuccess) {
             st = gr_gpu_cuda_fail(err, "cudaEventCreate (micro-batch timing)", __FILE__, __LINE__);
@@ -728,25 +793,51 @@ static gr_status time_replays(gpu_state *g, gpu_variant *v, double *us)
         }
     }
     cudaStream_t s = launch_stream(g, &v->inst[0]);
-    cudaError_t err = st == GR_OK ? cudaGraphLaunch(v->inst[0].exec, s) : cudaSuccess;
+    cudaError_t err = st == GR_OK && warm ? cudaGraphLaunch(v->inst[0].exec, s) : cudaSuccess;
     if (err == cudaSuccess && st == GR_OK)
         err = cudaEventRecord(ev[0], s);
-    for (int r = 0; r < MB_REPLAYS && err == cudaSuccess && st == GR_OK; r++) {
+    for (int r = 0; r < runs && err == cudaSuccess && st == GR_OK; r++) {
         err = cudaGraphLaunch(v->inst[0].exec, s);
         if (err == cudaSuccess)
             err = cudaEventRecord(ev[r + 1], s);
     }
     if (err == cudaSuccess && st == GR_OK)
-        err = cudaEventSynchronize(ev[MB_REPLAYS]);
-    float ms[MB_REPLAYS];
-    for (int r = 0; r < MB_REPLAYS && err == cudaSuccess && st == GR_OK; r++)
+        err = cudaEventSynchronize(ev[runs]);
+    for (int r = 0; r < runs && err == cudaSuccess && st == GR_OK; r++)
         err = cudaEventElapsedTime(&ms[r], ev[r], ev[r + 1]);
     if (err != cudaSuccess && st == GR_OK)
         st = gr_gpu_cuda_fail(err, "timing the micro-batch candidates", __FILE__, __LINE__);
     for (int i = 0; i < created; i++)
         cudaEventDestroy(ev[i]);
-    if (st != GR_OK)
-        return st;
+    return st;
+}
+
+/* Median replay time of instance 0's graph (microseconds), the tactic search's rule
+ * (docs/tactics.md, "Timing"): one untimed replay, then one timed - more than mb_cut_off_ratio x
+ * best_us (0: no cut-off) and it stops there, *cut set, since it cannot win -; then two more,
+ * the median of the three when they lie within mb_settled_spread of it, else of MB_REPLAYS. */
+static gr_status time_replays(gr_engine *e, gpu_state *g, gpu_variant *v, double best_us,
+                              double *us, int *cut)
+{
+    float ms[MB_REPLAYS];
+    *cut = 0;
+    GR_TRY(replay_runs(g, v, 1, 1, ms));
+    e->build_detail.replays++;
+    if (best_us > 0.0 && 1e3 * (double)ms[0] > mb_cut_off_ratio * best_us) {
+        *us = 1e3 * (double)ms[0];
+        *cut = 1;
+        e->build_detail.mb_cut++;
+        return GR_OK;
+    }
+    GR_TRY(replay_runs(g, v, 0, MB_SETTLE_REPLAYS - 1, ms + 1));
+    e->build_detail.replays += MB_SETTLE_REPLAYS - 1;
+    qsort(ms, MB_SETTLE_REPLAYS, sizeof ms[0], cmp_float);
+    if (ms[MB_SETTLE_REPLAYS - 1] - ms[0] <= (float)mb_settled_spread * ms[MB_SETTLE_REPLAYS / 2]) {
+        *us = 1e3 * (double)ms[MB_SETTLE_REPLAYS / 2];
+        return GR_OK;
+    }
+    GR_TRY(replay_runs(g, v, 0, MB_REPLAYS - MB_SETTLE_REPLAYS, ms + MB_SETTLE_REPLAYS));
+    e->build_detail.replays += MB_REPLAYS - MB_SETTLE_REPLAYS;
     qsort(ms, MB_REPLAYS, sizeof ms[0], cmp_float);
     *us = 1e3 * (double)ms[MB_REPLAYS / 2];
     return GR_OK;
@@ -771,7 +862,7 @@ static gr_status measure_micro_batch(gr_engine *e, gpu_state *g, gpu_variant *v,
         gpu_variant trial;
         memset(&trial, 0, sizeof trial);
         g->reuse = packed ? &first : NULL;
-        gr_status st = build_sized(e, g, &trial, u8, candidates[i]);
+        gr_status st = build_sized(e, g, &trial, u8, candidates[i], 1);
         g->reuse = NULL;
         if (st == GR_OK && !packed) {
             st = gr_gpu_download_weights(&trial, &packed, &first.bytes);
@@ -780,9 +871,10 @@ static gr_status measure_micro_batch(gr_engine *e, gpu_state *g, gpu_variant *v,
             first.layout = gr_gpu_weights_layout(trial.plan);
         }
         double us = 0.0;
+        int cut = 0;
         double timing = gr_now_us();
         if (st == GR_OK)
-            st = time_replays(g, &trial, &us);
+            st = time_replays(e, g, &trial, i ? best_us : 0.0, &us, &cut);
         e->build_times.micro_batch_ms += (gr_now_us() - timing) / 1e3;
         if (st != GR_OK) {
             variant_free(&trial);
@@ -790,9 +882,10 @@ static gr_status measure_micro_batch(gr_engine *e, gpu_state *g, gpu_variant *v,
             free(packed);
             return st;
         }
-        snprintf(report + used, len - used, "%s%d: %.0f us", i ? ", " : "", candidates[i], us);
+        snprintf(report + used, len - used, "%s%d: %.0f us%s", i ? ", " : "", candidates[i], us,
+                 cut ? " (cut)" : "");
         used += strlen(report + used);
-        if (i == 0 || us < keep_larger_ratio * best_us) {
+        if (i == 0 || (!cut && us < keep_larger_ratio * best_us)) {
             variant_free(&best);
             best = trial;
             best_us = us;
@@ -802,6 +895,7 @@ static gr_status measure_micro_batch(gr_engine *e, gpu_state *g, gpu_variant *v,
     }
     free(packed);
     *v = best;
+    GR_TRY(variant_finish(e, g, v));
     if (g->tcache)
         return gr_timing_cache_put(g->tcache, key, best.micro_batch, 0, best_us, best_us);
     return GR_OK;
@@ -820,7 +914,7 @@ static gr_status build_variant(gr_engine *e, gpu_state *g, gpu_variant *v, int u
                            : 0;
     char line[400];
     if (g->observable)
-        return build_sized(e, g, v, u8, batch);
+        return build_sized(e, g, v, u8, batch, 0);
     if (forced || other->built) {
         int micro = forced ? forced : other->micro_batch;
         if (forced && micro < batch && u8) {
@@ -828,14 +922,14 @@ static gr_status build_variant(gr_engine *e, gpu_state *g, gpu_variant *v, int u
                      batch / micro, micro);
             gr_engine_add_notice(e, line);
         }
-        return build_sized(e, g, v, u8, micro);
+        return build_sized(e, g, v, u8, micro, 0);
     }
     int candidates[MAX_MB_CANDIDATES], n = 0;
     for (int k = 1; n < MAX_MB_CANDIDATES && batch % k == 0 && batch / k >= MIN_MICRO_BATCH;
          k *= 2)
         candidates[n++] = batch / k;
     if (n <= 1 || !e->opt.use_cuda_graph || !g->tactic_search || g->observable)
-        return build_sized(e, g, v, u8, batch);
+        return build_sized(e, g, v, u8, batch, 0);
     char key[GR_TCACHE_KEY_MAX];
     micro_batch_key(e, u8, key, sizeof key);
     const gr_tcache_entry *hit = g->tcache ? gr_timing_cache_find(g->tcache, key) : NULL;
@@ -843,7 +937,7 @@ static gr_status build_variant(gr_engine *e, gpu_state *g, gpu_variant *v, int u
         snprintf(line, sizeof line, "micro-batch: %d x %d images (timing cache)", batch / hit->tile,
                  hit->tile);
         gr_engine_add_notice(e, line);
-        return build_sized(e, g, v, u8, hit->tile);
+        return build_sized(e, g, v, u8, hit->tile, 0);
     }
     char report[300] = "";
     double start = gr_now_us();

@@ -37,6 +37,7 @@
 #include <cublasLt.h>
 
 #include "kernels/common.h"
+#include "kernels/search.h"
 #include "base/base.h"
 #include "runtime/gpu/backend.h"
 #include "runtime/timing_cache.h"
@@ -96,8 +97,9 @@ typedef struct search_ctx {
     size_t ws_bytes;
     void *gemm_scratch;  /* the GEMM tactic's scratch */
     size_t gemm_scratch_bytes;
-    unsigned char *ref, *out; /* host: the automatic tactic's output, a candidate's */
-    size_t host_bytes;
+    uint8_t *ref;        /* device: the automatic tactic's output, dense */
+    size_t ref_bytes;
+    gr_search_diff *diff, *diff_host; /* the comparison's result: device, pinned host */
     atomic_int gate;     /* 0 holds the stream before a timed batch of launches (gate_wait) */
     int no_gate;         /* launches block until the stream moves: time without the gate */
 } search_ctx;
@@ -174,62 +176,44 @@ static size_t ws_bytes_of(const gr_conv_args *a, int is_i8)
 
 /* Deterministic non-zero values in the conv's input channels (padding channels 0, as the
  * kernels require): i8 in [-127, -1] u [1, 127], f16 of magnitude in [1/16, 2); the first
- * layer's uint8 network input (in_u8, unpadded) in [1, 255]. */
+ * layer's uint8 network input (in_u8, unpadded) in [1, 255] (kernels/search.h). Written on the
+ * device, ordered before the launches on the search's stream. */
 static gr_status fill_input(search_ctx *s, const gpu_conv *c, int index)
 {
+    const double start = gr_now_us();
     const gr_plan *plan = s->v->plan;
     const gr_plan_tensor *x = &plan->tensors[plan->nodes[index].inputs[0]];
     const int u8 = c->tc.in_u8;
     const int elem = c->is_i8 || u8 ? 1 : 2;
     const size_t cin_pad = u8 ? (size_t)x->c : (size_t)round_up(x->c, c->is_i8 ? 16 : 8);
     const size_t pixels = (size_t)c->tc.batch * x->h * x->w; /* the images timed */
-    unsigned char *host = gr_calloc(pixels * cin_pad, (size_t)elem, "tactic search input");
-    if (!host)
-        return GR_ERR_OUT_OF_MEMORY;
-    gr_rng rng;
-    gr_rng_seed(&rng, 0x7ac71c + (uint64_t)index);
-    for (size_t p = 0; p < pixels; p++)
-        for (int ch = 0; ch < x->c; ch++) {
-            uint64_t r = gr_rng_u64(&rng);
-            size_t at = p * cin_pad + (size_t)ch;
-            if (u8) {
-                host[at] = (unsigned char)(1 + r % 255);
-            } else if (c->is_i8) {
-                int magnitude = 1 + (int)(r % 127);
-                host[at] = (unsigned char)(int8_t)((r >> 32) & 1 ? -magnitude : magnitude);
-            } else {
-                uint16_t sign = (uint16_t)(((r >> 32) & 1) << 15);
-                uint16_t exponent = (uint16_t)(11 + (r >> 33) % 5); /* 2^-4 .. 2^0 */
-                uint16_t mantissa = (uint16_t)((r >> 40) & 0x3ff);
-                uint16_t bits = (uint16_t)(sign | (uint16_t)(exponent << 10) | mantissa);
-                memcpy(host + at * 2, &bits, 2);
-            }
-        }
     uint8_t *dev = gr_gpu_tensor_storage(s->v, &s->v->inst[0], plan->nodes[index].inputs[0]) +
                    (size_t)x->c_offset * elem;
-    cudaError_t err = cudaMemcpy2DAsync(dev, (size_t)x->c_stride * elem, host, cin_pad * elem,
-                                        cin_pad * elem, pixels, cudaMemcpyHostToDevice, s->stream);
-    if (err == cudaSuccess)
-        err = cudaStreamSynchronize(s->stream);
-    free(host);
+    const gr_search_fill_kind kind = u8 ? GR_SEARCH_FILL_U8
+                                     : c->is_i8 ? GR_SEARCH_FILL_I8 : GR_SEARCH_FILL_F16;
+    cudaError_t err = gr_launch_search_fill(dev, (size_t)x->c_stride * elem, pixels, cin_pad,
+                                            (size_t)x->c, kind, 0x7ac71c + (uint64_t)index,
+                                            s->stream);
+    s->e->build_detail.search_fill_ms += (gr_now_us() - start) / 1e3;
     if (err != cudaSuccess)
-        return gr_gpu_cuda_fail(err, "tactic search: input upload", __FILE__, __LINE__);
+        return gr_gpu_cuda_fail(err, "tactic search: input fill", __FILE__, __LINE__);
     return GR_OK;
 }
 
-/* Host room for two outputs of `bytes` (the reference's and a candidate's). */
-static gr_status ensure_host(search_ctx *s, size_t bytes)
+/* Device room for the reference output of `bytes` (dense), and the comparison's result. */
+static gr_status ensure_ref(search_ctx *s, size_t bytes)
 {
-    if (bytes <= s->host_bytes)
+    if (!s->diff) {
+        CUDA_TRY(cudaMalloc((void **)&s->diff, sizeof *s->diff));
+        CUDA_TRY(cudaMallocHost((void **)&s->diff_host, sizeof *s->diff_host));
+    }
+    if (bytes <= s->ref_bytes)
         return GR_OK;
-    free(s->ref);
-    free(s->out);
-    s->host_bytes = 0;
-    s->ref = malloc(bytes);
-    s->out = malloc(bytes);
-    if (!s->ref || !s->out)
-        return gr_fail(GR_ERR_OUT_OF_MEMORY, "tactic search: out of memory (%zu bytes)", bytes);
-    s->host_bytes = bytes;
+    cudaFree(s->ref);
+    s->ref = NULL;
+    s->ref_bytes = 0;
+    CUDA_TRY(cudaMalloc((void **)&s->ref, bytes));
+    s->ref_bytes = bytes;
     return GR_OK;
 }
 
@@ -253,7 +237,7 @@ static gr_status output_region(search_ctx *s, const gpu_conv *c, int index, out_
         r->height = (size_t)a->batch * y->h * y->w;
     }
     r->poison = a->out_kind == GR_CONV_OUT_I8 ? 0x80 : 0xff;
-    return ensure_host(s, r->width * r->height);
+    return ensure_ref(s, r->width * r->height);
 }
 
 /* An fp32 conv searched (one image block, one group) writes one dense NCHW block. */
@@ -267,31 +251,22 @@ static gr_status output_region_f32(search_ctx *s, const gpu_conv *c, int index, 
     r->pitch = r->width;
     r->height = 1;
     r->poison = 0xff; /* NaN */
-    return ensure_host(s, r->width);
+    return ensure_ref(s, r->width);
 }
 
-/* Deterministic non-zero floats, magnitude in [1/16, 1], in the fp32 conv's input block. */
+/* Deterministic non-zero floats, magnitude in [1/16, 1], in the fp32 conv's input block
+ * (kernels/search.h). */
 static gr_status fill_input_f32(search_ctx *s, const gpu_conv *c, int index)
 {
     const gr_conv_f32_args *a = &c->f32;
     const size_t n = (size_t)a->batch * a->in_c * a->in_h * a->in_w;
-    float *host = gr_calloc(n, sizeof *host, "tactic search input");
-    if (!host)
-        return GR_ERR_OUT_OF_MEMORY;
-    gr_rng rng;
-    gr_rng_seed(&rng, 0xf32f32 + (uint64_t)index);
-    for (size_t i = 0; i < n; i++) {
-        uint64_t r = gr_rng_u64(&rng);
-        float magnitude = 0.0625f + 0.9375f * (float)(r >> 40) / (float)(1u << 24);
-        host[i] = (r & 1) ? -magnitude : magnitude;
-    }
-    cudaError_t err = cudaMemcpyAsync((void *)a->in, host, n * sizeof *host,
-                                      cudaMemcpyHostToDevice, s->stream);
-    if (err == cudaSuccess)
-        err = cudaStreamSynchronize(s->stream);
-    free(host);
+    const double start = gr_now_us();
+    cudaError_t err = gr_launch_search_fill((void *)a->in, n * sizeof(float), 1, n, n,
+                                            GR_SEARCH_FILL_F32, 0xf32f32 + (uint64_t)index,
+                                            s->stream);
+    s->e->build_detail.search_fill_ms += (gr_now_us() - start) / 1e3;
     if (err != cudaSuccess)
-        return gr_gpu_cuda_fail(err, "tactic search: fp32 input upload", __FILE__, __LINE__);
+        return gr_gpu_cuda_fail(err, "tactic search: fp32 input fill", __FILE__, __LINE__);
     return GR_OK;
 }
 
@@ -344,19 +319,34 @@ static gr_status launch(search_ctx *s, const gpu_conv *c, const candidate *k, in
     return gr_gpu_launch_status(err, s->v->plan, index);
 }
 
-/* Poison the output, run the candidate once, bring its output to `host`. The workspace is
- * zeroed first: launches of one tactic leave their tile counters at 0, but another tactic's
- * counters may lie where the previous one kept its partial sums. */
+/* Poison the output and run the candidate once; then keep its output as the reference (`as_ref`:
+ * a device copy) or compare it with the reference on the device (s->diff_host, for
+ * outputs_match): a few bytes come back, not the output. The workspace is zeroed first: launches
+ * of one tactic leave their tile counters at 0, but another tactic's counters may lie where the
+ * previous one kept its partial sums. */
 static gr_status run_once(search_ctx *s, const gpu_conv *c, const candidate *k, int index,
-                          const out_region *r, unsigned char *host)
+                          const out_region *r, int as_ref)
 {
+    double start = gr_now_us();
     if (k->ws)
         CUDA_TRY(cudaMemsetAsync(s->ws, 0, k->ws, s->stream));
     CUDA_TRY(cudaMemset2DAsync(r->dev, r->pitch, r->poison, r->width, r->height, s->stream));
     GR_TRY(launch(s, c, k, index));
-    CUDA_TRY(cudaMemcpy2DAsync(host, r->width, r->dev, r->pitch, r->width, r->height,
-                               cudaMemcpyDeviceToHost, s->stream));
+    if (as_ref) {
+        CUDA_TRY(cudaMemcpy2DAsync(s->ref, r->width, r->dev, r->pitch, r->width, r->height,
+                                   cudaMemcpyDeviceToDevice, s->stream));
+    } else {
+        CUDA_TRY(cudaMemsetAsync(s->diff, 0, sizeof *s->diff, s->stream));
+        cudaError_t err = gr_launch_search_compare(s->ref, r->dev, r->pitch, r->width, r->height,
+                                                   r->elem, s->diff, s->stream);
+        if (err != cudaSuccess)
+            return gr_gpu_cuda_fail(err, "tactic search: output comparison", __FILE__, __LINE__);
+        CUDA_TRY(cudaMemcpyAsync(s->diff_host, s->diff, sizeof *s->diff, cudaMemcpyDeviceToHost,
+                                 s->stream));
+        s->e->build_detail.checks++;
+    }
     CUDA_TRY(cudaStreamSynchronize(s->stream));
+    s->e->build_detail.search_check_ms += (gr_now_us() - start) / 1e3;
     return GR_OK;
 }
 
@@ -419,12 +409,13 @@ static gr_status time_runs(search_ctx *s, const gpu_conv *c, const candidate *k,
 /* The candidate's median launch time (microseconds): one launch first - slower than
  * cut_off_ratio x best_us (0: no cut-off) and it stops there, *cut set; then two more, and the
  * median of those three when they agree within settled_spread, else of TIMED_RUNS. */
-static gr_status time_candidate(search_ctx *s, const gpu_conv *c, const candidate *k, int index,
-                                double best_us, double *us, int *cut)
+static gr_status time_candidate_runs(search_ctx *s, const gpu_conv *c, const candidate *k,
+                                     int index, double best_us, double *us, int *cut)
 {
     float ms[TIMED_RUNS];
     *cut = 0;
     GR_TRY(time_runs(s, c, k, index, 1, ms));
+    s->e->build_detail.timed_launches++;
     if (best_us > 0.0 && 1e3 * (double)ms[0] > cut_off_ratio * best_us) {
         *us = 1e3 * (double)ms[0];
         *cut = 1;
@@ -432,57 +423,43 @@ static gr_status time_candidate(search_ctx *s, const gpu_conv *c, const candidat
         return GR_OK;
     }
     GR_TRY(time_runs(s, c, k, index, SETTLE_RUNS - 1, ms + 1));
+    s->e->build_detail.timed_launches += SETTLE_RUNS - 1;
     qsort(ms, SETTLE_RUNS, sizeof ms[0], cmp_float);
     if (ms[SETTLE_RUNS - 1] - ms[0] <= (float)settled_spread * ms[SETTLE_RUNS / 2]) {
         *us = 1e3 * (double)ms[SETTLE_RUNS / 2];
         return GR_OK;
     }
     GR_TRY(time_runs(s, c, k, index, TIMED_RUNS - SETTLE_RUNS, ms + SETTLE_RUNS));
+    s->e->build_detail.timed_launches += TIMED_RUNS - SETTLE_RUNS;
     qsort(ms, TIMED_RUNS, sizeof ms[0], cmp_float);
     *us = 1e3 * (double)ms[TIMED_RUNS / 2];
     return GR_OK;
 }
 
-static double element(const unsigned char *p, size_t i, int elem)
+static gr_status time_candidate(search_ctx *s, const gpu_conv *c, const candidate *k, int index,
+                                double best_us, double *us, int *cut)
 {
-    if (elem == 1)
-        return (double)(int8_t)p[i];
-    if (elem == 2) {
-        uint16_t h;
-        memcpy(&h, p + 2 * i, 2);
-        return (double)gr_f16_to_f32(h);
-    }
-    float f;
-    memcpy(&f, p + 4 * i, 4);
-    return (double)f;
+    const double start = gr_now_us();
+    gr_status st = time_candidate_runs(s, c, k, index, best_us, us, cut);
+    s->e->build_detail.search_time_ms += (gr_now_us() - start) / 1e3;
+    return st;
 }
 
-/* Does the candidate's output match the automatic tactic's? int8 convs: bit for bit. fp16 convs
- * (f16, f32 or, in mixed precision, i8 outputs): NRMSE over the values (elements equal bit for bit
- * count as exact; a non-finite value where the other differs fails). */
-static int outputs_match(const search_ctx *s, const gpu_conv *c, const out_region *r)
+/* Does the candidate's output (compared on the device by run_once) match the automatic tactic's?
+ * int8 convs: bit for bit. fp16 convs (f16, f32 or, in mixed precision, i8 outputs) and fp32
+ * convs: NRMSE over the values (elements equal bit for bit count as exact; a non-finite value
+ * where the other differs fails). */
+static int outputs_match(const search_ctx *s, const gpu_conv *c)
 {
-    size_t bytes = r->width * r->height;
+    const gr_search_diff *d = s->diff_host;
     if (c->is_i8)
-        return memcmp(s->ref, s->out, bytes) == 0;
-    size_t n = bytes / (size_t)r->elem;
-    double err2 = 0.0, ref2 = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double want = element(s->ref, i, r->elem);
-        if (memcmp(s->ref + i * r->elem, s->out + i * r->elem, (size_t)r->elem) == 0) {
-            ref2 += isfinite(want) ? want * want : 0.0;
-            continue;
-        }
-        double got = element(s->out, i, r->elem);
-        if (!isfinite(want) || !isfinite(got))
-            return 0;
-        err2 += (got - want) * (got - want);
-        ref2 += want * want;
-    }
-    if (err2 == 0.0)
+        return d->differ == 0;
+    if (d->nonfinite)
+        return 0;
+    if (d->err2 == 0.0)
         return 1;
     const double max_nrmse = c->tensor_cores ? fp16_max_nrmse : f32_max_nrmse;
-    return ref2 > 0.0 && sqrt(err2 / ref2) <= max_nrmse;
+    return d->ref2 > 0.0 && sqrt(d->err2 / d->ref2) <= max_nrmse;
 }
 
 /* The candidates besides the automatic tactic: accepted by the kernels, distinct launches,
@@ -563,7 +540,9 @@ static int gemm_candidate(search_ctx *s, const gpu_conv *c, int index, candidate
     a.workspace = NULL;
     a.workspace_bytes = 0;
     gr_kernels_clear_failure();
+    const double start = gr_now_us();
     cudaError_t err = gr_conv_gemm_create(&a, c->is_i8, g->lt, &plan, &scratch);
+    s->e->build_detail.search_gemm_ms += (gr_now_us() - start) / 1e3;
     gr_kernels_clear_failure();
     cudaGetLastError();
     if (err != cudaSuccess || !plan)
@@ -618,7 +597,7 @@ static gr_status try_run_once(search_ctx *s, const gpu_conv *c, const candidate 
                               const out_region *r, int *ok)
 {
     *ok = 1;
-    gr_status st = run_once(s, c, k, index, r, s->out);
+    gr_status st = run_once(s, c, k, index, r, 0);
     if (st == GR_OK || !k->gemm)
         return st;
     char line[400];
@@ -633,7 +612,7 @@ static gr_status try_run_once(search_ctx *s, const gpu_conv *c, const candidate 
 
 /* The GEMM tactic's plan is per shape: when it won on the representative batch, make it again
  * for the whole batch (`full`). 0 when that fails (no cuBLASLt algorithm, scratch past the bound:
- * the caller keeps the automatic tactic); 1 for every other tactic. */
+ * the caller takes the best other tactic); 1 for every other tactic. */
 static int gemm_for_batch(search_ctx *s, const gpu_conv *c, const gr_conv_args *full, int index,
                           candidate *k)
 {
@@ -644,10 +623,38 @@ static int gemm_for_batch(search_ctx *s, const gpu_conv *c, const gr_conv_args *
     if (gemm_candidate(s, &whole, index, k))
         return 1;
     char line[160];
-    snprintf(line, sizeof line, "GEMM tactic of layer %d does not scale to batch %d: automatic "
-             "tactic", s->v->plan->nodes[index].layer, full->batch);
+    snprintf(line, sizeof line, "GEMM tactic of layer %d does not scale to batch %d: the best "
+             "other tactic", s->v->plan->nodes[index].layer, full->batch);
     gr_engine_add_notice(s->e, line);
     return 0;
+}
+
+/* A cached tactic that passes the numerics check on this conv and runs at the whole batch:
+ * *ok 1 and the tactic set. `hit` must be a valid candidate here (cached_candidate). */
+static gr_status try_cached(search_ctx *s, gpu_conv *c, const gr_conv_args *full, int index,
+                            const gr_tcache_entry *hit, candidate *k, const out_region *r,
+                            gpu_tactic *t, int *ok)
+{
+    *ok = 0;
+    if (k->gemm && !ensure_gemm_scratch(s, k->scratch))
+        return GR_OK;
+    int ran = 0;
+    GR_TRY(try_run_once(s, c, k, index, r, &ran));
+    if (ran && outputs_match(s, c) && gemm_for_batch(s, c, full, index, k)) {
+        set_tactic(s, index, t, k, hit->us, hit->auto_us, 0, c->tc.batch);
+        s->e->tactic_stats.cached++;
+        *ok = 1;
+    }
+    return GR_OK;
+}
+
+/* The timing-cache key of a conv's best tactic other than the GEMM tactic, for the engines whose
+ * batch the GEMM tactic that won at the representative batch does not scale to (its scratch
+ * grows with the batch): the entry under `key` stays the representative batch's winner, which
+ * the engines it scales to take. */
+static void nogemm_key(const char *key, char *out, size_t len)
+{
+    snprintf(out, len, "%.*s:nogemm", GR_TCACHE_KEY_MAX - 8, key);
 }
 
 static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
@@ -661,8 +668,9 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
     const gr_conv_args full = c.tc;
     c.tc.batch = rep_batch(g, full.batch, full.in_h, full.in_w, full.ksize, full.stride, full.pad,
                            full.out_c);
-    char key[GR_TCACHE_KEY_MAX];
+    char key[GR_TCACHE_KEY_MAX], key_ng[GR_TCACHE_KEY_MAX];
     layer_key(&c.tc, c.is_i8, key, sizeof key);
+    nogemm_key(key, key_ng, sizeof key_ng);
 
     candidate auto_k = {0, 0, ws_bytes_of(&c.tc, c.is_i8), 0, NULL, 0};
     candidate list[MAX_CANDIDATES];
@@ -671,11 +679,19 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
     for (int k = 0; k < n; k++)
         ws_max = list[k].ws > ws_max ? list[k].ws : ws_max;
     const gr_tcache_entry *hit = s->g->tcache ? gr_timing_cache_find(g->tcache, key) : NULL;
-    candidate cached;
+    const gr_tcache_entry *hit_ng = s->g->tcache ? gr_timing_cache_find(g->tcache, key_ng) : NULL;
+    candidate cached, cached_ng;
     int use_cache = hit && cached_candidate(s, &c, full.batch, index, hit, &cached);
+    int use_ng = hit_ng && hit_ng->tile != TILE_GEMM &&
+                 cached_candidate(s, &c, full.batch, index, hit_ng, &cached_ng);
     if (use_cache && g->tcache_trusted && gemm_for_batch(s, &c, &full, index, &cached)) {
         set_tactic(s, index, t, &cached, hit->us, hit->auto_us, 0, c.tc.batch);
         s->e->tactic_stats.cached++; /* a saved engine's own tactic (tcache_trusted) */
+        return GR_OK;
+    }
+    if (use_cache && cached.gemm && use_ng && g->tcache_trusted) {
+        set_tactic(s, index, t, &cached_ng, hit_ng->us, hit_ng->auto_us, 0, c.tc.batch);
+        s->e->tactic_stats.cached++;
         return GR_OK;
     }
     out_region r;
@@ -683,18 +699,21 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
     GR_TRY(fill_input(s, &c, index));
     if (use_cache && cached.ws > ws_max)
         ws_max = cached.ws;
+    if (use_ng && cached_ng.ws > ws_max)
+        ws_max = cached_ng.ws;
     GR_TRY(ensure_workspace(s, ws_max));
-    if (use_cache && cached.gemm && !ensure_gemm_scratch(s, cached.scratch))
-        use_cache = 0;
-    GR_TRY(run_once(s, &c, &auto_k, index, &r, s->ref));
+    GR_TRY(run_once(s, &c, &auto_k, index, &r, 1));
 
     if (use_cache) {
-        int ran = 0;
-        GR_TRY(try_run_once(s, &c, &cached, index, &r, &ran));
-        if (ran && outputs_match(s, &c, &r) && gemm_for_batch(s, &c, &full, index, &cached)) {
-            set_tactic(s, index, t, &cached, hit->us, hit->auto_us, 0, c.tc.batch);
-            s->e->tactic_stats.cached++;
+        int ok = 0;
+        GR_TRY(try_cached(s, &c, &full, index, hit, &cached, &r, t, &ok));
+        if (ok)
             return GR_OK;
+        /* The GEMM tactic that does not scale to this batch: the best other one, if cached. */
+        if (cached.gemm && use_ng) {
+            GR_TRY(try_cached(s, &c, &full, index, hit_ng, &cached_ng, &r, t, &ok));
+            if (ok)
+                return GR_OK;
         }
         char line[160];
         snprintf(line, sizeof line, "timing cache: the tactic of layer %d fails the numerics "
@@ -714,14 +733,14 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
     int cut = 0;
     GR_TRY(time_candidate(s, &c, &auto_k, index, 0.0, &auto_us, &cut));
     int timed = 1;
-    candidate best = auto_k;
-    double best_us = auto_us;
+    candidate best = auto_k, best_other = auto_k; /* best_other: the best but the GEMM tactic */
+    double best_us = auto_us, best_other_us = auto_us;
     for (int k = 0; k < n; k++) {
         int ran = 0;
         GR_TRY(try_run_once(s, &c, &list[k], index, &r, &ran));
         if (!ran)
             continue;
-        if (!outputs_match(s, &c, &r)) {
+        if (!outputs_match(s, &c)) {
             s->e->tactic_stats.rejected++;
             continue;
         }
@@ -732,17 +751,32 @@ static gr_status search_node(search_ctx *s, int index, gpu_tactic *t)
             best = list[k];
             best_us = us;
         }
+        if (!cut && !list[k].gemm && us < best_other_us) {
+            best_other = list[k];
+            best_other_us = us;
+        }
     }
-    if (best_us > keep_auto_ratio * auto_us || !gemm_for_batch(s, &c, &full, index, &best)) {
+    if (best_us > keep_auto_ratio * auto_us) {
         best = auto_k;
         best_us = auto_us;
+    }
+    /* The representative batch's winner is what the cache keeps under `key` (engines of the
+     * batches it scales to take it); where the GEMM tactic won but does not scale to this batch,
+     * the best other tactic, kept under key_ng. */
+    if (g->tcache)
+        GR_TRY(gr_timing_cache_put(g->tcache, key, best.gemm ? TILE_GEMM : best.tile, best.split,
+                                   best_us > 0.0 ? best_us : 1e-3, auto_us > 0.0 ? auto_us : 1e-3));
+    if (!gemm_for_batch(s, &c, &full, index, &best)) {
+        best = best_other_us > keep_auto_ratio * auto_us ? auto_k : best_other;
+        best_us = best_other_us > keep_auto_ratio * auto_us ? auto_us : best_other_us;
+        if (g->tcache)
+            GR_TRY(gr_timing_cache_put(g->tcache, key_ng, best.tile, best.split,
+                                       best_us > 0.0 ? best_us : 1e-3,
+                                       auto_us > 0.0 ? auto_us : 1e-3));
     }
     set_tactic(s, index, t, &best, best_us, auto_us, timed, c.tc.batch);
     s->e->tactic_stats.searched++;
     s->e->tactic_stats.candidates += timed;
-    if (g->tcache)
-        GR_TRY(gr_timing_cache_put(g->tcache, key, best.gemm ? TILE_GEMM : best.tile, best.split,
-                                   best_us > 0.0 ? best_us : 1e-3, auto_us > 0.0 ? auto_us : 1e-3));
     return GR_OK;
 }
 
@@ -809,8 +843,8 @@ static int cached_f32(const candidate *list, int n, const gr_tcache_entry *hit, 
 static gr_status try_cached_f32(search_ctx *s, const gpu_conv *c, int index, const candidate *k,
                                 const gr_tcache_entry *hit, const out_region *r, gpu_tactic *t)
 {
-    GR_TRY(run_once(s, c, k, index, r, s->out));
-    if (!outputs_match(s, c, r)) {
+    GR_TRY(run_once(s, c, k, index, r, 0));
+    if (!outputs_match(s, c)) {
         char line[160];
         snprintf(line, sizeof line, "timing cache: the fp32 algorithm of layer %d fails the "
                  "numerics check on this GPU: measured again", s->v->plan->nodes[index].layer);
@@ -837,8 +871,8 @@ static gr_status time_f32(search_ctx *s, const gpu_conv *c, int index, const can
     for (int k = 0; k < n; k++) {
         if (list[k].tile == ref->tile && list[k].split == ref->split)
             continue;
-        GR_TRY(run_once(s, c, &list[k], index, r, s->out));
-        if (!outputs_match(s, c, r)) {
+        GR_TRY(run_once(s, c, &list[k], index, r, 0));
+        if (!outputs_match(s, c)) {
             s->e->tactic_stats.rejected++;
             continue;
         }
@@ -893,7 +927,7 @@ static gr_status search_f32_node(search_ctx *s, int index, gpu_tactic *t)
     GR_TRY(output_region_f32(s, &c, index, &r));
     GR_TRY(fill_input_f32(s, &c, index));
     GR_TRY(ensure_workspace(s, ws_max));
-    GR_TRY(run_once(s, &c, &ref, index, &r, s->ref));
+    GR_TRY(run_once(s, &c, &ref, index, &r, 1));
     char key[GR_TCACHE_KEY_MAX];
     f32_layer_key(&c.f32, split_ok, key, sizeof key);
     const gr_tcache_entry *hit = g->tcache ? gr_timing_cache_find(g->tcache, key) : NULL;
@@ -968,8 +1002,9 @@ gr_status gr_gpu_choose_tactics(gr_engine *e, gpu_state *g, gpu_variant *v)
         cudaEventDestroy(s.ev[i]);
     cudaFree(s.ws);
     cudaFree(s.gemm_scratch);
-    free(s.ref);
-    free(s.out);
+    cudaFree(s.ref);
+    cudaFree(s.diff);
+    cudaFreeHost(s.diff_host);
     if (st != GR_OK)
         cudaGetLastError();
     e->tactic_stats.search_ms += (gr_now_us() - start) / 1e3;

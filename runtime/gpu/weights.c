@@ -227,17 +227,25 @@ gr_status gr_gpu_alloc_scratch(gpu_state *g, gpu_variant *v)
             v->splitk_offset[i] = gemm_offset[plan->nodes[i].stream];
     v->splitk_total = splitk_total;
     v->im2col_bytes = 0;
-    for (int s = 0; s < g->n_streams; s++)
+    for (int s = 0; s < g->n_streams; s++) {
+        v->im2col_floats[s] = im2col[s];
         v->im2col_bytes += im2col[s] * sizeof(float);
-    for (int k = 0; k < v->n_inst; k++) {
-        gpu_instance *inst = &v->inst[k];
-        for (int s = 0; s < g->n_streams; s++)
-            if (im2col[s])
-                CUDA_TRY(cudaMalloc((void **)&inst->im2col[s], im2col[s] * sizeof(float)));
-        if (splitk_total) {
-            CUDA_TRY(cudaMalloc((void **)&inst->splitk, splitk_total));
-            CUDA_TRY(cudaMemset(inst->splitk, 0, splitk_total)); /* tile counters start at 0 */
-        }
+    }
+    for (int k = 0; k < v->n_inst; k++)
+        if (v->inst[k].arena) /* a micro-batch candidate has instance 0 only, until it wins */
+            GR_TRY(gr_gpu_alloc_instance_scratch(g, v, &v->inst[k]));
+    return GR_OK;
+}
+
+gr_status gr_gpu_alloc_instance_scratch(const gpu_state *g, const gpu_variant *v,
+                                        gpu_instance *inst)
+{
+    for (int s = 0; s < g->n_streams; s++)
+        if (v->im2col_floats[s])
+            CUDA_TRY(cudaMalloc((void **)&inst->im2col[s], v->im2col_floats[s] * sizeof(float)));
+    if (v->splitk_total) {
+        CUDA_TRY(cudaMalloc((void **)&inst->splitk, v->splitk_total));
+        CUDA_TRY(cudaMemset(inst->splitk, 0, v->splitk_total)); /* tile counters start at 0 */
     }
     return GR_OK;
 }
