@@ -90,6 +90,17 @@ static const fcase cases[] = {
      GR_CONV_ACT_LEAKY, 2, 1, 1, 0, 0, 1},
     {"u8 3->8 3x3 37x29, pool 2/2 pad 0, logistic (fp16 only)", 1, 3, 29, 37, 8, 3, 1, 1,
      GR_CONV_ACT_LOGISTIC, 2, 0, 1, 0, 0, 0},
+    /* unpooled first layers (the tensor-core kernel's 2x2 blocks of conv pixels) */
+    {"u8 3->32 3x3 s2 416x416 batch 3, no pool (yolov4-tiny's first layer; more tiles than "
+     "blocks)", 3, 3, 416, 416, 32, 3, 2, 1, GR_CONV_ACT_LEAKY, 0, 0, 1, 0, 0, 0},
+    {"u8 3->32 3x3 s1 13x17 batch 2, no pool (odd map)", 2, 3, 17, 13, 32, 3, 1, 1,
+     GR_CONV_ACT_LEAKY, 0, 0, 1, 0, 0, 0},
+    {"u8 3->24 3x3 s2 37x29 batch 2, no pool, output slice, negative multipliers", 2, 3, 29, 37,
+     24, 3, 2, 1, GR_CONV_ACT_RELU, 0, 0, 1, 16, 16, 1},
+    {"u8 3->16 3x3 s1 45x23 batch 2, no pool (16 filters)", 2, 3, 23, 45, 16, 3, 1, 1,
+     GR_CONV_ACT_LINEAR, 0, 0, 1, 0, 0, 0},
+    {"u8 4->32 3x3 s2 19x21, no pool, logistic (fp16 only)", 1, 4, 21, 19, 32, 3, 2, 1,
+     GR_CONV_ACT_LOGISTIC, 0, 0, 1, 0, 0, 0},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -378,19 +389,24 @@ static void run_variants(const fcase *cs, int is_i8)
     unsigned char *host = xmalloc(total);
 
     /* Tensor-core kernel: every tile shape, then automatic tiles split along K, then the GEMM
-     * tactic. First layer: the SIMT kernel and the tensor-core one (tile 5). */
-    const int n_variants = cs->in_u8 ? 2 : GR_CONV_TILES + 3;
+     * tactic. First layer: the SIMT kernel and the tensor-core one (tile 5; tile 6 at 2 blocks
+     * per SM). */
+    const int n_variants = cs->in_u8 ? 3 : GR_CONV_TILES + 3;
     for (int v = 0; v < n_variants; ++v) {
         gr_conv_args a = make_args(cs, &pr, &d);
         char name[64];
         gr_conv_gemm *gemm = NULL;
         if (cs->in_u8) { /* the SIMT kernel, then the tensor-core one */
-            a.tile_config = v ? GR_CONV_TILE_STREAM : 0;
-            snprintf(name, sizeof name, "%s", v ? "tensor-core first layer" : "SIMT first layer");
+            a.tile_config = v == 0 ? 0 : (v == 1 ? GR_CONV_TILE_STREAM : GR_CONV_TILE_STREAM_SMALL);
+            snprintf(name, sizeof name, "%s",
+                     v == 0 ? "SIMT first layer"
+                            : (v == 1 ? "tensor-core first layer" : "tensor-core first layer, 2/SM"));
             if (v && gr_conv_check(&a, is_i8) == cudaErrorInvalidValue) {
-                /* it takes pooled 3x3 convs of strides <= 2 and at most 32 filters only */
-                ck_assert_msg(cs->ksize != 3 || !cs->pool_stride || cs->stride > 2 || cs->out_c > 32,
-                              "%s: the tensor-core first layer refused it: %s", cs->name,
+                /* it takes 3x3 convs of strides <= 2 and at most 32 filters only, pooled or not;
+                 * tile 6 only more than 16 (padded) filters */
+                ck_assert_msg(cs->ksize != 3 || cs->stride > 2 || cs->out_c > 32 ||
+                                  (v == 2 && pr.out_c_pad <= 16),
+                              "%s: the %s refused it: %s", cs->name, name,
                               gr_kernels_last_failure());
                 gr_kernels_clear_failure();
                 continue;
