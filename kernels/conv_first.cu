@@ -523,6 +523,17 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kBlocks) k_conv_first_mma(cons
          * accumulator c[2ip + q / 2][j][2 * (q & 1) + e]. A tile whose pooled pixels and window
          * taps all lie inside the maps (every tile of a 416x416 input) skips the bounds checks. */
         const int py = py0 + warp;
+        /* Output element `at` and the next (filters n0, n0 + 1), converted: two int8 codes or two
+         * halves in one store. */
+        auto store_pair = [&](size_t at, float y0, float y1) {
+            if (kI8)
+                *reinterpret_cast<unsigned short *>(static_cast<unsigned char *>(p.out) + at) =
+                    static_cast<unsigned short>(gr_conv_i8_bits(y0, p.out_inv_scale) |
+                                                (gr_conv_i8_bits(y1, p.out_inv_scale) << 8));
+            else
+                *reinterpret_cast<unsigned *>(static_cast<__half *>(p.out) + at) =
+                    gr_conv_half2_bits(y0, y1);
+        };
         /* Unpooled: tap q of block (py, px) is conv pixel (2py + q / 2, 2px + q % 2), its
          * accumulators c[2ip + q / 2][j][2 * (q & 1) + e]; each is activated and written. Filters
          * past out_c come out 0 as in the pooled epilogue. */
@@ -552,15 +563,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kBlocks) k_conv_first_mma(cons
                         }
                         if (n0 >= p.out_c_pad)
                             continue;
-                        if (kI8)
-                            *reinterpret_cast<unsigned short *>(static_cast<unsigned char *>(p.out) +
-                                                                dst + n0) =
-                                static_cast<unsigned short>(
-                                    gr_conv_i8_bits(y[0], p.out_inv_scale) |
-                                    (gr_conv_i8_bits(y[1], p.out_inv_scale) << 8));
-                        else
-                            *reinterpret_cast<unsigned *>(static_cast<__half *>(p.out) + dst + n0) =
-                                gr_conv_half2_bits(y[0], y[1]);
+                        store_pair(dst + n0, y[0], y[1]);
                     }
                 }
             }
@@ -621,13 +624,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kBlocks) k_conv_first_mma(cons
                     const int n0 = 8 * j + 2 * t4;
                     if (n0 >= p.out_c_pad)
                         continue;
-                    if (kI8)
-                        *reinterpret_cast<unsigned short *>(static_cast<unsigned char *>(p.out) + dst + n0) =
-                            static_cast<unsigned short>(gr_conv_i8_bits(y[0], p.out_inv_scale) |
-                                                        (gr_conv_i8_bits(y[1], p.out_inv_scale) << 8));
-                    else
-                        *reinterpret_cast<unsigned *>(static_cast<__half *>(p.out) + dst + n0) =
-                            gr_conv_half2_bits(y[0], y[1]);
+                    store_pair(dst + n0, y[0], y[1]);
                 }
             }
         };

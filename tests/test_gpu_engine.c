@@ -140,6 +140,15 @@ static float *copy_output(const gr_engine *e, int k)
     return dst;
 }
 
+/* A fresh name from the mkstemp template `path` (XXXXXX replaced), no file there. */
+static void unused_temp_path(char *path)
+{
+    int fd = mkstemp(path);
+    ck_assert(fd >= 0);
+    close(fd);
+    unlink(path);
+}
+
 typedef struct stats {
     double nrmse, max_abs, range;
     size_t differing;
@@ -438,10 +447,7 @@ START_TEST(test_forced_first_layer_matches_cpu_emulation)
     const gr_precision prec = _i == 1 ? GR_PREC_FP16 : GR_PREC_INT8;
     unsetenv("GR_DISABLE_TACTIC_SEARCH");
     char path[] = "/tmp/graphrun_first_layer_XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert(fd >= 0);
-    close(fd);
-    unlink(path);
+    unused_temp_path(path);
     gr_model *m = load_model("yolov4-tiny");
     gr_engine_options eo;
     gr_engine_options_default(&eo);
@@ -568,10 +574,7 @@ END_TEST
 START_TEST(test_calibration_cache)
 {
     char path[] = "/tmp/graphrun_calib_XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert(fd >= 0);
-    close(fd);
-    unlink(path);
+    unused_temp_path(path);
     gr_model *m = load_model("yolo");
     gr_engine_options eo;
     gr_engine_options_default(&eo);
