@@ -107,8 +107,9 @@ typedef struct gr_conv_args {
      * uint8 NHWC with in_c_stride channels per pixel (value v means v/255), quantized as it is
      * read: i8 q = clamp(rint((v / 255.0f) / in_scale), -127, 127), f16 half_rn(v / 255.0f).
      * Needs in_c <= 4 and ksize <= 7 (kernels/conv_first.cu: a SIMT kernel for tile_config 0; for
-     * tile_config GR_CONV_TILE_STREAM a tensor-core one, sm_80+, pooled 3x3 convs of strides <= 2
-     * and at most 32 filters only; the GEMM has K = 27 for the usual 3x3x3). */
+     * tile_config GR_CONV_TILE_STREAM a tensor-core one, sm_80+, 3x3 convs of strides <= 2, pooled
+     * or not, and at most 32 filters only; GR_CONV_TILE_STREAM_SMALL the same at two blocks per SM,
+     * for 17-32 filters; the GEMM has K = 27 for the usual 3x3x3). */
     int in_u8;
     float in_scale;
     /* Programmatic dependent launch (sm_90+, ignored before): the kernel may be scheduled while

@@ -15,7 +15,8 @@
  *
  * That SIMT kernel is instruction-bound at large batches (docs/performance.md: 597 us at batch 64 on the
  * H100, a third of the INT8 forward pass), so tile_config GR_CONV_TILE_STREAM selects a
- * tensor-core kernel for the common case (pooled 3x3, sm_80+; see k_conv_first_mma below). */
+ * tensor-core kernel for the common case (3x3 of strides <= 2, pooled or not, sm_80+; see
+ * k_conv_first_mma below). */
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -243,11 +244,16 @@ __global__ void __launch_bounds__(kThreads) k_conv_first(const FirstParams p)
  * (INT8: one 32-bit word per pixel, 4 channel bytes; FP16: two words, 4 halves), and every A
  * register of the MMA fragments is one 32-bit shared-memory read at (row's pixel + tap offset):
  * the patch is the im2col matrix, nothing is copied per row. The filters live in registers (their
- * B fragments). Only pooled layers (the first layers of the YOLOs): a warp computes 16 pooled
+ * B fragments). Pooled layers (the first layers of YOLOv2/v3-tiny): a warp computes 16 pooled
  * pixels of one row in 4 fragments of 16 rows; fragments 2p and 2p + 1 hold the four window taps
  * of pooled pixels 8p..8p+7 in the rows g and g + 8 a thread owns, so each thread pools its own
  * accumulators. The maximum is taken on the accumulators where the epilogue is non-decreasing in
  * them (multipliers >= 0, activation linear, leaky or relu), else on the activated values.
+ * Unpooled layers (yolov4-tiny's stride-2 first conv; kPool false) keep the same mapping over a
+ * grid of 2x2 blocks of conv pixels (a "pooled" grid of stride 2, offset 0, set up by mma_first):
+ * the four "taps" are four distinct conv pixels, each activated and written instead of maxed. The
+ * patch geometry, the fragments and the pipeline are then the pooled kernel's unchanged (a block:
+ * 16 x 32 conv pixels), so the two share every instruction but the epilogue's.
  *
  * Blocks are persistent and run a two-step pipeline per tile: the raw input rows of the NEXT tile
  * go to shared memory by cp.async (4-byte words) while this tile's MMAs and epilogue run; then
@@ -292,10 +298,11 @@ template <> struct MmaK16<false> {
 
 /* NJ: 8-filter column blocks (2 or 4: out_c_pad <= 16 or 32). 16 filters: INT8 at 3 blocks per SM
  * (80 registers, ~100 bytes spilled; 2 blocks without spills: 215 vs 199 us at batch 64, docs/performance.md),
- * FP16 at 2 (128 registers; unbounded it takes 130, 1 block). */
-template <bool kI8, int NJ>
-__global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1)
-    k_conv_first_mma(const FirstParams p)
+ * FP16 at 2 (128 registers; unbounded it takes 130, 1 block). 32 filters: kBlocks 1 (tile 5:
+ * 156-191 registers, no spills) or 2 (tile 6: 128 registers, 90-200 bytes spilled), both
+ * candidates of the tactic search, which measures which wins. */
+template <bool kI8, int NJ, bool kPool, int kBlocks>
+__global__ void __launch_bounds__(kMmaWarps * 32, kBlocks) k_conv_first_mma(const FirstParams p)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     using Acc = typename std::conditional<kI8, int, float>::type;
@@ -357,7 +364,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1)
             sm[j][e] = mul_of(8 * j + 2 * t4 + e);
             sb[j][e] = bias_of(8 * j + 2 * t4 + e);
         }
-    const bool pool_first = !__syncthreads_or(negative) && gr_conv_act_pools_first(p.activation);
+    const bool pool_first =
+        kPool && !__syncthreads_or(negative) && gr_conv_act_pools_first(p.activation);
 
     /* Tap offsets (words) of this lane's A registers: INT8 a0/a1 hold tap 4s + t4 (rows g, g+8),
      * FP16 a0/a1 tap 4s + t4/2 and a2/a3 tap 4s + 2 + t4/2, channel pair t4 & 1. Slots past tap 8
@@ -515,11 +523,53 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1)
          * accumulator c[2ip + q / 2][j][2 * (q & 1) + e]. A tile whose pooled pixels and window
          * taps all lie inside the maps (every tile of a 416x416 input) skips the bounds checks. */
         const int py = py0 + warp;
-        auto epilogue = [&](auto full_tile, auto activation) {
+        /* Output element `at` and the next (filters n0, n0 + 1), converted: two int8 codes or two
+         * halves in one store. */
+        auto store_pair = [&](size_t at, float y0, float y1) {
+            if (kI8)
+                *reinterpret_cast<unsigned short *>(static_cast<unsigned char *>(p.out) + at) =
+                    static_cast<unsigned short>(gr_conv_i8_bits(y0, p.out_inv_scale) |
+                                                (gr_conv_i8_bits(y1, p.out_inv_scale) << 8));
+            else
+                *reinterpret_cast<unsigned *>(static_cast<__half *>(p.out) + at) =
+                    gr_conv_half2_bits(y0, y1);
+        };
+        /* Unpooled: tap q of block (py, px) is conv pixel (2py + q / 2, 2px + q % 2), its
+         * accumulators c[2ip + q / 2][j][2 * (q & 1) + e]; each is activated and written. Filters
+         * past out_c come out 0 as in the pooled epilogue. */
+        auto unpooled_epilogue = [&](auto full_tile, int act) {
             constexpr bool kFull = decltype(full_tile)::value;
-            /* a constant folds gr_conv_activate's switch; -1: the rarer ones, switched at run time */
-            constexpr int kActConst = decltype(activation)::value;
-            const int kAct = kActConst >= 0 ? kActConst : p.activation;
+#pragma unroll
+            for (int ip = 0; ip < kMmaFrags / 2; ++ip) {
+                const int px = px0 + 8 * ip + g;
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const int oy = 2 * py + (q >> 1), ox = 2 * px + (q & 1);
+                    if (!kFull && (oy >= p.out_h || ox >= p.out_w))
+                        continue;
+                    const size_t dst = (static_cast<size_t>(img * p.out_h + oy) * p.out_w + ox) *
+                                           p.out_c_stride + p.out_c_offset;
+#pragma unroll
+                    for (int j = 0; j < NJ; ++j) {
+                        const int n0 = 8 * j + 2 * t4;
+                        float y[2];
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            const float v = gr_conv_activate(
+                                fmaf(static_cast<float>(c[2 * ip + (q >> 1)][j][2 * (q & 1) + e]),
+                                     sm[j][e], sb[j][e]),
+                                act);
+                            y[e] = gr_conv_act_zero_at_zero(act) || n0 + e < p.out_c ? v : 0.0f;
+                        }
+                        if (n0 >= p.out_c_pad)
+                            continue;
+                        store_pair(dst + n0, y[0], y[1]);
+                    }
+                }
+            }
+        };
+        auto pooled_epilogue = [&](auto full_tile, int kAct) {
+            constexpr bool kFull = decltype(full_tile)::value;
 #pragma unroll
             for (int ip = 0; ip < kMmaFrags / 2; ++ip) {
                 const int px = px0 + 8 * ip + g;
@@ -574,15 +624,18 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1)
                     const int n0 = 8 * j + 2 * t4;
                     if (n0 >= p.out_c_pad)
                         continue;
-                    if (kI8)
-                        *reinterpret_cast<unsigned short *>(static_cast<unsigned char *>(p.out) + dst + n0) =
-                            static_cast<unsigned short>(gr_conv_i8_bits(y[0], p.out_inv_scale) |
-                                                        (gr_conv_i8_bits(y[1], p.out_inv_scale) << 8));
-                    else
-                        *reinterpret_cast<unsigned *>(static_cast<__half *>(p.out) + dst + n0) =
-                            gr_conv_half2_bits(y[0], y[1]);
+                    store_pair(dst + n0, y[0], y[1]);
                 }
             }
+        };
+        auto epilogue = [&](auto full_tile, auto activation) {
+            /* a constant folds gr_conv_activate's switch; -1: the rarer ones, switched at run time */
+            constexpr int kActConst = decltype(activation)::value;
+            const int kAct = kActConst >= 0 ? kActConst : p.activation;
+            if constexpr (kPool)
+                pooled_epilogue(full_tile, kAct);
+            else
+                unpooled_epilogue(full_tile, kAct);
         };
         const int last_y = (py0 + kMmaTileH - 1) * p.pool_stride + p.pool_offset + 1;
         const int last_x = (px0 + kMmaTileW - 1) * p.pool_stride + p.pool_offset + 1;
@@ -616,10 +669,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32, NJ == 2 ? (kI8 ? 3 : 2) : 1)
 #endif
 }
 
-template <bool kI8, int NJ>
+template <bool kI8, int NJ, bool kPool, int kBlocks>
 cudaError_t launch_mma(const FirstParams &p, bool pdl, cudaStream_t stream)
 {
-    const auto kernel = k_conv_first_mma<kI8, NJ>;
+    const auto kernel = k_conv_first_mma<kI8, NJ, kPool, kBlocks>;
     int dev = 0, sms = 0, per_sm = 0;
     GR_CUDA_TRY(cudaGetDevice(&dev));
     GR_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -633,7 +686,19 @@ cudaError_t launch_mma(const FirstParams &p, bool pdl, cudaStream_t stream)
                                   0, pdl, stream, p);
 }
 
-/* Checks of the tensor-core kernel on top of gr_conv_first_launch's; the patch geometry. */
+/* The instantiation for the filters (NJ) and the blocks per SM the tile asks for. */
+template <bool kI8, bool kPool>
+cudaError_t launch_mma_for(const FirstParams &p, bool two_blocks, bool pdl, cudaStream_t stream)
+{
+    if (p.out_c_pad <= 16)
+        return launch_mma<kI8, 2, kPool, kI8 ? 3 : 2>(p, pdl, stream);
+    return two_blocks ? launch_mma<kI8, 4, kPool, 2>(p, pdl, stream)
+                      : launch_mma<kI8, 4, kPool, 1>(p, pdl, stream);
+}
+
+/* Checks of the tensor-core kernel on top of gr_conv_first_launch's; the patch geometry. Tile
+ * GR_CONV_TILE_STREAM_SMALL: the same kernel bounded to 2 blocks per SM, for 17-32 filters only
+ * (with 16 the one kernel already runs 2 or 3). */
 cudaError_t mma_first(FirstParams &p, const gr_conv_args *a, bool is_i8, bool pdl,
                       cudaStream_t stream, bool check_only)
 {
@@ -645,9 +710,18 @@ cudaError_t mma_first(FirstParams &p, const gr_conv_args *a, bool is_i8, bool pd
                                   "the tensor-core first layer needs sm_80+ (mma.sync)");
         return cudaErrorNotSupported;
     }
-    /* pooled 3x3 layers only, strides <= 2, at most 32 filters (their B fragments in registers) */
-    GR_ARG_CHECK(p.pool && a->ksize == 3 && a->stride <= kMmaMaxStride &&
-                 p.pool_stride <= kMmaMaxStride && p.out_c_pad <= 32);
+    /* 3x3 layers, strides <= 2, at most 32 filters (their B fragments in registers) */
+    GR_ARG_CHECK(a->ksize == 3 && a->stride <= kMmaMaxStride && p.out_c_pad <= 32);
+    const bool two_blocks = a->tile_config == GR_CONV_TILE_STREAM_SMALL;
+    GR_ARG_CHECK(!two_blocks || p.out_c_pad > 16);
+    if (!p.pool) {
+        /* unpooled: the grid of 2x2 conv-pixel blocks the kernel maps like pooling windows */
+        p.pool_stride = 2;
+        p.pool_offset = 0;
+        p.pool_h = gr_ceil_div(p.out_h, 2);
+        p.pool_w = gr_ceil_div(p.out_w, 2);
+    }
+    GR_ARG_CHECK(p.pool_stride <= kMmaMaxStride);
     const int conv_h = (kMmaTileH - 1) * p.pool_stride + 2;
     const int conv_w = (kMmaTileW - 1) * p.pool_stride + 2;
     p.patch_h = (conv_h - 1) * a->stride + 3;
@@ -671,10 +745,10 @@ cudaError_t mma_first(FirstParams &p, const gr_conv_args *a, bool is_i8, bool pd
         return cudaSuccess;
     p.batch = a->batch;
     if (is_i8)
-        return p.out_c_pad <= 16 ? launch_mma<true, 2>(p, pdl, stream)
-                                 : launch_mma<true, 4>(p, pdl, stream);
-    return p.out_c_pad <= 16 ? launch_mma<false, 2>(p, pdl, stream)
-                             : launch_mma<false, 4>(p, pdl, stream);
+        return p.pool ? launch_mma_for<true, true>(p, two_blocks, pdl, stream)
+                      : launch_mma_for<true, false>(p, two_blocks, pdl, stream);
+    return p.pool ? launch_mma_for<false, true>(p, two_blocks, pdl, stream)
+                  : launch_mma_for<false, false>(p, two_blocks, pdl, stream);
 }
 
 int round_up(int v, int to)
@@ -704,8 +778,9 @@ cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t
     /* the pointers are not known yet when the runtime only checks a plan */
     GR_ARG_CHECK(!is_i8 || ((check_only || a->mul != nullptr) && a->in_scale > 0.0f));
     GR_ARG_CHECK(!a->fp16_accumulate && a->split_k <= 1);
-    /* the SIMT kernel, or the tensor-core one (tile 5) */
-    GR_ARG_CHECK(a->tile_config == 0 || a->tile_config == GR_CONV_TILE_STREAM);
+    /* the SIMT kernel, or the tensor-core one (tile 5; tile 6: at 2 blocks per SM) */
+    GR_ARG_CHECK(a->tile_config == 0 || a->tile_config == GR_CONV_TILE_STREAM ||
+                 a->tile_config == GR_CONV_TILE_STREAM_SMALL);
     const int out_gran = is_i8 ? 16 : 8;
     const int out_h = gr_conv_out_dim(a->in_h, a->ksize, a->stride, a->pad);
     const int out_w = gr_conv_out_dim(a->in_w, a->ksize, a->stride, a->pad);
@@ -751,7 +826,7 @@ cudaError_t gr_conv_first_launch(const gr_conv_args *a, bool is_i8, cudaStream_t
         conv_span = (kTile - 1) * a->pool_stride + 2;
     }
     const bool pdl = a->pdl && gr_conv_pdl_supported();
-    if (a->tile_config == GR_CONV_TILE_STREAM)
+    if (a->tile_config != 0)
         return mma_first(p, a, is_i8, pdl, stream, check_only);
     p.patch_h = p.patch_w = (conv_span - 1) * a->stride + a->ksize;
     GR_ARG_CHECK(p.patch_h * p.patch_w <= kMaxPatch);

@@ -1,6 +1,7 @@
 /* Concatenation without a copy: a route's inputs write straight into their channel slice of the
- * route's tensor and the route becomes a no-op (a one-input route is a view of its input), where
- * the layouts allow it (docs/planner.md lists the conditions). */
+ * route's tensor and the route becomes a no-op (a one-input route is a view of its input, a
+ * one-input [route] groups=G group_id=k a view of its channel slice k), where the layouts allow it
+ * (docs/planner.md lists the conditions). */
 #include "planner/passes.h"
 
 static int has_views(const gr_plan *plan, int t)
@@ -40,17 +41,55 @@ static void make_slice(gr_plan *plan, int t, int parent, int offset)
     x->c_stride = p->c_stride;
 }
 
+/* Do t's readers all address their input through c_offset / c_stride? The heads' kernels read a
+ * dense tensor (no view); the plan's outputs keep their own storage anyway. */
+static int readers_take_views(const gr_plan *plan, int t)
+{
+    for (int i = 0; i < plan->n_nodes; i++) {
+        const gr_plan_node *nd = &plan->nodes[i];
+        for (int k = 0; k < nd->n_inputs; k++)
+            if (nd->inputs[k] == t && (nd->kind == GR_NODE_OUTPUT || gr_op_has(nd->kind, GR_OPF_HEAD)))
+                return 0;
+    }
+    return 1;
+}
+
+/* A one-input [route] groups=G group_id=k is channels [k*C/G, (k+1)*C/G) of its input: a view
+ * where the slice starts and ends on the dtype's channel granule (so its padding is its own: none)
+ * and is addressable as one - NHWC, or NCHW for one image (or strided views allowed). */
+static void group_view(gr_plan *plan, gr_plan_node *nd)
+{
+    const int src = nd->inputs[0], out = nd->output;
+    const gr_plan_tensor *s = &plan->tensors[src];
+    gr_plan_tensor *o = &plan->tensors[out];
+    const int width = o->c, granule = gr_plan_channel_granule(o->dtype);
+    const int dense = o->layout == GR_LAYOUT_NHWC || o->n == 1 || plan->options.nchw_strided_views;
+    if (nd->n_inputs != 1 || !dense || s->dtype != o->dtype || s->layout != o->layout ||
+        width % granule != 0 || width * nd->p.groups != s->c || src == plan->input_tensor ||
+        has_views(plan, out) || !readers_take_views(plan, out))
+        return;
+    const int root = s->view_of >= 0 ? s->view_of : src;
+    o->view_of = root;
+    o->c_offset = (s->view_of >= 0 ? s->c_offset : 0) + nd->p.group_id * width;
+    o->c_stride = plan->tensors[root].c_stride;
+    nd->noop = 1;
+}
+
 gr_status gr_pass_concat_views(gr_plan *plan)
 {
     int nchw_strided_views = plan->options.nchw_strided_views;
     for (int i = 0; i < plan->n_nodes; i++) {
         gr_plan_node *nd = &plan->nodes[i];
-        if (nd->kind != GR_OP_ROUTE || nd->p.groups > 1)
+        if (nd->kind != GR_OP_ROUTE)
             continue;
         int out = nd->output;
         gr_plan_tensor *o = &plan->tensors[out];
         if (o->view_of >= 0 || is_plan_io(plan, out))
             continue;
+        if (nd->p.groups > 1) {
+            group_view(plan, nd);
+            continue;
+        }
         if (nd->n_inputs == 1) {
             /* A one-input route is the same tensor: read it through a view. */
             int src = nd->inputs[0];

@@ -26,6 +26,8 @@
 #include "graphrun/runtime.h"
 #include "planner/plan.h"
 #include "runtime/gpu/debug.h"
+#include "kernels/conv.h"
+#include "runtime/timing_cache.h"
 #include "tests/support/gpu_test.h"
 
 /* ---- interposed CUDA entry points: count copies and allocations the run path makes -------- */
@@ -136,6 +138,15 @@ static float *copy_output(const gr_engine *e, int k)
     ck_assert(dst);
     memcpy(dst, src, n * sizeof *dst);
     return dst;
+}
+
+/* A fresh name from the mkstemp template `path` (XXXXXX replaced), no file there. */
+static void unused_temp_path(char *path)
+{
+    int fd = mkstemp(path);
+    ck_assert(fd >= 0);
+    close(fd);
+    unlink(path);
 }
 
 typedef struct stats {
@@ -335,6 +346,8 @@ typedef struct layer_trace {
     float **cpu;      /* per node, CPU values */
     int worst_node;
     double worst;
+    int first_conv;            /* the plan's first conv node, -1 until seen */
+    size_t first_conv_differs; /* its output elements that differ from the CPU's */
 } layer_trace;
 
 static size_t tensor_elems(const gr_plan *plan, int t)
@@ -370,6 +383,38 @@ static void gpu_hook(const gr_plan *plan, int node, const float *values, void *u
         lt->worst = s.nrmse;
         lt->worst_node = node;
     }
+    if (lt->first_conv < 0 && nd->kind == GR_OP_CONV) {
+        lt->first_conv = node;
+        lt->first_conv_differs = s.differing;
+    }
+}
+
+/* Engine e of model m against the CPU emulation of its plan, node by node; the trace is returned
+ * (lt->cpu freed). */
+static layer_trace trace_against_emulation(const char *name, gr_model *m, gr_engine *e,
+                                           gr_precision prec)
+{
+    const gr_plan *plan = gr_engine_debug_plan(e);
+    ck_assert(plan);
+    uint8_t *u8;
+    float *f32;
+    load_input(m, "data/giraffe.jpg", &u8, &f32, NULL, NULL);
+    layer_trace lt = {plan, calloc((size_t)plan->n_nodes, sizeof(float *)), -1, 0.0, -1, 0};
+    ck_assert(lt.cpu);
+    gr_plan_exec *ex = NULL;
+    ck_assert(gr_plan_exec_create(plan, 0, &ex) == GR_OK);
+    gr_plan_exec_set_hook(ex, cpu_hook, &lt);
+    ck_assert_msg(gr_plan_execute(ex, u8) == GR_OK, "%s", gr_last_error());
+    printf("%s %s per node, GPU vs CPU emulation:\n", name, gr_precision_name(prec));
+    ck_assert_msg(gr_engine_debug_trace(e, u8, gpu_hook, &lt) == GR_OK, "%s", gr_last_error());
+    for (int i = 0; i < plan->n_nodes; i++)
+        free(lt.cpu[i]);
+    free(lt.cpu);
+    lt.cpu = NULL;
+    gr_plan_exec_destroy(ex);
+    free(u8);
+    free(f32);
+    return lt;
 }
 
 START_TEST(test_layers_match_cpu_emulation)
@@ -378,33 +423,83 @@ START_TEST(test_layers_match_cpu_emulation)
     gr_precision prec = _i % 2 ? GR_PREC_INT8 : GR_PREC_FP16;
     gr_model *m = load_model(name);
     gr_engine *e = build(m, GR_DEVICE_GPU, prec, 1, 1);
-    const gr_plan *plan = gr_engine_debug_plan(e);
-    ck_assert(plan);
-    uint8_t *u8;
-    float *f32;
-    load_input(m, "data/giraffe.jpg", &u8, &f32, NULL, NULL);
-    layer_trace lt = {plan, calloc((size_t)plan->n_nodes, sizeof(float *)), -1, 0.0};
-    ck_assert(lt.cpu);
-    gr_plan_exec *ex = NULL;
-    ck_assert(gr_plan_exec_create(plan, 0, &ex) == GR_OK);
-    gr_plan_exec_set_hook(ex, cpu_hook, &lt);
-    ck_assert_msg(gr_plan_execute(ex, u8) == GR_OK, "%s", gr_last_error());
-    printf("%s %s per node, GPU vs CPU emulation:\n", name, gr_precision_name(prec));
-    ck_assert_msg(gr_engine_debug_trace(e, u8, gpu_hook, &lt) == GR_OK, "%s", gr_last_error());
+    layer_trace lt = trace_against_emulation(name, m, e, prec);
     /* fp16: f32 accumulation in another order flips the last bit of some f16 outputs, which later
      * layers carry on: 1e-3. int8: fma vs. rounding at .5 ties flips single steps, carried on
      * likewise: 1e-2 of the range. */
     double limit = prec == GR_PREC_FP16 ? 1e-3 : 1e-2;
     ck_assert_msg(lt.worst <= limit, "%s %s: node %d NRMSE %g > %g", name, gr_precision_name(prec),
                   lt.worst_node, lt.worst, limit);
-    for (int i = 0; i < plan->n_nodes; i++)
-        free(lt.cpu[i]);
-    free(lt.cpu);
-    gr_plan_exec_destroy(ex);
     gr_engine_destroy(e);
     gr_model_destroy(m);
-    free(u8);
-    free(f32);
+}
+END_TEST
+
+/* yolov4-tiny's first conv (3->32, 3x3, stride 2, no pool) on the tensor-core first-layer kernel,
+ * forced through a timing-cache entry naming tile 5 (or 6, the same at two blocks per SM; CMake
+ * turns the search off for this suite, the test turns it back on): the engine takes it, and node
+ * by node against the CPU emulation the first conv is bit-identical in int8 (fp16: within the
+ * emulation bounds above). */
+START_TEST(test_forced_first_layer_matches_cpu_emulation)
+{
+    /* int8 tile 5, fp16 tile 5, int8 tile 6 */
+    const int tile = _i == 2 ? GR_CONV_TILE_STREAM_SMALL : GR_CONV_TILE_STREAM;
+    const gr_precision prec = _i == 1 ? GR_PREC_FP16 : GR_PREC_INT8;
+    unsetenv("GR_DISABLE_TACTIC_SEARCH");
+    char path[] = "/tmp/graphrun_first_layer_XXXXXX";
+    unused_temp_path(path);
+    gr_model *m = load_model("yolov4-tiny");
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = GR_DEVICE_GPU;
+    eo.precision = prec;
+    eo.tactic_search = 1;
+    eo.timing_cache = path;
+    char calib[512];
+    snprintf(calib, sizeof calib, "%s.yolov4-tiny", calib_cache);
+    eo.calib_cache = calib;
+    gr_engine *e = NULL;
+    ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s", gr_last_error());
+    gr_engine_destroy(e);
+    /* The first layer's entry (it reads the 3-channel u8 input) now names the forced tile. */
+    char line[GR_TCACHE_DEVICE_MAX + 16] = "", device[GR_TCACHE_DEVICE_MAX + 16] = "";
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f, "the build wrote no timing cache");
+    ck_assert(fgets(line, sizeof line, f) && fgets(device, sizeof device, f));
+    fclose(f);
+    ck_assert(strncmp(device, "device ", 7) == 0);
+    device[strcspn(device, "\n")] = '\0';
+    gr_timing_cache c;
+    char notice[512];
+    gr_timing_cache_init(&c, device + 7);
+    gr_timing_cache_load(&c, path, notice, sizeof notice);
+    ck_assert_msg(notice[0] == '\0', "%s", notice);
+    const char *first = NULL;
+    for (int k = 0; k < c.n; k++)
+        if (strstr(c.entries[k].key, "x3/3+0:out32/"))
+            first = c.entries[k].key;
+    ck_assert_msg(first, "no timing-cache entry for yolov4-tiny's first layer");
+    char key[GR_TCACHE_KEY_MAX];
+    snprintf(key, sizeof key, "%s", first);
+    ck_assert_int_eq(gr_timing_cache_put(&c, key, tile, 1, 1.0, 2.0), GR_OK);
+    ck_assert_int_eq(gr_timing_cache_save(&c, path), GR_OK);
+    gr_timing_cache_free(&c);
+    ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s", gr_last_error());
+    gr_tactic_info info;
+    ck_assert_int_eq(gr_engine_tactic(e, 0, &info), GR_OK);
+    ck_assert_int_eq(info.layer, 0);
+    ck_assert_msg(info.tile_config == tile, "the first layer runs %s, not tile %d", info.name, tile);
+    layer_trace lt = trace_against_emulation("yolov4-tiny", m, e, prec);
+    ck_assert_int_ge(lt.first_conv, 0);
+    if (prec == GR_PREC_INT8)
+        ck_assert_msg(lt.first_conv_differs == 0, "first conv (tile %d): %zu values differ", tile,
+                      lt.first_conv_differs);
+    double limit = prec == GR_PREC_FP16 ? 1e-3 : 1e-2;
+    ck_assert_msg(lt.worst <= limit, "yolov4-tiny %s: node %d NRMSE %g > %g",
+                  gr_precision_name(prec), lt.worst_node, lt.worst, limit);
+    gr_engine_destroy(e);
+    gr_model_destroy(m);
+    unlink(path);
 }
 END_TEST
 
@@ -479,10 +574,7 @@ END_TEST
 START_TEST(test_calibration_cache)
 {
     char path[] = "/tmp/graphrun_calib_XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert(fd >= 0);
-    close(fd);
-    unlink(path);
+    unused_temp_path(path);
     gr_model *m = load_model("yolo");
     gr_engine_options eo;
     gr_engine_options_default(&eo);
@@ -531,6 +623,7 @@ int main(void)
     TCase *tc = tcase_create("engine");
     tcase_set_timeout(tc, 600);
     tcase_add_loop_test(tc, test_layers_match_cpu_emulation, 0, 4);
+    tcase_add_loop_test(tc, test_forced_first_layer_matches_cpu_emulation, 0, 3);
     tcase_add_loop_test(tc, test_agreement_with_cpu_reference, 0, 2);
     tcase_add_test(tc, test_detections_agree_across_precisions);
     tcase_add_loop_test(tc, test_graph_has_exactly_two_copies, 0, 2);

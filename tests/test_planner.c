@@ -627,6 +627,43 @@ START_TEST(concat_writes_into_slices_of_the_route)
 }
 END_TEST
 
+/* A one-input [route] groups=2 group_id=1 is a view of its input's second half where the half is
+ * a whole number of channel granules: 24 channels -> 12, a view in fp32 only (12 is not a multiple
+ * of 8 or 16); 32 -> 16 in every precision. Its outputs: tests/test_planner_exec.c. */
+START_TEST(grouped_route_is_a_view_where_the_granule_allows)
+{
+    static const int filters[2] = {24, 32};
+    static const int aliased[2][3] = {{1, 0, 0}, {1, 1, 1}};
+    for (int f = 0; f < 2; f++) {
+        char cfg[512];
+        snprintf(cfg, sizeof cfg,
+                 "[net]\nwidth=8\nheight=8\nchannels=3\n"
+                 "[convolutional]\nfilters=%d\nsize=3\npad=1\nactivation=leaky\n"
+                 "[route]\nlayers=-1\ngroups=2\ngroup_id=1\n"
+                 "[convolutional]\nfilters=2\nsize=1\nactivation=linear\n",
+                 filters[f]);
+        gr_net *net = from_cfg(cfg);
+        for (int prec = 0; prec < 3; prec++) {
+            gr_plan *p = build(net, (gr_precision)prec, 1);
+            const gr_plan_node *r = &p->nodes[node_of_layer(p, 1, GR_OP_ROUTE)];
+            const gr_plan_tensor *y = &p->tensors[r->output];
+            ck_assert_msg(r->noop == aliased[f][prec], "%d filters, precision %d: noop %d",
+                          filters[f], prec, r->noop);
+            if (r->noop) {
+                ck_assert_int_eq(y->view_of, r->inputs[0]);
+                ck_assert_int_eq(y->c_offset, filters[f] / 2);
+                ck_assert_int_eq(y->c_stride, p->tensors[r->inputs[0]].c_stride);
+            } else {
+                ck_assert_int_eq(y->view_of, -1);
+            }
+            ck_assert_int_eq(gr_plan_check(p), GR_OK);
+            gr_plan_free(p);
+        }
+        release(net);
+    }
+}
+END_TEST
+
 START_TEST(shortcut_runs_in_place_when_its_input_dies)
 {
     gr_net *net = from_cfg("[net]\nwidth=8\nheight=8\nchannels=3\n"
@@ -875,6 +912,7 @@ static Suite *planner_suite(void)
     tcase_add_test(tc, epilogue_records_fused_parts);
     tcase_add_test(tc, int8_weights_are_per_channel_symmetric);
     tcase_add_test(tc, concat_writes_into_slices_of_the_route);
+    tcase_add_test(tc, grouped_route_is_a_view_where_the_granule_allows);
     tcase_add_test(tc, shortcut_runs_in_place_when_its_input_dies);
     tcase_add_test(tc, independent_branches_get_their_own_stream);
     tcase_add_test(tc, views_show_nodes_qdq_and_memory);

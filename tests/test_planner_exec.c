@@ -468,6 +468,70 @@ START_TEST(fused_maxpool_is_bit_identical_in_every_precision)
 }
 END_TEST
 
+/* yolov4-tiny's three [route] groups=2 group_id=1 read through views of their inputs' second
+ * halves (planner/pass_concat.c): every output equals the plan that copies them, bit for bit, in
+ * every precision (fp32 at batch 1, where its NCHW slice is dense; fp16 / int8 at batch 2). */
+START_TEST(route_group_views_equal_the_copies_bit_for_bit)
+{
+    gr_net *net = NULL;
+    ck_assert_msg(gr_test_builtin_at("yolov4-tiny.cfg", 64, &net) == GR_OK, "%s", gr_last_error());
+    for (int prec = 0; prec < 3; prec++) {
+        const int batch = prec == GR_PREC_FP32 ? 1 : 2;
+        uint8_t *u8;
+        float *f;
+        paired_images(3, net->h, net->w, batch, 47, &u8, &f);
+        gr_plan *plans[2];
+        for (int k = 0; k < 2; k++) {
+            gr_plan_options opt;
+            gr_plan_options_default(&opt);
+            opt.precision = (gr_precision)prec;
+            opt.batch = batch;
+            opt.concat_in_place = k == 0; /* 0: every route copies */
+            ck_assert_msg(gr_plan_build(net, &opt, &plans[k]) == GR_OK, "%s", gr_last_error());
+            float *ranges = malloc((size_t)plans[k]->n_layers * sizeof *ranges);
+            ck_assert_ptr_nonnull(ranges);
+            for (int l = 0; l < plans[k]->n_layers; l++)
+                ranges[l] = 6.0f;
+            ck_assert_int_eq(gr_plan_set_ranges(plans[k], ranges, 1.0f), GR_OK);
+            free(ranges);
+        }
+        int views = 0;
+        for (int i = 0; i < plans[0]->n_nodes; i++) {
+            const gr_plan_node *nd = &plans[0]->nodes[i];
+            if (nd->kind != GR_OP_ROUTE || nd->p.groups < 2)
+                continue;
+            ck_assert_int_eq(plans[1]->nodes[i].noop, 0);
+            ck_assert_msg(nd->noop, "precision %d: route of layer %d copies", prec, nd->layer);
+            const gr_plan_tensor *x = &plans[0]->tensors[nd->inputs[0]];
+            const gr_plan_tensor *y = &plans[0]->tensors[nd->output];
+            const int root = x->view_of >= 0 ? x->view_of : nd->inputs[0];
+            ck_assert_int_eq(y->view_of, root);
+            ck_assert_int_eq(y->c * 2, x->c);
+            ck_assert_int_eq(y->c_offset, (x->view_of >= 0 ? x->c_offset : 0) + y->c);
+            ck_assert_int_eq(y->c_stride, plans[0]->tensors[root].c_stride);
+            ck_assert_int_eq(y->buffer, plans[0]->tensors[root].buffer);
+            views++;
+        }
+        ck_assert_int_eq(views, 3);
+        ck_assert_int_eq(gr_plan_check(plans[0]), GR_OK);
+        const void *input = prec == GR_PREC_FP32 ? (const void *)f : (const void *)u8;
+        for (int k = 0; k < plans[0]->n_outputs; k++) {
+            float *a = run_output(plans[0], input, k), *b = run_output(plans[1], input, k);
+            size_t n = tensor_elems(&plans[0]->tensors[plans[0]->output_tensors[k]]);
+            ck_assert_msg(memcmp(a, b, n * sizeof *a) == 0, "precision %d: output %d differs",
+                          prec, k);
+            free(a);
+            free(b);
+        }
+        gr_plan_free(plans[0]);
+        gr_plan_free(plans[1]);
+        free(u8);
+        free(f);
+    }
+    gr_net_free(net);
+}
+END_TEST
+
 /* Root-mean-square error relative to the fp32 output's RMS. */
 static double rms_relative(const float *x, const float *ref, size_t n)
 {
@@ -628,6 +692,7 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, int8_conv_follows_the_epilogue_spec_bit_for_bit);
     tcase_add_test(tc, fp16_conv_follows_the_epilogue_spec_bit_for_bit);
     tcase_add_test(tc, fused_maxpool_is_bit_identical_in_every_precision);
+    tcase_add_test(tc, route_group_views_equal_the_copies_bit_for_bit);
     tcase_add_test(tc, fused_io_conv_writes_the_unrounded_epilogue_value);
     tcase_add_test(tc, fused_input_quantize_is_bit_identical);
     tcase_add_test(tc, fused_output_dequantize_rounds_only_where_the_unfused_plan_did);

@@ -1,7 +1,8 @@
 /* Per-conv tactic selection at engine build, by measurement (docs/tactics.md).
  *
  * For every tensor-core conv of a variant (the first layer too: its SIMT kernel is the automatic
- * tactic, the tensor-core first-layer kernel, tile 5, the other candidate) the candidates are the
+ * tactic, the tensor-core first-layer kernel, tile 5, and for 17-32 filters the same at two blocks
+ * per SM, tile 6, the other candidates) the candidates are the
  * automatic tactic (tile_config 0, split_k 0) and every tile shape the
  * kernels accept for the layer crossed with split_k in {1,2,3,4,6,8,12,16}, fewer where two give
  * the same launch (same tile and same workspace size: the kernel clamps the split to the K steps,
