@@ -37,21 +37,16 @@ namespace
 
 constexpr int kWarps = 8, kThreads = kWarps * 32;
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-constexpr int BM = kWarps * 16; /* GEMM rows (pixels, or pooled pixels x 4 taps) per tile */
+constexpr int kMaxBM = kWarps * 16; /* GEMM rows (pixels, or pooled pixels x 4 taps) per tile */
 constexpr int BN = 32;          /* filters per tile */
+constexpr int kMaxStages = 6;   /* K chunks in flight (cp.async pipeline) */
 constexpr int NJ = BN / 8;      /* MMA tiles of 8 filters */
 constexpr int KC = 256;         /* K bytes per staged chunk */
 constexpr int LDS = KC + 16;    /* shared row pitch: (KC + 16) / 16 odd, conflict-free ldmatrix */
 
-/* ---- the protocol's memory operations (device scope) ---- */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *p)
-{
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
+/* ---- the protocol's memory operations (device scope) ---- */
 
 __device__ __forceinline__ unsigned ld_relaxed(const unsigned *p)
 {
@@ -85,6 +80,13 @@ __device__ __forceinline__ unsigned smid()
     unsigned s;
     asm volatile("mov.u32 %0, %%smid;\n" : "=r"(s));
     return s;
+}
+
+/* After relaxed loads that saw the producers' release stores: their writes happen before what
+ * follows (PTX: an acquire pattern). One per task instead of an acquire load per poll. */
+__device__ __forceinline__ void fence_acquire()
+{
+    asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
 }
 
 __device__ __forceinline__ unsigned long long globaltimer()
@@ -156,9 +158,11 @@ __device__ bool wait_deps(const Ctx &cx, int t, int lane)
         const int dep = cx.deps[dt.dep_begin + i];
         const unsigned *flag = cx.flags + dep;
         const unsigned long long start = globaltimer();
-        for (unsigned spins = 1; ld_acquire(flag) != cx.epoch; ++spins) {
+        unsigned sleep = 32;
+        for (unsigned spins = 1; ld_relaxed(flag) != cx.epoch; ++spins) {
             if ((spins & 31u) != 0) {
-                __nanosleep(64);
+                __nanosleep(sleep);
+                sleep = sleep < 256 ? sleep * 2 : sleep;
                 continue;
             }
             if (ld_relaxed(reinterpret_cast<const unsigned *>(&cx.state->error_task)) != 0) {
@@ -174,6 +178,8 @@ __device__ bool wait_deps(const Ctx &cx, int t, int lane)
             }
         }
     }
+    if (dt.n_deps > 0)
+        fence_acquire();
     return __all_sync(0xffffffffu, ok);
 }
 
@@ -186,6 +192,83 @@ template <> struct AccOf<signed char> {
 template <> struct AccOf<__half> {
     using T = float;
 };
+
+/* How a conv task is tiled (the same for its filter prefetch before the wait and its compute):
+ * warps split the tile's BM = 16 wm rows and, when the task has few GEMM rows (a 13x13 map's row
+ * band: 13 or 52), the K steps of each chunk (wk = 8 / wm: warp w takes steps w / wm, w / wm + wk,
+ * ...; their partial sums are added in shared memory before the epilogue); every warp computes
+ * 16 rows x all BN filters. K streams in KC-byte chunks through `stages` buffers (cp.async
+ * pipeline). The u8-input conv (layer 0) stages its input patch once per task instead (quant). */
+struct Tiling {
+    int wm, wk, bm, stages, stage_bytes, nk;
+    bool quant; /* the staged-patch path: one K chunk, patch after stage 0 */
+    int iy0, prow; /* quant: the input rows [iy0, iy0 + prow) the task reads */
+};
+
+__device__ __forceinline__ int task_rows(const gr_df_node &dn, const gr_df_task &dt)
+{
+    return dt.rows * dn.out.w * ((dn.flags & GR_DF_CONV_POOL) ? 4 : 1);
+}
+
+/* Bytes per staged input pixel of the quant path: its (at most 4) channels quantized. */
+__device__ __forceinline__ int patch_pixel_bytes(const gr_df_node &dn)
+{
+    return (dn.flags & GR_DF_CONV_I8) ? 4 : 8;
+}
+
+__device__ Tiling tiling(const gr_df_node &dn, const gr_df_task &dt, int pool_bytes)
+{
+    Tiling t;
+    const int rows = task_rows(dn, dt);
+    t.wm = rows > 64 ? 8 : rows > 32 ? 4 : rows > 16 ? 2 : 1;
+    t.wk = kWarps / t.wm;
+    t.bm = 16 * t.wm;
+    t.stage_bytes = (t.bm + BN) * LDS;
+    t.nk = (dn.k_bytes + KC - 1) / KC;
+    t.stages = min(kMaxStages, pool_bytes / t.stage_bytes);
+    t.quant = false;
+    t.iy0 = t.prow = 0;
+    if ((dn.flags & GR_DF_CONV_QUANTIZE_IN) && t.nk == 1 && dn.in[0].c <= 4 && dn.cin_pad >= 4 &&
+        t.wm == kWarps) {
+        /* the conv rows the task's GEMM rows reach, then the input rows of their receptive field */
+        const bool pool = (dn.flags & GR_DF_CONV_POOL) != 0;
+        const int oy0 = pool ? dt.row0 * dn.pool_stride + dn.pool_offset : dt.row0;
+        const int oy1 = pool ? (dt.row0 + dt.rows - 1) * dn.pool_stride + dn.pool_offset + 1
+                             : dt.row0 + dt.rows - 1;
+        const int iy0 = max(0, oy0 * dn.stride - dn.pad);
+        const int iy1 = min(dn.in[0].h - 1, oy1 * dn.stride - dn.pad + dn.ksize - 1);
+        const int bytes = max(0, iy1 - iy0 + 1) * dn.in[0].w * patch_pixel_bytes(dn);
+        if (bytes <= pool_bytes - t.stage_bytes) {
+            t.quant = true;
+            t.iy0 = iy0;
+            t.prow = max(0, iy1 - iy0 + 1);
+        }
+    }
+    return t;
+}
+
+__device__ __forceinline__ unsigned char *stage_a(unsigned char *smem, const Tiling &tl, int s)
+{
+    return smem + s * tl.stage_bytes;
+}
+__device__ __forceinline__ unsigned char *stage_b(unsigned char *smem, const Tiling &tl, int s)
+{
+    return smem + s * tl.stage_bytes + tl.bm * LDS;
+}
+
+/* Wait until at most n of this thread's cp.async groups are in flight (n < kMaxStages). */
+__device__ __forceinline__ void cp_async_wait_n(int n)
+{
+    switch (n) {
+    case 0: cp_async_wait<0>(); break;
+    case 1: cp_async_wait<1>(); break;
+    case 2: cp_async_wait<2>(); break;
+    case 3: cp_async_wait<3>(); break;
+    case 4: cp_async_wait<4>(); break;
+    default: cp_async_wait<5>(); break;
+    }
+}
+static_assert(kMaxStages <= 6, "cp_async_wait_n covers 0..5");
 
 /* Filters [n0, n0 + BN) (zero past the slice's end), K bytes [k0, k0 + KC), into sB. */
 __device__ __forceinline__ void load_filters(const gr_df_node &dn, const unsigned char *wts,
@@ -215,24 +298,25 @@ __device__ __forceinline__ ConvParams row_map(const gr_df_node &dn)
     return p;
 }
 
-/* The tile's GEMM rows [m0, m0 + BM) as input coordinates, once per tile (row_pixel divides):
+/* The tile's GEMM rows [m0, m0 + bm) as input coordinates, once per tile (row_pixel divides):
  * image, the top-left input row and column of the receptive field, and whether the row is an
  * output pixel of the task. */
-__device__ __forceinline__ void map_rows(const gr_df_node &dn, const ConvParams &p, int m0, int m_end,
-                                         int4 *s_rows, int tid)
+__device__ __forceinline__ void map_rows(const gr_df_node &dn, const ConvParams &p, int m0,
+                                         int m_end, int bm, int4 *s_rows, int tid)
 {
-    if (tid < BM) {
+    if (tid < bm) {
         int img = 0, oy = 0, ox = 0;
         const bool ok = m0 + tid < m_end && row_pixel(p, m0 + tid, img, oy, ox);
         s_rows[tid] = make_int4(img, oy * dn.stride - dn.pad, ox * dn.stride - dn.pad, ok);
     }
 }
 
-/* The im2col rows [m0, m0 + BM) (s_rows: map_rows's) x K bytes [k0, k0 + KC) into sA: 16-byte
+/* The im2col rows [m0, m0 + bm) (s_rows: map_rows's) x K bytes [k0, k0 + KC) into sA: 16-byte
  * cp.async chunks from the NHWC input (zero outside the image and past K), or for the fused
- * input quantize element by element from the u8 input, up to the 32-byte step the MMAs read. */
+ * input quantize whose patch is not staged (too wide) element by element from the u8 input, up
+ * to the 32-byte step the MMAs read. */
 template <typename In>
-__device__ void load_rows(const Ctx &cx, const gr_df_node &dn, const int4 *s_rows, int k0,
+__device__ void load_rows(const Ctx &cx, const gr_df_node &dn, const int4 *s_rows, int bm, int k0,
                           unsigned char *sA, int tid)
 {
     const gr_df_view &iv = dn.in[0];
@@ -241,7 +325,7 @@ __device__ void load_rows(const Ctx &cx, const gr_df_node &dn, const int4 *s_row
     if (dn.flags & GR_DF_CONV_QUANTIZE_IN) {
         const bool i8 = (dn.flags & GR_DF_CONV_I8) != 0;
         const int cols = min(KC, (dn.k_bytes - k0 + 31) / 32 * 32) / elem;
-        for (int it = tid; it < BM * cols; it += kThreads) {
+        for (int it = tid; it < bm * cols; it += kThreads) {
             const int r = it / cols, kk = it - r * cols, k = k0 / elem + kk;
             const int tap = k / dn.cin_pad, ci = k - tap * dn.cin_pad;
             const int ky = tap / dn.ksize, kx = tap - ky * dn.ksize;
@@ -268,7 +352,7 @@ __device__ void load_rows(const Ctx &cx, const gr_df_node &dn, const int4 *s_row
     const int k = kbyte / elem, tap = k / dn.cin_pad, ci = k - tap * dn.cin_pad;
     const int ky = tap / dn.ksize, kx = tap - ky * dn.ksize;
     const bool k_ok = kbyte < dn.k_bytes;
-    for (int r = tid / (KC / 16); r < BM; r += kThreads / (KC / 16)) {
+    for (int r = tid / (KC / 16); r < bm; r += kThreads / (KC / 16)) {
         const int4 q = s_rows[r];
         const int iy = q.y + ky, ix = q.z + kx;
         const bool ok = k_ok && q.w && iy >= 0 && iy < iv.h && ix >= 0 && ix < iv.w;
@@ -276,24 +360,81 @@ __device__ void load_rows(const Ctx &cx, const gr_df_node &dn, const int4 *s_row
     }
 }
 
-/* One conv task: output rows [row0, row0 + rows) of one image, channels [ch0, ch0 + chs); the
- * first filter chunk is in sB already when `prefetched`. */
+/* The quant path's input patch: rows [iy0, iy0 + prow) x the whole width of the u8 input, each
+ * pixel's channels quantized once (the quantize node's formulas) and packed: i8 one word, f16 two. */
+__device__ void stage_patch(const Ctx &cx, const gr_df_node &dn, int image, const Tiling &tl,
+                            unsigned char *patch, int tid)
+{
+    const gr_df_view &iv = dn.in[0];
+    const unsigned char *in = space_of(cx, iv);
+    const bool i8 = (dn.flags & GR_DF_CONV_I8) != 0;
+    const int w = iv.w, cs = iv.c;
+    for (int it = tid; it < tl.prow * w; it += kThreads) {
+        const int y = tl.iy0 + it / w, x = it - it / w * w;
+        unsigned lo = 0, hi = 0; /* i8: lo = 4 bytes; f16: lo, hi = 2 halves each */
+#pragma unroll
+        for (int ci = 0; ci < 4; ++ci) {
+            if (ci >= cs)
+                break;
+            const int v = in[elem_at(iv, image, ci, y, x)];
+            const unsigned q = i8 ? static_cast<unsigned>(gr_conv_quantize_u8_i8(v, dn.in_scale)) & 0xffu
+                                  : __half_as_ushort(gr_conv_quantize_u8_f16(v));
+            if (i8)
+                lo |= q << (8 * ci);
+            else if (ci < 2)
+                lo |= q << (16 * ci);
+            else
+                hi |= q << (16 * (ci - 2));
+        }
+        if (i8)
+            reinterpret_cast<unsigned *>(patch)[it] = lo;
+        else
+            reinterpret_cast<uint2 *>(patch)[it] = make_uint2(lo, hi);
+    }
+}
+
+/* The quant path's A tile: for each GEMM row and tap, the staged pixel's packed channels at the
+ * tap's K offset (the rest of the row stays zero from the task's start). */
+__device__ void gather_patch(const gr_df_node &dn, const Tiling &tl, const unsigned char *patch,
+                             const int4 *s_rows, unsigned char *sA, int tid)
+{
+    const gr_df_view &iv = dn.in[0];
+    const bool i8 = (dn.flags & GR_DF_CONV_I8) != 0;
+    const int taps = dn.ksize * dn.ksize, tap_bytes = dn.cin_pad * (i8 ? 1 : 2);
+    for (int it = tid; it < tl.bm * taps; it += kThreads) {
+        const int r = it / taps, tap = it - r * taps, ky = tap / dn.ksize, kx = tap - ky * dn.ksize;
+        const int4 q = s_rows[r];
+        const int iy = q.y + ky, ix = q.z + kx;
+        const bool ok = q.w && iy >= tl.iy0 && iy < tl.iy0 + tl.prow && ix >= 0 && ix < iv.w;
+        const int at = (iy - tl.iy0) * iv.w + ix;
+        unsigned char *dst = sA + r * LDS + tap * tap_bytes;
+        if (i8)
+            *reinterpret_cast<unsigned *>(dst) = ok ? reinterpret_cast<const unsigned *>(patch)[at] : 0u;
+        else
+            *reinterpret_cast<uint2 *>(dst) =
+                ok ? reinterpret_cast<const uint2 *>(patch)[at] : make_uint2(0u, 0u);
+    }
+}
+
+/* One conv task: output rows [row0, row0 + rows) of one image, channels [ch0, ch0 + chs). The
+ * filters of the first tile's first stages - 1 chunks are in flight already when `prefetched`
+ * (one cp.async group, committed before the wait). */
 template <typename In>
 __device__ void conv_task(const Ctx &cx, const gr_df_node &dn, const gr_df_task &dt,
-                          unsigned char *sA, unsigned char *sB, int4 *s_rows, bool prefetched,
+                          const Tiling &tl, unsigned char *smem, int4 *s_rows, bool prefetched,
                           int tid)
 {
     using Acc = typename AccOf<In>::T;
     using Op = MmaOp<In, Acc>;
     const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t4 = lane & 3;
     const int mat = lane >> 3, r8 = lane & 7;
+    const int wm = warp % tl.wm, wk = warp / tl.wm;
     const bool pool = (dn.flags & GR_DF_CONV_POOL) != 0;
     const bool dequant = (dn.flags & GR_DF_CONV_DEQUANT_OUT) != 0;
     const gr_df_view &ov = dn.out;
     const ConvParams p = row_map(dn);
-    const int taps = pool ? 4 : 1;
-    const int m_first = ((dt.image * ov.h + dt.row0) * ov.w) * taps;
-    const int m_end = m_first + dt.rows * ov.w * taps;
+    const int m_first = ((dt.image * ov.h + dt.row0) * ov.w) * (pool ? 4 : 1);
+    const int m_end = m_first + task_rows(dn, dt);
     const int n_end = dt.ch0 + dt.chs;
     const unsigned char *wts = static_cast<const unsigned char *>(cx.a->weights) + dn.w_offset;
     const float *mul = dn.flags & GR_DF_CONV_I8
@@ -305,42 +446,99 @@ __device__ void conv_task(const Ctx &cx, const gr_df_node &dn, const gr_df_task 
                             : reinterpret_cast<const float *>(
                                   static_cast<const unsigned char *>(cx.a->weights) + dn.bias_offset);
     unsigned char *out = space_of(cx, ov);
+    const int S = tl.stages;
+    unsigned char *patch = smem + tl.stage_bytes;
+    if (tl.quant) { /* the patch once, and zero the A rows the gathers leave alone */
+        stage_patch(cx, dn, dt.image, tl, patch, tid);
+        unsigned char *sA = stage_a(smem, tl, 0);
+        const int cols = (dn.k_bytes + 31) / 32 * 2; /* 16-byte columns up to the last K step */
+        for (int it = tid; it < tl.bm * cols; it += kThreads)
+            *reinterpret_cast<uint4 *>(sA + (it / cols) * LDS + (it % cols) * 16) =
+                make_uint4(0u, 0u, 0u, 0u);
+    }
+    bool first = true;
     for (int n0 = dt.ch0; n0 < n_end; n0 += BN)
-        for (int m0 = m_first; m0 < m_end; m0 += BM) {
+        for (int m0 = m_first; m0 < m_end; m0 += tl.bm) {
             typename Op::Reg c[NJ][Op::regs];
 #pragma unroll
             for (int j = 0; j < NJ; ++j)
 #pragma unroll
                 for (int r = 0; r < Op::regs; ++r)
                     c[j][r] = 0;
-            map_rows(dn, p, m0, m_end, s_rows, tid); /* the last tile's readers passed a barrier */
+            __syncthreads(); /* the last tile's readers of the stages and s_rows are done */
+            map_rows(dn, p, m0, m_end, tl.bm, s_rows, tid);
             __syncthreads();
-            for (int k0 = 0; k0 < dn.k_bytes; k0 += KC) {
-                if (!(prefetched && n0 == dt.ch0 && m0 == m_first && k0 == 0))
-                    load_filters(dn, wts, n0, n_end, k0, sB, tid);
-                load_rows<In>(cx, dn, s_rows, k0, sA, tid);
+            const bool have_b = prefetched && first;
+            first = false;
+            if (tl.quant) {
+                if (!have_b && m0 == m_first)
+                    load_filters(dn, wts, n0, n_end, 0, stage_b(smem, tl, 0), tid);
                 cp_async_commit();
+                gather_patch(dn, tl, patch, s_rows, stage_a(smem, tl, 0), tid);
                 cp_async_wait<0>();
                 __syncthreads();
-                const int k_steps = min(KC, dn.k_bytes - k0);
-                for (int kk = 0; kk < k_steps; kk += 32) {
+            } else {
+                /* prologue: chunks 0 .. S - 2 */
+                for (int s = 0; s < S - 1; ++s) {
+                    if (s < tl.nk) {
+                        if (!have_b)
+                            load_filters(dn, wts, n0, n_end, s * KC, stage_b(smem, tl, s), tid);
+                        load_rows<In>(cx, dn, s_rows, tl.bm, s * KC, stage_a(smem, tl, s), tid);
+                    }
+                    cp_async_commit();
+                }
+            }
+            const int nk = tl.quant ? 1 : tl.nk;
+            for (int kc = 0; kc < nk; ++kc) {
+                const int st = kc % S;
+                if (!tl.quant) {
+                    const int next = kc + S - 1, ns = next % S; /* ns was read in iteration kc - 1 */
+                    if (next < tl.nk) {
+                        load_filters(dn, wts, n0, n_end, next * KC, stage_b(smem, tl, ns), tid);
+                        load_rows<In>(cx, dn, s_rows, tl.bm, next * KC, stage_a(smem, tl, ns), tid);
+                    }
+                    cp_async_commit();
+                    cp_async_wait_n(S - 1); /* chunk kc has landed (this thread's copies) */
+                    __syncthreads();        /* ... and every thread's */
+                }
+                const unsigned char *sA = stage_a(smem, tl, st), *sB = stage_b(smem, tl, st);
+                const int k_steps = (min(KC, dn.k_bytes - kc * KC) + 31) / 32;
+                for (int kk = wk; kk < k_steps; kk += tl.wk) {
                     unsigned a[4];
-                    ldmatrix_x4(a, sA + (warp * 16 + (mat & 1) * 8 + r8) * LDS + kk + (mat >> 1) * 16);
+                    ldmatrix_x4(a, sA + (wm * 16 + (mat & 1) * 8 + r8) * LDS + kk * 32 + (mat >> 1) * 16);
 #pragma unroll
                     for (int j = 0; j < NJ / 2; ++j) {
                         unsigned b[4];
-                        ldmatrix_x4(b, sB + (j * 16 + (mat >> 1) * 8 + r8) * LDS + kk + (mat & 1) * 16);
+                        ldmatrix_x4(b, sB + (j * 16 + (mat >> 1) * 8 + r8) * LDS + kk * 32 + (mat & 1) * 16);
                         Op::mma(c[2 * j], a, b[0], b[1]);
                         Op::mma(c[2 * j + 1], a, b[2], b[3]);
                     }
                 }
-                __syncthreads(); /* the chunk is consumed: the next one may land */
+                __syncthreads(); /* the chunk is consumed: its stage may be refilled */
+            }
+            if (tl.wk > 1) { /* add the K-split warps' partial sums (the stages are free now) */
+                Acc *red = reinterpret_cast<Acc *>(smem);
+                if (wk > 0)
+#pragma unroll
+                    for (int j = 0; j < NJ; ++j)
+#pragma unroll
+                        for (int r = 0; r < 4; ++r)
+                            red[(((wk - 1) * tl.wm + wm) * NJ * 4 + j * 4 + r) * 32 + lane] = c[j][r];
+                __syncthreads();
+                if (wk > 0)
+                    continue; /* the next tile starts with a barrier these warps reach too */
+                for (int o = 1; o < tl.wk; ++o)
+#pragma unroll
+                    for (int j = 0; j < NJ; ++j)
+#pragma unroll
+                        for (int r = 0; r < 4; ++r)
+                            c[j][r] += red[(((o - 1) * tl.wm + wm) * NJ * 4 + j * 4 + r) * 32 + lane];
             }
             /* Epilogue: thread (g, t4) holds rows g, g + 8 of its warp's 16, filters 8j + 2t4 (+1).
              * A pooled window's four taps are rows 4w..4w+3: lanes whose g differs in bits 0-1. */
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const int m = m0 + warp * 16 + h * 8 + g;
+                const int m = m0 + wm * 16 + h * 8 + g;
                 int img = 0, oy = 0, ox = 0;
                 const bool row_ok = m < m_end && row_pixel(p, m, img, oy, ox);
 #pragma unroll
@@ -462,12 +660,12 @@ __device__ void convert_task(const Ctx &cx, const gr_df_node &dn, const gr_df_ta
 
 #endif /* __CUDA_ARCH__ >= 800 */
 
-__global__ void __launch_bounds__(kThreads) k_dataflow(const gr_dataflow_args a)
+__global__ void __launch_bounds__(kThreads, 2) k_dataflow(const gr_dataflow_args a)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    __shared__ __align__(128) unsigned char sA[BM * LDS];
-    __shared__ __align__(128) unsigned char sB[BN * LDS];
-    __shared__ int4 s_rows[BM];
+    extern __shared__ __align__(128) unsigned char smem[]; /* a.smem_pool bytes: conv stages */
+    __shared__ int4 s_rows[kMaxBM];
+    __shared__ gr_df_node s_node; /* the task's node: read all through the task */
     __shared__ int s_task, s_abort;
     __shared__ unsigned s_epoch;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -498,12 +696,20 @@ __global__ void __launch_bounds__(kThreads) k_dataflow(const gr_dataflow_args a)
         if (a.trace && tid == 0)
             claimed = globaltimer();
         const gr_df_task dt = cx.tasks[t];
-        const gr_df_node &dn = cx.nodes[dt.node];
-        /* the filters do not depend on this run: copy the first chunk while waiting */
+        static_assert(sizeof(gr_df_node) % 4 == 0, "a node copies as words");
+        for (int i = tid; i < static_cast<int>(sizeof(gr_df_node) / 4); i += kThreads)
+            reinterpret_cast<unsigned *>(&s_node)[i] =
+                reinterpret_cast<const unsigned *>(cx.nodes + dt.node)[i];
+        __syncthreads();
+        const gr_df_node &dn = s_node;
+        /* the filters do not depend on this run: copy the first tile's first chunks while waiting */
         const bool prefetch = dn.op == GR_DF_OP_CONV;
+        Tiling tl = {};
         if (prefetch) {
-            load_filters(dn, static_cast<const unsigned char *>(a.weights) + dn.w_offset, dt.ch0,
-                         dt.ch0 + dt.chs, 0, sB, tid);
+            tl = tiling(dn, dt, a.smem_pool);
+            const unsigned char *w = static_cast<const unsigned char *>(a.weights) + dn.w_offset;
+            for (int s = 0; s < tl.stages - 1 && s < tl.nk; ++s)
+                load_filters(dn, w, dt.ch0, dt.ch0 + dt.chs, s * KC, stage_b(smem, tl, s), tid);
             cp_async_commit();
         }
         if (warp == 0) {
@@ -511,7 +717,7 @@ __global__ void __launch_bounds__(kThreads) k_dataflow(const gr_dataflow_args a)
             if (lane == 0)
                 s_abort = !ok;
         }
-        __syncthreads(); /* warp 0's acquires, then this barrier: the producers' writes are visible */
+        __syncthreads(); /* warp 0's acquire, then this barrier: the producers' writes are visible */
         if (s_abort) {
             cp_async_wait<0>();
             break;
@@ -522,9 +728,9 @@ __global__ void __launch_bounds__(kThreads) k_dataflow(const gr_dataflow_args a)
         switch (dn.op) {
         case GR_DF_OP_CONV:
             if (dn.flags & GR_DF_CONV_I8)
-                conv_task<signed char>(cx, dn, dt, sA, sB, s_rows, prefetch, tid);
+                conv_task<signed char>(cx, dn, dt, tl, smem, s_rows, prefetch, tid);
             else
-                conv_task<__half>(cx, dn, dt, sA, sB, s_rows, prefetch, tid);
+                conv_task<__half>(cx, dn, dt, tl, smem, s_rows, prefetch, tid);
             break;
         case GR_DF_OP_CONVERT: convert_task(cx, dn, dt, tid); break;
         default:
@@ -565,6 +771,32 @@ __global__ void __launch_bounds__(kThreads) k_dataflow(const gr_dataflow_args a)
 #endif
 }
 
+/* Dynamic shared memory per block: as much as two blocks per SM leave (at most kPoolMax), at
+ * least two stages of the largest tile (kPoolMin). */
+constexpr int kPoolMax = 104 * 1024, kPoolMin = 2 * (kMaxBM + BN) * LDS;
+
+cudaError_t pool_bytes(int *bytes)
+{
+    int dev = 0, per_sm = 0, optin = 0;
+    cudaFuncAttributes fa;
+    GR_CUDA_TRY(cudaGetDevice(&dev));
+    GR_CUDA_TRY(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+    GR_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    GR_CUDA_TRY(cudaFuncGetAttributes(&fa, k_dataflow));
+    const int fixed = static_cast<int>(fa.sharedSizeBytes) + 1024; /* static + the reserved 1 KB */
+    int pool = per_sm / 2 - fixed;
+    pool = pool < optin - fixed ? pool : optin - fixed;
+    pool = pool < kPoolMax ? pool / 128 * 128 : kPoolMax;
+    if (pool < kPoolMin) {
+        gr_kernels_record_failure(__FILE__, __LINE__, "shared memory check",
+                                  "the dataflow kernel needs two conv stages of shared memory "
+                                  "per block");
+        return cudaErrorNotSupported;
+    }
+    *bytes = pool;
+    return cudaSuccess;
+}
+
 } // namespace
 
 size_t gr_dataflow_state_bytes(int n_flags)
@@ -574,7 +806,7 @@ size_t gr_dataflow_state_bytes(int n_flags)
 
 cudaError_t gr_dataflow_check(void)
 {
-    int dev = 0, major = 0;
+    int dev = 0, major = 0, pool = 0;
     GR_CUDA_TRY(cudaGetDevice(&dev));
     GR_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     if (major < 8) {
@@ -582,7 +814,7 @@ cudaError_t gr_dataflow_check(void)
                                   "the dataflow kernel needs sm_80+ (cp.async, mma.sync)");
         return cudaErrorNotSupported;
     }
-    return cudaSuccess;
+    return pool_bytes(&pool);
 }
 
 cudaError_t gr_launch_dataflow(const gr_dataflow_args *args, cudaStream_t stream)
@@ -592,12 +824,17 @@ cudaError_t gr_launch_dataflow(const gr_dataflow_args *args, cudaStream_t stream
     const cudaError_t supported = gr_dataflow_check();
     if (supported != cudaSuccess)
         return supported;
+    gr_dataflow_args a = *args;
+    GR_CUDA_TRY(pool_bytes(&a.smem_pool));
+    GR_CUDA_TRY(cudaFuncSetAttribute(k_dataflow, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     a.smem_pool));
     int blocks = args->blocks;
     if (blocks <= 0) {
         int dev = 0, sms = 0, per_sm = 0;
         GR_CUDA_TRY(cudaGetDevice(&dev));
         GR_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-        GR_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_dataflow, kThreads, 0));
+        GR_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_dataflow, kThreads,
+                                                                  static_cast<size_t>(a.smem_pool)));
         GR_ARG_CHECK(per_sm > 0);
         blocks = sms * per_sm;
     }
@@ -605,6 +842,6 @@ cudaError_t gr_launch_dataflow(const gr_dataflow_args *args, cudaStream_t stream
      * would only claim nothing. */
     if (args->n_tasks > 0 && blocks > args->n_tasks)
         blocks = args->n_tasks;
-    k_dataflow<<<blocks, kThreads, 0, stream>>>(*args);
+    k_dataflow<<<blocks, kThreads, static_cast<size_t>(a.smem_pool), stream>>>(a);
     return cudaGetLastError();
 }
