@@ -3,6 +3,7 @@
  *
  *   ./build-gpu/12_dataflow_trace [--model yolo | --cfg FILE] [--prec int8|fp16] [--runs 300]
  *                                 [--warmup 50] [--csv FILE] [--no-tactic-search]
+ *                                 [--timeout-ms 200]
  *
  * Builds the model (synthetic weights; --cfg: any Darknet cfg, e.g. tests/data/dataflow_dag.cfg,
  * small enough for compute-sanitizer's racecheck) with executor = dataflow, times --runs synchronous runs
@@ -13,7 +14,9 @@
  * published); then the kernel's span and how busy the blocks were. --csv writes one line per task
  * (bench/dataflow_timeline.py draws it). --no-tactic-search builds without timing the per-layer
  * kernels' tactics, so that under compute-sanitizer only the build's few per-layer launches and
- * the dataflow kernel run. Exits 77 with one line without a GPU. */
+ * the dataflow kernel run; --timeout-ms raises the kernel's dependency wait limit (200 ms), which
+ * a kernel slowed down by compute-sanitizer's racecheck exceeds. Exits 77 with one line without a
+ * GPU. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,9 +78,12 @@ int main(int argc, char **argv)
             csv = argv[++i];
         else if (strcmp(a, "--no-tactic-search") == 0)
             tactic_search = 0;
+        else if (strcmp(a, "--timeout-ms") == 0 && v && atoi(v) > 0)
+            gr_debug_dataflow_timeout((uint64_t)atoi(argv[++i]) * 1000000u);
         else {
             fprintf(stderr, "usage: 12_dataflow_trace [--model M | --cfg F] [--prec int8|fp16] [--runs N] "
-                            "[--warmup N] [--csv FILE] [--no-tactic-search]\n");
+                            "[--warmup N] [--csv FILE] [--no-tactic-search] "
+                            "[--timeout-ms N]\n");
             return 2;
         }
     }

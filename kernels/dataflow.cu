@@ -298,16 +298,37 @@ __device__ __forceinline__ ConvParams row_map(const gr_df_node &dn)
     return p;
 }
 
-/* The tile's GEMM rows [m0, m0 + bm) as input coordinates, once per tile (row_pixel divides):
- * image, the top-left input row and column of the receptive field, and whether the row is an
- * output pixel of the task. */
+/* The tile's GEMM rows [m0, m0 + bm), once per tile (row_pixel divides; nothing per element
+ * does): s_rows[r] = the top-left input row and column of the row's receptive field, the input
+ * element of (that pixel, channel 0) for an NHWC input (the cp.async gather adds a column's tap
+ * offset), and whether the row is an output pixel of the task (a pooling tap inside the conv's
+ * map); s_out[r] = the output element of (the row's output pixel, channel 0), whose channel c is
+ * at + c * ch_step, or -1 where the row stores nothing (past the task, or a pooling window's
+ * taps 1-3: tap 0 stores the window's maximum). */
 __device__ __forceinline__ void map_rows(const gr_df_node &dn, const ConvParams &p, int m0,
-                                         int m_end, int bm, int4 *s_rows, int tid)
+                                         int m_end, int bm, int4 *s_rows, int *s_out, int tid)
 {
     if (tid < bm) {
+        const gr_df_view &iv = dn.in[0], &ov = dn.out;
+        const int m = m0 + tid;
         int img = 0, oy = 0, ox = 0;
-        const bool ok = m0 + tid < m_end && row_pixel(p, m0 + tid, img, oy, ox);
-        s_rows[tid] = make_int4(img, oy * dn.stride - dn.pad, ox * dn.stride - dn.pad, ok);
+        const bool ok = m < m_end && row_pixel(p, m, img, oy, ox);
+        const int iy = oy * dn.stride - dn.pad, ix = ox * dn.stride - dn.pad;
+        const int base = iv.layout ? ((img * iv.h + iy) * iv.w + ix) * iv.c_stride + iv.c_offset : 0;
+        s_rows[tid] = make_int4(iy, ix, base, ok);
+        int at = -1;
+        if (m < m_end && (!p.pool || (m & 3) == 0)) {
+            int py = oy, px = ox;
+            if (p.pool) {
+                const int pm = m >> 2, phw = ov.h * ov.w;
+                img = pm / phw;
+                py = (pm - img * phw) / ov.w;
+                px = pm - img * phw - py * ov.w;
+            }
+            if (ok || p.pool)
+                at = static_cast<int>(elem_at(ov, img, 0, py, px));
+        }
+        s_out[tid] = at;
     }
 }
 
@@ -317,7 +338,7 @@ __device__ __forceinline__ void map_rows(const gr_df_node &dn, const ConvParams 
  * to the 32-byte step the MMAs read. */
 template <typename In>
 __device__ void load_rows(const Ctx &cx, const gr_df_node &dn, const int4 *s_rows, int bm, int k0,
-                          unsigned char *sA, int tid)
+                          int image, unsigned char *sA, int tid)
 {
     const gr_df_view &iv = dn.in[0];
     const unsigned char *in = space_of(cx, iv);
@@ -332,9 +353,9 @@ __device__ void load_rows(const Ctx &cx, const gr_df_node &dn, const int4 *s_row
             const int4 q = s_rows[r];
             int v = -1;
             if (q.w && k * elem < dn.k_bytes && ci < iv.c) {
-                const int iy = q.y + ky, ix = q.z + kx;
+                const int iy = q.x + ky, ix = q.y + kx;
                 if (iy >= 0 && iy < iv.h && ix >= 0 && ix < iv.w)
-                    v = in[elem_at(iv, q.x, ci, iy, ix)];
+                    v = in[elem_at(iv, image, ci, iy, ix)];
             }
             unsigned char *dst = sA + r * LDS + kk * elem;
             if (i8)
@@ -346,17 +367,19 @@ __device__ void load_rows(const Ctx &cx, const gr_df_node &dn, const int4 *s_row
         }
         return;
     }
-    /* kThreads is a multiple of KC / 16: a thread keeps its 16-byte column, so its tap once */
+    /* NHWC: a thread keeps its 16-byte column (kThreads is a multiple of KC / 16), so its tap and
+     * that tap's element offset from the row's base once */
     static_assert(kThreads % (KC / 16) == 0, "a thread's column is fixed");
     const int c = tid % (KC / 16), kbyte = k0 + c * 16;
     const int k = kbyte / elem, tap = k / dn.cin_pad, ci = k - tap * dn.cin_pad;
     const int ky = tap / dn.ksize, kx = tap - ky * dn.ksize;
+    const int tap_off = (ky * iv.w + kx) * iv.c_stride + ci;
     const bool k_ok = kbyte < dn.k_bytes;
     for (int r = tid / (KC / 16); r < bm; r += kThreads / (KC / 16)) {
         const int4 q = s_rows[r];
-        const int iy = q.y + ky, ix = q.z + kx;
-        const bool ok = k_ok && q.w && iy >= 0 && iy < iv.h && ix >= 0 && ix < iv.w;
-        copy16(sA + r * LDS + c * 16, ok ? in + elem_at(iv, q.x, ci, iy, ix) * elem : in, ok);
+        const bool ok = k_ok && q.w && static_cast<unsigned>(q.x + ky) < static_cast<unsigned>(iv.h) &&
+                        static_cast<unsigned>(q.y + kx) < static_cast<unsigned>(iv.w);
+        copy16(sA + r * LDS + c * 16, ok ? in + static_cast<long long>(q.z + tap_off) * elem : in, ok);
     }
 }
 
@@ -401,10 +424,11 @@ __device__ void gather_patch(const gr_df_node &dn, const Tiling &tl, const unsig
     const gr_df_view &iv = dn.in[0];
     const bool i8 = (dn.flags & GR_DF_CONV_I8) != 0;
     const int taps = dn.ksize * dn.ksize, tap_bytes = dn.cin_pad * (i8 ? 1 : 2);
-    for (int it = tid; it < tl.bm * taps; it += kThreads) {
-        const int r = it / taps, tap = it - r * taps, ky = tap / dn.ksize, kx = tap - ky * dn.ksize;
-        const int4 q = s_rows[r];
-        const int iy = q.y + ky, ix = q.z + kx;
+    const int r = tid % tl.bm; /* kThreads is a multiple of bm: a thread keeps its row */
+    const int4 q = s_rows[r];
+    for (int tap = tid / tl.bm; tap < taps; tap += kThreads / tl.bm) {
+        const int ky = tap / dn.ksize, kx = tap - ky * dn.ksize;
+        const int iy = q.x + ky, ix = q.y + kx;
         const bool ok = q.w && iy >= tl.iy0 && iy < tl.iy0 + tl.prow && ix >= 0 && ix < iv.w;
         const int at = (iy - tl.iy0) * iv.w + ix;
         unsigned char *dst = sA + r * LDS + tap * tap_bytes;
@@ -421,8 +445,8 @@ __device__ void gather_patch(const gr_df_node &dn, const Tiling &tl, const unsig
  * (one cp.async group, committed before the wait). */
 template <typename In>
 __device__ void conv_task(const Ctx &cx, const gr_df_node &dn, const gr_df_task &dt,
-                          const Tiling &tl, unsigned char *smem, int4 *s_rows, bool prefetched,
-                          int tid)
+                          const Tiling &tl, unsigned char *smem, int4 *s_rows, int *s_out,
+                          bool prefetched, int tid)
 {
     using Acc = typename AccOf<In>::T;
     using Op = MmaOp<In, Acc>;
@@ -466,7 +490,7 @@ __device__ void conv_task(const Ctx &cx, const gr_df_node &dn, const gr_df_task 
                 for (int r = 0; r < Op::regs; ++r)
                     c[j][r] = 0;
             __syncthreads(); /* the last tile's readers of the stages and s_rows are done */
-            map_rows(dn, p, m0, m_end, tl.bm, s_rows, tid);
+            map_rows(dn, p, m0, m_end, tl.bm, s_rows, s_out, tid);
             __syncthreads();
             const bool have_b = prefetched && first;
             first = false;
@@ -483,7 +507,7 @@ __device__ void conv_task(const Ctx &cx, const gr_df_node &dn, const gr_df_task 
                     if (s < tl.nk) {
                         if (!have_b)
                             load_filters(dn, wts, n0, n_end, s * KC, stage_b(smem, tl, s), tid);
-                        load_rows<In>(cx, dn, s_rows, tl.bm, s * KC, stage_a(smem, tl, s), tid);
+                        load_rows<In>(cx, dn, s_rows, tl.bm, s * KC, dt.image, stage_a(smem, tl, s), tid);
                     }
                     cp_async_commit();
                 }
@@ -495,7 +519,7 @@ __device__ void conv_task(const Ctx &cx, const gr_df_node &dn, const gr_df_task 
                     const int next = kc + S - 1, ns = next % S; /* ns was read in iteration kc - 1 */
                     if (next < tl.nk) {
                         load_filters(dn, wts, n0, n_end, next * KC, stage_b(smem, tl, ns), tid);
-                        load_rows<In>(cx, dn, s_rows, tl.bm, next * KC, stage_a(smem, tl, ns), tid);
+                        load_rows<In>(cx, dn, s_rows, tl.bm, next * KC, dt.image, stage_a(smem, tl, ns), tid);
                     }
                     cp_async_commit();
                     cp_async_wait_n(S - 1); /* chunk kc has landed (this thread's copies) */
@@ -536,37 +560,33 @@ __device__ void conv_task(const Ctx &cx, const gr_df_node &dn, const gr_df_task 
             }
             /* Epilogue: thread (g, t4) holds rows g, g + 8 of its warp's 16, filters 8j + 2t4 (+1).
              * A pooled window's four taps are rows 4w..4w+3: lanes whose g differs in bits 0-1. */
+            const int ch_step = ov.layout ? 1 : ov.h * ov.w;
+            bool row_ok[2];
+            int row_at[2];
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                const int m = m0 + wm * 16 + h * 8 + g;
-                int img = 0, oy = 0, ox = 0;
-                const bool row_ok = m < m_end && row_pixel(p, m, img, oy, ox);
+                row_ok[h] = s_rows[wm * 16 + h * 8 + g].w != 0;
+                row_at[h] = s_out[wm * 16 + h * 8 + g];
+            }
 #pragma unroll
-                for (int j = 0; j < NJ; ++j)
+            for (int j = 0; j < NJ; ++j)
 #pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        const int n = n0 + j * 8 + 2 * t4 + e;
-                        const int nc = n < ov.c ? n : 0;
+                for (int e = 0; e < 2; ++e) {
+                    const int n = n0 + j * 8 + 2 * t4 + e;
+                    const int nc = n < ov.c ? n : 0;
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
                         static_assert(Op::regs == 4, "f32 / int32 accumulators: 4 per MMA tile");
                         float v = gr_conv_epilogue(acc_to_float(c[j][2 * h + e]), mul, bias, nc,
                                                    dn.activation);
-                        int py = oy, px = ox;
                         if (pool) {
-                            v = row_ok ? v : -FLT_MAX;
+                            v = row_ok[h] ? v : -FLT_MAX;
                             v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
                             v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 8));
-                            const int pm = m >> 2, phw = ov.h * ov.w;
-                            img = pm / phw;
-                            py = (pm - img * phw) / ov.w;
-                            px = pm - img * phw - py * ov.w;
-                            if ((g & 3) != 0 || m >= m_end)
-                                continue;
-                        } else if (!row_ok) {
-                            continue;
                         }
-                        if (n >= n_end)
+                        if (row_at[h] < 0 || n >= n_end)
                             continue;
-                        const long long at = elem_at(ov, img, n, py, px);
+                        const long long at = row_at[h] + static_cast<long long>(n) * ch_step;
                         if (dequant)
                             reinterpret_cast<float *>(out)[at] = v;
                         else if (ov.dtype == GR_DTYPE_I8)
@@ -574,7 +594,7 @@ __device__ void conv_task(const Ctx &cx, const gr_df_node &dn, const gr_df_task 
                         else
                             reinterpret_cast<__half *>(out)[at] = __float2half_rn(v);
                     }
-            }
+                }
         }
     /* The last slice writes the padding channels [c, c_pad) of its rows as 0. */
     if (!dequant && n_end == ov.c && ov.c_pad > ov.c) {
@@ -665,6 +685,7 @@ __global__ void __launch_bounds__(kThreads, 2) k_dataflow(const gr_dataflow_args
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     extern __shared__ __align__(128) unsigned char smem[]; /* a.smem_pool bytes: conv stages */
     __shared__ int4 s_rows[kMaxBM];
+    __shared__ int s_out[kMaxBM];
     __shared__ gr_df_node s_node; /* the task's node: read all through the task */
     __shared__ int s_task, s_abort;
     __shared__ unsigned s_epoch;
@@ -728,9 +749,9 @@ __global__ void __launch_bounds__(kThreads, 2) k_dataflow(const gr_dataflow_args
         switch (dn.op) {
         case GR_DF_OP_CONV:
             if (dn.flags & GR_DF_CONV_I8)
-                conv_task<signed char>(cx, dn, dt, tl, smem, s_rows, prefetch, tid);
+                conv_task<signed char>(cx, dn, dt, tl, smem, s_rows, s_out, prefetch, tid);
             else
-                conv_task<__half>(cx, dn, dt, tl, smem, s_rows, prefetch, tid);
+                conv_task<__half>(cx, dn, dt, tl, smem, s_rows, s_out, prefetch, tid);
             break;
         case GR_DF_OP_CONVERT: convert_task(cx, dn, dt, tid); break;
         default:
