@@ -270,15 +270,68 @@ __device__ __forceinline__ void cp_async_wait_n(int n)
 }
 static_assert(kMaxStages <= 6, "cp_async_wait_n covers 0..5");
 
-/* Filters [n0, n0 + BN) (zero past the slice's end), K bytes [k0, k0 + KC), into sB. */
-__device__ __forceinline__ void load_filters(const gr_df_node &dn, const unsigned char *wts,
-                                             int n0, int n_end, int k0, unsigned char *sB, int tid)
+/* A thread's share of every K chunk's filter copies, set once per tile: the starts of filter
+ * rows tid / 16 and tid / 16 + 16 of the tile (nullptr past the slice's end) at the thread's
+ * 16-byte column (tid % 16); a chunk's copies then add k0 and nothing else. */
+struct FilterCursor {
+    const unsigned char *row[2];
+};
+static_assert(BN * (KC / 16) == 2 * kThreads, "two filter copies per thread and chunk");
+
+__device__ __forceinline__ FilterCursor filter_cursor(const gr_df_node &dn, const unsigned char *wts,
+                                                      int n0, int n_end, int tid)
 {
-    for (int it = tid; it < BN * (KC / 16); it += kThreads) {
-        const int r = it / (KC / 16), c = it - r * (KC / 16), n = n0 + r, kbyte = k0 + c * 16;
-        const bool ok = n < n_end && kbyte < dn.k_bytes;
-        copy16(sB + r * LDS + c * 16,
-               ok ? wts + static_cast<long long>(n) * dn.k_bytes + kbyte : wts, ok);
+    FilterCursor fc;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const int n = n0 + tid / (KC / 16) + i * (BN / 2);
+        fc.row[i] = n < n_end ? wts + static_cast<long long>(n) * dn.k_bytes + (tid % (KC / 16)) * 16
+                              : nullptr;
+    }
+    return fc;
+}
+
+/* Filters [n0, n0 + BN) (zero past the slice's end), K bytes [k0, k0 + KC), into sB. */
+__device__ __forceinline__ void load_filters(const FilterCursor &fc, const gr_df_node &dn,
+                                             const unsigned char *wts, int k0, unsigned char *sB,
+                                             int tid)
+{
+    const int col = (tid % (KC / 16)) * 16;
+    const bool k_ok = k0 + col < dn.k_bytes;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const bool ok = k_ok && fc.row[i] != nullptr;
+        copy16(sB + (tid / (KC / 16) + i * (BN / 2)) * LDS + col, ok ? fc.row[i] + k0 : wts, ok);
+    }
+}
+
+/* Where a thread's 16-byte column of the next K chunk to issue falls in the filter: tap (ky, kx)
+ * and the channel element ci within it. Set at chunk 0 of a tile, advanced by one chunk after
+ * each issue (chunks are issued in order), so no chunk divides. */
+struct ColCursor {
+    int ky, kx, ci;
+};
+
+template <typename In> __device__ __forceinline__ ColCursor col_cursor(const gr_df_node &dn, int tid)
+{
+    const int k = (tid % (KC / 16)) * 16 / static_cast<int>(sizeof(In));
+    const int tap = k / dn.cin_pad;
+    ColCursor cc;
+    cc.ky = tap / dn.ksize;
+    cc.kx = tap - cc.ky * dn.ksize;
+    cc.ci = k - tap * dn.cin_pad;
+    return cc;
+}
+
+template <typename In> __device__ __forceinline__ void advance(ColCursor &cc, const gr_df_node &dn)
+{
+    cc.ci += KC / static_cast<int>(sizeof(In));
+    while (cc.ci >= dn.cin_pad) {
+        cc.ci -= dn.cin_pad;
+        if (++cc.kx == dn.ksize) {
+            cc.kx = 0;
+            ++cc.ky;
+        }
     }
 }
 
@@ -338,7 +391,7 @@ __device__ __forceinline__ void map_rows(const gr_df_node &dn, const ConvParams 
  * to the 32-byte step the MMAs read. */
 template <typename In>
 __device__ void load_rows(const Ctx &cx, const gr_df_node &dn, const int4 *s_rows, int bm, int k0,
-                          int image, unsigned char *sA, int tid)
+                          const ColCursor &cc, int image, unsigned char *sA, int tid)
 {
     const gr_df_view &iv = dn.in[0];
     const unsigned char *in = space_of(cx, iv);
@@ -367,18 +420,16 @@ __device__ void load_rows(const Ctx &cx, const gr_df_node &dn, const int4 *s_row
         }
         return;
     }
-    /* NHWC: a thread keeps its 16-byte column (kThreads is a multiple of KC / 16), so its tap and
-     * that tap's element offset from the row's base once */
+    /* NHWC: a thread keeps its 16-byte column (kThreads is a multiple of KC / 16), whose tap and
+     * channel the cursor holds */
     static_assert(kThreads % (KC / 16) == 0, "a thread's column is fixed");
-    const int c = tid % (KC / 16), kbyte = k0 + c * 16;
-    const int k = kbyte / elem, tap = k / dn.cin_pad, ci = k - tap * dn.cin_pad;
-    const int ky = tap / dn.ksize, kx = tap - ky * dn.ksize;
-    const int tap_off = (ky * iv.w + kx) * iv.c_stride + ci;
-    const bool k_ok = kbyte < dn.k_bytes;
+    const int c = tid % (KC / 16);
+    const int tap_off = (cc.ky * iv.w + cc.kx) * iv.c_stride + cc.ci;
+    const bool k_ok = k0 + c * 16 < dn.k_bytes;
     for (int r = tid / (KC / 16); r < bm; r += kThreads / (KC / 16)) {
         const int4 q = s_rows[r];
-        const bool ok = k_ok && q.w && static_cast<unsigned>(q.x + ky) < static_cast<unsigned>(iv.h) &&
-                        static_cast<unsigned>(q.y + kx) < static_cast<unsigned>(iv.w);
+        const bool ok = k_ok && q.w && static_cast<unsigned>(q.x + cc.ky) < static_cast<unsigned>(iv.h) &&
+                        static_cast<unsigned>(q.y + cc.kx) < static_cast<unsigned>(iv.w);
         copy16(sA + r * LDS + c * 16, ok ? in + static_cast<long long>(q.z + tap_off) * elem : in, ok);
     }
 }
@@ -494,9 +545,11 @@ __device__ void conv_task(const Ctx &cx, const gr_df_node &dn, const gr_df_task 
             __syncthreads();
             const bool have_b = prefetched && first;
             first = false;
+            const FilterCursor fc = filter_cursor(dn, wts, n0, n_end, tid);
+            ColCursor cc = col_cursor<In>(dn, tid);
             if (tl.quant) {
                 if (!have_b && m0 == m_first)
-                    load_filters(dn, wts, n0, n_end, 0, stage_b(smem, tl, 0), tid);
+                    load_filters(fc, dn, wts, 0, stage_b(smem, tl, 0), tid);
                 cp_async_commit();
                 gather_patch(dn, tl, patch, s_rows, stage_a(smem, tl, 0), tid);
                 cp_async_wait<0>();
@@ -506,8 +559,9 @@ __device__ void conv_task(const Ctx &cx, const gr_df_node &dn, const gr_df_task 
                 for (int s = 0; s < S - 1; ++s) {
                     if (s < tl.nk) {
                         if (!have_b)
-                            load_filters(dn, wts, n0, n_end, s * KC, stage_b(smem, tl, s), tid);
-                        load_rows<In>(cx, dn, s_rows, tl.bm, s * KC, dt.image, stage_a(smem, tl, s), tid);
+                            load_filters(fc, dn, wts, s * KC, stage_b(smem, tl, s), tid);
+                        load_rows<In>(cx, dn, s_rows, tl.bm, s * KC, cc, dt.image, stage_a(smem, tl, s), tid);
+                        advance<In>(cc, dn);
                     }
                     cp_async_commit();
                 }
@@ -518,8 +572,9 @@ __device__ void conv_task(const Ctx &cx, const gr_df_node &dn, const gr_df_task 
                 if (!tl.quant) {
                     const int next = kc + S - 1, ns = next % S; /* ns was read in iteration kc - 1 */
                     if (next < tl.nk) {
-                        load_filters(dn, wts, n0, n_end, next * KC, stage_b(smem, tl, ns), tid);
-                        load_rows<In>(cx, dn, s_rows, tl.bm, next * KC, dt.image, stage_a(smem, tl, ns), tid);
+                        load_filters(fc, dn, wts, next * KC, stage_b(smem, tl, ns), tid);
+                        load_rows<In>(cx, dn, s_rows, tl.bm, next * KC, cc, dt.image, stage_a(smem, tl, ns), tid);
+                        advance<In>(cc, dn);
                     }
                     cp_async_commit();
                     cp_async_wait_n(S - 1); /* chunk kc has landed (this thread's copies) */
@@ -569,16 +624,21 @@ __device__ void conv_task(const Ctx &cx, const gr_df_node &dn, const gr_df_task 
                 row_at[h] = s_out[wm * 16 + h * 8 + g];
             }
 #pragma unroll
-            for (int j = 0; j < NJ; ++j)
+            for (int j = 0; j < NJ; ++j) {
+                if (n0 + j * 8 >= n_end)
+                    break; /* the warp's remaining filters are past the slice (uniform) */
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     const int n = n0 + j * 8 + 2 * t4 + e;
                     const int nc = n < ov.c ? n : 0;
+                    /* the channel's multiplier and bias once for both rows (the stores below may
+                     * alias the weights block for all the compiler knows) */
+                    const float mu = mul ? mul[nc] : 0.0f, bi = bias ? bias[nc] : 0.0f;
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
                         static_assert(Op::regs == 4, "f32 / int32 accumulators: 4 per MMA tile");
-                        float v = gr_conv_epilogue(acc_to_float(c[j][2 * h + e]), mul, bias, nc,
-                                                   dn.activation);
+                        float v = gr_conv_epilogue_loaded(acc_to_float(c[j][2 * h + e]), mul != nullptr,
+                                                          mu, bi, dn.activation);
                         if (pool) {
                             v = row_ok[h] ? v : -FLT_MAX;
                             v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
@@ -595,6 +655,7 @@ __device__ void conv_task(const Ctx &cx, const gr_df_node &dn, const gr_df_task 
                             reinterpret_cast<__half *>(out)[at] = __float2half_rn(v);
                     }
                 }
+            }
         }
     /* The last slice writes the padding channels [c, c_pad) of its rows as 0. */
     if (!dequant && n_end == ov.c && ov.c_pad > ov.c) {
@@ -729,8 +790,9 @@ __global__ void __launch_bounds__(kThreads, 2) k_dataflow(const gr_dataflow_args
         if (prefetch) {
             tl = tiling(dn, dt, a.smem_pool);
             const unsigned char *w = static_cast<const unsigned char *>(a.weights) + dn.w_offset;
+            const FilterCursor fc = filter_cursor(dn, w, dt.ch0, dt.ch0 + dt.chs, tid);
             for (int s = 0; s < tl.stages - 1 && s < tl.nk; ++s)
-                load_filters(dn, w, dt.ch0, dt.ch0 + dt.chs, s * KC, stage_b(smem, tl, s), tid);
+                load_filters(fc, dn, w, s * KC, stage_b(smem, tl, s), tid);
             cp_async_commit();
         }
         if (warp == 0) {
