@@ -2,22 +2,21 @@
  * docs/dataflow.md). One launch per run: every block loops over the program's tasks in the static
  * order, claiming the next with an atomic add; for a conv it starts the cp.async copy of the
  * task's first filters into shared memory, then waits (warp 0, one lane per dependency) for the
- * producers' flags to equal the run's epoch - acquire loads, bounded by %globaltimer, abandoning
- * the run as soon as any block has recorded an error - computes the task and publishes its flag
- * with a release store. The last block to finish reports the run (gr_df_status, in the io block)
- * and readies the state for the next launch.
+ * producers' flags to equal the run's epoch - relaxed polls and one acquire fence, bounded by
+ * %globaltimer, abandoning the run as soon as any block has recorded an error - computes the task
+ * and publishes its flag with a release store. The last block to finish reports the run
+ * (gr_df_status, in the io block) and readies the state for the next launch.
  *
  * Conv tasks: an implicit GEMM over the task's pixels (rows x width, x 4 taps when a 2x2 maxpool
- * is fused) and its channel slice, 128 x 32 tiles, K in 256-byte chunks staged in shared memory
- * (cp.async.cg, L2 only, so no stale L1 line of an earlier run is read), ldmatrix and mma.sync
- * (kernels/conv_mma.cuh's MmaOp: m16n8k32 IMMA for int8, m16n8k16 HMMA with f32 accumulators for
- * fp16), the GEMM-row -> pixel map of conv_mma.cuh (row_pixel), and the per-layer kernels'
- * epilogue functions (conv_internal.cuh: gr_conv_epilogue, gr_conv_i8_bits, the input quantize),
- * so the values and their rounding are theirs. The other ops read their inputs with ld.global.cg
- * for the same reason.
- *
- * First version: correctness over speed (single-buffered K chunks, one pass of A per 32 filters,
- * element-wise simple ops). Compile-checked only so far; not run on a GPU. */
+ * is fused) and its channel slice, BM x 32 tiles (BM by the task's rows: Tiling), K in 256-byte
+ * chunks through a cp.async pipeline in shared memory (cp.async.cg, L2 only, so no stale L1 line
+ * of an earlier run is read), ldmatrix and mma.sync (kernels/conv_mma.cuh's MmaOp: m16n8k32 IMMA
+ * for int8, m16n8k16 HMMA with f32 accumulators for fp16), the GEMM-row -> pixel map of
+ * conv_mma.cuh (row_pixel, once per tile row), and the per-layer kernels' epilogue functions
+ * (conv_internal.cuh: gr_conv_epilogue_loaded, gr_conv_i8_bits, the input quantize), so the
+ * values and their rounding are theirs. Layer 0 (the fused u8 input quantize) stages its input
+ * rows once per task. The other ops read their inputs with ld.global.cg for the same reason and
+ * are element loops. Measured (H100) in docs/dataflow.md, "Where the time goes". */
 #include <cfloat>
 #include <climits>
 #include <cstdint>
