@@ -2,7 +2,8 @@
  * kernel, its per-task timeline read from %globaltimer records.
  *
  *   ./build-gpu/12_dataflow_trace [--model yolo | --cfg FILE] [--prec int8|fp16] [--runs 300]
- *                                 [--warmup 50] [--csv FILE]
+ *                                 [--warmup 50] [--csv FILE] [--no-tactic-search]
+ *                                 [--timeout-ms 200]
  *
  * Builds the model (synthetic weights; --cfg: any Darknet cfg, e.g. tests/data/dataflow_dag.cfg,
  * small enough for compute-sanitizer's racecheck) with executor = dataflow, times --runs synchronous runs
@@ -11,7 +12,11 @@
  * claimed, became ready (its dependencies published) and its last finished, relative to the
  * run's first claim, and the medians of each task's wait (claim -> ready) and compute (ready ->
  * published); then the kernel's span and how busy the blocks were. --csv writes one line per task
- * (bench/dataflow_timeline.py draws it). Exits 77 with one line without a GPU. */
+ * (bench/dataflow_timeline.py draws it). --no-tactic-search builds without timing the per-layer
+ * kernels' tactics, so that under compute-sanitizer only the build's few per-layer launches and
+ * the dataflow kernel run; --timeout-ms raises the kernel's dependency wait limit (200 ms), which
+ * a kernel slowed down by compute-sanitizer's racecheck exceeds. Exits 77 with one line without a
+ * GPU. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +61,7 @@ int main(int argc, char **argv)
 {
     const char *model = "yolo", *cfg = NULL, *csv = NULL;
     gr_precision prec = GR_PREC_INT8;
-    int runs = 300, warmup = 50;
+    int runs = 300, warmup = 50, tactic_search = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--model") == 0 && v)
@@ -71,9 +76,14 @@ int main(int argc, char **argv)
             warmup = atoi(argv[++i]);
         else if (strcmp(a, "--csv") == 0 && v)
             csv = argv[++i];
+        else if (strcmp(a, "--no-tactic-search") == 0)
+            tactic_search = 0;
+        else if (strcmp(a, "--timeout-ms") == 0 && v && atoi(v) > 0)
+            gr_debug_dataflow_timeout((uint64_t)atoi(argv[++i]) * 1000000u);
         else {
             fprintf(stderr, "usage: 12_dataflow_trace [--model M | --cfg F] [--prec int8|fp16] [--runs N] "
-                            "[--warmup N] [--csv FILE]\n");
+                            "[--warmup N] [--csv FILE] [--no-tactic-search] "
+                            "[--timeout-ms N]\n");
             return 2;
         }
     }
@@ -96,6 +106,7 @@ int main(int argc, char **argv)
     eo.device = GR_DEVICE_GPU;
     eo.precision = prec;
     eo.executor = GR_EXECUTOR_DATAFLOW;
+    eo.tactic_search = tactic_search;
     gr_engine *e = NULL;
     if (gr_engine_build(m, &eo, &e) != GR_OK)
         return fail("build");

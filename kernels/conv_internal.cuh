@@ -54,13 +54,20 @@ __device__ __forceinline__ float gr_conv_activate(float y, int act)
 
 /* The epilogue of one value before its output conversion (conv.h): multiplier (i8) or none (f16),
  * bias, activation. The per-layer kernels and the dataflow kernel share it, so their int8 outputs
- * round the same values the same way. */
+ * round the same values the same way. _loaded: the same with the channel's multiplier and bias
+ * (0 when none) already in registers. */
+__device__ __forceinline__ float gr_conv_epilogue_loaded(float acc, bool has_mul, float mul, float b,
+                                                         int act)
+{
+    const float y = has_mul ? fmaf(acc, mul, b) : acc + b;
+    return gr_conv_activate(y, act);
+}
+
 __device__ __forceinline__ float gr_conv_epilogue(float acc, const float *mul, const float *bias,
                                                   int n, int act)
 {
-    const float b = bias ? bias[n] : 0.0f;
-    const float y = mul ? fmaf(acc, mul[n], b) : acc + b;
-    return gr_conv_activate(y, act);
+    return gr_conv_epilogue_loaded(acc, mul != nullptr, mul ? mul[n] : 0.0f, bias ? bias[n] : 0.0f,
+                                   act);
 }
 
 /* The fused input quantize of a u8 value v (v / 255 is the real value): i8 clamp(rint((v / 255) /

@@ -31,6 +31,8 @@ typedef struct gr_dataflow_args {
     int blocks;                /* 0 = every SM times the blocks that fit on one */
     int skip_publish;          /* tests: this task never publishes (the timeout path); -1 none */
     gr_df_trace_record *trace; /* debugging: n_tasks records of the run (NULL: none) */
+    int smem_pool;             /* set by gr_launch_dataflow (callers leave 0): dynamic shared
+                                  bytes per block, the conv tasks' pipeline stages */
 } gr_dataflow_args;
 
 /* Bytes of a run-in-flight's state for a program of n_flags flags (ops/dataflow_format.h). */

@@ -13,9 +13,10 @@
  *   - claim: a block takes the next task of the static order with an atomic add on
  *     state.next_task (the order is static, the block that runs a task is not: any set of resident
  *     blocks makes progress, so runs in flight on other streams cannot deadlock this one).
- *   - wait: for every dependency d: spin on an acquire load of flags[d] until it equals epoch, at
- *     most timeout_ns (%globaltimer); on timeout, or when state.error_task is set by another block,
- *     record the error (first one wins) and abandon the run.
+ *   - wait: for every dependency d: spin on a load of flags[d] until it equals epoch, with acquire
+ *     semantics (the kernel: relaxed polls, then one fence.acq_rel), at most timeout_ns
+ *     (%globaltimer); on timeout, or when state.error_task is set by another block, record the
+ *     error (first one wins) and abandon the run.
  *   - publish: after the task's writes (every thread of the block; __syncthreads), one thread
  *     stores flags[t] = epoch with release semantics at device scope.
  *   - end: every block increments state.blocks_done (acq_rel); the last one writes the run's

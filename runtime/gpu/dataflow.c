@@ -3,6 +3,7 @@
  * per instance (run in flight), the kernel's launch between the input and the output copy, and
  * the check of the kernel's report after each run. gpu/engine.c decides which executor a variant
  * uses (the option, or measured for AUTO) and captures it; gpu/dispatch.c enqueues it. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,6 +11,14 @@
 #include "kernels/dataflow.h"
 #include "planner/dataflow.h"
 #include "runtime/gpu/backend.h"
+#include "runtime/gpu/debug.h"
+
+static _Atomic uint64_t df_timeout_ns; /* gr_debug_dataflow_timeout; 0: the program's default */
+
+void gr_debug_dataflow_timeout(uint64_t ns)
+{
+    atomic_store(&df_timeout_ns, ns);
+}
 
 gr_status gr_gpu_dataflow_prepare(const gpu_state *g, gpu_variant *v, char *why, size_t len)
 {
@@ -37,7 +46,12 @@ gr_status gr_gpu_dataflow_prepare(const gpu_state *g, gpu_variant *v, char *why,
     }
     gr_task_graph *tg = NULL;
     GR_TRY(gr_task_graph_build(plan, NULL, &tg));
-    gr_status st = gr_df_program_build(plan, tg, NULL, &v->df_program);
+    gr_df_options o;
+    gr_df_options_default(&o);
+    const uint64_t timeout = atomic_load(&df_timeout_ns);
+    if (timeout)
+        o.timeout_ns = timeout;
+    gr_status st = gr_df_program_build(plan, tg, &o, &v->df_program);
     gr_task_graph_free(tg);
     if (st == GR_ERR_UNSUPPORTED) {
         snprintf(why, len, "%s", gr_last_error());

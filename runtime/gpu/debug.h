@@ -41,6 +41,10 @@ gr_status gr_engine_debug_inject_error(gr_engine *engine, int cuda_error);
  * and the run returns the timeout error. The graphs are captured again. GR_ERR_STATE for an engine
  * that does not run the dataflow executor. Also: how many tasks its uint8 program has. */
 gr_status gr_engine_debug_dataflow_skip_publish(gr_engine *engine, int task);
+/* The dataflow programs of the engines this process builds from now on fail a run when a task
+ * waits longer than `ns` for a dependency (0 restores the default, 200 ms): for tools that slow
+ * the kernel down by orders of magnitude (compute-sanitizer: bench/12_dataflow_trace --timeout-ms). */
+void gr_debug_dataflow_timeout(uint64_t ns);
 gr_status gr_engine_debug_dataflow_tasks(const gr_engine *engine, int *n_tasks);
 /* The dataflow kernel's per-task timeline (docs/dataflow.md, "Where the time goes"): `on` = 1
  * makes every later run write one gr_df_trace_record per task (the graphs are captured again,
