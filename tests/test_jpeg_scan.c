@@ -223,6 +223,24 @@ START_TEST(test_headers_libjpeg_refuses)
     f[first + 2] = t; /* the first two swapped */
     gr_jpeg_scan(f, len, &info);
     ck_assert(!gr_jpeg_gpu_decodable(&info));
+    /* a restart-interval segment of the wrong length (get_dri: "Bogus marker length"); of the
+     * right one it is the GPU's */
+    static const uint8_t dri5[] = {0xFF, 0xDD, 0x00, 0x05, 0x00, 0x00, 0x00};
+    g = spliced(jpeg, len, sof, dri5, sizeof dri5);
+    gr_jpeg_scan(g, len + sizeof dri5, &info);
+    ck_assert(!gr_jpeg_gpu_decodable(&info));
+    free(g);
+    static const uint8_t dri4[] = {0xFF, 0xDD, 0x00, 0x04, 0x00, 0x00};
+    g = spliced(jpeg, len, sof, dri4, sizeof dri4);
+    gr_jpeg_scan(g, len + sizeof dri4, &info);
+    ck_assert(gr_jpeg_gpu_decodable(&info));
+    free(g);
+    /* arithmetic-coding conditioning (get_dac: "Bogus DAC value 0x12") */
+    static const uint8_t dac[] = {0xFF, 0xCC, 0x00, 0x04, 0x00, 0x12};
+    g = spliced(jpeg, len, sof, dac, sizeof dac);
+    gr_jpeg_scan(g, len + sizeof dac, &info);
+    ck_assert(!gr_jpeg_gpu_decodable(&info));
+    free(g);
     /* a width past libjpeg's 65500 */
     memcpy(f, jpeg, len);
     f[sof + 7] = 0xFF;
@@ -230,6 +248,45 @@ START_TEST(test_headers_libjpeg_refuses)
     gr_jpeg_scan(f, len, &info);
     ck_assert_int_eq(info.width, 65527);
     ck_assert(!gr_jpeg_gpu_decodable(&info));
+    free(f);
+    tjFree(jpeg);
+}
+END_TEST
+
+/* Without JFIF or Adobe markers libjpeg guesses the colour space from the component ids: 'R' 'G'
+ * 'B' is RGB (found by fuzz_jpeg_scan), 1 2 3 or anything else YCbCr. */
+START_TEST(test_colour_space_from_ids)
+{
+    unsigned long len;
+    uint8_t *jpeg = make_jpeg(64, 48, TJSAMP_420, 0, &len);
+    size_t app0 = marker_at(jpeg, len, 0xE0);
+    size_t app0_len = 2 + ((size_t)jpeg[app0 + 2] << 8 | jpeg[app0 + 3]);
+    size_t n = len - app0_len;
+    uint8_t *f = malloc(n);
+    ck_assert_ptr_nonnull(f);
+    memcpy(f, jpeg, app0);
+    memcpy(f + app0, jpeg + app0 + app0_len, len - app0 - app0_len);
+    gr_jpeg_info info;
+    gr_jpeg_scan(f, n, &info);
+    ck_assert(!info.jfif && info.ycbcr);
+    ck_assert(gr_jpeg_gpu_decodable(&info));
+    size_t sof = marker_at(f, n, 0xC0), sos = marker_at(f, n, 0xDA);
+    static const uint8_t rgb[3] = {'R', 'G', 'B'};
+    for (int c = 0; c < 3; c++) {
+        f[sof + 10 + 3 * c] = rgb[c];
+        f[sos + 5 + 2 * c] = rgb[c];
+    }
+    gr_jpeg_scan(f, n, &info);
+    ck_assert(info.complete && !info.ycbcr);
+    ck_assert(!gr_jpeg_gpu_decodable(&info));
+    tjhandle tj = tjInitDecompress();
+    int w, h, samp, cs;
+    ck_assert_int_eq(tjDecompressHeader3(tj, f, n, &w, &h, &samp, &cs), 0);
+    ck_assert_int_eq(cs, TJCS_RGB); /* what the rule above models */
+    tjDestroy(tj);
+    /* with the JFIF marker back, the same ids are YCbCr */
+    gr_jpeg_scan(jpeg, len, &info);
+    ck_assert(info.jfif && info.ycbcr);
     free(f);
     tjFree(jpeg);
 }
@@ -261,6 +318,7 @@ static Suite *jpeg_scan_suite(void)
     tcase_add_test(tc, test_damaged_structure_refused);
     tcase_add_test(tc, test_fill_bytes_accepted);
     tcase_add_test(tc, test_headers_libjpeg_refuses);
+    tcase_add_test(tc, test_colour_space_from_ids);
     suite_add_tcase(s, tc);
     return s;
 }

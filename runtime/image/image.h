@@ -76,6 +76,9 @@ typedef struct gr_jpeg_info {
     int frames, scans, partial_scans; /* partial: a scan of fewer components than the frame */
     int huffman_tables;   /* a DHT segment was seen */
     int adobe_transform;  /* APP14 "Adobe" transform flag, -1 without one */
+    int jfif;             /* a JFIF APP0 segment was seen */
+    int ycbcr;            /* 3 components libjpeg takes for YCbCr (JFIF, Adobe transform 1, or
+                           * component ids other than 'R' 'G' 'B'): jdapimin.c */
 } gr_jpeg_info;
 void gr_jpeg_scan(const uint8_t *data, size_t len, gr_jpeg_info *info);
 /* 1 for a complete 8-bit single-scan baseline/extended-Huffman YCbCr JPEG at 4:4:4, 4:2:2,

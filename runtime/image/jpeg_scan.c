@@ -8,7 +8,8 @@
  * 8-bit YCbCr at 4:4:4, 4:2:2, 4:2:0 or 4:4:0. Damage inside an intact scan's entropy-coded data
  * cannot be seen without decoding it: docs/performance.md says what each decoder does with it.
  * Markers as ITU T.81, B.1.1.3 and table B.1; Adobe's APP14 transform flag as libjpeg reads it
- * (jdmarker.c: 0 = RGB or CMYK, 1 = YCbCr, 2 = YCCK). */
+ * (jdmarker.c: 0 = RGB or CMYK, 1 = YCbCr, 2 = YCCK), and its colour-space guess from JFIF,
+ * Adobe and the component ids (jdapimin.c default_decompress_parms). */
 #include <string.h>
 
 #include "runtime/image/image.h"
@@ -71,6 +72,19 @@ static int dqt_ok(const uint8_t *seg, size_t n, unsigned *defined)
     return 1;
 }
 
+/* Whether libjpeg takes a 3-component frame for YCbCr: a JFIF marker says so, else an Adobe
+ * marker's transform, else the component ids ('R' 'G' 'B' is RGB, anything else YCbCr). */
+static int libjpeg_ycbcr(const gr_jpeg_info *info, const int ids[4])
+{
+    if (info->components != 3)
+        return 0;
+    if (info->jfif)
+        return 1;
+    if (info->adobe_transform >= 0)
+        return info->adobe_transform != 0;
+    return !(ids[0] == 'R' && ids[1] == 'G' && ids[2] == 'B');
+}
+
 /* Past a scan's entropy-coded data from `pos`: to the 0xFF of the marker that ends it (stuffed
  * 0xFF 0x00 and restart markers belong to the data). len when it runs to the end of the file. */
 static size_t skip_entropy(const uint8_t *data, size_t len, size_t pos)
@@ -114,6 +128,7 @@ void gr_jpeg_scan(const uint8_t *data, size_t len, gr_jpeg_info *info)
         if (m == 0xD9) { /* EOI */
             info->complete = info->frames == 1 && info->scans >= 1;
             info->subsampling = subsampling_of(info);
+            info->ycbcr = libjpeg_ycbcr(info, ids);
             return;
         }
         /* the markers libjpeg reads (jdmarker.c read_markers): frames, tables, restart
@@ -162,8 +177,15 @@ void gr_jpeg_scan(const uint8_t *data, size_t len, gr_jpeg_info *info)
                 return;
         } else if (m == 0xEE && n >= 12 && memcmp(seg, "Adobe", 5) == 0) {
             info->adobe_transform = seg[11];
-        } else if (m == 0xE0 && n >= 14 && memcmp(seg, "JFIF", 5) == 0 && seg[5] != 1) {
-            return; /* libjpeg warns of a JFIF major version other than 1 (examine_app0) */
+        } else if (m == 0xE0 && n >= 14 && memcmp(seg, "JFIF", 5) == 0) {
+            if (seg[5] != 1)
+                return; /* libjpeg warns of a JFIF major version other than 1 (examine_app0) */
+            info->jfif = 1;
+        } else if (m == 0xDD) {
+            if (n != 2)
+                return; /* get_dri: "Bogus marker length" */
+        } else if (m == 0xCC) {
+            return; /* arithmetic-coding conditioning (get_dac checks its values): never the GPU's */
         } else if (m == 0xDA) { /* SOS, then its entropy-coded data */
             if (info->frames != 1 || n < 1 || n != 4 + 2 * (size_t)seg[0] || seg[0] < 1 ||
                 seg[0] > info->components || (quant_used & ~quant_defined))
@@ -203,7 +225,8 @@ int gr_jpeg_gpu_decodable(const gr_jpeg_info *info)
 {
     return info->complete && (info->sof == 0xC0 || info->sof == 0xC1) && info->precision == 8 &&
            info->components == 3 && info->scans == 1 && !info->partial_scans &&
-           info->huffman_tables && (info->adobe_transform == -1 || info->adobe_transform == 1) &&
+           info->huffman_tables && info->ycbcr &&
+           (info->adobe_transform == -1 || info->adobe_transform == 1) &&
            info->subsampling >= 0 &&
            /* libjpeg's JPEG_MAX_DIMENSION: larger is refused there, so here */
            info->width > 0 && info->height > 0 && info->width <= 65500 && info->height <= 65500;
