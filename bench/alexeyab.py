@@ -19,7 +19,7 @@ each step, so a step that fails or runs out of time loses nothing measured befor
                                            engine, NRMSE per head) and, at the same time (it is
                                            CPU-only), `test_alexeyab` (the CPU reference
                                            vs AlexeyAB's recorded outputs, NRMSE per head,
-                                           yolov4-tiny's detections)
+                                           the detections)
   summary.json                             all of the above and the targets' verdicts
 
   python3 bench/alexeyab.py --graphrun-bench build-gpu/graphrun_bench --out /tmp/ab
@@ -503,8 +503,8 @@ def table(summary):
               f"{len(steps) - len(bad)} of {len(steps)} steps ran and passed in "
               f"{summary.get('elapsed_s')} s (budget {summary.get('budget_s')} s){not_ok}.",
               "CPU vs AlexeyAB: `test_alexeyab`, graphrun's CPU reference against AlexeyAB's "
-              "own CPU build's recorded heads (tests/data/alexeyab/; yolov4 and yolov4-csp at "
-              "256x256; yolov4's act tensors are NaN in the record); GPU vs CPU: "
+              "own CPU build's recorded heads and detections (tests/data/alexeyab/; yolov4 and "
+              "yolov4-csp at 160x160); GPU vs CPU: "
               "`test_gpu_alexeyab`, NRMSE = RMSE / range of the CPU head, worst of the heads "
               "(yolov4 and yolov4-csp at 256x256), synthetic weights (seed 1), data/dog.jpg.",
               "Latency: host clock around a synchronous `gr_engine_run` (both copies); "

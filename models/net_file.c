@@ -39,7 +39,7 @@ static void write_params(gr_bytes *b, const gr_op_params *p)
         gr_bytes_f32(b, p->anchors[k]);
     gr_bytes_f32(b, p->scale);
     /* AlexeyAB's keys (conv stride_y/dilation, its batch norm, the yolo decoding and NMS). */
-    const int more[] = {p->stride_y, p->dilation, p->bn_alexeyab, p->new_coords, (int)p->nms_kind};
+    const int more[] = {p->stride_y, p->dilation, p->alexeyab, p->new_coords, (int)p->nms_kind};
     for (size_t k = 0; k < sizeof more / sizeof more[0]; k++)
         gr_bytes_i32(b, more[k]);
     gr_bytes_f32(b, p->scale_x_y);
@@ -118,7 +118,7 @@ static gr_status read_params(gr_reader *r, const char *source, int index, gr_op_
                        "beta_nms", source, index, more[0], more[1], more[2], more[3], more[4]);
     p->stride_y = more[0];
     p->dilation = more[1];
-    p->bn_alexeyab = more[2];
+    p->alexeyab = more[2];
     p->new_coords = more[3];
     p->nms_kind = (gr_nms_kind)more[4];
     if (!in_range(v[0], 0, GR_OP_COUNT - 1) || !in_range(v[1], 0, GR_ACT_COUNT - 1) ||

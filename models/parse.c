@@ -1003,7 +1003,7 @@ static gr_status parse_doc(cfg_doc *doc, gr_net *net)
     for (int i = 0; i < net->n_layers; i++) {
         cx.sec = &doc->sections[i + 1];
         GR_TRY(build_layer(&cx, net, i));
-        net->layers[i].p.bn_alexeyab = alexeyab && net->layers[i].p.batch_normalize;
+        net->layers[i].p.alexeyab = alexeyab;
         total_floats += gr_layer_param_floats(net, i, NULL, NULL); /* each <= 2^31 + 4 * 2^16 */
         if (total_floats > GR_MAX_TENSOR_ELEMS)
             return gr_fail(GR_ERR_LIMIT,

@@ -38,7 +38,7 @@
  *     their spreads on the photos come out near the targets above. The constants were tuned so the
  *     photos give a few boxes at Darknet's 0.5 threshold (seed 1, before NMS: 1 to 28 per photo
  *     for yolov2-tiny-voc, 3 to 310 for yolov3-tiny); other seeds vary around that.
- * Calibration input: one "dead leaves" image (opaque discs of random colour painted over each
+ * Calibration input: "dead leaves" images (opaque discs of random colour painted over each
  * other, radii from a power law between 1 pixel and a third of the image), from a fixed seed
  * independent of `seed`. Such images share photos' 1/f spectrum, sharp edges and flat regions, so
  * the statistics carry over to real pictures (smooth patterns underestimate the feature variance
@@ -48,7 +48,19 @@
  * from 5x5 = 25 positions) when every layer's shape can be re-inferred there and the net has no
  * [connected] layer; otherwise at the full input size. The pass uses only the ops' CPU
  * references. yolov2-tiny-voc synthesizes in about 1 s on one core (a third drawing its 15.9M
- * normal numbers, two thirds the calibration pass). */
+ * normal numbers, two thirds the calibration pass).
+ * Deep nets (more than DEEP_BN_LAYERS batch-normalized convolutions: yolov7-tiny, yolov4 and
+ * yolov4-csp have 55 to 112; every pjreddie built-in and yolov4-tiny 6 to 19) calibrate on
+ * DEEP_CAL_BATCH images with the larger side scaled down to DEEP_CAL_MAX_SIDE, not one at 160:
+ * a one-image estimate of a deep layer's statistics comes from few positions (5 x 5 at 13 x 13
+ * scale), and its error compounds over the normalized layers, as does the gap between the
+ * calibration size and the network's. Measured (seed 1, boxes over 0.5 on data/dog.jpg before
+ * NMS; one image at 160 / four at 160 / four at 320): yolov7-tiny 59,384 / 765 / 2, yolov4-csp
+ * 168,865 / 91 / 0, yolov4 476,818 / 17,110 / 182 (yolov4-tiny, one image at 160: 3). The
+ * shallow nets keep one image at 160: their heads hold with it, and four would cost them 4x.
+ * (After NMS with graphrun's defaults: yolov7-tiny 2 detections, yolov4-csp 0, yolov4 156.)
+ * `graphrun --model yolov4-csp` / `yolov4` without weights then take 36 / 46 s on one core,
+ * synthesis and one CPU run at full size. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +69,11 @@
 #include "models/net.h"
 
 #define CAL_MAX_SIDE 160
-#define CAL_BATCH 1
+/* A net of more than DEEP_BN_LAYERS batch-normalized convolutions calibrates on DEEP_CAL_BATCH
+ * images of at most DEEP_CAL_MAX_SIDE (see the file comment). */
+#define DEEP_BN_LAYERS 32
+#define DEEP_CAL_BATCH 4
+#define DEEP_CAL_MAX_SIDE 320
 #define CAL_INPUT_SEED 0x677261706872756eULL /* "graphrun" */
 #define HEAD_CONFIDENT_CELLS 12.0
 #define HEAD_CONFIDENT_LOGIT 2.0
@@ -71,7 +87,8 @@ typedef struct calib {
     gr_weights *views;  /* per layer, into the new block */
     gr_shape input;     /* calibration input shape */
     gr_shape *shapes;   /* per layer at the calibration size */
-    float **outputs;    /* per layer, CAL_BATCH images */
+    int batch;          /* calibration images */
+    float **outputs;    /* per layer, `batch` images */
     float *input_data;
     int *decoder_of;    /* per layer: the region/yolo layer it feeds, or -1 */
 } calib;
@@ -102,11 +119,12 @@ static void choose_calibration_size(calib *cal)
     const gr_net *net = cal->net;
     gr_shape full = {net->c, net->h, net->w};
     int side = net->w > net->h ? net->w : net->h;
+    const int max_side = cal->batch > 1 ? DEEP_CAL_MAX_SIDE : CAL_MAX_SIDE;
     bool has_connected = false;
     for (int i = 0; i < net->n_layers; i++)
         has_connected |= net->layers[i].p.op == GR_OP_CONNECTED;
-    if (side > CAL_MAX_SIDE && !has_connected) {
-        double scale = (double)CAL_MAX_SIDE / side;
+    if (side > max_side && !has_connected) {
+        double scale = (double)max_side / side;
         gr_shape reduced = {net->c, (int)(net->h * scale) / 32 * 32,
                             (int)(net->w * scale) / 32 * 32};
         if (reduced.h < 32)
@@ -137,7 +155,7 @@ static void make_calibration_input(calib *cal)
     const double max_radius = (s.w < s.h ? s.w : s.h) / 3.0;
     /* Enough discs to cover the image several times over at every scale. */
     const int n_discs = (int)(4.0 * (double)plane / 12.0) + 64;
-    for (int b = 0; b < CAL_BATCH; b++) {
+    for (int b = 0; b < cal->batch; b++) {
         float *img = cal->input_data + (size_t)b * gr_shape_elems(s);
         for (int c = 0; c < s.c; c++)
             for (size_t k = 0; k < plane; k++)
@@ -168,19 +186,19 @@ static void make_calibration_input(calib *cal)
     }
 }
 
-/* Per-channel mean and variance of a CAL_BATCH-image tensor. */
-static void channel_stats(const float *x, gr_shape s, int c, double *mean, double *var)
+/* Per-channel mean and variance of a `batch`-image tensor. */
+static void channel_stats(const float *x, gr_shape s, int batch, int c, double *mean, double *var)
 {
     const size_t plane = (size_t)s.h * (size_t)s.w;
     double sum = 0.0, sum_sq = 0.0;
-    for (int b = 0; b < CAL_BATCH; b++) {
+    for (int b = 0; b < batch; b++) {
         const float *p = x + (size_t)b * gr_shape_elems(s) + (size_t)c * plane;
         for (size_t i = 0; i < plane; i++) {
             sum += (double)p[i];
             sum_sq += (double)p[i] * (double)p[i];
         }
     }
-    double n = (double)plane * CAL_BATCH;
+    double n = (double)plane * batch;
     *mean = sum / n;
     *var = sum_sq / n - *mean * *mean;
     if (*var < 0.0)
@@ -199,7 +217,7 @@ static void run_layer(const calib *cal, int i, const gr_op_params *p, const gr_w
         in[k] = from < 0 ? cal->input_data : cal->outputs[from];
         in_shapes[k] = from < 0 ? cal->input : cal->shapes[from];
     }
-    gr_op_get(p->op)->ref(p, w, in, in_shapes, l->n_inputs, out, cal->shapes[i], CAL_BATCH);
+    gr_op_get(p->op)->ref(p, w, in, in_shapes, l->n_inputs, out, cal->shapes[i], cal->batch);
 }
 
 /* N(mean, stddev^2) values by Marsaglia's polar method (both values of each pair, no
@@ -273,13 +291,13 @@ static void run_conv_linear(const calib *cal, int i, const gr_weights *w, float 
 }
 
 /* Apply Darknet's inference batch norm and the activation in place (as the conv reference does). */
-static void apply_bn(float *x, gr_shape s, const gr_op_params *p, const gr_weights *w)
+static void apply_bn(float *x, gr_shape s, int batch, const gr_op_params *p, const gr_weights *w)
 {
     const size_t plane = (size_t)s.h * (size_t)s.w;
-    for (int b = 0; b < CAL_BATCH; b++) {
+    for (int b = 0; b < batch; b++) {
         for (int c = 0; c < s.c; c++) {
             float *v = x + (size_t)b * gr_shape_elems(s) + (size_t)c * plane;
-            double denom = gr_bn_denominator(p->bn_alexeyab, w->rolling_variance[c]);
+            double denom = gr_bn_denominator(p->alexeyab, w->rolling_variance[c]);
             for (size_t k = 0; k < plane; k++) {
                 float normalized = (float)((double)(v[k] - w->rolling_mean[c]) / denom);
                 v[k] = gr_activate(normalized * w->scales[c] + w->biases[c], p->activation);
@@ -307,7 +325,7 @@ static void decorrelate_from_mean_input(const calib *cal, int i, gr_weights *w)
         double dot = 0.0, norm = 0.0;
         for (int ic = 0; ic < in_per_group; ic++) {
             double mean, var;
-            channel_stats(x, in, group * in_per_group + ic, &mean, &var);
+            channel_stats(x, in, cal->batch, group * in_per_group + ic, &mean, &var);
             for (size_t t = 0; t < taps; t++) {
                 dot += (double)kernel[(size_t)ic * taps + t] * mean;
                 norm += mean * mean;
@@ -317,7 +335,7 @@ static void decorrelate_from_mean_input(const calib *cal, int i, gr_weights *w)
             continue;
         for (int ic = 0; ic < in_per_group; ic++) {
             double mean, var;
-            channel_stats(x, in, group * in_per_group + ic, &mean, &var);
+            channel_stats(x, in, cal->batch, group * in_per_group + ic, &mean, &var);
             for (size_t t = 0; t < taps; t++)
                 kernel[(size_t)ic * taps + t] =
                     (float)((double)kernel[(size_t)ic * taps + t] - dot / norm * mean);
@@ -374,7 +392,7 @@ static void synthesize_conv(calib *cal, int i, gr_rng *r, float *zero_bias)
     run_conv_linear(cal, i, w, zero_bias);
     for (int c = 0; c < w->n; c++) {
         double mean, var;
-        channel_stats(cal->outputs[i], s, c, &mean, &var);
+        channel_stats(cal->outputs[i], s, cal->batch, c, &mean, &var);
         if (var < 1e-12)
             var = 1.0; /* a channel constant on this input: nothing to normalize */
         double target_mean = 0.0, target_std = 1.0;
@@ -405,7 +423,7 @@ static void synthesize_conv(calib *cal, int i, gr_rng *r, float *zero_bias)
         }
     }
     if (l->p.batch_normalize)
-        apply_bn(cal->outputs[i], s, &l->p, w);
+        apply_bn(cal->outputs[i], s, cal->batch, &l->p, w);
     else
         run_layer(cal, i, &l->p, w, cal->outputs[i]);
 }
@@ -448,15 +466,19 @@ static gr_status calib_alloc(calib *cal)
     cal->decoder_of = gr_calloc(n, sizeof *cal->decoder_of, "calibration heads");
     if (!cal->views || !cal->shapes || !cal->outputs || !cal->decoder_of)
         return GR_ERR_OUT_OF_MEMORY;
+    int bn_layers = 0;
+    for (int i = 0; i < net->n_layers; i++)
+        bn_layers += net->layers[i].p.op == GR_OP_CONV && net->layers[i].p.batch_normalize;
+    cal->batch = bn_layers > DEEP_BN_LAYERS ? DEEP_CAL_BATCH : 1;
     choose_calibration_size(cal);
-    cal->input_data = gr_calloc(gr_shape_elems(cal->input), CAL_BATCH * sizeof(float),
+    cal->input_data = gr_calloc(gr_shape_elems(cal->input), (size_t)cal->batch * sizeof(float),
                                 "calibration input");
     if (!cal->input_data)
         return GR_ERR_OUT_OF_MEMORY;
     for (int i = 0; i < net->n_layers; i++) {
         cal->decoder_of[i] = -1;
-        cal->outputs[i] = gr_calloc(gr_shape_elems(cal->shapes[i]), CAL_BATCH * sizeof(float),
-                                    "calibration activations");
+        cal->outputs[i] = gr_calloc(gr_shape_elems(cal->shapes[i]),
+                                    (size_t)cal->batch * sizeof(float), "calibration activations");
         if (!cal->outputs[i])
             return GR_ERR_OUT_OF_MEMORY;
     }

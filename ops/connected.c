@@ -67,13 +67,13 @@ void gr_op_connected_ref(const gr_op_params *p, const gr_weights *w, const float
                 sum += row[i] * x[i];
             if (p->batch_normalize) {
                 /* as conv: Darknet's normalize_cpu in double, then scale, then bias */
-                double denom = gr_bn_denominator(p->bn_alexeyab, w->rolling_variance[o]);
+                double denom = gr_bn_denominator(p->alexeyab, w->rolling_variance[o]);
                 float normalized = (float)((double)(sum - w->rolling_mean[o]) / denom);
                 sum = normalized * w->scales[o] + w->biases[o];
             } else {
                 sum += w->biases[o];
             }
-            y[o] = gr_activate(sum, p->activation);
+            y[o] = gr_activate_as(sum, p->activation, gr_act_form_of(p, false));
         }
     }
 }

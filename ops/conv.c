@@ -112,14 +112,20 @@ static void accumulate_tap(float *restrict plane, gr_shape out_shape, const floa
     }
 }
 
-/* Darknet's batch norm at inference, computed as Darknet does: (x - mean) / (sqrt(var) + eps) in
- * double (sqrt() and the 1e-6f promote), stored as float, then * scale, then + bias. */
+/* Darknet's batch norm at inference, computed as Darknet does: pjreddie's (x - mean) /
+ * (sqrt(var) + eps) in double (sqrt() and the 1e-6f promote), stored as float, then * scale, then
+ * + bias; AlexeyAB's folded into the weights at load (gr_op_conv_ref scales them), so only its
+ * folded bias is added here. */
 static void finish_channel(float *plane, size_t n, const gr_op_params *p, const gr_weights *w,
                            int oc)
 {
-    if (p->batch_normalize) {
+    if (p->batch_normalize && p->alexeyab) {
+        float bias = gr_bn_alexeyab_fused_bias(w, oc);
+        for (size_t i = 0; i < n; i++)
+            plane[i] += bias;
+    } else if (p->batch_normalize) {
         float mean = w->rolling_mean[oc];
-        double denom = gr_bn_denominator(p->bn_alexeyab, w->rolling_variance[oc]);
+        double denom = gr_bn_denominator(0, w->rolling_variance[oc]);
         float scale = w->scales[oc];
         float bias = w->biases[oc];
         for (size_t i = 0; i < n; i++) {
@@ -131,7 +137,7 @@ static void finish_channel(float *plane, size_t n, const gr_op_params *p, const 
         for (size_t i = 0; i < n; i++)
             plane[i] += bias;
     }
-    gr_activate_array(plane, n, p->activation);
+    gr_activate_array(plane, n, p->activation, gr_act_form_of(p, true));
 }
 
 /* Output row y reads input rows y*stride_y - pad*d + d*[0, size) (d the dilation). */
@@ -163,14 +169,19 @@ void gr_op_conv_ref(const gr_op_params *p, const gr_weights *w, const float *con
             const int group = oc / out_per_group;
             float *plane = dst + (size_t)oc * out_plane;
             memset(plane, 0, out_plane * sizeof *plane);
+            const bool fused = p->batch_normalize && p->alexeyab;
+            const double factor = fused ? gr_bn_alexeyab_factor(w, oc) : 1.0;
             for (int ic = 0; ic < in_per_group; ic++) {
                 const float *src_plane = src + (size_t)(group * in_per_group + ic) * in_plane;
                 const float *kernel = w->weights + ((size_t)oc * in_per_group + ic) * k * k;
                 for (int ky = 0; ky < k; ky++)
-                    for (int kx = 0; kx < k; kx++)
+                    for (int kx = 0; kx < k; kx++) {
+                        float weight = kernel[ky * k + kx];
+                        if (fused)
+                            weight = (float)((double)weight * factor);
                         accumulate_tap(plane, out_shape, src_plane, is.h, is.w, stride_y,
-                                       p->stride, (ky - p->pad) * d, (kx - p->pad) * d,
-                                       kernel[ky * k + kx]);
+                                       p->stride, (ky - p->pad) * d, (kx - p->pad) * d, weight);
+                    }
             }
             finish_channel(plane, out_plane, p, w, oc);
         }

@@ -29,7 +29,7 @@ gr_status gr_op_set_output(gr_op_kind op, long long c, long long h, long long w,
 gr_status gr_op_check_quant_params(gr_op_kind op, const gr_op_params *p);
 
 /* Apply `a` to n consecutive values in place. */
-void gr_activate_array(float *x, size_t n, gr_activation a);
+void gr_activate_array(float *x, size_t n, gr_activation a, gr_act_form form);
 /* Elementwise flops charged for one activation (linear 0, leaky/relu 1, logistic 4, swish 5,
  * mish 8, gelu 10, other exp-based 5, piecewise 2): rough counts of the arithmetic and transcendental calls, used for cost estimates only. */
 double gr_activation_flops(gr_activation a);

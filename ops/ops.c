@@ -105,17 +105,43 @@ float gr_activate(float x, gr_activation a)
     }
 }
 
-void gr_activate_array(float *x, size_t n, gr_activation a)
+/* AlexeyAB's activations.h: leaky_activate (x>0) ? x : .1f*x and logistic_activate
+ * 1.f/(1.f + expf(-x)), both in float; relu_activate is pjreddie's x*(x>0); the rest are
+ * gr_act_common's. Its conv's leaky is pjreddie's (gemm.c). (Its fused batch norm: ops/conv.c.) */
+float gr_activate_as(float x, gr_activation a, gr_act_form form)
+{
+    if (form == GR_ACT_FORM_PJREDDIE || (a == GR_ACT_LEAKY && form == GR_ACT_FORM_ALEXEYAB_CONV))
+        return gr_activate(x, a);
+    if (a == GR_ACT_LEAKY)
+        return x > 0.0f ? x : 0.1f * x;
+    if (a == GR_ACT_LOGISTIC)
+        return 1.0f / (1.0f + expf(-x));
+    return gr_activate(x, a);
+}
+
+gr_act_form gr_act_form_of(const gr_op_params *p, bool conv)
+{
+    if (!p->alexeyab)
+        return GR_ACT_FORM_PJREDDIE;
+    return conv ? GR_ACT_FORM_ALEXEYAB_CONV : GR_ACT_FORM_ALEXEYAB;
+}
+
+void gr_activate_array(float *x, size_t n, gr_activation a, gr_act_form form)
 {
     switch (a) {
     case GR_ACT_LINEAR: return;
     case GR_ACT_LEAKY:
+        if (form != GR_ACT_FORM_ALEXEYAB) {
+            for (size_t i = 0; i < n; i++)
+                x[i] = leaky(x[i]);
+            return;
+        }
         for (size_t i = 0; i < n; i++)
-            x[i] = leaky(x[i]);
+            x[i] = x[i] > 0.0f ? x[i] : 0.1f * x[i];
         return;
     default:
         for (size_t i = 0; i < n; i++)
-            x[i] = gr_activate(x[i], a);
+            x[i] = gr_activate_as(x[i], a, form);
         return;
     }
 }
@@ -167,6 +193,18 @@ double gr_bn_denominator(int alexeyab, float var)
     if (alexeyab)
         return sqrt((double)var + GR_BN_EPSILON_ALEXEYAB);
     return sqrt((double)var) + (double)GR_BN_EPSILON;
+}
+
+double gr_bn_alexeyab_factor(const gr_weights *w, int oc)
+{
+    return (double)w->scales[oc] / sqrt((double)w->rolling_variance[oc] + GR_BN_EPSILON_ALEXEYAB);
+}
+
+float gr_bn_alexeyab_fused_bias(const gr_weights *w, int oc)
+{
+    return (float)((double)w->biases[oc] - (double)w->scales[oc] * (double)w->rolling_mean[oc] /
+                                               sqrt((double)w->rolling_variance[oc] +
+                                                    GR_BN_EPSILON_ALEXEYAB));
 }
 
 void gr_op_params_default(gr_op_kind op, gr_op_params *p)

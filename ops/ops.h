@@ -67,6 +67,16 @@ const char *gr_activation_name(gr_activation a);
  * returns false for an unknown one. */
 bool gr_activation_parse(const char *name, gr_activation *out);
 float gr_activate(float x, gr_activation a);
+/* Darknet's two forks compute leaky and logistic in forms a last bit apart: */
+typedef enum gr_act_form {
+    GR_ACT_FORM_PJREDDIE,      /* .1 * x and 1. / (1. + exp(-x)) in double (gr_activate) */
+    GR_ACT_FORM_ALEXEYAB,      /* AlexeyAB's activations.h (activate_array: shortcut, yolo, ...):
+                                * .1f * x and 1.f / (1.f + expf(-x)) in float */
+    GR_ACT_FORM_ALEXEYAB_CONV, /* AlexeyAB's conv (gemm.c activate_array_cpu_custom, as its
+                                * Makefile builds it, AVX=0): leaky .1 * x in double, the rest
+                                * as GR_ACT_FORM_ALEXEYAB (its AVX2 build uses 0.1F instead) */
+} gr_act_form;
+float gr_activate_as(float x, gr_activation a, gr_act_form form);
 
 typedef struct gr_shape {
     int c, h, w;
@@ -99,7 +109,10 @@ typedef struct gr_op_params {
     int group_id;             /* route: which group of each input */
     int scale_wh;             /* scale_channels: 1 = one scale per position, 0 = per channel */
     int batch_normalize;      /* conv, connected */
-    int bn_alexeyab;          /* conv, connected: AlexeyAB Darknet's batch norm (gr_bn_denominator) */
+    int alexeyab;             /* the layer is from an AlexeyAB Darknet cfg (models/parse.c): its
+                               * batch norm (gr_bn_denominator; a conv's fused into its weights,
+                               * gr_bn_alexeyab_factor) and its float leaky and logistic
+                               * (gr_activate_as) in the CPU reference */
     /* region / yolo heads */
     int classes;
     int coords;               /* region: 4 */
@@ -140,9 +153,16 @@ typedef struct gr_weights {
 #define GR_BN_EPSILON_ALEXEYAB 0.00001
 
 /* The batch-norm divisor of a channel of variance `var`, in double: sqrt(var) + 1e-6 (pjreddie),
- * or sqrt(var + 1e-5) when `alexeyab` (the parser sets p->bn_alexeyab for cfgs of that fork,
+ * or sqrt(var + 1e-5) when `alexeyab` (the parser sets p->alexeyab for cfgs of that fork,
  * models/parse.c). */
 double gr_bn_denominator(int alexeyab, float var);
+/* The form of layer `p` (its p->alexeyab; `conv`: it is a convolution). */
+gr_act_form gr_act_form_of(const gr_op_params *p, bool conv);
+/* AlexeyAB Darknet folds batch norm into the weights when it loads a network for inference
+ * (network.c fuse_conv_batchnorm): weight * factor rounded to float, and the bias below, both in
+ * its double arithmetic; its forward pass then adds the bias to the convolution's sum. */
+double gr_bn_alexeyab_factor(const gr_weights *w, int oc);
+float gr_bn_alexeyab_fused_bias(const gr_weights *w, int oc);
 
 /* Per-image cost. Bytes are element counts; multiply by the dtype size in use. */
 typedef struct gr_cost {

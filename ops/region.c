@@ -65,14 +65,16 @@ void gr_op_region_ref(const gr_op_params *p, const gr_weights *w, const float *c
     for (int b = 0; b < batch; b++) {
         for (int a = 0; a < p->num; a++) {
             float *anchor = out + (size_t)b * gr_shape_elems(s) + (size_t)a * per_anchor;
-            gr_activate_array(anchor, 2 * plane, GR_ACT_LOGISTIC);
-            gr_activate_array(anchor + (size_t)p->coords * plane, plane, GR_ACT_LOGISTIC);
+            gr_activate_array(anchor, 2 * plane, GR_ACT_LOGISTIC, GR_ACT_FORM_PJREDDIE);
+            gr_activate_array(anchor + (size_t)p->coords * plane, plane, GR_ACT_LOGISTIC,
+                              GR_ACT_FORM_PJREDDIE);
             float *classes = anchor + (size_t)(p->coords + 1) * plane;
             if (p->softmax) {
                 for (size_t cell = 0; cell < plane; cell++)
                     gr_softmax_strided(classes + cell, (size_t)p->classes, plane, classes + cell);
             } else {
-                gr_activate_array(classes, (size_t)p->classes * plane, GR_ACT_LOGISTIC);
+                gr_activate_array(classes, (size_t)p->classes * plane, GR_ACT_LOGISTIC,
+                                  GR_ACT_FORM_PJREDDIE);
             }
         }
     }

@@ -54,5 +54,5 @@ void gr_op_sam_ref(const gr_op_params *p, const gr_weights *w, const float *cons
     const size_t n = (size_t)batch * gr_shape_elems(out_shape);
     for (size_t i = 0; i < n; i++)
         out[i] = in[0][i] * in[1][i];
-    gr_activate_array(out, n, p->activation);
+    gr_activate_array(out, n, p->activation, gr_act_form_of(p, false));
 }

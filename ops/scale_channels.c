@@ -78,5 +78,5 @@ void gr_op_scale_channels_ref(const gr_op_params *p, const gr_weights *w, const 
         size_t si = p->scale_wh ? i % plane + i / image * plane : i / plane;
         out[i] = s[si] * from[i];
     }
-    gr_activate_array(out, n, p->activation);
+    gr_activate_array(out, n, p->activation, gr_act_form_of(p, false));
 }

@@ -85,6 +85,6 @@ void gr_op_shortcut_ref(const gr_op_params *p, const gr_weights *w, const float 
                 for (int i = 0; i < min_w; i++)
                     dst[(size_t)i * sample + (size_t)xs.w * ((size_t)j * sample + (size_t)xs.h * k)] +=
                         from[(size_t)i * stride + (size_t)fs.w * ((size_t)j * stride + (size_t)fs.h * k)];
-        gr_activate_array(dst, out_elems, p->activation);
+        gr_activate_array(dst, out_elems, p->activation, gr_act_form_of(p, false));
     }
 }

@@ -73,9 +73,9 @@ void gr_op_yolo_ref(const gr_op_params *p, const gr_weights *w, const float *con
         for (int a = 0; a < p->n_mask; a++) {
             float *anchor = out + (size_t)b * gr_shape_elems(s) + (size_t)a * per_anchor;
             if (!p->new_coords) {
-                gr_activate_array(anchor, 2 * plane, GR_ACT_LOGISTIC);
+                gr_activate_array(anchor, 2 * plane, GR_ACT_LOGISTIC, gr_act_form_of(p, false));
                 gr_activate_array(anchor + 4 * plane, (size_t)(1 + p->classes) * plane,
-                                  GR_ACT_LOGISTIC);
+                                  GR_ACT_LOGISTIC, gr_act_form_of(p, false));
             }
             for (size_t i = 0; i < 2 * plane; i++)
                 anchor[i] = gr_yolo_scale_xy(p, anchor[i]);

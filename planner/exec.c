@@ -419,7 +419,7 @@ static gr_status run_conv(gr_plan_exec *ex, const gr_plan_node *nd)
                 if (bn) {
                     /* Unfolded batch norm, exactly as Darknet (and the conv reference). */
                     float raw = is_i8 ? (float)qplane[i] * m : plane[i];
-                    double denom = gr_bn_denominator(nd->p.bn_alexeyab, bn[2 * g.out_c + oc]);
+                    double denom = gr_bn_denominator(nd->p.alexeyab, bn[2 * g.out_c + oc]);
                     float normalized = (float)((double)(raw - bn[g.out_c + oc]) / denom);
                     v = normalized * bn[oc] + bias[oc];
                 } else if (is_i8) {

@@ -24,7 +24,7 @@ gr_status gr_pass_fold_bn(gr_plan *plan)
         for (int c = 0; c < filters; c++) {
             /* Darknet: (x - mean) / (sqrt(var) + 0.000001) * scale + bias, in double (AlexeyAB's
              * fork: sqrt(var + 0.00001)). */
-            double factor = (double)scales[c] / gr_bn_denominator(nd->p.bn_alexeyab, var[c]);
+            double factor = (double)scales[c] / gr_bn_denominator(nd->p.alexeyab, var[c]);
             for (size_t k = 0; k < per_filter; k++)
                 w[(size_t)c * per_filter + k] =
                     (float)((double)w[(size_t)c * per_filter + k] * factor);

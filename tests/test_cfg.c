@@ -284,14 +284,14 @@ START_TEST(alexeyab_yolo_keys_are_read)
     ck_assert_int_eq(p->nms_kind, GR_NMS_DIOU);
     ck_assert(p->beta_nms == 0.7f);
     /* An AlexeyAB key makes it an AlexeyAB cfg: its batch norm. */
-    ck_assert_int_eq(net->layers[0].p.bn_alexeyab, 1);
+    ck_assert_int_eq(net->layers[0].p.alexeyab, 1);
     gr_net_free(net);
     /* pjreddie's cfgs keep pjreddie's batch norm. */
     net = parse_ok("models/yolov3-tiny.cfg");
-    ck_assert_int_eq(net->layers[0].p.bn_alexeyab, 0);
+    ck_assert_int_eq(net->layers[0].p.alexeyab, 0);
     gr_net_free(net);
     net = parse_ok("models/yolov4-tiny.cfg");
-    ck_assert_int_eq(net->layers[0].p.bn_alexeyab, 1);
+    ck_assert_int_eq(net->layers[0].p.alexeyab, 1);
     ck_assert_int_eq(net->layers[30].p.nms_kind, GR_NMS_GREEDY);
     ck_assert(net->layers[30].p.scale_x_y == 1.05f);
     gr_net_free(net);
@@ -361,7 +361,7 @@ START_TEST(sam_and_scale_channels)
     assert_shape(net, 2, 4, 32, 32);
     assert_shape(net, 5, 4, 32, 32);
     assert_shape(net, 7, 4, 32, 32);
-    ck_assert_int_eq(net->layers[1].p.bn_alexeyab, 1); /* only AlexeyAB has these sections */
+    ck_assert_int_eq(net->layers[1].p.alexeyab, 1); /* only AlexeyAB has these sections */
     gr_net_free(net);
     static const struct {
         const char *text;

@@ -271,7 +271,7 @@ START_TEST(alexeyab_params_round_trip)
                       "layer %d: parameters differ after the round trip", i);
     ck_assert_int_eq(back->layers[0].p.stride_y, 2);
     ck_assert_int_eq(back->layers[1].p.dilation, 2);
-    ck_assert_int_eq(back->layers[0].p.bn_alexeyab, 1);
+    ck_assert_int_eq(back->layers[0].p.alexeyab, 1);
     ck_assert_int_eq(back->layers[3].p.new_coords, 1);
     ck_assert_int_eq(back->layers[3].p.nms_kind, GR_NMS_DIOU);
     gr_bytes_free(&b);

@@ -312,6 +312,11 @@ START_TEST(test_activations_alexeyab)
         ck_assert_msg(gr_activation_parse(name, &a), "line %d: unknown activation %s", lines + 1,
                       name);
         float x = strtof(xs, NULL), want = strtof(ys, NULL);
+        /* the layers of an AlexeyAB cfg other than its convs use these very forms: bit for bit */
+        float as = gr_activate_as(x, a, GR_ACT_FORM_ALEXEYAB);
+        ck_assert_msg(isnan(want) ? isnan(as) : as == want,
+                      "%s(%a) = %a in AlexeyAB's form, AlexeyAB gives %a", name, (double)x,
+                      (double)as, (double)want);
         float got = gr_activate(x, a);
         long tol = a == GR_ACT_LEAKY ? 1 : a == GR_ACT_LOGISTIC ? 2 : 0;
         if (a == GR_ACT_LOGISTIC && fabsf(got) < FLT_MIN && fabsf(want) < FLT_MIN)
@@ -330,6 +335,40 @@ START_TEST(test_activations_alexeyab)
     for (int a = 0; a < GR_ACT_COUNT; a++)
         ck_assert_msg(seen[a] > 0, "activation %s has no recorded values",
                       gr_activation_name((gr_activation)a));
+}
+END_TEST
+
+/* Which form each layer of each fork gets, and that the forms differ where they should. */
+START_TEST(test_activation_forms)
+{
+    gr_op_params p;
+    gr_op_params_default(GR_OP_CONV, &p);
+    ck_assert_int_eq(gr_act_form_of(&p, true), GR_ACT_FORM_PJREDDIE);
+    p.alexeyab = 1;
+    ck_assert_int_eq(gr_act_form_of(&p, true), GR_ACT_FORM_ALEXEYAB_CONV);
+    ck_assert_int_eq(gr_act_form_of(&p, false), GR_ACT_FORM_ALEXEYAB);
+    /* leaky(-9): .1 * -9 in double rounds to -0.9f; .1f * -9.0f is -0.900000036 */
+    ASSERT_FLOAT_EXACT(gr_activate_as(-9.0f, GR_ACT_LEAKY, GR_ACT_FORM_PJREDDIE), -0.9f);
+    ASSERT_FLOAT_EXACT(gr_activate_as(-9.0f, GR_ACT_LEAKY, GR_ACT_FORM_ALEXEYAB_CONV), -0.9f);
+    ASSERT_FLOAT_EXACT(gr_activate_as(-9.0f, GR_ACT_LEAKY, GR_ACT_FORM_ALEXEYAB), 0.1f * -9.0f);
+    ck_assert(0.1f * -9.0f != -0.9f);
+    /* logistic: the float form in both AlexeyAB forms, the double one in pjreddie's; they part
+     * somewhere on a fine grid */
+    int differ = 0;
+    for (int i = -4000; i <= 4000; i++) {
+        float x = (float)i / 256.0f;
+        float f = gr_activate_as(x, GR_ACT_LOGISTIC, GR_ACT_FORM_ALEXEYAB);
+        ASSERT_FLOAT_EXACT(f, 1.0f / (1.0f + expf(-x)));
+        ASSERT_FLOAT_EXACT(gr_activate_as(x, GR_ACT_LOGISTIC, GR_ACT_FORM_ALEXEYAB_CONV), f);
+        ASSERT_FLOAT_EXACT(gr_activate_as(x, GR_ACT_LOGISTIC, GR_ACT_FORM_PJREDDIE),
+                           gr_activate(x, GR_ACT_LOGISTIC));
+        differ += f != gr_activate(x, GR_ACT_LOGISTIC);
+    }
+    ck_assert_int_gt(differ, 0);
+    /* the rest are one formula in every form */
+    ASSERT_FLOAT_EXACT(gr_activate_as(1.25f, GR_ACT_MISH, GR_ACT_FORM_ALEXEYAB),
+                       gr_activate(1.25f, GR_ACT_MISH));
+    ASSERT_FLOAT_EXACT(gr_activate_as(-2.0f, GR_ACT_RELU, GR_ACT_FORM_ALEXEYAB), 0.0f);
 }
 END_TEST
 
@@ -566,6 +605,78 @@ START_TEST(test_conv_leaky_activation)
     float *out = run1(&p, &w, in, (gr_shape){1, 1, 2}, 1, &os);
     const float want[2] = {-0.1f, 2};
     assert_exact(out, want, 2);
+    free(out);
+}
+END_TEST
+
+/* -1000..1000 from a linear congruential generator. */
+static int lcg_level(uint32_t *state)
+{
+    *state = *state * 1664525u + 1013904223u;
+    return (int)(*state >> 8) % 2001 - 1000;
+}
+
+/* An AlexeyAB cfg's batch-normalized conv, as its load_network_custom -> fuse_conv_batchnorm
+ * (network.c:1312-1321) and forward_convolutional_layer compute it: each weight times
+ * scales / sqrt(var + .00001) rounded to float, the bias folded in double, the sum in gemm_nn's
+ * order (input channel, kernel row, column), then + bias, then leaky in double (gemm.c:2341).
+ * Exact; and it is not pjreddie's unfolded arithmetic, which gives other floats. */
+START_TEST(test_conv_alexeyab_fused_bn)
+{
+    enum { C = 3, H = 5, W = 6, F = 4, K = 3 };
+    float in[C * H * W], weights[F * C * K * K], biases[F], scales[F], mean[F], var[F];
+    uint32_t state = 12345;
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
+        in[i] = (float)lcg_level(&state) / 997.0f;
+    for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++)
+        weights[i] = (float)lcg_level(&state) / 3011.0f;
+    for (int f = 0; f < F; f++) {
+        biases[f] = 0.1f * (float)(f + 1);
+        scales[f] = 0.7f + 0.13f * (float)f;
+        mean[f] = -0.3f + 0.21f * (float)f;
+        var[f] = 0.05f + 0.37f * (float)f;
+    }
+    gr_op_params p = conv_params(F, K, 1, 1, 1);
+    p.batch_normalize = 1;
+    p.alexeyab = 1;
+    p.activation = GR_ACT_LEAKY;
+    gr_weights w = plain_weights(F, weights, sizeof weights / sizeof weights[0], biases);
+    w.scales = scales;
+    w.rolling_mean = mean;
+    w.rolling_variance = var;
+    gr_shape os;
+    float *out = run1(&p, &w, in, (gr_shape){C, H, W}, 1, &os);
+    assert_shape(os, F, H, W);
+    int unfolded_differs = 0;
+    for (int f = 0; f < F; f++) {
+        double factor = (double)scales[f] / sqrt((double)var[f] + .00001);
+        float bias = (float)((double)biases[f] -
+                             (double)scales[f] * (double)mean[f] / sqrt((double)var[f] + .00001));
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++) {
+                float sum = 0.0f, raw = 0.0f;
+                for (int c = 0; c < C; c++)
+                    for (int ky = 0; ky < K; ky++)
+                        for (int kx = 0; kx < K; kx++) {
+                            int iy = y + ky - 1, ix = x + kx - 1;
+                            if (iy < 0 || iy >= H || ix < 0 || ix >= W)
+                                continue;
+                            float wt = weights[((f * C + c) * K + ky) * K + kx];
+                            float v = in[(c * H + iy) * W + ix];
+                            sum += (float)((double)wt * factor) * v;
+                            raw += wt * v;
+                        }
+                float want = sum + bias;
+                want = want > 0.0f ? want : (float)(0.1 * (double)want);
+                ASSERT_FLOAT_EXACT(out[(f * H + y) * W + x], want);
+                float unfolded =
+                    (float)((double)(raw - mean[f]) / sqrt((double)var[f] + .00001)) * scales[f] +
+                    biases[f];
+                unfolded = unfolded > 0.0f ? unfolded : (float)(0.1 * (double)unfolded);
+                unfolded_differs += unfolded != want;
+            }
+    }
+    ck_assert_int_gt(unfolded_differs, 0);
     free(out);
 }
 END_TEST
@@ -1284,12 +1395,14 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, test_activations);
     tcase_add_test(tc, test_activations_alexeyab);
     tcase_add_test(tc, test_activations_alexeyab_by_hand);
+    tcase_add_test(tc, test_activation_forms);
     tcase_add_test(tc, test_conv_1x1);
     tcase_add_test(tc, test_conv_3x3_pad_sums);
     tcase_add_test(tc, test_conv_is_cross_correlation);
     tcase_add_test(tc, test_conv_stride2);
     tcase_add_test(tc, test_conv_groups);
     tcase_add_test(tc, test_conv_alexeyab);
+    tcase_add_test(tc, test_conv_alexeyab_fused_bn);
     tcase_add_test(tc, test_conv_dilation_needs_centered_padding);
     tcase_add_test(tc, test_conv_batchnorm_epsilon_on_std);
     tcase_add_test(tc, test_conv_leaky_activation);

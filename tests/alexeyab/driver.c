@@ -1,12 +1,13 @@
 /* Oracle driver: runs AlexeyAB Darknet's own CPU forward pass and detection chain on a fixed
  * input and prints what tests/test_alexeyab.c compares graphrun against (tests/data/alexeyab/).
  * Not part of the graphrun build: it links against AlexeyAB Darknet's objects (commit 59596d78,
- * built with its Makefile, GPU=0 OPENMP=0); tests/data/alexeyab/README.md has the commands.
+ * built with its Makefile, GPU=0 OPENMP=0, OPTS=-O2); tests/data/alexeyab/README.md has the
+ * commands.
  *
  * usage: driver CFG WEIGHTS THRESH NMS [SAMPLES]
  *   CFG/WEIGHTS: a cfg at the size to test and graphrun's synthetic weights for it
- *   (test_alexeyab --write-weights). The input is the fixed pattern of record_input() below, the
- *   same floats test_alexeyab feeds graphrun. The chain is test_detector's (detector.c:1690-1705):
+ *   (test_alexeyab --write-weights). The input is record_input.h's dead-leaves picture, the same
+ *   floats test_alexeyab feeds graphrun. The chain is test_detector's (detector.c:1690-1705):
  *   network_predict, get_network_boxes(relative, no letterbox, image = network size), then
  *   do_nms_sort or diounms_sort by the last layer's nms_kind. SAMPLES: values printed per tensor
  *   (default 400; fewer keeps the record of a small test net small).
@@ -21,19 +22,10 @@
 #include <stdlib.h>
 
 #include "darknet.h"
+#include "record_input.h"
 
 static size_t samples_per_tensor = 400;
 
-/* Image-like values in [0, 1]: flat 8 x 8 blocks whose level steps across the image and the
- * channels, plus a little hashed noise (white noise alone drives synthetic heads into
- * saturation). */
-static float record_input(size_t i, int w, int h)
-{
-    size_t x = i % (size_t)w, y = i / (size_t)w % (size_t)h, c = i / ((size_t)w * (size_t)h);
-    uint32_t noise = ((uint32_t)i * 2654435761u) >> 28; /* 0..15 */
-    uint32_t level = (uint32_t)((x / 8 + 2 * (y / 8)) * 37 + c * 80) + noise;
-    return (float)(level & 0xffu) / 255.0f;
-}
 
 static void print_tensor(int k, int index, const layer *l, const float *v, const char *kind)
 {
@@ -65,8 +57,7 @@ int main(int argc, char **argv)
     network *net = load_network_custom(argv[1], argv[2], 0, 1);
     size_t n_in = (size_t)net->w * net->h * net->c;
     float *input = malloc(n_in * sizeof *input);
-    for (size_t i = 0; i < n_in; i++)
-        input[i] = record_input(i, net->w, net->h);
+    record_input_fill(input, net->w, net->h);
     network_predict_ptr(net, input);
     int k = 0;
     for (int i = 0; i < net->n; i++) {
