@@ -1,6 +1,7 @@
 /* gr_hash64 (base/bytes.h): XXH3's 64-bit hash with seed 0 and its default secret, value for
- * value (xxHash 0.8, Yann Collet, BSD-2-Clause; the algorithm and the secret as its
- * doc/xxhash_spec.md gives them), in portable C.
+ * value (xxHash 0.8, Yann Collet, BSD-2-Clause; the algorithm and the secret as the
+ * specification in xxHash's own repository gives them: github.com/Cyan4973/xxHash, file
+ * doc/xxhash_spec.md), in portable C.
  *
  * Why XXH3: an engine file's checksum reads the whole file at every load (80-95 MB for a saved
  * GPU YOLOv2-tiny). Its long-input loop feeds 8 independent 64-bit accumulators with one 32x32

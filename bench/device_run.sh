@@ -7,7 +7,7 @@
 #   peers-compile.json  with GR_PEERS_COMPILE=1: the torch.compile rows (peers-compile-h100-latest.json)
 #   logs.tgz            every step's log (device.log, tests.log, bench.log, peers*.log, ncu*.log)
 # Each step has its own time limit, so one slow step cannot eat the others; the summary is last.
-# On the GPU machine, from the source root, after /work/shared/gpu/stage.sh (bench/README.md):
+# On the GPU machine, from the source root, after bench/gpu/stage.sh (bench/README.md):
 #   bash .gpu/remote.sh --no-test -- bash bench/device_run.sh
 # Environment: GR_SKIP_TESTS=1 skips the GPU suites, GR_PEERS=0 skips PyTorch, GR_PEERS_COMPILE=1
 # adds torch.compile (about 2 more minutes), GR_NCU=1 adds an ncu profile of one int8 batch-64

@@ -9,7 +9,9 @@ Scans the text files git knows (tracked, plus untracked ones not ignored) with t
   - bare document names (`planner.md`, `LOG.md`) that no file of the tree is called;
   - gr_ names cited in docs/*.md and README.md that no source file (.c .h .cu .cuh .py) mentions;
   - references to numbered issues, in any scanned file: the history behind a choice belongs in
-    git log, the choice and its reason in the text.
+    git log, the choice and its reason in the text;
+  - absolute paths of a build machine (`/work/...`, `/home/...`, `/root/...`): a reference must
+    resolve inside the repository or name its source (a project and its file).
 Tokens followed by a placeholder or a wildcard (`ops/<stem>.c`, `bench/NN_*.c`, `gr_op_<stem>`) are
 patterns, not references, and are skipped; so are paths named to be absent (`no_such...`,
 `no-such...`: tests open them to check the error) and the few paths of other projects in EXTERNAL.
@@ -89,6 +91,7 @@ def main():
         with open(os.path.join(root, f), errors="replace") as fh:
             identifiers.update(re.findall(r"\bgr_\w+", fh.read()))
     issue = re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE)
+    machine = re.compile(r"(?<![\w.~/:-])/(?:work|farm|home|root)/[\w.-]")
     problems = []
     for f in sorted(x for x in files if scanned(x)):
         if f == "tests/check_references.py":
@@ -108,6 +111,9 @@ def main():
                     nxt = line[m.end():m.end() + 1]
                     if nxt not in PLACEHOLDER_NEXT and m.group(0) not in identifiers:
                         problems.append(f"{f}:{n}: missing function {m.group(0)}")
+            for m in machine.finditer(line):
+                problems.append(f"{f}:{n}: machine path '{line[m.start():].split()[0]}' (name a "
+                                "path inside the repository, or the project it comes from)")
             for m in issue.finditer(line):
                 problems.append(f"{f}:{n}: issue reference '{m.group(0)}' (say what, not which "
                                 "issue: the history is in git log)")

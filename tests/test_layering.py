@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The folders' layering, checked on the built objects and the sources (docs/calibration.md and
-/work/shared/STYLE.md: data and calls flow one way).
+README.md's Layout: data and calls flow one way).
 
 Two kinds of rule, each a list below that grows one line at a time:
   ACYCLIC   a folder whose files must not call each other in a circle. File A calls file B when

@@ -5,7 +5,7 @@
 # AVX=0 (its defaults) and `make OPTS=-O2` (the default -Ofast swaps in vector expf/logf a few ulps
 # off: the README says by how much) - and $TMP a scratch directory with ~300 MB free.
 set -eu
-DARKNET=${DARKNET:-/work/alexeyab-darknet}
+DARKNET=${DARKNET:?set DARKNET to the AlexeyAB Darknet tree (see the comment above)}
 TMP=${TMP:-/tmp/gr-alexeyab}
 BUILD=${BUILD:-build}
 mkdir -p "$TMP"

@@ -2,7 +2,7 @@
  * test_activations_alexeyab (tests/data/alexeyab_activations.txt). Not part of the build: it links
  * AlexeyAB's own src/activations.c (commit 59596d78), so the values are Darknet's, not ours.
  *
- *   AB=/work/alexeyab-darknet
+ *   AB=path/to/alexeyab-darknet     (a checkout of github.com/AlexeyAB/darknet at that commit)
  *   cc -O0 -I$AB/include -I$AB/src tools/oracle/alexeyab_activations.c $AB/src/activations.c \
  *      -lm -o /tmp/ab_act && /tmp/ab_act > tests/data/alexeyab_activations.txt
  *

@@ -3,7 +3,7 @@
  * (tests/data/alexeyab_conv.txt). Not part of the build: it links AlexeyAB's own objects
  * (commit 59596d78, built with its Makefile's defaults: CPU, no AVX, no OpenMP):
  *
- *   AB=/work/alexeyab-darknet
+ *   AB=path/to/alexeyab-darknet     (a checkout of github.com/AlexeyAB/darknet at that commit)
  *   g++ -O0 -x c -I$AB/include -I$AB/src tools/oracle/alexeyab_conv.c -x none \
  *       $(ls $AB/obj/*.o | grep -v '/darknet.o$') -lm -pthread -o /tmp/ab_conv
  *   /tmp/ab_conv > tests/data/alexeyab_conv.txt

@@ -27,8 +27,11 @@ class Runner:
         self.timeout, self.commands, self.problems = timeout, [], []
 
     def run(self, argv, what, timeout=None):
+        # Paths as the reader would type them: the tree's relative, others (the --out scratch
+        # files) under $OUT, never this machine's absolute path.
         line = " ".join(os.path.relpath(a, ROOT) if os.path.isabs(a) and a.startswith(ROOT)
-                        else a for a in argv)
+                        else "$OUT/" + os.path.basename(a) if os.path.isabs(a) else a
+                        for a in argv)
         self.commands.append(line)
         try:
             p = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True,
