@@ -40,6 +40,27 @@ INCLUDES = [
     ("models/", r'"(planner|kernels|runtime|tools)/', "models/ knows Darknet, not the engine"),
     ("ops/", r'"(planner|kernels|runtime|tools)/', "ops/ sits below the planner"),
     ("runtime/", r'"tools/', "the library knows nothing of the CLI"),
+    ("tools/", r'"(runtime|planner|kernels|ops|models)/', "the CLI is a client of "
+     "include/graphrun/runtime.h (the exceptions, each with its reason, are TOOLS_INTERNAL)"),
+]
+
+# The CLI's reaches past the public header, in one place, each with its reason: (file, header,
+# why). base/ (allocation, checked errors and file reading, linked into the CLI as into the
+# library) is not listed: it is the floor every client stands on. A new line here is a decision:
+# prefer growing runtime.h (or a public introspection header) when a second client would need it.
+TOOLS_INTERNAL = [
+    ("tools/bench_core.c", "runtime/build_detail.h",
+     "`graphrun bench` prints the build's internal split (allocation, tactic search, capture)"),
+    ("tools/cli_trace.c", "planner/plan.h", "`--trace` names each plan node beside its time"),
+    ("tools/cmd_plan.c", "planner/plan.h", "`graphrun plan` prints the plan itself"),
+    ("tools/cmd_plan.c", "planner/tasks.h", "`graphrun plan --tasks` prints the row-band tasks"),
+    ("tools/cmd_plan.c", "planner/dataflow.h", "`graphrun plan` prints the dataflow schedule"),
+    ("tools/cmd_compare.c", "runtime/precision/calib_cache.h",
+     "`graphrun compare` reports what a calibration cache holds"),
+    ("tools/cmd_stream.c", "runtime/files.h", "the folder pipeline's stage report"),
+    ("tools/eval.c", "runtime/detect.h", "mAP matching reuses the library's box IoU"),
+    ("tools/json.c", "runtime/jsonl.h", "one JSON string escaper for the CLI and the library"),
+    ("tools/results.c", "runtime/jsonl.h", "one JSON string escaper for the CLI and the library"),
 ]
 
 # The targets whose objects make up the call graph (a missing one is skipped).
@@ -128,6 +149,11 @@ def find_cycle(graph, nodes):
     return None
 
 
+def internal_allowed(rel, line):
+    """An include that TOOLS_INTERNAL lists for this file."""
+    return any(rel == f and f'"{h}"' in line for f, h, _ in TOOLS_INTERNAL)
+
+
 def include_violations(source_dir):
     bad = []
     for folder, pattern, why in INCLUDES:
@@ -140,8 +166,8 @@ def include_violations(source_dir):
                 with open(path, encoding="utf-8", errors="replace") as f:
                     for number, line in enumerate(f, 1):
                         match = regex.match(line)
-                        if match:
-                            rel = os.path.relpath(path, source_dir)
+                        rel = os.path.relpath(path, source_dir)
+                        if match and not internal_allowed(rel, line):
                             bad.append(f"{rel}:{number}: includes {match.group(1)}...: {why}")
     return bad
 
@@ -178,6 +204,10 @@ def main(argv):
         if cycle:
             problems.append(f"call cycle among {prefix} files: {' -> '.join(cycle)}")
     problems += include_violations(source_dir)
+    for f, h, _ in TOOLS_INTERNAL:  # a stale exception hides the next real one
+        path = os.path.join(source_dir, f)
+        if not os.path.exists(path) or f'#include "{h}"' not in open(path, errors="replace").read():
+            problems.append(f"TOOLS_INTERNAL lists {f} including {h}, which it no longer does")
     for line in problems:
         print(line)
     checked = sum(1 for s in graph if any(s.startswith(p) for p in ACYCLIC))
