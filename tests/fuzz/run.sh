@@ -1,15 +1,28 @@
 #!/usr/bin/env bash
-# Build the libFuzzer harnesses (tests/fuzz/fuzz_*.c) into build-fuzz/ and run each for SECONDS on a
-# copy of its seed corpus tests/fuzz/corpus/<target>/ (the committed corpus never grows).
-#   tests/fuzz/run.sh SECONDS [TARGET...]      targets: cfg weights image image_sequence npy cli coco
-#                                              calib_cache timing_cache engine_file jpeg_scan (default all)
+# Build the libFuzzer harnesses (tests/fuzz/fuzz_*.c) into build-fuzz/ and run each on a copy of its
+# seed corpus tests/fuzz/corpus/<target>/ (the committed corpus never grows). Two modes:
+#   tests/fuzz/run.sh --ci [TARGET...]         what CI runs, deterministic: replay every committed
+#                                              input, then a fixed number of mutations from a fixed
+#                                              seed (ci_runs below), so a commit passes or fails the
+#                                              same way every time (about 2 minutes for all targets)
+#   tests/fuzz/run.sh SECONDS [TARGET...]      random exploration for SECONDS per target (a new seed
+#                                              each run): run it before submitting a change to a
+#                                              parser, e.g. tests/fuzz/run.sh 600 engine_file
+# targets: cfg weights image image_sequence npy cli coco calib_cache timing_cache engine_file
+#          jpeg_scan (default all)
 # Prints per target the executions, the final corpus size and the crashes (crash, leak, timeout,
 # out-of-memory: each leaves an input under build-fuzz/run/<target>-artifacts/). Exits 1 if any
 # target found one. Needs clang with libFuzzer (Debian: clang-14 libclang-rt-14-dev).
 set -uo pipefail
-secs=${1:?usage: tests/fuzz/run.sh SECONDS [TARGET...]}
+mode=${1:?usage: tests/fuzz/run.sh --ci|SECONDS [TARGET...]}
 shift
 targets=("$@")
+# --ci: mutations per target after the replay, from seed 1. Sized so that each target takes
+# about 10 s on CI's 2-core machine (measured there: the weights and cli targets run a network
+# per input, the text parsers tens of thousands of inputs a second).
+declare -A ci_runs=([cfg]=60000 [weights]=1500 [image]=20000 [image_sequence]=8000 [npy]=60000
+                    [cli]=3000 [coco]=60000 [calib_cache]=60000 [timing_cache]=60000
+                    [engine_file]=20000 [jpeg_scan]=60000)
 [ ${#targets[@]} -gt 0 ] || targets=(cfg weights image image_sequence npy cli coco calib_cache timing_cache engine_file jpeg_scan)
 cd "$(dirname "$0")/../.."
 
@@ -32,8 +45,13 @@ for t in "${targets[@]}"; do
   # -timeout: one input may take at most 20 s (the weights target runs a tiny network; the image
   # target decodes at most 2^20 pixels). -rss_limit_mb: the library's own limits keep one input
   # far below this.
+  if [ "$mode" = --ci ]; then
+    how=(-seed=1 -runs="${ci_runs[$t]:-20000}")
+  else
+    how=(-max_total_time="$mode")
+  fi
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    "build-fuzz/fuzz_$t" -max_total_time="$secs" -print_final_stats=1 -timeout=20 \
+    "build-fuzz/fuzz_$t" "${how[@]}" -print_final_stats=1 -timeout=20 \
     -rss_limit_mb=2560 -artifact_prefix="$artifacts/" "$corpus" >"$log" 2>&1
   rc=$?
   execs=$(awk '/stat::number_of_executed_units/ {print $2}' "$log" | tail -n 1)
