@@ -22,35 +22,10 @@ BUILD = os.environ.get("GR_BUILD_DIR", "build")
 os.environ.setdefault("GRAPHRUN_LIBRARY", os.path.join(BUILD, "libgraphrun.so"))
 PACKAGE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, PACKAGE_DIR)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import graphrun  # noqa: E402
 
-# A small region network (the one test_graphrun.py uses): quick on the CPU reference.
-SMALL_CFG = """[net]
-width=32
-height=32
-channels=3
-[convolutional]
-batch_normalize=1
-filters=8
-size=3
-stride=1
-pad=1
-activation=leaky
-[maxpool]
-size=2
-stride=2
-[convolutional]
-filters=14
-size=1
-stride=1
-activation=linear
-[region]
-anchors=1.5,2.5,3,3
-classes=2
-coords=4
-num=2
-softmax=1
-"""
+from test_graphrun import SMALL_CFG  # noqa: E402 - a small region network, quick on the CPU
 
 # What every child starts with: the package, a small model (its synthetic-weights warning
 # silenced: test_synthetic_weights_warn checks it), an engine builder, a few photos, and check()
@@ -75,10 +50,8 @@ def fail(*what):
 """
 
 
-class Child(unittest.TestCase):
-    """Runs a scenario in a child interpreter; rc 0 and its last line "ok" pass."""
-
-    cfg = ""
+class WithCfg(unittest.TestCase):
+    """A temporary folder (tmp) holding SMALL_CFG (cfg) for the class's tests."""
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -90,6 +63,10 @@ class Child(unittest.TestCase):
     @classmethod
     def tearDownClass(cls) -> None:
         cls.tmp.cleanup()
+
+
+class Child(WithCfg):
+    """Runs a scenario in a child interpreter; rc 0 and its last line "ok" pass."""
 
     def child(self, body: str, timeout: float = 120) -> str:
         code = PRELUDE.format(package=PACKAGE_DIR, cfg=self.cfg) + textwrap.dedent(body) + \
@@ -349,15 +326,12 @@ class SafetyTests(Child):
         """)
 
 
-class PathTests(unittest.TestCase):
+class PathTests(WithCfg):
     """Path arguments are checked before C reads them (issue 34: "dog.jpg\\0x" ran dog.jpg)."""
 
     @classmethod
     def setUpClass(cls) -> None:
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.cfg = os.path.join(cls.tmp.name, "small.cfg")
-        with open(cls.cfg, "w") as f:
-            f.write(SMALL_CFG)
+        super().setUpClass()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", graphrun.SyntheticWeightsWarning)
             cls.model = graphrun.Model(cfg=cls.cfg)
@@ -367,7 +341,7 @@ class PathTests(unittest.TestCase):
     def tearDownClass(cls) -> None:
         cls.engine.close()
         cls.model.close()
-        cls.tmp.cleanup()
+        super().tearDownClass()
 
     def test_nul_and_wrong_types_refused(self) -> None:
         e, nul = self.engine, "data/dog.jpg\0x"
@@ -425,40 +399,37 @@ class PathTests(unittest.TestCase):
 IMAGE_ARRAY = np.full((48, 64, 3), 100, np.uint8)
 
 
-class SyntheticWeightsTests(unittest.TestCase):
+class SyntheticWeightsTests(WithCfg):
 
     def test_synthetic_weights_warn(self) -> None:
         """Synthetic weights warn once per model with a category users can filter, and the
         notice says so (issue 34: confident boxes, no word; the CLI warns). Trained weights do
         not warn; a loaded engine built from synthetic weights warns too."""
-        with tempfile.TemporaryDirectory() as tmp:
-            cfg = os.path.join(tmp, "small.cfg")
-            with open(cfg, "w") as f:
-                f.write(SMALL_CFG)
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                model = graphrun.Model(cfg=cfg, seed=7)
-                engine = model.build(device="auto")
-                engine.detect(IMAGE_ARRAY)
-                engine.detect(IMAGE_ARRAY)
-            synthetic = [w for w in caught
-                         if issubclass(w.category, graphrun.SyntheticWeightsWarning)]
-            self.assertEqual(len(synthetic), 1, [str(w.message) for w in caught])
-            self.assertTrue(issubclass(graphrun.SyntheticWeightsWarning, UserWarning))
-            self.assertIn("SYNTHETIC (seed 7)", str(synthetic[0].message))
-            self.assertEqual(synthetic[0].filename, __file__)  # points at the caller's line
-            self.assertTrue(model.synthetic_weights)
-            self.assertIn("SYNTHETIC (seed 7)", model.notice)
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                graphrun.Engine.load(engine.to_bytes()).close()
-            self.assertEqual([w.category for w in caught], [graphrun.SyntheticWeightsWarning])
-            with warnings.catch_warnings():  # the filter users would set
-                warnings.simplefilter("error")
-                warnings.filterwarnings("ignore", category=graphrun.SyntheticWeightsWarning)
-                graphrun.Model(cfg=cfg).close()
-            engine.close()
-            model.close()
+        cfg = self.cfg
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model = graphrun.Model(cfg=cfg, seed=7)
+            engine = model.build(device="auto")
+            engine.detect(IMAGE_ARRAY)
+            engine.detect(IMAGE_ARRAY)
+        synthetic = [w for w in caught
+                     if issubclass(w.category, graphrun.SyntheticWeightsWarning)]
+        self.assertEqual(len(synthetic), 1, [str(w.message) for w in caught])
+        self.assertTrue(issubclass(graphrun.SyntheticWeightsWarning, UserWarning))
+        self.assertIn("SYNTHETIC (seed 7)", str(synthetic[0].message))
+        self.assertEqual(synthetic[0].filename, __file__)  # points at the caller's line
+        self.assertTrue(model.synthetic_weights)
+        self.assertIn("SYNTHETIC (seed 7)", model.notice)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            graphrun.Engine.load(engine.to_bytes()).close()
+        self.assertEqual([w.category for w in caught], [graphrun.SyntheticWeightsWarning])
+        with warnings.catch_warnings():  # the filter users would set
+            warnings.simplefilter("error")
+            warnings.filterwarnings("ignore", category=graphrun.SyntheticWeightsWarning)
+            graphrun.Model(cfg=cfg).close()
+        engine.close()
+        model.close()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             trained = graphrun.Model("shapes")  # data/shapes.weights: trained
