@@ -311,7 +311,8 @@ class Engine(_Handle):
     graphrun.ClosedError. copy.copy, copy.deepcopy and pickle raise TypeError (the C engine is
     owned once; to_bytes() and Engine.load() give a second one). Ctrl-C (KeyboardInterrupt)
     during detect_files / detect_files_jsonl stops the pipeline cleanly and is raised once it has
-    stopped (see detect_files)."""
+    stopped (see detect_files). synthetic_weights: True when the network's weights were generated
+    (Model's SyntheticWeightsWarning; Engine.load warns for such a file)."""
 
     _destroy_name = "gr_engine_destroy"
     _kind = "Engine"
@@ -388,10 +389,7 @@ class Engine(_Handle):
         if names is None:
             names = _engine_class_names(handle)
         engine._setup(handle, list(names or []), None, None, nonfinite_is_error)
-        info = _capi.ModelInfo()
-        model = lib.gr_engine_model(handle)
-        if model and lib.gr_model_get_info(model, ctypes.byref(info)) == 0 and \
-                info.synthetic_weights:
+        if engine.synthetic_weights:
             warnings.warn(f"{what}: {_synthetic_notice(None)}", SyntheticWeightsWarning,
                           stacklevel=2)
         return engine
@@ -426,6 +424,11 @@ class Engine(_Handle):
         self._class_names = names
         self._files_stats: Optional[Dict[str, Any]] = None
         self.nonfinite: List[int] = []  # NaN/Inf count per output of the last run
+        info = _capi.ModelInfo()
+        own_model = lib.gr_engine_model(handle)
+        # Built from synthetic weights (a loaded engine file says so too): its boxes mean nothing.
+        self.synthetic_weights = bool(own_model and lib.gr_model_get_info(
+            own_model, ctypes.byref(info)) == 0 and info.synthetic_weights)
         self.precision: str = precision or self._built_precision()
         self.device: str = "gpu" if lib.gr_engine_device(handle) == DEVICES["gpu"] else "cpu"
         self.device_name: str = lib.gr_engine_device_name(handle).decode()

@@ -422,8 +422,10 @@ class SyntheticWeightsTests(WithCfg):
         self.assertIn("SYNTHETIC (seed 7)", model.notice)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            graphrun.Engine.load(engine.to_bytes()).close()
+            with graphrun.Engine.load(engine.to_bytes()) as loaded:
+                self.assertTrue(loaded.synthetic_weights)
         self.assertEqual([w.category for w in caught], [graphrun.SyntheticWeightsWarning])
+        self.assertTrue(engine.synthetic_weights)
         with warnings.catch_warnings():  # the filter users would set
             warnings.simplefilter("error")
             warnings.filterwarnings("ignore", category=graphrun.SyntheticWeightsWarning)
@@ -434,6 +436,8 @@ class SyntheticWeightsTests(WithCfg):
             warnings.simplefilter("always")
             trained = graphrun.Model("shapes")  # data/shapes.weights: trained
         self.assertFalse(trained.synthetic_weights)
+        with trained.build(device="cpu") as engine:
+            self.assertFalse(engine.synthetic_weights)
         self.assertNotIn("SYNTHETIC", trained.notice)
         self.assertEqual([w for w in caught
                           if issubclass(w.category, graphrun.SyntheticWeightsWarning)], [])
