@@ -368,11 +368,13 @@ def require(name: str, what: str) -> Callable[..., Any]:
     return getattr(lib(), name)  # type: ignore[no-any-return]
 
 
-def check(status: int, engine: Optional[int] = None) -> None:
-    """Raise Error with graphrun's message unless status is GR_OK."""
+def check(status: int, engine: Optional[int] = None, message: Optional[str] = None) -> None:
+    """Raise Error with graphrun's message unless status is GR_OK. message: the call's
+    gr_last_error() where the call ran on another thread (the message is per thread)."""
     if status == 0:
         return
-    message = lib().gr_last_error().decode(errors="replace")
+    if message is None:
+        message = lib().gr_last_error().decode(errors="replace")
     if not message and engine:
         message = lib().gr_engine_last_error(engine).decode(errors="replace")
     raise Error(lib().gr_status_str(status).decode(), message or "graphrun call failed")

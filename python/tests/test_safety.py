@@ -15,6 +15,7 @@ import tempfile
 import textwrap
 import unittest
 import warnings
+from unittest import mock
 
 import numpy as np
 
@@ -24,6 +25,7 @@ PACKAGE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, PACKAGE_DIR)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import graphrun  # noqa: E402
+from graphrun import _capi  # noqa: E402
 
 from test_graphrun import SMALL_CFG  # noqa: E402 - a small region network, quick on the CPU
 
@@ -377,6 +379,21 @@ class PathTests(WithCfg):
             graphrun.Model(cfg=self.cfg, weights=3)  # type: ignore[arg-type]
         # Nothing was run for a refused list (the records of a good one still come).
         self.assertEqual(len(e.detect_files(["data/dog.jpg"])), 1)
+
+    def test_pipeline_failure_keeps_its_message(self) -> None:
+        """A failure of the C pipeline (which runs on a helper thread, so Ctrl-C lands) keeps the
+        library's one-line message: gr_last_error() is per thread. Here stats->struct_size 0."""
+
+        class ZeroSize(_capi.FilesStats):
+            def __setattr__(self, name: str, value: object) -> None:
+                super().__setattr__(name, 0 if name == "struct_size" else value)
+
+        with mock.patch.object(_capi, "FilesStats", ZeroSize):
+            with self.assertRaises(graphrun.Error) as caught:
+                self.engine.detect_files(["data/dog.jpg"])
+        self.assertEqual(caught.exception.status, "invalid argument")
+        self.assertIn("gr_pool_detect_files: stats->struct_size is 0", str(caught.exception))
+        self.assertEqual(len(self.engine.detect_files(["data/dog.jpg"])), 1)
 
     def test_load_refuses_another_device(self) -> None:
         """Engine.load(cpu file, device="gpu") is refused as the CLI's --device with --engine
