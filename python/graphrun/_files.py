@@ -179,13 +179,13 @@ def detect_lines(engine: "Engine", handle: Any, paths: Sequence[str], thresh: fl
         stats = _capi.FilesStats()
         stats.struct_size = ctypes.sizeof(stats)
         c_paths = _capi.c_paths(paths)
-        message: List[str] = []
+        said: List[str] = []
 
         def call() -> int:
             status = int(run(pool, c_paths, len(paths), ctypes.byref(opt), callback, None,
                              ctypes.byref(stats)))
             if status != 0:  # gr_last_error() is the helper thread's
-                message.append(lib.gr_last_error().decode(errors="replace"))
+                said.append(lib.gr_last_error().decode(errors="replace"))
             return status
 
         try:
@@ -194,7 +194,7 @@ def detect_lines(engine: "Engine", handle: Any, paths: Sequence[str], thresh: fl
             engine._files_stats = dict(stats.as_dict(), records=delivered[0])
         if failure:
             raise failure[0]
-        _capi.check(status, handle, message[0] if message else None)
+        _capi.check(status, handle, said[0] if said else None)
         return delivered[0]
     finally:
         lib.gr_pool_destroy(pool)
