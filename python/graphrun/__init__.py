@@ -23,22 +23,28 @@ strict_weights=True).
 libgraphrun.so is loaded on first use: load_library(path) or $GRAPHRUN_LIBRARY, else a copy
 bundled in this package, else the prefix the package was installed into, else build/ of the
 source checkout, else the system's loader (graphrun/_capi.py says exactly where; the error lists
-the places tried). Objects hold C handles and free them when collected or closed (with-blocks).
+the places tried). Objects hold C handles and free them when collected or closed (with-blocks);
+each handle is owned once: copies and pickles of a Model, Engine or Pool raise TypeError. Threads
+may share a Model or an Engine; close() from any thread waits for the calls in flight, and later
+calls raise ClosedError. Ctrl-C during detect_files raises KeyboardInterrupt once the C pipeline
+stopped. Paths holding a NUL character raise ValueError. Synthetic weights warn
+(SyntheticWeightsWarning). python/README.md has the rules.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._capi import Error, LibraryNotFoundError, load_library
+from ._capi import ClosedError, Error, LibraryNotFoundError, load_library
 from ._capi import library_path as _library_path
-from ._engine import (Engine, Model, NonFiniteWarning, Pool, cuda_device_count, letterbox,
-                      version)
+from ._engine import (Engine, Model, NonFiniteWarning, Pool, SyntheticWeightsWarning,
+                      cuda_device_count, letterbox, version)
 from .results import Detection, Results, load_image
 
 __version__ = "0.1.0"  # the library's (GRAPHRUN_VERSION_*); version() reports the loaded one
 
-__all__ = ["Error", "LibraryNotFoundError", "NonFiniteWarning", "Model", "Engine", "Pool",
+__all__ = ["Error", "ClosedError", "LibraryNotFoundError", "NonFiniteWarning",
+           "SyntheticWeightsWarning", "Model", "Engine", "Pool",
            "Results", "Detection", "load_image", "letterbox", "version", "cuda_device_count",
            "load_library", "library_path"]
 

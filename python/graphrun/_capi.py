@@ -36,6 +36,14 @@ class Error(RuntimeError):
         self.status = status
 
 
+class ClosedError(Error):
+    """A call on a Model, Engine or Pool after its close() (or on a Pool's engine after the
+    pool's): .status is "invalid state" (GR_ERR_STATE's name)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("invalid state", message)
+
+
 class LibraryNotFoundError(OSError):
     """libgraphrun.so was not found or could not be loaded; the message lists every place tried."""
 
@@ -360,11 +368,13 @@ def require(name: str, what: str) -> Callable[..., Any]:
     return getattr(lib(), name)  # type: ignore[no-any-return]
 
 
-def check(status: int, engine: Optional[int] = None) -> None:
-    """Raise Error with graphrun's message unless status is GR_OK."""
+def check(status: int, engine: Optional[int] = None, message: Optional[str] = None) -> None:
+    """Raise Error with graphrun's message unless status is GR_OK. message: the call's
+    gr_last_error() where the call ran on another thread (the message is per thread)."""
     if status == 0:
         return
-    message = lib().gr_last_error().decode(errors="replace")
+    if message is None:
+        message = lib().gr_last_error().decode(errors="replace")
     if not message and engine:
         message = lib().gr_engine_last_error(engine).decode(errors="replace")
     raise Error(lib().gr_status_str(status).decode(), message or "graphrun call failed")
@@ -374,6 +384,23 @@ def status_name(status: int) -> str:
     return str(lib().gr_status_str(status).decode())
 
 
-def c_paths(paths: Sequence[Any]) -> Any:
-    """A NULL-terminated char *[] of paths (keep the result alive while C reads it)."""
-    return (ctypes.c_char_p * (len(paths) + 1))(*[os.fsencode(p) for p in paths], None)
+def c_path(name: str, path: Any) -> bytes:
+    """A path argument as the bytes C reads: str, bytes or os.PathLike, else TypeError; a NUL
+    byte (C would read the path only up to it: "dog.jpg\\0x" would open dog.jpg) is a ValueError.
+    Both name the argument (`name`, e.g. "paths[3]") and show the path."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise TypeError(f"{name} must be a path (str, bytes or os.PathLike), not "
+                        f"{type(path).__name__}")
+    encoded = os.fsencode(path)
+    if b"\0" in encoded:
+        head = os.fsdecode(encoded.split(b"\0")[0])
+        raise ValueError(f"{name} {os.fsdecode(encoded)!r} holds a NUL character (C would read "
+                         f"only {head!r})")
+    return encoded
+
+
+def c_paths(paths: Sequence[Any], name: str = "paths") -> Any:
+    """A NULL-terminated char *[] of paths, each checked by c_path (keep the result alive while C
+    reads it)."""
+    encoded = [c_path(f"{name}[{k}]", p) for k, p in enumerate(paths)]
+    return (ctypes.c_char_p * (len(encoded) + 1))(*encoded, None)

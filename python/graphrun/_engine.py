@@ -4,20 +4,21 @@ C type); the library's own failures raise Error with its one-line message."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
 import numbers
 import os
 import threading
 import warnings
-from typing import (Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union,
-                    overload)
+from typing import (Any, Callable, Dict, Iterator, List, NoReturn, Optional, Sequence, Tuple,
+                    TypeVar, Union, overload)
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _capi, _files
-from ._capi import Error
+from ._capi import ClosedError, Error
 from .results import Detection, ImageLike, PathLike, Results, c_image, to_rgb
 
 DEVICES = {"auto": 0, "cpu": 1, "gpu": 2}                       # gr_device
@@ -26,11 +27,18 @@ F32_ALGOS = {"auto": 0, "sgemm": 1, "tf32x3": 2, "implicit": 3, "direct3x3": 4} 
 _INT_MAX = 2**31 - 1
 _MAX_BATCH = 4096  # GR_MAX_BATCH (base/base.h)
 _MAX_INFLIGHT = 8  # GR_MAX_INFLIGHT (runtime.h)
+_GR_ERR_INVALID_ARGUMENT = 1
 _GR_ERR_NUMERIC = 13
 
 
 class NonFiniteWarning(RuntimeWarning):
     """Weights or outputs hold NaN/Inf: the results are meaningless."""
+
+
+class SyntheticWeightsWarning(UserWarning):
+    """The model (or the model an engine file was built from) has generated weights, not trained
+    ones: its boxes are not meaningful (the CLI says the same). Filter it to silence it:
+    warnings.filterwarnings("ignore", category=graphrun.SyntheticWeightsWarning)."""
 
 
 def _int_arg(name: str, value: Any, lo: int, hi: int) -> int:
@@ -59,8 +67,9 @@ def _choice(name: str, value: Any, table: Dict[str, int]) -> int:
     return table[value]
 
 
-def _path(p: Optional[PathLike]) -> Optional[bytes]:
-    return os.fsencode(p) if p is not None else None
+def _path(name: str, p: Optional[PathLike]) -> Optional[bytes]:
+    """An optional path argument for C (None stays NULL), checked as _capi.c_path checks."""
+    return _capi.c_path(name, p) if p is not None else None
 
 
 def version() -> str:
@@ -98,18 +107,84 @@ _H = TypeVar("_H", bound="_Handle")
 
 
 class _Handle:
-    """Owns a C handle: close() (or leaving a with-block, or collection) releases it once."""
+    """Owns a C handle, once: close() (or leaving a with-block, or collection) releases it.
+
+    Every method that passes the handle to C holds it through _use(): a call in flight counts as
+    a user, close() first refuses new calls (ClosedError) and then waits for the calls in flight
+    to return before the C object is destroyed, so closing from another thread never frees what
+    a call is using. Copies and pickles are refused (TypeError): two objects would free one
+    handle."""
 
     _handle: Any = None  # until built: close() and __del__ after a failed __init__ do nothing
     _destroy_name = ""
+    _kind = "object"  # what messages call it
+    _guard: Optional[threading.Condition] = None
+    _users = 0
+
+    def _own(self, handle: Any) -> None:
+        """Take the C handle (once it exists) under the reader/closer protocol."""
+        self._guard = threading.Condition(threading.Lock())
+        self._users = 0
+        self._handle = handle
+
+    @contextlib.contextmanager
+    def _use(self, what: str) -> Iterator[Any]:
+        """The handle for the duration of a call `what` ("Engine.run"); ClosedError once closed."""
+        guard = self._guard
+        if guard is None:
+            raise ClosedError(f"{what}: the {self._kind} is not open")
+        counted = False
+        try:  # counted and uncounted in one try: an interrupt anywhere leaves the count right
+            with guard:
+                handle = self._handle
+                if not handle:
+                    raise ClosedError(f"{what}: the {self._kind} is closed")
+                self._users += 1
+                counted = True
+            yield handle
+        finally:
+            if counted:
+                with guard:
+                    self._users -= 1
+                    if self._users == 0:
+                        guard.notify_all()
+
+    def _detach(self) -> Any:
+        """Refuse new calls, wait for those in flight, and return the handle (None if closed)."""
+        guard = self._guard
+        if guard is None:
+            return None
+        with guard:
+            handle, self._handle = self._handle, None
+            while self._users:
+                guard.wait()
+        return handle
 
     def close(self) -> None:
-        if self._handle:
-            getattr(_capi.lib(), self._destroy_name)(self._handle)
-            self._handle = _capi.P()
+        """Release the C object: waits for calls in flight on other threads (they finish
+        normally), and every later call raises graphrun.ClosedError. Closing twice is a no-op.
+        Not from inside one of this object's own calls (a detect_files_jsonl out.write): it would
+        wait for itself."""
+        handle = self._detach()
+        if handle:
+            getattr(_capi.lib(), self._destroy_name)(handle)
 
     def __del__(self) -> None:
         self.close()
+
+    def _refuse_copy(self) -> NoReturn:
+        raise TypeError(f"a graphrun.{self._kind} owns a C handle and "
+                        "cannot be copied or pickled (share the object itself; Engine: "
+                        "to_bytes() and Engine.load() make a second engine)")
+
+    def __copy__(self) -> NoReturn:
+        self._refuse_copy()
+
+    def __deepcopy__(self, memo: Any) -> NoReturn:
+        self._refuse_copy()
+
+    def __reduce_ex__(self, protocol: Any) -> NoReturn:
+        self._refuse_copy()
 
     def __enter__(self: _H) -> _H:
         return self
@@ -121,28 +196,41 @@ class _Handle:
 class Model(_Handle):
     """A network: a built-in name ("yolo", "yolov2-tiny", "yolov3-tiny", ...) or a Darknet cfg,
     with Darknet weights or deterministic synthetic ones (seed). names: a file of class names, one
-    per line. Weights holding NaN/Inf warn (NonFiniteWarning), or fail with strict_weights."""
+    per line. Weights holding NaN/Inf warn (NonFiniteWarning), or fail with strict_weights.
+    Synthetic weights warn (SyntheticWeightsWarning, once, when the model loads) as the CLI does:
+    .synthetic_weights is True and .notice says so.
+
+    Threads may share a model (build engines from it at once); close() waits for the builds in
+    flight, and calls after it raise graphrun.ClosedError. Engines built from it do not need it
+    after their build. Copies and pickles are refused (TypeError)."""
 
     _destroy_name = "gr_model_destroy"
+    _kind = "Model"
 
     def __init__(self, builtin: str = "yolo", cfg: Optional[PathLike] = None,
                  weights: Optional[PathLike] = None, seed: int = 1,
                  names: Optional[PathLike] = None, strict_weights: bool = False) -> None:
         seed = _int_arg("seed", seed, 0, 2**64 - 1)
+        if not isinstance(builtin, str):
+            raise TypeError(f"builtin must be a str, not {type(builtin).__name__}")
+        if "\0" in builtin:
+            raise ValueError(f"builtin {builtin!r} holds a NUL character")
         lib = _capi.lib()
         opt = _capi.ModelOptions()
         _capi.check(lib.gr_model_options_init(ctypes.byref(opt), ctypes.sizeof(opt)))
         opt.builtin = None if cfg else builtin.encode()
-        opt.cfg_path = _path(cfg)
-        opt.weights_path = _path(weights)
+        opt.cfg_path = _path("cfg", cfg)
+        opt.weights_path = _path("weights", weights)
+        names_path = _path("names", names) if names else None
         opt.seed = seed
         opt.nonfinite_weights_is_error = 1 if strict_weights else 0
-        self._handle = _capi.P()
-        _capi.check(lib.gr_model_load(ctypes.byref(opt), ctypes.byref(self._handle)))
-        if names:
-            _capi.check(lib.gr_model_set_class_names(self._handle, _path(names)))
+        handle = _capi.P()
+        _capi.check(lib.gr_model_load(ctypes.byref(opt), ctypes.byref(handle)))
+        self._own(handle)
+        if names_path:
+            _capi.check(lib.gr_model_set_class_names(handle, names_path))
         info = _capi.ModelInfo()
-        _capi.check(lib.gr_model_get_info(self._handle, ctypes.byref(info)))
+        _capi.check(lib.gr_model_get_info(handle, ctypes.byref(info)))
         self.name: str = info.name.decode()
         self.width, self.height, self.channels = info.width, info.height, info.channels
         self.n_layers: int = info.n_layers
@@ -150,13 +238,18 @@ class Model(_Handle):
         self.synthetic_weights = bool(info.synthetic_weights)
         self.gflops: float = info.gflops
         self.nonfinite_weights: int = info.nonfinite_weights
-        self.notice: str = lib.gr_model_notice(self._handle).decode(errors="replace")
+        self.notice: str = lib.gr_model_notice(handle).decode(errors="replace")
         if self.nonfinite_weights:
             warnings.warn(self.notice, NonFiniteWarning, stacklevel=2)
+        if self.synthetic_weights:
+            synthetic = _synthetic_notice(seed)
+            self.notice = "\n".join(line for line in (self.notice, synthetic) if line)
+            warnings.warn(synthetic, SyntheticWeightsWarning, stacklevel=2)
 
     def class_name(self, class_id: int) -> str:
         class_id = _int_arg("class_id", class_id, -2**31, _INT_MAX)
-        return str(_capi.lib().gr_model_class_name(self._handle, class_id).decode())
+        with self._use("Model.class_name") as handle:
+            return str(_capi.lib().gr_model_class_name(handle, class_id).decode())
 
     def build(self, device: str = "auto", precision: str = "fp32", batch: int = 1,
               use_cuda_graph: bool = True, calib_cache: Optional[PathLike] = None,
@@ -166,6 +259,13 @@ class Model(_Handle):
         """An engine for this model (see Engine)."""
         return Engine(self, device, precision, batch, use_cuda_graph, calib_cache, calib_images,
                       f32_algo, nonfinite_is_error, micro_batch, gpu_index, inflight)
+
+
+def _synthetic_notice(seed: Optional[int]) -> str:
+    """The CLI's line for synthetic weights (tools/cli_common.c), in this package's terms."""
+    of = f" (seed {seed})" if seed is not None else ""
+    return (f"weights: SYNTHETIC{of} - boxes are not meaningful; pass weights=FILE for trained "
+            "Darknet weights")
 
 
 def _engine_class_names(handle: Any) -> List[str]:
@@ -206,9 +306,16 @@ class Engine(_Handle):
     flight at once, 1..8 (runtime.h, "Runs in flight": each its own input buffer, outputs and, on
     the GPU, stream and graph; the weights shared): detect_files() keeps that many batches going.
     One engine serializes its own calls with a lock, so threads may share it (runtime.h's
-    one-thread-at-a-time rule is kept for them)."""
+    one-thread-at-a-time rule is kept for them). close() (from any thread) waits for the call in
+    flight and those already waiting for the lock; every call after it raises
+    graphrun.ClosedError. copy.copy, copy.deepcopy and pickle raise TypeError (the C engine is
+    owned once; to_bytes() and Engine.load() give a second one). Ctrl-C (KeyboardInterrupt)
+    during detect_files / detect_files_jsonl stops the pipeline cleanly and is raised once it has
+    stopped (see detect_files). synthetic_weights: True when the network's weights were generated
+    (Model's SyntheticWeightsWarning; Engine.load warns for such a file)."""
 
     _destroy_name = "gr_engine_destroy"
+    _kind = "Engine"
 
     def __init__(self, model: Model, device: str = "auto", precision: str = "fp32",
                  batch: int = 1, use_cuda_graph: bool = True,
@@ -224,15 +331,19 @@ class Engine(_Handle):
         opt.batch = batch
         opt.micro_batch = micro_batch
         opt.gpu_index = _int_arg("gpu_index", gpu_index, 0, _INT_MAX)
-        opt.calib_cache = _path(calib_cache)
+        opt.calib_cache = _path("calib_cache", calib_cache)
         keep = None
         if calib_images is not None:
-            keep = _capi.c_paths(calib_images)
+            if isinstance(calib_images, (str, bytes, os.PathLike)):
+                raise TypeError("calib_images takes a list of paths (a single path: [path])")
+            keep = _capi.c_paths(calib_images, "calib_images")
             opt.calib_images = keep
         handle = _capi.P()
-        _capi.check(_capi.lib().gr_engine_build(model._handle, ctypes.byref(opt),
-                                                ctypes.byref(handle)))
+        with model._use("Model.build") as model_handle:
+            _capi.check(_capi.lib().gr_engine_build(model_handle, ctypes.byref(opt),
+                                                    ctypes.byref(handle)))
         del keep
+        self._own(handle)
         names = [model.class_name(i) for i in range(model.classes)]
         self._setup(handle, names, model, precision, nonfinite_is_error)
 
@@ -247,39 +358,57 @@ class Engine(_Handle):
         the model it was built from; "class N" where it had none). plot() labels boxes "class N"
         either way: drawing takes its labels from a Model. .precision is read
         from the engine's layer map: "fp32", "fp16", "int8", or "auto" where int8 and fp16 mix.
-        inflight: as Model.build's (a run-time option: the file does not fix it)."""
+        inflight: as Model.build's (a run-time option: the file does not fix it).
+        device: the file fixes it; "cpu" or "gpu" that contradicts the file is refused
+        (graphrun.Error "invalid argument", as the CLI's --device with --engine), "auto" takes
+        the file's. An engine built from synthetic weights warns (SyntheticWeightsWarning)."""
         opt = _engine_options(device, use_cuda_graph, inflight)
         handle = _capi.P()
         if isinstance(source, (bytes, bytearray, memoryview)):
             fn = _capi.require("gr_engine_load_from_memory", "Engine.load(bytes)")
             data = bytes(source)
+            what = f"an engine of {len(data)} bytes"
             _capi.check(fn(data, len(data), ctypes.byref(opt), ctypes.byref(handle)))
         else:
             fn = _capi.require("gr_engine_load", "Engine.load(path)")
-            _capi.check(fn(os.fsencode(source), ctypes.byref(opt), ctypes.byref(handle)))
+            path = _capi.c_path("source", source)
+            what = os.fsdecode(path)
+            _capi.check(fn(path, ctypes.byref(opt), ctypes.byref(handle)))
+        engine = cls.__new__(cls)
+        engine._own(handle)  # from here on, any failure closes it (collection or close())
+        lib = _capi.lib()
+        runs_on = "gpu" if lib.gr_engine_device(handle) == DEVICES["gpu"] else "cpu"
+        if device != "auto" and device != runs_on:
+            engine.close()
+            raise Error(_capi.status_name(_GR_ERR_INVALID_ARGUMENT),
+                        f"Engine.load: device={device!r} contradicts {what}: it runs on the "
+                        f"{runs_on.upper()} (leave device out, or rebuild the engine)")
         if names is not None and isinstance(names, (str, bytes, os.PathLike)):
             with open(names, encoding="utf-8") as f:
                 names = [line.strip() for line in f if line.strip()]
         if names is None:
             names = _engine_class_names(handle)
-        engine = cls.__new__(cls)
         engine._setup(handle, list(names or []), None, None, nonfinite_is_error)
+        if engine.synthetic_weights:
+            warnings.warn(f"{what}: {_synthetic_notice(None)}", SyntheticWeightsWarning,
+                          stacklevel=2)
         return engine
 
     def save(self, path: PathLike) -> None:
         """Write the engine to a file Engine.load() reads back (same graphrun version and, for a
         GPU engine, the same kind of GPU)."""
         fn = _capi.require("gr_engine_save", "Engine.save")
-        with self._lock:
-            _capi.check(fn(self._handle, os.fsencode(path)), self._handle)
+        encoded = _capi.c_path("path", path)
+        with self._use("Engine.save") as handle, self._lock:
+            _capi.check(fn(handle, encoded), handle)
 
     def to_bytes(self) -> bytes:
         """The engine file's bytes (what save() writes)."""
         fn = _capi.require("gr_engine_save_to_memory", "Engine.to_bytes")
         free = _capi.require("gr_free", "Engine.to_bytes")
         data, size = _capi.P(), ctypes.c_size_t()
-        with self._lock:
-            _capi.check(fn(self._handle, ctypes.byref(data), ctypes.byref(size)), self._handle)
+        with self._use("Engine.to_bytes") as handle, self._lock:
+            _capi.check(fn(handle, ctypes.byref(data), ctypes.byref(size)), handle)
         try:
             return ctypes.string_at(data, size.value)
         finally:
@@ -289,13 +418,17 @@ class Engine(_Handle):
                precision: Optional[str], nonfinite_is_error: bool) -> None:
         """Everything after the handle exists: what the engine reports about itself."""
         lib = _capi.lib()
-        self._handle = handle
         self._lock = threading.Lock()  # a run and the reading of its outputs are one operation
         self._model = model
         self._nonfinite_is_error = bool(nonfinite_is_error)
         self._class_names = names
         self._files_stats: Optional[Dict[str, Any]] = None
         self.nonfinite: List[int] = []  # NaN/Inf count per output of the last run
+        info = _capi.ModelInfo()
+        own_model = lib.gr_engine_model(handle)
+        # Built from synthetic weights (a loaded engine file says so too): its boxes mean nothing.
+        self.synthetic_weights = bool(own_model and lib.gr_model_get_info(
+            own_model, ctypes.byref(info)) == 0 and info.synthetic_weights)
         self.precision: str = precision or self._built_precision()
         self.device: str = "gpu" if lib.gr_engine_device(handle) == DEVICES["gpu"] else "cpu"
         self.device_name: str = lib.gr_engine_device_name(handle).decode()
@@ -314,7 +447,8 @@ class Engine(_Handle):
         use (layers without an int8/fp16 kernel stay fp32 in any engine), "fp32" when none does,
         "auto" when int8 and fp16 layers mix."""
         n = ctypes.c_int()
-        per_layer = _capi.lib().gr_engine_layer_precision(self._handle, ctypes.byref(n))
+        with self._use("Engine.precision") as handle:
+            per_layer = _capi.lib().gr_engine_layer_precision(handle, ctypes.byref(n))
         found = {per_layer[i] for i in range(n.value)} if per_layer else set()
         reduced = found - {PRECISIONS["fp32"]}
         if not reduced:
@@ -329,7 +463,9 @@ class Engine(_Handle):
         "main_wait_engine_s") and its time in this package's callback ("main_deliver_s"), the
         workers' busy time per stage ("read_s", "decode_s", "letterbox_s", "handoff_s"), the
         decoder ("gpu_decode", "decoder"), "threads", "images", and the call's time before and
-        after its pipeline ran ("setup_s", "finish_s"). None before any such call."""
+        after its pipeline ran ("setup_s", "finish_s"), and "records": the records (lines) the
+        call made - fewer than "images" when Ctrl-C or an exception stopped it. The last call's
+        on this engine, from any thread. None before any such call."""
         return self._files_stats
 
     @property
@@ -343,10 +479,10 @@ class Engine(_Handle):
         Returns the raw outputs of this run, one float32 NCHW array per head (copies), even when
         other threads use the engine: the run and the copies happen under the engine's lock."""
         fn, x = self._input(x)
-        with self._lock:
-            _capi.check(fn(self._handle, x.ctypes.data), self._handle)
-            outputs = self._outputs_locked()
-            self._count_nonfinite_locked()
+        with self._use("Engine.run") as handle, self._lock:
+            _capi.check(fn(handle, x.ctypes.data), handle)
+            outputs = self._outputs_locked(handle)
+            self._count_nonfinite_locked(handle)
         self._check_finite()
         return outputs
 
@@ -369,24 +505,23 @@ class Engine(_Handle):
     def outputs(self) -> List[npt.NDArray[np.float32]]:
         """The raw outputs of the last run (copies). With several threads on one engine, use
         what run() returns: another thread's run may come between a run and this call."""
-        with self._lock:
-            return self._outputs_locked()
+        with self._use("Engine.outputs") as handle, self._lock:
+            return self._outputs_locked(handle)
 
-    def _outputs_locked(self) -> List[npt.NDArray[np.float32]]:
+    def _outputs_locked(self, handle: Any) -> List[npt.NDArray[np.float32]]:
         result = []
         for k, shape in enumerate(self.output_shapes):
             data = ctypes.POINTER(ctypes.c_float)()
-            _capi.check(_capi.lib().gr_engine_output(self._handle, k, ctypes.byref(data)),
-                        self._handle)
+            _capi.check(_capi.lib().gr_engine_output(handle, k, ctypes.byref(data)), handle)
             result.append(np.ctypeslib.as_array(data, shape=shape).copy())
         return result
 
-    def _count_nonfinite_locked(self) -> None:
+    def _count_nonfinite_locked(self, handle: Any) -> None:
         counts = []
         for k in range(len(self.output_shapes)):
             count = ctypes.c_size_t()
-            _capi.check(_capi.lib().gr_engine_output_nonfinite(self._handle, k,
-                                                                ctypes.byref(count)), self._handle)
+            _capi.check(_capi.lib().gr_engine_output_nonfinite(handle, k, ctypes.byref(count)),
+                        handle)
             counts.append(count.value)
         self.nonfinite = counts
 
@@ -428,14 +563,16 @@ class Engine(_Handle):
         nms = _float_arg("nms", nms, 0.0, 1.0)
         if color not in ("rgb", "bgr"):
             raise ValueError(f"color must be 'rgb' or 'bgr', not {color!r}")
-        rgb = [to_rgb(im, color) for im in items]
-        paths = [os.fspath(im) if isinstance(im, (str, os.PathLike)) else None for im in items]
-        results: List[Results] = []
-        for start in range(0, len(rgb), self.batch):
-            chunk = rgb[start:start + self.batch]
-            boxes = self._detect_batch(chunk, thresh, nms)
-            results.extend(Results(b, im, self.names, p, self._model)
-                           for b, im, p in zip(boxes, chunk, paths[start:start + self.batch]))
+        with self._use("Engine.detect") as handle:
+            rgb = [to_rgb(im, color, f"images[{k}]" if not single else "image")
+                   for k, im in enumerate(items)]
+            paths = [os.fspath(im) if isinstance(im, (str, os.PathLike)) else None for im in items]
+            results: List[Results] = []
+            for start in range(0, len(rgb), self.batch):
+                chunk = rgb[start:start + self.batch]
+                boxes = self._detect_batch(handle, chunk, thresh, nms)
+                results.extend(Results(b, im, self.names, p, self._model)
+                               for b, im, p in zip(boxes, chunk, paths[start:start + self.batch]))
         return results[0] if single else results
 
     def detect_files(self, paths: Sequence[PathLike], thresh: float = 0.5, nms: float = 0.45,
@@ -460,10 +597,18 @@ class Engine(_Handle):
         engine, a build without nvJPEG) or "auto" (the GPU where it can, else the CPU). The
         records equal the CLI's lines for the same decode; detect() on the same images gives the
         same detections (at full float precision). The engine is held for the whole call (other
-        threads' calls on it wait)."""
+        threads' calls on it wait, and so does close()).
+
+        Ctrl-C: the pipeline's one C call runs on a helper thread while the calling thread waits,
+        so a KeyboardInterrupt (or another exception from a signal handler) lands at once; it
+        stops the pipeline at the next image (the runs in flight are waited for, nothing is left
+        running on the engine) and is then raised: no partial list is returned.
+        files_stats["records"] says how many records had been made. A path that is not str or
+        os.PathLike raises TypeError, one holding a NUL character ValueError, both naming it
+        (paths[k])."""
         listed, thresh, nms, threads = self._files_args(paths, thresh, nms, decode, threads)
-        with self._lock:
-            return _files.detect_files(self, listed, thresh, nms, decode, threads)
+        with self._use("Engine.detect_files") as handle, self._lock:
+            return _files.detect_files(self, handle, listed, thresh, nms, decode, threads)
 
     def detect_files_jsonl(self, paths: Sequence[PathLike], out: Any, thresh: float = 0.5,
                            nms: float = 0.45, decode: str = "auto",
@@ -471,16 +616,18 @@ class Engine(_Handle):
         """detect_files() as JSON Lines: each image's record as the library formats it - the
         bytes `graphrun --input-list` writes for it, newline included - passed to out.write() in
         input order as it comes (out: a file opened "wb", or anything whose write takes bytes).
-        No dict is made. Returns the number of lines (len(paths))."""
+        No dict is made. Returns the number of lines written (len(paths)). Ctrl-C: as
+        detect_files, KeyboardInterrupt once the pipeline stopped; the lines written before it
+        are whole, and files_stats["records"] is their count. An exception from out.write stops
+        the run the same way and is raised."""
         listed, thresh, nms, threads = self._files_args(paths, thresh, nms, decode, threads)
         write = out.write
 
         def line(index: int, text: bytes) -> None:
             write(text)
 
-        with self._lock:
-            _files.detect_lines(self, listed, thresh, nms, decode, threads, line)
-        return len(listed)
+        with self._use("Engine.detect_files_jsonl") as handle, self._lock:
+            return _files.detect_lines(self, handle, listed, thresh, nms, decode, threads, line)
 
     def _files_args(self, paths: Sequence[PathLike], thresh: float, nms: float, decode: str,
                     threads: Optional[int]) -> Tuple[List[str], float, float, int]:
@@ -497,26 +644,30 @@ class Engine(_Handle):
         threads = _int_arg("threads", threads, 1, 1024)
         if isinstance(paths, (str, bytes, os.PathLike)):
             raise TypeError("detect_files() takes a list of paths (a single path: [path])")
-        listed = [os.fspath(p) for p in paths]
-        if any(not isinstance(p, str) for p in listed):
-            raise TypeError("detect_files() takes str or os.PathLike paths")
+        listed = []
+        for k, p in enumerate(paths):
+            if not isinstance(p, (str, os.PathLike)) or not isinstance(os.fspath(p), str):
+                raise TypeError(f"detect_files() paths[{k}] must be str or os.PathLike (of "
+                                f"str), not {type(p).__name__}")
+            _capi.c_path(f"detect_files() paths[{k}]", p)  # a NUL: ValueError naming it
+            listed.append(os.fspath(p))
         return listed, thresh, nms, threads
 
-    def _detect_batch(self, chunk: List[npt.NDArray[np.uint8]], thresh: float,
+    def _detect_batch(self, handle: Any, chunk: List[npt.NDArray[np.uint8]], thresh: float,
                       nms: float) -> List[List[Detection]]:
         padded = chunk + [chunk[-1]] * (self.batch - len(chunk))
         dtype = np.uint8 if self.device == "gpu" else np.float32
         fn, x = self._input(np.stack([letterbox(im, self.width, self.height, dtype)
                                       for im in padded]))
         with self._lock:  # the run and its detections: one operation
-            _capi.check(fn(self._handle, x.ctypes.data), self._handle)
-            self._count_nonfinite_locked()
-            found = [self._detections(i, im.shape[1], im.shape[0], thresh, nms)
+            _capi.check(fn(handle, x.ctypes.data), handle)
+            self._count_nonfinite_locked(handle)
+            found = [self._detections(handle, i, im.shape[1], im.shape[0], thresh, nms)
                      for i, im in enumerate(chunk)]
         self._check_finite()
         return found
 
-    def _detections(self, index: int, image_w: int, image_h: int, thresh: float,
+    def _detections(self, handle: Any, index: int, image_w: int, image_h: int, thresh: float,
                     nms: float) -> List[Detection]:
         lib = _capi.lib()
         opt = _capi.DetectOptions()
@@ -524,8 +675,8 @@ class Engine(_Handle):
         opt.thresh, opt.nms, opt.image_w, opt.image_h = thresh, nms, image_w, image_h
         dets = ctypes.POINTER(_capi.Detection)()
         n = ctypes.c_int()
-        _capi.check(lib.gr_engine_detect(self._handle, index, ctypes.byref(opt),
-                                         ctypes.byref(dets), ctypes.byref(n)), self._handle)
+        _capi.check(lib.gr_engine_detect(handle, index, ctypes.byref(opt),
+                                         ctypes.byref(dets), ctypes.byref(n)), handle)
         try:
             out = []
             for i in range(n.value):
@@ -545,10 +696,12 @@ class _PoolEngine(Engine):
     def __init__(self, pool: "Pool", handle: Any, names: List[str], model: Model,
                  precision: str, nonfinite_is_error: bool) -> None:
         self._pool = pool
+        self._own(handle)
         self._setup(handle, names, model, precision, nonfinite_is_error)
 
     def close(self) -> None:
-        self._handle = _capi.P()  # the pool destroys it
+        """Waits for the calls in flight; the pool destroys the C engine (Pool.close())."""
+        self._detach()
 
 
 class Pool(_Handle):
@@ -556,9 +709,12 @@ class Pool(_Handle):
     for every visible GPU (a CPU pool has one engine). The first device's engine is built (int8
     calibration and the tactic search happen there once), the others load it. .engines are
     ordinary Engines (detect, run, ...), valid until the pool is closed; .devices their ordinals
-    (-1: the CPU). Spread work over them from one thread each, or from one thread in turn."""
+    (-1: the CPU). Spread work over them from one thread each, or from one thread in turn.
+    close() closes each engine (waiting for its calls in flight) before the pool; calls after it
+    raise graphrun.ClosedError. Copies and pickles are refused (TypeError)."""
 
     _destroy_name = "gr_pool_destroy"
+    _kind = "Pool"
 
     def __init__(self, model: Model, devices: Optional[Sequence[int]] = None,
                  device: str = "auto", precision: str = "fp32", batch: int = 1,
@@ -568,20 +724,22 @@ class Pool(_Handle):
         opt = _engine_options(device, use_cuda_graph)
         opt.precision = _choice("precision", precision, PRECISIONS)
         opt.batch = _int_arg("batch", batch, 1, _MAX_BATCH)
-        opt.calib_cache = _path(calib_cache)
+        opt.calib_cache = _path("calib_cache", calib_cache)
         listed = [_int_arg("devices[]", d, -_INT_MAX, _INT_MAX) for d in devices or []]
         array = (ctypes.c_int * max(len(listed), 1))(*listed)
-        self._handle = _capi.P()
-        _capi.check(build(model._handle, ctypes.byref(opt), array if listed else None,
-                          len(listed), ctypes.byref(self._handle)))
+        handle = _capi.P()
+        with model._use("Pool") as model_handle:
+            _capi.check(build(model_handle, ctypes.byref(opt), array if listed else None,
+                              len(listed), ctypes.byref(handle)))
+        self._own(handle)
         lib = _capi.lib()
         names = [model.class_name(i) for i in range(model.classes)]
-        count = lib.gr_pool_devices(self._handle)
-        self.devices: List[int] = [int(lib.gr_pool_device(self._handle, k)) for k in range(count)]
+        count = lib.gr_pool_devices(handle)
+        self.devices: List[int] = [int(lib.gr_pool_device(handle, k)) for k in range(count)]
         self.engines: List[Engine] = [
-            _PoolEngine(self, lib.gr_pool_engine(self._handle, k), names, model, precision,
+            _PoolEngine(self, lib.gr_pool_engine(handle, k), names, model, precision,
                         nonfinite_is_error) for k in range(count)]
-        self.notice: str = lib.gr_pool_notice(self._handle).decode(errors="replace")
+        self.notice: str = lib.gr_pool_notice(handle).decode(errors="replace")
 
     def close(self) -> None:
         for engine in getattr(self, "engines", []):

@@ -15,14 +15,25 @@ A file that cannot be read or decoded gets {"input", "error"} with the library's
 (its part of the buffer ran grey, as the CLI's), a batch the engine fails on gets that message
 for each of its files, and an image whose outputs hold NaN/Inf gets the CLI's record for it;
 nothing else is raised once the pipeline runs (bar a failure of Python itself, raised after the
-pipeline stopped)."""
+pipeline stopped).
+
+Interrupts: ctypes releases the GIL for the call, and Python runs signal handlers only on the
+main thread between bytecodes, so a Ctrl-C during one long C call would land only inside a
+callback (where ctypes prints and swallows it: the run went on, that image's record was lost) or
+after the call returned. So the C call runs on a helper thread (the callback with it), and the
+calling thread waits on that thread, where KeyboardInterrupt lands at once. It sets `stop`; the
+callback's next result then returns non-zero, which stops gr_pool_detect_files cleanly (no
+further result, the runs in flight waited for); the interrupt is raised once the helper thread
+has ended. The records delivered are counted (files_stats["records"])."""
 
 from __future__ import annotations
 
 import ctypes
 import json
+import _thread
 import os
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
 
 from . import _capi
 from ._capi import Error
@@ -49,24 +60,72 @@ def _out_of_memory(path: str) -> bytes:
 
 
 def deliverer(paths: Sequence[str], line: Callable[[int, bytes], None],
-              failure: List[BaseException]) -> Callable[[Any, Any], int]:
+              failure: List[BaseException], stop: Optional[threading.Event] = None,
+              delivered: Optional[List[int]] = None) -> Callable[[Any, Any], int]:
     """The gr_file_fn of detect_lines (bench/py_records.py times it): each result's line to
-    line(); an exception is kept in `failure` and stops the run."""
+    line(), counted in delivered[0]; an exception is kept in `failure` and stops the run, and so
+    does `stop` once set (before the next line)."""
     string_at = ctypes.string_at
+    count = delivered if delivered is not None else [0]
+    stopped = stop.is_set if stop is not None else (lambda: False)
 
     def deliver(user: Any, result: Any) -> int:
         try:
+            if stopped():
+                return 1
             r = result.contents
             if r.jsonl:
                 line(r.index, string_at(r.jsonl, r.jsonl_len))
             else:
                 line(r.index, _out_of_memory(paths[r.index]))
+            count[0] += 1
             return 0
         except BaseException as exc:  # noqa: BLE001 - raised once the pipeline stopped
             failure.append(exc)
             return 1
 
     return deliver
+
+
+def _call_interruptibly(call: Callable[[], int], stop: threading.Event) -> int:
+    """call() on a helper thread, this thread waiting for it: an exception here (Ctrl-C's
+    KeyboardInterrupt, another signal handler's) sets `stop`, waits for call() to end and is then
+    raised. call()'s own exception is raised as it is."""
+    box: List[Any] = []
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            box.append(call())
+        except BaseException as exc:  # noqa: BLE001 - raised on the calling thread
+            box.append(exc)
+        finally:
+            done.set()
+
+    # _thread.start_new_thread, not threading.Thread.start: the latter runs Python code (its
+    # wait for the thread's start) where an interrupt could land after the thread exists, and
+    # the engine would be left to it. The C function runs no Python code: an exception before
+    # `started` is set means no thread.
+    started = False
+    interrupt: Optional[BaseException] = None
+    while True:
+        try:
+            if not started:
+                _thread.start_new_thread(target, ())
+                started = True
+            done.wait()
+            break
+        except BaseException as exc:  # noqa: BLE001 - a second Ctrl-C still waits for C
+            if not started:
+                raise  # no thread: nothing runs
+            stop.set()
+            interrupt = interrupt or exc
+    if interrupt is not None:
+        raise interrupt
+    result = box[0]
+    if isinstance(result, BaseException):
+        raise result
+    return int(result)
 
 
 def open_jpeg_decoders(engine: "Engine") -> bool:
@@ -76,25 +135,27 @@ def open_jpeg_decoders(engine: "Engine") -> bool:
     lib = _capi.lib()
     if not _capi.has("gr_pool_open_jpeg_decoders"):
         return False
-    pool = _capi.P()
-    engines = (_capi.P * 1)(engine._handle)
-    _capi.check(lib.gr_pool_wrap(engines, 1, ctypes.byref(pool)))
-    try:
-        return bool(lib.gr_pool_open_jpeg_decoders(pool) == 0)
-    finally:
-        lib.gr_pool_destroy(pool)
+    with engine._use("open_jpeg_decoders") as handle, engine._lock:
+        pool = _capi.P()
+        engines = (_capi.P * 1)(handle)
+        _capi.check(lib.gr_pool_wrap(engines, 1, ctypes.byref(pool)))
+        try:
+            return bool(lib.gr_pool_open_jpeg_decoders(pool) == 0)
+        finally:
+            lib.gr_pool_destroy(pool)
 
 
-def detect_lines(engine: "Engine", paths: Sequence[str], thresh: float, nms: float, decode: str,
-                 threads: int, line: Callable[[int, bytes], None]) -> None:
+def detect_lines(engine: "Engine", handle: Any, paths: Sequence[str], thresh: float, nms: float,
+                 decode: str, threads: int, line: Callable[[int, bytes], None]) -> int:
     """line(index, its JSON Lines record as bytes, newline included) for each path, in order
-    (the engine's lock held by the caller for the call)."""
+    (the engine's handle and lock held by the caller for the call). Returns the lines given to
+    line(): len(paths), as an interrupt or a failure of line() is raised."""
     run = _capi.require("gr_pool_detect_files", "Engine.detect_files")
     if not paths:
-        return
+        return 0
     lib = _capi.lib()
     pool = _capi.P()
-    engines = (_capi.P * 1)(engine._handle)  # a c_void_p
+    engines = (_capi.P * 1)(handle)  # a c_void_p
     _capi.check(lib.gr_pool_wrap(engines, 1, ctypes.byref(pool)))
     try:
         if decode == "gpu":  # said as detect_files' own failure, before any image
@@ -112,25 +173,39 @@ def detect_lines(engine: "Engine", paths: Sequence[str], thresh: float, nms: flo
         opt.jsonl, opt.n_class_names = 1, len(names)
         opt.class_names = (ctypes.c_char_p * (len(names) + 1))(*names, None)
         failure: List[BaseException] = []
-        callback = _capi.FILE_FN(deliverer(paths, line, failure))
+        stop = threading.Event()
+        delivered = [0]
+        callback = _capi.FILE_FN(deliverer(paths, line, failure, stop, delivered))
         stats = _capi.FilesStats()
         stats.struct_size = ctypes.sizeof(stats)
-        status = run(pool, _capi.c_paths(paths), len(paths), ctypes.byref(opt), callback, None,
-                     ctypes.byref(stats))
-        engine._files_stats = stats.as_dict()
+        c_paths = _capi.c_paths(paths)
+        said: List[str] = []
+
+        def call() -> int:
+            status = int(run(pool, c_paths, len(paths), ctypes.byref(opt), callback, None,
+                             ctypes.byref(stats)))
+            if status != 0:  # gr_last_error() is the helper thread's
+                said.append(lib.gr_last_error().decode(errors="replace"))
+            return status
+
+        try:
+            status = _call_interruptibly(call, stop)
+        finally:
+            engine._files_stats = dict(stats.as_dict(), records=delivered[0])
         if failure:
             raise failure[0]
-        _capi.check(status, engine._handle)
+        _capi.check(status, handle, said[0] if said else None)
+        return delivered[0]
     finally:
         lib.gr_pool_destroy(pool)
 
 
-def detect_files(engine: "Engine", paths: Sequence[str], thresh: float, nms: float, decode: str,
-                 threads: int) -> List[Dict[str, Any]]:
+def detect_files(engine: "Engine", handle: Any, paths: Sequence[str], thresh: float, nms: float,
+                 decode: str, threads: int) -> List[Dict[str, Any]]:
     """One record per path, in order: its line parsed, "input" the path as given (the line's is
     the path as JSON text, bytes that are not UTF-8 replaced)."""
     records: List[Dict[str, Any]] = []
-    detect_lines(engine, paths, thresh, nms, decode, threads, parser(paths, records))
+    detect_lines(engine, handle, paths, thresh, nms, decode, threads, parser(paths, records))
     return records
 
 

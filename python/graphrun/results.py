@@ -5,6 +5,8 @@ gr_image_write), so a picture from Python looks like the CLI's."""
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import ctypes
 import os
 from dataclasses import dataclass
@@ -40,11 +42,13 @@ class Detection:
     objectness: float
 
 
-def load_image(path: Union[PathLike, bytes]) -> npt.NDArray[np.uint8]:
-    """Decode an image file (JPEG, PNG or BMP) with graphrun's decoders: uint8 (h, w, 3) RGB."""
+def load_image(path: Union[PathLike, bytes], name: str = "path") -> npt.NDArray[np.uint8]:
+    """Decode an image file (JPEG, PNG or BMP) with graphrun's decoders: uint8 (h, w, 3) RGB.
+    A path holding a NUL character is a ValueError (name: what the error calls it)."""
+    encoded = _capi.c_path(name, path)
     lib = _capi.lib()
     im = ctypes.POINTER(_capi.Image)()
-    _capi.check(lib.gr_image_load(os.fsencode(path), ctypes.byref(im)))
+    _capi.check(lib.gr_image_load(encoded, ctypes.byref(im)))
     try:
         c = im.contents
         return np.ctypeslib.as_array(c.data, shape=(c.h, c.w, c.c)).copy()
@@ -62,18 +66,18 @@ def _describe(image: Any) -> str:
     return f"a {type(image).__name__}"
 
 
-def to_rgb(image: ImageLike, color: str = "rgb") -> npt.NDArray[np.uint8]:
+def to_rgb(image: ImageLike, color: str = "rgb", name: str = "image") -> npt.NDArray[np.uint8]:
     """An image as a contiguous uint8 (h, w, 3) RGB array.
 
     Paths are decoded (graphrun's decoders give RGB) and PIL images converted to RGB: `color`
     does not apply to them. A uint8 (h, w, 3) array is taken in `color` order ("rgb", the default,
     as load_image, PIL and imageio give; "bgr" for OpenCV's cv2.imread). A float (h, w, 3) array
     holds values in [0, 1] (what Darknet's loader computes, byte / 255), rounded to the nearest
-    byte; anything outside [0, 1] or NaN is a ValueError."""
+    byte; anything outside [0, 1] or NaN is a ValueError. name: what errors call the image."""
     if color not in COLORS:
         raise ValueError(f"color must be 'rgb' or 'bgr', not {color!r}")
     if isinstance(image, (str, bytes, os.PathLike)):
-        return load_image(image)
+        return load_image(image, name)
     if _is_pil(image):
         pil: Any = image
         return np.ascontiguousarray(np.asarray(pil.convert("RGB")), dtype=np.uint8)
@@ -102,6 +106,18 @@ def c_image(rgb: npt.NDArray[np.uint8]) -> _capi.Image:
     """A gr_image viewing a contiguous (h, w, 3) uint8 array (the caller keeps it alive)."""
     return _capi.Image(rgb.shape[1], rgb.shape[0], rgb.shape[2],
                        rgb.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)))
+
+
+@contextlib.contextmanager
+def _model_handle(model: Any) -> Iterator[Any]:
+    """The C handle of a Model for drawing (held open for the call), or None: no model, or one
+    closed since ("class N" labels then)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            handle = stack.enter_context(model._use("Results.plot")) if model is not None else None
+        except _capi.ClosedError:
+            handle = None
+        yield handle
 
 
 class Results:
@@ -151,6 +167,21 @@ class Results:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __deepcopy__(self, memo: Dict[int, Any]) -> "Results":
+        """A deep copy sharing the Model (which owns a C handle and is never copied)."""
+        new = Results.__new__(type(self))
+        memo[id(self)] = new
+        for key, value in self.__dict__.items():
+            setattr(new, key, value if key == "_model" else copy.deepcopy(value, memo))
+        return new
+
+    def __getstate__(self) -> Dict[str, Any]:
+        """Pickled without the Model (a C handle): plot() then labels from names' fallback,
+        "class N"."""
+        state = dict(self.__dict__)
+        state["_model"] = None
+        return state
+
     def __repr__(self) -> str:
         h, w = self.image.shape[:2]
         found = ", ".join(f"{d.class_name} {d.prob:.2f}" for d in self.boxes[:5])
@@ -167,12 +198,14 @@ class Results:
             dets[i] = _capi.Detection(d.left, d.top, d.right, d.bottom, d.class_id, d.prob,
                                       d.objectness)
         im = c_image(canvas)
-        model = getattr(self._model, "_handle", None) or None
-        _capi.check(lib.gr_image_draw_detections(ctypes.byref(im), dets, len(self.boxes), model))
+        with _model_handle(self._model) as model:
+            _capi.check(lib.gr_image_draw_detections(ctypes.byref(im), dets, len(self.boxes),
+                                                     model))
         return canvas
 
     def save(self, path: PathLike) -> None:
         """Write plot() to `path`: PNG or JPEG by its extension (.png, .jpg, .jpeg)."""
+        encoded = _capi.c_path("path", path)
         canvas = self.plot()
         im = c_image(canvas)
-        _capi.check(_capi.lib().gr_image_write(ctypes.byref(im), os.fsencode(path)))
+        _capi.check(_capi.lib().gr_image_write(ctypes.byref(im), encoded))
