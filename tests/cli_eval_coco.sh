@@ -76,11 +76,24 @@ to_coco "$tmp/renamed.json" c0,c1,c2,c3,c4
 "$bin" "${e[@]}" --images "$tmp/images" --coco-annotations "$tmp/renamed.json" >"$tmp/renamed.out" 2>/dev/null
 cmp -s "$tmp/yolo.json" "$tmp/renamed.out"; check "categories mapped by id when their names are not the model's" $?
 
-# A crowd region is left out (said on stderr), so the scores do not move.
+# A crowd region: VOC leaves it out (said on stderr), so the VOC scores do not move; COCO keeps
+# it as an ignored region (its detections neither true nor false positives: the mAP cannot drop)
+# and counts no ground truth for it.
 to_coco "$tmp/crowd.json" $names crowd
+"$bin" "${e[@]}" --images "$tmp/images" --labels data/shapes-val --metric voc >"$tmp/yolo-voc.json" 2>/dev/null
+"$bin" "${e[@]}" --images "$tmp/images" --coco-annotations "$tmp/crowd.json" --metric voc \
+    >"$tmp/crowd.out" 2>"$tmp/err"
+cmp -s "$tmp/yolo-voc.json" "$tmp/crowd.out" && grep -q "1 crowd annotations (iscrowd 1) left out" "$tmp/err"
+check "--metric voc: iscrowd annotations left out and counted" $?
 "$bin" "${e[@]}" --images "$tmp/images" --coco-annotations "$tmp/crowd.json" >"$tmp/crowd.out" 2>"$tmp/err"
-cmp -s "$tmp/yolo.json" "$tmp/crowd.out" && grep -q "1 crowd annotations (iscrowd 1) left out" "$tmp/err"
-check "iscrowd annotations left out and counted" $?
+python3 - "$tmp/yolo.json" "$tmp/crowd.out" <<'PY'
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+ra, rb = a["results"][0], b["results"][0]
+sys.exit(0 if a["ground_truth"] == b["ground_truth"] and rb["map50_95"] >= ra["map50_95"] else 1)
+PY
+[ $? -eq 0 ] && grep -q "1 crowd annotations (iscrowd 1)$" "$tmp/err"
+check "coco: a crowd region counts no ground truth and can only ignore detections" $?
 
 # An image of the folder that the file does not list has no objects (said on stderr).
 cp data/shapes-val/020.png "$tmp/images/extra.png"
