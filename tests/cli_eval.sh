@@ -69,12 +69,41 @@ done
 grep -q '"map50": 1.000000, "map50_95": 1.000000' "$tmp/self.json" \
     || { cat "$tmp/self.json"; fail "labels from its own detections should give mAP 1"; }
 
-# A missing label file is an image without objects (a notice on stderr); bad files are errors.
+# A missing label file is an image without objects (a notice on stderr); but no label file at
+# all, or a --labels folder that is not there, is no ground truth: an error, not a mAP of 0.
 mkdir -p "$tmp/bad"
 cp data/shapes-val/000.png "$tmp/bad/a.png"
+"$graphrun" eval --model shapes --images "$tmp/bad" --device cpu > /dev/null 2> "$tmp/err.txt"
+[ $? -eq 3 ] || fail "no label file at all: expected exit 3"
+grep -q "no ground truth: none of the 1 images has a label file <stem>.txt in" "$tmp/err.txt" \
+    && [ "$(wc -l < "$tmp/err.txt")" -eq 1 ] || fail "no label file message: $(cat "$tmp/err.txt")"
+"$graphrun" eval --model shapes --images data/shapes-val --labels "$tmp/nolabels" --device cpu \
+    > /dev/null 2> "$tmp/err.txt"
+[ $? -eq 3 ] || fail "a --labels folder that is not there: expected exit 3"
+grep -q "^graphrun eval: --labels .*nolabels: No such file or directory$" "$tmp/err.txt" \
+    || fail "missing --labels message: $(cat "$tmp/err.txt")"
+cp data/shapes-val/001.png "$tmp/bad/b.png"
+cp data/shapes-val/001.txt "$tmp/bad/b.txt"
 "$graphrun" eval --model shapes --images "$tmp/bad" --device cpu > /dev/null 2> "$tmp/err.txt" \
     || fail "missing label file should not fail"
 grep -q "no label file" "$tmp/err.txt" || fail "missing label notice"
+rm "$tmp/bad/b.png" "$tmp/bad/b.txt"
+# Boxes no detection could match are refused: zero size, outside the image (1% slack).
+printf '0 0.5 0.5 0 0.2\n' > "$tmp/bad/a.txt"
+"$graphrun" eval --model shapes --images "$tmp/bad" --device cpu > /dev/null 2> "$tmp/err.txt"
+[ $? -eq 3 ] && grep -q "a.txt:1: box of zero width or height" "$tmp/err.txt" \
+    || fail "zero-size box: $(cat "$tmp/err.txt")"
+printf '0 0.5 0.5 0.2 0.2\n1 0.9 0.5 0.4 0.2\n' > "$tmp/bad/a.txt"
+"$graphrun" eval --model shapes --images "$tmp/bad" --device cpu > /dev/null 2> "$tmp/err.txt"
+[ $? -eq 3 ] && grep -q "a.txt:2: box x 0.7..1.1, y 0.4..0.6 is outside the image" "$tmp/err.txt" \
+    || fail "box outside the image: $(cat "$tmp/err.txt")"
+printf '0 0.5 0.5 0.2 0.2\n1 0.5 0.5 3 0.2\n' > "$tmp/bad/a.txt"
+"$graphrun" eval --model shapes --images "$tmp/bad" --device cpu > /dev/null 2> "$tmp/err.txt"
+[ $? -eq 3 ] && grep -q "a.txt:2: box x -1..2, y 0.4..0.6 is outside the image" "$tmp/err.txt" \
+    || fail "absurd box size: $(cat "$tmp/err.txt")"
+printf '0 0.5 0.5 0.2 0.2\n1 0.1 0.5 0.21 0.2\n' > "$tmp/bad/a.txt"
+"$graphrun" eval --model shapes --images "$tmp/bad" --device cpu > /dev/null 2> "$tmp/err.txt" \
+    || fail "a box 1% past the edge (rounding) should be accepted: $(cat "$tmp/err.txt")"
 printf '0 0.5 0.5 0.2\n' > "$tmp/bad/a.txt"
 "$graphrun" eval --model shapes --images "$tmp/bad" --device cpu > /dev/null 2> "$tmp/err.txt"
 [ $? -eq 3 ] || fail "short label line: expected exit 3"

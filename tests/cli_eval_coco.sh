@@ -76,11 +76,24 @@ to_coco "$tmp/renamed.json" c0,c1,c2,c3,c4
 "$bin" "${e[@]}" --images "$tmp/images" --coco-annotations "$tmp/renamed.json" >"$tmp/renamed.out" 2>/dev/null
 cmp -s "$tmp/yolo.json" "$tmp/renamed.out"; check "categories mapped by id when their names are not the model's" $?
 
-# A crowd region is left out (said on stderr), so the scores do not move.
+# A crowd region: VOC leaves it out (said on stderr), so the VOC scores do not move; COCO keeps
+# it as an ignored region (its detections neither true nor false positives: the mAP cannot drop)
+# and counts no ground truth for it.
 to_coco "$tmp/crowd.json" $names crowd
+"$bin" "${e[@]}" --images "$tmp/images" --labels data/shapes-val --metric voc >"$tmp/yolo-voc.json" 2>/dev/null
+"$bin" "${e[@]}" --images "$tmp/images" --coco-annotations "$tmp/crowd.json" --metric voc \
+    >"$tmp/crowd.out" 2>"$tmp/err"
+cmp -s "$tmp/yolo-voc.json" "$tmp/crowd.out" && grep -q "1 crowd annotations (iscrowd 1) left out" "$tmp/err"
+check "--metric voc: iscrowd annotations left out and counted" $?
 "$bin" "${e[@]}" --images "$tmp/images" --coco-annotations "$tmp/crowd.json" >"$tmp/crowd.out" 2>"$tmp/err"
-cmp -s "$tmp/yolo.json" "$tmp/crowd.out" && grep -q "1 crowd annotations (iscrowd 1) left out" "$tmp/err"
-check "iscrowd annotations left out and counted" $?
+python3 - "$tmp/yolo.json" "$tmp/crowd.out" <<'PY'
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+ra, rb = a["results"][0], b["results"][0]
+sys.exit(0 if a["ground_truth"] == b["ground_truth"] and rb["map50_95"] >= ra["map50_95"] else 1)
+PY
+[ $? -eq 0 ] && grep -q "1 crowd annotations (iscrowd 1)$" "$tmp/err"
+check "coco: a crowd region counts no ground truth and can only ignore detections" $?
 
 # An image of the folder that the file does not list has no objects (said on stderr).
 cp data/shapes-val/020.png "$tmp/images/extra.png"
@@ -147,6 +160,38 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["categories"].app
     "$tmp/renamed.json" "$tmp/nine.json"
 fails_with "a category that is none of the model's classes" 3 'category 9 ("star") is none of the model' \
     eval --model shapes --device cpu --images "$tmp/images" --coco-annotations "$tmp/nine.json"
+# Ground truth that cannot be used: one line, exit 3, before any score.
+edit() { # edit IN OUT PYTHON-STATEMENT-ON-d
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); exec(sys.argv[3]); json.dump(d,open(sys.argv[2],"w"))' "$@"
+}
+to_coco "$tmp/partial.json" circle,square,tri,diamond,cross
+fails_with "category names that only partly match the classes" 3 \
+    '4 of its 5 category names are the model.s class names but category 2 ("tri") is not' \
+    eval --model shapes --device cpu --images "$tmp/images" --coco-annotations "$tmp/partial.json"
+to_coco "$tmp/twice.json" circle,circle,triangle,diamond,cross
+fails_with "two categories of one name" 3 'categories 0 and 1 have the same name "circle"' \
+    eval --model shapes --device cpu --images "$tmp/images" --coco-annotations "$tmp/twice.json"
+edit "$tmp/instances.json" "$tmp/samefile.json" 'd["images"][1]["file_name"] = "sub/000.png"'
+fails_with "two images of one file_name" 3 'images 0 and 1 have the same file_name "000.png"' \
+    eval --model shapes --device cpu --images "$tmp/images" --coco-annotations "$tmp/samefile.json"
+edit "$tmp/instances.json" "$tmp/flat.json" 'd["annotations"][2]["bbox"][3] = 0'
+fails_with "a zero-height bbox" 3 "flat.json: annotation 2 (image_id .*): bbox of zero width or height" \
+    eval --coco-annotations "$tmp/flat.json" --detections "$tmp/results.json"
+edit "$tmp/instances.json" "$tmp/outside.json" 'd["annotations"][1]["bbox"] = [150, 0, 40, 10]'
+fails_with "a bbox outside its image" 3 "outside.json: annotation 1 (image_id .*): bbox \[150, 0, 40, 10\] is outside its 160x160 image" \
+    eval --coco-annotations "$tmp/outside.json" --detections "$tmp/results.json"
+edit "$tmp/instances.json" "$tmp/resized.json" 'd["images"][0]["width"] = 320'
+"$bin" eval --model shapes --device cpu --images "$tmp/images" --coco-annotations "$tmp/resized.json" \
+    >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 3 ] && [ ! -s "$tmp/out" ] && tail -n1 "$tmp/err" | grep -q "resized.json: 000.png is 160x160 but the annotations say 320x160"
+check "an image whose size is not the annotations': exit 3 ($(tail -n1 "$tmp/err"))" $?
+"$bin" "${e[@]}" --images "$tmp/images" --coco-annotations "$tmp/renamed.json" >/dev/null 2>"$tmp/err"
+grep -q "no category name of .*renamed.json is a class name of the model: categories mapped by id (category_id = class)" "$tmp/err"
+check "categories mapped by id: said on stderr" $?
+edit "$tmp/instances.json" "$tmp/empty.json" 'd["annotations"] = []'
+fails_with "annotations without a box" 3 "no ground truth: none of the 20 images has a labelled object in" \
+    eval --coco-annotations "$tmp/empty.json" --detections "$tmp/results.json"
+
 fails_with "--detections without annotations" 2 "needs --coco-annotations" eval --detections "$tmp/results.json"
 fails_with "--labels with --coco-annotations" 2 "two sources of ground truth" \
     eval --images "$tmp/images" --labels "$tmp/images" --coco-annotations "$tmp/instances.json"

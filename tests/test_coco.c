@@ -55,6 +55,8 @@ START_TEST(reads_instances)
     ck_assert_int_eq(c.boxes[0].iscrowd, 0);
     ck_assert_int_eq(c.boxes[1].iscrowd, 1);
     ck_assert_int_eq(c.boxes[2].iscrowd, 0); /* absent: 0 */
+    ck_assert(c.boxes[0].has_area && c.boxes[0].area == 12.5); /* COCOeval's area ranges use it */
+    ck_assert_int_eq(c.boxes[2].has_area, 0);
     ck_assert_int_eq(c.n_categories, 2);
     ck_assert_int_eq(c.categories[0].id, 18);
     ck_assert_str_eq(c.categories[0].name, "dog");
@@ -105,6 +107,9 @@ static const struct {
     {"{\"images\": [{\"id\": 1, \"file_name\": \"a\"}], \"annotations\": [{\"image_id\": 1, "
      "\"category_id\": 1, \"bbox\": [1, 2, -3, 4]}]}",
      "byte 107: bbox has a negative width"},
+    {"{\"images\": [{\"id\": 1, \"file_name\": \"a\"}], \"annotations\": [{\"image_id\": 1, "
+     "\"category_id\": 1, \"area\": -2, \"bbox\": [1, 2, 3, 4]}]}",
+     "byte 100: negative area"},
     {"{\"images\": [{\"id\": 1, \"file_name\": \"a\"}], \"annotations\": [{\"image_id\": 1, "
      "\"bbox\": [1, 2, 3, 4]}]}",
      "byte 58: annotation without \"category_id\""},

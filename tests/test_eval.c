@@ -212,6 +212,127 @@ START_TEST(ties_across_images)
 }
 END_TEST
 
+START_TEST(coco_ap_101_point)
+{
+    /* TP, FP, TP over 2 GT: recall 1/2, 1/2, 1 at precision 1, 1/2, 2/3; made monotone 1, 2/3,
+     * 2/3. The 51 recalls 0..0.50 read 1, the 50 above read 2/3: (51 + 50 * 2/3) / 101. (The
+     * all-point AP would be 1/2 + 1/2 * 2/3.) */
+    const float prob[] = {0.9f, 0.8f, 0.7f};
+    const unsigned char tp[] = {1, 0, 1};
+    ASSERT_AP(gr_eval_ap(prob, tp, 3, 2, GR_AP_COCO), (51.0 + 50.0 * 2.0 / 3.0) / 101.0);
+    ASSERT_AP(gr_eval_ap(prob, tp, 3, 2, GR_AP_ALL_POINT), 0.5 + 0.5 * 2.0 / 3.0);
+}
+END_TEST
+
+START_TEST(coco_ap_ties_in_the_order_given)
+{
+    /* pycocotools ranks equal scores in their order (a stable sort): TP first gives 1, FP first
+     * 1/2 - unlike VOC's one step per group. */
+    const float prob[] = {0.7f, 0.7f};
+    const unsigned char tp_first[] = {1, 0}, fp_first[] = {0, 1};
+    ASSERT_AP(gr_eval_ap(prob, tp_first, 2, 1, GR_AP_COCO), 1.0);
+    ASSERT_AP(gr_eval_ap(prob, fp_first, 2, 1, GR_AP_COCO), 0.5);
+}
+END_TEST
+
+START_TEST(coco_matches_the_free_box)
+{
+    /* Two objects, IoU 0.43 with each other. The second detection overlaps the taken box most
+     * (82.5/117.5 = 0.70) and the free one by 77.5/122.5 = 0.63: COCO matches it to the free box
+     * (AP50 1, as pycocotools: tests/data/pycocotools two_boxes_one_class), VOC calls it a false
+     * positive (1/2). */
+    gr_eval *ev = make_eval(1);
+    gr_detection gt[] = {box(0, 0, 0, 0, 10, 10), box(0, 0, 4, 0, 14, 10)};
+    gr_detection dets[] = {box(0, 0.9f, 4, 0, 14, 10), box(0, 0.8f, 2.25f, 0, 12.25f, 10)};
+    ck_assert_int_eq(gr_eval_add_image(ev, dets, 2, gt, 2), GR_OK);
+    gr_eval_summary coco, voc;
+    ck_assert_int_eq(gr_eval_summarize(ev, GR_AP_COCO, NULL, &coco), GR_OK);
+    ck_assert_int_eq(gr_eval_summarize(ev, GR_AP_ALL_POINT, NULL, &voc), GR_OK);
+    ASSERT_AP(coco.map50, 1.0);
+    ASSERT_AP(voc.map50, 0.5);
+    /* IoU 0.63: both matched at 0.50..0.60, the second only up to 0.60 (3 of 10) -> at 0.65 and
+     * above one of two found at precision 1: 101-point AP 51/101. */
+    ASSERT_AP(coco.map75, 51.0 / 101.0);
+    ck_assert_double_eq(voc.map_area[0], -1.0);
+    gr_eval_destroy(ev);
+}
+END_TEST
+
+START_TEST(coco_crowd_region_is_ignored)
+{
+    /* A detection inside a crowd region (IoU over its own area: 1) is neither true nor false
+     * positive for COCO: AP 1. VOC leaves the region out: that detection, ranked first, is a
+     * false positive: AP 1/2. The region is no ground truth either way. */
+    gr_eval *ev = make_eval(1);
+    gr_detection gt[] = {box(0, 0, 0, 0, 10, 10), box(0, 0, 20, 20, 60, 60)};
+    const double area[] = {100, 1600};
+    const unsigned char crowd[] = {0, 1};
+    gr_detection dets[] = {box(0, 0.9f, 25, 25, 35, 35), box(0, 0.8f, 0, 0, 10, 10),
+                           box(0, 0.7f, 30, 30, 40, 40)};
+    ck_assert_int_eq(gr_eval_add_image_coco(ev, dets, 3, gt, 2, area, crowd), GR_OK);
+    gr_eval_class c;
+    double m50, m;
+    ck_assert_int_eq(gr_eval_result(ev, GR_AP_COCO, &c, &m50, &m), GR_OK);
+    ck_assert_int_eq(c.n_gt, 1);
+    ASSERT_AP(m50, 1.0);
+    ASSERT_AP(m, 1.0);
+    ck_assert_int_eq(gr_eval_result(ev, GR_AP_ALL_POINT, NULL, &m50, &m), GR_OK);
+    ASSERT_AP(m50, 0.5);
+    long long n_gt;
+    gr_eval_counts(ev, NULL, &n_gt, NULL);
+    ck_assert_int_eq((int)n_gt, 1);
+    gr_eval_destroy(ev);
+}
+END_TEST
+
+START_TEST(coco_keeps_100_detections_per_image_and_class)
+{
+    /* 101 detections of class 0 in one image; the only one on the object ranks last: COCO cuts
+     * it (AP 0), VOC keeps it (recall 1 at precision 1/101). 101 of class 1 too, its object found
+     * by the best: the cut is per class, class 1 keeps AP 1. */
+    gr_eval *ev = make_eval(2);
+    gr_detection gt[] = {box(0, 0, 0, 0, 10, 10), box(1, 0, 0, 0, 10, 10)};
+    gr_detection dets[202];
+    for (int i = 0; i < 101; i++) {
+        float x = i == 100 ? 0.0f : 20.0f + (float)i * 11.0f;
+        dets[i] = box(0, 0.9f - 0.001f * (float)i, x, 0, x + 10, 10);
+        float x1 = i == 0 ? 0.0f : 20.0f + (float)i * 11.0f;
+        dets[101 + i] = box(1, 0.9f - 0.001f * (float)i, x1, 0, x1 + 10, 10);
+    }
+    ck_assert_int_eq(gr_eval_add_image(ev, dets, 202, gt, 2), GR_OK);
+    gr_eval_class c[2], v[2];
+    double m50, m;
+    ck_assert_int_eq(gr_eval_result(ev, GR_AP_COCO, c, &m50, &m), GR_OK);
+    ASSERT_AP(c[0].ap[0], 0.0);
+    ASSERT_AP(c[1].ap[0], 1.0);
+    ck_assert_int_eq(c[0].n_dets, 101);
+    ck_assert_int_eq(gr_eval_result(ev, GR_AP_ALL_POINT, v, &m50, &m), GR_OK);
+    ASSERT_AP(v[0].ap[0], 1.0 / 101.0);
+    gr_eval_destroy(ev);
+}
+END_TEST
+
+START_TEST(coco_area_ranges_use_the_area_given)
+{
+    /* A 40x40 box whose COCO area is 900: small (< 32^2), not medium. A missed large object.
+     * A large unmatched detection is ignored for small (outside the range), a false positive in
+     * "all". */
+    gr_eval *ev = make_eval(1);
+    gr_detection gt[] = {box(0, 0, 0, 0, 40, 40), box(0, 0, 100, 100, 200, 200)};
+    const double area[] = {900, 10000};
+    gr_detection dets[] = {box(0, 0.9f, 300, 300, 400, 400), box(0, 0.8f, 0, 0, 40, 40)};
+    ck_assert_int_eq(gr_eval_add_image_coco(ev, dets, 2, gt, 2, area, NULL), GR_OK);
+    gr_eval_summary s;
+    ck_assert_int_eq(gr_eval_summarize(ev, GR_AP_COCO, NULL, &s), GR_OK);
+    ASSERT_AP(s.map_area[0], 1.0);  /* small: the found box, the big false alarm ignored */
+    ck_assert_double_eq(s.map_area[1], -1.0); /* medium: no ground truth */
+    ASSERT_AP(s.map_area[2], 0.0);  /* large: missed, its only detection a false positive */
+    /* all: FP then TP of 2 GT: recall 1/2 at precision 1/2 -> 51 of 101 recalls read 1/2. */
+    ASSERT_AP(s.map50, 0.5 * 51.0 / 101.0);
+    gr_eval_destroy(ev);
+}
+END_TEST
+
 START_TEST(bad_arguments)
 {
     gr_eval *ev = NULL;
@@ -247,6 +368,12 @@ static Suite *eval_suite(void)
     tcase_add_test(tc, iou_thresholds_of_map50_95);
     tcase_add_test(tc, map_over_classes_with_ground_truth);
     tcase_add_test(tc, ties_across_images);
+    tcase_add_test(tc, coco_ap_101_point);
+    tcase_add_test(tc, coco_ap_ties_in_the_order_given);
+    tcase_add_test(tc, coco_matches_the_free_box);
+    tcase_add_test(tc, coco_crowd_region_is_ignored);
+    tcase_add_test(tc, coco_keeps_100_detections_per_image_and_class);
+    tcase_add_test(tc, coco_area_ranges_use_the_area_given);
     tcase_add_test(tc, bad_arguments);
     suite_add_tcase(s, tc);
     return s;

@@ -1,5 +1,6 @@
-/* `graphrun eval`: accuracy of a model on a folder of labelled images - mAP@0.5 (VOC all-point)
- * and mAP@0.5:0.95 with a per-class AP table, for one or every precision. Labels are YOLO text
+/* `graphrun eval`: accuracy of a model on a folder of labelled images - mAP@0.5:0.95, mAP@0.5 and
+ * mAP@0.75 as pycocotools scores them (or the VOC way, --metric voc), with a per-class AP table,
+ * for one or every precision. Labels are YOLO text
  * files (one `class cx cy w h` line per object, normalised to the image) with the image's stem;
  * an image without one has no objects; or a COCO instances file (--coco-annotations, read by
  * tools/coco.c, images matched by file name). --detections scores a COCO results file against
@@ -29,14 +30,20 @@
 #define MAX_LABEL_LINE 1024
 #define MAX_CALIB_IMAGES 64
 #define MAX_EVAL_IMAGES 1000000
+/* How far (a fraction of the image's side) a box may reach past the image's edge: converters
+ * round; a box further out is not of this image. */
+#define BOX_SLACK 0.01
 
 /* Ground truth from a COCO instances file, per image of the run (name order), in pixels. */
 typedef struct coco_truth {
     gr_detection **boxes; /* [n_images], NULL for none */
+    double **area;        /* [n_images][n]: each box's COCO area */
+    unsigned char **crowd_flag; /* [n_images][n]: iscrowd */
     int *n;
+    int *width, *height;  /* [n_images]: the sizes the file gives (0: none) */
     int n_images;
     int unlisted;         /* images of the folder that the file does not list: no objects */
-    long long crowd;      /* iscrowd annotations left out */
+    long long crowd;      /* iscrowd annotations */
 } coco_truth;
 
 typedef struct eval_args {
@@ -50,6 +57,7 @@ typedef struct eval_args {
     gr_device device;
     gr_calib_method calib_method; /* int8; max by default */
     int batch, max_images, json;
+    gr_ap_method metric;  /* --metric: GR_AP_COCO by default */
     float thresh, nms;
 } eval_args;
 
@@ -58,13 +66,13 @@ static void eval_usage(FILE *f)
     fprintf(f,
             "usage: graphrun eval --images DIR [options]\n"
             "       graphrun eval --coco-annotations FILE --detections FILE [--json]\n"
-            "  mAP@0.5 (VOC all-point) and mAP@0.5:0.95 of a model on images with YOLO labels or\n"
-            "  COCO annotations, or of a COCO results file\n"
+            "  mAP@0.5:0.95, mAP@0.5 and mAP@0.75 (as pycocotools) of a model on images with\n"
+            "  YOLO labels or COCO annotations, or of a COCO results file\n"
             "  --model NAME | --cfg FILE   network (default yolo); --weights FILE, --names FILE\n"
             "  --images DIR        JPEG/PNG/BMP images, evaluated in name order\n"
             "  --labels DIR        YOLO label files <stem>.txt (default: the images' folder)\n"
             "  --coco-annotations FILE  ground truth from a COCO instances file instead (images\n"
-            "                      matched by file_name; iscrowd regions left out, docs/eval.md)\n"
+            "                      matched by file_name; areas and iscrowd as COCOeval, docs/eval.md)\n"
             "  --detections FILE   with --coco-annotations and no model: score a COCO results\n"
             "                      file (graphrun --format coco) on every image of the annotations\n"
             "  --max-images N      only the first N images\n"
@@ -77,6 +85,8 @@ static void eval_usage(FILE *f)
             "  --calib M           int8 calibration method: max (default), percentile, entropy,\n"
             "                      mse\n"
             "  --thresh T          detection threshold (default 0.005), --nms T (default 0.45)\n"
+            "  --metric M          coco (default: pycocotools' COCOeval), voc (VOC matching,\n"
+            "                      all-point AP) or voc07 (VOC matching, 11-point AP)\n"
             "  --json              results as JSON\n");
 }
 
@@ -89,7 +99,8 @@ static int fail(gr_status st, const char *what)
 
 enum {
     E_JSON = 1, E_MODEL, E_CFG, E_WEIGHTS, E_NAMES, E_IMAGES, E_LABELS, E_CALIB_IMAGES, E_CALIB,
-    E_MAX_NRMSE, E_PREC, E_DEVICE, E_BATCH, E_MAX_IMAGES, E_THRESH, E_NMS, E_COCO, E_DETECTIONS
+    E_MAX_NRMSE, E_PREC, E_DEVICE, E_BATCH, E_MAX_IMAGES, E_THRESH, E_NMS, E_COCO, E_DETECTIONS,
+    E_METRIC
 };
 
 static const gr_cli_flag eval_flags[] = {
@@ -99,7 +110,23 @@ static const gr_cli_flag eval_flags[] = {
     {"--max-nrmse", E_MAX_NRMSE, 1}, {"--prec", E_PREC, 1}, {"--device", E_DEVICE, 1},
     {"--batch", E_BATCH, 1}, {"--max-images", E_MAX_IMAGES, 1}, {"--thresh", E_THRESH, 1},
     {"--nms", E_NMS, 1}, {"--coco-annotations", E_COCO, 1}, {"--detections", E_DETECTIONS, 1},
-    {NULL, 0, 0}};
+    {"--metric", E_METRIC, 1}, {NULL, 0, 0}};
+
+static const char *metric_name(gr_ap_method m)
+{
+    return m == GR_AP_COCO ? "coco" : m == GR_AP_ALL_POINT ? "voc" : "voc07";
+}
+
+static int parse_metric(const char *v, gr_ap_method *m)
+{
+    static const gr_ap_method all[] = {GR_AP_COCO, GR_AP_ALL_POINT, GR_AP_11_POINT};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (!strcmp(v, metric_name(all[i]))) {
+            *m = all[i];
+            return 1;
+        }
+    return 0;
+}
 
 /* --prec: one precision, or all three. */
 static int parse_precs(const char *v, eval_args *a)
@@ -144,6 +171,7 @@ static const char *apply_value(eval_args *a, int id, const char *v)
         return gr_cli_parse_float(v, 0.0f, 1.0f, &a->thresh)
                    ? NULL : "a number in [0, 1]";
     case E_NMS: return gr_cli_parse_float(v, 0.0f, 1.0f, &a->nms) ? NULL : "a number in [0, 1]";
+    case E_METRIC: return parse_metric(v, &a->metric) ? NULL : "coco, voc or voc07";
     default: break;
     }
     return NULL;
@@ -172,6 +200,7 @@ static int parse_args(int argc, char **argv, eval_args *a)
     a->thresh = 0.005f;
     a->max_nrmse = GR_MAX_NRMSE_DEFAULT;
     a->nms = 0.45f;
+    a->metric = GR_AP_COCO;
     gr_cli_parser parser = {.command = "graphrun eval", .own = eval_flags, .apply = eval_apply,
                             .ctx = a};
     int rc = gr_cli_run_parser(&parser, argc, argv, eval_usage);
@@ -330,6 +359,14 @@ static gr_status parse_label_line(char *line, const char *full, int line_no, int
                                      "classes)", full, line_no, v[0], classes - 1);
     if (v[3] < 0 || v[4] < 0)
         return gr_fail(GR_ERR_PARSE, "%s:%d: negative box size", full, line_no);
+    if (v[3] == 0 || v[4] == 0)
+        return gr_fail(GR_ERR_PARSE, "%s:%d: box of zero width or height (no detection can "
+                                     "match it)", full, line_no);
+    if (v[1] - v[3] / 2 < -BOX_SLACK || v[1] + v[3] / 2 > 1 + BOX_SLACK ||
+        v[2] - v[4] / 2 < -BOX_SLACK || v[2] + v[4] / 2 > 1 + BOX_SLACK)
+        return gr_fail(GR_ERR_PARSE, "%s:%d: box x %g..%g, y %g..%g is outside the image (0..1, "
+                                     "normalised)", full, line_no, v[1] - v[3] / 2,
+                       v[1] + v[3] / 2, v[2] - v[4] / 2, v[2] + v[4] / 2);
     return GR_OK;
 }
 
@@ -396,7 +433,8 @@ static gr_status read_labels(const char *labels_dir, const char *image_name, int
 
 typedef struct eval_result {
     gr_precision prec;
-    double map50, map50_95, seconds;
+    gr_eval_summary sum;
+    double seconds;
     long long dets;
     gr_eval_class *per_class;
 } eval_result;
@@ -478,7 +516,15 @@ static gr_status score_image(const eval_args *a, const gr_model_info *info, eval
     int nd = 0, ng = 0, missing = 0;
     gr_status st = gr_engine_detect(eb->engine, b, &dopt, &dets, &nd);
     if (st == GR_OK && a->truth) {
-        st = gr_eval_add_image(ev, dets, nd, a->truth->boxes[index], a->truth->n[index]);
+        const coco_truth *t = a->truth;
+        int w = eb->images[b]->w, h = eb->images[b]->h;
+        if ((t->width[index] && t->width[index] != w) || (t->height[index] && t->height[index] != h))
+            st = gr_fail(GR_ERR_PARSE, "%s: %s is %dx%d but the annotations say %dx%d: its boxes "
+                                       "are not of this image", a->coco_annotations, name, w, h,
+                         t->width[index], t->height[index]);
+        if (st == GR_OK)
+            st = gr_eval_add_image_coco(ev, dets, nd, t->boxes[index], t->n[index],
+                                        t->area[index], t->crowd_flag[index]);
         gr_detections_free(dets);
         return st;
     }
@@ -507,6 +553,22 @@ static gr_status eval_images(const eval_args *a, const gr_model_info *info,
     return GR_OK;
 }
 
+/* The metric of what ev holds into res (per_class allocated here); no ground truth at all is an
+ * error: there is nothing to score. */
+static gr_status finish_result(const eval_args *a, const gr_eval *ev, int classes,
+                               eval_result *res, long long *n_gt)
+{
+    int images;
+    gr_eval_counts(ev, &images, n_gt, &res->dets);
+    if (*n_gt == 0)
+        return gr_fail(GR_ERR_PARSE, "no ground truth: none of the %d images has a labelled "
+                                     "object in %s (wrong --labels or annotations?)", images,
+                       a->coco_annotations ? a->coco_annotations : a->labels);
+    if (!(res->per_class = calloc((size_t)classes, sizeof *res->per_class)))
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: results");
+    return gr_eval_summarize(ev, a->metric, res->per_class, &res->sum);
+}
+
 static gr_status run_precision(const eval_args *a, const gr_model *model, const gr_model_info *info,
                                const name_list *images, const char *const *calib, gr_precision prec,
                                eval_result *res, long long *n_gt, int *n_missing)
@@ -520,12 +582,8 @@ static gr_status run_precision(const eval_args *a, const gr_model *model, const 
     if (st == GR_OK)
         st = eval_images(a, info, images, &eb, ev, n_missing);
     res->prec = prec;
-    if (st == GR_OK && !(res->per_class = calloc((size_t)info->classes, sizeof *res->per_class)))
-        st = gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: results");
     if (st == GR_OK)
-        st = gr_eval_result(ev, GR_AP_ALL_POINT, res->per_class, &res->map50, &res->map50_95);
-    if (st == GR_OK)
-        gr_eval_counts(ev, NULL, n_gt, &res->dets);
+        st = finish_result(a, ev, info->classes, res, n_gt);
     res->seconds = now_seconds() - start;
     gr_eval_destroy(ev);
     eval_batch_close(&eb);
@@ -542,10 +600,26 @@ typedef struct eval_subject {
     const char **class_names; /* [classes] */
 } eval_subject;
 
-static void print_text(const eval_subject *sub, const eval_result *r)
+/* An AP, or "-" for none (-1). */
+static const char *ap_text(double v, char buf[16])
 {
-    printf("%s  mAP@0.5 %.4f  mAP@0.5:0.95 %.4f  (%lld detections)\n",
-           sub->width ? gr_precision_name(r->prec) : "detections", r->map50, r->map50_95, r->dets);
+    if (v < 0)
+        return "-";
+    snprintf(buf, 16, "%.4f", v);
+    return buf;
+}
+
+static void print_text(const eval_subject *sub, gr_ap_method metric, const eval_result *r)
+{
+    const gr_eval_summary *m = &r->sum;
+    printf("%s  mAP@0.5 %.4f  mAP@0.5:0.95 %.4f  mAP@0.75 %.4f  (%lld detections)\n",
+           sub->width ? gr_precision_name(r->prec) : "detections", m->map50, m->map50_95,
+           m->map75, r->dets);
+    char s[16], md[16], l[16];
+    if (metric == GR_AP_COCO)
+        printf("  mAP@0.5:0.95 by area: small %s  medium %s  large %s\n",
+               ap_text(m->map_area[0], s), ap_text(m->map_area[1], md),
+               ap_text(m->map_area[2], l));
     printf("  %-16s %6s %7s %8s %12s\n", "class", "GT", "dets", "AP@0.5", "AP@0.5:0.95");
     for (int c = 0; c < sub->classes; c++) {
         const gr_eval_class *k = &r->per_class[c];
@@ -559,18 +633,21 @@ static void print_text(const eval_subject *sub, const eval_result *r)
     }
 }
 
-static void print_json(const eval_subject *sub, const eval_result *res, int n_res, int n_images,
-                       long long n_gt)
+static void print_json(const eval_subject *sub, gr_ap_method metric, const eval_result *res,
+                       int n_res, int n_images, long long n_gt)
 {
     printf(sub->width ? "{\"model\": " : "{\"detections\": ");
     gr_cli_json_string(stdout, sub->name);
-    printf(", \"images\": %d, \"ground_truth\": %lld, \"results\": [", n_images, n_gt);
+    printf(", \"metric\": \"%s\", \"images\": %d, \"ground_truth\": %lld, \"results\": [",
+           metric_name(metric), n_images, n_gt);
     for (int i = 0; i < n_res; i++) {
         const eval_result *r = &res[i];
+        const gr_eval_summary *m = &r->sum;
         printf("%s\n  {\"precision\": \"%s\", \"map50\": %.6f, \"map50_95\": %.6f, "
-               "\"detections\": %lld, \"classes\": [", i ? "," : "",
-               sub->width ? gr_precision_name(r->prec) : "detections", r->map50, r->map50_95,
-               r->dets);
+               "\"map75\": %.6f, \"map_small\": %.6f, \"map_medium\": %.6f, "
+               "\"map_large\": %.6f, \"detections\": %lld, \"classes\": [", i ? "," : "",
+               sub->width ? gr_precision_name(r->prec) : "detections", m->map50, m->map50_95,
+               m->map75, m->map_area[0], m->map_area[1], m->map_area[2], r->dets);
         int first = 1;
         for (int c = 0; c < sub->classes; c++) {
             const gr_eval_class *k = &r->per_class[c];
@@ -662,26 +739,27 @@ static void print_results(const eval_args *a, const eval_subject *sub, const eva
                           int n_res, int n_images, long long n_gt)
 {
     if (a->json) {
-        print_json(sub, res, n_res, n_images, n_gt);
+        print_json(sub, a->metric, res, n_res, n_images, n_gt);
         return;
     }
     if (sub->width)
         printf("model %s (%dx%d, %d classes): %d images, %lld ground-truth boxes; detections "
-               "above %g, NMS %g\n", sub->name, sub->width, sub->height, sub->classes, n_images,
-               n_gt, (double)a->thresh, (double)a->nms);
+               "above %g, NMS %g; metric %s\n", sub->name, sub->width, sub->height, sub->classes,
+               n_images, n_gt, (double)a->thresh, (double)a->nms, metric_name(a->metric));
     else
-        printf("detections %s (%d classes): %d images, %lld ground-truth boxes\n", sub->name,
-               sub->classes, n_images, n_gt);
+        printf("detections %s (%d classes): %d images, %lld ground-truth boxes; metric %s\n",
+               sub->name, sub->classes, n_images, n_gt, metric_name(a->metric));
     for (int i = 0; i < n_res; i++)
-        print_text(sub, &res[i]);
+        print_text(sub, a->metric, &res[i]);
 }
 
 /* ---- COCO files (--coco-annotations, --detections) ---------------------------------------- */
 
-/* A COCO image id and its position in the run (-1: listed in the file, not in the run). */
+/* A COCO image id, its index in the file and its position in the run (-1: listed in the file,
+ * not in the run). */
 typedef struct id_pos {
     long long id;
-    int pos;
+    int index, pos;
 } id_pos;
 
 static int by_image_id(const void *a, const void *b)
@@ -692,7 +770,7 @@ static int by_image_id(const void *a, const void *b)
 
 static const id_pos *find_image(const id_pos *ix, int n, long long id)
 {
-    id_pos key = {id, 0};
+    id_pos key = {id, 0, 0};
     return bsearch(&key, ix, (size_t)n, sizeof *ix, by_image_id);
 }
 
@@ -728,17 +806,49 @@ static gr_status box_class(const box_target *t, const gr_coco_box *b, int *cls)
     return GR_OK;
 }
 
-/* The boxes (iscrowd ones left out and counted) grouped per image of the run, as detections in
- * pixels; a box of an image the annotations do not list is an error, one of an image listed but
- * not in the run is left out. out[pos]/n[pos] are allocated here. */
-static gr_status group_boxes(const box_target *t, const gr_coco *c, gr_detection **out, int *n,
+/* Where boxes go: per image of the run, the boxes and (ground truth) their areas and crowd
+ * flags; each array [n_pos], its rows allocated here. */
+typedef struct box_groups {
+    gr_detection **box;
+    double **area;         /* NULL for results */
+    unsigned char **crowd; /* NULL for results */
+    int *n;
+} box_groups;
+
+/* A ground-truth box COCOeval could never use: zero width or height, or outside its image (the
+ * size the file gives, with BOX_SLACK). */
+static gr_status check_truth_box(const box_target *t, long long i, const gr_coco_box *b,
+                                 const gr_coco_image *im)
+{
+    const double *v = b->bbox;
+    if (v[2] <= 0 || v[3] <= 0)
+        return gr_fail(GR_ERR_PARSE, "%s: annotation %lld (image_id %lld): bbox of zero width or "
+                                     "height", t->path, i, b->image_id);
+    double sx = im->width * BOX_SLACK + 1, sy = im->height * BOX_SLACK + 1;
+    if (im->width > 0 && im->height > 0 &&
+        (v[0] < -sx || v[1] < -sy || v[0] + v[2] > im->width + sx ||
+         v[1] + v[3] > im->height + sy))
+        return gr_fail(GR_ERR_PARSE, "%s: annotation %lld (image_id %lld): bbox [%g, %g, %g, %g] "
+                                     "is outside its %dx%d image", t->path, i, b->image_id, v[0],
+                       v[1], v[2], v[3], im->width, im->height);
+    return GR_OK;
+}
+
+/* The file's boxes grouped per image of the run, as detections in pixels (ground truth: with
+ * its areas, the `area` member or else the bbox's, and crowd flags, counted in *crowd); a box of
+ * an image the annotations do not list is an error, one of an image listed but not in the run
+ * is left out. */
+static gr_status group_boxes(const box_target *t, const gr_coco *c, const box_groups *g,
                              long long *crowd)
 {
     for (int pass = 0; pass < 2; pass++) {
         for (int p = 0; p < t->n_pos; p++) {
-            if (pass && n[p] && !(out[p] = calloc((size_t)n[p], sizeof **out)))
+            int k = g->n[p];
+            if (pass && k && (!(g->box[p] = calloc((size_t)k, sizeof **g->box)) ||
+                              (g->area && !(g->area[p] = calloc((size_t)k, sizeof **g->area))) ||
+                              (g->crowd && !(g->crowd[p] = calloc((size_t)k, 1)))))
                 return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory", t->path);
-            n[p] = 0;
+            g->n[p] = 0;
         }
         for (long long i = 0; i < c->n_boxes; i++) {
             const gr_coco_box *b = &c->boxes[i];
@@ -746,34 +856,58 @@ static gr_status group_boxes(const box_target *t, const gr_coco *c, gr_detection
             if (!im)
                 return gr_fail(GR_ERR_PARSE, "%s: box %lld: image_id %lld is not among the "
                                              "annotations' images", t->path, i, b->image_id);
-            if (b->iscrowd) {
-                *crowd += !pass;
-                continue;
-            }
             int cls = -1;
             GR_TRY(box_class(t, b, &cls));
+            if (g->area && !pass)
+                GR_TRY(check_truth_box(t, i, b, &t->truth->images[im->index]));
+            *crowd += g->crowd && !pass && b->iscrowd;
             if (im->pos < 0)
                 continue;
-            if (pass) {
-                gr_detection *d = &out[im->pos][n[im->pos]];
-                d->class_id = cls;
-                d->prob = (float)b->score;
-                d->left = (float)b->bbox[0];
-                d->top = (float)b->bbox[1];
-                d->right = (float)(b->bbox[0] + b->bbox[2]);
-                d->bottom = (float)(b->bbox[1] + b->bbox[3]);
-            }
-            n[im->pos]++;
+            int k = g->n[im->pos]++;
+            if (!pass)
+                continue;
+            gr_detection *d = &g->box[im->pos][k];
+            d->class_id = cls;
+            d->prob = (float)b->score;
+            d->left = (float)b->bbox[0];
+            d->top = (float)b->bbox[1];
+            d->right = (float)(b->bbox[0] + b->bbox[2]);
+            d->bottom = (float)(b->bbox[1] + b->bbox[3]);
+            if (g->area)
+                g->area[im->pos][k] = b->has_area ? b->area : b->bbox[2] * b->bbox[3];
+            if (g->crowd)
+                g->crowd[im->pos][k] = (unsigned char)(b->iscrowd != 0);
         }
     }
     return GR_OK;
 }
 
-static void free_groups(gr_detection **boxes, int n)
+static void free_rows(void **rows, int n)
 {
-    for (int p = 0; boxes && p < n; p++)
-        free(boxes[p]);
-    free(boxes);
+    for (int p = 0; rows && p < n; p++)
+        free(rows[p]);
+    free(rows);
+}
+
+static void free_groups(box_groups *g, int n)
+{
+    free_rows((void **)g->box, n);
+    free_rows((void **)g->area, n);
+    free_rows((void **)g->crowd, n);
+    free(g->n);
+    memset(g, 0, sizeof *g);
+}
+
+/* n rows of groups (with areas and crowd flags for ground truth). */
+static int alloc_groups(box_groups *g, int n, int truth)
+{
+    g->box = calloc((size_t)n, sizeof *g->box);
+    g->n = calloc((size_t)n, sizeof *g->n);
+    if (truth) {
+        g->area = calloc((size_t)n, sizeof *g->area);
+        g->crowd = calloc((size_t)n, sizeof *g->crowd);
+    }
+    return g->box && g->n && (!truth || (g->area && g->crowd));
 }
 
 static const char *base_name(const char *path)
@@ -782,23 +916,79 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
-/* Each category's model class: by name when every category's name is a class name of the
- * model; else, for a model of COCO's 80 classes, COCO's id (coco80_to_91 inverted); else the id
- * is the 0-based class (what `graphrun --format coco` writes for such a model). -1: none. */
-static void map_categories(const gr_coco *c, const gr_model *model, int classes, int *class_of)
+/* Two categories of one name: mapping by name could not tell them apart. */
+static gr_status check_category_names(const char *path, const gr_coco *c)
 {
-    int all_named = 1;
+    for (int k = 0; k < c->n_categories; k++)
+        for (int j = 0; j < k; j++)
+            if (!strcmp(c->categories[k].name, c->categories[j].name))
+                return gr_fail(GR_ERR_PARSE, "%s: categories %d and %d have the same name \"%s\"",
+                               path, c->categories[j].id, c->categories[k].id,
+                               c->categories[k].name);
+    return GR_OK;
+}
+
+/* Each category's model class: by name when every category's name is a class name of the
+ * model; when none is, for a model of COCO's 80 classes, COCO's id (coco80_to_91 inverted), else
+ * the id is the 0-based class (what `graphrun --format coco` writes for such a model), said on
+ * stderr. Some names matching and others not is an error: neither way can be right. -1: none. */
+static gr_status map_categories(const char *path, const gr_coco *c, const gr_model *model,
+                                int classes, int *class_of)
+{
+    GR_TRY(check_category_names(path, c));
+    int named = 0, first_unnamed = -1;
     for (int k = 0; k < c->n_categories; k++) {
         class_of[k] = -1;
         for (int m = 0; m < classes && class_of[k] < 0; m++)
             if (!strcmp(c->categories[k].name, gr_model_class_name(model, m)))
                 class_of[k] = m;
-        all_named &= class_of[k] >= 0;
+        named += class_of[k] >= 0;
+        if (class_of[k] < 0 && first_unnamed < 0)
+            first_unnamed = k;
     }
-    for (int k = 0; k < c->n_categories && !all_named; k++) {
+    if (named == c->n_categories)
+        return GR_OK;
+    if (named > 0)
+        return gr_fail(GR_ERR_PARSE, "%s: %d of its %d category names are the model's class "
+                                     "names but category %d (\"%s\") is not: give --names FILE "
+                                     "with every category's name (docs/eval.md)", path, named,
+                       c->n_categories, c->categories[first_unnamed].id,
+                       c->categories[first_unnamed].name);
+    for (int k = 0; k < c->n_categories; k++) {
         int id = c->categories[k].id;
         class_of[k] = classes == 80 ? gr_coco91_to_80(id) : id < classes ? id : -1;
     }
+    fprintf(stderr, "graphrun eval: no category name of %s is a class name of the model: "
+                    "categories mapped by id (%s)\n", path,
+            classes == 80 ? "COCO's 91 ids" : "category_id = class");
+    return GR_OK;
+}
+
+static int by_base_name(const void *a, const void *b)
+{
+    return strcmp(base_name(**(char *const *const *)a), base_name(**(char *const *const *)b));
+}
+
+/* Two images of one file name (its last component): the folder's image would be both. */
+static gr_status check_file_names(const char *path, const gr_coco *c)
+{
+    char **names = malloc((size_t)c->n_images * sizeof *names);
+    char ***refs = malloc((size_t)c->n_images * sizeof *refs);
+    gr_status st = names && refs ? GR_OK : gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    for (int i = 0; st == GR_OK && i < c->n_images; i++) {
+        names[i] = c->images[i].file_name;
+        refs[i] = &names[i];
+    }
+    if (st == GR_OK && c->n_images > 1)
+        qsort(refs, (size_t)c->n_images, sizeof *refs, by_base_name);
+    for (int i = 1; st == GR_OK && i < c->n_images; i++)
+        if (!strcmp(base_name(*refs[i]), base_name(*refs[i - 1])))
+            st = gr_fail(GR_ERR_PARSE, "%s: images %lld and %lld have the same file_name \"%s\"",
+                         path, c->images[refs[i - 1] - names].id, c->images[refs[i] - names].id,
+                         base_name(*refs[i]));
+    free(names);
+    free(refs);
+    return st;
 }
 
 /* --coco-annotations: the ground truth of each image of the run (matched by file name). */
@@ -811,17 +1001,24 @@ static gr_status read_truth(const char *path, const gr_model *model, int classes
     t->n_images = images->n;
     id_pos *ix = calloc((size_t)c.n_images, sizeof *ix);
     int *class_of = calloc((size_t)c.n_categories, sizeof *class_of);
-    t->boxes = calloc((size_t)images->n, sizeof *t->boxes);
-    t->n = calloc((size_t)images->n, sizeof *t->n);
-    gr_status st = ix && class_of && t->boxes && t->n
-                       ? GR_OK
+    box_groups g = {0};
+    int ok = alloc_groups(&g, images->n, 1);
+    t->width = calloc((size_t)images->n, sizeof *t->width);
+    t->height = calloc((size_t)images->n, sizeof *t->height);
+    gr_status st = ix && class_of && ok && t->width && t->height
+                       ? check_file_names(path, &c)
                        : gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     int matched = 0;
     for (int i = 0; st == GR_OK && i < c.n_images; i++) {
         const char *want = base_name(c.images[i].file_name);
         char *const *hit = bsearch(&want, images->names, (size_t)images->n, sizeof *images->names,
                                    by_name);
-        ix[i] = (id_pos){c.images[i].id, hit ? (int)(hit - images->names) : -1};
+        int pos = hit ? (int)(hit - images->names) : -1;
+        ix[i] = (id_pos){c.images[i].id, i, pos};
+        if (hit) {
+            t->width[pos] = c.images[i].width;
+            t->height[pos] = c.images[i].height;
+        }
         matched += hit != NULL;
     }
     if (st == GR_OK && matched == 0)
@@ -830,10 +1027,16 @@ static gr_status read_truth(const char *path, const gr_model *model, int classes
     t->unlisted = images->n - matched;
     if (st == GR_OK) {
         qsort(ix, (size_t)c.n_images, sizeof *ix, by_image_id);
-        map_categories(&c, model, classes, class_of);
-        box_target target = {path, ix, c.n_images, &c, class_of, images->n};
-        st = group_boxes(&target, &c, t->boxes, t->n, &t->crowd);
+        st = map_categories(path, &c, model, classes, class_of);
     }
+    if (st == GR_OK) {
+        box_target target = {path, ix, c.n_images, &c, class_of, images->n};
+        st = group_boxes(&target, &c, &g, &t->crowd);
+    }
+    t->boxes = g.box;
+    t->area = g.area;
+    t->crowd_flag = g.crowd;
+    t->n = g.n;
     free(ix);
     free(class_of);
     gr_coco_free(&c);
@@ -842,12 +1045,15 @@ static gr_status read_truth(const char *path, const gr_model *model, int classes
 
 static void free_truth(coco_truth *t)
 {
-    free_groups(t->boxes, t->n_images);
-    free(t->n);
+    box_groups g = {t->boxes, t->area, t->crowd_flag, t->n};
+    free_groups(&g, t->n_images);
+    free(t->width);
+    free(t->height);
 }
 
-/* --detections: the results file against the annotations, image by image, no model. Classes
- * are the annotations' categories in their order. */
+/* --detections: the results file against the annotations, image by image in increasing id (as
+ * pycocotools, so that ties of score rank alike), no model. Classes are the annotations'
+ * categories in their order. */
 static gr_status score_detections(const eval_args *a, const gr_coco *truth, eval_result *res,
                                   long long *n_gt)
 {
@@ -855,43 +1061,39 @@ static gr_status score_detections(const eval_args *a, const gr_coco *truth, eval
     gr_coco dets = {0};
     id_pos *ix = calloc((size_t)n, sizeof *ix);
     int *class_of = calloc((size_t)truth->n_categories, sizeof *class_of);
-    gr_detection **gt = calloc((size_t)n, sizeof *gt), **found = calloc((size_t)n, sizeof *found);
-    int *n_gt_of = calloc((size_t)n, sizeof(int)), *n_found = calloc((size_t)n, sizeof(int));
+    box_groups gt = {0}, found = {0};
+    int ok = alloc_groups(&gt, n, 1) && alloc_groups(&found, n, 0);
     gr_eval *ev = NULL;
     long long crowd = 0, unused = 0;
-    gr_status st = ix && class_of && gt && found && n_gt_of && n_found
-                       ? gr_coco_read_results(a->detections, &dets)
-                       : gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: out of memory");
+    gr_status st = ix && class_of && ok ? gr_coco_read_results(a->detections, &dets)
+                                        : gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: out of memory");
     for (int i = 0; st == GR_OK && i < n; i++)
-        ix[i] = (id_pos){truth->images[i].id, i};
+        ix[i] = (id_pos){truth->images[i].id, i, i};
     for (int k = 0; k < truth->n_categories; k++)
         class_of[k] = k;
     if (st == GR_OK) {
         qsort(ix, (size_t)n, sizeof *ix, by_image_id);
         box_target t = {a->coco_annotations, ix, n, truth, class_of, n};
-        st = group_boxes(&t, truth, gt, n_gt_of, &crowd);
+        st = group_boxes(&t, truth, &gt, &crowd);
         t.path = a->detections;
         if (st == GR_OK)
-            st = group_boxes(&t, &dets, found, n_found, &unused);
+            st = group_boxes(&t, &dets, &found, &unused);
     }
     if (st == GR_OK)
         st = gr_eval_create(truth->n_categories, &ev);
-    for (int i = 0; st == GR_OK && i < n; i++)
-        st = gr_eval_add_image(ev, found[i], n_found[i], gt[i], n_gt_of[i]);
-    if (st == GR_OK && !(res->per_class = calloc((size_t)truth->n_categories,
-                                                 sizeof *res->per_class)))
-        st = gr_fail(GR_ERR_OUT_OF_MEMORY, "eval: results");
+    for (int k = 0; st == GR_OK && k < n; k++) {
+        int i = ix[k].pos;
+        st = gr_eval_add_image_coco(ev, found.box[i], found.n[i], gt.box[i], gt.n[i], gt.area[i],
+                                    gt.crowd[i]);
+    }
     if (st == GR_OK)
-        st = gr_eval_result(ev, GR_AP_ALL_POINT, res->per_class, &res->map50, &res->map50_95);
-    if (st == GR_OK)
-        gr_eval_counts(ev, NULL, n_gt, &res->dets);
+        st = finish_result(a, ev, truth->n_categories, res, n_gt);
     if (st == GR_OK && crowd)
-        fprintf(stderr, "graphrun eval: %lld crowd annotations (iscrowd 1) left out\n", crowd);
+        fprintf(stderr, "graphrun eval: %lld crowd annotations (iscrowd 1)%s\n", crowd,
+                a->metric == GR_AP_COCO ? "" : " left out");
     gr_eval_destroy(ev);
-    free_groups(gt, n);
-    free_groups(found, n);
-    free(n_gt_of);
-    free(n_found);
+    free_groups(&gt, n);
+    free_groups(&found, n);
     free(ix);
     free(class_of);
     gr_coco_free(&dets);
@@ -976,9 +1178,28 @@ static int load_truth(eval_args *a, const gr_model *model, const gr_model_info *
         fprintf(stderr, "graphrun eval: %d images of %s are not in %s (no objects)\n",
                 truth->unlisted, a->images, a->coco_annotations);
     if (truth->crowd)
-        fprintf(stderr, "graphrun eval: %lld crowd annotations (iscrowd 1) left out\n",
-                truth->crowd);
+        fprintf(stderr, "graphrun eval: %lld crowd annotations (iscrowd 1)%s\n", truth->crowd,
+                a->metric == GR_AP_COCO ? "" : " left out");
     return GR_EXIT_OK;
+}
+
+/* YOLO labels: the folder must be one, and hold a label file of at least one image (else every
+ * image would score as having no objects). */
+static gr_status check_labels(const eval_args *a, const name_list *images)
+{
+    struct stat sb;
+    if (stat(a->labels, &sb) != 0)
+        return gr_fail(GR_ERR_IO, "--labels %s: %s", a->labels, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return gr_fail(GR_ERR_IO, "--labels %s: not a folder", a->labels);
+    for (int i = 0; i < images->n; i++) {
+        char full[4200];
+        label_path(full, sizeof full, a->labels, images->names[i]);
+        if (stat(full, &sb) == 0)
+            return GR_OK;
+    }
+    return gr_fail(GR_ERR_PARSE, "no ground truth: none of the %d images has a label file "
+                                 "<stem>.txt in %s", images->n, a->labels);
 }
 
 int gr_cli_eval(int argc, char **argv)
@@ -1000,6 +1221,8 @@ int gr_cli_eval(int argc, char **argv)
         rc = fail(st, NULL);
     if (rc == GR_EXIT_OK && a.coco_annotations)
         rc = load_truth(&a, model, &info, &images, &truth);
+    else if (rc == GR_EXIT_OK && (st = check_labels(&a, &images)) != GR_OK)
+        rc = fail(st, NULL);
     if (rc == GR_EXIT_OK)
         rc = load_calib(&a, &calib);
     if (rc == GR_EXIT_OK && a.device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)

@@ -358,6 +358,12 @@ static gr_status item_member(reader *r, const char *key, void *user)
     } else if (!strcmp(key, "iscrowd")) {
         GR_TRY(integer(r, 0, 1, "iscrowd", &v));
         it->box.iscrowd = (int)v;
+    } else if (!strcmp(key, "area")) {
+        size_t at = (skip_space(r), r->i);
+        GR_TRY(number(r, &it->box.area));
+        if (it->box.area < 0)
+            return bad(r, at, "negative area");
+        it->box.has_area = 1;
     } else if (!strcmp(key, "score")) {
         GR_TRY(number(r, &it->box.score));
         it->seen |= HAS_SCORE;

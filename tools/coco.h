@@ -21,6 +21,8 @@ typedef struct gr_coco_box {
     int category_id;
     int iscrowd;       /* annotations: 1 for a crowd region */
     double bbox[4];
+    double area;       /* annotations: the `area` member (COCOeval's area ranges use it) */
+    int has_area;      /* 0: the file has no `area` for it */
     double score;      /* results */
 } gr_coco_box;
 
@@ -39,7 +41,8 @@ typedef struct gr_coco {
 } gr_coco;
 
 /* An instances file: images[] (id and file_name required, unique ids), annotations[] (image_id,
- * category_id, bbox required, iscrowd 0 when absent; image and category must be listed),
+ * category_id, bbox required, iscrowd 0 when absent, area a number >= 0 when present; image and
+ * category must be listed),
  * categories[] (id, name). */
 gr_status gr_coco_read_instances(const char *path, gr_coco *out);
 
