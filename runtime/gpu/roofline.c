@@ -345,8 +345,9 @@ typedef struct trace_rec {
     uint64_t graph_node, start, end;
 } trace_rec;
 
-/* One measurement at a time per process (CUPTI's state is the process's). */
+/* One measurement at a time per process (CUPTI's state is the process's); under it: */
 static pthread_mutex_t profile_lock = PTHREAD_MUTEX_INITIALIZER;
+static int buffers_registered;
 /* The records CUPTI hands back (from its own thread: rec_lock), and the graph node map the
  * resource callbacks fill (in the measuring thread, while it captures and instantiates). */
 static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -498,7 +499,10 @@ static const CUpti_ActivityKind traced[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNE
 static gr_status traced_replays(gpu_state *g, gpu_variant *v, int replays)
 {
     CUpti_SubscriberHandle sub = NULL;
-    CUptiResult cr = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+    CUptiResult cr = CUPTI_SUCCESS;
+    if (!buffers_registered) /* once per process: the buffers outlive a measurement */
+        cr = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+    buffers_registered = cr == CUPTI_SUCCESS;
     if (cr == CUPTI_SUCCESS)
         cr = cuptiSubscribe(&sub, on_resource, NULL);
     if (cr != CUPTI_SUCCESS)
