@@ -17,6 +17,14 @@ source "$(dirname "$0")/lib/check.sh"
 # --roofline (docs/performance.md, "Roofline"): needs the CUDA graph, a CUPTI build, a GPU. With
 # them, a table per engine: every launching node timed in the graph (at least one kernel, a
 # positive time and floor), its exclusive times adding up to no more than the untraced replay.
+# bench/roofline.py on two hand-made tables (tests/data/roofline): each node's % of floor (floor /
+# measured) before and after, the failed configuration left out, exit 1 for one not there.
+rf=(python3 bench/roofline.py tests/data/roofline/before.json)
+"${rf[@]}" tests/data/roofline/after.json | grep -qxF '| 1 | 0 | conv | 20.00 | 206.50 | 103.25 | 0.50 | 9.7% | 19.4% |'
+check "roofline.py: before / after row" $?
+"${rf[@]}" | grep -qxF '| 2 | 14 | conv | int8 | 2 | 1000.0 | 15000.0 | 5.00 | 35.40 | 14.1% |'
+check "roofline.py: one table's row" $?
+"${rf[@]}" --prec fp16 >/dev/null 2>&1; [ $? -eq 1 ]; check "roofline.py: nothing to table, exit 1" $?
 "$bin" bench --roofline --eager >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "^graphrun bench: --roofline times the kernels inside the CUDA graph" "$tmp/err"
 check "--roofline --eager: exit 2" $?
