@@ -358,6 +358,7 @@ static struct {
     size_t dropped;
     node_id *ids;
     size_t n_ids, cap_ids;
+    size_t created, cloned; /* ids the capture gave plan nodes, and their clones (diagnostics) */
     int ids_oom;
     int current;   /* plan node being enqueued, -1 between nodes */
     int active;
@@ -463,14 +464,18 @@ static void CUPTIAPI on_resource(void *user, CUpti_CallbackDomain domain, CUpti_
     if (!gd)
         return;
     if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED && tr.current >= 0) {
-        if (cuptiGetGraphNodeId(gd->node, &id) == CUPTI_SUCCESS)
+        if (cuptiGetGraphNodeId(gd->node, &id) == CUPTI_SUCCESS) {
             id_add(id, tr.current);
+            tr.created++;
+        }
     } else if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) {
         if (cuptiGetGraphNodeId(gd->originalNode, &original) == CUPTI_SUCCESS &&
             cuptiGetGraphNodeId(gd->node, &id) == CUPTI_SUCCESS) {
             int node = id_find(original);
-            if (node >= 0)
+            if (node >= 0) {
                 id_add(id, node);
+                tr.cloned++;
+            }
         }
     }
 }
@@ -635,7 +640,9 @@ static gr_status attribute(gr_roofline *r, const gpu_variant *v, const int *row_
     }
     if (st == GR_OK && mapped == 0 && !v->dataflow)
         st = gr_fail(GR_ERR_INTERNAL, "roofline: none of the %zu traced operations belongs to a "
-                     "plan node (CUPTI's graph node ids matched none of the capture's)", tr.n);
+                     "plan node (CUPTI's graph node ids matched none of the capture's: %zu graph "
+                     "nodes recorded at capture, %zu clones at instantiation)", tr.n, tr.created,
+                     tr.cloned);
     for (int k = 0; k < r->n_nodes && st == GR_OK; k++) {
         gr_roofline_node *row = &r->nodes[k];
         row->us = median(raw + (size_t)k * (size_t)replays, replays);
@@ -661,7 +668,7 @@ static gr_status in_graph_times(gpu_state *g, gpu_variant *v, gr_roofline *r, co
 {
     pthread_mutex_lock(&profile_lock);
     pthread_mutex_lock(&rec_lock);
-    tr.n = tr.n_ids = tr.dropped = 0;
+    tr.n = tr.n_ids = tr.dropped = tr.created = tr.cloned = 0;
     tr.oom = tr.ids_oom = 0;
     pthread_mutex_unlock(&rec_lock);
     gr_status st = traced_replays(g, v, replays);
