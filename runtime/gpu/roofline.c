@@ -7,7 +7,8 @@
  *     forward pass made while CUPTI traces (its resource callbacks give the graph node each
  *     node's launches created, and the node each of those was cloned into when the graph was
  *     instantiated; its activity records give every kernel's, copy's and memset's start and end
- *     with that graph node's id and the graph launch's correlation id).
+ *     with that graph node's id; the launches, one after the other on one stream, are told apart
+ *     by time).
  * CUPTI is optional (GR_HAVE_CUPTI, found by CMake): without it the table is unavailable. */
 #include <pthread.h>
 #include <stdint.h>
@@ -340,7 +341,6 @@ typedef struct node_id {
 } node_id;
 
 typedef struct trace_rec {
-    uint32_t corr; /* the graph launch's correlation id */
     int copy;      /* a memcpy or memset, not a kernel */
     uint64_t graph_node, start, end;
 } trace_rec;
@@ -373,7 +373,7 @@ static const char *cupti_str(CUptiResult r)
     return s;
 }
 
-static void add_rec(uint32_t corr, uint64_t graph_node, uint64_t start, uint64_t end, int copy)
+static void add_rec(uint64_t graph_node, uint64_t start, uint64_t end, int copy)
 {
     if (graph_node == 0) /* not launched by a graph */
         return;
@@ -387,7 +387,7 @@ static void add_rec(uint32_t corr, uint64_t graph_node, uint64_t start, uint64_t
         }
     }
     if (tr.n < tr.cap)
-        tr.recs[tr.n++] = (trace_rec){corr, copy, graph_node, start, end};
+        tr.recs[tr.n++] = (trace_rec){copy, graph_node, start, end};
     else
         tr.oom = 1;
     pthread_mutex_unlock(&rec_lock);
@@ -409,13 +409,13 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
             rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
             const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
-            add_rec(k->correlationId, k->graphNodeId, k->start, k->end, 0);
+            add_rec(k->graphNodeId, k->start, k->end, 0);
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
             const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)rec;
-            add_rec(m->correlationId, m->graphNodeId, m->start, m->end, 1);
+            add_rec(m->graphNodeId, m->start, m->end, 1);
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
             const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)rec;
-            add_rec(m->correlationId, m->graphNodeId, m->start, m->end, 1);
+            add_rec(m->graphNodeId, m->start, m->end, 1);
         }
     }
     size_t dropped = 0;
@@ -568,20 +568,16 @@ static gr_status traced_replays(gpu_state *g, gpu_variant *v, int replays)
     return st;
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
-}
-
 static int cmp_start(const void *a, const void *b)
 {
     const trace_rec *x = a, *y = b;
     return (x->start > y->start) - (x->start < y->start);
 }
 
-/* tr's records -> each row's median times, the busy, copy and other times; the first traced
- * launch (the warm-up) is left out. */
+/* tr's records -> each row's median times, the busy, copy and other times. The launches ran one
+ * after the other on one stream, so in start order the records are the 1 + replays launches'
+ * in turn, each as many: launch l is records [l * per, (l + 1) * per), none starting before the
+ * previous launch ended (checked). The first (the warm-up) is left out. */
 static gr_status attribute(gr_roofline *r, const gpu_variant *v, const int *row_of, int replays)
 {
     if (tr.oom || tr.ids_oom)
@@ -589,34 +585,34 @@ static gr_status attribute(gr_roofline *r, const gpu_variant *v, const int *row_
     if (tr.dropped)
         return gr_fail(GR_ERR_INTERNAL, "roofline: CUPTI dropped %zu activity records",
                        tr.dropped);
-    uint32_t *corr = gr_calloc(tr.n + 1, sizeof *corr, "roofline launches");
+    const size_t launches = (size_t)replays + 1;
+    if (tr.n == 0 || tr.n % launches != 0)
+        return gr_fail(GR_ERR_INTERNAL, "roofline: CUPTI traced %zu operations in %zu graph "
+                       "launches, not the same number in each (did another thread launch graphs "
+                       "meanwhile?)", tr.n, launches);
+    const size_t per = tr.n / launches;
+    qsort(tr.recs, tr.n, sizeof *tr.recs, cmp_start);
+    for (size_t l = 1; l < launches; l++) {
+        uint64_t end = 0;
+        for (size_t i = (l - 1) * per; i < l * per; i++)
+            end = tr.recs[i].end > end ? tr.recs[i].end : end;
+        if (tr.recs[l * per].start < end)
+            return gr_fail(GR_ERR_INTERNAL, "roofline: traced launch %zu starts before launch %zu "
+                           "ended (did another thread launch graphs meanwhile?)", l, l - 1);
+    }
     const size_t rows = (size_t)r->n_nodes + 1;
     double *raw = gr_calloc(rows * (size_t)replays, sizeof *raw, "roofline times");
     double *excl = gr_calloc(rows * (size_t)replays, sizeof *excl, "roofline times");
-    double *sums = gr_calloc(4 * (size_t)replays, sizeof *sums, "roofline times");
+    double *sums = gr_calloc(3 * (size_t)replays, sizeof *sums, "roofline times");
     int *count = gr_calloc(rows, sizeof *count, "roofline kernel counts");
-    gr_status st = corr && raw && excl && sums && count ? GR_OK : GR_ERR_OUT_OF_MEMORY;
-    size_t n_launch = 0;
-    for (size_t i = 0; i < tr.n && st == GR_OK; i++)
-        corr[i] = tr.recs[i].corr;
-    if (st == GR_OK && tr.n) {
-        qsort(corr, tr.n, sizeof *corr, cmp_u32);
-        for (size_t i = 0; i < tr.n; i++)
-            if (i == 0 || corr[i] != corr[i - 1])
-                corr[n_launch++] = corr[i];
-    }
-    if (st == GR_OK && n_launch != (size_t)replays + 1)
-        st = gr_fail(GR_ERR_INTERNAL, "roofline: CUPTI traced %zu graph launches, %d were made "
-                     "(did another thread launch graphs meanwhile?)", n_launch, replays + 1);
-    qsort(tr.recs, tr.n, sizeof *tr.recs, cmp_start);
+    gr_status st = raw && excl && sums && count ? GR_OK : GR_ERR_OUT_OF_MEMORY;
     double *busy = sums, *copy = sums + replays, *other = sums + 2 * (size_t)replays;
     int mapped = 0;
     for (int l = 0; l < replays && st == GR_OK; l++) {
-        const uint32_t id = corr[l + 1];
         uint64_t reach = 0; /* the latest end so far in this launch */
-        for (size_t i = 0; i < tr.n; i++) {
+        for (size_t i = (size_t)(l + 1) * per; i < (size_t)(l + 2) * per; i++) {
             const trace_rec *t = &tr.recs[i];
-            if (t->corr != id || t->end <= t->start)
+            if (t->end <= t->start)
                 continue;
             const double dur = (double)(t->end - t->start) * 1e-3;
             const uint64_t from = t->start > reach ? t->start : reach;
@@ -655,7 +651,6 @@ static gr_status attribute(gr_roofline *r, const gpu_variant *v, const int *row_
         r->copy_us = median(copy, replays);
         r->other_us = median(other, replays);
     }
-    free(corr);
     free(raw);
     free(excl);
     free(sums);
