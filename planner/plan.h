@@ -278,4 +278,21 @@ gr_status gr_plan_check(const gr_plan *plan);
 /* True when node a's work is ordered before node b's (same stream or through events). */
 int gr_plan_happens_before(const gr_plan *plan, int a, int b);
 
+/* ---- roofline model (docs/performance.md, "Roofline") ------------------------------------- */
+/* What node `node` of `plan` must compute and move for one pass (plan->batch images), at the
+ * dtypes the plan gives it: flops as the op table's cost counts them (ops/<op>.c: 2 x multiply-adds
+ * plus the elementwise epilogue) x batch; act_bytes the activations read and written (each input
+ * tensor's and the output tensor's c x h x w x batch elements at its dtype: a fused maxpool's
+ * pooled output, a fused quantize's u8 input); weight_bytes the weights at the node's precision
+ * (i8 1, f16 2, f32 4 bytes) and its per-channel floats (bias b', i8 multipliers m[c], unfolded
+ * BN), read once per pass whatever the batch. Nodes that launch nothing (input, output markers,
+ * concats written in place) cost 0. GR_ERR_INVALID_ARGUMENT for a NULL plan or a node out of
+ * range. */
+typedef struct gr_plan_node_cost {
+    double flops;
+    double act_bytes;
+    double weight_bytes;
+} gr_plan_node_cost;
+gr_status gr_plan_node_cost_of(const gr_plan *plan, int node, gr_plan_node_cost *cost);
+
 #endif

@@ -14,6 +14,41 @@ source "$(dirname "$0")/lib/check.sh"
 "$bin" bench --inflight 9 >/dev/null 2>"$tmp/err"
 [ $? -eq 2 ] && grep -q "^graphrun bench: --inflight '9' is not valid" "$tmp/err"; check "bad --inflight: exit 2" $?
 
+# --roofline (docs/performance.md, "Roofline"): needs the CUDA graph, a CUPTI build, a GPU. With
+# them, a table per engine: every launching node timed in the graph (at least one kernel, a
+# positive time and floor), its exclusive times adding up to no more than the untraced replay.
+# bench/roofline.py on two hand-made tables (tests/data/roofline): each node's % of floor (floor /
+# measured) before and after, the failed configuration left out, exit 1 for one not there.
+rf=(python3 bench/roofline.py tests/data/roofline/before.json)
+"${rf[@]}" tests/data/roofline/after.json | grep -qxF '| 1 | 0 | conv | 20.00 | 206.50 | 103.25 | 0.50 | 9.7% | 19.4% |'
+check "roofline.py: before / after row" $?
+"${rf[@]}" | grep -qxF '| 2 | 14 | conv | int8 | 2 | 1000.0 | 15000.0 | 5.00 | 35.40 | 14.1% |'
+check "roofline.py: one table's row" $?
+"${rf[@]}" --prec fp16 >/dev/null 2>&1; [ $? -eq 1 ]; check "roofline.py: nothing to table, exit 1" $?
+"$bin" bench --roofline --eager >/dev/null 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "^graphrun bench: --roofline times the kernels inside the CUDA graph" "$tmp/err"
+check "--roofline --eager: exit 2" $?
+"$bin" bench --roofline --prec int8 --batch 1 --iters 5 --warmup 1 --json "$tmp/r.json" >"$tmp/rout" 2>&1
+rc=$?
+case $rc in
+  3) grep -q "^graphrun bench: --roofline is unavailable: this graphrun was built without CUPTI" "$tmp/rout"
+     check "--roofline without CUPTI: exit 3, one line" $? ;;
+  4) grep -q "no CUDA device visible" "$tmp/rout"; check "--roofline without a GPU: exit 4" $? ;;
+  0) grep -q "^roofline int8 batch 1 on " "$tmp/rout" && grep -q "^sum of floors " "$tmp/rout"
+     check "--roofline: the text table" $?
+     python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1]))["results"][0]["roofline"]
+n = t["nodes"]
+assert n and all(x["kernels"] >= 1 and x["us"] > 0 and x["floor_us"] > 0 and x["bytes"] > 0 for x in n), n
+assert t["peaks"]["copy_gb_per_s"] > 0 and t["peaks"]["int8_tops"] > 0 and t["replay_us"] > 0, t
+assert sum(x["exclusive_us"] for x in n) <= 1.1 * t["replay_us"] + 20, t
+assert abs(sum(x["floor_us"] for x in n) - t["floor_sum_us"]) < 0.01 * t["floor_sum_us"] + 0.01, t
+' "$tmp/r.json"
+     check "--roofline: the JSON table" $? ;;
+  *) check "--roofline: exit $rc" 1 ;;
+esac
+
 args=(--prec fp32,int8 --batch 1,4 --iters 20 --warmup 2 --inflight 2 --tactic-search)
 "$bin" bench "${args[@]}" --json "$tmp/a.json" >"$tmp/out" 2>&1
 rc=$?

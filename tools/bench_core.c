@@ -55,6 +55,7 @@ typedef struct bench_options {
     gr_executor executor;     /* --executor */
     int micro_batch;          /* --micro-batch: 0 auto, -1 whole (no split), N images per pass */
     int layers;               /* --layers: print each engine's per-node times */
+    int roofline;             /* --roofline: each engine's roofline table (gr_engine_roofline) */
     gr_cli_options devices;   /* --device: only its device list is read (n_devices,
                                  devices, all_devices) */
 } bench_options;
@@ -85,7 +86,11 @@ typedef struct bench_result {
     gr_build_detail detail;   /* and finer (runtime/build_detail.h) */
     int n_nodes;              /* the engine's per-node times (gr_engine_node_time) */
     gr_node_time nodes[MAX_NODE_TIMES];
+    gr_roofline *roofline;    /* --roofline: the engine's table, the caller frees it */
 } bench_result;
+
+/* Traced replays per roofline table: the medians of 20 (docs/performance.md, "Roofline"). */
+enum { ROOFLINE_REPLAYS = 20 };
 
 /* The project's targets on the H100 (bench/README.md), per model: batch-1 end-to-end latency
  * ceilings and batch-64 throughput floors. A model, precision and batch not listed has none. */
@@ -142,7 +147,8 @@ static void print_help(FILE *f)
            "         [--[no-]tactic-search]\n"
            "         [--f32-algo A] [--split-k auto|on|off] [--pdl auto|on|off]\n"
            "         [--executor graph|dataflow|auto]\n"
-           "         [--micro-batch auto|whole|N] [--layers] [--device gpu|gpu:all|gpu:N[,M...]]\n"
+           "         [--micro-batch auto|whole|N] [--layers] [--roofline]\n"
+           "         [--device gpu|gpu:all|gpu:N[,M...]]\n"
            "\n"
            "  --model M      built-in model (default yolo = YOLOv2-tiny VOC), synthetic weights\n"
            "  --prec P       precision(s), comma-separated or 'all' (default all = fp32,fp16,int8);\n"
@@ -167,6 +173,11 @@ static void print_help(FILE *f)
            "                 one engine per GPU; sustained img/s per GPU alone and together\n"
            "  --layers       also print each engine's per-node times (eager, at build; in the JSON\n"
            "                 always, as \"layers\")\n"
+           "  --roofline     also measure each engine's roofline table: per plan node its FLOPs,\n"
+           "                 the bytes it must move, its floor from the device's measured peaks\n"
+           "                 and its kernels' time inside the graph's replay (CUPTI); in the JSON\n"
+           "                 as \"roofline\" (docs/performance.md). Needs a CUPTI build and the\n"
+           "                 CUDA graph (not with --eager)\n"
            "  --micro-batch M  images per pass of the graph: auto (default: measured at build for\n"
            "                 batches of 64 and more), whole (never split) or N (a divisor of each\n"
            "                 batch; larger than a batch: that batch whole)\n"
@@ -222,7 +233,7 @@ static int parse_precisions(const char *arg, bench_options *o)
 enum {
     B_EAGER = 1, B_NO_TACTIC_SEARCH, B_TACTIC_SEARCH, B_MODEL, B_IMAGE, B_JSON, B_TIMING_CACHE,
     B_PREC, B_BATCH, B_ITERS, B_WARMUP, B_MAX_NRMSE, B_INFLIGHT, B_F32_ALGO, B_SPLIT_K, B_PDL,
-    B_MICRO_BATCH, B_LAYERS, B_DEVICE, B_EXECUTOR, B_CALIB_CACHE
+    B_MICRO_BATCH, B_LAYERS, B_DEVICE, B_EXECUTOR, B_CALIB_CACHE, B_ROOFLINE
 };
 
 static const gr_cli_flag bench_flags[] = {
@@ -233,7 +244,7 @@ static const gr_cli_flag bench_flags[] = {
     {"--max-nrmse", B_MAX_NRMSE, 1}, {"--inflight", B_INFLIGHT, 1}, {"--f32-algo", B_F32_ALGO, 1},
     {"--split-k", B_SPLIT_K, 1}, {"--pdl", B_PDL, 1}, {"--micro-batch", B_MICRO_BATCH, 1},
     {"--layers", B_LAYERS, 0}, {"--device", B_DEVICE, 1}, {"--executor", B_EXECUTOR, 1},
-    {"--calib-cache", B_CALIB_CACHE, 1}, {NULL, 0, 0}};
+    {"--calib-cache", B_CALIB_CACHE, 1}, {"--roofline", B_ROOFLINE, 0}, {NULL, 0, 0}};
 
 /* 1 when the flag's value is valid (flags without a value always are). */
 static int apply_flag(bench_options *o, int id, const char *v)
@@ -241,6 +252,7 @@ static int apply_flag(bench_options *o, int id, const char *v)
     switch (id) {
     case B_EAGER: o->eager = 1; return 1;
     case B_LAYERS: o->layers = 1; return 1;
+    case B_ROOFLINE: o->roofline = 1; return 1;
     case B_NO_TACTIC_SEARCH: o->tactic_search = 0; return 1;
     case B_TACTIC_SEARCH: o->tactic_search = 1; return 1;
     case B_MODEL: o->model = v; return 1;
@@ -303,6 +315,11 @@ static int parse_args(int argc, char **argv, bench_options *o)
     o->max_nrmse = GR_MAX_NRMSE_DEFAULT;
     gr_cli_parser parser = {.command = prog, .own = bench_flags, .apply = bench_apply, .ctx = o};
     int rc = gr_cli_run_parser(&parser, argc, argv, print_help);
+    if (rc < 0 && o->roofline && o->eager) {
+        fprintf(stderr, "%s: --roofline times the kernels inside the CUDA graph's replay; --eager "
+                        "builds without one\n", prog);
+        return GR_EXIT_USAGE;
+    }
     if (rc < 0 && !o->image) {
         gr_status st = gr_data_path("dog.jpg", default_image, sizeof default_image);
         if (st != GR_OK) {
@@ -539,6 +556,9 @@ static gr_status bench_one(const gr_model *model, const bench_options *o, const 
         if ((st = gr_engine_memory(engine, &r->memory)) != GR_OK)
             record_failure(r, st, "gr_engine_memory");
     }
+    if (st == GR_OK && o->roofline &&
+        (st = gr_engine_roofline(engine, ROOFLINE_REPLAYS, &r->roofline)) != GR_OK)
+        record_failure(r, st, "the roofline table");
     if (st == GR_OK) {
         summarize(o, times, parts, r);
         r->status = GR_OK;
@@ -580,6 +600,55 @@ static void target_text(const bench_result *r, char *buf, size_t len)
                  r->memory.inflight >= 2 ? " (sust.)" : "");
     else
         snprintf(buf, len, "-");
+}
+
+/* The roofline table of one engine (docs/performance.md, "Roofline"). */
+static void print_roofline(const bench_result *r)
+{
+    const gr_roofline *t = r->roofline;
+    const gr_roofline_peaks *p = &t->peaks;
+    printf("\nroofline %s batch %d on %s (%d x %d images a replay): peaks: copy %.0f GB/s, int8 "
+           "%.0f TOPS, fp16 %.0f TFLOPS (fp%d accumulate), fp32 %.1f TFLOPS (cuBLAS GEMMs "
+           "%d^3)\n", gr_precision_name(r->precision), r->batch, r->device_name,
+           r->batch / (t->micro_batch > 0 ? t->micro_batch : r->batch), t->micro_batch,
+           p->dram_gbs, p->int8_tops, p->fp16_tops, p->fp16_accumulate ? 16 : 32, p->fp32_tflops,
+           p->gemm_size);
+    printf("%5s %5s %-10s %-4s %7s %10s %10s %10s %11s %7s\n", "node", "layer", "op", "prec",
+           "kernels", "MFLOP", "KB", "floor us", "measured us", "%floor");
+    for (int k = 0; k < t->n_nodes; k++) {
+        const gr_roofline_node *n = &t->nodes[k];
+        printf("%5d %5d %-10s %-4s %7d %10.1f %10.1f %10.2f %11.2f %6.1f%%\n", n->node, n->layer,
+               n->kind, gr_precision_name(n->prec), n->kernels, n->flops / 1e6, n->bytes / 1e3,
+               n->floor_us, n->us, n->us > 0 ? 100.0 * n->floor_us / n->us : 0.0);
+    }
+    printf("sum of floors %.1f us; kernels %.1f us (busy %.1f us; copies %.1f, unclaimed %.1f us); "
+           "replay %.1f us (events, untraced): floors / replay %.1f%%\n",
+           t->floor_sum_us, t->kernel_sum_us, t->busy_us, t->copy_us, t->other_us, t->replay_us,
+           t->replay_us > 0 ? 100.0 * t->floor_sum_us / t->replay_us : 0.0);
+}
+
+static void json_roofline(FILE *f, const gr_roofline *t)
+{
+    const gr_roofline_peaks *p = &t->peaks;
+    fprintf(f, ", \"roofline\": {\"peaks\": {\"copy_gb_per_s\": %.1f, \"int8_tops\": %.1f, "
+               "\"fp16_tflops\": %.1f, \"fp16_accumulate\": %s, \"fp32_tflops\": %.2f, "
+               "\"gemm_size\": %d}, \"micro_batch\": %d, \"replays\": %d, \"replay_us\": %.2f, "
+               "\"floor_sum_us\": %.2f, \"kernel_sum_us\": %.2f, \"busy_us\": %.2f, "
+               "\"copy_us\": %.2f, \"unclaimed_us\": %.2f, \"nodes\": [",
+            p->dram_gbs, p->int8_tops, p->fp16_tops, p->fp16_accumulate ? "true" : "false",
+            p->fp32_tflops, p->gemm_size, t->micro_batch, t->replays, t->replay_us,
+            t->floor_sum_us, t->kernel_sum_us, t->busy_us, t->copy_us, t->other_us);
+    for (int k = 0; k < t->n_nodes; k++) {
+        const gr_roofline_node *n = &t->nodes[k];
+        fprintf(f, "%s{\"node\": %d, \"layer\": %d, \"op\": ", k ? ", " : "", n->node, n->layer);
+        gr_cli_json_string(f, n->kind);
+        fprintf(f, ", \"precision\": \"%s\", \"kernels\": %d, \"flops\": %.0f, \"bytes\": %.0f, "
+                   "\"weight_bytes\": %.0f, \"floor_us\": %.3f, \"us\": %.3f, "
+                   "\"exclusive_us\": %.3f, \"percent_of_floor\": %.2f}",
+                gr_precision_name(n->prec), n->kernels, n->flops, n->bytes, n->weight_bytes,
+                n->floor_us, n->us, n->exclusive_us, n->us > 0 ? 100.0 * n->floor_us / n->us : 0.0);
+    }
+    fprintf(f, "]}");
 }
 
 static void print_table(const bench_result *results, int n, const bench_options *o)
@@ -639,6 +708,9 @@ static void print_table(const bench_result *results, int n, const bench_options 
                d->search_check_ms, d->checks, d->search_time_ms, d->timed_launches,
                d->search_gemm_ms, d->warmup_ms, d->replays, d->mb_cut);
     }
+    for (int i = 0; i < n; i++)
+        if (results[i].status == GR_OK && results[i].roofline)
+            print_roofline(&results[i]);
     for (int i = 0; i < n && o->layers; i++) {
         const bench_result *r = &results[i];
         if (r->status != GR_OK)
@@ -729,6 +801,8 @@ static int write_json(const char *path, const bench_options *o, const char *mode
             fprintf(f, ", \"us\": %.2f}", r->nodes[k].us);
         }
         fprintf(f, "]");
+        if (r->roofline)
+            json_roofline(f, r->roofline);
         if (lat > 0)
             fprintf(f, ", \"target_p50_us_max\": %.0f, \"target_met\": %s", lat,
                     r->p50 <= lat ? "true" : "false");
@@ -837,6 +911,12 @@ int gr_bench_main(const char *program, int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
     if (rc >= 0)
         return rc;
+    if (o.roofline && !gr_roofline_available()) {
+        fprintf(stderr, "%s: --roofline is unavailable: this graphrun was built without CUPTI (the "
+                        "CUDA toolkit's in-graph kernel timing) or without CUDA; "
+                        "docs/performance.md, \"Roofline\"\n", prog);
+        return gr_cli_exit_code(GR_ERR_UNSUPPORTED);
+    }
     if (gr_cuda_device_count() == 0) {
         fprintf(stderr, "%s: no CUDA device visible (no GPU or driver, or graphrun was built "
                         "without CUDA): nothing to time\n", prog);
@@ -864,6 +944,8 @@ int gr_bench_main(const char *program, int argc, char **argv)
         else
             rc = failures ? GR_EXIT_FAILURE : GR_EXIT_OK;
     }
+    for (int i = 0; results && i < n_results; i++)
+        gr_roofline_free(results[i].roofline);
     free(results);
     free(image_u8);
     gr_model_destroy(model);

@@ -677,6 +677,62 @@ typedef struct gr_node_time {
 int gr_engine_node_time_count(const gr_engine *engine); /* 0 for NULL */
 gr_status gr_engine_node_time(const gr_engine *engine, int index, gr_node_time *time);
 
+/* ---- the roofline table (docs/performance.md, "Roofline") ----
+ * Per plan node of a GPU engine (its uint8-input graph): the FLOPs and the bytes that must move
+ * at the node's dtypes (weights once a replay, activations in and out for the whole batch), its
+ * floor max(bytes / bandwidth, flops / peak of its precision) from the device's measured peaks,
+ * and its kernels' time measured INSIDE a replay of the captured graph (CUPTI activity records,
+ * mapped to plan nodes through the graph nodes each node's launches created). */
+typedef struct gr_roofline_peaks {
+    double dram_gbs;      /* device-to-device cudaMemcpy, (read + write bytes) / s / 1e9, best run */
+    double int8_tops;     /* dense GEMMs of gemm_size^3, 2 x multiply-adds / s / 1e12, best run: */
+    double fp16_tops;     /*   cublasGemmEx int8 IMMA (int32 accumulate), fp16 HMMA (fp32 or, */
+    double fp32_tflops;   /*   with fp16_accumulate, fp16 accumulate), cublasSgemm (FP32 FMA) */
+    int gemm_size;
+    int fp16_accumulate;
+} gr_roofline_peaks;
+
+typedef struct gr_roofline_node {
+    int node;             /* plan node index */
+    int layer;            /* Darknet layer (-1: a conversion the planner inserted) */
+    char kind[24];        /* the plan node kind, as gr_node_time's */
+    gr_precision prec;    /* the precision it computes in */
+    int kernels;          /* kernels (and copies / memsets) it ran per replay */
+    double flops;         /* per replay (the whole batch) */
+    double bytes;         /* act_bytes + weight_bytes */
+    double weight_bytes;  /* of which weights (once per replay) */
+    double floor_us;      /* max(bytes / dram, flops / peak(prec)) */
+    double us;            /* median over replays of the sum of its kernels' durations */
+    double exclusive_us;  /* of which no earlier-started kernel of the replay overlapped: these
+                             add up to the replay's busy time */
+} gr_roofline_node;
+
+typedef struct gr_roofline {
+    gr_roofline_peaks peaks;
+    int batch, micro_batch; /* a replay runs batch / micro_batch passes of the plan */
+    int replays;            /* timed under CUPTI (one more before them, untimed) */
+    double replay_us;       /* median replay of the engine's own graph, events, no tracing */
+    double floor_sum_us;    /* sum of the nodes' floors */
+    double kernel_sum_us;   /* sum of the nodes' us */
+    double busy_us;         /* median per replay of the union of the traced kernels' intervals */
+    double copy_us;         /* median per replay: the input and output copies (no node's) */
+    double other_us;        /* median per replay: kernels no node claims (the dataflow kernel) */
+    int n_nodes;
+    gr_roofline_node *nodes; /* the nodes that launch work, in schedule order */
+} gr_roofline;
+
+/* Measure the table: the device's peaks (once per device and process), then `replays` (1..1000)
+ * replays of a fresh capture of the engine's forward pass under CUPTI activity tracing, after
+ * replays of its own graph timed with events for replay_us. Nothing else may run on the engine
+ * meanwhile, nor other CUPTI clients in the process (a profiler such as nsys or ncu: then
+ * GR_ERR_UNSUPPORTED). GR_ERR_UNSUPPORTED when this graphrun was built without CUPTI or the
+ * engine runs without CUDA graphs; GR_ERR_NO_DEVICE without CUDA; GR_ERR_STATE for a CPU engine.
+ * *out is the caller's: gr_roofline_free. */
+gr_status gr_engine_roofline(gr_engine *engine, int replays, gr_roofline **out);
+void gr_roofline_free(gr_roofline *roofline); /* NULL: no-op */
+/* 1 when this build can measure in-graph times (built with CUPTI), else 0. */
+int gr_roofline_available(void);
+
 int gr_engine_tactic_count(const gr_engine *engine); /* 0 for NULL */
 gr_status gr_engine_tactic(const gr_engine *engine, int index, gr_tactic_info *info);
 gr_status gr_engine_tactic_stats(const gr_engine *engine, gr_tactic_stats *stats);

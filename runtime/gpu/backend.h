@@ -178,6 +178,8 @@ struct gpu_state {
                                cuBLASLt could be set up) */
     gpu_node_hook after_node; /* NULL except while calibrating (gpu/calib.c) */
     void *after_node_user;
+    gpu_node_hook before_node; /* NULL except while the roofline captures (gpu/roofline.c):
+                               called before each plan node is enqueued, with after_node_user */
     struct gpu_jpeg *jpeg;  /* the nvJPEG decoder, opened by the first gr_engine_decode_jpegs */
     gr_executor executor;   /* e->opt.executor */
     gr_df_trace_record *df_trace; /* debugging (gr_engine_debug_dataflow_trace): device records of

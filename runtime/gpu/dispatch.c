@@ -511,6 +511,8 @@ static gr_status enqueue_slice(gpu_state *g, gpu_variant *v, const gpu_instance 
         char name[64];
         snprintf(name, sizeof name, "node %d %s (layer %d)", i, gr_plan_kind_name(nd->kind),
                  nd->layer);
+        if (g->before_node)
+            GR_TRY(g->before_node(g, v, inst, i, g->after_node_user));
         gr_trace_push(name); /* Nsight Systems shows the plan's nodes */
         gr_status st = gr_gpu_launch_node(g, v, inst, i);
         gr_trace_pop();

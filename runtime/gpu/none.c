@@ -49,3 +49,16 @@ gr_status gr_gpu_calibrate(const gr_gpu_calib_request *req, float *layer_range,
     return gr_fail(GR_ERR_NO_DEVICE, "calibration on the GPU: this graphrun was built without "
                                      "CUDA (GR_ENABLE_CUDA=OFF); use calib_device cpu");
 }
+
+gr_status gr_engine_roofline(gr_engine *engine, int replays, gr_roofline **out)
+{
+    (void)engine;
+    (void)replays;
+    if (out)
+        *out = NULL;
+    return gr_fail(GR_ERR_NO_DEVICE, "gr_engine_roofline: this graphrun was built without CUDA");
+}
+
+void gr_roofline_free(gr_roofline *roofline) { (void)roofline; }
+
+int gr_roofline_available(void) { return 0; }
