@@ -38,5 +38,16 @@ line d_zero.jpg | grep -q '"error": "[^"]*d_zero.jpg: not a regular file (a devi
 line e_cut.jpg | grep -q '"error": "[^"]*e_cut.jpg: .*JPEG'; check "truncated JPEG: its own error line" $?
 line f_garbage.png | grep -q '"error": "[^"]*f_garbage.png: '; check "garbage: its own error line" $?
 grep -q "5 failed" "$tmp/err"; check "summary: 5 failed" $?
+# A list of missing files costs no inference (runtime/files.c runs no batch whose every image
+# failed): 400 of them with YOLOv2-tiny on the CPU (a second or so per run before) finish in
+# seconds, each with its error line, exit 3.
+for i in $(seq 1 400); do echo "$tmp/gone/$i.jpg"; done >"$tmp/missing.txt"
+start=$(date +%s)
+timeout 60 "$bin" --device cpu --model yolo --input-list "$tmp/missing.txt" --threads 2 >"$tmp/missing.jsonl" 2>"$tmp/missing.err"
+rc=$?
+took=$(( $(date +%s) - start ))
+[ $rc -eq 3 ]; check "missing files: exit 3 (got $rc, after $took s)" $?
+[ "$(grep -c '"error": "[^"]*/gone/[0-9]*.jpg: cannot open image file' "$tmp/missing.jsonl")" -eq 400 ]; check "missing files: each its error line" $?
+[ $took -le 30 ]; check "missing files: no inference run ($took s)" $?
 echo "$pass passed, $fails failed"
 [ $fails -eq 0 ]
