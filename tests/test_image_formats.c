@@ -324,12 +324,41 @@ START_TEST(test_cmyk_jpeg_fast_decode)
 }
 END_TEST
 
+/* Image types graphrun does not decode are named by their signature (a folder lists them, and each
+ * file's error line says what it is), with GR_ERR_UNSUPPORTED. */
+START_TEST(test_other_formats_named)
+{
+    static const struct {
+        const char *bytes;
+        size_t n;
+        const char *named;
+    } cases[] = {
+        {"RIFF\x24\0\0\0WEBPVP8L", 16, "WebP images are not accepted (JPEG, PNG, BMP)"},
+        {"II*\0\x08\0\0\0\0\0\0\0", 12, "TIFF images are not accepted"},
+        {"MM\0*\0\0\0\x08\0\0\0\0", 12, "TIFF images are not accepted"},
+        {"\0\0\0\x18" "ftypheic\0\0\0\0", 16, "HEIF images are not accepted"},
+        {"\0\0\0\x1c" "ftypavif\0\0\0\0", 16, "AVIF images are not accepted"},
+        {"RIFF\x24\0\0\0WAVEfmt ", 16, "not a JPEG, PNG or BMP image"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gr_image *im = NULL;
+        gr_status st = gr_image_decode_mem((const uint8_t *)cases[i].bytes, cases[i].n, "x", &im);
+        ck_assert_ptr_null(im);
+        ck_assert_int_eq(st, i + 1 < sizeof cases / sizeof cases[0] ? GR_ERR_UNSUPPORTED
+                                                                     : GR_ERR_PARSE);
+        ck_assert_msg(strstr(gr_last_error(), cases[i].named) != NULL, "case %zu: %s", i,
+                      gr_last_error());
+    }
+}
+END_TEST
+
 static Suite *image_formats_suite(void)
 {
     Suite *s = suite_create("image_formats");
     TCase *tc = tcase_create("png");
     tcase_add_loop_test(tc, test_png_values_as_stored, 0,
                         (int)(sizeof png_cases / sizeof png_cases[0]));
+    tcase_add_test(tc, test_other_formats_named);
     suite_add_tcase(s, tc);
     TCase *cmyk = tcase_create("cmyk");
     tcase_set_timeout(cmyk, 60); /* python3 and OpenCV take seconds to start */

@@ -220,7 +220,8 @@ int gr_cli_check_output(const char *flag, const char *output, int is_dir,
 int gr_cli_detect_stream(const gr_cli_options *o);
 
 /* The images of --input DIR and --input-list FILE (tools/image_list.c). gr_cli_read_image_dir:
- * the folder's .jpg, .jpeg, .png and .bmp files (any case; no hidden file), sorted by name;
+ * the folder's .jpg, .jpeg, .png and .bmp files, and those named as other image types (.webp,
+ * .tif, .gif, .heic ...: each fails with its format named), any case, no hidden file, sorted;
  * gr_cli_read_image_list: one path per line, as given (blank lines skipped, a trailing '\r'
  * dropped). Both append to *l (zeroed first) and return an exit code after one line on stderr;
  * free with gr_cli_image_list_free. */

@@ -27,7 +27,8 @@ void gr_image_destroy(gr_image *im)
  * JPEG goes to libjpeg-turbo (TurboJPEG API) and PNG to libpng (its low-level API): the decoders
  * the field uses, SIMD-fast and fuzzed upstream (OSS-Fuzz). BMP, rare in detection data, is read
  * here (read_bmp: uncompressed 24- and 32-bit only). Formats are recognised by signature; GIF, PSD,
- * HDR, PIC and PNM are named in the refusal, anything else is "not an image". Sizes are checked
+ * HDR, PIC, PNM, WebP, TIFF, HEIF and AVIF are named in the refusal, anything else is "not an
+ * image". Sizes are checked
  * from the header (gr_image_probe_mem) before any pixel is decoded. A decoder's warning (a
  * truncated or damaged JPEG that libjpeg-turbo would pad with grey) is an error: graphrun runs a
  * detector on what the file holds or refuses it. */
@@ -62,11 +63,25 @@ static gr_status identify_format(const uint8_t *data, size_t len, const char *na
                    {"#?RADIANCE", 10, "HDR"},   {"#?RGBE", 6, "HDR"},
                    {"\x53\x80\xf6\x34", 4, "PIC"}, {"P5", 2, "PGM"},
                    {"P6", 2, "PPM"}};
+    const char *other = NULL;
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
         if (starts_with(data, len, refused[i].magic, refused[i].n))
-            return gr_fail(GR_ERR_UNSUPPORTED,
-                           "%s: byte 0: %s images are not accepted (JPEG, PNG, BMP)",
-                           name, refused[i].format);
+            other = refused[i].format;
+    /* Common in photo folders: WebP (RIFF....WEBP), TIFF (either byte order), HEIF/AVIF (an ISO
+     * media file of that brand). */
+    if (starts_with(data, len, "RIFF", 4) && len >= 12 && memcmp(data + 8, "WEBP", 4) == 0)
+        other = "WebP";
+    if (starts_with(data, len, "II*\0", 4) || starts_with(data, len, "MM\0*", 4))
+        other = "TIFF";
+    if (len >= 12 && memcmp(data + 4, "ftyp", 4) == 0)
+        other = memcmp(data + 8, "avif", 4) == 0 || memcmp(data + 8, "avis", 4) == 0 ? "AVIF"
+                : memcmp(data + 8, "heic", 4) == 0 || memcmp(data + 8, "heix", 4) == 0 ||
+                        memcmp(data + 8, "mif1", 4) == 0
+                    ? "HEIF"
+                    : other;
+    if (other)
+        return gr_fail(GR_ERR_UNSUPPORTED,
+                       "%s: byte 0: %s images are not accepted (JPEG, PNG, BMP)", name, other);
     return gr_fail(GR_ERR_PARSE, "%s: byte 0: not a JPEG, PNG or BMP image", name);
 }
 
