@@ -2,8 +2,8 @@
 # CLI folder mode with files that are not images among good ones: a FIFO (it hung the run before:
 # no line at all, even for the good files), a directory, a symlink to /dev/zero (read 256 MiB per
 # worker before being refused), a truncated JPEG and a garbage file, each under an image's name.
-# Each bad one gets one error line naming it, each good one its detections, exit 3. So do image
-# types graphrun does not decode (WebP, TIFF, HEIC): each an error line naming its format.
+# Each bad one gets one error line naming it, each good one its detections, exit 3. Files of other
+# image types are listed too (WebP and TIFF decoded where the build has them, HEIC an error line).
 # The folder pipeline (runtime/files.c) checks the stat of each file before its reader opens it,
 # so none of these assertions depends on the library reader's own stat check (runtime/image, the
 # image branch); with it they must still hold. $1 = the graphrun binary.
@@ -23,16 +23,11 @@ mkdir "$d/c_dir.jpg"
 ln -s /dev/zero "$d/d_zero.jpg"
 head -c 3000 "$src/data/dog.jpg" >"$d/e_cut.jpg"
 head -c 5000 /dev/urandom >"$d/f_garbage.png"
-# Image types graphrun does not decode: listed (they were skipped unseen), each its error line
-# naming its format. A WebP and a HEIC header, and a whole 2x2 uncompressed TIFF.
-{ printf 'RIFF\x24\0\0\0WEBPVP8L\x18\0\0\0'; head -c 24 /dev/zero; } >"$d/h_photo.webp"
-python3 -c '
-import struct, sys
-entries = [(256, 3, 1, 2), (257, 3, 1, 2), (258, 3, 1, 8), (259, 3, 1, 1), (262, 3, 1, 2),
-           (273, 4, 1, 8), (277, 3, 1, 3), (278, 3, 1, 2), (279, 4, 1, 12)]
-ifd = struct.pack("<H", len(entries)) + b"".join(struct.pack("<HHII", *e) for e in entries) + b"\0" * 4
-sys.stdout.buffer.write(b"II*\0" + struct.pack("<I", 20) + bytes(range(12)) + ifd)
-' >"$d/i_scan.tiff"
+# Other image types: WebP and TIFF decode where the build has libwebp / libtiff (else each is an
+# error line naming the package), HEIC is an error line naming its format; all are listed (they
+# were skipped unseen), a .txt is not.
+cp "$src/tests/data/formats/shapes000.webp" "$d/h_photo.webp"
+cp "$src/tests/data/formats/shapes000.tiff" "$d/i_scan.tiff"
 { printf '\0\0\0\x18ftypheic\0\0\0\0mif1heic'; } >"$d/j_phone.HEIC"
 echo "a label" >"$d/k_notes.txt"
 
@@ -50,10 +45,27 @@ line c_dir.jpg | grep -q '"error": "[^"]*c_dir.jpg: not a regular file (a direct
 line d_zero.jpg | grep -q '"error": "[^"]*d_zero.jpg: not a regular file (a device)"'; check "/dev/zero symlink: refused from its stat" $?
 line e_cut.jpg | grep -q '"error": "[^"]*e_cut.jpg: .*JPEG'; check "truncated JPEG: its own error line" $?
 line f_garbage.png | grep -q '"error": "[^"]*f_garbage.png: '; check "garbage: its own error line" $?
-line h_photo.webp | grep -q '"error": "[^"]*h_photo.webp: byte 0: WebP images are not accepted (JPEG, PNG, BMP)"'; check "WebP: its own error line" $?
-line i_scan.tiff | grep -q '"error": "[^"]*i_scan.tiff: byte 0: TIFF images are not accepted (JPEG, PNG, BMP)"'; check "TIFF: its own error line" $?
+failed=6
+for f in h_photo.webp:WebP:libwebp i_scan.tiff:TIFF:libtiff; do
+  IFS=: read -r name format lib <<<"$f"
+  if line "$name" | grep -q '"width": 160, "height": 160, "detections"'; then
+    check "$format: decoded ($lib in the build): its 160x160 record" 0
+  else
+    failed=$((failed + 1))
+    line "$name" | grep -q "\"error\": \"[^\"]*$name: byte 0: $format images are not accepted (JPEG, PNG, BMP): this graphrun was built without $lib (install $lib-dev"
+    check "$format: without $lib, an error line naming the package" $?
+  fi
+done
 line j_phone.HEIC | grep -q '"error": "[^"]*j_phone.HEIC: byte 0: HEIF images are not accepted'; check "HEIC: its own error line" $?
-grep -q "8 failed" "$tmp/err"; check "summary: 8 failed" $?
+grep -q "$failed failed" "$tmp/err"; check "summary: $failed failed" $?
+# --output DIR: the WebP and TIFF drawn as PNG (the encoder writes PNG and JPEG), where decoded.
+timeout 60 "$bin" --device cpu --cfg "$tmp/small.cfg" --input "$d" --threads 2 --output "$tmp/drawn" >/dev/null 2>"$tmp/drawn.err"
+for f in h_photo.webp:h_photo i_scan.tiff:i_scan; do
+  IFS=: read -r name stem <<<"$f"
+  if line "$name" | grep -q '"width": 160'; then
+    [ -s "$tmp/drawn/$stem.png" ] && ! grep -q "$stem" "$tmp/drawn.err"; check "$name drawn as $stem.png" $?
+  fi
+done
 # A list of missing files costs no inference (runtime/files.c runs no batch whose every image
 # failed): 400 of them with YOLOv2-tiny on the CPU (a second or so per run before) finish in
 # seconds, each with its error line, exit 3.

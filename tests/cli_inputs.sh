@@ -9,6 +9,7 @@
 #   into that holds one, is refused before anything is written, exit 2, the input intact: single
 #   images, --input DIR / --input-list (drawn images, yolo-txt labels), build -o, plan --dot.
 #   (The video's --output is checked in tests/cli_video.sh.)
+# - WebP and TIFF samples (tests/data/formats) give the PNG's boxes where the build decodes them.
 # $1 = the graphrun binary.
 set -u
 bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -97,6 +98,21 @@ refused "plan --dot the cfg" "--dot ./small.cfg is the input small.cfg" "$bin" p
 "$bin" "${run[@]}" --input in --output in/drawn >/dev/null 2>&1
 rc=$?
 [ $rc -eq 0 ] && [ -s in/drawn/s0.png ]; check "--input DIR --output DIR/sub: runs (got $rc)" $?
+
+# ---- WebP and TIFF: the PNG's boxes where the build decodes them, else a line naming the package ----
+"$bin" --device cpu --model shapes --input "$src/data/shapes-val/000.png" --format csv --no-output 2>/dev/null | tail -n +2 | cut -d, -f2- >png.csv
+[ -s png.csv ]; check "the PNG's boxes" $?
+for f in webp:WebP:libwebp tiff:TIFF:libtiff; do
+  IFS=: read -r ext format lib <<<"$f"
+  "$bin" --device cpu --model shapes --input "$src/tests/data/formats/shapes000.$ext" --format csv --no-output >x.csv 2>x.err
+  rc=$?
+  if [ $rc -eq 0 ]; then
+    tail -n +2 x.csv | cut -d, -f2- | cmp -s - png.csv; check "$format: the PNG's boxes exactly" $?
+  else
+    [ $rc -eq 3 ] && grep -q "$format images are not accepted (JPEG, PNG, BMP): this graphrun was built without $lib (install $lib-dev" x.err
+    check "$format: built without $lib: one line naming the package, exit 3 (got $rc)" $?
+  fi
+done
 
 echo "$pass passed, $fails failed"
 [ $fails -eq 0 ]

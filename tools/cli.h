@@ -204,8 +204,8 @@ int gr_cli_is_directory(const char *path);
 /* Make the folder `path` and its missing parents (mkdir -p): 0, or GR_EXIT_INPUT after one line
  * on stderr naming the part that could not be made. */
 int gr_cli_make_dir(const char *path);
-/* DIR/<name of path> in the image's own format (a .bmp, which the encoder lacks, as .png): where
- * --output DIR draws it. */
+/* DIR/<name of path> in the image's own format where the encoder writes it (.png, .jpg, .jpeg;
+ * any other, .bmp .webp .tiff, as .png): where --output DIR draws it. */
 void gr_cli_drawn_name(const char *dir, const char *path, char *out, size_t size);
 /* An output must not destroy an input: refused (one line naming both, GR_EXIT_USAGE) when
  * `output` is one of inputs[0..n-1] (the same file by device and inode: links and other

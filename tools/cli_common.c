@@ -483,7 +483,10 @@ void gr_cli_drawn_name(const char *dir, const char *path, char *out, size_t size
     const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     const char *dot = strrchr(name, '.');
     size_t stem = dot && dot != name ? (size_t)(dot - name) : strlen(name);
-    const char *ext = dot && dot != name && strcasecmp(dot, ".bmp") != 0 ? dot : ".png";
+    /* The encoder writes PNG and JPEG: any other image (.bmp, .webp, .tiff) is drawn as .png */
+    int writable = dot && dot != name &&
+                   (!strcasecmp(dot, ".png") || !strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
+    const char *ext = writable ? dot : ".png";
     size_t dir_len = strlen(dir);
     snprintf(out, size, "%s%s%.*s%s", dir, dir_len && dir[dir_len - 1] == '/' ? "" : "/",
              (int)stem, name, ext);
