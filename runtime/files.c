@@ -29,7 +29,7 @@
  * once, so its result (error included) is the same as with CPU decoding.
  *
  * A file that fails to read or decode gets its message and a grey place in its batch; the rest go
- * on. Where the time goes is counted per stage (gr_files_stats) for the CLI's report. */
+ * on. A batch whose every image failed is not run at all (nothing in it to detect). Where the time goes is counted per stage (gr_files_stats) for the CLI's report. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <errno.h>
 #include <limits.h>
@@ -648,6 +648,17 @@ static int deliver_next(pipeline *p, int k)
     return stopped;
 }
 
+/* Every image of filled batch b failed to read or decode: there is nothing to run it for (a list
+ * of missing files costs no inference; their results are their errors, as they would be after a
+ * run). Read after wait_batch: no worker touches the batch any more. */
+static int batch_all_failed(const batch_buffer *b)
+{
+    for (int s = 0; s < b->size; s++)
+        if (b->slots[s].failure != GR_FILE_FAILED_READ)
+            return 0;
+    return 1;
+}
+
 /* Submit batch k once filled, then deliver batch k - lag (after the last batch: the rest, in
  * order), so that each device has a run queued while the one before it is reported. lag is the
  * devices, less where the buffers are too few to fill batch k while k - lag is not delivered. */
@@ -657,7 +668,7 @@ static void main_loop(pipeline *p)
     int stopped = 0, delivered = 0, k;
     for (k = 0; !stopped && wait_batch(p, k); k++) {
         batch_buffer *b = &p->buf[k % p->n_buf];
-        if (b->status == GR_OK) {
+        if (b->status == GR_OK && !batch_all_failed(b)) {
             gr_status st = gr_engine_submit(b->engine, b->slot);
             if (st != GR_OK)
                 fail_batch(b, st, "");

@@ -106,7 +106,7 @@ usage() { # usage NAME PATTERN ARGS...
   [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "$pattern" "$tmp/err" && [ ! -s "$tmp/out" ]
   check "$name: exit 2, one line '$pattern' (got $rc: $(head -c 200 "$tmp/err"))" $?
 }
-usage "--format xml" "^graphrun: --format 'xml' is not json, jsonl, coco, yolo-txt or csv$" "${run[@]}" --format xml
+usage "--format xml" "^graphrun: --format 'xml' is not text, json, jsonl, coco, yolo-txt or csv$" "${run[@]}" --format xml
 usage "--json --format csv" "two formats" "${run[@]}" --json --format csv
 usage "--save-conf without yolo-txt" "--save-conf applies to --format yolo-txt" "${run[@]}" --save-conf
 usage "yolo-txt without --output" "give their folder as --output DIR" "${run[@]}" --format yolo-txt --input "$tmp/images"

@@ -133,5 +133,74 @@ one_error "unknown --input-type" 2 "--input-type 'film' is not auto, image or vi
 one_error "--output into a missing folder" 3 "nowhere/out.mp4: cannot write: No such file" \
   --input "$tmp/clip.mkv" --output "$tmp/nowhere/out.mp4"
 
+# --format text and yolo-txt for a video (they were refused): a text block per frame, a label file
+# per frame (<stem>_<frame>.txt), each with the frame's boxes of the JSON Lines run.
+"$bin" "${run[@]}" --input "$tmp/clip.mkv" --format text >"$tmp/v.txt" 2>/dev/null
+rc=$?
+"$bin" "${run[@]}" --input "$tmp/clip.mkv" --format yolo-txt --output "$tmp/labels" >"$tmp/y.out" 2>/dev/null
+rc2=$?
+python3 - "$tmp/v.jsonl" "$tmp/v.txt" "$tmp/labels" <<'PY'
+import json, os, re, sys
+video = [json.loads(l) for l in open(sys.argv[1])]
+blocks = re.split(r"(?m)^(?=\S)", open(sys.argv[2]).read())
+blocks = [b for b in blocks if b]
+assert len(blocks) == 12, len(blocks)
+for k, (v, b) in enumerate(zip(video, blocks)):
+    head, *boxes = b.rstrip("\n").split("\n")
+    n = len(v["detections"])
+    want = "%s frame %d (%.6f s): %d detection%s" % (v["input"], k, v["time"], n, "" if n == 1 else "s")
+    assert head == want, (head, want)
+    assert len(boxes) == n and all(l.startswith("  ") for l in boxes), (k, boxes[:2])
+    labels = open(os.path.join(sys.argv[3], "clip_%06d.txt" % k)).read().splitlines()
+    assert len(labels) == n, (k, len(labels), n)
+assert len(os.listdir(sys.argv[3])) == 12
+PY
+[ $? -eq 0 ] && [ $rc -eq 0 ] && [ $rc2 -eq 0 ] && [ ! -s "$tmp/y.out" ]
+check "--format text (a block per frame) and yolo-txt (a label file per frame) for a video (got $rc, $rc2)" $?
+
+# An --output that is the input (another spelling, a symlink) is refused; the input stays whole.
+sum_before=$(md5sum <"$tmp/clip.mkv")
+ln -s "$tmp/clip.mkv" "$tmp/same.mkv"
+one_error "--output is the input" 2 "--output .*/\./clip.mkv is the input .*clip.mkv" \
+  --input "$tmp/clip.mkv" --output "$tmp/./clip.mkv"
+one_error "--output is a symlink to the input" 2 "--output .*same.mkv is the input" \
+  --input "$tmp/clip.mkv" --output "$tmp/same.mkv"
+[ "$(md5sum <"$tmp/clip.mkv")" = "$sum_before" ]; check "the input video intact" $?
+
+# A network stream that stalls: a listener on 127.0.0.1 that accepts and never answers (it ends by
+# itself after 30 s). --io-timeout 1 gives up after a second with one line, exit 3 (it waited for
+# ever before); the whole run is bounded by timeout(1) so a hang fails instead of sticking.
+python3 - "$tmp/port" <<'PY' &
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(4)
+open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+s.settimeout(1.0)
+held, end = [], time.time() + 30
+while time.time() < end:
+    try:
+        held.append(s.accept()[0])  # accepted, never answered
+    except socket.timeout:
+        pass
+PY
+listener=$!
+for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
+port=$(cat "$tmp/port" 2>/dev/null)
+start=$(date +%s)
+timeout 20 "$bin" "${run[@]}" --input "http://127.0.0.1:$port/live.mjpeg" --io-timeout 1 >"$tmp/s.out" 2>"$tmp/s.err"
+rc=$?
+took=$(( $(date +%s) - start ))
+errors=$(grep -v -E '^graphrun( 0|: (weights|device))' "$tmp/s.err")
+[ -n "$port" ] && [ $rc -eq 3 ] && [ $took -le 10 ] && [ "$(printf '%s\n' "$errors" | wc -l)" -eq 1 ] &&
+  printf '%s\n' "$errors" | grep -q "^graphrun: http://127.0.0.1:$port/live.mjpeg: cannot open video: no data for 1 s (the stream stalled"
+check "a stalled stream: --io-timeout 1 ends it with one line, exit 3 (got $rc after $took s: $errors)" $?
+"$bin" "${run[@]}" --input "$tmp/clip.mkv" --io-timeout -1 >/dev/null 2>"$tmp/t.err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "^graphrun: --io-timeout '-1' is not a number of seconds" "$tmp/t.err"
+check "--io-timeout -1: refused, exit 2 (got $rc)" $?
+kill "$listener" 2>/dev/null
+wait "$listener" 2>/dev/null
+
 echo "$pass passed, $fails failed"
 [ $fails -eq 0 ]

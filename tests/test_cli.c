@@ -139,7 +139,7 @@ START_TEST(parser_formats)
     ck_assert_str_eq(err, "--json and --format csv ask for two formats");
     const char *xml[] = {"graphrun", "--format", "xml\n"};
     ck_assert_int_eq(parse(3, xml, &o, err), GR_EXIT_USAGE);
-    ck_assert_str_eq(err, "--format 'xml?' is not json, jsonl, coco, yolo-txt or csv");
+    ck_assert_str_eq(err, "--format 'xml?' is not text, json, jsonl, coco, yolo-txt or csv");
     const char *labels[] = {"graphrun", "--format", "yolo-txt", "--save-conf", "--output", "d"};
     ck_assert_int_eq(parse(6, labels, &o, err), GR_EXIT_OK);
     ck_assert(o.format == GR_FORMAT_YOLO_TXT && o.save_conf && !strcmp(o.output, "d"));

@@ -558,6 +558,41 @@ START_TEST(stats_and_the_started_hook)
 }
 END_TEST
 
+/* A batch whose every file failed is not run (a list of missing files costs no inference), and
+ * each file still gets its error; a batch with one readable image among failures still runs. */
+START_TEST(a_batch_of_failed_files_is_not_run)
+{
+    static char missing[8][256];
+    const char *list[8];
+    for (int i = 0; i < 8; i++) {
+        snprintf(missing[i], sizeof missing[i], "%s/not-there-%d.jpg", folder, i);
+        list[i] = missing[i];
+    }
+    gr_files_stats st = {.struct_size = sizeof st};
+    seen *s = run_list(shared_pool, list, 8, NULL, &st);
+    ck_assert_int_eq(s->calls, 8);
+    for (int k = 0; k < 8; k++) {
+        ck_assert_int_eq(s->index[k], k);
+        ck_assert_int_eq(s->failure[k], GR_FILE_FAILED_READ);
+        ck_assert_msg(strstr(s->error[k], "cannot open image file") != NULL, "%s", s->error[k]);
+    }
+    ck_assert_int_eq(s->batch_ends, 4);
+    ck_assert_msg(st.engine_s == 0.0, "the engine ran for %g s on batches of missing files",
+                  st.engine_s);
+    free(s);
+    /* The first readable image of the folder beside a missing one: its batch runs. */
+    int good = 0;
+    while (bad_words[good])
+        good++;
+    const char *mixed[2] = {missing[0], path_list[good]};
+    s = run_list(shared_pool, mixed, 2, NULL, &st);
+    ck_assert_int_eq(s->failure[0], GR_FILE_FAILED_READ);
+    ck_assert_int_eq(s->failure[1], GR_FILE_OK);
+    ck_assert(st.engine_s > 0.0);
+    free(s);
+}
+END_TEST
+
 /* Every image read gets its NaN count, no detection and no error. */
 static size_t nonfinite_total;
 
@@ -1036,6 +1071,7 @@ static Suite *files_suite(void)
     tcase_add_test(tc, the_callback_stops_the_run);
     tcase_add_test(tc, prepare_runs_for_every_image_before_its_callback);
     tcase_add_test(tc, stats_and_the_started_hook);
+    tcase_add_test(tc, a_batch_of_failed_files_is_not_run);
     tcase_add_test(tc, bad_arguments_are_refused_before_any_image);
     tcase_add_test(tc, wrapped_pools_borrow_their_engines);
     tcase_add_test(tc, nan_outputs_are_counted_not_detected);

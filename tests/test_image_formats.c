@@ -324,12 +324,92 @@ START_TEST(test_cmyk_jpeg_fast_decode)
 }
 END_TEST
 
+/* Image types graphrun does not decode are named by their signature (a folder lists them, and each
+ * file's error line says what it is), with GR_ERR_UNSUPPORTED; an unknown signature is a parse
+ * error. */
+START_TEST(test_other_formats_named)
+{
+    static const struct {
+        const char *bytes;
+        size_t n;
+        const char *named;
+    } cases[] = {
+        {"\0\0\0\x18" "ftypheic\0\0\0\0", 16, "HEIF images are not accepted"},
+        {"\0\0\0\x1c" "ftypavif\0\0\0\0", 16, "AVIF images are not accepted"},
+        {"RIFF\x24\0\0\0WAVEfmt ", 16, "not a JPEG, PNG or BMP image"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gr_image *im = NULL;
+        gr_status st = gr_image_decode_mem((const uint8_t *)cases[i].bytes, cases[i].n, "x", &im);
+        ck_assert_ptr_null(im);
+        ck_assert_int_eq(st, i + 1 < sizeof cases / sizeof cases[0] ? GR_ERR_UNSUPPORTED
+                                                                     : GR_ERR_PARSE);
+        ck_assert_msg(strstr(gr_last_error(), cases[i].named) != NULL, "case %zu: %s", i,
+                      gr_last_error());
+    }
+}
+END_TEST
+
+/* WebP and TIFF (tests/data/formats: data/shapes-val/000.png encoded losslessly by libwebp and by
+ * libtiff, LZW) decode to the PNG's pixels exactly where the build has their decoder, and are
+ * refused naming the package to install where it does not. Damaged, they fail with a message. */
+START_TEST(test_webp_and_tiff)
+{
+    static const char *const files[] = {"tests/data/formats/shapes000.webp",
+                                        "tests/data/formats/shapes000.tiff"};
+    static const int available[] = {
+#ifdef GR_HAVE_WEBP
+        1,
+#else
+        0,
+#endif
+#ifdef GR_HAVE_TIFF
+        1,
+#else
+        0,
+#endif
+    };
+    gr_image *png = NULL;
+    ck_assert_int_eq(gr_image_load("data/shapes-val/000.png", &png), GR_OK);
+    for (int k = 0; k < 2; k++) {
+        gr_image *im = NULL;
+        gr_status st = gr_image_load(files[k], &im);
+        if (!available[k]) {
+            ck_assert_int_eq(st, GR_ERR_UNSUPPORTED);
+            ck_assert_msg(strstr(gr_last_error(), "this graphrun was built without") != NULL, "%s",
+                          gr_last_error());
+            continue;
+        }
+        ck_assert_msg(st == GR_OK, "%s", gr_last_error());
+        ck_assert_int_eq(im->w, png->w);
+        ck_assert_int_eq(im->h, png->h);
+        ck_assert_int_eq(im->c, 3);
+        ck_assert_int_eq(memcmp(im->data, png->data, (size_t)png->w * png->h * 3), 0);
+        gr_image_destroy(im);
+        /* Cut to its first 200 bytes: an error naming the file, no crash. */
+        FILE *f = fopen(files[k], "rb");
+        ck_assert_ptr_nonnull(f);
+        uint8_t head[200];
+        size_t n = fread(head, 1, sizeof head, f);
+        fclose(f);
+        im = NULL;
+        st = gr_image_decode_mem(head, n, "cut", &im);
+        ck_assert_int_ne(st, GR_OK);
+        ck_assert_ptr_null(im);
+        ck_assert_msg(strncmp(gr_last_error(), "cut: ", 5) == 0, "%s", gr_last_error());
+    }
+    gr_image_destroy(png);
+}
+END_TEST
+
 static Suite *image_formats_suite(void)
 {
     Suite *s = suite_create("image_formats");
     TCase *tc = tcase_create("png");
     tcase_add_loop_test(tc, test_png_values_as_stored, 0,
                         (int)(sizeof png_cases / sizeof png_cases[0]));
+    tcase_add_test(tc, test_other_formats_named);
+    tcase_add_test(tc, test_webp_and_tiff);
     suite_add_tcase(s, tc);
     TCase *cmyk = tcase_create("cmyk");
     tcase_set_timeout(cmyk, 60); /* python3 and OpenCV take seconds to start */

@@ -91,7 +91,10 @@ typedef struct gr_cli_options {
     int input_type;       /* --input-type: GR_CLI_INPUT_AUTO (default), _IMAGE, _VIDEO */
     int decode;           /* --decode: GR_CLI_DECODE_AUTO (default), _CPU, _GPU (folder mode) */
     int gpu_decoder;      /* --gpu-decoder: a gr_jpeg_decoder (auto, hardware, hybrid) */
+    float io_timeout;     /* --io-timeout S: a network stream's wait for data (0: for ever) */
 } gr_cli_options;
+
+#define GR_CLI_IO_TIMEOUT_DEFAULT 10.0f
 
 /* --decode: where a folder's JPEGs are decoded; auto is the GPU where the engine can (a GPU
  * engine of a build with nvJPEG), else the CPU. */
@@ -103,7 +106,10 @@ enum { GR_CLI_INPUT_AUTO = 0, GR_CLI_INPUT_IMAGE = 1, GR_CLI_INPUT_VIDEO = 2 };
 
 /* ---- flag parsing (tools/cli_args.c): one parser for every subcommand ---------------------- */
 
-/* A flag of a command: --name, or --name VALUE / --name=VALUE when takes_value. */
+/* A flag of a command: --name, or --name VALUE / --name=VALUE when takes_value;
+ * GR_CLI_SEVERAL_VALUES: also the arguments after its value up to the next flag, each applied as
+ * one more value (--input a.jpg b.jpg c.jpg, what a shell glob gives). */
+#define GR_CLI_SEVERAL_VALUES 2
 typedef struct gr_cli_flag {
     const char *name;
     int id;
@@ -122,6 +128,7 @@ typedef struct gr_cli_parser {
     gr_cli_apply_fn apply;
     void *ctx;
     int help, version;         /* out: --help / -h, --version seen */
+    const gr_cli_flag *several; /* the last flag, when it takes several values (parser state) */
 } gr_cli_parser;
 
 /* argv[1..]: --help, -h and --version in every command; "unknown option '--x' (see COMMAND
@@ -197,13 +204,24 @@ int gr_cli_is_directory(const char *path);
 /* Make the folder `path` and its missing parents (mkdir -p): 0, or GR_EXIT_INPUT after one line
  * on stderr naming the part that could not be made. */
 int gr_cli_make_dir(const char *path);
+/* DIR/<name of path> in the image's own format where the encoder writes it (.png, .jpg, .jpeg;
+ * any other, .bmp .webp .tiff, as .png): where --output DIR draws it. */
+void gr_cli_drawn_name(const char *dir, const char *path, char *out, size_t size);
+/* An output must not destroy an input: refused (one line naming both, GR_EXIT_USAGE) when
+ * `output` is one of inputs[0..n-1] (the same file by device and inode: links and other
+ * spellings included) or, with is_dir (a folder the run writes into), when it holds one of them.
+ * `flag` names the output in the message (--output, --save-output, -o). Every command that writes
+ * files checks its outputs here before writing any. An output not there yet passes. */
+int gr_cli_check_output(const char *flag, const char *output, int is_dir,
+                        const char *const *inputs, int n);
 
 /* Folders and lists of images (--input DIR, --input-list FILE) through the library's folder
  * pipeline (gr_pool_detect_files): JSON Lines (or --format) on stdout in input order. */
 int gr_cli_detect_stream(const gr_cli_options *o);
 
 /* The images of --input DIR and --input-list FILE (tools/image_list.c). gr_cli_read_image_dir:
- * the folder's .jpg, .jpeg, .png and .bmp files (any case; no hidden file), sorted by name;
+ * the folder's .jpg, .jpeg, .png and .bmp files, and those named as other image types (.webp,
+ * .tif, .gif, .heic ...: each fails with its format named), any case, no hidden file, sorted;
  * gr_cli_read_image_list: one path per line, as given (blank lines skipped, a trailing '\r'
  * dropped). Both append to *l (zeroed first) and return an exit code after one line on stderr;
  * free with gr_cli_image_list_free. */

@@ -173,9 +173,14 @@ static int parse_one(gr_cli_parser *p, int argc, char **argv, int *i, char *err,
         p->version = 1;
         return GR_EXIT_OK;
     }
-    if (strncmp(a, "--", 2) != 0)
+    if (strncmp(a, "--", 2) != 0) {
+        /* More values of a flag that takes several (--input a.jpg b.jpg: a shell glob) */
+        if (p->several)
+            return p->apply(p->ctx, p->several->id, p->several->name, a, err, errlen);
         return gr_cli_usage_error(err, errlen, "unexpected argument '%s' (options start with --)",
                                   a);
+    }
+    p->several = NULL;
     const char *eq = strchr(a, '=');
     size_t len = eq ? (size_t)(eq - a) : strlen(a);
     const gr_cli_flag *f = find_flag(p, a, len);
@@ -193,6 +198,7 @@ static int parse_one(gr_cli_parser *p, int argc, char **argv, int *i, char *err,
             return gr_cli_usage_error(err, errlen, "missing value for '%s'", f->name);
         val = argv[++*i];
     }
+    p->several = f->takes_value == GR_CLI_SEVERAL_VALUES ? f : NULL;
     return p->apply(p->ctx, f->id, f->name, val, err, errlen);
 }
 
@@ -200,6 +206,7 @@ int gr_cli_parse_flags(gr_cli_parser *p, int argc, char **argv, char *err, size_
 {
     err[0] = '\0';
     p->help = p->version = 0;
+    p->several = NULL;
     for (int i = 1; i < argc; i++) {
         int rc = parse_one(p, argc, argv, &i, err, errlen);
         if (rc != GR_EXIT_OK)
@@ -235,7 +242,7 @@ enum {
     F_MODEL, F_CFG, F_WEIGHTS, F_NAMES, F_OUTPUT, F_SAVE_OUTPUT, F_INPUT, F_SEED, F_DEVICE, F_PREC,
     F_BATCH, F_RUNS, F_THRESH, F_NMS, F_CALIB_CACHE, F_CALIB, F_CALIB_PERCENTILE, F_CALIB_IMAGES,
     F_CALIB_DEVICE, F_INPUT_LIST, F_THREADS, F_MAX_NRMSE, F_TIMING_CACHE, F_F32_ALGO, F_SPLIT_K, F_PDL,
-    F_ENGINE, F_MICRO_BATCH, F_INPUT_TYPE, F_DECODE, F_GPU_DECODER, F_EXECUTOR
+    F_ENGINE, F_MICRO_BATCH, F_INPUT_TYPE, F_DECODE, F_GPU_DECODER, F_EXECUTOR, F_IO_TIMEOUT
 };
 
 const gr_cli_flag gr_cli_detect_flags[] = {
@@ -247,7 +254,7 @@ const gr_cli_flag gr_cli_detect_flags[] = {
     {"--save-conf", F_SAVE_CONF, 0}, {"--format", F_FORMAT, 1},
     {"--model", F_MODEL, 1}, {"--cfg", F_CFG, 1}, {"--weights", F_WEIGHTS, 1},
     {"--names", F_NAMES, 1}, {"--output", F_OUTPUT, 1}, {"--save-output", F_SAVE_OUTPUT, 1},
-    {"--input", F_INPUT, 1}, {"--seed", F_SEED, 1}, {"--device", F_DEVICE, 1},
+    {"--input", F_INPUT, GR_CLI_SEVERAL_VALUES}, {"--seed", F_SEED, 1}, {"--device", F_DEVICE, 1},
     {"--prec", F_PREC, 1}, {"--batch", F_BATCH, 1}, {"--runs", F_RUNS, 1},
     {"--thresh", F_THRESH, 1}, {"--nms", F_NMS, 1}, {"--calib-cache", F_CALIB_CACHE, 1},
     {"--calib", F_CALIB, 1}, {"--calib-percentile", F_CALIB_PERCENTILE, 1},
@@ -257,7 +264,7 @@ const gr_cli_flag gr_cli_detect_flags[] = {
     {"--f32-algo", F_F32_ALGO, 1}, {"--split-k", F_SPLIT_K, 1}, {"--pdl", F_PDL, 1},
     {"--engine", F_ENGINE, 1}, {"--micro-batch", F_MICRO_BATCH, 1}, {"--input-type", F_INPUT_TYPE, 1},
     {"--decode", F_DECODE, 1}, {"--gpu-decoder", F_GPU_DECODER, 1}, {"--executor", F_EXECUTOR, 1},
-    {NULL, 0, 0}};
+    {"--io-timeout", F_IO_TIMEOUT, 1}, {NULL, 0, 0}};
 
 void gr_cli_options_default(gr_cli_options *o)
 {
@@ -274,6 +281,7 @@ void gr_cli_options_default(gr_cli_options *o)
     o->calib_method = GR_CALIB_MAX;
     o->calib_percentile = 99.99f;
     o->max_nrmse = GR_MAX_NRMSE_DEFAULT;
+    o->io_timeout = GR_CLI_IO_TIMEOUT_DEFAULT;
 }
 
 static int apply_switch(gr_cli_options *o, int id)
@@ -360,6 +368,10 @@ static int apply_number(gr_cli_options *o, int id, const char *v, char *err, siz
                        o->calib_percentile > 50.0f
                    ? NULL
                    : "a number in (50, 100]";
+        break;
+    case F_IO_TIMEOUT:
+        want = gr_cli_parse_float(v, 0.0f, 86400.0f, &o->io_timeout)
+                   ? NULL : "a number of seconds in [0, 86400] (0: no timeout)";
         break;
     case F_SEED: want = parse_seed(v, &o->seed) ? NULL : "a non-negative integer"; break;
     case F_DEVICE: return gr_cli_parse_device_list(v, o, err, errlen);
@@ -456,8 +468,9 @@ int gr_cli_detect_apply(void *ctx, int id, const char *name, const char *value, 
     }
     if (id == F_INPUT) {
         if (o->n_inputs >= GR_CLI_MAX_INPUTS)
-            return gr_cli_usage_error(err, errlen, "too many --input files (at most %d)",
-                                      GR_CLI_MAX_INPUTS);
+            return gr_cli_usage_error(err, errlen, "too many --input files (at most %d): give "
+                                      "their folder (--input DIR) or a list of them "
+                                      "(--input-list FILE)", GR_CLI_MAX_INPUTS);
         o->inputs[o->n_inputs++] = value;
         return GR_EXIT_OK;
     }
@@ -522,11 +535,12 @@ int gr_cli_check_engine_flags(const gr_cli_options *o, const gr_engine *engine)
 }
 
 /* Here rather than in tools/results.c: the parser stands alone (the fuzzer links it alone). */
-static const char *const format_names[] = {"default", "json", "jsonl", "coco", "yolo-txt", "csv"};
+static const char *const format_names[] = {"default", "json", "jsonl", "coco", "yolo-txt", "csv",
+                                           "text"};
 
 int gr_result_format_parse(const char *s, gr_result_format *out)
 {
-    for (int k = GR_FORMAT_JSON; k <= GR_FORMAT_CSV; k++)
+    for (int k = GR_FORMAT_JSON; k <= GR_FORMAT_TEXT; k++)
         if (s && strcmp(s, format_names[k]) == 0) {
             *out = (gr_result_format)k;
             return 1;
@@ -536,7 +550,7 @@ int gr_result_format_parse(const char *s, gr_result_format *out)
 
 const char *gr_result_format_name(gr_result_format f)
 {
-    return f >= GR_FORMAT_DEFAULT && f <= GR_FORMAT_CSV ? format_names[f] : "?";
+    return f >= GR_FORMAT_DEFAULT && f <= GR_FORMAT_TEXT ? format_names[f] : "?";
 }
 
 int gr_cli_check_format(gr_cli_options *o, char *err, size_t errlen)

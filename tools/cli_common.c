@@ -475,3 +475,67 @@ int gr_cli_check_image_input(const gr_engine *engine, const char *model_name)
         return GR_EXIT_OK; /* no engine input to letterbox into */
     return gr_cli_check_image_channels(d.c, d.h, d.w, model_name);
 }
+
+/* ---- outputs and inputs ------------------------------------------------------------------ */
+
+void gr_cli_drawn_name(const char *dir, const char *path, char *out, size_t size)
+{
+    const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const char *dot = strrchr(name, '.');
+    size_t stem = dot && dot != name ? (size_t)(dot - name) : strlen(name);
+    /* The encoder writes PNG and JPEG: any other image (.bmp, .webp, .tiff) is drawn as .png */
+    int writable = dot && dot != name &&
+                   (!strcasecmp(dot, ".png") || !strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
+    const char *ext = writable ? dot : ".png";
+    size_t dir_len = strlen(dir);
+    snprintf(out, size, "%s%s%.*s%s", dir, dir_len && dir[dir_len - 1] == '/' ? "" : "/",
+             (int)stem, name, ext);
+}
+
+static int same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* The folder that holds path (its directory part, or "." without one) into out. */
+static void parent_of(const char *path, char *out, size_t size)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(out, size, ".");
+    else if (slash == path)
+        snprintf(out, size, "/");
+    else
+        snprintf(out, size, "%.*s", (int)(slash - path), path);
+}
+
+int gr_cli_check_output(const char *flag, const char *output, int is_dir,
+                        const char *const *inputs, int n)
+{
+    struct stat out;
+    if (!output || !output[0] || stat(output, &out) != 0)
+        return GR_EXIT_OK; /* not there yet: no input can be it, nor be in it */
+    char parent[4096], last[4096] = "";
+    struct stat in, dir;
+    int have_dir = 0;
+    for (int i = 0; i < n; i++) {
+        if (!inputs[i] || stat(inputs[i], &in) != 0)
+            continue; /* a missing input, a URL, a camera that is gone: nothing to overwrite */
+        const char *how = same_file(&in, &out) ? "is the input" : NULL;
+        if (!how && is_dir) {
+            parent_of(inputs[i], parent, sizeof parent);
+            if (strcmp(parent, last) != 0) { /* a folder's files share their parent */
+                have_dir = stat(parent, &dir) == 0;
+                snprintf(last, sizeof last, "%s", parent);
+            }
+            how = have_dir && same_file(&dir, &out) ? "holds the input" : NULL;
+        }
+        if (how) {
+            fprintf(stderr, "graphrun: %s %s %s %s: writing %s could destroy inputs; give "
+                            "another %s\n", flag, output, how, inputs[i],
+                    is_dir ? "into it" : "it", flag);
+            return GR_EXIT_USAGE;
+        }
+    }
+    return GR_EXIT_OK;
+}

@@ -98,6 +98,9 @@ int gr_cli_build(int argc, char **argv)
     if (rc >= 0)
         return rc;
     rc = refuse_run_flags(&o);
+    const char *inputs[] = {o.cfg, o.weights, o.names, o.calib_cache, o.timing_cache};
+    if (rc == GR_EXIT_OK) /* the engine file must not replace what it is built from */
+        rc = gr_cli_check_output("-o", o.output, 0, inputs, 5);
     if (rc != GR_EXIT_OK)
         return rc;
     gr_model *model = NULL;

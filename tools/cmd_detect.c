@@ -39,19 +39,25 @@ void gr_cli_detect_usage(FILE *f)
         "                      calibration or tactic search; the file fixes model, precision\n"
         "                      and batch\n"
         "input / output\n"
-        "  --input FILE        image (JPEG, PNG, BMP) or .npy float32 tensor of the network's input\n"
-        "                      shape (CHW or NCHW), fed as-is; repeat for a batch (default: the\n"
-        "                      bundled dog.jpg, in <prefix>/share/graphrun)\n"
+        "  --input FILE...     image (JPEG, PNG, BMP) or .npy float32 tensor of the network's input\n"
+        "                      shape (CHW or NCHW), fed as-is (default: the bundled dog.jpg, in\n"
+        "                      <prefix>/share/graphrun); several (repeated, or listed after one\n"
+        "                      --input: a shell glob, at most 64) each run once, in batches of\n"
+        "                      --batch\n"
         "  --input DIR         every .jpg/.jpeg/.png/.bmp in DIR, sorted by name, streamed: decoded\n"
         "                      on --threads N threads (default one per core) into batches of\n"
         "                      --batch, results as JSON Lines (one object per image); a bad file\n"
-        "                      gets an \"error\" line, the rest go on (exit 3); --save-output,\n"
-        "                      --runs, --find-overflow are refused\n"
+        "                      gets an \"error\" line, the rest go on (exit 3), and so does a file\n"
+        "                      of an image type not decoded (.webp .tif .gif .heic ...);\n"
+        "                      --save-output, --runs, --find-overflow are refused\n"
         "  --input-list FILE   the same for the image paths in FILE, one per line\n"
         "  --input VIDEO       a video file (.mp4, .mkv, .avi ...), camera (/dev/video0) or stream\n"
         "                      (rtsp://...) through FFmpeg: every frame, JSON Lines with its index\n"
         "                      and time (s); --output out.mp4 writes the video with its boxes\n"
-        "  --input-type T      auto (default: from the name, else FFmpeg's probe), image, video\n");
+        "  --input-type T      auto (default: from the name, else FFmpeg's probe), image, video\n"
+        "  --io-timeout S      a network stream (rtsp://, http://...) that sends nothing for S\n"
+        "                      seconds ends the run with one line, exit 3 (default 10; 0: wait\n"
+        "                      for ever)\n");
     fprintf(f,
         "  --decode D          with --input DIR / --input-list: where JPEGs are decoded: gpu\n"
         "                      (nvJPEG, letterboxed on the GPU; other files still on the CPU), cpu\n"
@@ -64,15 +70,19 @@ void gr_cli_detect_usage(FILE *f)
         "                      network's size at 1/2, 1/4 or 1/8 scale (faster, not Darknet's exact\n"
         "                      pixels; off by default)\n"
         "  --output FILE       image with boxes (.png/.jpg; default predictions.png, with several\n"
-        "                      inputs predictions.1.png ...); --no-output writes none\n"
+        "                      inputs predictions.1.png ...), or an existing folder: DIR/<name>\n"
+        "                      per input; --no-output writes none. An output that is an input\n"
+        "                      (or a folder holding one) is refused\n"
         "  --output DIR        with --input DIR / --input-list: each image with its boxes as\n"
         "                      DIR/<name> (its own format; .bmp as .png), DIR made if missing\n"
         "                      (default: none drawn)\n"
         "  --save-output FILE  raw head outputs as .npy (float32 NCHW); further heads FILE.1.npy ...\n"
-        "  --format F          results on stdout as json (one document), jsonl (one line per\n"
-        "                      image: the folder default), coco (COCO results array), csv (one row\n"
-        "                      per box), or yolo-txt (DIR/<stem>.txt label files into --output DIR,\n"
-        "                      nothing drawn); default: text for --input FILE, jsonl for a folder\n"
+        "  --format F          results on stdout as text (a block per image or frame), json (one\n"
+        "                      document), jsonl (one line per image: the folder default), coco\n"
+        "                      (COCO results array), csv (one row per box), or yolo-txt\n"
+        "                      (DIR/<stem>.txt label files into --output DIR, a video's as\n"
+        "                      <stem>_<frame>.txt; nothing drawn); default: text for --input FILE,\n"
+        "                      jsonl for a folder or a video\n"
         "  --save-conf         --format yolo-txt: the probability as a 6th column\n"
         "  --json              --format json\n");
     fprintf(f,
@@ -198,8 +208,12 @@ typedef struct detect_run {
     input_slot *slots;
     float *input_f32;  /* tensors, and images letterboxed as floats (--find-overflow, mixed) */
     int images_only;   /* no .npy tensor: the images go in through gr_engine_set_image */
-    double *times;
+    double *times;     /* every run's time: runs per batch, the batches one after another */
+    int n_times;
     size_t per_image;
+    int first;         /* the batch being run: inputs first .. first + count - 1 */
+    int count;
+    int nonfinite;     /* outputs that held NaN/Inf, over every batch */
 } detect_run;
 
 /* Read every input first: a bad file fails before any model work, with one line. */
@@ -240,6 +254,13 @@ static int check_input_shapes(const detect_run *r)
     return GR_EXIT_OK;
 }
 
+/* Every input runs once: in batches of --batch, one after another (the last one filled up with
+ * its own inputs repeated). Fewer inputs than the batch: one batch, the inputs repeating. */
+static int batches(const gr_cli_options *o)
+{
+    return (o->n_inputs + o->batch - 1) / o->batch;
+}
+
 static int allocate_batch(detect_run *r)
 {
     const gr_cli_options *o = &r->o;
@@ -250,7 +271,7 @@ static int allocate_batch(detect_run *r)
             r->images_only = 0;
     r->slots = calloc((size_t)o->batch, sizeof *r->slots);
     r->input_f32 = calloc(r->per_image * (size_t)o->batch, sizeof(float));
-    r->times = calloc((size_t)o->runs, sizeof *r->times);
+    r->times = calloc((size_t)o->runs * (size_t)batches(o), sizeof *r->times);
     if (!r->slots || !r->input_f32 || !r->times) {
         fprintf(stderr, "graphrun: out of memory for a batch of %d inputs\n", o->batch);
         return GR_EXIT_OOM;
@@ -263,12 +284,14 @@ static int allocate_batch(detect_run *r)
  * whose input copy moves bytes). .npy tensors are fed as-is through the float input, and with
  * one in the batch the images beside it are float-letterboxed too (gr_image_letterbox). The
  * float letterbox is also kept for --find-overflow's CPU emulation. */
-static int fill_batch(detect_run *r)
+static int fill_batch(detect_run *r, int first)
 {
-    int rc = allocate_batch(r);
+    int rc = GR_EXIT_OK;
     const gr_model_info *info = &r->info;
+    r->first = first;
+    r->count = r->o.n_inputs - first < r->o.batch ? r->o.n_inputs - first : r->o.batch;
     for (int b = 0; b < r->o.batch && rc == GR_EXIT_OK; b++) {
-        int i = b % r->o.n_inputs;
+        int i = first + b % r->count;
         r->slots[b].path = r->o.inputs[i];
         r->slots[b].image = r->images[i];
         float *dst = r->input_f32 + (size_t)b * r->per_image;
@@ -296,7 +319,7 @@ static int run_timed(detect_run *r)
             return gr_cli_fail(st, "run");
         gr_timing t;
         gr_engine_timing(r->engine, &t);
-        r->times[k] = t.end_to_end_us;
+        r->times[r->n_times++] = t.end_to_end_us;
     }
     return GR_EXIT_OK;
 }
@@ -321,10 +344,10 @@ static size_t image_nonfinite(const gr_engine *engine, int b)
  * to fill it, and a COCO image_id or a label file must not come twice). */
 static int write_result(const detect_run *r, int b, const gr_detection *dets, int n)
 {
-    if (b >= r->o.n_inputs)
+    if (b >= r->count)
         return GR_EXIT_OK;
     const gr_image *im = r->slots[b].image;
-    gr_result_image rec = {.path = r->slots[b].path, .index = b, .frame = -1,
+    gr_result_image rec = {.path = r->slots[b].path, .index = r->first + b, .frame = -1,
                            .width = im ? im->w : r->info.width,
                            .height = im ? im->h : r->info.height,
                            .nonfinite = image_nonfinite(r->engine, b)};
@@ -335,7 +358,7 @@ static void print_image(const detect_run *r, int b, const gr_detection *dets, in
 {
     const gr_model *model = gr_cli_model(r->model, r->engine);
     if (r->o.json) {
-        printf("%s\n  {\"input\": ", b ? "," : "");
+        printf("%s\n  {\"input\": ", r->first + b ? "," : "");
         gr_cli_json_string(stdout, r->slots[b].path);
         size_t bad = image_nonfinite(r->engine, b);
         if (bad)
@@ -347,14 +370,20 @@ static void print_image(const detect_run *r, int b, const gr_detection *dets, in
         printf("}");
         return;
     }
-    printf("%s: %d detection%s\n", r->slots[b].path, n, n == 1 ? "" : "s");
-    for (int i = 0; i < n; i++)
-        printf("  %-14s %5.1f%%  box left %.0f top %.0f right %.0f bottom %.0f\n",
-               gr_model_class_name(model, dets[i].class_id), 100.0 * (double)dets[i].prob,
-               (double)dets[i].left, (double)dets[i].top, (double)dets[i].right,
-               (double)dets[i].bottom);
+    gr_result_image im = {.path = r->slots[b].path, .frame = -1};
+    gr_results_text(stdout, model, &im, dets, n);
     if (r->info.classes == 0)
         print_top5(r->engine, model, b, 0);
+}
+
+/* Where input i is drawn: --output FILE (default predictions.png) for the first, FILE.i.png after
+ * it; --output DIR (an existing folder) DIR/<its name>, as --input DIR draws. */
+static void drawn_name(const gr_cli_options *o, int i, char *name, size_t size)
+{
+    if (o->output && gr_cli_is_directory(o->output))
+        gr_cli_drawn_name(o->output, o->inputs[i], name, size);
+    else
+        indexed_name(name, size, o->output ? o->output : "predictions.png", i, ".png");
 }
 
 /* Image b with its boxes into --output (indexed after the first); a repeated input is drawn
@@ -362,11 +391,11 @@ static void print_image(const detect_run *r, int b, const gr_detection *dets, in
 static int draw_image(const detect_run *r, int b, const gr_detection *dets, int n)
 {
     const gr_cli_options *o = &r->o;
-    if (!r->slots[b].image || (o->output && o->output[0] == '\0') || b >= o->n_inputs ||
+    if (!r->slots[b].image || (o->output && o->output[0] == '\0') || b >= r->count ||
         o->format == GR_FORMAT_YOLO_TXT)
         return GR_EXIT_OK;
-    char name[4096];
-    indexed_name(name, sizeof name, o->output ? o->output : "predictions.png", b, ".png");
+    char name[4200];
+    drawn_name(o, r->first + b, name, sizeof name);
     gr_status st = gr_image_draw_detections(r->slots[b].image, dets, n,
                                             gr_cli_model(r->model, r->engine));
     if (st == GR_OK)
@@ -418,27 +447,41 @@ static int open_results(detect_run *r)
     return gr_results_open(&ro, &r->results);
 }
 
-static int report_images(detect_run *r)
+/* The start of the results: the writer of --format jsonl, coco, csv, yolo-txt, or json's head. */
+static int begin_results(detect_run *r)
 {
-    if (r->o.format != GR_FORMAT_DEFAULT && r->o.format != GR_FORMAT_JSON) {
-        int rc = open_results(r);
-        for (int b = 0; b < r->o.batch && rc == GR_EXIT_OK; b++)
-            rc = report_image(r, b);
-        int closed = gr_results_close(r->results);
-        r->results = NULL;
-        return rc != GR_EXIT_OK ? rc : closed;
-    }
+    if (r->o.format != GR_FORMAT_DEFAULT && r->o.format != GR_FORMAT_JSON)
+        return open_results(r);
     if (r->o.json) {
         printf("{\"model\": ");
         gr_cli_json_string(stdout, r->info.name);
         printf(", \"synthetic_weights\": %s, \"precision\": \"%s\", \"images\": [",
                r->info.synthetic_weights ? "true" : "false", gr_precision_name(r->o.precision));
     }
-    int rc = GR_EXIT_OK;
-    for (int b = 0; b < r->o.batch && rc == GR_EXIT_OK; b++)
-        rc = report_image(r, b);
+    return GR_EXIT_OK;
+}
+
+/* The end of the results (rc: how the batches went; json's tail only after all of them). */
+static int end_results(detect_run *r, int rc)
+{
+    if (r->results) {
+        int closed = gr_results_close(r->results);
+        r->results = NULL;
+        return rc != GR_EXIT_OK ? rc : closed;
+    }
     if (rc == GR_EXIT_OK && r->o.json)
         printf("\n]}\n");
+    return rc;
+}
+
+/* The batch's images: with one batch every place of it (inputs repeated to fill it are printed
+ * as they ran; the results writer takes each input once), with several each input once. */
+static int report_images(detect_run *r)
+{
+    int n = batches(&r->o) == 1 ? r->o.batch : r->count;
+    int rc = GR_EXIT_OK;
+    for (int b = 0; b < n && rc == GR_EXIT_OK; b++)
+        rc = report_image(r, b);
     return rc;
 }
 
@@ -465,33 +508,78 @@ static void print_timing(detect_run *r)
 {
     gr_timing t;
     gr_engine_timing(r->engine, &t);
-    gr_cli_sort(r->times, r->o.runs);
+    gr_cli_sort(r->times, r->n_times);
     fprintf(stderr,
             "time (last run): type conversion %.1f us, memory copy %.1f us, computation %.1f us; "
             "end to end %.1f us",
             t.convert_us, t.copy_us, t.compute_us, t.end_to_end_us);
-    if (r->o.runs > 1)
-        fprintf(stderr, "; median of %d runs %.1f us, p99 %.1f us", r->o.runs,
-                gr_cli_percentile(r->times, r->o.runs, 50.0),
-                gr_cli_percentile(r->times, r->o.runs, 99.0));
+    if (r->n_times > 1)
+        fprintf(stderr, "; median of %d runs %.1f us, p99 %.1f us", r->n_times,
+                gr_cli_percentile(r->times, r->n_times, 50.0),
+                gr_cli_percentile(r->times, r->n_times, 99.0));
     fprintf(stderr, "\n");
 }
 
-/* The runs, the NaN/Inf check (and --find-overflow), the results, the files. */
-static int run_and_report(detect_run *r)
+/* One batch: its runs, the NaN/Inf check (and --find-overflow), its results and files. */
+static int run_batch(detect_run *r, int first)
 {
-    int rc = run_timed(r);
+    int rc = fill_batch(r, first);
+    if (rc == GR_EXIT_OK)
+        rc = run_timed(r);
     if (rc != GR_EXIT_OK)
         return rc;
     int nonfinite = gr_cli_report_nonfinite(r->engine, gr_precision_name(r->o.precision));
+    r->nonfinite += nonfinite;
     gr_status st = nonfinite && r->o.find_overflow ? gr_cli_find_overflow(&r->o, r->input_f32)
                                                    : GR_OK;
     if (st != GR_OK)
         return gr_cli_fail(st, "--find-overflow");
-    if ((rc = report_images(r)) != GR_EXIT_OK || (rc = save_outputs(r)) != GR_EXIT_OK)
+    if ((rc = report_images(r)) != GR_EXIT_OK)
+        return rc;
+    return save_outputs(r);
+}
+
+/* Every input, batch after batch; the results around them; the time split at the end. */
+static int run_and_report(detect_run *r)
+{
+    int rc = allocate_batch(r);
+    if (rc == GR_EXIT_OK)
+        rc = begin_results(r);
+    for (int first = 0; first < r->o.n_inputs && rc == GR_EXIT_OK; first += r->o.batch)
+        rc = run_batch(r, first);
+    rc = end_results(r, rc);
+    if (rc != GR_EXIT_OK)
         return rc;
     print_timing(r);
-    return nonfinite ? GR_EXIT_FAILURE : GR_EXIT_OK;
+    return r->nonfinite ? GR_EXIT_FAILURE : GR_EXIT_OK;
+}
+
+/* Before anything is read: --save-output holds one run's outputs (one batch); no file written
+ * (--output's drawn images, --save-output's .npy) may be an input, nor --output DIR hold one. */
+static int check_outputs(const gr_cli_options *o)
+{
+    if (o->save_output && batches(o) > 1) {
+        fprintf(stderr, "graphrun: --save-output writes one run's outputs: %d inputs at --batch %d "
+                        "are %d runs (give --batch %d, or one --input)\n", o->n_inputs, o->batch,
+                batches(o), o->n_inputs);
+        return GR_EXIT_USAGE;
+    }
+    int rc = GR_EXIT_OK;
+    int draws = !(o->output && !o->output[0]) && o->format != GR_FORMAT_YOLO_TXT;
+    if (o->output && o->output[0] && gr_cli_is_directory(o->output))
+        rc = gr_cli_check_output("--output", o->output, 1, o->inputs, o->n_inputs);
+    char name[4200];
+    for (int i = 0; draws && i < o->n_inputs && rc == GR_EXIT_OK; i++) {
+        drawn_name(o, i, name, sizeof name);
+        rc = gr_cli_check_output("--output", name, 0, o->inputs, o->n_inputs);
+    }
+    for (int k = 0; o->save_output && k < GR_CLI_MAX_INPUTS && rc == GR_EXIT_OK; k++) {
+        indexed_name(name, sizeof name, o->save_output, k, ".npy"); /* each head's file */
+        rc = gr_cli_check_output("--save-output", name, 0, o->inputs, o->n_inputs);
+    }
+    if (o->format == GR_FORMAT_YOLO_TXT && rc == GR_EXIT_OK)
+        rc = gr_cli_check_output("--output", o->output, 1, o->inputs, o->n_inputs);
+    return rc;
 }
 
 static void detect_free(detect_run *r)
@@ -521,6 +609,8 @@ int gr_cli_detect_images(const gr_cli_options *o)
         return GR_EXIT_OOM;
     }
     r->o = *o;
+    if (r->o.format == GR_FORMAT_TEXT) /* this mode's own */
+        r->o.format = GR_FORMAT_DEFAULT;
     int rc = GR_EXIT_OK;
     if (r->o.n_inputs == 0) {
         gr_status st = gr_data_path("dog.jpg", default_input, sizeof default_input);
@@ -529,13 +619,13 @@ int gr_cli_detect_images(const gr_cli_options *o)
             rc = gr_cli_fail(st, "the default --input");
     }
     if (rc == GR_EXIT_OK)
+        rc = check_outputs(&r->o);
+    if (rc == GR_EXIT_OK)
         rc = read_inputs(r);
     if (rc == GR_EXIT_OK)
         rc = gr_cli_open(&r->o, &r->model, &r->engine, &r->info);
     if (rc == GR_EXIT_OK)
         rc = check_input_shapes(r);
-    if (rc == GR_EXIT_OK)
-        rc = fill_batch(r);
     if (rc == GR_EXIT_OK)
         rc = run_and_report(r);
     detect_free(r);

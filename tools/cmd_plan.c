@@ -482,6 +482,10 @@ int gr_cli_plan(int argc, char **argv)
     int rc = gr_cli_run_parser(&parser, argc, argv, plan_usage);
     if (rc >= 0)
         return rc;
+    const char *inputs[] = {a.cfg, a.weights, a.timing_cache};
+    if ((rc = gr_cli_check_output("--dot", a.dot, 0, inputs, 3)) != GR_EXIT_OK ||
+        (rc = gr_cli_check_output("--svg", a.svg, 0, inputs, 3)) != GR_EXIT_OK)
+        return rc;
     const int auto_prec = a.opt.precision == GR_PREC_AUTO;
     gr_net *net = NULL;
     gr_plan *plan = NULL;

@@ -88,14 +88,8 @@ typedef struct stream {
 static void draw_image(const char *dir, const char *path, const gr_detection *dets, int n,
                        const gr_model *model, record *rec)
 {
-    const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    const char *dot = strrchr(name, '.');
-    size_t stem = dot && dot != name ? (size_t)(dot - name) : strlen(name);
-    const char *ext = dot && strcasecmp(dot, ".bmp") != 0 ? dot : ".png";
-    size_t dir_len = strlen(dir);
     char out[4200];
-    snprintf(out, sizeof out, "%s%s%.*s%s", dir, dir_len && dir[dir_len - 1] == '/' ? "" : "/",
-             (int)stem, name, ext);
+    gr_cli_drawn_name(dir, path, out, sizeof out);
     gr_image *im = NULL;
     gr_status st = gr_image_load(path, &im);
     if (st == GR_OK)
@@ -584,9 +578,6 @@ int gr_cli_detect_stream(const gr_cli_options *o)
         return GR_EXIT_USAGE;
     }
     int rc = refuse_single_image_flags(o);
-    /* --output DIR (annotated images or yolo-txt labels) made before the engine's work. */
-    if (rc == GR_EXIT_OK && o->output && o->output[0])
-        rc = gr_cli_make_dir(o->output);
     if (rc != GR_EXIT_OK)
         return rc;
     double t_start = now_s();
@@ -598,6 +589,15 @@ int gr_cli_detect_stream(const gr_cli_options *o)
                 o->input_list ? o->input_list : o->inputs[0]);
         rc = GR_EXIT_INPUT;
     }
+    /* --output DIR (drawn images, yolo-txt labels) must not be the folder of an input. */
+    if (rc == GR_EXIT_OK && o->output && o->output[0])
+        rc = gr_cli_check_output("--output", o->output, 1, (const char *const *)list.paths,
+                                 list.n);
+    if (rc == GR_EXIT_OK && o->output && o->output[0])
+        rc = gr_cli_check_output("--output", o->output, 1,
+                                 o->input_list ? &o->input_list : o->inputs, 1);
+    if (rc == GR_EXIT_OK && o->output && o->output[0])
+        rc = gr_cli_make_dir(o->output);
     gr_model *model = NULL;
     gr_pool *pool = NULL;
     gr_results *results = NULL;
@@ -653,7 +653,8 @@ static int check_video_flags(const gr_cli_options *o)
         fprintf(stderr, "graphrun: %s applies to images, not to a video\n", flag);
         return GR_EXIT_USAGE;
     }
-    if (o->output && o->output[0] && !gr_video_has_extension(o->output)) {
+    if (o->output && o->output[0] && o->format != GR_FORMAT_YOLO_TXT &&
+        !gr_video_has_extension(o->output)) {
         fprintf(stderr, "graphrun: --output %s: a video's boxes are drawn into a video file (.mp4, "
                         ".mkv, .avi, .mov, .webm ...)\n", o->output);
         return GR_EXIT_USAGE;
@@ -664,11 +665,15 @@ static int check_video_flags(const gr_cli_options *o)
 int gr_cli_detect_video(const gr_cli_options *o)
 {
     int rc = check_video_flags(o);
+    /* --output: the video drawn, or with yolo-txt the folder of its frames' label files */
+    int labels = o->format == GR_FORMAT_YOLO_TXT;
+    if (rc == GR_EXIT_OK && o->output && o->output[0])
+        rc = gr_cli_check_output("--output", o->output, labels, o->inputs, 1);
     if (rc != GR_EXIT_OK)
         return rc;
     double t_start = now_s();
     gr_video_reader *video = NULL;
-    gr_status st = gr_video_open(o->inputs[0], &video);
+    gr_status st = gr_video_open(o->inputs[0], (double)o->io_timeout, &video);
     if (st != GR_OK)
         return gr_cli_fail(st, NULL);
     gr_model *model = NULL;
@@ -686,7 +691,8 @@ int gr_cli_detect_video(const gr_cli_options *o)
     void (*previous)(int) = signal(SIGINT, on_interrupt);
     if (rc == GR_EXIT_OK) {
         stream s = {.o = &opened, .total = INT_MAX, .video = video, .video_path = o->inputs[0],
-                    .output = o->output && o->output[0] ? o->output : NULL, .results = results,
+                    .output = o->output && o->output[0] && !labels ? o->output : NULL,
+                    .results = results,
                     .model = gr_cli_model(model, gr_pool_engine(pool, 0))};
         rc = run_stream(&s, pool, t_start);
     }

@@ -1,6 +1,6 @@
 /* The images of `graphrun --input DIR` and `--input-list FILE` (tools/cmd_stream.c): a folder's
- * image files by name (.jpg, .jpeg, .png, .bmp, any case; sorted, so the order is the same every
- * time), or a list file's paths as given. */
+ * image files by name (.jpg, .jpeg, .png, .bmp, and other image types, which fail with a reason;
+ * any case; sorted, so the order is the same every time), or a list file's paths as given. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <stdio.h>
@@ -40,12 +40,17 @@ void gr_cli_image_list_free(gr_cli_image_list *l)
     free(l->paths);
 }
 
+/* The images graphrun decodes, and - listed too, so that each gets its error line ("x.webp: byte
+ * 0: WebP images are not accepted (JPEG, PNG, BMP)") and the run's exit status says so, instead
+ * of being skipped unseen - those of common image types it does not. */
 static int is_image_name(const char *name)
 {
     const char *dot = strrchr(name, '.');
     if (!dot || name[0] == '.')
         return 0;
-    static const char *const exts[] = {".jpg", ".jpeg", ".png", ".bmp"};
+    static const char *const exts[] = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff",
+                                       ".gif", ".heic", ".heif", ".avif", ".ppm", ".pgm", ".pnm",
+                                       ".psd", ".hdr", ".tga", ".jp2", ".jxl"};
     for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++)
         if (strcasecmp(dot, exts[i]) == 0)
             return 1;

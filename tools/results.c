@@ -293,6 +293,21 @@ static int write_labels(const gr_results *r, const gr_result_image *im, const gr
     return GR_EXIT_OK;
 }
 
+void gr_results_text(FILE *f, const gr_model *model, const gr_result_image *im,
+                     const gr_detection *dets, int n)
+{
+    if (im->frame >= 0)
+        fprintf(f, "%s frame %lld (%.6f s): ", im->path, im->frame, im->time_s);
+    else
+        fprintf(f, "%s: ", im->path);
+    fprintf(f, "%d detection%s\n", n, n == 1 ? "" : "s");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "  %-14s %5.1f%%  box left %.0f top %.0f right %.0f bottom %.0f\n",
+                gr_model_class_name(model, dets[i].class_id), 100.0 * (double)dets[i].prob,
+                (double)dets[i].left, (double)dets[i].top, (double)dets[i].right,
+                (double)dets[i].bottom);
+}
+
 int gr_results_carries_errors(const gr_results *r)
 {
     return r->o.format == GR_FORMAT_JSON || r->o.format == GR_FORMAT_JSONL;
@@ -318,6 +333,7 @@ int gr_results_format(const gr_results *r, const gr_result_image *im, const gr_d
     case GR_FORMAT_COCO: format_coco(r, im, dets, n, f); break;
     case GR_FORMAT_CSV: format_csv(r, im, dets, n, f); break;
     case GR_FORMAT_YOLO_TXT: return write_labels(r, im, dets, n, err, errlen);
+    case GR_FORMAT_TEXT: gr_results_text(f, r->o.model, im, dets, n); break;
     default: break;
     }
     return GR_EXIT_OK;

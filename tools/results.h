@@ -9,6 +9,8 @@
  *   yolo-txt  per image <dir>/<stem>.txt, one `class cx cy w h [conf]` line per box, normalised to
  *             the original image; nothing on the results stream
  *   csv       a header, then one row per box: path,class_id,class,conf,x1,y1,x2,y2
+ *   text      per image `path: N detections` (a frame: `path frame K (T s): ...`), then one
+ *             indented line per box: class, probability, box (what `graphrun --input FILE` prints)
  *
  * Threads: gr_results_format only reads the writer (and writes the image's own label file for
  * yolo-txt), so records are formatted on any thread into their own buffers; gr_results_append and
@@ -27,10 +29,11 @@ typedef enum gr_result_format {
     GR_FORMAT_JSONL,
     GR_FORMAT_COCO,
     GR_FORMAT_YOLO_TXT,
-    GR_FORMAT_CSV
+    GR_FORMAT_CSV,
+    GR_FORMAT_TEXT         /* --format text: images one by one print it by default */
 } gr_result_format;
 
-#define GR_RESULT_FORMAT_CHOICES "json, jsonl, coco, yolo-txt or csv"
+#define GR_RESULT_FORMAT_CHOICES "text, json, jsonl, coco, yolo-txt or csv"
 
 /* 1 and *out for a format's name, else 0 (in tools/cli_args.c, the flag parser). */
 int gr_result_format_parse(const char *s, gr_result_format *out);
@@ -83,6 +86,11 @@ int gr_results_open(const gr_results_options *o, gr_results **out);
  * GR_EXIT_OOM (no memory for the record: nothing written). */
 int gr_results_format(const gr_results *r, const gr_result_image *im, const gr_detection *dets,
                       int n, FILE *f, char *err, size_t errlen);
+
+/* The text record of an image or frame onto f (--format text; `graphrun --input FILE` prints
+ * it too). */
+void gr_results_text(FILE *f, const gr_model *model, const gr_result_image *im,
+                     const gr_detection *dets, int n);
 
 /* 1 when an image's error is part of its record (json, jsonl). */
 int gr_results_carries_errors(const gr_results *r);

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "base/base.h"
 #include "tools/video.h"
@@ -181,7 +182,41 @@ struct gr_video_reader {
     unsigned long log_errors; /* FFmpeg's error messages before this reader's last frame */
     double duration;     /* seconds the file declares for the video (0: unknown) */
     double last_pts;     /* of the last frame returned */
+    /* A network stream: each open or read that blocks longer than timeout_s without data is
+     * given up (FFmpeg's interrupt callback, polled while it waits: the deadline is moved at
+     * each call that may block); timed_out says why its call failed. 0: wait forever. */
+    double timeout_s, deadline;
+    int timed_out;
 };
+
+static double monotonic_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* FFmpeg polls it while a protocol waits (about every 100 ms): 1 gives the call up (AVERROR_EXIT). */
+static int past_deadline(void *opaque)
+{
+    gr_video_reader *r = opaque;
+    if (r->timeout_s > 0 && monotonic_s() > r->deadline)
+        r->timed_out = 1;
+    return r->timed_out;
+}
+
+/* Before a call that may block on the network: timeout_s from now. */
+static void arm(gr_video_reader *r)
+{
+    r->deadline = monotonic_s() + r->timeout_s;
+}
+
+/* A call given up by past_deadline: one line saying the stream stalled (GR_ERR_IO); else ret's. */
+static gr_status stalled(const gr_video_reader *r, const char *what)
+{
+    return gr_fail(GR_ERR_IO, "%s: %s: no data for %g s (the stream stalled; --io-timeout "
+                   "SECONDS to wait longer, 0 for ever)", r->path, what, r->timeout_s);
+}
 
 void gr_video_close(gr_video_reader *r)
 {
@@ -209,12 +244,22 @@ static gr_status open_input(gr_video_reader *r)
         if (stat(r->path, &sb) != 0)
             return gr_fail(GR_ERR_IO, "%s: no such camera: %s", r->path, strerror(errno));
     }
-    int ret = avformat_open_input(&r->fmt, r->path, ifmt, NULL);
+    if (!(r->fmt = avformat_alloc_context()))
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory for a video reader", r->path);
+    r->fmt->interrupt_callback.callback = past_deadline;
+    r->fmt->interrupt_callback.opaque = r;
+    arm(r);
+    int ret = avformat_open_input(&r->fmt, r->path, ifmt, NULL); /* frees fmt on failure */
+    if (ret < 0 && r->timed_out)
+        return stalled(r, "cannot open video");
     if (ret < 0)
         return av_fail(ret == AVERROR(ENOENT) || ret == AVERROR(EACCES) ? GR_ERR_IO : GR_ERR_PARSE,
                        ret, "cannot open video", r->path, -1);
+    arm(r);
     if ((ret = avformat_find_stream_info(r->fmt, NULL)) < 0)
-        return av_fail(GR_ERR_PARSE, ret, "cannot read the stream information", r->path, -1);
+        return r->timed_out ? stalled(r, "reading the stream information")
+                            : av_fail(GR_ERR_PARSE, ret, "cannot read the stream information",
+                                      r->path, -1);
     return GR_OK;
 }
 
@@ -259,7 +304,7 @@ static gr_status open_decoder(gr_video_reader *r)
     return GR_OK;
 }
 
-gr_status gr_video_open(const char *path, gr_video_reader **out)
+gr_status gr_video_open(const char *path, double timeout_s, gr_video_reader **out)
 {
     *out = NULL;
     pthread_once(&init_once, init_ffmpeg);
@@ -268,6 +313,8 @@ gr_status gr_video_open(const char *path, gr_video_reader **out)
         free(r);
         return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory for a video reader", path);
     }
+    /* Files and cameras block on the disk or the device, not the network: no deadline. */
+    r->timeout_s = strstr(path, "://") && strncmp(path, "file:", 5) != 0 ? timeout_s : 0.0;
     gr_status st = open_input(r);
     if (st == GR_OK)
         st = open_decoder(r);
@@ -367,7 +414,10 @@ static gr_status check_complete(const gr_video_reader *r)
 /* Feed the decoder one packet of the stream (or the flush at the end). */
 static gr_status feed(gr_video_reader *r)
 {
+    arm(r);
     int ret = av_read_frame(r->fmt, r->pkt);
+    if (ret < 0 && r->timed_out)
+        return stalled(r, "reading");
     if (ret == AVERROR_EOF) {
         r->draining = 1;
         ret = avcodec_send_packet(r->dec, NULL);
@@ -619,8 +669,9 @@ int gr_video_is_input(const char *path)
     return strstr(path, "://") || is_camera(path) || gr_video_has_extension(path);
 }
 
-gr_status gr_video_open(const char *path, gr_video_reader **out)
+gr_status gr_video_open(const char *path, double timeout_s, gr_video_reader **out)
 {
+    (void)timeout_s;
     *out = NULL;
     return gr_fail(GR_ERR_UNSUPPORTED, "%s: video input: " GR_NO_FFMPEG, path);
 }

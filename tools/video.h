@@ -27,8 +27,10 @@ int gr_video_has_extension(const char *path);
 typedef struct gr_video_reader gr_video_reader;
 
 /* Open a file, a URL or a camera (/dev/video*, through libavdevice's V4L2 input) and its best
- * video stream's decoder. */
-gr_status gr_video_open(const char *path, gr_video_reader **out);
+ * video stream's decoder. timeout_s (a URL only; 0: none): an open or read of the stream that
+ * waits that long without data fails with "PATH: reading: no data for N s (the stream
+ * stalled; ...)", GR_ERR_IO, instead of waiting for ever. */
+gr_status gr_video_open(const char *path, double timeout_s, gr_video_reader **out);
 /* The next frame, converted to 8-bit RGB (swscale, no resize: the same pixels the image path
  * would letterbox) into *frame, which is reused when it has the frame's size and replaced
  * otherwise (the caller owns it: gr_image_destroy). *pts: its presentation time in seconds

@@ -27,7 +27,8 @@ void gr_image_destroy(gr_image *im)
  * JPEG goes to libjpeg-turbo (TurboJPEG API) and PNG to libpng (its low-level API): the decoders
  * the field uses, SIMD-fast and fuzzed upstream (OSS-Fuzz). BMP, rare in detection data, is read
  * here (read_bmp: uncompressed 24- and 32-bit only). Formats are recognised by signature; GIF, PSD,
- * HDR, PIC and PNM are named in the refusal, anything else is "not an image". Sizes are checked
+ * HDR, PIC, PNM, HEIF and AVIF are named in the refusal, anything else is "not an image". WebP
+ * and TIFF go to decode_extra.c (libwebp, libtiff where the build has them). Sizes are checked
  * from the header (gr_image_probe_mem) before any pixel is decoded. A decoder's warning (a
  * truncated or damaged JPEG that libjpeg-turbo would pad with grey) is an error: graphrun runs a
  * detector on what the file holds or refuses it. */
@@ -37,7 +38,7 @@ static bool starts_with(const uint8_t *data, size_t len, const char *magic, size
     return len >= n && memcmp(data, magic, n) == 0;
 }
 
-typedef enum { FORMAT_JPEG, FORMAT_PNG, FORMAT_BMP } image_format;
+typedef enum { FORMAT_JPEG, FORMAT_PNG, FORMAT_BMP, FORMAT_WEBP, FORMAT_TIFF } image_format;
 
 static gr_status identify_format(const uint8_t *data, size_t len, const char *name,
                                  image_format *format)
@@ -54,6 +55,13 @@ static gr_status identify_format(const uint8_t *data, size_t len, const char *na
         *format = FORMAT_BMP;
         return GR_OK;
     }
+    gr_image_extra extra = gr_image_extra_kind(data, len); /* WebP, TIFF: decode_extra.c */
+    if (extra != GR_IMAGE_EXTRA_NONE) {
+        if (!gr_image_extra_available(extra))
+            return gr_image_extra_refuse(extra, name);
+        *format = extra == GR_IMAGE_EXTRA_WEBP ? FORMAT_WEBP : FORMAT_TIFF;
+        return GR_OK;
+    }
     static const struct {
         const char *magic;
         size_t n;
@@ -62,11 +70,20 @@ static gr_status identify_format(const uint8_t *data, size_t len, const char *na
                    {"#?RADIANCE", 10, "HDR"},   {"#?RGBE", 6, "HDR"},
                    {"\x53\x80\xf6\x34", 4, "PIC"}, {"P5", 2, "PGM"},
                    {"P6", 2, "PPM"}};
+    const char *other = NULL;
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
         if (starts_with(data, len, refused[i].magic, refused[i].n))
-            return gr_fail(GR_ERR_UNSUPPORTED,
-                           "%s: byte 0: %s images are not accepted (JPEG, PNG, BMP)",
-                           name, refused[i].format);
+            other = refused[i].format;
+    /* Common in photo folders: HEIF/AVIF (an ISO media file of that brand). */
+    if (len >= 12 && memcmp(data + 4, "ftyp", 4) == 0)
+        other = memcmp(data + 8, "avif", 4) == 0 || memcmp(data + 8, "avis", 4) == 0 ? "AVIF"
+                : memcmp(data + 8, "heic", 4) == 0 || memcmp(data + 8, "heix", 4) == 0 ||
+                        memcmp(data + 8, "mif1", 4) == 0
+                    ? "HEIF"
+                    : other;
+    if (other)
+        return gr_fail(GR_ERR_UNSUPPORTED,
+                       "%s: byte 0: %s images are not accepted (JPEG, PNG, BMP)", name, other);
     return gr_fail(GR_ERR_PARSE, "%s: byte 0: not a JPEG, PNG or BMP image", name);
 }
 
@@ -343,6 +360,10 @@ static gr_status probe_mem(tjhandle tj, const uint8_t *data, size_t len, const c
         if (own)
             tjDestroy(own);
         GR_TRY(st);
+    } else if (format == FORMAT_WEBP || format == FORMAT_TIFF) {
+        GR_TRY(gr_image_extra_probe(format == FORMAT_WEBP ? GR_IMAGE_EXTRA_WEBP
+                                                          : GR_IMAGE_EXTRA_TIFF,
+                                    data, len, name, w, h));
     } else if (format == FORMAT_PNG) {
         /* The size straight from IHDR (which must come first), so that a file cut short after it
          * still reports the size limit; libpng checks the chunk, its CRC and the rest. */
@@ -391,6 +412,10 @@ static gr_status decode_into(tjhandle tj, const uint8_t *data, size_t len, const
     }
     if (format == FORMAT_PNG)
         return decode_png(data, len, name, *w, *h, *pixels);
+    if (format == FORMAT_WEBP || format == FORMAT_TIFF)
+        return gr_image_extra_decode(format == FORMAT_WEBP ? GR_IMAGE_EXTRA_WEBP
+                                                           : GR_IMAGE_EXTRA_TIFF,
+                                     data, len, name, *w, *h, *pixels);
     return format == FORMAT_JPEG ? decode_jpeg(tj, data, len, name, *w, *h, *pixels)
                                  : decode_bmp(data, len, name, *pixels);
 }

@@ -24,13 +24,32 @@ bool gr_image_valid(const gr_image *im);
 
 /* Decode a JPEG (libjpeg-turbo; CMYK/YCCK converted as cv2.imread does), PNG (libpng: the stored
  * values, 16-bit as v >> 8, alpha dropped, no gamma) or uncompressed 24/32-bit BMP held in `data`
- * (len bytes) to 3-channel RGB; other formats are refused. `name` names the source in messages
+ * (len bytes) to 3-channel RGB, and WebP and TIFF where the build has their decoders (below);
+ * other formats are refused. `name` names the source in messages
  * ("dog.jpg: corrupt image: ..."). On failure *out is NULL. */
 gr_status gr_image_decode_mem(const uint8_t *data, size_t len, const char *name, gr_image **out);
 
 /* The checks gr_image_decode_mem makes before decoding (size, format, header, dimensions); on
  * success *w x *h is the image's size. */
 gr_status gr_image_probe_mem(const uint8_t *data, size_t len, const char *name, int *w, int *h);
+
+/* The optional decoders (runtime/image/decode_extra.c): WebP through libwebp, TIFF through
+ * libtiff, compiled in when the build found them (gr_image_extra_available). By signature:
+ * gr_image_extra_kind. probe: the size from the header; decode: w x h RGB into rgb. Without the
+ * library both refuse the file (GR_ERR_UNSUPPORTED) with the package to install. */
+typedef enum gr_image_extra {
+    GR_IMAGE_EXTRA_NONE = 0,
+    GR_IMAGE_EXTRA_WEBP,
+    GR_IMAGE_EXTRA_TIFF
+} gr_image_extra;
+gr_image_extra gr_image_extra_kind(const uint8_t *data, size_t len);
+const char *gr_image_extra_name(gr_image_extra kind);
+int gr_image_extra_available(gr_image_extra kind);
+gr_status gr_image_extra_refuse(gr_image_extra kind, const char *name);
+gr_status gr_image_extra_probe(gr_image_extra kind, const uint8_t *data, size_t len,
+                               const char *name, int *w, int *h);
+gr_status gr_image_extra_decode(gr_image_extra kind, const uint8_t *data, size_t len,
+                                const char *name, int w, int h, uint8_t *rgb);
 
 /* Decoding many images on one thread (the streaming workers, one reader each): the file buffer,
  * the pixel buffer and the JPEG decompressor are kept between images instead of allocated per

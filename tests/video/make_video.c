@@ -72,7 +72,7 @@ static int make(char **argv, int argc, gr_video_codec codec)
 static int read_all(const char *path, const char *png_dir)
 {
     gr_video_reader *r = NULL;
-    if (gr_video_open(path, &r) != GR_OK)
+    if (gr_video_open(path, 0.0, &r) != GR_OK)
         return fail("open");
     gr_image *frame = NULL;
     int rc = 0, eof = 0, n = 0;
