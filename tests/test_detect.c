@@ -329,7 +329,7 @@ START_TEST(test_letterbox_correction)
     /* 768x576 in 416x416: new 416x312 at rows 52..363, so network rows 52 and 364 are image
      * rows 0 and 576 and columns scale by 768/416. */
     gr_detection d = box(100, 52, 200, 364, 0, 1);
-    gr_detections_correct_letterbox(&d, 1, 416, 416, 768, 576);
+    gr_detections_correct_letterbox(&d, 1, GR_PREPROCESS_LETTERBOX, 416, 416, 768, 576);
     ASSERT_NEAR(d.left, 100.0 * 768 / 416, PX_TOL);
     ASSERT_NEAR(d.right, 200.0 * 768 / 416, PX_TOL);
     ASSERT_NEAR(d.top, 0, PX_TOL);
@@ -338,14 +338,14 @@ START_TEST(test_letterbox_correction)
     /* Odd padding: 100x50 in 10x10 gives new 10x5, pasted at integer row 2 but corrected with
      * Darknet's real offset (10-5)/2. = 2.5: network rows 2.5 and 7.5 are image rows 0 and 50. */
     gr_detection e = box(0, 2.5f, 10, 7.5f, 0, 1);
-    gr_detections_correct_letterbox(&e, 1, 10, 10, 100, 50);
+    gr_detections_correct_letterbox(&e, 1, GR_PREPROCESS_LETTERBOX, 10, 10, 100, 50);
     ASSERT_NEAR(e.top, 0, PX_TOL);
     ASSERT_NEAR(e.bottom, 50, PX_TOL);
     ASSERT_NEAR(e.right, 100, PX_TOL);
 
     /* Same size: the identity. */
     gr_detection f = box(-3, 7, 400, 415, 0, 1);
-    gr_detections_correct_letterbox(&f, 1, 416, 416, 416, 416);
+    gr_detections_correct_letterbox(&f, 1, GR_PREPROCESS_LETTERBOX, 416, 416, 416, 416);
     ASSERT_EXACT(f.left, -3);
     ASSERT_EXACT(f.bottom, 415);
 }

@@ -99,7 +99,7 @@ START_TEST(test_letterbox_kernel_equals_cpu)
             ck_assert_int_eq(cudaMemcpy(src[i], ims[i]->data, bytes, cudaMemcpyHostToDevice),
                              cudaSuccess);
             gr_letterbox_geom g;
-            gr_letterbox_geometry(ims[i]->w, ims[i]->h, net_w, net_h, &g);
+            gr_letterbox_geometry(GR_PREPROCESS_LETTERBOX, ims[i]->w, ims[i]->h, net_w, net_h, &g);
             jobs[i] = (gr_letterbox_job){.src = src[i], .dst = dst + (size_t)i * per_image,
                                          .src_w = ims[i]->w, .src_h = ims[i]->h,
                                          .pitch = 3 * ims[i]->w, .new_w = g.new_w,

@@ -91,6 +91,7 @@ typedef struct gr_cli_options {
     int input_type;       /* --input-type: GR_CLI_INPUT_AUTO (default), _IMAGE, _VIDEO */
     int decode;           /* --decode: GR_CLI_DECODE_AUTO (default), _CPU, _GPU (folder mode) */
     int gpu_decoder;      /* --gpu-decoder: a gr_jpeg_decoder (auto, hardware, hybrid) */
+    gr_preprocess preprocess; /* --letterbox / --stretch (default auto: the model's) */
 } gr_cli_options;
 
 /* --decode: where a folder's JPEGs are decoded; auto is the GPU where the engine can (a GPU

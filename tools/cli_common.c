@@ -378,6 +378,7 @@ static int open_any(gr_cli_options *o, gr_model **model, gr_engine **engine, gr_
     eo.executor = o->executor;
     eo.micro_batch = o->micro_batch;
     eo.jpeg_decoder = (gr_jpeg_decoder)o->gpu_decoder;
+    eo.preprocess = o->preprocess;
     if (o->device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
         fprintf(stderr, "graphrun: no CUDA device visible: running the CPU reference (slow)\n");
     st = build_or_load(o, *model, &eo, engine, pool);

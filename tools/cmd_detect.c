@@ -278,7 +278,8 @@ static int fill_batch(detect_run *r)
         }
         gr_status st = GR_OK;
         if (!r->images_only || r->o.find_overflow)
-            st = gr_image_letterbox(r->images[i], info->width, info->height, dst);
+            st = gr_image_preprocess(r->images[i], gr_model_preprocess(gr_engine_model(r->engine)),
+                                     info->width, info->height, dst);
         if (st == GR_OK && r->images_only)
             st = gr_engine_set_image(r->engine, 0, b, r->images[i]);
         if (st != GR_OK)
