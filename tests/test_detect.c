@@ -351,6 +351,25 @@ START_TEST(test_letterbox_correction)
 }
 END_TEST
 
+START_TEST(test_stretch_correction)
+{
+    /* AlexeyAB's correct_yolo_boxes with letter = 0: no offset, x * 768/416 and y * 576/416 (a
+     * letterbox correction would put network row 52 at image row 0). */
+    gr_detection d = box(104, 52, 208, 364, 0, 1);
+    gr_detections_correct_letterbox(&d, 1, GR_PREPROCESS_STRETCH, 416, 416, 768, 576);
+    ASSERT_NEAR(d.left, 192, PX_TOL);
+    ASSERT_NEAR(d.right, 384, PX_TOL);
+    ASSERT_NEAR(d.top, 72, PX_TOL);
+    ASSERT_NEAR(d.bottom, 504, PX_TOL);
+    /* gr_detect_heads takes it from the options; AUTO (no engine) is the letterbox. */
+    int w, h;
+    gr_letterbox_size(GR_PREPROCESS_STRETCH, 768, 576, 320, 256, &w, &h);
+    ck_assert(w == 320 && h == 256);
+    gr_letterbox_size(GR_PREPROCESS_AUTO, 768, 576, 320, 256, &w, &h);
+    ck_assert(w == 320 && h == 240);
+}
+END_TEST
+
 START_TEST(test_clip)
 {
     gr_detection d[2] = {box(-5, NAN, 900, 20, 0, 1), box(10, 20, 30, 40, 0, 1)};
@@ -433,6 +452,17 @@ START_TEST(test_detect_heads_pipeline)
     ASSERT_NEAR(d[2].right, 276.0 * 768 / 416, PX_TOL);
     gr_detections_free(d);
 
+    /* A stretched input (opt.preprocess): y' = y * 576/416, no offset. */
+    opt.preprocess = GR_PREPROCESS_STRETCH;
+    ck_assert_int_eq(gr_detect_heads(&head, 1, 416, 416, &opt, &d, &n), GR_OK);
+    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(d[1].class_id, 5);
+    ASSERT_NEAR(d[1].left, 288, PX_TOL);
+    ASSERT_NEAR(d[1].top, 216, PX_TOL);
+    ASSERT_NEAR(d[1].bottom, 360, PX_TOL);
+    gr_detections_free(d);
+    opt.preprocess = GR_PREPROCESS_AUTO;
+
     /* nms = 0 skips suppression (Darknet's `if (nms)`): all four (box, class) pairs. */
     opt.nms = 0;
     ck_assert_int_eq(gr_detect_heads(&head, 1, 416, 416, &opt, &d, &n), GR_OK);
@@ -494,6 +524,7 @@ static Suite *detect_suite(void)
     tcase_add_test(tc, test_nms_suppressed_box_suppresses_nothing);
     tcase_add_test(tc, test_iou_values);
     tcase_add_test(tc, test_letterbox_correction);
+    tcase_add_test(tc, test_stretch_correction);
     tcase_add_test(tc, test_clip);
     tcase_add_test(tc, test_options_default);
     tcase_add_test(tc, test_yolo_new_coords_and_scale_x_y);
