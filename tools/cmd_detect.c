@@ -51,7 +51,11 @@ void gr_cli_detect_usage(FILE *f)
         "  --input VIDEO       a video file (.mp4, .mkv, .avi ...), camera (/dev/video0) or stream\n"
         "                      (rtsp://...) through FFmpeg: every frame, JSON Lines with its index\n"
         "                      and time (s); --output out.mp4 writes the video with its boxes\n"
-        "  --input-type T      auto (default: from the name, else FFmpeg's probe), image, video\n");
+        "  --input-type T      auto (default: from the name, else FFmpeg's probe), image, video\n"
+        "  --letterbox         images to the network size as Darknet's letterbox (aspect kept, grey\n"
+        "                      borders); default: the cfg's Darknet's - pjreddie cfgs letterbox,\n"
+        "                      AlexeyAB cfgs stretch unless [net] letter_box=1 (docs/darknet.md)\n"
+        "  --stretch           images stretched to the network size (AlexeyAB's resize_image)\n");
     fprintf(f,
         "  --decode D          with --input DIR / --input-list: where JPEGs are decoded: gpu\n"
         "                      (nvJPEG, letterboxed on the GPU; other files still on the CPU), cpu\n"
