@@ -29,7 +29,7 @@ printf '%s\n' "yolov4-tiny 416 0.25 dets 400" "yolov7-tiny 416 0.1 dets 400" \
         rm -f "$TMP/$m-$s.weights"
     done
 # Photos through test_detector's whole chain (the driver's IMAGE argument): each case of
-# `test_alexeyab --list-photos`, on a PNG of graphrun's own decode of data/PHOTO.jpg (the same
+# `test_alexeyab --list-photos`, on a PNG of graphrun's own decode of the JPEG in data/ (the same
 # pixels on both sides), the cfg with letter_box=1 for the letterbox cases. Detections only.
 "$BUILD/test_alexeyab" --list-photos |
     while read -r m s t photo how record; do
