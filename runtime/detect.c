@@ -610,6 +610,9 @@ static gr_status check_detect_options(const gr_detect_options *opt)
         return gr_fail(GR_ERR_INVALID_ARGUMENT,
                        "detect: image size %dx%d (both 0 for the network size, else 1..%d)",
                        opt->image_w, opt->image_h, GR_MAX_DIM);
+    if ((unsigned)opt->preprocess > GR_PREPROCESS_STRETCH)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "detect: preprocess=%d is not a gr_preprocess "
+                       "(auto, letterbox or stretch)", (int)opt->preprocess);
     return GR_OK;
 }
 
@@ -662,9 +665,7 @@ gr_status gr_detect_heads(const gr_head_output *heads, int n_heads, int net_w, i
 
     int im_w = opt->image_w ? opt->image_w : net_w;
     int im_h = opt->image_h ? opt->image_h : net_h;
-    gr_preprocess how = opt->preprocess == GR_PREPROCESS_STRETCH ? GR_PREPROCESS_STRETCH
-                                                                : GR_PREPROCESS_LETTERBOX;
-    gr_detections_correct_letterbox(all, count, how, net_w, net_h, im_w, im_h);
+    gr_detections_correct_letterbox(all, count, opt->preprocess, net_w, net_h, im_w, im_h);
     /* AlexeyAB's test_detector takes the NMS kind of the network's last layer, the last head. */
     const gr_op_params *last = n_heads > 0 ? heads[n_heads - 1].params : NULL;
     gr_nms_params nms = {GR_NMS_DEFAULT, opt->nms, 0.6f, im_w, im_h};
