@@ -132,7 +132,7 @@ static void *worker(void *arg)
             gr_image *im = NULL;
             st = gr_image_load(path, &im);
             if (st == GR_OK)
-                st = gr_image_letterbox_reference_u8(im, NET, NET, out);
+                st = gr_image_letterbox_reference_u8(im, GR_PREPROCESS_LETTERBOX, NET, NET, out);
             gr_image_destroy(im);
         } else {
             const gr_image *im;
@@ -208,7 +208,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "06_stream: out of memory\n");
         return 1;
     }
-    gr_image_reader_fast_decode(fast_reader, NET, NET);
+    gr_image_reader_fast_decode(fast_reader, GR_PREPROCESS_LETTERBOX, NET, NET);
     int mismatches = 0, failures = 0;
     for (int r = 0; r < reps; r++) {
         for (int i = 0; i < n; i++) {
@@ -225,7 +225,7 @@ int main(int argc, char **argv)
                 st = gr_image_letterbox_u8(im, NET, NET, fast);
             double t3 = now_s();
             if (st == GR_OK)
-                st = gr_image_letterbox_reference_u8(im, NET, NET, ref);
+                st = gr_image_letterbox_reference_u8(im, GR_PREPROCESS_LETTERBOX, NET, NET, ref);
             double t4 = now_s();
             const gr_image *rim;
             if (st == GR_OK)

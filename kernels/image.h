@@ -6,7 +6,9 @@
  * pass per source row, then a vertical one), placed at (left, top) of a net_w x net_h canvas of
  * grey 128, each value (w0 * p0 + w1 * p1) * 255 + 0.5 clamped to [0, 255] and truncated. Every
  * float operation is the CPU's, rounded separately (no fma contraction), with the CPU's scales
- * (w_scale, h_scale: gr_letterbox_geometry computes them on the host for both). */
+ * (w_scale, h_scale: gr_letterbox_geometry computes them on the host for both). AlexeyAB's
+ * stretch (resize_image straight to the network size) is the same job with the stretch
+ * geometry: new_w x new_h = net_w x net_h at (0, 0), no border. */
 #ifndef GR_KERNELS_IMAGE_H
 #define GR_KERNELS_IMAGE_H
 

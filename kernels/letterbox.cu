@@ -1,4 +1,5 @@
-// Darknet's letterbox on the GPU (kernels/image.h): one thread per output pixel of one image,
+// Darknet's letterbox (and AlexeyAB's stretch: the same job, its geometry from the host) on the
+// GPU (kernels/image.h): one thread per output pixel of one image,
 // its three bytes. The arithmetic is runtime/image/letterbox.c's fast letterbox, operation by
 // operation: each product and sum rounded on its own (__fmul_rn / __fadd_rn / __fsub_rn keep
 // nvcc from contracting them into an fma), the byte-to-unit table's (float)(v / 255.) in double.

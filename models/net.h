@@ -41,6 +41,8 @@ typedef struct gr_net {
     int n_class_names;
     size_t nonfinite_weights;   /* NaN/Inf among loaded weights (counted by gr_model_load) */
     char load_notice[512];      /* gr_model_notice(): one line, e.g. about those weights */
+    gr_preprocess preprocess;   /* LETTERBOX or STRETCH (gr_model_preprocess): the cfg's Darknet's
+                                   (models/parse.c); an engine's copy: the engine's */
 } gr_net;
 
 /* Shape of input k of layer i (the network input for -1). */

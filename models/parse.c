@@ -60,13 +60,13 @@ typedef struct section_spec {
 #define END_KEYS NULL
 #define END_FIXED {NULL, 0.0}
 
-static const char *const net_keys[] = {"width", "height", "channels", END_KEYS};
+static const char *const net_keys[] = {"width", "height", "channels", "letter_box", END_KEYS};
 static const char *const net_ignored[] = {
     "batch", "subdivisions", "learning_rate", "momentum", "decay", "time_steps", "notruth",
     "random", "adam", "B1", "B2", "eps", "inputs", "max_crop", "min_crop", "max_ratio",
     "min_ratio", "center", "clip", "angle", "aspect", "saturation", "exposure", "hue", "policy",
     "burn_in", "power", "step", "scale", "steps", "scales", "gamma", "max_batches", "mosaic",
-    "mixup", "cutmix", "letter_box", "flip", "blur", "gaussian_noise", "track",
+    "mixup", "cutmix", "flip", "blur", "gaussian_noise", "track",
     "augment_speed", "sequential_subdivisions", "init_sequential_subdivisions", "try_fix_nan",
     "label_smooth_eps", "adversarial_lr", "loss_scale", "dynamic_minibatch", "optimized_memory",
     "workspace_size_limit_MB", "ema_alpha", "resize_step", "attention", "mosaic_bound",
@@ -1000,6 +1000,12 @@ static gr_status parse_doc(cfg_doc *doc, gr_net *net)
      * element limit as any one tensor, checked at the layer that crosses it. */
     size_t total_floats = 0;
     bool alexeyab = is_alexeyab_cfg(doc);
+    /* AlexeyAB's test_detector stretches (resize_image) unless [net] letter_box is non-zero
+     * (detector.c:1633, 1674; parser.c:1208 reads it with atoi); pjreddie's letterboxes always. */
+    int letter_box = 0;
+    cx.sec = &doc->sections[0];
+    GR_TRY(get_int(&cx, "letter_box", false, INT_MIN, INT_MAX, &letter_box));
+    net->preprocess = alexeyab && letter_box == 0 ? GR_PREPROCESS_STRETCH : GR_PREPROCESS_LETTERBOX;
     for (int i = 0; i < net->n_layers; i++) {
         cx.sec = &doc->sections[i + 1];
         GR_TRY(build_layer(&cx, net, i));

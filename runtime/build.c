@@ -35,6 +35,9 @@ static gr_status check_options(const gr_engine_options *opt)
     if (opt->inflight < 0 || opt->inflight > GR_MAX_INFLIGHT)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option inflight=%d is outside 1..%d",
                        opt->inflight, GR_MAX_INFLIGHT);
+    if ((unsigned)opt->preprocess > GR_PREPROCESS_STRETCH)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option preprocess=%d is not a "
+                       "gr_preprocess", (int)opt->preprocess);
     if ((unsigned)opt->calib_device > GR_DEVICE_GPU)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option calib_device=%d is not a gr_device",
                        (int)opt->calib_device);
@@ -183,6 +186,10 @@ static gr_status engine_new(const gr_build_request *req, gr_engine **out)
         free(e);
         return st;
     }
+    if (e->opt.preprocess != GR_PREPROCESS_AUTO) /* the engine's copy: the engine's choice */
+        e->net->preprocess = e->opt.preprocess;
+    e->opt.preprocess = e->net->preprocess == GR_PREPROCESS_STRETCH ? GR_PREPROCESS_STRETCH
+                                                                    : GR_PREPROCESS_LETTERBOX;
     e->model_view = (struct gr_model){e->net, 0};
     e->n_heads = gr_net_heads(e->net, e->head_layers, GR_MAX_HEADS);
     for (int i = 0; i < e->n_heads; i++) {

@@ -14,8 +14,14 @@
 
 void gr_detections_free(gr_detection *dets) { free(dets); }
 
-void gr_letterbox_size(int im_w, int im_h, int net_w, int net_h, int *new_w, int *new_h)
+void gr_letterbox_size(gr_preprocess how, int im_w, int im_h, int net_w, int net_h, int *new_w,
+                       int *new_h)
 {
+    if (how == GR_PREPROCESS_STRETCH) { /* AlexeyAB's resize_image(im, net.w, net.h) */
+        *new_w = net_w;
+        *new_h = net_h;
+        return;
+    }
     /* Darknet compares in float and divides in int; 64-bit products because im * net can pass
      * INT_MAX at GR_MAX_DIM. */
     long long w, h;
@@ -364,16 +370,17 @@ int gr_decode_yolo_raw(const gr_op_params *p, const float *raw, gr_shape s, int 
     return decode_into(GR_OP_YOLO, p, raw, true, s, net_w, net_h, thresh, out, max_out);
 }
 
-void gr_detections_correct_letterbox(gr_detection *d, int n, int net_w, int net_h, int im_w,
-                                     int im_h)
+void gr_detections_correct_letterbox(gr_detection *d, int n, gr_preprocess how, int net_w,
+                                     int net_h, int im_w, int im_h)
 {
     if (!d || n <= 0 || net_w <= 0 || net_h <= 0 || im_w <= 0 || im_h <= 0)
         return;
     int new_w, new_h;
-    gr_letterbox_size(im_w, im_h, net_w, net_h, &new_w, &new_h);
+    gr_letterbox_size(how, im_w, im_h, net_w, net_h, &new_w, &new_h);
     /* correct_region_boxes: x' = (x - (netw - new_w)/2./netw) / (new_w/netw), then * im_w.
      * Note Darknet's offset is a real half ((netw - new_w)/2.), while the image is pasted at the
-     * integer (netw - new_w)/2: we reproduce both. */
+     * integer (netw - new_w)/2: we reproduce both. Stretched (AlexeyAB's correct_yolo_boxes with
+     * letter = 0: new_w = netw), the offset is 0 and the scale im_w / net_w. */
     double pad_x = (net_w - new_w) / 2.;
     double pad_y = (net_h - new_h) / 2.;
     double scale_x = (double)im_w / new_w;
@@ -603,6 +610,9 @@ static gr_status check_detect_options(const gr_detect_options *opt)
         return gr_fail(GR_ERR_INVALID_ARGUMENT,
                        "detect: image size %dx%d (both 0 for the network size, else 1..%d)",
                        opt->image_w, opt->image_h, GR_MAX_DIM);
+    if ((unsigned)opt->preprocess > GR_PREPROCESS_STRETCH)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "detect: preprocess=%d is not a gr_preprocess "
+                       "(auto, letterbox or stretch)", (int)opt->preprocess);
     return GR_OK;
 }
 
@@ -655,7 +665,7 @@ gr_status gr_detect_heads(const gr_head_output *heads, int n_heads, int net_w, i
 
     int im_w = opt->image_w ? opt->image_w : net_w;
     int im_h = opt->image_h ? opt->image_h : net_h;
-    gr_detections_correct_letterbox(all, count, net_w, net_h, im_w, im_h);
+    gr_detections_correct_letterbox(all, count, opt->preprocess, net_w, net_h, im_w, im_h);
     /* AlexeyAB's test_detector takes the NMS kind of the network's last layer, the last head. */
     const gr_op_params *last = n_heads > 0 ? heads[n_heads - 1].params : NULL;
     gr_nms_params nms = {GR_NMS_DEFAULT, opt->nms, 0.6f, im_w, im_h};

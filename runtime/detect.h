@@ -4,7 +4,7 @@
  *   decode (gr_decode_region / gr_decode_yolo) on the ACTIVATED head tensor of one image
  *     -> boxes in network-input pixels, one gr_detection per (box, class) whose prob > thresh
  *   gr_detections_correct_letterbox -> original-image pixels (unclipped, Darknet's
- *     correct_region_boxes / correct_yolo_boxes)
+ *     correct_region_boxes / correct_yolo_boxes; letterboxed or stretched input)
  *   gr_nms_per_class_kind           -> Darknet's do_nms_sort: per class, IoU > nms suppresses
  *                                      (AlexeyAB's diounms_sort for the last yolo head's nms_kind)
  *   gr_detections_clip              -> clipped to the image as Darknet's draw_detections does
@@ -44,15 +44,19 @@ int gr_decode_region_raw(const gr_op_params *p, const float *raw, gr_shape s, in
 int gr_decode_yolo_raw(const gr_op_params *p, const float *raw, gr_shape s, int net_w, int net_h,
                        float thresh, gr_detection *out, int max_out);
 
-/* Darknet's letterbox geometry: the size (new_w, new_h) the im_w x im_h image is resized to
- * inside net_w x net_h (integer division; at least 1 pixel, where Darknet would divide by zero
- * or read garbage). Shared by the image letterbox and the box correction so they agree. */
-void gr_letterbox_size(int im_w, int im_h, int net_w, int net_h, int *new_w, int *new_h);
+/* Darknet's preprocessing geometry: the size (new_w, new_h) the im_w x im_h image is resized to
+ * inside net_w x net_h. LETTERBOX: letterbox_image's (integer division; at least 1 pixel, where
+ * Darknet would divide by zero or read garbage); STRETCH (AlexeyAB's resize_image to the network
+ * size): net_w x net_h. Shared by every preprocessing (CPU, GPU, the fast JPEG decode) and the
+ * box correction so they agree; anything but STRETCH is taken as LETTERBOX. */
+void gr_letterbox_size(gr_preprocess how, int im_w, int im_h, int net_w, int net_h, int *new_w,
+                       int *new_h);
 
-/* Map boxes from network-input pixels of a letterboxed input back to pixels of the im_w x im_h
- * original (Darknet's correct_*_boxes, including its (net_w - new_w)/2. offset). No clipping. */
-void gr_detections_correct_letterbox(gr_detection *d, int n, int net_w, int net_h, int im_w,
-                                     int im_h);
+/* Map boxes from network-input pixels of an input made by `how` back to pixels of the im_w x im_h
+ * original (Darknet's correct_*_boxes, including its (net_w - new_w)/2. offset, 0 when
+ * stretched). No clipping. */
+void gr_detections_correct_letterbox(gr_detection *d, int n, gr_preprocess how, int net_w,
+                                     int net_h, int im_w, int im_h);
 
 /* Clip boxes to [0, im_w-1] x [0, im_h-1] (Darknet's draw_detections clip). NaN -> 0. */
 void gr_detections_clip(gr_detection *d, int n, int im_w, int im_h);
@@ -87,7 +91,8 @@ typedef struct gr_head_output {
     int raw; /* 0: `values` are activated; 1: raw (the conv output) */
 } gr_head_output;
 
-/* Decode every head, undo the letterbox to opt->image_w x image_h (0 = network size), run NMS
+/* Decode every head, undo the preprocessing (opt->preprocess: STRETCH, else the letterbox) to
+ * opt->image_w x image_h (0 = network size), run NMS
  * (skipped when opt->nms == 0, as Darknet does) and clip. *dets is a malloc'd array (free with
  * gr_detections_free; non-NULL even when *n is 0), sorted by prob descending. */
 gr_status gr_detect_heads(const gr_head_output *heads, int n_heads, int net_w, int net_h,

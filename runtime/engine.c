@@ -75,6 +75,8 @@ gr_status gr_engine_build(const gr_model *model, const gr_engine_options *opt, g
     GR_TRY(gr_engine_options_take(opt, &full));
     opt = &full;
     GR_TRY(gr_engine_validate(model->net, opt));
+    if (full.preprocess == GR_PREPROCESS_AUTO) /* resolved before calibration reads images */
+        full.preprocess = gr_model_preprocess(model);
     gr_build_request req = {.net = model->net, .opt = *opt, .device = opt->device};
     if (req.device == GR_DEVICE_AUTO)
         req.device = gr_cuda_device_count() > 0 ? GR_DEVICE_GPU : GR_DEVICE_CPU;
@@ -411,6 +413,8 @@ gr_status gr_engine_detect_outputs(const gr_engine *engine, const float *const *
                        net->name);
     gr_detect_options full;
     GR_TRY(gr_detect_options_take(opt, &full));
+    if (full.preprocess == GR_PREPROCESS_AUTO)
+        full.preprocess = net->preprocess;
     return gr_detect_heads(heads, n_heads, net->w, net->h, &full, dets, n);
 }
 

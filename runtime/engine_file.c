@@ -113,6 +113,7 @@ static void put_options(gr_bytes *b, const gr_engine *e)
         gr_bytes_i32(b, ints[k]);
     gr_bytes_f32(b, o->calib_percentile);
     gr_bytes_f32(b, o->max_nrmse);
+    gr_bytes_i32(b, (int)o->preprocess); /* format 4 on: resolved, LETTERBOX or STRETCH */
 }
 
 static gr_status put_content(gr_bytes *b, const gr_engine *e)
@@ -187,6 +188,7 @@ gr_status gr_engine_save(const gr_engine *engine, const char *path)
 /* ---- loading --------------------------------------------------------------------------------- */
 
 typedef struct file_header {
+    uint32_t version; /* GR_ENGINE_FILE_OLDEST_VERSION .. GR_ENGINE_FILE_VERSION */
     gr_device_identity id;
     uint64_t content;
 } file_header;
@@ -212,9 +214,11 @@ static gr_status read_header(const uint8_t *p, size_t len, const char *source, f
                        len, GR_ENGINE_FILE_HEADER);
     gr_reader r = {p, len, 8, 0};
     uint32_t version = gr_reader_u32(&r);
-    if (version != GR_ENGINE_FILE_VERSION)
+    if (version < GR_ENGINE_FILE_OLDEST_VERSION || version > GR_ENGINE_FILE_VERSION)
         return gr_fail(GR_ERR_UNSUPPORTED, "%s: engine file format %u, this graphrun reads format "
-                       "%d (rebuild the engine)", source, version, GR_ENGINE_FILE_VERSION);
+                       "%d to %d (rebuild the engine)", source, version,
+                       GR_ENGINE_FILE_OLDEST_VERSION, GR_ENGINE_FILE_VERSION);
+    h->version = version;
     char built_by[VERSION_LEN + 1];
     get_fixed(&r, built_by, VERSION_LEN);
     if (strcmp(built_by, gr_version()) != 0)
@@ -268,7 +272,8 @@ typedef struct saved_engine {
     size_t blob_len;
 } saved_engine;
 
-static gr_status read_options(gr_reader *r, const char *source, saved_engine *s)
+static gr_status read_options(gr_reader *r, const char *source, uint32_t version,
+                               saved_engine *s)
 {
     gr_engine_options *o = &s->opt;
     gr_engine_options_default(o);
@@ -294,6 +299,13 @@ static gr_status read_options(gr_reader *r, const char *source, saved_engine *s)
     s->observable = v[15] != 0;
     o->calib_percentile = gr_reader_f32(r);
     o->max_nrmse = gr_reader_f32(r);
+    /* Format 3 had no preprocessing: its engines letterboxed every image. */
+    int32_t how = version >= 4 ? gr_reader_i32(r) : GR_PREPROCESS_LETTERBOX;
+    if (!r->short_read && how != GR_PREPROCESS_LETTERBOX && how != GR_PREPROCESS_STRETCH)
+        return gr_fail(GR_ERR_PARSE, "%s: preprocessing %d is neither letterbox (%d) nor stretch "
+                       "(%d): file corrupt", source, (int)how, GR_PREPROCESS_LETTERBOX,
+                       GR_PREPROCESS_STRETCH);
+    o->preprocess = (gr_preprocess)how;
     if (!r->short_read && ((v[0] != GR_DEVICE_CPU && v[0] != GR_DEVICE_GPU) ||
                            (unsigned)v[1] > GR_PREC_INT8))
         return gr_fail(GR_ERR_PARSE, "%s: device %d or precision %d is not one an engine is built "
@@ -336,10 +348,11 @@ static gr_status read_map_and_ranges(gr_reader *r, const char *source, saved_eng
     return GR_OK;
 }
 
-static gr_status read_content(gr_reader *r, const char *source, int borrow, saved_engine *s)
+static gr_status read_content(gr_reader *r, const char *source, uint32_t version, int borrow,
+                               saved_engine *s)
 {
     gr_reader_str(r, s->notice, sizeof s->notice);
-    GR_TRY(read_options(r, source, s));
+    GR_TRY(read_options(r, source, version, s));
     if (r->short_read)
         return GR_OK;
     GR_TRY(gr_net_read(r, source, borrow, &s->net));
@@ -439,7 +452,7 @@ static gr_status load_buffer(const uint8_t *p, size_t len, const char *source,
     saved_engine s;
     memset(&s, 0, sizeof s);
     gr_reader r = {p, len - 8, GR_ENGINE_FILE_HEADER, 0};
-    gr_status st = read_content(&r, source, borrow, &s);
+    gr_status st = read_content(&r, source, h.version, borrow, &s);
     if (st == GR_OK && (r.short_read || r.pos != r.len))
         st = gr_fail(GR_ERR_PARSE, "%s: the content %s at byte %zu of %zu: file corrupt", source,
                      r.short_read ? "ends early" : "has bytes left", r.pos, r.len);

@@ -11,7 +11,7 @@
  *     164 i32 CUDA runtime, 168 i32 driver, 172 i32 SM count
  *     176 u64 cuBLASLt version
  *     184 u64 content bytes
- *     192 content: build notice, options, network (models/net_file.c; its weight floats at a
+ *     192 content: build notice, options (format 4 on: ending with the preprocessing), network (models/net_file.c; its weight floats at a
  *         multiple of GR_NET_WEIGHT_ALIGN bytes of the file), precision map, int8 ranges,
  *         backend blob (the GPU's: runtime/saved_gpu.h)
  *     end u64 gr_hash64 (base/bytes.h) of every byte before it (header included) */
@@ -21,7 +21,10 @@
 #include "runtime/engine_internal.h"
 
 #define GR_ENGINE_FILE_MAGIC "GRENGINE"
-#define GR_ENGINE_FILE_VERSION 3
+#define GR_ENGINE_FILE_VERSION 4
+/* Format 3 (0.x before the preprocessing field, options without it) still loads: its engines
+ * letterbox, as they did. */
+#define GR_ENGINE_FILE_OLDEST_VERSION 3
 #define GR_ENGINE_FILE_HEADER 192
 #define GR_ENGINE_FILE_OFF_VERSION 8
 #define GR_ENGINE_FILE_OFF_GRAPHRUN 12

@@ -1,5 +1,5 @@
 /* An image into an engine's input, the one way the CLI, the examples and the Python package do
- * it: Darknet's letterbox to the network's size in the engine's image input type - the exact float
+ * it: Darknet's letterbox (or AlexeyAB's stretch: the engine's preprocess) to the network's size in the engine's image input type - the exact float
  * planes on the CPU (the reference is Darknet's numbers), the same rounded to uint8 on the GPU (its
  * host-to-device copy moves 4x fewer bytes; int8 calibration sees those same bytes). Keeping the
  * choice here means a program using the API and `graphrun` feed an engine the same tensor. */
@@ -21,8 +21,9 @@ gr_status gr_engine_letterbox(const gr_engine *engine, const gr_image *im, void 
     if (net->c != 3)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_letterbox: images are RGB; the "
                        "network takes %d input channels (feed it with gr_engine_run_f32)", net->c);
-    return gr_engine_image_u8(engine) ? gr_image_letterbox_u8(im, net->w, net->h, dst)
-                                      : gr_image_letterbox(im, net->w, net->h, dst);
+    gr_preprocess how = gr_model_preprocess(&engine->model_view);
+    return gr_engine_image_u8(engine) ? gr_image_preprocess_u8(im, how, net->w, net->h, dst)
+                                      : gr_image_preprocess(im, how, net->w, net->h, dst);
 }
 
 gr_status gr_engine_set_image(gr_engine *engine, int slot, int batch_index, const gr_image *im)

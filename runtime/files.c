@@ -459,7 +459,8 @@ static void *worker(void *arg)
     /* Without a reader (out of memory) every file this worker claims fails with a message. */
     gr_image_reader *reader = NULL;
     if (p->paths && gr_image_reader_create(&reader) == GR_OK && p->fast_decode)
-        gr_image_reader_fast_decode(reader, p->net_w, p->net_h);
+        gr_image_reader_fast_decode(reader, gr_model_preprocess(gr_engine_model(p->engine)),
+                                    p->net_w, p->net_h);
     pthread_mutex_lock(&p->lock);
     while (!p->stop && !p->finished) {
         if (report_one(p, &p->st.workers_report_s))

@@ -111,6 +111,12 @@ gr_status gr_model_load(const gr_model_options *opt, gr_model **out)
     return GR_OK;
 }
 
+gr_preprocess gr_model_preprocess(const gr_model *model)
+{
+    return model && model->net->preprocess == GR_PREPROCESS_STRETCH ? GR_PREPROCESS_STRETCH
+                                                                      : GR_PREPROCESS_LETTERBOX;
+}
+
 const char *gr_model_notice(const gr_model *model) { return model ? model->net->load_notice : ""; }
 
 void gr_model_destroy(gr_model *model)

@@ -37,7 +37,7 @@ check "detect (built) exit 0" $?
 check "detect --engine exit 0" $?
 grep -v '"time\|_us"\|_ms"' "$tmp/built.json" >"$tmp/a"; grep -v '"time\|_us"\|_ms"' "$tmp/loaded.json" >"$tmp/b"
 cmp -s "$tmp/a" "$tmp/b"; check "detect --engine: the same detections as the build" $?
-grep -q "engine .*shapes.grengine: model shapes.*precision int8, batch 2, loaded in" "$tmp/loaded.err"
+grep -q "engine .*shapes.grengine: model shapes.*precision int8, batch 2, images letterbox, loaded in" "$tmp/loaded.err"
 check "detect --engine says what it loaded" $?
 grep -q "at build: calibration" "$tmp/loaded.err" && ! grep -q "^graphrun: calibration" "$tmp/loaded.err"
 check "no calibration on load (the build's is marked as such)" $?

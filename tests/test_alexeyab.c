@@ -80,6 +80,7 @@ typedef struct record {
     int n_heads;
     det_record dets[MAX_DETS];
     int n_dets;
+    int image_w, image_h, letter_box; /* a photo's record: its "image" line */
 } record;
 
 typedef struct model_case {
@@ -107,9 +108,9 @@ static const model_case cases[] = {
 
 
 /* The cfg of `model` (a built-in in models/, else a test net in tests/data/alexeyab/) with its
- * [net] width and height set to `size`: written to `path`. No Check asserts here:
- * --write-weights runs it outside a test. */
-static bool write_sized_cfg(const char *model, int size, const char *path)
+ * [net] width and height set to `size` (and letter_box=1 added after them when `letter_box`):
+ * written to `path`. No Check asserts here: --write-weights runs it outside a test. */
+static bool write_sized_cfg(const char *model, int size, bool letter_box, const char *path)
 {
     char src[256];
     snprintf(src, sizeof src, "models/%s.cfg", model);
@@ -124,7 +125,8 @@ static bool write_sized_cfg(const char *model, int size, const char *path)
     while (in && out && fgets(line, sizeof line, in)) {
         if (replaced < 2 && (strncmp(line, "width=", 6) == 0 || strncmp(line, "height=", 7) == 0)) {
             fprintf(out, "%.*s=%d\n", (int)strcspn(line, "="), line, size);
-            replaced++;
+            if (++replaced == 2 && letter_box)
+                fputs("letter_box=1\n", out);
         } else {
             fputs(line, out);
         }
@@ -163,6 +165,7 @@ static void parse_line(record *r, const char *line, const char *path)
         ck_assert_int_lt(t->n_samples, MAX_SAMPLES);
         t->index[t->n_samples] = idx;
         t->value[t->n_samples++] = v;
+    } else if (sscanf(line, "image %d %d %d", &r->image_w, &r->image_h, &r->letter_box) == 3) {
     } else if (sscanf(line, "det %d %lf %lf %lf %lf %lf", &d.class_id, &d.prob, &d.x, &d.y, &d.w,
                       &d.h) == 6) {
         ck_assert_int_lt(r->n_dets, MAX_DETS);
@@ -172,10 +175,8 @@ static void parse_line(record *r, const char *line, const char *path)
     }
 }
 
-static record *read_record(const model_case *mc)
+static record *read_record(const char *path)
 {
-    char path[256];
-    snprintf(path, sizeof path, "tests/data/alexeyab/%s-%d.txt", mc->name, mc->size);
     FILE *f = fopen(path, "r");
     ck_assert_msg(f != NULL, "cannot open %s", path);
     record *r = calloc(1, sizeof *r);
@@ -184,7 +185,7 @@ static record *read_record(const model_case *mc)
     while (fgets(line, sizeof line, f))
         parse_line(r, line, path);
     fclose(f);
-    ck_assert_msg(r->n_heads > 0, "%s: no heads", path);
+    ck_assert_msg(r->n_heads > 0 || r->image_w > 0, "%s: no heads and no image", path);
     return r;
 }
 
@@ -223,7 +224,8 @@ static void check_tensor(const tensor_record *t, const float *v, int c, int h, i
                   "%s: range [%.9g, %.9g], AlexeyAB [%.9g, %.9g]", what, lo, hi, t->lo, t->hi);
 }
 
-/* The reference detections as graphrun's API returns boxes: corners in network pixels, clipped. */
+/* The reference detections as graphrun's API returns boxes: corners in pixels of the w x h
+ * image (the network's input for the dead-leaves picture), clipped. */
 static gr_detection *reference_dets(const record *r, int net_w, int net_h)
 {
     gr_detection *d = calloc((size_t)r->n_dets + 1, sizeof *d);
@@ -241,40 +243,48 @@ static gr_detection *reference_dets(const record *r, int net_w, int net_h)
     return d;
 }
 
-static bool same_det(const gr_detection *a, const gr_detection *b)
+static bool same_det(const gr_detection *a, const gr_detection *b, float box_tol)
 {
     return a->class_id == b->class_id && fabsf(a->prob - b->prob) <= PROB_TOL &&
-           fabsf(a->left - b->left) <= BOX_TOL_PX && fabsf(a->right - b->right) <= BOX_TOL_PX &&
-           fabsf(a->top - b->top) <= BOX_TOL_PX && fabsf(a->bottom - b->bottom) <= BOX_TOL_PX;
+           fabsf(a->left - b->left) <= box_tol && fabsf(a->right - b->right) <= box_tol &&
+           fabsf(a->top - b->top) <= box_tol && fabsf(a->bottom - b->bottom) <= box_tol;
 }
 
-static void check_dets(const model_case *mc, const record *r, const gr_engine *e, int size)
+/* The detections of the engine's last run (image_w x image_h: boxes in its pixels; 0: the
+ * network's) against the record's: the same count, each matched. */
+static void check_dets(const char *name, const record *r, const gr_engine *e, float thresh,
+                       float nms, int image_w, int image_h, float box_tol)
 {
     gr_detect_options opt;
     gr_detect_options_default(&opt);
-    opt.thresh = mc->thresh;
-    opt.nms = mc->nms;
+    opt.thresh = thresh;
+    opt.nms = nms;
+    opt.image_w = image_w;
+    opt.image_h = image_h;
     gr_detection *got = NULL;
     int n = 0;
     ck_assert_msg(gr_engine_detect(e, 0, &opt, &got, &n) == GR_OK, "%s", gr_last_error());
-    gr_detection *want = reference_dets(r, size, size);
-    ck_assert_msg(n == r->n_dets, "%s: %d detections, AlexeyAB %d", mc->name, n, r->n_dets);
+    gr_model_info info;
+    gr_model_get_info(gr_engine_model(e), &info);
+    gr_detection *want = reference_dets(r, image_w ? image_w : info.width,
+                                        image_h ? image_h : info.height);
+    ck_assert_msg(n == r->n_dets, "%s: %d detections, AlexeyAB %d", name, n, r->n_dets);
     bool *used = calloc((size_t)n + 1, sizeof *used);
     ck_assert_ptr_nonnull(used);
     for (int i = 0; i < r->n_dets; i++) {
         int match = -1;
         for (int j = 0; j < n && match < 0; j++)
-            if (!used[j] && same_det(&want[i], &got[j]))
+            if (!used[j] && same_det(&want[i], &got[j], box_tol))
                 match = j;
         ck_assert_msg(match >= 0,
                       "%s: AlexeyAB detection %d (class %d prob %.6f box %.3f %.3f %.3f %.3f) "
                       "has no match in graphrun's",
-                      mc->name, i, want[i].class_id, (double)want[i].prob, (double)want[i].left,
+                      name, i, want[i].class_id, (double)want[i].prob, (double)want[i].left,
                       (double)want[i].top, (double)want[i].right, (double)want[i].bottom);
         used[match] = true;
     }
     printf("%s detections: %d, AlexeyAB %d, all matched (class, prob within %g, corners within "
-           "%g px)\n", mc->name, n, r->n_dets, (double)PROB_TOL, (double)BOX_TOL_PX);
+           "%g px)\n", name, n, r->n_dets, (double)PROB_TOL, (double)box_tol);
     free(used);
     free(want);
     gr_detections_free(got);
@@ -314,15 +324,15 @@ static void check_heads(const model_case *mc, record *r, const gr_engine *e, con
     gr_net_free(net);
 }
 
-static void run_case(const model_case *mc)
+/* The CPU engine of `model` at size x size (letter_box=1 added when asked), synthetic weights of
+ * seed 1 as --write-weights makes them; the sized cfg's path into cfg (unlinked by the caller). */
+static gr_engine *build_engine(const char *model, int size, bool letter_box, char *cfg,
+                               gr_model **m_out)
 {
-    record *r = read_record(mc);
-    char cfg[] = "/tmp/gr_alexeyab_XXXXXX";
     int fd = mkstemp(cfg);
     ck_assert_int_ge(fd, 0);
     close(fd);
-    ck_assert(write_sized_cfg(mc->name, mc->size, cfg));
-
+    ck_assert(write_sized_cfg(model, size, letter_box, cfg));
     gr_model_options mo;
     gr_model_options_default(&mo);
     mo.builtin = NULL;
@@ -335,6 +345,18 @@ static void run_case(const model_case *mc)
     eo.device = GR_DEVICE_CPU;
     gr_engine *e = NULL;
     ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s", gr_last_error());
+    *m_out = m;
+    return e;
+}
+
+static void run_case(const model_case *mc)
+{
+    char path[256];
+    snprintf(path, sizeof path, "tests/data/alexeyab/%s-%d.txt", mc->name, mc->size);
+    record *r = read_record(path);
+    char cfg[] = "/tmp/gr_alexeyab_XXXXXX";
+    gr_model *m = NULL;
+    gr_engine *e = build_engine(mc->name, mc->size, false, cfg, &m);
     size_t n_in = (size_t)3 * mc->size * mc->size;
     float *input = malloc(n_in * sizeof *input);
     ck_assert_ptr_nonnull(input);
@@ -342,7 +364,7 @@ static void run_case(const model_case *mc)
     ck_assert_msg(gr_engine_run_f32(e, input) == GR_OK, "%s", gr_last_error());
     check_heads(mc, r, e, cfg);
     if (mc->dets)
-        check_dets(mc, r, e, mc->size);
+        check_dets(mc->name, r, e, mc->thresh, mc->nms, 0, 0, BOX_TOL_PX);
     else
         printf("%s detections: not compared (the record keeps none)\n", mc->name);
     fflush(stdout);
@@ -359,12 +381,85 @@ START_TEST(cpu_reference_matches_alexeyab)
 }
 END_TEST
 
-/* --write-weights MODEL SIZE CFG_OUT WEIGHTS_OUT: the driver's inputs. */
-static int write_weights(char **argv)
+/* Photos through test_detector's whole chain (tests/alexeyab/driver.c with a photo): AlexeyAB
+ * stretches the photo to the network size (resize_image) unless the cfg's [net] sets letter_box,
+ * and maps the boxes back accordingly. graphrun's CPU engine with its default preprocessing
+ * (the cfg's: stretch, or letterbox with letter_box=1), fed by gr_engine_set_image, must give the
+ * same detections in the photo's pixels. The records are the driver's on a PNG of graphrun's own
+ * decode of each JPEG (test_alexeyab --write-png: stb_image and libjpeg-turbo decode JPEGs a few
+ * levels apart), so the two sides see the same pixels; they differ then only in the 9 digits the
+ * record prints: corners within PHOTO_BOX_TOL_PX. Letterboxing where AlexeyAB stretches (or the
+ * other way round, or the wrong box correction) moves boxes by tens of pixels and changes the
+ * detections. Non-square photos, so the two differ. */
+#define PHOTO_BOX_TOL_PX 0.01f
+typedef struct photo_case {
+    const char *model;
+    int size;
+    float thresh;
+    const char *photo; /* data/<photo>.jpg */
+    bool letter_box;
+} photo_case;
+
+/* 320 x 320 to keep the test short; thresholds that keep 15 to 74 detections (records of 1 to
+ * 5 KB). */
+static const photo_case photo_cases[] = {
+    {"yolov4-tiny", 320, 0.25f, "dog", false},
+    {"yolov4-tiny", 320, 0.25f, "eagle", false},
+    {"yolov4-tiny", 320, 0.3f, "person", false},
+    {"yolov7-tiny", 320, 0.15f, "dog", false},
+    {"yolov7-tiny", 320, 0.25f, "horses", false},
+    {"yolov7-tiny", 320, 0.35f, "person", false},
+    {"yolov4-tiny", 320, 0.25f, "horses", true},
+    {"yolov7-tiny", 320, 0.15f, "eagle", true},
+};
+
+static void photo_record_path(const photo_case *pc, char *path, size_t len)
+{
+    snprintf(path, len, "tests/data/alexeyab/photo-%s-%d-%s%s.txt", pc->model, pc->size,
+             pc->photo, pc->letter_box ? "-letterbox" : "");
+}
+
+START_TEST(photos_match_alexeyab_detector_test)
+{
+    const photo_case *pc = &photo_cases[_i];
+    char path[256], name[128];
+    photo_record_path(pc, path, sizeof path);
+    snprintf(name, sizeof name, "%s %s%s", pc->model, pc->photo,
+             pc->letter_box ? " letter_box=1" : "");
+    record *r = read_record(path);
+    char cfg[] = "/tmp/gr_alexeyab_XXXXXX";
+    gr_model *m = NULL;
+    gr_engine *e = build_engine(pc->model, pc->size, pc->letter_box, cfg, &m);
+    gr_preprocess want = pc->letter_box ? GR_PREPROCESS_LETTERBOX : GR_PREPROCESS_STRETCH;
+    ck_assert_msg(gr_model_preprocess(m) == want && gr_model_preprocess(gr_engine_model(e)) == want,
+                  "%s: preprocessing %s, AlexeyAB's %s", name,
+                  gr_preprocess_name(gr_model_preprocess(m)), gr_preprocess_name(want));
+    ck_assert_int_eq(r->letter_box, pc->letter_box);
+    char jpg[128];
+    snprintf(jpg, sizeof jpg, "data/%s.jpg", pc->photo);
+    gr_image *im = NULL;
+    ck_assert_msg(gr_image_load(jpg, &im) == GR_OK, "%s", gr_last_error());
+    ck_assert_msg(im->w == r->image_w && im->h == r->image_h, "%s: %dx%d, the record's %dx%d",
+                  jpg, im->w, im->h, r->image_w, r->image_h);
+    ck_assert_msg(gr_engine_set_image(e, 0, 0, im) == GR_OK, "%s", gr_last_error());
+    ck_assert_msg(gr_engine_run(e) == GR_OK, "%s", gr_last_error());
+    check_dets(name, r, e, pc->thresh, 0.45f, im->w, im->h, PHOTO_BOX_TOL_PX);
+    fflush(stdout);
+    gr_image_destroy(im);
+    gr_engine_destroy(e);
+    gr_model_destroy(m);
+    unlink(cfg);
+    free(r);
+}
+END_TEST
+
+/* --write-weights MODEL SIZE CFG_OUT WEIGHTS_OUT [letterbox]: the driver's inputs (the cfg with
+ * letter_box=1 given "letterbox"). */
+static int write_weights(int argc, char **argv)
 {
     int size = atoi(argv[3]);
     gr_net *net = NULL;
-    if (!write_sized_cfg(argv[2], size, argv[4]))
+    if (!write_sized_cfg(argv[2], size, argc == 7 && strcmp(argv[6], "letterbox") == 0, argv[4]))
         return 1;
     if (gr_net_parse_file(argv[4], &net) != GR_OK || gr_net_synthesize_weights(net, 1) != GR_OK ||
         gr_net_save_weights(net, argv[5]) != GR_OK) {
@@ -394,10 +489,41 @@ static int walk(int argc, char **argv)
     return 0;
 }
 
+/* --write-png JPEG PNG: graphrun's decode of the photo, losslessly, for the driver. */
+static int write_png(char **argv)
+{
+    gr_image *im = NULL;
+    gr_status st = gr_image_load(argv[2], &im);
+    if (st == GR_OK)
+        st = gr_image_write(im, argv[3]);
+    gr_image_destroy(im);
+    if (st != GR_OK)
+        fprintf(stderr, "test_alexeyab: %s\n", gr_last_error());
+    return st == GR_OK ? 0 : 1;
+}
+
+/* --list-photos: "MODEL SIZE THRESH PHOTO letterbox|stretch RECORD" per photo case, for
+ * tests/alexeyab/record.sh. */
+static int list_photos(void)
+{
+    for (size_t i = 0; i < sizeof photo_cases / sizeof photo_cases[0]; i++) {
+        const photo_case *pc = &photo_cases[i];
+        char path[256];
+        photo_record_path(pc, path, sizeof path);
+        printf("%s %d %g %s %s %s\n", pc->model, pc->size, (double)pc->thresh, pc->photo,
+               pc->letter_box ? "letterbox" : "stretch", path);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc == 6 && strcmp(argv[1], "--write-weights") == 0)
-        return write_weights(argv);
+    if ((argc == 6 || argc == 7) && strcmp(argv[1], "--write-weights") == 0)
+        return write_weights(argc, argv);
+    if (argc == 4 && strcmp(argv[1], "--write-png") == 0)
+        return write_png(argv);
+    if (argc == 2 && strcmp(argv[1], "--list-photos") == 0)
+        return list_photos();
     if (argc > 2 && strcmp(argv[1], "--walk") == 0)
         return walk(argc, argv);
     Suite *s = suite_create("alexeyab");
@@ -406,6 +532,11 @@ int main(int argc, char **argv)
     tcase_add_loop_test(tc, cpu_reference_matches_alexeyab, 0,
                         (int)(sizeof cases / sizeof cases[0]));
     suite_add_tcase(s, tc);
+    TCase *photos = tcase_create("photos");
+    tcase_set_timeout(photos, 300);
+    tcase_add_loop_test(photos, photos_match_alexeyab_detector_test, 0,
+                        (int)(sizeof photo_cases / sizeof photo_cases[0]));
+    suite_add_tcase(s, photos);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

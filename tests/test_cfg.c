@@ -302,6 +302,46 @@ START_TEST(alexeyab_yolo_keys_are_read)
 }
 END_TEST
 
+/* AlexeyAB's test_detector stretches unless [net] letter_box is non-zero; pjreddie's letterboxes. */
+START_TEST(preprocessing_follows_the_darknet_of_the_cfg)
+{
+    gr_net *net = parse_ok("models/yolov4-tiny.cfg");
+    ck_assert_int_eq(net->preprocess, GR_PREPROCESS_STRETCH);
+    gr_net_free(net);
+    net = parse_ok("models/yolov3-tiny.cfg");
+    ck_assert_int_eq(net->preprocess, GR_PREPROCESS_LETTERBOX);
+    gr_net_free(net);
+    static const struct {
+        const char *net_keys;
+        gr_preprocess want;
+    } cases[] = {
+        {"", GR_PREPROCESS_STRETCH},
+        {"letter_box=0\n", GR_PREPROCESS_STRETCH},
+        {"letter_box=1\n", GR_PREPROCESS_LETTERBOX},
+        {"letter_box = 2\n", GR_PREPROCESS_LETTERBOX}, /* atoi: non-zero */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "[net]\nwidth=32\nheight=32\nchannels=3\n%s"
+                 "[convolutional]\nfilters=4\nsize=1\nactivation=mish\n", cases[i].net_keys);
+        ck_assert_msg(parse_text(text, &net) == GR_OK, "%s", gr_last_error());
+        ck_assert_msg(net->preprocess == cases[i].want, "'%s': %s", cases[i].net_keys,
+                      gr_preprocess_name(net->preprocess));
+        gr_net_free(net);
+    }
+    /* letter_box alone marks the cfg AlexeyAB's: 0 stretches a cfg pjreddie's could read. */
+    const char plain0[] = "[net]\nwidth=32\nheight=32\nchannels=3\nletter_box=0\n"
+                          "[convolutional]\nfilters=4\nsize=1\n";
+    ck_assert_msg(parse_text(plain0, &net) == GR_OK, "%s", gr_last_error());
+    ck_assert_int_eq(net->preprocess, GR_PREPROCESS_STRETCH);
+    gr_net_free(net);
+    const char bad[] = "[net]\nwidth=32\nheight=32\nchannels=3\nletter_box=yes\n"
+                       "[convolutional]\nfilters=4\nsize=1\n";
+    ck_assert_int_eq(parse_text(bad, &net), GR_ERR_PARSE);
+    ck_assert_msg(strstr(gr_last_error(), "t.cfg:5: [net] key 'letter_box'"), "%s", gr_last_error());
+}
+END_TEST
+
 START_TEST(dropout_is_the_identity)
 {
     const char text[] = NET_HEAD "[dropout]\nprobability=.1\ndropblock=1\n[route]\nlayers=-1\n";
@@ -765,6 +805,7 @@ static Suite *cfg_suite(void)
     Suite *s = suite_create("cfg");
     TCase *shipped = tcase_create("shipped");
     tcase_add_test(shipped, alexeyab_yolo_keys_are_read);
+    tcase_add_test(shipped, preprocessing_follows_the_darknet_of_the_cfg);
     tcase_add_test(shipped, dropout_is_the_identity);
     tcase_add_test(shipped, maxpool_stride_xy_and_shortcut_keys);
     tcase_add_test(shipped, refusals_match_readme);

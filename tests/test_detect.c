@@ -329,7 +329,7 @@ START_TEST(test_letterbox_correction)
     /* 768x576 in 416x416: new 416x312 at rows 52..363, so network rows 52 and 364 are image
      * rows 0 and 576 and columns scale by 768/416. */
     gr_detection d = box(100, 52, 200, 364, 0, 1);
-    gr_detections_correct_letterbox(&d, 1, 416, 416, 768, 576);
+    gr_detections_correct_letterbox(&d, 1, GR_PREPROCESS_LETTERBOX, 416, 416, 768, 576);
     ASSERT_NEAR(d.left, 100.0 * 768 / 416, PX_TOL);
     ASSERT_NEAR(d.right, 200.0 * 768 / 416, PX_TOL);
     ASSERT_NEAR(d.top, 0, PX_TOL);
@@ -338,16 +338,35 @@ START_TEST(test_letterbox_correction)
     /* Odd padding: 100x50 in 10x10 gives new 10x5, pasted at integer row 2 but corrected with
      * Darknet's real offset (10-5)/2. = 2.5: network rows 2.5 and 7.5 are image rows 0 and 50. */
     gr_detection e = box(0, 2.5f, 10, 7.5f, 0, 1);
-    gr_detections_correct_letterbox(&e, 1, 10, 10, 100, 50);
+    gr_detections_correct_letterbox(&e, 1, GR_PREPROCESS_LETTERBOX, 10, 10, 100, 50);
     ASSERT_NEAR(e.top, 0, PX_TOL);
     ASSERT_NEAR(e.bottom, 50, PX_TOL);
     ASSERT_NEAR(e.right, 100, PX_TOL);
 
     /* Same size: the identity. */
     gr_detection f = box(-3, 7, 400, 415, 0, 1);
-    gr_detections_correct_letterbox(&f, 1, 416, 416, 416, 416);
+    gr_detections_correct_letterbox(&f, 1, GR_PREPROCESS_LETTERBOX, 416, 416, 416, 416);
     ASSERT_EXACT(f.left, -3);
     ASSERT_EXACT(f.bottom, 415);
+}
+END_TEST
+
+START_TEST(test_stretch_correction)
+{
+    /* AlexeyAB's correct_yolo_boxes with letter = 0: no offset, x * 768/416 and y * 576/416 (a
+     * letterbox correction would put network row 52 at image row 0). */
+    gr_detection d = box(104, 52, 208, 364, 0, 1);
+    gr_detections_correct_letterbox(&d, 1, GR_PREPROCESS_STRETCH, 416, 416, 768, 576);
+    ASSERT_NEAR(d.left, 192, PX_TOL);
+    ASSERT_NEAR(d.right, 384, PX_TOL);
+    ASSERT_NEAR(d.top, 72, PX_TOL);
+    ASSERT_NEAR(d.bottom, 504, PX_TOL);
+    /* gr_detect_heads takes it from the options; AUTO (no engine) is the letterbox. */
+    int w, h;
+    gr_letterbox_size(GR_PREPROCESS_STRETCH, 768, 576, 320, 256, &w, &h);
+    ck_assert(w == 320 && h == 256);
+    gr_letterbox_size(GR_PREPROCESS_AUTO, 768, 576, 320, 256, &w, &h);
+    ck_assert(w == 320 && h == 240);
 }
 END_TEST
 
@@ -433,6 +452,17 @@ START_TEST(test_detect_heads_pipeline)
     ASSERT_NEAR(d[2].right, 276.0 * 768 / 416, PX_TOL);
     gr_detections_free(d);
 
+    /* A stretched input (opt.preprocess): y' = y * 576/416, no offset. */
+    opt.preprocess = GR_PREPROCESS_STRETCH;
+    ck_assert_int_eq(gr_detect_heads(&head, 1, 416, 416, &opt, &d, &n), GR_OK);
+    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(d[1].class_id, 5);
+    ASSERT_NEAR(d[1].left, 288, PX_TOL);
+    ASSERT_NEAR(d[1].top, 216, PX_TOL);
+    ASSERT_NEAR(d[1].bottom, 360, PX_TOL);
+    gr_detections_free(d);
+    opt.preprocess = GR_PREPROCESS_AUTO;
+
     /* nms = 0 skips suppression (Darknet's `if (nms)`): all four (box, class) pairs. */
     opt.nms = 0;
     ck_assert_int_eq(gr_detect_heads(&head, 1, 416, 416, &opt, &d, &n), GR_OK);
@@ -467,6 +497,11 @@ START_TEST(test_detect_heads_rejects_bad_options)
     gr_detect_options_default(&opt);
     opt.image_w = 640; /* image_h left 0 */
     ck_assert_int_eq(gr_detect_heads(NULL, 0, 416, 416, &opt, &d, &n), GR_ERR_INVALID_ARGUMENT);
+    gr_detect_options_default(&opt);
+    opt.preprocess = (gr_preprocess)3;
+    ck_assert_int_eq(gr_detect_heads(NULL, 0, 416, 416, &opt, &d, &n), GR_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(gr_last_error(), "detect: preprocess=3 is not a gr_preprocess"), "%s",
+                  gr_last_error());
     ck_assert_int_eq(gr_detect_heads(NULL, 0, 416, 416, NULL, &d, &n), GR_ERR_INVALID_ARGUMENT);
     gr_op_params conv;
     memset(&conv, 0, sizeof conv);
@@ -494,6 +529,7 @@ static Suite *detect_suite(void)
     tcase_add_test(tc, test_nms_suppressed_box_suppresses_nothing);
     tcase_add_test(tc, test_iou_values);
     tcase_add_test(tc, test_letterbox_correction);
+    tcase_add_test(tc, test_stretch_correction);
     tcase_add_test(tc, test_clip);
     tcase_add_test(tc, test_options_default);
     tcase_add_test(tc, test_yolo_new_coords_and_scale_x_y);

@@ -406,6 +406,60 @@ START_TEST(format_version_mismatch)
 }
 END_TEST
 
+/* The preprocessing is saved (format 4); a format-3 file (no such field) loads as the letterbox
+ * its engines did, and a value outside the enum is refused. The format-3 bytes are made from a
+ * format-4 file: the field's 4 bytes taken out of the options, 4 zero bytes added to the padding
+ * before the weight floats (which keeps them where they were, at a multiple of 64). */
+START_TEST(preprocessing_saved_and_format_3_letterboxes)
+{
+    gr_model *model = load_tiny(); /* a pjreddie cfg: the letterbox, unless the option says */
+    gr_engine_options opt;
+    gr_engine_options_default(&opt);
+    opt.device = GR_DEVICE_CPU;
+    opt.preprocess = GR_PREPROCESS_STRETCH;
+    gr_engine *e = NULL;
+    ck_assert_msg(gr_engine_build(model, &opt, &e) == GR_OK, "%s", gr_last_error());
+    gr_model_destroy(model);
+    uint8_t *data;
+    size_t bytes;
+    save_to_memory(e, &data, &bytes);
+    gr_engine *loaded = load_memory(data, bytes);
+    ck_assert_int_eq(gr_model_preprocess(gr_engine_model(loaded)), GR_PREPROCESS_STRETCH);
+    gr_engine_destroy(loaded);
+
+    uint32_t notice_len = (uint32_t)data[192] | (uint32_t)data[193] << 8 |
+                          (uint32_t)data[194] << 16 | (uint32_t)data[195] << 24;
+    size_t field = GR_ENGINE_FILE_HEADER + 4 + notice_len + 16 * 4 + 2 * 4;
+    ck_assert_uint_eq(data[field], GR_PREPROCESS_STRETCH);
+    const gr_net *net = gr_engine_model(e)->net;
+    size_t w = 0, wbytes = 16 * sizeof(float);
+    ck_assert_uint_ge(net->n_weight_floats, 16);
+    while (w + wbytes <= bytes && memcmp(data + w, net->weight_block, wbytes) != 0)
+        w += GR_NET_WEIGHT_ALIGN;
+    ck_assert_msg(w + wbytes <= bytes && w > field, "the weights are not in the file");
+
+    put_u32(data + field, 9);
+    resign(data, bytes);
+    expect_refused(data, bytes, GR_ERR_PARSE, "preprocessing 9 is neither letterbox (1) nor stretch");
+
+    uint8_t *old = malloc(bytes);
+    ck_assert_ptr_nonnull(old);
+    memcpy(old, data, field);
+    memcpy(old + field, data + field + 4, w - field - 4);
+    memset(old + w - 4, 0, 4);
+    memcpy(old + w, data + w, bytes - w);
+    put_u32(old + GR_ENGINE_FILE_OFF_VERSION, 3);
+    resign(old, bytes);
+    loaded = load_memory(old, bytes);
+    ck_assert_int_eq(gr_model_preprocess(gr_engine_model(loaded)), GR_PREPROCESS_LETTERBOX);
+    expect_same(e, loaded);
+    gr_engine_destroy(loaded);
+    free(old);
+    gr_free(data);
+    gr_engine_destroy(e);
+}
+END_TEST
+
 /* A GPU file names the GPU it was built for; the comparison names the field that differs. */
 START_TEST(arch_mismatch)
 {
@@ -827,6 +881,7 @@ static Suite *suite(void)
     tcase_add_test(tc, weights_aligned_in_record);
     tcase_add_test(tc, runtime_options_apply);
     tcase_add_test(tc, format_version_mismatch);
+    tcase_add_test(tc, preprocessing_saved_and_format_3_letterboxes);
     tcase_add_test(tc, arch_mismatch);
     tcase_add_test(tc, wrong_device_kind);
     tcase_add_test(tc, corruption);

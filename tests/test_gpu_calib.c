@@ -230,7 +230,7 @@ typedef struct photo_source {
 static gr_status load_photo(int index, float *dst, void *user)
 {
     const photo_source *src = user;
-    return gr_image_load_planar(src->paths[index], src->net->w, src->net->h, dst);
+    return gr_image_load_planar(src->paths[index], GR_PREPROCESS_LETTERBOX, src->net->w, src->net->h, dst);
 }
 
 static gr_model *load_model(const char *name)

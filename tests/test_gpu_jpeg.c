@@ -83,8 +83,10 @@ START_TEST(test_letterbox_kernel_equals_cpu)
     const int n_sizes = (int)(sizeof sizes / sizeof sizes[0]);
     const int n = 3 * n_sizes + 4; /* more than GR_LETTERBOX_PER_LAUNCH */
     ck_assert_int_gt(n, GR_LETTERBOX_PER_LAUNCH);
-    for (size_t t = 0; t < sizeof nets / sizeof nets[0]; t++) {
-        int net_w = nets[t][0], net_h = nets[t][1];
+    /* Darknet's letterbox, and AlexeyAB's stretch (the same kernel on the stretch geometry). */
+    for (size_t t = 0; t < 2 * sizeof nets / sizeof nets[0]; t++) {
+        gr_preprocess how = t % 2 ? GR_PREPROCESS_STRETCH : GR_PREPROCESS_LETTERBOX;
+        int net_w = nets[t / 2][0], net_h = nets[t / 2][1];
         size_t per_image = (size_t)net_w * (size_t)net_h * 3;
         gr_letterbox_job *jobs = calloc((size_t)n, sizeof *jobs);
         gr_image **ims = calloc((size_t)n, sizeof *ims);
@@ -99,7 +101,7 @@ START_TEST(test_letterbox_kernel_equals_cpu)
             ck_assert_int_eq(cudaMemcpy(src[i], ims[i]->data, bytes, cudaMemcpyHostToDevice),
                              cudaSuccess);
             gr_letterbox_geom g;
-            gr_letterbox_geometry(ims[i]->w, ims[i]->h, net_w, net_h, &g);
+            gr_letterbox_geometry(how, ims[i]->w, ims[i]->h, net_w, net_h, &g);
             jobs[i] = (gr_letterbox_job){.src = src[i], .dst = dst + (size_t)i * per_image,
                                          .src_w = ims[i]->w, .src_h = ims[i]->h,
                                          .pitch = 3 * ims[i]->w, .new_w = g.new_w,
@@ -110,11 +112,12 @@ START_TEST(test_letterbox_kernel_equals_cpu)
         ck_assert_int_eq(cudaMemcpy(got, dst, per_image * (size_t)n, cudaMemcpyDeviceToHost),
                          cudaSuccess);
         for (int i = 0; i < n; i++) {
-            ck_assert_int_eq(gr_image_letterbox_u8(ims[i], net_w, net_h, want), GR_OK);
+            ck_assert_int_eq(gr_image_preprocess_u8(ims[i], how, net_w, net_h, want), GR_OK);
             const uint8_t *g8 = got + (size_t)i * per_image;
             for (size_t b = 0; b < per_image; b++)
-                ck_assert_msg(g8[b] == want[b], "%dx%d into %dx%d: byte %zu: GPU %u, CPU %u",
-                              ims[i]->w, ims[i]->h, net_w, net_h, b, g8[b], want[b]);
+                ck_assert_msg(g8[b] == want[b], "%dx%d into %dx%d (%s): byte %zu: GPU %u, CPU %u",
+                              ims[i]->w, ims[i]->h, net_w, net_h, gr_preprocess_name(how), b,
+                              g8[b], want[b]);
             cudaFree(src[i]);
             gr_image_destroy(ims[i]);
         }
@@ -139,7 +142,7 @@ typedef struct fixture {
     size_t per_image;
 } fixture;
 
-static int open_fixture(fixture *f, int inflight)
+static int open_fixture(fixture *f, int inflight, gr_preprocess how)
 {
     memset(f, 0, sizeof *f);
     gr_model_options mo;
@@ -152,7 +155,10 @@ static int open_fixture(fixture *f, int inflight)
     eo.precision = GR_PREC_FP16;
     eo.batch = BATCH;
     eo.inflight = inflight;
+    eo.preprocess = how;
     ck_assert_msg(gr_engine_build(f->model, &eo, &f->engine) == GR_OK, "%s", gr_last_error());
+    ck_assert_int_eq(gr_model_preprocess(gr_engine_model(f->engine)),
+                     how == GR_PREPROCESS_STRETCH ? GR_PREPROCESS_STRETCH : GR_PREPROCESS_LETTERBOX);
     gr_model_info info;
     gr_model_get_info(f->model, &info);
     f->net_w = info.width;
@@ -288,10 +294,11 @@ static void assert_same_outputs(const float *a, const float *b, size_t n, const 
                   what, differ, n, first, (double)a[first], (double)b[first]);
 }
 
-START_TEST(test_decoded_input_is_cpu_letterbox_of_gpu_pixels)
+/* The device input of a decoded batch is the CPU's preprocessing (`how`) of the GPU's pixels. */
+static void decoded_input_is_cpu_preprocess_of_gpu_pixels(gr_preprocess how)
 {
     fixture f;
-    if (!open_fixture(&f, 1))
+    if (!open_fixture(&f, 1, how))
         return;
     batch_files b;
     make_batch(&b, 11);
@@ -309,10 +316,14 @@ START_TEST(test_decoded_input_is_cpu_letterbox_of_gpu_pixels)
         ck_assert_int_eq(gr_image_decode_mem(b.data[i], b.len[i], "x.jpg", &cpu), GR_OK);
         ck_assert_int_eq(gpu->w, cpu->w);
         ck_assert_int_eq(gpu->h, cpu->h);
-        /* the device input is the CPU letterbox of the GPU's pixels, exactly */
-        ck_assert_int_eq(gr_image_letterbox_u8(gpu, f.net_w, f.net_h, want), GR_OK);
+        /* the device input is the CPU letterbox (or stretch) of the GPU's pixels, exactly */
+        ck_assert_int_eq(gr_image_preprocess_u8(gpu, how == GR_PREPROCESS_STRETCH
+                                                         ? GR_PREPROCESS_STRETCH
+                                                         : GR_PREPROCESS_LETTERBOX,
+                                                f.net_w, f.net_h, want), GR_OK);
         ck_assert_msg(memcmp(want, input + (size_t)i * f.per_image, f.per_image) == 0,
-                      "image %d: the device input is not the letterbox of the decoded pixels", i);
+                      "image %d: the device input is not the %s of the decoded pixels", i,
+                      gr_preprocess_name(how));
         /* the GPU's pixels against libjpeg-turbo's */
         size_t px = (size_t)cpu->w * (size_t)cpu->h * 3;
         for (size_t k = 0; k < px; k++) {
@@ -351,13 +362,24 @@ START_TEST(test_decoded_input_is_cpu_letterbox_of_gpu_pixels)
     free_batch(&b);
     close_fixture(&f);
 }
+
+START_TEST(test_decoded_input_is_cpu_letterbox_of_gpu_pixels)
+{
+    decoded_input_is_cpu_preprocess_of_gpu_pixels(GR_PREPROCESS_AUTO); /* shapes: letterbox */
+}
+END_TEST
+
+START_TEST(test_decoded_input_is_cpu_stretch_of_gpu_pixels)
+{
+    decoded_input_is_cpu_preprocess_of_gpu_pixels(GR_PREPROCESS_STRETCH);
+}
 END_TEST
 
 /* Images 1 and 4 from the host buffer, the rest decoded; then host runs again, in both slots. */
 START_TEST(test_mixed_batch_and_host_runs_after)
 {
     fixture f;
-    if (!open_fixture(&f, 2))
+    if (!open_fixture(&f, 2, GR_PREPROCESS_AUTO))
         return;
     batch_files b;
     make_batch(&b, 23);
@@ -407,7 +429,7 @@ static void damage_scan(uint8_t *d, size_t len)
 START_TEST(test_damaged_files_never_poison_the_next_batch)
 {
     fixture f;
-    if (!open_fixture(&f, 1))
+    if (!open_fixture(&f, 1, GR_PREPROCESS_AUTO))
         return;
     batch_files good;
     make_batch(&good, 37);
@@ -454,6 +476,7 @@ static Suite *gpu_jpeg_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_letterbox_kernel_equals_cpu);
     tcase_add_test(tc, test_decoded_input_is_cpu_letterbox_of_gpu_pixels);
+    tcase_add_test(tc, test_decoded_input_is_cpu_stretch_of_gpu_pixels);
     tcase_add_test(tc, test_mixed_batch_and_host_runs_after);
     tcase_add_test(tc, test_damaged_files_never_poison_the_next_batch);
     suite_add_tcase(s, tc);

@@ -26,11 +26,13 @@ static gr_model *load_shapes(void)
     return model;
 }
 
-static gr_engine *gpu_engine(const gr_model *model, gr_precision prec, int batch, int inflight)
+static gr_engine *gpu_engine(const gr_model *model, gr_precision prec, int batch, int inflight,
+                             gr_preprocess how)
 {
     gr_engine_options eo;
     gr_engine_options_default(&eo);
     eo.device = GR_DEVICE_GPU;
+    eo.preprocess = how;
     eo.precision = prec;
     eo.batch = batch;
     eo.inflight = inflight;
@@ -40,10 +42,11 @@ static gr_engine *gpu_engine(const gr_model *model, gr_precision prec, int batch
     return engine;
 }
 
-START_TEST(test_gpu_image_input_is_the_u8_letterbox)
+/* The engine's preprocessing (its option: the model's letterbox, or stretch) rounded to uint8. */
+static void image_input_is_the_u8_preprocess(gr_preprocess how)
 {
     gr_model *model = load_shapes();
-    gr_engine *engine = gpu_engine(model, GR_PREC_FP32, 2, 2);
+    gr_engine *engine = gpu_engine(model, GR_PREC_FP32, 2, 2, how);
     gr_image *image = NULL;
     ck_assert_int_eq(gr_image_load("data/dog.jpg", &image), GR_OK);
     ck_assert_int_eq(gr_engine_image_u8(engine), 1);
@@ -52,7 +55,8 @@ START_TEST(test_gpu_image_input_is_the_u8_letterbox)
     size_t per_image = (size_t)3 * (size_t)info.width * (size_t)info.height;
     uint8_t *expected = malloc(per_image);
     ck_assert_ptr_nonnull(expected);
-    ck_assert_int_eq(gr_image_letterbox_u8(image, info.width, info.height, expected), GR_OK);
+    gr_preprocess want = how == GR_PREPROCESS_STRETCH ? how : GR_PREPROCESS_LETTERBOX;
+    ck_assert_int_eq(gr_image_preprocess_u8(image, want, info.width, info.height, expected), GR_OK);
     for (int slot = 0; slot < 2; slot++) {
         ck_assert_msg(gr_engine_set_image(engine, slot, 1, image) == GR_OK, "%s", gr_last_error());
         void *buffer = NULL;
@@ -62,12 +66,24 @@ START_TEST(test_gpu_image_input_is_the_u8_letterbox)
         const uint8_t *got = (const uint8_t *)buffer + per_image;
         for (size_t i = 0; i < per_image; i++)
             ck_assert_msg(got[i] == expected[i], "slot %d image 1 byte %zu: %u, "
-                          "gr_image_letterbox_u8 %u", slot, i, got[i], expected[i]);
+                          "gr_image_preprocess_u8 (%s) %u", slot, i, got[i],
+                          gr_preprocess_name(want), expected[i]);
     }
     free(expected);
     gr_image_destroy(image);
     gr_engine_destroy(engine);
     gr_model_destroy(model);
+}
+
+START_TEST(test_gpu_image_input_is_the_u8_letterbox)
+{
+    image_input_is_the_u8_preprocess(GR_PREPROCESS_AUTO);
+}
+END_TEST
+
+START_TEST(test_gpu_image_input_is_the_u8_stretch)
+{
+    image_input_is_the_u8_preprocess(GR_PREPROCESS_STRETCH);
 }
 END_TEST
 
@@ -89,7 +105,7 @@ static void cli_and_api(gr_precision prec)
     ck_assert_msg(gr_npy_read(npy, &cli, dims, &ndim, 4) == GR_OK, "%s", gr_last_error());
     remove(npy);
     gr_model *model = load_shapes();
-    gr_engine *engine = gpu_engine(model, prec, 1, 1);
+    gr_engine *engine = gpu_engine(model, prec, 1, 1, GR_PREPROCESS_AUTO);
     gr_image *image = NULL;
     ck_assert_int_eq(gr_image_load("data/dog.jpg", &image), GR_OK);
     ck_assert_int_eq(gr_engine_set_image(engine, 0, 0, image), GR_OK);
@@ -124,6 +140,7 @@ static Suite *gpu_set_image_suite(void)
     TCase *tc = tcase_create("gpu_set_image");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_gpu_image_input_is_the_u8_letterbox);
+    tcase_add_test(tc, test_gpu_image_input_is_the_u8_stretch);
     tcase_add_test(tc, test_cli_and_api_same_outputs_fp32);
     tcase_add_test(tc, test_cli_and_api_same_outputs_int8);
     suite_add_tcase(s, tc);

@@ -79,7 +79,7 @@ START_TEST(test_letterbox_geometry_768x576)
         }
     }
     int new_w, new_h;
-    gr_letterbox_size(768, 576, 416, 416, &new_w, &new_h);
+    gr_letterbox_size(GR_PREPROCESS_LETTERBOX, 768, 576, 416, 416, &new_w, &new_h);
     ck_assert_int_eq(new_w, 416);
     ck_assert_int_eq(new_h, 312);
     free(out);

@@ -47,8 +47,8 @@ START_TEST(test_letterbox_channels)
     uint8_t *u = malloc(NET * NET * 3);
     ck_assert(f && u);
     gr_status st[4] = {gr_image_letterbox(&im, NET, NET, f), gr_image_letterbox_u8(&im, NET, NET, u),
-                       gr_image_letterbox_reference(&im, NET, NET, f),
-                       gr_image_letterbox_reference_u8(&im, NET, NET, u)};
+                       gr_image_letterbox_reference(&im, GR_PREPROCESS_LETTERBOX, NET, NET, f),
+                       gr_image_letterbox_reference_u8(&im, GR_PREPROCESS_LETTERBOX, NET, NET, u)};
     for (int i = 0; i < 4; i++) {
         if (c == 3) {
             ck_assert_int_eq(st[i], GR_OK);

@@ -39,9 +39,9 @@ static gr_image *random_image(int w, int h, unsigned *state)
     return im;
 }
 
-/* Fast and reference letterboxes of `im` to net_w x net_h, uint8 and float: identical bytes, and
- * nothing written past the end. */
-static void check_same(const gr_image *im, int net_w, int net_h)
+/* Fast and reference letterboxes (and stretches) of `im` to net_w x net_h, uint8 and float:
+ * identical bytes, and nothing written past the end. */
+static void check_same_how(const gr_image *im, gr_preprocess how, int net_w, int net_h)
 {
     size_t elems = (size_t)net_w * (size_t)net_h * 3;
     uint8_t *fast = malloc(elems + GUARD), *ref = malloc(elems + GUARD);
@@ -49,16 +49,16 @@ static void check_same(const gr_image *im, int net_w, int net_h)
     ck_assert(fast && ref && fast_f && ref_f);
     memset(fast, GUARD_BYTE, elems + GUARD);
     memset(fast_f, GUARD_BYTE, elems * sizeof(float) + GUARD);
-    ck_assert_int_eq(gr_image_letterbox_u8(im, net_w, net_h, fast), GR_OK);
-    ck_assert_int_eq(gr_image_letterbox_reference_u8(im, net_w, net_h, ref), GR_OK);
-    ck_assert_int_eq(gr_image_letterbox(im, net_w, net_h, fast_f), GR_OK);
-    ck_assert_int_eq(gr_image_letterbox_reference(im, net_w, net_h, ref_f), GR_OK);
+    ck_assert_int_eq(gr_image_preprocess_u8(im, how, net_w, net_h, fast), GR_OK);
+    ck_assert_int_eq(gr_image_letterbox_reference_u8(im, how, net_w, net_h, ref), GR_OK);
+    ck_assert_int_eq(gr_image_preprocess(im, how, net_w, net_h, fast_f), GR_OK);
+    ck_assert_int_eq(gr_image_letterbox_reference(im, how, net_w, net_h, ref_f), GR_OK);
     if (memcmp(fast, ref, elems) != 0 || memcmp(fast_f, ref_f, elems * sizeof(float)) != 0) {
         size_t i = 0;
         while (i < elems && fast[i] == ref[i])
             i++;
-        ck_abort_msg("%dx%d image to %dx%d: fast != reference (first uint8 difference at %zu)",
-                     im->w, im->h, net_w, net_h, i);
+        ck_abort_msg("%dx%d image to %dx%d (%s): fast != reference (first uint8 difference at "
+                     "%zu)", im->w, im->h, net_w, net_h, gr_preprocess_name(how), i);
     }
     for (size_t i = 0; i < GUARD; i++) {
         ck_assert_uint_eq(fast[elems + i], GUARD_BYTE);
@@ -68,6 +68,12 @@ static void check_same(const gr_image *im, int net_w, int net_h)
     free(ref);
     free(fast_f);
     free(ref_f);
+}
+
+static void check_same(const gr_image *im, int net_w, int net_h)
+{
+    check_same_how(im, GR_PREPROCESS_LETTERBOX, net_w, net_h);
+    check_same_how(im, GR_PREPROCESS_STRETCH, net_w, net_h);
 }
 
 START_TEST(test_fast_equals_reference_photos)
@@ -215,7 +221,7 @@ START_TEST(test_reader_fast_decode)
     gr_image_reader *exact = NULL, *fast = NULL;
     ck_assert_int_eq(gr_image_reader_create(&exact), GR_OK);
     ck_assert_int_eq(gr_image_reader_create(&fast), GR_OK);
-    gr_image_reader_fast_decode(fast, 416, 416);
+    gr_image_reader_fast_decode(fast, GR_PREPROCESS_LETTERBOX, 416, 416);
     const gr_image *e = NULL, *f = NULL;
     int sw = 0, sh = 0;
     ck_assert_int_eq(gr_image_reader_load(exact, path, &e), GR_OK);
@@ -258,7 +264,7 @@ START_TEST(test_reader_fast_decode)
     /* PNG: untouched. */
     check_reader_equals_load(fast, "data/shapes.png");
     /* Off again. */
-    gr_image_reader_fast_decode(fast, 0, 0);
+    gr_image_reader_fast_decode(fast, GR_PREPROCESS_LETTERBOX, 0, 0);
     ck_assert_int_eq(gr_image_reader_load(fast, path, &f), GR_OK);
     ck_assert_int_eq(f->w, 2304);
     unlink(path);

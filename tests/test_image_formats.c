@@ -312,7 +312,7 @@ START_TEST(test_cmyk_jpeg_fast_decode)
     gr_image_reader *r = NULL;
     const gr_image *got = NULL;
     ck_assert_int_eq(gr_image_reader_create(&r), GR_OK);
-    gr_image_reader_fast_decode(r, 128, 128);
+    gr_image_reader_fast_decode(r, GR_PREPROCESS_LETTERBOX, 128, 128);
     ck_assert_msg(gr_image_reader_load(r, path, &got) == GR_OK, "%s", gr_last_error());
     ck_assert_int_eq(got->w, 128);
     ck_assert_int_eq(got->h, 96);

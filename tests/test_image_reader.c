@@ -190,7 +190,7 @@ START_TEST(test_bad_files_do_not_poison_the_fast_reader)
     make_bad_files(&s);
     gr_image_reader *r = NULL;
     ck_assert_int_eq(gr_image_reader_create(&r), GR_OK);
-    gr_image_reader_fast_decode(r, 8192, 8192);
+    gr_image_reader_fast_decode(r, GR_PREPROCESS_LETTERBOX, 8192, 8192);
     alternate(r, &s);
     gr_image_reader_destroy(r);
     remove_dir();
@@ -206,12 +206,12 @@ START_TEST(test_bad_files_do_not_poison_scaled_decode)
     make_bad_files(&s);
     gr_image_reader *r = NULL;
     ck_assert_int_eq(gr_image_reader_create(&r), GR_OK);
-    gr_image_reader_fast_decode(r, 96, 96);
+    gr_image_reader_fast_decode(r, GR_PREPROCESS_LETTERBOX, 96, 96);
     for (int b = 0; b < s.n_bad; b++) {
         expect_bad(r, s.bad[b]);
         gr_image_reader *fresh = NULL;
         ck_assert_int_eq(gr_image_reader_create(&fresh), GR_OK);
-        gr_image_reader_fast_decode(fresh, 96, 96);
+        gr_image_reader_fast_decode(fresh, GR_PREPROCESS_LETTERBOX, 96, 96);
         const gr_image *want = NULL, *got = NULL;
         ck_assert_int_eq(gr_image_reader_load(fresh, "data/dog.jpg", &want), GR_OK);
         ck_assert_msg(gr_image_reader_load(r, "data/dog.jpg", &got) == GR_OK,

@@ -26,15 +26,21 @@ static gr_model *load_shapes(void)
     return model;
 }
 
-static gr_engine *cpu_engine(const gr_model *model, int batch)
+static gr_engine *cpu_engine_how(const gr_model *model, int batch, gr_preprocess how)
 {
     gr_engine_options eo;
     gr_engine_options_default(&eo);
     eo.device = GR_DEVICE_CPU;
     eo.batch = batch;
+    eo.preprocess = how;
     gr_engine *engine = NULL;
     ck_assert_msg(gr_engine_build(model, &eo, &engine) == GR_OK, "%s", gr_last_error());
     return engine;
+}
+
+static gr_engine *cpu_engine(const gr_model *model, int batch)
+{
+    return cpu_engine_how(model, batch, GR_PREPROCESS_AUTO);
 }
 
 /* The first index where a and b differ, or -1. */
@@ -46,10 +52,14 @@ static long first_difference(const float *a, const float *b, size_t n)
     return -1;
 }
 
-START_TEST(test_cpu_image_input_is_the_float_letterbox)
+/* The engine's preprocessing: the model's (shapes, a pjreddie cfg: the letterbox) or its option. */
+static void image_input_is_the_float_preprocess(gr_preprocess how)
 {
     gr_model *model = load_shapes();
-    gr_engine *engine = cpu_engine(model, 2);
+    gr_engine *engine = cpu_engine_how(model, 2, how);
+    gr_preprocess want = how == GR_PREPROCESS_STRETCH ? how : GR_PREPROCESS_LETTERBOX;
+    ck_assert_int_eq(gr_model_preprocess(model), GR_PREPROCESS_LETTERBOX);
+    ck_assert_int_eq(gr_model_preprocess(gr_engine_model(engine)), want);
     gr_image *image = NULL;
     ck_assert_int_eq(gr_image_load("data/dog.jpg", &image), GR_OK);
     ck_assert_int_eq(gr_engine_image_u8(engine), 0);
@@ -59,19 +69,30 @@ START_TEST(test_cpu_image_input_is_the_float_letterbox)
     size_t per_image = (size_t)3 * (size_t)info.width * (size_t)info.height;
     float *expected = malloc(per_image * sizeof(float));
     ck_assert_ptr_nonnull(expected);
-    ck_assert_int_eq(gr_image_letterbox(image, info.width, info.height, expected), GR_OK);
+    ck_assert_int_eq(gr_image_preprocess(image, want, info.width, info.height, expected), GR_OK);
     void *buffer = NULL;
     size_t bytes = 0;
     ck_assert_int_eq(gr_engine_input_buffer(engine, 0, &buffer, &bytes), GR_OK); /* float */
     ck_assert_uint_eq(bytes, 2 * per_image * sizeof(float));
     long at = first_difference((const float *)buffer + per_image, expected, per_image);
-    ck_assert_msg(at < 0, "image 1 of the input differs from gr_image_letterbox at %ld: %.9g vs %.9g",
-                  at, at < 0 ? 0.0 : (double)((const float *)buffer)[per_image + (size_t)at],
+    ck_assert_msg(at < 0, "image 1 of the input differs from the %s at %ld: %.9g vs %.9g",
+                  gr_preprocess_name(want), at, at < 0 ? 0.0 : (double)((const float *)buffer)[per_image + (size_t)at],
                   at < 0 ? 0.0 : (double)expected[at]);
     free(expected);
     gr_image_destroy(image);
     gr_engine_destroy(engine);
     gr_model_destroy(model);
+}
+
+START_TEST(test_cpu_image_input_is_the_float_letterbox)
+{
+    image_input_is_the_float_preprocess(GR_PREPROCESS_AUTO);
+}
+END_TEST
+
+START_TEST(test_cpu_image_input_is_the_float_stretch)
+{
+    image_input_is_the_float_preprocess(GR_PREPROCESS_STRETCH);
 }
 END_TEST
 
@@ -137,6 +158,26 @@ START_TEST(test_bad_arguments)
     ck_assert_msg(strstr(gr_last_error(), "4 channels"), "%s", gr_last_error());
     ck_assert_int_eq(gr_engine_letterbox(NULL, image, pixels), GR_ERR_INVALID_ARGUMENT);
     ck_assert_int_eq(gr_engine_letterbox(engine, image, NULL), GR_ERR_INVALID_ARGUMENT);
+    /* The preprocessing: a value outside the enum, as an engine option or for the image. */
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = GR_DEVICE_CPU;
+    eo.preprocess = (gr_preprocess)3;
+    gr_engine *bad = NULL;
+    ck_assert_int_eq(gr_engine_build(model, &eo, &bad), GR_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(gr_last_error(), "engine option preprocess=3"), "%s", gr_last_error());
+    float planes[3 * 8 * 8];
+    ck_assert_int_eq(gr_image_preprocess(image, GR_PREPROCESS_AUTO, 8, 8, planes),
+                     GR_ERR_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(gr_last_error(), "gr_image_preprocess: preprocessing 0 is neither"), "%s",
+                  gr_last_error());
+    ck_assert_int_eq(gr_image_preprocess_u8(image, (gr_preprocess)7, 4, 4, pixels),
+                     GR_ERR_INVALID_ARGUMENT);
+    gr_preprocess p = GR_PREPROCESS_AUTO;
+    ck_assert_int_eq(gr_preprocess_parse("stretch", &p), GR_OK);
+    ck_assert_int_eq(p, GR_PREPROCESS_STRETCH);
+    ck_assert_str_eq(gr_preprocess_name(GR_PREPROCESS_LETTERBOX), "letterbox");
+    ck_assert_int_eq(gr_preprocess_parse("letter_box", &p), GR_ERR_INVALID_ARGUMENT);
     ck_assert_int_eq(gr_engine_image_u8(NULL), 0);
     /* A submitted slot is not written until it is waited for. */
     ck_assert_int_eq(gr_engine_set_image(engine, 0, 0, image), GR_OK);
@@ -157,6 +198,7 @@ static Suite *set_image_suite(void)
     TCase *tc = tcase_create("set_image");
     tcase_set_timeout(tc, 120); /* the CPU reference runs the shapes model a few times */
     tcase_add_test(tc, test_cpu_image_input_is_the_float_letterbox);
+    tcase_add_test(tc, test_cpu_image_input_is_the_float_stretch);
     tcase_add_test(tc, test_cli_and_api_same_outputs);
     tcase_add_test(tc, test_bad_arguments);
     suite_add_tcase(s, tc);

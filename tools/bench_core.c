@@ -841,7 +841,8 @@ static int load_input(const bench_options *o, gr_model **model, gr_model_info *i
     gr_image *image = NULL;
     if ((st = gr_image_load(o->image, &image)) == GR_OK) {
         *image_u8 = malloc((size_t)info->channels * (size_t)info->width * (size_t)info->height);
-        st = *image_u8 ? gr_image_letterbox_u8(image, info->width, info->height, *image_u8)
+        st = *image_u8 ? gr_image_preprocess_u8(image, gr_model_preprocess(*model), info->width,
+                                                info->height, *image_u8)
                        : GR_ERR_OUT_OF_MEMORY;
     }
     gr_image_destroy(image);

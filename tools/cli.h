@@ -92,6 +92,7 @@ typedef struct gr_cli_options {
     int decode;           /* --decode: GR_CLI_DECODE_AUTO (default), _CPU, _GPU (folder mode) */
     int gpu_decoder;      /* --gpu-decoder: a gr_jpeg_decoder (auto, hardware, hybrid) */
     float io_timeout;     /* --io-timeout S: a network stream's wait for data (0: for ever) */
+    gr_preprocess preprocess; /* --letterbox / --stretch (default auto: the model's) */
 } gr_cli_options;
 
 #define GR_CLI_IO_TIMEOUT_DEFAULT 10.0f

@@ -242,7 +242,8 @@ enum {
     F_MODEL, F_CFG, F_WEIGHTS, F_NAMES, F_OUTPUT, F_SAVE_OUTPUT, F_INPUT, F_SEED, F_DEVICE, F_PREC,
     F_BATCH, F_RUNS, F_THRESH, F_NMS, F_CALIB_CACHE, F_CALIB, F_CALIB_PERCENTILE, F_CALIB_IMAGES,
     F_CALIB_DEVICE, F_INPUT_LIST, F_THREADS, F_MAX_NRMSE, F_TIMING_CACHE, F_F32_ALGO, F_SPLIT_K, F_PDL,
-    F_ENGINE, F_MICRO_BATCH, F_INPUT_TYPE, F_DECODE, F_GPU_DECODER, F_EXECUTOR, F_IO_TIMEOUT
+    F_ENGINE, F_MICRO_BATCH, F_INPUT_TYPE, F_DECODE, F_GPU_DECODER, F_EXECUTOR, F_IO_TIMEOUT,
+    F_LETTERBOX, F_STRETCH
 };
 
 const gr_cli_flag gr_cli_detect_flags[] = {
@@ -264,7 +265,8 @@ const gr_cli_flag gr_cli_detect_flags[] = {
     {"--f32-algo", F_F32_ALGO, 1}, {"--split-k", F_SPLIT_K, 1}, {"--pdl", F_PDL, 1},
     {"--engine", F_ENGINE, 1}, {"--micro-batch", F_MICRO_BATCH, 1}, {"--input-type", F_INPUT_TYPE, 1},
     {"--decode", F_DECODE, 1}, {"--gpu-decoder", F_GPU_DECODER, 1}, {"--executor", F_EXECUTOR, 1},
-    {"--io-timeout", F_IO_TIMEOUT, 1}, {NULL, 0, 0}};
+    {"--io-timeout", F_IO_TIMEOUT, 1}, {"--letterbox", F_LETTERBOX, 0}, {"--stretch", F_STRETCH, 0},
+    {NULL, 0, 0}};
 
 void gr_cli_options_default(gr_cli_options *o)
 {
@@ -299,6 +301,8 @@ static int apply_switch(gr_cli_options *o, int id)
     case F_NO_TACTIC_SEARCH: o->tactic_search = 0; break;
     case F_TACTIC_SEARCH: o->tactic_search = 1; break;
     case F_STRICT_WEIGHTS: o->strict_weights = 1; break;
+    case F_LETTERBOX: o->preprocess = GR_PREPROCESS_LETTERBOX; break;
+    case F_STRETCH: o->preprocess = GR_PREPROCESS_STRETCH; break;
     default: return 0;
     }
     return 1;
@@ -451,6 +455,9 @@ int gr_cli_detect_apply(void *ctx, int id, const char *name, const char *value, 
     gr_cli_options *o = ctx;
     if (id > 0 && id < 64)
         o->given |= 1ull << id;
+    if (((id == F_LETTERBOX && (o->given >> F_STRETCH & 1)) ||
+         (id == F_STRETCH && (o->given >> F_LETTERBOX & 1))))
+        return gr_cli_usage_error(err, errlen, "--letterbox and --stretch contradict each other");
     if (!value) {
         if (apply_switch(o, id))
             return GR_EXIT_OK;
@@ -526,6 +533,11 @@ int gr_cli_check_engine_flags(const gr_cli_options *o, const gr_engine *engine)
     } else if (given(o, F_DEVICE) && o->device != GR_DEVICE_AUTO && o->device != dev) {
         snprintf(flag, sizeof flag, "--device %s", o->device == GR_DEVICE_GPU ? "gpu" : "cpu");
         snprintf(is, sizeof is, "it runs on the %s", dev == GR_DEVICE_GPU ? "GPU" : "CPU");
+    } else if (o->preprocess != GR_PREPROCESS_AUTO &&
+               o->preprocess != gr_model_preprocess(gr_engine_model(engine))) {
+        snprintf(flag, sizeof flag, "--%s", gr_preprocess_name(o->preprocess));
+        snprintf(is, sizeof is, "its input is made by %s",
+                 gr_preprocess_name(gr_model_preprocess(gr_engine_model(engine))));
     }
     if (!flag[0])
         return GR_EXIT_OK;

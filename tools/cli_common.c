@@ -276,9 +276,10 @@ static int open_saved(gr_cli_options *o, gr_engine **engine, gr_pool **pool, gr_
     o->precision = gr_cli_engine_precision(first);
     gr_model_get_info(gr_engine_model(first), info);
     fprintf(stderr, "graphrun %s: engine %s: model %s (%dx%dx%d, %d layers), device %s, precision "
-                    "%s, batch %d, loaded in %.1f ms\n", gr_version(), o->engine_file, info->name,
-            info->width, info->height, info->channels, info->n_layers,
-            gr_engine_device_name(first), gr_precision_name(o->precision), o->batch, ms);
+                    "%s, batch %d, images %s, loaded in %.1f ms\n", gr_version(), o->engine_file,
+            info->name, info->width, info->height, info->channels, info->n_layers,
+            gr_engine_device_name(first), gr_precision_name(o->precision), o->batch,
+            gr_preprocess_name(gr_model_preprocess(gr_engine_model(first))), ms);
     gr_cli_print_notices(first);
     return GR_EXIT_OK;
 }
@@ -286,9 +287,10 @@ static int open_saved(gr_cli_options *o, gr_engine **engine, gr_pool **pool, gr_
 static void print_engine(const gr_cli_options *o, gr_engine *engine)
 {
     gr_cli_print_notices(engine);
-    fprintf(stderr, "graphrun: device %s, precision %s%s, batch %d%s\n",
+    fprintf(stderr, "graphrun: device %s, precision %s%s, batch %d, images %s%s\n",
             gr_engine_device_name(engine), gr_precision_name(o->precision),
             o->precision == GR_PREC_AUTO ? " (mixed int8/fp16, map above)" : "", o->batch,
+            gr_preprocess_name(gr_model_preprocess(gr_engine_model(engine))),
             o->eager && gr_engine_device(engine) == GR_DEVICE_GPU ? ", eager (no CUDA graph)" : "");
     gr_engine_memory_info mem;
     if (gr_engine_device(engine) == GR_DEVICE_GPU && gr_engine_memory(engine, &mem) == GR_OK)
@@ -378,6 +380,7 @@ static int open_any(gr_cli_options *o, gr_model **model, gr_engine **engine, gr_
     eo.executor = o->executor;
     eo.micro_batch = o->micro_batch;
     eo.jpeg_decoder = (gr_jpeg_decoder)o->gpu_decoder;
+    eo.preprocess = o->preprocess;
     if (o->device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
         fprintf(stderr, "graphrun: no CUDA device visible: running the CPU reference (slow)\n");
     st = build_or_load(o, *model, &eo, engine, pool);

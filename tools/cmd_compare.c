@@ -170,6 +170,15 @@ static int score_layer(int layer, int kind, const float *values, size_t n, void 
     return 0;
 }
 
+/* How the inputs are made: --letterbox / --stretch, else the model's (the engines' option). */
+static gr_preprocess compare_preprocess(const gr_cli_options *o, const gr_net *net)
+{
+    if (o->preprocess != GR_PREPROCESS_AUTO)
+        return o->preprocess;
+    return net->preprocess == GR_PREPROCESS_STRETCH ? GR_PREPROCESS_STRETCH
+                                                    : GR_PREPROCESS_LETTERBOX;
+}
+
 /* --per-layer: every layer's NRMSE for each reduced precision, on the first input. */
 static gr_status per_layer(const gr_cli_options *o, const gr_net *net, const float *input,
                            config *cfgs, int n_cfgs, const char *const *calib_images)
@@ -205,7 +214,7 @@ static gr_status per_layer(const gr_cli_options *o, const gr_net *net, const flo
             gr_calib_key key;
             int found = 0;
             char notice[512];
-            st = gr_calib_key_make(net, cf->method, o->calib_percentile, calib_images, n_images,
+            st = gr_calib_key_make(net, compare_preprocess(o, net), cf->method, o->calib_percentile, calib_images, n_images,
                                    &key);
             if (st == GR_OK)
                 st = gr_calib_cache_read(cf->cache, &key, net->n_layers, ranges, &input_range,
@@ -388,6 +397,7 @@ static gr_status run_config(const gr_cli_options *o, const gr_model *model, conf
     gr_engine_options_default(&eo);
     eo.device = o->device;
     eo.precision = cf->prec;
+    eo.preprocess = o->preprocess;
     gr_cli_calib_options(o, calib_images, &eo);
     eo.calib_method = cf->method;
     eo.calib_cache = cf->prec == GR_PREC_INT8 ? cf->cache : NULL;
@@ -499,16 +509,18 @@ static gr_status allocate_reference(compare_run *r)
     return GR_OK;
 }
 
-/* Every input letterboxed both ways: float for the CPU, uint8 for the GPU. */
+/* Every input letterboxed (or stretched: --letterbox/--stretch, else the model's) both ways:
+ * float for the CPU, uint8 for the GPU. */
 static gr_status load_inputs(compare_run *r)
 {
     const gr_model_info *info = &r->info;
+    gr_preprocess how = compare_preprocess(&r->o, r->net);
     for (int i = 0; i < r->o.n_inputs; i++) {
         GR_TRY(gr_image_load(r->o.inputs[i], &r->images[i]));
-        GR_TRY(gr_image_letterbox(r->images[i], info->width, info->height,
-                                  r->inputs + (size_t)i * r->per_image));
-        GR_TRY(gr_image_letterbox_u8(r->images[i], info->width, info->height,
-                                     r->inputs_u8 + (size_t)i * r->per_image));
+        GR_TRY(gr_image_preprocess(r->images[i], how, info->width, info->height,
+                                   r->inputs + (size_t)i * r->per_image));
+        GR_TRY(gr_image_preprocess_u8(r->images[i], how, info->width, info->height,
+                                      r->inputs_u8 + (size_t)i * r->per_image));
     }
     return GR_OK;
 }

@@ -57,7 +57,11 @@ void gr_cli_detect_usage(FILE *f)
         "  --input-type T      auto (default: from the name, else FFmpeg's probe), image, video\n"
         "  --io-timeout S      a network stream (rtsp://, http://...) that sends nothing for S\n"
         "                      seconds ends the run with one line, exit 3 (default 10; 0: wait\n"
-        "                      for ever)\n");
+        "                      for ever)\n"
+        "  --letterbox         images to the network size as Darknet's letterbox (aspect kept, grey\n"
+        "                      borders); default: the cfg's Darknet's - pjreddie cfgs letterbox,\n"
+        "                      AlexeyAB cfgs stretch unless [net] letter_box=1 (docs/darknet.md)\n"
+        "  --stretch           images stretched to the network size (AlexeyAB's resize_image)\n");
     fprintf(f,
         "  --decode D          with --input DIR / --input-list: where JPEGs are decoded: gpu\n"
         "                      (nvJPEG, letterboxed on the GPU; other files still on the CPU), cpu\n"
@@ -301,7 +305,8 @@ static int fill_batch(detect_run *r, int first)
         }
         gr_status st = GR_OK;
         if (!r->images_only || r->o.find_overflow)
-            st = gr_image_letterbox(r->images[i], info->width, info->height, dst);
+            st = gr_image_preprocess(r->images[i], gr_model_preprocess(gr_engine_model(r->engine)),
+                                     info->width, info->height, dst);
         if (st == GR_OK && r->images_only)
             st = gr_engine_set_image(r->engine, 0, b, r->images[i]);
         if (st != GR_OK)

@@ -201,6 +201,36 @@ gr_status gr_image_letterbox(const gr_image *im, int net_w, int net_h, float *ou
  * images only. `out` holds 3*net_w*net_h bytes. */
 gr_status gr_image_letterbox_u8(const gr_image *im, int net_w, int net_h, uint8_t *out);
 
+/* How an image becomes the network's input (docs/darknet.md, "Preprocessing: letterbox or
+ * stretch"). LETTERBOX: Darknet's letterbox_image, the aspect kept inside grey borders (what
+ * pjreddie's Darknet always does, and AlexeyAB's with [net] letter_box=1 or -letter_box);
+ * STRETCH: AlexeyAB's default, resize_image straight to net_w x net_h (the aspect not kept).
+ * Both are Darknet's bilinear resize_image with its exact arithmetic; the detections are mapped
+ * back accordingly (gr_engine_detect). AUTO, as an engine option: the model's own
+ * (gr_model_preprocess). */
+typedef enum gr_preprocess {
+    GR_PREPROCESS_AUTO = 0,
+    GR_PREPROCESS_LETTERBOX,
+    GR_PREPROCESS_STRETCH
+} gr_preprocess;
+
+/* "auto" / "letterbox" / "stretch"; parse returns GR_ERR_INVALID_ARGUMENT otherwise. */
+const char *gr_preprocess_name(gr_preprocess p);
+gr_status gr_preprocess_parse(const char *name, gr_preprocess *out);
+
+/* gr_image_letterbox and gr_image_letterbox_u8 with the preprocessing chosen: LETTERBOX or
+ * STRETCH (anything else: GR_ERR_INVALID_ARGUMENT). */
+gr_status gr_image_preprocess(const gr_image *im, gr_preprocess how, int net_w, int net_h,
+                              float *out);
+gr_status gr_image_preprocess_u8(const gr_image *im, gr_preprocess how, int net_w, int net_h,
+                                 uint8_t *out);
+
+/* The model's preprocessing, never AUTO: a cfg of AlexeyAB's Darknet (one using a key, layer or
+ * activation only it reads: docs/darknet.md) STRETCH unless its [net] says letter_box=1; any
+ * other cfg and the built-in pjreddie models LETTERBOX. For gr_engine_model(engine): the
+ * engine's (its preprocess option applied). */
+gr_preprocess gr_model_preprocess(const gr_model *model);
+
 /* ---- detections -------------------------------------------------------------------------- */
 
 typedef struct gr_detection {
@@ -216,6 +246,8 @@ typedef struct gr_detect_options {
     float hier_thresh; /* unused by region/yolo heads; kept for Darknet parity, 0.5 */
     float nms;         /* IoU threshold of the class-wise NMS; Darknet's default 0.45 */
     int image_w, image_h; /* the original image, to undo the letterbox; 0 = network size */
+    gr_preprocess preprocess; /* how the input was made from that image, to undo it: AUTO
+                                 (default) = the engine's (gr_model_preprocess) */
 } gr_detect_options;
 
 /* Defaults (thresh 0.5, hier_thresh 0.5, nms 0.45, image size 0) for the first struct_size
@@ -389,6 +421,10 @@ typedef struct gr_engine_options {
     gr_executor executor;    /* GPU: GRAPH (default), DATAFLOW or AUTO (gr_executor above); the
                                 choice and its reason: gr_engine_notice(). The CPU engine ignores
                                 it. Not saved in engine files (a loaded engine runs GRAPH). */
+    gr_preprocess preprocess; /* how images become the input (gr_engine_set_image, the GPU JPEG
+                                decoder, calibration) and how gr_engine_detect maps boxes back:
+                                AUTO (default) the model's (gr_model_preprocess), or LETTERBOX /
+                                STRETCH. Saved in engine files. */
 } gr_engine_options;
 
 /* 0.003: on the bundled trained model the map chosen within 0.003 keeps fp32's mAP; all int8
@@ -461,7 +497,8 @@ int gr_engine_output_count(const gr_engine *engine);
 gr_status gr_engine_output_desc(const gr_engine *engine, int index, gr_tensor_desc *desc);
 
 /* ---- images in, as `graphrun` does ----
- * gr_engine_set_image: `im` (3-channel RGB, from gr_image_load or your own pixels) letterboxed to
+ * gr_engine_set_image: `im` (3-channel RGB, from gr_image_load or your own pixels) letterboxed
+ * or stretched (the engine's preprocess option: gr_model_preprocess(gr_engine_model(engine))) to
  * the network's size into image `batch_index` of slot `slot`'s input buffer (slot 0 is what
  * gr_engine_run reads), in the engine's image input type, which it also makes the type the next
  * run or submit reads: on the CPU Darknet's exact float letterbox (gr_image_letterbox), on the
@@ -475,7 +512,7 @@ gr_status gr_engine_output_desc(const gr_engine *engine, int index, gr_tensor_de
  *     gr_engine_set_image(engine, 0, 0, image);
  *     gr_engine_run(engine);
  *
- * gr_engine_letterbox: the same letterbox into `dst`, one image's part of a buffer from
+ * gr_engine_letterbox: the same preprocessing into `dst`, one image's part of a buffer from
  * gr_engine_slot_input(engine, slot, gr_engine_image_u8(engine), ...) - for programs that
  * letterbox on threads of their own: it only reads the engine's size and device, so any thread may
  * call it, also while the engine runs another slot. gr_engine_image_u8: 1 when the image input

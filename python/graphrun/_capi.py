@@ -73,12 +73,13 @@ ENGINE_OPTIONS_FIELDS: List[Tuple[str, Any]] = [
     ("tactic_search", ctypes.c_int), ("timing_cache", ctypes.c_char_p),
     ("f32_algo", ctypes.c_int), ("f32_split_k", ctypes.c_int), ("pdl", ctypes.c_int),
     ("gemm_tactic", ctypes.c_int), ("micro_batch", ctypes.c_int),
-    ("jpeg_decoder", ctypes.c_int), ("executor", ctypes.c_int),
+    ("jpeg_decoder", ctypes.c_int), ("executor", ctypes.c_int), ("preprocess", ctypes.c_int),
 ]
 
 DETECT_OPTIONS_FIELDS: List[Tuple[str, Any]] = [
     ("struct_size", ctypes.c_uint32), ("thresh", ctypes.c_float), ("hier_thresh", ctypes.c_float),
     ("nms", ctypes.c_float), ("image_w", ctypes.c_int), ("image_h", ctypes.c_int),
+    ("preprocess", ctypes.c_int),
 ]
 
 
@@ -222,6 +223,9 @@ _SIGNATURES: Dict[str, Tuple[Any, List[Any]]] = {
     "gr_image_destroy": (None, [_ptr(Image)]),
     "gr_image_letterbox": (_I, [_ptr(Image), _I, _I, P]),
     "gr_image_letterbox_u8": (_I, [_ptr(Image), _I, _I, P]),
+    "gr_image_preprocess": (_I, [_ptr(Image), _I, _I, _I, P]),
+    "gr_image_preprocess_u8": (_I, [_ptr(Image), _I, _I, _I, P]),
+    "gr_model_preprocess": (_I, [P]),
     "gr_image_draw_detections": (_I, [_ptr(Image), _ptr(Detection), _I, P]),
 }
 

@@ -24,6 +24,7 @@ from .results import Detection, ImageLike, PathLike, Results, c_image, to_rgb
 DEVICES = {"auto": 0, "cpu": 1, "gpu": 2}                       # gr_device
 PRECISIONS = {"fp32": 0, "fp16": 1, "int8": 2, "auto": 3}       # gr_precision
 F32_ALGOS = {"auto": 0, "sgemm": 1, "tf32x3": 2, "implicit": 3, "direct3x3": 4}  # gr_f32_algo
+PREPROCESS = {"auto": 0, "letterbox": 1, "stretch": 2}  # gr_preprocess
 _INT_MAX = 2**31 - 1
 _MAX_BATCH = 4096  # GR_MAX_BATCH (base/base.h)
 _MAX_INFLIGHT = 8  # GR_MAX_INFLIGHT (runtime.h)
@@ -83,21 +84,25 @@ def cuda_device_count() -> int:
 
 
 def letterbox(image: ImageLike, width: int, height: int, dtype: Any = np.uint8,
-              color: str = "rgb") -> npt.NDArray[Any]:
+              color: str = "rgb", how: str = "letterbox") -> npt.NDArray[Any]:
     """Darknet's letterbox of an image (anything detect() takes) to width x height: uint8
     (height, width, 3) HWC, or float32 (3, height, width) CHW in [0, 1] exactly as Darknet
-    computes it (dtype=np.float32)."""
+    computes it (dtype=np.float32). how="stretch": AlexeyAB's resize straight to width x height
+    instead (what its cfgs get without letter_box=1: Engine.preprocess)."""
     width = _int_arg("width", width, 1, 1 << 16)
     height = _int_arg("height", height, 1, 1 << 16)
+    kind = _choice("how", how, {k: v for k, v in PREPROCESS.items() if k != "auto"})
     rgb = to_rgb(image, color)
     im = c_image(rgb)
     lib = _capi.lib()
     if dtype == np.uint8:
         out = np.empty((height, width, 3), np.uint8)
-        _capi.check(lib.gr_image_letterbox_u8(ctypes.byref(im), width, height, out.ctypes.data))
+        _capi.check(lib.gr_image_preprocess_u8(ctypes.byref(im), kind, width, height,
+                                               out.ctypes.data))
     elif dtype == np.float32:
         out = np.empty((3, height, width), np.float32)
-        _capi.check(lib.gr_image_letterbox(ctypes.byref(im), width, height, out.ctypes.data))
+        _capi.check(lib.gr_image_preprocess(ctypes.byref(im), kind, width, height,
+                                            out.ctypes.data))
     else:
         raise ValueError("letterbox dtype is np.uint8 or np.float32")
     return out
@@ -255,10 +260,10 @@ class Model(_Handle):
               use_cuda_graph: bool = True, calib_cache: Optional[PathLike] = None,
               calib_images: Optional[Sequence[PathLike]] = None, f32_algo: str = "auto",
               nonfinite_is_error: bool = False, micro_batch: int = 0,
-              gpu_index: int = 0, inflight: int = 1) -> "Engine":
+              gpu_index: int = 0, inflight: int = 1, preprocess: str = "auto") -> "Engine":
         """An engine for this model (see Engine)."""
         return Engine(self, device, precision, batch, use_cuda_graph, calib_cache, calib_images,
-                      f32_algo, nonfinite_is_error, micro_batch, gpu_index, inflight)
+                      f32_algo, nonfinite_is_error, micro_batch, gpu_index, inflight, preprocess)
 
 
 def _synthetic_notice(seed: Optional[int]) -> str:
@@ -305,6 +310,9 @@ class Engine(_Handle):
     attribute. gpu_index: the CUDA device ordinal of a GPU engine (0 default). inflight: runs in
     flight at once, 1..8 (runtime.h, "Runs in flight": each its own input buffer, outputs and, on
     the GPU, stream and graph; the weights shared): detect_files() keeps that many batches going.
+    preprocess "auto" | "letterbox" | "stretch": how images become the input and how boxes map
+    back (runtime.h, gr_preprocess); auto is the model's (AlexeyAB cfgs stretch unless their [net]
+    says letter_box=1, every other cfg letterboxes); the result is the preprocess attribute.
     One engine serializes its own calls with a lock, so threads may share it (runtime.h's
     one-thread-at-a-time rule is kept for them). close() (from any thread) waits for the call in
     flight and those already waiting for the lock; every call after it raises
@@ -322,12 +330,13 @@ class Engine(_Handle):
                  calib_cache: Optional[PathLike] = None,
                  calib_images: Optional[Sequence[PathLike]] = None, f32_algo: str = "auto",
                  nonfinite_is_error: bool = False, micro_batch: int = 0,
-                 gpu_index: int = 0, inflight: int = 1) -> None:
+                 gpu_index: int = 0, inflight: int = 1, preprocess: str = "auto") -> None:
         batch = _int_arg("batch", batch, 1, _MAX_BATCH)
         micro_batch = _int_arg("micro_batch", micro_batch, 0, batch)
         opt = _engine_options(device, use_cuda_graph, inflight)
         opt.precision = _choice("precision", precision, PRECISIONS)
         opt.f32_algo = _choice("f32_algo", f32_algo, F32_ALGOS)
+        opt.preprocess = _choice("preprocess", preprocess, PREPROCESS)
         opt.batch = batch
         opt.micro_batch = micro_batch
         opt.gpu_index = _int_arg("gpu_index", gpu_index, 0, _INT_MAX)
@@ -432,6 +441,10 @@ class Engine(_Handle):
         self.precision: str = precision or self._built_precision()
         self.device: str = "gpu" if lib.gr_engine_device(handle) == DEVICES["gpu"] else "cpu"
         self.device_name: str = lib.gr_engine_device_name(handle).decode()
+        # "letterbox" or "stretch": how detect() makes the input of an image (the preprocess
+        # option, else the model's: AlexeyAB cfgs stretch unless letter_box=1)
+        how = int(lib.gr_model_preprocess(lib.gr_engine_model(handle)))
+        self.preprocess: str = {v: k for k, v in PREPROCESS.items()}[how]
         desc = _capi.TensorDesc()
         _capi.check(lib.gr_engine_input_desc(handle, ctypes.byref(desc)), handle)
         self.batch, self.channels, self.width, self.height = desc.n, desc.c, desc.w, desc.h
@@ -657,8 +670,8 @@ class Engine(_Handle):
                       nms: float) -> List[List[Detection]]:
         padded = chunk + [chunk[-1]] * (self.batch - len(chunk))
         dtype = np.uint8 if self.device == "gpu" else np.float32
-        fn, x = self._input(np.stack([letterbox(im, self.width, self.height, dtype)
-                                      for im in padded]))
+        fn, x = self._input(np.stack([letterbox(im, self.width, self.height, dtype,
+                                                how=self.preprocess) for im in padded]))
         with self._lock:  # the run and its detections: one operation
             _capi.check(fn(handle, x.ctypes.data), handle)
             self._count_nonfinite_locked(handle)

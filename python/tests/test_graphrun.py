@@ -168,18 +168,28 @@ class CPUTests(unittest.TestCase):
         np.testing.assert_array_equal(outputs[0], np.load(out))
 
     def test_detect_matches_cli_json(self):
-        expected = json.loads(cli("--device", "cpu", "--cfg", self.cfg, "--no-output", "--json",
-                                  "--thresh", "0.2", "--input", PHOTOS[0]))
-        want = expected["images"][0]["detections"]
-        self.assertGreater(len(want), 0)
-        with self.model.build(device="cpu") as engine:
-            got = engine.detect([PHOTOS[0]], thresh=0.2)[0]
-        self.assertEqual(len(got), len(want))
-        for d, w in zip(got, want):
-            self.assertEqual((d.class_id, d.class_name), (w["class_id"], w["class"]))
-            self.assertAlmostEqual(d.prob, w["prob"], places=5)   # the CLI prints 6 decimals
-            for k in ("left", "top", "right", "bottom"):
-                self.assertAlmostEqual(getattr(d, k), w[k], delta=0.051)  # printed to 0.1
+        # The model's preprocessing (a pjreddie cfg: letterbox) and the stretch, both ways.
+        found = {}
+        for how, flags in (("auto", []), ("stretch", ["--stretch"])):
+            expected = json.loads(cli("--device", "cpu", "--cfg", self.cfg, "--no-output",
+                                      "--json", "--thresh", "0.2", "--input", PHOTOS[0], *flags))
+            want = expected["images"][0]["detections"]
+            self.assertGreater(len(want), 0)
+            with self.model.build(device="cpu", preprocess=how) as engine:
+                self.assertEqual(engine.preprocess, "letterbox" if how == "auto" else how)
+                got = engine.detect([PHOTOS[0]], thresh=0.2)[0]
+            self.assertEqual(len(got), len(want))
+            for d, w in zip(got, want):
+                self.assertEqual((d.class_id, d.class_name), (w["class_id"], w["class"]))
+                self.assertAlmostEqual(d.prob, w["prob"], places=5)   # the CLI prints 6 decimals
+                for k in ("left", "top", "right", "bottom"):
+                    self.assertAlmostEqual(getattr(d, k), w[k], delta=0.051)  # printed to 0.1
+            found[how] = got
+        self.assertNotEqual(found["auto"], found["stretch"])
+        stretched = graphrun.letterbox(PHOTOS[0], 40, 24, np.float32, how="stretch")
+        self.assertEqual(stretched.shape, (3, 24, 40))
+        self.assertFalse(np.array_equal(stretched, graphrun.letterbox(PHOTOS[0], 40, 24,
+                                                                      np.float32)))
 
     def test_arrays_and_paths_and_batches_agree(self):
         arrays = [graphrun.load_image(p) for p in PHOTOS]

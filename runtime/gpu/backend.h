@@ -198,11 +198,12 @@ static inline gpu_variant *gr_gpu_variant(gpu_state *g, int input_u8)
 
 /* ---- gpu/jpeg.c ---- */
 /* Decode the JPEG files of images i < n (jpeg[i] non-NULL) into inst's device input, letterboxed
- * to net_w x net_h uint8, on `stream`; decoded[i] = 1 for each image it took (runtime.h,
- * gr_engine_decode_jpegs). */
+ * (or stretched: `how`) to net_w x net_h uint8, on `stream`; decoded[i] = 1 for each image it
+ * took (runtime.h, gr_engine_decode_jpegs). */
 gr_status gr_gpu_decode_jpegs(gpu_state *g, gpu_instance *inst, gr_jpeg_decoder which,
                               cudaStream_t stream, int n, const uint8_t *const *jpeg,
-                              const size_t *bytes, int *decoded, int net_w, int net_h);
+                              const size_t *bytes, int *decoded, gr_preprocess how, int net_w,
+                              int net_h);
 /* "nvJPEG hardware decoder" / "nvJPEG GPU hybrid decoder" once opened, else NULL. */
 const char *gr_gpu_jpeg_backend(const gpu_state *g);
 void gr_gpu_jpeg_free(gpu_state *g);

@@ -180,7 +180,9 @@ static void *decode_worker(void *arg)
         if (st != GR_OK)
             gr_fail_prefix(st, "int8 calibration: ");
         else
-            st = gr_image_letterbox_u8(im, net->w, net->h, job->dst + (size_t)j * image_bytes);
+            st = gr_image_preprocess_u8(im, job->run->req->preprocess == GR_PREPROCESS_STRETCH
+                                                ? GR_PREPROCESS_STRETCH : GR_PREPROCESS_LETTERBOX,
+                                        net->w, net->h, job->dst + (size_t)j * image_bytes);
         gr_image_destroy(im);
         if (st != GR_OK) {
             pthread_mutex_lock(&job->lock);

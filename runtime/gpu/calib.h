@@ -21,6 +21,7 @@ typedef struct gr_gpu_calib_request {
     void (*progress)(int done, int total, void *user); /* after each image, from the calling
                                                           thread; NULL = none */
     void *progress_user;
+    gr_preprocess preprocess; /* STRETCH, else the letterbox: the engine's */
 } gr_gpu_calib_request;
 
 /* layer_range: net->n_layers entries. *batch_used (may be NULL): the batch the engine ran at. */

@@ -1109,7 +1109,8 @@ static gr_status gpu_decode_jpegs(gr_engine *e, int slot, int n, const uint8_t *
         return GR_ERR_OUT_OF_MEMORY;
     cudaStream_t stream = inst->exec ? launch_stream(g, inst) : g->streams[0];
     gr_status st = gr_gpu_decode_jpegs(g, inst, e->opt.jpeg_decoder, stream, n, jpeg, bytes,
-                                       decoded, e->net->w, e->net->h);
+                                       decoded, gr_model_preprocess(&e->model_view), e->net->w,
+                                       e->net->h);
     if (st != GR_OK)
         return st;
     int on_device = 0;

@@ -275,7 +275,8 @@ static gr_status reserve_rgb(struct gpu_jpeg_slot *s, size_t bytes, cudaStream_t
 
 gr_status gr_gpu_decode_jpegs(gpu_state *g, gpu_instance *inst, gr_jpeg_decoder which,
                               cudaStream_t launch, int n, const uint8_t *const *jpeg,
-                              const size_t *bytes, int *decoded, int net_w, int net_h)
+                              const size_t *bytes, int *decoded, gr_preprocess how, int net_w,
+                              int net_h)
 {
     CUDA_TRY(cudaSetDevice(g->device));
     GR_TRY(open_decoder(g, which));
@@ -293,7 +294,7 @@ gr_status gr_gpu_decode_jpegs(gpu_state *g, gpu_instance *inst, gr_jpeg_decoder 
         if (!jpeg[i] || !batch_takes(s, jpeg[i], bytes[i], &w, &h))
             continue;
         gr_letterbox_geom geom;
-        gr_letterbox_geometry(w, h, net_w, net_h, &geom);
+        gr_letterbox_geometry(how, w, h, net_w, net_h, &geom);
         s->data[m] = jpeg[i];
         s->len[m] = bytes[i];
         s->index[m] = i;
@@ -425,10 +426,11 @@ gr_status gr_gpu_jpeg_pixels(const struct gpu_jpeg_slot *s, int k, gr_image **ou
 
 gr_status gr_gpu_decode_jpegs(gpu_state *g, gpu_instance *inst, gr_jpeg_decoder which,
                               cudaStream_t launch, int n, const uint8_t *const *jpeg,
-                              const size_t *bytes, int *decoded, int net_w, int net_h)
+                              const size_t *bytes, int *decoded, gr_preprocess how, int net_w,
+                              int net_h)
 {
     (void)g, (void)which, (void)inst, (void)launch, (void)jpeg, (void)bytes;
-    (void)net_w, (void)net_h;
+    (void)how, (void)net_w, (void)net_h;
     for (int i = 0; i < n; i++)
         decoded[i] = 0;
     return gr_fail(GR_ERR_UNSUPPORTED, "JPEG decoding on the GPU: this graphrun was built "

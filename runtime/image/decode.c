@@ -492,6 +492,7 @@ struct gr_image_reader {
     gr_image image;   /* what gr_image_reader_load hands out: w, h, c and pixels */
     int source_w, source_h;   /* the last image's size in its file */
     int fast_net_w, fast_net_h; /* > 0: JPEGs decoded scaled down (gr_image_reader_fast_decode) */
+    gr_preprocess fast_how;     /* the preprocessing the scaled image is made for */
     double read_s;            /* the last load's time reading the file (the rest is decoding) */
 };
 
@@ -504,10 +505,11 @@ static double monotonic_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void gr_image_reader_fast_decode(gr_image_reader *r, int net_w, int net_h)
+void gr_image_reader_fast_decode(gr_image_reader *r, gr_preprocess how, int net_w, int net_h)
 {
     if (!r)
         return;
+    r->fast_how = how;
     r->fast_net_w = net_w > 0 && net_h > 0 ? net_w : 0;
     r->fast_net_h = net_w > 0 && net_h > 0 ? net_h : 0;
 }
@@ -519,12 +521,13 @@ void gr_image_reader_source_size(const gr_image_reader *r, int *w, int *h)
 }
 
 /* The smallest size libjpeg-turbo can decode a w x h JPEG to (its DCT scaling: 1/2, 1/4, 1/8)
- * that is still at least the size the letterbox resizes it to in net_w x net_h, so the
- * letterbox still only shrinks it; w x h itself when no factor qualifies. */
-static void fast_decode_size(int w, int h, int net_w, int net_h, int *out_w, int *out_h)
+ * that is still at least the size the letterbox (or stretch) resizes it to in net_w x net_h, so
+ * the resize still only shrinks it; w x h itself when no factor qualifies. */
+static void fast_decode_size(gr_preprocess how, int w, int h, int net_w, int net_h, int *out_w,
+                             int *out_h)
 {
     int new_w, new_h;
-    gr_letterbox_size(w, h, net_w, net_h, &new_w, &new_h);
+    gr_letterbox_size(how, w, h, net_w, net_h, &new_w, &new_h);
     *out_w = w;
     *out_h = h;
     static const int denoms[] = {2, 4, 8};
@@ -573,7 +576,7 @@ static gr_status reader_decode(gr_image_reader *r, const char *path, const gr_im
         r->source_w = w;
         r->source_h = h;
         int sw, sh;
-        fast_decode_size(w, h, r->fast_net_w, r->fast_net_h, &sw, &sh);
+        fast_decode_size(r->fast_how, w, h, r->fast_net_w, r->fast_net_h, &sw, &sh);
         if (sw != w || sh != h) {
             size_t need = (size_t)sw * (size_t)sh * 3;
             if (need > r->pixel_cap) {

@@ -63,11 +63,12 @@ gr_status gr_image_reader_create(gr_image_reader **out);
 void gr_image_reader_destroy(gr_image_reader *r); /* NULL: no-op */
 gr_status gr_image_reader_load(gr_image_reader *r, const char *path, const gr_image **out);
 /* Opt-in, inexact: from now on decode each JPEG at the smallest of libjpeg-turbo's DCT scales
- * (1/2, 1/4, 1/8) that keeps it at least as large as its letterbox in net_w x net_h (so only
- * JPEGs of at least twice that size are affected), much faster than a full decode followed by a
- * large shrink, but not the same pixels as Darknet's full-size decode (docs: `--fast-decode`).
- * net_w or net_h <= 0 turns it off (the default). *out of a load is then the scaled image. */
-void gr_image_reader_fast_decode(gr_image_reader *r, int net_w, int net_h);
+ * (1/2, 1/4, 1/8) that keeps it at least as large as its letterbox (or stretch: `how`) in
+ * net_w x net_h (so only JPEGs of at least twice that size are affected), much faster than a full
+ * decode followed by a large shrink, but not the same pixels as Darknet's full-size decode (docs:
+ * `--fast-decode`). net_w or net_h <= 0 turns it off (the default). *out of a load is then the
+ * scaled image. */
+void gr_image_reader_fast_decode(gr_image_reader *r, gr_preprocess how, int net_w, int net_h);
 /* The size stored in the last loaded file (what boxes map back to), scaled or not; 0 x 0 when
  * the last load failed before reading it. */
 void gr_image_reader_source_size(const gr_image_reader *r, int *w, int *h);
@@ -79,7 +80,8 @@ double gr_image_reader_read_seconds(const gr_image_reader *r);
  * resize of every source row, vertical resize, copy into the grey canvas, then for _u8 the
  * v * 255 + 0.5 rounding). gr_image_letterbox and gr_image_letterbox_u8 (runtime.h) compute the
  * same bytes faster; these are kept as the definition they are tested against. */
-gr_status gr_image_letterbox_reference(const gr_image *im, int net_w, int net_h, float *out);
+gr_status gr_image_letterbox_reference(const gr_image *im, gr_preprocess how, int net_w, int net_h,
+                                       float *out);
 
 /* A JPEG file's structure from its markers, no pixel decoded (runtime/image/jpeg_scan.c): for
  * choosing the decoder. complete: SOI, one frame, at least one scan, and the EOI marker reached
@@ -105,19 +107,22 @@ void gr_jpeg_scan(const uint8_t *data, size_t len, gr_jpeg_info *info);
 int gr_jpeg_gpu_decodable(const gr_jpeg_info *info);
 
 /* Where an im_w x im_h image lands in Darknet's net_w x net_h letterbox (new_w x new_h at
- * (left, top)) and its resize's scales (w_scale = (im_w - 1) / (new_w - 1), 0 for new_w 1; h
+ * (left, top); stretched: net_w x net_h at (0, 0)) and its resize's scales (w_scale = (im_w - 1) / (new_w - 1), 0 for new_w 1; h
  * likewise): every letterbox takes them from here, the CPU's and the GPU's (kernels/image.h). */
 typedef struct gr_letterbox_geom {
     int new_w, new_h, left, top;
     float w_scale, h_scale;
 } gr_letterbox_geom;
-void gr_letterbox_geometry(int im_w, int im_h, int net_w, int net_h, gr_letterbox_geom *g);
+void gr_letterbox_geometry(gr_preprocess how, int im_w, int im_h, int net_w, int net_h,
+                           gr_letterbox_geom *g);
 
-/* The values an engine computes from for the image at `path`: its uint8 letterbox
- * (gr_image_letterbox_u8, what the engines' input is) divided by 255, as planar float CHW:
+/* The values an engine computes from for the image at `path`: its uint8 letterbox or stretch
+ * (gr_image_preprocess_u8, what the engines' input is) divided by 255, as planar float CHW:
  * 3 x net_h x net_w floats into dst. The calibration and precision searches evaluate on exactly
  * these. Errors as gr_image_load's, or out of memory. */
-gr_status gr_image_load_planar(const char *path, int net_w, int net_h, float *dst);
-gr_status gr_image_letterbox_reference_u8(const gr_image *im, int net_w, int net_h, uint8_t *out);
+gr_status gr_image_load_planar(const char *path, gr_preprocess how, int net_w, int net_h,
+                               float *dst);
+gr_status gr_image_letterbox_reference_u8(const gr_image *im, gr_preprocess how, int net_w,
+                                          int net_h, uint8_t *out);
 
 #endif

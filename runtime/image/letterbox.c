@@ -1,5 +1,7 @@
 /* Darknet's letterbox preprocessing: the step-by-step reference and the fast float and uint8
- * versions that equal it byte for byte.
+ * versions that equal it byte for byte. AlexeyAB's stretch (resize_image straight to the network
+ * size) is the same code with the geometry gr_letterbox_geometry gives it: the resized image
+ * fills the canvas (new = net, no border), so one resize serves both.
  *
  * The letterbox reproduces Darknet's load_image_color + letterbox_image + resize_image float for
  * float: pixels are (float)(v / 255.) computed in double as Darknet does, and the bilinear resize
@@ -16,9 +18,13 @@
 
 /* Every letterbox reads w x h x 3 bytes: an image of another channel count is refused (its
  * buffer may be smaller than that). */
-static gr_status check_letterbox_args(const gr_image *im, int net_w, int net_h, const void *out,
-                                      const char *who)
+static gr_status check_letterbox_args(const gr_image *im, gr_preprocess how, int net_w, int net_h,
+                                      const void *out, const char *who)
 {
+    if (how != GR_PREPROCESS_LETTERBOX && how != GR_PREPROCESS_STRETCH)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: preprocessing %d is neither letterbox (%d) "
+                       "nor stretch (%d)", who, (int)how, GR_PREPROCESS_LETTERBOX,
+                       GR_PREPROCESS_STRETCH);
     if (!gr_image_valid(im))
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: NULL or malformed image (no data, or a side "
                        "outside 1..%d, or channels outside 1..4)", who, GR_MAX_DIM);
@@ -81,13 +87,14 @@ static void resize_darknet(const float *src, int c, int src_w, int src_h, float 
     }
 }
 
-/* The reference letterbox as planar CHW floats into out (3 x net_h x net_w). */
-static gr_status letterbox_reference_f32(const gr_image *im, int net_w, int net_h, float *out,
-                               const char *who)
+/* The reference letterbox (or stretch) as planar CHW floats into out (3 x net_h x net_w). */
+static gr_status letterbox_reference_f32(const gr_image *im, gr_preprocess how, int net_w,
+                                         int net_h, float *out, const char *who)
 {
-    GR_TRY(check_letterbox_args(im, net_w, net_h, out, who));
-    int new_w, new_h;
-    gr_letterbox_size(im->w, im->h, net_w, net_h, &new_w, &new_h);
+    GR_TRY(check_letterbox_args(im, how, net_w, net_h, out, who));
+    gr_letterbox_geom geom;
+    gr_letterbox_geometry(how, im->w, im->h, net_w, net_h, &geom);
+    int new_w = geom.new_w, new_h = geom.new_h;
 
     size_t src_elems, part_elems, dst_elems, total;
     if (!gr_mul_size((size_t)im->w * (size_t)im->h, 3, &src_elems) ||
@@ -122,7 +129,7 @@ static gr_status letterbox_reference_f32(const gr_image *im, int net_w, int net_
     size_t net_plane = (size_t)net_w * (size_t)net_h;
     for (size_t i = 0; i < 3 * net_plane; i++)
         out[i] = 0.5f;
-    int dx = (net_w - new_w) / 2, dy = (net_h - new_h) / 2;
+    int dx = geom.left, dy = geom.top;
     for (int k = 0; k < 3; k++)
         for (int r = 0; r < new_h; r++)
             memcpy(out + (size_t)k * net_plane + (size_t)(r + dy) * (size_t)net_w + (size_t)dx,
@@ -132,12 +139,14 @@ static gr_status letterbox_reference_f32(const gr_image *im, int net_w, int net_
     return GR_OK;
 }
 
-gr_status gr_image_letterbox_reference(const gr_image *im, int net_w, int net_h, float *out)
+gr_status gr_image_letterbox_reference(const gr_image *im, gr_preprocess how, int net_w, int net_h,
+                                       float *out)
 {
-    return letterbox_reference_f32(im, net_w, net_h, out, "gr_image_letterbox_reference");
+    return letterbox_reference_f32(im, how, net_w, net_h, out, "gr_image_letterbox_reference");
 }
 
-gr_status gr_image_letterbox_reference_u8(const gr_image *im, int net_w, int net_h, uint8_t *out)
+gr_status gr_image_letterbox_reference_u8(const gr_image *im, gr_preprocess how, int net_w,
+                                          int net_h, uint8_t *out)
 {
     if (!out)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_image_letterbox_u8: NULL output");
@@ -148,7 +157,7 @@ gr_status gr_image_letterbox_reference_u8(const gr_image *im, int net_w, int net
     float *planar = gr_calloc(plane, 3 * sizeof(float), "letterbox");
     if (!planar)
         return GR_ERR_OUT_OF_MEMORY;
-    gr_status st = letterbox_reference_f32(im, net_w, net_h, planar, "gr_image_letterbox_u8");
+    gr_status st = letterbox_reference_f32(im, how, net_w, net_h, planar, "gr_image_letterbox_u8");
     if (st != GR_OK) {
         free(planar);
         return st;
@@ -195,22 +204,23 @@ static void free_plan(letterbox_plan *lp)
     free(lp->col_off0); /* one allocation holds all the tables and rows */
 }
 
-void gr_letterbox_geometry(int im_w, int im_h, int net_w, int net_h, gr_letterbox_geom *g)
+void gr_letterbox_geometry(gr_preprocess how, int im_w, int im_h, int net_w, int net_h,
+                           gr_letterbox_geom *g)
 {
-    gr_letterbox_size(im_w, im_h, net_w, net_h, &g->new_w, &g->new_h);
+    gr_letterbox_size(how, im_w, im_h, net_w, net_h, &g->new_w, &g->new_h);
     g->left = (net_w - g->new_w) / 2;
     g->top = (net_h - g->new_h) / 2;
     g->w_scale = g->new_w > 1 ? (float)(im_w - 1) / (float)(g->new_w - 1) : 0.0f;
     g->h_scale = g->new_h > 1 ? (float)(im_h - 1) / (float)(g->new_h - 1) : 0.0f;
 }
 
-static gr_status make_plan(const gr_image *im, int net_w, int net_h, letterbox_plan *lp,
-                           gr_letterbox_geom *geom)
+static gr_status make_plan(const gr_image *im, gr_preprocess how, int net_w, int net_h,
+                           letterbox_plan *lp, gr_letterbox_geom *geom)
 {
     memset(lp, 0, sizeof *lp);
     lp->src_w = im->w;
     lp->src_h = im->h;
-    gr_letterbox_geometry(im->w, im->h, net_w, net_h, geom);
+    gr_letterbox_geometry(how, im->w, im->h, net_w, net_h, geom);
     lp->new_w = geom->new_w;
     lp->new_h = geom->new_h;
     size_t nw = (size_t)lp->new_w; /* <= net_w <= GR_MAX_DIM: no overflow below */
@@ -288,12 +298,13 @@ static void output_row(letterbox_plan *lp, const gr_image *im, int r, const floa
     *p1 = resized_row(lp, im, iy1, iy);
 }
 
-gr_status gr_image_letterbox(const gr_image *im, int net_w, int net_h, float *out)
+static gr_status preprocess_f32(const gr_image *im, gr_preprocess how, int net_w, int net_h,
+                                float *out, const char *who)
 {
-    GR_TRY(check_letterbox_args(im, net_w, net_h, out, "gr_image_letterbox"));
+    GR_TRY(check_letterbox_args(im, how, net_w, net_h, out, who));
     letterbox_plan lp;
     gr_letterbox_geom geom;
-    GR_TRY(make_plan(im, net_w, net_h, &lp, &geom));
+    GR_TRY(make_plan(im, how, net_w, net_h, &lp, &geom));
     size_t net_plane = (size_t)net_w * (size_t)net_h;
     for (size_t i = 0; i < 3 * net_plane; i++)
         out[i] = 0.5f;
@@ -313,12 +324,13 @@ gr_status gr_image_letterbox(const gr_image *im, int net_w, int net_h, float *ou
     return GR_OK;
 }
 
-gr_status gr_image_letterbox_u8(const gr_image *im, int net_w, int net_h, uint8_t *out)
+static gr_status preprocess_u8(const gr_image *im, gr_preprocess how, int net_w, int net_h,
+                               uint8_t *out, const char *who)
 {
-    GR_TRY(check_letterbox_args(im, net_w, net_h, out, "gr_image_letterbox_u8"));
+    GR_TRY(check_letterbox_args(im, how, net_w, net_h, out, who));
     letterbox_plan lp;
     gr_letterbox_geom geom;
-    GR_TRY(make_plan(im, net_w, net_h, &lp, &geom));
+    GR_TRY(make_plan(im, how, net_w, net_h, &lp, &geom));
     int left = geom.left, top = geom.top;
     size_t row_bytes = (size_t)net_w * 3;
     /* Grey above and below the image, and left and right of it on its rows. */
@@ -344,8 +356,30 @@ gr_status gr_image_letterbox_u8(const gr_image *im, int net_w, int net_h, uint8_
     return GR_OK;
 }
 
-/* ---- drawing ------------------------------------------------------------------------------- */
-gr_status gr_image_load_planar(const char *path, int net_w, int net_h, float *dst)
+gr_status gr_image_preprocess(const gr_image *im, gr_preprocess how, int net_w, int net_h,
+                              float *out)
+{
+    return preprocess_f32(im, how, net_w, net_h, out, "gr_image_preprocess");
+}
+
+gr_status gr_image_preprocess_u8(const gr_image *im, gr_preprocess how, int net_w, int net_h,
+                                 uint8_t *out)
+{
+    return preprocess_u8(im, how, net_w, net_h, out, "gr_image_preprocess_u8");
+}
+
+gr_status gr_image_letterbox(const gr_image *im, int net_w, int net_h, float *out)
+{
+    return preprocess_f32(im, GR_PREPROCESS_LETTERBOX, net_w, net_h, out, "gr_image_letterbox");
+}
+
+gr_status gr_image_letterbox_u8(const gr_image *im, int net_w, int net_h, uint8_t *out)
+{
+    return preprocess_u8(im, GR_PREPROCESS_LETTERBOX, net_w, net_h, out, "gr_image_letterbox_u8");
+}
+
+gr_status gr_image_load_planar(const char *path, gr_preprocess how, int net_w, int net_h,
+                               float *dst)
 {
     size_t plane = (size_t)net_w * (size_t)net_h;
     uint8_t *u8 = gr_malloc(plane * 3, "letterboxed image");
@@ -354,7 +388,7 @@ gr_status gr_image_load_planar(const char *path, int net_w, int net_h, float *ds
     gr_image *im = NULL;
     gr_status st = gr_image_load(path, &im);
     if (st == GR_OK)
-        st = gr_image_letterbox_u8(im, net_w, net_h, u8);
+        st = gr_image_preprocess_u8(im, how, net_w, net_h, u8);
     for (size_t p = 0; p < plane && st == GR_OK; p++)
         for (size_t c = 0; c < 3; c++)
             dst[c * plane + p] = (float)u8[p * 3 + c] / 255.0f;

@@ -45,6 +45,7 @@
 
 typedef struct search {
     const gr_net *net;
+    gr_preprocess how;      /* the engine's preprocessing of the calibration images */
     int n_images;
     size_t image_elems;
     float *images;          /* n_images x (c x h x w) float CHW, the engine's u8 input / 255 */
@@ -188,7 +189,7 @@ static gr_status load_images(search *s, const char *const *paths)
     s->images = gr_malloc((size_t)n * s->image_elems * sizeof(float), "auto precision images");
     gr_status st = s->images ? GR_OK : GR_ERR_OUT_OF_MEMORY;
     for (int i = 0; i < n && st == GR_OK; i++) {
-        st = gr_image_load_planar(paths[i], net->w, net->h, s->images + (size_t)i * s->image_elems);
+        st = gr_image_load_planar(paths[i], s->how, net->w, net->h, s->images + (size_t)i * s->image_elems);
         if (st != GR_OK)
             gr_fail_prefix(st, "auto precision: ");
     }
@@ -519,7 +520,7 @@ gr_status gr_auto_precision(const gr_build_request *req, gr_precision **map_out,
     const gr_net *net = req->net;
     if (req->device == GR_DEVICE_GPU && gr_cuda_device_count() == 0)
         return gr_fail(GR_ERR_NO_DEVICE, "no CUDA device is visible (--device gpu)");
-    search s = {.net = net, .threads = cpu_threads(&req->opt)};
+    search s = {.net = net, .how = req->opt.preprocess, .threads = cpu_threads(&req->opt)};
     gr_precision *map = gr_calloc((size_t)net->n_layers, sizeof *map, "precision map");
     *map_out = map; /* the caller's from here on, also on failure */
     if (!map)

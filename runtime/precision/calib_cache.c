@@ -37,8 +37,9 @@ static gr_status hash_images(const char *const *paths, int n, uint64_t *out)
     return GR_OK;
 }
 
-gr_status gr_calib_key_make(const gr_net *net, gr_calib_method method, float percentile,
-                            const char *const *paths, int n_images, gr_calib_key *key)
+gr_status gr_calib_key_make(const gr_net *net, gr_preprocess how, gr_calib_method method,
+                            float percentile, const char *const *paths, int n_images,
+                            gr_calib_key *key)
 {
     uint64_t h = GR_FNV1A_INIT;
     int dims[3] = {net->w, net->h, net->c};
@@ -53,6 +54,8 @@ gr_status gr_calib_key_make(const gr_net *net, gr_calib_method method, float per
     }
     if (net->weight_block)
         h = gr_fnv1a(h, net->weight_block, net->n_weight_floats * sizeof(float));
+    if (how == GR_PREPROCESS_STRETCH) /* other input values; letterboxed keys stay as they were */
+        h = gr_fnv1a(h, "stretch", 7);
     *key = (gr_calib_key){h, method, method == GR_CALIB_PERCENTILE ? percentile : 0.0f, net->name,
                           n_images, 0};
     return hash_images(paths, n_images, &key->images_hash);

@@ -30,9 +30,11 @@ typedef struct gr_calib_key {
     uint64_t images_hash;
 } gr_calib_key;
 
-/* The key of a network, method and image set (paths[0..n_images)); reads every image file. */
-gr_status gr_calib_key_make(const gr_net *net, gr_calib_method method, float percentile,
-                            const char *const *paths, int n_images, gr_calib_key *key);
+/* The key of a network, its input's preprocessing, method and image set (paths[0..n_images));
+ * reads every image file. */
+gr_status gr_calib_key_make(const gr_net *net, gr_preprocess how, gr_calib_method method,
+                            float percentile, const char *const *paths, int n_images,
+                            gr_calib_key *key);
 
 #define GR_CALIB_INPUT_MIN (1.0f / 255.0f)
 #define GR_CALIB_RANGE_MIN 1e-6f

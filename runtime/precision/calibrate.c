@@ -1,6 +1,7 @@
 /* INT8 calibration for both backends: per-layer activation ranges from the calibration cache when
  * it matches the model, method and image set, else by calibrating on the calibration images
- * (default: the bundled photos, found by gr_data_path), each decoded and letterboxed to uint8 exactly as the engine's
+ * (default: the bundled photos, found by gr_data_path), each decoded and letterboxed (or
+ * stretched: the engine option preprocess, resolved by the front) to uint8 exactly as the engine's
  * input is: on the GPU (runtime/gpu/calib.c: an fp32 GPU engine in batches, statistics on the
  * device) or on the CPU (planner/calib.c: the fp32 reference plan on all cores), as the engine
  * option calib_device says (AUTO: the engine's own device); then written to the cache when one is
@@ -23,13 +24,14 @@
 typedef struct image_source {
     const char *const *paths;
     const gr_net *net;
+    gr_preprocess how; /* the engine's (its option, resolved) */
 } image_source;
 
 /* The engine's input is the uint8 letterbox: calibrate on exactly those values. */
 static gr_status load_image(int index, float *dst, void *user)
 {
     const image_source *src = user;
-    gr_status st = gr_image_load_planar(src->paths[index], src->net->w, src->net->h, dst);
+    gr_status st = gr_image_load_planar(src->paths[index], src->how, src->net->w, src->net->h, dst);
     return st == GR_OK ? GR_OK : gr_fail_prefix(st, "int8 calibration: ");
 }
 
@@ -64,7 +66,7 @@ static gr_status calibrate(const gr_build_request *req, float **layer_range_out,
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "int8 calibration needs at least one image");
     gr_calib_key key;
     if (cache) {
-        GR_TRY(gr_calib_key_make(net, opt->calib_method, opt->calib_percentile, images, n, &key));
+        GR_TRY(gr_calib_key_make(net, opt->preprocess, opt->calib_method, opt->calib_percentile, images, n, &key));
         int found = 0;
         char stale[512];
         GR_TRY(gr_calib_cache_read(cache, &key, net->n_layers, layer_range, input_range, &found,
@@ -86,13 +88,14 @@ static gr_status calibrate(const gr_build_request *req, float **layer_range_out,
                                     .percentile = opt->calib_percentile,
                                     .gpu_index = opt->gpu_index,
                                     .threads = opt->calib_threads,
+                                    .preprocess = opt->preprocess,
                                     .progress = opt->calib_progress,
                                     .progress_user = opt->calib_progress_user};
         int batch = 0;
         GR_TRY(gr_gpu_calibrate(&gpu, layer_range, input_range, &batch));
         snprintf(where, sizeof where, "GPU, batch %d", batch);
     } else {
-        image_source source = {images, net};
+        image_source source = {images, net, opt->preprocess};
         gr_calib_config cfg;
         gr_calib_config_default(&cfg);
         cfg.method = opt->calib_method;

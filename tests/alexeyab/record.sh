@@ -11,7 +11,7 @@ BUILD=${BUILD:-build}
 mkdir -p "$TMP"
 gcc -O2 -Wall -Wextra -I"$DARKNET/include" -c tests/alexeyab/driver.c -o "$TMP/driver.o"
 g++ -o "$TMP/driver" "$TMP/driver.o" $(ls "$DARKNET"/obj/*.o | grep -v '/darknet.o$') -lm -pthread
-# One line per record: model (a built-in, or a cfg in tests/data/alexeyab/), input size,
+# One line per record (the dead-leaves input): model (a built-in, or a cfg in tests/data/alexeyab/), input size,
 # threshold, what is kept ("dets": head tensors and detections; "tensors": the head tensors only;
 # "raw": the heads' inputs only; tests/test_alexeyab.c says why) and samples per tensor.
 printf '%s\n' "yolov4-tiny 416 0.25 dets 400" "yolov7-tiny 416 0.1 dets 400" \
@@ -27,4 +27,18 @@ printf '%s\n' "yolov4-tiny 416 0.25 dets 400" "yolov7-tiny 416 0.1 dets 400" \
         esac
         grep -E "$pat" "$TMP/$m-$s.out" >"tests/data/alexeyab/$m-$s.txt"
         rm -f "$TMP/$m-$s.weights"
+    done
+# Photos through test_detector's whole chain (the driver's IMAGE argument): each case of
+# `test_alexeyab --list-photos`, on a PNG of graphrun's own decode of the JPEG in data/ (the same
+# pixels on both sides), the cfg with letter_box=1 for the letterbox cases. Detections only.
+"$BUILD/test_alexeyab" --list-photos |
+    while read -r m s t photo how record; do
+        "$BUILD/test_alexeyab" --write-png "data/$photo.jpg" "$TMP/$photo.png"
+        extra=
+        [ "$how" = letterbox ] && extra=letterbox
+        "$BUILD/test_alexeyab" --write-weights "$m" "$s" "$TMP/$m-$s-$how.cfg" \
+            "$TMP/$m-$s-$how.weights" $extra
+        "$TMP/driver" "$TMP/$m-$s-$how.cfg" "$TMP/$m-$s-$how.weights" "$t" 0.45 400 \
+            "$TMP/$photo.png" 2>/dev/null | grep -E '^(image|det) ' >"$record"
+        rm -f "$TMP/$m-$s-$how.weights"
     done

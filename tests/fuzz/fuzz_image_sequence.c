@@ -63,7 +63,7 @@ static void make_good_image(void)
         const gr_image *im = NULL;
         must(gr_image_reader_create(&fresh) == GR_OK, "reader");
         if (fast)
-            gr_image_reader_fast_decode(fresh, FAST_NET, FAST_NET);
+            gr_image_reader_fast_decode(fresh, GR_PREPROCESS_LETTERBOX, FAST_NET, FAST_NET);
         must(gr_image_reader_load(fresh, good_path, &im) == GR_OK, "decoding the known-good JPEG");
         size_t n = (size_t)im->w * (size_t)im->h * 3;
         good[fast] = (gr_image){.w = im->w, .h = im->h, .c = 3, .data = malloc(n)};
@@ -118,13 +118,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     unsigned flags = data[0];
     const uint8_t *p = data + 1, *end = data + size;
     bool fast = false;
-    gr_image_reader_fast_decode(reader, 0, 0); /* each input starts from the same settings */
+    gr_image_reader_fast_decode(reader, GR_PREPROCESS_LETTERBOX, 0, 0); /* each input starts from the same settings */
     for (int i = 0; i < MAX_FILES && p <= end; i++) {
         const uint8_t *sep = find_separator(p, end);
         const uint8_t *file_end = sep ? sep : end;
         if (flags >> i & 1) {
             fast = !fast;
-            gr_image_reader_fast_decode(reader, fast ? FAST_NET : 0, fast ? FAST_NET : 0);
+            gr_image_reader_fast_decode(reader, GR_PREPROCESS_LETTERBOX, fast ? FAST_NET : 0, fast ? FAST_NET : 0);
         }
         size_t len = (size_t)(file_end - p);
         int w = 0, h = 0;
