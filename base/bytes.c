@@ -281,3 +281,26 @@ gr_status gr_write_file_atomic(const char *path, const void *data, size_t len, c
     free(target);
     return st;
 }
+
+FILE *gr_memfile_open(gr_memfile *m, const char *path)
+{
+    *m = (gr_memfile){0};
+    m->f = open_memstream(&m->data, &m->len);
+    if (!m->f)
+        gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: cannot start the file in memory: %s", path,
+                strerror(errno));
+    return m->f;
+}
+
+gr_status gr_memfile_commit(gr_memfile *m, const char *path, const char *what)
+{
+    int failed = ferror(m->f);
+    if (fclose(m->f) != 0)
+        failed = 1;
+    gr_status st = failed ? gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory writing the %s",
+                                    path, what)
+                          : gr_write_file_atomic(path, m->data, m->len, what);
+    free(m->data);
+    *m = (gr_memfile){0};
+    return st;
+}

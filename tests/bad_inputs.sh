@@ -189,7 +189,7 @@ run_case "batch 4096 of YOLOv2-tiny" 3 "yolov2-tiny-voc:[0-9]+: layer 0 \(conv\)
 run_case "names: missing file" 3 "missing.names: cannot open" -- "${cpu[@]}" --cfg small.cfg --names missing.names
 run_case "output: unwritable" 3 "no_such_dir/out.png: cannot write the image \(a new file beside it\): No such file or directory" -- --device cpu --cfg small.cfg --input ok.png --output no_such_dir/out.png
 run_case "output: unknown extension" 2 "out.gif: unknown image extension" -- --device cpu --cfg small.cfg --input ok.png --output out.gif
-run_case "save-output: unwritable" 3 "no_such_dir/out.npy: cannot create: No such file" -- --device cpu --cfg small.cfg --no-output --input ok.png --save-output no_such_dir/out.npy
+run_case "save-output: unwritable" 3 "no_such_dir/out.npy: cannot write the npy array \(a new file beside it\): No such file" -- --device cpu --cfg small.cfg --no-output --input ok.png --save-output no_such_dir/out.npy
 if ! nvidia-smi -L >/dev/null 2>&1; then # only where no GPU is visible
   run_case "--device gpu without a GPU" 4 "(built without CUDA|no CUDA device|CUDA)" -- --device gpu --cfg small.cfg --no-output --input ok.png
 fi
