@@ -247,7 +247,10 @@ class Engine(_Handle):
         the model it was built from; "class N" where it had none). plot() labels boxes "class N"
         either way: drawing takes its labels from a Model. .precision is read
         from the engine's layer map: "fp32", "fp16", "int8", or "auto" where int8 and fp16 mix.
-        inflight: as Model.build's (a run-time option: the file does not fix it)."""
+        inflight: as Model.build's (a run-time option: the file does not fix it).
+        A path is mapped, not copied, for the engine's life: replace a loaded engine file by
+        rename (save() does; os.replace, mv, install), never by copying over it (shutil.copy,
+        cp) - the engine's next run then raises instead of using the changed weights."""
         opt = _engine_options(device, use_cuda_graph, inflight)
         handle = _capi.P()
         if isinstance(source, (bytes, bytearray, memoryview)):
@@ -268,7 +271,9 @@ class Engine(_Handle):
 
     def save(self, path: PathLike) -> None:
         """Write the engine to a file Engine.load() reads back (same graphrun version and, for a
-        GPU engine, the same kind of GPU)."""
+        GPU engine, the same kind of GPU): a new file renamed over path (its mode kept), so an
+        engine loaded from the old file keeps running; a link to a regular file is written
+        through, a device or FIFO refused."""
         fn = _capi.require("gr_engine_save", "Engine.save")
         with self._lock:
             _capi.check(fn(self._handle, os.fsencode(path)), self._handle)
