@@ -2,7 +2,7 @@
 # Build the libFuzzer harnesses (tests/fuzz/fuzz_*.c) into build-fuzz/ and run each for SECONDS on a
 # copy of its seed corpus tests/fuzz/corpus/<target>/ (the committed corpus never grows).
 #   tests/fuzz/run.sh SECONDS [TARGET...]      targets: cfg weights image image_sequence npy cli coco
-#                                              calib_cache timing_cache engine_file jpeg_scan (default all)
+#                                              calib_cache timing_cache engine_file engine_map jpeg_scan (default all)
 # Prints per target the executions, the final corpus size and the crashes (crash, leak, timeout,
 # out-of-memory: each leaves an input under build-fuzz/run/<target>-artifacts/). Exits 1 if any
 # target found one. Needs clang with libFuzzer (Debian: clang-14 libclang-rt-14-dev).
@@ -10,7 +10,7 @@ set -uo pipefail
 secs=${1:?usage: tests/fuzz/run.sh SECONDS [TARGET...]}
 shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(cfg weights image image_sequence npy cli coco calib_cache timing_cache engine_file jpeg_scan)
+[ ${#targets[@]} -gt 0 ] || targets=(cfg weights image image_sequence npy cli coco calib_cache timing_cache engine_file engine_map jpeg_scan)
 cd "$(dirname "$0")/../.."
 
 cc=${CC:-clang}
