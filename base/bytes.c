@@ -243,6 +243,12 @@ static void sync_directory(const char *target)
 
 gr_status gr_write_file_atomic(const char *path, const void *data, size_t len, const char *what)
 {
+    return gr_write_file_parts_atomic(path, &data, &len, 1, what);
+}
+
+gr_status gr_write_file_parts_atomic(const char *path, const void *const *parts,
+                                     const size_t *lens, int n_parts, const char *what)
+{
     char *target;
     struct stat old;
     int exists;
@@ -259,7 +265,9 @@ gr_status gr_write_file_atomic(const char *path, const void *data, size_t len, c
         st = gr_fail(GR_ERR_IO, "%s: cannot write the %s (a new file beside it): %s", path, what,
                      strerror(errno));
     } else {
-        int err = write_all(fd, data, len);
+        int err = 0;
+        for (int k = 0; k < n_parts && !err; k++)
+            err = write_all(fd, parts[k], lens[k]);
         /* Replacing a file keeps its permissions (the owner is whoever writes). */
         if (!err && exists && fchmod(fd, old.st_mode & 07777) != 0)
             err = errno;

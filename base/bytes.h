@@ -57,9 +57,17 @@ uint64_t gr_fnv1a(uint64_t h, const void *data, size_t len);
  * speed. Detects corruption, not tampering. */
 uint64_t gr_hash64(const void *data, size_t len);
 
-/* Write len bytes to path atomically: a temporary file beside it, then rename; every write and
- * the close checked, the temporary removed on failure. `what` names the file in messages. */
+/* Write len bytes to path atomically: every file graphrun writes goes through here. A new file
+ * beside path, created O_EXCL | O_NOFOLLOW under an unpredictable name (mode 0666 less the
+ * umask, or the replaced file's), written, fsync'ed, renamed over path, the directory synced;
+ * every step checked, the new file removed on failure. A symbolic link to a regular file is
+ * written through (its target replaced, the link kept); an existing path that is not a regular
+ * file (device, FIFO, socket, directory) or a dangling link is refused with GR_ERR_IO. Messages
+ * name path, never the temporary; `what` names the kind of file. */
 gr_status gr_write_file_atomic(const char *path, const void *data, size_t len, const char *what);
+/* The same for a file made of n_parts pieces (a header and a large block), none copied. */
+gr_status gr_write_file_parts_atomic(const char *path, const void *const *parts,
+                                     const size_t *lens, int n_parts, const char *what);
 
 /* A file written with stdio and then placed whole by gr_write_file_atomic: gr_memfile_open gives
  * a FILE * into memory (NULL and a message when it cannot), gr_memfile_commit closes it and writes

@@ -95,8 +95,8 @@ run_case "weights: 8-byte file" 3 "header_8_bytes.weights: truncated header: fil
 run_case "weights: empty file" 3 "empty.weights: truncated header: file is 0 bytes" -- "${cpu[@]}" --cfg small.cfg --weights empty.weights
 run_case "weights: all 0xff bytes" 3 "garbage.weights: bad header at offset 0" -- "${cpu[@]}" --cfg small.cfg --weights garbage.weights
 run_case "weights: for another net" 3 "ok.weights: truncated: expected [0-9]+ bytes" -- "${cpu[@]}" --model yolo --weights ok.weights
-run_case "weights: missing file" 3 "missing.weights: cannot open weights: No such file" -- "${cpu[@]}" --weights missing.weights
-run_case "weights: a directory" 3 "cfg: cannot read weights: Is a directory" -- "${cpu[@]}" --weights cfg
+run_case "weights: missing file" 3 "missing.weights: cannot open weights file: No such file" -- "${cpu[@]}" --weights missing.weights
+run_case "weights: a directory" 3 "cfg: not a regular file \(a directory\)" -- "${cpu[@]}" --weights cfg
 
 # ---- images ------------------------------------------------------------------------------------
 head -c 100 ok.png >truncated.png
