@@ -813,7 +813,7 @@ START_TEST(bad_arguments)
 }
 END_TEST
 
-/* ---- files written and read (issue 34) -------------------------------------------------------- */
+/* ---- files written and read ------------------------------------------------------------------ */
 
 /* A fresh directory under /tmp for one test (removed by rm_dir). */
 static void make_dir(char *dir, size_t len)
