@@ -141,10 +141,14 @@ typedef struct gr_file_view {
     int fd;     /* the mapped file, kept open to be checked; -1 when not mapped */
     char *path; /* the path it was opened by (for messages); NULL when not mapped */
     int64_t id[4]; /* the mapped file at open: device, inode, size, mtime (ns) */
+    int has_sum;   /* set by a caller that verified that the last 8 bytes are sum, the gr_hash64 */
+    uint64_t sum;  /* of all before them (an engine file): see gr_file_view_check */
 } gr_file_view;
 gr_status gr_file_view_open(const char *path, size_t max_bytes, const char *what, gr_file_view *v);
-/* GR_OK for a view that was read (it is a private copy) or whose file is unchanged. */
-gr_status gr_file_view_check(const gr_file_view *v);
+/* GR_OK for a view that was read (it is a private copy) or whose file is unchanged. With has_sum,
+ * a file whose mtime changed but not its size is hashed again: the same bytes (touch, or cp of
+ * the identical file) are accepted and the new mtime remembered; other bytes are refused. */
+gr_status gr_file_view_check(gr_file_view *v);
 void gr_file_view_release(gr_file_view *v);
 
 size_t gr_dtype_size(gr_dtype t);

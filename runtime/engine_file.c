@@ -148,7 +148,9 @@ gr_status gr_engine_save_to_memory(const gr_engine *engine, void **data, size_t 
     if (engine->failed)
         return gr_fail(GR_ERR_STATE, "gr_engine_save: the engine is unusable after an earlier "
                        "failure: %s", engine->error);
-    GR_TRY(gr_file_view_check(&engine->weight_file)); /* the weights it would write */
+    /* The weights it would write. The view is the engine's (a save reads the engine as a run
+     * does, on one thread): the check may remember a touched file's new mtime. */
+    GR_TRY(gr_file_view_check((gr_file_view *)&engine->weight_file));
     gr_device_identity id;
     GR_TRY(identity_of(engine->device, engine->opt.gpu_index, &id));
     gr_bytes b = {0};
@@ -514,13 +516,19 @@ gr_status gr_engine_load(const char *path, const gr_engine_options *opt, gr_engi
      * the mapping until it is destroyed; a file that was read (a pipe) is copied from as memory
      * is. */
     gr_status st = load_buffer(file.data, file.len, path, opt, file.map != NULL, out);
-    /* The checksum was of the bytes as they were: a file written meanwhile is refused too. */
+    /* The checksum was of the bytes as they were: a file written meanwhile is refused too. The
+     * trailing checksum, verified, lets a later check accept a touched file by its bytes. */
+    file.has_sum = 0;
     if (st == GR_OK && (st = gr_file_view_check(&file)) != GR_OK) {
         gr_engine_destroy(*out);
         *out = NULL;
     }
-    if (st == GR_OK && (*out)->net->weights_borrowed)
+    if (st == GR_OK && (*out)->net->weights_borrowed) {
+        for (int k = 0; k < 8; k++)
+            file.sum |= (uint64_t)file.data[file.len - 8 + k] << (8 * k);
+        file.has_sum = 1;
         (*out)->weight_file = file;
+    }
     else
         gr_file_view_release(&file);
     return st;

@@ -446,9 +446,11 @@ void gr_engine_destroy(gr_engine *engine);
  *   Rewriting it in place (cp onto it, truncating it) is an error, not a crash: the engine keeps
  *   the file open and its size and modification time, and the load (after the checksum), every
  *   run and a save check them; a changed file fails with GR_ERR_IO ("rewritten in place") and
- *   leaves the engine unusable (load the file again). Limits: a rewrite within the clock tick of
- *   the previous write keeping the size is not seen, nor one that restores the mtime, and a
- *   truncation during a run (CPU) can still end the process with SIGBUS: deploy by rename.
+ *   leaves the engine unusable (load the file again). A touch, or the identical bytes copied
+ *   over it, is no change (the file is hashed again when its mtime moves). Limits: a rewrite
+ *   within the clock tick of the previous write keeping the size is not seen, nor one that
+ *   restores the mtime, and a truncation during a run (CPU) can still end the process with
+ *   SIGBUS: deploy by rename.
  *   gr_engine_load_from_memory copies: the buffer may be freed as soon as it returns.
  * - Saving reads the engine like a run does: not while another thread runs it. */
 gr_status gr_engine_save(const gr_engine *engine, const char *path);
