@@ -208,14 +208,19 @@ START_TEST(round_trip_mixed_map)
 }
 END_TEST
 
-/* The shapes model's int8 engine, and its saved bytes. */
-static gr_engine *shapes_int8_in_memory(uint8_t **data, size_t *bytes)
+/* The shapes model's engine at prec, and its saved bytes. */
+static gr_engine *shapes_in_memory(gr_precision prec, uint8_t **data, size_t *bytes)
 {
     gr_model *model = load_shapes();
-    gr_engine *built = build(model, GR_PREC_INT8, NULL, 0);
+    gr_engine *built = build(model, prec, NULL, 0);
     gr_model_destroy(model);
     save_to_memory(built, data, bytes);
     return built;
+}
+
+static gr_engine *shapes_int8_in_memory(uint8_t **data, size_t *bytes)
+{
+    return shapes_in_memory(GR_PREC_INT8, data, bytes);
 }
 
 START_TEST(round_trip_memory)
@@ -984,12 +989,9 @@ static gr_engine *load_aged(const char *path)
 
 START_TEST(loaded_file_rewritten_in_place)
 {
-    gr_model *model = load_shapes();
-    gr_engine *built = build(model, GR_PREC_FP32, NULL, 0);
-    gr_model_destroy(model);
     uint8_t *data;
     size_t bytes;
-    save_to_memory(built, &data, &bytes);
+    gr_engine *built = shapes_in_memory(GR_PREC_FP32, &data, &bytes);
     char dir[64], path[128];
     make_dir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/live.grengine", dir);

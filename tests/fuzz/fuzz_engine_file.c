@@ -34,15 +34,10 @@ static void check_accepted(gr_engine *e)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1)
-        return 0;
-    size_t len = size - 1;
-    uint8_t *copy = malloc(len ? len : 1);
+    size_t len = 0;
+    uint8_t *copy = gr_fuzz_engine_input(data, size, &len);
     if (!copy)
         return 0;
-    memcpy(copy, data + 1, len);
-    if (data[0] & 1)
-        gr_fuzz_engine_resign(copy, len);
     gr_engine *e = (gr_engine *)copy; /* must come back NULL on a refusal */
     gr_status st = gr_engine_load_from_memory(copy, len, NULL, &e);
     if (st != GR_OK && e != NULL)

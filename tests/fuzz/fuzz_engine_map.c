@@ -58,15 +58,10 @@ static void check_accepted(gr_engine *e, const char *again_path, int rewrite, co
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1)
-        return 0;
-    size_t len = size - 1;
-    uint8_t *copy = malloc(len ? len : 1);
+    size_t len = 0;
+    uint8_t *copy = gr_fuzz_engine_input(data, size, &len);
     if (!copy)
         return 0;
-    memcpy(copy, data + 1, len);
-    if (data[0] & 1)
-        gr_fuzz_engine_resign(copy, len);
     char path[64], again[72];
     snprintf(path, sizeof path, "/tmp/fuzz_engine_map_%ld.grengine", (long)getpid());
     snprintf(again, sizeof again, "%s.again", path);
