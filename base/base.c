@@ -18,13 +18,58 @@
 
 static _Thread_local char last_error[GR_ERROR_LEN];
 
+/* Store msg (n bytes) as the thread's message. One longer than the buffer loses its middle, not
+ * its end: the head names the file, the tail says why (the OS reason after a long path). */
+static void set_error(const char *msg, size_t n)
+{
+    static const char cut[] = " ... ";
+    if (n < sizeof last_error) {
+        memmove(last_error, msg, n + 1);
+        return;
+    }
+    const size_t head = sizeof last_error / 4, tail = sizeof last_error - 1 - head - (sizeof cut - 1);
+    memmove(last_error, msg, head);
+    memcpy(last_error + head, cut, sizeof cut - 1);
+    memmove(last_error + head + sizeof cut - 1, msg + n - tail, tail);
+    last_error[sizeof last_error - 1] = '\0';
+}
+
+/* Format into a buffer of its own (an argument may be the current message), then store. */
+static void vset_error(const char *fmt, va_list ap)
+{
+    char small[GR_ERROR_LEN];
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    if (n < 0) {
+        small[0] = '\0';
+        n = 0;
+    }
+    char *big = (size_t)n >= sizeof small ? malloc((size_t)n + 1) : NULL;
+    if (big && vsnprintf(big, (size_t)n + 1, fmt, again) == n)
+        set_error(big, (size_t)n);
+    else
+        set_error(small, strlen(small)); /* no memory: the head only */
+    va_end(again);
+    free(big);
+}
+
 gr_status gr_fail(gr_status status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vset_error(fmt, ap);
     va_end(ap);
     return status;
+}
+
+static void set_error_f(const char *fmt, ...) GR_PRINTF(1, 2);
+static void set_error_f(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vset_error(fmt, ap);
+    va_end(ap);
 }
 
 gr_status gr_fail_prefix(gr_status status, const char *fmt, ...)
@@ -36,10 +81,7 @@ gr_status gr_fail_prefix(gr_status status, const char *fmt, ...)
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, last_error, sizeof old);
-    /* Truncating an over-long message is fine; using the result keeps gcc's
-     * -Wformat-truncation quiet under -Werror. */
-    if (snprintf(last_error, sizeof last_error, "%s%s", prefix, old) < 0)
-        last_error[0] = '\0';
+    set_error_f("%s%s", prefix, old);
     return status;
 }
 
@@ -259,7 +301,7 @@ const char *gr_dtype_name(gr_dtype t)
 /* The whole file in a malloc'd, NUL-terminated buffer (the NUL not counted in *len). A file over
  * max_bytes is refused after reading at most one chunk past the limit; works on pipes (no seeking).
  * Messages name the file and `what` ("cfg", "image", ...). */
-static const char *file_kind(mode_t mode)
+const char *gr_file_kind(mode_t mode)
 {
     if (S_ISDIR(mode))
         return "a directory";
@@ -287,7 +329,7 @@ gr_status gr_open_regular_file(const char *path, size_t max_bytes, const char *w
     if (fstat(fd, &st) != 0)
         status = gr_fail(GR_ERR_IO, "%s: cannot stat %s file: %s", path, what, strerror(errno));
     else if (!S_ISREG(st.st_mode))
-        status = gr_fail(GR_ERR_IO, "%s: not a regular file (%s)", path, file_kind(st.st_mode));
+        status = gr_fail(GR_ERR_IO, "%s: not a regular file (%s)", path, gr_file_kind(st.st_mode));
     else if ((uintmax_t)st.st_size > max_bytes)
         status = gr_fail(GR_ERR_LIMIT, "%s: %jd bytes is larger than the %zu-byte %s file limit",
                          path, (intmax_t)st.st_size, max_bytes, what);
@@ -393,8 +435,10 @@ gr_status gr_read_file(const char *path, size_t max_bytes, const char *what, cha
     gr_status st;
     if (fstat(fd, &sb) != 0)
         st = gr_fail(GR_ERR_IO, "%s: cannot stat %s file: %s", path, what, strerror(errno));
-    else if (S_ISDIR(sb.st_mode))
-        st = gr_fail(GR_ERR_IO, "%s: not a regular file (a directory)", path);
+    else if (S_ISDIR(sb.st_mode) || S_ISBLK(sb.st_mode) || (S_ISCHR(sb.st_mode) && !isatty(fd)))
+        st = gr_fail(GR_ERR_IO, "%s: not a regular file (%s): the %s is read from a regular "
+                     "file or a stream (a pipe, a FIFO, a terminal)", path,
+                     gr_file_kind(sb.st_mode), what);
     else if (!S_ISREG(sb.st_mode))
         st = read_stream(fd, path, max_bytes, what, &buf, len);
     else if ((uintmax_t)sb.st_size > max_bytes)
@@ -402,6 +446,26 @@ gr_status gr_read_file(const char *path, size_t max_bytes, const char *what, cha
                      path, (intmax_t)sb.st_size, max_bytes, what);
     else
         st = gr_read_fd(fd, path, (size_t)sb.st_size, what, &buf, &cap, len);
+    close(fd);
+    if (st != GR_OK) {
+        free(buf);
+        *len = 0;
+        return st;
+    }
+    *text = (char *)buf;
+    return GR_OK;
+}
+
+gr_status gr_read_regular_file(const char *path, size_t max_bytes, const char *what, char **text,
+                               size_t *len)
+{
+    *text = NULL;
+    *len = 0;
+    int fd;
+    size_t size, cap = 0;
+    uint8_t *buf = NULL;
+    GR_TRY(gr_open_regular_file(path, max_bytes, what, &fd, &size));
+    gr_status st = gr_read_fd(fd, path, size, what, &buf, &cap, len);
     close(fd);
     if (st != GR_OK) {
         free(buf);

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "graphrun/runtime.h"
 
@@ -104,29 +105,50 @@ static inline float gr_round_f16(float x) { return gr_f16_to_f32(gr_f32_to_f16(x
  * and size; gr_read_fd reads such a descriptor whole into *buf (*cap bytes, grown as needed, kept
  * on failure; NUL-terminated) and refuses a file that grew past `size`. `what` names the kind of
  * file in messages ("cfg", "image"). */
+/* "a directory", "a FIFO", "a character device", ...: a file that is not regular, for messages. */
+const char *gr_file_kind(mode_t mode);
 gr_status gr_open_regular_file(const char *path, size_t max_bytes, const char *what, int *fd,
                                size_t *size);
 gr_status gr_read_fd(int fd, const char *path, size_t size, const char *what, uint8_t **buf,
                      size_t *cap, size_t *len);
 
 /* Read a whole file (at most max_bytes) into a malloc'd NUL-terminated buffer: a regular file
- * (its size checked first) or a stream named explicitly (a pipe, a FIFO); a directory is refused. */
+ * (its size checked first) or a stream named explicitly (a pipe, a FIFO, a terminal); a directory
+ * or a device (/dev/zero would never end) is refused by kind. */
 gr_status gr_read_file(const char *path, size_t max_bytes, const char *what, char **data,
                        size_t *len);
+/* The same for a file that must be regular (a cache, a listed image): anything else - a FIFO,
+ * which would block the reader until something writes to it - is refused by kind without
+ * blocking (gr_open_regular_file). */
+gr_status gr_read_regular_file(const char *path, size_t max_bytes, const char *what, char **data,
+                               size_t *len);
 
 /* A whole file (at most max_bytes) to read once, without copying it where the system allows: a
  * regular file is mapped read-only (MAP_PRIVATE), anything else read by gr_read_file (the same
  * refusals). The view's data and len stay valid until gr_file_view_release, which a view may
- * outlive its open by (a loaded engine keeps its file's to lend its network the weights). The
- * file must not be truncated or rewritten in place meanwhile (graphrun writes its files whole,
- * by rename, which leaves a mapping of the old file intact). base/file_view.c */
+ * outlive its open by (a loaded engine keeps its file's to lend its network the weights).
+ * A mapping shows the file's bytes as they are now: a file rewritten in place (`cp new old`)
+ * changes them, and truncated makes reading them a SIGBUS. Replacing the file by rename (graphrun
+ * writes its files so: gr_write_file_atomic) or deleting it leaves the mapping intact. A mapped
+ * view therefore keeps its file open and remembers what it was (device, inode, size, modification time):
+ * gr_file_view_check refuses, with GR_ERR_IO naming the path, a view whose file was written since
+ * it was opened; callers check before each use of the bytes. base/file_view.c */
 typedef struct gr_file_view {
     const uint8_t *data;
     size_t len;
     void *map;  /* the mapping, or NULL */
     char *heap; /* gr_read_file's buffer, or NULL */
+    int fd;     /* the mapped file, kept open to be checked; -1 when not mapped */
+    char *path; /* the path it was opened by (for messages); NULL when not mapped */
+    int64_t id[4]; /* the mapped file at open: device, inode, size, mtime (ns) */
+    int has_sum;   /* set by a caller that verified that the last 8 bytes are sum, the gr_hash64 */
+    uint64_t sum;  /* of all before them (an engine file): see gr_file_view_check */
 } gr_file_view;
 gr_status gr_file_view_open(const char *path, size_t max_bytes, const char *what, gr_file_view *v);
+/* GR_OK for a view that was read (it is a private copy) or whose file is unchanged. With has_sum,
+ * a file whose mtime changed but not its size is hashed again: the same bytes (touch, or cp of
+ * the identical file) are accepted and the new mtime remembered; other bytes are refused. */
+gr_status gr_file_view_check(gr_file_view *v);
 void gr_file_view_release(gr_file_view *v);
 
 size_t gr_dtype_size(gr_dtype t);

@@ -1,6 +1,6 @@
 /* Binary records in memory: a growable little-endian writer and a bounds-checked reader, the
- * checksums (FNV-1a for small records, gr_hash64 for large ones), and an atomic file write (temporary file, then rename). For the binary files
- * graphrun writes itself (runtime/engine_file.c); text caches keep their own formats.
+ * checksums (FNV-1a for small records, gr_hash64 for large ones), and the atomic file write every
+ * file graphrun writes goes through (a temporary file beside it, then rename).
  *
  * Both sides record the first failure instead of returning it from every call: a writer that ran
  * out of memory, or a reader asked for bytes past its end, ignores later calls and reads zeros,
@@ -10,6 +10,7 @@
 #define GR_BASE_BYTES_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "base/base.h"
@@ -56,8 +57,28 @@ uint64_t gr_fnv1a(uint64_t h, const void *data, size_t len);
  * speed. Detects corruption, not tampering. */
 uint64_t gr_hash64(const void *data, size_t len);
 
-/* Write len bytes to path atomically: a temporary file beside it, then rename; every write and
- * the close checked, the temporary removed on failure. `what` names the file in messages. */
+/* Write len bytes to path atomically: every file graphrun writes goes through here. A new file
+ * beside path, created O_EXCL | O_NOFOLLOW under an unpredictable name (mode 0666 less the
+ * umask, or the replaced file's), written, fsync'ed, renamed over path, the directory synced;
+ * every step checked, the new file removed on failure. A symbolic link to a regular file is
+ * written through (its target replaced, the link kept); an existing path that is not a regular
+ * file (device, FIFO, socket, directory) or a dangling link is refused with GR_ERR_IO. Messages
+ * name path, never the temporary; `what` names the kind of file. */
 gr_status gr_write_file_atomic(const char *path, const void *data, size_t len, const char *what);
+/* The same for a file made of n_parts pieces (a header and a large block), none copied. */
+gr_status gr_write_file_parts_atomic(const char *path, const void *const *parts,
+                                     const size_t *lens, int n_parts, const char *what);
+
+/* A file written with stdio and then placed whole by gr_write_file_atomic: gr_memfile_open gives
+ * a FILE * into memory (NULL and a message when it cannot), gr_memfile_commit closes it and writes
+ * what it holds (nothing on a stream error); either way the memory is freed. For the reports,
+ * labels and arrays the tools write (a stream to watch, like --results, stays a stream). */
+typedef struct gr_memfile {
+    FILE *f;
+    char *data;
+    size_t len;
+} gr_memfile;
+FILE *gr_memfile_open(gr_memfile *m, const char *path);
+gr_status gr_memfile_commit(gr_memfile *m, const char *path, const char *what);
 
 #endif

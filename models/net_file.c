@@ -163,9 +163,10 @@ static gr_status read_layer(gr_reader *r, const char *source, gr_net *net, int i
     gr_shape in[GR_MAX_INPUTS];
     for (int k = 0; k < l->n_inputs; k++)
         in[k] = gr_net_input_shape(net, i, k);
-    gr_status st = gr_op_get(l->p.op)->infer(&l->p, in, l->n_inputs, &l->out);
-    if (st != GR_OK)
-        return gr_fail_prefix(st, "%s: layer %d: ", source, i);
+    /* An op's refusal (inputs it does not take, a parameter out of range) is, in a file written
+     * from a network that was built, corruption: GR_ERR_PARSE whatever the op said. */
+    if (gr_op_get(l->p.op)->infer(&l->p, in, l->n_inputs, &l->out) != GR_OK)
+        return gr_fail_prefix(GR_ERR_PARSE, "%s: layer %d: ", source, i);
     if (l->out.c != stored.c || l->out.h != stored.h || l->out.w != stored.w ||
         l->out.c > GR_MAX_DIM || l->out.h > GR_MAX_DIM || l->out.w > GR_MAX_DIM ||
         gr_shape_elems(l->out) > GR_MAX_TENSOR_ELEMS)

@@ -13,12 +13,15 @@
  * garbage that no later check can see).
  * Headers with major or minor above 1000 (Darknet then transposes connected weights) are rejected.
  * Big-endian hosts are not supported: loading fails there with GR_ERR_UNSUPPORTED. */
+#define _POSIX_C_SOURCE 200809L /* fdopen */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/bytes.h"
 #include "models/internal.h"
 #include "models/net.h"
 
@@ -199,9 +202,16 @@ gr_status gr_net_load_weights(gr_net *net, const char *path)
 {
     if (!net || !path)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_net_load_weights: NULL argument");
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return gr_fail(GR_ERR_IO, "%s: cannot open weights: %s", path, strerror(errno));
+    /* The base reader's open: a regular file only, opened without blocking (a FIFO would wait
+     * for a writer, then fail to seek), refused by kind with one line. */
+    int fd;
+    size_t size;
+    GR_TRY(gr_open_regular_file(path, SIZE_MAX, "weights", &fd, &size));
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: cannot open weights: %s", path, strerror(errno));
+    }
     size_t total = 0, header_bytes = 0, n_floats = 0;
     uint8_t head[20];
     gr_status st = file_size(f, path, &total);
@@ -250,14 +260,7 @@ gr_status gr_net_save_weights(const gr_net *net, const char *path)
                        path);
     /* Version 0.2.0 (what Darknet writes): 64-bit `seen`, here 0. */
     const uint8_t header[20] = {0, 0, 0, 0, 2, 0, 0, 0, 0};
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return gr_fail(GR_ERR_IO, "%s: cannot create weights file: %s", path, strerror(errno));
-    int ok = fwrite(header, 1, sizeof header, f) == sizeof header &&
-             fwrite(net->weight_block, sizeof(float), n_floats, f) == n_floats;
-    if (fclose(f) != 0)
-        ok = 0;
-    if (!ok)
-        return gr_fail(GR_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-    return GR_OK;
+    const void *parts[2] = {header, net->weight_block};
+    const size_t lens[2] = {sizeof header, n_floats * sizeof(float)};
+    return gr_write_file_parts_atomic(path, parts, lens, 2, "weights file");
 }

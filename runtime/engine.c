@@ -155,6 +155,15 @@ static gr_status enter(gr_engine *e)
         atomic_store(&e->busy, 0);
         return GR_ERR_STATE;
     }
+    /* A loaded engine's network reads its weights from the file's mapping: a file rewritten in
+     * place since would give wrong results or, truncated, a SIGBUS (base/base.h, gr_file_view). */
+    gr_status st = gr_file_view_check(&e->weight_file);
+    if (st != GR_OK) {
+        e->failed = 1;
+        gr_engine_fail(e, st);
+        atomic_store(&e->busy, 0);
+        return st;
+    }
     return GR_OK;
 }
 

@@ -21,6 +21,7 @@
 
 #include "base/bytes.h"
 #include "runtime/engine_file.h"
+#include "runtime/precision/calib_cache.h"
 
 #define VERSION_LEN 16
 #define NAME_LEN 128
@@ -148,6 +149,9 @@ gr_status gr_engine_save_to_memory(const gr_engine *engine, void **data, size_t 
     if (engine->failed)
         return gr_fail(GR_ERR_STATE, "gr_engine_save: the engine is unusable after an earlier "
                        "failure: %s", engine->error);
+    /* The weights it would write. The view is the engine's (a save reads the engine as a run
+     * does, on one thread): the check may remember a touched file's new mtime. */
+    GR_TRY(gr_file_view_check((gr_file_view *)&engine->weight_file));
     gr_device_identity id;
     GR_TRY(identity_of(engine->device, engine->opt.gpu_index, &id));
     gr_bytes b = {0};
@@ -313,6 +317,13 @@ static gr_status read_options(gr_reader *r, const char *source, uint32_t version
     return GR_OK; /* the rest is checked by the build (gr_engine_validate) */
 }
 
+/* An int8 range as the calibration cache bounds it (runtime/precision/calib_cache.h): a clipping
+ * threshold, 0 where nothing non-zero was seen (a layer not calibrated). */
+static int range_ok(float r, float hi)
+{
+    return r == 0.0f || (r >= GR_CALIB_RANGE_MIN && r <= hi);
+}
+
 /* The precision map and the int8 ranges, n_layers entries each when present. */
 static gr_status read_map_and_ranges(gr_reader *r, const char *source, saved_engine *s)
 {
@@ -338,24 +349,53 @@ static gr_status read_map_and_ranges(gr_reader *r, const char *source, saved_eng
         for (int i = 0; i < n; i++)
             s->ranges[i] = gr_reader_f32(r);
         for (int i = 0; i < n && !r->short_read; i++)
-            if (!isfinite(s->ranges[i]) || s->ranges[i] < 0.0f)
-                return gr_fail(GR_ERR_PARSE, "%s: layer %d: int8 range %g: file corrupt", source,
-                               i, (double)s->ranges[i]);
+            if (!range_ok(s->ranges[i], GR_CALIB_RANGE_MAX))
+                return gr_fail(GR_ERR_PARSE, "%s: layer %d: int8 range %g is neither 0 nor in "
+                               "[%g, %g]: file corrupt", source, i, (double)s->ranges[i],
+                               (double)GR_CALIB_RANGE_MIN, (double)GR_CALIB_RANGE_MAX);
     }
-    if (!r->short_read && !isfinite(s->input_range))
-        return gr_fail(GR_ERR_PARSE, "%s: the input's int8 range is not finite: file corrupt",
-                       source);
+    if (!r->short_read && !range_ok(s->input_range, 1.0f))
+        return gr_fail(GR_ERR_PARSE, "%s: the input's int8 range %g is neither 0 nor in [%g, 1] "
+                       "(pixels are 0..1): file corrupt", source, (double)s->input_range,
+                       (double)GR_CALIB_RANGE_MIN);
     return GR_OK;
+}
+
+/* The stored notice goes to a terminal: control characters (C0, DEL, and the C1 controls as
+ * UTF-8, U+0080..U+009F: U+009B is a CSI to some terminals) and malformed UTF-8 are shown as '?'
+ * byte for byte; line breaks stay (one line per notice). */
+static void sanitize_notice(char *s)
+{
+    for (unsigned char *c = (unsigned char *)s; *c;) {
+        int n = *c < 0x80 ? 1 : *c >= 0xc2 && *c < 0xe0 ? 2 : *c >= 0xe0 && *c < 0xf0 ? 3
+                : *c >= 0xf0 && *c < 0xf5 ? 4 : 0;
+        int ok = n > 0;
+        for (int k = 1; ok && k < n; k++)
+            ok = (c[k] & 0xc0) == 0x80;
+        if (n == 1)
+            ok = *c == '\n' || (*c >= 0x20 && *c != 0x7f);
+        else if (ok && n == 2)
+            ok = !(c[0] == 0xc2 && c[1] < 0xa0);
+        if (!ok) {
+            *c++ = '?';
+            continue;
+        }
+        c += n;
+    }
 }
 
 static gr_status read_content(gr_reader *r, const char *source, uint32_t version, int borrow,
                                saved_engine *s)
 {
     gr_reader_str(r, s->notice, sizeof s->notice);
+    sanitize_notice(s->notice);
     GR_TRY(read_options(r, source, version, s));
     if (r->short_read)
         return GR_OK;
     GR_TRY(gr_net_read(r, source, borrow, &s->net));
+    /* The options as a build checks the caller's (enums, counts): in a file, corruption. */
+    if (gr_engine_validate(s->net, &s->opt) != GR_OK)
+        return gr_fail_prefix(GR_ERR_PARSE, "%s: ", source);
     GR_TRY(read_map_and_ranges(r, source, s));
     uint64_t blob_len = gr_reader_u64(r);
     s->blob = blob_len <= r->len - r->pos ? gr_reader_take(r, (size_t)blob_len)
@@ -489,8 +529,19 @@ gr_status gr_engine_load(const char *path, const gr_engine_options *opt, gr_engi
      * the mapping until it is destroyed; a file that was read (a pipe) is copied from as memory
      * is. */
     gr_status st = load_buffer(file.data, file.len, path, opt, file.map != NULL, out);
-    if (st == GR_OK && (*out)->net->weights_borrowed)
+    /* The checksum was of the bytes as they were: a file written meanwhile is refused too. The
+     * trailing checksum, verified, lets a later check accept a touched file by its bytes. */
+    file.has_sum = 0;
+    if (st == GR_OK && (st = gr_file_view_check(&file)) != GR_OK) {
+        gr_engine_destroy(*out);
+        *out = NULL;
+    }
+    if (st == GR_OK && (*out)->net->weights_borrowed) {
+        for (int k = 0; k < 8; k++)
+            file.sum |= (uint64_t)file.data[file.len - 8 + k] << (8 * k);
+        file.has_sum = 1;
         (*out)->weight_file = file;
+    }
     else
         gr_file_view_release(&file);
     return st;

@@ -296,17 +296,12 @@ void gr_timing_cache_load(gr_timing_cache *c, const char *path, char *notice, si
     notice[0] = '\0';
     clear(c);
     c->dirty = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (errno != ENOENT)
-            snprintf(notice, notice_len, "timing cache %.200s cannot be read (%s): tactics "
-                     "measured again", path, strerror(errno));
-        return;
-    }
-    fclose(f);
+    if (access(path, F_OK) != 0 && errno == ENOENT)
+        return; /* none yet: written after the search */
     char *text = NULL;
     size_t len = 0;
-    if (gr_read_file(path, GR_TCACHE_MAX_FILE_BYTES, "timing cache", &text, &len) != GR_OK) {
+    if (gr_read_regular_file(path, GR_TCACHE_MAX_FILE_BYTES, "timing cache", &text, &len) !=
+        GR_OK) {
         snprintf(notice, notice_len, "timing cache ignored: %.300s", gr_last_error());
         return;
     }
@@ -347,31 +342,7 @@ gr_status gr_timing_cache_save(const gr_timing_cache *c, const char *path)
     char *text = NULL;
     size_t len = 0;
     GR_TRY(gr_timing_cache_serialize(c, &text, &len));
-    size_t tmp_len = strlen(path) + 48;
-    char *tmp = malloc(tmp_len);
-    if (!tmp) {
-        free(text);
-        return gr_fail(GR_ERR_OUT_OF_MEMORY, "timing cache: out of memory");
-    }
-    /* Unique per process and per cache object: engines built at once never share one. */
-    snprintf(tmp, tmp_len, "%s.tmp%ld-%lx", path, (long)getpid(),
-             (unsigned long)((uintptr_t)c & 0xffffffffu));
-    gr_status st = GR_OK;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        st = gr_fail(GR_ERR_IO, "%s: cannot write the timing cache: %s", tmp, strerror(errno));
-    } else {
-        int bad = fwrite(text, 1, len, f) != len;
-        bad |= fclose(f) != 0;
-        if (bad)
-            st = gr_fail(GR_ERR_IO, "%s: write error (timing cache)", tmp);
-        else if (rename(tmp, path) != 0)
-            st = gr_fail(GR_ERR_IO, "%s: cannot rename the timing cache into place: %s", path,
-                         strerror(errno));
-        if (st != GR_OK)
-            remove(tmp);
-    }
-    free(tmp);
+    gr_status st = gr_write_file_atomic(path, text, len, "timing cache");
     free(text);
     return st;
 }

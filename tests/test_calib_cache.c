@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -245,6 +246,30 @@ START_TEST(another_key_or_not_a_cache_is_an_error)
 }
 END_TEST
 
+/* A calibration cache that is not a regular file is refused at once, by kind: a FIFO neither
+ * blocks the read (nothing writes to it) nor the write, and stays a FIFO. */
+START_TEST(special_files_neither_block_nor_are_replaced)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/gr_calib_fifo_%d", (int)getpid());
+    unlink(path);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    float ranges[N_LAYERS], input;
+    int found = 1;
+    char notice[256];
+    ck_assert_int_eq(read_cache(path, ranges, &input, &found, notice, sizeof notice), GR_ERR_IO);
+    ck_assert_msg(strstr(gr_last_error(), "not a regular file (a FIFO)"), "%s", gr_last_error());
+    ck_assert_int_eq(found, 0);
+    const float layers[N_LAYERS] = {1, 2, 3, 4};
+    ck_assert_int_eq(gr_calib_cache_write(path, &key, N_LAYERS, layers, 0.5f), GR_ERR_IO);
+    ck_assert_msg(strstr(gr_last_error(), "not a regular file (a FIFO)"), "%s", gr_last_error());
+    struct stat sb;
+    ck_assert_int_eq(lstat(path, &sb), 0);
+    ck_assert(S_ISFIFO(sb.st_mode));
+    unlink(path);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("calib_cache");
@@ -254,6 +279,8 @@ int main(void)
     tcase_add_test(tc, every_line_is_required);
     tcase_add_test(tc, checksum_is_verified);
     tcase_add_test(tc, another_key_or_not_a_cache_is_an_error);
+    tcase_add_test(tc, special_files_neither_block_nor_are_replaced);
+    tcase_set_timeout(tc, 20); /* a FIFO that blocks fails the test instead of hanging it */
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

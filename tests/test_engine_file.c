@@ -6,7 +6,7 @@
  * file - another format or graphrun version, another GPU, a GPU file without a GPU, a flipped
  * byte, any truncation - is refused with one line naming what differs. The GPU twin is
  * tests/test_gpu_engine_file.c. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* utimensat, AT_FDCWD, popen, mkdtemp */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -208,14 +208,19 @@ START_TEST(round_trip_mixed_map)
 }
 END_TEST
 
-/* The shapes model's int8 engine, and its saved bytes. */
-static gr_engine *shapes_int8_in_memory(uint8_t **data, size_t *bytes)
+/* The shapes model's engine at prec, and its saved bytes. */
+static gr_engine *shapes_in_memory(gr_precision prec, uint8_t **data, size_t *bytes)
 {
     gr_model *model = load_shapes();
-    gr_engine *built = build(model, GR_PREC_INT8, NULL, 0);
+    gr_engine *built = build(model, prec, NULL, 0);
     gr_model_destroy(model);
     save_to_memory(built, data, bytes);
     return built;
+}
+
+static gr_engine *shapes_int8_in_memory(uint8_t **data, size_t *bytes)
+{
+    return shapes_in_memory(GR_PREC_INT8, data, bytes);
 }
 
 START_TEST(round_trip_memory)
@@ -867,6 +872,361 @@ START_TEST(bad_arguments)
 }
 END_TEST
 
+/* ---- files written and read ------------------------------------------------------------------ */
+
+/* A fresh directory under /tmp for one test (removed by rm_dir). */
+static void make_dir(char *dir, size_t len)
+{
+    snprintf(dir, len, "/tmp/gr_engine_files_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static int count_entries(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | wc -l", dir);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    int n = -1;
+    ck_assert_int_eq(fscanf(p, "%d", &n), 1);
+    pclose(p);
+    return n;
+}
+
+static void rm_dir(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static int same_bytes(const char *path, const uint8_t *data, size_t bytes)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (gr_read_file(path, bytes + 1, "test", &text, &len) != GR_OK)
+        return 0;
+    int same = len == bytes && memcmp(text, data, bytes) == 0;
+    free(text);
+    return same;
+}
+
+/* gr_engine_save (and every writer through gr_write_file_atomic) replaces a regular file by
+ * rename, its mode kept; writes through a symbolic link to a regular file (the link stays a link);
+ * refuses a FIFO, a device, a directory, a dangling link, naming the user's path; and its
+ * temporary is created exclusively under an unpredictable name, so a link planted at the name the
+ * old writer used (PATH.tmp<pid>) is neither followed nor replaced. Nothing is left behind. */
+START_TEST(save_replaces_only_regular_files)
+{
+    uint8_t *data;
+    size_t bytes;
+    tiny_file(&data, &bytes);
+    gr_engine *e = load_memory(data, bytes);
+    char dir[64], path[128], real[128], victim[128], planted[160];
+    make_dir(dir, sizeof dir);
+    struct stat sb;
+    mode_t old_mask = umask(022);
+
+    /* A new file: 0666 less the umask; an existing one keeps its mode. */
+    snprintf(path, sizeof path, "%s/e.grengine", dir);
+    ck_assert_msg(gr_engine_save(e, path) == GR_OK, "%s", gr_last_error());
+    ck_assert_int_eq(stat(path, &sb), 0);
+    ck_assert_int_eq(sb.st_mode & 07777, 0644);
+    ck_assert_int_eq(chmod(path, 0640), 0);
+    ck_assert_msg(gr_engine_save(e, path) == GR_OK, "%s", gr_last_error());
+    ck_assert_int_eq(stat(path, &sb), 0);
+    ck_assert_int_eq(sb.st_mode & 07777, 0640);
+    ck_assert(same_bytes(path, data, bytes));
+
+    /* The old writer's predictable temporary, planted as a link to a victim. */
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    write_text(victim, "victim");
+    snprintf(planted, sizeof planted, "%s.tmp%ld", path, (long)getpid());
+    ck_assert_int_eq(symlink(victim, planted), 0);
+    ck_assert_msg(gr_engine_save(e, path) == GR_OK, "%s", gr_last_error());
+    ck_assert(same_bytes(victim, (const uint8_t *)"victim", 6));
+    ck_assert_int_eq(lstat(planted, &sb), 0);
+    ck_assert(S_ISLNK(sb.st_mode));
+    ck_assert(same_bytes(path, data, bytes));
+    unlink(planted);
+
+    /* A link to a regular file: the file is replaced, the link stays. */
+    snprintf(real, sizeof real, "%s/real.grengine", dir);
+    write_text(real, "old");
+    ck_assert_int_eq(chmod(real, 0600), 0);
+    snprintf(path, sizeof path, "%s/link.grengine", dir);
+    ck_assert_int_eq(symlink("real.grengine", path), 0);
+    ck_assert_msg(gr_engine_save(e, path) == GR_OK, "%s", gr_last_error());
+    ck_assert_int_eq(lstat(path, &sb), 0);
+    ck_assert(S_ISLNK(sb.st_mode));
+    ck_assert(same_bytes(real, data, bytes));
+    ck_assert_int_eq(stat(real, &sb), 0);
+    ck_assert_int_eq(sb.st_mode & 07777, 0600);
+
+    /* Refused, the thing in place untouched, the message naming the user's path. */
+    snprintf(path, sizeof path, "%s/fifo.grengine", dir);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    ck_assert_int_eq(gr_engine_save(e, path), GR_ERR_IO);
+    ck_assert_msg(strstr(gr_last_error(), "fifo.grengine: not a regular file (a FIFO)"), "%s",
+                  gr_last_error());
+    ck_assert_int_eq(lstat(path, &sb), 0);
+    ck_assert(S_ISFIFO(sb.st_mode));
+    ck_assert_int_eq(gr_engine_save(e, dir), GR_ERR_IO);
+    ck_assert_msg(strstr(gr_last_error(), "not a regular file (a directory)"), "%s",
+                  gr_last_error());
+    snprintf(path, sizeof path, "%s/dangling.grengine", dir);
+    ck_assert_int_eq(symlink("nowhere/x", path), 0);
+    ck_assert_int_eq(gr_engine_save(e, path), GR_ERR_IO);
+    ck_assert_msg(strstr(gr_last_error(), "dangling.grengine: a symbolic link"), "%s",
+                  gr_last_error());
+    ck_assert_int_eq(lstat(path, &sb), 0);
+    ck_assert(S_ISLNK(sb.st_mode));
+    ck_assert_int_eq(gr_engine_save(e, "/dev/null"), GR_ERR_IO);
+    ck_assert_msg(strstr(gr_last_error(), "/dev/null: not a regular file (a character device)"),
+                  "%s", gr_last_error());
+    ck_assert_int_eq(stat("/dev/null", &sb), 0);
+    ck_assert(S_ISCHR(sb.st_mode));
+    snprintf(path, sizeof path, "%s/missing/e.grengine", dir);
+    ck_assert_int_eq(gr_engine_save(e, path), GR_ERR_IO);
+    ck_assert_msg(strncmp(gr_last_error(), path, strlen(path)) == 0 &&
+                      gr_last_error()[strlen(path)] == ':' && !strstr(gr_last_error(), ".tmp"),
+                  "%s", gr_last_error());
+
+    /* Left: e.grengine, victim, real.grengine, link.grengine, fifo.grengine, dangling.grengine. */
+    ck_assert_int_eq(count_entries(dir), 6);
+    umask(old_mask);
+    rm_dir(dir);
+    gr_engine_destroy(e);
+    gr_free(data);
+}
+END_TEST
+
+/* A loaded engine whose file is rewritten in place (`cp new live`) is an error naming the file,
+ * never a SIGBUS (truncated) or a silently different network (same size): its next run fails with
+ * GR_ERR_IO and the engine stays unusable, and so does a save (it would write the weights). A
+ * touch, or the identical bytes copied over it, is not a change. The file's times are set an
+ * hour back first, as a deployed file's are: a rewrite within the same clock tick as the previous
+ * write would keep its mtime (runtime.h says so). */
+static void age(const char *path)
+{
+    struct timespec old[2];
+    clock_gettime(CLOCK_REALTIME, &old[0]);
+    old[0].tv_sec -= 3600;
+    old[1] = old[0];
+    ck_assert_int_eq(utimensat(AT_FDCWD, path, old, 0), 0);
+}
+
+/* cp's way: the same inode truncated, then written. */
+static void write_in_place(const char *path, const uint8_t *data, size_t bytes)
+{
+    int fd = open(path, O_WRONLY | O_TRUNC);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, data, bytes), (long)bytes);
+    close(fd);
+}
+
+static gr_engine *load_aged(const char *path)
+{
+    age(path);
+    gr_engine *e = NULL;
+    ck_assert_msg(gr_engine_load(path, NULL, &e) == GR_OK, "%s", gr_last_error());
+    return e;
+}
+
+START_TEST(loaded_file_rewritten_in_place)
+{
+    uint8_t *data;
+    size_t bytes;
+    gr_engine *built = shapes_in_memory(GR_PREC_FP32, &data, &bytes);
+    char dir[64], path[128];
+    make_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/live.grengine", dir);
+
+    for (int truncate = 1; truncate >= 0; truncate--) {
+        ck_assert_int_eq(gr_engine_save(built, path), GR_OK);
+        gr_engine *e = load_aged(path);
+        run(e);
+        /* touch, and cp of the identical file over it: the same bytes (hashed again, since the
+         * mtime changed), still good. */
+        ck_assert_int_eq(utimensat(AT_FDCWD, path, NULL, 0), 0);
+        run(e);
+        age(path);
+        write_in_place(path, data, bytes);
+        run(e);
+        /* cp of another file over it: truncated, or the same size with other weights. */
+        age(path);
+        uint8_t *other = malloc(bytes);
+        memcpy(other, data, bytes);
+        for (size_t k = bytes / 2; k < bytes / 2 + 4096 && k < bytes; k++)
+            other[k] ^= 0x5a; /* inside the weights */
+        write_in_place(path, other, truncate ? bytes / 3 : bytes);
+        free(other);
+        void *buf;
+        size_t in_bytes;
+        ck_assert_int_eq(gr_engine_input_buffer(e, 1, &buf, &in_bytes), GR_OK);
+        memset(buf, 7, in_bytes);
+        ck_assert_int_eq(gr_engine_run(e), GR_ERR_IO);
+        ck_assert_msg(strstr(gr_last_error(), path) && strstr(gr_last_error(), "rewritten in place") &&
+                          strstr(gr_last_error(), truncate ? "size changed" : "was written"),
+                      "%s", gr_last_error());
+        ck_assert_msg(strstr(gr_engine_last_error(e), "rewritten in place"), "%s",
+                      gr_engine_last_error(e));
+        ck_assert_int_eq(gr_engine_run(e), GR_ERR_STATE);
+        void *again = NULL;
+        size_t again_bytes = 0;
+        ck_assert_int_ne(gr_engine_save_to_memory(e, &again, &again_bytes), GR_OK);
+        ck_assert_ptr_null(again);
+        gr_engine_destroy(e);
+        unlink(path);
+    }
+    rm_dir(dir);
+    gr_free(data);
+    gr_engine_destroy(built);
+}
+END_TEST
+
+/* A message longer than the buffer loses its middle, not its end: the OS reason after a long path
+ * survives, and the path's start too. */
+START_TEST(long_messages_keep_their_end)
+{
+    char path[3000];
+    int n = snprintf(path, sizeof path, "/tmp/gr_no_such_dir_%d", (int)getpid());
+    while (n < 2000)
+        n += snprintf(path + n, sizeof path - (size_t)n, "/%s", "abcdefghijklmnopqrstuvwxyz");
+    snprintf(path + n, sizeof path - (size_t)n, "/m.grengine");
+    gr_engine *e = NULL;
+    ck_assert_int_eq(gr_engine_load(path, NULL, &e), GR_ERR_IO);
+    const char *msg = gr_last_error(), *reason = strerror(ENOENT);
+    size_t len = strlen(msg);
+    ck_assert_msg(len < 1024 && len > strlen(reason) &&
+                      strcmp(msg + len - strlen(reason), reason) == 0,
+                  "%s", msg);
+    ck_assert(strncmp(msg, "/tmp/gr_no_such_dir_", 20) == 0);
+    ck_assert_ptr_nonnull(strstr(msg, " ... "));
+    ck_assert_ptr_null(strchr(msg, '\n'));
+}
+END_TEST
+
+/* Special files are refused by kind, at once: /dev/zero would read gigabytes before the engine
+ * size limit. A FIFO named explicitly is still read (tested above). */
+START_TEST(devices_are_refused)
+{
+    gr_engine *e = NULL;
+    ck_assert_int_eq(gr_engine_load("/dev/zero", NULL, &e), GR_ERR_IO);
+    ck_assert_msg(strstr(gr_last_error(), "/dev/zero: not a regular file (a character device)"),
+                  "%s", gr_last_error());
+    ck_assert_ptr_null(e);
+    char *text = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(gr_read_file("/dev/urandom", 1 << 20, "cfg", &text, &len), GR_ERR_IO);
+    ck_assert_ptr_null(text);
+
+    /* A FIFO among the calibration images with a calibration cache: the images are hashed for
+     * the cache's key, and a FIFO nobody writes to is refused instead of blocking the build. */
+    char dir[64], fifo[128], cache[128];
+    make_dir(dir, sizeof dir);
+    snprintf(fifo, sizeof fifo, "%s/photo.jpg", dir);
+    snprintf(cache, sizeof cache, "%s/calib.cache", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    const char *images[] = {fifo, NULL};
+    gr_model *model = load_tiny();
+    gr_engine_options opt;
+    gr_engine_options_default(&opt);
+    opt.device = GR_DEVICE_CPU;
+    opt.precision = GR_PREC_INT8;
+    opt.calib_images = images;
+    opt.calib_cache = cache;
+    ck_assert_int_eq(gr_engine_build(model, &opt, &e), GR_ERR_IO);
+    ck_assert_msg(strstr(gr_last_error(), "photo.jpg: not a regular file (a FIFO)"), "%s",
+                  gr_last_error());
+    ck_assert_ptr_null(e);
+    gr_model_destroy(model);
+    rm_dir(dir);
+}
+END_TEST
+
+/* A well-signed file (valid checksum) with absurd values is refused as the caches refuse theirs:
+ * int8 ranges outside the calibration cache's bounds, enums out of range, a layer without the
+ * inputs its op takes; and a stored notice reaches the user without control characters. Each is
+ * made by changing the engine before saving it, so the file is signed by the writer. */
+static void expect_saved_refused(gr_engine *e, const char *text)
+{
+    uint8_t *data;
+    size_t bytes;
+    save_to_memory(e, &data, &bytes);
+    expect_refused(data, bytes, GR_ERR_PARSE, text);
+    gr_free(data);
+}
+
+START_TEST(resigned_values_are_checked)
+{
+    uint8_t *data;
+    size_t bytes;
+    gr_engine *e = shapes_int8_in_memory(&data, &bytes);
+    ck_assert_ptr_nonnull(e->layer_range);
+    const float input = e->input_range;
+    e->input_range = 1e-30f;
+    expect_saved_refused(e, "input's int8 range");
+    e->input_range = 2.0f;
+    expect_saved_refused(e, "input's int8 range");
+    e->input_range = input;
+    int layer = -1;
+    for (int i = 0; i < e->net->n_layers && layer < 0; i++)
+        if (e->layer_range[i] > 0.0f)
+            layer = i;
+    ck_assert_int_ge(layer, 0);
+    const float range = e->layer_range[layer];
+    e->layer_range[layer] = 3e38f;
+    expect_saved_refused(e, "int8 range");
+    e->layer_range[layer] = 1e-30f;
+    expect_saved_refused(e, "int8 range");
+    e->layer_range[layer] = range;
+
+    const gr_engine_options opt = e->opt;
+    e->opt.calib_method = (gr_calib_method)99;
+    expect_saved_refused(e, "calib_method=99");
+    e->opt = opt;
+    e->opt.f32_algo = (gr_f32_algo)99;
+    expect_saved_refused(e, "f32_algo=99");
+    e->opt = opt;
+    e->opt.pdl = (gr_toggle)99;
+    expect_saved_refused(e, "pdl=99");
+    e->opt = opt;
+    e->opt.inflight = 99999;
+    expect_saved_refused(e, "inflight");
+    e->opt = opt;
+
+    /* A layer with no inputs (layer 1 takes layer 0's output in every net). */
+    const int n_inputs = e->net->layers[1].n_inputs;
+    e->net->layers[1].n_inputs = 0;
+    expect_saved_refused(e, "layer 1");
+    e->net->layers[1].n_inputs = n_inputs;
+
+    /* The stored notice: control characters (an escape sequence) shown as '?'. */
+    snprintf(e->notice, sizeof e->notice, "calibrated\x1b[2J\x1b]0;owned\x07 \xc2\x9b" "31m\nsecond\tline");
+    save_to_memory(e, &data, &bytes);
+    gr_engine *loaded = load_memory(data, bytes);
+    const char *notice = gr_engine_notice(loaded);
+    for (const char *c = notice; *c; c++)
+        ck_assert_msg(*c == '\n' || ((unsigned char)*c >= 0x20 && (unsigned char)*c != 0x7f &&
+                                     (unsigned char)*c < 0x80),
+                      "byte 0x%02x at %td: %s", (unsigned char)*c, c - notice, notice);
+    ck_assert_msg(strstr(notice, "at build: calibrated?[2J?]0;owned? ??31m\nat build: second?line"),
+                  "%s", notice);
+    gr_engine_destroy(loaded);
+    gr_free(data);
+    gr_engine_destroy(e);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("engine_file");
@@ -893,6 +1253,15 @@ static Suite *suite(void)
     tcase_add_test(tc, mapped_file_and_fifo_load_alike);
     tcase_add_test(tc, file_load_borrows_the_mapping);
     suite_add_tcase(s, tc);
+    /* Files written and read: a FIFO that blocks, or /dev/zero read to the limit, fails by time. */
+    TCase *files = tcase_create("files");
+    tcase_set_timeout(files, 30);
+    tcase_add_test(files, save_replaces_only_regular_files);
+    tcase_add_test(files, loaded_file_rewritten_in_place);
+    tcase_add_test(files, long_messages_keep_their_end);
+    tcase_add_test(files, devices_are_refused);
+    tcase_add_test(files, resigned_values_are_checked);
+    suite_add_tcase(s, files);
     return s;
 }
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/base.h"
@@ -540,6 +541,30 @@ START_TEST(test_unreadable_and_unwritable)
 }
 END_TEST
 
+/* A timing cache that is not a regular file: a FIFO is ignored with a notice at once (not read,
+ * which would block) and refused as a target, and stays a FIFO. */
+START_TEST(test_fifo_neither_blocks_nor_is_replaced)
+{
+    char path[64], notice[256];
+    snprintf(path, sizeof path, "/tmp/gr_tcache_fifo_%d", (int)getpid());
+    unlink(path);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    gr_timing_cache c;
+    gr_timing_cache_init(&c, device);
+    gr_timing_cache_load(&c, path, notice, sizeof notice);
+    ck_assert_int_eq(c.n, 0);
+    ck_assert_msg(strstr(notice, "not a regular file (a FIFO)"), "%s", notice);
+    ck_assert_int_eq(gr_timing_cache_put(&c, "k", 1, 1, 1.0, 1.0), GR_OK);
+    ck_assert_int_eq(gr_timing_cache_save(&c, path), GR_ERR_IO);
+    ck_assert_msg(strstr(gr_last_error(), "not a regular file (a FIFO)"), "%s", gr_last_error());
+    struct stat sb;
+    ck_assert_int_eq(lstat(path, &sb), 0);
+    ck_assert(S_ISFIFO(sb.st_mode));
+    gr_timing_cache_free(&c);
+    unlink(path);
+}
+END_TEST
+
 static Suite *tcache_suite(void)
 {
     Suite *s = suite_create("timing_cache");
@@ -556,6 +581,7 @@ static Suite *tcache_suite(void)
     tcase_add_test(tc, test_format4_refused);
     tcase_add_test(tc, test_garbage_never_crashes);
     tcase_add_test(tc, test_unreadable_and_unwritable);
+    tcase_add_test(tc, test_fifo_neither_blocks_nor_is_replaced);
     suite_add_tcase(s, tc);
     /* Its own case: a time limit that lets the quadratic parser fail by its assertion. */
     TCase *big = tcase_create("full");

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "graphrun/runtime.h"
@@ -262,6 +263,29 @@ START_TEST(save_without_weights_is_state_error)
     gr_net *net = parse_text(small_cfg);
     ck_assert_int_eq(gr_net_save_weights(net, "/tmp/never-written.weights"), GR_ERR_STATE);
     ck_assert_int_eq(gr_net_save_weights(NULL, "x"), GR_ERR_INVALID_ARGUMENT);
+    gr_net_free(net);
+}
+END_TEST
+
+/* A weights path that is a FIFO: the load is refused by kind at once (it blocked until something
+ * wrote to it, then could not seek), the save refuses to replace it (it wrote into it, blocking
+ * without a reader); the FIFO stays. */
+START_TEST(fifo_is_neither_read_nor_replaced)
+{
+    gr_net *net = parse_text(small_cfg);
+    ck_assert_int_eq(gr_net_synthesize_weights(net, 3), GR_OK);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/gr_weights_fifo_%d", (int)getpid());
+    unlink(path);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    ck_assert_int_eq(gr_net_load_weights(net, path), GR_ERR_IO);
+    ck_assert_msg(strstr(gr_last_error(), "not a regular file (a FIFO)"), "%s", gr_last_error());
+    ck_assert_int_eq(gr_net_save_weights(net, path), GR_ERR_IO);
+    ck_assert_msg(strstr(gr_last_error(), "not a regular file (a FIFO)"), "%s", gr_last_error());
+    struct stat sb;
+    ck_assert_int_eq(lstat(path, &sb), 0);
+    ck_assert(S_ISFIFO(sb.st_mode));
+    unlink(path);
     gr_net_free(net);
 }
 END_TEST
@@ -521,6 +545,7 @@ static Suite *weights_suite(void)
     tcase_add_test(files, truncated_and_oversized_files_name_both_sizes);
     tcase_add_test(files, header_only_empty_and_bad_headers);
     tcase_add_test(files, save_without_weights_is_state_error);
+    tcase_add_test(files, fifo_is_neither_read_nor_replaced);
     tcase_add_test(files, nonfinite_weights_are_reported_or_refused);
     tcase_set_timeout(files, 60);
     suite_add_tcase(s, files);

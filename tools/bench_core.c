@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/bytes.h"
 #include "runtime/build_detail.h"
 #include "tools/bench_core.h"
 #include "tools/cli.h"
@@ -727,9 +728,10 @@ static void print_table(const bench_result *results, int n, const bench_options 
 static int write_json(const char *path, const bench_options *o, const char *model_name,
                       const bench_result *results, int n)
 {
-    FILE *f = fopen(path, "w");
+    gr_memfile out; /* written whole by rename (base/bytes.h) */
+    FILE *f = gr_memfile_open(&out, path);
     if (!f) {
-        fprintf(stderr, "%s: cannot write %s: %s\n", prog, path, strerror(errno));
+        fprintf(stderr, "%s: %s\n", prog, gr_last_error());
         return 0;
     }
     char date[32] = "";
@@ -812,9 +814,8 @@ static int write_json(const char *path, const bench_options *o, const char *mode
         fprintf(f, "}");
     }
     fprintf(f, "\n]}\n");
-    int ok = !ferror(f);
-    if (fclose(f) != 0 || !ok) {
-        fprintf(stderr, "%s: error writing %s\n", prog, path);
+    if (gr_memfile_commit(&out, path, "JSON report") != GR_OK) {
+        fprintf(stderr, "%s: %s\n", prog, gr_last_error());
         return 0;
     }
     return 1;

@@ -20,7 +20,9 @@ static void build_usage(FILE *f)
             "[--batch N] -o FILE\n"
             "  Build an engine (calibration and tactic search included) and save it to FILE;\n"
             "  later commands load it with --engine FILE, skipping both.\n"
-            "  -o, --output FILE   the engine file to write (atomically)\n"
+            "  -o, --output FILE   the engine file to write: a new file renamed over FILE (its\n"
+            "                      mode kept; a link is written through; a device or FIFO is\n"
+            "                      refused, exit 3)\n"
             "  --inflight N        runs in flight of a load without other options (1..%d;\n"
             "                      --engine FILE takes the command's own)\n"
             "  and the engine flags of graphrun detect: --model --cfg --weights --names --seed\n"
@@ -28,7 +30,10 @@ static void build_usage(FILE *f)
             "  --calib-images --calib-cache --calib-device --max-nrmse --timing-cache\n"
             "  --tactic-search --no-tactic-search --f32-algo --split-k --pdl --strict-weights\n"
             "A GPU engine loads only on the same GPU model, CUDA runtime and driver; a CPU\n"
-            "engine anywhere (docs/errors.md, \"Saved engines\").\n", GR_MAX_INFLIGHT);
+            "engine anywhere (docs/errors.md, \"Saved engines\"). A loaded engine file stays\n"
+            "mapped: deploy a new one by rename (build -o, mv, install), never by cp over the\n"
+            "old one (a running graphrun then stops: 'rewritten in place', exit 3).\n",
+            GR_MAX_INFLIGHT);
 }
 
 static int build_apply(void *ctx, int id, const char *name, const char *value, char *err,

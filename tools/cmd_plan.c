@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/bytes.h"
 #include "planner/dataflow.h"
 #include "planner/plan.h"
 #include "planner/tasks.h"
@@ -262,15 +263,17 @@ static void print_precision_map(const gr_plan *plan, int always, FILE *f)
 static gr_status write_file(const char *path, gr_status (*dump)(const gr_plan *, FILE *),
                             const gr_plan *plan)
 {
-    FILE *f = fopen(path, "w");
+    gr_memfile out; /* written whole by rename (base/bytes.h) */
+    FILE *f = gr_memfile_open(&out, path);
     if (!f)
-        return gr_fail(GR_ERR_IO, "%s: cannot open for writing: %s", path, strerror(errno));
+        return GR_ERR_OUT_OF_MEMORY;
     gr_status st = dump(plan, f);
-    int failed = fflush(f) != 0 || ferror(f);
-    int err = errno;
-    if ((fclose(f) != 0 || failed) && st == GR_OK)
-        st = gr_fail(GR_ERR_IO, "%s: write error: %s", path, strerror(failed ? err : errno));
-    return st;
+    if (st != GR_OK) {
+        fclose(f);
+        free(out.data);
+        return st;
+    }
+    return gr_memfile_commit(&out, path, "plan dump");
 }
 
 /* A deterministic smooth test image in [0, 1] for --calibrate. */

@@ -8,6 +8,8 @@
  * promises. The host is assumed little-endian, like the rest of graphrun. */
 #include "tools/npy.h"
 
+#include "base/bytes.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -54,25 +56,21 @@ gr_status gr_npy_write(const char *path, const float *data, const int *dims, int
     memset(header + len, ' ', header_len - (size_t)len - 1);
     header[header_len - 1] = '\n';
 
-    FILE *f = fopen(path, "wb");
+    gr_memfile out; /* written whole by rename (base/bytes.h) */
+    FILE *f = gr_memfile_open(&out, path);
     if (!f)
-        return gr_fail(GR_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+        return GR_ERR_OUT_OF_MEMORY;
     uint8_t prefix[10];
     memcpy(prefix, npy_magic, 6);
     prefix[6] = 1;
     prefix[7] = 0;
     prefix[8] = (uint8_t)(header_len & 0xff);
     prefix[9] = (uint8_t)(header_len >> 8);
-    bool ok = fwrite(prefix, 1, sizeof prefix, f) == sizeof prefix &&
-              fwrite(header, 1, header_len, f) == header_len &&
-              (elems == 0 || fwrite(data, sizeof(float), elems, f) == elems);
-    if (fclose(f) != 0)
-        ok = false;
-    if (!ok) {
-        remove(path);
-        return gr_fail(GR_ERR_IO, "%s: write failed", path);
-    }
-    return GR_OK;
+    fwrite(prefix, 1, sizeof prefix, f);
+    fwrite(header, 1, header_len, f);
+    if (elems > 0)
+        fwrite(data, sizeof(float), elems, f);
+    return gr_memfile_commit(&out, path, "npy array");
 }
 
 /* ---- reading --------------------------------------------------------------------------------- */

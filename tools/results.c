@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/bytes.h"
 #include "runtime/jsonl.h"
 #include "tools/cli.h"
 
@@ -268,9 +269,10 @@ static int write_labels(const gr_results *r, const gr_result_image *im, const gr
     else
         snprintf(path, sizeof path, "%s%s%.*s.txt", r->o.label_dir, sep, (int)stem_length(name),
                  name);
-    FILE *f = fopen(path, "w");
+    gr_memfile out; /* written whole by rename (base/bytes.h) */
+    FILE *f = gr_memfile_open(&out, path);
     if (!f) {
-        snprintf(err, errlen, "%s: cannot write the labels: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s", gr_last_error());
         return GR_EXIT_INPUT;
     }
     double w = im->width > 0 ? im->width : 1, h = im->height > 0 ? im->height : 1;
@@ -283,11 +285,8 @@ static int write_labels(const gr_results *r, const gr_result_image *im, const gr
             fprintf(f, " %.6f", (double)d->prob);
         fputc('\n', f);
     }
-    int failed = fflush(f) != 0 || ferror(f);
-    int saved = errno;
-    if (fclose(f) != 0 || failed) {
-        snprintf(err, errlen, "%s: cannot write the labels: %s", path,
-                 strerror(failed ? saved : errno));
+    if (gr_memfile_commit(&out, path, "labels") != GR_OK) {
+        snprintf(err, errlen, "%s", gr_last_error());
         return GR_EXIT_INPUT;
     }
     return GR_EXIT_OK;

@@ -454,7 +454,12 @@ void gr_engine_destroy(gr_engine *engine);
  * uploads the weights. The loaded engine is a full engine: runs, slots,
  * detection, class names (gr_engine_model), tactic info and the build's notice.
  *
- * - gr_engine_save writes the file atomically (a temporary beside it, then rename).
+ * - gr_engine_save writes the file atomically: a new file beside it (created exclusively, under
+ *   an unpredictable name), written, synced, given the replaced file's mode, then renamed over
+ *   path. A symbolic link to a regular file is written through (the link stays a link); a path
+ *   that exists and is not a regular file (a device such as /dev/null, a FIFO, a directory, a
+ *   dangling link) is refused with GR_ERR_IO naming path. Every file graphrun writes (caches,
+ *   pictures, the CLI's reports) follows the same rule (docs/errors.md, "Files").
  * - gr_engine_save_to_memory: *data is malloc'd, *bytes long; release it with gr_free().
  * - gr_engine_load / _from_memory: opt may be NULL (the options as built). From opt only the
  *   run-time fields apply: gpu_index, inflight, use_cuda_graph, nonfinite_is_error. Everything
@@ -466,14 +471,23 @@ void gr_engine_destroy(gr_engine *engine);
  *   file, truncated or checksum mismatch (GR_ERR_PARSE); another format or graphrun version, or a
  *   GPU engine on another GPU model, SM count, CUDA runtime, driver or cuBLASLt
  *   (GR_ERR_UNSUPPORTED); a GPU engine where no GPU is usable (GR_ERR_NO_DEVICE); an unreadable
- *   file (GR_ERR_IO). A CPU engine file loads on any machine.
+ *   file, or a device (/dev/zero) (GR_ERR_IO). Content is checked as strictly as the caches':
+ *   options as gr_engine_build checks them, int8 ranges 0 or within the calibration cache's
+ *   bounds, every layer's inputs as its op takes them (GR_ERR_PARSE); the stored notice is shown
+ *   with control characters as '?'. A CPU engine file loads on any machine.
  * - gr_engine_load maps a regular file and the engine keeps it mapped until gr_engine_destroy:
  *   its network's fp32 weights are the file's bytes, not a copy (read again to save the engine
  *   and to plan a variant the file holds no device weights for). Replacing the file by rename
- *   (as gr_engine_save does) or deleting it is safe while the engine lives; rewriting it in
- *   place is not (cp onto it, or truncating it: the engine would read the new bytes, or die of
- *   SIGBUS past the new end). gr_engine_load_from_memory copies: the buffer may be freed as
- *   soon as it returns.
+ *   (as gr_engine_save does; mv, install) or deleting it is safe while the engine lives.
+ *   Rewriting it in place (cp onto it, truncating it) is an error, not a crash: the engine keeps
+ *   the file open and its size and modification time, and the load (after the checksum), every
+ *   run and a save check them; a changed file fails with GR_ERR_IO ("rewritten in place") and
+ *   leaves the engine unusable (load the file again). A touch, or the identical bytes copied
+ *   over it, is no change (the file is hashed again when its mtime moves). Limits: a rewrite
+ *   within the clock tick of the previous write keeping the size is not seen, nor one that
+ *   restores the mtime, and a truncation during a run (CPU) can still end the process with
+ *   SIGBUS: deploy by rename.
+ *   gr_engine_load_from_memory copies: the buffer may be freed as soon as it returns.
  * - Saving reads the engine like a run does: not while another thread runs it. */
 gr_status gr_engine_save(const gr_engine *engine, const char *path);
 gr_status gr_engine_save_to_memory(const gr_engine *engine, void **data, size_t *bytes);

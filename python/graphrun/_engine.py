@@ -370,7 +370,11 @@ class Engine(_Handle):
         inflight: as Model.build's (a run-time option: the file does not fix it).
         device: the file fixes it; "cpu" or "gpu" that contradicts the file is refused
         (graphrun.Error "invalid argument", as the CLI's --device with --engine), "auto" takes
-        the file's. An engine built from synthetic weights warns (SyntheticWeightsWarning)."""
+        the file's. An engine built from synthetic weights warns (SyntheticWeightsWarning).
+
+        A path is mapped, not copied, for the engine's life: replace a loaded engine file by
+        rename (save() does; os.replace, mv, install), never by copying over it (shutil.copy,
+        cp) - the engine's next run then raises instead of using the changed weights."""
         opt = _engine_options(device, use_cuda_graph, inflight)
         handle = _capi.P()
         if isinstance(source, (bytes, bytearray, memoryview)):
@@ -405,7 +409,9 @@ class Engine(_Handle):
 
     def save(self, path: PathLike) -> None:
         """Write the engine to a file Engine.load() reads back (same graphrun version and, for a
-        GPU engine, the same kind of GPU)."""
+        GPU engine, the same kind of GPU): a new file renamed over path (its mode kept), so an
+        engine loaded from the old file keeps running; a link to a regular file is written
+        through, a device or FIFO refused."""
         fn = _capi.require("gr_engine_save", "Engine.save")
         encoded = _capi.c_path("path", path)
         with self._use("Engine.save") as handle, self._lock:

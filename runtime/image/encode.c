@@ -3,6 +3,7 @@
  * stb to link or run (Debian's libstb.so is not linked, so programs using graphrun need no stb
  * package). JPEG goes through libturbojpeg, which the decoder links anyway: stb's JPEG writer
  * shifts negative ints left (undefined behaviour that UBSan reports on ordinary photos). */
+#include "base/bytes.h"
 #include "runtime/detect.h"
 #include "runtime/image/image.h"
 
@@ -37,20 +38,12 @@ static bool has_extension(const char *path, const char *ext)
     return true;
 }
 
-/* stb encodes into this callback, which writes to the file and remembers the first failure: stb's
- * own file writer ignores write and close errors (a full disk would leave a cut file). */
-typedef struct sink {
-    FILE *f;
-    int err; /* errno of the first failed write, 0 while all went through */
-} sink;
-
+/* stb encodes into memory through this callback (a failed allocation is remembered in
+ * gr_bytes.failed); the file is then written whole by gr_write_file_atomic. */
 static void sink_write(void *ctx, void *data, int size)
 {
-    sink *k = ctx;
-    if (k->err || size <= 0)
-        return;
-    if (fwrite(data, 1, (size_t)size, k->f) != (size_t)size)
-        k->err = errno ? errno : EIO;
+    if (size > 0)
+        gr_bytes_put(ctx, data, (size_t)size);
 }
 
 /* JPEG-encode im (quality 90, 4:2:0 colour; grey stays grey, alpha is dropped) into a buffer
@@ -106,26 +99,20 @@ gr_status gr_image_write(const gr_image *im, const char *path)
             return st;
         }
     }
-    sink k = {.f = fopen(path, "wb"), .err = 0};
-    if (!k.f) {
-        int e = errno;
-        tjFree(jpeg);
-        return gr_fail(GR_ERR_IO, "%s: cannot create image file: %s", path, strerror(e));
+    /* Encoded into memory, then written by the one atomic writer (base/bytes.h): a temporary file
+     * beside path renamed over it, so a failure leaves the old picture or none, never a cut one. */
+    if (png) {
+        gr_bytes b = {0};
+        int ok = stbi_write_png_to_func(sink_write, &b, im->w, im->h, im->c, im->data,
+                                        im->w * im->c);
+        gr_status st = !ok || b.failed
+                           ? gr_fail(b.failed ? GR_ERR_OUT_OF_MEMORY : GR_ERR_IO,
+                                     "%s: cannot encode image", path)
+                           : gr_write_file_atomic(path, b.data, b.len, "image");
+        gr_bytes_free(&b);
+        return st;
     }
-    errno = 0;
-    int ok = 1;
-    if (png)
-        ok = stbi_write_png_to_func(sink_write, &k, im->w, im->h, im->c, im->data, im->w * im->c);
-    else if (fwrite(jpeg, 1, jpeg_size, k.f) != jpeg_size)
-        k.err = errno ? errno : EIO;
+    gr_status st = gr_write_file_atomic(path, jpeg, jpeg_size, "image");
     tjFree(jpeg);
-    if (!k.err && fflush(k.f) != 0)
-        k.err = errno ? errno : EIO;
-    if (fclose(k.f) != 0 && !k.err)
-        k.err = errno ? errno : EIO;
-    if (k.err)
-        return gr_fail(GR_ERR_IO, "%s: cannot write image: %s", path, strerror(k.err));
-    if (!ok)
-        return gr_fail(GR_ERR_IO, "%s: cannot encode image", path);
-    return GR_OK;
+    return st;
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/precision/calib_cache.h"
 #include "base/bytes.h"
@@ -25,7 +26,8 @@ static gr_status hash_images(const char *const *paths, int n, uint64_t *out)
     for (int i = 0; i < n; i++) {
         char *bytes = NULL;
         size_t size = 0;
-        GR_TRY(gr_read_file(paths[i], GR_MAX_IMAGE_FILE_BYTES, "calibration image", &bytes, &size));
+        GR_TRY(gr_read_regular_file(paths[i], GR_MAX_IMAGE_FILE_BYTES, "calibration image", &bytes,
+                                    &size));
         const char *name = base_name(paths[i]);
         h = gr_fnv1a(h, name, strlen(name) + 1);
         uint64_t size64 = size;
@@ -258,16 +260,12 @@ gr_status gr_calib_cache_read(const char *path, const gr_calib_key *key, int n_l
 {
     *found = 0;
     notice[0] = '\0';
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (errno == ENOENT)
-            return GR_OK;
-        return gr_fail(GR_ERR_IO, "%s: cannot open calibration cache: %s", path, strerror(errno));
-    }
-    fclose(f);
+    if (access(path, F_OK) != 0 && errno == ENOENT)
+        return GR_OK; /* none yet: the build calibrates and writes it */
     char *text = NULL;
     size_t len = 0;
-    GR_TRY(gr_read_file(path, GR_CALIB_CACHE_MAX_BYTES, "calibration cache", &text, &len));
+    GR_TRY(gr_read_regular_file(path, GR_CALIB_CACHE_MAX_BYTES, "calibration cache", &text,
+                                &len));
     gr_status st = gr_calib_cache_parse(path, text, len, key, n_layers, layer_range, input_range,
                                         found, notice, notice_len);
     free(text);
@@ -320,14 +318,9 @@ gr_status gr_calib_cache_write(const char *path, const gr_calib_key *key, int n_
         used = append(text, used, cap, "layer %d %.9g\n", i, written_range(layer_range[i]));
     used = append(text, used, cap, "checksum %016" PRIx64 "\n",
                   gr_fnv1a(GR_FNV1A_INIT, text, used));
-    gr_status st = GR_OK;
-    FILE *f = used < cap ? fopen(path, "wb") : NULL;
-    if (used >= cap)
-        st = gr_fail(GR_ERR_INTERNAL, "%s: calibration cache: text overflow", path);
-    else if (!f)
-        st = gr_fail(GR_ERR_IO, "%s: cannot write calibration cache: %s", path, strerror(errno));
-    else if ((fwrite(text, 1, used, f) != used) | (fclose(f) != 0))
-        st = gr_fail(GR_ERR_IO, "%s: error writing calibration cache", path);
+    gr_status st = used >= cap
+                       ? gr_fail(GR_ERR_INTERNAL, "%s: calibration cache: text overflow", path)
+                       : gr_write_file_atomic(path, text, used, "calibration cache");
     free(text);
     return st;
 }

@@ -14,21 +14,10 @@
 #include "base/bytes.h"
 #include "graphrun/runtime.h"
 #include "runtime/engine_file.h"
+#include "tests/fuzz/engine_resign.h"
 #include "runtime/saved_gpu.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void resign(uint8_t *p, size_t len)
-{
-    if (len < GR_ENGINE_FILE_HEADER + 8)
-        return;
-    uint64_t content = len - GR_ENGINE_FILE_HEADER - 8;
-    for (int k = 0; k < 8; k++)
-        p[GR_ENGINE_FILE_OFF_CONTENT_BYTES + k] = (uint8_t)(content >> (8 * k));
-    uint64_t h = gr_hash64(p, len - 8);
-    for (int k = 0; k < 8; k++)
-        p[len - 8 + k] = (uint8_t)(h >> (8 * k));
-}
 
 static void check_accepted(gr_engine *e)
 {
@@ -45,15 +34,10 @@ static void check_accepted(gr_engine *e)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1)
-        return 0;
-    size_t len = size - 1;
-    uint8_t *copy = malloc(len ? len : 1);
+    size_t len = 0;
+    uint8_t *copy = gr_fuzz_engine_input(data, size, &len);
     if (!copy)
         return 0;
-    memcpy(copy, data + 1, len);
-    if (data[0] & 1)
-        resign(copy, len);
     gr_engine *e = (gr_engine *)copy; /* must come back NULL on a refusal */
     gr_status st = gr_engine_load_from_memory(copy, len, NULL, &e);
     if (st != GR_OK && e != NULL)
