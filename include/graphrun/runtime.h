@@ -410,8 +410,9 @@ typedef struct gr_engine_options {
                                 per run; the arena is sized for the sub-batch). 0 default = auto:
                                 measured at build among the sub-batches of >= 32 images that
                                 divide the batch (whole replays, timing cache), else the whole
-                                batch; N > 0 forces sub-batches of N images and must divide
-                                batch. Outputs are bit-identical to the unsplit engine in int8
+                                batch; N > 0 forces sub-batches of N images, must divide
+                                batch, and must keep each pass 16-byte aligned (a multiple of 16
+                                images always does; docs/errors.md). Outputs are bit-identical to the unsplit engine in int8
                                 (docs/performance.md, "Micro-batching"). The CPU engine ignores
                                 it. The choice: gr_engine_micro_batch(), gr_engine_notice(). */
     gr_jpeg_decoder jpeg_decoder; /* gr_engine_decode_jpegs' nvJPEG backend: AUTO (default) the

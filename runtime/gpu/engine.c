@@ -570,6 +570,17 @@ static gr_status variant_build(gr_engine *e, gpu_state *g, gpu_variant *v, int i
         v->slice_out_bytes[k] = t->bytes;
         v->out_bytes += gr_gpu_align(t->bytes * slices, 256);
     }
+    /* A pass's input and outputs start where the previous pass's end; the kernels take 16-byte
+     * aligned tensors, so a micro batch whose pass does not fill whole 16-byte units is refused
+     * (the measured candidates are multiples of MIN_MICRO_BATCH images and always fit). */
+    for (int k = -1; slices > 1 && k < plan->n_outputs; k++) {
+        size_t bytes = k < 0 ? v->slice_in_bytes : v->slice_out_bytes[k];
+        if (bytes % 16 != 0)
+            return gr_fail(GR_ERR_INVALID_ARGUMENT, "micro_batch %d: a pass's %s of %zu bytes "
+                           "would leave the next pass's off the 16-byte alignment the kernels "
+                           "need; take a micro batch that is a multiple of 16 images (or 0: "
+                           "measured)", v->micro_batch, k < 0 ? "input" : "output", bytes);
+    }
     if (v->df_program) { /* the dataflow kernel's report rides home with the outputs */
         v->df_status_offset = v->out_bytes;
         v->out_bytes += 256;
