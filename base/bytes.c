@@ -171,9 +171,9 @@ static gr_status write_target(const char *path, const char *what, char **target,
     if (!S_ISREG(sb.st_mode)) {
         free(*target);
         *target = NULL;
-        return gr_fail(GR_ERR_IO, "%s: not a regular file (%s): the %s replaces a regular file "
-                       "by rename, never a device, FIFO, socket or directory", path,
-                       gr_file_kind(sb.st_mode), what);
+        return gr_fail(GR_ERR_IO, "%s: not a regular file (%s): graphrun writes the %s as a "
+                       "new file renamed over a regular file, never onto a device, FIFO, socket "
+                       "or directory", path, gr_file_kind(sb.st_mode), what);
     }
     if (!*target)
         *target = strdup(path);

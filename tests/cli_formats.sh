@@ -131,7 +131,7 @@ check "--output DIR: an image not written is one line, counted, the run goes on 
 mkdir -p "$tmp/blocked-labels/002.txt"
 "$bin" "${run[@]}" --input "$tmp/images" --format yolo-txt --output "$tmp/blocked-labels" >/dev/null 2>"$tmp/err"
 rc=$?
-[ $rc -eq 3 ] && grep -q "blocked-labels/002.txt: cannot write the labels" "$tmp/err" && [ -e "$tmp/blocked-labels/003.txt" ]
+[ $rc -eq 3 ] && grep -q "blocked-labels/002.txt: not a regular file (a directory)" "$tmp/err" && [ -e "$tmp/blocked-labels/003.txt" ]
 check "yolo-txt: a label file not written is one line, the others written (exit 3, got $rc)" $?
 : >"$tmp/plainfile"
 "$bin" "${run[@]}" --input "$tmp/images" --output "$tmp/plainfile/sub" >"$tmp/out" 2>"$tmp/err"

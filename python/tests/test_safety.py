@@ -1,4 +1,4 @@
-"""Tests of the package's rules for threads, close(), copies, Ctrl-C and path arguments (issue 34):
+"""Tests of the package's rules for threads, close(), copies, Ctrl-C and path arguments:
 every entry point under the engine's (or model's) reader/closer protocol, every C handle owned
 once, KeyboardInterrupt raised after the C pipeline stopped, counts equal to what was written,
 paths checked before C reads them, synthetic weights said. Scenarios that could crash (a
@@ -92,7 +92,7 @@ class SafetyTests(Child):
 
     def test_close_waits_for_calls_in_flight(self) -> None:
         """Engine.close() from another thread while threads are inside run, detect and
-        detect_files (issue 34: a segfault): close waits for them, later calls raise ClosedError;
+        detect_files (once a segfault): close waits for them, later calls raise ClosedError;
         every call that returned has its full results. Model.close() likewise while threads
         build engines from it and read its class names."""
         self.child("""
@@ -171,7 +171,7 @@ class SafetyTests(Child):
 
     def test_copies_and_pickles_refused(self) -> None:
         """copy.copy / copy.deepcopy / pickle of a Model, an Engine or a Pool raise TypeError
-        (issue 34: copy.copy(engine) shared the C handle: a double free, abort). Results copy and
+        (copy.copy(engine) once shared the C handle: a double free, abort). Results copy and
         pickle (sharing, or dropping, the model)."""
         self.child("""
         engine = build()
@@ -247,7 +247,7 @@ class SafetyTests(Child):
 
     def test_ctrl_c_during_detect_files(self) -> None:
         """SIGINT during detect_files / detect_files_jsonl raises KeyboardInterrupt once the
-        pipeline stopped (issue 34: partial results, no exception, 5 of 5 runs), quickly; the
+        pipeline stopped (it used to return partial results without an exception), quickly; the
         lines written are whole and files_stats["records"] counts them; the engine runs again."""
         self.child(self._interrupt_body())
 
@@ -329,7 +329,7 @@ class SafetyTests(Child):
 
 
 class PathTests(WithCfg):
-    """Path arguments are checked before C reads them (issue 34: "dog.jpg\\0x" ran dog.jpg)."""
+    """Path arguments are checked before C reads them ("dog.jpg\\0x" used to run dog.jpg)."""
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -397,7 +397,7 @@ class PathTests(WithCfg):
 
     def test_load_refuses_another_device(self) -> None:
         """Engine.load(cpu file, device="gpu") is refused as the CLI's --device with --engine
-        (issue 34: it gave a CPU engine); "auto" and "cpu" load it."""
+        (it used to give a CPU engine); "auto" and "cpu" load it."""
         path = os.path.join(self.tmp.name, "cpu.grengine")
         self.engine.save(path)
         for source in (path, self.engine.to_bytes()):
@@ -420,7 +420,7 @@ class SyntheticWeightsTests(WithCfg):
 
     def test_synthetic_weights_warn(self) -> None:
         """Synthetic weights warn once per model with a category users can filter, and the
-        notice says so (issue 34: confident boxes, no word; the CLI warns). Trained weights do
+        notice says so (it used to say nothing; the CLI warns). Trained weights do
         not warn; a loaded engine built from synthetic weights warns too."""
         cfg = self.cfg
         with warnings.catch_warnings(record=True) as caught:
