@@ -33,13 +33,23 @@ import json
 import _thread
 import os
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence
+from typing import (Any, Callable, ContextManager, Dict, List, Optional, Protocol, Sequence)
 
 from . import _capi
 from ._capi import Error
 
-if TYPE_CHECKING:
-    from ._engine import Engine
+
+class Engine(Protocol):
+    """What this module needs of a graphrun.Engine (_engine.py imports this module, never the
+    other way round): the handle under the engine's reader/closer protocol, its run lock, its
+    class names, and where the last call's stats go."""
+
+    _lock: Any
+    _class_names: List[str]
+    _files_stats: Optional[Dict[str, Any]]
+
+    def _use(self, what: str) -> ContextManager[Any]:
+        ...
 
 DECODES = ("auto", "cpu", "gpu")
 _DECODE = {"auto": 0, "cpu": 1, "gpu": 2}  # gr_files_decode
