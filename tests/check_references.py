@@ -10,7 +10,7 @@ Scans the text files git knows (tracked, plus untracked ones not ignored) with t
   - gr_ names cited in docs/*.md and README.md that no source file (.c .h .cu .cuh .py) mentions;
   - references to numbered issues, in any scanned file: the history behind a choice belongs in
     git log, the choice and its reason in the text;
-  - absolute paths of a build machine (`/work/...`, `/home/...`, `/root/...`): a reference must
+  - absolute paths of a build machine (under /home, /root or the build machines' own top folder): a reference must
     resolve inside the repository or name its source (a project and its file).
 Tokens followed by a placeholder or a wildcard (`ops/<stem>.c`, `bench/NN_*.c`, `gr_op_<stem>`) are
 patterns, not references, and are skipped; so are paths named to be absent (`no_such...`,
