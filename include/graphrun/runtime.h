@@ -2,6 +2,12 @@
  *
  * This is the one public header. Everything in it is plain C11.
  *
+ * Its declarations come in five groups, in this order, each opened by a "==== group N:" banner
+ * saying what it is for and who needs it: 1 core (all that a minimal embedder needs), 2 many
+ * images (runs in flight, streams, JPEG decoding, pools, folders), 3 saved engines and caches,
+ * 4 introspection and measurement, 5 debug and testing hooks. tests/check_exports.sh holds each
+ * group to a budget of exported functions.
+ *
  * Error contract
  *   - Every call that can fail returns a gr_status; GR_OK (0) is success, anything else is failure.
  *   - After a failure, gr_last_error() returns a one-line message on the calling thread saying what
@@ -57,6 +63,13 @@ extern "C" {
 #if defined(__GNUC__)
 #pragma GCC visibility push(default)
 #endif
+
+/* ==== group 1: core ==========================================================================
+ * What every embedder needs, and all that a minimal one needs (load a model, build an engine, set
+ * an image, run, detect): the version, status codes and error messages, models (options, load,
+ * info, class names, data files), images (load, write, letterbox or stretch, draw detections),
+ * engines (options, build, input, run, outputs, detections, notices) and the types the other
+ * groups share. */
 
 #define GRAPHRUN_VERSION_MAJOR 0
 #define GRAPHRUN_VERSION_MINOR 1
@@ -446,57 +459,6 @@ static inline void gr_engine_options_default(gr_engine_options *opt)
 gr_status gr_engine_build(const gr_model *model, const gr_engine_options *opt, gr_engine **out);
 void gr_engine_destroy(gr_engine *engine);
 
-/* ---- saved engines ----
- * A saved engine (a ".grengine" file, or the same bytes in memory) holds everything a start
- * needs: the network with its weights and class names, the options that shaped the plan, the
- * precision map, the int8 ranges and, on the GPU, the tactics the build chose. Loading one
- * calibrates nothing and searches or checks no tactic (they were checked at the build, on the
- * same GPU model, driver, CUDA runtime and cuBLASLt that the load requires); it plans again and
- * uploads the weights. The loaded engine is a full engine: runs, slots,
- * detection, class names (gr_engine_model), tactic info and the build's notice.
- *
- * - gr_engine_save writes the file atomically: a new file beside it (created exclusively, under
- *   an unpredictable name), written, synced, given the replaced file's mode, then renamed over
- *   path. A symbolic link to a regular file is written through (the link stays a link); a path
- *   that exists and is not a regular file (a device such as /dev/null, a FIFO, a directory, a
- *   dangling link) is refused with GR_ERR_IO naming path. Every file graphrun writes (caches,
- *   pictures, the CLI's reports) follows the same rule (docs/errors.md, "Files").
- * - gr_engine_save_to_memory: *data is malloc'd, *bytes long; release it with gr_free().
- * - gr_engine_load / _from_memory: opt may be NULL (the options as built). From opt only the
- *   run-time fields apply: gpu_index, inflight, use_cuda_graph, nonfinite_is_error. Everything
- *   else - device, precision, batch, layer_precision, tf32, fp16_accumulate, f32_algo,
- *   f32_split_k, pdl, gemm_tactic, tactic_search, the calibration fields, timing_cache - is the
- *   file's. (An fp32 GPU engine loaded with another inflight may measure its split-K choices
- *   again, as a build with that inflight would.)
- * - Refusals, each one line naming what differs (docs/errors.md, "Saved engines"): not an engine
- *   file, truncated or checksum mismatch (GR_ERR_PARSE); another format or graphrun version, or a
- *   GPU engine on another GPU model, SM count, CUDA runtime, driver or cuBLASLt
- *   (GR_ERR_UNSUPPORTED); a GPU engine where no GPU is usable (GR_ERR_NO_DEVICE); an unreadable
- *   file, or a device (/dev/zero) (GR_ERR_IO). Content is checked as strictly as the caches':
- *   options as gr_engine_build checks them, int8 ranges 0 or within the calibration cache's
- *   bounds, every layer's inputs as its op takes them (GR_ERR_PARSE); the stored notice is shown
- *   with control characters as '?'. A CPU engine file loads on any machine.
- * - gr_engine_load maps a regular file and the engine keeps it mapped until gr_engine_destroy:
- *   its network's fp32 weights are the file's bytes, not a copy (read again to save the engine
- *   and to plan a variant the file holds no device weights for). Replacing the file by rename
- *   (as gr_engine_save does; mv, install) or deleting it is safe while the engine lives.
- *   Rewriting it in place (cp onto it, truncating it) is an error, not a crash: the engine keeps
- *   the file open and its size and modification time, and the load (after the checksum), every
- *   run and a save check them; a changed file fails with GR_ERR_IO ("rewritten in place") and
- *   leaves the engine unusable (load the file again). A touch, or the identical bytes copied
- *   over it, is no change (the file is hashed again when its mtime moves). Limits: a rewrite
- *   within the clock tick of the previous write keeping the size is not seen, nor one that
- *   restores the mtime, and a truncation during a run (CPU) can still end the process with
- *   SIGBUS: deploy by rename.
- *   gr_engine_load_from_memory copies: the buffer may be freed as soon as it returns.
- * - Saving reads the engine like a run does: not while another thread runs it. */
-gr_status gr_engine_save(const gr_engine *engine, const char *path);
-gr_status gr_engine_save_to_memory(const gr_engine *engine, void **data, size_t *bytes);
-gr_status gr_engine_load(const char *path, const gr_engine_options *opt, gr_engine **out);
-gr_status gr_engine_load_from_memory(const void *data, size_t bytes, const gr_engine_options *opt,
-                                     gr_engine **out);
-/* Free memory graphrun allocated for the caller (gr_engine_save_to_memory's buffer). */
-void gr_free(void *p);
 /* The engine's network as a model, for gr_model_class_name, gr_model_get_info and
  * gr_image_draw_detections: valid while the engine lives; never pass it to gr_model_destroy. */
 const gr_model *gr_engine_model(const gr_engine *engine);
@@ -550,6 +512,37 @@ gr_status gr_engine_input_buffer(gr_engine *engine, int u8, void **buffer, size_
 /* Run on what is in the input buffer (of the type last asked for with gr_engine_input_buffer;
  * uint8 by default). Synchronous; on the GPU exactly one graph launch and one synchronization. */
 gr_status gr_engine_run(gr_engine *engine);
+
+/* Raw output `index` of the last run: float NCHW, valid until the next run or destroy. */
+gr_status gr_engine_output(const gr_engine *engine, int index, const float **data);
+
+/* Number of non-finite values (NaN, +-Inf) in raw output `index` of the last run, in *count. A
+ * scan of the host copy of the output (small next to a run). Non-zero is almost always fp16
+ * overflow (activations above 65504): fp32 or int8 avoid it. */
+gr_status gr_engine_output_nonfinite(const gr_engine *engine, int index, size_t *count);
+
+/* Decode the detection heads of the last run for image `batch_index`: region/yolo activation,
+ * boxes, thresholds and class-wise NMS, mapped back to opt->image_w x image_h. */
+gr_status gr_engine_detect(const gr_engine *engine, int batch_index, const gr_detect_options *opt,
+                           gr_detection **dets, int *n);
+
+/* Notices from building the engine ("" if none), one line each: e.g. a calibration cache in an
+ * old format that was ignored and rewritten. Never NULL. */
+const char *gr_engine_notice(const gr_engine *engine);
+
+/* The engine's own last error message ("" if none). */
+const char *gr_engine_last_error(const gr_engine *engine);
+
+/* Number of CUDA devices visible (0 without a GPU or driver). Never fails. */
+int gr_cuda_device_count(void);
+
+/* ==== group 2: many images: runs in flight, streams, JPEG decoding, pools, folders ============
+ * For throughput over many images: several runs in flight per engine (slots, each with its own
+ * stream), a run on the caller's CUDA stream, detections decoded on other threads, JPEG files
+ * decoded on the GPU, pools of one engine per GPU (gr_pool_*) and the folder pipeline
+ * (gr_pool_detect_files, gr_files_*: what `graphrun --input DIR` and the Python package's
+ * detect_files run). A program that runs one batch at a time needs none of it. */
+
 /* Asynchronous run on the caller's CUDA stream (a cudaStream_t passed as void *; NULL = the
  * engine's own stream). The input buffer must be filled and must not be touched until `done_event`
  * (a cudaEvent_t the caller created, or NULL) has completed; outputs are valid after it. GPU only.
@@ -587,6 +580,7 @@ gr_status gr_engine_run_async(gr_engine *engine, void *cuda_stream, void *done_e
 gr_status gr_engine_slot_input(gr_engine *engine, int slot, int u8, void **buffer, size_t *bytes);
 gr_status gr_engine_submit(gr_engine *engine, int slot);
 gr_status gr_engine_wait(gr_engine *engine, int slot);
+
 /* JPEG files decoded on the GPU, for callers who would otherwise decode and letterbox on the CPU
  * into a slot's input buffer (the folder mode's --decode gpu does this).
  * - gr_engine_decode_jpegs: image i < n of slot `slot`'s next run from the JPEG file's bytes
@@ -616,44 +610,7 @@ gr_status gr_engine_decode_jpegs(gr_engine *engine, int slot, int n, const uint8
 const char *gr_engine_jpeg_decoder(const gr_engine *engine, double *decode_us);
 /* Number of slots (the inflight option); 0 for NULL. */
 int gr_engine_inflight(const gr_engine *engine);
-/* Images per pass of the engine's graph (the micro_batch option, or the measured choice): the
- * batch when runs are not split, else a divisor of it; 0 for NULL. */
-int gr_engine_micro_batch(const gr_engine *engine);
 
-/* Memory the engine runs from: device memory on the GPU, host memory on the CPU (its arena
- * figure there is the reference executor's peak of live activations). The per-instance figures
- * are for the current input type (uint8 unless float input was asked for); total counts
- * everything allocated, both input types and every instance included. */
-typedef struct gr_engine_memory_info {
-    int inflight;                    /* instances */
-    size_t weights_bytes;            /* shared by every instance, never duplicated */
-    size_t cublas_workspace_bytes;   /* every cuBLAS workspace (GPU plans with f32 convs or
-                                        [connected] layers): one per stream
-                                        for the engine (slot 0, eager runs), and one per stream for
-                                        each slot >= 1, whose graph runs beside the others */
-    size_t arena_bytes;              /* per instance: activations */
-    size_t workspace_bytes;          /* per instance: im2col, split-K and GEMM-tactic scratch */
-    size_t io_bytes;                 /* per instance: device input + outputs (CPU: the slot's host
-                                        input buffers and outputs) */
-    size_t pinned_bytes;             /* per instance: pinned host input + outputs (GPU only) */
-    size_t total_bytes;              /* device (GPU) or host (CPU) bytes of all of the above,
-                                        every instance and input type; pinned memory not included */
-} gr_engine_memory_info;
-
-gr_status gr_engine_memory(const gr_engine *engine, gr_engine_memory_info *info);
-
-/* Raw output `index` of the last run: float NCHW, valid until the next run or destroy. */
-gr_status gr_engine_output(const gr_engine *engine, int index, const float **data);
-
-/* Number of non-finite values (NaN, +-Inf) in raw output `index` of the last run, in *count. A
- * scan of the host copy of the output (small next to a run). Non-zero is almost always fp16
- * overflow (activations above 65504): fp32 or int8 avoid it. */
-gr_status gr_engine_output_nonfinite(const gr_engine *engine, int index, size_t *count);
-
-/* Decode the detection heads of the last run for image `batch_index`: region/yolo activation,
- * boxes, thresholds and class-wise NMS, mapped back to opt->image_w x image_h. */
-gr_status gr_engine_detect(const gr_engine *engine, int batch_index, const gr_detect_options *opt,
-                           gr_detection **dets, int *n);
 /* gr_engine_detect on outputs kept from a run: outputs[k] = what gr_engine_output(engine, k)
  * gave after that run's gr_engine_wait (valid until its slot is submitted again). It reads
  * nothing a run changes, so any number of threads may call it at once, also while one thread
@@ -661,147 +618,6 @@ gr_status gr_engine_detect(const gr_engine *engine, int batch_index, const gr_de
 gr_status gr_engine_detect_outputs(const gr_engine *engine, const float *const *outputs,
                                    int batch_index, const gr_detect_options *opt,
                                    gr_detection **dets, int *n);
-
-/* Time split of the last run (microseconds). Type conversion = input quantize/convert plus output
- * dequantize; copies = H2D + D2H; compute = every layer. end_to_end = the whole run as the caller
- * sees it. On the CPU the copies are 0. */
-typedef struct gr_timing {
-    double convert_us, copy_us, compute_us, end_to_end_us;
-} gr_timing;
-
-gr_status gr_engine_timing(const gr_engine *engine, gr_timing *timing);
-
-/* ---- convolution tactics (GPU engines) ----
- * The tactic of each tensor-core convolution of the engine's uint8-input graph, in plan order
- * (fp32 engines, CPU engines and convs without a choice - the first layer - have none; fp32
- * convs' measured algorithms are counted in gr_tactic_stats and kept in the timing cache). */
-typedef struct gr_tactic_info {
-    int layer;           /* Darknet layer index */
-    int tile_config;     /* 0 = the kernels' automatic choice, else a tile shape (see name) */
-    int split_k;         /* 0 = automatic, 1 = no split, n = the K range cut into n parts */
-    int gemm;            /* 1: the GEMM tactic instead (im2col + cuBLASLt matmul + the same
-                            epilogue); tile_config and split_k are then 0 */
-    char name[32];       /* "auto", "128x64", "64x64 split 4", "gemm (cuBLASLt)" */
-    double us;           /* median measured time of the chosen tactic (microseconds; from the
-                            timing cache when cached; 0 when not searched) */
-    double auto_us;      /* the same for the automatic tactic */
-    int candidates;      /* candidates timed at this build; 0 when taken from the timing cache */
-    int batch;           /* images us and auto_us were measured on: the representative
-                            sub-batch the search times a conv with (docs/tactics.md), at most
-                            the engine's batch (or micro-batch) */
-} gr_tactic_info;
-
-typedef struct gr_tactic_stats {
-    int convs;           /* convs with a tactic choice, every variant built: tensor-core
-                            convs, and fp32 convs whose algorithm is measured (f32_algo AUTO) */
-    int searched;        /* of them, decided by measuring at this build */
-    int cached;          /* of them, taken from the timing cache (checked, not timed) */
-    int candidates;      /* candidate tactics timed in all */
-    int rejected;        /* candidates whose output failed the numerics check (not timed) */
-    double search_ms;    /* host time spent choosing tactics */
-    int cut;             /* candidates dropped after one timed launch (> 1.5x the best so far) */
-} gr_tactic_stats;
-
-/* Where the engine's build went (host clock, milliseconds), for every variant built so far
- * (the micro-batch candidates' builds included). A CPU engine has resolve_ms and total_ms only. */
-typedef struct gr_build_times {
-    double resolve_ms;     /* int8 calibration (or its cache) and the precision map */
-    double plan_ms;        /* planning, the fusion retries included */
-    double weights_ms;     /* weights into the kernels' layouts and uploaded */
-    double tactic_ms;      /* the tactic search (gr_tactic_stats.search_ms) */
-    double micro_batch_ms; /* timing the micro-batch candidates' graphs (their builds are in the
-                              other fields) */
-    double capture_ms;     /* the warm-up / time-split runs and the graph captures */
-    double total_ms;       /* the whole gr_engine_build (the automatic precision search too) */
-} gr_build_times;
-gr_status gr_engine_build_times(const gr_engine *engine, gr_build_times *times);
-
-/* The GPU engine's per-node times (the uint8 graph's plan nodes that launch work, in schedule
- * order), measured at build by its eager time-split runs: CUDA events around each node, median of
- * 3 runs, a whole batch (every micro-batch pass). Eager with events between the nodes, so a node
- * may read a little slower than inside the graph; for comparing layers and builds. None on the
- * CPU. */
-typedef struct gr_node_time {
-    int layer;           /* Darknet layer index (-1: a conversion the planner inserted) */
-    char kind[24];       /* "conv", "maxpool", "quantize", ... (the plan's node kind) */
-    double us;           /* median microseconds */
-} gr_node_time;
-int gr_engine_node_time_count(const gr_engine *engine); /* 0 for NULL */
-gr_status gr_engine_node_time(const gr_engine *engine, int index, gr_node_time *time);
-
-/* ---- the roofline table (docs/performance.md, "Roofline") ----
- * Per plan node of a GPU engine (its uint8-input graph): the FLOPs and the bytes that must move
- * at the node's dtypes (weights once a replay, activations in and out for the whole batch), its
- * floor max(bytes / bandwidth, flops / peak of its precision) from the device's measured peaks,
- * and its kernels' time measured INSIDE a replay of the captured graph (CUPTI activity records,
- * mapped to plan nodes through the graph nodes each node's launches created). */
-typedef struct gr_roofline_peaks {
-    double dram_gbs;      /* device-to-device cudaMemcpy, (read + write bytes) / s / 1e9, best run */
-    double int8_tops;     /* dense GEMMs of gemm_size^3, 2 x multiply-adds / s / 1e12, best run: */
-    double fp16_tops;     /*   cublasGemmEx int8 IMMA (int32 accumulate), fp16 HMMA (fp32 or, */
-    double fp32_tflops;   /*   with fp16_accumulate, fp16 accumulate), cublasSgemm (FP32 FMA) */
-    int gemm_size;
-    int fp16_accumulate;
-} gr_roofline_peaks;
-
-typedef struct gr_roofline_node {
-    int node;             /* plan node index */
-    int layer;            /* Darknet layer (-1: a conversion the planner inserted) */
-    char kind[24];        /* the plan node kind, as gr_node_time's */
-    gr_precision prec;    /* the precision it computes in */
-    int kernels;          /* kernels (and copies / memsets) it ran per replay */
-    double flops;         /* per replay (the whole batch) */
-    double bytes;         /* act_bytes + weight_bytes */
-    double weight_bytes;  /* of which weights (once per replay) */
-    double floor_us;      /* max(bytes / dram, flops / peak(prec)) */
-    double us;            /* median over replays of the sum of its kernels' durations */
-    double exclusive_us;  /* of which no earlier-started kernel of the replay overlapped: these
-                             add up to the replay's busy time */
-} gr_roofline_node;
-
-typedef struct gr_roofline {
-    gr_roofline_peaks peaks;
-    int batch, micro_batch; /* a replay runs batch / micro_batch passes of the plan */
-    int replays;            /* timed under CUPTI (one more before them, untimed) */
-    double replay_us;       /* median replay of the engine's own graph, events, no tracing */
-    double floor_sum_us;    /* sum of the nodes' floors */
-    double kernel_sum_us;   /* sum of the nodes' us */
-    double busy_us;         /* median per replay of the union of the traced kernels' intervals */
-    double copy_us;         /* median per replay: the input and output copies (no node's) */
-    double other_us;        /* median per replay: kernels no node claims (the dataflow kernel) */
-    int n_nodes;
-    gr_roofline_node *nodes; /* the nodes that launch work, in schedule order */
-} gr_roofline;
-
-/* Measure the table: the device's peaks (once per device and process), then `replays` (1..1000)
- * replays of a fresh capture of the engine's forward pass under CUPTI activity tracing, after
- * replays of its own graph timed with events for replay_us. Nothing else may run on the engine
- * meanwhile, nor other CUPTI clients in the process (a profiler such as nsys or ncu: then
- * GR_ERR_UNSUPPORTED). GR_ERR_UNSUPPORTED when this graphrun was built without CUPTI or the
- * engine runs without CUDA graphs; GR_ERR_NO_DEVICE without CUDA; GR_ERR_STATE for a CPU engine.
- * *out is the caller's: gr_roofline_free. */
-gr_status gr_engine_roofline(gr_engine *engine, int replays, gr_roofline **out);
-void gr_roofline_free(gr_roofline *roofline); /* NULL: no-op */
-/* 1 when this build can measure in-graph times (built with CUPTI), else 0. */
-int gr_roofline_available(void);
-
-int gr_engine_tactic_count(const gr_engine *engine); /* 0 for NULL */
-gr_status gr_engine_tactic(const gr_engine *engine, int index, gr_tactic_info *info);
-gr_status gr_engine_tactic_stats(const gr_engine *engine, gr_tactic_stats *stats);
-
-/* Notices from building the engine ("" if none), one line each: e.g. a calibration cache in an
- * old format that was ignored and rewritten. Never NULL. */
-const char *gr_engine_notice(const gr_engine *engine);
-
-/* The precision each network layer computes in (n entries, the model's layer count), as built:
- * the explicit or automatic map, or the uniform precision. NULL for a NULL engine. */
-const gr_precision *gr_engine_layer_precision(const gr_engine *engine, int *n);
-
-/* The engine's own last error message ("" if none). */
-const char *gr_engine_last_error(const gr_engine *engine);
-
-/* Number of CUDA devices visible (0 without a GPU or driver). Never fails. */
-int gr_cuda_device_count(void);
 
 /* ---- pools: one engine per device ----
  * A pool holds one engine per device of a host, for spreading batches over every GPU of one
@@ -1044,6 +860,230 @@ struct gr_files_stats {
 gr_status gr_pool_detect_files(gr_pool *pool, const char *const *paths, int n,
                                const gr_files_options *opt, gr_file_fn cb, void *user,
                                gr_files_stats *stats);
+
+/* ==== group 3: saved engines and caches =======================================================
+ * Engines saved to a file or to memory and loaded without calibrating or searching tactics again
+ * (build once, start fast: deployment, pools). The int8 calibration cache and the timing cache are
+ * gr_engine_options fields (group 1); their files follow the same rules as engine files. */
+
+/* ---- saved engines ----
+ * A saved engine (a ".grengine" file, or the same bytes in memory) holds everything a start
+ * needs: the network with its weights and class names, the options that shaped the plan, the
+ * precision map, the int8 ranges and, on the GPU, the tactics the build chose. Loading one
+ * calibrates nothing and searches or checks no tactic (they were checked at the build, on the
+ * same GPU model, driver, CUDA runtime and cuBLASLt that the load requires); it plans again and
+ * uploads the weights. The loaded engine is a full engine: runs, slots,
+ * detection, class names (gr_engine_model), tactic info and the build's notice.
+ *
+ * - gr_engine_save writes the file atomically: a new file beside it (created exclusively, under
+ *   an unpredictable name), written, synced, given the replaced file's mode, then renamed over
+ *   path. A symbolic link to a regular file is written through (the link stays a link); a path
+ *   that exists and is not a regular file (a device such as /dev/null, a FIFO, a directory, a
+ *   dangling link) is refused with GR_ERR_IO naming path. Every file graphrun writes (caches,
+ *   pictures, the CLI's reports) follows the same rule (docs/errors.md, "Files").
+ * - gr_engine_save_to_memory: *data is malloc'd, *bytes long; release it with gr_free().
+ * - gr_engine_load / _from_memory: opt may be NULL (the options as built). From opt only the
+ *   run-time fields apply: gpu_index, inflight, use_cuda_graph, nonfinite_is_error. Everything
+ *   else - device, precision, batch, layer_precision, tf32, fp16_accumulate, f32_algo,
+ *   f32_split_k, pdl, gemm_tactic, tactic_search, the calibration fields, timing_cache - is the
+ *   file's. (An fp32 GPU engine loaded with another inflight may measure its split-K choices
+ *   again, as a build with that inflight would.)
+ * - Refusals, each one line naming what differs (docs/errors.md, "Saved engines"): not an engine
+ *   file, truncated or checksum mismatch (GR_ERR_PARSE); another format or graphrun version, or a
+ *   GPU engine on another GPU model, SM count, CUDA runtime, driver or cuBLASLt
+ *   (GR_ERR_UNSUPPORTED); a GPU engine where no GPU is usable (GR_ERR_NO_DEVICE); an unreadable
+ *   file, or a device (/dev/zero) (GR_ERR_IO). Content is checked as strictly as the caches':
+ *   options as gr_engine_build checks them, int8 ranges 0 or within the calibration cache's
+ *   bounds, every layer's inputs as its op takes them (GR_ERR_PARSE); the stored notice is shown
+ *   with control characters as '?'. A CPU engine file loads on any machine.
+ * - gr_engine_load maps a regular file and the engine keeps it mapped until gr_engine_destroy:
+ *   its network's fp32 weights are the file's bytes, not a copy (read again to save the engine
+ *   and to plan a variant the file holds no device weights for). Replacing the file by rename
+ *   (as gr_engine_save does; mv, install) or deleting it is safe while the engine lives.
+ *   Rewriting it in place (cp onto it, truncating it) is an error, not a crash: the engine keeps
+ *   the file open and its size and modification time, and the load (after the checksum), every
+ *   run and a save check them; a changed file fails with GR_ERR_IO ("rewritten in place") and
+ *   leaves the engine unusable (load the file again). A touch, or the identical bytes copied
+ *   over it, is no change (the file is hashed again when its mtime moves). Limits: a rewrite
+ *   within the clock tick of the previous write keeping the size is not seen, nor one that
+ *   restores the mtime, and a truncation during a run (CPU) can still end the process with
+ *   SIGBUS: deploy by rename.
+ *   gr_engine_load_from_memory copies: the buffer may be freed as soon as it returns.
+ * - Saving reads the engine like a run does: not while another thread runs it. */
+gr_status gr_engine_save(const gr_engine *engine, const char *path);
+gr_status gr_engine_save_to_memory(const gr_engine *engine, void **data, size_t *bytes);
+gr_status gr_engine_load(const char *path, const gr_engine_options *opt, gr_engine **out);
+gr_status gr_engine_load_from_memory(const void *data, size_t bytes, const gr_engine_options *opt,
+                                     gr_engine **out);
+/* Free memory graphrun allocated for the caller (gr_engine_save_to_memory's buffer). */
+void gr_free(void *p);
+
+/* ==== group 4: introspection and measurement ==================================================
+ * What a built engine chose and what it costs: its precision map, micro-batch, memory, the time
+ * split of the last run, the convolution tactics, the build's times, per-node times and the
+ * roofline table. For reports (the CLI's plan, bench and roofline output), tuning and tests; no
+ * run needs any of it. */
+
+/* Images per pass of the engine's graph (the micro_batch option, or the measured choice): the
+ * batch when runs are not split, else a divisor of it; 0 for NULL. */
+int gr_engine_micro_batch(const gr_engine *engine);
+
+/* Memory the engine runs from: device memory on the GPU, host memory on the CPU (its arena
+ * figure there is the reference executor's peak of live activations). The per-instance figures
+ * are for the current input type (uint8 unless float input was asked for); total counts
+ * everything allocated, both input types and every instance included. */
+typedef struct gr_engine_memory_info {
+    int inflight;                    /* instances */
+    size_t weights_bytes;            /* shared by every instance, never duplicated */
+    size_t cublas_workspace_bytes;   /* every cuBLAS workspace (GPU plans with f32 convs or
+                                        [connected] layers): one per stream
+                                        for the engine (slot 0, eager runs), and one per stream for
+                                        each slot >= 1, whose graph runs beside the others */
+    size_t arena_bytes;              /* per instance: activations */
+    size_t workspace_bytes;          /* per instance: im2col, split-K and GEMM-tactic scratch */
+    size_t io_bytes;                 /* per instance: device input + outputs (CPU: the slot's host
+                                        input buffers and outputs) */
+    size_t pinned_bytes;             /* per instance: pinned host input + outputs (GPU only) */
+    size_t total_bytes;              /* device (GPU) or host (CPU) bytes of all of the above,
+                                        every instance and input type; pinned memory not included */
+} gr_engine_memory_info;
+
+gr_status gr_engine_memory(const gr_engine *engine, gr_engine_memory_info *info);
+
+/* Time split of the last run (microseconds). Type conversion = input quantize/convert plus output
+ * dequantize; copies = H2D + D2H; compute = every layer. end_to_end = the whole run as the caller
+ * sees it. On the CPU the copies are 0. */
+typedef struct gr_timing {
+    double convert_us, copy_us, compute_us, end_to_end_us;
+} gr_timing;
+
+gr_status gr_engine_timing(const gr_engine *engine, gr_timing *timing);
+
+/* ---- convolution tactics (GPU engines) ----
+ * The tactic of each tensor-core convolution of the engine's uint8-input graph, in plan order
+ * (fp32 engines, CPU engines and convs without a choice - the first layer - have none; fp32
+ * convs' measured algorithms are counted in gr_tactic_stats and kept in the timing cache). */
+typedef struct gr_tactic_info {
+    int layer;           /* Darknet layer index */
+    int tile_config;     /* 0 = the kernels' automatic choice, else a tile shape (see name) */
+    int split_k;         /* 0 = automatic, 1 = no split, n = the K range cut into n parts */
+    int gemm;            /* 1: the GEMM tactic instead (im2col + cuBLASLt matmul + the same
+                            epilogue); tile_config and split_k are then 0 */
+    char name[32];       /* "auto", "128x64", "64x64 split 4", "gemm (cuBLASLt)" */
+    double us;           /* median measured time of the chosen tactic (microseconds; from the
+                            timing cache when cached; 0 when not searched) */
+    double auto_us;      /* the same for the automatic tactic */
+    int candidates;      /* candidates timed at this build; 0 when taken from the timing cache */
+    int batch;           /* images us and auto_us were measured on: the representative
+                            sub-batch the search times a conv with (docs/tactics.md), at most
+                            the engine's batch (or micro-batch) */
+} gr_tactic_info;
+
+typedef struct gr_tactic_stats {
+    int convs;           /* convs with a tactic choice, every variant built: tensor-core
+                            convs, and fp32 convs whose algorithm is measured (f32_algo AUTO) */
+    int searched;        /* of them, decided by measuring at this build */
+    int cached;          /* of them, taken from the timing cache (checked, not timed) */
+    int candidates;      /* candidate tactics timed in all */
+    int rejected;        /* candidates whose output failed the numerics check (not timed) */
+    double search_ms;    /* host time spent choosing tactics */
+    int cut;             /* candidates dropped after one timed launch (> 1.5x the best so far) */
+} gr_tactic_stats;
+
+/* Where the engine's build went (host clock, milliseconds), for every variant built so far
+ * (the micro-batch candidates' builds included). A CPU engine has resolve_ms and total_ms only. */
+typedef struct gr_build_times {
+    double resolve_ms;     /* int8 calibration (or its cache) and the precision map */
+    double plan_ms;        /* planning, the fusion retries included */
+    double weights_ms;     /* weights into the kernels' layouts and uploaded */
+    double tactic_ms;      /* the tactic search (gr_tactic_stats.search_ms) */
+    double micro_batch_ms; /* timing the micro-batch candidates' graphs (their builds are in the
+                              other fields) */
+    double capture_ms;     /* the warm-up / time-split runs and the graph captures */
+    double total_ms;       /* the whole gr_engine_build (the automatic precision search too) */
+} gr_build_times;
+gr_status gr_engine_build_times(const gr_engine *engine, gr_build_times *times);
+
+/* The GPU engine's per-node times (the uint8 graph's plan nodes that launch work, in schedule
+ * order), measured at build by its eager time-split runs: CUDA events around each node, median of
+ * 3 runs, a whole batch (every micro-batch pass). Eager with events between the nodes, so a node
+ * may read a little slower than inside the graph; for comparing layers and builds. None on the
+ * CPU. */
+typedef struct gr_node_time {
+    int layer;           /* Darknet layer index (-1: a conversion the planner inserted) */
+    char kind[24];       /* "conv", "maxpool", "quantize", ... (the plan's node kind) */
+    double us;           /* median microseconds */
+} gr_node_time;
+int gr_engine_node_time_count(const gr_engine *engine); /* 0 for NULL */
+gr_status gr_engine_node_time(const gr_engine *engine, int index, gr_node_time *time);
+
+/* ---- the roofline table (docs/performance.md, "Roofline") ----
+ * Per plan node of a GPU engine (its uint8-input graph): the FLOPs and the bytes that must move
+ * at the node's dtypes (weights once a replay, activations in and out for the whole batch), its
+ * floor max(bytes / bandwidth, flops / peak of its precision) from the device's measured peaks,
+ * and its kernels' time measured INSIDE a replay of the captured graph (CUPTI activity records,
+ * mapped to plan nodes through the graph nodes each node's launches created). */
+typedef struct gr_roofline_peaks {
+    double dram_gbs;      /* device-to-device cudaMemcpy, (read + write bytes) / s / 1e9, best run */
+    double int8_tops;     /* dense GEMMs of gemm_size^3, 2 x multiply-adds / s / 1e12, best run: */
+    double fp16_tops;     /*   cublasGemmEx int8 IMMA (int32 accumulate), fp16 HMMA (fp32 or, */
+    double fp32_tflops;   /*   with fp16_accumulate, fp16 accumulate), cublasSgemm (FP32 FMA) */
+    int gemm_size;
+    int fp16_accumulate;
+} gr_roofline_peaks;
+
+typedef struct gr_roofline_node {
+    int node;             /* plan node index */
+    int layer;            /* Darknet layer (-1: a conversion the planner inserted) */
+    char kind[24];        /* the plan node kind, as gr_node_time's */
+    gr_precision prec;    /* the precision it computes in */
+    int kernels;          /* kernels (and copies / memsets) it ran per replay */
+    double flops;         /* per replay (the whole batch) */
+    double bytes;         /* act_bytes + weight_bytes */
+    double weight_bytes;  /* of which weights (once per replay) */
+    double floor_us;      /* max(bytes / dram, flops / peak(prec)) */
+    double us;            /* median over replays of the sum of its kernels' durations */
+    double exclusive_us;  /* of which no earlier-started kernel of the replay overlapped: these
+                             add up to the replay's busy time */
+} gr_roofline_node;
+
+typedef struct gr_roofline {
+    gr_roofline_peaks peaks;
+    int batch, micro_batch; /* a replay runs batch / micro_batch passes of the plan */
+    int replays;            /* timed under CUPTI (one more before them, untimed) */
+    double replay_us;       /* median replay of the engine's own graph, events, no tracing */
+    double floor_sum_us;    /* sum of the nodes' floors */
+    double kernel_sum_us;   /* sum of the nodes' us */
+    double busy_us;         /* median per replay of the union of the traced kernels' intervals */
+    double copy_us;         /* median per replay: the input and output copies (no node's) */
+    double other_us;        /* median per replay: kernels no node claims (the dataflow kernel) */
+    int n_nodes;
+    gr_roofline_node *nodes; /* the nodes that launch work, in schedule order */
+} gr_roofline;
+
+/* Measure the table: the device's peaks (once per device and process), then `replays` (1..1000)
+ * replays of a fresh capture of the engine's forward pass under CUPTI activity tracing, after
+ * replays of its own graph timed with events for replay_us. Nothing else may run on the engine
+ * meanwhile, nor other CUPTI clients in the process (a profiler such as nsys or ncu: then
+ * GR_ERR_UNSUPPORTED). GR_ERR_UNSUPPORTED when this graphrun was built without CUPTI or the
+ * engine runs without CUDA graphs; GR_ERR_NO_DEVICE without CUDA; GR_ERR_STATE for a CPU engine.
+ * *out is the caller's: gr_roofline_free. */
+gr_status gr_engine_roofline(gr_engine *engine, int replays, gr_roofline **out);
+void gr_roofline_free(gr_roofline *roofline); /* NULL: no-op */
+/* 1 when this build can measure in-graph times (built with CUPTI), else 0. */
+int gr_roofline_available(void);
+
+int gr_engine_tactic_count(const gr_engine *engine); /* 0 for NULL */
+gr_status gr_engine_tactic(const gr_engine *engine, int index, gr_tactic_info *info);
+gr_status gr_engine_tactic_stats(const gr_engine *engine, gr_tactic_stats *stats);
+
+/* The precision each network layer computes in (n entries, the model's layer count), as built:
+ * the explicit or automatic map, or the uniform precision. NULL for a NULL engine. */
+const gr_precision *gr_engine_layer_precision(const gr_engine *engine, int *n);
+
+/* ==== group 5: debug and testing hooks =========================================================
+ * Calls that exist for graphrun's own tests and debugging, not for embedders. None is exported
+ * today; one added goes here (with its budget in tests/check_exports.sh), never into group 1. */
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop
