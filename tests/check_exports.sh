@@ -65,7 +65,7 @@ echo "exports: $n_declared functions declared, $n_exported symbols exported"
 # The groups.
 outside=$(echo "$decls" | awk '$2 == 0 {print $1}')
 if [ -n "$outside" ]; then
-  echo "exports: declared outside every group (before the first \"/* ==== group N:\" banner of $header):" $outside
+  echo "exports: declared outside every group (before the first \"/* ==== group N:\" banner of $header):" "$(echo "$outside" | paste -sd " ")"
   status=1
 fi
 banners=$(grep -oE '^/\* ==== group [0-9]+:' "$header" | grep -oE '[0-9]+' || true)
@@ -84,7 +84,7 @@ for g in "${!budget[@]}"; do
   n=$(echo "$decls" | awk -v g="$g" '$2 == g' | grep -c . || true)
   if [ "$n" -gt "${budget[$g]}" ]; then
     echo "exports: group $g (${budget_name[$g]}): $n functions, over its budget of ${budget[$g]}:" \
-         $(echo "$decls" | awk -v g="$g" '$2 == g {print $1}')
+         "$(echo "$decls" | awk -v g="$g" '$2 == g {print $1}' | paste -sd " ")"
     status=1
   else
     echo "exports: group $g (${budget_name[$g]}): $n functions, budget ${budget[$g]}"
