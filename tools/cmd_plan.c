@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "base/bytes.h"
-#include "planner/dataflow.h"
+#include "experimental/dataflow/plan.h"
 #include "planner/plan.h"
 #include "planner/tasks.h"
 #include "tools/cli.h"
