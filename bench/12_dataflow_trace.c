@@ -25,8 +25,8 @@
 
 #include <cuda_runtime_api.h> /* a CUDA build's benchmark: runtime/gpu/debug.h's hooks */
 
+#include "experimental/dataflow/plan.h"
 #include "graphrun/runtime.h"
-#include "planner/dataflow.h"
 #include "runtime/gpu/debug.h"
 
 static double now_us(void)

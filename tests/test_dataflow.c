@@ -1,4 +1,5 @@
-/* The dataflow program (planner/dataflow.h) and its protocol (ops/dataflow_format.h), on the CPU.
+/* The dataflow program (experimental/dataflow/plan.h) and its protocol
+ * (experimental/dataflow/format.h), on the CPU.
  *
  * The protocol is emulated the way the persistent kernel (docs/dataflow.md) runs it: threads
  * stand for the kernel's blocks (SMs); each claims the next task of the static order with an
@@ -26,7 +27,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "planner/dataflow.h"
+#include "experimental/dataflow/plan.h"
 #include "planner/plan.h"
 #include "planner/tasks.h"
 #include "tests/support/plan_nets.h"

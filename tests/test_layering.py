@@ -2,12 +2,16 @@
 """The folders' layering, checked on the built objects and the sources (docs/calibration.md and
 README.md's Layout: data and calls flow one way).
 
-Two kinds of rule, each a list below that grows one line at a time:
-  ACYCLIC   a folder whose files must not call each other in a circle. File A calls file B when
+Three kinds of rule, each a list below that grows one line at a time:
+  ACYCLIC   folders whose files must not call each other in a circle. File A calls file B when
             one of A's undefined symbols (nm) is defined in B; a circle A -> B -> ... -> A means
             neither file can be read, tested or replaced without the other.
-  INCLUDES  a folder whose sources must not include headers matching a pattern (a kernel knows
-            nothing of the runtime that launches it; the planner compiles without CUDA).
+  INCLUDES  a folder (or a file-name prefix) whose sources must not include headers matching a
+            pattern (a kernel knows nothing of the runtime that launches it; the planner compiles
+            without CUDA).
+  EXPERIMENT_HOOKS  the only includes of experimental/ from the rest of the library and the CLI
+            (experimental/dataflow/README.md): an experiment can be dropped or moved in by
+            touching those lines alone.
 
 Usage: test_layering.py BUILD_DIR [SOURCE_DIR] [--graph PREFIX]
   BUILD_DIR   a configured and built tree (its CMakeFiles/<target>.dir/**.o are read)
@@ -21,14 +25,18 @@ import re
 import subprocess
 import sys
 
-# Folders (prefixes of source paths) whose file-level call graph has no cycle.
+# Groups of folders (prefixes of source paths) whose file-level call graph has no cycle. The
+# dataflow executor's runtime part (experimental/) calls into runtime/gpu/ and is called from it:
+# the two are checked as one.
 ACYCLIC = [
-    "runtime/",
-    "tools/",
+    ("runtime/", "experimental/"),
+    ("tools/",),
 ]
 
 # (folder, pattern of forbidden #include targets, why)
 CUDA_HEADERS = r"<(cuda|cublas|cufft|curand|cusparse|nvrtc|mma)[^>]*>"
+EXPERIMENTAL = r'"experimental/'
+DF = "experimental/dataflow/"
 INCLUDES = [
     ("kernels/", r'"(runtime|planner|models|tools)/', "kernels know only ops/ and base/"),
     ("planner/", CUDA_HEADERS, "the planner is pure C, tested without CUDA"),
@@ -40,8 +48,37 @@ INCLUDES = [
     ("models/", r'"(planner|kernels|runtime|tools)/', "models/ knows Darknet, not the engine"),
     ("ops/", r'"(planner|kernels|runtime|tools)/', "ops/ sits below the planner"),
     ("runtime/", r'"tools/', "the library knows nothing of the CLI"),
-    ("tools/", r'"(runtime|planner|kernels|ops|models)/', "the CLI is a client of "
-     "include/graphrun/runtime.h (the exceptions, each with its reason, are TOOLS_INTERNAL)"),
+    ("tools/", r'"(runtime|planner|kernels|ops|models|experimental)/', "the CLI is a client of "
+     "include/graphrun/runtime.h (the exceptions, each with its reason, are TOOLS_INTERNAL and "
+     "EXPERIMENT_HOOKS)"),
+    # The experiment sits on the floors; none of them leans on it.
+    ("base/", EXPERIMENTAL, "the library's floors never depend on an experiment"),
+    ("ops/", EXPERIMENTAL, "the library's floors never depend on an experiment"),
+    ("models/", EXPERIMENTAL, "the library's floors never depend on an experiment"),
+    ("planner/", EXPERIMENTAL, "the library's floors never depend on an experiment"),
+    ("kernels/", EXPERIMENTAL, "the library's floors never depend on an experiment"),
+    ("runtime/", EXPERIMENTAL, "the runtime reaches an experiment only through EXPERIMENT_HOOKS"),
+    # Inside the dataflow executor, the layers keep the library's rules.
+    (DF + "format.h", r'"', "the program format is the contract both sides include: it includes "
+     "nothing of the project"),
+    (DF + "plan", CUDA_HEADERS, "the program is pure C, built and tested without CUDA"),
+    (DF + "plan", r'"(runtime|kernels|tools)/|"experimental/dataflow/(kernel|runtime)',
+     "the program sits with the planner, below the runtime"),
+    (DF + "kernel", r'"(runtime|planner|models|tools)/|"experimental/dataflow/(plan|runtime)',
+     "the kernel knows only kernels/, ops/, base/ and the program format, as kernels/ does"),
+]
+
+# The rest of the library's and the CLI's includes of experimental/: (file, header, why). Every
+# other include of it from runtime/ or tools/ fails (and from the floors, with no exception).
+EXPERIMENT_HOOKS = [
+    ("runtime/gpu/backend.h", DF + "format.h",
+     "a variant holds the dataflow program and its trace records (gpu_variant's df_ fields)"),
+    ("runtime/gpu/engine.c", DF + "plan.h",
+     "the executor switch: which executor runs a variant (option, fallback, AUTO's timing)"),
+    ("runtime/gpu/debug.c", DF + "plan.h",
+     "the tests' and bench's hooks into the kernel (runtime/gpu/debug.h)"),
+    ("tools/cmd_plan.c", DF + "plan.h", "`graphrun plan` says whether the dataflow executor "
+     "could run the plan"),
 ]
 
 # The CLI's reaches past the public header, in one place, each with its reason: (file, header,
@@ -54,7 +91,7 @@ TOOLS_INTERNAL = [
     ("tools/cli_trace.c", "planner/plan.h", "`--trace` names each plan node beside its time"),
     ("tools/cmd_plan.c", "planner/plan.h", "`graphrun plan` prints the plan itself"),
     ("tools/cmd_plan.c", "planner/tasks.h", "`graphrun plan --tasks` prints the row-band tasks"),
-    ("tools/cmd_plan.c", "planner/dataflow.h", "`graphrun plan` prints the dataflow schedule"),
+    # (tools/cmd_plan.c's include of the dataflow program is an EXPERIMENT_HOOKS line)
     ("tools/cmd_compare.c", "runtime/precision/calib_cache.h",
      "`graphrun compare` reports what a calibration cache holds"),
     ("tools/cmd_stream.c", "runtime/files.h", "the folder pipeline's stage report"),
@@ -150,23 +187,24 @@ def find_cycle(graph, nodes):
 
 
 def internal_allowed(rel, line):
-    """An include that TOOLS_INTERNAL lists for this file."""
-    return any(rel == f and f'"{h}"' in line for f, h, _ in TOOLS_INTERNAL)
+    """An include that TOOLS_INTERNAL or EXPERIMENT_HOOKS lists for this file."""
+    return any(rel == f and f'"{h}"' in line for f, h, _ in TOOLS_INTERNAL + EXPERIMENT_HOOKS)
 
 
 def include_violations(source_dir):
     bad = []
-    for folder, pattern, why in INCLUDES:
+    for prefix, pattern, why in INCLUDES:
         regex = re.compile(r"^\s*#\s*include\s*(" + pattern + ")")
+        folder = prefix if prefix.endswith("/") else os.path.dirname(prefix)
         for dirpath, _, names in os.walk(os.path.join(source_dir, folder)):
             for name in sorted(names):
-                if not name.endswith(SOURCE_SUFFIXES):
-                    continue
                 path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, source_dir)
+                if not name.endswith(SOURCE_SUFFIXES) or not rel.startswith(prefix):
+                    continue
                 with open(path, encoding="utf-8", errors="replace") as f:
                     for number, line in enumerate(f, 1):
                         match = regex.match(line)
-                        rel = os.path.relpath(path, source_dir)
                         if match and not internal_allowed(rel, line):
                             bad.append(f"{rel}:{number}: includes {match.group(1)}...: {why}")
     return bad
@@ -198,16 +236,17 @@ def main(argv):
             print(f"{src} -> {', '.join(callees) if callees else '(none)'}")
         return 0
     problems = []
-    for prefix in ACYCLIC:
-        nodes = [s for s in graph if s.startswith(prefix)]
+    for prefixes in ACYCLIC:
+        nodes = [s for s in graph if s.startswith(prefixes)]
         cycle = find_cycle(graph, nodes)
         if cycle:
-            problems.append(f"call cycle among {prefix} files: {' -> '.join(cycle)}")
+            problems.append(f"call cycle among {' '.join(prefixes)} files: {' -> '.join(cycle)}")
     problems += include_violations(source_dir)
-    for f, h, _ in TOOLS_INTERNAL:  # a stale exception hides the next real one
+    for f, h, _ in TOOLS_INTERNAL + EXPERIMENT_HOOKS:  # a stale exception hides the next real one
         path = os.path.join(source_dir, f)
         if not os.path.exists(path) or f'#include "{h}"' not in open(path, errors="replace").read():
-            problems.append(f"TOOLS_INTERNAL lists {f} including {h}, which it no longer does")
+            problems.append(f"TOOLS_INTERNAL or EXPERIMENT_HOOKS lists {f} including {h}, which "
+                            "it no longer does")
     for line in problems:
         print(line)
     checked = sum(1 for s in graph if any(s.startswith(p) for p in ACYCLIC))

@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "base/bytes.h"
-#include "planner/dataflow.h"
+#include "experimental/dataflow/plan.h"
 #include "planner/plan.h"
 #include "planner/tasks.h"
 #include "tools/cli.h"
@@ -36,7 +36,7 @@ static void plan_usage(FILE *f)
                "engine (fusions and int8 calibration as graphrun runs it) and shows each\n"
                "tensor-core conv's tactic: its name, measured time and the automatic tactic's\n"
                "time (docs/tactics.md), and which executor runs the plan and why (--executor;\n"
-               "docs/dataflow.md).\n"
+               "the dataflow executor is experimental: docs/dataflow.md).\n"
                "--tasks shows the plan as a tile dataflow graph instead (docs/planner.md, \"The\n"
                "task graph\"): each node cut into row bands x channel slices of at most N tasks\n"
                "(--task-target, default 132), with their dependencies; --json lists every task.\n");

@@ -6,7 +6,8 @@
  *                   algorithm, by measurement at build (timing cache) or by the fixed rule
  *   gpu/error.c     CUDA / cuBLAS / launcher failures -> gr_status with a one-line message
  *   gpu/debug.c     what runtime/gpu/debug.h declares (graph info, plan stats, trace, faults)
- *   gpu/dataflow.c  the dataflow executor's program, state and launch (docs/dataflow.md)
+ *   and experimental/dataflow/runtime.c, the (experimental) dataflow executor's program, state
+ *   and launch (docs/dataflow.md)
  * A build without CUDA has none of them (runtime/gpu/none.c stands in). */
 #ifndef GR_RUNTIME_GPU_BACKEND_H
 #define GR_RUNTIME_GPU_BACKEND_H
@@ -14,11 +15,11 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "experimental/dataflow/format.h"
 #include "kernels/conv.h"
 #include "kernels/conv_direct.h"
 #include "kernels/conv_gemm.h"
 #include "kernels/gemm_f32.h"
-#include "ops/dataflow_format.h"
 #include "planner/plan.h"
 #include "runtime/engine_internal.h"
 #include "runtime/saved_gpu.h"
@@ -76,7 +77,7 @@ typedef struct gpu_instance {
     int slice;              /* the sub-batch the addresses are for (gr_gpu_tensor_storage): 0
                                except in the copies gr_gpu_enqueue_forward makes per slice */
     void *df_state;         /* dataflow: this instance's gr_df_state and flags (zeroed once) */
-    uint32_t df_epoch;      /* dataflow: the epoch of the last run checked (gpu/dataflow.c) */
+    uint32_t df_epoch;      /* dataflow: the epoch of the last run checked (its runtime.c) */
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     cudaGraphNode_t input_copy; /* the graph's input copy node (NULL: none found), disabled in
@@ -118,9 +119,10 @@ typedef struct gpu_variant {
                                pass (0 for nodes that launch nothing) */
     unsigned char *pdl;     /* per plan node: launched as a programmatic dependent launch */
     gpu_tactic *tactic;     /* per plan node (zero: automatic); set before scratch is sized */
-    /* The dataflow executor (gpu/dataflow.c): the program where the plan allows it (NULL else),
-     * its device copy, where in the io block's output part the kernel reports each run, and
-     * whether the graphs (and eager runs) use it instead of the per-node launches. */
+    /* The dataflow executor (experimental/dataflow/runtime.c): the program where the plan
+     * allows it (NULL else), its device copy, where in the io block's output part the kernel
+     * reports each run, and whether the graphs (and eager runs) use it instead of the per-node
+     * launches. */
     struct gr_df_program *df_program;
     void *df_device;
     size_t df_status_offset;
@@ -287,7 +289,7 @@ gr_status gr_gpu_copy_host_images(const gpu_variant *v, const gpu_instance *inst
 gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, const gpu_instance *inst,
                                  cudaEvent_t *node_events, cudaEvent_t *copy_events);
 
-/* ---- gpu/dataflow.c ---- */
+/* ---- experimental/dataflow/runtime.c ---- */
 /* The variant's dataflow program, when the engine asks for the dataflow executor and the plan
  * allows it (int8 / fp16 nodes the kernel runs, one slice, f32 accumulation, sm_80+); otherwise
  * v->df_program stays NULL and `why` says why. Host only: before anything is allocated. */

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "planner/dataflow.h"
+#include "experimental/dataflow/plan.h"
 #include "runtime/gpu/debug.h"
 #include "runtime/gpu/backend.h"
 

@@ -571,7 +571,7 @@ gr_status gr_gpu_enqueue_forward(gpu_state *g, gpu_variant *v, const gpu_instanc
     if (copy_events)
         CUDA_TRY(cudaEventRecord(copy_events[1], s0));
     const int slices = v->n_slices > 1 ? v->n_slices : 1;
-    if (v->dataflow) /* one persistent kernel for every node (one slice: gpu/dataflow.c) */
+    if (v->dataflow) /* one persistent kernel for every node (experimental/dataflow/runtime.c) */
         GR_TRY(gr_gpu_dataflow_launch(g, v, inst));
     for (int j = 0; j < slices && !v->dataflow; j++) {
         gpu_instance part = *inst;

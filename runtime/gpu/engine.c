@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "base/bytes.h"
-#include "planner/dataflow.h"
+#include "experimental/dataflow/plan.h"
 #include "runtime/gpu/backend.h"
 #include "runtime/timing_cache.h"
 

@@ -1,6 +1,6 @@
 /* The dataflow program: a plan and its task graph (planner/tasks.h) flattened into the block of
- * bytes the persistent dataflow kernel runs (format and protocol: ops/dataflow_format.h; design:
- * docs/dataflow.md). Tasks in the static order, each with its node's parameters (op, views of its
+ * bytes the persistent dataflow kernel runs (format and protocol: experimental/dataflow/format.h;
+ * design: docs/dataflow.md). Tasks in the static order, each with its node's parameters (op, views of its
  * inputs and output in the arena or the io block, conv shape, fused parts, weight offsets) and its
  * dependencies as indices of earlier tasks (their completion flags). No CUDA, no pointers inside
  * the block; the host struct around it carries what the runtime and the views need.
@@ -15,12 +15,12 @@
  *   - input, output markers and in-place concats (no tasks).
  * Anything else makes gr_df_program_build fail with GR_ERR_UNSUPPORTED and the message
  * "unsupported: <op> (node N[, why])": the runtime then keeps the per-layer graph. */
-#ifndef GR_PLANNER_DATAFLOW_H
-#define GR_PLANNER_DATAFLOW_H
+#ifndef GR_EXPERIMENTAL_DATAFLOW_PLAN_H
+#define GR_EXPERIMENTAL_DATAFLOW_PLAN_H
 
 #include <stdio.h>
 
-#include "ops/dataflow_format.h"
+#include "experimental/dataflow/format.h"
 #include "planner/plan.h"
 #include "planner/tasks.h"
 

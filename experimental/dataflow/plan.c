@@ -1,6 +1,7 @@
-/* The dataflow program (planner/dataflow.h): which plan nodes the persistent kernel runs, and the
- * flattening of a plan plus its task graph into one pointer-free block. Plain C, no CUDA. */
-#include "planner/dataflow.h"
+/* The dataflow program (experimental/dataflow/plan.h): which plan nodes the persistent kernel
+ * runs, and the flattening of a plan plus its task graph into one pointer-free block. Plain C, no
+ * CUDA. */
+#include "experimental/dataflow/plan.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,21 +1,21 @@
-/* The persistent dataflow kernel (kernels/dataflow.cu): one launch runs a whole dataflow program
- * (ops/dataflow_format.h, built by planner/dataflow.c) - every block loops: claim the next task of
- * the static order, start copying its first filters into shared memory, wait for its producers'
+/* The persistent dataflow kernel (experimental/dataflow/kernel.cu): one launch runs a whole
+ * dataflow program (experimental/dataflow/format.h, built by experimental/dataflow/plan.c) - every
+ * block loops: claim the next task of the static order, start copying its first filters into shared memory, wait for its producers'
  * flags (bounded by %globaltimer), compute it with its fused epilogue, publish its flag. No
  * grid-wide barrier; the state makes the next launch valid without a host reset. Design and
  * protocol: docs/dataflow.md.
  *
  * Requirements: sm_80+ (cp.async, ldmatrix, mma.sync); checked at every launch
  * (cudaErrorNotSupported before). Launchers neither allocate nor synchronize. Plain C11 header. */
-#ifndef GR_KERNELS_DATAFLOW_H
-#define GR_KERNELS_DATAFLOW_H
+#ifndef GR_EXPERIMENTAL_DATAFLOW_KERNEL_H
+#define GR_EXPERIMENTAL_DATAFLOW_KERNEL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include <cuda_runtime_api.h>
 
-#include "ops/dataflow_format.h"
+#include "experimental/dataflow/format.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -35,7 +35,7 @@ typedef struct gr_dataflow_args {
                                   bytes per block, the conv tasks' pipeline stages */
 } gr_dataflow_args;
 
-/* Bytes of a run-in-flight's state for a program of n_flags flags (ops/dataflow_format.h). */
+/* Bytes of a run-in-flight's state for a program of n_flags flags (format.h beside this). */
 size_t gr_dataflow_state_bytes(int n_flags);
 
 /* Can this device run the kernel (sm_80+, the shared memory it needs)? cudaErrorNotSupported with

@@ -1,5 +1,5 @@
-/* The persistent dataflow kernel (kernels/dataflow.h; protocol ops/dataflow_format.h; design
- * docs/dataflow.md). One launch per run: every block loops over the program's tasks in the static
+/* The persistent dataflow kernel (experimental/dataflow/kernel.h; protocol
+ * experimental/dataflow/format.h; design docs/dataflow.md). One launch per run: every block loops over the program's tasks in the static
  * order, claiming the next with an atomic add; for a conv it starts the cp.async copy of the
  * task's first filters into shared memory, then waits (warp 0, one lane per dependency) for the
  * producers' flags to equal the run's epoch - relaxed polls and one acquire fence, bounded by
@@ -23,10 +23,10 @@
 
 #include <cuda_fp16.h>
 
+#include "experimental/dataflow/kernel.h"
 #include "kernels/common.cuh"
 #include "kernels/conv_internal.cuh"
 #include "kernels/conv_mma.cuh"
-#include "kernels/dataflow.h"
 #include "kernels/misc_common.cuh"
 
 using namespace gr_conv;

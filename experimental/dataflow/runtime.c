@@ -1,15 +1,16 @@
 /* The dataflow executor on the GPU (docs/dataflow.md): whether a variant's plan can run as one
- * persistent kernel, its program (planner/dataflow.h) uploaded once per variant, a protocol state
- * per instance (run in flight), the kernel's launch between the input and the output copy, and
- * the check of the kernel's report after each run. gpu/engine.c decides which executor a variant
- * uses (the option, or measured for AUTO) and captures it; gpu/dispatch.c enqueues it. */
+ * persistent kernel, its program (experimental/dataflow/plan.h) uploaded once per variant, a
+ * protocol state per instance (run in flight), the kernel's launch between the input and the
+ * output copy, and the check of the kernel's report after each run. runtime/gpu/engine.c decides
+ * which executor a variant uses (the option, or measured for AUTO) and captures it;
+ * runtime/gpu/dispatch.c enqueues it. Compiled with CUDA only. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "experimental/dataflow/kernel.h"
+#include "experimental/dataflow/plan.h"
 #include "kernels/common.h"
-#include "kernels/dataflow.h"
-#include "planner/dataflow.h"
 #include "runtime/gpu/backend.h"
 #include "runtime/gpu/debug.h"
 

@@ -1,9 +1,11 @@
-/* The dataflow program's binary format: the contract between its writer (planner/dataflow.c),
- * its reader on the device (the persistent kernel, docs/dataflow.md) and its reader on the host
+/* The dataflow program's binary format: the contract between its writer
+ * (experimental/dataflow/plan.c), its reader on the device (the persistent kernel,
+ * experimental/dataflow/kernel.cu; docs/dataflow.md) and its reader on the host
  * (tests/test_dataflow.c's emulation of the protocol). Plain C, no CUDA, no pointers: a program is
  * one contiguous block (header, nodes, tasks, dependencies) that one copy puts on the device, and
- * every reference inside it is an index or a byte offset. It sits in ops/ because both the
- * planner and the kernels may include ops/ and neither may include the other (tests/test_layering.py).
+ * every reference inside it is an index or a byte offset. It includes nothing of the project, so
+ * both the plan and the kernel part of experimental/dataflow/ may include it, and neither
+ * includes the other (tests/test_layering.py).
  *
  * Protocol (docs/dataflow.md has the argument; the names here are the kernel's):
  *   - state: per run in flight, one gr_df_state followed by n_flags uint32 flags, zeroed once at
@@ -23,8 +25,8 @@
  *     gr_df_status into the io block (the output copy brings it home), then clears next_task,
  *     blocks_done and the error fields and finally stores the run's epoch into state.epoch. The next run
  *     on the same stream starts after this kernel has ended (stream order), so it sees all of it. */
-#ifndef GR_OPS_DATAFLOW_FORMAT_H
-#define GR_OPS_DATAFLOW_FORMAT_H
+#ifndef GR_EXPERIMENTAL_DATAFLOW_FORMAT_H
+#define GR_EXPERIMENTAL_DATAFLOW_FORMAT_H
 
 #include <stddef.h>
 #include <stdint.h>
