@@ -1212,6 +1212,7 @@ START_TEST(resigned_values_are_checked)
 
     /* The stored notice: control characters (an escape sequence) shown as '?'. */
     snprintf(e->notice, sizeof e->notice, "calibrated\x1b[2J\x1b]0;owned\x07 \xc2\x9b" "31m\nsecond\tline");
+    gr_free(data); /* the first save's bytes (the engine was loaded from a copy) */
     save_to_memory(e, &data, &bytes);
     gr_engine *loaded = load_memory(data, bytes);
     const char *notice = gr_engine_notice(loaded);
