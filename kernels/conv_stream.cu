@@ -46,6 +46,40 @@ namespace
 constexpr int kStages = 2; /* A tiles in shared memory: the one multiplied, the one landing */
 constexpr int kMaxDevices = 64;
 
+/* n / d for 0 <= n < a bound the host checked (fast_div_init): __umulhi(n, m) with
+ * m = ceil(2^32 / d), exact while n * (m * d - 2^32) < 2^32; d == 1 is n itself. An integer
+ * division is ~25 instructions of the epilogue's ~150 per tile and warp (ncu, 2026-12-07). */
+struct FastDiv {
+    unsigned m;
+    int d;
+};
+
+__host__ __device__ inline int fast_div(int n, FastDiv f)
+{
+#if defined(__CUDA_ARCH__)
+    return f.d == 1 ? n : static_cast<int>(__umulhi(static_cast<unsigned>(n), f.m));
+#else
+    return n / f.d;
+#endif
+}
+
+/* False when d < 1 or some n < bound would divide inexactly. */
+bool fast_div_init(FastDiv &f, int d, long long bound)
+{
+    if (d < 1 || bound < 0)
+        return false;
+    f.d = d;
+    if (d == 1) {
+        f.m = 0;
+        return true;
+    }
+    const unsigned long long two32 = 1ull << 32;
+    const unsigned long long m = (two32 + static_cast<unsigned long long>(d) - 1) / static_cast<unsigned long long>(d);
+    f.m = static_cast<unsigned>(m);
+    const unsigned long long err = m * static_cast<unsigned long long>(d) - two32;
+    return bound <= 1 || static_cast<unsigned long long>(bound - 1) * err < two32;
+}
+
 struct StreamParams {
     ConvParams p;
     int elem;    /* input bytes per value: 1 (i8) or 2 (f16) */
@@ -61,6 +95,8 @@ struct StreamParams {
     int patch_h, patch_w, pb, ppb, pitch, patch_bytes;
     float inv_patch_w;
     int m_tiles_batch; /* images (host side, for the tile count) */
+    /* t / (tiles_x * tiles_y) and r / tiles_x without an integer division (patch mode): */
+    FastDiv div_img, div_x;
 };
 
 template <typename In> struct StreamAcc;
@@ -91,8 +127,11 @@ __host__ __device__ inline Layout layout(int bn, int a_stage, int warps, int row
     return l;
 }
 
-template <typename In, int WARPS, int FM, int BN, bool kPatch>
-__global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams sp)
+/* kFast (patch mode only): the shape of a detector's early layers, 3x3 stride-1 convs with a
+ * leaky activation and a fused 2x2 stride-2 maxpool, with those parameters as constants: the
+ * activation's switch and every pool/stride select fold away (kFast_applies below). */
+template <typename In, int WARPS, int FM, int BN, bool kPatch, bool kFast>
+__global__ void __launch_bounds__(WARPS * 32, kFast && BN == 32 ? 3 : 1) k_conv_stream(const StreamParams sp)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     using Acc = typename StreamAcc<In>::T;
@@ -103,9 +142,13 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
     constexpr int RPT = BM >= kThreads ? BM / kThreads : 1;
     static_assert(TPR * BM == kThreads * RPT, "rows divide among the threads");
 
+    static_assert(kPatch || !kFast, "the fast shape is a patch-mode variant");
     const ConvParams &p = sp.p;
+    const bool pool = kFast ? true : p.pool != 0;
+    const int act = kFast ? static_cast<int>(GR_CONV_ACT_LEAKY) : p.activation;
+    const int stride = kFast ? 1 : p.stride, pool_stride = kFast ? 2 : p.pool_stride;
     const int lds = sp.lds, kb = sp.kb, chunks = sp.chunks;
-    const int rows_out = p.pool ? 4 * FM : 16 * FM; /* staged output rows per warp and tile */
+    const int rows_out = pool ? 4 * FM : 16 * FM; /* staged output rows per warp and tile */
     const int a_stage = kPatch ? sp.patch_bytes : BM * lds;
     const Layout L = layout(BN, a_stage, WARPS, 16 * FM, lds, kPatch ? kb / 16 : chunks, sp.out_elem);
     extern __shared__ __align__(128) unsigned char smem[];
@@ -155,7 +198,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
     /* Pool before the epilogue where that is exact: y = act(fmaf(acc, mul, bias)) is
      * non-decreasing in acc when mul >= 0 and act is linear, leaky or relu (the others are left
      * out), so the window's largest accumulator gives the window's largest y. */
-    const bool pool_first = p.pool && !negative_mul && gr_conv_act_pools_first(p.activation);
+    const bool pool_first = pool && !negative_mul && gr_conv_act_pools_first(act);
     wait_for_producer(); /* the input is the previous kernel's output */
 
     /* Patch mode: tile t is image t / (tiles_x * tiles_y), output pixels from (oy0, ox0); local
@@ -163,22 +206,21 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
      * over th x tw. Its conv pixel relative to the tile's conv origin: */
     const int tw = 1 << sp.tw_shift;
     auto tile_origin = [&](int t, int &img, int &oy0, int &ox0) {
-        const int per_img = sp.tiles_x * sp.tiles_y;
-        img = t / per_img;
-        const int r = t - img * per_img, ty = r / sp.tiles_x;
+        img = fast_div(t, sp.div_img);
+        const int r = t - img * sp.div_img.d, ty = fast_div(r, sp.div_x);
         oy0 = ty * sp.th;
         ox0 = (r - ty * sp.tiles_x) << sp.tw_shift;
     };
     auto local_conv = [&](int lr, int &cy, int &cx, int &oy, int &ox) {
-        const int idx = p.pool ? lr >> 2 : lr, q = lr & 3;
+        const int idx = pool ? lr >> 2 : lr, q = lr & 3;
         oy = idx >> sp.tw_shift;
         ox = idx & (tw - 1);
-        cy = p.pool ? oy * p.pool_stride + (q >> 1) : oy;
-        cx = p.pool ? ox * p.pool_stride + (q & 1) : ox;
+        cy = pool ? oy * pool_stride + (q >> 1) : oy;
+        cx = pool ? ox * pool_stride + (q & 1) : ox;
     };
     auto conv_origin = [&](int oy0, int ox0, int &cy0, int &cx0) {
-        cy0 = p.pool ? oy0 * p.pool_stride + p.pool_offset : oy0;
-        cx0 = p.pool ? ox0 * p.pool_stride + p.pool_offset : ox0;
+        cy0 = pool ? oy0 * pool_stride + p.pool_offset : oy0;
+        cx0 = pool ? ox0 * pool_stride + p.pool_offset : ox0;
     };
 
     auto load_tile = [&](int t, int stage) {
@@ -186,7 +228,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
             int img, oy0, ox0, cy0, cx0;
             tile_origin(t, img, oy0, ox0);
             conv_origin(oy0, ox0, cy0, cx0);
-            const int iy0 = cy0 * p.stride - p.pad, ix0 = cx0 * p.stride - p.pad;
+            const int iy0 = cy0 * stride - p.pad, ix0 = cx0 * stride - p.pad;
             unsigned char *dst = sA + stage * sp.patch_bytes;
             const int cpp = sp.pb / 16; /* 16-byte chunks per pixel */
             for (int i = tid; i < sp.patch_h * sp.patch_w; i += kThreads) {
@@ -209,8 +251,8 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
             const int r = tid / TPR + rr * (kThreads / TPR);
             int img, oy, ox, iy0 = INT_MIN / 2, ix0 = 0, base = 0;
             if (row_pixel(p, t * BM + r, img, oy, ox)) {
-                iy0 = oy * p.stride - p.pad;
-                ix0 = ox * p.stride - p.pad;
+                iy0 = oy * stride - p.pad;
+                ix0 = ox * stride - p.pad;
                 base = ((img * p.in_h + iy0) * p.in_w + ix0) * p.in_c_stride + p.in_c_offset;
             }
             for (int c = tid % TPR; c < chunks; c += TPR) {
@@ -224,6 +266,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
     };
 
     const int g = lane >> 2, t4 = lane & 3, mat = lane >> 3, r8 = lane & 7;
+    const bool full_n = n0 + BN <= p.out_c; /* every column of the block is a real filter */
     unsigned char *stage_out = smem + L.stage + warp * (16 * FM) * BN * sp.out_elem;
     int tile = blockIdx.x;
     if (tile < sp.m_tiles)
@@ -255,7 +298,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
             if constexpr (kPatch) {
                 int cy, cx, oy, ox;
                 local_conv(lr, cy, cx, oy, ox);
-                a_row[i] = sA + s * sp.patch_bytes + cy * p.stride * sp.pitch + cx * p.stride * sp.ppb;
+                a_row[i] = sA + s * sp.patch_bytes + cy * stride * sp.pitch + cx * stride * sp.ppb;
             } else {
                 a_row[i] = sA + s * BM * lds + lr * lds + (mat >> 1) * 16;
             }
@@ -307,7 +350,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
             }
         };
         auto stage_value = [&](int out_row, int col, float v) {
-            const bool real = n0 + col < p.out_c;
+            const bool real = full_n || n0 + col < p.out_c;
             if (sp.out_elem == 1) {
                 stage_out[out_row * BN + col] =
                     static_cast<unsigned char>(real ? gr_conv_i8_bits(v, p.out_inv_scale) : 0u);
@@ -354,7 +397,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
                         const int col = (orig >> 1) * 8 + 2 * t4 + (orig & 1);
                         stage_value(lr >> 2, col,
                                     gr_conv_activate(fmaf(acc_to_float(v2[k]), s_mul[col], s_bias[col]),
-                                                     p.activation));
+                                                     act));
                     }
                     continue;
                 }
@@ -365,9 +408,9 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
                         const int col = j * 8 + 2 * t4 + e;
                         float v = gr_conv_activate(fmaf(acc_to_float(c[i][j][2 * h + e]), s_mul[col],
                                                         s_bias[col]),
-                                                   p.activation);
+                                                   act);
                         int out_row = lr;
-                        if (p.pool) {
+                        if (pool) {
                             v = row_ok ? v : -FLT_MAX;
                             v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
                             v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 8));
@@ -380,7 +423,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
             }
         __syncwarp();
         const int vpr = BN * sp.out_elem / 16; /* 16-byte vectors per staged row */
-        const int m_out0 = p.pool ? m_warp >> 2 : m_warp, m_out_end = p.pool ? p.M >> 2 : p.M;
+        const int m_out0 = pool ? m_warp >> 2 : m_warp, m_out_end = pool ? p.M >> 2 : p.M;
         const int per_vec = 16 / sp.out_elem;
         /* patch mode: the warp's output pixels are consecutive in one row of the map */
         int w_oy = 0, w_ox = 0;
@@ -416,11 +459,11 @@ __global__ void __launch_bounds__(WARPS * 32) k_conv_stream(const StreamParams s
 
 /* The block shape of tile 5 ("stream": 8 warps, 256 x 32 or 128 x BN) and 6 ("stream-s": 4
  * warps, 64 x BN, for small maps), and the widest BN <= 128 whose shared memory fits. */
-template <typename In, int WARPS, int FM, int BN, bool kPatch>
+template <typename In, int WARPS, int FM, int BN, bool kPatch, bool kFast>
 cudaError_t launch_bn(const StreamParams &sp, size_t smem, bool pdl, cudaStream_t stream,
                       bool check_only)
 {
-    const auto kernel = k_conv_stream<In, WARPS, FM, BN, kPatch>;
+    const auto kernel = k_conv_stream<In, WARPS, FM, BN, kPatch, kFast>;
     if (check_only)
         return cudaSuccess;
     int dev = 0, sms = 0, per_sm = 0;
@@ -501,14 +544,23 @@ bool patch_geometry(StreamParams &sp, int bm, int fm)
     }
     sp.patch_bytes = (sp.patch_h * sp.pitch + 127) / 128 * 128;
     sp.m_tiles = 0;
-    const long long tiles = static_cast<long long>(sp.tiles_x) * sp.tiles_y * sp.m_tiles_batch;
-    if (tiles >= INT_MAX)
+    const long long per_img = static_cast<long long>(sp.tiles_x) * sp.tiles_y;
+    const long long tiles = per_img * sp.m_tiles_batch;
+    if (tiles >= INT_MAX || !fast_div_init(sp.div_img, static_cast<int>(per_img), tiles) ||
+        !fast_div_init(sp.div_x, sp.tiles_x, per_img))
         return false;
     sp.m_tiles = static_cast<int>(tiles);
     return true;
 }
 
-template <typename In, int WARPS, int FM_SMALL_N, bool kPatch>
+/* The early-layer shape that k_conv_stream's kFast variant has as constants. */
+bool fast_applies(const ConvParams &p)
+{
+    return p.ksize == 3 && p.stride == 1 && p.activation == GR_CONV_ACT_LEAKY && p.pool &&
+           p.pool_stride == 2;
+}
+
+template <typename In, int WARPS, int FM_SMALL_N, bool kPatch, bool kFast = false>
 cudaError_t launch_shape(StreamParams sp, int max_smem, bool pdl, cudaStream_t stream,
                          bool check_only)
 {
@@ -527,9 +579,9 @@ cudaError_t launch_shape(StreamParams sp, int max_smem, bool pdl, cudaStream_t s
             sp.m_tiles = gr_ceil_div(sp.p.M, bm);
         const size_t smem = static_cast<size_t>(l.total);
         switch (bn) {
-        case 32: return launch_bn<In, WARPS, FM_SMALL_N, 32, kPatch>(sp, smem, pdl, stream, check_only);
-        case 64: return launch_bn<In, WARPS, 1, 64, kPatch>(sp, smem, pdl, stream, check_only);
-        default: return launch_bn<In, WARPS, 1, 128, kPatch>(sp, smem, pdl, stream, check_only);
+        case 32: return launch_bn<In, WARPS, FM_SMALL_N, 32, kPatch, kFast>(sp, smem, pdl, stream, check_only);
+        case 64: return launch_bn<In, WARPS, 1, 64, kPatch, kFast>(sp, smem, pdl, stream, check_only);
+        default: return launch_bn<In, WARPS, 1, 128, kPatch, kFast>(sp, smem, pdl, stream, check_only);
         }
     }
     gr_kernels_record_failure(__FILE__, __LINE__, "stream tile shared memory",
@@ -572,6 +624,9 @@ cudaError_t gr_conv::stream_launch(const ConvParams &p, bool is_i8, int tile, bo
         const long long per_image = static_cast<long long>(map_h) * map_w * (p.pool ? 4 : 1);
         GR_ARG_CHECK(per_image > 0 && p.M % per_image == 0);
         sp.m_tiles_batch = static_cast<int>(p.M / per_image);
+        if (fast_applies(p))
+            return is_i8 ? launch_shape<signed char, 8, 2, true, true>(sp, max_smem, pdl, stream, check_only)
+                         : launch_shape<__half, 8, 2, true, true>(sp, max_smem, pdl, stream, check_only);
         return is_i8 ? launch_shape<signed char, 8, 2, true>(sp, max_smem, pdl, stream, check_only)
                      : launch_shape<__half, 8, 2, true>(sp, max_smem, pdl, stream, check_only);
     }
