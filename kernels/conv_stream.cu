@@ -143,6 +143,9 @@ __global__ void __launch_bounds__(WARPS * 32, kFast && BN == 32 ? 3 : 1) k_conv_
     static_assert(TPR * BM == kThreads * RPT, "rows divide among the threads");
 
     static_assert(kPatch || !kFast, "the fast shape is a patch-mode variant");
+    /* Window rows: with two fragments per warp, each thread pools in its own registers (no
+     * shuffles; the epilogue runs once per window and filter) */
+    constexpr bool kWin = kFast && FM == 2;
     const ConvParams &p = sp.p;
     const bool pool = kFast ? true : p.pool != 0;
     const int act = kFast ? static_cast<int>(GR_CONV_ACT_LEAKY) : p.activation;
@@ -212,7 +215,11 @@ __global__ void __launch_bounds__(WARPS * 32, kFast && BN == 32 ? 3 : 1) k_conv_
         ox0 = (r - ty * sp.tiles_x) << sp.tw_shift;
     };
     auto local_conv = [&](int lr, int &cy, int &cx, int &oy, int &ox) {
-        const int idx = pool ? lr >> 2 : lr, q = lr & 3;
+        /* kWin: a warp's 32 rows are its 8 windows x 4 taps, row i * 16 + h * 8 + w being tap
+         * 2i + h of window w, so that a thread's accumulators (rows g, g + 8 of fragments 0
+         * and 1) are the four taps of one window */
+        const int idx = kWin ? ((lr >> 5) << 3) | (lr & 7) : (pool ? lr >> 2 : lr);
+        const int q = kWin ? (lr >> 3) & 3 : lr & 3;
         oy = idx >> sp.tw_shift;
         ox = idx & (tw - 1);
         cy = pool ? oy * pool_stride + (q >> 1) : oy;
@@ -361,6 +368,45 @@ __global__ void __launch_bounds__(WARPS * 32, kFast && BN == 32 ? 3 : 1) k_conv_
                 reinterpret_cast<float *>(stage_out)[out_row * BN + col] = real ? v : 0.0f;
             }
         };
+        if constexpr (kWin) {
+            /* This thread's window is g (staged row g); its taps are (i, h): rows i * 16 + h * 8
+             * + g. A tap outside the conv output never wins (lowest / -FLT_MAX), as below. */
+            bool tap_ok[2][2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    tap_ok[i][h] = row_valid(i * 16 + h * 8 + g);
+#pragma unroll
+            for (int j = 0; j < NJ; ++j)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int col = j * 8 + 2 * t4 + e;
+                    float y;
+                    if (pool_first) {
+                        Acc best = std::numeric_limits<Acc>::lowest();
+#pragma unroll
+                        for (int i = 0; i < 2; ++i)
+#pragma unroll
+                            for (int h = 0; h < 2; ++h) {
+                                const Acc a = tap_ok[i][h] ? c[i][j][2 * h + e] : std::numeric_limits<Acc>::lowest();
+                                best = a > best ? a : best;
+                            }
+                        y = gr_conv_activate(fmaf(acc_to_float(best), s_mul[col], s_bias[col]), act);
+                    } else {
+                        y = -FLT_MAX;
+#pragma unroll
+                        for (int i = 0; i < 2; ++i)
+#pragma unroll
+                            for (int h = 0; h < 2; ++h) {
+                                const float v = gr_conv_activate(
+                                    fmaf(acc_to_float(c[i][j][2 * h + e]), s_mul[col], s_bias[col]), act);
+                                y = fmaxf(y, tap_ok[i][h] ? v : -FLT_MAX);
+                            }
+                    }
+                    stage_value(g, col, y);
+                }
+        } else
 #pragma unroll
         for (int i = 0; i < FM; ++i)
 #pragma unroll
