@@ -210,6 +210,12 @@ static const op_case cases[] = {
     {"avgpool softmax",
      CONV(16, 3, 1, "leaky") MAXPOOL(2, 2) LINEAR(10) "[avgpool]\n[softmax]\ngroups=1\n", NULL,
      20, 18, 3, PALL, 0, 10, 1, 1, 0},
+    /* the same after a grouped conv (the direct kernel; fp16 / int8 plan that layer without
+     * the fused maxpool) */
+    {"grouped avgpool softmax",
+     CONV(16, 3, 1, "leaky") CONV_G(24, 4, 3, 1, "leaky") MAXPOOL(2, 2) LINEAR(10)
+         "[avgpool]\n[softmax]\ngroups=1\n",
+     NULL, 20, 18, 3, PALL, 0, 10, 1, 1, 0},
     /* [connected] on a flattened 8x9x10 map, softmax in two groups */
     {"connected softmax",
      CONV(16, 3, 1, "leaky") MAXPOOL(2, 2) CONV(8, 3, 1, "relu")
