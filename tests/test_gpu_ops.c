@@ -55,6 +55,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cuda_runtime_api.h> /* built with CUDA only (CMakeLists.txt: gr_drop_cuda_sources) */
+
 #include "graphrun/runtime.h"
 #include "planner/plan.h"
 #include "runtime/gpu/debug.h"
