@@ -113,6 +113,23 @@ typedef struct op_case {
 #define YOLO(mask)                                                                                 \
     "[yolo]\nmask=" mask "\nanchors=10,14,23,27,37,58,81,82,135,169,344,319\nclasses=1\nnum=6\n"
 #define ALEXEYAB_CFG "tests/data/alexeyab/sam-scale.cfg"
+/* yolov3-tiny's upsample concatenated with an earlier map */
+#define UPSAMPLE_NET                                                                               \
+    CONV(16, 3, 1, "leaky") MAXPOOL(2, 2) CONV(16, 3, 1, "leaky") "[upsample]\nstride=2\n"         \
+        ROUTE("-1,-4") HEAD
+/* yolov2's passthrough: an earlier map's reorg concatenated with a stride-2 conv */
+#define REORG_NET                                                                                  \
+    CONV(16, 3, 1, "leaky") CONV(32, 3, 2, "leaky") ROUTE("-2") "[reorg]\nstride=2\n"              \
+        ROUTE("-1,-3") HEAD
+/* two [yolo] heads, the second after a route back and a stride-2 conv */
+#define YOLO_NET                                                                                   \
+    CONV(16, 3, 1, "leaky") LINEAR(18) YOLO("0,1,2") ROUTE("-3") CONV(16, 3, 2, "leaky")          \
+        LINEAR(18) YOLO("3,4,5")
+/* [connected] on a flattened 8 x h/2 x w/2 map, softmax in two groups */
+#define CONNECTED_NET                                                                              \
+    CONV(16, 3, 1, "leaky") MAXPOOL(2, 2) CONV(8, 3, 1, "relu")                                   \
+        "[connected]\noutput=32\nactivation=leaky\n[connected]\noutput=10\nactivation=linear\n"  \
+        "[softmax]\ngroups=2\n"
 
 static const op_case cases[] = {
     /* -- activations fused in the conv epilogues ------------------------------------------- */
@@ -184,25 +201,17 @@ static const op_case cases[] = {
     {"shortcut odd batch",
      CONV(16, 3, 1, "leaky") CONV(16, 3, 1, "linear") "[shortcut]\nfrom=-2\nactivation=$ACT\n" HEAD,
      NULL, 13, 13, 3, PALL, ACT(GR_ACT_LEAKY) | ACT(GR_ACT_LINEAR), 8, 13, 13, 0},
-    /* yolov3-tiny's upsample concatenated with an earlier map */
-    {"upsample route",
-     CONV(16, 3, 1, "leaky") MAXPOOL(2, 2) CONV(16, 3, 1, "leaky") "[upsample]\nstride=2\n"
-         ROUTE("-1,-4") HEAD,
-     NULL, 26, 26, 3, PALL, 0, 8, 26, 26, 0},
-    /* yolov2's passthrough: an earlier map's reorg concatenated with a stride-2 conv */
-    {"reorg route",
-     CONV(16, 3, 1, "leaky") CONV(32, 3, 2, "leaky") ROUTE("-2") "[reorg]\nstride=2\n"
-         ROUTE("-1,-3") HEAD,
-     NULL, 26, 26, 3, PALL, 0, 8, 13, 13, 0},
+    {"upsample route", UPSAMPLE_NET, NULL, 18, 18, 1, PALL, 0, 8, 18, 18, 0},
+    {"upsample route batch", UPSAMPLE_NET, NULL, 26, 26, 3, PALL, 0, 8, 26, 26, 0},
+    {"reorg route", REORG_NET, NULL, 18, 18, 1, PALL, 0, 8, 9, 9, 0},
+    {"reorg route batch", REORG_NET, NULL, 26, 26, 3, PALL, 0, 8, 13, 13, 0},
     {"dropout", CONV(16, 3, 1, "leaky") "[dropout]\nprobability=.5\n" HEAD, NULL, 13, 13, 1, PALL,
      0, 8, 13, 13, 0},
 
     /* -- heads and classifier tails (the engines' outputs are the convs before [yolo] and
      *    [region]: the decoders run at detection) -------------------------------------------- */
-    {"yolo heads",
-     CONV(16, 3, 1, "leaky") LINEAR(18) YOLO("0,1,2") ROUTE("-3") CONV(16, 3, 2, "leaky")
-         LINEAR(18) YOLO("3,4,5"),
-     NULL, 26, 26, 3, PALL, 0, 18, 26, 26, 0},
+    {"yolo heads", YOLO_NET, NULL, 13, 13, 1, PALL, 0, 18, 13, 13, 0},
+    {"yolo heads batch", YOLO_NET, NULL, 26, 26, 3, PALL, 0, 18, 26, 26, 0},
     {"region head",
      CONV(16, 3, 1, "leaky") LINEAR(30)
          "[region]\nanchors=1.08,1.19,3.42,4.41,6.63,11.38,9.42,5.11,16.62,10.52\nclasses=1\n"
@@ -218,12 +227,8 @@ static const op_case cases[] = {
      CONV(16, 3, 1, "leaky") CONV_G(24, 4, 3, 1, "leaky") MAXPOOL(2, 2) LINEAR(10)
          "[avgpool]\n[softmax]\ngroups=1\n",
      NULL, 20, 18, 3, PALL, 0, 10, 1, 1, 0},
-    /* [connected] on a flattened 8x9x10 map, softmax in two groups */
-    {"connected softmax",
-     CONV(16, 3, 1, "leaky") MAXPOOL(2, 2) CONV(8, 3, 1, "relu")
-         "[connected]\noutput=32\nactivation=leaky\n[connected]\noutput=10\nactivation=linear\n"
-         "[softmax]\ngroups=2\n",
-     NULL, 20, 18, 3, PALL, 0, 10, 1, 1, 0},
+    {"connected softmax", CONNECTED_NET, NULL, 13, 13, 1, PALL, 0, 10, 1, 1, 0},
+    {"connected softmax batch", CONNECTED_NET, NULL, 20, 18, 3, PALL, 0, 10, 1, 1, 0},
     /* AlexeyAB's [sam] and [scale_channels] per channel and per position, each feeding a head:
      * as written (logistic attention convs), or relu6 in their place, which leaves no libm
      * call: int8 bit-identical, the products included (the same float products, no fma:
