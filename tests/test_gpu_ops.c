@@ -254,7 +254,8 @@ typedef struct op_run {
 static op_run runs[MAX_RUNS];
 static int n_runs;
 
-static void add_runs(const char *filter)
+/* The runs of the rows whose name contains `filter` (NULL: every row); 0, or -1 past MAX_RUNS. */
+static int add_runs(const char *filter)
 {
     for (int r = 0; r < N_CASES; r++) {
         if (filter && !strstr(cases[r].name, filter))
@@ -262,11 +263,16 @@ static void add_runs(const char *filter)
         for (int a = cases[r].acts ? 0 : -1; a < (cases[r].acts ? GR_ACT_COUNT : 0); a++) {
             if (a >= 0 && !(cases[r].acts & ACT(a)))
                 continue;
-            for (int p = GR_PREC_FP32; p <= GR_PREC_INT8; p++)
-                if ((cases[r].precs & (1u << p)) && n_runs < MAX_RUNS)
-                    runs[n_runs++] = (op_run){r, a, (gr_precision)p};
+            for (int p = GR_PREC_FP32; p <= GR_PREC_INT8; p++) {
+                if (!(cases[r].precs & (1u << p)))
+                    continue;
+                if (n_runs == MAX_RUNS)
+                    return -1;
+                runs[n_runs++] = (op_run){r, a, (gr_precision)p};
+            }
         }
     }
+    return 0;
 }
 
 /* ---- the network and its input ------------------------------------------------------------ */
@@ -283,7 +289,7 @@ static void name_temp_files(void)
     snprintf(calib_path, sizeof calib_path, "/tmp/gr_test_gpu_ops_%d.calib", (int)getpid());
 }
 
-/* Append `s` (its first `len` bytes) to the growing string *text. */
+/* Append the first n bytes of `s` to the growing string *text (*len bytes long). */
 static void append(char **text, size_t *len, const char *s, size_t n)
 {
     char *grown = realloc(*text, *len + n + 1);
@@ -594,7 +600,10 @@ int main(void)
         return 77;
     name_temp_files();
     const char *filter = getenv("GR_TEST_OPS_FILTER");
-    add_runs(filter && filter[0] ? filter : NULL);
+    if (add_runs(filter && filter[0] ? filter : NULL) != 0) {
+        printf("test_gpu_ops: more than %d runs: raise MAX_RUNS\n", MAX_RUNS);
+        return 1;
+    }
     printf("test_gpu_ops: %d runs of %d rows%s%s\n", n_runs, N_CASES, filter ? ", filter " : "",
            filter ? filter : "");
     if (n_runs == 0) {
