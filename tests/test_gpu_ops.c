@@ -1,6 +1,7 @@
 /* The table-driven GPU op test: every op the cfg parser takes, in every precision, on odd map
  * sizes and at batch 1 and > 1, through the whole engine against the CPU (ggml's test-backend-ops
- * idea, on graphrun's engines). One row of `cases` below is one small synthetic network (a cfg
+ * idea, on graphrun's engines). One row of the table
+ * (gr_test_op_cases, tests/support/ops_table.c) is one small synthetic network (a cfg
  * snippet after a generated [net], or a cfg file), its input size and batch, the precisions it
  * runs in, the activations it runs with, and the engine options it forces. Each (row, activation,
  * precision) is one run:
@@ -43,8 +44,9 @@
  * (test_gpu_tactic tests the search; test_gpu_conv / conv_fused / gemm_f32 / misc test each kernel,
  * tile shape and split-K on its own, with guard bytes).
  *
- * Adding a case (a new conv shape, a new op): one row in `cases`; a new op gets its rows in the
- * marked place at the end of the table. GR_TEST_OPS_FILTER=<text> runs only the rows whose name
+ * The table is tests/support/ops_table.c (tests/test_ops_table.c checks every row on the CPU in
+ * every build). Adding a case (a new conv shape, a new op): one row there; a new op gets its rows
+ * in the marked place at its end. GR_TEST_OPS_FILTER=<text> runs only the rows whose name
  * contains <text>. Exits 77 (skipped) with one line when no CUDA device is visible. */
 #define _POSIX_C_SOURCE 200809L /* getpid */
 
@@ -62,223 +64,15 @@
 #include "runtime/gpu/debug.h"
 #include "tests/support/gpu_test.h"
 #include "tests/support/gpu_trace.h"
+#include "tests/support/ops_table.h"
 
-/* ---- the table ---------------------------------------------------------------------------- */
-
-enum { P32 = 1u << GR_PREC_FP32, P16 = 1u << GR_PREC_FP16, P8 = 1u << GR_PREC_INT8 };
-#define PALL (P32 | P16 | P8)
-#define ACT(a) (1u << (a))
-#define EVERY_ACT ((1u << GR_ACT_COUNT) - 1u)
-enum { EAGER = 1u << 0, DATAFLOW = 1u << 1 };
-#define F32(algo) ((unsigned)(algo) << 4)
-#define F32_ALGO(opts) ((gr_f32_algo)((opts) >> 4))
-
-typedef struct op_case {
-    const char *name;     /* names the row in every message; GR_TEST_OPS_FILTER matches it */
-    const char *layers;   /* the cfg after a generated [net] (width, height, channels=3): "$ACT"
-                             stands for the activation under test */
-    const char *cfg_file; /* or a whole cfg file (layers NULL): its width= / height= lines are set
-                             to w / h, and its "activation=logistic" lines are the activation
-                             under test where acts is not 0 */
-    int w, h;             /* the network input, w x h x 3 (uint8: the engines' 3-channel input) */
-    int batch;
-    unsigned precs;       /* P32 | P16 | P8 */
-    unsigned acts;        /* 0: the layers name their own; else one run per ACT(a) set */
-    int out_c, out_h, out_w; /* output 0 per image, asserted */
-    unsigned opts;        /* engine options forced: 0, or F32(algo) (fp32 runs: the conv
-                             algorithm), EAGER (use_cuda_graph = 0: the same launches on a
-                             stream), DATAFLOW (executor DATAFLOW, fp16 / int8: the notice must
-                             say the engine kept it; no node-by-node trace) */
-} op_case;
-
-/* cfg lines. CONV: a batch-normalized conv, pad 1; CONV_G with groups; HEAD: the 1x1 linear head
- * of 8 filters (no BN) every network below ends in; ACT_UNDER_TEST: the row's activation. */
-#define CONV(filters, size, stride, act)                                                           \
-    "[convolutional]\nbatch_normalize=1\nfilters=" #filters "\nsize=" #size "\nstride=" #stride   \
-    "\npad=1\nactivation=" act "\n"
-#define CONV_G(filters, groups, size, stride, act)                                                 \
-    "[convolutional]\nbatch_normalize=1\nfilters=" #filters "\ngroups=" #groups "\nsize=" #size   \
-    "\nstride=" #stride "\npad=1\nactivation=" act "\n"
-#define LINEAR(filters) /* a 1x1 conv without BN */                                                \
-    "[convolutional]\nfilters=" #filters "\nsize=1\nstride=1\nactivation=linear\n"
-#define HEAD LINEAR(8)
-#define MAXPOOL(size, stride) "[maxpool]\nsize=" #size "\nstride=" #stride "\n"
-#define ROUTE(layers) "[route]\nlayers=" layers "\n"
-#define ACT_UNDER_TEST "$ACT"
-/* Three convs, the activation under test in the first two: the first layer (conv_first.cu's
- * fused-quantize kernels in fp16 / int8), a 3x3/2 (the general tensor-core kernels), the head. */
-#define CONV3_ACT CONV(16, 3, 1, ACT_UNDER_TEST) CONV(16, 3, 2, ACT_UNDER_TEST) HEAD
-/* Tiny-YOLO's stem: 3->16 3x3, 2x2/2 maxpool, 16->32 3x3, 2x2/2 maxpool, the head. */
-#define STEM CONV(16, 3, 1, "leaky") MAXPOOL(2, 2) CONV(32, 3, 1, "leaky") MAXPOOL(2, 2) HEAD
-#define YOLO(mask)                                                                                 \
-    "[yolo]\nmask=" mask "\nanchors=10,14,23,27,37,58,81,82,135,169,344,319\nclasses=1\nnum=6\n"
-#define ALEXEYAB_CFG "tests/data/alexeyab/sam-scale.cfg"
-/* yolov3-tiny's upsample concatenated with an earlier map */
-#define UPSAMPLE_NET                                                                               \
-    CONV(16, 3, 1, "leaky") MAXPOOL(2, 2) CONV(16, 3, 1, "leaky") "[upsample]\nstride=2\n"         \
-        ROUTE("-1,-4") HEAD
-/* yolov2's passthrough: an earlier map's reorg concatenated with a stride-2 conv */
-#define REORG_NET                                                                                  \
-    CONV(16, 3, 1, "leaky") CONV(32, 3, 2, "leaky") ROUTE("-2") "[reorg]\nstride=2\n"              \
-        ROUTE("-1,-3") HEAD
-/* two [yolo] heads, the second after a route back and a stride-2 conv */
-#define YOLO_NET                                                                                   \
-    CONV(16, 3, 1, "leaky") LINEAR(18) YOLO("0,1,2") ROUTE("-3") CONV(16, 3, 2, "leaky")          \
-        LINEAR(18) YOLO("3,4,5")
-/* [connected] on a flattened 8 x h/2 x w/2 map, softmax in two groups */
-#define CONNECTED_NET                                                                              \
-    CONV(16, 3, 1, "leaky") MAXPOOL(2, 2) CONV(8, 3, 1, "relu")                                   \
-        "[connected]\noutput=32\nactivation=leaky\n[connected]\noutput=10\nactivation=linear\n"  \
-        "[softmax]\ngroups=2\n"
-
-static const op_case cases[] = {
-    /* -- activations fused in the conv epilogues ------------------------------------------- */
-    {"act", CONV3_ACT, NULL, 40, 40, 1, PALL, EVERY_ACT, 8, 20, 20, 0},
-    {"act odd batch", CONV3_ACT, NULL, 37, 37, 3, PALL,
-     ACT(GR_ACT_LINEAR) | ACT(GR_ACT_LEAKY) | ACT(GR_ACT_MISH) | ACT(GR_ACT_SWISH) |
-         ACT(GR_ACT_LOGISTIC),
-     8, 19, 19, 0},
-
-    /* -- convolutions and pools ----------------------------------------------------------- */
-    {"conv 3x3/1 + 1x1", CONV(16, 3, 1, "leaky") HEAD, NULL, 13, 13, 1, PALL, 0, 8, 13, 13, 0},
-    {"conv 3x3/1 + 1x1 batch", CONV(16, 3, 1, "leaky") HEAD, NULL, 13, 13, 3, PALL, 0, 8, 13, 13, 0},
-    {"conv 3x3/2 twice", CONV(16, 3, 2, "leaky") CONV(32, 3, 2, "leaky") HEAD, NULL, 37, 37, 3,
-     PALL, 0, 8, 10, 10, 0},
-    {"stem 16->32 + maxpool", STEM, NULL, 26, 26, 1, PALL, 0, 8, 7, 7, 0},
-    {"stem batch 64", STEM, NULL, 26, 26, 64, PALL, 0, 8, 7, 7, 0},
-    {"stem non-square", STEM, NULL, 37, 13, 3, PALL, 0, 8, 4, 10, 0},
-    /* yolov2-tiny's stride-1 pool (right/bottom padding), and a 3/2 one */
-    {"maxpool 2/1", CONV(16, 3, 1, "leaky") MAXPOOL(2, 1) HEAD, NULL, 13, 13, 3, PALL, 0, 8, 13,
-     13, 0},
-    {"maxpool 3/2", CONV(16, 3, 1, "leaky") MAXPOOL(3, 2) HEAD, NULL, 13, 13, 3, PALL, 0, 8, 7, 7, 0},
-    /* The fp32 algorithms, forced (gr_engine_options.f32_algo; direct3x3 fuses the maxpools),
-     * eager launches, the dataflow executor. */
-    {"stem fp32 sgemm", STEM, NULL, 26, 26, 3, P32, 0, 8, 7, 7, F32(GR_F32_ALGO_SGEMM)},
-    {"stem fp32 tf32x3", STEM, NULL, 26, 26, 3, P32, 0, 8, 7, 7, F32(GR_F32_ALGO_TF32X3)},
-    {"stem fp32 implicit", STEM, NULL, 26, 26, 3, P32, 0, 8, 7, 7, F32(GR_F32_ALGO_TF32X3_IMPLICIT)},
-    {"stem fp32 direct3x3", STEM, NULL, 26, 26, 3, P32, 0, 8, 7, 7, F32(GR_F32_ALGO_DIRECT3X3)},
-    {"stem eager", STEM, NULL, 13, 13, 3, PALL, 0, 8, 4, 4, EAGER},
-    {"stem dataflow", STEM, NULL, 26, 26, 1, P16 | P8, 0, 8, 7, 7, DATAFLOW},
-    /* Grouped, depthwise, dilated and stride_x != stride_y convs: the direct kernels
-     * (kernels/conv_direct.h; the cfg files say what each layer tests). No libm activations:
-     * int8 bit-identical throughout. */
-    {"grouped convs", NULL, "tests/data/grouped_convs.cfg", 40, 40, 1, P16 | P8, 0, 8, 20, 10, 0},
-    {"grouped convs batch", NULL, "tests/data/grouped_convs.cfg", 40, 40, 2, P16 | P8, 0, 8, 20,
-     10, 0},
-    {"grouped fusions", NULL, "tests/data/grouped_fusions.cfg", 40, 40, 1, P16 | P8, 0, 8, 20, 10, 0},
-    {"grouped fusions batch", NULL, "tests/data/grouped_fusions.cfg", 40, 40, 2, P16 | P8, 0, 8,
-     20, 10, 0},
-    /* The same kinds in fp32 with AlexeyAB's libm activations (the direct kernel and the
-     * per-group GEMMs): depthwise 3x3 stride 1 and 2, multiplier 2, groups 2 and 4, dilation 2,
-     * stride_x 2, a grouped 1x1 head. */
-    {"grouped fp32 activations",
-     CONV(16, 3, 1, "leaky") CONV_G(16, 16, 3, 1, "relu6") CONV_G(16, 16, 3, 2, "mish")
-         CONV_G(32, 16, 3, 1, "swish") CONV_G(32, 2, 3, 1, "elu") CONV_G(16, 4, 3, 1, "hard_mish")
-         "[convolutional]\nbatch_normalize=1\nfilters=16\nsize=3\npad=1\ndilation=2\n"
-         "activation=leaky\n"
-         "[convolutional]\nbatch_normalize=1\nfilters=16\nsize=3\npad=1\nstride_x=2\n"
-         "activation=gelu\n"
-         "[convolutional]\nfilters=8\ngroups=4\nsize=1\nstride=1\nactivation=linear\n",
-     NULL, 40, 40, 3, P32, 0, 8, 20, 10, 0},
-
-    /* -- routes, shortcuts, resampling ---------------------------------------------------- */
-    /* yolov4's SPP: stride-1 maxpools of 5, 9 and 13 concatenated with their input */
-    {"spp route concat",
-     CONV(16, 3, 1, "leaky") MAXPOOL(5, 1) ROUTE("-2") MAXPOOL(9, 1) ROUTE("-4") MAXPOOL(13, 1)
-         ROUTE("-1,-3,-5,-6") HEAD,
-     NULL, 13, 13, 3, PALL, 0, 8, 13, 13, 0},
-    /* yolov4-tiny's CSP block: route groups (a channel half), concats in place, a maxpool */
-    {"csp route groups",
-     CONV(16, 3, 1, "leaky") CONV(16, 3, 1, "leaky") "[route]\nlayers=-1\ngroups=2\ngroup_id=1\n"
-         CONV(8, 3, 1, "leaky") ROUTE("-1,-2") CONV(16, 1, 1, "leaky") ROUTE("-6,-1")
-             MAXPOOL(2, 2) HEAD,
-     NULL, 26, 26, 3, PALL, 0, 8, 13, 13, 0},
-    /* [shortcut] with its activation after the add (Darknet's CPU formulas, leaky with a double
-     * .1, on the GPU and in the emulation) */
-    {"shortcut",
-     CONV(16, 3, 1, "leaky") CONV(16, 3, 1, "linear") "[shortcut]\nfrom=-2\nactivation=$ACT\n" HEAD,
-     NULL, 40, 40, 1, PALL, ACT(GR_ACT_LEAKY) | ACT(GR_ACT_LOGISTIC), 8, 40, 40, 0},
-    {"shortcut odd batch",
-     CONV(16, 3, 1, "leaky") CONV(16, 3, 1, "linear") "[shortcut]\nfrom=-2\nactivation=$ACT\n" HEAD,
-     NULL, 13, 13, 3, PALL, ACT(GR_ACT_LEAKY) | ACT(GR_ACT_LINEAR), 8, 13, 13, 0},
-    {"upsample route", UPSAMPLE_NET, NULL, 18, 18, 1, PALL, 0, 8, 18, 18, 0},
-    {"upsample route batch", UPSAMPLE_NET, NULL, 26, 26, 3, PALL, 0, 8, 26, 26, 0},
-    {"reorg route", REORG_NET, NULL, 18, 18, 1, PALL, 0, 8, 9, 9, 0},
-    {"reorg route batch", REORG_NET, NULL, 26, 26, 3, PALL, 0, 8, 13, 13, 0},
-    {"dropout", CONV(16, 3, 1, "leaky") "[dropout]\nprobability=.5\n" HEAD, NULL, 13, 13, 1, PALL,
-     0, 8, 13, 13, 0},
-
-    /* -- heads and classifier tails (the engines' outputs are the convs before [yolo] and
-     *    [region]: the decoders run at detection) -------------------------------------------- */
-    {"yolo heads", YOLO_NET, NULL, 13, 13, 1, PALL, 0, 18, 13, 13, 0},
-    {"yolo heads batch", YOLO_NET, NULL, 26, 26, 3, PALL, 0, 18, 26, 26, 0},
-    {"region head",
-     CONV(16, 3, 1, "leaky") LINEAR(30)
-         "[region]\nanchors=1.08,1.19,3.42,4.41,6.63,11.38,9.42,5.11,16.62,10.52\nclasses=1\n"
-         "coords=4\nnum=5\n",
-     NULL, 13, 13, 3, PALL, 0, 30, 13, 13, 0},
-    /* darknet19's tail: 1x1 conv, global avgpool, softmax */
-    {"avgpool softmax",
-     CONV(16, 3, 1, "leaky") MAXPOOL(2, 2) LINEAR(10) "[avgpool]\n[softmax]\ngroups=1\n", NULL,
-     20, 18, 3, PALL, 0, 10, 1, 1, 0},
-    /* the same after a grouped conv (the direct kernel; fp16 / int8 plan that layer without
-     * the fused maxpool) */
-    {"grouped avgpool softmax",
-     CONV(16, 3, 1, "leaky") CONV_G(24, 4, 3, 1, "leaky") MAXPOOL(2, 2) LINEAR(10)
-         "[avgpool]\n[softmax]\ngroups=1\n",
-     NULL, 20, 18, 3, PALL, 0, 10, 1, 1, 0},
-    {"connected softmax", CONNECTED_NET, NULL, 13, 13, 1, PALL, 0, 10, 1, 1, 0},
-    {"connected softmax batch", CONNECTED_NET, NULL, 20, 18, 3, PALL, 0, 10, 1, 1, 0},
-    /* AlexeyAB's [sam] and [scale_channels] per channel and per position, each feeding a head:
-     * as written (logistic attention convs), or relu6 in their place, which leaves no libm
-     * call: int8 bit-identical, the products included (the same float products, no fma:
-     * kernels/data.cu mul_body). */
-    {"sam scale_channels", NULL, ALEXEYAB_CFG, 40, 40, 1, PALL,
-     ACT(GR_ACT_LOGISTIC) | ACT(GR_ACT_RELU6), 6, 20, 20, 0},
-    {"sam scale_channels batch", NULL, ALEXEYAB_CFG, 26, 26, 3, PALL, ACT(GR_ACT_RELU6), 6, 13, 13, 0},
-
-    /* -- new ops: their rows here (every precision they run in, batch 1 and > 1, odd sizes) --- */
-};
-
-#define N_CASES ((int)(sizeof cases / sizeof cases[0]))
-
-/* ---- runs: (row, activation, precision) --------------------------------------------------- */
-
-typedef struct op_run {
-    int row;
-    int act; /* -1: the row names its own */
-    gr_precision prec;
-} op_run;
+/* ---- runs -------------------------------------------------------------------------------- */
 
 #define MAX_RUNS 1024
-static op_run runs[MAX_RUNS];
+static gr_test_op_run runs[MAX_RUNS];
 static int n_runs;
 
-/* The runs of the rows whose name contains `filter` (NULL: every row); 0, or -1 past MAX_RUNS. */
-static int add_runs(const char *filter)
-{
-    for (int r = 0; r < N_CASES; r++) {
-        if (filter && !strstr(cases[r].name, filter))
-            continue;
-        for (int a = cases[r].acts ? 0 : -1; a < (cases[r].acts ? GR_ACT_COUNT : 0); a++) {
-            if (a >= 0 && !(cases[r].acts & ACT(a)))
-                continue;
-            for (int p = GR_PREC_FP32; p <= GR_PREC_INT8; p++) {
-                if (!(cases[r].precs & (1u << p)))
-                    continue;
-                if (n_runs == MAX_RUNS)
-                    return -1;
-                runs[n_runs++] = (op_run){r, a, (gr_precision)p};
-            }
-        }
-    }
-    return 0;
-}
-
 /* ---- the network and its input ------------------------------------------------------------ */
-
-static const char *const calib[] = {"data/shapes-calib/00.png", "data/shapes-calib/01.png",
-                                    "data/shapes-calib/02.png", "data/shapes-calib/03.png", NULL};
 
 /* This process's cfg and calibration cache files. */
 static char cfg_path[64], calib_path[64];
@@ -289,93 +83,15 @@ static void name_temp_files(void)
     snprintf(calib_path, sizeof calib_path, "/tmp/gr_test_gpu_ops_%d.calib", (int)getpid());
 }
 
-/* Append the first n bytes of `s` to the growing string *text (*len bytes long). */
-static void append(char **text, size_t *len, const char *s, size_t n)
-{
-    char *grown = realloc(*text, *len + n + 1);
-    ck_assert(grown);
-    memcpy(grown + *len, s, n);
-    *len += n;
-    grown[*len] = '\0';
-    *text = grown;
-}
-
-/* `src` with every "$ACT" replaced by `act`, appended to *text. */
-static void append_substituted(char **text, size_t *len, const char *src, const char *act)
-{
-    const char *p;
-    while ((p = strstr(src, "$ACT")) != NULL) {
-        ck_assert_msg(act, "\"$ACT\" in a row without activations");
-        append(text, len, src, (size_t)(p - src));
-        append(text, len, act, strlen(act));
-        src = p + 4;
-    }
-    append(text, len, src, strlen(src));
-}
-
-/* The row's cfg text (the caller frees it). */
-static char *cfg_text(const op_case *c, const char *act)
-{
-    char *text = NULL, line[512];
-    size_t len = 0;
-    append(&text, &len, "", 0);
-    if (c->layers) {
-        snprintf(line, sizeof line, "[net]\nwidth=%d\nheight=%d\nchannels=3\n", c->w, c->h);
-        append(&text, &len, line, strlen(line));
-        append_substituted(&text, &len, c->layers, act);
-        return text;
-    }
-    FILE *f = fopen(c->cfg_file, "r");
-    ck_assert_msg(f != NULL, "%s: cannot open %s", c->name, c->cfg_file);
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "width=", 6) == 0)
-            snprintf(line, sizeof line, "width=%d\n", c->w);
-        else if (strncmp(line, "height=", 7) == 0)
-            snprintf(line, sizeof line, "height=%d\n", c->h);
-        else if (act && strcmp(line, "activation=logistic\n") == 0)
-            snprintf(line, sizeof line, "activation=%s\n", act);
-        append(&text, &len, line, strlen(line));
-    }
-    fclose(f);
-    return text;
-}
-
-static gr_model *load_model(const op_case *c, const char *act)
-{
-    char *text = cfg_text(c, act);
-    FILE *f = fopen(cfg_path, "w");
-    ck_assert_msg(f != NULL && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s",
-                  cfg_path);
-    free(text);
-    return gr_test_load_model(NULL, cfg_path, 7);
-}
-
-/* The run's batch: data/shapes-val/000.png, 001.png, ... letterboxed, uint8 NHWC back to back. */
-static uint8_t *load_images(const op_case *c)
-{
-    size_t image = (size_t)3 * c->w * c->h;
-    uint8_t *u8 = malloc((size_t)c->batch * image);
-    ck_assert(u8);
-    for (int k = 0; k < c->batch; k++) {
-        char path[64];
-        snprintf(path, sizeof path, "data/shapes-val/%03d.png", k);
-        gr_image *im = NULL;
-        ck_assert_msg(gr_image_load(path, &im) == GR_OK, "%s", gr_last_error());
-        ck_assert(gr_image_letterbox_u8(im, c->w, c->h, u8 + (size_t)k * image) == GR_OK);
-        gr_image_destroy(im);
-    }
-    return u8;
-}
-
-static gr_engine *build(const gr_model *m, const op_case *c, gr_device dev, gr_precision prec,
-                        const char *what)
+static gr_engine *build(const gr_model *m, const gr_test_op_case *c, gr_device dev,
+                        gr_precision prec, const char *what)
 {
     gr_engine_options eo;
     gr_engine_options_default(&eo);
     eo.device = dev;
     eo.precision = prec;
     eo.batch = c->batch;
-    eo.calib_images = calib;
+    eo.calib_images = gr_test_op_calib;
     eo.calib_device = GR_DEVICE_CPU;
     eo.calib_cache = calib_path; /* the GPU engine writes it, the CPU engine reads its ranges */
     eo.f32_algo = F32_ALGO(c->opts);
@@ -520,15 +236,15 @@ static void check_node(const gr_plan *plan, int node, const float *values, const
 /* _i: index into runs */
 START_TEST(op_matches_cpu)
 {
-    const op_run *run = &runs[_i];
-    const op_case *c = &cases[run->row];
+    const gr_test_op_run *run = &runs[_i];
+    const gr_test_op_case *c = &gr_test_op_cases[run->row];
     const char *act = run->act >= 0 ? gr_activation_name((gr_activation)run->act) : NULL;
     char what[160];
     snprintf(what, sizeof what, "[%s%s%s] %s batch %d %dx%d", c->name, act ? " " : "",
              act ? act : "", gr_precision_name(run->prec), c->batch, c->w, c->h);
     unlink(calib_path); /* a new network: a new calibration */
-    gr_model *m = load_model(c, act);
-    uint8_t *u8 = load_images(c);
+    gr_model *m = gr_test_op_model(c, act, cfg_path);
+    uint8_t *u8 = gr_test_op_images(c);
     gr_engine *gpu = build(m, c, GR_DEVICE_GPU, run->prec, what);
     gr_engine *cpu = build(m, c, GR_DEVICE_CPU, run->prec, what);
     const char *notice = gr_engine_notice(gpu);
@@ -600,12 +316,13 @@ int main(void)
         return 77;
     name_temp_files();
     const char *filter = getenv("GR_TEST_OPS_FILTER");
-    if (add_runs(filter && filter[0] ? filter : NULL) != 0) {
+    n_runs = gr_test_op_runs(filter && filter[0] ? filter : NULL, runs, MAX_RUNS);
+    if (n_runs < 0) {
         printf("test_gpu_ops: more than %d runs: raise MAX_RUNS\n", MAX_RUNS);
         return 1;
     }
-    printf("test_gpu_ops: %d runs of %d rows%s%s\n", n_runs, N_CASES, filter ? ", filter " : "",
-           filter ? filter : "");
+    printf("test_gpu_ops: %d runs of %d rows%s%s\n", n_runs, gr_test_op_n_cases,
+           filter ? ", filter " : "", filter ? filter : "");
     if (n_runs == 0) {
         printf("test_gpu_ops: no row matches GR_TEST_OPS_FILTER=%s\n", filter ? filter : "");
         return 1;
