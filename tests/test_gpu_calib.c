@@ -235,12 +235,7 @@ static gr_status load_photo(int index, float *dst, void *user)
 
 static gr_model *load_model(const char *name)
 {
-    gr_model_options mo;
-    gr_model_options_default(&mo);
-    mo.builtin = name;
-    gr_model *m = NULL;
-    ck_assert_msg(gr_model_load(&mo, &m) == GR_OK, "%s", gr_last_error());
-    return m;
+    return gr_test_load_model(name, NULL, 0);
 }
 
 static void cpu_ranges(const gr_net *net, const char *const *paths, int n, gr_calib_method method,

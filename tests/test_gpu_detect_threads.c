@@ -41,12 +41,7 @@ static char calib_dir[200];
 
 static gr_model *load_model(const char *name)
 {
-    gr_model_options mo;
-    gr_model_options_default(&mo);
-    mo.builtin = name;
-    gr_model *m = NULL;
-    ck_assert_msg(gr_model_load(&mo, &m) == GR_OK, "%s", gr_last_error());
-    return m;
+    return gr_test_load_model(name, NULL, 0);
 }
 
 static gr_engine *build(const gr_model *m, const char *name, gr_precision prec)

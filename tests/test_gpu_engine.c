@@ -29,6 +29,7 @@
 #include "kernels/conv.h"
 #include "runtime/timing_cache.h"
 #include "tests/support/gpu_test.h"
+#include "tests/support/gpu_trace.h"
 
 /* ---- interposed CUDA entry points: count copies and allocations the run path makes -------- */
 static int count_copies, count_allocs;
@@ -72,12 +73,7 @@ static char calib_cache[256];
 
 static gr_model *load_model(const char *name)
 {
-    gr_model_options mo;
-    gr_model_options_default(&mo);
-    mo.builtin = name;
-    gr_model *m = NULL;
-    ck_assert_msg(gr_model_load(&mo, &m) == GR_OK, "%s", gr_last_error());
-    return m;
+    return gr_test_load_model(name, NULL, 0);
 }
 
 static gr_engine *build(const gr_model *m, gr_device dev, gr_precision prec, int batch, int graph)
@@ -342,43 +338,24 @@ END_TEST
  * scales, same rounding rules), read back after each node. Both start from the same uint8 input;
  * each node's GPU output is compared with the CPU's output of the same node. */
 typedef struct layer_trace {
-    const gr_plan *plan;
-    float **cpu;      /* per node, CPU values */
     int worst_node;
     double worst;
     int first_conv;            /* the plan's first conv node, -1 until seen */
     size_t first_conv_differs; /* its output elements that differ from the CPU's */
 } layer_trace;
 
-static size_t tensor_elems(const gr_plan *plan, int t)
-{
-    const gr_plan_tensor *pt = &plan->tensors[t];
-    return (size_t)pt->n * pt->c * pt->h * pt->w;
-}
-
-static void cpu_hook(const gr_plan_exec *ex, int node, void *user)
-{
-    layer_trace *lt = user;
-    const gr_plan_node *nd = &lt->plan->nodes[node];
-    if (nd->output < 0)
-        return;
-    lt->cpu[node] = malloc(tensor_elems(lt->plan, nd->output) * sizeof(float));
-    ck_assert(lt->cpu[node]);
-    ck_assert(gr_plan_exec_read_tensor(ex, nd->output, lt->cpu[node]) == GR_OK);
-}
-
-static void gpu_hook(const gr_plan *plan, int node, const float *values, void *user)
+static void gpu_hook(const gr_plan *plan, int node, const float *values, const float *want,
+                     size_t n, void *user)
 {
     layer_trace *lt = user;
     const gr_plan_node *nd = &plan->nodes[node];
-    ck_assert_msg(lt->cpu[node], "node %d has no CPU value", node);
-    stats s = compare(values, lt->cpu[node], tensor_elems(plan, nd->output));
+    ck_assert_msg(want, "node %d has no CPU value", node);
+    stats s = compare(values, want, n);
     const gr_plan_tensor *t = &plan->tensors[nd->output];
     double step = t->dtype == GR_DTYPE_I8 ? (double)t->scale : 0.0;
     printf("  node %2d %-10s layer %2d %s: NRMSE %.3g, max |err| %.3g (%.2f steps), %zu of %zu differ\n",
            node, gr_plan_kind_name(nd->kind), nd->layer, gr_dtype_name(t->dtype), s.nrmse,
-           s.max_abs, step > 0 ? s.max_abs / step : 0.0, s.differing,
-           tensor_elems(plan, nd->output));
+           s.max_abs, step > 0 ? s.max_abs / step : 0.0, s.differing, n);
     if (s.nrmse > lt->worst) {
         lt->worst = s.nrmse;
         lt->worst_node = node;
@@ -389,29 +366,17 @@ static void gpu_hook(const gr_plan *plan, int node, const float *values, void *u
     }
 }
 
-/* Engine e of model m against the CPU emulation of its plan, node by node; the trace is returned
- * (lt->cpu freed). */
+/* Engine e of model m against the CPU emulation of its plan, node by node; the trace is
+ * returned. */
 static layer_trace trace_against_emulation(const char *name, gr_model *m, gr_engine *e,
                                            gr_precision prec)
 {
-    const gr_plan *plan = gr_engine_debug_plan(e);
-    ck_assert(plan);
     uint8_t *u8;
     float *f32;
     load_input(m, "data/giraffe.jpg", &u8, &f32, NULL, NULL);
-    layer_trace lt = {plan, calloc((size_t)plan->n_nodes, sizeof(float *)), -1, 0.0, -1, 0};
-    ck_assert(lt.cpu);
-    gr_plan_exec *ex = NULL;
-    ck_assert(gr_plan_exec_create(plan, 0, &ex) == GR_OK);
-    gr_plan_exec_set_hook(ex, cpu_hook, &lt);
-    ck_assert_msg(gr_plan_execute(ex, u8) == GR_OK, "%s", gr_last_error());
+    layer_trace lt = {-1, 0.0, -1, 0};
     printf("%s %s per node, GPU vs CPU emulation:\n", name, gr_precision_name(prec));
-    ck_assert_msg(gr_engine_debug_trace(e, u8, gpu_hook, &lt) == GR_OK, "%s", gr_last_error());
-    for (int i = 0; i < plan->n_nodes; i++)
-        free(lt.cpu[i]);
-    free(lt.cpu);
-    lt.cpu = NULL;
-    gr_plan_exec_destroy(ex);
+    ck_assert_msg(gr_test_trace_nodes(e, u8, gpu_hook, &lt) == GR_OK, "%s", gr_last_error());
     free(u8);
     free(f32);
     return lt;

@@ -26,6 +26,7 @@
 #include "planner/plan.h"
 #include "runtime/gpu/debug.h"
 #include "tests/support/gpu_test.h"
+#include "tests/support/gpu_trace.h"
 
 #define SIDE 160
 #define N_LAYERS 12
@@ -82,59 +83,19 @@ static uint8_t *load_u8(const char *path)
     return u8;
 }
 
-typedef struct stats {
-    double nrmse, max_abs;
-    size_t differing;
-} stats;
-
-static stats compare(const float *x, const float *y, size_t n)
-{
-    double sq = 0.0, lo = INFINITY, hi = -INFINITY, max_abs = 0.0;
-    size_t differing = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)x[i] - (double)y[i]);
-        sq += d * d;
-        max_abs = fmax(max_abs, d);
-        differing += x[i] != y[i];
-        lo = fmin(lo, (double)y[i]);
-        hi = fmax(hi, (double)y[i]);
-    }
-    stats s = {sqrt(sq / (double)n) / (hi > lo ? hi - lo : 1.0), max_abs, differing};
-    return s;
-}
-
-static size_t tensor_elems(const gr_plan *plan, int t)
-{
-    const gr_plan_tensor *pt = &plan->tensors[t];
-    return (size_t)pt->n * pt->c * pt->h * pt->w;
-}
-
 typedef struct trace {
-    const gr_plan *plan;
-    float **cpu;
     int seen_f16; /* an fp16 node ran before (schedule order) */
     double worst;
     int worst_node, checked_i8;
 } trace;
 
-static void cpu_hook(const gr_plan_exec *ex, int node, void *user)
-{
-    trace *t = user;
-    const gr_plan_node *nd = &t->plan->nodes[node];
-    if (nd->output < 0)
-        return;
-    t->cpu[node] = malloc(tensor_elems(t->plan, nd->output) * sizeof(float));
-    ck_assert(t->cpu[node]);
-    ck_assert(gr_plan_exec_read_tensor(ex, nd->output, t->cpu[node]) == GR_OK);
-}
-
-static void gpu_hook(const gr_plan *plan, int node, const float *values, void *user)
+static void gpu_hook(const gr_plan *plan, int node, const float *values, const float *want,
+                     size_t n, void *user)
 {
     trace *t = user;
     const gr_plan_node *nd = &plan->nodes[node];
-    ck_assert_msg(t->cpu[node], "node %d has no CPU value", node);
-    size_t n = tensor_elems(plan, nd->output);
-    stats s = compare(values, t->cpu[node], n);
+    ck_assert_msg(want, "node %d has no CPU value", node);
+    gr_test_diff s = gr_test_compare(values, want, n);
     const gr_plan_tensor *pt = &plan->tensors[nd->output];
     int in_f16 = gr_plan_conv_in_dtype(plan, nd) == GR_DTYPE_F16 || pt->dtype == GR_DTYPE_F16;
     printf("  node %2d %-10s layer %2d %s: NRMSE %.3g, max |err| %.3g, %zu of %zu differ\n", node,
@@ -172,14 +133,9 @@ START_TEST(mixed_plan_matches_cpu_emulation_node_by_node)
     ck_assert_msg(f16 > 0 && i8 > 0, "map %d: the plan is not mixed (%d fp16, %d int8 convs)", _i,
                   f16, i8);
     uint8_t *u8 = load_u8("data/shapes-val/000.png");
-    trace t = {plan, calloc((size_t)plan->n_nodes, sizeof(float *)), 0, 0.0, -1, 0};
-    ck_assert(t.cpu);
-    gr_plan_exec *ex = NULL;
-    ck_assert(gr_plan_exec_create(plan, 0, &ex) == GR_OK);
-    gr_plan_exec_set_hook(ex, cpu_hook, &t);
-    ck_assert_msg(gr_plan_execute(ex, u8) == GR_OK, "%s", gr_last_error());
+    trace t = {0, 0.0, -1, 0};
     printf("map %d per node, GPU vs CPU emulation:\n", _i);
-    ck_assert_msg(gr_engine_debug_trace(e, u8, gpu_hook, &t) == GR_OK, "%s", gr_last_error());
+    ck_assert_msg(gr_test_trace_nodes(e, u8, gpu_hook, &t) == GR_OK, "%s", gr_last_error());
     ck_assert_msg(t.worst <= 1e-2, "map %d: node %d NRMSE %g > 1e-2", _i, t.worst_node, t.worst);
     if (_i == 1)
         ck_assert_msg(t.checked_i8 > 0, "map 1 starts in int8: its first nodes were not checked");
@@ -192,14 +148,10 @@ START_TEST(mixed_plan_matches_cpu_emulation_node_by_node)
     ck_assert(gr_engine_output(e, 0, &gy) == GR_OK && gr_engine_output(cpu, 0, &cy) == GR_OK);
     gr_tensor_desc d;
     gr_engine_output_desc(e, 0, &d);
-    stats s = compare(gy, cy, (size_t)d.n * d.c * d.h * d.w);
+    gr_test_diff s = gr_test_compare(gy, cy, (size_t)d.n * d.c * d.h * d.w);
     printf("map %d output: GPU vs CPU engine NRMSE %.3g\n", _i, s.nrmse);
     ck_assert_msg(s.nrmse <= 1e-2, "map %d: output NRMSE %g", _i, s.nrmse);
-    for (int i = 0; i < plan->n_nodes; i++)
-        free(t.cpu[i]);
-    free(t.cpu);
     free(u8);
-    gr_plan_exec_destroy(ex);
     gr_engine_destroy(cpu);
     gr_engine_destroy(e);
     gr_model_destroy(m);
@@ -268,7 +220,7 @@ START_TEST(auto_map_on_the_gpu_meets_its_budget)
         gr_engine_output(fp32, 0, &y);
         gr_tensor_desc d;
         gr_engine_output_desc(fp32, 0, &d);
-        worst = fmax(worst, compare(x, y, (size_t)d.c * d.h * d.w).nrmse);
+        worst = fmax(worst, gr_test_compare(x, y, (size_t)d.c * d.h * d.w).nrmse);
         free(u8);
     }
     printf("auto map error %.4g (budget %.4g)\n", worst, (double)eo.max_nrmse);
