@@ -1,6 +1,7 @@
 /* The network IR's small accessors: freeing, input shapes, and which layers are the outputs.
  * A "head" is the layer whose output the region/yolo decoder reads (the raw detector output the
- * engine hands back); a network without a decoder has its last layer as its only head. */
+ * engine hands back); a network without a decoder has its output_layers (ONNX) or else its last
+ * layer as its only head. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,10 @@ int gr_net_heads(const gr_net *net, int *head_layers, int max)
         if (is_decoder(l) && l->n_inputs > 0)
             head_layers[count++] = l->inputs[0];
     }
+    for (int k = 0; count == 0 && k < net->n_outputs && k < max; k++)
+        head_layers[k] = net->output_layers[k];
+    if (count == 0 && net->n_outputs > 0)
+        count = net->n_outputs < max ? net->n_outputs : max;
     if (count == 0)
         head_layers[count++] = net->n_layers - 1;
     return count;

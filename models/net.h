@@ -24,6 +24,7 @@ typedef struct gr_layer {
 } gr_layer;
 
 #define GR_NET_NAME_LEN 64
+#define GR_NET_MAX_OUTPUTS 8 /* a network's outputs without a detection head (ONNX) */
 
 typedef struct gr_net {
     char name[GR_NET_NAME_LEN]; /* built-in name or cfg file name */
@@ -41,6 +42,9 @@ typedef struct gr_net {
     int n_class_names;
     size_t nonfinite_weights;   /* NaN/Inf among loaded weights (counted by gr_model_load) */
     char load_notice[512];      /* gr_model_notice(): one line, e.g. about those weights */
+    int n_outputs;              /* 0: the outputs are the heads (gr_net_heads); else the layers
+                                   output_layers[0..n_outputs) (an ONNX graph's outputs) */
+    int output_layers[GR_NET_MAX_OUTPUTS];
     gr_preprocess preprocess;   /* LETTERBOX or STRETCH (gr_model_preprocess): the cfg's Darknet's
                                    (models/parse.c); an engine's copy: the engine's */
 } gr_net;
@@ -107,7 +111,7 @@ typedef struct gr_cfg_refusal {
 int gr_cfg_refusals(gr_cfg_refusal *out, int max);
 
 /* Output heads: layer indices whose outputs are the network's raw outputs (the input of each
- * region/yolo layer; the last layer when there is no head). Returns the count (<= max). */
+ * region/yolo layer; without a head, output_layers when n_outputs is set, else the last layer). Returns the count (<= max). */
 int gr_net_heads(const gr_net *net, int *head_layers, int max);
 /* The region/yolo layer that decodes head k, or -1 when the net has no detection head. */
 int gr_net_head_decoder(const gr_net *net, int head_index);

@@ -48,6 +48,9 @@ static void write_params(gr_bytes *b, const gr_op_params *p)
 
 gr_status gr_net_write(const gr_net *net, gr_bytes *b)
 {
+    if (net->n_outputs > 0) /* the format has no place for them yet */
+        return gr_fail(GR_ERR_UNSUPPORTED, "%s: a network with several outputs (an ONNX graph's) "
+                       "cannot be saved as an engine file yet", net->name);
     gr_bytes_str(b, net->name);
     gr_bytes_i32(b, net->w);
     gr_bytes_i32(b, net->h);

@@ -56,7 +56,7 @@ static gr_precision layer_precision(const gr_plan_options *opt, int layer, int k
 }
 
 /* Output layers: with decode_heads the region/yolo layers; else the layers feeding them; with no
- * head at all, the last layer. */
+ * head at all, gr_net_heads' (the net's output layers, or its last layer). */
 static int find_outputs(const gr_net *net, int decode_heads, int *out, int max)
 {
     int n = 0;
@@ -66,7 +66,7 @@ static int find_outputs(const gr_net *net, int decode_heads, int *out, int max)
         out[n++] = decode_heads ? i : net->layers[i].inputs[0];
     }
     if (n == 0 && net->n_layers > 0)
-        out[n++] = net->n_layers - 1;
+        n = gr_net_heads(net, out, max); /* the net's outputs (ONNX) or its last layer */
     return n;
 }
 

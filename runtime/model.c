@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/onnx/onnx.h"
 #include "runtime/engine_internal.h"
 
 
@@ -45,7 +46,16 @@ gr_status gr_model_load(const gr_model_options *opt, gr_model **out)
     opt = &full;
     gr_net *net = NULL;
     gr_status st;
-    if (opt->cfg_path) {
+    /* An ONNX model (models/onnx/onnx.h) holds its weights: named as a cfg or as the model. */
+    const char *onnx = opt->cfg_path && gr_onnx_is_model_file(opt->cfg_path) ? opt->cfg_path
+                       : !opt->cfg_path && opt->builtin && gr_onnx_is_model(opt->builtin, NULL, 0)
+                           ? opt->builtin : NULL;
+    if (onnx && opt->weights_path)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: an ONNX model holds its weights; a weights "
+                       "file (%s) does not apply", onnx, opt->weights_path);
+    if (onnx) {
+        st = gr_net_load_onnx(onnx, &net);
+    } else if (opt->cfg_path) {
         st = gr_net_parse_file(opt->cfg_path, &net);
         if (st == GR_OK && opt->builtin && strcmp(opt->builtin, "") != 0) {
             /* A --cfg with a built-in name keeps the built-in class names when the counts match. */
@@ -74,8 +84,10 @@ gr_status gr_model_load(const gr_model_options *opt, gr_model **out)
         return st;
     /* A built-in model with bundled trained weights loads them unless other weights are named
      * (a --cfg replaces the network, so it gets synthetic weights like any cfg). */
-    const char *bundled = opt->cfg_path ? NULL : gr_net_builtin_weights(opt->builtin);
-    if (opt->weights_path) {
+    const char *bundled = opt->cfg_path || onnx ? NULL : gr_net_builtin_weights(opt->builtin);
+    if (onnx) {
+        st = GR_OK;
+    } else if (opt->weights_path) {
         st = gr_net_load_weights(net, opt->weights_path);
     } else if (bundled) {
         char path[4096];

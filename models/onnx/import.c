@@ -1,0 +1,1121 @@
+/* ONNX ModelProto -> gr_net (models/onnx/onnx.h; what is supported: docs/onnx.md).
+ *
+ * The graph is walked once in node order (ONNX requires a topological order). Every tensor name
+ * becomes a value: a constant (initializers, Constant nodes and the shape subgraphs folded by
+ * fold.c, which need the fixed input size) or the output of one graphrun layer (-1: the network
+ * input). Nodes on computed tensors map onto the existing ops:
+ *   Conv -> conv (BatchNormalization after it folded into its weights; Relu, LeakyRelu(0.1),
+ *   Sigmoid and the SiLU pattern x * Sigmoid(x) into its activation), MaxPool -> maxpool,
+ *   Add -> shortcut (its activation likewise), Concat on channels -> route, Split and Slice on
+ *   channels -> route groups, Resize nearest with an integer scale -> upsample; Identity, and
+ *   Reshape to the same shape, are aliases.
+ * Anything else is one line "FILE: node 'NAME' (OP, opset N): why", GR_ERR_UNSUPPORTED, and
+ * malformed files GR_ERR_PARSE / GR_ERR_LIMIT; the protobuf is parsed by protobuf-c.
+ * Layers use float math as PyTorch does (the AlexeyAB forms: ops/ops.h gr_act_form). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/internal.h"
+#include "models/onnx/internal.h"
+#include "models/onnx/onnx.h"
+
+#define OPSET_MIN 11
+#define OPSET_MAX 19
+#define MAX_NODES 1000000
+
+enum { VAL_NONE = 0, VAL_LAYER, VAL_CONST };
+
+typedef struct value {
+    const char *name;
+    int kind;
+    int layer;    /* VAL_LAYER: the producing layer, -1 the network input */
+    onnx_const k; /* VAL_CONST */
+    int uses;     /* node inputs and graph outputs that read it */
+    int user[2];  /* the first two reading nodes (-1: a graph output) */
+} value;
+
+/* A layer's learned parameters until the net's weight block exists. */
+typedef struct layer_params {
+    float *weights;
+    float *biases;
+    int bn_folded;
+} layer_params;
+
+typedef struct importer {
+    const char *source;
+    int opset;
+    const Onnx__GraphProto *g;
+    value *vals;
+    size_t n_vals, cap_vals;
+    size_t *slots; /* hash of names: index + 1 into vals, 0 empty */
+    size_t slot_mask;
+    gr_net *net;
+    int cap_layers;
+    layer_params *params;
+    unsigned char *absorbed; /* nodes already handled with an earlier one (SiLU's Mul) */
+    int node_index;
+} importer;
+
+/* ---- messages ------------------------------------------------------------------------------ */
+
+static gr_status node_fail(const importer *im, const Onnx__NodeProto *node, gr_status st,
+                           const char *fmt, ...) GR_PRINTF(4, 5);
+static gr_status node_fail(const importer *im, const Onnx__NodeProto *node, gr_status st,
+                           const char *fmt, ...)
+{
+    char what[512], name[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (node->name && node->name[0])
+        snprintf(name, sizeof name, "'%.150s'", node->name);
+    else
+        snprintf(name, sizeof name, "#%d", im->node_index);
+    return gr_fail(st, "%s: node %s (%.64s, opset %d): %s", im->source, name,
+                   onnx_str(node->op_type), im->opset, what);
+}
+
+/* ---- values -------------------------------------------------------------------------------- */
+
+static size_t hash_name(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return (size_t)h;
+}
+
+static value *find_value(const importer *im, const char *name)
+{
+    if (!name || !name[0])
+        return NULL;
+    for (size_t i = hash_name(name) & im->slot_mask; im->slots[i]; i = (i + 1) & im->slot_mask)
+        if (strcmp(im->vals[im->slots[i] - 1].name, name) == 0)
+            return &im->vals[im->slots[i] - 1];
+    return NULL;
+}
+
+/* A new value named `name`; GR_ERR_PARSE when the name is taken. */
+static gr_status add_value(importer *im, const char *name, value **out)
+{
+    if (find_value(im, name))
+        return gr_fail(GR_ERR_PARSE, "%s: tensor '%.200s' is defined twice", im->source, name);
+    GR_CHECK_INTERNAL(im->n_vals < im->cap_vals);
+    value *v = &im->vals[im->n_vals++];
+    memset(v, 0, sizeof *v);
+    v->name = name;
+    v->user[0] = v->user[1] = -1;
+    size_t i = hash_name(name) & im->slot_mask;
+    while (im->slots[i])
+        i = (i + 1) & im->slot_mask;
+    im->slots[i] = im->n_vals;
+    *out = v;
+    return GR_OK;
+}
+
+static gr_shape value_shape(const importer *im, const value *v)
+{
+    if (v->layer < 0) {
+        gr_shape s = {im->net->c, im->net->h, im->net->w};
+        return s;
+    }
+    return im->net->layers[v->layer].out;
+}
+
+/* Input k of the node, or NULL when omitted (past the end or an empty name). */
+static value *node_input(const importer *im, const Onnx__NodeProto *node, size_t k)
+{
+    return k < node->n_input ? find_value(im, node->input[k]) : NULL;
+}
+
+static void set_output_layer(importer *im, const Onnx__NodeProto *node, size_t k, int layer)
+{
+    value *v = k < node->n_output ? find_value(im, node->output[k]) : NULL;
+    if (v) {
+        v->kind = VAL_LAYER;
+        v->layer = layer;
+    }
+}
+
+/* The computed tensor that input k must be (not a constant, not omitted). */
+static gr_status layer_input(const importer *im, const Onnx__NodeProto *node, size_t k,
+                             value **out)
+{
+    value *v = node_input(im, node, k);
+    *out = NULL;
+    if (!v)
+        return node_fail(im, node, GR_ERR_PARSE, "input %zu is missing", k);
+    if (v->kind != VAL_LAYER)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "input %zu ('%.100s') is a constant where a computed tensor is needed "
+                         "(constant folding of this op is not supported)", k, v->name);
+    *out = v;
+    return GR_OK;
+}
+
+/* The constant that input k must be; NULL in *out when omitted and `optional`. */
+static gr_status const_input(const importer *im, const Onnx__NodeProto *node, size_t k,
+                             bool optional, const onnx_const **out)
+{
+    value *v = node_input(im, node, k);
+    *out = NULL;
+    if (!v && optional)
+        return GR_OK;
+    if (!v || v->kind != VAL_CONST)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "input %zu must be a constant (an initializer or a folded shape "
+                         "computation)", k);
+    *out = &v->k;
+    return GR_OK;
+}
+
+/* ---- layers -------------------------------------------------------------------------------- */
+
+static gr_status add_layer(importer *im, const Onnx__NodeProto *node, const gr_op_params *p,
+                           const int *inputs, int n_inputs, int *index)
+{
+    gr_net *net = im->net;
+    if (net->n_layers == im->cap_layers) {
+        int cap = im->cap_layers ? 2 * im->cap_layers : 64;
+        gr_layer *layers = realloc(net->layers, (size_t)cap * sizeof *layers);
+        if (layers)
+            net->layers = layers;
+        layer_params *params = realloc(im->params, (size_t)cap * sizeof *params);
+        if (params)
+            im->params = params;
+        if (!layers || !params)
+            return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory for %d layers", im->source,
+                           cap);
+        im->cap_layers = cap;
+    }
+    int i = net->n_layers;
+    gr_layer *l = &net->layers[i];
+    memset(l, 0, sizeof *l);
+    memset(&im->params[i], 0, sizeof im->params[i]);
+    l->p = *p;
+    l->p.alexeyab = 1;
+    gr_op_params_resolve(&l->p);
+    l->n_inputs = n_inputs;
+    gr_shape in[GR_MAX_INPUTS];
+    for (int k = 0; k < n_inputs; k++) {
+        l->inputs[k] = inputs[k];
+        in[k] = inputs[k] < 0 ? (gr_shape){net->c, net->h, net->w} : net->layers[inputs[k]].out;
+    }
+    l->cfg_line = im->node_index + 1;
+    net->n_layers++; /* counted now, so a failure below frees what the layer owns */
+    gr_status st = gr_op_get(l->p.op)->infer(&l->p, in, n_inputs, &l->out);
+    if (st != GR_OK)
+        return node_fail(im, node, st, "%s", gr_last_error());
+    if (l->out.c > GR_MAX_DIM || l->out.h > GR_MAX_DIM || l->out.w > GR_MAX_DIM ||
+        gr_shape_elems(l->out) > GR_MAX_TENSOR_ELEMS)
+        return node_fail(im, node, GR_ERR_LIMIT, "output %dx%dx%d is too large", l->out.c,
+                         l->out.h, l->out.w);
+    *index = i;
+    return GR_OK;
+}
+
+static void base_params(gr_op_kind op, gr_op_params *p)
+{
+    memset(p, 0, sizeof *p);
+    gr_op_params_default(op, p);
+    p->op = op;
+    p->activation = GR_ACT_LINEAR;
+}
+
+/* A one-input route that takes channels [start, start + len) of a c-channel tensor, when route
+ * groups can express it (len divides c and start). */
+static gr_status channel_range(importer *im, const Onnx__NodeProto *node, const value *x,
+                               int64_t start, int64_t len, size_t out_k)
+{
+    int c = value_shape(im, x).c;
+    if (start == 0 && len == c) {
+        value *v = out_k < node->n_output ? find_value(im, node->output[out_k]) : NULL;
+        if (v) {
+            v->kind = VAL_LAYER;
+            v->layer = x->layer;
+        }
+        return GR_OK;
+    }
+    if (len <= 0 || start < 0 || start + len > c || c % len != 0 || start % len != 0)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "channels %lld..%lld of %d: graphrun's route takes only equal groups "
+                         "(a range whose length divides the channels and its start)",
+                         (long long)start, (long long)(start + len), c);
+    gr_op_params p;
+    base_params(GR_OP_ROUTE, &p);
+    p.groups = (int)(c / len);
+    p.group_id = (int)(start / len);
+    int layer = -1;
+    GR_TRY(add_layer(im, node, &p, &x->layer, 1, &layer));
+    set_output_layer(im, node, out_k, layer);
+    return GR_OK;
+}
+
+/* ---- nodes on computed tensors ------------------------------------------------------------- */
+
+static gr_status check_pad_mode(const importer *im, const Onnx__NodeProto *node, const int *in_hw,
+                                int k, const int *strides, int dilation, int64_t pads[4])
+{
+    char buf[32];
+    const char *mode = onnx_attr_string(node, "auto_pad", buf, sizeof buf, "NOTSET");
+    if (strcmp(mode, "NOTSET") == 0)
+        return GR_OK;
+    if (strcmp(mode, "VALID") == 0) {
+        memset(pads, 0, 4 * sizeof *pads);
+        return GR_OK;
+    }
+    bool upper = strcmp(mode, "SAME_UPPER") == 0;
+    if (!upper && strcmp(mode, "SAME_LOWER") != 0)
+        return node_fail(im, node, GR_ERR_PARSE, "unknown auto_pad '%s'", mode);
+    for (int d = 0; d < 2; d++) {
+        long long out = (in_hw[d] + strides[d] - 1) / strides[d];
+        long long total = (out - 1) * strides[d] + (long long)(k - 1) * dilation + 1 - in_hw[d];
+        if (total < 0)
+            total = 0;
+        pads[d] = upper ? total / 2 : total - total / 2;
+        pads[d + 2] = total - pads[d];
+    }
+    return GR_OK;
+}
+
+/* kernel_shape / strides / dilations / pads of a 2-D Conv or MaxPool; k the square kernel. */
+static gr_status window_attrs(const importer *im, const Onnx__NodeProto *node, gr_shape in,
+                              int kh, int kw, int *strides, int *dilation, int64_t pads[4])
+{
+    const int64_t *a;
+    size_t n = onnx_attr_ints(node, "kernel_shape", &a);
+    if (n && (n != 2 || a[0] != kh || a[1] != kw))
+        return node_fail(im, node, GR_ERR_PARSE, "kernel_shape does not match the kernel");
+    if (kh != kw)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "kernel %dx%d (graphrun's conv and maxpool windows are square)", kh, kw);
+    strides[0] = strides[1] = 1;
+    if ((n = onnx_attr_ints(node, "strides", &a))) {
+        if (n != 2 || a[0] < 1 || a[1] < 1 || a[0] > GR_MAX_DIM || a[1] > GR_MAX_DIM)
+            return node_fail(im, node, GR_ERR_PARSE, "bad strides");
+        strides[0] = (int)a[0];
+        strides[1] = (int)a[1];
+    }
+    *dilation = 1;
+    if ((n = onnx_attr_ints(node, "dilations", &a))) {
+        if (n != 2 || a[0] < 1 || a[0] > GR_MAX_DIM)
+            return node_fail(im, node, GR_ERR_PARSE, "bad dilations");
+        if (a[0] != a[1])
+            return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                             "dilations %lld, %lld differ (graphrun's are equal)",
+                             (long long)a[0], (long long)a[1]);
+        *dilation = (int)a[0];
+    }
+    memset(pads, 0, 4 * sizeof *pads);
+    if ((n = onnx_attr_ints(node, "pads", &a))) {
+        if (n != 4)
+            return node_fail(im, node, GR_ERR_PARSE, "pads has %zu values (4 for 2-D)", n);
+        for (int d = 0; d < 4; d++) {
+            if (a[d] < 0 || a[d] > GR_MAX_DIM)
+                return node_fail(im, node, GR_ERR_PARSE, "bad pads");
+            pads[d] = a[d];
+        }
+    }
+    int in_hw[2] = {in.h, in.w};
+    return check_pad_mode(im, node, in_hw, kh, strides, *dilation, pads);
+}
+
+static gr_status import_conv(importer *im, const Onnx__NodeProto *node)
+{
+    value *x = NULL;
+    const onnx_const *w, *b;
+    GR_TRY(layer_input(im, node, 0, &x));
+    GR_TRY(const_input(im, node, 1, false, &w));
+    GR_TRY(const_input(im, node, 2, true, &b));
+    gr_shape in = value_shape(im, x);
+    if (!w->is_float || w->ndim != 4)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED, "weights must be float32 of rank 4 (2-D "
+                         "convolution)");
+    int64_t group = onnx_attr_int(node, "group", 1);
+    int64_t m = w->dims[0];
+    if (group < 1 || group > in.c || m < 1 || m > GR_MAX_DIM || w->dims[1] * group != in.c ||
+        m % group != 0 || w->dims[2] < 1 || w->dims[2] > GR_MAX_DIM || w->dims[3] < 1 ||
+        w->dims[3] > GR_MAX_DIM)
+        return node_fail(im, node, GR_ERR_PARSE,
+                         "weights %lldx%lldx%lldx%lld, group %lld do not fit %d input channels",
+                         (long long)w->dims[0], (long long)w->dims[1], (long long)w->dims[2],
+                         (long long)w->dims[3], (long long)group, in.c);
+    if (b && (!b->is_float || b->n != (size_t)m))
+        return node_fail(im, node, GR_ERR_PARSE, "bias must be %lld float32 values",
+                         (long long)m);
+    int k = (int)w->dims[2], strides[2], dilation;
+    int64_t pads[4];
+    GR_TRY(window_attrs(im, node, in, k, (int)w->dims[3], strides, &dilation, pads));
+    if (pads[0] != pads[1] || pads[0] != pads[2] || pads[0] != pads[3])
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "pads %lld,%lld,%lld,%lld (graphrun's conv pads all sides alike)",
+                         (long long)pads[0], (long long)pads[1], (long long)pads[2],
+                         (long long)pads[3]);
+    int pad = (int)pads[0];
+    if (dilation > 1 && k > 1) {
+        /* graphrun's dilated conv pads (size-1)/2 taps, dilation pixels apart (ops/conv.c). */
+        if (k % 2 == 0 || pads[0] != (int64_t)dilation * (k - 1) / 2)
+            return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                             "dilation %d with pads %lld (graphrun's dilated conv needs an odd "
+                             "kernel and pads dilation*(kernel-1)/2 = %d)",
+                             dilation, (long long)pads[0], dilation * (k - 1) / 2);
+        pad = (k - 1) / 2;
+    }
+    gr_op_params p;
+    base_params(GR_OP_CONV, &p);
+    p.filters = (int)m;
+    p.size = k;
+    p.stride = strides[1];
+    p.stride_y = strides[0];
+    p.dilation = k > 1 ? dilation : 1;
+    p.pad = pad;
+    p.groups = (int)group;
+    int layer = -1;
+    GR_TRY(add_layer(im, node, &p, &x->layer, 1, &layer));
+    layer_params *lp = &im->params[layer];
+    lp->weights = gr_malloc(w->n * sizeof *lp->weights, "ONNX conv weights");
+    lp->biases = gr_calloc((size_t)m, sizeof *lp->biases, "ONNX conv biases");
+    if (!lp->weights || !lp->biases)
+        return GR_ERR_OUT_OF_MEMORY;
+    memcpy(lp->weights, w->f, w->n * sizeof *lp->weights);
+    if (b)
+        memcpy(lp->biases, b->f, (size_t)m * sizeof *lp->biases);
+    set_output_layer(im, node, 0, layer);
+    return GR_OK;
+}
+
+/* A Conv's own output that nothing else reads (`uses` readers in all), not yet activated: what
+ * a batch norm or an activation can be folded into. Shortcut (Add) takes activations too. */
+static bool foldable_into(const importer *im, const value *x, int uses, bool conv_only)
+{
+    if (x->kind != VAL_LAYER || x->layer < 0 || x->uses != uses)
+        return false;
+    const gr_layer *l = &im->net->layers[x->layer];
+    if (l->p.activation != GR_ACT_LINEAR)
+        return false;
+    return l->p.op == GR_OP_CONV || (!conv_only && l->p.op == GR_OP_SHORTCUT);
+}
+
+static gr_status import_batchnorm(importer *im, const Onnx__NodeProto *node)
+{
+    value *x = NULL;
+    const onnx_const *c[4];
+    GR_TRY(layer_input(im, node, 0, &x));
+    for (int k = 0; k < 4; k++)
+        GR_TRY(const_input(im, node, (size_t)k + 1, false, &c[k]));
+    if (onnx_attr_int(node, "training_mode", 0) != 0 ||
+        (node->n_output > 1 && find_value(im, node->output[1])))
+        return node_fail(im, node, GR_ERR_UNSUPPORTED, "training mode (inference only)");
+    if (!foldable_into(im, x, 1, true) || im->params[x->layer].bn_folded)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "not directly after a Conv whose output nothing else reads (graphrun "
+                         "folds a batch norm into the Conv before it)");
+    gr_layer *l = &im->net->layers[x->layer];
+    layer_params *lp = &im->params[x->layer];
+    int n = l->p.filters;
+    for (int k = 0; k < 4; k++)
+        if (!c[k]->is_float || c[k]->n != (size_t)n)
+            return node_fail(im, node, GR_ERR_PARSE, "input %d must be %d float32 values", k + 1,
+                             n);
+    double eps = onnx_attr_float(node, "epsilon", 1e-5f);
+    size_t per_filter = (size_t)(gr_net_input_shape(im->net, x->layer, 0).c / l->p.groups) *
+                        (size_t)l->p.size * (size_t)l->p.size;
+    for (int oc = 0; oc < n; oc++) {
+        double scale = (double)c[0]->f[oc] / sqrt((double)c[3]->f[oc] + eps);
+        for (size_t i = 0; i < per_filter; i++)
+            lp->weights[(size_t)oc * per_filter + i] =
+                (float)((double)lp->weights[(size_t)oc * per_filter + i] * scale);
+        lp->biases[oc] =
+            (float)(((double)lp->biases[oc] - (double)c[2]->f[oc]) * scale + (double)c[1]->f[oc]);
+    }
+    lp->bn_folded = 1;
+    set_output_layer(im, node, 0, x->layer);
+    return GR_OK;
+}
+
+/* Relu, LeakyRelu (alpha 0.1), Sigmoid, and Sigmoid + Mul (SiLU: swish) folded into the Conv or
+ * Add before them. */
+static gr_status import_activation(importer *im, const Onnx__NodeProto *node, const char *op)
+{
+    value *x = NULL;
+    GR_TRY(layer_input(im, node, 0, &x));
+    gr_activation act = GR_ACT_RELU;
+    if (strcmp(op, "Sigmoid") == 0) {
+        act = GR_ACT_LOGISTIC;
+        value *s = node->n_output ? find_value(im, node->output[0]) : NULL;
+        int other = x->user[0] == im->node_index ? x->user[1] : x->user[0];
+        if (s && s->uses == 1 && other >= 0 && other == s->user[0] && foldable_into(im, x, 2, false)) {
+            const Onnx__NodeProto *mul = im->g->node[other];
+            if (strcmp(onnx_str(mul->op_type), "Mul") == 0 && onnx_str(mul->domain)[0] == '\0' &&
+                mul->n_input == 2 && mul->n_output >= 1 &&
+                ((find_value(im, mul->input[0]) == x && find_value(im, mul->input[1]) == s) ||
+                 (find_value(im, mul->input[1]) == x && find_value(im, mul->input[0]) == s))) {
+                im->net->layers[x->layer].p.activation = GR_ACT_SWISH;
+                im->absorbed[other] = 1;
+                set_output_layer(im, mul, 0, x->layer);
+                return GR_OK;
+            }
+        }
+    } else if (strcmp(op, "LeakyRelu") == 0) {
+        float alpha = onnx_attr_float(node, "alpha", 0.01f);
+        if (alpha != 0.1f)
+            return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                             "alpha %g (graphrun's leaky activation is Darknet's, alpha 0.1)",
+                             (double)alpha);
+        act = GR_ACT_LEAKY;
+    }
+    if (!foldable_into(im, x, 1, false))
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "on a tensor that is not the own output of a Conv or Add that nothing "
+                         "else reads (graphrun applies activations in the op before them)");
+    im->net->layers[x->layer].p.activation = act;
+    set_output_layer(im, node, 0, x->layer);
+    return GR_OK;
+}
+
+static gr_status import_maxpool(importer *im, const Onnx__NodeProto *node)
+{
+    value *x = NULL;
+    GR_TRY(layer_input(im, node, 0, &x));
+    if (node->n_output > 1 && find_value(im, node->output[1]))
+        return node_fail(im, node, GR_ERR_UNSUPPORTED, "the Indices output is not supported");
+    gr_shape in = value_shape(im, x);
+    const int64_t *ks;
+    if (onnx_attr_ints(node, "kernel_shape", &ks) != 2 || ks[0] < 1 || ks[0] > GR_MAX_DIM ||
+        ks[1] < 1 || ks[1] > GR_MAX_DIM)
+        return node_fail(im, node, GR_ERR_PARSE, "kernel_shape must hold 2 sizes");
+    int k = (int)ks[0], strides[2], dilation;
+    int64_t pads[4];
+    GR_TRY(window_attrs(im, node, in, k, (int)ks[1], strides, &dilation, pads));
+    if (dilation != 1 || strides[0] != strides[1])
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "dilation %d, strides %d,%d (graphrun's maxpool: dilation 1, one stride)",
+                         dilation, strides[0], strides[1]);
+    /* Darknet's maxpool pads `padding`/2 before and the rest after, the same on both axes. */
+    if (pads[0] != pads[1] || pads[2] != pads[3] || pads[2] - pads[0] < 0 || pads[2] - pads[0] > 1)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "pads %lld,%lld,%lld,%lld (graphrun's maxpool pads top = left and "
+                         "bottom = right = top or top + 1)",
+                         (long long)pads[0], (long long)pads[1], (long long)pads[2],
+                         (long long)pads[3]);
+    int total = (int)(pads[0] + pads[2]);
+    if (onnx_attr_int(node, "ceil_mode", 0) != 0 &&
+        ((in.h + total - k) % strides[0] != 0 || (in.w + total - k) % strides[0] != 0))
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "ceil_mode 1 where it changes the output size");
+    gr_op_params p;
+    base_params(GR_OP_MAXPOOL, &p);
+    p.size = k;
+    p.stride = strides[0];
+    p.pad = total;
+    int layer = -1;
+    GR_TRY(add_layer(im, node, &p, &x->layer, 1, &layer));
+    set_output_layer(im, node, 0, layer);
+    return GR_OK;
+}
+
+static gr_status import_add(importer *im, const Onnx__NodeProto *node)
+{
+    value *a = NULL, *b = NULL;
+    GR_TRY(layer_input(im, node, 0, &a));
+    GR_TRY(layer_input(im, node, 1, &b));
+    gr_shape sa = value_shape(im, a), sb = value_shape(im, b);
+    if (sa.c != sb.c || sa.h != sb.h || sa.w != sb.w)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "of %dx%dx%d and %dx%dx%d (only tensors of one shape are added in this "
+                         "slice)", sa.c, sa.h, sa.w, sb.c, sb.h, sb.w);
+    gr_op_params p;
+    base_params(GR_OP_SHORTCUT, &p);
+    int inputs[2] = {a->layer, b->layer}, layer = -1;
+    GR_TRY(add_layer(im, node, &p, inputs, 2, &layer));
+    set_output_layer(im, node, 0, layer);
+    return GR_OK;
+}
+
+/* Axis `axis` of a [1, C, H, W] tensor, normalised; -1 when out of range. */
+static int axis4(int64_t axis) { return axis < 0 ? (axis >= -4 ? (int)(axis + 4) : -1) : axis < 4 ? (int)axis : -1; }
+
+static gr_status import_concat(importer *im, const Onnx__NodeProto *node)
+{
+    if (axis4(onnx_attr_int(node, "axis", 1)) != 1)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "on axis %lld (graphrun's route concatenates channels, axis 1)",
+                         (long long)onnx_attr_int(node, "axis", 1));
+    if (node->n_input < 1 || node->n_input > GR_MAX_INPUTS)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED, "of %zu tensors (1 to %d)",
+                         node->n_input, GR_MAX_INPUTS);
+    int inputs[GR_MAX_INPUTS], layer = -1;
+    for (size_t k = 0; k < node->n_input; k++) {
+        value *v = NULL;
+        GR_TRY(layer_input(im, node, k, &v));
+        inputs[k] = v->layer;
+    }
+    gr_op_params p;
+    base_params(GR_OP_ROUTE, &p);
+    GR_TRY(add_layer(im, node, &p, inputs, (int)node->n_input, &layer));
+    set_output_layer(im, node, 0, layer);
+    return GR_OK;
+}
+
+static gr_status import_split(importer *im, const Onnx__NodeProto *node)
+{
+    value *x = NULL;
+    GR_TRY(layer_input(im, node, 0, &x));
+    if (axis4(onnx_attr_int(node, "axis", 0)) != 1)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED, "on axis %lld (only channels, axis 1)",
+                         (long long)onnx_attr_int(node, "axis", 0));
+    int c = value_shape(im, x).c;
+    size_t n = node->n_output;
+    const int64_t *sizes = NULL;
+    size_t n_sizes = 0;
+    const onnx_const *split = NULL;
+    if (im->opset >= 13) {
+        GR_TRY(const_input(im, node, 1, true, &split));
+        if (split && (split->is_float || split->n != n))
+            return node_fail(im, node, GR_ERR_PARSE, "split must hold one size per output");
+    } else {
+        n_sizes = onnx_attr_ints(node, "split", &sizes);
+        if (n_sizes && n_sizes != n)
+            return node_fail(im, node, GR_ERR_PARSE, "split must hold one size per output");
+    }
+    if (n < 1 || n > (size_t)c)
+        return node_fail(im, node, GR_ERR_PARSE, "%zu outputs of %d channels", n, c);
+    int64_t start = 0;
+    for (size_t k = 0; k < n; k++) {
+        int64_t len = split ? split->i[k] : n_sizes ? sizes[k] : (c + (int64_t)n - 1) / (int64_t)n;
+        if (!split && !n_sizes && k == n - 1)
+            len = c - start;
+        if (len < 0 || len > c - start)
+            return node_fail(im, node, GR_ERR_PARSE, "split sizes exceed the %d channels", c);
+        if (find_value(im, node->output[k]))
+            GR_TRY(channel_range(im, node, x, start, len, k));
+        start += len;
+    }
+    return GR_OK;
+}
+
+static gr_status import_slice(importer *im, const Onnx__NodeProto *node)
+{
+    value *x = NULL;
+    const onnx_const *starts, *ends, *axes, *steps;
+    GR_TRY(layer_input(im, node, 0, &x));
+    if (im->opset < 10)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED, "Slice-1 (attributes) is not supported");
+    GR_TRY(const_input(im, node, 1, false, &starts));
+    GR_TRY(const_input(im, node, 2, false, &ends));
+    GR_TRY(const_input(im, node, 3, true, &axes));
+    GR_TRY(const_input(im, node, 4, true, &steps));
+    if (starts->n != ends->n || (axes && axes->n != starts->n) ||
+        (steps && steps->n != starts->n) || starts->n > 4)
+        return node_fail(im, node, GR_ERR_PARSE, "starts, ends, axes and steps differ in length");
+    gr_shape s = value_shape(im, x);
+    const int64_t dims[4] = {1, s.c, s.h, s.w};
+    int64_t c_start = 0, c_end = s.c;
+    for (size_t i = 0; i < starts->n; i++) {
+        int axis = axis4(axes ? onnx_const_int(axes, i) : (int64_t)i);
+        int64_t step = steps ? onnx_const_int(steps, i) : 1;
+        if (axis < 0 || step != 1)
+            return node_fail(im, node, GR_ERR_UNSUPPORTED, "axis %d step %lld (step 1 only)",
+                             axis, (long long)step);
+        int64_t dim = dims[axis], b = onnx_const_int(starts, i), e = onnx_const_int(ends, i);
+        b = b < 0 ? (b < -dim ? 0 : b + dim) : (b > dim ? dim : b);
+        e = e < 0 ? (e < -dim ? 0 : e + dim) : (e > dim ? dim : e);
+        if (axis == 1) {
+            c_start = b;
+            c_end = e;
+        } else if (b != 0 || e != dim) {
+            return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                             "on axis %d (only channel slices, axis 1, are supported)", axis);
+        }
+    }
+    return channel_range(im, node, x, c_start, c_end - c_start, 0);
+}
+
+/* ONNX Resize's nearest source index for output i (scale s, input size n, output size m). */
+static int64_t nearest_source(const char *ctm, const char *mode, int64_t i, int s, int64_t n,
+                              int64_t m, bool *known)
+{
+    double x;
+    *known = true;
+    if (strcmp(ctm, "asymmetric") == 0)
+        x = (double)i / s;
+    else if (strcmp(ctm, "half_pixel") == 0)
+        x = ((double)i + 0.5) / s - 0.5;
+    else if (strcmp(ctm, "pytorch_half_pixel") == 0)
+        x = m > 1 ? ((double)i + 0.5) / s - 0.5 : 0.0;
+    else if (strcmp(ctm, "tf_half_pixel_for_nn") == 0)
+        x = ((double)i + 0.5) / s;
+    else if (strcmp(ctm, "align_corners") == 0)
+        x = m > 1 ? (double)i * (double)(n - 1) / (double)(m - 1) : 0.0;
+    else
+        return *known = false, 0;
+    double r;
+    if (strcmp(mode, "floor") == 0)
+        r = floor(x);
+    else if (strcmp(mode, "ceil") == 0)
+        r = ceil(x);
+    else if (strcmp(mode, "round_prefer_ceil") == 0)
+        r = floor(x + 0.5);
+    else if (strcmp(mode, "round_prefer_floor") == 0)
+        r = x == floor(x) + 0.5 ? floor(x) : floor(x + 0.5);
+    else
+        return *known = false, 0;
+    return r < 0 ? 0 : (int64_t)r >= n ? n - 1 : (int64_t)r;
+}
+
+static gr_status import_resize(importer *im, const Onnx__NodeProto *node)
+{
+    value *x = NULL;
+    const onnx_const *scales, *sizes;
+    GR_TRY(layer_input(im, node, 0, &x));
+    GR_TRY(const_input(im, node, 2, true, &scales));
+    GR_TRY(const_input(im, node, 3, true, &sizes));
+    char mode_buf[32], ctm_buf[32], near_buf[32];
+    const char *mode = onnx_attr_string(node, "mode", mode_buf, sizeof mode_buf, "nearest");
+    const char *ctm = onnx_attr_string(node, "coordinate_transformation_mode", ctm_buf,
+                                       sizeof ctm_buf, "half_pixel");
+    const char *near = onnx_attr_string(node, "nearest_mode", near_buf, sizeof near_buf,
+                                        "round_prefer_floor");
+    if (strcmp(mode, "nearest") != 0 || onnx_attr(node, "axes"))
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "mode '%s'%s (graphrun's upsample is nearest, on all axes)", mode,
+                         onnx_attr(node, "axes") ? " with axes" : "");
+    gr_shape s = value_shape(im, x);
+    const double in_dims[4] = {1, s.c, s.h, s.w};
+    double f[4];
+    if (scales && scales->n > 0) {
+        if (!scales->is_float || scales->n != 4)
+            return node_fail(im, node, GR_ERR_PARSE, "scales must hold 4 float32 values");
+        for (int d = 0; d < 4; d++)
+            f[d] = scales->f[d];
+    } else if (sizes && sizes->n == 4 && !sizes->is_float) {
+        for (int d = 0; d < 4; d++)
+            f[d] = (double)sizes->i[d] / in_dims[d];
+    } else {
+        return node_fail(im, node, GR_ERR_PARSE, "needs constant scales or sizes of 4 values");
+    }
+    if (f[0] != 1.0 || f[1] != 1.0 || f[2] != f[3] || !(f[2] >= 1.0 && f[2] <= 64.0) ||
+        f[2] != floor(f[2]))
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "scales %g,%g,%g,%g (graphrun's upsample: one integer scale on height "
+                         "and width)", f[0], f[1], f[2], f[3]);
+    int scale = (int)f[2];
+    /* The attributes must pick input floor(i / scale) for every output pixel, as upsample does. */
+    const int64_t n_in[2] = {s.h, s.w};
+    for (int d = 0; d < 2; d++) {
+        for (int64_t i = 0; i < n_in[d] * scale; i++) {
+            bool known;
+            int64_t src = nearest_source(ctm, near, i, scale, n_in[d], n_in[d] * scale, &known);
+            if (!known || src != i / scale)
+                return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                                 "coordinate_transformation_mode '%s' with nearest_mode '%s' at "
+                                 "scale %d does not repeat each pixel (graphrun's upsample does)",
+                                 ctm, near, scale);
+        }
+    }
+    if (scale == 1) {
+        set_output_layer(im, node, 0, x->layer);
+        return GR_OK;
+    }
+    gr_op_params p;
+    base_params(GR_OP_UPSAMPLE, &p);
+    p.stride = scale;
+    int layer = -1;
+    GR_TRY(add_layer(im, node, &p, &x->layer, 1, &layer));
+    set_output_layer(im, node, 0, layer);
+    return GR_OK;
+}
+
+/* Shape of a computed tensor: [1, C, H, W] (opset 15's start / end slice it). */
+static gr_status import_shape(importer *im, const Onnx__NodeProto *node, const value *x)
+{
+    gr_shape s = value_shape(im, x);
+    const int64_t dims[4] = {1, s.c, s.h, s.w};
+    int64_t start = onnx_attr_int(node, "start", 0), end = onnx_attr_int(node, "end", 4);
+    start = start < 0 ? (start < -4 ? 0 : start + 4) : start > 4 ? 4 : start;
+    end = end < 0 ? (end < -4 ? 0 : end + 4) : end > 4 ? 4 : end;
+    int64_t n = end > start ? end - start : 0;
+    value *out = node->n_output ? find_value(im, node->output[0]) : NULL;
+    if (!out)
+        return GR_OK;
+    char why[256];
+    gr_status st = onnx_const_alloc(&out->k, 1, &n, 0, 1, why, sizeof why);
+    if (st != GR_OK)
+        return node_fail(im, node, st, "%s", why);
+    for (int64_t i = 0; i < n; i++)
+        out->k.i[i] = dims[start + i];
+    out->kind = VAL_CONST;
+    return GR_OK;
+}
+
+/* Reshape of a computed tensor to its own shape (exporters write such no-ops). */
+static gr_status import_reshape(importer *im, const Onnx__NodeProto *node, const value *x)
+{
+    const onnx_const *shape;
+    GR_TRY(const_input(im, node, 1, false, &shape));
+    gr_shape s = value_shape(im, x);
+    const int64_t dims[4] = {1, s.c, s.h, s.w};
+    bool same = !shape->is_float && shape->n == 4;
+    for (size_t d = 0; same && d < 4; d++)
+        same = shape->i[d] == dims[d] || shape->i[d] == 0;
+    if (!same)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "to another shape than [1, %d, %d, %d] (reshapes are not in this slice)",
+                         s.c, s.h, s.w);
+    set_output_layer(im, node, 0, x->layer);
+    return GR_OK;
+}
+
+/* ---- the walk ------------------------------------------------------------------------------ */
+
+static const char *const foldable_ops[] = {
+    "Constant", "Identity", "Shape", "Cast", "ConstantOfShape", "Concat", "Unsqueeze", "Squeeze",
+    "Range", "Slice", "Gather", "Reshape", "Add", "Sub", "Mul", "Div", NULL};
+
+static bool in_list(const char *const *list, const char *s)
+{
+    for (; *list; list++)
+        if (strcmp(*list, s) == 0)
+            return true;
+    return false;
+}
+
+static gr_status fold_node(importer *im, const Onnx__NodeProto *node)
+{
+    const onnx_const *in[16];
+    if (node->n_input > 16)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED, "%zu constant inputs (at most 16)",
+                         node->n_input);
+    for (size_t k = 0; k < node->n_input; k++) {
+        value *v = node_input(im, node, k);
+        in[k] = v ? &v->k : NULL;
+    }
+    value *out = node->n_output ? find_value(im, node->output[0]) : NULL;
+    onnx_const result;
+    char why[256];
+    gr_status st = onnx_fold(node, im->opset, in, (int)node->n_input, &result, why, sizeof why);
+    if (st != GR_OK)
+        return node_fail(im, node, st, "%s", why);
+    if (!out) {
+        onnx_const_free(&result);
+        return GR_OK;
+    }
+    out->k = result;
+    out->kind = VAL_CONST;
+    return GR_OK;
+}
+
+static gr_status import_node(importer *im, const Onnx__NodeProto *node)
+{
+    const char *op = onnx_str(node->op_type);
+    const char *domain = onnx_str(node->domain);
+    if (domain[0] && strcmp(domain, "ai.onnx") != 0)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED, "domain '%.64s' is not supported "
+                         "(only the default ONNX domain)", domain);
+    bool all_const = true, any_input = false;
+    for (size_t k = 0; k < node->n_input; k++) {
+        value *v = node_input(im, node, k);
+        if (!v)
+            continue;
+        if (v->kind == VAL_NONE)
+            return node_fail(im, node, GR_ERR_PARSE,
+                             "input '%.100s' is produced by no earlier node (the graph is not "
+                             "in topological order)", v->name);
+        any_input = true;
+        all_const &= v->kind == VAL_CONST;
+    }
+    if (all_const && (any_input || strcmp(op, "Constant") == 0) && in_list(foldable_ops, op))
+        return fold_node(im, node);
+    value *x = node_input(im, node, 0);
+    if (strcmp(op, "Conv") == 0)
+        return import_conv(im, node);
+    if (strcmp(op, "BatchNormalization") == 0)
+        return import_batchnorm(im, node);
+    if (strcmp(op, "Relu") == 0 || strcmp(op, "LeakyRelu") == 0 || strcmp(op, "Sigmoid") == 0)
+        return import_activation(im, node, op);
+    if (strcmp(op, "MaxPool") == 0)
+        return import_maxpool(im, node);
+    if (strcmp(op, "Add") == 0)
+        return import_add(im, node);
+    if (strcmp(op, "Concat") == 0)
+        return import_concat(im, node);
+    if (strcmp(op, "Split") == 0)
+        return import_split(im, node);
+    if (strcmp(op, "Slice") == 0)
+        return import_slice(im, node);
+    if (strcmp(op, "Resize") == 0)
+        return import_resize(im, node);
+    if (strcmp(op, "Identity") == 0 && x) {
+        set_output_layer(im, node, 0, x->layer);
+        return GR_OK;
+    }
+    if (strcmp(op, "Shape") == 0 && x)
+        return import_shape(im, node, x);
+    if (strcmp(op, "Reshape") == 0 && x)
+        return import_reshape(im, node, x);
+    if (in_list(foldable_ops, op))
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "on a computed tensor (graphrun folds it only on constants; on "
+                         "computed tensors only the ops of docs/onnx.md are supported)");
+    return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                     "not supported by graphrun's ONNX importer (docs/onnx.md lists the ops)");
+}
+
+/* ---- the model ----------------------------------------------------------------------------- */
+
+static gr_status read_opset(importer *im, const Onnx__ModelProto *model)
+{
+    for (size_t i = 0; i < model->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = model->opset_import[i];
+        if (o && (!o->domain || !o->domain[0] || strcmp(o->domain, "ai.onnx") == 0)) {
+            if (!o->has_version || o->version < OPSET_MIN || o->version > OPSET_MAX)
+                return gr_fail(GR_ERR_UNSUPPORTED,
+                               "%s: opset %lld (graphrun's ONNX importer reads opsets %d to %d)",
+                               im->source, (long long)o->version, OPSET_MIN, OPSET_MAX);
+            im->opset = (int)o->version;
+            return GR_OK;
+        }
+    }
+    return gr_fail(GR_ERR_PARSE, "%s: no opset_import for the default ONNX domain", im->source);
+}
+
+static gr_status read_input(importer *im)
+{
+    const Onnx__GraphProto *g = im->g;
+    const Onnx__ValueInfoProto *input = NULL;
+    for (size_t i = 0; i < g->n_input; i++) {
+        const value *v = find_value(im, g->input[i]->name);
+        if (v && v->kind == VAL_CONST)
+            continue; /* an initializer listed as an input too (older exporters) */
+        if (input)
+            return gr_fail(GR_ERR_UNSUPPORTED, "%s: graph inputs '%.100s' and '%.100s' (graphrun "
+                           "runs networks of one input)", im->source, onnx_str(input->name),
+                           onnx_str(g->input[i]->name));
+        input = g->input[i];
+    }
+    if (!input || !input->name || !input->name[0])
+        return gr_fail(GR_ERR_PARSE, "%s: the graph has no (named) input", im->source);
+    const Onnx__TypeProto *t = input->type;
+    const Onnx__TensorShapeProto *shape =
+        t && t->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE && t->tensor_type
+            ? t->tensor_type->shape : NULL;
+    if (!shape || !t->tensor_type->has_elem_type || t->tensor_type->elem_type != ONNX_FLOAT)
+        return gr_fail(GR_ERR_UNSUPPORTED, "%s: input '%.100s' is not a float32 tensor with a "
+                       "shape", im->source, input->name);
+    int64_t dims[4];
+    if (shape->n_dim != 4)
+        return gr_fail(GR_ERR_UNSUPPORTED, "%s: input '%.100s' has rank %zu (graphrun reads "
+                       "images: N x C x H x W)", im->source, input->name, shape->n_dim);
+    for (int d = 0; d < 4; d++) {
+        const Onnx__TensorShapeProto__Dimension *dim = shape->dim[d];
+        bool fixed = dim && dim->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        dims[d] = fixed ? dim->dim_value : -1;
+        if (d > 0 && (dims[d] < 1 || dims[d] > GR_MAX_DIM))
+            return gr_fail(GR_ERR_UNSUPPORTED, "%s: input '%.100s' dim %d is %s (graphrun "
+                           "needs a fixed channel count and size: export with a fixed input "
+                           "size)", im->source, input->name, d, fixed ? "out of range" :
+                           "dynamic");
+    }
+    if (dims[0] != 1 && dims[0] != -1)
+        return gr_fail(GR_ERR_UNSUPPORTED, "%s: input '%.100s' has batch %lld (1 or dynamic)",
+                       im->source, input->name, (long long)dims[0]);
+    im->net->c = (int)dims[1];
+    im->net->h = (int)dims[2];
+    im->net->w = (int)dims[3];
+    gr_shape in = {im->net->c, im->net->h, im->net->w};
+    if (gr_shape_elems(in) > GR_MAX_TENSOR_ELEMS)
+        return gr_fail(GR_ERR_LIMIT, "%s: input %dx%dx%d is too large", im->source, in.c, in.h,
+                       in.w);
+    value *v = NULL;
+    GR_TRY(add_value(im, input->name, &v));
+    v->kind = VAL_LAYER;
+    v->layer = -1;
+    return GR_OK;
+}
+
+/* Every node output becomes a value, and every read is counted (uses, user). */
+static gr_status index_graph(importer *im)
+{
+    const Onnx__GraphProto *g = im->g;
+    for (size_t n = 0; n < g->n_node; n++) {
+        const Onnx__NodeProto *node = g->node[n];
+        for (size_t k = 0; k < node->n_output; k++) {
+            value *v = NULL;
+            if (node->output[k][0])
+                GR_TRY(add_value(im, node->output[k], &v));
+        }
+    }
+    for (size_t n = 0; n < g->n_node; n++) {
+        const Onnx__NodeProto *node = g->node[n];
+        for (size_t k = 0; k < node->n_input; k++) {
+            if (!node->input[k][0])
+                continue;
+            value *v = find_value(im, node->input[k]);
+            if (!v) {
+                im->node_index = (int)n;
+                return node_fail(im, node, GR_ERR_PARSE, "input '%.100s' is defined nowhere",
+                                 node->input[k]);
+            }
+            if (v->uses < 2)
+                v->user[v->uses] = (int)n;
+            v->uses++;
+        }
+    }
+    for (size_t i = 0; i < g->n_output; i++) {
+        value *v = find_value(im, g->output[i]->name);
+        if (!v)
+            return gr_fail(GR_ERR_PARSE, "%s: graph output '%.100s' is defined nowhere",
+                           im->source, onnx_str(g->output[i]->name));
+        if (v->uses < 2)
+            v->user[v->uses] = -1;
+        v->uses++;
+    }
+    return GR_OK;
+}
+
+static gr_status read_outputs(importer *im)
+{
+    const Onnx__GraphProto *g = im->g;
+    gr_net *net = im->net;
+    if (g->n_output < 1 || g->n_output > GR_NET_MAX_OUTPUTS)
+        return gr_fail(GR_ERR_UNSUPPORTED, "%s: %zu graph outputs (1 to %d)", im->source,
+                       g->n_output, GR_NET_MAX_OUTPUTS);
+    for (size_t i = 0; i < g->n_output; i++) {
+        const value *v = find_value(im, g->output[i]->name);
+        if (!v || v->kind != VAL_LAYER || v->layer < 0)
+            return gr_fail(GR_ERR_UNSUPPORTED, "%s: graph output '%.100s' is %s, not a computed "
+                           "tensor", im->source, onnx_str(g->output[i]->name),
+                           v && v->kind == VAL_CONST ? "a constant" : "the input");
+        net->output_layers[net->n_outputs++] = v->layer;
+    }
+    if (net->n_outputs == 1 && net->output_layers[0] == net->n_layers - 1)
+        net->n_outputs = 0; /* the last layer: the default, which saved engines hold */
+    return GR_OK;
+}
+
+static gr_status attach_weights(importer *im)
+{
+    gr_net *net = im->net;
+    size_t n_floats;
+    GR_TRY(gr_net_param_floats(net, &n_floats));
+    float *block = gr_calloc(n_floats ? n_floats : 1, sizeof *block, "ONNX weights");
+    if (!block)
+        return GR_ERR_OUT_OF_MEMORY;
+    gr_net_attach_weights(net, block, n_floats);
+    for (int i = 0; i < net->n_layers; i++) {
+        gr_layer *l = &net->layers[i];
+        if (l->p.op != GR_OP_CONV)
+            continue;
+        memcpy(l->w.biases, im->params[i].biases, (size_t)l->p.filters * sizeof(float));
+        memcpy(l->w.weights, im->params[i].weights, l->w.n_weights * sizeof(float));
+    }
+    return GR_OK;
+}
+
+static gr_status import_model(importer *im, const Onnx__ModelProto *model)
+{
+    GR_TRY(read_opset(im, model));
+    const Onnx__GraphProto *g = model->graph;
+    if (!g)
+        return gr_fail(GR_ERR_PARSE, "%s: no graph", im->source);
+    if (g->n_node > MAX_NODES)
+        return gr_fail(GR_ERR_LIMIT, "%s: %zu nodes (at most %d)", im->source, g->n_node,
+                       MAX_NODES);
+    im->g = g;
+    size_t cap = g->n_initializer + g->n_input + 1;
+    for (size_t n = 0; n < g->n_node; n++)
+        cap += g->node[n]->n_output;
+    size_t slots = 16;
+    while (slots < 2 * cap)
+        slots *= 2;
+    im->vals = gr_calloc(cap, sizeof *im->vals, "ONNX values");
+    im->slots = gr_calloc(slots, sizeof *im->slots, "ONNX names");
+    im->absorbed = gr_calloc(g->n_node + 1, 1, "ONNX nodes");
+    if (!im->vals || !im->slots || !im->absorbed)
+        return GR_ERR_OUT_OF_MEMORY;
+    im->cap_vals = cap;
+    im->slot_mask = slots - 1;
+    for (size_t i = 0; i < g->n_initializer; i++) {
+        const Onnx__TensorProto *t = g->initializer[i];
+        if (!t->name || !t->name[0])
+            return gr_fail(GR_ERR_PARSE, "%s: initializer %zu has no name", im->source, i);
+        value *v = NULL;
+        GR_TRY(add_value(im, t->name, &v));
+        char why[256];
+        gr_status st = onnx_const_from_tensor(t, &v->k, why, sizeof why);
+        if (st != GR_OK)
+            return gr_fail(st, "%s: initializer %s", im->source, why);
+        v->kind = VAL_CONST;
+    }
+    GR_TRY(read_input(im));
+    GR_TRY(index_graph(im));
+    for (size_t n = 0; n < g->n_node; n++) {
+        im->node_index = (int)n;
+        if (!im->absorbed[n])
+            GR_TRY(import_node(im, g->node[n]));
+    }
+    if (im->net->n_layers == 0)
+        return gr_fail(GR_ERR_UNSUPPORTED, "%s: the graph computes nothing graphrun runs (no "
+                       "layers)", im->source);
+    GR_TRY(read_outputs(im));
+    return attach_weights(im);
+}
+
+static void importer_free(importer *im)
+{
+    for (size_t i = 0; i < im->n_vals; i++)
+        onnx_const_free(&im->vals[i].k);
+    for (int i = 0; im->params && i < im->net->n_layers; i++) {
+        free(im->params[i].weights);
+        free(im->params[i].biases);
+    }
+    free(im->params);
+    free(im->vals);
+    free(im->slots);
+    free(im->absorbed);
+}
+
+gr_status gr_net_parse_onnx(const uint8_t *data, size_t len, const char *source, gr_net **out)
+{
+    if (!out || (!data && len))
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_net_parse_onnx: NULL argument");
+    *out = NULL;
+    if (!source)
+        source = "<onnx>";
+    Onnx__ModelProto *model = onnx__model_proto__unpack(NULL, len, data);
+    if (!model)
+        return gr_fail(GR_ERR_PARSE, "%s: not a valid ONNX protobuf (ModelProto)", source);
+    importer im;
+    memset(&im, 0, sizeof im);
+    im.source = source;
+    im.net = gr_calloc(1, sizeof *im.net, "network");
+    gr_status st = im.net ? import_model(&im, model) : GR_ERR_OUT_OF_MEMORY;
+    importer_free(&im);
+    onnx__model_proto__free_unpacked(model, NULL);
+    if (st != GR_OK) {
+        gr_net_free(im.net);
+        return st;
+    }
+    const char *base = strrchr(source, '/');
+    snprintf(im.net->name, sizeof im.net->name, "%s", base ? base + 1 : source);
+    im.net->preprocess = GR_PREPROCESS_LETTERBOX;
+    *out = im.net;
+    return GR_OK;
+}
+
+gr_status gr_net_load_onnx(const char *path, gr_net **out)
+{
+    if (!out || !path)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_net_load_onnx: NULL argument");
+    *out = NULL;
+    char *data;
+    size_t len;
+    GR_TRY(gr_read_file(path, GR_ONNX_MAX_BYTES, "ONNX model", &data, &len));
+    gr_status st = gr_net_parse_onnx((const uint8_t *)data, len, path, out);
+    free(data);
+    return st;
+}
