@@ -195,6 +195,41 @@ static void print_top5(const gr_engine *engine, const gr_model *model, int b, in
     printf(json ? "]" : "\n");
 }
 
+/* A network without a detection head whose outputs are tensors (an ONNX model ending before its
+ * head, models/onnx/): each output's shape and summary for image b, as text or a JSON "outputs"
+ * member (--save-output writes the values). Nothing for a classifier's vector (print_top5). */
+static void print_tensors(const gr_engine *engine, int b, int json)
+{
+    int count = gr_engine_output_count(engine);
+    gr_tensor_desc d;
+    if (count == 1 && gr_engine_output_desc(engine, 0, &d) == GR_OK && d.h == 1 && d.w == 1)
+        return;
+    if (json)
+        printf(", \"outputs\": [");
+    for (int k = 0; k < count; k++) {
+        const float *out;
+        if (gr_engine_output_desc(engine, k, &d) != GR_OK || gr_engine_output(engine, k, &out) != GR_OK)
+            continue;
+        size_t n = (size_t)d.c * (size_t)d.h * (size_t)d.w;
+        out += (size_t)b * n;
+        double lo = n ? (double)out[0] : 0.0, hi = lo, sum = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            lo = fmin(lo, (double)out[i]);
+            hi = fmax(hi, (double)out[i]);
+            sum += (double)out[i];
+        }
+        double mean = n ? sum / (double)n : 0.0;
+        if (json)
+            printf("%s{\"shape\": [%d, %d, %d], \"min\": %.6g, \"max\": %.6g, \"mean\": %.6g}",
+                   k ? ", " : "", d.c, d.h, d.w, lo, hi, mean);
+        else
+            printf("  output %d: %dx%dx%d (CxHxW), min %.6g, max %.6g, mean %.6g\n", k, d.c, d.h,
+                   d.w, lo, hi, mean);
+    }
+    if (json)
+        printf("]");
+}
+
 typedef struct input_slot {
     const char *path;
     gr_image *image; /* NULL for .npy input */
@@ -371,15 +406,19 @@ static void print_image(const detect_run *r, int b, const gr_detection *dets, in
             printf(", \"nonfinite\": %zu", bad);
         printf(", ");
         gr_cli_json_detections(stdout, model, dets, n, "\n    ");
-        if (r->info.classes == 0)
+        if (r->info.classes == 0) {
             print_top5(r->engine, model, b, 1);
+            print_tensors(r->engine, b, 1);
+        }
         printf("}");
         return;
     }
     gr_result_image im = {.path = r->slots[b].path, .frame = -1};
     gr_results_text(stdout, model, &im, dets, n);
-    if (r->info.classes == 0)
+    if (r->info.classes == 0) {
         print_top5(r->engine, model, b, 0);
+        print_tensors(r->engine, b, 0);
+    }
 }
 
 /* Where input i is drawn: --output FILE (default predictions.png) for the first, FILE.i.png after

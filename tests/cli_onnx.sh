@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# ONNX models in the CLI (docs/onnx.md): `--model x.onnx` and `--cfg x.onnx` run the importer's
+# test network (tests/onnx/) and print each output tensor's shape and summary, --save-output writes
+# them; an op outside the slice is one line naming the node, its op type and the opset, exit 3;
+# --weights with an ONNX model is refused. Skipped (77) in a build without ONNX import.
+# $1 = the graphrun binary; run from the source root.
+set -u
+bin=$1
+source "$(dirname "$0")/lib/check.sh"
+model=tests/onnx/yolov8n_like_op13.onnx
+
+"$bin" --model tests/onnx/erf.onnx --device cpu --input tests/onnx/input_dog.png \
+    >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if grep -q "built without ONNX import" "$tmp/err"; then
+  [ $rc -eq 3 ]; check "no ONNX import: exit 3 (got $rc)" $?
+  echo "cli_onnx: this graphrun has no ONNX import ($pass passed, $fails failed)"
+  [ $fails -eq 0 ] && exit 77 || exit 1
+fi
+[ $rc -eq 3 ]; check "unsupported op: exit 3 (got $rc)" $?
+[ "$(wc -l <"$tmp/err")" -eq 1 ] &&
+  grep -q "erf.onnx: node '/Erf' (Erf, opset 13): not supported" "$tmp/err"
+check "unsupported op: one line naming node, op and opset" $?
+
+for flag in --model --cfg; do
+  "$bin" $flag $model --device cpu --input tests/onnx/input_dog.png --output "" \
+      --save-output "$tmp/o.npy" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 0 ]; check "$flag x.onnx: exit 0 (got $rc)" $?
+  grep -q "^  output 0: 24x16x16 (CxHxW)" "$tmp/out" && grep -q "^  output 2: 24x4x4 (CxHxW)" "$tmp/out"
+  check "$flag x.onnx: the outputs' shapes printed" $?
+  [ -s "$tmp/o.npy" ] && [ -s "$tmp/o.1.npy" ] && [ -s "$tmp/o.2.npy" ]
+  check "$flag x.onnx: --save-output wrote the three outputs" $?
+done
+
+"$bin" --model $model --weights data/shapes.weights --device cpu \
+    --input tests/onnx/input_dog.png --output "" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -ne 0 ] && grep -q "holds its weights" "$tmp/err"; check "--weights with ONNX refused" $?
+
+echo "cli_onnx: $pass passed, $fails failed"
+[ $fails -eq 0 ]
