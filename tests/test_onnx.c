@@ -116,6 +116,45 @@ START_TEST(test_pytorch_oracle)
 }
 END_TEST
 
+/* The other mappings (make_models.py's TinyOps: an unfused BatchNormalization, LeakyRelu(0.1),
+ * a grouped strided conv + Relu, Split with sizes, a dilated conv + Sigmoid, MaxPool 2x2, Resize,
+ * Add + Relu) on a fixed input. Measured: 3e-8. */
+START_TEST(test_tiny_ops)
+{
+    if (!have_onnx())
+        return;
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = DIR "tiny_ops.onnx";
+    gr_model *m = NULL;
+    ck_assert_msg(gr_model_load(&mo, &m) == GR_OK, "%s", gr_last_error());
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = GR_DEVICE_CPU;
+    gr_engine *e = NULL;
+    ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s", gr_last_error());
+    float *x = NULL, *ref = NULL;
+    int dims[8], ndim = 0;
+    ck_assert_int_eq(gr_npy_read(DIR "tiny_input.npy", &x, dims, &ndim, 8), GR_OK);
+    ck_assert_int_eq(gr_engine_run_f32(e, x), GR_OK);
+    ck_assert_int_eq(gr_npy_read(DIR "tiny_out.npy", &ref, dims, &ndim, 8), GR_OK);
+    gr_tensor_desc d;
+    const float *got = NULL;
+    ck_assert_int_eq(gr_engine_output_count(e), 1);
+    ck_assert_int_eq(gr_engine_output_desc(e, 0, &d), GR_OK);
+    ck_assert_int_eq(ndim, 4);
+    ck_assert(d.c == dims[1] && d.h == dims[2] && d.w == dims[3]);
+    ck_assert_int_eq(gr_engine_output(e, 0, &got), GR_OK);
+    double nrmse = gr_test_nrmse(got, ref, (size_t)d.c * d.h * d.w);
+    printf("tiny_ops.onnx: NRMSE %.2e\n", nrmse);
+    ck_assert_msg(nrmse <= NRMSE_BOUND, "tiny_ops.onnx: NRMSE %.3e", nrmse);
+    free(x);
+    free(ref);
+    gr_engine_destroy(e);
+    gr_model_destroy(m);
+}
+END_TEST
+
 START_TEST(test_refuses_unsupported_op)
 {
     if (!have_onnx())
@@ -196,6 +235,7 @@ static Suite *onnx_suite(void)
     TCase *tc = tcase_create("import");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_pytorch_oracle, 0, 2);
+    tcase_add_test(tc, test_tiny_ops);
     tcase_add_test(tc, test_refuses_unsupported_op);
     tcase_add_test(tc, test_refuses_weights_file);
     tcase_add_test(tc, test_detection);

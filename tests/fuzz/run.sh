@@ -16,7 +16,7 @@
 #   tests/fuzz/run.sh --merge [TARGET...]      add to tests/fuzz/corpus/<target>/ the inputs of the
 #                                              last run's corpus that reach new coverage (-merge=1)
 # targets: cfg weights image image_sequence npy cli coco calib_cache timing_cache engine_file
-#          engine_map jpeg_scan (default all)
+#          engine_map jpeg_scan onnx (default all)
 # Prints per target the executions, the final corpus size and the crashes (crash, leak, timeout,
 # out-of-memory: each leaves an input under build-fuzz/run/<target>-artifacts/). Exits 1 if any
 # target found one. Needs clang with libFuzzer (Debian: clang-14 libclang-rt-14-dev).
@@ -24,7 +24,7 @@ set -uo pipefail
 mode=${1:?usage: tests/fuzz/run.sh --ci|SECONDS [TARGET...]}
 shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(cfg weights image image_sequence npy cli coco calib_cache timing_cache engine_file engine_map jpeg_scan)
+[ ${#targets[@]} -gt 0 ] || targets=(cfg weights image image_sequence npy cli coco calib_cache timing_cache engine_file engine_map jpeg_scan onnx)
 cd "$(dirname "$0")/../.."
 
 cc=${CC:-clang}

@@ -14,6 +14,7 @@ and python3-onnx, not needed by the tests):
   input_<photo>.png       the photo letterboxed (value 114, centred) to SIZE x SIZE, RGB: the test
                           feeds these pixels / 255 (float32), in NCHW order
   out_<photo>_<k>.npy     PyTorch's output k (float32, [1, C, H, W]) on that input
+  tiny_ops.onnx, tiny_input.npy, tiny_out.npy  the other mappings (TinyOps) on a fixed input
   erf.onnx                a conv and an Erf node, which the importer refuses (the refusal test)
 Deterministic: the same torch build writes the same files.
 """
@@ -136,6 +137,28 @@ class YoloV8nLike(nn.Module):
         return self.o3(n3), self.o4(m4), self.o5(m5)
 
 
+class TinyOps(nn.Module):
+    """One of each other mapping the importer does, small enough for the fuzz corpus: an unfused
+    BatchNormalization (exported with TrainingMode.PRESERVE), LeakyRelu(0.1), a grouped strided
+    conv with Relu, Split with sizes, a dilated conv with Sigmoid, a 2x2 MaxPool, Add + Relu."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, 2, 1, groups=2)
+        self.conv3 = nn.Conv2d(4, 4, 3, 1, 2, dilation=2)
+        self.pool = nn.MaxPool2d(2, 2)
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.out = nn.Conv2d(8, 6, 1)
+
+    def forward(self, x):
+        y = torch.relu(self.conv2(nn.functional.leaky_relu(self.bn1(self.conv1(x)), 0.1)))
+        a, b = torch.split(y, [4, 4], 1)
+        z = torch.cat([a, torch.sigmoid(self.conv3(b))], 1)
+        return self.out(torch.relu(y + self.up(self.pool(z))))
+
+
 class ErfNet(nn.Module):
     """A conv, then an op the importer refuses (Erf: GELU's core)."""
 
@@ -196,6 +219,15 @@ def main():
                 arr = out.numpy().astype(np.float32)
                 np.save(os.path.join(HERE, f"out_{name}_{k}.npy"), arr)
                 print(f"{name} output {k}: {list(arr.shape)}, rms {np.sqrt((arr ** 2).mean()):.3f}")
+    tiny = TinyOps()
+    seed_statistics(tiny, torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(3)))
+    tiny_in = torch.rand(1, 3, 16, 16, generator=torch.Generator().manual_seed(4))
+    torch.onnx.export(tiny, tiny_in, os.path.join(HERE, "tiny_ops.onnx"), opset_version=13,
+                      input_names=["images"], output_names=["out"],
+                      training=torch.onnx.TrainingMode.PRESERVE)
+    np.save(os.path.join(HERE, "tiny_input.npy"), tiny_in.numpy())
+    with torch.no_grad():
+        np.save(os.path.join(HERE, "tiny_out.npy"), tiny(tiny_in).numpy())
     torch.onnx.export(ErfNet().eval(), torch.zeros(1, 3, 8, 8), os.path.join(HERE, "erf.onnx"),
                       opset_version=13, input_names=["images"], output_names=["out"])
     return 0
