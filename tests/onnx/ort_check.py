@@ -1,0 +1,94 @@
+#!/usr/bin/python3
+"""Second oracle for the ONNX importer, for the device machine (docs/onnx.md): on the test models
+of tests/onnx/,
+  - ONNX Runtime (CPU provider) against PyTorch's records (the files are what PyTorch exported),
+  - graphrun's GPU engine (fp32, fp16, int8) against graphrun's CPU reference,
+  - graphrun's CPU reference against ONNX Runtime,
+each as NRMSE (RMSE / range of the reference) per output, with the Darknet models' bounds
+(fp32 <= 1e-5, fp16 <= 1e-3, int8 <= 1e-2). Runs the graphrun CLI of BUILD_DIR (--save-output);
+needs numpy and Pillow, and onnxruntime for its rows (skipped, saying so, without it).
+
+Usage: tests/onnx/ort_check.py BUILD_DIR      (from the source root; exit 1 if a bound fails)
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+from PIL import Image
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS = ["yolov8n_like_op13.onnx", "yolov8n_like_op17.onnx"]
+PHOTOS = ["dog", "horses"]
+BOUND = {"fp32": 1e-5, "fp16": 1e-3, "int8": 1e-2}
+
+
+def nrmse(got, ref):
+    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    span = ref.max() - ref.min()
+    return float(np.sqrt(((got - ref) ** 2).mean()) / span) if span > 0 else float("inf")
+
+
+def photo_input(photo):
+    px = np.asarray(Image.open(os.path.join(HERE, f"input_{photo}.png")).convert("RGB"))
+    return (px.astype(np.float32) / np.float32(255)).transpose(2, 0, 1)[None].copy()
+
+
+def graphrun(binary, model, x, device, prec, tmp):
+    src = os.path.join(tmp, "in.npy")
+    np.save(src, x)
+    out = os.path.join(tmp, f"{device}_{prec}.npy")
+    cmd = [binary, "--model", os.path.join(HERE, model), "--input", src, "--device", device,
+           "--prec", prec, "--output", "", "--save-output", out]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: exit {run.returncode}: {run.stderr.strip()}")
+    base = out[:-4]
+    return [np.load(out)] + [np.load(f"{base}.{k}.npy") for k in (1, 2)]
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__)
+        return 2
+    binary = os.path.join(sys.argv[1], "graphrun")
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        ort = None
+        print("ort_check: no onnxruntime: its rows are skipped")
+    failed = 0
+
+    def row(what, value, bound):
+        nonlocal failed
+        ok = value <= bound
+        failed += not ok
+        print(f"{what:60s} NRMSE {value:.2e} (bound {bound:.0e}) {'ok' if ok else 'FAIL'}")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in MODELS:
+            sess = ort.InferenceSession(os.path.join(HERE, model),
+                                        providers=["CPUExecutionProvider"]) if ort else None
+            for photo in PHOTOS:
+                x = photo_input(photo)
+                torch_out = [np.load(os.path.join(HERE, f"out_{photo}_{k}.npy")) for k in range(3)]
+                cpu = graphrun(binary, model, x, "cpu", "fp32", tmp)
+                ort_out = sess.run(None, {"images": x}) if sess else None
+                for k in range(3):
+                    tag = f"{model} {photo} output {k}"
+                    row(f"{tag}: graphrun CPU vs PyTorch", nrmse(cpu[k], torch_out[k]), 1e-5)
+                    if ort_out is not None:
+                        row(f"{tag}: ORT vs PyTorch", nrmse(ort_out[k], torch_out[k]), 1e-5)
+                        row(f"{tag}: graphrun CPU vs ORT", nrmse(cpu[k], ort_out[k]), 1e-5)
+                for prec in ("fp32", "fp16", "int8"):
+                    gpu = graphrun(binary, model, x, "gpu", prec, tmp)
+                    for k in range(3):
+                        row(f"{model} {photo} output {k}: GPU {prec} vs CPU",
+                            nrmse(gpu[k], cpu[k]), BOUND[prec])
+    print(f"ort_check: {failed} over their bound")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
