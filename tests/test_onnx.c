@@ -172,6 +172,20 @@ START_TEST(test_refuses_unsupported_op)
 }
 END_TEST
 
+/* A Relu after an Identity of a conv output that is also a graph output cannot be folded into
+ * the conv: the other output would see it. Refused (before: folded, the second output wrong). */
+START_TEST(test_refuses_fold_into_aliased)
+{
+    if (!have_onnx())
+        return;
+    gr_net *net = NULL;
+    ck_assert_int_eq(gr_net_load_onnx(DIR "alias.onnx", &net), GR_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(net);
+    ck_assert_msg(strstr(gr_last_error(), "node 'relu' (Relu, opset 13)") != NULL, "%s",
+                  gr_last_error());
+}
+END_TEST
+
 START_TEST(test_refuses_weights_file)
 {
     gr_model_options mo;
@@ -237,6 +251,7 @@ static Suite *onnx_suite(void)
     tcase_add_loop_test(tc, test_pytorch_oracle, 0, 2);
     tcase_add_test(tc, test_tiny_ops);
     tcase_add_test(tc, test_refuses_unsupported_op);
+    tcase_add_test(tc, test_refuses_fold_into_aliased);
     tcase_add_test(tc, test_refuses_weights_file);
     tcase_add_test(tc, test_detection);
     tcase_add_test(tc, test_corrupt_files);

@@ -33,7 +33,7 @@ typedef struct value {
     int kind;
     int layer;    /* VAL_LAYER: the producing layer, -1 the network input */
     onnx_const k; /* VAL_CONST */
-    int uses;     /* node inputs and graph outputs that read it */
+    int uses;     /* node inputs and graph outputs that read it (Shape's reads not counted) */
     int user[2];  /* the first two reading nodes (-1: a graph output) */
 } value;
 
@@ -42,6 +42,8 @@ typedef struct layer_params {
     float *weights;
     float *biases;
     int bn_folded;
+    int aliased; /* another name reads this layer's output (Identity, ...): nothing may be
+                    folded into the layer any more, the other readers would see it */
 } layer_params;
 
 typedef struct importer {
@@ -141,6 +143,22 @@ static void set_output_layer(importer *im, const Onnx__NodeProto *node, size_t k
     }
 }
 
+/* Output k is another name for the existing tensor x (Identity, a reshape to the same shape, a
+ * whole-channel slice, a scale-1 resize). */
+static void alias_output(importer *im, const Onnx__NodeProto *node, size_t k, const value *x)
+{
+    if (x->layer >= 0)
+        im->params[x->layer].aliased = 1;
+    set_output_layer(im, node, k, x->layer);
+}
+
+/* Is the optional output k read by anything? */
+static bool output_read(const importer *im, const Onnx__NodeProto *node, size_t k)
+{
+    const value *v = k < node->n_output ? find_value(im, node->output[k]) : NULL;
+    return v && v->uses > 0;
+}
+
 /* The computed tensor that input k must be (not a constant, not omitted). */
 static gr_status layer_input(const importer *im, const Onnx__NodeProto *node, size_t k,
                              value **out)
@@ -233,11 +251,7 @@ static gr_status channel_range(importer *im, const Onnx__NodeProto *node, const 
 {
     int c = value_shape(im, x).c;
     if (start == 0 && len == c) {
-        value *v = out_k < node->n_output ? find_value(im, node->output[out_k]) : NULL;
-        if (v) {
-            v->kind = VAL_LAYER;
-            v->layer = x->layer;
-        }
+        alias_output(im, node, out_k, x);
         return GR_OK;
     }
     if (len <= 0 || start < 0 || start + len > c || c % len != 0 || start % len != 0)
@@ -392,7 +406,7 @@ static gr_status import_conv(importer *im, const Onnx__NodeProto *node)
  * a batch norm or an activation can be folded into. Shortcut (Add) takes activations too. */
 static bool foldable_into(const importer *im, const value *x, int uses, bool conv_only)
 {
-    if (x->kind != VAL_LAYER || x->layer < 0 || x->uses != uses)
+    if (x->kind != VAL_LAYER || x->layer < 0 || x->uses != uses || im->params[x->layer].aliased)
         return false;
     const gr_layer *l = &im->net->layers[x->layer];
     if (l->p.activation != GR_ACT_LINEAR)
@@ -407,8 +421,8 @@ static gr_status import_batchnorm(importer *im, const Onnx__NodeProto *node)
     GR_TRY(layer_input(im, node, 0, &x));
     for (int k = 0; k < 4; k++)
         GR_TRY(const_input(im, node, (size_t)k + 1, false, &c[k]));
-    if (onnx_attr_int(node, "training_mode", 0) != 0 ||
-        (node->n_output > 1 && find_value(im, node->output[1])))
+    if (onnx_attr_int(node, "training_mode", 0) != 0 || output_read(im, node, 1) ||
+        output_read(im, node, 2))
         return node_fail(im, node, GR_ERR_UNSUPPORTED, "training mode (inference only)");
     if (!foldable_into(im, x, 1, true) || im->params[x->layer].bn_folded)
         return node_fail(im, node, GR_ERR_UNSUPPORTED,
@@ -481,7 +495,7 @@ static gr_status import_maxpool(importer *im, const Onnx__NodeProto *node)
 {
     value *x = NULL;
     GR_TRY(layer_input(im, node, 0, &x));
-    if (node->n_output > 1 && find_value(im, node->output[1]))
+    if (output_read(im, node, 1))
         return node_fail(im, node, GR_ERR_UNSUPPORTED, "the Indices output is not supported");
     gr_shape in = value_shape(im, x);
     const int64_t *ks;
@@ -718,7 +732,7 @@ static gr_status import_resize(importer *im, const Onnx__NodeProto *node)
         }
     }
     if (scale == 1) {
-        set_output_layer(im, node, 0, x->layer);
+        alias_output(im, node, 0, x);
         return GR_OK;
     }
     gr_op_params p;
@@ -766,7 +780,7 @@ static gr_status import_reshape(importer *im, const Onnx__NodeProto *node, const
         return node_fail(im, node, GR_ERR_UNSUPPORTED,
                          "to another shape than [1, %d, %d, %d] (reshapes are not in this slice)",
                          s.c, s.h, s.w);
-    set_output_layer(im, node, 0, x->layer);
+    alias_output(im, node, 0, x);
     return GR_OK;
 }
 
@@ -850,7 +864,7 @@ static gr_status import_node(importer *im, const Onnx__NodeProto *node)
     if (strcmp(op, "Resize") == 0)
         return import_resize(im, node);
     if (strcmp(op, "Identity") == 0 && x) {
-        set_output_layer(im, node, 0, x->layer);
+        alias_output(im, node, 0, x);
         return GR_OK;
     }
     if (strcmp(op, "Shape") == 0 && x)
@@ -951,6 +965,8 @@ static gr_status index_graph(importer *im)
     }
     for (size_t n = 0; n < g->n_node; n++) {
         const Onnx__NodeProto *node = g->node[n];
+        /* Shape reads dims only, which folding into a layer keeps: not a use that blocks it. */
+        bool shape_only = strcmp(onnx_str(node->op_type), "Shape") == 0;
         for (size_t k = 0; k < node->n_input; k++) {
             if (!node->input[k][0])
                 continue;
@@ -960,6 +976,8 @@ static gr_status index_graph(importer *im)
                 return node_fail(im, node, GR_ERR_PARSE, "input '%.100s' is defined nowhere",
                                  node->input[k]);
             }
+            if (shape_only)
+                continue;
             if (v->uses < 2)
                 v->user[v->uses] = (int)n;
             v->uses++;

@@ -15,6 +15,8 @@ and python3-onnx, not needed by the tests):
                           feeds these pixels / 255 (float32), in NCHW order
   out_<photo>_<k>.npy     PyTorch's output k (float32, [1, C, H, W]) on that input
   tiny_ops.onnx, tiny_input.npy, tiny_out.npy  the other mappings (TinyOps) on a fixed input
+  alias.onnx              a Relu after an Identity of a conv output that is also a graph output
+                          (refused: folding it would change the other output)
   erf.onnx                a conv and an Erf node, which the importer refuses (the refusal test)
 Deterministic: the same torch build writes the same files.
 """
@@ -170,6 +172,25 @@ class ErfNet(nn.Module):
         return torch.erf(self.conv(x))
 
 
+def alias_model(path):
+    """Conv -> Identity -> Relu with the conv's output also a graph output: the Relu cannot be
+    folded into the conv (the second output would see it), so the importer must refuse it."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((2, 1, 1, 1), np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node("Identity", ["c"], ["i"], name="identity"),
+             helper.make_node("Relu", ["i"], ["r"], name="relu")]
+    graph = helper.make_graph(
+        nodes, "alias", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+        [helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, 2, 4, 4]),
+         helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 2, 4, 4])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 7
+    with open(path, "wb") as f:
+        f.write(model.SerializeToString())
+
+
 def letterbox(name):
     """The photo scaled to fit SIZE x SIZE (aspect kept), centred on grey 114."""
     im = Image.open(os.path.join(ROOT, "data", name + ".jpg")).convert("RGB")
@@ -228,6 +249,7 @@ def main():
     np.save(os.path.join(HERE, "tiny_input.npy"), tiny_in.numpy())
     with torch.no_grad():
         np.save(os.path.join(HERE, "tiny_out.npy"), tiny(tiny_in).numpy())
+    alias_model(os.path.join(HERE, "alias.onnx"))
     torch.onnx.export(ErfNet().eval(), torch.zeros(1, 3, 8, 8), os.path.join(HERE, "erf.onnx"),
                       opset_version=13, input_names=["images"], output_names=["out"])
     return 0
