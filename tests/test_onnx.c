@@ -52,7 +52,8 @@ static float *load_input(const char *photo, int w, int h)
     return x;
 }
 
-static void check_model(const char *path, bool as_cfg)
+/* The model at `path` (named as a cfg or as the model, as --cfg and --model do) on a CPU engine. */
+static gr_engine *cpu_engine(const char *path, bool as_cfg, gr_model **m)
 {
     gr_model_options mo;
     gr_model_options_default(&mo);
@@ -60,8 +61,20 @@ static void check_model(const char *path, bool as_cfg)
         mo.cfg_path = path;
     else
         mo.builtin = path;
+    *m = NULL;
+    ck_assert_msg(gr_model_load(&mo, m) == GR_OK, "%s: %s", path, gr_last_error());
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = GR_DEVICE_CPU;
+    gr_engine *e = NULL;
+    ck_assert_msg(gr_engine_build(*m, &eo, &e) == GR_OK, "%s", gr_last_error());
+    return e;
+}
+
+static void check_model(const char *path, bool as_cfg)
+{
     gr_model *m = NULL;
-    ck_assert_msg(gr_model_load(&mo, &m) == GR_OK, "%s: %s", path, gr_last_error());
+    gr_engine *e = cpu_engine(path, as_cfg, &m);
     gr_model_info info;
     ck_assert_int_eq(gr_model_get_info(m, &info), GR_OK);
     ck_assert_int_eq(info.width, 128);
@@ -69,12 +82,6 @@ static void check_model(const char *path, bool as_cfg)
     ck_assert_int_eq(info.n_outputs, 3);
     ck_assert_int_eq(info.classes, 0);
     ck_assert_int_eq(info.synthetic_weights, 0);
-
-    gr_engine_options eo;
-    gr_engine_options_default(&eo);
-    eo.device = GR_DEVICE_CPU;
-    gr_engine *e = NULL;
-    ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s", gr_last_error());
     ck_assert_int_eq(gr_engine_output_count(e), 3);
     for (size_t p = 0; p < sizeof photos / sizeof photos[0]; p++) {
         float *x = load_input(photos[p], info.width, info.height);
@@ -123,16 +130,8 @@ START_TEST(test_tiny_ops)
 {
     if (!have_onnx())
         return;
-    gr_model_options mo;
-    gr_model_options_default(&mo);
-    mo.builtin = DIR "tiny_ops.onnx";
     gr_model *m = NULL;
-    ck_assert_msg(gr_model_load(&mo, &m) == GR_OK, "%s", gr_last_error());
-    gr_engine_options eo;
-    gr_engine_options_default(&eo);
-    eo.device = GR_DEVICE_CPU;
-    gr_engine *e = NULL;
-    ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s", gr_last_error());
+    gr_engine *e = cpu_engine(DIR "tiny_ops.onnx", false, &m);
     float *x = NULL, *ref = NULL;
     int dims[8], ndim = 0;
     ck_assert_int_eq(gr_npy_read(DIR "tiny_input.npy", &x, dims, &ndim, 8), GR_OK);
