@@ -74,6 +74,13 @@ gr_status gr_net_save_weights(const gr_net *net, const char *path);
 /* Deterministic synthetic weights from `seed` (see models/synthetic.c for the statistics). */
 gr_status gr_net_synthesize_weights(gr_net *net, uint64_t seed);
 
+/* The network a command line names (tools/: plan, compare's per-layer trace): an ONNX file
+ * (`cfg`, or `model` ending in .onnx; models/onnx/onnx.h) with its own weights (`weights` refused);
+ * else the cfg file or built-in `model` with the Darknet weights file `weights`, or synthetic
+ * weights from `seed`. */
+gr_status gr_net_open(const char *model, const char *cfg, const char *weights, uint64_t seed,
+                      gr_net **out);
+
 /* Built-in models: cfg and class names compiled into the library. */
 const char *const *gr_net_builtin_names(void);
 gr_status gr_net_builtin(const char *name, gr_net **out);

@@ -50,11 +50,8 @@ gr_status gr_model_load(const gr_model_options *opt, gr_model **out)
     const char *onnx = opt->cfg_path && gr_onnx_is_model_file(opt->cfg_path) ? opt->cfg_path
                        : !opt->cfg_path && opt->builtin && gr_onnx_is_model(opt->builtin, NULL, 0)
                            ? opt->builtin : NULL;
-    if (onnx && opt->weights_path)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: an ONNX model holds its weights; a weights "
-                       "file (%s) does not apply", onnx, opt->weights_path);
     if (onnx) {
-        st = gr_net_load_onnx(onnx, &net);
+        st = gr_net_open(opt->builtin, opt->cfg_path, opt->weights_path, opt->seed, &net);
     } else if (opt->cfg_path) {
         st = gr_net_parse_file(opt->cfg_path, &net);
         if (st == GR_OK && opt->builtin && strcmp(opt->builtin, "") != 0) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ONNX models in the CLI (docs/onnx.md): `--model x.onnx` and `--cfg x.onnx` run the importer's
 # test network (tests/onnx/) and print each output tensor's shape and summary, --save-output writes
-# them; an op outside the slice is one line naming the node, its op type and the opset, exit 3;
-# --weights with an ONNX model is refused. Skipped (77) in a build without ONNX import.
+# them; `plan` shows its plan; an op outside the slice is one line naming the node, its op type
+# and the opset, exit 3; --weights with an ONNX model is refused. Skipped (77) in a build without ONNX import.
 # $1 = the graphrun binary; run from the source root.
 set -u
 bin=$1
@@ -32,6 +32,15 @@ for flag in --model --cfg; do
   [ -s "$tmp/o.npy" ] && [ -s "$tmp/o.1.npy" ] && [ -s "$tmp/o.2.npy" ]
   check "$flag x.onnx: --save-output wrote the three outputs" $?
 done
+
+# graphrun plan and compare's per-layer trace open the network themselves (gr_net_open): they
+# said "unknown built-in model" before.
+"$bin" plan --model tests/onnx/tiny_ops.onnx >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && grep -q "bias+leaky" "$tmp/out"; check "plan --model x.onnx (got $rc)" $?
+"$bin" plan --cfg tests/onnx/tiny_ops.onnx --weights data/shapes.weights >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -ne 0 ] && grep -q "holds its weights" "$tmp/err"; check "plan: --weights with ONNX refused" $?
 
 "$bin" --model $model --weights data/shapes.weights --device cpu \
     --input tests/onnx/input_dog.png --output "" >"$tmp/out" 2>"$tmp/err"

@@ -10,14 +10,7 @@
 
 gr_status gr_cli_load_net(const gr_cli_options *o, gr_net **net)
 {
-    GR_TRY(o->cfg ? gr_net_parse_file(o->cfg, net) : gr_net_builtin(o->model, net));
-    gr_status st = o->weights ? gr_net_load_weights(*net, o->weights)
-                              : gr_net_synthesize_weights(*net, o->seed);
-    if (st != GR_OK) {
-        gr_net_free(*net);
-        *net = NULL;
-    }
-    return st;
+    return gr_net_open(o->model, o->cfg, o->weights, o->seed, net);
 }
 
 typedef struct trace_state {

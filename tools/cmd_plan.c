@@ -494,9 +494,7 @@ int gr_cli_plan(int argc, char **argv)
     gr_plan *plan = NULL;
     gr_precision *map = NULL;
     int usage = GR_EXIT_OK;
-    gr_status st = a.cfg ? gr_net_parse_file(a.cfg, &net) : gr_net_builtin(a.model, &net);
-    if (st == GR_OK)
-        st = a.weights ? gr_net_load_weights(net, a.weights) : gr_net_synthesize_weights(net, 1);
+    gr_status st = gr_net_open(a.model, a.cfg, a.weights, 1, &net);
     if (st == GR_OK)
         st = precision_map(&a, net, &map, &usage);
     if (st == GR_OK && usage == GR_EXIT_OK)
