@@ -200,7 +200,8 @@ class _Handle:
 
 class Model(_Handle):
     """A network: a built-in name ("yolo", "yolov2-tiny", "yolov3-tiny", ...) or a Darknet cfg,
-    with Darknet weights or deterministic synthetic ones (seed). names: a file of class names, one
+    with Darknet weights or deterministic synthetic ones (seed); or an ONNX file, by name
+    (Model("model.onnx")) or as cfg, with its own weights (docs/onnx.md). names: a file of class names, one
     per line. Weights holding NaN/Inf warn (NonFiniteWarning), or fail with strict_weights.
     Synthetic weights warn (SyntheticWeightsWarning, once, when the model loads) as the CLI does:
     .synthetic_weights is True and .notice says so.

@@ -151,6 +151,25 @@ class CPUTests(unittest.TestCase):
             self.assertEqual(m.class_name(11), "dog")
         self.assertRegex(graphrun.version(), r"^\d+\.\d+\.\d+$")
 
+    def test_onnx_model(self):
+        # An ONNX file loads by name or as a cfg (docs/onnx.md) and runs as PyTorch did.
+        path = "tests/onnx/tiny_ops.onnx"
+        try:
+            graphrun.Model(path).close()
+        except graphrun.Error as e:
+            if "built without ONNX import" in str(e):
+                self.skipTest(str(e))
+            raise
+        x = np.load("tests/onnx/tiny_input.npy")
+        want = np.load("tests/onnx/tiny_out.npy")
+        for model in (graphrun.Model(path), graphrun.Model(cfg=path)):
+            with model, model.build(device="cpu") as engine:
+                self.assertFalse(model.synthetic_weights)
+                got = engine.run(x)[0]
+            self.assertEqual(got.shape, want.shape)
+            nrmse = np.sqrt(np.mean((got - want) ** 2)) / (want.max() - want.min())
+            self.assertLess(nrmse, 1e-5)
+
     def test_run_matches_cli_save_output(self):
         rng = np.random.default_rng(7)
         x = rng.random((1, 3, 32, 32), dtype=np.float32)
