@@ -33,6 +33,14 @@ for flag in --model --cfg; do
   check "$flag x.onnx: --save-output wrote the three outputs" $?
 done
 
+# Recognised by content too: the same file under another name.
+cp tests/onnx/tiny_ops.onnx "$tmp/model.bin"
+"$bin" --cfg "$tmp/model.bin" --device cpu --input tests/onnx/tiny_input.npy --output "" \
+    >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && grep -q "^  output 0: 6x8x8 (CxHxW)" "$tmp/out"
+check "an ONNX file named model.bin is read as ONNX (got $rc)" $?
+
 # graphrun plan and compare's per-layer trace open the network themselves (gr_net_open): they
 # said "unknown built-in model" before.
 "$bin" plan --model tests/onnx/tiny_ops.onnx >"$tmp/out" 2>"$tmp/err"
