@@ -123,30 +123,41 @@ START_TEST(test_pytorch_oracle)
 }
 END_TEST
 
-/* The other mappings (make_models.py's TinyOps: an unfused BatchNormalization, LeakyRelu(0.1),
- * a grouped strided conv + Relu, Split with sizes, a dilated conv + Sigmoid, MaxPool 2x2, Resize,
- * Add + Relu) on a fixed input. Measured: 3e-8. */
-START_TEST(test_tiny_ops)
+/* The other mappings on a fixed input (tiny_input.npy): make_models.py's TinyOps (an unfused
+ * BatchNormalization, LeakyRelu(0.1), a grouped strided conv + Relu, Split with sizes, a dilated
+ * conv + Sigmoid, MaxPool 2x2, Resize, Add + Relu; measured 3e-8) and TinyClassifier (Relu +
+ * Clip(0, 6) as relu6, Tanh, Elu, GlobalAveragePool, Flatten, Gemm + Sigmoid, Gemm + Softmax: a
+ * C x 1 x 1 output for ONNX's [1, C]; measured 1e-7). */
+static const char *const tiny[][2] = {{"tiny_ops.onnx", "tiny_out.npy"},
+                                      {"tiny_classifier.onnx", "tiny_classifier_out.npy"}};
+
+START_TEST(test_tiny_models)
 {
     if (!have_onnx())
         return;
+    char path[256];
+    snprintf(path, sizeof path, DIR "%s", tiny[_i][0]);
     gr_model *m = NULL;
-    gr_engine *e = cpu_engine(DIR "tiny_ops.onnx", false, &m);
+    gr_engine *e = cpu_engine(path, false, &m);
     float *x = NULL, *ref = NULL;
     int dims[8], ndim = 0;
     ck_assert_int_eq(gr_npy_read(DIR "tiny_input.npy", &x, dims, &ndim, 8), GR_OK);
     ck_assert_int_eq(gr_engine_run_f32(e, x), GR_OK);
-    ck_assert_int_eq(gr_npy_read(DIR "tiny_out.npy", &ref, dims, &ndim, 8), GR_OK);
+    snprintf(path, sizeof path, DIR "%s", tiny[_i][1]);
+    ck_assert_int_eq(gr_npy_read(path, &ref, dims, &ndim, 8), GR_OK);
+    size_t want = 1;
+    for (int k = 0; k < ndim; k++)
+        want *= (size_t)dims[k];
     gr_tensor_desc d;
     const float *got = NULL;
     ck_assert_int_eq(gr_engine_output_count(e), 1);
     ck_assert_int_eq(gr_engine_output_desc(e, 0, &d), GR_OK);
-    ck_assert_int_eq(ndim, 4);
-    ck_assert(d.c == dims[1] && d.h == dims[2] && d.w == dims[3]);
+    ck_assert_int_eq(dims[1], d.c);
+    ck_assert_uint_eq(want, (size_t)d.c * d.h * d.w);
     ck_assert_int_eq(gr_engine_output(e, 0, &got), GR_OK);
-    double nrmse = gr_test_nrmse(got, ref, (size_t)d.c * d.h * d.w);
-    printf("tiny_ops.onnx: NRMSE %.2e\n", nrmse);
-    ck_assert_msg(nrmse <= NRMSE_BOUND, "tiny_ops.onnx: NRMSE %.3e", nrmse);
+    double nrmse = gr_test_nrmse(got, ref, want);
+    printf("%s: NRMSE %.2e\n", tiny[_i][0], nrmse);
+    ck_assert_msg(nrmse <= NRMSE_BOUND, "%s: NRMSE %.3e", tiny[_i][0], nrmse);
     free(x);
     free(ref);
     gr_engine_destroy(e);
@@ -248,7 +259,7 @@ static Suite *onnx_suite(void)
     TCase *tc = tcase_create("import");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_pytorch_oracle, 0, 2);
-    tcase_add_test(tc, test_tiny_ops);
+    tcase_add_loop_test(tc, test_tiny_models, 0, 2);
     tcase_add_test(tc, test_refuses_unsupported_op);
     tcase_add_test(tc, test_refuses_fold_into_aliased);
     tcase_add_test(tc, test_refuses_weights_file);

@@ -7,8 +7,10 @@
  *   Conv -> conv (BatchNormalization after it folded into its weights; Relu, LeakyRelu(0.1),
  *   Sigmoid and the SiLU pattern x * Sigmoid(x) into its activation), MaxPool -> maxpool,
  *   Add -> shortcut (its activation likewise), Concat on channels -> route, Split and Slice on
- *   channels -> route groups, Resize nearest with an integer scale -> upsample; Identity, and
- *   Reshape to the same shape, are aliases.
+ *   channels -> route groups, Resize nearest with an integer scale -> upsample,
+ *   GlobalAveragePool -> avgpool, Gemm -> connected, Softmax over a whole tensor -> softmax;
+ *   Identity, Flatten and Reshape to the same shape or [1, -1] are aliases (a flattened tensor
+ *   is marked flat: the same values, seen as [1, C*H*W]).
  * Anything else is one line "FILE: node 'NAME' (OP, opset N): why", GR_ERR_UNSUPPORTED, and
  * malformed files GR_ERR_PARSE / GR_ERR_LIMIT; the protobuf is parsed by protobuf-c.
  * Layers use float math as PyTorch does (the AlexeyAB forms: ops/ops.h gr_act_form). */
@@ -32,6 +34,7 @@ typedef struct value {
     const char *name;
     int kind;
     int layer;    /* VAL_LAYER: the producing layer, -1 the network input */
+    int flat;     /* VAL_LAYER: ONNX sees it as [1, C*H*W] (after Flatten, Gemm), not 4-D */
     onnx_const k; /* VAL_CONST */
     int uses;     /* node inputs and graph outputs that read it (Shape's reads not counted) */
     int user[2];  /* the first two reading nodes (-1: a graph output) */
@@ -128,6 +131,21 @@ static gr_shape value_shape(const importer *im, const value *v)
     return im->net->layers[v->layer].out;
 }
 
+/* The ONNX dims of a computed tensor: [1, C, H, W], or [1, C*H*W] when flat. Returns the rank. */
+static int value_dims(const importer *im, const value *v, int64_t dims[4])
+{
+    gr_shape s = value_shape(im, v);
+    dims[0] = 1;
+    if (v->flat) {
+        dims[1] = (int64_t)gr_shape_elems(s);
+        return 2;
+    }
+    dims[1] = s.c;
+    dims[2] = s.h;
+    dims[3] = s.w;
+    return 4;
+}
+
 /* Input k of the node, or NULL when omitted (past the end or an empty name). */
 static value *node_input(const importer *im, const Onnx__NodeProto *node, size_t k)
 {
@@ -140,7 +158,17 @@ static void set_output_layer(importer *im, const Onnx__NodeProto *node, size_t k
     if (v) {
         v->kind = VAL_LAYER;
         v->layer = layer;
+        v->flat = 0;
     }
+}
+
+/* Output k is the flat ([1, C*H*W]) output of `layer`. */
+static void set_output_flat(importer *im, const Onnx__NodeProto *node, size_t k, int layer)
+{
+    set_output_layer(im, node, k, layer);
+    value *v = k < node->n_output ? find_value(im, node->output[k]) : NULL;
+    if (v)
+        v->flat = 1;
 }
 
 /* Output k is another name for the existing tensor x (Identity, a reshape to the same shape, a
@@ -149,7 +177,10 @@ static void alias_output(importer *im, const Onnx__NodeProto *node, size_t k, co
 {
     if (x->layer >= 0)
         im->params[x->layer].aliased = 1;
-    set_output_layer(im, node, k, x->layer);
+    if (x->flat)
+        set_output_flat(im, node, k, x->layer);
+    else
+        set_output_layer(im, node, k, x->layer);
 }
 
 /* Is the optional output k read by anything? */
@@ -172,6 +203,18 @@ static gr_status layer_input(const importer *im, const Onnx__NodeProto *node, si
                          "input %zu ('%.100s') is a constant where a computed tensor is needed "
                          "(constant folding of this op is not supported)", k, v->name);
     *out = v;
+    return GR_OK;
+}
+
+/* The 4-D computed tensor that input k must be (not flattened). */
+static gr_status spatial_input(const importer *im, const Onnx__NodeProto *node, size_t k,
+                               value **out)
+{
+    GR_TRY(layer_input(im, node, k, out));
+    if ((*out)->flat)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "input %zu ('%.100s') is a flattened (2-D) tensor where a 4-D one is "
+                         "needed", k, (*out)->name);
     return GR_OK;
 }
 
@@ -342,7 +385,7 @@ static gr_status import_conv(importer *im, const Onnx__NodeProto *node)
 {
     value *x = NULL;
     const onnx_const *w, *b;
-    GR_TRY(layer_input(im, node, 0, &x));
+    GR_TRY(spatial_input(im, node, 0, &x));
     GR_TRY(const_input(im, node, 1, false, &w));
     GR_TRY(const_input(im, node, 2, true, &b));
     gr_shape in = value_shape(im, x);
@@ -403,7 +446,8 @@ static gr_status import_conv(importer *im, const Onnx__NodeProto *node)
 }
 
 /* A Conv's own output that nothing else reads (`uses` readers in all), not yet activated: what
- * a batch norm or an activation can be folded into. Shortcut (Add) takes activations too. */
+ * a batch norm or an activation can be folded into. Shortcut (Add) and connected (Gemm) take
+ * activations too. */
 static bool foldable_into(const importer *im, const value *x, int uses, bool conv_only)
 {
     if (x->kind != VAL_LAYER || x->layer < 0 || x->uses != uses || im->params[x->layer].aliased)
@@ -411,7 +455,8 @@ static bool foldable_into(const importer *im, const value *x, int uses, bool con
     const gr_layer *l = &im->net->layers[x->layer];
     if (l->p.activation != GR_ACT_LINEAR)
         return false;
-    return l->p.op == GR_OP_CONV || (!conv_only && l->p.op == GR_OP_SHORTCUT);
+    return l->p.op == GR_OP_CONV ||
+           (!conv_only && (l->p.op == GR_OP_SHORTCUT || l->p.op == GR_OP_CONNECTED));
 }
 
 static gr_status import_batchnorm(importer *im, const Onnx__NodeProto *node)
@@ -451,8 +496,17 @@ static gr_status import_batchnorm(importer *im, const Onnx__NodeProto *node)
     return GR_OK;
 }
 
-/* Relu, LeakyRelu (alpha 0.1), Sigmoid, and Sigmoid + Mul (SiLU: swish) folded into the Conv or
- * Add before them. */
+/* Output 0 of a node folded into the layer of x (its only reader): the layer's output now. */
+static void alias_free_output(importer *im, const Onnx__NodeProto *node, const value *x)
+{
+    if (x->flat)
+        set_output_flat(im, node, 0, x->layer);
+    else
+        set_output_layer(im, node, 0, x->layer);
+}
+
+/* Relu, LeakyRelu (alpha 0.1), Sigmoid, Tanh, Elu (alpha 1), Clip to [0, 6] or [0, none]
+ * (relu6, relu), and Sigmoid + Mul (SiLU: swish) folded into the Conv, Add or Gemm before them. */
 static gr_status import_activation(importer *im, const Onnx__NodeProto *node, const char *op)
 {
     value *x = NULL;
@@ -470,7 +524,7 @@ static gr_status import_activation(importer *im, const Onnx__NodeProto *node, co
                  (find_value(im, mul->input[1]) == x && find_value(im, mul->input[0]) == s))) {
                 im->net->layers[x->layer].p.activation = GR_ACT_SWISH;
                 im->absorbed[other] = 1;
-                set_output_layer(im, mul, 0, x->layer);
+                alias_free_output(im, mul, x);
                 return GR_OK;
             }
         }
@@ -481,20 +535,46 @@ static gr_status import_activation(importer *im, const Onnx__NodeProto *node, co
                              "alpha %g (graphrun's leaky activation is Darknet's, alpha 0.1)",
                              (double)alpha);
         act = GR_ACT_LEAKY;
+    } else if (strcmp(op, "Tanh") == 0) {
+        act = GR_ACT_TANH;
+    } else if (strcmp(op, "Elu") == 0) {
+        if (onnx_attr_float(node, "alpha", 1.0f) != 1.0f)
+            return node_fail(im, node, GR_ERR_UNSUPPORTED, "alpha %g (graphrun's elu: alpha 1)",
+                             (double)onnx_attr_float(node, "alpha", 1.0f));
+        act = GR_ACT_ELU;
+    } else if (strcmp(op, "Clip") == 0) {
+        /* Clip(0, inf) is relu, Clip(0, 6) relu6 (opset 11+: min and max are inputs). */
+        const onnx_const *lo, *hi;
+        GR_TRY(const_input(im, node, 1, true, &lo));
+        GR_TRY(const_input(im, node, 2, true, &hi));
+        float lo_v = lo && lo->n == 1 && lo->is_float ? lo->f[0] : NAN;
+        float hi_v = !hi ? INFINITY : hi->n == 1 && hi->is_float ? hi->f[0] : NAN;
+        if (lo_v != 0.0f || (hi_v != 6.0f && hi_v != INFINITY))
+            return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                             "bounds other than [0, 6] (relu6) or [0, none] (relu)");
+        act = hi_v == 6.0f ? GR_ACT_RELU6 : GR_ACT_RELU;
+        /* PyTorch's ReLU6 exports as Relu then Clip(0, 6): relu6 of the relu'd layer. */
+        gr_layer *l = x->layer >= 0 ? &im->net->layers[x->layer] : NULL;
+        if (l && l->p.activation == GR_ACT_RELU && x->uses == 1 && !im->params[x->layer].aliased) {
+            l->p.activation = act;
+            alias_free_output(im, node, x);
+            return GR_OK;
+        }
     }
     if (!foldable_into(im, x, 1, false))
         return node_fail(im, node, GR_ERR_UNSUPPORTED,
-                         "on a tensor that is not the own output of a Conv or Add that nothing "
-                         "else reads (graphrun applies activations in the op before them)");
+                         "on a tensor that is not the own output of a Conv, Add or Gemm that "
+                         "nothing else reads (graphrun applies activations in the op before "
+                         "them)");
     im->net->layers[x->layer].p.activation = act;
-    set_output_layer(im, node, 0, x->layer);
+    alias_free_output(im, node, x);
     return GR_OK;
 }
 
 static gr_status import_maxpool(importer *im, const Onnx__NodeProto *node)
 {
     value *x = NULL;
-    GR_TRY(layer_input(im, node, 0, &x));
+    GR_TRY(spatial_input(im, node, 0, &x));
     if (output_read(im, node, 1))
         return node_fail(im, node, GR_ERR_UNSUPPORTED, "the Indices output is not supported");
     gr_shape in = value_shape(im, x);
@@ -538,7 +618,7 @@ static gr_status import_add(importer *im, const Onnx__NodeProto *node)
     GR_TRY(layer_input(im, node, 0, &a));
     GR_TRY(layer_input(im, node, 1, &b));
     gr_shape sa = value_shape(im, a), sb = value_shape(im, b);
-    if (sa.c != sb.c || sa.h != sb.h || sa.w != sb.w)
+    if (sa.c != sb.c || sa.h != sb.h || sa.w != sb.w || a->flat != b->flat)
         return node_fail(im, node, GR_ERR_UNSUPPORTED,
                          "of %dx%dx%d and %dx%dx%d (only tensors of one shape are added in this "
                          "slice)", sa.c, sa.h, sa.w, sb.c, sb.h, sb.w);
@@ -546,7 +626,10 @@ static gr_status import_add(importer *im, const Onnx__NodeProto *node)
     base_params(GR_OP_SHORTCUT, &p);
     int inputs[2] = {a->layer, b->layer}, layer = -1;
     GR_TRY(add_layer(im, node, &p, inputs, 2, &layer));
-    set_output_layer(im, node, 0, layer);
+    if (a->flat)
+        set_output_flat(im, node, 0, layer);
+    else
+        set_output_layer(im, node, 0, layer);
     return GR_OK;
 }
 
@@ -565,7 +648,7 @@ static gr_status import_concat(importer *im, const Onnx__NodeProto *node)
     int inputs[GR_MAX_INPUTS], layer = -1;
     for (size_t k = 0; k < node->n_input; k++) {
         value *v = NULL;
-        GR_TRY(layer_input(im, node, k, &v));
+        GR_TRY(spatial_input(im, node, k, &v));
         inputs[k] = v->layer;
     }
     gr_op_params p;
@@ -578,7 +661,7 @@ static gr_status import_concat(importer *im, const Onnx__NodeProto *node)
 static gr_status import_split(importer *im, const Onnx__NodeProto *node)
 {
     value *x = NULL;
-    GR_TRY(layer_input(im, node, 0, &x));
+    GR_TRY(spatial_input(im, node, 0, &x));
     if (axis4(onnx_attr_int(node, "axis", 0)) != 1)
         return node_fail(im, node, GR_ERR_UNSUPPORTED, "on axis %lld (only channels, axis 1)",
                          (long long)onnx_attr_int(node, "axis", 0));
@@ -616,7 +699,7 @@ static gr_status import_slice(importer *im, const Onnx__NodeProto *node)
 {
     value *x = NULL;
     const onnx_const *starts, *ends, *axes, *steps;
-    GR_TRY(layer_input(im, node, 0, &x));
+    GR_TRY(spatial_input(im, node, 0, &x));
     if (im->opset < 10)
         return node_fail(im, node, GR_ERR_UNSUPPORTED, "Slice-1 (attributes) is not supported");
     GR_TRY(const_input(im, node, 1, false, &starts));
@@ -685,7 +768,7 @@ static gr_status import_resize(importer *im, const Onnx__NodeProto *node)
 {
     value *x = NULL;
     const onnx_const *scales, *sizes;
-    GR_TRY(layer_input(im, node, 0, &x));
+    GR_TRY(spatial_input(im, node, 0, &x));
     GR_TRY(const_input(im, node, 2, true, &scales));
     GR_TRY(const_input(im, node, 3, true, &sizes));
     char mode_buf[32], ctm_buf[32], near_buf[32];
@@ -744,14 +827,14 @@ static gr_status import_resize(importer *im, const Onnx__NodeProto *node)
     return GR_OK;
 }
 
-/* Shape of a computed tensor: [1, C, H, W] (opset 15's start / end slice it). */
+/* Shape of a computed tensor: [1, C, H, W] or flat [1, C*H*W] (opset 15's start / end slice it). */
 static gr_status import_shape(importer *im, const Onnx__NodeProto *node, const value *x)
 {
-    gr_shape s = value_shape(im, x);
-    const int64_t dims[4] = {1, s.c, s.h, s.w};
-    int64_t start = onnx_attr_int(node, "start", 0), end = onnx_attr_int(node, "end", 4);
-    start = start < 0 ? (start < -4 ? 0 : start + 4) : start > 4 ? 4 : start;
-    end = end < 0 ? (end < -4 ? 0 : end + 4) : end > 4 ? 4 : end;
+    int64_t dims[4];
+    int rank = value_dims(im, x, dims);
+    int64_t start = onnx_attr_int(node, "start", 0), end = onnx_attr_int(node, "end", rank);
+    start = start < 0 ? (start < -rank ? 0 : start + rank) : start > rank ? rank : start;
+    end = end < 0 ? (end < -rank ? 0 : end + rank) : end > rank ? rank : end;
     int64_t n = end > start ? end - start : 0;
     value *out = node->n_output ? find_value(im, node->output[0]) : NULL;
     if (!out)
@@ -766,21 +849,133 @@ static gr_status import_shape(importer *im, const Onnx__NodeProto *node, const v
     return GR_OK;
 }
 
-/* Reshape of a computed tensor to its own shape (exporters write such no-ops). */
+/* Reshape of a computed tensor to its own shape (exporters write such no-ops) or to [1, -1]. */
 static gr_status import_reshape(importer *im, const Onnx__NodeProto *node, const value *x)
 {
     const onnx_const *shape;
     GR_TRY(const_input(im, node, 1, false, &shape));
+    int64_t dims[4];
+    int rank = value_dims(im, x, dims);
     gr_shape s = value_shape(im, x);
-    const int64_t dims[4] = {1, s.c, s.h, s.w};
-    bool same = !shape->is_float && shape->n == 4;
-    for (size_t d = 0; same && d < 4; d++)
+    bool same = !shape->is_float && shape->n == (size_t)rank;
+    for (int d = 0; same && d < rank; d++)
         same = shape->i[d] == dims[d] || shape->i[d] == 0;
-    if (!same)
+    /* [1, -1] or [1, C*H*W] of a 4-D tensor is a flatten. */
+    bool flatten = !shape->is_float && shape->n == 2 && shape->i[0] == 1 &&
+                   (shape->i[1] == -1 || shape->i[1] == (int64_t)gr_shape_elems(s));
+    if (!same && !flatten)
         return node_fail(im, node, GR_ERR_UNSUPPORTED,
-                         "to another shape than [1, %d, %d, %d] (reshapes are not in this slice)",
-                         s.c, s.h, s.w);
+                         "to another shape than [1, %d, %d, %d] or [1, %zu] (reshapes are not "
+                         "in this slice)", s.c, s.h, s.w, gr_shape_elems(s));
     alias_output(im, node, 0, x);
+    if (flatten)
+        set_output_flat(im, node, 0, x->layer);
+    return GR_OK;
+}
+
+/* Flatten at axis 0 or 1 of [1, C, H, W]: [1, C*H*W], the same values in the same order. */
+static gr_status import_flatten(importer *im, const Onnx__NodeProto *node)
+{
+    value *x = NULL;
+    GR_TRY(layer_input(im, node, 0, &x));
+    int64_t axis = onnx_attr_int(node, "axis", 1);
+    if (!x->flat && axis != 0 && axis != 1 && axis != -3 && axis != -4)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "at axis %lld (only to [1, C*H*W]: axis 0 or 1)", (long long)axis);
+    alias_output(im, node, 0, x);
+    set_output_flat(im, node, 0, x->layer);
+    return GR_OK;
+}
+
+/* GlobalAveragePool -> avgpool (Darknet's is global). */
+static gr_status import_global_avgpool(importer *im, const Onnx__NodeProto *node)
+{
+    value *x = NULL;
+    GR_TRY(spatial_input(im, node, 0, &x));
+    gr_op_params p;
+    base_params(GR_OP_AVGPOOL, &p);
+    int layer = -1;
+    GR_TRY(add_layer(im, node, &p, &x->layer, 1, &layer));
+    set_output_layer(im, node, 0, layer);
+    return GR_OK;
+}
+
+/* Gemm of a flat [1, K] tensor and constant weights -> connected: Y = alpha * X * B' + beta * C,
+ * B' = B^T with transB (PyTorch's Linear), else B; C optional, [N] or [1, N]. */
+static gr_status import_gemm(importer *im, const Onnx__NodeProto *node)
+{
+    value *x = NULL;
+    const onnx_const *b, *c;
+    GR_TRY(layer_input(im, node, 0, &x));
+    GR_TRY(const_input(im, node, 1, false, &b));
+    GR_TRY(const_input(im, node, 2, true, &c));
+    gr_shape in = value_shape(im, x);
+    size_t k = gr_shape_elems(in);
+    if (!x->flat && !(in.h == 1 && in.w == 1))
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "input is %dx%dx%d, not 2-D (flatten it first)", in.c, in.h, in.w);
+    if (onnx_attr_int(node, "transA", 0) != 0)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED, "transA 1 is not supported");
+    int trans_b = onnx_attr_int(node, "transB", 0) != 0;
+    if (!b->is_float || b->ndim != 2 || (size_t)b->dims[trans_b ? 1 : 0] != k ||
+        b->dims[trans_b ? 0 : 1] < 1 || b->dims[trans_b ? 0 : 1] > GR_MAX_DIM)
+        return node_fail(im, node, GR_ERR_PARSE, "weights must be float32 %s x %zu",
+                         trans_b ? "N" : "K", k);
+    int64_t n = b->dims[trans_b ? 0 : 1];
+    if (c && (!c->is_float || c->n != (size_t)n))
+        return node_fail(im, node, GR_ERR_UNSUPPORTED, "C must hold %lld float32 values (one "
+                         "per output)", (long long)n);
+    gr_op_params p;
+    base_params(GR_OP_CONNECTED, &p);
+    p.filters = (int)n;
+    int layer = -1;
+    GR_TRY(add_layer(im, node, &p, &x->layer, 1, &layer));
+    layer_params *lp = &im->params[layer];
+    lp->weights = gr_malloc(b->n * sizeof *lp->weights, "ONNX Gemm weights");
+    lp->biases = gr_calloc((size_t)n, sizeof *lp->biases, "ONNX Gemm biases");
+    if (!lp->weights || !lp->biases)
+        return GR_ERR_OUT_OF_MEMORY;
+    float alpha = onnx_attr_float(node, "alpha", 1.0f), beta = onnx_attr_float(node, "beta", 1.0f);
+    for (int64_t o = 0; o < n; o++) {
+        for (size_t i = 0; i < k; i++) {
+            float w = trans_b ? b->f[(size_t)o * k + i] : b->f[i * (size_t)n + (size_t)o];
+            lp->weights[(size_t)o * k + i] = alpha == 1.0f ? w : alpha * w;
+        }
+        if (c)
+            lp->biases[o] = beta == 1.0f ? c->f[o] : beta * c->f[o];
+    }
+    set_output_flat(im, node, 0, layer);
+    return GR_OK;
+}
+
+/* Softmax over all of a flat tensor (or a C x 1 x 1 one): Darknet's softmax, one group. Before
+ * opset 13 ONNX's Softmax flattens at `axis` (default 1), so any [1, C, H, W] at axis 1 is that. */
+static gr_status import_softmax(importer *im, const Onnx__NodeProto *node)
+{
+    value *x = NULL;
+    GR_TRY(layer_input(im, node, 0, &x));
+    gr_shape s = value_shape(im, x);
+    int64_t axis = onnx_attr_int(node, "axis", im->opset >= 13 ? -1 : 1);
+    int rank = x->flat ? 2 : 4;
+    if (axis < 0)
+        axis += rank;
+    bool whole = x->flat ? axis == 1
+                         : (axis == 1 && (im->opset < 13 || (s.h == 1 && s.w == 1))) ||
+                               (axis == 3 && s.c == 1 && s.h == 1);
+    if (!whole)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "on axis %lld of %dx%dx%d (graphrun's softmax covers the whole tensor)",
+                         (long long)onnx_attr_int(node, "axis", im->opset >= 13 ? -1 : 1), s.c,
+                         s.h, s.w);
+    gr_op_params p;
+    base_params(GR_OP_SOFTMAX, &p);
+    p.groups = 1;
+    int layer = -1;
+    GR_TRY(add_layer(im, node, &p, &x->layer, 1, &layer));
+    if (x->flat)
+        set_output_flat(im, node, 0, layer);
+    else
+        set_output_layer(im, node, 0, layer);
     return GR_OK;
 }
 
@@ -849,8 +1044,18 @@ static gr_status import_node(importer *im, const Onnx__NodeProto *node)
         return import_conv(im, node);
     if (strcmp(op, "BatchNormalization") == 0)
         return import_batchnorm(im, node);
-    if (strcmp(op, "Relu") == 0 || strcmp(op, "LeakyRelu") == 0 || strcmp(op, "Sigmoid") == 0)
+    static const char *const activations[] = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu",
+                                              "Clip", NULL};
+    if (in_list(activations, op))
         return import_activation(im, node, op);
+    if (strcmp(op, "Flatten") == 0)
+        return import_flatten(im, node);
+    if (strcmp(op, "GlobalAveragePool") == 0)
+        return import_global_avgpool(im, node);
+    if (strcmp(op, "Gemm") == 0)
+        return import_gemm(im, node);
+    if (strcmp(op, "Softmax") == 0)
+        return import_softmax(im, node);
     if (strcmp(op, "MaxPool") == 0)
         return import_maxpool(im, node);
     if (strcmp(op, "Add") == 0)
@@ -1026,7 +1231,7 @@ static gr_status attach_weights(importer *im)
     gr_net_attach_weights(net, block, n_floats);
     for (int i = 0; i < net->n_layers; i++) {
         gr_layer *l = &net->layers[i];
-        if (l->p.op != GR_OP_CONV)
+        if (l->p.op != GR_OP_CONV && l->p.op != GR_OP_CONNECTED)
             continue;
         memcpy(l->w.biases, im->params[i].biases, (size_t)l->p.filters * sizeof(float));
         memcpy(l->w.weights, im->params[i].weights, l->w.n_weights * sizeof(float));

@@ -15,6 +15,7 @@ and python3-onnx, not needed by the tests):
                           feeds these pixels / 255 (float32), in NCHW order
   out_<photo>_<k>.npy     PyTorch's output k (float32, [1, C, H, W]) on that input
   tiny_ops.onnx, tiny_input.npy, tiny_out.npy  the other mappings (TinyOps) on a fixed input
+  tiny_classifier.onnx, tiny_classifier_out.npy  TinyClassifier on tiny_input.npy
   alias.onnx              a Relu after an Identity of a conv output that is also a graph output
                           (refused: folding it would change the other output)
   erf.onnx                a conv and an Erf node, which the importer refuses (the refusal test)
@@ -161,6 +162,25 @@ class TinyOps(nn.Module):
         return self.out(torch.relu(y + self.up(self.pool(z))))
 
 
+class TinyClassifier(nn.Module):
+    """The classifier-side mappings: ReLU6 (Clip), Tanh, ELU, global average pool, Flatten,
+    Linear (Gemm) + Sigmoid, Linear + Softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, 2, 1)
+        self.conv2 = nn.Conv2d(8, 8, 3, 1, 1)
+        self.conv3 = nn.Conv2d(8, 16, 3, 2, 1)
+        self.fc1 = nn.Linear(16, 12)
+        self.fc2 = nn.Linear(12, 10)
+
+    def forward(self, x):
+        x = torch.tanh(self.conv2(nn.functional.relu6(self.conv1(x))))
+        x = nn.functional.elu(self.conv3(x))
+        x = torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1)
+        return torch.softmax(self.fc2(torch.sigmoid(self.fc1(x))), 1)
+
+
 class ErfNet(nn.Module):
     """A conv, then an op the importer refuses (Erf: GELU's core)."""
 
@@ -249,6 +269,11 @@ def main():
     np.save(os.path.join(HERE, "tiny_input.npy"), tiny_in.numpy())
     with torch.no_grad():
         np.save(os.path.join(HERE, "tiny_out.npy"), tiny(tiny_in).numpy())
+    classifier = TinyClassifier().eval()
+    torch.onnx.export(classifier, tiny_in, os.path.join(HERE, "tiny_classifier.onnx"),
+                      opset_version=13, input_names=["images"], output_names=["probabilities"])
+    with torch.no_grad():
+        np.save(os.path.join(HERE, "tiny_classifier_out.npy"), classifier(tiny_in).numpy())
     alias_model(os.path.join(HERE, "alias.onnx"))
     torch.onnx.export(ErfNet().eval(), torch.zeros(1, 3, 8, 8), os.path.join(HERE, "erf.onnx"),
                       opset_version=13, input_names=["images"], output_names=["out"])
