@@ -1,0 +1,145 @@
+/* The GPU engine on imported ONNX models (tests/onnx/, docs/onnx.md): the importer maps every node
+ * onto existing ops, so the GPU engine runs them unchanged; this checks that it does, in every
+ * precision, against the CPU engine of the same precision on the same input (the photo record of
+ * the YOLOv8n-like export, the fixed tensor of the tiny ones), the same int8 ranges (the GPU
+ * engine writes its calibration cache, the CPU engine reads it):
+ *   fp32 <= 1e-5, fp16 <= 1e-3, int8 <= 1e-2 NRMSE (RMSE / range of the CPU output) on every
+ *   output: the Darknet models' bounds. Same-precision comparisons: the GPU kernels against the
+ *   planner's emulation of their arithmetic, not the precision's own error (which on these
+ *   random-weight networks is larger: docs/onnx.md).
+ * Every NRMSE is printed. Exits 77 with one line when no CUDA device is visible. */
+#define _GNU_SOURCE /* mkdtemp */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "graphrun/runtime.h"
+#include "tests/support/classify_nets.h"
+#include "tests/support/gpu_test.h"
+#include "tools/npy.h"
+
+#define DIR "tests/onnx/"
+#define MAX_OUT 3
+
+typedef struct onnx_case {
+    const char *model;
+    const char *input; /* a PNG record (pixels / 255) or an .npy tensor */
+} onnx_case;
+
+static const onnx_case cases[] = {
+    {"yolov8n_like_op13.onnx", "input_dog.png"},
+    {"tiny_ops.onnx", "tiny_input.npy"},
+    {"tiny_classifier.onnx", "tiny_input.npy"},
+};
+static const gr_precision precisions[] = {GR_PREC_FP32, GR_PREC_FP16, GR_PREC_INT8};
+static const double bounds[] = {1e-5, 1e-3, 1e-2};
+static char tmp_dir[] = "/tmp/graphrun_gpu_onnx_XXXXXX";
+
+static float *load_input(const char *name)
+{
+    char path[256];
+    snprintf(path, sizeof path, DIR "%s", name);
+    float *x = NULL;
+    if (strstr(name, ".npy")) {
+        int dims[8], ndim = 0;
+        ck_assert_msg(gr_npy_read(path, &x, dims, &ndim, 8) == GR_OK, "%s", gr_last_error());
+        return x;
+    }
+    gr_image *im = NULL;
+    ck_assert_msg(gr_image_load(path, &im) == GR_OK, "%s", gr_last_error());
+    size_t plane = (size_t)im->w * (size_t)im->h;
+    x = malloc(3 * plane * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    for (int c = 0; c < 3; c++)
+        for (size_t i = 0; i < plane; i++)
+            x[(size_t)c * plane + i] = (float)im->data[i * 3 + (size_t)c] / 255.0f;
+    gr_image_destroy(im);
+    return x;
+}
+
+/* Build on `dev` in `prec`, run once on x, copy the outputs (n[k] floats each). */
+static int run(const gr_model *m, const char *cache, gr_device dev, gr_precision prec,
+               const float *x, float **out, size_t *n)
+{
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = dev;
+    eo.precision = prec;
+    eo.calib_cache = cache;
+    gr_engine *e = NULL;
+    ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s %s: %s",
+                  dev == GR_DEVICE_GPU ? "gpu" : "cpu", gr_precision_name(prec), gr_last_error());
+    ck_assert(gr_engine_device(e) == dev);
+    ck_assert_msg(gr_engine_run_f32(e, x) == GR_OK, "%s", gr_last_error());
+    int count = gr_engine_output_count(e);
+    ck_assert(count >= 1 && count <= MAX_OUT);
+    for (int k = 0; k < count; k++) {
+        gr_tensor_desc d;
+        const float *o = NULL;
+        ck_assert(gr_engine_output_desc(e, k, &d) == GR_OK);
+        ck_assert(gr_engine_output(e, k, &o) == GR_OK);
+        n[k] = (size_t)d.c * d.h * d.w;
+        out[k] = malloc(n[k] * sizeof *out[k]);
+        ck_assert_ptr_nonnull(out[k]);
+        memcpy(out[k], o, n[k] * sizeof *out[k]);
+    }
+    gr_engine_destroy(e);
+    return count;
+}
+
+START_TEST(gpu_matches_cpu)
+{
+    const onnx_case *oc = &cases[_i];
+    char path[256], cache[512];
+    snprintf(path, sizeof path, DIR "%s", oc->model);
+    gr_model *m = gr_test_load_model(NULL, path, 0);
+    float *x = load_input(oc->input);
+    for (size_t p = 0; p < sizeof precisions / sizeof precisions[0]; p++) {
+        snprintf(cache, sizeof cache, "%s/%s.calib", tmp_dir, oc->model);
+        float *gpu[MAX_OUT] = {NULL}, *cpu[MAX_OUT] = {NULL};
+        size_t n_gpu[MAX_OUT], n_cpu[MAX_OUT];
+        int count = run(m, cache, GR_DEVICE_GPU, precisions[p], x, gpu, n_gpu);
+        ck_assert_int_eq(run(m, cache, GR_DEVICE_CPU, precisions[p], x, cpu, n_cpu), count);
+        for (int k = 0; k < count; k++) {
+            ck_assert_uint_eq(n_gpu[k], n_cpu[k]);
+            double nrmse = gr_test_nrmse(gpu[k], cpu[k], n_cpu[k]);
+            printf("%s %s output %d: GPU vs CPU NRMSE %.2e (bound %.0e)\n", oc->model,
+                   gr_precision_name(precisions[p]), k, nrmse, bounds[p]);
+            ck_assert_msg(nrmse <= bounds[p], "%s %s output %d: NRMSE %.3e > %.0e", oc->model,
+                          gr_precision_name(precisions[p]), k, nrmse, bounds[p]);
+            free(gpu[k]);
+            free(cpu[k]);
+        }
+    }
+    unlink(cache);
+    free(x);
+    gr_model_destroy(m);
+}
+END_TEST
+
+int main(void)
+{
+    if (!gr_test_have_gpu("gpu_onnx"))
+        return 77;
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = DIR "tiny_ops.onnx";
+    gr_model *probe = NULL;
+    if (gr_model_load(&mo, &probe) != GR_OK &&
+        strstr(gr_last_error(), "built without ONNX import")) {
+        printf("SKIP gpu_onnx: %s\n", gr_last_error());
+        return 77;
+    }
+    gr_model_destroy(probe);
+    if (!mkdtemp(tmp_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    int failed = gr_test_run_loop("gpu_onnx", gpu_matches_cpu, 0,
+                                  (int)(sizeof cases / sizeof cases[0]), 600);
+    rmdir(tmp_dir);
+    return failed ? 1 : 0;
+}
