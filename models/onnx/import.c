@@ -200,8 +200,8 @@ static gr_status layer_input(const importer *im, const Onnx__NodeProto *node, si
         return node_fail(im, node, GR_ERR_PARSE, "input %zu is missing", k);
     if (v->kind != VAL_LAYER)
         return node_fail(im, node, GR_ERR_UNSUPPORTED,
-                         "input %zu ('%.100s') is a constant where a computed tensor is needed "
-                         "(constant folding of this op is not supported)", k, v->name);
+                         "input %zu ('%.100s') is a constant where graphrun's mapping of this "
+                         "op needs a computed tensor", k, v->name);
     *out = v;
     return GR_OK;
 }
