@@ -127,9 +127,12 @@ END_TEST
  * BatchNormalization, LeakyRelu(0.1), a grouped strided conv + Relu, Split with sizes, a dilated
  * conv + Sigmoid, MaxPool 2x2, Resize, Add + Relu; measured 3e-8) and TinyClassifier (Relu +
  * Clip(0, 6) as relu6, Tanh, Elu, GlobalAveragePool, Flatten, Gemm + Sigmoid, Gemm + Softmax: a
- * C x 1 x 1 output for ONNX's [1, C]; measured 1e-7). */
+ * C x 1 x 1 output for ONNX's [1, C]; measured 1e-7) and ConstArith (constants folded into the
+ * conv / Gemm before them: a per-channel Mul and Add, a scalar Div, a Sub after a Gemm; measured
+ * 1e-8). */
 static const char *const tiny[][2] = {{"tiny_ops.onnx", "tiny_out.npy"},
-                                      {"tiny_classifier.onnx", "tiny_classifier_out.npy"}};
+                                      {"tiny_classifier.onnx", "tiny_classifier_out.npy"},
+                                      {"const_arith.onnx", "const_arith_out.npy"}};
 
 START_TEST(test_tiny_models)
 {
@@ -259,7 +262,7 @@ static Suite *onnx_suite(void)
     TCase *tc = tcase_create("import");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_pytorch_oracle, 0, 2);
-    tcase_add_loop_test(tc, test_tiny_models, 0, 2);
+    tcase_add_loop_test(tc, test_tiny_models, 0, (int)(sizeof tiny / sizeof tiny[0]));
     tcase_add_test(tc, test_refuses_unsupported_op);
     tcase_add_test(tc, test_refuses_fold_into_aliased);
     tcase_add_test(tc, test_refuses_weights_file);

@@ -633,6 +633,55 @@ static gr_status import_add(importer *im, const Onnx__NodeProto *node)
     return GR_OK;
 }
 
+/* Add / Sub / Mul / Div of a Conv's or Gemm's own output and a constant, one value or one per
+ * channel ([1, C, 1, 1] or [C, 1, 1]; [N] or [1, N] after a Gemm): folded into its weights and
+ * bias (y = x * scale + shift, in double), as a batch norm is. */
+static gr_status import_affine(importer *im, const Onnx__NodeProto *node, const char *op)
+{
+    value *a = node_input(im, node, 0), *b = node_input(im, node, 1);
+    bool const_first = a && a->kind == VAL_CONST;
+    value *x = const_first ? b : a;
+    const onnx_const *k = const_first ? &a->k : &b->k;
+    if (!foldable_into(im, x, 1, false) || im->net->layers[x->layer].p.op == GR_OP_SHORTCUT)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "of a constant and a tensor that is not the own output of a Conv or "
+                         "Gemm that nothing else reads (graphrun folds such constants into "
+                         "the op before)");
+    if (const_first && (op[0] == 'S' || op[0] == 'D'))
+        return node_fail(im, node, GR_ERR_UNSUPPORTED, "with the constant first");
+    gr_layer *l = &im->net->layers[x->layer];
+    int n = l->p.filters;
+    bool per_channel = k->n == (size_t)n && n > 1 &&
+                       (x->flat ? k->ndim <= 2 && k->dims[k->ndim - 1] == n
+                                : (k->ndim == 3 || k->ndim == 4) && k->dims[k->ndim - 3] == n &&
+                                      k->dims[k->ndim - 2] == 1 && k->dims[k->ndim - 1] == 1);
+    if (!k->is_float || (k->n != 1 && !per_channel))
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "with a constant of %zu values (one, or one per channel: [1, %d, 1, 1] "
+                         "or [%d, 1, 1])", k->n, n, n);
+    layer_params *lp = &im->params[x->layer];
+    gr_shape in = gr_net_input_shape(im->net, x->layer, 0);
+    size_t per_filter = l->p.op == GR_OP_CONV
+                     ? (size_t)(in.c / l->p.groups) * (size_t)l->p.size * (size_t)l->p.size
+                     : gr_shape_elems(in);
+    for (int oc = 0; oc < n; oc++) {
+        double v = k->f[k->n == 1 ? 0 : oc], scale = 1.0, shift = 0.0;
+        switch (op[0]) {
+        case 'A': shift = v; break;
+        case 'S': shift = -v; break;
+        case 'M': scale = v; break;
+        default: scale = 1.0 / v;
+        }
+        if (scale != 1.0)
+            for (size_t i = 0; i < per_filter; i++)
+                lp->weights[(size_t)oc * per_filter + i] =
+                    (float)((double)lp->weights[(size_t)oc * per_filter + i] * scale);
+        lp->biases[oc] = (float)((double)lp->biases[oc] * scale + shift);
+    }
+    alias_free_output(im, node, x);
+    return GR_OK;
+}
+
 /* Axis `axis` of a [1, C, H, W] tensor, normalised; -1 when out of range. */
 static int axis4(int64_t axis) { return axis < 0 ? (axis >= -4 ? (int)(axis + 4) : -1) : axis < 4 ? (int)axis : -1; }
 
@@ -1058,6 +1107,11 @@ static gr_status import_node(importer *im, const Onnx__NodeProto *node)
         return import_softmax(im, node);
     if (strcmp(op, "MaxPool") == 0)
         return import_maxpool(im, node);
+    static const char *const arith[] = {"Add", "Sub", "Mul", "Div", NULL};
+    if (in_list(arith, op) && node->n_input == 2 && node_input(im, node, 0) &&
+        node_input(im, node, 1) &&
+        (node_input(im, node, 0)->kind == VAL_CONST) != (node_input(im, node, 1)->kind == VAL_CONST))
+        return import_affine(im, node, op);
     if (strcmp(op, "Add") == 0)
         return import_add(im, node);
     if (strcmp(op, "Concat") == 0)

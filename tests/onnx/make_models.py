@@ -16,6 +16,7 @@ and python3-onnx, not needed by the tests):
   out_<photo>_<k>.npy     PyTorch's output k (float32, [1, C, H, W]) on that input
   tiny_ops.onnx, tiny_input.npy, tiny_out.npy  the other mappings (TinyOps) on a fixed input
   tiny_classifier.onnx, tiny_classifier_out.npy  TinyClassifier on tiny_input.npy
+  const_arith.onnx, const_arith_out.npy  ConstArith on tiny_input.npy
   alias.onnx              a Relu after an Identity of a conv output that is also a graph output
                           (refused: folding it would change the other output)
   erf.onnx                a conv and an Erf node, which the importer refuses (the refusal test)
@@ -181,6 +182,26 @@ class TinyClassifier(nn.Module):
         return torch.softmax(self.fc2(torch.sigmoid(self.fc1(x))), 1)
 
 
+class ConstArith(nn.Module):
+    """Constants applied to conv and linear outputs (folded into their weights): a per-channel
+    scale and shift after a conv, a scalar division, a subtraction after a Linear."""
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(11)
+        self.conv = nn.Conv2d(3, 6, 3, 1, 1)
+        self.conv2 = nn.Conv2d(6, 4, 1)
+        self.fc = nn.Linear(4 * 16 * 16, 5)
+        self.register_buffer("scale", 0.5 + torch.rand(1, 6, 1, 1, generator=g))
+        self.register_buffer("shift", torch.randn(1, 6, 1, 1, generator=g))
+        self.register_buffer("offset", torch.randn(5, generator=g))
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x) * self.scale + self.shift)
+        y = torch.flatten(self.conv2(y) / 3.0, 1)
+        return self.fc(y) - self.offset
+
+
 class ErfNet(nn.Module):
     """A conv, then an op the importer refuses (Erf: GELU's core)."""
 
@@ -274,6 +295,11 @@ def main():
                       opset_version=13, input_names=["images"], output_names=["probabilities"])
     with torch.no_grad():
         np.save(os.path.join(HERE, "tiny_classifier_out.npy"), classifier(tiny_in).numpy())
+    arith = ConstArith().eval()
+    torch.onnx.export(arith, tiny_in, os.path.join(HERE, "const_arith.onnx"), opset_version=13,
+                      input_names=["images"], output_names=["out"])
+    with torch.no_grad():
+        np.save(os.path.join(HERE, "const_arith_out.npy"), arith(tiny_in).numpy())
     alias_model(os.path.join(HERE, "alias.onnx"))
     torch.onnx.export(ErfNet().eval(), torch.zeros(1, 3, 8, 8), os.path.join(HERE, "erf.onnx"),
                       opset_version=13, input_names=["images"], output_names=["out"])
