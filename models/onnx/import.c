@@ -507,8 +507,9 @@ static void alias_free_output(importer *im, const Onnx__NodeProto *node, const v
 
 /* Relu, LeakyRelu (alpha 0.1), Sigmoid, Tanh, Elu (alpha 1), Clip to [0, 6] or [0, none]
  * (relu6, relu), and Sigmoid + Mul (SiLU: swish) folded into the Conv, Add or Gemm before them. */
-static gr_status import_activation(importer *im, const Onnx__NodeProto *node, const char *op)
+static gr_status import_activation(importer *im, const Onnx__NodeProto *node)
 {
+    const char *op = onnx_str(node->op_type);
     value *x = NULL;
     GR_TRY(layer_input(im, node, 0, &x));
     gr_activation act = GR_ACT_RELU;
@@ -1067,6 +1068,33 @@ static gr_status fold_node(importer *im, const Onnx__NodeProto *node)
     return GR_OK;
 }
 
+/* The nodes on computed tensors that map onto a graphrun op (docs/onnx.md's table). */
+typedef struct mapping {
+    const char *op;
+    gr_status (*import)(importer *im, const Onnx__NodeProto *node);
+} mapping;
+
+static const mapping mappings[] = {
+    {"Conv", import_conv},
+    {"BatchNormalization", import_batchnorm},
+    {"Relu", import_activation},
+    {"LeakyRelu", import_activation},
+    {"Sigmoid", import_activation},
+    {"Tanh", import_activation},
+    {"Elu", import_activation},
+    {"Clip", import_activation},
+    {"MaxPool", import_maxpool},
+    {"Add", import_add},
+    {"Concat", import_concat},
+    {"Split", import_split},
+    {"Slice", import_slice},
+    {"Resize", import_resize},
+    {"Flatten", import_flatten},
+    {"GlobalAveragePool", import_global_avgpool},
+    {"Gemm", import_gemm},
+    {"Softmax", import_softmax},
+};
+
 static gr_status import_node(importer *im, const Onnx__NodeProto *node)
 {
     const char *op = onnx_str(node->op_type);
@@ -1089,39 +1117,14 @@ static gr_status import_node(importer *im, const Onnx__NodeProto *node)
     if (all_const && (any_input || strcmp(op, "Constant") == 0) && in_list(foldable_ops, op))
         return fold_node(im, node);
     value *x = node_input(im, node, 0);
-    if (strcmp(op, "Conv") == 0)
-        return import_conv(im, node);
-    if (strcmp(op, "BatchNormalization") == 0)
-        return import_batchnorm(im, node);
-    static const char *const activations[] = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu",
-                                              "Clip", NULL};
-    if (in_list(activations, op))
-        return import_activation(im, node, op);
-    if (strcmp(op, "Flatten") == 0)
-        return import_flatten(im, node);
-    if (strcmp(op, "GlobalAveragePool") == 0)
-        return import_global_avgpool(im, node);
-    if (strcmp(op, "Gemm") == 0)
-        return import_gemm(im, node);
-    if (strcmp(op, "Softmax") == 0)
-        return import_softmax(im, node);
-    if (strcmp(op, "MaxPool") == 0)
-        return import_maxpool(im, node);
     static const char *const arith[] = {"Add", "Sub", "Mul", "Div", NULL};
     if (in_list(arith, op) && node->n_input == 2 && node_input(im, node, 0) &&
         node_input(im, node, 1) &&
         (node_input(im, node, 0)->kind == VAL_CONST) != (node_input(im, node, 1)->kind == VAL_CONST))
         return import_affine(im, node, op);
-    if (strcmp(op, "Add") == 0)
-        return import_add(im, node);
-    if (strcmp(op, "Concat") == 0)
-        return import_concat(im, node);
-    if (strcmp(op, "Split") == 0)
-        return import_split(im, node);
-    if (strcmp(op, "Slice") == 0)
-        return import_slice(im, node);
-    if (strcmp(op, "Resize") == 0)
-        return import_resize(im, node);
+    for (size_t i = 0; i < sizeof mappings / sizeof mappings[0]; i++)
+        if (strcmp(op, mappings[i].op) == 0)
+            return mappings[i].import(im, node);
     if (strcmp(op, "Identity") == 0 && x) {
         alias_output(im, node, 0, x);
         return GR_OK;
