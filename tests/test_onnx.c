@@ -199,6 +199,66 @@ START_TEST(test_refuses_fold_into_aliased)
 }
 END_TEST
 
+static size_t varint_size(size_t v)
+{
+    size_t n = 1;
+    for (; v >= 0x80; v >>= 7)
+        n++;
+    return n;
+}
+
+static uint8_t *put_varint(uint8_t *p, size_t v)
+{
+    for (; v >= 0x80; v >>= 7)
+        *p++ = (uint8_t)(v | 0x80);
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* GraphProto -> NodeProto -> AttributeProto.g -> GraphProto ... 100000 deep (1.2 MB): protobuf-c
+ * recurses once per level and overflowed the stack (a crash); now refused up front. */
+START_TEST(test_refuses_deep_nesting)
+{
+    if (!have_onnx())
+        return;
+    enum { DEPTH = 100000 };
+    /* len[i]: bytes of the GraphProto at level i (innermost empty); the fields are
+     * GraphProto.node = 1, NodeProto.attribute = 5, AttributeProto.g = 6, ModelProto.graph = 7. */
+    size_t *len = malloc((DEPTH + 1) * sizeof *len);
+    ck_assert_ptr_nonnull(len);
+    len[DEPTH] = 0;
+    for (int i = DEPTH - 1; i >= 0; i--) {
+        size_t attr = 1 + varint_size(len[i + 1]) + len[i + 1];
+        size_t node = 1 + varint_size(attr) + attr;
+        len[i] = 1 + varint_size(node) + node;
+    }
+    size_t total = 2 + 1 + varint_size(len[0]) + len[0];
+    uint8_t *data = malloc(total), *p = data;
+    ck_assert_ptr_nonnull(data);
+    *p++ = 0x08;
+    *p++ = 0x07;
+    *p++ = 7 << 3 | 2;
+    p = put_varint(p, len[0]);
+    for (int i = 0; i < DEPTH; i++) {
+        size_t attr = 1 + varint_size(len[i + 1]) + len[i + 1];
+        size_t node = 1 + varint_size(attr) + attr;
+        *p++ = 1 << 3 | 2;
+        p = put_varint(p, node);
+        *p++ = 5 << 3 | 2;
+        p = put_varint(p, attr);
+        *p++ = 6 << 3 | 2;
+        p = put_varint(p, len[i + 1]);
+    }
+    ck_assert_uint_eq((size_t)(p - data), total);
+    gr_net *net = NULL;
+    ck_assert_int_eq(gr_net_parse_onnx(data, total, "deep.onnx", &net), GR_ERR_LIMIT);
+    ck_assert_ptr_null(net);
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), "nested more than"));
+    free(data);
+    free(len);
+}
+END_TEST
+
 START_TEST(test_refuses_weights_file)
 {
     gr_model_options mo;
@@ -265,6 +325,7 @@ static Suite *onnx_suite(void)
     tcase_add_loop_test(tc, test_tiny_models, 0, (int)(sizeof tiny / sizeof tiny[0]));
     tcase_add_test(tc, test_refuses_unsupported_op);
     tcase_add_test(tc, test_refuses_fold_into_aliased);
+    tcase_add_test(tc, test_refuses_deep_nesting);
     tcase_add_test(tc, test_refuses_weights_file);
     tcase_add_test(tc, test_detection);
     tcase_add_test(tc, test_corrupt_files);

@@ -1366,6 +1366,9 @@ gr_status gr_net_parse_onnx(const uint8_t *data, size_t len, const char *source,
     *out = NULL;
     if (!source)
         source = "<onnx>";
+    if (data && !onnx_nesting_ok(data, len))
+        return gr_fail(GR_ERR_LIMIT, "%s: messages nested more than %d deep (not an ONNX model "
+                       "graphrun reads)", source, ONNX_MAX_NESTING);
     Onnx__ModelProto *model = onnx__model_proto__unpack(NULL, len, data);
     if (!model)
         return gr_fail(GR_ERR_PARSE, "%s: not a valid ONNX protobuf (ModelProto)", source);

@@ -4,6 +4,7 @@
 #ifndef GR_MODELS_ONNX_INTERNAL_H
 #define GR_MODELS_ONNX_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +46,12 @@ int64_t onnx_const_int(const onnx_const *k, size_t i);
  * GR_ERR_UNSUPPORTED with `why` for an op or form it cannot fold. */
 gr_status onnx_fold(const Onnx__NodeProto *node, int opset, const onnx_const *const *in, int n_in,
                     onnx_const *out, char *why, size_t why_len);
+
+/* How deep messages may nest in a file (ModelProto is level 0); real models use about 10. */
+#define ONNX_MAX_NESTING 64
+/* False when the file's messages nest deeper (models/onnx/wire.c: protobuf-c's unpacker would
+ * recurse without limit). */
+bool onnx_nesting_ok(const uint8_t *data, size_t len);
 
 /* Node attributes: NULL / the default when absent. */
 const Onnx__AttributeProto *onnx_attr(const Onnx__NodeProto *node, const char *name);
