@@ -52,10 +52,10 @@ int gr_net_heads(const gr_net *net, int *head_layers, int max)
         if (is_decoder(l) && l->n_inputs > 0)
             head_layers[count++] = l->inputs[0];
     }
-    for (int k = 0; count == 0 && k < net->n_outputs && k < max; k++)
-        head_layers[k] = net->output_layers[k];
-    if (count == 0 && net->n_outputs > 0)
+    if (count == 0 && net->n_outputs > 0) {
         count = net->n_outputs < max ? net->n_outputs : max;
+        memcpy(head_layers, net->output_layers, (size_t)count * sizeof *head_layers);
+    }
     if (count == 0)
         head_layers[count++] = net->n_layers - 1;
     return count;

@@ -118,7 +118,8 @@ typedef struct gr_cfg_refusal {
 int gr_cfg_refusals(gr_cfg_refusal *out, int max);
 
 /* Output heads: layer indices whose outputs are the network's raw outputs (the input of each
- * region/yolo layer; without a head, output_layers when n_outputs is set, else the last layer). Returns the count (<= max). */
+ * region/yolo layer; without a head, output_layers when n_outputs is set, else the last layer).
+ * Returns the count (<= max). */
 int gr_net_heads(const gr_net *net, int *head_layers, int max);
 /* The region/yolo layer that decodes head k, or -1 when the net has no detection head. */
 int gr_net_head_decoder(const gr_net *net, int head_index);

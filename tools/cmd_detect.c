@@ -209,7 +209,8 @@ static void print_tensors(const gr_engine *engine, int b, int json)
         printf(", \"outputs\": [");
     for (int k = 0; k < count; k++) {
         const float *out;
-        if (gr_engine_output_desc(engine, k, &d) != GR_OK || gr_engine_output(engine, k, &out) != GR_OK)
+        if (gr_engine_output_desc(engine, k, &d) != GR_OK ||
+            gr_engine_output(engine, k, &out) != GR_OK)
             continue;
         size_t n = (size_t)d.c * (size_t)d.h * (size_t)d.w;
         out += (size_t)b * n;

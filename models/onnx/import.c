@@ -517,7 +517,8 @@ static gr_status import_activation(importer *im, const Onnx__NodeProto *node)
         act = GR_ACT_LOGISTIC;
         value *s = node->n_output ? find_value(im, node->output[0]) : NULL;
         int other = x->user[0] == im->node_index ? x->user[1] : x->user[0];
-        if (s && s->uses == 1 && other >= 0 && other == s->user[0] && foldable_into(im, x, 2, false)) {
+        if (s && s->uses == 1 && other >= 0 && other == s->user[0] &&
+            foldable_into(im, x, 2, false)) {
             const Onnx__NodeProto *mul = im->g->node[other];
             if (strcmp(onnx_str(mul->op_type), "Mul") == 0 && onnx_str(mul->domain)[0] == '\0' &&
                 mul->n_input == 2 && mul->n_output >= 1 &&
@@ -684,7 +685,12 @@ static gr_status import_affine(importer *im, const Onnx__NodeProto *node, const 
 }
 
 /* Axis `axis` of a [1, C, H, W] tensor, normalised; -1 when out of range. */
-static int axis4(int64_t axis) { return axis < 0 ? (axis >= -4 ? (int)(axis + 4) : -1) : axis < 4 ? (int)axis : -1; }
+static int axis4(int64_t axis)
+{
+    if (axis < 0)
+        axis += 4;
+    return axis >= 0 && axis < 4 ? (int)axis : -1;
+}
 
 static gr_status import_concat(importer *im, const Onnx__NodeProto *node)
 {
@@ -1118,9 +1124,9 @@ static gr_status import_node(importer *im, const Onnx__NodeProto *node)
         return fold_node(im, node);
     value *x = node_input(im, node, 0);
     static const char *const arith[] = {"Add", "Sub", "Mul", "Div", NULL};
-    if (in_list(arith, op) && node->n_input == 2 && node_input(im, node, 0) &&
-        node_input(im, node, 1) &&
-        (node_input(im, node, 0)->kind == VAL_CONST) != (node_input(im, node, 1)->kind == VAL_CONST))
+    value *y = node_input(im, node, 1);
+    if (in_list(arith, op) && node->n_input == 2 && x && y &&
+        (x->kind == VAL_CONST) != (y->kind == VAL_CONST))
         return import_affine(im, node, op);
     for (size_t i = 0; i < sizeof mappings / sizeof mappings[0]; i++)
         if (strcmp(op, mappings[i].op) == 0)
