@@ -16,13 +16,13 @@ static gr_status check_options(const gr_engine_options *opt)
     if (opt->batch < 1 || opt->batch > GR_MAX_BATCH)
         return gr_fail(GR_ERR_LIMIT, "engine option batch=%d is outside 1..%d", opt->batch,
                        GR_MAX_BATCH);
-    /* Enums, toggles and numbers: their ranges in graphrun/options.def. */
-    GR_TRY(gr_engine_options_check(opt));
     if (opt->micro_batch < 0 || opt->micro_batch > opt->batch ||
         (opt->micro_batch > 0 && opt->batch % opt->micro_batch != 0))
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option micro_batch=%d does not divide "
                        "batch=%d (0 = auto, else a divisor of the batch)", opt->micro_batch,
                        opt->batch);
+    /* Enums, toggles and numbers: their ranges in graphrun/options.def. */
+    GR_TRY(gr_engine_options_check(opt));
     if (opt->calib_method == GR_CALIB_PERCENTILE &&
         !(opt->calib_percentile > 50.0f && opt->calib_percentile <= 100.0f))
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option calib_percentile=%g is outside (50, 100]",
