@@ -266,7 +266,7 @@ static int apply_engine_row(const engine_row *e, const char *v, gr_engine_option
     if (e->kind == K_FLOAT)
         memcpy(field, &x, sizeof x);
     else
-        memcpy(field, &i, sizeof i); /* int, and the enums: int-sized (checked by the table test) */
+        memcpy(field, &i, sizeof i); /* int, and the enums: int-sized (tests/test_option_table.c) */
     return GR_EXIT_OK;
 }
 
