@@ -319,7 +319,7 @@ static const char *other_value(const row *w, char *buf, size_t size, double *exp
         return "some/file";
     }
     *expect = w->def_number == w->hi ? w->lo : w->hi;
-    snprintf(buf, size, "%g", *expect);
+    snprintf(buf, size, w->kind == K_INT ? "%.0f" : "%g", *expect); /* 2147483647, not 2.1e+09 */
     return buf;
 }
 
