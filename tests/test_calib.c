@@ -439,13 +439,20 @@ static char *read_text(const char *path)
     return buf;
 }
 
+/* A path no file has yet (a mkstemp template, its file removed): where a cache will be written. */
+static void fresh_path(char *template)
+{
+    int fd = mkstemp(template);
+    ck_assert(fd >= 0);
+    close(fd);
+    remove(template);
+}
+
 START_TEST(cache_key_covers_method_and_image_set)
 {
     char cfg_path[64], cache[] = "/tmp/graphrun_calib_cache_XXXXXX";
     gr_model *m = small_model(cfg_path);
-    int fd = mkstemp(cache);
-    close(fd);
-    remove(cache);
+    fresh_path(cache);
     static const char *const two[] = {"data/dog.jpg", "data/eagle.jpg", NULL};
     static const char *const other[] = {"data/dog.jpg", "data/horses.jpg", NULL};
     gr_engine *e = NULL;
@@ -510,9 +517,7 @@ START_TEST(calib_max_images_takes_the_first_n)
 {
     char cfg_path[64], cache[] = "/tmp/graphrun_calib_max_XXXXXX";
     gr_model *m = small_model(cfg_path);
-    int fd = mkstemp(cache);
-    close(fd);
-    remove(cache);
+    fresh_path(cache);
     static const char *const three[] = {"data/dog.jpg", "data/eagle.jpg", "data/horses.jpg",
                                         NULL};
     static const char *const two[] = {"data/dog.jpg", "data/eagle.jpg", NULL};
