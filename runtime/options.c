@@ -3,7 +3,8 @@
  * points, turns what a caller passed into the library's full layout, the fields past the caller's
  * struct_size taking their defaults. Fields are only appended, so the oldest accepted size is
  * where each struct's first layout with struct_size (0.1.0) ended: the END_OF constants below
- * stay as they are when fields are added. Calls nothing of the runtime but base/. */
+ * stay as they are when fields are added. The defaults and the engine options' ranges are the
+ * rows of include/graphrun/options.def. Calls nothing of the runtime but base/. */
 #include <stddef.h>
 #include <string.h>
 
