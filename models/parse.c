@@ -902,7 +902,7 @@ static gr_status build_layer(const section_ctx *cx, gr_net *net, int index)
     gr_shape in[GR_MAX_INPUTS];
     for (int k = 0; k < l->n_inputs; k++)
         in[k] = gr_net_input_shape(net, index, k);
-    gr_status st = gr_op_get(op)->infer(&l->p, in, l->n_inputs, &l->out);
+    gr_status st = gr_op_infer(&l->p, in, l->n_inputs, &l->out);
     if (st != GR_OK)
         return gr_fail_prefix(st, "%s:%d: layer %d: ", cx->doc->source, cx->sec->line, index);
     /* Defensive: whatever infer() allows, the IR never holds an empty or absurd tensor. */

@@ -10,9 +10,7 @@
 #include "ops/op_util.h"
 
 static const gr_op_info op_table[] = {
-#define GR_OP(e, stem, section, flags)                                                             \
-    [GR_OP_##e] = {#stem, section, flags, gr_op_##stem##_infer, gr_op_##stem##_cost,              \
-                   gr_op_##stem##_rows, gr_op_##stem##_ref},
+#define GR_OP(e, stem, section, flags) [GR_OP_##e] = {#stem, section, flags, &gr_op_##stem##_hooks},
 #include "ops/ops.def"
 #undef GR_OP
 };
@@ -46,6 +44,70 @@ bool gr_op_has(int kind, unsigned flags)
     if (kind < 0 || kind >= GR_OP_COUNT)
         return false;
     return (op_table[kind].flags & flags) == flags;
+}
+
+/* The hooks of p->op; the callers below do nothing (infer fails) for a kind outside ops.def. */
+static const gr_op_hooks *hooks_of(const gr_op_params *p)
+{
+    const gr_op_info *info = gr_op_get(p->op);
+    return info ? info->hooks : NULL;
+}
+
+static gr_op_ctx context(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out)
+{
+    gr_op_ctx c;
+    memset(&c, 0, sizeof c);
+    c.p = p;
+    c.in = in;
+    c.n_in = n_in;
+    c.out = out;
+    return c;
+}
+
+gr_status gr_op_infer(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape *out)
+{
+    const gr_shape unknown = {0, 0, 0};
+    const gr_op_ctx c = context(p, in, n_in, unknown);
+    const gr_op_hooks *h = hooks_of(p);
+    if (!h)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "op kind %d is not an op", (int)p->op);
+    return h->infer(&c, out);
+}
+
+void gr_op_cost(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, gr_cost *cost)
+{
+    const gr_op_ctx c = context(p, in, n_in, out);
+    memset(cost, 0, sizeof *cost);
+    for (int k = 0; k < n_in; k++)
+        cost->in_elems += (double)gr_shape_elems(in[k]);
+    cost->out_elems = (double)gr_shape_elems(out);
+    const gr_op_hooks *h = hooks_of(p);
+    if (h && h->cost)
+        h->cost(&c, cost);
+}
+
+void gr_op_rows(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, int k, int r0,
+                int r1, int *lo, int *hi)
+{
+    const gr_op_ctx c = context(p, in, n_in, out);
+    const gr_op_hooks *h = hooks_of(p);
+    if (h && h->rows)
+        h->rows(&c, k, r0, r1, lo, hi);
+    else
+        gr_op_rows_window(r0, r1, 1, 0, 1, in[k].h, lo, hi);
+}
+
+void gr_op_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,
+               const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape, int batch)
+{
+    gr_op_ctx c = context(p, in_shapes, n_in, out_shape);
+    c.w = w;
+    c.src = in;
+    c.dst = out;
+    c.batch = batch;
+    const gr_op_hooks *h = hooks_of(p);
+    if (h)
+        h->ref(&c);
 }
 
 static const char *const activation_names[GR_ACT_COUNT] = {
@@ -301,6 +363,14 @@ gr_status gr_op_check_n_in(gr_op_kind op, const gr_shape *in, int n_in, int expe
     return GR_OK;
 }
 
+gr_status gr_op_check_inputs(const gr_op_ctx *c, int expected)
+{
+    GR_TRY(gr_op_check_n_in(c->p->op, c->in, c->n_in, expected));
+    for (int k = 0; k < c->n_in; k++)
+        GR_TRY(gr_op_check_input(c->p->op, c->in[k], k));
+    return GR_OK;
+}
+
 gr_status gr_op_check_input(gr_op_kind op, gr_shape s, int k)
 {
     if (s.c < 1 || s.h < 1 || s.w < 1)
@@ -367,4 +437,17 @@ void gr_op_rows_window(int r0, int r1, int stride, int offset, int size, int h, 
     *hi = b < 0 ? 0 : b > h ? h : b;
     if (*hi < *lo)
         *hi = *lo;
+}
+
+void gr_op_rows_whole(const gr_op_ctx *c, int k, int r0, int r1, int *lo, int *hi)
+{
+    if (r1 <= r0)
+        *lo = *hi = 0; /* an empty band reads nothing, as gr_op_rows_window says */
+    else
+        gr_op_rows_all(c->in[k].h, lo, hi);
+}
+
+void gr_op_cost_activated(const gr_op_ctx *c, gr_cost *cost)
+{
+    cost->flops = (double)gr_shape_elems(c->out) * (1.0 + gr_activation_flops(c->p->activation));
 }
