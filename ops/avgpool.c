@@ -31,4 +31,5 @@ static void ref(const gr_op_ctx *c)
 }
 
 /* Global average: every output reads the whole plane. */
-const gr_op_hooks gr_op_avgpool_hooks = {infer, cost, gr_op_rows_whole, ref};
+const gr_op_hooks gr_op_avgpool_hooks = {.infer = infer, .cost = cost, .rows = gr_op_rows_whole,
+                                         .ref = ref};

@@ -58,5 +58,13 @@ static void ref(const gr_op_ctx *c)
     }
 }
 
+/* parse_connected: output 1, activation logistic */
+static void defaults(gr_op_params *p)
+{
+    p->activation = GR_ACT_LOGISTIC;
+    p->filters = 1;
+}
+
 /* Every output reads every input. */
-const gr_op_hooks gr_op_connected_hooks = {infer, cost, gr_op_rows_whole, ref};
+const gr_op_hooks gr_op_connected_hooks = {.infer = infer, .cost = cost, .rows = gr_op_rows_whole,
+                                           .ref = ref, .defaults = defaults};

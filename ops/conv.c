@@ -182,4 +182,14 @@ static void ref(const gr_op_ctx *c)
     }
 }
 
-const gr_op_hooks gr_op_conv_hooks = {infer, cost, rows, ref};
+/* parse_convolutional: filters 1, size 1, stride 1, pad 0, activation logistic */
+static void defaults(gr_op_params *p)
+{
+    p->activation = GR_ACT_LOGISTIC;
+    p->filters = 1;
+    p->size = 1;
+    p->stride = 1;
+}
+
+const gr_op_hooks gr_op_conv_hooks = {.infer = infer, .cost = cost, .rows = rows, .ref = ref,
+                                      .defaults = defaults};

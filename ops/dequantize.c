@@ -22,4 +22,5 @@ static void ref(const gr_op_ctx *c)
 }
 
 /* Shape rule: quantize's (ops/quantize.c); elementwise, row for row. */
-const gr_op_hooks gr_op_dequantize_hooks = {gr_op_quant_infer, cost, NULL, ref};
+const gr_op_hooks gr_op_dequantize_hooks = {.infer = gr_op_quant_infer, .cost = cost, .ref = ref,
+                                            .defaults = gr_op_quant_defaults};

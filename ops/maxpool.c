@@ -76,4 +76,21 @@ static void ref(const gr_op_ctx *c)
     }
 }
 
-const gr_op_hooks gr_op_maxpool_hooks = {infer, cost, rows, ref};
+/* parse_maxpool: stride 1, size = stride, padding = size - 1 (the last two: resolve) */
+static void defaults(gr_op_params *p)
+{
+    p->stride = 1;
+    p->size = GR_PARAM_DERIVED;
+    p->pad = GR_PARAM_DERIVED;
+}
+
+static void resolve(gr_op_params *p)
+{
+    if (p->size == GR_PARAM_DERIVED)
+        p->size = p->stride;
+    if (p->pad == GR_PARAM_DERIVED)
+        p->pad = p->size - 1;
+}
+
+const gr_op_hooks gr_op_maxpool_hooks = {.infer = infer, .cost = cost, .rows = rows, .ref = ref,
+                                         .defaults = defaults, .resolve = resolve};

@@ -31,6 +31,8 @@ gr_status gr_op_set_output(gr_op_kind op, long long c, long long h, long long w,
 gr_status gr_op_check_quant_params(gr_op_kind op, const gr_op_params *p);
 /* The infer hook of both: one input, its shape kept, the quant params checked. */
 gr_status gr_op_quant_infer(const gr_op_ctx *c, gr_shape *out);
+/* ... and their defaults: i8, scale 1. */
+void gr_op_quant_defaults(gr_op_params *p);
 
 /* Apply `a` to n consecutive values in place. */
 void gr_activate_array(float *x, size_t n, gr_activation a, gr_act_form form);

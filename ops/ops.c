@@ -276,73 +276,16 @@ void gr_op_params_default(gr_op_kind op, gr_op_params *p)
     p->activation = GR_ACT_LINEAR;
     p->dtype = GR_DTYPE_F32;
     p->groups = 1;
-    switch (op) {
-    case GR_OP_CONV: /* parse_convolutional: filters 1, size 1, stride 1, pad 0, logistic */
-    case GR_OP_CONNECTED: /* parse_connected: output 1, logistic */
-        p->activation = GR_ACT_LOGISTIC;
-        p->filters = 1;
-        p->size = 1;
-        p->stride = 1;
-        break;
-    case GR_OP_MAXPOOL: /* parse_maxpool: stride 1, size = stride, padding = size - 1 */
-        p->stride = 1;
-        p->size = GR_PARAM_DERIVED;
-        p->pad = GR_PARAM_DERIVED;
-        break;
-    case GR_OP_UPSAMPLE: p->stride = 2; break;
-    case GR_OP_REORG: p->stride = 1; break;
-    case GR_OP_REGION: /* parse_region: coords 4, classes 20, num 1, softmax 0; anchors .5 */
-        p->coords = 4;
-        p->classes = 20;
-        p->num = 1;
-        p->softmax = 0;
-        for (int i = 0; i < 2 * GR_MAX_ANCHORS; i++)
-            p->anchors[i] = 0.5f;
-        break;
-    case GR_OP_YOLO: /* parse_yolo: classes 20, num 1, no mask = every anchor; anchors .5 */
-        p->coords = 4;
-        p->classes = 20;
-        p->num = 1;
-        p->n_mask = GR_PARAM_DERIVED;
-        p->scale_x_y = 1.0f; /* AlexeyAB's parse_yolo: scale_x_y 1, new_coords 0, beta_nms 0.6 */
-        p->beta_nms = 0.6f;
-        p->nms_kind = GR_NMS_DEFAULT;
-        for (int i = 0; i < 2 * GR_MAX_ANCHORS; i++)
-            p->anchors[i] = 0.5f;
-        break;
-    case GR_OP_QUANTIZE:
-    case GR_OP_DEQUANTIZE:
-        p->dtype = GR_DTYPE_I8;
-        p->scale = 1.0f;
-        break;
-    case GR_OP_AVGPOOL:
-    case GR_OP_ROUTE:
-    case GR_OP_SHORTCUT: /* parse_shortcut: activation linear */
-    case GR_OP_SAM:      /* parse_sam, parse_scale_channels: activation linear, scale_wh 0 */
-    case GR_OP_SCALE_CHANNELS:
-    case GR_OP_SOFTMAX:
-    case GR_OP_COUNT: break;
-    }
+    const gr_op_info *info = gr_op_get(op);
+    if (info && info->hooks->defaults)
+        info->hooks->defaults(p);
 }
 
 void gr_op_params_resolve(gr_op_params *p)
 {
-    switch (p->op) {
-    case GR_OP_MAXPOOL:
-        if (p->size == GR_PARAM_DERIVED)
-            p->size = p->stride;
-        if (p->pad == GR_PARAM_DERIVED)
-            p->pad = p->size - 1;
-        break;
-    case GR_OP_YOLO:
-        if (p->n_mask == GR_PARAM_DERIVED) {
-            for (int k = 0; k < p->num && k < GR_MAX_ANCHORS; k++)
-                p->mask[k] = k;
-            p->n_mask = p->num;
-        }
-        break;
-    default: break;
-    }
+    const gr_op_info *info = gr_op_get(p->op);
+    if (info && info->hooks->resolve)
+        info->hooks->resolve(p);
 }
 
 /* ---- validation helpers (op_util.h) ---------------------------------------------------------- */

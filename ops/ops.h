@@ -204,6 +204,11 @@ typedef struct gr_op_hooks {
     void (*rows)(const gr_op_ctx *c, int k, int r0, int r1, int *lo, int *hi);
     /* The CPU reference: c->dst from c->src, c->batch images. */
     void (*ref)(const gr_op_ctx *c);
+    /* Darknet's defaults for this op's keys, over the common ones gr_op_params_default sets
+     * (activation linear, groups 1, dtype f32); NULL: none. */
+    void (*defaults)(gr_op_params *p);
+    /* Fill the GR_PARAM_DERIVED defaults from the keys a cfg gave; NULL: none. */
+    void (*resolve)(gr_op_params *p);
 } gr_op_hooks;
 
 typedef struct gr_op_info {
@@ -237,11 +242,11 @@ void gr_op_ref(const gr_op_params *p, const gr_weights *w, const float *const *i
 /* Marks a parameter whose Darknet default depends on others (gr_op_params_resolve fills it). */
 #define GR_PARAM_DERIVED (-1)
 
-/* Darknet's defaults for a fresh layer of kind `op`, the one place they are written down (the
- * parser only reads the keys a cfg gives over them): e.g. conv activation logistic, upsample
- * stride 2, region classes 20. Defaults that depend on other keys are GR_PARAM_DERIVED until
- * gr_op_params_resolve: maxpool size (= stride) and padding (= size - 1), yolo mask (every
- * anchor). */
+/* Darknet's defaults for a fresh layer of kind `op`, written down in one place per op, its hooks'
+ * `defaults` (the parser only reads the keys a cfg gives over them): e.g. conv activation
+ * logistic, upsample stride 2, region classes 20. Defaults that depend on other keys are
+ * GR_PARAM_DERIVED until gr_op_params_resolve (the hooks' `resolve`): maxpool size (= stride)
+ * and padding (= size - 1), yolo mask (every anchor). */
 void gr_op_params_default(gr_op_kind op, gr_op_params *p);
 /* [yolo] x, y after the activation (AlexeyAB's forward_yolo_layer scal_add_cpu): v * scale_x_y
  * + (float)(-0.5 * (scale_x_y - 1)), in float; the identity at scale_x_y 1. Shared by the

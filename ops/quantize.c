@@ -65,5 +65,12 @@ static void ref(const gr_op_ctx *c)
     }
 }
 
+void gr_op_quant_defaults(gr_op_params *p)
+{
+    p->dtype = GR_DTYPE_I8;
+    p->scale = 1.0f;
+}
+
 /* Elementwise: row y of the output is row y of the input. */
-const gr_op_hooks gr_op_quantize_hooks = {gr_op_quant_infer, cost, NULL, ref};
+const gr_op_hooks gr_op_quantize_hooks = {.infer = gr_op_quant_infer, .cost = cost, .ref = ref,
+                                          .defaults = gr_op_quant_defaults};

@@ -62,5 +62,17 @@ static void ref(const gr_op_ctx *c)
     }
 }
 
+/* parse_region: coords 4, classes 20, num 1, softmax 0; anchors .5 */
+static void defaults(gr_op_params *p)
+{
+    p->coords = 4;
+    p->classes = 20;
+    p->num = 1;
+    p->softmax = 0;
+    for (int i = 0; i < 2 * GR_MAX_ANCHORS; i++)
+        p->anchors[i] = 0.5f;
+}
+
 /* Per cell: row y of the output is row y of the input. */
-const gr_op_hooks gr_op_region_hooks = {infer, cost, NULL, ref};
+const gr_op_hooks gr_op_region_hooks = {.infer = infer, .cost = cost, .ref = ref,
+                                        .defaults = defaults};

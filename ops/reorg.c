@@ -47,4 +47,7 @@ static void ref(const gr_op_ctx *c)
 
 /* Cost: data movement only. Rows: Darknet's reorg scrambles the flat index (above), so an output
  * row mixes input rows from all over the tensor and reads them all. */
-const gr_op_hooks gr_op_reorg_hooks = {infer, NULL, gr_op_rows_whole, ref};
+static void defaults(gr_op_params *p) { p->stride = 1; }
+
+const gr_op_hooks gr_op_reorg_hooks = {.infer = infer, .rows = gr_op_rows_whole, .ref = ref,
+                                       .defaults = defaults};

@@ -55,4 +55,4 @@ static void ref(const gr_op_ctx *c)
 }
 
 /* A concatenation along channels: row y of the output is row y of every input. */
-const gr_op_hooks gr_op_route_hooks = {infer, cost, NULL, ref};
+const gr_op_hooks gr_op_route_hooks = {.infer = infer, .cost = cost, .ref = ref};

@@ -29,4 +29,4 @@ static void ref(const gr_op_ctx *c)
 }
 
 /* Element by element: output row y reads row y of both inputs. */
-const gr_op_hooks gr_op_sam_hooks = {infer, gr_op_cost_activated, NULL, ref};
+const gr_op_hooks gr_op_sam_hooks = {.infer = infer, .cost = gr_op_cost_activated, .ref = ref};

@@ -55,4 +55,5 @@ static void ref(const gr_op_ctx *c)
     gr_activate_array(c->dst, n, p->activation, gr_act_form_of(p, false));
 }
 
-const gr_op_hooks gr_op_scale_channels_hooks = {infer, gr_op_cost_activated, rows, ref};
+const gr_op_hooks gr_op_scale_channels_hooks = {.infer = infer, .cost = gr_op_cost_activated,
+                                                .rows = rows, .ref = ref};

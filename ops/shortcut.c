@@ -71,4 +71,5 @@ static void ref(const gr_op_ctx *c)
     }
 }
 
-const gr_op_hooks gr_op_shortcut_hooks = {infer, gr_op_cost_activated, rows, ref};
+const gr_op_hooks gr_op_shortcut_hooks = {.infer = infer, .cost = gr_op_cost_activated,
+                                          .rows = rows, .ref = ref};

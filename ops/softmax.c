@@ -35,4 +35,5 @@ static void ref(const gr_op_ctx *c)
 }
 
 /* Softmax groups run over the flattened tensor: every row. */
-const gr_op_hooks gr_op_softmax_hooks = {infer, cost, gr_op_rows_whole, ref};
+const gr_op_hooks gr_op_softmax_hooks = {.infer = infer, .cost = cost, .rows = gr_op_rows_whole,
+                                         .ref = ref};

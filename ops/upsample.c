@@ -42,5 +42,8 @@ static void ref(const gr_op_ctx *c)
     }
 }
 
+static void defaults(gr_op_params *p) { p->stride = 2; }
+
 /* Cost: data movement only. */
-const gr_op_hooks gr_op_upsample_hooks = {infer, NULL, rows, ref};
+const gr_op_hooks gr_op_upsample_hooks = {.infer = infer, .rows = rows, .ref = ref,
+                                          .defaults = defaults};

@@ -66,8 +66,33 @@ static void ref(const gr_op_ctx *c)
     }
 }
 
+/* parse_yolo: classes 20, num 1, no mask = every anchor (resolve); anchors .5; AlexeyAB's
+ * parse_yolo: scale_x_y 1, new_coords 0, beta_nms 0.6 */
+static void defaults(gr_op_params *p)
+{
+    p->coords = 4;
+    p->classes = 20;
+    p->num = 1;
+    p->n_mask = GR_PARAM_DERIVED;
+    p->scale_x_y = 1.0f;
+    p->beta_nms = 0.6f;
+    p->nms_kind = GR_NMS_DEFAULT;
+    for (int i = 0; i < 2 * GR_MAX_ANCHORS; i++)
+        p->anchors[i] = 0.5f;
+}
+
+static void resolve(gr_op_params *p)
+{
+    if (p->n_mask != GR_PARAM_DERIVED)
+        return;
+    for (int k = 0; k < p->num && k < GR_MAX_ANCHORS; k++)
+        p->mask[k] = k;
+    p->n_mask = p->num;
+}
+
 /* Per cell: row y of the output is row y of the input. */
-const gr_op_hooks gr_op_yolo_hooks = {infer, cost, NULL, ref};
+const gr_op_hooks gr_op_yolo_hooks = {.infer = infer, .cost = cost, .ref = ref,
+                                      .defaults = defaults, .resolve = resolve};
 
 float gr_yolo_scale_xy(const gr_op_params *p, float v)
 {
