@@ -8,9 +8,10 @@
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
-static gr_status infer(const gr_op_ctx *c, gr_shape *out)
+/* Shared with [local_avgpool] (ops/local_avgpool.c), whose windows are maxpool's. */
+gr_status gr_op_pool_window_infer(const gr_op_ctx *c, gr_shape *out)
 {
-    const gr_op_kind op = GR_OP_MAXPOOL;
+    const gr_op_kind op = c->p->op;
     const gr_op_params *p = c->p;
     const gr_shape *in = c->in;
     GR_TRY(gr_op_check_inputs(c, 1));
@@ -18,16 +19,17 @@ static gr_status infer(const gr_op_ctx *c, gr_shape *out)
     GR_TRY(gr_op_check_range(op, "stride", p->stride, 1, GR_MAX_DIM));
     GR_TRY(gr_op_check_range(op, "padding", p->pad, 0, GR_MAX_DIM));
     /* A window lies wholly in the padding (and would output -FLT_MAX) exactly when
-     * ceil(padding/2) >= size; Darknet would compute that garbage, we refuse it. */
+     * ceil(padding/2) >= size (an average would divide by 0 taps); Darknet would compute that
+     * garbage, we refuse it. */
     if ((p->pad + 1) / 2 >= p->size)
         return gr_fail(GR_ERR_PARSE,
-                       "[maxpool] padding %d too large for size %d (at most 2*size-2 = %d)",
-                       p->pad, p->size, 2 * p->size - 2);
+                       "[%s] padding %d too large for size %d (at most 2*size-2 = %d)",
+                       gr_op_tag(op), p->pad, p->size, 2 * p->size - 2);
     long long span_h = (long long)in[0].h + p->pad;
     long long span_w = (long long)in[0].w + p->pad;
     if (span_h < p->size || span_w < p->size)
-        return gr_fail(GR_ERR_PARSE, "[maxpool] size %d larger than the padded input %lldx%lld",
-                       p->size, span_h, span_w);
+        return gr_fail(GR_ERR_PARSE, "[%s] size %d larger than the padded input %lldx%lld",
+                       gr_op_tag(op), p->size, span_h, span_w);
     return gr_op_set_output(op, in[0].c, (span_h - p->size) / p->stride + 1,
                             (span_w - p->size) / p->stride + 1, out);
 }
@@ -39,7 +41,7 @@ static void cost(const gr_op_ctx *c, gr_cost *cost)
 }
 
 /* Output row y reads input rows y*stride + (-padding)/2 + [0, size) (the header's window). */
-static void rows(const gr_op_ctx *c, int k, int r0, int r1, int *lo, int *hi)
+void gr_op_pool_window_rows(const gr_op_ctx *c, int k, int r0, int r1, int *lo, int *hi)
 {
     const gr_op_params *p = c->p;
     gr_op_rows_window(r0, r1, p->stride, -p->pad / 2, p->size, c->in[k].h, lo, hi);
@@ -76,15 +78,16 @@ static void ref(const gr_op_ctx *c)
     }
 }
 
-/* parse_maxpool: stride 1, size = stride, padding = size - 1 (the last two: resolve) */
-static void defaults(gr_op_params *p)
+/* parse_maxpool (and parse_local_avgpool): stride 1, size = stride, padding = size - 1 (the last
+ * two: resolve) */
+void gr_op_pool_window_defaults(gr_op_params *p)
 {
     p->stride = 1;
     p->size = GR_PARAM_DERIVED;
     p->pad = GR_PARAM_DERIVED;
 }
 
-static void resolve(gr_op_params *p)
+void gr_op_pool_window_resolve(gr_op_params *p)
 {
     if (p->size == GR_PARAM_DERIVED)
         p->size = p->stride;
@@ -92,5 +95,7 @@ static void resolve(gr_op_params *p)
         p->pad = p->size - 1;
 }
 
-const gr_op_hooks gr_op_maxpool_hooks = {.infer = infer, .cost = cost, .rows = rows, .ref = ref,
-                                         .defaults = defaults, .resolve = resolve};
+const gr_op_hooks gr_op_maxpool_hooks = {.infer = gr_op_pool_window_infer, .cost = cost,
+                                         .rows = gr_op_pool_window_rows, .ref = ref,
+                                         .defaults = gr_op_pool_window_defaults,
+                                         .resolve = gr_op_pool_window_resolve};

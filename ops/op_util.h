@@ -34,6 +34,15 @@ gr_status gr_op_quant_infer(const gr_op_ctx *c, gr_shape *out);
 /* ... and their defaults: i8, scale 1. */
 void gr_op_quant_defaults(gr_op_params *p);
 
+/* maxpool's window rule (ops/maxpool.c), shared by [local_avgpool]: size, stride and padding
+ * checked, out = (in + padding - size)/stride + 1; output row y reads input rows
+ * y*stride + (-padding)/2 + [0, size). */
+gr_status gr_op_pool_window_infer(const gr_op_ctx *c, gr_shape *out);
+void gr_op_pool_window_rows(const gr_op_ctx *c, int k, int r0, int r1, int *lo, int *hi);
+/* ... and its defaults: stride 1, size = stride, padding = size - 1. */
+void gr_op_pool_window_defaults(gr_op_params *p);
+void gr_op_pool_window_resolve(gr_op_params *p);
+
 /* Apply `a` to n consecutive values in place. */
 void gr_activate_array(float *x, size_t n, gr_activation a, gr_act_form form);
 /* Elementwise flops charged for one activation (linear 0, leaky/relu 1, logistic 4, swish 5,

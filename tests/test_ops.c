@@ -155,8 +155,9 @@ START_TEST(test_op_flags)
         {GR_OPF_HEAD, {GR_OP_REGION, GR_OP_YOLO}, 2},
         {GR_OPF_WEIGHTS, {GR_OP_CONV, GR_OP_CONNECTED}, 2},
         {GR_OPF_F32_ONLY,
-         {GR_OP_AVGPOOL, GR_OP_CONNECTED, GR_OP_SOFTMAX, GR_OP_REGION, GR_OP_YOLO},
-         5},
+         {GR_OP_AVGPOOL, GR_OP_CONNECTED, GR_OP_SOFTMAX, GR_OP_REGION, GR_OP_YOLO,
+          GR_OP_LOCAL_AVGPOOL},
+         6},
         {GR_OPF_CONVERSION, {GR_OP_QUANTIZE, GR_OP_DEQUANTIZE}, 2},
     };
     for (size_t e = 0; e < sizeof expect / sizeof expect[0]; e++)
@@ -174,6 +175,9 @@ START_TEST(test_op_flags)
     ck_assert(gr_op_has(GR_OP_SOFTMAX, GR_OPF_GPU_F32) &&
               !gr_op_has(GR_OP_SOFTMAX, GR_OPF_GPU_F16));
     ck_assert(gr_op_has(GR_OP_YOLO, GR_OPF_GPU_F32) && !gr_op_has(GR_OP_YOLO, GR_OPF_GPU_F16));
+    ck_assert(gr_op_has(GR_OP_LOCAL_AVGPOOL, GR_OPF_GPU_F32) &&
+              !gr_op_has(GR_OP_LOCAL_AVGPOOL, GR_OPF_GPU_F16) &&
+              !gr_op_has(GR_OP_LOCAL_AVGPOOL, GR_OPF_GPU_I8));
     ck_assert(gr_op_has(GR_OP_CONV, GR_OPF_GPU_F32 | GR_OPF_GPU_F16 | GR_OPF_GPU_I8));
     /* Every flag set at once is asked for all of them; kinds outside the table have none. */
     ck_assert(!gr_op_has(GR_OP_CONV, GR_OPF_WEIGHTS | GR_OPF_HEAD));
@@ -225,6 +229,11 @@ START_TEST(test_defaults_follow_darknet)
     gr_op_params_resolve(&p);
     ck_assert_int_eq(p.size, 3);
     ck_assert_int_eq(p.pad, 2);
+    gr_op_params_default(GR_OP_LOCAL_AVGPOOL, &p); /* parse_local_avgpool: maxpool's defaults */
+    p.stride = 2;
+    gr_op_params_resolve(&p);
+    ck_assert_int_eq(p.size, 2);
+    ck_assert_int_eq(p.pad, 1);
     gr_op_params_default(GR_OP_REGION, &p);
     ck_assert_int_eq(p.coords, 4);
     ck_assert_int_eq(p.classes, 20);
@@ -803,6 +812,45 @@ START_TEST(test_maxpool_size2_stride1_keeps_size)
     const float want[9] = {5, 6, 6, 8, 9, 9, 8, 9, 9};
     assert_exact(out, want, 9);
     free(out);
+}
+END_TEST
+
+/* [local_avgpool]: the expected values were computed apart from the C code, in Python with exact
+ * fractions over the taps inside the input of each window (start i*stride + int(-padding/2)). */
+START_TEST(test_local_avgpool_means_taps_inside)
+{
+    /* 4x4 of 1..16, size 2 stride 1 padding 1: windows start at i (no left/top padding); the
+     * last row and column average 2 taps, the corner 1. */
+    float in[16];
+    for (int i = 0; i < 16; i++)
+        in[i] = (float)(i + 1);
+    gr_op_params p = maxpool_params(2, 1);
+    p.op = GR_OP_LOCAL_AVGPOOL;
+    gr_shape os;
+    float *out = run1(&p, NULL, in, (gr_shape){1, 4, 4}, 1, &os);
+    assert_shape(os, 1, 4, 4);
+    const float want[16] = {3.5f,  4.5f,  5.5f,  6,  7.5f,  8.5f,  9.5f,  10,
+                            11.5f, 12.5f, 13.5f, 14, 13.5f, 14.5f, 15.5f, 16};
+    assert_exact(out, want, 16);
+    free(out);
+    /* 5x5 of 0..24, size 3 stride 2 padding 2: windows start at 2i - 1, out 3x3; the corner
+     * window holds 4 taps (0, 1, 5, 6: mean 3), the centre 9 (mean 12). */
+    float in5[25];
+    for (int i = 0; i < 25; i++)
+        in5[i] = (float)i;
+    p.size = 3;
+    p.stride = 2;
+    p.pad = 2;
+    out = run1(&p, NULL, in5, (gr_shape){1, 5, 5}, 1, &os);
+    assert_shape(os, 1, 3, 3);
+    const float want5[9] = {3, 4.5f, 6, 10.5f, 12, 13.5f, 18, 19.5f, 21};
+    assert_exact(out, want5, 9);
+    free(out);
+    /* A window wholly in the padding would average no taps: refused like maxpool's. */
+    p.size = 2;
+    p.pad = 4;
+    ck_assert_int_eq(gr_op_infer(&p, &(gr_shape){1, 5, 5}, 1, &os), GR_ERR_PARSE);
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), "[local_avgpool] padding 4 too large"));
 }
 END_TEST
 
@@ -1412,6 +1460,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, test_conv_batch_is_independent);
     tcase_add_test(tc, test_maxpool_size2_stride1_keeps_size);
     tcase_add_test(tc, test_maxpool_size2_stride2_odd_gives_ceil);
+    tcase_add_test(tc, test_local_avgpool_means_taps_inside);
     tcase_add_test(tc, test_avgpool_global_mean);
     tcase_add_test(tc, test_route_order);
     tcase_add_test(tc, test_route_groups);
