@@ -100,11 +100,12 @@ START_TEST(op_rows_cover_what_the_reference_reads)
     p.dilation = 1, p.stride_y = 2;
     check_rows_sound(&p, &s9, 1);
     static const int pool[][3] = {{2, 2, 1}, {2, 1, 1}, {3, 2, 2}, {3, 1, 2}, {5, 1, 4}};
-    for (size_t i = 0; i < sizeof pool / sizeof pool[0]; i++) {
-        gr_op_params_default(GR_OP_MAXPOOL, &p);
-        p.size = pool[i][0], p.stride = pool[i][1], p.pad = pool[i][2];
-        check_rows_sound(&p, &s9, 1);
-    }
+    for (size_t i = 0; i < sizeof pool / sizeof pool[0]; i++)
+        for (int avg = 0; avg < 2; avg++) { /* [local_avgpool] reads maxpool's windows */
+            gr_op_params_default(avg ? GR_OP_LOCAL_AVGPOOL : GR_OP_MAXPOOL, &p);
+            p.size = pool[i][0], p.stride = pool[i][1], p.pad = pool[i][2];
+            check_rows_sound(&p, &s9, 1);
+        }
     gr_op_params_default(GR_OP_UPSAMPLE, &p);
     p.stride = 2;
     check_rows_sound(&p, &s4, 1);
