@@ -162,6 +162,11 @@ const gr_test_op_case gr_test_op_cases[] = {
      13, 0},
 
     /* -- new ops: their rows here (every precision they run in, batch 1 and > 1, odd sizes) --- */
+    /* AlexeyAB's [local_avgpool] (an f32 kernel: fp16 / int8 engines convert around it) */
+    {"local_avgpool", CONV(16, 3, 1, "leaky") "[local_avgpool]\nsize=2\nstride=2\n" HEAD, NULL, 13,
+     13, 1, PALL, 0, 8, 7, 7, 0},
+    {"local_avgpool batch", CONV(16, 3, 1, "leaky") "[local_avgpool]\nsize=3\nstride=2\n" HEAD,
+     NULL, 18, 18, 3, PALL, 0, 8, 9, 9, 0},
 };
 
 const int gr_test_op_n_cases = (int)(sizeof gr_test_op_cases / sizeof gr_test_op_cases[0]);
