@@ -168,7 +168,7 @@ static gr_status detect_before(const gr_engine *engine, const gr_detect_options 
     float *act = gr_malloc(gr_shape_elems(s) * sizeof *act, "activated head");
     if (!act)
         return GR_ERR_OUT_OF_MEMORY;
-    gr_op_get(GR_OP_REGION)->ref(&p, NULL, &raw, &s, 1, act, s, 1);
+    gr_op_ref(&p, NULL, &raw, &s, 1, act, s, 1);
     gr_head_output head = {&p, act, s, 0};
     gr_status st = gr_detect_heads(&head, 1, NET, NET, opt, dets, n);
     free(act);

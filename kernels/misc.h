@@ -91,6 +91,12 @@ cudaError_t gr_launch_maxpool(gr_dtype dtype, const void *in, gr_kview in_view, 
                               gr_kview out_view, int size, int stride, int padding,
                               cudaStream_t stream);
 
+/* AlexeyAB's [local_avgpool], f32 only: maxpool's windows and output size, each output the
+ * mean of its window's taps inside the input (a window cut by the padding averages fewer). */
+cudaError_t gr_launch_local_avgpool(gr_dtype dtype, const void *in, gr_kview in_view, void *out,
+                                    gr_kview out_view, int size, int stride, int padding,
+                                    cudaStream_t stream);
+
 /* Global average pool: out is (n, c, 1, 1). */
 cudaError_t gr_launch_avgpool(gr_dtype dtype, const void *in, gr_kview in_view, float in_scale,
                               void *out, gr_kview out_view, float out_scale, cudaStream_t stream);

@@ -2,6 +2,8 @@
 // NCHW and f16 / i8 NHWC with padded channels. Maxpool: one thread per output element, or for
 // granule-aligned NHWC views one thread per 16-byte channel granule (vector loads; same result).
 // Avgpool: one thread per output channel (a sequential sum, reproducible bit for bit).
+// Local avgpool (AlexeyAB's [local_avgpool], f32 NCHW): maxpool's windows, one thread per output
+// element, the mean of the taps inside the input summed in window order (ops/local_avgpool.c).
 #include "kernels/misc_common.cuh"
 
 using namespace grk;
@@ -191,6 +193,30 @@ __global__ void k_avgpool_i8(const int8_t *in, gr_kview iv, float in_scale, int8
     }
 }
 
+__global__ void k_local_avgpool_f32(const float *in, gr_kview iv, float *out, gr_kview ov,
+                                   int size, int stride, int window_offset)
+{
+    const unsigned total = (unsigned)ov.n * ov.c * ov.h * ov.w;
+    GRK_GRID_STRIDE(e, total)
+    {
+        Pos p = decompose<false>(e, ov.c, ov.h, ov.w);
+        const int y0 = (int)p.y * stride + window_offset, x0 = (int)p.x * stride + window_offset;
+        float sum = 0.0f;
+        int taps = 0;
+        for (int dy = 0; dy < size; dy++) {
+            const int y = y0 + dy;
+            for (int dx = 0; dx < size; dx++) {
+                const int x = x0 + dx;
+                if (y < 0 || y >= iv.h || x < 0 || x >= iv.w)
+                    continue;
+                sum = __fadd_rn(sum, in[offset_of<false>(iv, p.n, p.ch, y, x)]);
+                taps++;
+            }
+        }
+        out[offset_of<false>(ov, p.n, p.ch, p.y, p.x)] = __fdiv_rn(sum, (float)taps);
+    }
+}
+
 namespace {
 
 template <typename T>
@@ -238,6 +264,20 @@ static cudaError_t launch_maxpool(maxpool_kernel<T> scalar_kernel, maxpool_kerne
         scalar_kernel<<<blocks_for((size_t)ov.n * cw * ov.h * ov.w), kThreads, 0, stream>>>(
             (const T *)in, iv, (T *)out, ov, cw, size, stride, -padding / 2);
     }
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t gr_launch_local_avgpool(gr_dtype dtype, const void *in, gr_kview iv,
+                                               void *out, gr_kview ov, int size, int stride,
+                                               int padding, cudaStream_t stream)
+{
+    if (dtype != GR_DTYPE_F32)
+        return no_kernel(__FILE__, __LINE__, "gr_launch_local_avgpool");
+    // maxpool's shape rule, and no window wholly in the padding (it would average no taps)
+    GR_ARG_CHECK(maxpool_args_ok<float>(in, iv, out, ov, size, stride, padding) &&
+                 (padding + 1) / 2 < size);
+    k_local_avgpool_f32<<<blocks_for((size_t)ov.n * ov.c * ov.h * ov.w), kThreads, 0, stream>>>(
+        (const float *)in, iv, (float *)out, ov, size, stride, -padding / 2);
     return cudaGetLastError();
 }
 

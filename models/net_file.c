@@ -168,7 +168,7 @@ static gr_status read_layer(gr_reader *r, const char *source, gr_net *net, int i
         in[k] = gr_net_input_shape(net, i, k);
     /* An op's refusal (inputs it does not take, a parameter out of range) is, in a file written
      * from a network that was built, corruption: GR_ERR_PARSE whatever the op said. */
-    if (gr_op_get(l->p.op)->infer(&l->p, in, l->n_inputs, &l->out) != GR_OK)
+    if (gr_op_infer(&l->p, in, l->n_inputs, &l->out) != GR_OK)
         return gr_fail_prefix(GR_ERR_PARSE, "%s: layer %d: ", source, i);
     if (l->out.c != stored.c || l->out.h != stored.h || l->out.w != stored.w ||
         l->out.c > GR_MAX_DIM || l->out.h > GR_MAX_DIM || l->out.w > GR_MAX_DIM ||

@@ -2,6 +2,7 @@
  *
  * Accepts what Darknet's parse.c accepts, with the same meaning:
  *   - sections [net]/[network] (must come first), [convolutional]/[conv], [maxpool]/[max],
+ *     [local_avgpool]/[local_avg],
  *     [avgpool]/[avg], [route], [shortcut], [upsample], [reorg], [connected]/[conn],
  *     [softmax]/[soft], [region], [yolo], and AlexeyAB's [sam], [scale_channels] and [dropout];
  *     names are case-sensitive as in Darknet;
@@ -155,6 +156,9 @@ static const section_spec sections[] = {
     {"maxpool", "maxpool", maxpool_keys, maxpool_ignored, maxpool_fixed},
     {"max", "maxpool", maxpool_keys, maxpool_ignored, maxpool_fixed},
     {"avgpool", "avgpool", none_keys, none_ignored, no_fixed},
+    /* AlexeyAB's parse_local_avgpool reads maxpool's keys and nothing else */
+    {"local_avgpool", "local_avgpool", maxpool_keys, none_ignored, no_fixed},
+    {"local_avg", "local_avgpool", maxpool_keys, none_ignored, no_fixed},
     {"avg", "avgpool", none_keys, none_ignored, no_fixed},
     {"route", "route", route_keys, none_ignored, no_fixed},
     {"shortcut", "shortcut", shortcut_keys, none_ignored, shortcut_fixed},
@@ -175,14 +179,16 @@ static const section_spec sections[] = {
 static const char *const unsupported_sections[] = {
     "local", "deconvolutional", "deconv", "activation", "logistic", "l2norm", "rnn", "gru",
     "lstm", "crnn", "conv_lstm", "crop", "cost", "detection", "normalization", "lrn",
-    "batchnorm", "iseg", "xnor", "local_avgpool", "Gaussian_yolo",
+    "batchnorm", "iseg", "xnor", "Gaussian_yolo",
     "gaussian_yolo", "empty", "silence", "implicit", "implicit_add", "implicit_mul",
-    "contrastive", "history", "local_avg", "reorg3d", NULL};
+    "contrastive", "history", "reorg3d", NULL};
 
 /* Refusals checked in code rather than by the tables above (gr_cfg_refusals lists them too). */
 static const gr_cfg_refusal coded_refusals[] = {
     {"maxpool", "stride_x", "stride"},
     {"maxpool", "stride_y", "stride"},
+    {"local_avgpool", "stride_x", "stride"},
+    {"local_avgpool", "stride_y", "stride"},
     {"shortcut", "from", "one layer"},
     {"shortcut", "weights_type", "none"},
     {"sam", "activation", "no mish/swish/hard_mish"},
@@ -769,6 +775,7 @@ static gr_status parse_layer_params(const section_ctx *cx, gr_layer *l, int inde
         break;
     }
     case GR_OP_MAXPOOL:
+    case GR_OP_LOCAL_AVGPOOL:
         GR_TRY(get_int(cx, "stride", false, 1, GR_MAX_DIM, &p->stride));
         GR_TRY(get_int(cx, "size", false, 1, GR_MAX_DIM, &p->size));
         GR_TRY(get_int(cx, "padding", false, 0, GR_MAX_DIM, &p->pad));
@@ -902,7 +909,7 @@ static gr_status build_layer(const section_ctx *cx, gr_net *net, int index)
     gr_shape in[GR_MAX_INPUTS];
     for (int k = 0; k < l->n_inputs; k++)
         in[k] = gr_net_input_shape(net, index, k);
-    gr_status st = gr_op_get(op)->infer(&l->p, in, l->n_inputs, &l->out);
+    gr_status st = gr_op_infer(&l->p, in, l->n_inputs, &l->out);
     if (st != GR_OK)
         return gr_fail_prefix(st, "%s:%d: layer %d: ", cx->doc->source, cx->sec->line, index);
     /* Defensive: whatever infer() allows, the IR never holds an empty or absurd tensor. */

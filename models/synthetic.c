@@ -108,7 +108,7 @@ static bool infer_shapes(const gr_net *net, gr_shape input, gr_shape *shapes)
         gr_shape in[GR_MAX_INPUTS];
         for (int k = 0; k < l->n_inputs; k++)
             in[k] = l->inputs[k] < 0 ? input : shapes[l->inputs[k]];
-        if (gr_op_get(l->p.op)->infer(&l->p, in, l->n_inputs, &shapes[i]) != GR_OK)
+        if (gr_op_infer(&l->p, in, l->n_inputs, &shapes[i]) != GR_OK)
             return false;
     }
     return true;
@@ -217,7 +217,7 @@ static void run_layer(const calib *cal, int i, const gr_op_params *p, const gr_w
         in[k] = from < 0 ? cal->input_data : cal->outputs[from];
         in_shapes[k] = from < 0 ? cal->input : cal->shapes[from];
     }
-    gr_op_get(p->op)->ref(p, w, in, in_shapes, l->n_inputs, out, cal->shapes[i], cal->batch);
+    gr_op_ref(p, w, in, in_shapes, l->n_inputs, out, cal->shapes[i], cal->batch);
 }
 
 /* N(mean, stddev^2) values by Marsaglia's polar method (both values of each pair, no

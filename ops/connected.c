@@ -2,64 +2,44 @@
  * out = W x with W [outputs][inputs], then batch norm (same inference formula as conv) or bias,
  * then activation; output outputs x 1 x 1. `filters` holds Darknet's `output`. */
 #include <math.h>
-#include <string.h>
 
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
-gr_status gr_op_connected_infer(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape *out)
+static gr_status infer(const gr_op_ctx *c, gr_shape *out)
 {
     const gr_op_kind op = GR_OP_CONNECTED;
-    GR_TRY(gr_op_check_n_in(op, in, n_in, 1));
-    GR_TRY(gr_op_check_input(op, in[0], 0));
+    const gr_op_params *p = c->p;
+    GR_TRY(gr_op_check_inputs(c, 1));
     GR_TRY(gr_op_check_range(op, "output", p->filters, 1, GR_MAX_DIM));
     GR_TRY(gr_op_check_activation(op, p->activation));
     size_t n_weights;
-    if (!gr_mul_size(gr_shape_elems(in[0]), (size_t)p->filters, &n_weights) ||
+    if (!gr_mul_size(gr_shape_elems(c->in[0]), (size_t)p->filters, &n_weights) ||
         n_weights > GR_MAX_TENSOR_ELEMS)
         return gr_fail(GR_ERR_LIMIT, "[connected] weight matrix %d x %zu exceeds %zu elements",
-                       p->filters, gr_shape_elems(in[0]), GR_MAX_TENSOR_ELEMS);
+                       p->filters, gr_shape_elems(c->in[0]), GR_MAX_TENSOR_ELEMS);
     return gr_op_set_output(op, p->filters, 1, 1, out);
 }
 
-void gr_op_connected_cost(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out,
-                          gr_cost *cost)
+static void cost(const gr_op_ctx *c, gr_cost *cost)
 {
-    (void)n_in;
-    double inputs = (double)gr_shape_elems(in[0]);
-    double outputs = (double)gr_shape_elems(out);
+    const gr_op_params *p = c->p;
+    double inputs = (double)gr_shape_elems(c->in[0]);
+    double outputs = (double)gr_shape_elems(c->out);
     double per_output = (p->batch_normalize ? 4.0 : 1.0) + gr_activation_flops(p->activation);
-    memset(cost, 0, sizeof *cost);
     cost->flops = 2.0 * inputs * outputs + per_output * outputs;
-    cost->in_elems = inputs;
-    cost->out_elems = outputs;
-    cost->n_weights = gr_shape_elems(in[0]) * (size_t)p->filters;
+    cost->n_weights = gr_shape_elems(c->in[0]) * (size_t)p->filters;
     cost->n_params = cost->n_weights + (size_t)p->filters * (p->batch_normalize ? 4u : 1u);
 }
 
-/* Every output reads every input. */
-void gr_op_connected_rows(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, int k,
-                          int r0, int r1, int *lo, int *hi)
+static void ref(const gr_op_ctx *c)
 {
-    (void)p;
-    (void)n_in;
-    (void)out;
-    (void)k;
-    (void)r0;
-    (void)r1;
-    gr_op_rows_all(in[0].h, lo, hi);
-}
-
-void gr_op_connected_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,
-                         const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape,
-                         int batch)
-{
-    (void)n_in;
-    (void)out_shape;
-    const size_t inputs = gr_shape_elems(in_shapes[0]);
-    for (int b = 0; b < batch; b++) {
-        const float *x = in[0] + (size_t)b * inputs;
-        float *y = out + (size_t)b * (size_t)p->filters;
+    const gr_op_params *p = c->p;
+    const gr_weights *w = c->w;
+    const size_t inputs = gr_shape_elems(c->in[0]);
+    for (int b = 0; b < c->batch; b++) {
+        const float *x = c->src[0] + (size_t)b * inputs;
+        float *y = c->dst + (size_t)b * (size_t)p->filters;
         for (int o = 0; o < p->filters; o++) {
             const float *row = w->weights + (size_t)o * inputs;
             float sum = 0.0f;
@@ -77,3 +57,14 @@ void gr_op_connected_ref(const gr_op_params *p, const gr_weights *w, const float
         }
     }
 }
+
+/* parse_connected: output 1, activation logistic */
+static void defaults(gr_op_params *p)
+{
+    p->activation = GR_ACT_LOGISTIC;
+    p->filters = 1;
+}
+
+/* Every output reads every input. */
+const gr_op_hooks gr_op_connected_hooks = {.infer = infer, .cost = cost, .rows = gr_op_rows_whole,
+                                           .ref = ref, .defaults = defaults};

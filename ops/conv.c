@@ -18,11 +18,12 @@
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
-gr_status gr_op_conv_infer(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape *out)
+static gr_status infer(const gr_op_ctx *c, gr_shape *out)
 {
     const gr_op_kind op = GR_OP_CONV;
-    GR_TRY(gr_op_check_n_in(op, in, n_in, 1));
-    GR_TRY(gr_op_check_input(op, in[0], 0));
+    const gr_op_params *p = c->p;
+    const gr_shape *in = c->in;
+    GR_TRY(gr_op_check_inputs(c, 1));
     GR_TRY(gr_op_check_range(op, "filters", p->filters, 1, GR_MAX_DIM));
     GR_TRY(gr_op_check_range(op, "size", p->size, 1, GR_MAX_DIM));
     GR_TRY(gr_op_check_range(op, "stride", p->stride, 1, GR_MAX_DIM));
@@ -59,19 +60,15 @@ gr_status gr_op_conv_infer(const gr_op_params *p, const gr_shape *in, int n_in, 
                             (padded_w - p->size) / p->stride + 1, out);
 }
 
-void gr_op_conv_cost(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out,
-                     gr_cost *cost)
+static void cost(const gr_op_ctx *c, gr_cost *cost)
 {
-    (void)n_in;
-    size_t per_filter = (size_t)(in[0].c / p->groups) * (size_t)p->size * (size_t)p->size;
-    double out_elems = (double)gr_shape_elems(out);
+    const gr_op_params *p = c->p;
+    size_t per_filter = (size_t)(c->in[0].c / p->groups) * (size_t)p->size * (size_t)p->size;
+    double out_elems = (double)gr_shape_elems(c->out);
     /* Elementwise after the convolution: BN is 4 ops (subtract mean, divide by std, scale, add
      * bias), a plain bias 1; plus the activation's charge. */
     double per_output = (p->batch_normalize ? 4.0 : 1.0) + gr_activation_flops(p->activation);
-    memset(cost, 0, sizeof *cost);
     cost->flops = 2.0 * (double)per_filter * out_elems + per_output * out_elems;
-    cost->in_elems = (double)gr_shape_elems(in[0]);
-    cost->out_elems = out_elems;
     cost->n_weights = per_filter * (size_t)p->filters;
     cost->n_params = cost->n_weights + (size_t)p->filters * (p->batch_normalize ? 4u : 1u);
 }
@@ -114,7 +111,7 @@ static void accumulate_tap(float *restrict plane, gr_shape out_shape, const floa
 
 /* Darknet's batch norm at inference, computed as Darknet does: pjreddie's (x - mean) /
  * (sqrt(var) + eps) in double (sqrt() and the 1e-6f promote), stored as float, then * scale, then
- * + bias; AlexeyAB's folded into the weights at load (gr_op_conv_ref scales them), so only its
+ * + bias; AlexeyAB's folded into the weights at load (ref below scales them), so only its
  * folded bias is added here. */
 static void finish_channel(float *plane, size_t n, const gr_op_params *p, const gr_weights *w,
                            int oc)
@@ -141,30 +138,27 @@ static void finish_channel(float *plane, size_t n, const gr_op_params *p, const 
 }
 
 /* Output row y reads input rows y*stride_y - pad*d + d*[0, size) (d the dilation). */
-void gr_op_conv_rows(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, int k,
-                     int r0, int r1, int *lo, int *hi)
+static void rows(const gr_op_ctx *c, int k, int r0, int r1, int *lo, int *hi)
 {
-    (void)n_in;
-    (void)out;
-    (void)k;
+    const gr_op_params *p = c->p;
     const int d = gr_conv_dilation(p);
-    gr_op_rows_window(r0, r1, gr_conv_stride_y(p), -p->pad * d, (p->size - 1) * d + 1, in[0].h,
+    gr_op_rows_window(r0, r1, gr_conv_stride_y(p), -p->pad * d, (p->size - 1) * d + 1, c->in[k].h,
                       lo, hi);
 }
 
-void gr_op_conv_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,
-                    const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape, int batch)
+static void ref(const gr_op_ctx *c)
 {
-    (void)n_in;
-    const gr_shape is = in_shapes[0];
+    const gr_op_params *p = c->p;
+    const gr_weights *w = c->w;
+    const gr_shape is = c->in[0], out_shape = c->out;
     const int k = p->size, d = gr_conv_dilation(p), stride_y = gr_conv_stride_y(p);
     const int in_per_group = is.c / p->groups;
     const int out_per_group = p->filters / p->groups;
     const size_t in_plane = (size_t)is.h * (size_t)is.w;
     const size_t out_plane = (size_t)out_shape.h * (size_t)out_shape.w;
-    for (int b = 0; b < batch; b++) {
-        const float *src = in[0] + (size_t)b * gr_shape_elems(is);
-        float *dst = out + (size_t)b * gr_shape_elems(out_shape);
+    for (int b = 0; b < c->batch; b++) {
+        const float *src = c->src[0] + (size_t)b * gr_shape_elems(is);
+        float *dst = c->dst + (size_t)b * gr_shape_elems(out_shape);
         for (int oc = 0; oc < p->filters; oc++) {
             const int group = oc / out_per_group;
             float *plane = dst + (size_t)oc * out_plane;
@@ -187,3 +181,15 @@ void gr_op_conv_ref(const gr_op_params *p, const gr_weights *w, const float *con
         }
     }
 }
+
+/* parse_convolutional: filters 1, size 1, stride 1, pad 0, activation logistic */
+static void defaults(gr_op_params *p)
+{
+    p->activation = GR_ACT_LOGISTIC;
+    p->filters = 1;
+    p->size = 1;
+    p->stride = 1;
+}
+
+const gr_op_hooks gr_op_conv_hooks = {.infer = infer, .cost = cost, .rows = rows, .ref = ref,
+                                      .defaults = defaults};

@@ -10,9 +10,7 @@
 #include "ops/op_util.h"
 
 static const gr_op_info op_table[] = {
-#define GR_OP(e, stem, section, flags)                                                             \
-    [GR_OP_##e] = {#stem, section, flags, gr_op_##stem##_infer, gr_op_##stem##_cost,              \
-                   gr_op_##stem##_rows, gr_op_##stem##_ref},
+#define GR_OP(e, stem, section, flags) [GR_OP_##e] = {#stem, section, flags, &gr_op_##stem##_hooks},
 #include "ops/ops.def"
 #undef GR_OP
 };
@@ -46,6 +44,70 @@ bool gr_op_has(int kind, unsigned flags)
     if (kind < 0 || kind >= GR_OP_COUNT)
         return false;
     return (op_table[kind].flags & flags) == flags;
+}
+
+/* The hooks of p->op; the callers below do nothing (infer fails) for a kind outside ops.def. */
+static const gr_op_hooks *hooks_of(const gr_op_params *p)
+{
+    const gr_op_info *info = gr_op_get(p->op);
+    return info ? info->hooks : NULL;
+}
+
+static gr_op_ctx context(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out)
+{
+    gr_op_ctx c;
+    memset(&c, 0, sizeof c);
+    c.p = p;
+    c.in = in;
+    c.n_in = n_in;
+    c.out = out;
+    return c;
+}
+
+gr_status gr_op_infer(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape *out)
+{
+    const gr_shape unknown = {0, 0, 0};
+    const gr_op_ctx c = context(p, in, n_in, unknown);
+    const gr_op_hooks *h = hooks_of(p);
+    if (!h)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "op kind %d is not an op", (int)p->op);
+    return h->infer(&c, out);
+}
+
+void gr_op_cost(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, gr_cost *cost)
+{
+    const gr_op_ctx c = context(p, in, n_in, out);
+    memset(cost, 0, sizeof *cost);
+    for (int k = 0; k < n_in; k++)
+        cost->in_elems += (double)gr_shape_elems(in[k]);
+    cost->out_elems = (double)gr_shape_elems(out);
+    const gr_op_hooks *h = hooks_of(p);
+    if (h && h->cost)
+        h->cost(&c, cost);
+}
+
+void gr_op_rows(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, int k, int r0,
+                int r1, int *lo, int *hi)
+{
+    const gr_op_ctx c = context(p, in, n_in, out);
+    const gr_op_hooks *h = hooks_of(p);
+    if (h && h->rows)
+        h->rows(&c, k, r0, r1, lo, hi);
+    else
+        gr_op_rows_window(r0, r1, 1, 0, 1, in[k].h, lo, hi);
+}
+
+void gr_op_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,
+               const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape, int batch)
+{
+    gr_op_ctx c = context(p, in_shapes, n_in, out_shape);
+    c.w = w;
+    c.src = in;
+    c.dst = out;
+    c.batch = batch;
+    const gr_op_hooks *h = hooks_of(p);
+    if (h)
+        h->ref(&c);
 }
 
 static const char *const activation_names[GR_ACT_COUNT] = {
@@ -214,73 +276,16 @@ void gr_op_params_default(gr_op_kind op, gr_op_params *p)
     p->activation = GR_ACT_LINEAR;
     p->dtype = GR_DTYPE_F32;
     p->groups = 1;
-    switch (op) {
-    case GR_OP_CONV: /* parse_convolutional: filters 1, size 1, stride 1, pad 0, logistic */
-    case GR_OP_CONNECTED: /* parse_connected: output 1, logistic */
-        p->activation = GR_ACT_LOGISTIC;
-        p->filters = 1;
-        p->size = 1;
-        p->stride = 1;
-        break;
-    case GR_OP_MAXPOOL: /* parse_maxpool: stride 1, size = stride, padding = size - 1 */
-        p->stride = 1;
-        p->size = GR_PARAM_DERIVED;
-        p->pad = GR_PARAM_DERIVED;
-        break;
-    case GR_OP_UPSAMPLE: p->stride = 2; break;
-    case GR_OP_REORG: p->stride = 1; break;
-    case GR_OP_REGION: /* parse_region: coords 4, classes 20, num 1, softmax 0; anchors .5 */
-        p->coords = 4;
-        p->classes = 20;
-        p->num = 1;
-        p->softmax = 0;
-        for (int i = 0; i < 2 * GR_MAX_ANCHORS; i++)
-            p->anchors[i] = 0.5f;
-        break;
-    case GR_OP_YOLO: /* parse_yolo: classes 20, num 1, no mask = every anchor; anchors .5 */
-        p->coords = 4;
-        p->classes = 20;
-        p->num = 1;
-        p->n_mask = GR_PARAM_DERIVED;
-        p->scale_x_y = 1.0f; /* AlexeyAB's parse_yolo: scale_x_y 1, new_coords 0, beta_nms 0.6 */
-        p->beta_nms = 0.6f;
-        p->nms_kind = GR_NMS_DEFAULT;
-        for (int i = 0; i < 2 * GR_MAX_ANCHORS; i++)
-            p->anchors[i] = 0.5f;
-        break;
-    case GR_OP_QUANTIZE:
-    case GR_OP_DEQUANTIZE:
-        p->dtype = GR_DTYPE_I8;
-        p->scale = 1.0f;
-        break;
-    case GR_OP_AVGPOOL:
-    case GR_OP_ROUTE:
-    case GR_OP_SHORTCUT: /* parse_shortcut: activation linear */
-    case GR_OP_SAM:      /* parse_sam, parse_scale_channels: activation linear, scale_wh 0 */
-    case GR_OP_SCALE_CHANNELS:
-    case GR_OP_SOFTMAX:
-    case GR_OP_COUNT: break;
-    }
+    const gr_op_info *info = gr_op_get(op);
+    if (info && info->hooks->defaults)
+        info->hooks->defaults(p);
 }
 
 void gr_op_params_resolve(gr_op_params *p)
 {
-    switch (p->op) {
-    case GR_OP_MAXPOOL:
-        if (p->size == GR_PARAM_DERIVED)
-            p->size = p->stride;
-        if (p->pad == GR_PARAM_DERIVED)
-            p->pad = p->size - 1;
-        break;
-    case GR_OP_YOLO:
-        if (p->n_mask == GR_PARAM_DERIVED) {
-            for (int k = 0; k < p->num && k < GR_MAX_ANCHORS; k++)
-                p->mask[k] = k;
-            p->n_mask = p->num;
-        }
-        break;
-    default: break;
-    }
+    const gr_op_info *info = gr_op_get(p->op);
+    if (info && info->hooks->resolve)
+        info->hooks->resolve(p);
 }
 
 /* ---- validation helpers (op_util.h) ---------------------------------------------------------- */
@@ -298,6 +303,14 @@ gr_status gr_op_check_n_in(gr_op_kind op, const gr_shape *in, int n_in, int expe
     if (!in || n_in != expected)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "[%s] takes %d input%s, got %d", gr_op_tag(op),
                        expected, expected == 1 ? "" : "s", in ? n_in : 0);
+    return GR_OK;
+}
+
+gr_status gr_op_check_inputs(const gr_op_ctx *c, int expected)
+{
+    GR_TRY(gr_op_check_n_in(c->p->op, c->in, c->n_in, expected));
+    for (int k = 0; k < c->n_in; k++)
+        GR_TRY(gr_op_check_input(c->p->op, c->in[k], k));
     return GR_OK;
 }
 
@@ -367,4 +380,17 @@ void gr_op_rows_window(int r0, int r1, int stride, int offset, int size, int h, 
     *hi = b < 0 ? 0 : b > h ? h : b;
     if (*hi < *lo)
         *hi = *lo;
+}
+
+void gr_op_rows_whole(const gr_op_ctx *c, int k, int r0, int r1, int *lo, int *hi)
+{
+    if (r1 <= r0)
+        *lo = *hi = 0; /* an empty band reads nothing, as gr_op_rows_window says */
+    else
+        gr_op_rows_all(c->in[k].h, lo, hi);
+}
+
+void gr_op_cost_activated(const gr_op_ctx *c, gr_cost *cost)
+{
+    cost->flops = (double)gr_shape_elems(c->out) * (1.0 + gr_activation_flops(c->p->activation));
 }

@@ -1,7 +1,9 @@
 /* The op catalogue. For every op kind (ops/ops.def) one file ops/<stem>.c holds all of that op's
  * knowledge: parameter validation and shape rule (infer), cost (cost), row dependence (rows), and
- * a straightforward CPU reference with Darknet's semantics (ref). The reference is the oracle every
- * GPU path is checked against: obviously right first, fast enough second.
+ * a straightforward CPU reference with Darknet's semantics (ref), four hooks on one context
+ * (gr_op_ctx, gr_op_hooks below) that callers reach through gr_op_infer/_cost/_rows/_ref. The
+ * reference is the oracle every GPU path is checked against: obviously right first, fast enough
+ * second.
  *
  * Conventions
  *   - Shapes are per image (c, h, w); a batch of n images is n such tensors back to back.
@@ -173,20 +175,47 @@ typedef struct gr_cost {
     size_t n_weights;   /* of which the weight tensor */
 } gr_cost;
 
+/* What each of an op's hooks receives, one struct instead of a fixed 8-9 parameter list: the op's
+ * parameters (p->op is its kind), its inputs' shapes and its output's, and for ref the tensors. */
+typedef struct gr_op_ctx {
+    const gr_op_params *p;
+    const gr_shape *in;       /* [n_in] per-image input shapes */
+    int n_in;
+    gr_shape out;             /* per-image output shape (unset, zero, in infer) */
+    /* ref only */
+    const gr_weights *w;      /* learned weights (GR_OPF_WEIGHTS ops); NULL or empty otherwise */
+    const float *const *src;  /* [n_in] inputs, `batch` images each */
+    float *dst;               /* the output, `batch` images */
+    int batch;
+} gr_op_ctx;
+
+/* An op's hooks: ops/<stem>.c fills gr_op_<stem>_hooks with its file-local functions. */
+typedef struct gr_op_hooks {
+    /* Validate p and the input shapes, store the output shape (never allocates). */
+    gr_status (*infer)(const gr_op_ctx *c, gr_shape *out);
+    /* Called on a cost already holding the data movement (in_elems: every input's elements,
+     * out_elems: the output's, the rest 0): the op adds flops and parameters, or corrects the
+     * movement (route). NULL: data movement only (copies, upsample, reorg). */
+    void (*cost)(const gr_op_ctx *c, gr_cost *cost);
+    /* Row dependence, what the dataflow task graph (planner/tasks.c) splits work by: output rows
+     * [r0, r1) of one image read rows [*lo, *hi) of input k (clamped to the input; empty when
+     * they read none of it). NULL: row for row (element-wise and shape-preserving ops);
+     * gr_op_rows_whole: every row (connected, softmax, avgpool, reorg's scramble). */
+    void (*rows)(const gr_op_ctx *c, int k, int r0, int r1, int *lo, int *hi);
+    /* The CPU reference: c->dst from c->src, c->batch images. */
+    void (*ref)(const gr_op_ctx *c);
+    /* Darknet's defaults for this op's keys, over the common ones gr_op_params_default sets
+     * (activation linear, groups 1, dtype f32); NULL: none. */
+    void (*defaults)(gr_op_params *p);
+    /* Fill the GR_PARAM_DERIVED defaults from the keys a cfg gave; NULL: none. */
+    void (*resolve)(gr_op_params *p);
+} gr_op_hooks;
+
 typedef struct gr_op_info {
     const char *name;    /* "conv" */
     const char *section; /* Darknet section, "" for planner-inserted ops */
     unsigned flags;      /* GR_OPF_* */
-    gr_status (*infer)(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape *out);
-    void (*cost)(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, gr_cost *cost);
-    /* Row dependence, what the dataflow task graph (planner/tasks.c) splits work by: output rows
-     * [r0, r1) of one image read rows [*lo, *hi) of input k (clamped to the input; empty when
-     * they read none of it). Ops whose every output reads every row (connected, softmax, avgpool,
-     * reorg's scramble) return the whole input. */
-    void (*rows)(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, int k, int r0,
-                 int r1, int *lo, int *hi);
-    void (*ref)(const gr_op_params *p, const gr_weights *w, const float *const *in,
-                const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape, int batch);
+    const gr_op_hooks *hooks;
 } gr_op_info;
 
 const gr_op_info *gr_op_get(gr_op_kind op);
@@ -197,28 +226,27 @@ bool gr_op_from_section(const char *section, gr_op_kind *out);
  * see planner/plan.h) can be asked too: they have no flags. */
 bool gr_op_has(int kind, unsigned flags);
 
-/* Per-op declarations, one set per row of ops.def. */
-#define GR_OP(e, stem, section, flags)                                                             \
-    gr_status gr_op_##stem##_infer(const gr_op_params *p, const gr_shape *in, int n_in,            \
-                                   gr_shape *out);                                                 \
-    void gr_op_##stem##_cost(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out,    \
-                             gr_cost *cost);                                                       \
-    void gr_op_##stem##_rows(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out,    \
-                             int k, int r0, int r1, int *lo, int *hi);                             \
-    void gr_op_##stem##_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,     \
-                            const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape,   \
-                            int batch);
+/* The callers' side: each builds the context for op p->op and runs its hook, or the default. */
+gr_status gr_op_infer(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape *out);
+void gr_op_cost(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, gr_cost *cost);
+void gr_op_rows(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, int k, int r0,
+                int r1, int *lo, int *hi);
+void gr_op_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,
+               const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape, int batch);
+
+/* Per-op hook tables, one per row of ops.def. */
+#define GR_OP(e, stem, section, flags) extern const gr_op_hooks gr_op_##stem##_hooks;
 #include "ops/ops.def"
 #undef GR_OP
 
 /* Marks a parameter whose Darknet default depends on others (gr_op_params_resolve fills it). */
 #define GR_PARAM_DERIVED (-1)
 
-/* Darknet's defaults for a fresh layer of kind `op`, the one place they are written down (the
- * parser only reads the keys a cfg gives over them): e.g. conv activation logistic, upsample
- * stride 2, region classes 20. Defaults that depend on other keys are GR_PARAM_DERIVED until
- * gr_op_params_resolve: maxpool size (= stride) and padding (= size - 1), yolo mask (every
- * anchor). */
+/* Darknet's defaults for a fresh layer of kind `op`, written down in one place per op, its hooks'
+ * `defaults` (the parser only reads the keys a cfg gives over them): e.g. conv activation
+ * logistic, upsample stride 2, region classes 20. Defaults that depend on other keys are
+ * GR_PARAM_DERIVED until gr_op_params_resolve (the hooks' `resolve`): maxpool size (= stride)
+ * and padding (= size - 1), yolo mask (every anchor). */
 void gr_op_params_default(gr_op_kind op, gr_op_params *p);
 /* [yolo] x, y after the activation (AlexeyAB's forward_yolo_layer scal_add_cpu): v * scale_x_y
  * + (float)(-0.5 * (scale_x_y - 1)), in float; the identity at scale_x_y 1. Shared by the

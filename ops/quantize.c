@@ -6,7 +6,6 @@
  *         __float2int_rn does.
  *   f16:  q = the nearest binary16 value (gr_round_f16, round to nearest even). */
 #include <math.h>
-#include <string.h>
 
 #include "ops/op_util.h"
 #include "ops/ops.h"
@@ -24,24 +23,17 @@ gr_status gr_op_check_quant_params(gr_op_kind op, const gr_op_params *p)
     return GR_OK;
 }
 
-gr_status gr_op_quantize_infer(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape *out)
+gr_status gr_op_quant_infer(const gr_op_ctx *c, gr_shape *out)
 {
-    GR_TRY(gr_op_check_n_in(GR_OP_QUANTIZE, in, n_in, 1));
-    GR_TRY(gr_op_check_input(GR_OP_QUANTIZE, in[0], 0));
-    GR_TRY(gr_op_check_quant_params(GR_OP_QUANTIZE, p));
-    *out = in[0];
+    GR_TRY(gr_op_check_inputs(c, 1));
+    GR_TRY(gr_op_check_quant_params(c->p->op, c->p));
+    *out = c->in[0];
     return GR_OK;
 }
 
-void gr_op_quantize_cost(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out,
-                         gr_cost *cost)
+static void cost(const gr_op_ctx *c, gr_cost *cost)
 {
-    (void)p;
-    (void)n_in;
-    memset(cost, 0, sizeof *cost);
-    cost->flops = 2.0 * (double)gr_shape_elems(out); /* scale, round/clamp */
-    cost->in_elems = (double)gr_shape_elems(in[0]);
-    cost->out_elems = (double)gr_shape_elems(out);
+    cost->flops = 2.0 * (double)gr_shape_elems(c->out); /* scale, round/clamp */
 }
 
 static float round_half_even(float v)
@@ -61,30 +53,24 @@ static float quantize_i8(float x, float scale)
     return q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
 }
 
-/* Elementwise: row y of the output is row y of the input. */
-void gr_op_quantize_rows(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, int k,
-                         int r0, int r1, int *lo, int *hi)
+static void ref(const gr_op_ctx *c)
 {
-    (void)p;
-    (void)n_in;
-    (void)out;
-    (void)k;
-    gr_op_rows_window(r0, r1, 1, 0, 1, in[0].h, lo, hi);
-}
-
-void gr_op_quantize_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,
-                        const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape,
-                        int batch)
-{
-    (void)w;
-    (void)n_in;
-    (void)out_shape;
-    const size_t n = (size_t)batch * gr_shape_elems(in_shapes[0]);
-    if (p->dtype == GR_DTYPE_F16) {
+    const size_t n = (size_t)c->batch * gr_shape_elems(c->in[0]);
+    if (c->p->dtype == GR_DTYPE_F16) {
         for (size_t i = 0; i < n; i++)
-            out[i] = gr_round_f16(in[0][i]);
+            c->dst[i] = gr_round_f16(c->src[0][i]);
     } else {
         for (size_t i = 0; i < n; i++)
-            out[i] = quantize_i8(in[0][i], p->scale);
+            c->dst[i] = quantize_i8(c->src[0][i], c->p->scale);
     }
 }
+
+void gr_op_quant_defaults(gr_op_params *p)
+{
+    p->dtype = GR_DTYPE_I8;
+    p->scale = 1.0f;
+}
+
+/* Elementwise: row y of the output is row y of the input. */
+const gr_op_hooks gr_op_quantize_hooks = {.infer = gr_op_quant_infer, .cost = cost, .ref = ref,
+                                          .defaults = gr_op_quant_defaults};

@@ -6,9 +6,12 @@
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
-gr_status gr_op_route_infer(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape *out)
+static gr_status infer(const gr_op_ctx *c, gr_shape *out)
 {
     const gr_op_kind op = GR_OP_ROUTE;
+    const gr_op_params *p = c->p;
+    const gr_shape *in = c->in;
+    const int n_in = c->n_in;
     if (!in || n_in < 1 || n_in > GR_MAX_INPUTS)
         return gr_fail(GR_ERR_PARSE, "[route] needs 1 to %d layers, got %d", GR_MAX_INPUTS,
                        in ? n_in : 0);
@@ -31,40 +34,25 @@ gr_status gr_op_route_infer(const gr_op_params *p, const gr_shape *in, int n_in,
     return gr_op_set_output(op, channels, in[0].h, in[0].w, out);
 }
 
-void gr_op_route_cost(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out,
-                      gr_cost *cost)
+static void cost(const gr_op_ctx *c, gr_cost *cost)
 {
-    (void)p;
-    (void)in;
-    (void)n_in;
-    memset(cost, 0, sizeof *cost);
-    cost->in_elems = (double)gr_shape_elems(out); /* only the routed groups are read */
-    cost->out_elems = (double)gr_shape_elems(out);
+    cost->in_elems = (double)gr_shape_elems(c->out); /* only the routed groups are read */
 }
 
-/* A concatenation along channels: row y of the output is row y of every input. */
-void gr_op_route_rows(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, int k,
-                      int r0, int r1, int *lo, int *hi)
+static void ref(const gr_op_ctx *c)
 {
-    (void)p;
-    (void)n_in;
-    (void)out;
-    gr_op_rows_window(r0, r1, 1, 0, 1, in[k].h, lo, hi);
-}
-
-void gr_op_route_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,
-                     const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape,
-                     int batch)
-{
-    (void)w;
-    for (int b = 0; b < batch; b++) {
-        float *dst = out + (size_t)b * gr_shape_elems(out_shape);
-        for (int k = 0; k < n_in; k++) {
-            size_t part = gr_shape_elems(in_shapes[k]) / (size_t)p->groups;
+    const gr_op_params *p = c->p;
+    for (int b = 0; b < c->batch; b++) {
+        float *dst = c->dst + (size_t)b * gr_shape_elems(c->out);
+        for (int k = 0; k < c->n_in; k++) {
+            size_t part = gr_shape_elems(c->in[k]) / (size_t)p->groups;
             const float *src =
-                in[k] + (size_t)b * gr_shape_elems(in_shapes[k]) + (size_t)p->group_id * part;
+                c->src[k] + (size_t)b * gr_shape_elems(c->in[k]) + (size_t)p->group_id * part;
             memcpy(dst, src, part * sizeof *dst);
             dst += part;
         }
     }
 }
+
+/* A concatenation along channels: row y of the output is row y of every input. */
+const gr_op_hooks gr_op_route_hooks = {.infer = infer, .cost = cost, .ref = ref};

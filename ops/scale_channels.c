@@ -8,21 +8,17 @@
  * Inputs, in this order so that the output may overwrite `from` in place (GR_OPF_IN_PLACE acts on
  * input 0, the one with the output's shape): in[0] = the `from` layer, in[1] = s (the previous
  * layer, Darknet's state.input). The product is the same either way round. */
-#include <string.h>
-
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
-gr_status gr_op_scale_channels_infer(const gr_op_params *p, const gr_shape *in, int n_in,
-                                     gr_shape *out)
+static gr_status infer(const gr_op_ctx *c, gr_shape *out)
 {
     const gr_op_kind op = GR_OP_SCALE_CHANNELS;
-    GR_TRY(gr_op_check_n_in(op, in, n_in, 2));
-    GR_TRY(gr_op_check_input(op, in[0], 0));
-    GR_TRY(gr_op_check_input(op, in[1], 1));
+    const gr_op_params *p = c->p;
+    GR_TRY(gr_op_check_inputs(c, 2));
     GR_TRY(gr_op_check_activation(op, p->activation));
     GR_TRY(gr_op_check_range(op, "scale_wh", p->scale_wh, 0, 1));
-    const gr_shape from = in[0], s = in[1];
+    const gr_shape from = c->in[0], s = c->in[1];
     if (!p->scale_wh && (s.h != 1 || s.w != 1 || s.c != from.c))
         return gr_fail(GR_ERR_PARSE,
                        "[scale_channels] input %dx%dx%d must be %dx1x1 (one value per channel of "
@@ -36,47 +32,28 @@ gr_status gr_op_scale_channels_infer(const gr_op_params *p, const gr_shape *in, 
     return gr_op_set_output(op, from.c, from.h, from.w, out);
 }
 
-void gr_op_scale_channels_cost(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out,
-                               gr_cost *cost)
-{
-    (void)n_in;
-    double out_elems = (double)gr_shape_elems(out);
-    memset(cost, 0, sizeof *cost);
-    cost->flops = out_elems * (1.0 + gr_activation_flops(p->activation));
-    cost->in_elems = (double)gr_shape_elems(in[0]) + (double)gr_shape_elems(in[1]);
-    cost->out_elems = out_elems;
-}
-
 /* Output row y reads row y of `from`, and of s per position (scale_wh=1) or s's one row. */
-void gr_op_scale_channels_rows(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out,
-                               int k, int r0, int r1, int *lo, int *hi)
+static void rows(const gr_op_ctx *c, int k, int r0, int r1, int *lo, int *hi)
 {
-    (void)n_in;
-    (void)out;
-    if (k == 1 && !p->scale_wh) {
-        if (r1 <= r0)
-            *lo = *hi = 0;
-        else
-            gr_op_rows_all(in[1].h, lo, hi);
-        return;
-    }
-    gr_op_rows_window(r0, r1, 1, 0, 1, in[k].h, lo, hi);
+    if (k == 1 && !c->p->scale_wh)
+        gr_op_rows_whole(c, k, r0, r1, lo, hi);
+    else
+        gr_op_rows_window(r0, r1, 1, 0, 1, c->in[k].h, lo, hi);
 }
 
-void gr_op_scale_channels_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,
-                              const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape,
-                              int batch)
+static void ref(const gr_op_ctx *c)
 {
-    (void)w;
-    (void)in_shapes;
-    (void)n_in;
-    const size_t plane = (size_t)out_shape.h * (size_t)out_shape.w;
-    const size_t image = gr_shape_elems(out_shape), n = (size_t)batch * image;
-    const float *from = in[0], *s = in[1];
+    const gr_op_params *p = c->p;
+    const size_t plane = (size_t)c->out.h * (size_t)c->out.w;
+    const size_t image = gr_shape_elems(c->out), n = (size_t)c->batch * image;
+    const float *from = c->src[0], *s = c->src[1];
     for (size_t i = 0; i < n; i++) {
         /* Darknet's indices: i / plane (image and channel) or (i % plane) + image number * plane */
         size_t si = p->scale_wh ? i % plane + i / image * plane : i / plane;
-        out[i] = s[si] * from[i];
+        c->dst[i] = s[si] * from[i];
     }
-    gr_activate_array(out, n, p->activation, gr_act_form_of(p, false));
+    gr_activate_array(c->dst, n, p->activation, gr_act_form_of(p, false));
 }
+
+const gr_op_hooks gr_op_scale_channels_hooks = {.infer = infer, .cost = gr_op_cost_activated,
+                                                .rows = rows, .ref = ref};

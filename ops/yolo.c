@@ -9,11 +9,11 @@
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
-gr_status gr_op_yolo_infer(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape *out)
+static gr_status infer(const gr_op_ctx *c, gr_shape *out)
 {
     const gr_op_kind op = GR_OP_YOLO;
-    GR_TRY(gr_op_check_n_in(op, in, n_in, 1));
-    GR_TRY(gr_op_check_input(op, in[0], 0));
+    const gr_op_params *p = c->p;
+    GR_TRY(gr_op_check_inputs(c, 1));
     GR_TRY(gr_op_check_range(op, "classes", p->classes, 1, GR_MAX_DIM));
     GR_TRY(gr_op_check_range(op, "num", p->num, 1, GR_MAX_ANCHORS));
     GR_TRY(gr_op_check_range(op, "mask count", p->n_mask, 1, GR_MAX_ANCHORS));
@@ -26,52 +26,35 @@ gr_status gr_op_yolo_infer(const gr_op_params *p, const gr_shape *in, int n_in, 
         if (p->mask[i] < 0 || p->mask[i] >= p->num)
             return gr_fail(GR_ERR_PARSE, "[yolo] mask entry %d is %d, must be in 0..%d", i,
                            p->mask[i], p->num - 1);
+    const gr_shape in = c->in[0];
     long long expected = (long long)p->n_mask * (5LL + p->classes);
-    if (in[0].c != expected)
+    if (in.c != expected)
         return gr_fail(GR_ERR_PARSE,
                        "[yolo] input has %d channels, expected masks*(5+classes) = %d*(5+%d) = "
                        "%lld",
-                       in[0].c, p->n_mask, p->classes, expected);
-    return gr_op_set_output(op, in[0].c, in[0].h, in[0].w, out);
+                       in.c, p->n_mask, p->classes, expected);
+    return gr_op_set_output(op, in.c, in.h, in.w, out);
 }
 
-void gr_op_yolo_cost(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out,
-                     gr_cost *cost)
+static void cost(const gr_op_ctx *c, gr_cost *cost)
 {
-    (void)n_in;
-    double cells = (double)out.h * (double)out.w * (double)p->n_mask;
-    memset(cost, 0, sizeof *cost);
+    const gr_op_params *p = c->p;
+    double cells = (double)c->out.h * (double)c->out.w * (double)p->n_mask;
     double logistics = p->new_coords ? 0.0 : 3.0 + (double)p->classes; /* logistic = 4 flops */
     double scale = p->scale_x_y != 1.0f ? 2.0 * 2.0 : 0.0;               /* x, y: mul + add */
     cost->flops = cells * (4.0 * logistics + scale);
-    cost->in_elems = (double)gr_shape_elems(in[0]);
-    cost->out_elems = (double)gr_shape_elems(out);
 }
 
-/* Per cell: row y of the output is row y of the input. */
-void gr_op_yolo_rows(const gr_op_params *p, const gr_shape *in, int n_in, gr_shape out, int k,
-                     int r0, int r1, int *lo, int *hi)
+static void ref(const gr_op_ctx *c)
 {
-    (void)p;
-    (void)n_in;
-    (void)out;
-    (void)k;
-    gr_op_rows_window(r0, r1, 1, 0, 1, in[0].h, lo, hi);
-}
-
-void gr_op_yolo_ref(const gr_op_params *p, const gr_weights *w, const float *const *in,
-                    const gr_shape *in_shapes, int n_in, float *out, gr_shape out_shape, int batch)
-{
-    (void)w;
-    (void)n_in;
-    (void)out_shape;
-    const gr_shape s = in_shapes[0];
+    const gr_op_params *p = c->p;
+    const gr_shape s = c->in[0];
     const size_t plane = (size_t)s.h * (size_t)s.w;
     const size_t per_anchor = (size_t)(5 + p->classes) * plane;
-    memcpy(out, in[0], (size_t)batch * gr_shape_elems(s) * sizeof *out);
-    for (int b = 0; b < batch; b++) {
+    memcpy(c->dst, c->src[0], (size_t)c->batch * gr_shape_elems(s) * sizeof *c->dst);
+    for (int b = 0; b < c->batch; b++) {
         for (int a = 0; a < p->n_mask; a++) {
-            float *anchor = out + (size_t)b * gr_shape_elems(s) + (size_t)a * per_anchor;
+            float *anchor = c->dst + (size_t)b * gr_shape_elems(s) + (size_t)a * per_anchor;
             if (!p->new_coords) {
                 gr_activate_array(anchor, 2 * plane, GR_ACT_LOGISTIC, gr_act_form_of(p, false));
                 gr_activate_array(anchor + 4 * plane, (size_t)(1 + p->classes) * plane,
@@ -82,6 +65,34 @@ void gr_op_yolo_ref(const gr_op_params *p, const gr_weights *w, const float *con
         }
     }
 }
+
+/* parse_yolo: classes 20, num 1, no mask = every anchor (resolve); anchors .5; AlexeyAB's
+ * parse_yolo: scale_x_y 1, new_coords 0, beta_nms 0.6 */
+static void defaults(gr_op_params *p)
+{
+    p->coords = 4;
+    p->classes = 20;
+    p->num = 1;
+    p->n_mask = GR_PARAM_DERIVED;
+    p->scale_x_y = 1.0f;
+    p->beta_nms = 0.6f;
+    p->nms_kind = GR_NMS_DEFAULT;
+    for (int i = 0; i < 2 * GR_MAX_ANCHORS; i++)
+        p->anchors[i] = 0.5f;
+}
+
+static void resolve(gr_op_params *p)
+{
+    if (p->n_mask != GR_PARAM_DERIVED)
+        return;
+    for (int k = 0; k < p->num && k < GR_MAX_ANCHORS; k++)
+        p->mask[k] = k;
+    p->n_mask = p->num;
+}
+
+/* Per cell: row y of the output is row y of the input. */
+const gr_op_hooks gr_op_yolo_hooks = {.infer = infer, .cost = cost, .ref = ref,
+                                      .defaults = defaults, .resolve = resolve};
 
 float gr_yolo_scale_xy(const gr_op_params *p, float v)
 {

@@ -439,7 +439,7 @@ static gr_status run_conv(gr_plan_exec *ex, const gr_plan_node *nd)
             pool.pad = nd->pool_pad;
             gr_shape conv_shape = {g.out_c, g.out_h, g.out_w};
             const float *pool_in[1] = {act};
-            gr_op_maxpool_ref(&pool, NULL, pool_in, &conv_shape, 1, pooled, tensor_shape(y), 1);
+            gr_op_ref(&pool, NULL, pool_in, &conv_shape, 1, pooled, tensor_shape(y), 1);
             result = pooled;
         }
         size_t out_elems = image_elems(y);
@@ -522,8 +522,7 @@ static gr_status run_reference(gr_plan_exec *ex, const gr_plan_node *nd)
         w.weights = plan->weights + nd->w_offset;
         w.n_weights = nd->n_w;
     }
-    gr_op_get((gr_op_kind)nd->kind)
-        ->ref(&params, &w, in_const, shapes, nd->n_inputs, out, tensor_shape(y), batch);
+    gr_op_ref(&params, &w, in_const, shapes, nd->n_inputs, out, tensor_shape(y), batch);
     if (!stored) {
         float inv = y->dtype == GR_DTYPE_I8 ? 1.0f / y->scale : 1.0f;
         for (size_t i = 0; i < out_count; i++) {

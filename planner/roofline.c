@@ -53,12 +53,11 @@ gr_status gr_plan_node_cost_of(const gr_plan *plan, int node, gr_plan_node_cost 
     }
     /* The op's own output shape: a fused maxpool's conv computes the unpooled one. */
     gr_shape op_out = shape_of(out);
-    const gr_op_info *op = gr_op_get((gr_op_kind)nd->kind);
     if (nd->fused & GR_FUSED_MAXPOOL)
-        GR_TRY(op->infer(&nd->p, in, nd->n_inputs, &op_out));
+        GR_TRY(gr_op_infer(&nd->p, in, nd->n_inputs, &op_out));
     gr_cost c;
     memset(&c, 0, sizeof c);
-    op->cost(&nd->p, in, nd->n_inputs, op_out, &c);
+    gr_op_cost(&nd->p, in, nd->n_inputs, op_out, &c);
     cost->flops = batch * c.flops;
     if (gr_op_has(nd->kind, GR_OPF_WEIGHTS)) {
         const double filters = (double)nd->p.filters;

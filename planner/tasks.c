@@ -124,10 +124,10 @@ void gr_task_graph_input_rows(const gr_plan *plan, int node, int k, int r0, int 
         pool.pad = nd->pool_pad;
         gr_shape conv_out = os;
         conv_out.h = (in[0].h + 2 * nd->p.pad - nd->p.size) / nd->p.stride + 1;
-        gr_op_get(GR_OP_MAXPOOL)->rows(&pool, &conv_out, 1, os, 0, r0, r1, &r0, &r1);
+        gr_op_rows(&pool, &conv_out, 1, os, 0, r0, r1, &r0, &r1);
         os = conv_out;
     }
-    gr_op_get((gr_op_kind)nd->kind)->rows(&nd->p, in, nd->n_inputs, os, k, r0, r1, lo, hi);
+    gr_op_rows(&nd->p, in, nd->n_inputs, os, k, r0, r1, lo, hi);
 }
 
 static gr_status push_dep(builder *b, int id, int raw)

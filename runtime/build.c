@@ -16,51 +16,13 @@ static gr_status check_options(const gr_engine_options *opt)
     if (opt->batch < 1 || opt->batch > GR_MAX_BATCH)
         return gr_fail(GR_ERR_LIMIT, "engine option batch=%d is outside 1..%d", opt->batch,
                        GR_MAX_BATCH);
-    if ((unsigned)opt->precision > GR_PREC_AUTO)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option precision=%d is not a gr_precision",
-                       (int)opt->precision);
-    if (!(opt->max_nrmse >= 0.0f && opt->max_nrmse <= 1e30f))
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option max_nrmse=%g is not a number >= 0",
-                       (double)opt->max_nrmse);
-    if ((unsigned)opt->device > GR_DEVICE_GPU)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option device=%d is not a gr_device",
-                       (int)opt->device);
-    if (opt->gpu_index < 0)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option gpu_index=%d is negative",
-                       opt->gpu_index);
-    if ((unsigned)opt->calib_method > GR_CALIB_MSE)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT,
-                       "engine option calib_method=%d is not a gr_calib_method",
-                       (int)opt->calib_method);
-    if (opt->inflight < 0 || opt->inflight > GR_MAX_INFLIGHT)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option inflight=%d is outside 1..%d",
-                       opt->inflight, GR_MAX_INFLIGHT);
-    if ((unsigned)opt->preprocess > GR_PREPROCESS_STRETCH)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option preprocess=%d is not a "
-                       "gr_preprocess", (int)opt->preprocess);
-    if ((unsigned)opt->calib_device > GR_DEVICE_GPU)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option calib_device=%d is not a gr_device",
-                       (int)opt->calib_device);
-    if (opt->calib_threads < 0)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option calib_threads=%d is negative",
-                       opt->calib_threads);
-    if ((unsigned)opt->f32_algo > GR_F32_ALGO_DIRECT3X3)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option f32_algo=%d is not a gr_f32_algo",
-                       (int)opt->f32_algo);
-    const gr_toggle toggles[] = {opt->f32_split_k, opt->pdl, opt->gemm_tactic};
-    const char *const toggle_options[] = {"f32_split_k", "pdl", "gemm_tactic"};
-    for (int k = 0; k < 3; k++)
-        if ((unsigned)toggles[k] > GR_TOGGLE_OFF)
-            return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option %s=%d is not a gr_toggle",
-                           toggle_options[k], (int)toggles[k]);
-    if ((unsigned)opt->executor > GR_EXECUTOR_AUTO)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option executor=%d is not a gr_executor",
-                       (int)opt->executor);
     if (opt->micro_batch < 0 || opt->micro_batch > opt->batch ||
         (opt->micro_batch > 0 && opt->batch % opt->micro_batch != 0))
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option micro_batch=%d does not divide "
                        "batch=%d (0 = auto, else a divisor of the batch)", opt->micro_batch,
                        opt->batch);
+    /* Enums, toggles and numbers: their ranges in graphrun/options.def. */
+    GR_TRY(gr_engine_options_check(opt));
     if (opt->calib_method == GR_CALIB_PERCENTILE &&
         !(opt->calib_percentile > 50.0f && opt->calib_percentile <= 100.0f))
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option calib_percentile=%g is outside (50, 100]",

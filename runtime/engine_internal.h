@@ -169,6 +169,9 @@ gr_status gr_model_options_take(const gr_model_options *given, gr_model_options 
 gr_status gr_engine_options_take(const gr_engine_options *given, gr_engine_options *full);
 gr_status gr_detect_options_take(const gr_detect_options *given, gr_detect_options *full);
 gr_status gr_files_options_take(const gr_files_options *given, gr_files_options *full);
+/* The ranges of graphrun/options.def's engine rows (enums, toggles, numbers): GR_OK, or
+ * GR_ERR_INVALID_ARGUMENT naming the first option outside its range (runtime/options.c). */
+gr_status gr_engine_options_check(const gr_engine_options *opt);
 
 /* ---- build.c: the one build path ---------------------------------------------------------- */
 

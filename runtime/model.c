@@ -158,7 +158,7 @@ gr_status gr_model_get_info(const gr_model *model, gr_model_info *info)
             in[k] = gr_net_input_shape(net, i, k);
         gr_cost cost;
         memset(&cost, 0, sizeof cost);
-        gr_op_get(l->p.op)->cost(&l->p, in, l->n_inputs, l->out, &cost);
+        gr_op_cost(&l->p, in, l->n_inputs, l->out, &cost);
         info->gflops += cost.flops * 1e-9;
         info->n_params += cost.n_params;
         if (gr_op_has((int)l->p.op, GR_OPF_HEAD))

@@ -3,7 +3,8 @@
  * points, turns what a caller passed into the library's full layout, the fields past the caller's
  * struct_size taking their defaults. Fields are only appended, so the oldest accepted size is
  * where each struct's first layout with struct_size (0.1.0) ended: the END_OF constants below
- * stay as they are when fields are added. Calls nothing of the runtime but base/. */
+ * stay as they are when fields are added. The defaults and the engine options' ranges are the
+ * rows of include/graphrun/options.def. Calls nothing of the runtime but base/. */
 #include <stddef.h>
 #include <string.h>
 
@@ -18,52 +19,89 @@
 /* gr_files_options came later, with all of these fields: its first layout. */
 #define FILES_OPTIONS_MIN END_OF(gr_files_options, started)
 
+/* Each struct's defaults: its rows of graphrun/options.def, field by field. */
+#define DEFAULT(field, type, kind, def, lo, hi, flag, cmds, choices, help) \
+    opt->field = (type)(def);
+
 static void model_defaults(gr_model_options *opt)
 {
     memset(opt, 0, sizeof *opt);
+#define GR_MODEL_OPT DEFAULT
+#include "graphrun/options.def"
     opt->struct_size = sizeof *opt;
-    opt->builtin = "yolo";
-    opt->seed = 1;
 }
 
 static void engine_defaults(gr_engine_options *opt)
 {
     memset(opt, 0, sizeof *opt);
+#define GR_ENGINE_OPT DEFAULT
+#include "graphrun/options.def"
     opt->struct_size = sizeof *opt;
-    opt->device = GR_DEVICE_AUTO;
-    opt->precision = GR_PREC_FP32;
-    opt->batch = 1;
-    opt->gpu_index = 0;
-    opt->use_cuda_graph = 1;
-    opt->calib_method = GR_CALIB_MAX;
-    opt->calib_percentile = 99.99f;
-    opt->inflight = 1;
-    opt->calib_device = GR_DEVICE_AUTO; /* a GPU engine calibrates on the GPU */
-    opt->max_nrmse = GR_MAX_NRMSE_DEFAULT;
-    opt->tactic_search = 1; /* docs/tactics.md: measured on the H100, 2026-11-23 */
-    opt->f32_algo = GR_F32_ALGO_AUTO;
-    opt->f32_split_k = GR_TOGGLE_AUTO;
-    opt->pdl = GR_TOGGLE_AUTO;
-    opt->gemm_tactic = GR_TOGGLE_AUTO;
-    opt->executor = GR_EXECUTOR_GRAPH;
 }
 
 static void detect_defaults(gr_detect_options *opt)
 {
     memset(opt, 0, sizeof *opt);
+#define GR_DETECT_OPT DEFAULT
+#include "graphrun/options.def"
     opt->struct_size = sizeof *opt;
-    opt->thresh = 0.5f;      /* Darknet's defaults */
-    opt->hier_thresh = 0.5f;
-    opt->nms = 0.45f;
 }
 
 static void files_defaults(gr_files_options *opt)
 {
     memset(opt, 0, sizeof *opt);
+#define GR_FILES_OPT DEFAULT
+#include "graphrun/options.def"
     opt->struct_size = sizeof *opt;
-    opt->thresh = 0.5f;
-    opt->nms = 0.45f;
-    opt->decode = GR_FILES_DECODE_AUTO;
+}
+#undef DEFAULT
+
+/* The range of each engine option row with lo <= hi: an enum's or toggle's value must be one of
+ * its names, a number within [lo, hi] (NaN never is). One line naming the option and value. */
+static gr_status check_long(const char *field, const char *type, int is_enum, long long v,
+                            double lo, double hi)
+{
+    if ((double)v >= lo && (double)v <= hi)
+        return GR_OK;
+    if (is_enum)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option %s=%lld is not a %s", field, v,
+                       type);
+    return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option %s=%lld is outside %.0f..%.0f", field,
+                   v, lo, hi);
+}
+
+static gr_status check_float(const char *field, double v, double lo, double hi)
+{
+    if (v >= lo && v <= hi)
+        return GR_OK;
+    return gr_fail(GR_ERR_INVALID_ARGUMENT, "engine option %s=%g is outside [%g, %g]", field, v,
+                   lo, hi);
+}
+
+#define CHECK_SIZE(f)
+#define CHECK_STR(f)
+#define CHECK_PTR(f)
+#define CHECK_BOOL(f)
+#define CHECK_U64(f)
+#define CHECK_INT(f) GR_TRY(check_long(#f, "int", 0, (long long)opt->f, lo, hi));
+#define CHECK_ENUM(f) GR_TRY(check_long(#f, type_name, 1, (long long)(int)opt->f, lo, hi));
+#define CHECK_TOGGLE(f) CHECK_ENUM(f)
+#define CHECK_FLOAT(f) GR_TRY(check_float(#f, (double)opt->f, lo, hi));
+#define CHECK_ROW(field, type, kind, def, lo_, hi_, flag, cmds, choices, help) \
+    {                                                                          \
+        const double lo = (lo_), hi = (hi_);                                   \
+        const char *type_name = #type;                                         \
+        (void)type_name;                                                       \
+        if (lo <= hi) {                                                        \
+            CHECK_##kind(field)                                                \
+        }                                                                      \
+    }
+
+gr_status gr_engine_options_check(const gr_engine_options *opt)
+{
+#define GR_ENGINE_OPT CHECK_ROW
+#include "graphrun/options.def"
+    return GR_OK;
 }
 
 static gr_status check_size(const char *name, size_t size, size_t min, size_t max)

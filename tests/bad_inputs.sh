@@ -162,6 +162,10 @@ run_case "option: missing value" 2 "missing value for '--input'" -- --input
 run_case "option: newline in name" 2 "unknown option '--bach4\?--bogus'" -- $'--bach4\n--bogus'
 run_case "option: precision" 2 "--prec 'int4' is not fp32, fp16, int8 or auto" -- --prec int4
 run_case "option: max-nrmse 2" 2 "--max-nrmse '2' is not a number in \[0, 1\]" -- --max-nrmse 2
+run_case "option: on/off value" 2 "--tf32 'yes' is not on or off" -- --tf32 yes
+run_case "option: --no- with a value" 2 "option '--no-tactic-search' takes no value" -- --no-tactic-search=on
+run_case "option: toggle value" 2 "--split-k 'maybe' is not auto, on or off" -- --split-k=maybe
+run_case "option: calib-max-images -1" 2 "--calib-max-images '-1' is not all or an integer in 0..2147483647" -- --calib-max-images -1
 run_case "option: device" 2 "--device 'tpu' is not auto, cpu, gpu, gpu:all or gpu:N\\[,M...\\]" -- --device tpu
 run_case "option: device list empty" 2 "--device 'gpu:': empty device list" -- --device gpu:
 run_case "option: device list twice" 2 "--device 'gpu:0,1,0': gpu 0 given twice" -- --device gpu:0,1,0

@@ -12,7 +12,7 @@ source "$(dirname "$0")/lib/check.sh"
 [ $? -eq 2 ] && grep -q "^graphrun bench: --batch '0' is not valid" "$tmp/err"; check "bad --batch: exit 2" $?
 "$bin" bench --frobnicate >/dev/null 2>&1; [ $? -eq 2 ]; check "unknown option: exit 2" $?
 "$bin" bench --inflight 9 >/dev/null 2>"$tmp/err"
-[ $? -eq 2 ] && grep -q "^graphrun bench: --inflight '9' is not valid" "$tmp/err"; check "bad --inflight: exit 2" $?
+[ $? -eq 2 ] && grep -q "^graphrun bench: --inflight '9' is not an integer in 0..8" "$tmp/err"; check "bad --inflight: exit 2" $?
 
 # --roofline (docs/performance.md, "Roofline"): needs the CUDA graph, a CUPTI build, a GPU. With
 # them, a table per engine: every launching node timed in the graph (at least one kernel, a

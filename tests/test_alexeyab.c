@@ -308,7 +308,7 @@ static void check_heads(const model_case *mc, record *r, const gr_engine *e, con
         gr_shape s = yolo->out;
         float *act = malloc(gr_shape_elems(s) * sizeof *act);
         ck_assert_ptr_nonnull(act);
-        gr_op_yolo_ref(&yolo->p, NULL, &raw, &s, 1, act, s, 1);
+        gr_op_ref(&yolo->p, NULL, &raw, &s, 1, act, s, 1);
         snprintf(what, sizeof what, "%s head %d (layer %d) act", mc->name, k, t->layer);
         /* AlexeyAB's -Ofast build (finite-math-only) turns the logistic of a head value beyond
          * about +-88 into NaN where IEEE gives 0 or 1; synthetic yolov4's exploding heads have

@@ -439,13 +439,20 @@ static char *read_text(const char *path)
     return buf;
 }
 
+/* A path no file has yet (a mkstemp template, its file removed): where a cache will be written. */
+static void fresh_path(char *template)
+{
+    int fd = mkstemp(template);
+    ck_assert(fd >= 0);
+    close(fd);
+    remove(template);
+}
+
 START_TEST(cache_key_covers_method_and_image_set)
 {
     char cfg_path[64], cache[] = "/tmp/graphrun_calib_cache_XXXXXX";
     gr_model *m = small_model(cfg_path);
-    int fd = mkstemp(cache);
-    close(fd);
-    remove(cache);
+    fresh_path(cache);
     static const char *const two[] = {"data/dog.jpg", "data/eagle.jpg", NULL};
     static const char *const other[] = {"data/dog.jpg", "data/horses.jpg", NULL};
     gr_engine *e = NULL;
@@ -498,6 +505,56 @@ START_TEST(cache_key_covers_method_and_image_set)
     ck_assert_str_eq(gr_engine_notice(e), "");
     gr_engine_destroy(e);
     remove(cache);
+    remove(cfg_path);
+    gr_model_destroy(m);
+}
+END_TEST
+
+/* calib_max_images (runtime.h): the first N images only. Calibrating 2 of 3 records the same
+ * image set as calibrating those 2 (the cache of one serves the other), not the 3's; 0 is every
+ * image; a negative N is refused naming the option. */
+START_TEST(calib_max_images_takes_the_first_n)
+{
+    char cfg_path[64], cache[] = "/tmp/graphrun_calib_max_XXXXXX";
+    gr_model *m = small_model(cfg_path);
+    fresh_path(cache);
+    static const char *const three[] = {"data/dog.jpg", "data/eagle.jpg", "data/horses.jpg",
+                                        NULL};
+    static const char *const two[] = {"data/dog.jpg", "data/eagle.jpg", NULL};
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    ck_assert_int_eq(eo.calib_max_images, 0);
+    eo.device = GR_DEVICE_CPU;
+    eo.precision = GR_PREC_INT8;
+    eo.calib_images = three;
+    eo.calib_cache = cache;
+    eo.calib_max_images = 2;
+    gr_engine *e = NULL;
+    ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s", gr_last_error());
+    ck_assert_msg(notice_line_is_timing(gr_engine_notice(e), 2, "(CPU)"), "notice '%s'",
+                  gr_engine_notice(e));
+    gr_engine_destroy(e);
+    ck_assert(strstr(read_text(cache), "images 2 ") != NULL);
+    /* The first two, given as such: the cache is theirs. */
+    ck_assert_int_eq(build_int8(m, GR_CALIB_MAX, two, cache, &e), GR_OK);
+    ck_assert_str_eq(gr_engine_notice(e), "");
+    gr_engine_destroy(e);
+    /* All three: another image set. */
+    ck_assert_int_eq(build_int8(m, GR_CALIB_MAX, three, cache, &e), GR_ERR_PARSE);
+    ck_assert(strstr(gr_last_error(), "another image set") != NULL);
+    remove(cache);
+    /* 0 and N above the count: every image. */
+    eo.calib_cache = NULL;
+    for (int n = 0; n <= 5; n += 5) {
+        eo.calib_max_images = n;
+        ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s", gr_last_error());
+        ck_assert_msg(notice_line_is_timing(gr_engine_notice(e), 3, "(CPU)"), "notice '%s'",
+                      gr_engine_notice(e));
+        gr_engine_destroy(e);
+    }
+    eo.calib_max_images = -1;
+    ck_assert_int_eq(gr_engine_build(m, &eo, &e), GR_ERR_INVALID_ARGUMENT);
+    ck_assert(strstr(gr_last_error(), "engine option calib_max_images=-1") != NULL);
     remove(cfg_path);
     gr_model_destroy(m);
 }
@@ -561,6 +618,7 @@ int main(void)
     tcase_add_test(tc, any_thread_count_gives_the_same_ranges);
     tcase_add_test(tc, a_failing_image_fails_the_calibration_with_its_message);
     tcase_add_test(tc, cache_key_covers_method_and_image_set);
+    tcase_add_test(tc, calib_max_images_takes_the_first_n);
     tcase_add_test(tc, fp16_overflow_is_reported_not_silent);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -462,6 +462,35 @@ static void refusal_cfg(const gr_cfg_refusal *r, char *buf, size_t size)
 
 /* The README's list of refusals is the parser's: every entry of one is in the other, and each
  * is really refused with GR_ERR_UNSUPPORTED naming the section or key. */
+/* AlexeyAB's [local_avgpool] / [local_avg] (parse_local_avgpool): maxpool's keys and defaults
+ * (size = stride, padding = size - 1), out = (in + padding - size)/stride + 1; one stride only. */
+START_TEST(local_avgpool_section)
+{
+    gr_net *net = NULL;
+    ck_assert_int_eq(parse_text("[net]\nwidth=16\nheight=16\nchannels=3\n"
+                                "[convolutional]\nfilters=4\nsize=1\n"
+                                "[local_avg]\nsize=4\nstride=4\n"
+                                "[local_avgpool]\nstride=2\n",
+                                &net),
+                     GR_OK);
+    ck_assert_int_eq(net->n_layers, 3);
+    const gr_op_params *p = &net->layers[1].p;
+    ck_assert_int_eq(p->op, GR_OP_LOCAL_AVGPOOL);
+    ck_assert(p->size == 4 && p->stride == 4 && p->pad == 3);
+    assert_shape(net, 1, 4, 4, 4); /* (16 + 3 - 4)/4 + 1 */
+    p = &net->layers[2].p;
+    ck_assert(p->size == 2 && p->stride == 2 && p->pad == 1);
+    assert_shape(net, 2, 4, 2, 2); /* (4 + 1 - 2)/2 + 1 */
+    gr_net_free(net);
+    ck_assert_int_eq(parse_text("[net]\nwidth=16\nheight=16\nchannels=3\n"
+                                "[local_avgpool]\nstride=2\nstride_x=1\n",
+                                &net),
+                     GR_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), "t.cfg:7: [local_avgpool] key 'stride_x'"));
+    gr_net_free(net);
+}
+END_TEST
+
 START_TEST(refusals_match_readme)
 {
     gr_cfg_refusal table[128];
@@ -603,7 +632,7 @@ static const bad_cfg bad_cfgs[] = {
     {"too_many_anchors.cfg", GR_ERR_LIMIT, 13, "key 'num'"},
     {"anchor_count.cfg", GR_ERR_PARSE, 12, "key 'anchors'"},
     {"yolo_mask_range.cfg", GR_ERR_PARSE, 12, "key 'mask'"},
-    {"unsupported_section.cfg", GR_ERR_UNSUPPORTED, 14, "[local_avgpool]"},
+    {"unsupported_section.cfg", GR_ERR_UNSUPPORTED, 14, "[reorg3d]"},
     {"unsupported_dilation.cfg", GR_ERR_UNSUPPORTED, 9, "key 'dilation': '2' needs padding"},
     {"bad_activation.cfg", GR_ERR_PARSE, 9, "'sparkly' is not an activation"},
     {"malformed_header.cfg", GR_ERR_PARSE, 6, "malformed section header"},
@@ -819,6 +848,7 @@ static Suite *cfg_suite(void)
 
     TCase *syntax = tcase_create("syntax");
     tcase_add_test(syntax, darknet_spellings);
+    tcase_add_test(syntax, local_avgpool_section);
     tcase_add_test(syntax, crlf_equals_lf);
     tcase_add_test(syntax, parse_from_memory_names_source);
     tcase_add_test(syntax, darknet_flags_and_default_valued_keys);

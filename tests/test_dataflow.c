@@ -528,6 +528,19 @@ START_TEST(unsupported_nodes_are_named)
                   gr_last_error());
     gr_plan_free(plan);
     gr_net_free(net);
+    /* [local_avgpool] (f32 only, between a dequantize and a quantize) has no dataflow kernel */
+    static const char cfg[] = "[net]\nwidth=32\nheight=32\nchannels=3\n"
+                              "[convolutional]\nfilters=16\nsize=3\npad=1\nactivation=leaky\n"
+                              "[local_avgpool]\nsize=2\nstride=2\n"
+                              "[convolutional]\nfilters=16\nsize=3\npad=1\nactivation=leaky\n";
+    ck_assert_int_eq(gr_net_parse(cfg, strlen(cfg), "local_avgpool.cfg", &net), GR_OK);
+    ck_assert_int_eq(gr_net_synthesize_weights(net, 1), GR_OK);
+    plan = plan_for(net, GR_PREC_INT8, 1, 1);
+    ck_assert_int_eq(gr_df_plan_supported(plan), GR_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(gr_last_error(), "unsupported: local_avgpool (node") != NULL, "%s",
+                  gr_last_error());
+    gr_plan_free(plan);
+    gr_net_free(net);
 }
 END_TEST
 

@@ -94,7 +94,7 @@ static void detect_before(const gr_engine *e, int image, const gr_detect_options
         act[i] = malloc(elems * sizeof(float));
         ck_assert_ptr_nonnull(act[i]);
         gr_shape s = l->out;
-        gr_op_get(l->p.op)->ref(&l->p, &l->w, &raw, &s, 1, act[i], l->out, 1);
+        gr_op_ref(&l->p, &l->w, &raw, &s, 1, act[i], l->out, 1);
         heads[n_heads++] = (gr_head_output){&l->p, act[i], l->out, 0};
     }
     ck_assert_int_eq(gr_detect_heads(heads, n_heads, e->net->w, e->net->h, opt, dets, n), GR_OK);

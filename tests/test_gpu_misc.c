@@ -1125,7 +1125,7 @@ static void ref_yolo(const kcase *k, unsigned char *out)
     const gr_kview *v = &k->in_v;
     gr_shape s = {v->c, v->h, v->w};
     const float *in = (const float *)k->in_host;
-    gr_op_yolo_ref(&p, NULL, &in, &s, 1, (float *)out, s, v->n);
+    gr_op_ref(&p, NULL, &in, &s, 1, (float *)out, s, v->n);
 }
 
 static cudaError_t launch_yolo(const kcase *k, void *out)
@@ -1214,7 +1214,7 @@ static void ref_softmax(const kcase *k, unsigned char *out)
     p.groups = k->groups;
     gr_shape shape = {iv->c, iv->h, iv->w};
     const float *in[1] = {x};
-    gr_op_softmax_ref(&p, NULL, in, &shape, 1, y, shape, iv->n);
+    gr_op_ref(&p, NULL, in, &shape, 1, y, shape, iv->n);
     for (int b = 0; b < iv->n; b++)
         memcpy(out + ((size_t)b * ov->c_stride + (size_t)ov->c_offset) * hw * sizeof(float),
                y + b * image, image * sizeof(float));

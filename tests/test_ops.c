@@ -30,14 +30,14 @@ static float *run_op(const gr_op_params *p, const gr_weights *w, const float *co
 {
     const gr_op_info *info = gr_op_get(p->op);
     ck_assert_ptr_nonnull(info);
-    gr_status st = info->infer(p, in_shapes, n_in, out_shape);
+    gr_status st = gr_op_infer(p, in_shapes, n_in, out_shape);
     ck_assert_msg(st == GR_OK, "infer failed: %s", gr_last_error());
     size_t n = gr_shape_elems(*out_shape) * (size_t)batch;
     float *buf = malloc((n + 2 * GUARD) * sizeof *buf);
     ck_assert_ptr_nonnull(buf);
     for (size_t i = 0; i < n + 2 * GUARD; i++)
         buf[i] = GUARD_VALUE;
-    info->ref(p, w, in, in_shapes, n_in, buf + GUARD, *out_shape, batch);
+    gr_op_ref(p, w, in, in_shapes, n_in, buf + GUARD, *out_shape, batch);
     for (size_t i = 0; i < GUARD; i++) {
         ASSERT_FLOAT_EXACT(buf[i], GUARD_VALUE);
         ASSERT_FLOAT_EXACT(buf[GUARD + n + i], GUARD_VALUE);
@@ -111,9 +111,10 @@ START_TEST(test_table_complete)
         const gr_op_info *info = gr_op_get((gr_op_kind)i);
         ck_assert_ptr_nonnull(info);
         ck_assert_ptr_nonnull(info->name);
-        ck_assert(info->infer != NULL);
-        ck_assert(info->cost != NULL);
-        ck_assert(info->ref != NULL);
+        /* cost and rows may be NULL: the defaults (ops/ops.h) */
+        ck_assert_ptr_nonnull(info->hooks);
+        ck_assert(info->hooks->infer != NULL);
+        ck_assert(info->hooks->ref != NULL);
         if (info->section[0]) {
             gr_op_kind back;
             ck_assert(gr_op_from_section(info->section, &back));
@@ -154,8 +155,9 @@ START_TEST(test_op_flags)
         {GR_OPF_HEAD, {GR_OP_REGION, GR_OP_YOLO}, 2},
         {GR_OPF_WEIGHTS, {GR_OP_CONV, GR_OP_CONNECTED}, 2},
         {GR_OPF_F32_ONLY,
-         {GR_OP_AVGPOOL, GR_OP_CONNECTED, GR_OP_SOFTMAX, GR_OP_REGION, GR_OP_YOLO},
-         5},
+         {GR_OP_AVGPOOL, GR_OP_CONNECTED, GR_OP_SOFTMAX, GR_OP_REGION, GR_OP_YOLO,
+          GR_OP_LOCAL_AVGPOOL},
+         6},
         {GR_OPF_CONVERSION, {GR_OP_QUANTIZE, GR_OP_DEQUANTIZE}, 2},
     };
     for (size_t e = 0; e < sizeof expect / sizeof expect[0]; e++)
@@ -173,6 +175,9 @@ START_TEST(test_op_flags)
     ck_assert(gr_op_has(GR_OP_SOFTMAX, GR_OPF_GPU_F32) &&
               !gr_op_has(GR_OP_SOFTMAX, GR_OPF_GPU_F16));
     ck_assert(gr_op_has(GR_OP_YOLO, GR_OPF_GPU_F32) && !gr_op_has(GR_OP_YOLO, GR_OPF_GPU_F16));
+    ck_assert(gr_op_has(GR_OP_LOCAL_AVGPOOL, GR_OPF_GPU_F32) &&
+              !gr_op_has(GR_OP_LOCAL_AVGPOOL, GR_OPF_GPU_F16) &&
+              !gr_op_has(GR_OP_LOCAL_AVGPOOL, GR_OPF_GPU_I8));
     ck_assert(gr_op_has(GR_OP_CONV, GR_OPF_GPU_F32 | GR_OPF_GPU_F16 | GR_OPF_GPU_I8));
     /* Every flag set at once is asked for all of them; kinds outside the table have none. */
     ck_assert(!gr_op_has(GR_OP_CONV, GR_OPF_WEIGHTS | GR_OPF_HEAD));
@@ -224,6 +229,11 @@ START_TEST(test_defaults_follow_darknet)
     gr_op_params_resolve(&p);
     ck_assert_int_eq(p.size, 3);
     ck_assert_int_eq(p.pad, 2);
+    gr_op_params_default(GR_OP_LOCAL_AVGPOOL, &p); /* parse_local_avgpool: maxpool's defaults */
+    p.stride = 2;
+    gr_op_params_resolve(&p);
+    ck_assert_int_eq(p.size, 2);
+    ck_assert_int_eq(p.pad, 1);
     gr_op_params_default(GR_OP_REGION, &p);
     ck_assert_int_eq(p.coords, 4);
     ck_assert_int_eq(p.classes, 20);
@@ -470,14 +480,14 @@ START_TEST(test_conv_dilation_needs_centered_padding)
     gr_op_params p = conv_params(2, 3, 1, 0, 1);
     p.dilation = 2;
     gr_shape in = {2, 9, 9}, out;
-    ck_assert_int_eq(gr_op_conv_infer(&p, &in, 1, &out), GR_ERR_UNSUPPORTED);
+    ck_assert_int_eq(gr_op_infer(&p, &in, 1, &out), GR_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(gr_last_error(), "dilation 2 needs padding (size-1)/2 = 1"));
     p.pad = 1;
-    ck_assert_int_eq(gr_op_conv_infer(&p, &in, 1, &out), GR_OK);
+    ck_assert_int_eq(gr_op_infer(&p, &in, 1, &out), GR_OK);
     assert_shape(out, 2, 9, 9);
     /* stride_y on its own axis: 9 rows / 3 -> 3, 9 columns / 1 -> 9 */
     p.stride_y = 3;
-    ck_assert_int_eq(gr_op_conv_infer(&p, &in, 1, &out), GR_OK);
+    ck_assert_int_eq(gr_op_infer(&p, &in, 1, &out), GR_OK);
     assert_shape(out, 2, 3, 9);
 }
 END_TEST
@@ -744,10 +754,10 @@ START_TEST(test_conv_cost_yolov2_tiny_first_layer)
     p.batch_normalize = 1;
     p.activation = GR_ACT_LEAKY;
     gr_shape in = {3, 416, 416}, out;
-    ck_assert_int_eq(gr_op_conv_infer(&p, &in, 1, &out), GR_OK);
+    ck_assert_int_eq(gr_op_infer(&p, &in, 1, &out), GR_OK);
     assert_shape(out, 16, 416, 416);
     gr_cost c;
-    gr_op_conv_cost(&p, &in, 1, out, &c);
+    gr_op_cost(&p, &in, 1, out, &c);
     ck_assert_uint_eq(c.n_weights, 432);
     ck_assert_uint_eq(c.n_params, 496);
     ck_assert_double_eq(c.flops, 163364864.0);
@@ -805,6 +815,45 @@ START_TEST(test_maxpool_size2_stride1_keeps_size)
 }
 END_TEST
 
+/* [local_avgpool]: the expected values were computed apart from the C code, in Python with exact
+ * fractions over the taps inside the input of each window (start i*stride + int(-padding/2)). */
+START_TEST(test_local_avgpool_means_taps_inside)
+{
+    /* 4x4 of 1..16, size 2 stride 1 padding 1: windows start at i (no left/top padding); the
+     * last row and column average 2 taps, the corner 1. */
+    float in[16];
+    for (int i = 0; i < 16; i++)
+        in[i] = (float)(i + 1);
+    gr_op_params p = maxpool_params(2, 1);
+    p.op = GR_OP_LOCAL_AVGPOOL;
+    gr_shape os;
+    float *out = run1(&p, NULL, in, (gr_shape){1, 4, 4}, 1, &os);
+    assert_shape(os, 1, 4, 4);
+    const float want[16] = {3.5f,  4.5f,  5.5f,  6,  7.5f,  8.5f,  9.5f,  10,
+                            11.5f, 12.5f, 13.5f, 14, 13.5f, 14.5f, 15.5f, 16};
+    assert_exact(out, want, 16);
+    free(out);
+    /* 5x5 of 0..24, size 3 stride 2 padding 2: windows start at 2i - 1, out 3x3; the corner
+     * window holds 4 taps (0, 1, 5, 6: mean 3), the centre 9 (mean 12). */
+    float in5[25];
+    for (int i = 0; i < 25; i++)
+        in5[i] = (float)i;
+    p.size = 3;
+    p.stride = 2;
+    p.pad = 2;
+    out = run1(&p, NULL, in5, (gr_shape){1, 5, 5}, 1, &os);
+    assert_shape(os, 1, 3, 3);
+    const float want5[9] = {3, 4.5f, 6, 10.5f, 12, 13.5f, 18, 19.5f, 21};
+    assert_exact(out, want5, 9);
+    free(out);
+    /* A window wholly in the padding would average no taps: refused like maxpool's. */
+    p.size = 2;
+    p.pad = 4;
+    ck_assert_int_eq(gr_op_infer(&p, &(gr_shape){1, 5, 5}, 1, &os), GR_ERR_PARSE);
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), "[local_avgpool] padding 4 too large"));
+}
+END_TEST
+
 START_TEST(test_maxpool_size2_stride2_odd_gives_ceil)
 {
     /* 3x3, size 2, stride 2, padding 1: out (3+1-2)/2+1 = 2 = ceil(3/2); windows start at 0 and
@@ -819,7 +868,7 @@ START_TEST(test_maxpool_size2_stride2_odd_gives_ceil)
     assert_exact(out, want, 8);
     free(out);
     gr_shape in5 = {1, 5, 5}, o5;
-    ck_assert_int_eq(gr_op_maxpool_infer(&p, &in5, 1, &o5), GR_OK);
+    ck_assert_int_eq(gr_op_infer(&p, &in5, 1, &o5), GR_OK);
     assert_shape(o5, 1, 3, 3); /* ceil(5/2) */
 }
 END_TEST
@@ -899,7 +948,7 @@ START_TEST(test_sam_by_hand)
     free(out);
     /* make_sam_layer asserts equal shapes: a one-line parse error naming both */
     const gr_shape bad[2] = {{1, 2, 2}, {2, 2, 2}};
-    ck_assert_int_eq(gr_op_get(GR_OP_SAM)->infer(&p, bad, 2, &os), GR_ERR_PARSE);
+    ck_assert_int_eq(gr_op_infer(&p, bad, 2, &os), GR_ERR_PARSE);
     ck_assert_msg(strstr(gr_last_error(), "[sam] input 1x2x2 and from-layer 2x2x2 differ"), "%s",
                   gr_last_error());
 }
@@ -941,16 +990,16 @@ START_TEST(test_scale_channels_by_hand)
      * scales with scale_wh=1, a channel count that differs */
     p.activation = GR_ACT_LINEAR;
     p.scale_wh = 0;
-    ck_assert_int_eq(gr_op_get(GR_OP_SCALE_CHANNELS)->infer(&p, shapes_p, 2, &os), GR_ERR_PARSE);
+    ck_assert_int_eq(gr_op_infer(&p, shapes_p, 2, &os), GR_ERR_PARSE);
     ck_assert_msg(strstr(gr_last_error(), "input 1x2x2 must be 2x1x1"), "%s", gr_last_error());
     p.scale_wh = 1;
-    ck_assert_int_eq(gr_op_get(GR_OP_SCALE_CHANNELS)->infer(&p, shapes_c, 2, &os), GR_ERR_PARSE);
+    ck_assert_int_eq(gr_op_infer(&p, shapes_c, 2, &os), GR_ERR_PARSE);
     ck_assert_msg(strstr(gr_last_error(), "input 2x1x1 must be 1x2x2"), "%s", gr_last_error());
     p.scale_wh = 0;
     const gr_shape three[2] = {{2, 2, 2}, {3, 1, 1}};
-    ck_assert_int_eq(gr_op_get(GR_OP_SCALE_CHANNELS)->infer(&p, three, 2, &os), GR_ERR_PARSE);
+    ck_assert_int_eq(gr_op_infer(&p, three, 2, &os), GR_ERR_PARSE);
     p.scale_wh = 2;
-    ck_assert_int_ne(gr_op_get(GR_OP_SCALE_CHANNELS)->infer(&p, shapes_c, 2, &os), GR_OK);
+    ck_assert_int_ne(gr_op_infer(&p, shapes_c, 2, &os), GR_OK);
 }
 END_TEST
 
@@ -1095,7 +1144,7 @@ START_TEST(test_connected)
     assert_exact(out, want, 2);
     gr_cost c;
     gr_shape in_shape = {3, 1, 1};
-    gr_op_connected_cost(&p, &in_shape, 1, os, &c);
+    gr_op_cost(&p, &in_shape, 1, os, &c);
     ck_assert_uint_eq(c.n_weights, 6);
     ck_assert_uint_eq(c.n_params, 8); /* + 2 biases */
     free(out);
@@ -1227,7 +1276,7 @@ static void expect_reject(const gr_op_params *p, const gr_shape *in, int n_in, g
 {
     gr_shape out = {-7, -7, -7};
     gr_clear_error();
-    gr_status st = gr_op_get(p->op)->infer(p, in, n_in, &out);
+    gr_status st = gr_op_infer(p, in, n_in, &out);
     ck_assert_msg(st == want, "status %d, want %d (%s)", (int)st, (int)want, gr_last_error());
     ck_assert_msg(strstr(gr_last_error(), fragment) != NULL, "message '%s' lacks '%s'",
                   gr_last_error(), fragment);
@@ -1345,7 +1394,7 @@ START_TEST(test_infer_rejects_heads_and_quant)
     y.mask[1] = 4;
     y.mask[2] = 5;
     gr_shape yin = {255, 13, 13}, yout;
-    ck_assert_int_eq(gr_op_yolo_infer(&y, &yin, 1, &yout), GR_OK);
+    ck_assert_int_eq(gr_op_infer(&y, &yin, 1, &yout), GR_OK);
     assert_shape(yout, 255, 13, 13);
     yin.c = 250;
     expect_reject(&y, &yin, 1, GR_ERR_PARSE, "[yolo] input has 250 channels");
@@ -1372,13 +1421,13 @@ START_TEST(test_infer_yolov2_tiny_shapes)
     const int filters[6] = {16, 32, 64, 128, 256, 512};
     for (int i = 0; i < 6; i++) {
         gr_op_params c = conv_params(filters[i], 3, 1, 1, 1);
-        ck_assert_int_eq(gr_op_conv_infer(&c, &s, 1, &s), GR_OK);
+        ck_assert_int_eq(gr_op_infer(&c, &s, 1, &s), GR_OK);
         gr_op_params m = maxpool_params(2, i < 5 ? 2 : 1);
-        ck_assert_int_eq(gr_op_maxpool_infer(&m, &s, 1, &s), GR_OK);
+        ck_assert_int_eq(gr_op_infer(&m, &s, 1, &s), GR_OK);
     }
     assert_shape(s, 512, 13, 13);
     gr_op_params last = conv_params(125, 1, 1, 0, 1);
-    ck_assert_int_eq(gr_op_conv_infer(&last, &s, 1, &s), GR_OK);
+    ck_assert_int_eq(gr_op_infer(&last, &s, 1, &s), GR_OK);
     assert_shape(s, 125, 13, 13);
 }
 END_TEST
@@ -1411,6 +1460,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, test_conv_batch_is_independent);
     tcase_add_test(tc, test_maxpool_size2_stride1_keeps_size);
     tcase_add_test(tc, test_maxpool_size2_stride2_odd_gives_ceil);
+    tcase_add_test(tc, test_local_avgpool_means_taps_inside);
     tcase_add_test(tc, test_avgpool_global_mean);
     tcase_add_test(tc, test_route_order);
     tcase_add_test(tc, test_route_groups);

@@ -33,9 +33,8 @@ static void fill(float *x, size_t n, uint64_t seed)
  * must be inside rows(y, y + 1) of that input. */
 static void check_rows_sound(const gr_op_params *p, const gr_shape *in, int n_in)
 {
-    const gr_op_info *op = gr_op_get(p->op);
     gr_shape out;
-    ck_assert_int_eq(op->infer(p, in, n_in, &out), GR_OK);
+    ck_assert_int_eq(gr_op_infer(p, in, n_in, &out), GR_OK);
     const size_t n_out = gr_shape_elems(out);
     float *x[GR_MAX_INPUTS], *y0 = malloc(n_out * sizeof *y0), *y1 = malloc(n_out * sizeof *y1);
     gr_weights w = {0};
@@ -53,23 +52,23 @@ static void check_rows_sound(const gr_op_params *p, const gr_shape *in, int n_in
         x[k] = malloc(gr_shape_elems(in[k]) * sizeof *x[k]);
         fill(x[k], gr_shape_elems(in[k]), 11 + (uint64_t)k);
     }
-    op->ref(p, &w, (const float *const *)x, in, n_in, y0, out, 1);
+    gr_op_ref(p, &w, (const float *const *)x, in, n_in, y0, out, 1);
     for (int k = 0; k < n_in; k++)
         for (int row = 0; row < in[k].h; row++) {
             const size_t plane = (size_t)in[k].h * in[k].w;
             for (int c = 0; c < in[k].c; c++)
                 for (int col = 0; col < in[k].w; col++)
                     x[k][c * plane + (size_t)row * in[k].w + col] += 0.5f;
-            op->ref(p, &w, (const float *const *)x, in, n_in, y1, out, 1);
+            gr_op_ref(p, &w, (const float *const *)x, in, n_in, y1, out, 1);
             for (size_t i = 0; i < n_out; i++) {
                 if (y0[i] == y1[i])
                     continue;
                 const int yrow = (int)((i / (size_t)out.w) % (size_t)out.h);
                 int lo, hi;
-                op->rows(p, in, n_in, out, k, yrow, yrow + 1, &lo, &hi);
+                gr_op_rows(p, in, n_in, out, k, yrow, yrow + 1, &lo, &hi);
                 ck_assert_msg(row >= lo && row < hi,
                               "%s: output row %d changes with input %d row %d, rows() says "
-                              "[%d, %d)", op->name, yrow, k, row, lo, hi);
+                              "[%d, %d)", gr_op_get(p->op)->name, yrow, k, row, lo, hi);
             }
             for (int c = 0; c < in[k].c; c++)
                 for (int col = 0; col < in[k].w; col++)
@@ -101,11 +100,12 @@ START_TEST(op_rows_cover_what_the_reference_reads)
     p.dilation = 1, p.stride_y = 2;
     check_rows_sound(&p, &s9, 1);
     static const int pool[][3] = {{2, 2, 1}, {2, 1, 1}, {3, 2, 2}, {3, 1, 2}, {5, 1, 4}};
-    for (size_t i = 0; i < sizeof pool / sizeof pool[0]; i++) {
-        gr_op_params_default(GR_OP_MAXPOOL, &p);
-        p.size = pool[i][0], p.stride = pool[i][1], p.pad = pool[i][2];
-        check_rows_sound(&p, &s9, 1);
-    }
+    for (size_t i = 0; i < sizeof pool / sizeof pool[0]; i++)
+        for (int avg = 0; avg < 2; avg++) { /* [local_avgpool] reads maxpool's windows */
+            gr_op_params_default(avg ? GR_OP_LOCAL_AVGPOOL : GR_OP_MAXPOOL, &p);
+            p.size = pool[i][0], p.stride = pool[i][1], p.pad = pool[i][2];
+            check_rows_sound(&p, &s9, 1);
+        }
     gr_op_params_default(GR_OP_UPSAMPLE, &p);
     p.stride = 2;
     check_rows_sound(&p, &s4, 1);

@@ -383,11 +383,11 @@ START_TEST(synthetic_activations_look_trained)
     for (int i = 0; i < net->n_layers; i++) {
         const gr_layer *l = &net->layers[i];
         gr_shape in_shape = l->inputs[0] < 0 ? input_shape : shapes[l->inputs[0]];
-        ck_assert_int_eq(gr_op_get(l->p.op)->infer(&l->p, &in_shape, 1, &shapes[i]), GR_OK);
+        ck_assert_int_eq(gr_op_infer(&l->p, &in_shape, 1, &shapes[i]), GR_OK);
         outputs[i] = malloc(gr_shape_elems(shapes[i]) * sizeof(float));
         ck_assert_ptr_nonnull(outputs[i]);
         const float *in = l->inputs[0] < 0 ? input : outputs[l->inputs[0]];
-        gr_op_get(l->p.op)->ref(&l->p, &l->w, &in, &in_shape, 1, outputs[i], shapes[i], 1);
+        gr_op_ref(&l->p, &l->w, &in, &in_shape, 1, outputs[i], shapes[i], 1);
         if (!l->p.batch_normalize)
             continue;
         size_t n = gr_shape_elems(shapes[i]);

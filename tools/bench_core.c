@@ -45,20 +45,14 @@ typedef struct bench_options {
     int n_batches;
     int iters, warmup;
     int eager; /* 1: use_cuda_graph = 0 */
-    int inflight; /* the engines' slots for the sustained throughput */
     const char *json_path;
-    float max_nrmse; /* --prec auto budget */
-    const char *timing_cache; /* --timing-cache FILE */
-    const char *calib_cache;  /* --calib-cache FILE */
-    int tactic_search;        /* -1 default, 1 --tactic-search, 0 --no-tactic-search */
-    gr_f32_algo f32_algo;     /* --f32-algo */
-    gr_toggle f32_split_k, pdl; /* --split-k, --pdl */
-    gr_executor executor;     /* --executor */
     int micro_batch;          /* --micro-batch: 0 auto, -1 whole (no split), N images per pass */
     int layers;               /* --layers: print each engine's per-node times */
     int roofline;             /* --roofline: each engine's roofline table (gr_engine_roofline) */
     gr_cli_options devices;   /* --device: only its device list is read (n_devices,
                                  devices, all_devices) */
+    gr_engine_options engine; /* graphrun/options.def's flags (--inflight: the engines' slots
+                                 for the sustained throughput, --timing-cache, --split-k, ...) */
 } bench_options;
 
 enum { MAX_NODE_TIMES = 128 };
@@ -158,19 +152,9 @@ static void print_help(FILE *f)
            "  --batch LIST   batch sizes, comma-separated (default 1)\n"
            "  --iters N      timed runs per configuration (default 1000)\n"
            "  --warmup N     untimed runs first (default 100)\n"
-           "  --inflight N   runs in flight for the sustained throughput, 1..%d (default 1)\n"
            "  --image FILE   input photo, letterboxed and replicated (default: the bundled dog.jpg)\n"
            "  --eager        build engines without a CUDA graph (use_cuda_graph = 0)\n"
            "  --json FILE    also write the results as JSON\n"
-           "  --timing-cache FILE  reuse / store the measured conv tactics (docs/tactics.md)\n"
-           "  --calib-cache FILE   reuse / store int8 calibration ranges (docs/calibration.md)\n"
-           "  --tactic-search      time each conv's candidate tactics at build (the default)\n"
-           "  --no-tactic-search   the kernels' automatic conv tactics (faster build)\n"
-           "  --f32-algo A   fp32 convs: auto (default), sgemm, tf32x3, implicit, direct3x3\n"
-           "  --split-k T    fp32 3xTF32 GEMMs split K: auto (default), on, off\n"
-           "  --pdl T        programmatic dependent launch between convs: auto (default), on, off\n"
-           "  --executor X   graph (default), dataflow (experimental: one persistent kernel) or auto\n"
-           "                 (docs/dataflow.md)\n"
            "  --device D     gpu (default: gpu 0), gpu:N, gpu:all or gpu:N,M,...: with several,\n"
            "                 one engine per GPU; sustained img/s per GPU alone and together\n"
            "  --layers       also print each engine's per-node times (eager, at build; in the JSON\n"
@@ -182,15 +166,15 @@ static void print_help(FILE *f)
            "                 CUDA graph (not with --eager)\n"
            "  --micro-batch M  images per pass of the graph: auto (default: measured at build for\n"
            "                 batches of 64 and more), whole (never split) or N (a divisor of each\n"
-           "                 batch; larger than a batch: that batch whole)\n"
-           "\n"
+           "                 batch; larger than a batch: that batch whole)\n", prog);
+    gr_cli_engine_usage(f, GR_CMD_BENCH);
+    fprintf(f, "\n"
            "Times are host-clock microseconds of synchronous gr_engine_run() calls (input already in the pinned buffer)\n"
            "(input copy, compute, output copy).\n"
            "Sustained img/s: --iters runs round robin over --inflight slots (gr_engine_submit /\n"
            "gr_engine_wait), images over the wall time of the loop.\n"
            "Exit: 0 ok, 1 a configuration failed, 2 usage, 3 unreadable input or output file, 4 no GPU\n"
-           "(docs/errors.md).\n",
-           prog, GR_MAX_INFLIGHT);
+           "(docs/errors.md).\n");
 }
 
 /* "1,64" -> batches; returns 0 on a malformed list. */
@@ -232,21 +216,18 @@ static int parse_precisions(const char *arg, bench_options *o)
     return o->n_precisions > 0;
 }
 
+/* The engine options' flags (--inflight, --split-k, ...): graphrun/options.def's rows. */
 enum {
-    B_EAGER = 1, B_NO_TACTIC_SEARCH, B_TACTIC_SEARCH, B_MODEL, B_IMAGE, B_JSON, B_TIMING_CACHE,
-    B_PREC, B_BATCH, B_ITERS, B_WARMUP, B_MAX_NRMSE, B_INFLIGHT, B_F32_ALGO, B_SPLIT_K, B_PDL,
-    B_MICRO_BATCH, B_LAYERS, B_DEVICE, B_EXECUTOR, B_CALIB_CACHE, B_ROOFLINE
+    B_EAGER = 1, B_MODEL, B_IMAGE, B_JSON, B_PREC, B_BATCH, B_ITERS, B_WARMUP, B_MICRO_BATCH,
+    B_LAYERS, B_DEVICE, B_ROOFLINE
 };
 
 static const gr_cli_flag bench_flags[] = {
-    {"--eager", B_EAGER, 0}, {"--no-tactic-search", B_NO_TACTIC_SEARCH, 0},
-    {"--tactic-search", B_TACTIC_SEARCH, 0}, {"--model", B_MODEL, 1}, {"--image", B_IMAGE, 1},
-    {"--json", B_JSON, 1}, {"--timing-cache", B_TIMING_CACHE, 1}, {"--prec", B_PREC, 1},
-    {"--batch", B_BATCH, 1}, {"--iters", B_ITERS, 1}, {"--warmup", B_WARMUP, 1},
-    {"--max-nrmse", B_MAX_NRMSE, 1}, {"--inflight", B_INFLIGHT, 1}, {"--f32-algo", B_F32_ALGO, 1},
-    {"--split-k", B_SPLIT_K, 1}, {"--pdl", B_PDL, 1}, {"--micro-batch", B_MICRO_BATCH, 1},
-    {"--layers", B_LAYERS, 0}, {"--device", B_DEVICE, 1}, {"--executor", B_EXECUTOR, 1},
-    {"--calib-cache", B_CALIB_CACHE, 1}, {"--roofline", B_ROOFLINE, 0}, {NULL, 0, 0}};
+    {"--eager", B_EAGER, 0}, {"--model", B_MODEL, 1}, {"--image", B_IMAGE, 1},
+    {"--json", B_JSON, 1}, {"--prec", B_PREC, 1}, {"--batch", B_BATCH, 1},
+    {"--iters", B_ITERS, 1}, {"--warmup", B_WARMUP, 1}, {"--micro-batch", B_MICRO_BATCH, 1},
+    {"--layers", B_LAYERS, 0}, {"--device", B_DEVICE, 1}, {"--roofline", B_ROOFLINE, 0},
+    {NULL, 0, 0}};
 
 /* 1 when the flag's value is valid (flags without a value always are). */
 static int apply_flag(bench_options *o, int id, const char *v)
@@ -255,23 +236,13 @@ static int apply_flag(bench_options *o, int id, const char *v)
     case B_EAGER: o->eager = 1; return 1;
     case B_LAYERS: o->layers = 1; return 1;
     case B_ROOFLINE: o->roofline = 1; return 1;
-    case B_NO_TACTIC_SEARCH: o->tactic_search = 0; return 1;
-    case B_TACTIC_SEARCH: o->tactic_search = 1; return 1;
     case B_MODEL: o->model = v; return 1;
     case B_IMAGE: o->image = v; return 1;
     case B_JSON: o->json_path = v; return 1;
-    case B_TIMING_CACHE: o->timing_cache = v; return 1;
-    case B_CALIB_CACHE: o->calib_cache = v; return 1;
     case B_PREC: return parse_precisions(v, o);
     case B_BATCH: return parse_batches(v, o);
     case B_ITERS: return gr_cli_parse_int(v, 1, 10000000, &o->iters);
     case B_WARMUP: return gr_cli_parse_int(v, 0, 10000000, &o->warmup);
-    case B_MAX_NRMSE: return gr_cli_parse_float(v, 0.0f, 1.0f, &o->max_nrmse);
-    case B_INFLIGHT: return gr_cli_parse_int(v, 1, GR_MAX_INFLIGHT, &o->inflight);
-    case B_F32_ALGO: return gr_f32_algo_parse(v, &o->f32_algo) == GR_OK;
-    case B_SPLIT_K: return gr_toggle_parse(v, &o->f32_split_k) == GR_OK;
-    case B_PDL: return gr_toggle_parse(v, &o->pdl) == GR_OK;
-    case B_EXECUTOR: return gr_executor_parse(v, &o->executor) == GR_OK;
     case B_MICRO_BATCH:
         if (strcmp(v, "auto") == 0 || strcmp(v, "whole") == 0) {
             o->micro_batch = v[0] == 'a' ? 0 : -1;
@@ -307,15 +278,14 @@ static int parse_args(int argc, char **argv, bench_options *o)
 {
     memset(o, 0, sizeof *o);
     o->model = "yolo";
-    o->tactic_search = -1;
+    gr_engine_options_default(&o->engine);
     parse_precisions("all", o);
     o->batches[0] = 1;
     o->n_batches = 1;
     o->iters = 1000;
     o->warmup = 100;
-    o->inflight = 1;
-    o->max_nrmse = GR_MAX_NRMSE_DEFAULT;
-    gr_cli_parser parser = {.command = prog, .own = bench_flags, .apply = bench_apply, .ctx = o};
+    gr_cli_parser parser = {.command = prog, .own = bench_flags, .apply = bench_apply, .ctx = o,
+                            .engine = &o->engine, .commands = GR_CMD_BENCH};
     int rc = gr_cli_run_parser(&parser, argc, argv, print_help);
     if (rc < 0 && o->roofline && o->eager) {
         fprintf(stderr, "%s: --roofline times the kernels inside the CUDA graph's replay; --eager "
@@ -388,21 +358,8 @@ static gr_status build_engine(const gr_model *model, const bench_options *o, ben
                               gr_pool **pool)
 {
     gr_engine_options eo;
-    gr_engine_options_default(&eo);
-    eo.device = GR_DEVICE_GPU;
-    eo.precision = r->precision;
-    eo.max_nrmse = o->max_nrmse;
-    eo.batch = r->batch;
+    gr_cli_engine_options(&o->engine, GR_DEVICE_GPU, r->precision, r->batch, &eo);
     eo.use_cuda_graph = !o->eager;
-    eo.inflight = o->inflight;
-    if (o->tactic_search >= 0)
-        eo.tactic_search = o->tactic_search;
-    eo.timing_cache = o->timing_cache;
-    eo.calib_cache = o->calib_cache;
-    eo.f32_algo = o->f32_algo;
-    eo.f32_split_k = o->f32_split_k;
-    eo.pdl = o->pdl;
-    eo.executor = o->executor;
     /* N larger than a batch of the list runs that batch whole; one that does not divide it is
      * the build's error, reported in that row. */
     eo.micro_batch = o->micro_batch < 0 || o->micro_batch > r->batch ? r->batch : o->micro_batch;
@@ -676,7 +633,7 @@ static void print_table(const bench_result *results, int n, const bench_options 
     printf("host clock around synchronous gr_engine_run (H2D copy + compute + D2H copy), %d runs after %d "
            "warm-up;\nsustained: img/s of %d runs round robin over %d in flight; conv/copy/compute/"
            "e2e: medians of the engine's own split (gr_engine_timing)%s\n",
-           o->iters, o->warmup, o->iters, o->inflight, o->eager ? "; eager (no CUDA graph)" : "");
+           o->iters, o->warmup, o->iters, o->engine.inflight, o->eager ? "; eager (no CUDA graph)" : "");
     for (int i = 0; i < n; i++) {
         const gr_engine_memory_info *m = &results[i].memory;
         if (results[i].status == GR_OK)
@@ -747,7 +704,7 @@ static int write_json(const char *path, const bench_options *o, const char *mode
     gr_cli_json_string(f, o->image);
     fprintf(f, ", \"iters\": %d, \"warmup\": %d, \"inflight\": %d, \"cuda_graph\": %s, \"clock\": "
                "\"host monotonic, synchronous gr_engine_run\",\n \"results\": [",
-            o->iters, o->warmup, o->inflight, o->eager ? "false" : "true");
+            o->iters, o->warmup, o->engine.inflight, o->eager ? "false" : "true");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &results[i];
         fprintf(f, "%s\n  {\"precision\": \"%s\", \"batch\": %d, ", i ? "," : "",
@@ -899,7 +856,7 @@ static int run_all(const gr_model *model, const char *model_name, const bench_op
             }
             printf("%s batch %d on %s: p50 %.1f us, %.0f images/s; %.0f images/s sustained with %d "
                    "in flight%s\n", gr_precision_name(r->precision), r->batch, r->device_name,
-                   r->p50, r->images_per_s, r->sustained_images_per_s, o->inflight,
+                   r->p50, r->images_per_s, r->sustained_images_per_s, o->engine.inflight,
                    r->n_devices > 1 ? " per device, all devices together" : "");
             print_devices(r);
             fflush(stdout);

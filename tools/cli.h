@@ -53,7 +53,6 @@ typedef struct gr_cli_options {
     int n_inputs;
     const char *output;   /* image with boxes; NULL = default, "" = none */
     const char *save_output; /* .npy of the raw head outputs */
-    const char *calib_cache; /* int8 calibration cache file */
     int json;             /* --json: --format json */
     int format;           /* --format (gr_result_format, tools/results.h); 0 = the mode's own */
     int save_conf;        /* --save-conf: yolo-txt's 6th column */
@@ -66,33 +65,25 @@ typedef struct gr_cli_options {
     float thresh, nms;
     int runs;             /* timed runs (median reported), default 1 */
     int runs_given;       /* --runs was on the command line (refused in folder mode) */
-    int tf32, fp16_accumulate; /* --tf32, --fp16-accumulate */
     int help, version, list_models;
-    gr_calib_method calib_method; /* --calib (default max) */
-    float calib_percentile;       /* --calib-percentile (default 99.99) */
     const char *calib_images;     /* --calib-images DIR */
-    gr_device calib_device;       /* --calib-device (default auto: the engine's device) */
-    float max_nrmse;              /* --max-nrmse X: the --prec auto budget (default 0.003) */
     int find_overflow;            /* --find-overflow */
     const char *input_list; /* --input-list FILE: one image path per line (streamed) */
     int threads;          /* decoding threads when streaming; 0 = one per core */
     int eager;            /* --eager: run the plan without the CUDA graph (use_cuda_graph = 0) */
     int inflight;         /* engine slots (runs in flight); set by the streaming path, 0 = 1 */
     int fast_decode;      /* --fast-decode: streaming only, JPEGs >= 2x the input DCT-scaled */
-    const char *timing_cache; /* --timing-cache FILE: measured conv tactics, reused when valid */
-    int tactic_search;    /* -1 the library's default, 1 --tactic-search, 0 --no-tactic-search */
     int strict_weights;   /* --strict-weights: NaN/Inf among the weights fail the load */
-    gr_f32_algo f32_algo; /* --f32-algo (default auto) */
-    gr_toggle f32_split_k, pdl; /* --split-k, --pdl (default auto) */
-    gr_executor executor; /* --executor graph|dataflow|auto (default graph) */
     const char *engine_file; /* --engine FILE: a saved engine instead of building one */
     unsigned long long given; /* bit id: flag id given on the command line (tools/cli_args.c) */
-    int micro_batch;      /* --micro-batch N|auto: images per pass of the GPU graph, 0 = auto */
     int input_type;       /* --input-type: GR_CLI_INPUT_AUTO (default), _IMAGE, _VIDEO */
     int decode;           /* --decode: GR_CLI_DECODE_AUTO (default), _CPU, _GPU (folder mode) */
-    int gpu_decoder;      /* --gpu-decoder: a gr_jpeg_decoder (auto, hardware, hybrid) */
     float io_timeout;     /* --io-timeout S: a network stream's wait for data (0: for ever) */
     gr_preprocess preprocess; /* --letterbox / --stretch (default auto: the model's) */
+    /* The engine options of graphrun/options.def's flags (--tf32, --calib, --split-k, ...), the
+     * library's defaults where not given; engine_given: bit r, row r's flag was given. */
+    gr_engine_options engine;
+    unsigned long long engine_given;
 } gr_cli_options;
 
 #define GR_CLI_IO_TIMEOUT_DEFAULT 10.0f
@@ -122,6 +113,17 @@ typedef struct gr_cli_flag {
 typedef int (*gr_cli_apply_fn)(void *ctx, int id, const char *name, const char *value, char *err,
                                size_t errlen);
 
+/* The subcommands, as graphrun/options.def's rows name them: which command lines offer a row's
+ * flag. DETECT is also build's and compare's (they parse detect's flags). */
+#define GR_CMD_DETECT 0x01u
+#define GR_CMD_COMPARE 0x02u
+#define GR_CMD_PLAN 0x04u
+#define GR_CMD_EVAL 0x08u
+#define GR_CMD_BENCH 0x10u
+#define GR_CMD_BUILD 0x20u
+#define GR_CMD_ENGINES (GR_CMD_DETECT | GR_CMD_PLAN | GR_CMD_EVAL | GR_CMD_BENCH)
+#define GR_CMD_FIXED 0x100u /* a saved engine (--engine FILE) fixes it: refused with one */
+
 typedef struct gr_cli_parser {
     const char *command;       /* "graphrun", "graphrun plan": messages and the --help hint */
     const gr_cli_flag *own;    /* the command's flags (name NULL ends the table), or NULL */
@@ -130,6 +132,13 @@ typedef struct gr_cli_parser {
     void *ctx;
     int help, version;         /* out: --help / -h, --version seen */
     const gr_cli_flag *several; /* the last flag, when it takes several values (parser state) */
+    /* The engine option flags of graphrun/options.def (after own and shared: a command's own flag
+     * of the same name wins): those whose row names one of `commands`' bits, written into
+     * *engine (NULL: none offered); bit r of *engine_given (may be NULL) set for row r. On/off
+     * flags read --flag, --no-flag, --flag on|off (|auto for a gr_toggle), --flag=VALUE. */
+    gr_engine_options *engine;
+    unsigned commands;
+    unsigned long long *engine_given;
 } gr_cli_parser;
 
 /* argv[1..]: --help, -h and --version in every command; "unknown option '--x' (see COMMAND
@@ -140,6 +149,16 @@ int gr_cli_parse_flags(gr_cli_parser *p, int argc, char **argv, char *err, size_
  * usage(stdout) for --help, "graphrun VERSION" for --version (exit 0). Returns -1 to go on, else
  * the exit status. */
 int gr_cli_run_parser(gr_cli_parser *p, int argc, char **argv, void (*usage)(FILE *));
+/* The help lines of the engine option flags `commands` offer (graphrun/options.def), wrapped as
+ * the rest of the help. */
+void gr_cli_engine_usage(FILE *f, unsigned commands);
+/* The flag of the first row with all of `bits` whose bit is set in `given`, else NULL. */
+const char *gr_cli_engine_given_flag(unsigned long long given, unsigned bits);
+/* The one fill of engine options for a build: the command line's (`flags`: a parser's *engine,
+ * the library's defaults where no flag was given) with the device, precision and batch of this
+ * build. Whatever else a command sets (calibration images, inflight) it sets on *eo after. */
+void gr_cli_engine_options(const gr_engine_options *flags, gr_device device, gr_precision precision,
+                           int batch, gr_engine_options *eo);
 /* printf into err, control characters shown as '?'; returns GR_EXIT_USAGE. */
 int gr_cli_usage_error(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -3,7 +3,10 @@
  * detect command's table. The parser (gr_cli_parse_flags, gr_cli_parse) is pure: no I/O, no
  * allocation, no exit, so the fuzzer can hammer it; gr_cli_run_parser prints its outcome. */
 #include <errno.h>
+#include <float.h>
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +150,216 @@ const char *gr_cli_device_text(const gr_cli_options *o, char *buf, size_t size)
     return buf;
 }
 
+/* ---- the engine option flags: graphrun/options.def's rows ------------------------------- */
+
+enum { K_SIZE, K_BOOL, K_INT, K_U64, K_FLOAT, K_ENUM, K_TOGGLE, K_STR, K_PTR };
+
+typedef struct engine_row {
+    const char *flag;    /* "--tf32", or NULL: no flag */
+    const char *field;
+    int kind;            /* K_* */
+    size_t offset, size; /* in gr_engine_options */
+    double lo, hi;       /* lo > hi: any value here, the library checks it */
+    unsigned commands;   /* GR_CMD_* */
+    const char *choices; /* "auto|on|off" (ENUM, TOGGLE), the word for 0 (INT), or NULL */
+    const char *help;    /* value flags: the placeholder, a space, the text */
+} engine_row;
+
+#define ENGINE_ROW(field, type, kind, def, lo, hi, flag, cmds, choices, help)                    \
+    {flag, #field, K_##kind, offsetof(gr_engine_options, field),                                  \
+     sizeof(((gr_engine_options *)0)->field), (double)(lo), (double)(hi), cmds, choices, help},
+static const engine_row engine_rows[] = {
+#define GR_ENGINE_OPT ENGINE_ROW
+#include "graphrun/options.def"
+};
+#undef ENGINE_ROW
+#define N_ENGINE_ROWS ((int)(sizeof engine_rows / sizeof engine_rows[0]))
+_Static_assert(sizeof engine_rows / sizeof engine_rows[0] <= 64, "engine_given has 64 bits");
+
+/* The row whose flag (or its --no- form, *negated = 1, on/off rows only) is name[0..len). */
+static int engine_row_of(const gr_cli_parser *p, const char *name, size_t len, int *negated)
+{
+    if (!p->engine)
+        return -1;
+    for (int r = 0; r < N_ENGINE_ROWS; r++) {
+        const engine_row *e = &engine_rows[r];
+        if (!e->flag || !(e->commands & p->commands))
+            continue;
+        size_t n = strlen(e->flag);
+        if (len == n && strncmp(name, e->flag, len) == 0) {
+            *negated = 0;
+            return r;
+        }
+        if ((e->kind == K_BOOL || e->kind == K_TOGGLE) && len == n + 3 &&
+            strncmp(name, "--no-", 5) == 0 && strncmp(name + 5, e->flag + 2, n - 2) == 0) {
+            *negated = 1;
+            return r;
+        }
+    }
+    return -1;
+}
+
+/* The index of v among the '|'-separated names, or -1. */
+static int choice_index(const char *choices, const char *v)
+{
+    size_t len = strlen(v);
+    int k = 0;
+    for (const char *c = choices; c && *c; k++) {
+        size_t n = strcspn(c, "|");
+        if (n == len && strncmp(c, v, n) == 0)
+            return k;
+        c += n + (c[n] == '|');
+    }
+    return -1;
+}
+
+/* "auto, on or off" from "auto|on|off". */
+static void choices_text(const char *choices, char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (const char *c = choices; *c && used < size;) {
+        size_t n = strcspn(c, "|");
+        const char *sep = !used ? "" : c[n] ? ", " : " or ";
+        used += (size_t)snprintf(out + used, size - used, "%s%.*s", sep, (int)n, c);
+        c += n + (c[n] == '|');
+    }
+}
+
+static int apply_engine_row(const engine_row *e, const char *v, gr_engine_options *eo, char *err,
+                            size_t errlen)
+{
+    char *field = (char *)eo + e->offset;
+    char want[160] = "";
+    int i = 0;
+    float x = 0.0f;
+    switch (e->kind) {
+    case K_BOOL:
+        i = choice_index("off|on", v);
+        if (i < 0)
+            snprintf(want, sizeof want, "on or off");
+        break;
+    case K_ENUM:
+    case K_TOGGLE:
+        i = choice_index(e->choices, v);
+        if (i < 0)
+            choices_text(e->choices, want, sizeof want);
+        break;
+    case K_INT:
+        if (e->choices && strcmp(v, e->choices) == 0)
+            i = 0;
+        else if (!gr_cli_parse_int(v, (long)e->lo, (long)e->hi, &i))
+            snprintf(want, sizeof want, "%s%san integer in %.0f..%.0f",
+                     e->choices ? e->choices : "", e->choices ? " or " : "", e->lo, e->hi);
+        break;
+    case K_FLOAT:
+        if (!gr_cli_parse_float(v, e->lo <= e->hi ? (float)e->lo : -FLT_MAX,
+                                e->lo <= e->hi ? (float)e->hi : FLT_MAX, &x))
+            snprintf(want, sizeof want, e->lo <= e->hi ? "a number in [%g, %g]" : "a number",
+                     e->lo, e->hi);
+        break;
+    case K_STR: memcpy(field, &v, sizeof v); return GR_EXIT_OK;
+    default: return gr_cli_usage_error(err, errlen, "%s: no value of this kind", e->flag);
+    }
+    if (want[0])
+        return gr_cli_usage_error(err, errlen, "%s '%s' is not %s", e->flag, v, want);
+    if (e->kind == K_FLOAT)
+        memcpy(field, &x, sizeof x);
+    else
+        memcpy(field, &i, sizeof i); /* int, and the enums: int-sized (tests/test_option_table.c) */
+    return GR_EXIT_OK;
+}
+
+/* Row r's flag at argv[*i] (its value after '=' in eq, or NULL): the value taken as the row's
+ * kind says. */
+static int parse_engine_flag(gr_cli_parser *p, int r, int negated, const char *eq, int argc,
+                             char **argv, int *i, char *err, size_t errlen)
+{
+    const engine_row *e = &engine_rows[r];
+    const char *v = eq;
+    if (e->kind == K_BOOL || e->kind == K_TOGGLE) {
+        if (negated && eq)
+            return gr_cli_usage_error(err, errlen, "option '--no-%s' takes no value",
+                                      e->flag + 2);
+        const char *next = *i + 1 < argc ? argv[*i + 1] : NULL;
+        if (negated)
+            v = "off";
+        else if (!eq && next && next[0] != '-') /* no command takes a bare argument here */
+            v = argv[++*i];
+        else if (!eq)
+            v = "on";
+    } else if (!eq) {
+        if (*i + 1 >= argc || !argv[*i + 1])
+            return gr_cli_usage_error(err, errlen, "missing value for '%s'", e->flag);
+        v = argv[++*i];
+    }
+    if (p->engine_given)
+        *p->engine_given |= 1ull << r;
+    return apply_engine_row(e, v, p->engine, err, errlen);
+}
+
+void gr_cli_engine_usage(FILE *f, unsigned commands)
+{
+    for (int r = 0; r < N_ENGINE_ROWS; r++) {
+        const engine_row *e = &engine_rows[r];
+        if (!e->flag || !(e->commands & commands))
+            continue;
+        char left[64], text[512];
+        const char *help = e->help;
+        if (e->kind == K_BOOL) {
+            snprintf(left, sizeof left, "%s, --no-%s", e->flag, e->flag + 2);
+            snprintf(text, sizeof text, "%s", help);
+        } else if (e->kind == K_TOGGLE) {
+            snprintf(left, sizeof left, "%s T", e->flag);
+            snprintf(text, sizeof text, "%s; %s alone: on, --no-%s: off", help, e->flag,
+                     e->flag + 2);
+        } else {
+            size_t n = strcspn(help, " ");
+            snprintf(left, sizeof left, "%s %.*s", e->flag, (int)n, help);
+            snprintf(text, sizeof text, "%s", help[n] ? help + n + 1 : "");
+        }
+        /* "  LEFT" padded to column 22 (a longer one: two spaces, or the text on the next line), the text
+         * wrapped at 94 columns, continued at column 22. */
+        int col = fprintf(f, "  %s", left);
+        if (col <= 24)
+            col += fprintf(f, "%*s", col <= 20 ? 22 - col : 2, "");
+        else
+            col = fprintf(f, "\n%22s", "") - 1;
+        int line_start = 1;
+        for (const char *w = text; *w;) {
+            size_t n = strcspn(w, " ");
+            if (!line_start && col + 1 + (int)n > 94) {
+                col = fprintf(f, "\n%22s", "") - 1;
+                line_start = 1;
+            }
+            col += fprintf(f, "%s%.*s", line_start ? "" : " ", (int)n, w);
+            line_start = 0;
+            w += n;
+            while (*w == ' ')
+                w++;
+        }
+        fputc('\n', f);
+    }
+}
+
+const char *gr_cli_engine_given_flag(unsigned long long given, unsigned bits)
+{
+    for (int r = 0; r < N_ENGINE_ROWS; r++)
+        if ((given >> r & 1) && (engine_rows[r].commands & bits) == bits)
+            return engine_rows[r].flag;
+    return NULL;
+}
+
+void gr_cli_engine_options(const gr_engine_options *flags, gr_device device, gr_precision precision,
+                           int batch, gr_engine_options *eo)
+{
+    *eo = *flags;
+    eo->struct_size = sizeof *eo;
+    eo->device = device;
+    eo->precision = precision;
+    eo->batch = batch;
+}
+
 /* ---- the parser --------------------------------------------------------------------------- */
 
 static const gr_cli_flag *find_flag(const gr_cli_parser *p, const char *name, size_t len)
@@ -184,6 +397,9 @@ static int parse_one(gr_cli_parser *p, int argc, char **argv, int *i, char *err,
     const char *eq = strchr(a, '=');
     size_t len = eq ? (size_t)(eq - a) : strlen(a);
     const gr_cli_flag *f = find_flag(p, a, len);
+    int negated = 0, row = f ? -1 : engine_row_of(p, a, len, &negated);
+    if (row >= 0)
+        return parse_engine_flag(p, row, negated, eq ? eq + 1 : NULL, argc, argv, i, err, errlen);
     if (!f)
         return gr_cli_usage_error(err, errlen, "unknown option '%.*s' (see %s --help)",
                                   (int)(len > 64 ? 64 : len), a, p->command);
@@ -236,35 +452,28 @@ int gr_cli_run_parser(gr_cli_parser *p, int argc, char **argv, void (*usage)(FIL
 
 /* ---- `graphrun [detect]` (also the base of `graphrun compare`) --------------------------- */
 
+/* The engine options' flags (--tf32, --calib, --split-k, ...) are graphrun/options.def's rows,
+ * parsed above into gr_cli_options.engine. */
 enum {
-    F_JSON = 1, F_LIST_MODELS, F_NO_OUTPUT, F_TF32, F_FP16_ACC, F_FIND_OVERFLOW, F_EAGER,
-    F_FAST_DECODE, F_NO_TACTIC_SEARCH, F_TACTIC_SEARCH, F_STRICT_WEIGHTS, F_SAVE_CONF, F_FORMAT,
-    F_MODEL, F_CFG, F_WEIGHTS, F_NAMES, F_OUTPUT, F_SAVE_OUTPUT, F_INPUT, F_SEED, F_DEVICE, F_PREC,
-    F_BATCH, F_RUNS, F_THRESH, F_NMS, F_CALIB_CACHE, F_CALIB, F_CALIB_PERCENTILE, F_CALIB_IMAGES,
-    F_CALIB_DEVICE, F_INPUT_LIST, F_THREADS, F_MAX_NRMSE, F_TIMING_CACHE, F_F32_ALGO, F_SPLIT_K, F_PDL,
-    F_ENGINE, F_MICRO_BATCH, F_INPUT_TYPE, F_DECODE, F_GPU_DECODER, F_EXECUTOR, F_IO_TIMEOUT,
+    F_JSON = 1, F_LIST_MODELS, F_NO_OUTPUT, F_FIND_OVERFLOW, F_EAGER, F_FAST_DECODE,
+    F_STRICT_WEIGHTS, F_SAVE_CONF, F_FORMAT, F_MODEL, F_CFG, F_WEIGHTS, F_NAMES, F_OUTPUT,
+    F_SAVE_OUTPUT, F_INPUT, F_SEED, F_DEVICE, F_PREC, F_BATCH, F_RUNS, F_THRESH, F_NMS,
+    F_CALIB_IMAGES, F_INPUT_LIST, F_THREADS, F_ENGINE, F_INPUT_TYPE, F_DECODE, F_IO_TIMEOUT,
     F_LETTERBOX, F_STRETCH
 };
 
 const gr_cli_flag gr_cli_detect_flags[] = {
     {"--json", F_JSON, 0}, {"--list-models", F_LIST_MODELS, 0}, {"--no-output", F_NO_OUTPUT, 0},
-    {"--tf32", F_TF32, 0}, {"--fp16-accumulate", F_FP16_ACC, 0},
     {"--find-overflow", F_FIND_OVERFLOW, 0}, {"--eager", F_EAGER, 0},
-    {"--fast-decode", F_FAST_DECODE, 0}, {"--no-tactic-search", F_NO_TACTIC_SEARCH, 0},
-    {"--tactic-search", F_TACTIC_SEARCH, 0}, {"--strict-weights", F_STRICT_WEIGHTS, 0},
+    {"--fast-decode", F_FAST_DECODE, 0}, {"--strict-weights", F_STRICT_WEIGHTS, 0},
     {"--save-conf", F_SAVE_CONF, 0}, {"--format", F_FORMAT, 1},
     {"--model", F_MODEL, 1}, {"--cfg", F_CFG, 1}, {"--weights", F_WEIGHTS, 1},
     {"--names", F_NAMES, 1}, {"--output", F_OUTPUT, 1}, {"--save-output", F_SAVE_OUTPUT, 1},
     {"--input", F_INPUT, GR_CLI_SEVERAL_VALUES}, {"--seed", F_SEED, 1}, {"--device", F_DEVICE, 1},
     {"--prec", F_PREC, 1}, {"--batch", F_BATCH, 1}, {"--runs", F_RUNS, 1},
-    {"--thresh", F_THRESH, 1}, {"--nms", F_NMS, 1}, {"--calib-cache", F_CALIB_CACHE, 1},
-    {"--calib", F_CALIB, 1}, {"--calib-percentile", F_CALIB_PERCENTILE, 1},
-    {"--calib-images", F_CALIB_IMAGES, 1}, {"--calib-device", F_CALIB_DEVICE, 1},
-    {"--input-list", F_INPUT_LIST, 1}, {"--threads", F_THREADS, 1},
-    {"--max-nrmse", F_MAX_NRMSE, 1}, {"--timing-cache", F_TIMING_CACHE, 1},
-    {"--f32-algo", F_F32_ALGO, 1}, {"--split-k", F_SPLIT_K, 1}, {"--pdl", F_PDL, 1},
-    {"--engine", F_ENGINE, 1}, {"--micro-batch", F_MICRO_BATCH, 1}, {"--input-type", F_INPUT_TYPE, 1},
-    {"--decode", F_DECODE, 1}, {"--gpu-decoder", F_GPU_DECODER, 1}, {"--executor", F_EXECUTOR, 1},
+    {"--thresh", F_THRESH, 1}, {"--nms", F_NMS, 1}, {"--calib-images", F_CALIB_IMAGES, 1},
+    {"--input-list", F_INPUT_LIST, 1}, {"--threads", F_THREADS, 1}, {"--engine", F_ENGINE, 1},
+    {"--input-type", F_INPUT_TYPE, 1}, {"--decode", F_DECODE, 1},
     {"--io-timeout", F_IO_TIMEOUT, 1}, {"--letterbox", F_LETTERBOX, 0}, {"--stretch", F_STRETCH, 0},
     {NULL, 0, 0}};
 
@@ -275,14 +484,11 @@ void gr_cli_options_default(gr_cli_options *o)
     o->seed = 1;
     o->device = GR_DEVICE_AUTO;
     o->precision = GR_PREC_FP32;
-    o->tactic_search = -1;
     o->batch = 1;
     o->thresh = 0.5f;
     o->nms = 0.45f;
     o->runs = 1;
-    o->calib_method = GR_CALIB_MAX;
-    o->calib_percentile = 99.99f;
-    o->max_nrmse = GR_MAX_NRMSE_DEFAULT;
+    gr_engine_options_default(&o->engine);
     o->io_timeout = GR_CLI_IO_TIMEOUT_DEFAULT;
 }
 
@@ -293,13 +499,9 @@ static int apply_switch(gr_cli_options *o, int id)
     case F_SAVE_CONF: o->save_conf = 1; break;
     case F_LIST_MODELS: o->list_models = 1; break;
     case F_NO_OUTPUT: o->output = ""; break;
-    case F_TF32: o->tf32 = 1; break;
-    case F_FP16_ACC: o->fp16_accumulate = 1; break;
     case F_FIND_OVERFLOW: o->find_overflow = 1; break;
-    case F_EAGER: o->eager = 1; break;
+    case F_EAGER: o->eager = 1; o->engine.use_cuda_graph = 0; break;
     case F_FAST_DECODE: o->fast_decode = 1; break;
-    case F_NO_TACTIC_SEARCH: o->tactic_search = 0; break;
-    case F_TACTIC_SEARCH: o->tactic_search = 1; break;
     case F_STRICT_WEIGHTS: o->strict_weights = 1; break;
     case F_LETTERBOX: o->preprocess = GR_PREPROCESS_LETTERBOX; break;
     case F_STRETCH: o->preprocess = GR_PREPROCESS_STRETCH; break;
@@ -317,9 +519,7 @@ static int apply_path(gr_cli_options *o, int id, const char *v)
     case F_NAMES: o->names = v; break;
     case F_OUTPUT: o->output = v; break;
     case F_SAVE_OUTPUT: o->save_output = v; break;
-    case F_CALIB_CACHE: o->calib_cache = v; break;
     case F_CALIB_IMAGES: o->calib_images = v; break;
-    case F_TIMING_CACHE: o->timing_cache = v; break;
     case F_INPUT_LIST: o->input_list = v; break;
     case F_ENGINE: o->engine_file = v; break;
     default: return 0;
@@ -363,54 +563,15 @@ static int apply_number(gr_cli_options *o, int id, const char *v, char *err, siz
         want = gr_cli_parse_float(v, 0.0f, 1.0f, &o->nms)
                    ? NULL : "a number in [0, 1]";
         break;
-    case F_MAX_NRMSE:
-        want = gr_cli_parse_float(v, 0.0f, 1.0f, &o->max_nrmse)
-                   ? NULL : "a number in [0, 1]";
-        break;
-    case F_CALIB_PERCENTILE:
-        want = gr_cli_parse_float(v, 50.0f, 100.0f, &o->calib_percentile) &&
-                       o->calib_percentile > 50.0f
-                   ? NULL
-                   : "a number in (50, 100]";
-        break;
     case F_IO_TIMEOUT:
         want = gr_cli_parse_float(v, 0.0f, 86400.0f, &o->io_timeout)
                    ? NULL : "a number of seconds in [0, 86400] (0: no timeout)";
         break;
     case F_SEED: want = parse_seed(v, &o->seed) ? NULL : "a non-negative integer"; break;
     case F_DEVICE: return gr_cli_parse_device_list(v, o, err, errlen);
-    case F_CALIB_DEVICE:
-        want = gr_cli_parse_device(v, &o->calib_device)
-                   ? NULL : "auto, cpu or gpu";
-        break;
     case F_PREC:
         want = gr_precision_parse(v, &o->precision) == GR_OK
                    ? NULL : "fp32, fp16, int8 or auto";
-        break;
-    case F_CALIB:
-        want = gr_calib_method_parse(v, &o->calib_method) == GR_OK
-                   ? NULL
-                   : "max, percentile, entropy or mse";
-        break;
-    case F_F32_ALGO:
-        want = gr_f32_algo_parse(v, &o->f32_algo) == GR_OK
-                   ? NULL
-                   : "auto, sgemm, tf32x3, implicit or direct3x3";
-        break;
-    case F_SPLIT_K:
-        want = gr_toggle_parse(v, &o->f32_split_k) == GR_OK ? NULL : "auto, on or off";
-        break;
-    case F_PDL: want = gr_toggle_parse(v, &o->pdl) == GR_OK ? NULL : "auto, on or off"; break;
-    case F_EXECUTOR:
-        want = gr_executor_parse(v, &o->executor) == GR_OK ? NULL : "graph, dataflow or auto";
-        break;
-    case F_MICRO_BATCH:
-        if (strcmp(v, "auto") == 0)
-            o->micro_batch = 0;
-        else
-            want = gr_cli_parse_int(v, 1, GR_MAX_BATCH_CLI, &o->micro_batch)
-                       ? NULL
-                       : "auto or an integer in 1..4096 (a divisor of --batch)";
         break;
     case F_INPUT_TYPE:
         o->input_type = strcmp(v, "auto") == 0    ? GR_CLI_INPUT_AUTO
@@ -425,13 +586,6 @@ static int apply_number(gr_cli_options *o, int id, const char *v, char *err, siz
                     : strcmp(v, "gpu") == 0 ? GR_CLI_DECODE_GPU
                                             : -1;
         want = o->decode >= 0 ? NULL : "auto, cpu or gpu";
-        break;
-    case F_GPU_DECODER:
-        o->gpu_decoder = strcmp(v, "auto") == 0       ? GR_JPEG_DECODER_AUTO
-                         : strcmp(v, "hardware") == 0 ? GR_JPEG_DECODER_HARDWARE
-                         : strcmp(v, "hybrid") == 0   ? GR_JPEG_DECODER_GPU_HYBRID
-                                                      : -1;
-        want = o->gpu_decoder >= 0 ? NULL : "auto, hardware or hybrid";
         break;
     default: return gr_cli_usage_error(err, errlen, "option %d has no handler", id);
     }
@@ -495,24 +649,25 @@ gr_precision gr_cli_engine_precision(const gr_engine *engine)
     return seen[GR_PREC_INT8] ? GR_PREC_INT8 : seen[GR_PREC_FP16] ? GR_PREC_FP16 : GR_PREC_FP32;
 }
 
-/* The flags a saved engine fixes and no command line can change. */
-static const int engine_fixed_flags[] = {F_WEIGHTS, F_NAMES, F_SEED, F_STRICT_WEIGHTS, F_TF32,
-                                         F_FP16_ACC, F_CALIB_CACHE, F_CALIB, F_CALIB_PERCENTILE,
-                                         F_CALIB_IMAGES, F_CALIB_DEVICE, F_MAX_NRMSE,
-                                         F_TIMING_CACHE, F_TACTIC_SEARCH, F_NO_TACTIC_SEARCH,
-                                         F_F32_ALGO, F_SPLIT_K, F_PDL, F_EXECUTOR};
+/* The flags a saved engine fixes and no command line can change: these, and the engine option
+ * rows marked GR_CMD_FIXED (graphrun/options.def). */
+static const int engine_fixed_flags[] = {F_WEIGHTS, F_NAMES, F_SEED, F_STRICT_WEIGHTS,
+                                         F_CALIB_IMAGES};
 
 static int given(const gr_cli_options *o, int id) { return (o->given >> id) & 1; }
 
 int gr_cli_check_engine_flags(const gr_cli_options *o, const gr_engine *engine)
 {
     const char *file = o->engine_file;
-    for (size_t k = 0; k < sizeof engine_fixed_flags / sizeof engine_fixed_flags[0]; k++)
-        if (given(o, engine_fixed_flags[k])) {
-            fprintf(stderr, "graphrun: %s has no effect with --engine: %s fixes it (rebuild the "
-                            "engine with graphrun build)\n", gr_cli_flag_name(engine_fixed_flags[k]), file);
-            return GR_EXIT_USAGE;
-        }
+    const char *fixed = gr_cli_engine_given_flag(o->engine_given, GR_CMD_FIXED);
+    for (size_t k = 0; !fixed && k < sizeof engine_fixed_flags / sizeof engine_fixed_flags[0]; k++)
+        if (given(o, engine_fixed_flags[k]))
+            fixed = gr_cli_flag_name(engine_fixed_flags[k]);
+    if (fixed) {
+        fprintf(stderr, "graphrun: %s has no effect with --engine: %s fixes it (rebuild the "
+                        "engine with graphrun build)\n", fixed, file);
+        return GR_EXIT_USAGE;
+    }
     gr_model_info info;
     gr_model_get_info(gr_engine_model(engine), &info);
     gr_tensor_desc in;
@@ -585,7 +740,8 @@ int gr_cli_parse(int argc, char **argv, gr_cli_options *o, char *err, size_t err
 {
     gr_cli_options_default(o);
     gr_cli_parser p = {.command = "graphrun", .shared = gr_cli_detect_flags,
-                       .apply = gr_cli_detect_apply, .ctx = o};
+                       .apply = gr_cli_detect_apply, .ctx = o, .engine = &o->engine,
+                       .commands = GR_CMD_DETECT, .engine_given = &o->engine_given};
     int rc = gr_cli_parse_flags(&p, argc, argv, err, errlen);
     o->help = p.help;
     o->version = p.version;

@@ -135,14 +135,20 @@ static void progress_bar(int done, int total, void *user)
 void gr_cli_calib_options(const gr_cli_options *o, const char *const *images,
                           gr_engine_options *eo)
 {
-    eo->calib_method = o->calib_method;
-    eo->calib_percentile = o->calib_percentile;
+    (void)o;
     eo->calib_images = images;
-    eo->calib_cache = o->calib_cache;
-    eo->calib_device = o->calib_device;
-    eo->max_nrmse = o->max_nrmse;
     if (isatty(2))
         eo->calib_progress = progress_bar;
+}
+
+/* The command line's engine options (gr_cli_engine_options, the one fill) with detect's run-time
+ * flags: --letterbox / --stretch, and the streaming path's runs in flight. */
+static void cli_engine_options(const gr_cli_options *o, gr_engine_options *eo)
+{
+    gr_cli_engine_options(&o->engine, o->device, o->precision, o->batch, eo);
+    eo->preprocess = o->preprocess;
+    if (o->inflight > 0)
+        eo->inflight = o->inflight;
 }
 
 void gr_cli_print_notices(const gr_engine *engine)
@@ -250,9 +256,7 @@ static gr_status build_or_load(const gr_cli_options *o, const gr_model *model,
 static int open_saved(gr_cli_options *o, gr_engine **engine, gr_pool **pool, gr_model_info *info)
 {
     gr_engine_options eo;
-    gr_engine_options_default(&eo);
-    eo.use_cuda_graph = !o->eager;
-    eo.inflight = o->inflight > 0 ? o->inflight : 1;
+    cli_engine_options(o, &eo);
     double start = wall_ms();
     gr_status st = build_or_load(o, NULL, &eo, engine, pool);
     if (st != GR_OK)
@@ -362,25 +366,8 @@ static int open_any(gr_cli_options *o, gr_model **model, gr_engine **engine, gr_
                         "--weights FILE for trained Darknet weights\n", o->seed);
 
     gr_engine_options eo;
-    gr_engine_options_default(&eo);
-    eo.device = o->device;
-    eo.precision = o->precision;
-    eo.batch = o->batch;
+    cli_engine_options(o, &eo);
     gr_cli_calib_options(o, (const char *const *)calib_list, &eo);
-    eo.tf32 = o->tf32;
-    eo.fp16_accumulate = o->fp16_accumulate;
-    eo.use_cuda_graph = !o->eager;
-    eo.inflight = o->inflight > 0 ? o->inflight : 1;
-    if (o->tactic_search >= 0)
-        eo.tactic_search = o->tactic_search;
-    eo.timing_cache = o->timing_cache;
-    eo.f32_algo = o->f32_algo;
-    eo.f32_split_k = o->f32_split_k;
-    eo.pdl = o->pdl;
-    eo.executor = o->executor;
-    eo.micro_batch = o->micro_batch;
-    eo.jpeg_decoder = (gr_jpeg_decoder)o->gpu_decoder;
-    eo.preprocess = o->preprocess;
     if (o->device == GR_DEVICE_AUTO && gr_cuda_device_count() == 0)
         fprintf(stderr, "graphrun: no CUDA device visible: running the CPU reference (slow)\n");
     st = build_or_load(o, *model, &eo, engine, pool);

@@ -9,10 +9,6 @@
 
 #include "tools/cli.h"
 
-enum { B_INFLIGHT = 1000 };
-
-static const gr_cli_flag build_flags[] = {{"--inflight", B_INFLIGHT, 1}, {NULL, 0, 0}};
-
 static void build_usage(FILE *f)
 {
     fprintf(f,
@@ -22,30 +18,18 @@ static void build_usage(FILE *f)
             "  later commands load it with --engine FILE, skipping both.\n"
             "  -o, --output FILE   the engine file to write: a new file renamed over FILE (its\n"
             "                      mode kept; a link is written through; a device or FIFO is\n"
-            "                      refused, exit 3)\n"
-            "  --inflight N        runs in flight of a load without other options (1..%d;\n"
-            "                      --engine FILE takes the command's own)\n"
+            "                      refused, exit 3)\n");
+    gr_cli_engine_usage(f, GR_CMD_BUILD);
+    fprintf(f,
             "  and the engine flags of graphrun detect: --model --cfg --weights --names --seed\n"
             "  --device --prec --batch --tf32 --fp16-accumulate --calib --calib-percentile\n"
             "  --calib-images --calib-cache --calib-device --max-nrmse --timing-cache\n"
-            "  --tactic-search --no-tactic-search --f32-algo --split-k --pdl --strict-weights\n"
+            "  --tactic-search --no-tactic-search --f32-algo --split-k --pdl --gemm-tactic\n"
+            "  --strict-weights\n"
             "A GPU engine loads only on the same GPU model, CUDA runtime and driver; a CPU\n"
             "engine anywhere (docs/errors.md, \"Saved engines\"). A loaded engine file stays\n"
             "mapped: deploy a new one by rename (build -o, mv, install), never by cp over the\n"
-            "old one (a running graphrun then stops: 'rewritten in place', exit 3).\n",
-            GR_MAX_INFLIGHT);
-}
-
-static int build_apply(void *ctx, int id, const char *name, const char *value, char *err,
-                       size_t errlen)
-{
-    gr_cli_options *o = ctx;
-    if (id != B_INFLIGHT)
-        return gr_cli_detect_apply(ctx, id, name, value, err, errlen);
-    if (!gr_cli_parse_int(value, 1, GR_MAX_INFLIGHT, &o->inflight))
-        return gr_cli_usage_error(err, errlen, "--inflight '%s' is not an integer in 1..%d", value,
-                                  GR_MAX_INFLIGHT);
-    return GR_EXIT_OK;
+            "old one (a running graphrun then stops: 'rewritten in place', exit 3).\n");
 }
 
 static double wall_s(void)
@@ -97,13 +81,14 @@ int gr_cli_build(int argc, char **argv)
             argv[i] = output_flag;
     gr_cli_options o;
     gr_cli_options_default(&o);
-    gr_cli_parser p = {.command = "graphrun build", .own = build_flags,
-                       .shared = gr_cli_detect_flags, .apply = build_apply, .ctx = &o};
+    gr_cli_parser p = {.command = "graphrun build", .shared = gr_cli_detect_flags,
+                       .apply = gr_cli_detect_apply, .ctx = &o, .engine = &o.engine,
+                       .commands = GR_CMD_DETECT | GR_CMD_BUILD, .engine_given = &o.engine_given};
     int rc = gr_cli_run_parser(&p, argc, argv, build_usage);
     if (rc >= 0)
         return rc;
     rc = refuse_run_flags(&o);
-    const char *inputs[] = {o.cfg, o.weights, o.names, o.calib_cache, o.timing_cache};
+    const char *inputs[] = {o.cfg, o.weights, o.names, o.engine.calib_cache, o.engine.timing_cache};
     if (rc == GR_EXIT_OK) /* the engine file must not replace what it is built from */
         rc = gr_cli_check_output("-o", o.output, 0, inputs, 5);
     if (rc != GR_EXIT_OK)

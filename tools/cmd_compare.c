@@ -214,7 +214,7 @@ static gr_status per_layer(const gr_cli_options *o, const gr_net *net, const flo
             gr_calib_key key;
             int found = 0;
             char notice[512];
-            st = gr_calib_key_make(net, compare_preprocess(o, net), cf->method, o->calib_percentile, calib_images, n_images,
+            st = gr_calib_key_make(net, compare_preprocess(o, net), cf->method, o->engine.calib_percentile, calib_images, n_images,
                                    &key);
             if (st == GR_OK)
                 st = gr_calib_cache_read(cf->cache, &key, net->n_layers, ranges, &input_range,
@@ -394,9 +394,7 @@ static gr_status run_config(const gr_cli_options *o, const gr_model *model, conf
                             size_t per_image, int n_heads, reference *ref, double *times)
 {
     gr_engine_options eo;
-    gr_engine_options_default(&eo);
-    eo.device = o->device;
-    eo.precision = cf->prec;
+    gr_cli_engine_options(&o->engine, o->device, cf->prec, 1, &eo);
     eo.preprocess = o->preprocess;
     gr_cli_calib_options(o, calib_images, &eo);
     eo.calib_method = cf->method;
@@ -460,7 +458,7 @@ static int setup_configs(compare_run *r, const compare_args *args)
     for (int m = 0; m < n_int8; m++)
         r->cfgs[2 + m].method = args->n_methods ? args->methods[m] : (gr_calib_method)m;
     r->n_cfgs = 2 + n_int8 + (o->precision == GR_PREC_AUTO); /* --prec auto: one more row */
-    if (!o->calib_cache) {
+    if (!o->engine.calib_cache) {
         snprintf(r->tmpdir, sizeof r->tmpdir, "/tmp/graphrun_compare_XXXXXX");
         if (!mkdtemp(r->tmpdir)) {
             r->tmpdir[0] = '\0';
@@ -474,7 +472,7 @@ static int setup_configs(compare_run *r, const compare_args *args)
                    : c == 2 + n_int8 ? GR_PREC_AUTO : GR_PREC_INT8;
         const char *method = gr_calib_method_name(cf->method);
         if (cf->prec == GR_PREC_AUTO)
-            snprintf(cf->name, sizeof cf->name, "auto <= %g", (double)o->max_nrmse);
+            snprintf(cf->name, sizeof cf->name, "auto <= %g", (double)o->engine.max_nrmse);
         else if (cf->prec == GR_PREC_INT8)
             snprintf(cf->name, sizeof cf->name, "int8 %s", method);
         else
@@ -482,7 +480,7 @@ static int setup_configs(compare_run *r, const compare_args *args)
         if (cf->prec == GR_PREC_INT8 && r->tmpdir[0])
             snprintf(cf->cache, sizeof cf->cache, "%s/%s.calib", r->tmpdir, method);
         else if (cf->prec == GR_PREC_INT8)
-            snprintf(cf->cache, sizeof cf->cache, "%s.%s", o->calib_cache, method);
+            snprintf(cf->cache, sizeof cf->cache, "%s.%s", o->engine.calib_cache, method);
     }
     return GR_EXIT_OK;
 }
@@ -606,7 +604,9 @@ int gr_cli_compare(int argc, char **argv)
     compare_args args = {0};
     gr_cli_options_default(&args.o);
     gr_cli_parser parser = {.command = "graphrun compare", .own = compare_flags,
-                            .shared = gr_cli_detect_flags, .apply = compare_apply, .ctx = &args};
+                            .shared = gr_cli_detect_flags, .apply = compare_apply, .ctx = &args,
+                            .engine = &args.o.engine, .commands = GR_CMD_DETECT | GR_CMD_COMPARE,
+                            .engine_given = &args.o.engine_given};
     int rc = gr_cli_run_parser(&parser, argc, argv, print_help);
     if (rc >= 0)
         return rc;

@@ -51,14 +51,13 @@ typedef struct eval_args {
     const char *images, *labels, *calib_images;
     const char *coco_annotations, *detections; /* --coco-annotations, --detections */
     const coco_truth *truth; /* the ground truth of --coco-annotations, once read */
-    float max_nrmse;      /* --prec auto budget */
     gr_precision precs[3];
     int n_precs;
     gr_device device;
-    gr_calib_method calib_method; /* int8; max by default */
     int batch, max_images, json;
     gr_ap_method metric;  /* --metric: GR_AP_COCO by default */
     float thresh, nms;
+    gr_engine_options engine; /* graphrun/options.def's flags (--calib, --max-nrmse, --tf32, ...) */
 } eval_args;
 
 static void eval_usage(FILE *f)
@@ -77,17 +76,15 @@ static void eval_usage(FILE *f)
             "                      file (graphrun --format coco) on every image of the annotations\n"
             "  --max-images N      only the first N images\n"
             "  --prec P            fp32 (default), fp16, int8, auto (mixed, see --max-nrmse) or all\n"
-            "  --max-nrmse X       --prec auto: the error budget (default 0.003)\n"
             "  --device D          auto (default), cpu, gpu\n"
             "  --batch N           images per run (default 1)\n"
             "  --calib-images DIR  int8 calibration images (default: the bundled shapes-calib for\n"
             "                      --model shapes, else the engine's default, the bundled photos)\n"
-            "  --calib M           int8 calibration method: max (default), percentile, entropy,\n"
-            "                      mse\n"
             "  --thresh T          detection threshold (default 0.005), --nms T (default 0.45)\n"
             "  --metric M          coco (default: pycocotools' COCOeval), voc (VOC matching,\n"
             "                      all-point AP) or voc07 (VOC matching, 11-point AP)\n"
             "  --json              results as JSON\n");
+    gr_cli_engine_usage(f, GR_CMD_EVAL);
 }
 
 static int fail(gr_status st, const char *what)
@@ -98,16 +95,15 @@ static int fail(gr_status st, const char *what)
 }
 
 enum {
-    E_JSON = 1, E_MODEL, E_CFG, E_WEIGHTS, E_NAMES, E_IMAGES, E_LABELS, E_CALIB_IMAGES, E_CALIB,
-    E_MAX_NRMSE, E_PREC, E_DEVICE, E_BATCH, E_MAX_IMAGES, E_THRESH, E_NMS, E_COCO, E_DETECTIONS,
+    E_JSON = 1, E_MODEL, E_CFG, E_WEIGHTS, E_NAMES, E_IMAGES, E_LABELS, E_CALIB_IMAGES, E_PREC, E_DEVICE, E_BATCH, E_MAX_IMAGES, E_THRESH, E_NMS, E_COCO, E_DETECTIONS,
     E_METRIC
 };
 
 static const gr_cli_flag eval_flags[] = {
     {"--json", E_JSON, 0}, {"--model", E_MODEL, 1}, {"--cfg", E_CFG, 1},
     {"--weights", E_WEIGHTS, 1}, {"--names", E_NAMES, 1}, {"--images", E_IMAGES, 1},
-    {"--labels", E_LABELS, 1}, {"--calib-images", E_CALIB_IMAGES, 1}, {"--calib", E_CALIB, 1},
-    {"--max-nrmse", E_MAX_NRMSE, 1}, {"--prec", E_PREC, 1}, {"--device", E_DEVICE, 1},
+    {"--labels", E_LABELS, 1}, {"--calib-images", E_CALIB_IMAGES, 1},
+    {"--prec", E_PREC, 1}, {"--device", E_DEVICE, 1},
     {"--batch", E_BATCH, 1}, {"--max-images", E_MAX_IMAGES, 1}, {"--thresh", E_THRESH, 1},
     {"--nms", E_NMS, 1}, {"--coco-annotations", E_COCO, 1}, {"--detections", E_DETECTIONS, 1},
     {"--metric", E_METRIC, 1}, {NULL, 0, 0}};
@@ -153,12 +149,6 @@ static const char *apply_value(eval_args *a, int id, const char *v)
     case E_CALIB_IMAGES: a->calib_images = v; break;
     case E_COCO: a->coco_annotations = v; break;
     case E_DETECTIONS: a->detections = v; break;
-    case E_CALIB:
-        return gr_calib_method_parse(v, &a->calib_method) == GR_OK
-                   ? NULL : "max, percentile, entropy or mse";
-    case E_MAX_NRMSE:
-        return gr_cli_parse_float(v, 0.0f, 1.0f, &a->max_nrmse)
-                   ? NULL : "a number in [0, 1]";
     case E_PREC: return parse_precs(v, a) ? NULL : "fp32, fp16, int8, auto or all";
     case E_DEVICE: return gr_cli_parse_device(v, &a->device) ? NULL : "auto, cpu or gpu";
     case E_BATCH:
@@ -198,11 +188,11 @@ static int parse_args(int argc, char **argv, eval_args *a)
     a->batch = 1;
     a->max_images = MAX_EVAL_IMAGES;
     a->thresh = 0.005f;
-    a->max_nrmse = GR_MAX_NRMSE_DEFAULT;
+    gr_engine_options_default(&a->engine);
     a->nms = 0.45f;
     a->metric = GR_AP_COCO;
     gr_cli_parser parser = {.command = "graphrun eval", .own = eval_flags, .apply = eval_apply,
-                            .ctx = a};
+                            .ctx = a, .engine = &a->engine, .commands = GR_CMD_EVAL};
     int rc = gr_cli_run_parser(&parser, argc, argv, eval_usage);
     if (rc >= 0)
         return rc;
@@ -457,13 +447,8 @@ static gr_status eval_batch_open(const eval_args *a, const gr_model *model,
                                  const char *const *calib, gr_precision prec, eval_batch *eb)
 {
     gr_engine_options eo;
-    gr_engine_options_default(&eo);
-    eo.device = a->device;
-    eo.precision = prec;
-    eo.max_nrmse = a->max_nrmse;
-    eo.batch = a->batch;
+    gr_cli_engine_options(&a->engine, a->device, prec, a->batch, &eo);
     eo.calib_images = calib;
-    eo.calib_method = a->calib_method;
     gr_status st = gr_engine_build(model, &eo, &eb->engine);
     if (st != GR_OK)
         return gr_fail_prefix(st, "building the %s engine: ", gr_precision_name(prec));

@@ -39,7 +39,9 @@ static void plan_usage(FILE *f)
                "the dataflow executor is experimental: docs/dataflow.md).\n"
                "--tasks shows the plan as a tile dataflow graph instead (docs/planner.md, \"The\n"
                "task graph\"): each node cut into row bands x channel slices of at most N tasks\n"
-               "(--task-target, default 132), with their dependencies; --json lists every task.\n");
+               "(--task-target, default 132), with their dependencies; --json lists every task.\n"
+               "engine options (the GPU engine of --device gpu, the one --prec auto chooses with):\n");
+    gr_cli_engine_usage(f, GR_CMD_PLAN);
 }
 
 static int fail(gr_status st)
@@ -55,19 +57,18 @@ static int usage_error(const char *what, const char *arg)
 }
 
 typedef struct plan_args {
-    const char *model, *cfg, *weights, *layer_prec, *dot, *svg, *calib_dir, *timing_cache;
-    int json, calibrate, search, tasks, task_target;
-    float max_nrmse;
+    const char *model, *cfg, *weights, *layer_prec, *dot, *svg, *calib_dir;
+    int json, calibrate, tasks, task_target;
     gr_device device;
-    gr_executor executor;
     gr_plan_options opt;
+    gr_engine_options engine; /* graphrun/options.def's flags (--timing-cache, --executor, ...) */
 } plan_args;
 
 enum {
     P_JSON = 1, P_SINGLE_STREAM, P_FUSE_MAXPOOL, P_FUSE_QUANT_IN, P_FUSE_DEQUANT_OUT, P_FUSE_IO,
-    P_NO_CONCAT, P_NO_INPLACE, P_NO_REUSE, P_DECODE_HEADS, P_CALIBRATE, P_NO_TACTIC_SEARCH,
-    P_MODEL, P_CFG, P_WEIGHTS, P_PREC, P_MAX_NRMSE, P_CALIB_IMAGES, P_DEVICE, P_LAYER_PREC,
-    P_BATCH, P_DOT, P_SVG, P_TIMING_CACHE, P_TASKS, P_TASK_TARGET, P_EXECUTOR
+    P_NO_CONCAT, P_NO_INPLACE, P_NO_REUSE, P_DECODE_HEADS, P_CALIBRATE, P_MODEL, P_CFG,
+    P_WEIGHTS, P_PREC, P_CALIB_IMAGES, P_DEVICE, P_LAYER_PREC, P_BATCH, P_DOT, P_SVG, P_TASKS,
+    P_TASK_TARGET
 };
 
 static const gr_cli_flag plan_flags[] = {
@@ -77,13 +78,12 @@ static const gr_cli_flag plan_flags[] = {
     {"--no-concat", P_NO_CONCAT, 0}, {"--no-inplace", P_NO_INPLACE, 0},
     {"--no-reuse", P_NO_REUSE, 0},
     {"--decode-heads", P_DECODE_HEADS, 0}, {"--calibrate", P_CALIBRATE, 0},
-    {"--no-tactic-search", P_NO_TACTIC_SEARCH, 0},
     {"--model", P_MODEL, 1}, {"--cfg", P_CFG, 1}, {"--weights", P_WEIGHTS, 1},
-    {"--prec", P_PREC, 1}, {"--precision", P_PREC, 1}, {"--max-nrmse", P_MAX_NRMSE, 1},
+    {"--prec", P_PREC, 1}, {"--precision", P_PREC, 1},
     {"--calib-images", P_CALIB_IMAGES, 1}, {"--device", P_DEVICE, 1},
     {"--layer-prec", P_LAYER_PREC, 1}, {"--batch", P_BATCH, 1}, {"--dot", P_DOT, 1},
-    {"--svg", P_SVG, 1}, {"--timing-cache", P_TIMING_CACHE, 1}, {"--tasks", P_TASKS, 0},
-    {"--task-target", P_TASK_TARGET, 1}, {"--executor", P_EXECUTOR, 1}, {NULL, 0, 0}};
+    {"--svg", P_SVG, 1}, {"--tasks", P_TASKS, 0}, {"--task-target", P_TASK_TARGET, 1},
+    {NULL, 0, 0}};
 
 static void plan_switch(plan_args *a, int id)
 {
@@ -100,7 +100,6 @@ static void plan_switch(plan_args *a, int id)
     case P_NO_REUSE: opt->no_reuse = 1; break;
     case P_DECODE_HEADS: opt->decode_heads = 1; break;
     case P_CALIBRATE: a->calibrate = 1; break;
-    case P_NO_TACTIC_SEARCH: a->search = 0; break;
     case P_TASKS: a->tasks = 1; break;
     default: break;
     }
@@ -119,19 +118,11 @@ static int plan_apply(void *ctx, int id, const char *name, const char *v, char *
     case P_LAYER_PREC: a->layer_prec = v; break;
     case P_DOT: a->dot = v; break;
     case P_SVG: a->svg = v; break;
-    case P_TIMING_CACHE: a->timing_cache = v; break;
     case P_PREC:
         want = gr_precision_parse(v, &a->opt.precision) == GR_OK ? NULL
                                                                  : "fp32, fp16, int8 or auto";
         break;
-    case P_MAX_NRMSE:
-        want = gr_cli_parse_float(v, 0.0f, 1.0f, &a->max_nrmse)
-                   ? NULL : "a number in [0, 1]";
-        break;
     case P_DEVICE: want = gr_cli_parse_device(v, &a->device) ? NULL : "auto, cpu or gpu"; break;
-    case P_EXECUTOR:
-        want = gr_executor_parse(v, &a->executor) == GR_OK ? NULL : "graph, dataflow or auto";
-        break;
     case P_BATCH:
         want = gr_cli_parse_int(v, 1, GR_MAX_BATCH, &a->opt.batch)
                    ? NULL : "an integer in 1..4096";
@@ -184,8 +175,8 @@ static int parse_layer_prec(const char *text, gr_precision base, gr_precision **
 
 /* --prec auto: the map an engine with GR_PREC_AUTO chooses (its notice on stderr), into *map. */
 static gr_status auto_map(const char *model, const char *cfg, const char *weights,
-                          const char *calib_dir, float max_nrmse, gr_device device,
-                          gr_precision **map)
+                          const char *calib_dir, const gr_engine_options *flags,
+                          gr_device device, gr_precision **map)
 {
     gr_model_options mo;
     gr_model_options_default(&mo);
@@ -210,10 +201,7 @@ static gr_status auto_map(const char *model, const char *cfg, const char *weight
         return gr_fail(GR_ERR_IO, "--calib-images %s: no images", calib_dir);
     }
     gr_engine_options eo;
-    gr_engine_options_default(&eo);
-    eo.device = device;
-    eo.precision = GR_PREC_AUTO;
-    eo.max_nrmse = max_nrmse;
+    gr_cli_engine_options(flags, device, GR_PREC_AUTO, 1, &eo);
     eo.calib_images = (const char *const *)paths;
     gr_engine *e = NULL;
     gr_status st = gr_engine_build(m, &eo, &e);
@@ -300,8 +288,7 @@ static double now_ms(void)
 
 /* Build the GPU engine of the same model and print its conv tactics. */
 static gr_status show_tactics(const char *model, const char *cfg, const char *weights,
-                              const gr_plan_options *opt, const char *timing_cache, int search,
-                              gr_executor executor)
+                              const gr_plan_options *opt, const gr_engine_options *flags)
 {
     gr_model_options mo;
     gr_model_options_default(&mo);
@@ -311,13 +298,7 @@ static gr_status show_tactics(const char *model, const char *cfg, const char *we
     gr_model *m = NULL;
     GR_TRY(gr_model_load(&mo, &m));
     gr_engine_options eo;
-    gr_engine_options_default(&eo);
-    eo.device = GR_DEVICE_GPU;
-    eo.precision = opt->precision;
-    eo.batch = opt->batch;
-    eo.tactic_search = search;
-    eo.timing_cache = timing_cache;
-    eo.executor = executor;
+    gr_cli_engine_options(flags, GR_DEVICE_GPU, opt->precision, opt->batch, &eo);
     gr_engine *e = NULL;
     double start = now_ms();
     gr_status st = gr_engine_build(m, &eo, &e);
@@ -380,7 +361,7 @@ static gr_status precision_map(plan_args *a, const gr_net *net, gr_precision **m
         return GR_OK;
     }
     if (opt->precision == GR_PREC_AUTO) {
-        GR_TRY(auto_map(a->model, a->cfg, a->weights, a->calib_dir, a->max_nrmse, a->device, map));
+        GR_TRY(auto_map(a->model, a->cfg, a->weights, a->calib_dir, &a->engine, a->device, map));
         int any_i8 = 0, any_f16 = 0;
         for (int l = 0; l < net->n_layers; l++) {
             any_i8 |= (*map)[l] == GR_PREC_INT8;
@@ -470,22 +451,21 @@ static gr_status show_plan(const plan_args *a, const gr_plan *plan, int has_map,
     if (a->svg)
         GR_TRY(write_file(a->svg, gr_plan_dump_svg, plan));
     if (tactics)
-        GR_TRY(show_tactics(a->model, a->cfg, a->weights, &a->opt, a->timing_cache, a->search,
-                            a->executor));
+        GR_TRY(show_tactics(a->model, a->cfg, a->weights, &a->opt, &a->engine));
     return GR_OK;
 }
 
 int gr_cli_plan(int argc, char **argv)
 {
-    plan_args a = {.model = "yolo", .search = 1, .max_nrmse = GR_MAX_NRMSE_DEFAULT,
-                   .device = GR_DEVICE_AUTO};
+    plan_args a = {.model = "yolo", .device = GR_DEVICE_AUTO};
     gr_plan_options_default(&a.opt);
+    gr_engine_options_default(&a.engine);
     gr_cli_parser parser = {.command = "graphrun plan", .own = plan_flags, .apply = plan_apply,
-                            .ctx = &a};
+                            .ctx = &a, .engine = &a.engine, .commands = GR_CMD_PLAN};
     int rc = gr_cli_run_parser(&parser, argc, argv, plan_usage);
     if (rc >= 0)
         return rc;
-    const char *inputs[] = {a.cfg, a.weights, a.timing_cache};
+    const char *inputs[] = {a.cfg, a.weights, a.engine.timing_cache};
     if ((rc = gr_cli_check_output("--dot", a.dot, 0, inputs, 3)) != GR_EXIT_OK ||
         (rc = gr_cli_check_output("--svg", a.svg, 0, inputs, 3)) != GR_EXIT_OK)
         return rc;

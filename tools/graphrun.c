@@ -14,7 +14,8 @@ static int detect(int argc, char **argv)
     gr_cli_options o;
     gr_cli_options_default(&o);
     gr_cli_parser p = {.command = "graphrun", .shared = gr_cli_detect_flags,
-                       .apply = gr_cli_detect_apply, .ctx = &o};
+                       .apply = gr_cli_detect_apply, .ctx = &o, .engine = &o.engine,
+                       .commands = GR_CMD_DETECT, .engine_given = &o.engine_given};
     int rc = gr_cli_run_parser(&p, argc, argv, gr_cli_detect_usage);
     if (rc >= 0)
         return rc;

@@ -439,6 +439,10 @@ typedef struct gr_engine_options {
                                 decoder, calibration) and how gr_engine_detect maps boxes back:
                                 AUTO (default) the model's (gr_model_preprocess), or LETTERBOX /
                                 STRETCH. Saved in engine files. */
+    int calib_max_images;    /* int8 calibration on the first N of calib_images (or of the
+                                bundled photos) only: a quick calibration from a large folder.
+                                0 default = every one. The calibration cache records the images
+                                used, so it is reused only for the same N. */
 } gr_engine_options;
 
 /* 0.003: on the bundled trained model the map chosen within 0.003 keeps fp32's mAP; all int8

@@ -74,6 +74,7 @@ ENGINE_OPTIONS_FIELDS: List[Tuple[str, Any]] = [
     ("f32_algo", ctypes.c_int), ("f32_split_k", ctypes.c_int), ("pdl", ctypes.c_int),
     ("gemm_tactic", ctypes.c_int), ("micro_batch", ctypes.c_int),
     ("jpeg_decoder", ctypes.c_int), ("executor", ctypes.c_int), ("preprocess", ctypes.c_int),
+    ("calib_max_images", ctypes.c_int),
 ]
 
 DETECT_OPTIONS_FIELDS: List[Tuple[str, Any]] = [

@@ -67,6 +67,29 @@ def cli(*args):
     return subprocess.run([CLI, *args], check=True, capture_output=True, text=True).stdout
 
 
+def header_fields(header, c_name):
+    """The field names of struct c_name in runtime.h's text (comments removed), in order, or
+    None when the header has no such struct."""
+    body = (re.search(r"typedef struct %s \{(.*?)\} %s;" % (c_name, c_name), header, re.S)
+            or re.search(r"\nstruct %s \{(.*?)\};" % c_name, header, re.S))
+    if not body:
+        return None
+    fields = []
+    for decl in body.group(1).split(";"):
+        decl = decl.strip()
+        if not decl:
+            continue
+        pointer_to_function = re.search(r"\(\s*\*\s*(\w+)\s*\)", decl)
+        if pointer_to_function:
+            fields.append(pointer_to_function.group(1))
+            continue
+        # "int w, h, c" declares three; the name is the last word before any [..].
+        first, *rest = decl.split(",")
+        fields.append(re.findall(r"\w+", first.split("[")[0])[-1])
+        fields += [re.findall(r"\w+", r.split("[")[0])[-1] for r in rest]
+    return fields
+
+
 def files_folder(root, copies=1):
     """A folder for detect_files: the photos (`copies` times each), a PNG, a JPEG cut short, a
     file of garbage named .jpg and, with Pillow, a progressive JPEG. Returns the paths in an order
@@ -381,22 +404,8 @@ class CPUTests(unittest.TestCase):
                    "gr_detection": _capi.Detection, "gr_files_options": _capi.FilesOptions,
                    "gr_file_result": _capi.FileResult, "gr_files_stats": _capi.FilesStats}
         for c_name, mirror in mirrors.items():
-            body = (re.search(r"typedef struct %s \{(.*?)\} %s;" % (c_name, c_name), header, re.S)
-                    or re.search(r"\nstruct %s \{(.*?)\};" % c_name, header, re.S))
-            self.assertIsNotNone(body, c_name)
-            fields = []
-            for decl in body.group(1).split(";"):
-                decl = decl.strip()
-                if not decl:
-                    continue
-                pointer_to_function = re.search(r"\(\s*\*\s*(\w+)\s*\)", decl)
-                if pointer_to_function:
-                    fields.append(pointer_to_function.group(1))
-                    continue
-                # "int w, h, c" declares three; the name is the last word before any [..].
-                first, *rest = decl.split(",")
-                fields.append(re.findall(r"\w+", first.split("[")[0])[-1])
-                fields += [re.findall(r"\w+", r.split("[")[0])[-1] for r in rest]
+            fields = header_fields(header, c_name)
+            self.assertIsNotNone(fields, c_name)
             self.assertEqual([f[0] for f in mirror._fields_], fields,
                              f"graphrun/_capi.py's mirror of {c_name} differs from runtime.h")
         for mirror, init in ((_capi.ModelOptions, "gr_model_options_init"),
@@ -407,6 +416,68 @@ class CPUTests(unittest.TestCase):
             self.assertEqual(getattr(_capi.lib(), init)(ctypes.byref(opt), ctypes.sizeof(opt)), 0,
                              _capi.lib().gr_last_error())
             self.assertEqual(opt.struct_size, ctypes.sizeof(mirror))
+
+    def test_mirrors_follow_the_option_table(self):
+        """include/graphrun/options.def field by field (tests/test_option_table.c --dump gives its
+        rows with C's offsets and sizes): runtime.h's fields are the rows, in order (a field
+        without a row fails here even where it fits the struct's tail padding); each ctypes mirror
+        has the rows' names at C's offsets with C's sizes; the library's *_init gives each row's
+        default through the mirror; every row with a flag parses in (and, but for compare, is
+        in the --help of) each subcommand its row names."""
+        dumper = os.path.join(BUILD, "test_option_table")
+        if not os.path.exists(dumper):
+            self.skipTest(f"{dumper} is not built")
+        rows = [line.split("\t") for line in
+                subprocess.run([dumper, "--dump"], check=True, capture_output=True,
+                               text=True).stdout.splitlines()]
+        with open("include/graphrun/runtime.h") as f:
+            header = re.sub(r"/\*.*?\*/", "", f.read(), flags=re.S)
+        mirrors = {"gr_model_options": (_capi.ModelOptions, "gr_model_options_init"),
+                   "gr_engine_options": (_capi.EngineOptions, "gr_engine_options_init"),
+                   "gr_detect_options": (_capi.DetectOptions, "gr_detect_options_init"),
+                   "gr_files_options": (_capi.FilesOptions, "gr_files_options_init")}
+        for c_name, (mirror, init) in mirrors.items():
+            mine = [r for r in rows if r[0] == c_name]
+            fields = header_fields(header, c_name)
+            self.assertEqual([r[1] for r in mine], fields,
+                             f"options.def's rows of {c_name} differ from runtime.h's fields")
+            self.assertEqual([f[0] for f in mirror._fields_], fields,
+                             f"graphrun/_capi.py's mirror of {c_name} differs from the table")
+            opt = mirror()
+            self.assertEqual(getattr(_capi.lib(), init)(ctypes.byref(opt), ctypes.sizeof(opt)), 0)
+            for _, field, kind, offset, size, default, *_ in mine:
+                desc = getattr(mirror, field)
+                self.assertEqual((desc.offset, desc.size), (int(offset), int(size)),
+                                 f"{c_name}.{field}: ctypes offset/size vs C's")
+                value = getattr(opt, field)
+                if kind == "SIZE":
+                    self.assertEqual(value, ctypes.sizeof(mirror))
+                elif kind in ("STR", "PTR"):
+                    want = None if default == "NULL" else default.encode()
+                    self.assertEqual(value or None, want, f"{c_name}.{field}'s default")
+                elif kind == "FLOAT":  # the dump's 9 digits name one float32
+                    self.assertEqual(value, ctypes.c_float(float(default)).value,
+                                     f"{c_name}.{field}'s default")
+                else:
+                    self.assertEqual(value, int(default), f"{c_name}.{field}'s default")
+        helps = {}
+        for cmd_bit, commands in ((0x1, ["detect", "build", "compare"]), (0x4, ["plan"]),
+                                  (0x8, ["eval"]), (0x10, ["bench"]), (0x20, ["build"])):
+            for _, field, kind, _, _, _, flag, bits, value in rows:
+                if flag == "-" or not int(bits, 16) & cmd_bit:
+                    continue
+                for command in commands:
+                    args = [command] if command != "detect" else []
+                    run = subprocess.run([CLI, *args, flag, value, "--help"], capture_output=True,
+                                         text=True)
+                    self.assertEqual(run.returncode, 0,
+                                     f"graphrun {command} {flag} {value}: {run.stderr}")
+                    if command == "compare" or (command == "build" and cmd_bit == 0x1):
+                        continue  # their help refers to detect's
+                    if command not in helps:
+                        helps[command] = subprocess.run([CLI, *args, "--help"], check=True,
+                                                        capture_output=True, text=True).stdout
+                    self.assertIn(flag, helps[command], f"graphrun {command} --help")
 
     def test_engine_options_mirror_the_c_struct(self):
         # The library fills the mirror: fields past the first that land where the header puts

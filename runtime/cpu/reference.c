@@ -27,7 +27,7 @@ static gr_status check_weights(const gr_net *net, int i, const gr_shape *in_shap
     if (l->p.batch_normalize && (!w->scales || !w->rolling_mean || !w->rolling_variance))
         return layer_fail(GR_ERR_STATE, net, i, "batch-norm parameters missing");
     gr_cost cost;
-    gr_op_get(l->p.op)->cost(&l->p, in_shapes, n_in, l->out, &cost);
+    gr_op_cost(&l->p, in_shapes, n_in, l->out, &cost);
     if (w->n != l->p.filters || w->n_weights != cost.n_weights)
         return layer_fail(GR_ERR_INTERNAL, net, i, "weight tensor size does not match the layer");
     return GR_OK;
@@ -50,7 +50,7 @@ static gr_status check_layer(const gr_net *net, int i, gr_shape *in_shapes)
         in_shapes[k] = gr_net_input_shape(net, i, k);
     }
     gr_shape inferred;
-    gr_status st = info->infer(&l->p, in_shapes, l->n_inputs, &inferred);
+    gr_status st = gr_op_infer(&l->p, in_shapes, l->n_inputs, &inferred);
     if (st != GR_OK)
         return gr_fail_prefix(st, "reference: layer %d (%s, cfg line %d): ", i, info->name,
                               l->cfg_line);
@@ -110,7 +110,7 @@ static gr_status run_layers(const gr_net *net, const float *input, int batch,
         outputs[i] = gr_malloc(bytes, "reference layer output");
         if (!outputs[i])
             return gr_fail_prefix(GR_ERR_OUT_OF_MEMORY, "reference: layer %d: ", i);
-        gr_op_get(l->p.op)->ref(&l->p, &l->w, in_ptrs, in_shapes, l->n_inputs, outputs[i], l->out,
+        gr_op_ref(&l->p, &l->w, in_ptrs, in_shapes, l->n_inputs, outputs[i], l->out,
                                 batch);
         /* Free what is dead now: inputs read for the last time, and this output if unread. */
         for (int k = 0; k < l->n_inputs; k++) {

@@ -448,6 +448,10 @@ gr_status gr_gpu_launch_node(gpu_state *g, gpu_variant *v, const gpu_instance *i
     case GR_OP_MAXPOOL:
         err = gr_launch_maxpool(y->dtype, in, xv, out, yv, p->size, p->stride, p->pad, stream);
         break;
+    case GR_OP_LOCAL_AVGPOOL:
+        err = gr_launch_local_avgpool(y->dtype, in, xv, out, yv, p->size, p->stride, p->pad,
+                                      stream);
+        break;
     case GR_OP_AVGPOOL:
         err = gr_launch_avgpool(y->dtype, in, xv, x->scale, out, yv, y->scale, stream);
         break;

@@ -59,8 +59,8 @@ static gr_status calibrate(const gr_build_request *req, float **layer_range_out,
     if (!layer_range)
         return GR_ERR_OUT_OF_MEMORY;
     *layer_range_out = layer_range; /* owned by the caller from here on, also on failure */
-    int n = 0;
-    while (images[n])
+    int n = 0; /* the first calib_max_images of them, 0: all */
+    while (images[n] && (opt->calib_max_images <= 0 || n < opt->calib_max_images))
         n++;
     if (n == 0)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "int8 calibration needs at least one image");

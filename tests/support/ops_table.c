@@ -162,6 +162,14 @@ const gr_test_op_case gr_test_op_cases[] = {
      13, 0},
 
     /* -- new ops: their rows here (every precision they run in, batch 1 and > 1, odd sizes) --- */
+    /* AlexeyAB's [local_avgpool] (an f32 kernel: fp16 engines convert around it). Not int8 yet:
+     * on the H100 (2026-12-07) the int8 GPU engine differed from the CPU emulation after it
+     * (381 of 392 head values, NRMSE 3.2e-3) where every other int8 row is bit-identical: an open
+     * finding (test_gpu_local_avgpool holds int8 to the NRMSE bound meanwhile). */
+    {"local_avgpool", CONV(16, 3, 1, "leaky") "[local_avgpool]\nsize=2\nstride=2\n" HEAD, NULL, 13,
+     13, 1, P32 | P16, 0, 8, 7, 7, 0},
+    {"local_avgpool batch", CONV(16, 3, 1, "leaky") "[local_avgpool]\nsize=3\nstride=2\n" HEAD,
+     NULL, 18, 18, 3, P32 | P16, 0, 8, 9, 9, 0},
 };
 
 const int gr_test_op_n_cases = (int)(sizeof gr_test_op_cases / sizeof gr_test_op_cases[0]);
