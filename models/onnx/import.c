@@ -268,7 +268,7 @@ static gr_status add_layer(importer *im, const Onnx__NodeProto *node, const gr_o
     }
     l->cfg_line = im->node_index + 1;
     net->n_layers++; /* counted now, so a failure below frees what the layer owns */
-    gr_status st = gr_op_get(l->p.op)->infer(&l->p, in, n_inputs, &l->out);
+    gr_status st = gr_op_infer(&l->p, in, n_inputs, &l->out);
     if (st != GR_OK)
         return node_fail(im, node, st, "%s", gr_last_error());
     if (l->out.c > GR_MAX_DIM || l->out.h > GR_MAX_DIM || l->out.w > GR_MAX_DIM ||
