@@ -19,6 +19,13 @@ if ! cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGR_WERROR=ON -DG
   echo "host_check: configure failed (see $dir/configure.log):"; tail -n 15 "$dir/configure.log"
   exit 2
 fi
+# Headers the build generates before compiling (protoc-c's C code of onnx.proto, which
+# models/onnx/ includes): made first, as the build would.
+if grep -q 'onnx_gen/onnx.pb-c.h' "$dir/build.ninja" 2>/dev/null &&
+   ! cmake --build "$dir" --target onnx_gen/onnx.pb-c.h >"$dir/generate.log" 2>&1; then
+  echo "host_check: generating the ONNX code failed (see $dir/generate.log):"; tail -n 15 "$dir/generate.log"
+  exit 2
+fi
 extra=()
 if [ $cuda = ON ]; then
   nvjpeg_dir=$(sed -n 's/^GR_NVJPEG_INCLUDE:PATH=//p' "$dir/CMakeCache.txt")
