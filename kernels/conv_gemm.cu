@@ -13,6 +13,7 @@
 #include "kernels/common.cuh"
 #include "kernels/conv_gemm.h"
 #include "kernels/conv_internal.cuh"
+#include "kernels/fast_div.h"
 
 struct gr_conv_gemm {
     int is_i8, direct;
@@ -59,25 +60,26 @@ struct Im2colParams {
     int chunks_per_tap, taps, ksize, stride, pad;
     int in_h, in_w, out_h, out_w;
     long long in_pixel_bytes; /* in_c_stride * element size */
+    gr_fast_div by_row, by_tap, by_w, by_h, by_k; /* row chunks, chunks_per_tap, out_w, out_h, ksize */
 };
 
 /* One thread per 16-byte chunk of the [M][K] matrix, in memory order: chunk i is channel chunk
  * i % cpt of tap (i / cpt) % taps of row i / (cpt * taps). Taps outside the image are zeros.
- * 32-bit index arithmetic (total < 2^31, checked at launch): the 64-bit divisions made the
- * kernel instruction-bound. */
+ * 32-bit index arithmetic (total < 2^31, checked at launch) through kernels/fast_div.h: the 64-bit
+ * divisions made the kernel instruction-bound, and its five 32-bit ones were ~100 of its
+ * instructions per 16 bytes. */
 __global__ void k_im2col(Im2colParams p)
 {
     const unsigned total = static_cast<unsigned>(p.total);
-    const unsigned row_chunks = static_cast<unsigned>(p.chunks_per_tap * p.taps);
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-        const unsigned m = i / row_chunks, c = i - m * row_chunks;
-        const int tap = static_cast<int>(c / p.chunks_per_tap);
-        const int ch = static_cast<int>(c - tap * p.chunks_per_tap);
-        const unsigned t = m / p.out_w;
-        const int ox = static_cast<int>(m - t * p.out_w);
-        const unsigned n = t / p.out_h;
-        const int oy = static_cast<int>(t - n * p.out_h);
-        const int ky = tap / p.ksize;
+        const unsigned m = gr_fast_div_do(i, p.by_row), c = i - m * p.by_row.d;
+        const int tap = static_cast<int>(gr_fast_div_do(c, p.by_tap));
+        const int ch = static_cast<int>(c - tap * p.by_tap.d);
+        const unsigned t = gr_fast_div_do(m, p.by_w);
+        const int ox = static_cast<int>(m - t * p.by_w.d);
+        const unsigned n = gr_fast_div_do(t, p.by_h);
+        const int oy = static_cast<int>(t - n * p.by_h.d);
+        const int ky = static_cast<int>(gr_fast_div_do(static_cast<unsigned>(tap), p.by_k));
         const int iy = oy * p.stride - p.pad + ky;
         const int ix = ox * p.stride - p.pad + tap - ky * p.ksize;
         uint4 v = make_uint4(0u, 0u, 0u, 0u);
@@ -98,7 +100,8 @@ struct EpilogueParams {
     float out_inv_scale;
     int batch, out_h, out_w;                  /* the conv's map */
     int pool, pool_stride, pool_offset, ph, pw; /* the written map: pooled or the conv's */
-    long long items;                           /* written pixels x channel vectors */
+    unsigned items;                            /* written pixels x channel vectors (< 2^31) */
+    gr_fast_div by_vecs, by_pw, by_ph;         /* out_c_pad / 4, pw, ph */
 };
 
 /* Loads 4 consecutive accumulators (16 bytes, aligned: ldc and n are multiples of 4). */
@@ -125,14 +128,18 @@ __device__ __forceinline__ void load4(const float *acc, float (&a)[4])
 template <typename Acc> __global__ void k_epilogue(EpilogueParams p)
 {
     constexpr int V = 4;
-    const int per_pixel = p.out_c_pad / V;
-    for (long long it = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; it < p.items;
-         it += static_cast<long long>(gridDim.x) * blockDim.x) {
-        const long long pix = it / per_pixel; /* written pixel (n, py, px) */
-        const int n_base = static_cast<int>(it % per_pixel) * V;
-        const int px = static_cast<int>(pix % p.pw);
-        const int py = static_cast<int>((pix / p.pw) % p.ph);
-        const long long img = pix / (static_cast<long long>(p.pw) * p.ph);
+    /* 32-bit indices through kernels/fast_div.h: the 64-bit divisions and remainders here were
+     * ~400 instructions per item and made the pass instruction-bound (~40 us per 13x13 layer at
+     * batch 64 int8 on the H100/H200, for 55 MB of traffic). */
+    for (unsigned it = blockIdx.x * blockDim.x + threadIdx.x; it < p.items;
+         it += gridDim.x * blockDim.x) {
+        const unsigned pix = gr_fast_div_do(it, p.by_vecs); /* written pixel (n, py, px) */
+        const int n_base = static_cast<int>(it - pix * p.by_vecs.d) * V;
+        const unsigned row = gr_fast_div_do(pix, p.by_pw);
+        const int px = static_cast<int>(pix - row * p.by_pw.d);
+        const unsigned img32 = gr_fast_div_do(row, p.by_ph);
+        const int py = static_cast<int>(row - img32 * p.by_ph.d);
+        const long long img = img32;
         float bias[V], mul[V], y[V];
 #pragma unroll
         for (int e = 0; e < V; ++e) {
@@ -173,7 +180,7 @@ template <typename Acc> __global__ void k_epilogue(EpilogueParams p)
 #pragma unroll
         for (int e = 0; e < V; ++e)
             v[e] = n_base + e < p.out_c ? y[e] : 0.0f;
-        const long long dst = pix * p.out_c_stride + p.out_c_offset + n_base;
+        const long long dst = static_cast<long long>(pix) * p.out_c_stride + p.out_c_offset + n_base;
         if (p.out_kind == GR_CONV_OUT_I8) {
             unsigned w = 0u;
 #pragma unroll
@@ -315,6 +322,12 @@ extern "C" cudaError_t gr_conv_gemm_create(const gr_conv_args *a, int is_i8, cub
         gr_conv_gemm_destroy(g);
         return cudaErrorInvalidValue;
     }
+    if (static_cast<long long>(g->batch) * g->pool_h * g->pool_w * (g->out_c_pad / 4) >= INT_MAX) {
+        gr_kernels_record_failure(__FILE__, __LINE__, "GEMM tactic epilogue",
+                                  "the output has 2^31 or more 4-channel vectors");
+        gr_conv_gemm_destroy(g);
+        return cudaErrorInvalidValue;
+    }
     g->c_bytes = align256(static_cast<size_t>(g->M) * g->ldc * 4);
     const cudaError_t err = make_descriptors(g, a);
     if (err != cudaSuccess) {
@@ -353,6 +366,11 @@ extern "C" cudaError_t gr_conv_gemm_launch(const gr_conv_gemm *g, const gr_conv_
         p.out_w = g->out_w;
         p.in_pixel_bytes = static_cast<long long>(a->in_c_stride) * elem;
         GR_ARG_CHECK(p.total < INT_MAX);
+        GR_ARG_CHECK(gr_fast_div_init(&p.by_row, static_cast<uint32_t>(p.chunks_per_tap * p.taps)) &&
+                     gr_fast_div_init(&p.by_tap, static_cast<uint32_t>(p.chunks_per_tap)) &&
+                     gr_fast_div_init(&p.by_w, static_cast<uint32_t>(p.out_w)) &&
+                     gr_fast_div_init(&p.by_h, static_cast<uint32_t>(p.out_h)) &&
+                     gr_fast_div_init(&p.by_k, static_cast<uint32_t>(p.ksize)));
         k_im2col<<<grid_for(p.total, 256), 256, 0, stream>>>(p);
         GR_LAUNCH_CHECK();
         x = base;
@@ -389,8 +407,13 @@ extern "C" cudaError_t gr_conv_gemm_launch(const gr_conv_gemm *g, const gr_conv_
     e.pool_offset = g->pool_offset;
     e.ph = g->pool_h;
     e.pw = g->pool_w;
-    e.items = static_cast<long long>(g->batch) * g->pool_h * g->pool_w * (g->out_c_pad / 4);
-    const int blocks = grid_for(e.items, 128);
+    const long long items = static_cast<long long>(g->batch) * g->pool_h * g->pool_w * (g->out_c_pad / 4);
+    GR_ARG_CHECK(items < INT_MAX); /* refused at create */
+    e.items = static_cast<unsigned>(items);
+    GR_ARG_CHECK(gr_fast_div_init(&e.by_vecs, static_cast<uint32_t>(g->out_c_pad / 4)) &&
+                 gr_fast_div_init(&e.by_pw, static_cast<uint32_t>(g->pool_w)) &&
+                 gr_fast_div_init(&e.by_ph, static_cast<uint32_t>(g->pool_h)));
+    const int blocks = grid_for(items, 128);
     if (g->is_i8)
         k_epilogue<int32_t><<<blocks, 128, 0, stream>>>(e);
     else
