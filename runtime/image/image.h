@@ -67,7 +67,8 @@ gr_status gr_image_reader_load(gr_image_reader *r, const char *path, const gr_im
  * net_w x net_h (so only JPEGs of at least twice that size are affected), much faster than a full
  * decode followed by a large shrink, but not the same pixels as Darknet's full-size decode (docs:
  * `--fast-decode`). net_w or net_h <= 0 turns it off (the default). *out of a load is then the
- * scaled image. */
+ * scaled image: letterbox it with gr_image_preprocess_as and gr_image_reader_source_size's size,
+ * which is what boxes map back with. */
 void gr_image_reader_fast_decode(gr_image_reader *r, gr_preprocess how, int net_w, int net_h);
 /* The letterbox (or stretch) of `im` as the file_w x file_h image it was decoded from at a
  * reduced scale (gr_image_reader_fast_decode): the resized image's size and place in the
