@@ -1062,7 +1062,8 @@ END_TEST
 /* --fast-decode: a JPEG decoded DCT-scaled is letterboxed where the file's own size puts it, so
  * its boxes, mapped back with that size, fit. 1000x705 at the shapes model's 160x160: the file's
  * letterbox is 160x112, the 1/4 decode (250x177) would give 160x113 on its own. The engine's
- * input as the run submitted it is compared with gr_image_preprocess_as of that decode. */
+ * input as the run submitted it is compared with gr_image_preprocess_as of that decode; and,
+ * with the option off, with the reference letterbox of the full decode. */
 static float *captured;
 static size_t captured_bytes;
 
@@ -1136,6 +1137,21 @@ START_TEST(fast_decode_places_the_image_as_the_files_size_says)
             if (!inside)
                 ck_assert(captured[(size_t)y * 160 + (size_t)x] == 0.5f);
         }
+    /* Off (the default): the run's input is Darknet's, the reference letterbox of the full
+     * decode, bit for bit - the bytes the folder mode gave before. */
+    opt.fast_decode = 0;
+    free(got);
+    pool = pool_of(e);
+    got = run_list(pool, list, 1, &opt, NULL);
+    gr_pool_destroy(pool);
+    ck_assert_int_eq(got->status[0], GR_OK);
+    gr_image *whole = NULL;
+    ck_assert_int_eq(gr_image_load(path, &whole), GR_OK);
+    ck_assert_int_eq(gr_image_letterbox_reference(whole, gr_model_preprocess(model), 160, 160,
+                                                  want), GR_OK);
+    ck_assert_msg(memcmp(captured, want, n * sizeof *want) == 0,
+                  "without fast_decode the run's input is not the reference letterbox");
+    gr_image_destroy(whole);
     free(want);
     free(own);
     free(captured);
