@@ -2,7 +2,8 @@
  * full and DCT-scaled (`--fast-decode`), and the letterbox after each, for one network size; and
  * the photos to measure it on.
  *
- *   ./build/13_cpu_decode make DIR N W H [SEED]   N photo-like W x H JPEGs (quality 90, 4:2:0):
+ *   ./build/13_cpu_decode make DIR N W H [SEED]   N photo-like W x H JPEGs (quality 90, 4:2:0)
+ *                                                 into DIR (made; its parent must exist):
  *                                                 random crops of the bundled photos (data/, the .jpg)
  *                                                 resized, maybe mirrored, with noise (sigma ~4)
  *   ./build/13_cpu_decode enlarge SRC DST K       every .png/.jpg of SRC as DST/<stem>.jpg, K x
@@ -134,7 +135,8 @@ static int make(const char *dir, int n, int w, int h, unsigned seed)
     free(out.data);
     for (int i = 0; i < 5; i++)
         gr_image_destroy(src[i]);
-    printf("%d %dx%d JPEGs in %s\n", n, w, h, dir);
+    if (rc == 0)
+        printf("%d %dx%d JPEGs in %s\n", n, w, h, dir);
     return rc;
 }
 

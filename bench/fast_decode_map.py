@@ -35,6 +35,8 @@ def jpeg_size(path):
 
 
 def instances(folder, out):
+    """The YOLO labels beside the JPEGs as a COCO instances file: the conversion
+    tests/cli_eval_coco.sh checks scores exactly as the labels do (docs/eval.md)."""
     images, anns = [], []
     for f in sorted(os.listdir(folder)):
         if not f.endswith(".jpg"):
