@@ -4,8 +4,9 @@
  *
  *   ./build/13_cpu_decode make DIR N W H [SEED]   N photo-like W x H JPEGs (quality 90, 4:2:0)
  *                                                 into DIR (made; its parent must exist):
- *                                                 random crops of the bundled photos (data/, the .jpg)
- *                                                 resized, maybe mirrored, with noise (sigma ~4)
+ *                                                 random crops of the bundled photos
+ *                                                 (data/, the .jpg) resized, maybe mirrored,
+ *                                                 with noise (sigma ~4)
  *   ./build/13_cpu_decode enlarge SRC DST K       every .png/.jpg of SRC as DST/<stem>.jpg, K x
  *                                                 larger (bilinear stretch, quality 90), and its
  *                                                 YOLO label file <stem>.txt copied beside it
@@ -105,7 +106,8 @@ static int make(const char *dir, int n, int w, int h, unsigned seed)
     int rc = out.data ? 0 : 1;
     for (int i = 0; i < n && rc == 0; i++) {
         const gr_image *s = src[i % 5];
-        int cw = (int)(s->w * (0.6 + 0.4 * uniform(&seed))), ch = (int)(s->h * (0.6 + 0.4 * uniform(&seed)));
+        int cw = (int)(s->w * (0.6 + 0.4 * uniform(&seed)));
+        int ch = (int)(s->h * (0.6 + 0.4 * uniform(&seed)));
         int x0 = (int)(rnd(&seed) % (unsigned)(s->w - cw + 1));
         int y0 = (int)(rnd(&seed) % (unsigned)(s->h - ch + 1));
         gr_image crop = {.w = cw, .h = ch, .c = 3, .data = malloc((size_t)cw * ch * 3)};
