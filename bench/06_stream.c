@@ -237,8 +237,10 @@ int main(int argc, char **argv)
                 mismatches++;
             if (st == GR_OK)
                 st = gr_image_reader_load(fast_reader, paths[i], &rim);
-            if (st == GR_OK)
-                st = gr_image_letterbox_u8(rim, NET, NET, ref); /* inexact: not compared */
+            int fw = 0, fh = 0; /* placed by the file's size, as the folder mode does */
+            gr_image_reader_source_size(fast_reader, &fw, &fh);
+            if (st == GR_OK) /* inexact: not compared */
+                st = gr_image_preprocess_as_u8(rim, fw, fh, GR_PREPROCESS_LETTERBOX, NET, NET, ref);
             t_fast += now_s() - t5;
             if (st != GR_OK) {
                 failures++;

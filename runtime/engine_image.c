@@ -6,13 +6,15 @@
 #include <stdint.h>
 
 #include "runtime/engine_internal.h"
+#include "runtime/image/image.h"
 
 int gr_engine_image_u8(const gr_engine *engine)
 {
     return engine && engine->device == GR_DEVICE_GPU;
 }
 
-gr_status gr_engine_letterbox(const gr_engine *engine, const gr_image *im, void *dst)
+gr_status gr_engine_letterbox_as(const gr_engine *engine, const gr_image *im, int file_w,
+                                 int file_h, void *dst)
 {
     if (!engine || !dst)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_letterbox: NULL %s",
@@ -22,8 +24,17 @@ gr_status gr_engine_letterbox(const gr_engine *engine, const gr_image *im, void 
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_letterbox: images are RGB; the "
                        "network takes %d input channels (feed it with gr_engine_run_f32)", net->c);
     gr_preprocess how = gr_model_preprocess(&engine->model_view);
-    return gr_engine_image_u8(engine) ? gr_image_preprocess_u8(im, how, net->w, net->h, dst)
-                                      : gr_image_preprocess(im, how, net->w, net->h, dst);
+    int u8 = gr_engine_image_u8(engine);
+    if (file_w == 0 && file_h == 0) /* the image's own size */
+        return u8 ? gr_image_preprocess_u8(im, how, net->w, net->h, dst)
+                  : gr_image_preprocess(im, how, net->w, net->h, dst);
+    return u8 ? gr_image_preprocess_as_u8(im, file_w, file_h, how, net->w, net->h, dst)
+              : gr_image_preprocess_as(im, file_w, file_h, how, net->w, net->h, dst);
+}
+
+gr_status gr_engine_letterbox(const gr_engine *engine, const gr_image *im, void *dst)
+{
+    return gr_engine_letterbox_as(engine, im, 0, 0, dst);
 }
 
 gr_status gr_engine_set_image(gr_engine *engine, int slot, int batch_index, const gr_image *im)

@@ -195,6 +195,14 @@ gr_status gr_backend_gpu_init(gr_engine *e, const gr_backend_inputs *in);
  * before it calibrates for an engine the device could not take. */
 gr_status gr_gpu_device_check(int gpu_index, gr_precision precision);
 
+/* ---- engine_image.c ------------------------------------------------------------------------ */
+
+/* gr_engine_letterbox of an image decoded at a reduced scale from a file_w x file_h file
+ * (gr_image_reader_fast_decode): placed and sized in the input as the file's size is
+ * (gr_image_preprocess_as), so its boxes map back with that size. 0 x 0: im's own size. */
+gr_status gr_engine_letterbox_as(const gr_engine *engine, const gr_image *im, int file_w,
+                                 int file_h, void *dst);
+
 /* ---- engine_common.c: helpers every layer uses (backends included) ----------------------- */
 
 /* Append one line to e->notice (lines separated by '\n'). */

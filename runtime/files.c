@@ -215,9 +215,10 @@ static void decode_into(const pipeline *p, gr_image_reader *reader, const char *
     }
     double t1 = now_s();
     if (st == GR_OK) {
-        /* Boxes map back to the size in the file, also when fast_decode decoded it smaller. */
+        /* Boxes map back to the size in the file, also when fast_decode decoded it smaller: so
+         * the letterbox places and sizes the image by that size too. */
         gr_image_reader_source_size(reader, &slot->w, &slot->h);
-        st = gr_engine_letterbox(p->engine, im, dst); /* any thread */
+        st = gr_engine_letterbox_as(p->engine, im, slot->w, slot->h, dst); /* any thread */
     }
     slot->ready = now_s();
     /* The stat and the reader's read are the read; the rest of its load is the decode. */

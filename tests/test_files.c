@@ -1059,6 +1059,113 @@ START_TEST(a_failing_batch_fails_its_images_and_the_run_goes_on)
 }
 END_TEST
 
+/* --fast-decode: a JPEG decoded DCT-scaled is letterboxed where the file's own size puts it, so
+ * its boxes, mapped back with that size, fit. 1000x705 at the shapes model's 160x160: the file's
+ * letterbox is 160x112, the 1/4 decode (250x177) would give 160x113 on its own. The engine's
+ * input as the run submitted it is compared with gr_image_preprocess_as of that decode; and,
+ * with the option off, with the reference letterbox of the full decode. */
+static float *captured;
+static size_t captured_bytes;
+
+static gr_status capturing_submit(gr_engine *e, int slot, int u8)
+{
+    void *buffer;
+    size_t size;
+    ck_assert_int_eq(e->ops->input_buffer(e, slot, u8, &buffer, &size), GR_OK);
+    free(captured);
+    captured = malloc(size);
+    ck_assert_ptr_nonnull(captured);
+    memcpy(captured, buffer, size);
+    captured_bytes = size;
+    return cpu_ops->submit(e, slot, u8);
+}
+
+START_TEST(fast_decode_places_the_image_as_the_files_size_says)
+{
+    gr_image *dog = NULL;
+    ck_assert_int_eq(gr_image_load("data/dog.jpg", &dog), GR_OK);
+    gr_image big = {.w = 1000, .h = 705, .c = 3, .data = malloc((size_t)1000 * 705 * 3)};
+    ck_assert_ptr_nonnull(big.data);
+    ck_assert_int_eq(gr_image_preprocess_u8(dog, GR_PREPROCESS_STRETCH, 1000, 705, big.data),
+                     GR_OK);
+    char path[256];
+    snprintf(path, sizeof path, "%s/big.jpg", folder);
+    ck_assert_int_eq(gr_image_write(&big, path), GR_OK);
+
+    gr_engine *e = cpu_engine(1, 1);
+    cpu_ops = e->ops;
+    stand_in_ops = *e->ops;
+    stand_in_ops.submit = capturing_submit;
+    e->ops = &stand_in_ops;
+    gr_files_options opt;
+    gr_files_options_default(&opt);
+    opt.decode = GR_FILES_DECODE_CPU;
+    opt.fast_decode = 1;
+    const char *list[] = {path};
+    gr_pool *pool = pool_of(e);
+    seen *got = run_list(pool, list, 1, &opt, NULL);
+    gr_pool_destroy(pool);
+    ck_assert_int_eq(got->status[0], GR_OK);
+    ck_assert_int_eq(got->width[0], 1000); /* boxes map back to the file's size */
+    ck_assert_int_eq(got->height[0], 705);
+
+    /* The decode the run made, and where its input must hold it. */
+    gr_image_reader *r = NULL;
+    const gr_image *small = NULL;
+    ck_assert_int_eq(gr_image_reader_create(&r), GR_OK);
+    gr_image_reader_fast_decode(r, gr_model_preprocess(model), 160, 160);
+    ck_assert_int_eq(gr_image_reader_load(r, path, &small), GR_OK);
+    ck_assert_int_eq(small->w, 250);
+    ck_assert_int_eq(small->h, 177);
+    size_t n = (size_t)3 * 160 * 160;
+    float *want = malloc(n * sizeof *want), *own = malloc(n * sizeof *own);
+    ck_assert(want && own);
+    ck_assert_int_eq(gr_image_preprocess_as(small, 1000, 705, gr_model_preprocess(model), 160,
+                                            160, want), GR_OK);
+    ck_assert_uint_eq(captured_bytes, n * sizeof *want);
+    ck_assert_msg(memcmp(captured, want, n * sizeof *want) == 0,
+                  "the run's input is not the decode letterboxed as a 1000x705 image");
+    /* What the run gave before: the decode letterboxed at its own size, one row taller. */
+    ck_assert_int_eq(gr_image_preprocess(small, gr_model_preprocess(model), 160, 160, own), GR_OK);
+    ck_assert(memcmp(own, want, n * sizeof *want) != 0);
+    gr_letterbox_geom g;
+    gr_letterbox_geometry(gr_model_preprocess(model), 1000, 705, 160, 160, &g);
+    ck_assert_int_eq(g.new_h, 112);
+    for (int y = 0; y < 160; y++) /* grey exactly outside rows top..top+111 (channel 0) */
+        for (int x = 0; x < 160; x++) {
+            int inside = y >= g.top && y < g.top + g.new_h;
+            if (!inside)
+                ck_assert(captured[(size_t)y * 160 + (size_t)x] == 0.5f);
+        }
+    /* Off (the default): the run's input is Darknet's, the reference letterbox of the full
+     * decode, bit for bit - the bytes the folder mode gave before. */
+    opt.fast_decode = 0;
+    free(got);
+    pool = pool_of(e);
+    got = run_list(pool, list, 1, &opt, NULL);
+    gr_pool_destroy(pool);
+    ck_assert_int_eq(got->status[0], GR_OK);
+    gr_image *whole = NULL;
+    ck_assert_int_eq(gr_image_load(path, &whole), GR_OK);
+    ck_assert_int_eq(gr_image_letterbox_reference(whole, gr_model_preprocess(model), 160, 160,
+                                                  want), GR_OK);
+    ck_assert_msg(memcmp(captured, want, n * sizeof *want) == 0,
+                  "without fast_decode the run's input is not the reference letterbox");
+    gr_image_destroy(whole);
+    free(want);
+    free(own);
+    free(captured);
+    captured = NULL;
+    free(got);
+    free(big.data);
+    gr_image_destroy(dog);
+    gr_image_reader_destroy(r);
+    e->ops = cpu_ops;
+    gr_engine_destroy(e);
+    unlink(path);
+}
+END_TEST
+
 static Suite *files_suite(void)
 {
     Suite *s = suite_create("files");
@@ -1078,6 +1185,7 @@ static Suite *files_suite(void)
     tcase_add_test(tc, a_source_of_images_runs_as_its_files);
     tcase_add_test(tc, jpegs_handed_to_the_gpu_decoder_give_cpu_decodings_results);
     tcase_add_test(tc, a_failing_batch_fails_its_images_and_the_run_goes_on);
+    tcase_add_test(tc, fast_decode_places_the_image_as_the_files_size_says);
     suite_add_tcase(s, tc);
     return s;
 }

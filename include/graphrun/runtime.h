@@ -717,8 +717,9 @@ gr_status gr_pool_open_jpeg_decoders(gr_pool *pool);
  *     GR_ERR_INVALID_ARGUMENT (fast_decode), or the decoder's failure
  *     (gr_pool_open_jpeg_decoders).
  *   - fast_decode: JPEGs at least twice the network input decoded at libjpeg-turbo's DCT scale
- *     (1/2, 1/4, 1/8) that keeps them at least that size: faster on large photos, not Darknet's
- *     exact input; boxes are still in the file's pixels.
+ *     (1/2, 1/4, 1/8) that keeps them at least that size, letterboxed where the file's size puts
+ *     them: faster on large photos, not Darknet's exact input (docs/performance.md, "JPEG
+ *     decoding on the CPU": the accuracy cost); boxes are still in the file's pixels.
  *   - jsonl: each result carries its JSON Lines record (gr_file_result.jsonl), made where its
  *     detections are decoded (by whichever threads are free, several at once), so the calling
  *     thread only passes text on. The CLI's lines come from the same function (runtime/jsonl.c):

@@ -522,7 +522,9 @@ void gr_image_reader_source_size(const gr_image_reader *r, int *w, int *h)
 
 /* The smallest size libjpeg-turbo can decode a w x h JPEG to (its DCT scaling: 1/2, 1/4, 1/8)
  * that is still at least the size the letterbox (or stretch) resizes it to in net_w x net_h, so
- * the resize still only shrinks it; w x h itself when no factor qualifies. */
+ * the resize still only shrinks it; w x h itself when no factor qualifies. Its other scales
+ * (M/8: 7/8, 3/4, 5/8, 3/8) are not used: they run its C IDCTs and decode slower than the full
+ * size, or than 1/2 or 1/4 where those fit (bench/results/cpu-decode-latest.txt). */
 static void fast_decode_size(gr_preprocess how, int w, int h, int net_w, int net_h, int *out_w,
                              int *out_h)
 {

@@ -67,8 +67,20 @@ gr_status gr_image_reader_load(gr_image_reader *r, const char *path, const gr_im
  * net_w x net_h (so only JPEGs of at least twice that size are affected), much faster than a full
  * decode followed by a large shrink, but not the same pixels as Darknet's full-size decode (docs:
  * `--fast-decode`). net_w or net_h <= 0 turns it off (the default). *out of a load is then the
- * scaled image. */
+ * scaled image: letterbox it with gr_image_preprocess_as and gr_image_reader_source_size's size,
+ * which is what boxes map back with. */
 void gr_image_reader_fast_decode(gr_image_reader *r, gr_preprocess how, int net_w, int net_h);
+/* The letterbox (or stretch) of `im` as the file_w x file_h image it was decoded from at a
+ * reduced scale (gr_image_reader_fast_decode): the resized image's size and place in the
+ * network input are those of the file's size (gr_letterbox_geometry(how, file_w, file_h, ...)),
+ * so boxes map back with the file's size exactly; the bilinear resize reads im. file_w x file_h
+ * of im's own size is gr_image_preprocess(_u8); 0 x 0 means that too. GR_ERR_INVALID_ARGUMENT
+ * for a file size smaller than im's or over GR_MAX_DIM, and for what gr_image_preprocess
+ * refuses. */
+gr_status gr_image_preprocess_as(const gr_image *im, int file_w, int file_h, gr_preprocess how,
+                                 int net_w, int net_h, float *out);
+gr_status gr_image_preprocess_as_u8(const gr_image *im, int file_w, int file_h,
+                                    gr_preprocess how, int net_w, int net_h, uint8_t *out);
 /* The size stored in the last loaded file (what boxes map back to), scaled or not; 0 x 0 when
  * the last load failed before reading it. */
 void gr_image_reader_source_size(const gr_image_reader *r, int *w, int *h);

@@ -16,6 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 /* Every letterbox reads w x h x 3 bytes: an image of another channel count is refused (its
  * buffer may be smaller than that). */
 static gr_status check_letterbox_args(const gr_image *im, gr_preprocess how, int net_w, int net_h,
@@ -35,6 +39,23 @@ static gr_status check_letterbox_args(const gr_image *im, gr_preprocess how, int
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: NULL output", who);
     if (net_w <= 0 || net_h <= 0 || net_w > GR_MAX_DIM || net_h > GR_MAX_DIM)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: bad network size %dx%d", who, net_w, net_h);
+    return GR_OK;
+}
+
+/* The size in the file of an image decoded DCT-scaled (gr_image_preprocess_as): 0 x 0 for the
+ * image's own, else at least the decoded size (the decoder only scales down) and within the
+ * image limits. */
+static gr_status check_file_size(const gr_image *im, int *fw, int *fh, const char *who)
+{
+    if (*fw == 0 && *fh == 0) { /* 0 x 0: the image's own size */
+        *fw = im->w;
+        *fh = im->h;
+    }
+    int file_w = *fw, file_h = *fh;
+    if (file_w < im->w || file_h < im->h || file_w > GR_MAX_DIM || file_h > GR_MAX_DIM)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: a %dx%d image cannot be a scaled decode of "
+                       "a %dx%d one (the size in the file is at least the image's and at most %d "
+                       "per side)", who, im->w, im->h, file_w, file_h, GR_MAX_DIM);
     return GR_OK;
 }
 
@@ -192,9 +213,13 @@ gr_status gr_image_letterbox_reference_u8(const gr_image *im, gr_preprocess how,
 typedef struct letterbox_plan {
     int src_w, src_h, new_w, new_h;
     float h_scale;
-    int *col_off0, *col_off1; /* byte offsets of the two source pixels of output column x */
+    int *col_off0, *col_off1; /* offsets (3 x pixel) of the two source pixels of column x */
     float *col_w0, *col_w1;   /* their weights: 1 - dx and dx */
-    float *rows[2];           /* two horizontally resized source rows, new_w x 3 interleaved */
+    int whole_rows;           /* SSE2: convert whole source rows (see resized_row) */
+    float *unit_row;          /* the source row being resized as (float)(v / 255.), 3 x src_w,
+                               * then 4 zeros (what a weight of 0 multiplies past the end) */
+    float *rows[2];           /* two horizontally resized source rows, new_w x 3 interleaved
+                               * and one float more (the 4-wide store of the last column) */
     int row_of[2];            /* which source row each holds, -1 none */
     float to_unit[256];
 } letterbox_plan;
@@ -214,17 +239,24 @@ void gr_letterbox_geometry(gr_preprocess how, int im_w, int im_h, int net_w, int
     g->h_scale = g->new_h > 1 ? (float)(im_h - 1) / (float)(g->new_h - 1) : 0.0f;
 }
 
-static gr_status make_plan(const gr_image *im, gr_preprocess how, int net_w, int net_h,
-                           letterbox_plan *lp, gr_letterbox_geom *geom)
+/* The plan for resizing `im` into the letterbox of a file_w x file_h image (im's own size, or
+ * the size in the file of an image decoded DCT-scaled): where it lands and how large it is come
+ * from file_w x file_h, the resize's scales from im's size. */
+static gr_status make_plan(const gr_image *im, int file_w, int file_h, gr_preprocess how,
+                           int net_w, int net_h, letterbox_plan *lp, gr_letterbox_geom *geom)
 {
     memset(lp, 0, sizeof *lp);
     lp->src_w = im->w;
     lp->src_h = im->h;
-    gr_letterbox_geometry(how, im->w, im->h, net_w, net_h, geom);
+    gr_letterbox_geometry(how, file_w, file_h, net_w, net_h, geom);
+    geom->w_scale = geom->new_w > 1 ? (float)(im->w - 1) / (float)(geom->new_w - 1) : 0.0f;
+    geom->h_scale = geom->new_h > 1 ? (float)(im->h - 1) / (float)(geom->new_h - 1) : 0.0f;
     lp->new_w = geom->new_w;
     lp->new_h = geom->new_h;
     size_t nw = (size_t)lp->new_w; /* <= net_w <= GR_MAX_DIM: no overflow below */
-    size_t bytes = nw * (2 * sizeof(int) + 2 * sizeof(float)) + 2 * 3 * nw * sizeof(float);
+    size_t row_floats = 3 * nw + 4, unit_floats = 3 * (size_t)im->w + 4;
+    size_t bytes = nw * (2 * sizeof(int) + 2 * sizeof(float)) +
+                   (2 * row_floats + unit_floats) * sizeof(float);
     char *mem = gr_malloc(bytes, "letterbox tables");
     if (!mem)
         return GR_ERR_OUT_OF_MEMORY;
@@ -233,7 +265,9 @@ static gr_status make_plan(const gr_image *im, gr_preprocess how, int net_w, int
     lp->col_w0 = (float *)(lp->col_off1 + nw);
     lp->col_w1 = lp->col_w0 + nw;
     lp->rows[0] = lp->col_w1 + nw;
-    lp->rows[1] = lp->rows[0] + 3 * nw;
+    lp->rows[1] = lp->rows[0] + row_floats;
+    lp->unit_row = lp->rows[1] + row_floats;
+    memset(lp->unit_row + unit_floats - 4, 0, 4 * sizeof(float));
     lp->row_of[0] = lp->row_of[1] = -1;
     for (int v = 0; v < 256; v++)
         lp->to_unit[v] = (float)(v / 255.);
@@ -256,11 +290,59 @@ static gr_status make_plan(const gr_image *im, gr_preprocess how, int net_w, int
             lp->col_w1[x] = dx;
         }
     }
+    /* Whole rows when each source pixel is used about once or more; lerp_pixels needs every
+     * column's second pixel to be its first + 1 or to weigh 0 (always so: sx < src_w - 1 for
+     * every column but the last). */
+    lp->whole_rows = 2 * dst_w >= src_w;
+    for (int x = 0; x < dst_w; x++)
+        if (lp->col_off1[x] != lp->col_off0[x] + 3 && lp->col_w1[x] != 0.0f)
+            lp->whole_rows = 0;
     return GR_OK;
 }
 
+#if defined(__SSE2__)
+/* The row's bytes as floats, (float)v / 255.0f sixteen at a time: that is (float)(v / 255.) for
+ * every byte v (both are v / 255 rounded once to the nearest float: the double quotient's
+ * rounding never lands on a float tie; test_image_fast checks all 256). */
+static void unit_floats(const uint8_t *in, size_t n, const float *to_unit, float *f)
+{
+    const __m128i zero = _mm_setzero_si128();
+    const __m128 d255 = _mm_set1_ps(255.0f);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(in + i));
+        __m128i lo = _mm_unpacklo_epi8(b, zero), hi = _mm_unpackhi_epi8(b, zero);
+        __m128i q[4] = {_mm_unpacklo_epi16(lo, zero), _mm_unpackhi_epi16(lo, zero),
+                        _mm_unpacklo_epi16(hi, zero), _mm_unpackhi_epi16(hi, zero)};
+        for (int k = 0; k < 4; k++)
+            _mm_storeu_ps(f + i + 4 * k, _mm_div_ps(_mm_cvtepi32_ps(q[k]), d255));
+    }
+    for (; i < n; i++)
+        f[i] = to_unit[in[i]];
+}
+
+/* Each output pixel w0 * (its first source pixel) + w1 * (the next), the three channels at once:
+ * four lanes from f + off and f + off + 3, the fourth spare (overwritten by the next pixel, or
+ * the row's padding). Per lane the scalar code's multiply, multiply and add, so the same bits. A
+ * column whose second pixel is not the next one weighs it 0 (the last column, a one-pixel row):
+ * the zeros after the row's floats give 0 * 0 = +0 where the scalar code adds 0 * v = +0. */
+static void lerp_pixels(const letterbox_plan *lp, const float *f, float *row)
+{
+    for (int x = 0; x < lp->new_w; x++) {
+        const float *a = f + lp->col_off0[x];
+        __m128 w0 = _mm_set1_ps(lp->col_w0[x]), w1 = _mm_set1_ps(lp->col_w1[x]);
+        __m128 v = _mm_add_ps(_mm_mul_ps(w0, _mm_loadu_ps(a)), _mm_mul_ps(w1, _mm_loadu_ps(a + 3)));
+        _mm_storeu_ps(row + 3 * x, v);
+    }
+}
+#endif
+
 /* Source row `src_row` resized horizontally, from the cache; `keep` is the other row the
- * current output row needs (its cache entry is not evicted). */
+ * current output row needs (its cache entry is not evicted). With SSE2, when the resize uses
+ * most of the row's pixels (it shrinks at most 2x), the row's bytes are made floats once, not
+ * looked up twice per output value, and the pixels are interpolated four lanes at a time;
+ * otherwise each output value looks its two bytes up. Both compute every value as
+ * w0 * (float)(a / 255.) + w1 * (float)(b / 255.). */
 static const float *resized_row(letterbox_plan *lp, const gr_image *im, int src_row, int keep)
 {
     for (int i = 0; i < 2; i++)
@@ -268,8 +350,16 @@ static const float *resized_row(letterbox_plan *lp, const gr_image *im, int src_
             return lp->rows[i];
     int slot = lp->row_of[0] == keep ? 1 : 0;
     float *row = lp->rows[slot];
+    lp->row_of[slot] = src_row;
     const uint8_t *in = im->data + (size_t)src_row * (size_t)im->w * 3;
     const float *to_unit = lp->to_unit;
+#if defined(__SSE2__)
+    if (lp->whole_rows) {
+        unit_floats(in, (size_t)im->w * 3, to_unit, lp->unit_row);
+        lerp_pixels(lp, lp->unit_row, row);
+        return row;
+    }
+#endif
     for (int x = 0; x < lp->new_w; x++) {
         const uint8_t *a = in + lp->col_off0[x], *b = in + lp->col_off1[x];
         float w0 = lp->col_w0[x], w1 = lp->col_w1[x];
@@ -277,7 +367,6 @@ static const float *resized_row(letterbox_plan *lp, const gr_image *im, int src_
         row[3 * x + 1] = w0 * to_unit[a[1]] + w1 * to_unit[b[1]];
         row[3 * x + 2] = w0 * to_unit[a[2]] + w1 * to_unit[b[2]];
     }
-    lp->row_of[slot] = src_row;
     return row;
 }
 
@@ -298,13 +387,14 @@ static void output_row(letterbox_plan *lp, const gr_image *im, int r, const floa
     *p1 = resized_row(lp, im, iy1, iy);
 }
 
-static gr_status preprocess_f32(const gr_image *im, gr_preprocess how, int net_w, int net_h,
-                                float *out, const char *who)
+static gr_status preprocess_f32(const gr_image *im, int file_w, int file_h, gr_preprocess how,
+                                int net_w, int net_h, float *out, const char *who)
 {
     GR_TRY(check_letterbox_args(im, how, net_w, net_h, out, who));
+    GR_TRY(check_file_size(im, &file_w, &file_h, who));
     letterbox_plan lp;
     gr_letterbox_geom geom;
-    GR_TRY(make_plan(im, how, net_w, net_h, &lp, &geom));
+    GR_TRY(make_plan(im, file_w, file_h, how, net_w, net_h, &lp, &geom));
     size_t net_plane = (size_t)net_w * (size_t)net_h;
     for (size_t i = 0; i < 3 * net_plane; i++)
         out[i] = 0.5f;
@@ -324,13 +414,39 @@ static gr_status preprocess_f32(const gr_image *im, gr_preprocess how, int net_w
     return GR_OK;
 }
 
-static gr_status preprocess_u8(const gr_image *im, gr_preprocess how, int net_w, int net_h,
-                               uint8_t *out, const char *who)
+#if defined(__SSE2__)
+/* The vertical pass into bytes, sixteen at a time: per lane the scalar loop's operations in its
+ * order (two products and their sum, * 255, + 0.5), min(v, 255) (MINPS is v < 255 ? v : 255),
+ * truncation (CVTTPS2DQ), and packs that cannot saturate 0..255. Returns how many it did. */
+static size_t rows_to_u8(const float *p0, const float *p1, float w0, float w1, size_t n,
+                         uint8_t *o)
+{
+    const __m128 a = _mm_set1_ps(w0), b = _mm_set1_ps(w1);
+    const __m128 k255 = _mm_set1_ps(255.0f), half = _mm_set1_ps(0.5f);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m128i q[4];
+        for (int k = 0; k < 4; k++) {
+            __m128 v = _mm_add_ps(_mm_mul_ps(a, _mm_loadu_ps(p0 + i + 4 * k)),
+                                  _mm_mul_ps(b, _mm_loadu_ps(p1 + i + 4 * k)));
+            v = _mm_add_ps(_mm_mul_ps(v, k255), half);
+            q[k] = _mm_cvttps_epi32(_mm_min_ps(v, k255));
+        }
+        __m128i lo = _mm_packs_epi32(q[0], q[1]), hi = _mm_packs_epi32(q[2], q[3]);
+        _mm_storeu_si128((__m128i *)(void *)(o + i), _mm_packus_epi16(lo, hi));
+    }
+    return i;
+}
+#endif
+
+static gr_status preprocess_u8(const gr_image *im, int file_w, int file_h, gr_preprocess how,
+                               int net_w, int net_h, uint8_t *out, const char *who)
 {
     GR_TRY(check_letterbox_args(im, how, net_w, net_h, out, who));
+    GR_TRY(check_file_size(im, &file_w, &file_h, who));
     letterbox_plan lp;
     gr_letterbox_geom geom;
-    GR_TRY(make_plan(im, how, net_w, net_h, &lp, &geom));
+    GR_TRY(make_plan(im, file_w, file_h, how, net_w, net_h, &lp, &geom));
     int left = geom.left, top = geom.top;
     size_t row_bytes = (size_t)net_w * 3;
     /* Grey above and below the image, and left and right of it on its rows. */
@@ -346,10 +462,15 @@ static gr_status preprocess_u8(const gr_image *im, gr_preprocess how, int net_w,
         memset(line, 128, (size_t)left * 3);
         memset(line + (size_t)(left + lp.new_w) * 3, 128, (size_t)(net_w - left - lp.new_w) * 3);
         uint8_t *o = line + (size_t)left * 3;
-        for (size_t i = 0; i < n; i++) {
+        /* The reference clamps v to 0..255 and truncates it; v >= 0.5 here (every value and
+         * weight is >= 0), so the lower clamp is never taken and the truncation is (int)'s. */
+        size_t i = 0;
+#if defined(__SSE2__)
+        i = rows_to_u8(p0, p1, w0, w1, n, o);
+#endif
+        for (; i < n; i++) {
             float v = (w0 * p0[i] + w1 * p1[i]) * 255.0f + 0.5f;
-            v = v < 0.0f ? 0.0f : (v > 255.0f ? 255.0f : v);
-            o[i] = (uint8_t)v;
+            o[i] = (uint8_t)(int)(v < 255.0f ? v : 255.0f);
         }
     }
     free_plan(&lp);
@@ -359,23 +480,38 @@ static gr_status preprocess_u8(const gr_image *im, gr_preprocess how, int net_w,
 gr_status gr_image_preprocess(const gr_image *im, gr_preprocess how, int net_w, int net_h,
                               float *out)
 {
-    return preprocess_f32(im, how, net_w, net_h, out, "gr_image_preprocess");
+    return preprocess_f32(im, 0, 0, how, net_w, net_h, out, "gr_image_preprocess");
 }
 
 gr_status gr_image_preprocess_u8(const gr_image *im, gr_preprocess how, int net_w, int net_h,
                                  uint8_t *out)
 {
-    return preprocess_u8(im, how, net_w, net_h, out, "gr_image_preprocess_u8");
+    return preprocess_u8(im, 0, 0, how, net_w, net_h, out, "gr_image_preprocess_u8");
 }
 
 gr_status gr_image_letterbox(const gr_image *im, int net_w, int net_h, float *out)
 {
-    return preprocess_f32(im, GR_PREPROCESS_LETTERBOX, net_w, net_h, out, "gr_image_letterbox");
+    return preprocess_f32(im, 0, 0, GR_PREPROCESS_LETTERBOX, net_w, net_h, out,
+                          "gr_image_letterbox");
 }
 
 gr_status gr_image_letterbox_u8(const gr_image *im, int net_w, int net_h, uint8_t *out)
 {
-    return preprocess_u8(im, GR_PREPROCESS_LETTERBOX, net_w, net_h, out, "gr_image_letterbox_u8");
+    return preprocess_u8(im, 0, 0, GR_PREPROCESS_LETTERBOX, net_w, net_h, out,
+                         "gr_image_letterbox_u8");
+}
+
+gr_status gr_image_preprocess_as(const gr_image *im, int file_w, int file_h, gr_preprocess how,
+                                 int net_w, int net_h, float *out)
+{
+    return preprocess_f32(im, file_w, file_h, how, net_w, net_h, out, "gr_image_preprocess_as");
+}
+
+gr_status gr_image_preprocess_as_u8(const gr_image *im, int file_w, int file_h,
+                                    gr_preprocess how, int net_w, int net_h, uint8_t *out)
+{
+    return preprocess_u8(im, file_w, file_h, how, net_w, net_h, out,
+                         "gr_image_preprocess_as_u8");
 }
 
 gr_status gr_image_load_planar(const char *path, gr_preprocess how, int net_w, int net_h,
