@@ -11,6 +11,12 @@ regenerate):
   qdq_float_out.npy    PyTorch's output with the weights quantized but the activations not
                        (what graphrun's fp32 engine computes on the file: docs/onnx.md)
   qdq_scales.txt       the activation scales used, for reading
+  qdq_bad_*.onnx       qdq.onnx edited into what the importer must refuse (one line naming the
+                       node): zero point 3, scale 0, scale NaN, int32 codes on the Q/DQ after
+                       conv1's Relu; a Conv reading a QuantizeLinear's int8 output (Q without
+                       DQ); a DequantizeLinear of a float tensor
+  qdq_partial.onnx     qdq.onnx without the Q/DQ pair after conv3's SiLU: imports (fp32 runs),
+                       but an int8 build is refused naming that layer
 
 Scales: weights max|w| / 127.5 per channel (PyTorch's symmetric observer: the largest negative
 weight of a channel may become -128, which graphrun must keep), the weights stored already on
@@ -22,7 +28,9 @@ import os
 import sys
 
 import numpy as np
+import onnx
 import torch
+from onnx import helper, numpy_helper
 from torch import nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -95,6 +103,59 @@ class QdqNet(nn.Module):
         return self.fq(self.conv(4, y), "out")
 
 
+def producer(graph, name):
+    return next(n for n in graph.node if name in n.output)
+
+
+def set_const(graph, name, array):
+    node = producer(graph, name)
+    node.attribute[0].t.CopyFrom(numpy_helper.from_array(array, name=""))
+
+
+def bad_models():
+    """The refusals: each an edit of qdq.onnx at the Q/DQ pair after conv1's Relu."""
+    def load():
+        m = onnx.load(os.path.join(HERE, "qdq.onnx"))
+        q = next(n for n in m.graph.node if n.op_type == "QuantizeLinear" and
+                 n.input[0] == "/Relu_output_0")
+        dq = next(n for n in m.graph.node if n.op_type == "DequantizeLinear" and
+                  n.input[0] == q.output[0])
+        return m, q, dq
+
+    edits = {
+        "zp": lambda g, q, dq: set_const(g, q.input[2], np.array(3, dtype=np.int8)),
+        "scale0": lambda g, q, dq: set_const(g, q.input[1], np.array(0, dtype=np.float32)),
+        "scalenan": lambda g, q, dq: set_const(g, q.input[1], np.array(np.nan, dtype=np.float32)),
+        "dtype": lambda g, q, dq: set_const(g, q.input[2], np.array(0, dtype=np.int32)),
+    }
+    for name, edit in edits.items():
+        m, q, dq = load()
+        edit(m.graph, q, dq)
+        onnx.save(m, os.path.join(HERE, f"qdq_bad_{name}.onnx"))
+    m, q, dq = load()  # Q without DQ: the next Conv reads the int8 codes
+    for n in m.graph.node:
+        if n.op_type == "Conv" and n.input[0] == dq.output[0]:
+            n.input[0] = q.output[0]
+    m.graph.node.remove(dq)
+    onnx.save(m, os.path.join(HERE, "qdq_bad_noq.onnx"))
+    m, q, dq = load()  # a DQ of the float tensor itself
+    dq.input[0] = q.input[0]
+    m.graph.node.remove(q)
+    onnx.save(m, os.path.join(HERE, "qdq_bad_float.onnx"))
+    m = onnx.load(os.path.join(HERE, "qdq.onnx"))  # no Q/DQ after the SiLU
+    q = next(n for n in m.graph.node if n.op_type == "QuantizeLinear" and
+             n.input[0] == "/Mul_output_0")
+    dq = next(n for n in m.graph.node if n.op_type == "DequantizeLinear" and
+              n.input[0] == q.output[0])
+    for n in m.graph.node:
+        for k, name in enumerate(n.input):
+            if name == dq.output[0]:
+                n.input[k] = q.input[0]
+    m.graph.node.remove(q)
+    m.graph.node.remove(dq)
+    onnx.save(m, os.path.join(HERE, "qdq_partial.onnx"))
+
+
 def main():
     torch.manual_seed(5)
     x = torch.from_numpy(np.load(os.path.join(HERE, "tiny_input.npy")))
@@ -116,6 +177,7 @@ def main():
     with open(os.path.join(HERE, "qdq_scales.txt"), "w") as f:
         for k, v in net.ascale.items():
             f.write(f"{k} {v!r}\n")
+    bad_models()
     d = out - out_float
     print("fake-quant vs float: NRMSE", float(np.sqrt((d ** 2).mean()) /
                                              (out_float.max() - out_float.min())))
