@@ -354,6 +354,15 @@ START_TEST(test_qdq)
             ck_assert_msg(strstr(gr_engine_notice(e), "scales from the file's QuantizeLinear/"
                                  "DequantizeLinear (7 tensors, 5 convs with the file's int8 "
                                  "weights), no calibration") != NULL, "%s", gr_engine_notice(e));
+        void *saved = NULL;
+        size_t saved_bytes = 0;
+        /* The engine file keeps float weights: the file's int8 weights would be lost. */
+        ck_assert_int_eq(gr_engine_save_to_memory(e, &saved, &saved_bytes),
+                         prec ? GR_ERR_UNSUPPORTED : GR_OK);
+        if (prec)
+            ck_assert_msg(strstr(gr_last_error(), "cannot be saved yet") != NULL, "%s",
+                          gr_last_error());
+        gr_free(saved);
         ck_assert_int_eq(gr_engine_run_f32(e, x), GR_OK);
         ck_assert_int_eq(gr_npy_read(prec ? DIR "qdq_out.npy" : DIR "qdq_float_out.npy", &ref,
                                      dims, &ndim, 8), GR_OK);

@@ -140,6 +140,8 @@ bool onnx_qdq_weight_scales(const onnx_qdq_params *p, const onnx_const *dq, cons
         (p->axis == 0 && p->n != (size_t)filters) || dq->n % (size_t)filters != 0)
         return false;
     size_t per = dq->n / (size_t)filters;
+    if (per == 0)
+        return false;
     for (int c = 0; c < filters; c++) {
         const float *d = dq->f + (size_t)c * per, *wc = w + (size_t)c * per;
         float s = p->scale[p->axis == 0 ? c : 0];
