@@ -10,23 +10,21 @@
 
 #include "planner/plan.h"
 #include "runtime/engine_internal.h"
+#include "runtime/precision/file_scales.h"
 
-gr_status gr_file_ranges(const gr_build_request *req, float **layer_range, float *input_range,
-                         char *notice, size_t notice_len)
+gr_status gr_net_file_ranges(const gr_net *net, const gr_precision *map, gr_precision prec,
+                             float *r, float *input_range)
 {
-    const gr_net *net = req->net;
     const gr_net_qdq *q = net->qdq;
-    float *r = gr_calloc((size_t)net->n_layers + 1, sizeof *r, "Q/DQ ranges");
-    if (!r)
-        return GR_ERR_OUT_OF_MEMORY;
-    *layer_range = r; /* the caller's from here on */
+    if (!q)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: no int8 scales in the file", net->name);
     *input_range = q->input_range > 0.0f ? q->input_range : 1.0f;
     for (int i = 0; i < net->n_layers; i++) {
         const gr_layer *l = &net->layers[i];
         r[i] = q->range[i];
         if (r[i] > 0.0f || gr_op_has((int)l->p.op, GR_OPF_F32_ONLY))
             continue;
-        gr_precision p = req->layer_precision ? req->layer_precision[i] : req->opt.precision;
+        gr_precision p = map ? map[i] : prec;
         bool shares = gr_op_has((int)l->p.op, GR_OPF_STORED_VALUES);
         for (int k = 0; shares && k < l->n_inputs; k++) {
             float in = l->inputs[k] < 0 ? *input_range : r[l->inputs[k]];
@@ -44,6 +42,19 @@ gr_status gr_file_ranges(const gr_build_request *req, float **layer_range, float
                            "this layer in fp16: --prec fp16 or a per-layer precision map)",
                            i, gr_plan_kind_name((int)l->p.op), l->cfg_line - 1, net->name);
     }
+    return GR_OK;
+}
+
+gr_status gr_file_ranges(const gr_build_request *req, float **layer_range, float *input_range,
+                         char *notice, size_t notice_len)
+{
+    const gr_net *net = req->net;
+    const gr_net_qdq *q = net->qdq;
+    float *r = gr_calloc((size_t)net->n_layers + 1, sizeof *r, "Q/DQ ranges");
+    if (!r)
+        return GR_ERR_OUT_OF_MEMORY;
+    *layer_range = r; /* the caller's from here on */
+    GR_TRY(gr_net_file_ranges(net, req->layer_precision, req->opt.precision, r, input_range));
     char line[200];
     snprintf(line, sizeof line, "int8: scales from the file's QuantizeLinear/DequantizeLinear "
              "(%d tensor%s, %d conv%s with the file's int8 weights), no calibration",
