@@ -398,6 +398,53 @@ START_TEST(test_qdq)
 }
 END_TEST
 
+/* A conv with int8 weights (Q/DQ) followed by an unfolded BatchNormalization (qdq_bn.onnx, a QAT
+ * export that kept it): the importer folds the batch norm into the weights, and its factor into
+ * the weight scales, so the file's integers stay (the notice counts both convs). Int8 against
+ * PyTorch's fake quantization, after the output's Q/DQ: measured all 1024 values equal. */
+START_TEST(test_qdq_batchnorm)
+{
+    if (!have_onnx())
+        return;
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = DIR "qdq_bn.onnx";
+    gr_model *m = NULL;
+    ck_assert_msg(gr_model_load(&mo, &m) == GR_OK, "%s", gr_last_error());
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = GR_DEVICE_CPU;
+    eo.precision = GR_PREC_INT8;
+    gr_engine *e = NULL;
+    ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s", gr_last_error());
+    ck_assert_msg(strstr(gr_engine_notice(e), "(3 tensors, 2 convs with the file's int8 "
+                         "weights)") != NULL, "%s", gr_engine_notice(e));
+    float *x = NULL, *ref = NULL;
+    int dims[8], ndim = 0;
+    ck_assert_int_eq(gr_npy_read(DIR "tiny_input.npy", &x, dims, &ndim, 8), GR_OK);
+    ck_assert_int_eq(gr_engine_run_f32(e, x), GR_OK);
+    ck_assert_int_eq(gr_npy_read(DIR "qdq_bn_out.npy", &ref, dims, &ndim, 8), GR_OK);
+    const float *got = NULL;
+    ck_assert_int_eq(gr_engine_output(e, 0, &got), GR_OK);
+    const float s = 0.004203432239592075f; /* the output's Q/DQ (qdq_scales.txt) */
+    size_t equal = 0, n = 4 * 16 * 16;
+    for (size_t i = 0; i < n; i++) {
+        float r = rintf(got[i] * (1.0f / s));
+        float q = (r > 127.0f ? 127.0f : r < -128.0f ? -128.0f : r) * s;
+        ck_assert_msg(fabsf(q - ref[i]) <= 1.5f * s, "value %zu: %g vs %g", i, (double)q,
+                      (double)ref[i]);
+        equal += q == ref[i];
+    }
+    printf("qdq_bn.onnx int8: %zu of %zu values equal PyTorch's after the output Q/DQ\n", equal,
+           n);
+    ck_assert_msg(equal * 100 >= n * 99, "%zu of %zu equal", equal, n);
+    free(x);
+    free(ref);
+    gr_engine_destroy(e);
+    gr_model_destroy(m);
+}
+END_TEST
+
 /* Q/DQ the importer refuses: one line naming the node (make_qdq.py's edits of qdq.onnx), and an
  * int8 build of a Q/DQ model whose layer has no scale (fp32 builds). */
 static const char *const qdq_bad[][2] = {
@@ -469,6 +516,7 @@ static Suite *onnx_suite(void)
     tcase_add_test(tc, test_qdq);
     tcase_add_loop_test(tc, test_qdq_refusals, 0, (int)(sizeof qdq_bad / sizeof qdq_bad[0]));
     tcase_add_test(tc, test_qdq_partial);
+    tcase_add_test(tc, test_qdq_batchnorm);
     suite_add_tcase(s, tc);
     return s;
 }

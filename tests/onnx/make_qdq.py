@@ -17,6 +17,10 @@ regenerate):
                        DQ); a DequantizeLinear of a float tensor
   qdq_partial.onnx     qdq.onnx without the Q/DQ pair after conv3's SiLU: imports (fp32 runs),
                        but an int8 build is refused naming that layer
+  qdq_bn.onnx, qdq_bn_out.npy  a conv with int8 weights (Q/DQ) followed by an unfolded
+                       BatchNormalization (a QAT export that kept it): graphrun folds the batch
+                       norm into the weights and the factor into the weight scales, keeping the
+                       file's integers; PyTorch's fake-quant output on tiny_input.npy
 
 Scales: weights max|w| / 127.5 per channel (PyTorch's symmetric observer: the largest negative
 weight of a channel may become -128, which graphrun must keep), the weights stored already on
@@ -103,6 +107,59 @@ class QdqNet(nn.Module):
         return self.fq(self.conv(4, y), "out")
 
 
+class QdqBn(nn.Module):
+    """Conv(DQ(int8 weights)) -> BatchNormalization -> ReLU -> Q/DQ -> 1x1 conv -> Q/DQ."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, 1, 1, bias=False)
+        self.bn = nn.BatchNorm2d(8)
+        self.out = nn.Conv2d(8, 4, 1)
+        self.ws = [quantize_weights(self.conv, True), quantize_weights(self.out, True)]
+        self.ascale = None
+        self.record = None
+
+    def fq(self, x, name):
+        if self.record is not None:
+            self.record[name] = float(x.abs().max())
+            return x
+        return torch.fake_quantize_per_tensor_affine(x, self.ascale[name], 0, -128, 127)
+
+    def w(self, conv, s):
+        return torch.fake_quantize_per_channel_affine(
+            conv.weight, s, torch.zeros(s.shape[0], dtype=torch.int32), 0, -128, 127)
+
+    def forward(self, x):
+        x = self.fq(x, "input")
+        y = nn.functional.conv2d(x, self.w(self.conv, self.ws[0]), None, 1, 1)
+        y = self.fq(torch.relu(self.bn(y)), "relu")
+        return self.fq(nn.functional.conv2d(y, self.w(self.out, self.ws[1]), self.out.bias),
+                       "out")
+
+
+def bn_model(x):
+    torch.manual_seed(6)
+    net = QdqBn()
+    g = torch.Generator().manual_seed(8)
+    net.bn.weight.data = 0.5 + torch.rand(8, generator=g)  # positive: the integers stay int8
+    net.bn.bias.data = 0.2 * torch.randn(8, generator=g)
+    net.bn.running_mean.data = 0.1 * torch.randn(8, generator=g)
+    net.bn.running_var.data = 0.5 + torch.rand(8, generator=g)
+    net.eval()
+    with torch.no_grad():
+        net.record = {}
+        net(x)
+        maxima, net.record = net.record, None
+        net.ascale = {k: float(np.float32(v / 127.0)) for k, v in maxima.items()}
+        out = net(x).numpy()
+    torch.onnx.export(net, x, os.path.join(HERE, "qdq_bn.onnx"), opset_version=13,
+                      input_names=["images"], output_names=["out"],
+                      training=torch.onnx.TrainingMode.PRESERVE)
+    np.save(os.path.join(HERE, "qdq_bn_out.npy"), out.astype(np.float32))
+    with open(os.path.join(HERE, "qdq_scales.txt"), "a") as f:
+        f.write(f"qdq_bn out {net.ascale['out']!r}\n")
+
+
 def producer(graph, name):
     return next(n for n in graph.node if name in n.output)
 
@@ -178,6 +235,7 @@ def main():
         for k, v in net.ascale.items():
             f.write(f"{k} {v!r}\n")
     bad_models()
+    bn_model(x)
     d = out - out_float
     print("fake-quant vs float: NRMSE", float(np.sqrt((d ** 2).mean()) /
                                              (out_float.max() - out_float.min())))
