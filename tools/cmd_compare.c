@@ -212,7 +212,7 @@ static gr_status per_layer(const gr_cli_options *o, const gr_net *net, const flo
         float input_range = 0.0f;
         if (cf->prec == GR_PREC_INT8 && net->qdq && net->qdq->n_ranges > 0) {
             /* The file's own (ONNX Q/DQ), which the engine was built with. */
-            st = gr_net_file_ranges(net, NULL, GR_PREC_INT8, ranges, &input_range);
+            st = gr_net_file_ranges(net, NULL, GR_PREC_INT8, ranges, &input_range, NULL);
         } else if (cf->prec == GR_PREC_INT8) {
             /* The ranges the engine was built with, from the cache it wrote. */
             gr_calib_key key;

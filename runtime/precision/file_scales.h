@@ -9,8 +9,10 @@
 /* The ranges of net->qdq into range[n_layers] and *input_range: the file's, and for a layer
  * without one that holds its inputs' stored values (maxpool, upsample, route) the largest of its
  * inputs'. A layer computing in int8 (map[i], or prec without a map) left without one is
- * refused (GR_ERR_UNSUPPORTED, naming it); the input without one gets 1. */
+ * refused (GR_ERR_UNSUPPORTED, naming it); the input without one gets 1. *mixed (may be NULL):
+ * the first layer that joins tensors the file quantizes with different scales (a concat, a
+ * maxpool: graphrun's int8 gives them one), -1 when none. */
 gr_status gr_net_file_ranges(const gr_net *net, const gr_precision *map, gr_precision prec,
-                             float *range, float *input_range);
+                             float *range, float *input_range, int *mixed);
 
 #endif

@@ -17,6 +17,8 @@ regenerate):
                        DQ); a DequantizeLinear of a float tensor
   qdq_partial.onnx     qdq.onnx without the Q/DQ pair after conv3's SiLU: imports (fp32 runs),
                        but an int8 build is refused naming that layer
+  qdq_mixed.onnx       qdq.onnx with the concat's two inputs on different scales (the Add's
+                       doubled): runs, with a notice that graphrun's int8 uses one for both
   qdq_bn.onnx, qdq_bn_out.npy  a conv with int8 weights (Q/DQ) followed by an unfolded
                        BatchNormalization (a QAT export that kept it): graphrun folds the batch
                        norm into the weights and the factor into the weight scales, keeping the
@@ -199,6 +201,12 @@ def bad_models():
     dq.input[0] = q.input[0]
     m.graph.node.remove(q)
     onnx.save(m, os.path.join(HERE, "qdq_bad_float.onnx"))
+    m = onnx.load(os.path.join(HERE, "qdq.onnx"))  # the concat's inputs on different scales
+    q = next(n for n in m.graph.node if n.op_type == "QuantizeLinear" and
+             n.input[0] == "/Add_output_0")
+    s = numpy_helper.to_array(producer(m.graph, q.input[1]).attribute[0].t)
+    set_const(m.graph, q.input[1], (s * 2).astype(np.float32))
+    onnx.save(m, os.path.join(HERE, "qdq_mixed.onnx"))
     m = onnx.load(os.path.join(HERE, "qdq.onnx"))  # no Q/DQ after the SiLU
     q = next(n for n in m.graph.node if n.op_type == "QuantizeLinear" and
              n.input[0] == "/Mul_output_0")
