@@ -15,6 +15,7 @@ void gr_net_free(gr_net *net)
     if (!net)
         return;
     free(net->layers);
+    gr_net_qdq_free(net->qdq);
     if (!net->weights_borrowed)
         free(net->weight_block);
     if (net->class_names) {

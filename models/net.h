@@ -23,6 +23,26 @@ typedef struct gr_layer {
     int cfg_line;              /* line of the [section] header in the cfg, 1-based */
 } gr_layer;
 
+/* int8 quantization a model file states itself (an ONNX graph's QuantizeLinear/DequantizeLinear
+ * pairs, models/onnx/qdq.c; docs/onnx.md "Explicit Q/DQ"): per layer, the activation range of
+ * its output (scale * 127, the range calibration would give; 0: none), the network input's, and
+ * per conv the per-output-channel weight scales of its int8 weights (NULL: none; then the
+ * planner's own max|w|/127). Owned by the net (gr_net_free); models/qdq.c. */
+typedef struct gr_net_qdq {
+    int n_layers;
+    float input_range;   /* 0: the file quantizes no network input */
+    float *range;        /* [n_layers], 0 = none */
+    float **wscale;      /* [n_layers], each NULL or [n_wscale[i]] (the conv's filters) */
+    int *n_wscale;       /* [n_layers] */
+    int n_ranges;        /* tensors whose range is the file's (the input included) */
+    int n_wscaled;       /* convs whose int8 weights are the file's */
+} gr_net_qdq;
+
+gr_net_qdq *gr_net_qdq_new(int n_layers);
+void gr_net_qdq_free(gr_net_qdq *q);
+/* A deep copy (NULL in, NULL out); GR_ERR_OUT_OF_MEMORY. */
+gr_status gr_net_qdq_clone(const gr_net_qdq *src, gr_net_qdq **out);
+
 #define GR_NET_NAME_LEN 64
 #define GR_NET_MAX_OUTPUTS 8 /* a network's outputs without a detection head (ONNX) */
 
@@ -47,6 +67,7 @@ typedef struct gr_net {
     int output_layers[GR_NET_MAX_OUTPUTS];
     gr_preprocess preprocess;   /* LETTERBOX or STRETCH (gr_model_preprocess): the cfg's Darknet's
                                    (models/parse.c); an engine's copy: the engine's */
+    gr_net_qdq *qdq;            /* NULL, or the file's own int8 scales (ONNX Q/DQ) */
 } gr_net;
 
 /* Shape of input k of layer i (the network input for -1). */

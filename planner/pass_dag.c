@@ -42,6 +42,8 @@ static size_t weight_floats_needed(const gr_net *net)
         const gr_layer *l = &net->layers[i];
         if (gr_op_has((int)l->p.op, GR_OPF_WEIGHTS))
             n += l->w.n_weights + (size_t)l->p.filters * (l->p.batch_normalize ? 5 : 2);
+        if (net->qdq && net->qdq->wscale[i])
+            n += (size_t)net->qdq->n_wscale[i];
     }
     return n;
 }
@@ -204,6 +206,13 @@ gr_status gr_pass_build_dag(const gr_net *net, const gr_plan_options *opt, gr_pl
         layer_tensor[i] = t;
         if (gr_op_has((int)l->p.op, GR_OPF_WEIGHTS)) {
             st = copy_layer_weights(plan, nd, l, i);
+            /* The file's int8 weight scales (ONNX Q/DQ), used by quantize_weights. */
+            if (st == GR_OK && net->qdq && net->qdq->wscale[i] &&
+                net->qdq->n_wscale[i] == l->p.filters) {
+                st = gr_plan_append_floats(plan, net->qdq->wscale[i], (size_t)l->p.filters,
+                                           &nd->fws_offset);
+                nd->file_wscale = 1;
+            }
             if (st != GR_OK)
                 goto done;
         }

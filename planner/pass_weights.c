@@ -1,5 +1,7 @@
 /* int8 weight quantization: per output channel, symmetric, from the folded weights
- * (s_w[c] = max |w'| / 127, q_w = clamp(rint(w' / s_w[c]), -127, 127); plan.h). */
+ * (s_w[c] = max |w'| / 127, q_w = clamp(rint(w' / s_w[c]), -127, 127); plan.h), or with the scales
+ * the model file gives (an ONNX model's DequantizeLinear of int8 weights: q_w = clamp(rint(w' /
+ * s_w[c]), -128, 127), which gives back the file's int8 weights, -128 included). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -28,6 +30,17 @@ static float quantize_filter(const float *w, size_t n, int8_t *q)
         q[k] = (int8_t)(r == r ? r : 0.0f); /* r != r: NaN */
     }
     return s;
+}
+
+/* One filter with the file's scale s: the file's integers back (w' = q * s exactly up to float
+ * rounding, which rint undoes), -128 kept. */
+static void quantize_filter_file(const float *w, size_t n, float s, int8_t *q)
+{
+    for (size_t k = 0; k < n; k++) {
+        float r = rintf(w[k] / s);
+        r = r > 127.0f ? 127.0f : r < -128.0f ? -128.0f : r;
+        q[k] = (int8_t)(r == r ? r : 0.0f);
+    }
 }
 
 static int quantized_conv(const gr_plan *plan, const gr_plan_node *nd)
@@ -71,9 +84,17 @@ gr_status gr_pass_quantize_weights(gr_plan *plan)
         const float *w = plan->weights + nd->w_offset;
         float *ws = plan->weights + nd->ws_offset;
         int8_t *q = plan->qweights + nd->qw_offset;
-        for (int c = 0; c < filters; c++)
-            ws[c] = quantize_filter(w + (size_t)c * per_filter, per_filter,
-                                    q + (size_t)c * per_filter);
+        const float *file_ws = nd->file_wscale ? plan->weights + nd->fws_offset : NULL;
+        for (int c = 0; c < filters; c++) {
+            if (file_ws) {
+                ws[c] = file_ws[c];
+                quantize_filter_file(w + (size_t)c * per_filter, per_filter, file_ws[c],
+                                     q + (size_t)c * per_filter);
+            } else {
+                ws[c] = quantize_filter(w + (size_t)c * per_filter, per_filter,
+                                        q + (size_t)c * per_filter);
+            }
+        }
     }
     return GR_OK;
 }

@@ -126,6 +126,9 @@ typedef struct gr_plan_node {
     size_t bn_offset;     /* unfolded BN (fold_bn = 0): scales, mean, variance, [filters] each */
     size_t ws_offset;     /* i8: per-output-channel weight scales s_w [filters] */
     size_t qw_offset;     /* i8: quantized weights q_w, same order as w' */
+    int file_wscale;      /* the model file's weight scales (ONNX Q/DQ) at fws_offset [filters]:
+                             i8 uses them instead of max|w'|/127 */
+    size_t fws_offset;
     int stream;           /* stream id, 0 = the origin stream */
     int record_event;     /* -1, or the event recorded on `stream` after this node */
     int wait_begin, n_waits; /* plan->waits[wait_begin ..): events to wait on before running */

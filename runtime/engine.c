@@ -61,7 +61,10 @@ static gr_status resolve(gr_build_request *req, gr_precision **map, float **rang
     }
     if (req->device == GR_DEVICE_GPU)
         GR_TRY(gr_gpu_device_check(opt->gpu_index, req->opt.precision));
-    GR_TRY(gr_calibrate(req, ranges, &req->input_range, notice, GR_NOTICE_LEN));
+    if (req->net->qdq && req->net->qdq->n_ranges > 0) /* the file's scales: no calibration */
+        GR_TRY(gr_file_ranges(req, ranges, &req->input_range, notice, GR_NOTICE_LEN));
+    else
+        GR_TRY(gr_calibrate(req, ranges, &req->input_range, notice, GR_NOTICE_LEN));
     req->layer_range = *ranges;
     return GR_OK;
 }

@@ -120,6 +120,11 @@ static void put_options(gr_bytes *b, const gr_engine *e)
 static gr_status put_content(gr_bytes *b, const gr_engine *e)
 {
     const gr_net *net = e->net;
+    if (net->qdq && net->qdq->n_wscaled > 0 && e->layer_range)
+        return gr_fail(GR_ERR_UNSUPPORTED, "gr_engine_save: an int8 engine of a model with its own "
+                       "int8 weights (%s: ONNX Q/DQ) cannot be saved yet: the file keeps float "
+                       "weights only (rebuild it from the model, or save an fp32/fp16 engine)",
+                       net->name);
     gr_bytes_str(b, e->notice);
     put_options(b, e);
     GR_TRY(gr_net_write(net, b));

@@ -235,6 +235,12 @@ double gr_now_us(void);
 gr_status gr_calibrate(const gr_build_request *req, float **layer_range, float *input_range,
                        char *notice, size_t notice_len);
 
+/* precision/file_scales.c: the int8 ranges of a network whose file states them (net->qdq: ONNX
+ * Q/DQ), instead of calibration; a layer computing in int8 without one is refused. A line is
+ * appended to notice. *layer_range is malloc'd, the caller's also on failure. */
+gr_status gr_file_ranges(const gr_build_request *req, float **layer_range, float *input_range,
+                         char *notice, size_t notice_len);
+
 /* precision/auto.c: the per-layer map of a GR_PREC_AUTO request (*map, n_layers entries) and the
  * int8 ranges it was chosen with (*layer_range, *input_range), both malloc'd and the caller's
  * also on failure; the search is described in notice. */

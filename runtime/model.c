@@ -204,6 +204,9 @@ gr_status gr_net_clone(const gr_net *src, gr_net **out)
     dst->weights_borrowed = 0; /* the copy owns its weights */
     dst->class_names = NULL;
     dst->n_class_names = 0;
+    dst->qdq = NULL;
+    if (gr_net_qdq_clone(src->qdq, &dst->qdq) != GR_OK)
+        goto oom;
     dst->layers = gr_calloc((size_t)src->n_layers, sizeof *dst->layers, "network copy layers");
     if (!dst->layers)
         goto oom;
@@ -239,6 +242,7 @@ gr_status gr_net_clone(const gr_net *src, gr_net **out)
     *out = dst;
     return GR_OK;
 oom:
+    gr_net_qdq_free(dst->qdq);
     free(dst->layers);
     free(dst->weight_block);
     free_names(dst->class_names, dst->n_class_names);

@@ -55,5 +55,29 @@ rc=$?
 rc=$?
 [ $rc -ne 0 ] && grep -q "holds its weights" "$tmp/err"; check "--weights with ONNX refused" $?
 
+# Explicit Q/DQ (docs/onnx.md): int8 takes the file's scales and calibrates nothing - the one
+# calibration image here is not an image, so a calibration would fail - and says so; a bad Q/DQ
+# is one line naming the node, exit 3 (before: QuantizeLinear was an unsupported op).
+mkdir -p "$tmp/calib" && echo "not an image" >"$tmp/calib/bad.jpg"
+"$bin" --model tests/onnx/qdq.onnx --device cpu --prec int8 --calib-images "$tmp/calib" \
+    --input tests/onnx/tiny_input.npy --output "" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && grep -q "^  output 0: 6x8x8 (CxHxW)" "$tmp/out" &&
+  grep -q "int8: scales from the file's QuantizeLinear/DequantizeLinear (7 tensors, 5 convs" "$tmp/err"
+check "Q/DQ model: int8 without calibration (got $rc)" $?
+# compare's int8 row and its per-layer trace use the file's scales too (the trace said "the int8
+# ranges were not kept" when it looked for a calibration cache).
+"$bin" compare --model tests/onnx/qdq.onnx --device cpu --calib max --per-layer \
+    --input tests/onnx/input_dog.png >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && grep -q "^8 *conv " "$tmp/out" && grep -q "scales from the file's" "$tmp/err"
+check "compare --per-layer on a Q/DQ model (got $rc)" $?
+"$bin" --model tests/onnx/qdq_bad_zp.onnx --device cpu --prec int8 \
+    --input tests/onnx/tiny_input.npy --output "" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 3 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
+  grep -q "node '/QuantizeLinear_2' (QuantizeLinear, opset 13): zero point 3" "$tmp/err"
+check "bad Q/DQ: one line naming the node, exit 3 (got $rc)" $?
+
 echo "cli_onnx: $pass passed, $fails failed"
 [ $fails -eq 0 ]

@@ -7,6 +7,8 @@
  *   output: the Darknet models' bounds. Same-precision comparisons: the GPU kernels against the
  *   planner's emulation of their arithmetic, not the precision's own error (which on these
  *   random-weight networks is larger: docs/onnx.md).
+ * qdq.onnx (explicit Q/DQ, make_qdq.py): both int8 engines take the file's scales and int8
+ * weights (no calibration; the notice says so), so the GPU runs the CPU emulation's arithmetic.
  * Every NRMSE is printed. Exits 77 with one line when no CUDA device is visible. */
 #define _GNU_SOURCE /* mkdtemp */
 #include <check.h>
@@ -33,6 +35,7 @@ static const onnx_case cases[] = {
     {"yolov8n_like_op13.onnx", "input_dog.png"},
     {"tiny_ops.onnx", "tiny_input.npy"},
     {"tiny_classifier.onnx", "tiny_input.npy"},
+    {"qdq.onnx", "tiny_input.npy"}, /* explicit Q/DQ: int8 with the file's scales on both */
 };
 static const gr_precision precisions[] = {GR_PREC_FP32, GR_PREC_FP16, GR_PREC_INT8};
 static const double bounds[] = {1e-5, 1e-3, 1e-2};
@@ -73,6 +76,11 @@ static int run(const gr_model *m, const char *cache, gr_device dev, gr_precision
     ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s %s: %s",
                   dev == GR_DEVICE_GPU ? "gpu" : "cpu", gr_precision_name(prec), gr_last_error());
     ck_assert(gr_engine_device(e) == dev);
+    gr_model_info info;
+    ck_assert(gr_model_get_info(m, &info) == GR_OK);
+    if (prec == GR_PREC_INT8 && strstr(info.name, "qdq"))
+        ck_assert_msg(strstr(gr_engine_notice(e), "scales from the file's QuantizeLinear") != NULL,
+                      "%s", gr_engine_notice(e));
     ck_assert_msg(gr_engine_run_f32(e, x) == GR_OK, "%s", gr_last_error());
     int count = gr_engine_output_count(e);
     ck_assert(count >= 1 && count <= MAX_OUT);

@@ -7,7 +7,8 @@
  * over ~45 convs; PyTorch ran its batch norms unfolded, the export folds them). A dropped or
  * mis-mapped layer gives O(0.1).
  * Refusals: an op outside the slice names the node, its op type and the opset (GR_ERR_UNSUPPORTED);
- * an ONNX file without ONNX import in the build says so; corrupt protobufs fail cleanly. */
+ * an ONNX file without ONNX import in the build says so; corrupt protobufs fail cleanly.
+ * Explicit Q/DQ (make_qdq.py): int8 with the file's scales against PyTorch's fake quantization. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -316,6 +317,201 @@ START_TEST(test_corrupt_files)
 }
 END_TEST
 
+/* Explicit Q/DQ (docs/onnx.md "Explicit Q/DQ"; tests/onnx/make_qdq.py): PyTorch's fake-quantized
+ * network (int8 weights per channel and per tensor, -128 among them; int8 activations, the input
+ * uint8 with zero point 128) exported as QuantizeLinear/DequantizeLinear pairs. The CPU int8
+ * engine takes the file's scales without calibrating (the calibration images named do not
+ * exist: calibrating would fail) and says so. Its output before the file's last Q/DQ is the
+ * accumulator's (graphrun's fused dequantize keeps it); with that Q/DQ applied here, every value
+ * must be within one step of PyTorch's fake-quant output and at least 99% equal (measured: all
+ * 384 equal: the same round-half-even, the same y * (1 / s) requantization; a last-bit
+ * difference in a float sum may move a value across a rounding edge, one step). Raw, the NRMSE
+ * is half a step of rounding at most: <= 1e-2 (measured 1.4e-3). The fp32 engine runs the float
+ * network with the file's int8 weights dequantized, the activations' Q/DQ pairs as identities:
+ * against PyTorch with the activations unquantized, <= 1e-5 (measured 7.9e-8). */
+START_TEST(test_qdq)
+{
+    if (!have_onnx())
+        return;
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = DIR "qdq.onnx";
+    gr_model *m = NULL;
+    ck_assert_msg(gr_model_load(&mo, &m) == GR_OK, "%s", gr_last_error());
+    float *x = NULL, *ref = NULL;
+    int dims[8], ndim = 0;
+    ck_assert_int_eq(gr_npy_read(DIR "tiny_input.npy", &x, dims, &ndim, 8), GR_OK);
+    const char *const absent[] = {DIR "no-such-calibration-image.jpg", NULL};
+    for (int prec = 0; prec < 2; prec++) {
+        gr_engine_options eo;
+        gr_engine_options_default(&eo);
+        eo.device = GR_DEVICE_CPU;
+        eo.precision = prec ? GR_PREC_INT8 : GR_PREC_FP32;
+        eo.calib_images = absent;
+        gr_engine *e = NULL;
+        ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s", gr_last_error());
+        if (prec)
+            ck_assert_msg(strstr(gr_engine_notice(e), "scales from the file's QuantizeLinear/"
+                                 "DequantizeLinear (7 tensors, 5 convs with the file's int8 "
+                                 "weights), no calibration") != NULL &&
+                              strstr(gr_engine_notice(e), "joins") == NULL, "%s",
+                          gr_engine_notice(e));
+        void *saved = NULL;
+        size_t saved_bytes = 0;
+        /* The engine file keeps float weights: the file's int8 weights would be lost. */
+        ck_assert_int_eq(gr_engine_save_to_memory(e, &saved, &saved_bytes),
+                         prec ? GR_ERR_UNSUPPORTED : GR_OK);
+        if (prec)
+            ck_assert_msg(strstr(gr_last_error(), "cannot be saved yet") != NULL, "%s",
+                          gr_last_error());
+        gr_free(saved);
+        ck_assert_int_eq(gr_engine_run_f32(e, x), GR_OK);
+        ck_assert_int_eq(gr_npy_read(prec ? DIR "qdq_out.npy" : DIR "qdq_float_out.npy", &ref,
+                                     dims, &ndim, 8), GR_OK);
+        const size_t n = 6 * 8 * 8;
+        gr_tensor_desc d;
+        const float *got = NULL;
+        ck_assert_int_eq(gr_engine_output_desc(e, 0, &d), GR_OK);
+        ck_assert_uint_eq((size_t)d.c * d.h * d.w, n);
+        ck_assert_int_eq(gr_engine_output(e, 0, &got), GR_OK);
+        double nrmse = gr_test_nrmse(got, ref, n);
+        printf("qdq.onnx %s: NRMSE %.2e\n", prec ? "int8" : "fp32", nrmse);
+        ck_assert_msg(nrmse <= (prec ? 1e-2 : NRMSE_BOUND), "NRMSE %.3e", nrmse);
+        if (prec) {
+            const float s = 0.0012378941755741835f; /* the output's Q/DQ (qdq_scales.txt) */
+            size_t equal = 0;
+            for (size_t i = 0; i < n; i++) {
+                float r = rintf(got[i] * (1.0f / s));
+                float q = (r > 127.0f ? 127.0f : r < -128.0f ? -128.0f : r) * s;
+                ck_assert_msg(fabsf(q - ref[i]) <= 1.5f * s, "value %zu: %g (%g after the Q/DQ) "
+                              "vs PyTorch's %g", i, (double)got[i], (double)q, (double)ref[i]);
+                equal += q == ref[i];
+            }
+            printf("qdq.onnx int8: %zu of %zu values equal PyTorch's after the output Q/DQ\n",
+                   equal, n);
+            ck_assert_msg(equal * 100 >= n * 99, "%zu of %zu equal", equal, n);
+        }
+        free(ref);
+        ref = NULL;
+        gr_engine_destroy(e);
+    }
+    free(x);
+    gr_model_destroy(m);
+}
+END_TEST
+
+/* A conv with int8 weights (Q/DQ) followed by an unfolded BatchNormalization (qdq_bn.onnx, a QAT
+ * export that kept it): the importer folds the batch norm into the weights, and its factor into
+ * the weight scales, so the file's integers stay (the notice counts both convs). Int8 against
+ * PyTorch's fake quantization, after the output's Q/DQ: measured all 1024 values equal. */
+START_TEST(test_qdq_batchnorm)
+{
+    if (!have_onnx())
+        return;
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = DIR "qdq_bn.onnx";
+    gr_model *m = NULL;
+    ck_assert_msg(gr_model_load(&mo, &m) == GR_OK, "%s", gr_last_error());
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = GR_DEVICE_CPU;
+    eo.precision = GR_PREC_INT8;
+    gr_engine *e = NULL;
+    ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s", gr_last_error());
+    ck_assert_msg(strstr(gr_engine_notice(e), "(3 tensors, 2 convs with the file's int8 "
+                         "weights)") != NULL, "%s", gr_engine_notice(e));
+    float *x = NULL, *ref = NULL;
+    int dims[8], ndim = 0;
+    ck_assert_int_eq(gr_npy_read(DIR "tiny_input.npy", &x, dims, &ndim, 8), GR_OK);
+    ck_assert_int_eq(gr_engine_run_f32(e, x), GR_OK);
+    ck_assert_int_eq(gr_npy_read(DIR "qdq_bn_out.npy", &ref, dims, &ndim, 8), GR_OK);
+    const float *got = NULL;
+    ck_assert_int_eq(gr_engine_output(e, 0, &got), GR_OK);
+    const float s = 0.004203432239592075f; /* the output's Q/DQ (qdq_scales.txt) */
+    size_t equal = 0, n = 4 * 16 * 16;
+    for (size_t i = 0; i < n; i++) {
+        float r = rintf(got[i] * (1.0f / s));
+        float q = (r > 127.0f ? 127.0f : r < -128.0f ? -128.0f : r) * s;
+        ck_assert_msg(fabsf(q - ref[i]) <= 1.5f * s, "value %zu: %g vs %g", i, (double)q,
+                      (double)ref[i]);
+        equal += q == ref[i];
+    }
+    printf("qdq_bn.onnx int8: %zu of %zu values equal PyTorch's after the output Q/DQ\n", equal,
+           n);
+    ck_assert_msg(equal * 100 >= n * 99, "%zu of %zu equal", equal, n);
+    free(x);
+    free(ref);
+    gr_engine_destroy(e);
+    gr_model_destroy(m);
+}
+END_TEST
+
+/* Q/DQ the importer refuses: one line naming the node (make_qdq.py's edits of qdq.onnx), and an
+ * int8 build of a Q/DQ model whose layer has no scale (fp32 builds). */
+static const char *const qdq_bad[][2] = {
+    {"qdq_bad_zp.onnx", "node '/QuantizeLinear_2' (QuantizeLinear, opset 13): zero point 3 of "
+                        "int8 on a computed tensor: graphrun's int8 is symmetric"},
+    {"qdq_bad_scale0.onnx", "node '/QuantizeLinear_2' (QuantizeLinear, opset 13): scale 0 "
+                            "(element 0): a scale must be finite and > 0"},
+    {"qdq_bad_scalenan.onnx", "node '/QuantizeLinear_2' (QuantizeLinear, opset 13): scale nan"},
+    {"qdq_bad_dtype.onnx", "node '/QuantizeLinear_2' (QuantizeLinear, opset 13): int32 codes"},
+    {"qdq_bad_noq.onnx", "node '/Conv_1' (Conv, opset 13): input 0 ('/QuantizeLinear_2_output_0') "
+                         "is a QuantizeLinear's int8 output"},
+    {"qdq_bad_float.onnx", "node '/DequantizeLinear_2' (DequantizeLinear, opset 13): input 0 "
+                           "('/Relu_output_0') is a float tensor, not a QuantizeLinear's output"},
+};
+
+START_TEST(test_qdq_refusals)
+{
+    if (!have_onnx())
+        return;
+    char path[256];
+    snprintf(path, sizeof path, DIR "%s", qdq_bad[_i][0]);
+    gr_net *net = NULL;
+    ck_assert_int_eq(gr_net_load_onnx(path, &net), GR_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(net);
+    ck_assert_msg(strstr(gr_last_error(), qdq_bad[_i][1]) != NULL, "%s", gr_last_error());
+    ck_assert_ptr_null(strchr(gr_last_error(), '\n'));
+}
+END_TEST
+
+START_TEST(test_qdq_partial)
+{
+    if (!have_onnx())
+        return;
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = DIR "qdq_partial.onnx";
+    gr_model *m = NULL;
+    ck_assert_msg(gr_model_load(&mo, &m) == GR_OK, "%s", gr_last_error());
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = GR_DEVICE_CPU;
+    eo.precision = GR_PREC_INT8;
+    gr_engine *e = NULL;
+    ck_assert_int_eq(gr_engine_build(m, &eo, &e), GR_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(e);
+    ck_assert_msg(strstr(gr_last_error(), "int8 with the file's Q/DQ scales: layer 3 (conv, node "
+                         "#29 of qdq_partial.onnx) has no QuantizeLinear/DequantizeLinear on its "
+                         "output") != NULL, "%s", gr_last_error());
+    eo.precision = GR_PREC_FP32;
+    ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s", gr_last_error());
+    gr_engine_destroy(e);
+    gr_model_destroy(m);
+    /* A concat whose inputs the file quantizes differently runs with one scale, and says so. */
+    mo.builtin = DIR "qdq_mixed.onnx";
+    ck_assert_msg(gr_model_load(&mo, &m) == GR_OK, "%s", gr_last_error());
+    eo.precision = GR_PREC_INT8;
+    ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s", gr_last_error());
+    ck_assert_msg(strstr(gr_engine_notice(e), "int8: layer 7 (route, node #52) joins tensors the "
+                         "file quantizes with different scales") != NULL, "%s",
+                  gr_engine_notice(e));
+    gr_engine_destroy(e);
+    gr_model_destroy(m);
+}
+END_TEST
+
 static Suite *onnx_suite(void)
 {
     Suite *s = suite_create("onnx");
@@ -329,6 +525,10 @@ static Suite *onnx_suite(void)
     tcase_add_test(tc, test_refuses_weights_file);
     tcase_add_test(tc, test_detection);
     tcase_add_test(tc, test_corrupt_files);
+    tcase_add_test(tc, test_qdq);
+    tcase_add_loop_test(tc, test_qdq_refusals, 0, (int)(sizeof qdq_bad / sizeof qdq_bad[0]));
+    tcase_add_test(tc, test_qdq_partial);
+    tcase_add_test(tc, test_qdq_batchnorm);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -15,6 +15,7 @@
 
 #include "base/data.h"
 #include "runtime/precision/calib_cache.h"
+#include "runtime/precision/file_scales.h"
 #include "tools/cli.h"
 #include "tools/results.h"
 
@@ -209,7 +210,10 @@ static gr_status per_layer(const gr_cli_options *o, const gr_net *net, const flo
         if (cf->prec == GR_PREC_AUTO)
             continue; /* mixed: not traced layer by layer (its map is in the notice) */
         float input_range = 0.0f;
-        if (cf->prec == GR_PREC_INT8) {
+        if (cf->prec == GR_PREC_INT8 && net->qdq && net->qdq->n_ranges > 0) {
+            /* The file's own (ONNX Q/DQ), which the engine was built with. */
+            st = gr_net_file_ranges(net, NULL, GR_PREC_INT8, ranges, &input_range, NULL);
+        } else if (cf->prec == GR_PREC_INT8) {
             /* The ranges the engine was built with, from the cache it wrote. */
             gr_calib_key key;
             int found = 0;

@@ -86,9 +86,11 @@ gr_status onnx_const_from_tensor(const Onnx__TensorProto *t, onnx_const *k, char
     case ONNX_INT32: width = 4; break;
     case ONNX_INT64: width = 8; break;
     case ONNX_BOOL: width = 1; break;
+    case ONNX_INT8: width = 1; break;
+    case ONNX_UINT8: width = 1; break;
     default:
-        return WHY("tensor '%s' has data type %d (the importer reads float32, int64, int32 and "
-                   "bool)", onnx_str(t->name), type);
+        return WHY("tensor '%s' has data type %d (the importer reads float32, int64, int32, int8, "
+                   "uint8 and bool)", onnx_str(t->name), type);
     }
     if (t->n_dims > ONNX_MAX_RANK)
         return WHY("tensor '%s' has rank %zu (at most %d)", onnx_str(t->name), t->n_dims,
@@ -127,10 +129,15 @@ gr_status onnx_const_from_tensor(const Onnx__TensorProto *t, onnx_const *k, char
                           : t->int64_data[i];
         } else if (type == ONNX_INT32) {
             k->i[i] = raw ? (int32_t)le32(raw + 4 * i) : t->int32_data[i];
+        } else if (type == ONNX_INT8) {
+            k->i[i] = raw ? (int8_t)raw[i] : (int8_t)t->int32_data[i];
+        } else if (type == ONNX_UINT8) {
+            k->i[i] = raw ? raw[i] : (uint8_t)t->int32_data[i];
         } else {
             k->i[i] = raw ? raw[i] != 0 : t->int32_data[i] != 0;
         }
     }
+    k->dtype = type;
     return GR_OK;
 }
 

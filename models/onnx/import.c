@@ -38,6 +38,9 @@ typedef struct value {
     onnx_const k; /* VAL_CONST */
     int uses;     /* node inputs and graph outputs that read it (Shape's reads not counted) */
     int user[2];  /* the first two reading nodes (-1: a graph output) */
+    int qcodes;   /* a QuantizeLinear's output: int8 codes only a DequantizeLinear may read */
+    int has_qp;   /* VAL_CONST made by a DequantizeLinear: its parameters in qp (qdq.c) */
+    onnx_qdq_params qp;
 } value;
 
 /* A layer's learned parameters until the net's weight block exists. */
@@ -47,6 +50,7 @@ typedef struct layer_params {
     int bn_folded;
     int aliased; /* another name reads this layer's output (Identity, ...): nothing may be
                     folded into the layer any more, the other readers would see it */
+    float qrange; /* its output's int8 range from a Q/DQ pair (0: none) */
 } layer_params;
 
 typedef struct importer {
@@ -62,6 +66,8 @@ typedef struct importer {
     layer_params *params;
     unsigned char *absorbed; /* nodes already handled with an earlier one (SiLU's Mul) */
     int node_index;
+    float qinput;  /* the network input's int8 range from a Q/DQ pair (0: none) */
+    int n_qdq;     /* Q/DQ nodes seen */
 } importer;
 
 /* ---- messages ------------------------------------------------------------------------------ */
@@ -1074,6 +1080,115 @@ static gr_status fold_node(importer *im, const Onnx__NodeProto *node)
     return GR_OK;
 }
 
+/* QuantizeLinear / DequantizeLinear (qdq.c; docs/onnx.md "Explicit Q/DQ"). On constants: folded
+ * (int8 weights to float; their scales kept for the conv's int8). On a computed tensor: a Q/DQ
+ * pair is the tensor itself in the float graph, and its scale the tensor's int8 range. */
+static gr_status import_qdq(importer *im, const Onnx__NodeProto *node, bool quantize)
+{
+    im->n_qdq++;
+    value *x = node_input(im, node, 0);
+    const onnx_const *scale, *zp;
+    if (!x)
+        return node_fail(im, node, GR_ERR_PARSE, "input 0 is missing");
+    GR_TRY(const_input(im, node, 1, false, &scale));
+    GR_TRY(const_input(im, node, 2, true, &zp));
+    bool activation = x->kind == VAL_LAYER;
+    if (activation && !quantize && !x->qcodes)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED, "input 0 ('%.100s') is a float tensor, "
+                         "not a QuantizeLinear's output (graphrun maps Q/DQ pairs)", x->name);
+    int64_t dims[4];
+    int rank = activation ? value_dims(im, x, dims) : x->k.ndim;
+    onnx_qdq_params qp;
+    char why[256];
+    gr_status st = onnx_qdq_read(node, im->opset, quantize, activation, scale, zp,
+                                 activation ? (x->qcodes ? x->qp.dtype : ONNX_INT8)
+                                            : x->k.dtype, rank,
+                                 activation ? dims : x->k.dims, &qp, why, sizeof why);
+    if (st != GR_OK)
+        return node_fail(im, node, st, "%s", why);
+    value *out = node->n_output ? find_value(im, node->output[0]) : NULL;
+    if (!activation) {
+        if (!out)
+            return GR_OK;
+        st = onnx_qdq_fold(quantize, &x->k, &qp, &out->k, why, sizeof why);
+        if (st != GR_OK)
+            return node_fail(im, node, st, "%s", why);
+        out->kind = VAL_CONST;
+        out->qcodes = quantize;
+        out->has_qp = !quantize;
+        out->qp = qp;
+        return GR_OK;
+    }
+    if (quantize) {
+        if (x->qcodes)
+            return node_fail(im, node, GR_ERR_UNSUPPORTED, "quantizes int8 codes");
+        if (!out || out->uses == 0)
+            return node_fail(im, node, GR_ERR_UNSUPPORTED, "its output is read by nothing (a "
+                             "QuantizeLinear needs its DequantizeLinear)");
+        float r = onnx_qdq_range(qp.scale[0]);
+        float *slot = x->layer < 0 ? &im->qinput : &im->params[x->layer].qrange;
+        if (*slot != 0.0f && *slot != r)
+            return node_fail(im, node, GR_ERR_UNSUPPORTED, "tensor '%.100s' is quantized with "
+                             "scale %g here and %g by another QuantizeLinear (graphrun's int8 "
+                             "has one scale per tensor)", x->name, (double)qp.scale[0],
+                             (double)(*slot / 127.0f));
+        *slot = r;
+        alias_output(im, node, 0, x);
+        out->qcodes = 1;
+        out->qp = qp;
+        return GR_OK;
+    }
+    if (x->qp.scale[0] != qp.scale[0] || x->qp.dtype != qp.dtype ||
+        (x->qp.zp ? x->qp.zp[0] : 0) != (qp.zp ? qp.zp[0] : 0))
+        return node_fail(im, node, GR_ERR_UNSUPPORTED, "scale %g / zero point %lld differ from "
+                         "its QuantizeLinear's (%g / %lld)", (double)qp.scale[0],
+                         (long long)(qp.zp ? qp.zp[0] : 0), (double)x->qp.scale[0],
+                         (long long)(x->qp.zp ? x->qp.zp[0] : 0));
+    if (out)
+        alias_output(im, node, 0, x);
+    if (out)
+        out->qcodes = 0;
+    return GR_OK;
+}
+
+/* After the weights are attached: the file's int8 scales onto the net (gr_net_qdq). */
+static gr_status qdq_scales(importer *im)
+{
+    gr_net *net = im->net;
+    net->qdq = gr_net_qdq_new(net->n_layers);
+    if (!net->qdq)
+        return GR_ERR_OUT_OF_MEMORY;
+    gr_net_qdq *q = net->qdq;
+    q->input_range = im->qinput;
+    q->n_ranges = im->qinput > 0.0f;
+    for (int i = 0; i < net->n_layers; i++) {
+        q->range[i] = im->params[i].qrange;
+        q->n_ranges += q->range[i] > 0.0f;
+    }
+    for (size_t n = 0; n < im->g->n_node; n++) {
+        const Onnx__NodeProto *node = im->g->node[n];
+        if (strcmp(onnx_str(node->op_type), "Conv") != 0 || node->n_input < 2 || !node->n_output)
+            continue;
+        const value *w = find_value(im, node->input[1]);
+        const value *y = find_value(im, node->output[0]);
+        if (!w || !w->has_qp || !y || y->kind != VAL_LAYER || y->layer < 0)
+            continue;
+        gr_layer *l = &net->layers[y->layer];
+        float *s = gr_malloc((size_t)l->p.filters * sizeof *s, "Q/DQ weight scales");
+        if (!s)
+            return GR_ERR_OUT_OF_MEMORY;
+        if (l->p.op == GR_OP_CONV && l->w.n_weights == w->k.n &&
+            onnx_qdq_weight_scales(&w->qp, &w->k, l->w.weights, l->p.filters, s)) {
+            q->wscale[y->layer] = s;
+            q->n_wscale[y->layer] = l->p.filters;
+            q->n_wscaled++;
+        } else {
+            free(s);
+        }
+    }
+    return GR_OK;
+}
+
 /* The nodes on computed tensors that map onto a graphrun op (docs/onnx.md's table). */
 typedef struct mapping {
     const char *op;
@@ -1119,6 +1234,15 @@ static gr_status import_node(importer *im, const Onnx__NodeProto *node)
                              "in topological order)", v->name);
         any_input = true;
         all_const &= v->kind == VAL_CONST;
+    }
+    if (strcmp(op, "QuantizeLinear") == 0 || strcmp(op, "DequantizeLinear") == 0)
+        return import_qdq(im, node, op[0] == 'Q');
+    for (size_t k = 0; k < node->n_input; k++) {
+        const value *v = node_input(im, node, k);
+        if (v && v->qcodes)
+            return node_fail(im, node, GR_ERR_UNSUPPORTED, "input %zu ('%.100s') is a "
+                             "QuantizeLinear's int8 output (graphrun reads it only through a "
+                             "DequantizeLinear)", k, v->name);
     }
     if (all_const && (any_input || strcmp(op, "Constant") == 0) && in_list(foldable_ops, op))
         return fold_node(im, node);
@@ -1272,6 +1396,10 @@ static gr_status read_outputs(importer *im)
                        g->n_output, GR_NET_MAX_OUTPUTS);
     for (size_t i = 0; i < g->n_output; i++) {
         const value *v = find_value(im, g->output[i]->name);
+        if (v && v->qcodes)
+            return gr_fail(GR_ERR_UNSUPPORTED, "%s: graph output '%.100s' is a QuantizeLinear's "
+                           "int8 output (graphrun's outputs are float: end with a "
+                           "DequantizeLinear)", im->source, v->name);
         if (!v || v->kind != VAL_LAYER || v->layer < 0)
             return gr_fail(GR_ERR_UNSUPPORTED, "%s: graph output '%.100s' is %s, not a computed "
                            "tensor", im->source, onnx_str(g->output[i]->name),
@@ -1348,7 +1476,8 @@ static gr_status import_model(importer *im, const Onnx__ModelProto *model)
         return gr_fail(GR_ERR_UNSUPPORTED, "%s: the graph computes nothing graphrun runs (no "
                        "layers)", im->source);
     GR_TRY(read_outputs(im));
-    return attach_weights(im);
+    GR_TRY(attach_weights(im));
+    return im->n_qdq ? qdq_scales(im) : GR_OK;
 }
 
 static void importer_free(importer *im)

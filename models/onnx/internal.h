@@ -17,7 +17,8 @@
 #define ONNX_MAX_FOLD_ELEMS ((size_t)1 << 24)
 
 /* ONNX TensorProto.DataType values the importer reads. */
-enum { ONNX_FLOAT = 1, ONNX_INT32 = 6, ONNX_INT64 = 7, ONNX_BOOL = 9, ONNX_DOUBLE = 11 };
+enum { ONNX_FLOAT = 1, ONNX_UINT8 = 2, ONNX_INT8 = 3, ONNX_INT32 = 6, ONNX_INT64 = 7, ONNX_BOOL = 9,
+       ONNX_DOUBLE = 11 };
 
 /* A constant tensor: float32 values (is_float) or integers (int64, also int32 and bool), row
  * major. A rank-0 tensor (a scalar) has ndim 0 and n 1. */
@@ -28,6 +29,7 @@ typedef struct onnx_const {
     int is_float;
     float *f;
     int64_t *i;
+    int dtype; /* the ONNX data type it was read as (an initializer or Constant), else 0 */
 } onnx_const;
 
 void onnx_const_free(onnx_const *k);
@@ -35,7 +37,8 @@ void onnx_const_free(onnx_const *k);
  * `limit`) or GR_MAX_TENSOR_ELEMS; messages go to `why`. */
 gr_status onnx_const_alloc(onnx_const *k, int ndim, const int64_t *dims, int is_float, int limit,
                            char *why, size_t why_len);
-/* A TensorProto (initializer or Constant attribute) as a constant: float32, int64, int32 or bool,
+/* A TensorProto (initializer or Constant attribute) as a constant: float32, int64, int32, int8,
+ * uint8 (the last two: Q/DQ's integers and zero points) or bool,
  * stored inline or as raw_data; anything else (external data, other types) refused in `why`. */
 gr_status onnx_const_from_tensor(const Onnx__TensorProto *t, onnx_const *k, char *why,
                                  size_t why_len);
@@ -62,6 +65,37 @@ const char *onnx_attr_string(const Onnx__NodeProto *node, const char *name, char
                              const char *fallback);
 /* An ints attribute: its count (0 when absent), values in *ints. */
 size_t onnx_attr_ints(const Onnx__NodeProto *node, const char *name, const int64_t **ints);
+
+/* ---- explicit Q/DQ (models/onnx/qdq.c, docs/onnx.md "Explicit Q/DQ") ---------------------- */
+
+/* A QuantizeLinear / DequantizeLinear node's parameters, checked. */
+typedef struct onnx_qdq_params {
+    int dtype;          /* ONNX_INT8 or ONNX_UINT8 (Q's output, DQ's input); DQ on constants
+                           also ONNX_INT32 */
+    int axis;           /* -1: per tensor; else the per-axis scales' axis (non-negative) */
+    size_t n;           /* scales (1 per tensor) */
+    const float *scale; /* [n], finite and > 0 */
+    const int64_t *zp;  /* [n] or NULL (0) */
+    int symmetric;      /* zero points 0 (int8) or 128 (uint8) */
+} onnx_qdq_params;
+
+/* Reads and checks a Q (`quantize`) or DQ node's scale and zero point (`scale`, `zp` may be NULL:
+ * absent) for input x of rank `rank` with dims `dims`. `activation`: x is a computed tensor, whose
+ * int8 graphrun keeps symmetric and per tensor. GR_ERR_UNSUPPORTED / GR_ERR_PARSE with `why`. */
+gr_status onnx_qdq_read(const Onnx__NodeProto *node, int opset, bool quantize, bool activation,
+                        const onnx_const *scale, const onnx_const *zp, int x_dtype, int rank,
+                        const int64_t *dims, onnx_qdq_params *p, char *why, size_t why_len);
+/* Q or DQ of a constant (ONNX's arithmetic: q = saturate(rint(x / s) + zp), x = (q - zp) * s). */
+gr_status onnx_qdq_fold(bool quantize, const onnx_const *x, const onnx_qdq_params *p,
+                        onnx_const *out, char *why, size_t why_len);
+/* The activation range graphrun's int8 uses for scale s: r with r / 127 == s in float. */
+float onnx_qdq_range(float s);
+/* The per-output-channel scales (`filters`) of conv weights `w` (the layer's, after anything the
+ * importer folded into them) that a DQ with params `p` gave as `dq` (its float output): the
+ * file's scales, times |f| where a batch norm or constant factor f was folded in. False (nothing
+ * written) when the weights are not the file's integers times those scales. */
+bool onnx_qdq_weight_scales(const onnx_qdq_params *p, const onnx_const *dq, const float *w,
+                            int filters, float *scales);
 
 static inline const char *onnx_str(const char *s) { return s ? s : ""; }
 
