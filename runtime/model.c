@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "models/onnx/onnx.h"
+#include "models/onnx/tail.h"
 #include "runtime/engine_internal.h"
 
 
@@ -164,6 +165,8 @@ gr_status gr_model_get_info(const gr_model *model, gr_model_info *info)
         if (gr_op_has((int)l->p.op, GR_OPF_HEAD))
             info->classes = l->p.classes;
     }
+    if (net->tail) /* an ONNX detection head run on the host */
+        info->classes = gr_tail_classes(net->tail);
     return GR_OK;
 }
 
@@ -204,6 +207,7 @@ gr_status gr_net_clone(const gr_net *src, gr_net **out)
     dst->weights_borrowed = 0; /* the copy owns its weights */
     dst->class_names = NULL;
     dst->n_class_names = 0;
+    dst->tail = NULL;
     dst->layers = gr_calloc((size_t)src->n_layers, sizeof *dst->layers, "network copy layers");
     if (!dst->layers)
         goto oom;
@@ -236,6 +240,7 @@ gr_status gr_net_clone(const gr_net *src, gr_net **out)
             memcpy(dst->class_names[i], src->class_names[i], len);
         }
     }
+    dst->tail = gr_tail_retain(src->tail);
     *out = dst;
     return GR_OK;
 oom:

@@ -622,6 +622,13 @@ int gr_engine_inflight(const gr_engine *engine);
 gr_status gr_engine_detect_outputs(const gr_engine *engine, const float *const *outputs,
                                    int batch_index, const gr_detect_options *opt,
                                    gr_detection **dets, int *n);
+/* An ONNX model whose detection head runs on the host after the engine's layers (docs/onnx.md,
+ * "Detection heads": the engine's outputs are then the layers the head reads): the graph's own
+ * output for image `batch_index` of `outputs` (as gr_engine_detect_outputs reads them), e.g.
+ * [1, 4 + classes, boxes]. *data: malloc'd floats (free() them), row major; dims[0..*n_dims)
+ * (dims holds 8). GR_ERR_UNSUPPORTED for a model without such a head. */
+gr_status gr_engine_graph_output(const gr_engine *engine, const float *const *outputs,
+                                 int batch_index, float **data, int64_t *dims, int *n_dims);
 
 /* ---- pools: one engine per device ----
  * A pool holds one engine per device of a host, for spreading batches over every GPU of one

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "models/internal.h"
+#include "models/onnx/head.h"
 #include "models/onnx/internal.h"
 #include "models/onnx/onnx.h"
 
@@ -28,7 +29,7 @@
 #define OPSET_MAX 19
 #define MAX_NODES 1000000
 
-enum { VAL_NONE = 0, VAL_LAYER, VAL_CONST };
+enum { VAL_NONE = 0, VAL_LAYER, VAL_CONST, VAL_TAIL };
 
 typedef struct value {
     const char *name;
@@ -38,6 +39,7 @@ typedef struct value {
     onnx_const k; /* VAL_CONST */
     int uses;     /* node inputs and graph outputs that read it (Shape's reads not counted) */
     int user[2];  /* the first two reading nodes (-1: a graph output) */
+    int tail_id;  /* VAL_TAIL: the value of the host-side head tail (models/onnx/head.h) */
 } value;
 
 /* A layer's learned parameters until the net's weight block exists. */
@@ -62,6 +64,7 @@ typedef struct importer {
     layer_params *params;
     unsigned char *absorbed; /* nodes already handled with an earlier one (SiLU's Mul) */
     int node_index;
+    gr_onnx_tail *tail; /* the detection head's nodes after the layers, NULL when none */
 } importer;
 
 /* ---- messages ------------------------------------------------------------------------------ */
@@ -1101,27 +1104,8 @@ static const mapping mappings[] = {
     {"Softmax", import_softmax},
 };
 
-static gr_status import_node(importer *im, const Onnx__NodeProto *node)
+static gr_status map_node(importer *im, const Onnx__NodeProto *node, const char *op)
 {
-    const char *op = onnx_str(node->op_type);
-    const char *domain = onnx_str(node->domain);
-    if (domain[0] && strcmp(domain, "ai.onnx") != 0)
-        return node_fail(im, node, GR_ERR_UNSUPPORTED, "domain '%.64s' is not supported "
-                         "(only the default ONNX domain)", domain);
-    bool all_const = true, any_input = false;
-    for (size_t k = 0; k < node->n_input; k++) {
-        value *v = node_input(im, node, k);
-        if (!v)
-            continue;
-        if (v->kind == VAL_NONE)
-            return node_fail(im, node, GR_ERR_PARSE,
-                             "input '%.100s' is produced by no earlier node (the graph is not "
-                             "in topological order)", v->name);
-        any_input = true;
-        all_const &= v->kind == VAL_CONST;
-    }
-    if (all_const && (any_input || strcmp(op, "Constant") == 0) && in_list(foldable_ops, op))
-        return fold_node(im, node);
     value *x = node_input(im, node, 0);
     static const char *const arith[] = {"Add", "Sub", "Mul", "Div", NULL};
     value *y = node_input(im, node, 1);
@@ -1145,6 +1129,120 @@ static gr_status import_node(importer *im, const Onnx__NodeProto *node)
                          "computed tensors only the ops of docs/onnx.md are supported)");
     return node_fail(im, node, GR_ERR_UNSUPPORTED,
                      "not supported by graphrun's ONNX importer (docs/onnx.md lists the ops)");
+}
+
+/* ---- the detection head's tail (models/onnx/head.h) ---------------------------------------- */
+
+static bool reads_tail(const importer *im, const Onnx__NodeProto *node)
+{
+    for (size_t k = 0; k < node->n_input; k++) {
+        const value *v = node_input(im, node, k);
+        if (v && v->kind == VAL_TAIL)
+            return true;
+    }
+    return false;
+}
+
+/* Can the tail take this node on graphrun layers' outputs (not the network input)? */
+static bool tail_takes(const importer *im, const Onnx__NodeProto *node)
+{
+    if (!onnx_head_runs(onnx_str(node->op_type)))
+        return false;
+    bool any_layer = false;
+    for (size_t k = 0; k < node->n_input; k++) {
+        const value *v = node_input(im, node, k);
+        if (v && v->kind == VAL_LAYER && v->layer < 0)
+            return false;
+        any_layer |= v && v->kind == VAL_LAYER;
+    }
+    return any_layer;
+}
+
+static gr_status import_tail_node(importer *im, const Onnx__NodeProto *node)
+{
+    char why[512];
+    if (strcmp(onnx_str(node->op_type), "Shape") == 0) {
+        value *x = node_input(im, node, 0), *out = node->n_output ? find_value(im, node->output[0])
+                                                                   : NULL;
+        if (!out)
+            return GR_OK;
+        gr_status st = onnx_head_shape(im->tail, x->tail_id, node, &out->k, why, sizeof why);
+        if (st != GR_OK)
+            return node_fail(im, node, st, "%s", why);
+        out->kind = VAL_CONST;
+        return GR_OK;
+    }
+    head_in in[GR_TAIL_MAX_ARGS];
+    int out_ids[64];
+    if (node->n_input > GR_TAIL_MAX_ARGS || node->n_output > 64)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED, "%zu inputs, %zu outputs (at most %d, 64 "
+                         "after graphrun's layers)", node->n_input, node->n_output,
+                         GR_TAIL_MAX_ARGS);
+    for (size_t k = 0; k < node->n_input; k++) {
+        const value *v = node_input(im, node, k);
+        memset(&in[k], 0, sizeof in[k]);
+        if (!v)
+            continue;
+        if (v->kind == VAL_CONST) {
+            in[k].kind = HEAD_IN_CONST;
+            in[k].k = &v->k;
+        } else if (v->kind == VAL_TAIL) {
+            in[k].kind = HEAD_IN_TAIL;
+            in[k].id = v->tail_id;
+        } else if (v->layer < 0) {
+            return node_fail(im, node, GR_ERR_UNSUPPORTED, "reads the network input after "
+                             "graphrun's layers (the detection head reads layers only)");
+        } else {
+            in[k].kind = HEAD_IN_LAYER;
+            in[k].layer = v->layer;
+            in[k].ndim = value_dims(im, v, in[k].dims);
+            im->params[v->layer].aliased = 1; /* the head reads it as it is */
+        }
+    }
+    gr_status st = onnx_head_node(&im->tail, node, im->opset, in, (int)node->n_input, out_ids,
+                                  why, sizeof why);
+    if (st != GR_OK)
+        return node_fail(im, node, st, "%s", why);
+    for (size_t k = 0; k < node->n_output; k++) {
+        value *out = find_value(im, node->output[k]);
+        if (out && out_ids[k] >= 0) {
+            out->kind = VAL_TAIL;
+            out->tail_id = out_ids[k];
+        }
+    }
+    return GR_OK;
+}
+
+static gr_status import_node(importer *im, const Onnx__NodeProto *node)
+{
+    const char *op = onnx_str(node->op_type);
+    const char *domain = onnx_str(node->domain);
+    if (domain[0] && strcmp(domain, "ai.onnx") != 0)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED, "domain '%.64s' is not supported "
+                         "(only the default ONNX domain)", domain);
+    bool all_const = true, any_input = false;
+    for (size_t k = 0; k < node->n_input; k++) {
+        value *v = node_input(im, node, k);
+        if (!v)
+            continue;
+        if (v->kind == VAL_NONE)
+            return node_fail(im, node, GR_ERR_PARSE,
+                             "input '%.100s' is produced by no earlier node (the graph is not "
+                             "in topological order)", v->name);
+        any_input = true;
+        all_const &= v->kind == VAL_CONST;
+    }
+    if (all_const && (any_input || strcmp(op, "Constant") == 0) && in_list(foldable_ops, op))
+        return fold_node(im, node);
+    if (reads_tail(im, node))
+        return import_tail_node(im, node);
+    int layers_before = im->net->n_layers;
+    gr_status st = map_node(im, node, op);
+    /* What no layer runs but the host-side head tail does (a Reshape to another shape, a
+     * Transpose, a Concat off the channels ...) starts the detection head. */
+    if (st == GR_ERR_UNSUPPORTED && im->net->n_layers == layers_before && tail_takes(im, node))
+        return import_tail_node(im, node);
+    return st;
 }
 
 /* ---- the model ----------------------------------------------------------------------------- */
@@ -1263,6 +1361,27 @@ static gr_status index_graph(importer *im)
     return GR_OK;
 }
 
+/* A graph ending in a detection head: its one output is the tail's; the net's outputs are the
+ * layers the tail reads, in the tail's input order. */
+static gr_status tail_outputs(importer *im)
+{
+    const Onnx__GraphProto *g = im->g;
+    if (g->n_output != 1)
+        return gr_fail(GR_ERR_UNSUPPORTED, "%s: %zu graph outputs with a detection head (one: "
+                       "its boxes)", im->source, g->n_output);
+    const value *v = find_value(im, g->output[0]->name);
+    gr_status st = gr_tail_finish(im->tail, v->tail_id, v->name);
+    if (st != GR_OK)
+        return gr_fail_prefix(st, "%s: ", im->source);
+    gr_net *net = im->net;
+    net->n_outputs = gr_tail_input_count(im->tail);
+    for (int k = 0; k < net->n_outputs; k++)
+        net->output_layers[k] = gr_tail_input_layer(im->tail, k);
+    net->tail = im->tail;
+    im->tail = NULL;
+    return GR_OK;
+}
+
 static gr_status read_outputs(importer *im)
 {
     const Onnx__GraphProto *g = im->g;
@@ -1270,6 +1389,9 @@ static gr_status read_outputs(importer *im)
     if (g->n_output < 1 || g->n_output > GR_NET_MAX_OUTPUTS)
         return gr_fail(GR_ERR_UNSUPPORTED, "%s: %zu graph outputs (1 to %d)", im->source,
                        g->n_output, GR_NET_MAX_OUTPUTS);
+    const value *first = find_value(im, g->output[0]->name);
+    if (im->tail && first && first->kind == VAL_TAIL)
+        return tail_outputs(im);
     for (size_t i = 0; i < g->n_output; i++) {
         const value *v = find_value(im, g->output[i]->name);
         if (!v || v->kind != VAL_LAYER || v->layer < 0)
@@ -1348,6 +1470,7 @@ static gr_status import_model(importer *im, const Onnx__ModelProto *model)
         return gr_fail(GR_ERR_UNSUPPORTED, "%s: the graph computes nothing graphrun runs (no "
                        "layers)", im->source);
     GR_TRY(read_outputs(im));
+    onnx_head_metadata(model, im->net, im->source);
     return attach_weights(im);
 }
 
@@ -1363,6 +1486,7 @@ static void importer_free(importer *im)
     free(im->vals);
     free(im->slots);
     free(im->absorbed);
+    gr_tail_release(im->tail);
 }
 
 gr_status gr_net_parse_onnx(const uint8_t *data, size_t len, const char *source, gr_net **out)
