@@ -494,16 +494,17 @@ def alias_model(path):
 
 def head_refusals():
     """Small files the detection-head import refuses or warns about: a head tail with an op it
-    does not run (Erf after a Reshape), a tail whose output is no detection head's ([1, 2, 16]),
-    and a file with malformed metadata_props (it loads, with a one-line notice)."""
+    does not run (Erf after a Reshape), a tail whose output is no detection head's ([1, 2, 256]),
+    and a file with malformed metadata_props (it loads, with a one-line notice). Input 3x16x16,
+    as tiny_input.npy."""
     from onnx import TensorProto, helper, numpy_helper
 
     def model(nodes, out_dims, path, extra=(), meta=()):
-        inits = [numpy_helper.from_array(np.ones((2, 1, 1, 1), np.float32), "w"),
-                 numpy_helper.from_array(np.array([1, 2, 16], np.int64), "shape")]
+        inits = [numpy_helper.from_array(np.ones((2, 3, 1, 1), np.float32), "w"),
+                 numpy_helper.from_array(np.array([1, 2, 256], np.int64), "shape")]
         graph = helper.make_graph(
             [helper.make_node("Conv", ["x", "w"], ["c"], name="conv")] + nodes, "head",
-            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
             [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_dims)], inits + list(extra))
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
         m.ir_version = 7
@@ -514,11 +515,11 @@ def head_refusals():
             f.write(m.SerializeToString())
 
     reshape = helper.make_node("Reshape", ["c", "shape"], ["r"], name="reshape")
-    model([reshape, helper.make_node("Erf", ["r"], ["y"], name="erf")], [1, 2, 16],
+    model([reshape, helper.make_node("Erf", ["r"], ["y"], name="erf")], [1, 2, 256],
           os.path.join(HERE, "head_erf.onnx"))
-    model([helper.make_node("Reshape", ["c", "shape"], ["y"], name="reshape")], [1, 2, 16],
+    model([helper.make_node("Reshape", ["c", "shape"], ["y"], name="reshape")], [1, 2, 256],
           os.path.join(HERE, "head_not_boxes.onnx"))
-    model([helper.make_node("Relu", ["c"], ["y"], name="relu")], [1, 2, 4, 4],
+    model([helper.make_node("Relu", ["c"], ["y"], name="relu")], [1, 2, 16, 16],
           os.path.join(HERE, "bad_metadata.onnx"),
           meta=(("names", "{0: 'a', 1: }"), ("imgsz", "[64, x]"), ("stride", "7")))
 
