@@ -9,11 +9,13 @@
  * float rounding of ~45 convs into up to 0.013 px at 98 px). Metadata names come through (opset 17's v8 file); malformed metadata
  * is a one-line notice; a tail op the tail does not run and a tail output that is no detection
  * head's are refused with one line naming them. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "graphrun/runtime.h"
 #include "models/onnx/onnx.h"
@@ -165,6 +167,65 @@ START_TEST(test_heads_against_pytorch)
 }
 END_TEST
 
+/* TinyHead (the fuzz corpus's head model: the anchor-free head on 4-channel scales of a 32 x 32
+ * input, [1, 6, 21]) on its fixed input. Also the host time of the head per image (the tail and
+ * the decode, gr_engine_detect, best of 20) on the bigger models, printed for docs/onnx.md. */
+START_TEST(test_tiny_head)
+{
+    if (!have_onnx())
+        return;
+    gr_model *m = NULL;
+    gr_engine *e = cpu_engine(DIR "tiny_head.onnx", &m);
+    float *x = NULL, *ref = NULL, *got = NULL;
+    int dims[8], ndim = 0;
+    ck_assert_int_eq(gr_npy_read(DIR "tiny_head_input.npy", &x, dims, &ndim, 8), GR_OK);
+    ck_assert_int_eq(gr_engine_run_f32(e, x), GR_OK);
+    ck_assert_int_eq(gr_npy_read(DIR "tiny_head_out.npy", &ref, dims, &ndim, 8), GR_OK);
+    const float *outs[8];
+    for (int k = 0; k < gr_engine_output_count(e); k++)
+        ck_assert_int_eq(gr_engine_output(e, k, &outs[k]), GR_OK);
+    int64_t gdims[8];
+    int n_dims = 0;
+    ck_assert_int_eq(gr_engine_graph_output(e, outs, 0, &got, gdims, &n_dims), GR_OK);
+    ck_assert_int_eq(n_dims, 3);
+    ck_assert(gdims[1] == 6 && gdims[2] == 21 && dims[1] == 6 && dims[2] == 21);
+    double nrmse = gr_test_nrmse(got, ref, 6 * 21);
+    printf("tiny_head: NRMSE %.2e\n", nrmse);
+    ck_assert_msg(nrmse <= NRMSE_BOUND, "tiny_head: NRMSE %.3e", nrmse);
+    free(x);
+    free(ref);
+    free(got);
+    gr_engine_destroy(e);
+    gr_model_destroy(m);
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i += 2) {
+        char path[256];
+        snprintf(path, sizeof path, DIR "%s.onnx", models[i]);
+        e = cpu_engine(path, &m);
+        x = load_input("dog");
+        ck_assert_int_eq(gr_engine_run_f32(e, x), GR_OK);
+        double best = 1e30;
+        for (int r = 0; r < 20; r++) {
+            gr_detect_options dopt;
+            gr_detect_options_default(&dopt);
+            gr_detection *dets = NULL;
+            int n = 0;
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            ck_assert_int_eq(gr_engine_detect(e, 0, &dopt, &dets, &n), GR_OK);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            gr_detections_free(dets);
+            double us = (double)(t1.tv_sec - t0.tv_sec) * 1e6 +
+                        (double)(t1.tv_nsec - t0.tv_nsec) * 1e-3;
+            best = us < best ? us : best;
+        }
+        printf("%s: head on the host (tail + decode + NMS) %.1f us per image\n", models[i], best);
+        free(x);
+        gr_engine_destroy(e);
+        gr_model_destroy(m);
+    }
+}
+END_TEST
+
 /* metadata_props: Ultralytics' names dict becomes the class names; without it, "class N". */
 START_TEST(test_metadata_names)
 {
@@ -233,6 +294,7 @@ static Suite *heads_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_heads_against_pytorch, 0,
                         (int)(sizeof models / sizeof models[0]));
+    tcase_add_test(tc, test_tiny_head);
     tcase_add_test(tc, test_metadata_names);
     tcase_add_test(tc, test_bad_metadata);
     tcase_add_test(tc, test_head_refusals);

@@ -20,6 +20,15 @@ and python3-onnx, not needed by the tests):
   alias.onnx              a Relu after an Identity of a conv output that is also a graph output
                           (refused: folding it would change the other output)
   erf.onnx                a conv and an Erf node, which the importer refuses (the refusal test)
+  yolov8n_head_op13.onnx, yolov8n_head_op17.onnx  YoloV8nDetect (the anchor-free detection head;
+                          opset 17's file with Ultralytics-style metadata_props names, imgsz,
+                          stride), yolov5n_head_op13.onnx, yolov5n_head_op17.onnx  YoloV5nDetect
+                          (the anchor head)
+  <stem>_<photo>.npy      their graph output on the photo ([1, 7, 336] / [1, 1008, 8])
+  <stem>_<photo>.txt      the detections reference_detections decodes from it (thresh 0.25,
+                          NMS 0.45, network pixels): what graphrun's decode must give
+  tiny_head.onnx, tiny_head_input.npy, tiny_head_out.npy  TinyHead on a fixed 32 x 32 input
+  head_erf.onnx, head_not_boxes.onnx, bad_metadata.onnx  head_refusals()
 Deterministic: the same torch build writes the same files.
 """
 import os
@@ -370,6 +379,24 @@ class YoloV5nDetect(nn.Module):
         return self.head([n3, m4, m5])
 
 
+class TinyHead(nn.Module):
+    """The anchor-free head on three narrow scales of a 32 x 32 input (strides 8, 16, 32; two
+    classes; output [1, 6, 21]): the fuzz corpus's detection-head model."""
+
+    def __init__(self):
+        super().__init__()
+        self.p3 = nn.Sequential(ConvBnSilu(3, 4, 3, 2), ConvBnSilu(4, 4, 3, 2),
+                                ConvBnSilu(4, 4, 3, 2))
+        self.p4 = ConvBnSilu(4, 4, 3, 2)
+        self.p5 = ConvBnSilu(4, 4, 3, 2)
+        self.head = AnchorFreeHead(2, (4, 4, 4), (8, 16, 32), 32, c2=4, c3=4)
+
+    def forward(self, x):
+        p3 = self.p3(x)
+        p4 = self.p4(p3)
+        return self.head([p3, p4, self.p5(p4)])
+
+
 THRESH, NMS = 0.25, 0.45
 
 
@@ -603,6 +630,15 @@ def main():
     torch.manual_seed(2)
     v5 = YoloV5nDetect()
     export_detector(v5, batch, "yolov5n_head", "v5", list(v5.head.m), 8, 3, 5)
+    torch.manual_seed(3)
+    small = TinyHead()
+    small_in = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(5))
+    seed_statistics(small, small_in)
+    torch.onnx.export(small, small_in[:1], os.path.join(HERE, "tiny_head.onnx"), opset_version=13,
+                      input_names=["images"], output_names=["output0"])
+    np.save(os.path.join(HERE, "tiny_head_input.npy"), small_in[:1].numpy())
+    with torch.no_grad():
+        np.save(os.path.join(HERE, "tiny_head_out.npy"), small(small_in[:1]).numpy())
     return 0
 
 
