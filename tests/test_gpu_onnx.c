@@ -22,7 +22,7 @@
 #include "graphrun/runtime.h"
 #include "tests/support/classify_nets.h"
 #include "tests/support/gpu_test.h"
-#include "tools/npy.h"
+#include "tests/support/onnx_inputs.h"
 
 #define DIR "tests/onnx/"
 #define MAX_OUT 3
@@ -48,28 +48,6 @@ static const onnx_case head_cases[] = {
 static const gr_precision precisions[] = {GR_PREC_FP32, GR_PREC_FP16, GR_PREC_INT8};
 static const double bounds[] = {1e-5, 1e-3, 1e-2};
 static char tmp_dir[] = "/tmp/graphrun_gpu_onnx_XXXXXX";
-
-static float *load_input(const char *name)
-{
-    char path[256];
-    snprintf(path, sizeof path, DIR "%s", name);
-    float *x = NULL;
-    if (strstr(name, ".npy")) {
-        int dims[8], ndim = 0;
-        ck_assert_msg(gr_npy_read(path, &x, dims, &ndim, 8) == GR_OK, "%s", gr_last_error());
-        return x;
-    }
-    gr_image *im = NULL;
-    ck_assert_msg(gr_image_load(path, &im) == GR_OK, "%s", gr_last_error());
-    size_t plane = (size_t)im->w * (size_t)im->h;
-    x = malloc(3 * plane * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    for (int c = 0; c < 3; c++)
-        for (size_t i = 0; i < plane; i++)
-            x[(size_t)c * plane + i] = (float)im->data[i * 3 + (size_t)c] / 255.0f;
-    gr_image_destroy(im);
-    return x;
-}
 
 /* Build on `dev` in `prec`, run once on x, copy the outputs (n[k] floats each). */
 static int run(const gr_model *m, const char *cache, gr_device dev, gr_precision prec,
@@ -107,7 +85,7 @@ START_TEST(gpu_matches_cpu)
     char path[256], cache[512];
     snprintf(path, sizeof path, DIR "%s", oc->model);
     gr_model *m = gr_test_load_model(NULL, path, 0);
-    float *x = load_input(oc->input);
+    float *x = gr_test_onnx_input(oc->input);
     for (size_t p = 0; p < sizeof precisions / sizeof precisions[0]; p++) {
         snprintf(cache, sizeof cache, "%s/%s.calib", tmp_dir, oc->model);
         float *gpu[MAX_OUT] = {NULL}, *cpu[MAX_OUT] = {NULL};
@@ -166,7 +144,7 @@ START_TEST(gpu_head_detections)
     char path[256];
     snprintf(path, sizeof path, DIR "%s", oc->model);
     gr_model *m = gr_test_load_model(NULL, path, 0);
-    float *x = load_input(oc->input);
+    float *x = gr_test_onnx_input(oc->input);
     float *gpu = NULL, *cpu = NULL;
     size_t n_gpu = 0, n_cpu = 0;
     gr_detection *dg = NULL, *dc = NULL;

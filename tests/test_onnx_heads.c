@@ -22,6 +22,7 @@
 #include "graphrun/runtime.h"
 #include "models/onnx/onnx.h"
 #include "tests/support/classify_nets.h"
+#include "tests/support/onnx_inputs.h"
 #include "tools/npy.h"
 
 #define DIR "tests/onnx/"
@@ -31,29 +32,12 @@ static const char *const models[] = {"yolov8n_head_op13", "yolov8n_head_op17",
                                      "yolov5n_head_op13", "yolov5n_head_op17"};
 static const char *const photos[] = {"dog", "horses"};
 
-static bool have_onnx(void)
+/* The recorded input of a photo (input_<photo>.png). */
+static float *load_png(const char *photo)
 {
-    gr_net *net = NULL;
-    gr_status st = gr_net_load_onnx(DIR "erf.onnx", &net);
-    gr_net_free(net);
-    return st != GR_OK && strstr(gr_last_error(), "built without ONNX import") == NULL;
-}
-
-/* The recorded input: the letterboxed photo's pixels / 255, NCHW float. */
-static float *load_input(const char *photo)
-{
-    char path[256];
-    snprintf(path, sizeof path, DIR "input_%s.png", photo);
-    gr_image *im = NULL;
-    ck_assert_msg(gr_image_load(path, &im) == GR_OK, "%s", gr_last_error());
-    size_t plane = (size_t)im->w * im->h;
-    float *x = malloc(3 * plane * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    for (int c = 0; c < 3; c++)
-        for (size_t i = 0; i < plane; i++)
-            x[c * plane + i] = (float)im->data[i * 3 + c] / 255.0f;
-    gr_image_destroy(im);
-    return x;
+    char name[64];
+    snprintf(name, sizeof name, "input_%s.png", photo);
+    return gr_test_onnx_input(name);
 }
 
 static gr_engine *cpu_engine(const char *path, gr_model **m)
@@ -71,8 +55,8 @@ static gr_engine *cpu_engine(const char *path, gr_model **m)
     return e;
 }
 
-/* The graph's output against PyTorch's. */
-static void check_output(gr_engine *e, const char *stem, const char *model, const char *photo)
+/* The graph's output against PyTorch's (the .npy at ref_path); `label` names it. */
+static void check_output(gr_engine *e, const char *ref_path, const char *label)
 {
     const float *outs[8];
     for (int k = 0; k < gr_engine_output_count(e); k++)
@@ -82,11 +66,9 @@ static void check_output(gr_engine *e, const char *stem, const char *model, cons
     int n_dims = 0;
     ck_assert_msg(gr_engine_graph_output(e, outs, 0, &got, dims, &n_dims) == GR_OK, "%s",
                   gr_last_error());
-    char path[256];
-    snprintf(path, sizeof path, DIR "%s_%s.npy", stem, photo);
     float *ref = NULL;
     int rdims[8], rn = 0;
-    ck_assert_msg(gr_npy_read(path, &ref, rdims, &rn, 8) == GR_OK, "%s", gr_last_error());
+    ck_assert_msg(gr_npy_read(ref_path, &ref, rdims, &rn, 8) == GR_OK, "%s", gr_last_error());
     ck_assert_int_eq(n_dims, rn);
     size_t n = 1;
     for (int d = 0; d < rn; d++) {
@@ -94,9 +76,9 @@ static void check_output(gr_engine *e, const char *stem, const char *model, cons
         n *= (size_t)rdims[d];
     }
     double nrmse = gr_test_nrmse(got, ref, n);
-    printf("%s %s graph output [1, %lld, %lld]: NRMSE %.2e\n", model, photo, (long long)dims[1],
+    printf("%s graph output [1, %lld, %lld]: NRMSE %.2e\n", label, (long long)dims[1],
            (long long)dims[2], nrmse);
-    ck_assert_msg(nrmse <= NRMSE_BOUND, "%s on %s: NRMSE %.3e", model, photo, nrmse);
+    ck_assert_msg(nrmse <= NRMSE_BOUND, "%s: NRMSE %.3e", label, nrmse);
     free(got);
     free(ref);
 }
@@ -143,7 +125,7 @@ static void check_detections(gr_engine *e, const char *stem, const char *model, 
 
 START_TEST(test_heads_against_pytorch)
 {
-    if (!have_onnx())
+    if (!gr_test_have_onnx())
         return;
     char path[256], stem[64];
     snprintf(path, sizeof path, DIR "%s.onnx", models[_i]);
@@ -155,10 +137,13 @@ START_TEST(test_heads_against_pytorch)
     ck_assert_int_eq(info.classes, 3);
     ck_assert_int_eq(gr_engine_output_count(e), 3); /* the layers the head reads */
     for (size_t p = 0; p < sizeof photos / sizeof photos[0]; p++) {
-        float *x = load_input(photos[p]);
+        float *x = load_png(photos[p]);
         ck_assert_msg(gr_engine_run_f32(e, x) == GR_OK, "%s", gr_last_error());
         free(x);
-        check_output(e, stem, models[_i], photos[p]);
+        char ref[256], label[128];
+        snprintf(ref, sizeof ref, DIR "%s_%s.npy", stem, photos[p]);
+        snprintf(label, sizeof label, "%s %s", models[_i], photos[p]);
+        check_output(e, ref, label);
         check_detections(e, stem, models[_i], photos[p]);
     }
     /* Engine files have no place for the host-side head yet: refused with one line. */
@@ -174,36 +159,21 @@ END_TEST
  * the decode, gr_engine_detect, best of 20) on the bigger models, printed for docs/onnx.md. */
 START_TEST(test_tiny_head)
 {
-    if (!have_onnx())
+    if (!gr_test_have_onnx())
         return;
     gr_model *m = NULL;
     gr_engine *e = cpu_engine(DIR "tiny_head.onnx", &m);
-    float *x = NULL, *ref = NULL, *got = NULL;
-    int dims[8], ndim = 0;
-    ck_assert_int_eq(gr_npy_read(DIR "tiny_head_input.npy", &x, dims, &ndim, 8), GR_OK);
+    float *x = gr_test_onnx_input("tiny_head_input.npy");
     ck_assert_int_eq(gr_engine_run_f32(e, x), GR_OK);
-    ck_assert_int_eq(gr_npy_read(DIR "tiny_head_out.npy", &ref, dims, &ndim, 8), GR_OK);
-    const float *outs[8];
-    for (int k = 0; k < gr_engine_output_count(e); k++)
-        ck_assert_int_eq(gr_engine_output(e, k, &outs[k]), GR_OK);
-    int64_t gdims[8];
-    int n_dims = 0;
-    ck_assert_int_eq(gr_engine_graph_output(e, outs, 0, &got, gdims, &n_dims), GR_OK);
-    ck_assert_int_eq(n_dims, 3);
-    ck_assert(gdims[1] == 6 && gdims[2] == 21 && dims[1] == 6 && dims[2] == 21);
-    double nrmse = gr_test_nrmse(got, ref, 6 * 21);
-    printf("tiny_head: NRMSE %.2e\n", nrmse);
-    ck_assert_msg(nrmse <= NRMSE_BOUND, "tiny_head: NRMSE %.3e", nrmse);
+    check_output(e, DIR "tiny_head_out.npy", "tiny_head");
     free(x);
-    free(ref);
-    free(got);
     gr_engine_destroy(e);
     gr_model_destroy(m);
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i += 2) {
         char path[256];
         snprintf(path, sizeof path, DIR "%s.onnx", models[i]);
         e = cpu_engine(path, &m);
-        x = load_input("dog");
+        x = load_png("dog");
         ck_assert_int_eq(gr_engine_run_f32(e, x), GR_OK);
         double best = 1e30;
         for (int r = 0; r < 20; r++) {
@@ -231,7 +201,7 @@ END_TEST
 /* metadata_props: Ultralytics' names dict becomes the class names; without it, "class N". */
 START_TEST(test_metadata_names)
 {
-    if (!have_onnx())
+    if (!gr_test_have_onnx())
         return;
     gr_model_options mo;
     gr_model_options_default(&mo);
@@ -253,7 +223,7 @@ END_TEST
  * the names are ignored, one line says so. */
 START_TEST(test_bad_metadata)
 {
-    if (!have_onnx())
+    if (!gr_test_have_onnx())
         return;
     gr_model_options mo;
     gr_model_options_default(&mo);
@@ -272,7 +242,7 @@ END_TEST
  * names the output and its dims. */
 START_TEST(test_head_refusals)
 {
-    if (!have_onnx())
+    if (!gr_test_have_onnx())
         return;
     gr_net *net = NULL;
     ck_assert_int_eq(gr_net_load_onnx(DIR "head_erf.onnx", &net), GR_ERR_UNSUPPORTED);
@@ -293,7 +263,7 @@ END_TEST
  * and run with detections (the head's shapes are all checked at load). */
 START_TEST(test_corrupt_heads)
 {
-    if (!have_onnx())
+    if (!gr_test_have_onnx())
         return;
     FILE *f = fopen(DIR "tiny_head.onnx", "rb");
     ck_assert_ptr_nonnull(f);
@@ -374,7 +344,7 @@ static Suite *heads_suite(void)
 
 int main(void)
 {
-    if (!have_onnx()) {
+    if (!gr_test_have_onnx()) {
         printf("test_onnx_heads: this build has no ONNX import\n");
         return 77;
     }

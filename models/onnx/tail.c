@@ -80,6 +80,22 @@ static size_t elems(int ndim, const int64_t *dims)
     return n;
 }
 
+/* Room for item n of `size` bytes in `items` (capacity *cap, doubled when full): the array,
+ * perhaps moved, or NULL with a message (`items` then unchanged). */
+static void *reserve(void *items, int n, int *cap, size_t size)
+{
+    if (n < *cap)
+        return items;
+    int grown_cap = *cap ? 2 * *cap : 64;
+    void *grown = realloc(items, (size_t)grown_cap * size);
+    if (!grown) {
+        gr_fail(GR_ERR_OUT_OF_MEMORY, "out of memory for the head tail");
+        return NULL;
+    }
+    *cap = grown_cap;
+    return grown;
+}
+
 /* A new value; -1 with a message. */
 static int add_value(gr_onnx_tail *t, int kind, int ndim, const int64_t *dims)
 {
@@ -90,16 +106,10 @@ static int add_value(gr_onnx_tail *t, int kind, int ndim, const int64_t *dims)
                 GR_TAIL_MAX_RANK, MAX_ELEMS);
         return -1;
     }
-    if (t->n_values == t->cap_values) {
-        int cap = t->cap_values ? 2 * t->cap_values : 64;
-        tail_value *grown = realloc(t->values, (size_t)cap * sizeof *grown);
-        if (!grown) {
-            gr_fail(GR_ERR_OUT_OF_MEMORY, "out of memory for the head tail");
-            return -1;
-        }
-        t->values = grown;
-        t->cap_values = cap;
-    }
+    tail_value *values = reserve(t->values, t->n_values, &t->cap_values, sizeof *values);
+    if (!values)
+        return -1;
+    t->values = values;
     tail_value *v = &t->values[t->n_values];
     memset(v, 0, sizeof *v);
     v->kind = kind;
@@ -171,14 +181,10 @@ gr_status gr_tail_add_node(gr_onnx_tail *t, const gr_tail_node *node)
 {
     if (t->n_nodes >= MAX_NODES)
         return gr_fail(GR_ERR_LIMIT, "more than %d nodes in the detection head", MAX_NODES);
-    if (t->n_nodes == t->cap_nodes) {
-        int cap = t->cap_nodes ? 2 * t->cap_nodes : 32;
-        gr_tail_node *grown = realloc(t->nodes, (size_t)cap * sizeof *grown);
-        if (!grown)
-            return gr_fail(GR_ERR_OUT_OF_MEMORY, "out of memory for the head tail");
-        t->nodes = grown;
-        t->cap_nodes = cap;
-    }
+    gr_tail_node *nodes = reserve(t->nodes, t->n_nodes, &t->cap_nodes, sizeof *nodes);
+    if (!nodes)
+        return GR_ERR_OUT_OF_MEMORY;
+    t->nodes = nodes;
     t->nodes[t->n_nodes++] = *node;
     return GR_OK;
 }

@@ -139,7 +139,8 @@ class YoloV8nLike(nn.Module):
         self.o4 = ScaleOut(c, outputs)
         self.o5 = ScaleOut(d, outputs)
 
-    def forward(self, x):
+    def features(self, x):
+        """The neck's three scales (strides 8, 16, 32)."""
         p3 = self.s3(self.s2(self.stem(x)))
         p4 = self.s4(p3)
         p5 = self.s5(p4)
@@ -147,6 +148,10 @@ class YoloV8nLike(nn.Module):
         n3 = self.n3(torch.cat([self.up(n4), p3], 1))
         m4 = self.m4(torch.cat([self.down3(n3), n4], 1))
         m5 = self.m5(torch.cat([self.down4(m4), p5], 1))
+        return n3, m4, m5
+
+    def forward(self, x):
+        n3, m4, m5 = self.features(x)
         return self.o3(n3), self.o4(m4), self.o5(m5)
 
 
@@ -284,15 +289,7 @@ class YoloV8nDetect(nn.Module):
         self.head = AnchorFreeHead(nc, (b, c, d), (8, 16, 32), SIZE)
 
     def forward(self, x):
-        m = self.body
-        p3 = m.s3(m.s2(m.stem(x)))
-        p4 = m.s4(p3)
-        p5 = m.s5(p4)
-        n4 = m.n4(torch.cat([m.up(p5), p4], 1))
-        n3 = m.n3(torch.cat([m.up(n4), p3], 1))
-        m4 = m.m4(torch.cat([m.down3(n3), n4], 1))
-        m5 = m.m5(torch.cat([m.down4(m4), p5], 1))
-        return self.head([n3, m4, m5])
+        return self.head(list(self.body.features(x)))
 
 
 class C3(nn.Module):
