@@ -7,7 +7,8 @@
  *   output: the Darknet models' bounds. Same-precision comparisons: the GPU kernels against the
  *   planner's emulation of their arithmetic, not the precision's own error (which on these
  *   random-weight networks is larger: docs/onnx.md).
- * For the detection-head models (YOLOv8n- and YOLOv5n-like, docs/onnx.md "Detection heads") also
+ * For the detection-head models (YOLOv8n-, YOLOv5n- and YOLO11n-like, docs/onnx.md "Detection
+ * heads") also
  * the graph's output after the host-side head (fp32 <= 1e-5) and the detections at thresh 0.25
  * (same count, classes, scores within 1e-4, boxes within 0.01 px or 2e-4 of the coordinate).
  * Every NRMSE is printed. Exits 77 with one line when no CUDA device is visible. */
@@ -44,6 +45,7 @@ static const onnx_case cases[] = {
 static const onnx_case head_cases[] = {
     {"yolov8n_head_op17.onnx", "input_dog.png"},
     {"yolov5n_head_op17.onnx", "input_dog.png"},
+    {"yolo11n_head_op17.onnx", "input_horses.png"},
 };
 static const gr_precision precisions[] = {GR_PREC_FP32, GR_PREC_FP16, GR_PREC_INT8};
 static const double bounds[] = {1e-5, 1e-3, 1e-2};

@@ -1,7 +1,8 @@
 /* ONNX detection heads (docs/onnx.md, "Detection heads") against PyTorch
  * (tests/onnx/make_models.py): a YOLOv8n-like network with the anchor-free head (DFL decode,
  * anchor points, strides; output [1, 7, 336]) and a YOLOv5n-like one with the anchor head (grid
- * and anchor arithmetic, objectness; output [1, 1008, 8]), each exported at opsets 13 and 17, run
+ * and anchor arithmetic, objectness; output [1, 1008, 8]) and a YOLO11n-like one without its
+ * C2PSA block (C3k2 blocks, the depthwise class branch), each exported at opsets 13 and 17, run
  * on the CPU engine on the two recorded inputs: the graph's output (gr_engine_graph_output, the
  * host-side head tail after the engine's layers) within 1e-5 NRMSE of PyTorch's, and the
  * detections at thresh 0.25, NMS 0.45 those of the script's numpy decode (class, score within
@@ -29,7 +30,8 @@
 #define NRMSE_BOUND 1e-5
 
 static const char *const models[] = {"yolov8n_head_op13", "yolov8n_head_op17",
-                                     "yolov5n_head_op13", "yolov5n_head_op17"};
+                                     "yolov5n_head_op13", "yolov5n_head_op17",
+                                     "yolo11n_head_op13", "yolo11n_head_op17"};
 static const char *const photos[] = {"dog", "horses"};
 
 /* The recorded input of a photo (input_<photo>.png). */

@@ -23,7 +23,8 @@ and python3-onnx, not needed by the tests):
   yolov8n_head_op13.onnx, yolov8n_head_op17.onnx  YoloV8nDetect (the anchor-free detection head;
                           opset 17's file with Ultralytics-style metadata_props names, imgsz,
                           stride), yolov5n_head_op13.onnx, yolov5n_head_op17.onnx  YoloV5nDetect
-                          (the anchor head)
+                          (the anchor head), yolo11n_head_op13.onnx, yolo11n_head_op17.onnx
+                          Yolo11nDetect (YOLO11n-like without C2PSA)
   <stem>_<photo>.npy      their graph output on the photo ([1, 7, 336] / [1, 1008, 8])
   <stem>_<photo>.txt      the detections reference_detections decodes from it (thresh 0.25,
                           NMS 0.45, network pixels): what graphrun's decode must give
@@ -249,13 +250,18 @@ class AnchorFreeHead(nn.Module):
     anchors, the DFL decode, distances to centre + size around the anchor points (cell centres)
     times the stride, class sigmoid: [1, 4 + nc, A], boxes in input pixels."""
 
-    def __init__(self, nc, channels, strides, size, c2=16, c3=16):
+    def __init__(self, nc, channels, strides, size, c2=16, c3=16, depthwise=False):
         super().__init__()
         self.nc, self.bins = nc, 16
         self.cv2 = nn.ModuleList(nn.Sequential(ConvBnSilu(c, c2, 3), ConvBnSilu(c2, c2, 3),
                                                nn.Conv2d(c2, 4 * self.bins, 1)) for c in channels)
-        self.cv3 = nn.ModuleList(nn.Sequential(ConvBnSilu(c, c3, 3), ConvBnSilu(c3, c3, 3),
-                                               nn.Conv2d(c3, nc, 1)) for c in channels)
+        if depthwise:  # YOLO11's class branch: depthwise 3x3 + pointwise 1x1, twice
+            self.cv3 = nn.ModuleList(nn.Sequential(
+                ConvBnSilu(c, c, 3, groups=c), ConvBnSilu(c, c3), ConvBnSilu(c3, c3, 3, groups=c3),
+                ConvBnSilu(c3, c3), nn.Conv2d(c3, nc, 1)) for c in channels)
+        else:
+            self.cv3 = nn.ModuleList(nn.Sequential(ConvBnSilu(c, c3, 3), ConvBnSilu(c3, c3, 3),
+                                                   nn.Conv2d(c3, nc, 1)) for c in channels)
         self.dfl = Dfl(self.bins)
         points, stride = [], []
         for s in strides:
@@ -340,6 +346,36 @@ class AnchorHead(nn.Module):
             wh = (wh * 2) ** 2 * getattr(self, f"anchor{i}")
             z.append(torch.cat((xy, wh, conf), 4).view(bs, -1, self.no))
         return torch.cat(z, 1)
+
+
+class C3k2(SplitBlock):
+    """YOLO11's C3k2: the C2f-like block whose inner blocks are C3 blocks of two 3x3 bottlenecks
+    (c3k) or plain bottlenecks."""
+
+    def __init__(self, c_in, c_out, c3k=False, residual=True):
+        super().__init__(c_in, c_out, 1, residual)
+        if c3k:
+            self.m = nn.ModuleList([C3(self.c, self.c, 2, residual)])
+
+
+class Yolo11nDetect(YoloV8nDetect):
+    """A YOLO11n-like network without the C2PSA attention block (its MatMul of computed tensors
+    and the attention's Reshape / Transpose inside the backbone are not graphrun layers): the
+    YOLOv8n-like topology with C3k2 blocks and the head's depthwise class branch."""
+
+    def __init__(self, nc=3, w=(8, 16, 24, 32)):
+        super().__init__(nc, w)
+        a, b, c, d = w
+        m = self.body
+        m.s2[1] = C3k2(b, b)
+        m.s3[1] = C3k2(c, c)
+        m.s4[1] = C3k2(d, d, c3k=True)
+        m.s5[1] = C3k2(d, d, c3k=True)
+        m.n4 = C3k2(d + d, c, residual=False)
+        m.n3 = C3k2(c + c, b, residual=False)
+        m.m4 = C3k2(b + c, c, residual=False)
+        m.m5 = C3k2(c + d, d, c3k=True, residual=False)
+        self.head = AnchorFreeHead(nc, (b, c, d), (8, 16, 32), SIZE, depthwise=True)
 
 
 class YoloV5nDetect(nn.Module):
@@ -627,6 +663,9 @@ def main():
     torch.manual_seed(2)
     v5 = YoloV5nDetect()
     export_detector(v5, batch, "yolov5n_head", "v5", list(v5.head.m), 8, 3, 5)
+    torch.manual_seed(4)
+    v11 = Yolo11nDetect()
+    export_detector(v11, batch, "yolo11n_head", "v8", [s[-1] for s in v11.head.cv3], 0, 3, 0)
     torch.manual_seed(3)
     small = TinyHead()
     small_in = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(5))
