@@ -258,6 +258,12 @@ START_TEST(test_head_refusals)
                                           "computed after graphrun's layers but is not a "
                                           "detection head's output") != NULL,
                   "%s", gr_last_error());
+    /* Only data-moving nodes start a head: a conv no layer runs keeps the layer mapping's
+     * reason (it was "only a 1x1 convolution ... runs here" while every op the host runs could
+     * start one). */
+    ck_assert_int_eq(gr_net_load_onnx(DIR "conv_dilations.onnx", &net), GR_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(gr_last_error(), "node 'conv2' (Conv, opset 13): dilations 1, 2 differ")
+                      != NULL, "%s", gr_last_error());
 }
 END_TEST
 

@@ -13,13 +13,23 @@ static const char *const tail_ops[] = {
     "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split",
     "Slice", "Softmax", "Sigmoid", "Add", "Sub", "Mul", "Div", "Pow", "Conv", NULL};
 
-bool onnx_head_runs(const char *op)
+/* The ops that start a head on graphrun layers' outputs when no layer runs them: they move data
+ * (a convolution or an activation no layer runs is refused as it was, not moved to the host). */
+static const char *const starting_ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze",
+                                           "Transpose", "Concat", "Split", "Slice", "Softmax",
+                                           NULL};
+
+static bool listed(const char *const *list, const char *op)
 {
-    for (const char *const *o = tail_ops; *o; o++)
+    for (const char *const *o = list; *o; o++)
         if (strcmp(*o, op) == 0)
             return true;
     return false;
 }
+
+bool onnx_head_runs(const char *op) { return listed(tail_ops, op); }
+
+bool onnx_head_starts(const char *op) { return listed(starting_ops, op); }
 
 /* One node's build: its inputs as tail values, messages into `why`. */
 typedef struct head_build {

@@ -21,8 +21,10 @@ typedef struct head_in {
     int64_t dims[4];
 } head_in;
 
-/* Does the tail run this op (on computed tensors)? */
+/* Does the tail run this op (on computed tensors)? Does it start a head on layers' outputs (the
+ * data-moving ops: Reshape, Transpose, Concat, Split, Slice, Softmax, ...)? */
 bool onnx_head_runs(const char *op);
+bool onnx_head_starts(const char *op);
 
 /* Add the node to *tail (made on first use). out_ids[k]: the tail value of output k (-1 for an
  * omitted output). GR_ERR_UNSUPPORTED / LIMIT with the reason in `why` (the caller prefixes the

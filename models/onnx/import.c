@@ -1143,10 +1143,10 @@ static bool reads_tail(const importer *im, const Onnx__NodeProto *node)
     return false;
 }
 
-/* Can the tail take this node on graphrun layers' outputs (not the network input)? */
+/* Can the tail start with this node on graphrun layers' outputs (not the network input)? */
 static bool tail_takes(const importer *im, const Onnx__NodeProto *node)
 {
-    if (!onnx_head_runs(onnx_str(node->op_type)))
+    if (!onnx_head_starts(onnx_str(node->op_type)))
         return false;
     bool any_layer = false;
     for (size_t k = 0; k < node->n_input; k++) {
@@ -1238,11 +1238,16 @@ static gr_status import_node(importer *im, const Onnx__NodeProto *node)
         return import_tail_node(im, node);
     int layers_before = im->net->n_layers;
     gr_status st = map_node(im, node, op);
-    /* What no layer runs but the host-side head tail does (a Reshape to another shape, a
-     * Transpose, a Concat off the channels ...) starts the detection head. */
-    if (st == GR_ERR_UNSUPPORTED && im->net->n_layers == layers_before && tail_takes(im, node))
-        return import_tail_node(im, node);
-    return st;
+    /* A data-moving node no layer runs (a Reshape to another shape, a Transpose, a Concat off the
+     * channels ...) starts the detection head on the host; if the head cannot take it either,
+     * the layer mapping's reason stands. */
+    if (st != GR_ERR_UNSUPPORTED || im->net->n_layers != layers_before || !tail_takes(im, node))
+        return st;
+    char why[512];
+    snprintf(why, sizeof why, "%s", gr_last_error());
+    if (import_tail_node(im, node) == GR_OK)
+        return GR_OK;
+    return gr_fail(st, "%s", why);
 }
 
 /* ---- the model ----------------------------------------------------------------------------- */

@@ -29,7 +29,7 @@ and python3-onnx, not needed by the tests):
   <stem>_<photo>.txt      the detections reference_detections decodes from it (thresh 0.25,
                           NMS 0.45, network pixels): what graphrun's decode must give
   tiny_head.onnx, tiny_head_input.npy, tiny_head_out.npy  TinyHead on a fixed 32 x 32 input
-  head_erf.onnx, head_not_boxes.onnx, bad_metadata.onnx  head_refusals()
+  head_erf.onnx, head_not_boxes.onnx, conv_dilations.onnx, bad_metadata.onnx  head_refusals()
 Deterministic: the same torch build writes the same files.
 """
 import os
@@ -555,7 +555,8 @@ def alias_model(path):
 def head_refusals():
     """Small files the detection-head import refuses or warns about: a head tail with an op it
     does not run (Erf after a Reshape), a tail whose output is no detection head's ([1, 2, 256]),
-    and a file with malformed metadata_props (it loads, with a one-line notice). Input 3x16x16,
+    a conv no layer runs (unequal dilations: refused for that, not moved to the host), and a
+    file with malformed metadata_props (it loads, with a one-line notice). Input 3x16x16,
     as tiny_input.npy."""
     from onnx import TensorProto, helper, numpy_helper
 
@@ -579,6 +580,9 @@ def head_refusals():
           os.path.join(HERE, "head_erf.onnx"))
     model([helper.make_node("Reshape", ["c", "shape"], ["y"], name="reshape")], [1, 2, 256],
           os.path.join(HERE, "head_not_boxes.onnx"))
+    model([helper.make_node("Conv", ["c", "w2"], ["y"], name="conv2", dilations=[1, 2])],
+          [1, 2, 16, 16], os.path.join(HERE, "conv_dilations.onnx"),
+          extra=[numpy_helper.from_array(np.ones((2, 2, 1, 1), np.float32), "w2")])
     model([helper.make_node("Relu", ["c"], ["y"], name="relu")], [1, 2, 16, 16],
           os.path.join(HERE, "bad_metadata.onnx"),
           meta=(("names", "{0: 'a', 1: }"), ("imgsz", "[64, x]"), ("stride", "7")))
