@@ -200,6 +200,24 @@ START_TEST(test_tiny_head)
 }
 END_TEST
 
+/* The host-side head's other ONNX forms at opset 11 (make_models.py's tail_ops_model: Softmax
+ * flattening at its axis, Slice with a negative start and step 2, Split / Squeeze / Unsqueeze by
+ * attribute, Pow, broadcast Div and Mul, Sub with the constant first, Flatten) against numpy. */
+START_TEST(test_tail_ops)
+{
+    if (!gr_test_have_onnx())
+        return;
+    gr_model *m = NULL;
+    gr_engine *e = cpu_engine(DIR "tail_ops.onnx", &m);
+    float *x = gr_test_onnx_input("tail_ops_input.npy");
+    ck_assert_int_eq(gr_engine_run_f32(e, x), GR_OK);
+    check_output(e, DIR "tail_ops_out.npy", "tail_ops");
+    free(x);
+    gr_engine_destroy(e);
+    gr_model_destroy(m);
+}
+END_TEST
+
 /* metadata_props: Ultralytics' names dict becomes the class names; without it, "class N". */
 START_TEST(test_metadata_names)
 {
@@ -342,6 +360,7 @@ static Suite *heads_suite(void)
     tcase_add_loop_test(tc, test_heads_against_pytorch, 0,
                         (int)(sizeof models / sizeof models[0]));
     tcase_add_test(tc, test_tiny_head);
+    tcase_add_test(tc, test_tail_ops);
     tcase_add_test(tc, test_metadata_names);
     tcase_add_test(tc, test_bad_metadata);
     tcase_add_test(tc, test_head_refusals);

@@ -30,6 +30,7 @@ and python3-onnx, not needed by the tests):
                           NMS 0.45, network pixels): what graphrun's decode must give
   tiny_head.onnx, tiny_head_input.npy, tiny_head_out.npy  TinyHead on a fixed 32 x 32 input
   head_erf.onnx, head_not_boxes.onnx, conv_dilations.onnx, bad_metadata.onnx  head_refusals()
+  tail_ops.onnx, tail_ops_input.npy, tail_ops_out.npy  tail_ops_model() and numpy's output
 Deterministic: the same torch build writes the same files.
 """
 import os
@@ -588,6 +589,66 @@ def head_refusals():
           meta=(("names", "{0: 'a', 1: }"), ("imgsz", "[64, x]"), ("stride", "7")))
 
 
+def tail_ops_model():
+    """The host-side head's other ONNX forms, at opset 11 (the attribute forms of Squeeze,
+    Unsqueeze and Split; Softmax flattening at its axis), after a conv on a fixed input: Reshape
+    with -1, Transpose, Softmax, Slice with a negative start, an end past the dim and step 2,
+    Split with sizes, Pow, Div by a broadcast constant, Unsqueeze + Squeeze, Concat on a negative
+    axis, Mul broadcasting [1, 30, 1] over [1, 30, 8], Mul by a scalar, Sub with the constant
+    first, Sigmoid,
+    Flatten, Reshape; output [1, 30, 8]. The reference is numpy's (float64 rounded to float32)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(21)
+    x = rng.random((1, 3, 8, 8), dtype=np.float32)
+    w = (rng.standard_normal((8, 3, 1, 1)) * 0.5).astype(np.float32)
+    div = (1.0 + rng.random(5)).astype(np.float32)
+    consts = {"w": w, "shape": np.array([1, 8, -1], np.int64), "half": np.array(0.5, np.float32),
+              "div": div, "one": np.array(1.0, np.float32), "gain": np.array(2000.0, np.float32),
+              "final": np.array([1, 30, 8], np.int64)}
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w"], ["c"], name="conv"),
+             n("Reshape", ["c", "shape"], ["r"], name="reshape"),
+             n("Transpose", ["r"], ["t"], name="transpose", perm=[0, 2, 1]),
+             n("Softmax", ["t"], ["sm"], name="softmax", axis=1),
+             n("Slice", ["sm", "starts", "ends", "axes", "steps"], ["sl"], name="slice"),
+             n("Split", ["sl"], ["a", "b"], name="split", axis=2, split=[3, 5]),
+             n("Pow", ["a", "half"], ["p"], name="pow"),
+             n("Div", ["b", "div"], ["d"], name="div"),
+             n("Unsqueeze", ["p"], ["uq"], name="unsqueeze", axes=[0]),
+             n("Squeeze", ["uq"], ["sq"], name="squeeze", axes=[0]),
+             n("Concat", ["sq", "d"], ["cat"], name="concat", axis=-1),
+             n("Slice", ["cat", "zero", "one_i", "two"], ["first"], name="first"),
+             n("Mul", ["cat", "first"], ["m"], name="mul"),
+             n("Mul", ["m", "gain"], ["mg"], name="gain"),
+             n("Sub", ["one", "mg"], ["s"], name="sub"),
+             n("Sigmoid", ["s"], ["g"], name="sigmoid"),
+             n("Flatten", ["g"], ["f"], name="flatten", axis=2),
+             n("Reshape", ["f", "final"], ["y"], name="final")]
+    consts.update(starts=np.array([-60], np.int64), ends=np.array([1000], np.int64),
+                  axes=np.array([1], np.int64), steps=np.array([2], np.int64),
+                  zero=np.array([0], np.int64), one_i=np.array([1], np.int64),
+                  two=np.array([2], np.int64))
+    graph = helper.make_graph(
+        nodes, "tail_ops", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 30, 8])],
+        [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    m.ir_version = 6
+    with open(os.path.join(HERE, "tail_ops.onnx"), "wb") as f:
+        f.write(m.SerializeToString())
+    c = np.einsum("oc,nchw->nohw", w[:, :, 0, 0].astype(np.float64), x.astype(np.float64))
+    t = c.reshape(1, 8, 64).transpose(0, 2, 1)
+    e = np.exp(t - t.max())
+    sm = e / e.sum()                      # opset 11: over everything from axis 1 on
+    sl = sm[:, 4::2, :]                   # start -60 of 64, end clamped, step 2: 30 rows
+    cat = np.concatenate((sl[:, :, :3] ** 0.5, sl[:, :, 3:] / div), -1)
+    g = 1 / (1 + np.exp(-(1 - cat * cat[:, :, 0:1] * 2000)))
+    np.save(os.path.join(HERE, "tail_ops_input.npy"), x)
+    np.save(os.path.join(HERE, "tail_ops_out.npy"),
+            np.ascontiguousarray(g.reshape(1, 30, 8), np.float32))
+
+
 def letterbox(name):
     """The photo scaled to fit SIZE x SIZE (aspect kept), centred on grey 114."""
     im = Image.open(os.path.join(ROOT, "data", name + ".jpg")).convert("RGB")
@@ -658,6 +719,7 @@ def main():
         np.save(os.path.join(HERE, "const_arith_out.npy"), arith(tiny_in).numpy())
     alias_model(os.path.join(HERE, "alias.onnx"))
     head_refusals()
+    tail_ops_model()
     torch.onnx.export(ErfNet().eval(), torch.zeros(1, 3, 8, 8), os.path.join(HERE, "erf.onnx"),
                       opset_version=13, input_names=["images"], output_names=["out"])
     torch.manual_seed(1)
