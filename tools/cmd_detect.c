@@ -80,6 +80,8 @@ void gr_cli_detect_usage(FILE *f)
         "                      DIR/<name> (its own format; .bmp as .png), DIR made if missing\n"
         "                      (default: none drawn)\n"
         "  --save-output FILE  raw head outputs as .npy (float32 NCHW); further heads FILE.1.npy ...\n"
+        "                      (an ONNX model whose detection head runs on the host: the graph's\n"
+        "                      output, e.g. [batch, 4 + classes, boxes], docs/onnx.md)\n"
         "  --format F          results on stdout as text (a block per image or frame), json (one\n"
         "                      document), jsonl (one line per image: the folder default), coco\n"
         "                      (COCO results array), csv (one row per box), or yolo-txt\n"

@@ -601,6 +601,9 @@ void onnx_head_metadata(const Onnx__ModelProto *model, gr_net *net, const char *
             }
             if (gr_net_set_class_names_text(net, text, strlen(text), source) != GR_OK)
                 warn(net, source, "metadata 'names': %.150s: ignored", gr_last_error());
+            else if (net->tail && net->n_class_names != gr_tail_classes(net->tail))
+                warn(net, source, "metadata 'names' lists %d names for a head of %d classes",
+                     net->n_class_names, gr_tail_classes(net->tail));
             free(text);
         } else if (strcmp(e->key, "imgsz") == 0) {
             long h, w;

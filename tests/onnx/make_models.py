@@ -522,13 +522,13 @@ def export_detector(model, batch, stem, layout, head_logit_convs, no, nc, first_
             print(f"{stem} {name}: {list(out.shape)}, {len(dets)} detections")
 
 
-def add_metadata(path):
+def add_metadata(path, names="{0: 'person', 1: 'bicycle', 2: 'dog'}", size=SIZE):
     """Ultralytics-style metadata_props: names as a Python dict literal, imgsz, stride."""
     import onnx
 
     m = onnx.load(path)
-    for key, value in (("names", "{0: 'person', 1: 'bicycle', 2: 'dog'}"),
-                       ("imgsz", f"[{SIZE}, {SIZE}]"), ("stride", "32"), ("task", "detect")):
+    for key, value in (("names", names), ("imgsz", f"[{size}, {size}]"), ("stride", "32"),
+                       ("task", "detect")):
         p = m.metadata_props.add()
         p.key, p.value = key, value
     onnx.save(m, path)
@@ -738,6 +738,7 @@ def main():
     seed_statistics(small, small_in)
     torch.onnx.export(small, small_in[:1], os.path.join(HERE, "tiny_head.onnx"), opset_version=13,
                       input_names=["images"], output_names=["output0"])
+    add_metadata(os.path.join(HERE, "tiny_head.onnx"), "['a', 'b', 'c']", 32)  # 3 names, 2 classes
     np.save(os.path.join(HERE, "tiny_head_input.npy"), small_in[:1].numpy())
     with torch.no_grad():
         np.save(os.path.join(HERE, "tiny_head_out.npy"), small(small_in[:1]).numpy())
