@@ -164,6 +164,11 @@ int gr_tail_const(gr_onnx_tail *t, int ndim, const int64_t *dims, const float *d
 
 int gr_tail_value(gr_onnx_tail *t, int ndim, const int64_t *dims)
 {
+    if (elems(ndim, dims) == 0) { /* an empty slice: nothing a head computes (a softmax over it
+                                     would read past it) */
+        gr_fail(GR_ERR_UNSUPPORTED, "an empty tensor (a dim of 0) in the detection head");
+        return -1;
+    }
     int id = add_value(t, V_TEMP, ndim, dims);
     if (id < 0)
         return -1;
