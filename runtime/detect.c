@@ -610,9 +610,9 @@ static gr_status check_detect_options(const gr_detect_options *opt)
         return gr_fail(GR_ERR_INVALID_ARGUMENT,
                        "detect: image size %dx%d (both 0 for the network size, else 1..%d)",
                        opt->image_w, opt->image_h, GR_MAX_DIM);
-    if ((unsigned)opt->preprocess > GR_PREPROCESS_STRETCH)
+    if ((unsigned)opt->preprocess > GR_PREPROCESS_LETTERBOX_114)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "detect: preprocess=%d is not a gr_preprocess "
-                       "(auto, letterbox or stretch)", (int)opt->preprocess);
+                       "(auto, letterbox, stretch or letterbox114)", (int)opt->preprocess);
     return GR_OK;
 }
 

@@ -7,6 +7,7 @@
 #include "models/onnx/onnx.h"
 #include "models/onnx/tail.h"
 #include "runtime/engine_internal.h"
+#include "runtime/image/image.h"
 
 
 const char *const *gr_builtin_models(void) { return gr_net_builtin_names(); }
@@ -123,8 +124,7 @@ gr_status gr_model_load(const gr_model_options *opt, gr_model **out)
 
 gr_preprocess gr_model_preprocess(const gr_model *model)
 {
-    return model && model->net->preprocess == GR_PREPROCESS_STRETCH ? GR_PREPROCESS_STRETCH
-                                                                      : GR_PREPROCESS_LETTERBOX;
+    return gr_preprocess_concrete(model ? model->net->preprocess : GR_PREPROCESS_AUTO);
 }
 
 const char *gr_model_notice(const gr_model *model) { return model ? model->net->load_notice : ""; }

@@ -222,6 +222,56 @@ START_TEST(test_tail_ops)
 }
 END_TEST
 
+/* ONNX models letterbox with Ultralytics' border 114 (GR_PREPROCESS_LETTERBOX_114), Darknet
+ * models keep Darknet's 0.5; inside the border the two letterboxes are the same pixels. */
+START_TEST(test_letterbox_114)
+{
+    if (!gr_test_have_onnx())
+        return;
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = DIR "yolov8n_head_op17.onnx";
+    gr_model *m = NULL;
+    ck_assert_int_eq(gr_model_load(&mo, &m), GR_OK);
+    ck_assert_int_eq(gr_model_preprocess(m), GR_PREPROCESS_LETTERBOX_114);
+    gr_model_destroy(m);
+    mo.builtin = "yolov2-tiny";
+    ck_assert_int_eq(gr_model_load(&mo, &m), GR_OK);
+    ck_assert_int_eq(gr_model_preprocess(m), GR_PREPROCESS_LETTERBOX);
+    gr_model_destroy(m);
+    gr_preprocess p = GR_PREPROCESS_AUTO;
+    ck_assert_int_eq(gr_preprocess_parse("letterbox114", &p), GR_OK);
+    ck_assert_int_eq(p, GR_PREPROCESS_LETTERBOX_114);
+    ck_assert_str_eq(gr_preprocess_name(p), "letterbox114");
+    /* data/dog.jpg (768 x 576) into 32 x 32: 32 x 24 of picture at row 4, rows 0-3 and 28-31
+     * border. */
+    gr_image *im = NULL;
+    ck_assert_int_eq(gr_image_load("data/dog.jpg", &im), GR_OK);
+    float *a = malloc(3 * 32 * 32 * sizeof *a), *b = malloc(3 * 32 * 32 * sizeof *b);
+    uint8_t *u = malloc(3 * 32 * 32), *v = malloc(3 * 32 * 32);
+    ck_assert(a && b && u && v);
+    ck_assert_int_eq(gr_image_preprocess(im, GR_PREPROCESS_LETTERBOX_114, 32, 32, a), GR_OK);
+    ck_assert_int_eq(gr_image_preprocess(im, GR_PREPROCESS_LETTERBOX, 32, 32, b), GR_OK);
+    ck_assert_int_eq(gr_image_preprocess_u8(im, GR_PREPROCESS_LETTERBOX_114, 32, 32, u), GR_OK);
+    ck_assert_int_eq(gr_image_preprocess_u8(im, GR_PREPROCESS_LETTERBOX, 32, 32, v), GR_OK);
+    for (int i = 0; i < 3 * 32 * 32; i++) {
+        int row = (i % 1024) / 32;                /* planar float: channel, row, column */
+        bool border = row < 4 || row >= 28;
+        ck_assert(a[i] == (border ? 114.0f / 255.0f : b[i]));
+        ck_assert(!border || b[i] == 0.5f);
+        int row_u8 = i / 96;                      /* interleaved bytes: row, column, channel */
+        bool border_u8 = row_u8 < 4 || row_u8 >= 28;
+        ck_assert_int_eq(u[i], border_u8 ? 114 : v[i]);
+        ck_assert(!border_u8 || v[i] == 128);
+    }
+    free(a);
+    free(b);
+    free(u);
+    free(v);
+    gr_image_destroy(im);
+}
+END_TEST
+
 /* metadata_props: Ultralytics' names dict becomes the class names; without it, "class N". */
 START_TEST(test_metadata_names)
 {
@@ -365,6 +415,7 @@ static Suite *heads_suite(void)
                         (int)(sizeof models / sizeof models[0]));
     tcase_add_test(tc, test_tiny_head);
     tcase_add_test(tc, test_tail_ops);
+    tcase_add_test(tc, test_letterbox_114);
     tcase_add_test(tc, test_metadata_names);
     tcase_add_test(tc, test_bad_metadata);
     tcase_add_test(tc, test_head_refusals);

@@ -62,7 +62,8 @@ void gr_cli_detect_usage(FILE *f)
         "                      for ever)\n"
         "  --letterbox         images to the network size as Darknet's letterbox (aspect kept, grey\n"
         "                      borders); default: the cfg's Darknet's - pjreddie cfgs letterbox,\n"
-        "                      AlexeyAB cfgs stretch unless [net] letter_box=1 (docs/darknet.md)\n"
+        "                      AlexeyAB cfgs stretch unless [net] letter_box=1 (docs/darknet.md);\n"
+        "                      ONNX models letterbox with Ultralytics' border 114 (docs/onnx.md)\n"
         "  --stretch           images stretched to the network size (AlexeyAB's resize_image)\n");
     fprintf(f,
         "  --decode D          with --input DIR / --input-list: where JPEGs are decoded: gpu\n"

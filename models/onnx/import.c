@@ -1520,7 +1520,7 @@ gr_status gr_net_parse_onnx(const uint8_t *data, size_t len, const char *source,
     }
     const char *base = strrchr(source, '/');
     snprintf(im.net->name, sizeof im.net->name, "%s", base ? base + 1 : source);
-    im.net->preprocess = GR_PREPROCESS_LETTERBOX;
+    im.net->preprocess = GR_PREPROCESS_LETTERBOX_114; /* what YOLO exports expect (docs/onnx.md) */
     *out = im.net;
     return GR_OK;
 }
