@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # ONNX detection heads in the CLI (docs/onnx.md, "Detection heads"): `graphrun --model v8.onnx`
 # prints detections named by the file's metadata (names), --json lists them, --names overrides
-# the metadata, --save-output writes the graph's own output ([1, 7, 336]); a head op the host
-# does not run is one line naming the node (exit 3); malformed metadata is one warning line and
-# the model runs. Skipped (77) in a build without ONNX import.
+# the metadata, --save-output writes the graph's own output ([1, 7, 336]); images letterbox with
+# border 114 unless --letterbox says Darknet's; a head op the host does not run is one line
+# naming the node (exit 3); malformed metadata is one warning line and the model runs. Skipped (77) in a build without ONNX import.
 # $1 = the graphrun binary; run from the source root.
 set -u
 bin=$1
@@ -33,6 +33,14 @@ check "v8 head: --json (got $rc)" $?
 [ -s "$tmp/o.npy" ] && [ ! -e "$tmp/o.1.npy" ] &&
   head -c 128 "$tmp/o.npy" | grep -q "'shape': (1, 7, 336)"
 check "v8 head: --save-output wrote the graph's output [1, 7, 336]" $?
+
+# Ultralytics' letterbox (border 114) by default; --letterbox gives Darknet's.
+grep -q "images letterbox114$" "$tmp/err"; check "v8 head: images letterbox114 by default" $?
+"$bin" --model $v8 --letterbox --device cpu --input data/dog.jpg --output "" \
+    >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && grep -q "images letterbox$" "$tmp/err"
+check "v8 head: --letterbox overrides it (got $rc)" $?
 
 printf 'cat\nbus\nhorse\n' >"$tmp/names"
 "$bin" --model $v8 --names "$tmp/names" --device cpu --input tests/onnx/input_dog.png \
