@@ -42,13 +42,20 @@ static float *load_png(const char *photo)
     return gr_test_onnx_input(name);
 }
 
-static gr_engine *cpu_engine(const char *path, gr_model **m)
+/* The model at `path` (a file, or a built-in model's name), as `--model` loads it. */
+static gr_model *load_model(const char *path)
 {
     gr_model_options mo;
     gr_model_options_default(&mo);
     mo.builtin = path;
-    *m = NULL;
-    ck_assert_msg(gr_model_load(&mo, m) == GR_OK, "%s: %s", path, gr_last_error());
+    gr_model *m = NULL;
+    ck_assert_msg(gr_model_load(&mo, &m) == GR_OK, "%s: %s", path, gr_last_error());
+    return m;
+}
+
+static gr_engine *cpu_engine(const char *path, gr_model **m)
+{
+    *m = load_model(path);
     gr_engine_options eo;
     gr_engine_options_default(&eo);
     eo.device = GR_DEVICE_CPU;
@@ -228,15 +235,10 @@ START_TEST(test_letterbox_114)
 {
     if (!gr_test_have_onnx())
         return;
-    gr_model_options mo;
-    gr_model_options_default(&mo);
-    mo.builtin = DIR "yolov8n_head_op17.onnx";
-    gr_model *m = NULL;
-    ck_assert_int_eq(gr_model_load(&mo, &m), GR_OK);
+    gr_model *m = load_model(DIR "yolov8n_head_op17.onnx");
     ck_assert_int_eq(gr_model_preprocess(m), GR_PREPROCESS_LETTERBOX_114);
     gr_model_destroy(m);
-    mo.builtin = "yolov2-tiny";
-    ck_assert_int_eq(gr_model_load(&mo, &m), GR_OK);
+    m = load_model("yolov2-tiny");
     ck_assert_int_eq(gr_model_preprocess(m), GR_PREPROCESS_LETTERBOX);
     gr_model_destroy(m);
     gr_preprocess p = GR_PREPROCESS_AUTO;
@@ -277,17 +279,12 @@ START_TEST(test_metadata_names)
 {
     if (!gr_test_have_onnx())
         return;
-    gr_model_options mo;
-    gr_model_options_default(&mo);
-    mo.builtin = DIR "yolov8n_head_op17.onnx";
-    gr_model *m = NULL;
-    ck_assert_int_eq(gr_model_load(&mo, &m), GR_OK);
+    gr_model *m = load_model(DIR "yolov8n_head_op17.onnx");
     ck_assert_str_eq(gr_model_class_name(m, 0), "person");
     ck_assert_str_eq(gr_model_class_name(m, 2), "dog");
     ck_assert_str_eq(gr_model_notice(m), "");
     gr_model_destroy(m);
-    mo.builtin = DIR "yolov8n_head_op13.onnx";
-    ck_assert_int_eq(gr_model_load(&mo, &m), GR_OK);
+    m = load_model(DIR "yolov8n_head_op13.onnx");
     ck_assert_str_eq(gr_model_class_name(m, 2), "class 2");
     gr_model_destroy(m);
 }
@@ -299,11 +296,7 @@ START_TEST(test_bad_metadata)
 {
     if (!gr_test_have_onnx())
         return;
-    gr_model_options mo;
-    gr_model_options_default(&mo);
-    mo.builtin = DIR "bad_metadata.onnx";
-    gr_model *m = NULL;
-    ck_assert_msg(gr_model_load(&mo, &m) == GR_OK, "%s", gr_last_error());
+    gr_model *m = load_model(DIR "bad_metadata.onnx");
     const char *notice = gr_model_notice(m);
     ck_assert_msg(strstr(notice, "metadata 'names'") != NULL, "%s", notice);
     ck_assert_ptr_null(strchr(notice, '\n'));
