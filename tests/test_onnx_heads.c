@@ -323,6 +323,10 @@ START_TEST(test_head_refusals)
                                           "computed after graphrun's layers but is not a "
                                           "detection head's output") != NULL,
                   "%s", gr_last_error());
+    /* A head's output after another graph output (it said "graph output 'y' is the input"). */
+    ck_assert_int_eq(gr_net_load_onnx(DIR "head_two_outputs.onnx", &net), GR_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(gr_last_error(), "head_two_outputs.onnx: 2 graph outputs with a "
+                                          "detection head") != NULL, "%s", gr_last_error());
     /* Only data-moving nodes start a head: a conv no layer runs keeps the layer mapping's
      * reason (it was "only a 1x1 convolution ... runs here" while every op the host runs could
      * start one). */

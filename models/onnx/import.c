@@ -1160,7 +1160,7 @@ static bool tail_takes(const importer *im, const Onnx__NodeProto *node)
 
 static gr_status import_tail_node(importer *im, const Onnx__NodeProto *node)
 {
-    char why[512];
+    char why[512] = "out of memory"; /* what an allocation failure leaves */
     if (strcmp(onnx_str(node->op_type), "Shape") == 0) {
         value *x = node_input(im, node, 0), *out = node->n_output ? find_value(im, node->output[0])
                                                                    : NULL;
@@ -1375,6 +1375,9 @@ static gr_status tail_outputs(importer *im)
         return gr_fail(GR_ERR_UNSUPPORTED, "%s: %zu graph outputs with a detection head (one: "
                        "its boxes)", im->source, g->n_output);
     const value *v = find_value(im, g->output[0]->name);
+    if (!v || v->kind != VAL_TAIL)
+        return gr_fail(GR_ERR_UNSUPPORTED, "%s: graph output '%.100s' is not the detection "
+                       "head's", im->source, onnx_str(g->output[0]->name));
     gr_status st = gr_tail_finish(im->tail, v->tail_id, v->name);
     if (st != GR_OK)
         return gr_fail_prefix(st, "%s: ", im->source);
@@ -1394,9 +1397,11 @@ static gr_status read_outputs(importer *im)
     if (g->n_output < 1 || g->n_output > GR_NET_MAX_OUTPUTS)
         return gr_fail(GR_ERR_UNSUPPORTED, "%s: %zu graph outputs (1 to %d)", im->source,
                        g->n_output, GR_NET_MAX_OUTPUTS);
-    const value *first = find_value(im, g->output[0]->name);
-    if (im->tail && first && first->kind == VAL_TAIL)
-        return tail_outputs(im);
+    for (size_t i = 0; im->tail && i < g->n_output; i++) {
+        const value *v = find_value(im, g->output[i]->name);
+        if (v && v->kind == VAL_TAIL)
+            return tail_outputs(im);
+    }
     for (size_t i = 0; i < g->n_output; i++) {
         const value *v = find_value(im, g->output[i]->name);
         if (!v || v->kind != VAL_LAYER || v->layer < 0)

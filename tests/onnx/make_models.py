@@ -29,7 +29,8 @@ and python3-onnx, not needed by the tests):
   <stem>_<photo>.txt      the detections reference_detections decodes from it (thresh 0.25,
                           NMS 0.45, network pixels): what graphrun's decode must give
   tiny_head.onnx, tiny_head_input.npy, tiny_head_out.npy  TinyHead on a fixed 32 x 32 input
-  head_erf.onnx, head_not_boxes.onnx, conv_dilations.onnx, bad_metadata.onnx  head_refusals()
+  head_erf.onnx, head_not_boxes.onnx, head_two_outputs.onnx, conv_dilations.onnx,
+  bad_metadata.onnx       head_refusals()
   tail_ops.onnx, tail_ops_input.npy, tail_ops_out.npy  tail_ops_model() and numpy's output
 Deterministic: the same torch build writes the same files.
 """
@@ -556,17 +557,20 @@ def alias_model(path):
 def head_refusals():
     """Small files the detection-head import refuses or warns about: a head tail with an op it
     does not run (Erf after a Reshape), a tail whose output is no detection head's ([1, 2, 256]),
-    a conv no layer runs (unequal dilations: refused for that, not moved to the host), and a
+    a head with another graph output before its own, a conv no layer runs (unequal dilations:
+    refused for that, not moved to the host), and a
     file with malformed metadata_props (it loads, with a one-line notice). Input 3x16x16,
     as tiny_input.npy."""
     from onnx import TensorProto, helper, numpy_helper
 
-    def model(nodes, out_dims, path, extra=(), meta=()):
+    def model(nodes, out_dims, path, extra=(), meta=(), first_outputs=()):
         inits = [numpy_helper.from_array(np.ones((2, 3, 1, 1), np.float32), "w"),
                  numpy_helper.from_array(np.array([1, 2, 256], np.int64), "shape")]
         graph = helper.make_graph(
             [helper.make_node("Conv", ["x", "w"], ["c"], name="conv")] + nodes, "head",
             [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+            [helper.make_tensor_value_info(name, TensorProto.FLOAT, dims)
+             for name, dims in first_outputs] +
             [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_dims)], inits + list(extra))
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
         m.ir_version = 7
@@ -581,6 +585,8 @@ def head_refusals():
           os.path.join(HERE, "head_erf.onnx"))
     model([helper.make_node("Reshape", ["c", "shape"], ["y"], name="reshape")], [1, 2, 256],
           os.path.join(HERE, "head_not_boxes.onnx"))
+    model([helper.make_node("Reshape", ["c", "shape"], ["y"], name="reshape")], [1, 2, 256],
+          os.path.join(HERE, "head_two_outputs.onnx"), first_outputs=[("c", [1, 2, 16, 16])])
     model([helper.make_node("Conv", ["c", "w2"], ["y"], name="conv2", dilations=[1, 2])],
           [1, 2, 16, 16], os.path.join(HERE, "conv_dilations.onnx"),
           extra=[numpy_helper.from_array(np.ones((2, 2, 1, 1), np.float32), "w2")])
