@@ -201,11 +201,6 @@ int gr_tail_dims(const gr_onnx_tail *t, int id, int64_t *dims)
     return v->ndim;
 }
 
-const float *gr_tail_const_data(const gr_onnx_tail *t, int id)
-{
-    return t->values[id].kind == V_CONST ? t->values[id].data : NULL;
-}
-
 gr_status gr_tail_finish(gr_onnx_tail *t, int id, const char *name)
 {
     const tail_value *v = &t->values[id];

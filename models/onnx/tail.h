@@ -58,9 +58,9 @@ typedef struct gr_onnx_tail gr_onnx_tail;
 
 /* ---- building (the importer) ------------------------------------------------------------- */
 gr_onnx_tail *gr_tail_new(void);
-/* A value read from graphrun layer `layer` (the engine's output `index` of the net, in the order
- * first asked): dims as ONNX sees it. Returns the value id (the same one for the same layer and
- * dims), or -1 with a message past GR_TAIL_MAX_INPUTS. */
+/* A value read from graphrun layer `layer` (the tail's inputs, and so the net's outputs, are the
+ * layers in the order first asked), with the dims ONNX sees it in. Returns the value id (the
+ * same one for the same layer and dims), or -1 with a message past GR_TAIL_MAX_INPUTS. */
 int gr_tail_input(gr_onnx_tail *t, int layer, int ndim, const int64_t *dims);
 /* A constant (the floats copied); -1 on out of memory / limit. */
 int gr_tail_const(gr_onnx_tail *t, int ndim, const int64_t *dims, const float *data);
@@ -70,8 +70,6 @@ int gr_tail_value(gr_onnx_tail *t, int ndim, const int64_t *dims);
 gr_status gr_tail_add_node(gr_onnx_tail *t, const gr_tail_node *node);
 /* Dims of value `id`; returns its rank. */
 int gr_tail_dims(const gr_onnx_tail *t, int id, int64_t *dims);
-/* Float data of a constant value, NULL when `id` is computed. */
-const float *gr_tail_const_data(const gr_onnx_tail *t, int id);
 /* The graph output is value `id`: recognise its layout and class count from its dims. A message
  * naming the dims (GR_ERR_UNSUPPORTED) when it is not a detection head's output. */
 gr_status gr_tail_finish(gr_onnx_tail *t, int id, const char *name);
