@@ -28,6 +28,7 @@ typedef struct gr_letterbox_job {
     int src_w, src_h, pitch;
     int new_w, new_h, left, top;
     float w_scale, h_scale;
+    uint8_t pad; /* the border's byte (gr_letterbox_geom.pad) */
 } gr_letterbox_job;
 
 /* Letterbox n images (any n >= 0; launched GR_LETTERBOX_PER_LAUNCH at a time) on `stream`. */

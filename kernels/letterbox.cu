@@ -51,7 +51,7 @@ __global__ void k_letterbox_u8(letterbox_batch b, int net_w, int net_h)
         uint8_t *o = j.dst + (size_t)p * 3;
         int r = y - j.top, c = x - j.left;
         if (r < 0 || r >= j.new_h || c < 0 || c >= j.new_w) {
-            o[0] = o[1] = o[2] = 128;
+            o[0] = o[1] = o[2] = j.pad;
             continue;
         }
         // Output row r: source rows iy, iy1 and their weights (the CPU's output_row).

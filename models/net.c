@@ -9,6 +9,7 @@
 
 #include "models/internal.h"
 #include "models/net.h"
+#include "models/onnx/tail.h"
 
 void gr_net_free(gr_net *net)
 {
@@ -23,6 +24,7 @@ void gr_net_free(gr_net *net)
             free(net->class_names[i]);
         free(net->class_names);
     }
+    gr_tail_release(net->tail);
     free(net);
 }
 

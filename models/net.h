@@ -65,6 +65,8 @@ typedef struct gr_net {
     int n_outputs;              /* 0: the outputs are the heads (gr_net_heads); else the layers
                                    output_layers[0..n_outputs) (an ONNX graph's outputs) */
     int output_layers[GR_NET_MAX_OUTPUTS];
+    struct gr_onnx_tail *tail;  /* an ONNX detection head run on the host after the outputs
+                                   (models/onnx/tail.h; shared by copies), else NULL */
     gr_preprocess preprocess;   /* LETTERBOX or STRETCH (gr_model_preprocess): the cfg's Darknet's
                                    (models/parse.c); an engine's copy: the engine's */
     gr_net_qdq *qdq;            /* NULL, or the file's own int8 scales (ONNX Q/DQ) */

@@ -48,6 +48,10 @@ static void write_params(gr_bytes *b, const gr_op_params *p)
 
 gr_status gr_net_write(const gr_net *net, gr_bytes *b)
 {
+    if (net->tail)
+        return gr_fail(GR_ERR_UNSUPPORTED, "%s: a network whose detection head runs on the host "
+                       "(an ONNX graph's, docs/onnx.md) cannot be saved as an engine file yet",
+                       net->name);
     if (net->n_outputs > 0) /* the format has no place for them yet */
         return gr_fail(GR_ERR_UNSUPPORTED, "%s: a network with several outputs (an ONNX graph's) "
                        "cannot be saved as an engine file yet", net->name);

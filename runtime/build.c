@@ -9,6 +9,7 @@
 
 #include "planner/plan.h"
 #include "runtime/engine_internal.h"
+#include "runtime/image/image.h"
 #include "runtime/trace.h"
 
 static gr_status check_options(const gr_engine_options *opt)
@@ -150,8 +151,7 @@ static gr_status engine_new(const gr_build_request *req, gr_engine **out)
     }
     if (e->opt.preprocess != GR_PREPROCESS_AUTO) /* the engine's copy: the engine's choice */
         e->net->preprocess = e->opt.preprocess;
-    e->opt.preprocess = e->net->preprocess == GR_PREPROCESS_STRETCH ? GR_PREPROCESS_STRETCH
-                                                                    : GR_PREPROCESS_LETTERBOX;
+    e->opt.preprocess = gr_preprocess_concrete(e->net->preprocess);
     e->model_view = (struct gr_model){e->net, 0};
     e->n_heads = gr_net_heads(e->net, e->head_layers, GR_MAX_HEADS);
     for (int i = 0; i < e->n_heads; i++) {

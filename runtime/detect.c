@@ -610,9 +610,9 @@ static gr_status check_detect_options(const gr_detect_options *opt)
         return gr_fail(GR_ERR_INVALID_ARGUMENT,
                        "detect: image size %dx%d (both 0 for the network size, else 1..%d)",
                        opt->image_w, opt->image_h, GR_MAX_DIM);
-    if ((unsigned)opt->preprocess > GR_PREPROCESS_STRETCH)
+    if ((unsigned)opt->preprocess > GR_PREPROCESS_LETTERBOX_114)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "detect: preprocess=%d is not a gr_preprocess "
-                       "(auto, letterbox or stretch)", (int)opt->preprocess);
+                       "(auto, letterbox, stretch or letterbox114)", (int)opt->preprocess);
     return GR_OK;
 }
 
@@ -660,19 +660,27 @@ gr_status gr_detect_heads(const gr_head_output *heads, int n_heads, int net_w, i
         return gr_fail(GR_ERR_OUT_OF_MEMORY, "detect: out of memory for %lld detections",
                        sink.count);
     }
-    gr_detection *all = sink.out;
-    int count = (int)sink.count;
-
-    int im_w = opt->image_w ? opt->image_w : net_w;
-    int im_h = opt->image_h ? opt->image_h : net_h;
-    gr_detections_correct_letterbox(all, count, opt->preprocess, net_w, net_h, im_w, im_h);
     /* AlexeyAB's test_detector takes the NMS kind of the network's last layer, the last head. */
     const gr_op_params *last = n_heads > 0 ? heads[n_heads - 1].params : NULL;
-    gr_nms_params nms = {GR_NMS_DEFAULT, opt->nms, 0.6f, im_w, im_h};
+    gr_nms_params nms = {GR_NMS_DEFAULT, opt->nms, 0.6f, 1, 1};
     if (last && last->op == GR_OP_YOLO) {
         nms.kind = last->nms_kind;
         nms.beta = last->beta_nms;
     }
+    return gr_detections_finish(sink.out, (int)sink.count, net_w, net_h, opt, &nms, dets, n);
+}
+
+gr_status gr_detections_finish(gr_detection *all, int count, int net_w, int net_h,
+                               const gr_detect_options *opt, const gr_nms_params *kind,
+                               gr_detection **dets, int *n)
+{
+    int im_w = opt->image_w ? opt->image_w : net_w;
+    int im_h = opt->image_h ? opt->image_h : net_h;
+    gr_detections_correct_letterbox(all, count, opt->preprocess, net_w, net_h, im_w, im_h);
+    gr_nms_params nms = *kind;
+    nms.thresh = opt->nms;
+    nms.image_w = im_w;
+    nms.image_h = im_h;
     int kept = opt->nms > 0.0f ? gr_nms_per_class_kind(all, count, &nms) : sort_by_prob(all, count);
     if (kept < 0) {
         free(all);

@@ -98,6 +98,22 @@ typedef struct gr_head_output {
 gr_status gr_detect_heads(const gr_head_output *heads, int n_heads, int net_w, int net_h,
                           const gr_detect_options *opt, gr_detection **dets, int *n);
 
+/* The chain after decoding, for any decoder: `all` (count boxes in network pixels, malloc'd; taken
+ * over, freed on failure) mapped to the image, NMS of kind->kind / beta at opt->nms, clipped. */
+gr_status gr_detections_finish(gr_detection *all, int count, int net_w, int net_h,
+                               const gr_detect_options *opt, const gr_nms_params *kind,
+                               gr_detection **dets, int *n);
+
+/* An ONNX detection head run on the host (models/onnx/tail.h), for image `batch_index` of the
+ * engine's outputs (net->n_outputs tensors of batch images each): gr_detect_tail decodes it into
+ * detections (runtime/detect_tail.c: docs/onnx.md's layouts and scores) and gr_detect_tail_output
+ * gives the graph's output itself (malloc'd floats; its dims from gr_tail_output_dims). */
+struct gr_net;
+gr_status gr_detect_tail(const struct gr_net *net, const float *const *outputs, int batch_index,
+                         const gr_detect_options *opt, gr_detection **dets, int *n);
+gr_status gr_detect_tail_output(const struct gr_net *net, const float *const *outputs,
+                                int batch_index, float **data);
+
 /* Darknet's get_color(c, x, max) for channel c (0 blue, 1 green, 2 red in Darknet's call order)
  * and its per-class offset: the box colour of class_id among `classes`, as RGB bytes. */
 void gr_class_color(int class_id, int classes, uint8_t rgb[3]);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/onnx/tail.h"
 #include "runtime/detect.h"
 #include "runtime/engine_internal.h"
 
@@ -405,9 +406,16 @@ gr_status gr_engine_detect_outputs(const gr_engine *engine, const float *const *
     if (batch_index < 0 || batch_index >= engine->opt.batch)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "batch index %d is outside 0..%d", batch_index,
                        engine->opt.batch - 1);
+    const gr_net *net = engine->net;
+    if (net->tail) { /* an ONNX detection head, run on the host (runtime/detect_tail.c) */
+        gr_detect_options full;
+        GR_TRY(gr_detect_options_take(opt, &full));
+        if (full.preprocess == GR_PREPROCESS_AUTO)
+            full.preprocess = net->preprocess;
+        return gr_detect_tail(net, outputs, batch_index, &full, dets, n);
+    }
     /* Heads are raw conv outputs: the raw decoders apply the region/yolo activation (the ops'
      * reference arithmetic) to the boxes that can pass the threshold. */
-    const gr_net *net = engine->net;
     gr_head_output heads[GR_MAX_HEADS];
     int n_heads = 0;
     for (int i = 0; i < engine->n_heads; i++) {
@@ -428,6 +436,24 @@ gr_status gr_engine_detect_outputs(const gr_engine *engine, const float *const *
     if (full.preprocess == GR_PREPROCESS_AUTO)
         full.preprocess = net->preprocess;
     return gr_detect_heads(heads, n_heads, net->w, net->h, &full, dets, n);
+}
+
+gr_status gr_engine_graph_output(const gr_engine *engine, const float *const *outputs,
+                                 int batch_index, float **data, int64_t *dims, int *n_dims)
+{
+    if (!engine || !outputs || !data || !dims || !n_dims)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_engine_graph_output: NULL argument");
+    *data = NULL;
+    *n_dims = 0;
+    if (!engine->net->tail)
+        return gr_fail(GR_ERR_UNSUPPORTED, "%s: no detection head runs on the host (its "
+                       "outputs are gr_engine_output's)", engine->net->name);
+    if (batch_index < 0 || batch_index >= engine->opt.batch)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "batch index %d is outside 0..%d", batch_index,
+                       engine->opt.batch - 1);
+    GR_TRY(gr_detect_tail_output(engine->net, outputs, batch_index, data));
+    *n_dims = gr_tail_output_dims(engine->net->tail, dims);
+    return GR_OK;
 }
 
 gr_status gr_engine_detect(const gr_engine *engine, int batch_index, const gr_detect_options *opt,

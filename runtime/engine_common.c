@@ -21,7 +21,7 @@ double gr_now_us(void)
 static const char *const f32_algo_names[] = {"auto", "sgemm", "tf32x3", "implicit", "direct3x3"};
 static const char *const toggle_names[] = {"auto", "on", "off"};
 static const char *const executor_names[] = {"graph", "dataflow", "auto"};
-static const char *const preprocess_names[] = {"auto", "letterbox", "stretch"};
+static const char *const preprocess_names[] = {"auto", "letterbox", "stretch", "letterbox114"};
 
 /* The index of `name` among the n names of an enum, or -1. */
 static int name_index(const char *const *names, int n, const char *name)
@@ -67,16 +67,17 @@ gr_status gr_toggle_parse(const char *name, gr_toggle *out)
 
 const char *gr_preprocess_name(gr_preprocess p)
 {
-    return (unsigned)p <= GR_PREPROCESS_STRETCH ? preprocess_names[p] : "?";
+    return (unsigned)p <= GR_PREPROCESS_LETTERBOX_114 ? preprocess_names[p] : "?";
 }
 
 gr_status gr_preprocess_parse(const char *name, gr_preprocess *out)
 {
     if (!name || !out)
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "gr_preprocess_parse: NULL argument");
-    const int x = name_index(preprocess_names, GR_PREPROCESS_STRETCH + 1, name);
+    const int x = name_index(preprocess_names, GR_PREPROCESS_LETTERBOX_114 + 1, name);
     if (x < 0)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "'%.40s' is not auto, letterbox or stretch", name);
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "'%.40s' is not auto, letterbox, stretch or "
+                       "letterbox114", name);
     *out = (gr_preprocess)x;
     return GR_OK;
 }

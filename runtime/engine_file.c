@@ -310,10 +310,12 @@ static gr_status read_options(gr_reader *r, const char *source, uint32_t version
     o->max_nrmse = gr_reader_f32(r);
     /* Format 3 had no preprocessing: its engines letterboxed every image. */
     int32_t how = version >= 4 ? gr_reader_i32(r) : GR_PREPROCESS_LETTERBOX;
-    if (!r->short_read && how != GR_PREPROCESS_LETTERBOX && how != GR_PREPROCESS_STRETCH)
-        return gr_fail(GR_ERR_PARSE, "%s: preprocessing %d is neither letterbox (%d) nor stretch "
-                       "(%d): file corrupt", source, (int)how, GR_PREPROCESS_LETTERBOX,
-                       GR_PREPROCESS_STRETCH);
+    if (!r->short_read && how != GR_PREPROCESS_LETTERBOX && how != GR_PREPROCESS_STRETCH &&
+        how != GR_PREPROCESS_LETTERBOX_114)
+        return gr_fail(GR_ERR_PARSE, "%s: preprocessing %d is not letterbox (%d), stretch (%d) "
+                       "or letterbox114 (%d): file corrupt", source, (int)how,
+                       GR_PREPROCESS_LETTERBOX, GR_PREPROCESS_STRETCH,
+                       GR_PREPROCESS_LETTERBOX_114);
     o->preprocess = (gr_preprocess)how;
     if (!r->short_read && ((v[0] != GR_DEVICE_CPU && v[0] != GR_DEVICE_GPU) ||
                            (unsigned)v[1] > GR_PREC_INT8))

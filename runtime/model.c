@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "models/onnx/onnx.h"
+#include "models/onnx/tail.h"
 #include "runtime/engine_internal.h"
+#include "runtime/image/image.h"
 
 
 const char *const *gr_builtin_models(void) { return gr_net_builtin_names(); }
@@ -122,8 +124,7 @@ gr_status gr_model_load(const gr_model_options *opt, gr_model **out)
 
 gr_preprocess gr_model_preprocess(const gr_model *model)
 {
-    return model && model->net->preprocess == GR_PREPROCESS_STRETCH ? GR_PREPROCESS_STRETCH
-                                                                      : GR_PREPROCESS_LETTERBOX;
+    return gr_preprocess_concrete(model ? model->net->preprocess : GR_PREPROCESS_AUTO);
 }
 
 const char *gr_model_notice(const gr_model *model) { return model ? model->net->load_notice : ""; }
@@ -164,6 +165,8 @@ gr_status gr_model_get_info(const gr_model *model, gr_model_info *info)
         if (gr_op_has((int)l->p.op, GR_OPF_HEAD))
             info->classes = l->p.classes;
     }
+    if (net->tail) /* an ONNX detection head run on the host */
+        info->classes = gr_tail_classes(net->tail);
     return GR_OK;
 }
 
@@ -207,6 +210,7 @@ gr_status gr_net_clone(const gr_net *src, gr_net **out)
     dst->qdq = NULL;
     if (gr_net_qdq_clone(src->qdq, &dst->qdq) != GR_OK)
         goto oom;
+    dst->tail = NULL;
     dst->layers = gr_calloc((size_t)src->n_layers, sizeof *dst->layers, "network copy layers");
     if (!dst->layers)
         goto oom;
@@ -239,6 +243,7 @@ gr_status gr_net_clone(const gr_net *src, gr_net **out)
             memcpy(dst->class_names[i], src->class_names[i], len);
         }
     }
+    dst->tail = gr_tail_retain(src->tail);
     *out = dst;
     return GR_OK;
 oom:

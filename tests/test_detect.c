@@ -498,9 +498,9 @@ START_TEST(test_detect_heads_rejects_bad_options)
     opt.image_w = 640; /* image_h left 0 */
     ck_assert_int_eq(gr_detect_heads(NULL, 0, 416, 416, &opt, &d, &n), GR_ERR_INVALID_ARGUMENT);
     gr_detect_options_default(&opt);
-    opt.preprocess = (gr_preprocess)3;
+    opt.preprocess = (gr_preprocess)4;
     ck_assert_int_eq(gr_detect_heads(NULL, 0, 416, 416, &opt, &d, &n), GR_ERR_INVALID_ARGUMENT);
-    ck_assert_msg(strstr(gr_last_error(), "detect: preprocess=3 is not a gr_preprocess"), "%s",
+    ck_assert_msg(strstr(gr_last_error(), "detect: preprocess=4 is not a gr_preprocess"), "%s",
                   gr_last_error());
     ck_assert_int_eq(gr_detect_heads(NULL, 0, 416, 416, NULL, &d, &n), GR_ERR_INVALID_ARGUMENT);
     gr_op_params conv;

@@ -443,9 +443,14 @@ START_TEST(preprocessing_saved_and_format_3_letterboxes)
         w += GR_NET_WEIGHT_ALIGN;
     ck_assert_msg(w + wbytes <= bytes && w > field, "the weights are not in the file");
 
+    put_u32(data + field, GR_PREPROCESS_LETTERBOX_114); /* Ultralytics' border: kept too */
+    resign(data, bytes);
+    loaded = load_memory(data, bytes);
+    ck_assert_int_eq(gr_model_preprocess(gr_engine_model(loaded)), GR_PREPROCESS_LETTERBOX_114);
+    gr_engine_destroy(loaded);
     put_u32(data + field, 9);
     resign(data, bytes);
-    expect_refused(data, bytes, GR_ERR_PARSE, "preprocessing 9 is neither letterbox (1) nor stretch");
+    expect_refused(data, bytes, GR_ERR_PARSE, "preprocessing 9 is not letterbox (1), stretch");
 
     uint8_t *old = malloc(bytes);
     ck_assert_ptr_nonnull(old);

@@ -83,10 +83,13 @@ START_TEST(test_letterbox_kernel_equals_cpu)
     const int n_sizes = (int)(sizeof sizes / sizeof sizes[0]);
     const int n = 3 * n_sizes + 4; /* more than GR_LETTERBOX_PER_LAUNCH */
     ck_assert_int_gt(n, GR_LETTERBOX_PER_LAUNCH);
-    /* Darknet's letterbox, and AlexeyAB's stretch (the same kernel on the stretch geometry). */
-    for (size_t t = 0; t < 2 * sizeof nets / sizeof nets[0]; t++) {
-        gr_preprocess how = t % 2 ? GR_PREPROCESS_STRETCH : GR_PREPROCESS_LETTERBOX;
-        int net_w = nets[t / 2][0], net_h = nets[t / 2][1];
+    /* Darknet's letterbox, AlexeyAB's stretch (the same kernel on the stretch geometry) and the
+     * letterbox with Ultralytics' border 114 (ONNX models' default). */
+    static const gr_preprocess hows[] = {GR_PREPROCESS_LETTERBOX, GR_PREPROCESS_STRETCH,
+                                         GR_PREPROCESS_LETTERBOX_114};
+    for (size_t t = 0; t < 3 * sizeof nets / sizeof nets[0]; t++) {
+        gr_preprocess how = hows[t % 3];
+        int net_w = nets[t / 3][0], net_h = nets[t / 3][1];
         size_t per_image = (size_t)net_w * (size_t)net_h * 3;
         gr_letterbox_job *jobs = calloc((size_t)n, sizeof *jobs);
         gr_image **ims = calloc((size_t)n, sizeof *ims);
@@ -106,7 +109,8 @@ START_TEST(test_letterbox_kernel_equals_cpu)
                                          .src_w = ims[i]->w, .src_h = ims[i]->h,
                                          .pitch = 3 * ims[i]->w, .new_w = g.new_w,
                                          .new_h = g.new_h, .left = g.left, .top = g.top,
-                                         .w_scale = g.w_scale, .h_scale = g.h_scale};
+                                         .w_scale = g.w_scale, .h_scale = g.h_scale,
+                                         .pad = g.pad};
         }
         ck_assert_int_eq(gr_launch_letterbox_u8(jobs, n, net_w, net_h, NULL), cudaSuccess);
         ck_assert_int_eq(cudaMemcpy(got, dst, per_image * (size_t)n, cudaMemcpyDeviceToHost),

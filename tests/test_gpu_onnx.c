@@ -9,6 +9,10 @@
  *   random-weight networks is larger: docs/onnx.md).
  * qdq.onnx (explicit Q/DQ, make_qdq.py): both int8 engines take the file's scales and int8
  * weights (no calibration; the notice says so), so the GPU runs the CPU emulation's arithmetic.
+ * For the detection-head models (YOLOv8n-, YOLOv5n- and YOLO11n-like, docs/onnx.md "Detection
+ * heads") also
+ * the graph's output after the host-side head (fp32 <= 1e-5) and the detections at thresh 0.25
+ * (same count, classes, scores within 1e-4, boxes within 0.01 px or 2e-4 of the coordinate).
  * Every NRMSE is printed. Exits 77 with one line when no CUDA device is visible. */
 #define _GNU_SOURCE /* mkdtemp */
 #include <check.h>
@@ -21,7 +25,7 @@
 #include "graphrun/runtime.h"
 #include "tests/support/classify_nets.h"
 #include "tests/support/gpu_test.h"
-#include "tools/npy.h"
+#include "tests/support/onnx_inputs.h"
 
 #define DIR "tests/onnx/"
 #define MAX_OUT 3
@@ -36,32 +40,19 @@ static const onnx_case cases[] = {
     {"tiny_ops.onnx", "tiny_input.npy"},
     {"tiny_classifier.onnx", "tiny_input.npy"},
     {"qdq.onnx", "tiny_input.npy"}, /* explicit Q/DQ: int8 with the file's scales on both */
+    {"yolov8n_head_op13.onnx", "input_dog.png"}, /* the layers before the host-side heads */
+    {"yolov5n_head_op13.onnx", "input_horses.png"},
+};
+/* The detection-head models: the graph's output (the host-side head on the engine's outputs)
+ * and the detections at thresh 0.25, GPU fp32 against CPU fp32. */
+static const onnx_case head_cases[] = {
+    {"yolov8n_head_op17.onnx", "input_dog.png"},
+    {"yolov5n_head_op17.onnx", "input_dog.png"},
+    {"yolo11n_head_op17.onnx", "input_horses.png"},
 };
 static const gr_precision precisions[] = {GR_PREC_FP32, GR_PREC_FP16, GR_PREC_INT8};
 static const double bounds[] = {1e-5, 1e-3, 1e-2};
 static char tmp_dir[] = "/tmp/graphrun_gpu_onnx_XXXXXX";
-
-static float *load_input(const char *name)
-{
-    char path[256];
-    snprintf(path, sizeof path, DIR "%s", name);
-    float *x = NULL;
-    if (strstr(name, ".npy")) {
-        int dims[8], ndim = 0;
-        ck_assert_msg(gr_npy_read(path, &x, dims, &ndim, 8) == GR_OK, "%s", gr_last_error());
-        return x;
-    }
-    gr_image *im = NULL;
-    ck_assert_msg(gr_image_load(path, &im) == GR_OK, "%s", gr_last_error());
-    size_t plane = (size_t)im->w * (size_t)im->h;
-    x = malloc(3 * plane * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    for (int c = 0; c < 3; c++)
-        for (size_t i = 0; i < plane; i++)
-            x[(size_t)c * plane + i] = (float)im->data[i * 3 + (size_t)c] / 255.0f;
-    gr_image_destroy(im);
-    return x;
-}
 
 /* Build on `dev` in `prec`, run once on x, copy the outputs (n[k] floats each). */
 static int run(const gr_model *m, const char *cache, gr_device dev, gr_precision prec,
@@ -104,7 +95,7 @@ START_TEST(gpu_matches_cpu)
     char path[256], cache[512];
     snprintf(path, sizeof path, DIR "%s", oc->model);
     gr_model *m = gr_test_load_model(NULL, path, 0);
-    float *x = load_input(oc->input);
+    float *x = gr_test_onnx_input(oc->input);
     for (size_t p = 0; p < sizeof precisions / sizeof precisions[0]; p++) {
         snprintf(cache, sizeof cache, "%s/%s.calib", tmp_dir, oc->model);
         float *gpu[MAX_OUT] = {NULL}, *cpu[MAX_OUT] = {NULL};
@@ -124,6 +115,76 @@ START_TEST(gpu_matches_cpu)
     }
     unlink(cache);
     free(x);
+    gr_model_destroy(m);
+}
+END_TEST
+
+/* Build on `dev` in fp32, run on x; the graph's output (malloc'd) and detections. */
+static gr_engine *run_head(const gr_model *m, gr_device dev, const float *x, float **graph,
+                           size_t *n, gr_detection **dets, int *n_dets)
+{
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = dev;
+    gr_engine *e = NULL;
+    ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s", gr_last_error());
+    ck_assert_msg(gr_engine_run_f32(e, x) == GR_OK, "%s", gr_last_error());
+    const float *outs[MAX_OUT];
+    int count = gr_engine_output_count(e);
+    ck_assert(count >= 1 && count <= MAX_OUT);
+    for (int k = 0; k < count; k++)
+        ck_assert(gr_engine_output(e, k, &outs[k]) == GR_OK);
+    int64_t dims[8];
+    int n_dims = 0;
+    ck_assert_msg(gr_engine_graph_output(e, outs, 0, graph, dims, &n_dims) == GR_OK, "%s",
+                  gr_last_error());
+    *n = 1;
+    for (int d = 0; d < n_dims; d++)
+        *n *= (size_t)dims[d];
+    gr_detect_options dopt;
+    gr_detect_options_default(&dopt);
+    dopt.thresh = 0.25f;
+    ck_assert_msg(gr_engine_detect(e, 0, &dopt, dets, n_dets) == GR_OK, "%s", gr_last_error());
+    return e;
+}
+
+START_TEST(gpu_head_detections)
+{
+    const onnx_case *oc = &head_cases[_i];
+    char path[256];
+    snprintf(path, sizeof path, DIR "%s", oc->model);
+    gr_model *m = gr_test_load_model(NULL, path, 0);
+    float *x = gr_test_onnx_input(oc->input);
+    float *gpu = NULL, *cpu = NULL;
+    size_t n_gpu = 0, n_cpu = 0;
+    gr_detection *dg = NULL, *dc = NULL;
+    int ng = 0, nc = 0;
+    gr_engine *eg = run_head(m, GR_DEVICE_GPU, x, &gpu, &n_gpu, &dg, &ng);
+    gr_engine *ec = run_head(m, GR_DEVICE_CPU, x, &cpu, &n_cpu, &dc, &nc);
+    ck_assert_uint_eq(n_gpu, n_cpu);
+    double nrmse = gr_test_nrmse(gpu, cpu, n_cpu);
+    printf("%s graph output: GPU vs CPU fp32 NRMSE %.2e; %d and %d detections\n", oc->model,
+           nrmse, ng, nc);
+    ck_assert_msg(nrmse <= 1e-5, "%s: NRMSE %.3e", oc->model, nrmse);
+    ck_assert_int_eq(ng, nc);
+    ck_assert_int_gt(nc, 0);
+    for (int i = 0; i < nc; i++) {
+        float g[4] = {dg[i].left, dg[i].top, dg[i].right, dg[i].bottom};
+        float c[4] = {dc[i].left, dc[i].top, dc[i].right, dc[i].bottom};
+        ck_assert_int_eq(dg[i].class_id, dc[i].class_id);
+        ck_assert_msg(fabsf(dg[i].prob - dc[i].prob) <= 1e-4f, "det %d: %g vs %g", i,
+                      (double)dg[i].prob, (double)dc[i].prob);
+        for (int k = 0; k < 4; k++)
+            ck_assert_msg(fabsf(g[k] - c[k]) <= fmaxf(0.01f, 2e-4f * fabsf(c[k])),
+                          "det %d: box %g vs %g", i, (double)g[k], (double)c[k]);
+    }
+    gr_detections_free(dg);
+    gr_detections_free(dc);
+    free(gpu);
+    free(cpu);
+    free(x);
+    gr_engine_destroy(eg);
+    gr_engine_destroy(ec);
     gr_model_destroy(m);
 }
 END_TEST
@@ -148,6 +209,8 @@ int main(void)
     }
     int failed = gr_test_run_loop("gpu_onnx", gpu_matches_cpu, 0,
                                   (int)(sizeof cases / sizeof cases[0]), 600);
+    failed += gr_test_run_loop("gpu_onnx_heads", gpu_head_detections, 0,
+                               (int)(sizeof head_cases / sizeof head_cases[0]), 300);
     rmdir(tmp_dir);
     return failed ? 1 : 0;
 }

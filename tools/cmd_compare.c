@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/data.h"
+#include "runtime/image/image.h"
 #include "runtime/precision/calib_cache.h"
 #include "runtime/precision/file_scales.h"
 #include "tools/cli.h"
@@ -176,8 +177,7 @@ static gr_preprocess compare_preprocess(const gr_cli_options *o, const gr_net *n
 {
     if (o->preprocess != GR_PREPROCESS_AUTO)
         return o->preprocess;
-    return net->preprocess == GR_PREPROCESS_STRETCH ? GR_PREPROCESS_STRETCH
-                                                    : GR_PREPROCESS_LETTERBOX;
+    return gr_preprocess_concrete(net->preprocess);
 }
 
 /* --per-layer: every layer's NRMSE for each reduced precision, on the first input. */

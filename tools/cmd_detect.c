@@ -62,7 +62,8 @@ void gr_cli_detect_usage(FILE *f)
         "                      for ever)\n"
         "  --letterbox         images to the network size as Darknet's letterbox (aspect kept, grey\n"
         "                      borders); default: the cfg's Darknet's - pjreddie cfgs letterbox,\n"
-        "                      AlexeyAB cfgs stretch unless [net] letter_box=1 (docs/darknet.md)\n"
+        "                      AlexeyAB cfgs stretch unless [net] letter_box=1 (docs/darknet.md);\n"
+        "                      ONNX models letterbox with Ultralytics' border 114 (docs/onnx.md)\n"
         "  --stretch           images stretched to the network size (AlexeyAB's resize_image)\n");
     fprintf(f,
         "  --decode D          with --input DIR / --input-list: where JPEGs are decoded: gpu\n"
@@ -80,6 +81,8 @@ void gr_cli_detect_usage(FILE *f)
         "                      DIR/<name> (its own format; .bmp as .png), DIR made if missing\n"
         "                      (default: none drawn)\n"
         "  --save-output FILE  raw head outputs as .npy (float32 NCHW); further heads FILE.1.npy ...\n"
+        "                      (an ONNX model whose detection head runs on the host: the graph's\n"
+        "                      output, e.g. [batch, 4 + classes, boxes], docs/onnx.md)\n"
         "  --format F          results on stdout as text (a block per image or frame), json (one\n"
         "                      document), jsonl (one line per image: the folder default), coco\n"
         "                      (COCO results array), csv (one row per box), or yolo-txt\n"
@@ -507,9 +510,58 @@ static int report_images(detect_run *r)
     return rc;
 }
 
-/* --save-output: each head's raw output as .npy. */
+/* --save-output of a model whose detection head runs on the host (an ONNX graph's): the graph's
+ * output, every image of the batch along the first dim. 0: written; 1: the model has none. */
+static int save_graph_output(const detect_run *r, int *rc)
+{
+    const float *outs[16] = {NULL};
+    int count = gr_engine_output_count(r->engine);
+    for (int k = 0; k < count && k < 16; k++)
+        gr_engine_output(r->engine, k, &outs[k]);
+    float *first = NULL, *all = NULL;
+    int64_t dims[8];
+    int n_dims = 0;
+    if (gr_engine_graph_output(r->engine, outs, 0, &first, dims, &n_dims) != GR_OK)
+        return 1;
+    size_t n = 1;
+    int idims[8];
+    for (int d = 0; d < n_dims; d++) {
+        n *= (size_t)dims[d];
+        idims[d] = (int)dims[d];
+    }
+    int batch = r->o.batch;
+    gr_status st = (all = malloc((size_t)batch * n * sizeof *all)) ? GR_OK : GR_ERR_OUT_OF_MEMORY;
+    for (int b = 0; b < batch && st == GR_OK; b++) {
+        float *one = first;
+        if (b > 0)
+            st = gr_engine_graph_output(r->engine, outs, b, &one, dims, &n_dims);
+        if (st == GR_OK)
+            memcpy(all + (size_t)b * n, one, n * sizeof *all);
+        if (b > 0)
+            free(one);
+    }
+    idims[0] *= batch;
+    if (st == GR_OK)
+        st = gr_npy_write(r->o.save_output, all, idims, n_dims);
+    free(first);
+    free(all);
+    if (st != GR_OK) {
+        *rc = gr_cli_fail(st, NULL);
+        return 0;
+    }
+    fprintf(stderr, "graphrun: wrote %s (the graph's output, %d dims, float32)\n",
+            r->o.save_output, n_dims);
+    *rc = GR_EXIT_OK;
+    return 0;
+}
+
+/* --save-output: each head's raw output as .npy (an ONNX graph's own output when its detection
+ * head runs on the host). */
 static int save_outputs(const detect_run *r)
 {
+    int rc = GR_EXIT_OK;
+    if (r->o.save_output && save_graph_output(r, &rc) == 0)
+        return rc;
     for (int k = 0; r->o.save_output && k < gr_engine_output_count(r->engine); k++) {
         gr_tensor_desc d;
         const float *data;

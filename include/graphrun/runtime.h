@@ -219,15 +219,19 @@ gr_status gr_image_letterbox_u8(const gr_image *im, int net_w, int net_h, uint8_
  * pjreddie's Darknet always does, and AlexeyAB's with [net] letter_box=1 or -letter_box);
  * STRETCH: AlexeyAB's default, resize_image straight to net_w x net_h (the aspect not kept).
  * Both are Darknet's bilinear resize_image with its exact arithmetic; the detections are mapped
- * back accordingly (gr_engine_detect). AUTO, as an engine option: the model's own
- * (gr_model_preprocess). */
+ * back accordingly (gr_engine_detect). LETTERBOX_114: the letterbox with Ultralytics' border
+ * value 114 instead of Darknet's 0.5 (127.5 of 255), what ONNX exports of YOLOv5 / YOLOv8 /
+ * YOLO11 expect (docs/onnx.md, "Preprocessing": the ONNX importer's default). AUTO, as an engine
+ * option: the model's own (gr_model_preprocess). */
 typedef enum gr_preprocess {
     GR_PREPROCESS_AUTO = 0,
     GR_PREPROCESS_LETTERBOX,
-    GR_PREPROCESS_STRETCH
+    GR_PREPROCESS_STRETCH,
+    GR_PREPROCESS_LETTERBOX_114
 } gr_preprocess;
 
-/* "auto" / "letterbox" / "stretch"; parse returns GR_ERR_INVALID_ARGUMENT otherwise. */
+/* "auto" / "letterbox" / "stretch" / "letterbox114"; parse returns GR_ERR_INVALID_ARGUMENT
+ * otherwise. */
 const char *gr_preprocess_name(gr_preprocess p);
 gr_status gr_preprocess_parse(const char *name, gr_preprocess *out);
 
@@ -622,6 +626,13 @@ int gr_engine_inflight(const gr_engine *engine);
 gr_status gr_engine_detect_outputs(const gr_engine *engine, const float *const *outputs,
                                    int batch_index, const gr_detect_options *opt,
                                    gr_detection **dets, int *n);
+/* An ONNX model whose detection head runs on the host after the engine's layers (docs/onnx.md,
+ * "Detection heads": the engine's outputs are then the layers the head reads): the graph's own
+ * output for image `batch_index` of `outputs` (as gr_engine_detect_outputs reads them), e.g.
+ * [1, 4 + classes, boxes]. *data: malloc'd floats (free() them), row major; dims[0..*n_dims)
+ * (dims holds 8). GR_ERR_UNSUPPORTED for a model without such a head. */
+gr_status gr_engine_graph_output(const gr_engine *engine, const float *const *outputs,
+                                 int batch_index, float **data, int64_t *dims, int *n_dims);
 
 /* ---- pools: one engine per device ----
  * A pool holds one engine per device of a host, for spreading batches over every GPU of one

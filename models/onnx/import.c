@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "models/internal.h"
+#include "models/onnx/head.h"
 #include "models/onnx/internal.h"
 #include "models/onnx/onnx.h"
 
@@ -28,7 +29,7 @@
 #define OPSET_MAX 19
 #define MAX_NODES 1000000
 
-enum { VAL_NONE = 0, VAL_LAYER, VAL_CONST };
+enum { VAL_NONE = 0, VAL_LAYER, VAL_CONST, VAL_TAIL };
 
 typedef struct value {
     const char *name;
@@ -41,6 +42,7 @@ typedef struct value {
     int qcodes;   /* a QuantizeLinear's output: int8 codes only a DequantizeLinear may read */
     int has_qp;   /* VAL_CONST made by a DequantizeLinear: its parameters in qp (qdq.c) */
     onnx_qdq_params qp;
+    int tail_id;  /* VAL_TAIL: the value of the host-side head tail (models/onnx/head.h) */
 } value;
 
 /* A layer's learned parameters until the net's weight block exists. */
@@ -68,6 +70,7 @@ typedef struct importer {
     int node_index;
     float qinput;  /* the network input's int8 range from a Q/DQ pair (0: none) */
     int n_qdq;     /* Q/DQ nodes seen */
+    gr_onnx_tail *tail; /* the detection head's nodes after the layers, NULL when none */
 } importer;
 
 /* ---- messages ------------------------------------------------------------------------------ */
@@ -1216,6 +1219,115 @@ static const mapping mappings[] = {
     {"Softmax", import_softmax},
 };
 
+static gr_status map_node(importer *im, const Onnx__NodeProto *node, const char *op)
+{
+    value *x = node_input(im, node, 0);
+    static const char *const arith[] = {"Add", "Sub", "Mul", "Div", NULL};
+    value *y = node_input(im, node, 1);
+    if (in_list(arith, op) && node->n_input == 2 && x && y &&
+        (x->kind == VAL_CONST) != (y->kind == VAL_CONST))
+        return import_affine(im, node, op);
+    for (size_t i = 0; i < sizeof mappings / sizeof mappings[0]; i++)
+        if (strcmp(op, mappings[i].op) == 0)
+            return mappings[i].import(im, node);
+    if (strcmp(op, "Identity") == 0 && x) {
+        alias_output(im, node, 0, x);
+        return GR_OK;
+    }
+    if (strcmp(op, "Shape") == 0 && x)
+        return import_shape(im, node, x);
+    if (strcmp(op, "Reshape") == 0 && x)
+        return import_reshape(im, node, x);
+    if (in_list(foldable_ops, op))
+        return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                         "on a computed tensor (graphrun folds it only on constants; on "
+                         "computed tensors only the ops of docs/onnx.md are supported)");
+    return node_fail(im, node, GR_ERR_UNSUPPORTED,
+                     "not supported by graphrun's ONNX importer (docs/onnx.md lists the ops)");
+}
+
+/* ---- the detection head's tail (models/onnx/head.h) ---------------------------------------- */
+
+static bool reads_tail(const importer *im, const Onnx__NodeProto *node)
+{
+    for (size_t k = 0; k < node->n_input; k++) {
+        const value *v = node_input(im, node, k);
+        if (v && v->kind == VAL_TAIL)
+            return true;
+    }
+    return false;
+}
+
+/* Can the tail start with this node on graphrun layers' outputs (not the network input)? */
+static bool tail_takes(const importer *im, const Onnx__NodeProto *node)
+{
+    if (!onnx_head_starts(onnx_str(node->op_type)))
+        return false;
+    bool any_layer = false;
+    for (size_t k = 0; k < node->n_input; k++) {
+        const value *v = node_input(im, node, k);
+        if (v && v->kind == VAL_LAYER && v->layer < 0)
+            return false;
+        any_layer |= v && v->kind == VAL_LAYER;
+    }
+    return any_layer;
+}
+
+static gr_status import_tail_node(importer *im, const Onnx__NodeProto *node)
+{
+    char why[512] = "out of memory"; /* what an allocation failure leaves */
+    if (strcmp(onnx_str(node->op_type), "Shape") == 0) {
+        value *x = node_input(im, node, 0), *out = node->n_output ? find_value(im, node->output[0])
+                                                                   : NULL;
+        if (!out)
+            return GR_OK;
+        gr_status st = onnx_head_shape(im->tail, x->tail_id, node, &out->k, why, sizeof why);
+        if (st != GR_OK)
+            return node_fail(im, node, st, "%s", why);
+        out->kind = VAL_CONST;
+        return GR_OK;
+    }
+    head_in in[GR_TAIL_MAX_ARGS];
+    int out_ids[64];
+    if (node->n_input > GR_TAIL_MAX_ARGS || node->n_output > 64)
+        return node_fail(im, node, GR_ERR_UNSUPPORTED, "%zu inputs, %zu outputs (at most %d, 64 "
+                         "after graphrun's layers)", node->n_input, node->n_output,
+                         GR_TAIL_MAX_ARGS);
+    for (size_t k = 0; k < node->n_input; k++) {
+        const value *v = node_input(im, node, k);
+        memset(&in[k], 0, sizeof in[k]);
+        if (!v)
+            continue;
+        if (v->kind == VAL_CONST) {
+            in[k].kind = HEAD_IN_CONST;
+            in[k].k = &v->k;
+        } else if (v->kind == VAL_TAIL) {
+            in[k].kind = HEAD_IN_TAIL;
+            in[k].id = v->tail_id;
+        } else if (v->layer < 0) {
+            return node_fail(im, node, GR_ERR_UNSUPPORTED, "reads the network input after "
+                             "graphrun's layers (the detection head reads layers only)");
+        } else {
+            in[k].kind = HEAD_IN_LAYER;
+            in[k].layer = v->layer;
+            in[k].ndim = value_dims(im, v, in[k].dims);
+            im->params[v->layer].aliased = 1; /* the head reads it as it is */
+        }
+    }
+    gr_status st = onnx_head_node(&im->tail, node, im->opset, in, (int)node->n_input, out_ids,
+                                  why, sizeof why);
+    if (st != GR_OK)
+        return node_fail(im, node, st, "%s", why);
+    for (size_t k = 0; k < node->n_output; k++) {
+        value *out = find_value(im, node->output[k]);
+        if (out && out_ids[k] >= 0) {
+            out->kind = VAL_TAIL;
+            out->tail_id = out_ids[k];
+        }
+    }
+    return GR_OK;
+}
+
 static gr_status import_node(importer *im, const Onnx__NodeProto *node)
 {
     const char *op = onnx_str(node->op_type);
@@ -1246,29 +1358,20 @@ static gr_status import_node(importer *im, const Onnx__NodeProto *node)
     }
     if (all_const && (any_input || strcmp(op, "Constant") == 0) && in_list(foldable_ops, op))
         return fold_node(im, node);
-    value *x = node_input(im, node, 0);
-    static const char *const arith[] = {"Add", "Sub", "Mul", "Div", NULL};
-    value *y = node_input(im, node, 1);
-    if (in_list(arith, op) && node->n_input == 2 && x && y &&
-        (x->kind == VAL_CONST) != (y->kind == VAL_CONST))
-        return import_affine(im, node, op);
-    for (size_t i = 0; i < sizeof mappings / sizeof mappings[0]; i++)
-        if (strcmp(op, mappings[i].op) == 0)
-            return mappings[i].import(im, node);
-    if (strcmp(op, "Identity") == 0 && x) {
-        alias_output(im, node, 0, x);
+    if (reads_tail(im, node))
+        return import_tail_node(im, node);
+    int layers_before = im->net->n_layers;
+    gr_status st = map_node(im, node, op);
+    /* A data-moving node no layer runs (a Reshape to another shape, a Transpose, a Concat off the
+     * channels ...) starts the detection head on the host; if the head cannot take it either,
+     * the layer mapping's reason stands. */
+    if (st != GR_ERR_UNSUPPORTED || im->net->n_layers != layers_before || !tail_takes(im, node))
+        return st;
+    char why[512];
+    snprintf(why, sizeof why, "%s", gr_last_error());
+    if (import_tail_node(im, node) == GR_OK)
         return GR_OK;
-    }
-    if (strcmp(op, "Shape") == 0 && x)
-        return import_shape(im, node, x);
-    if (strcmp(op, "Reshape") == 0 && x)
-        return import_reshape(im, node, x);
-    if (in_list(foldable_ops, op))
-        return node_fail(im, node, GR_ERR_UNSUPPORTED,
-                         "on a computed tensor (graphrun folds it only on constants; on "
-                         "computed tensors only the ops of docs/onnx.md are supported)");
-    return node_fail(im, node, GR_ERR_UNSUPPORTED,
-                     "not supported by graphrun's ONNX importer (docs/onnx.md lists the ops)");
+    return gr_fail(st, "%s", why);
 }
 
 /* ---- the model ----------------------------------------------------------------------------- */
@@ -1387,6 +1490,30 @@ static gr_status index_graph(importer *im)
     return GR_OK;
 }
 
+/* A graph ending in a detection head: its one output is the tail's; the net's outputs are the
+ * layers the tail reads, in the tail's input order. */
+static gr_status tail_outputs(importer *im)
+{
+    const Onnx__GraphProto *g = im->g;
+    if (g->n_output != 1)
+        return gr_fail(GR_ERR_UNSUPPORTED, "%s: %zu graph outputs with a detection head (one: "
+                       "its boxes)", im->source, g->n_output);
+    const value *v = find_value(im, g->output[0]->name);
+    if (!v || v->kind != VAL_TAIL)
+        return gr_fail(GR_ERR_UNSUPPORTED, "%s: graph output '%.100s' is not the detection "
+                       "head's", im->source, onnx_str(g->output[0]->name));
+    gr_status st = gr_tail_finish(im->tail, v->tail_id, v->name);
+    if (st != GR_OK)
+        return gr_fail_prefix(st, "%s: ", im->source);
+    gr_net *net = im->net;
+    net->n_outputs = gr_tail_input_count(im->tail);
+    for (int k = 0; k < net->n_outputs; k++)
+        net->output_layers[k] = gr_tail_input_layer(im->tail, k);
+    net->tail = im->tail;
+    im->tail = NULL;
+    return GR_OK;
+}
+
 static gr_status read_outputs(importer *im)
 {
     const Onnx__GraphProto *g = im->g;
@@ -1394,6 +1521,11 @@ static gr_status read_outputs(importer *im)
     if (g->n_output < 1 || g->n_output > GR_NET_MAX_OUTPUTS)
         return gr_fail(GR_ERR_UNSUPPORTED, "%s: %zu graph outputs (1 to %d)", im->source,
                        g->n_output, GR_NET_MAX_OUTPUTS);
+    for (size_t i = 0; im->tail && i < g->n_output; i++) {
+        const value *v = find_value(im, g->output[i]->name);
+        if (v && v->kind == VAL_TAIL)
+            return tail_outputs(im);
+    }
     for (size_t i = 0; i < g->n_output; i++) {
         const value *v = find_value(im, g->output[i]->name);
         if (v && v->qcodes)
@@ -1476,6 +1608,7 @@ static gr_status import_model(importer *im, const Onnx__ModelProto *model)
         return gr_fail(GR_ERR_UNSUPPORTED, "%s: the graph computes nothing graphrun runs (no "
                        "layers)", im->source);
     GR_TRY(read_outputs(im));
+    onnx_head_metadata(model, im->net, im->source);
     GR_TRY(attach_weights(im));
     return im->n_qdq ? qdq_scales(im) : GR_OK;
 }
@@ -1492,6 +1625,7 @@ static void importer_free(importer *im)
     free(im->vals);
     free(im->slots);
     free(im->absorbed);
+    gr_tail_release(im->tail);
 }
 
 gr_status gr_net_parse_onnx(const uint8_t *data, size_t len, const char *source, gr_net **out)
@@ -1520,7 +1654,7 @@ gr_status gr_net_parse_onnx(const uint8_t *data, size_t len, const char *source,
     }
     const char *base = strrchr(source, '/');
     snprintf(im.net->name, sizeof im.net->name, "%s", base ? base + 1 : source);
-    im.net->preprocess = GR_PREPROCESS_LETTERBOX;
+    im.net->preprocess = GR_PREPROCESS_LETTERBOX_114; /* what YOLO exports expect (docs/onnx.md) */
     *out = im.net;
     return GR_OK;
 }

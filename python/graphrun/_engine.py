@@ -24,7 +24,7 @@ from .results import Detection, ImageLike, PathLike, Results, c_image, to_rgb
 DEVICES = {"auto": 0, "cpu": 1, "gpu": 2}                       # gr_device
 PRECISIONS = {"fp32": 0, "fp16": 1, "int8": 2, "auto": 3}       # gr_precision
 F32_ALGOS = {"auto": 0, "sgemm": 1, "tf32x3": 2, "implicit": 3, "direct3x3": 4}  # gr_f32_algo
-PREPROCESS = {"auto": 0, "letterbox": 1, "stretch": 2}  # gr_preprocess
+PREPROCESS = {"auto": 0, "letterbox": 1, "stretch": 2, "letterbox114": 3}  # gr_preprocess
 _INT_MAX = 2**31 - 1
 _MAX_BATCH = 4096  # GR_MAX_BATCH (base/base.h)
 _MAX_INFLIGHT = 8  # GR_MAX_INFLIGHT (runtime.h)
@@ -311,9 +311,10 @@ class Engine(_Handle):
     attribute. gpu_index: the CUDA device ordinal of a GPU engine (0 default). inflight: runs in
     flight at once, 1..8 (runtime.h, "Runs in flight": each its own input buffer, outputs and, on
     the GPU, stream and graph; the weights shared): detect_files() keeps that many batches going.
-    preprocess "auto" | "letterbox" | "stretch": how images become the input and how boxes map
-    back (runtime.h, gr_preprocess); auto is the model's (AlexeyAB cfgs stretch unless their [net]
-    says letter_box=1, every other cfg letterboxes); the result is the preprocess attribute.
+    preprocess "auto" | "letterbox" | "stretch" | "letterbox114": how images become the input and
+    how boxes map back (runtime.h, gr_preprocess); auto is the model's (AlexeyAB cfgs stretch
+    unless their [net] says letter_box=1, every other cfg letterboxes, ONNX models letterbox with
+    Ultralytics' border 114: letterbox114); the result is the preprocess attribute.
     One engine serializes its own calls with a lock, so threads may share it (runtime.h's
     one-thread-at-a-time rule is kept for them). close() (from any thread) waits for the call in
     flight and those already waiting for the lock; every call after it raises

@@ -30,6 +30,7 @@
 #include "planner/calib_hist.h"
 #include "runtime/gpu/calib.h"
 #include "runtime/gpu/backend.h"
+#include "runtime/image/image.h"
 
 _Static_assert(GR_CALIB_BINS == GR_HIST_BINS, "the kernels bin as planner/calib_hist.h does");
 
@@ -180,8 +181,7 @@ static void *decode_worker(void *arg)
         if (st != GR_OK)
             gr_fail_prefix(st, "int8 calibration: ");
         else
-            st = gr_image_preprocess_u8(im, job->run->req->preprocess == GR_PREPROCESS_STRETCH
-                                                ? GR_PREPROCESS_STRETCH : GR_PREPROCESS_LETTERBOX,
+            st = gr_image_preprocess_u8(im, gr_preprocess_concrete(job->run->req->preprocess),
                                         net->w, net->h, job->dst + (size_t)j * image_bytes);
         gr_image_destroy(im);
         if (st != GR_OK) {

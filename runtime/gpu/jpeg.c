@@ -302,7 +302,8 @@ gr_status gr_gpu_decode_jpegs(gpu_state *g, gpu_instance *inst, gr_jpeg_decoder 
                                         .src_w = w, .src_h = h, .pitch = 3 * w,
                                         .new_w = geom.new_w, .new_h = geom.new_h,
                                         .left = geom.left, .top = geom.top,
-                                        .w_scale = geom.w_scale, .h_scale = geom.h_scale};
+                                        .w_scale = geom.w_scale, .h_scale = geom.h_scale,
+                                        .pad = geom.pad};
         total += gr_gpu_align((size_t)w * (size_t)h * 3, 256);
         m++;
     }

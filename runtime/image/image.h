@@ -124,7 +124,12 @@ int gr_jpeg_gpu_decodable(const gr_jpeg_info *info);
 typedef struct gr_letterbox_geom {
     int new_w, new_h, left, top;
     float w_scale, h_scale;
+    uint8_t pad; /* the border's byte: 128 (Darknet's 0.5), 114 for LETTERBOX_114 */
 } gr_letterbox_geom;
+
+/* A net's or an option's preprocessing as a letterbox runs it: STRETCH and LETTERBOX_114 as they
+ * are, anything else (AUTO) Darknet's LETTERBOX. */
+gr_preprocess gr_preprocess_concrete(gr_preprocess how);
 void gr_letterbox_geometry(gr_preprocess how, int im_w, int im_h, int net_w, int net_h,
                            gr_letterbox_geom *g);
 

@@ -20,15 +20,24 @@
 #include <emmintrin.h>
 #endif
 
+/* The border of a float letterbox: Darknet's 0.5, or Ultralytics' 114 as the uint8 path's byte
+ * becomes (114 / 255, the float the uint8 input's conversion gives). */
+static float border_f32(gr_preprocess how)
+{
+    return how == GR_PREPROCESS_LETTERBOX_114 ? 114.0f / 255.0f : 0.5f;
+}
+
 /* Every letterbox reads w x h x 3 bytes: an image of another channel count is refused (its
  * buffer may be smaller than that). */
 static gr_status check_letterbox_args(const gr_image *im, gr_preprocess how, int net_w, int net_h,
                                       const void *out, const char *who)
 {
-    if (how != GR_PREPROCESS_LETTERBOX && how != GR_PREPROCESS_STRETCH)
-        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: preprocessing %d is neither letterbox (%d) "
-                       "nor stretch (%d)", who, (int)how, GR_PREPROCESS_LETTERBOX,
-                       GR_PREPROCESS_STRETCH);
+    if (how != GR_PREPROCESS_LETTERBOX && how != GR_PREPROCESS_STRETCH &&
+        how != GR_PREPROCESS_LETTERBOX_114)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: preprocessing %d is not letterbox (%d), "
+                       "stretch (%d) or letterbox114 (%d)", who, (int)how,
+                       GR_PREPROCESS_LETTERBOX, GR_PREPROCESS_STRETCH,
+                       GR_PREPROCESS_LETTERBOX_114);
     if (!gr_image_valid(im))
         return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: NULL or malformed image (no data, or a side "
                        "outside 1..%d, or channels outside 1..4)", who, GR_MAX_DIM);
@@ -149,7 +158,7 @@ static gr_status letterbox_reference_f32(const gr_image *im, gr_preprocess how, 
 
     size_t net_plane = (size_t)net_w * (size_t)net_h;
     for (size_t i = 0; i < 3 * net_plane; i++)
-        out[i] = 0.5f;
+        out[i] = border_f32(how);
     int dx = geom.left, dy = geom.top;
     for (int k = 0; k < 3; k++)
         for (int r = 0; r < new_h; r++)
@@ -229,9 +238,17 @@ static void free_plan(letterbox_plan *lp)
     free(lp->col_off0); /* one allocation holds all the tables and rows */
 }
 
+gr_preprocess gr_preprocess_concrete(gr_preprocess how)
+{
+    return how == GR_PREPROCESS_STRETCH || how == GR_PREPROCESS_LETTERBOX_114
+               ? how
+               : GR_PREPROCESS_LETTERBOX;
+}
+
 void gr_letterbox_geometry(gr_preprocess how, int im_w, int im_h, int net_w, int net_h,
                            gr_letterbox_geom *g)
 {
+    g->pad = how == GR_PREPROCESS_LETTERBOX_114 ? 114 : 128;
     gr_letterbox_size(how, im_w, im_h, net_w, net_h, &g->new_w, &g->new_h);
     g->left = (net_w - g->new_w) / 2;
     g->top = (net_h - g->new_h) / 2;
@@ -397,7 +414,7 @@ static gr_status preprocess_f32(const gr_image *im, int file_w, int file_h, gr_p
     GR_TRY(make_plan(im, file_w, file_h, how, net_w, net_h, &lp, &geom));
     size_t net_plane = (size_t)net_w * (size_t)net_h;
     for (size_t i = 0; i < 3 * net_plane; i++)
-        out[i] = 0.5f;
+        out[i] = border_f32(how);
     int left = geom.left, top = geom.top;
     for (int r = 0; r < lp.new_h; r++) {
         const float *p0, *p1;
@@ -450,8 +467,8 @@ static gr_status preprocess_u8(const gr_image *im, int file_w, int file_h, gr_pr
     int left = geom.left, top = geom.top;
     size_t row_bytes = (size_t)net_w * 3;
     /* Grey above and below the image, and left and right of it on its rows. */
-    memset(out, 128, (size_t)top * row_bytes);
-    memset(out + (size_t)(top + lp.new_h) * row_bytes, 128,
+    memset(out, geom.pad, (size_t)top * row_bytes);
+    memset(out + (size_t)(top + lp.new_h) * row_bytes, geom.pad,
            (size_t)(net_h - top - lp.new_h) * row_bytes);
     size_t n = (size_t)lp.new_w * 3;
     for (int r = 0; r < lp.new_h; r++) {
@@ -459,8 +476,9 @@ static gr_status preprocess_u8(const gr_image *im, int file_w, int file_h, gr_pr
         float w0, w1;
         output_row(&lp, im, r, &p0, &p1, &w0, &w1);
         uint8_t *line = out + (size_t)(r + top) * row_bytes;
-        memset(line, 128, (size_t)left * 3);
-        memset(line + (size_t)(left + lp.new_w) * 3, 128, (size_t)(net_w - left - lp.new_w) * 3);
+        memset(line, geom.pad, (size_t)left * 3);
+        memset(line + (size_t)(left + lp.new_w) * 3, geom.pad,
+               (size_t)(net_w - left - lp.new_w) * 3);
         uint8_t *o = line + (size_t)left * 3;
         /* The reference clamps v to 0..255 and truncates it; v >= 0.5 here (every value and
          * weight is >= 0), so the lower clamp is never taken and the truncation is (int)'s. */

@@ -58,6 +58,8 @@ gr_status gr_calib_key_make(const gr_net *net, gr_preprocess how, gr_calib_metho
         h = gr_fnv1a(h, net->weight_block, net->n_weight_floats * sizeof(float));
     if (how == GR_PREPROCESS_STRETCH) /* other input values; letterboxed keys stay as they were */
         h = gr_fnv1a(h, "stretch", 7);
+    else if (how == GR_PREPROCESS_LETTERBOX_114)
+        h = gr_fnv1a(h, "letterbox114", 12);
     *key = (gr_calib_key){h, method, method == GR_CALIB_PERCENTILE ? percentile : 0.0f, net->name,
                           n_images, 0};
     return hash_images(paths, n_images, &key->images_hash);

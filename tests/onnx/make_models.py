@@ -20,6 +20,18 @@ and python3-onnx, not needed by the tests):
   alias.onnx              a Relu after an Identity of a conv output that is also a graph output
                           (refused: folding it would change the other output)
   erf.onnx                a conv and an Erf node, which the importer refuses (the refusal test)
+  yolov8n_head_op13.onnx, yolov8n_head_op17.onnx  YoloV8nDetect (the anchor-free detection head;
+                          opset 17's file with Ultralytics-style metadata_props names, imgsz,
+                          stride), yolov5n_head_op13.onnx, yolov5n_head_op17.onnx  YoloV5nDetect
+                          (the anchor head), yolo11n_head_op13.onnx, yolo11n_head_op17.onnx
+                          Yolo11nDetect (YOLO11n-like without C2PSA)
+  <stem>_<photo>.npy      their graph output on the photo ([1, 7, 336] / [1, 1008, 8])
+  <stem>_<photo>.txt      the detections reference_detections decodes from it (thresh 0.25,
+                          NMS 0.45, network pixels): what graphrun's decode must give
+  tiny_head.onnx, tiny_head_input.npy, tiny_head_out.npy  TinyHead on a fixed 32 x 32 input
+  head_erf.onnx, head_not_boxes.onnx, head_two_outputs.onnx, conv_dilations.onnx,
+  bad_metadata.onnx       head_refusals()
+  tail_ops.onnx, tail_ops_input.npy, tail_ops_out.npy  tail_ops_model() and numpy's output
 Deterministic: the same torch build writes the same files.
 """
 import os
@@ -130,7 +142,8 @@ class YoloV8nLike(nn.Module):
         self.o4 = ScaleOut(c, outputs)
         self.o5 = ScaleOut(d, outputs)
 
-    def forward(self, x):
+    def features(self, x):
+        """The neck's three scales (strides 8, 16, 32)."""
         p3 = self.s3(self.s2(self.stem(x)))
         p4 = self.s4(p3)
         p5 = self.s5(p4)
@@ -138,6 +151,10 @@ class YoloV8nLike(nn.Module):
         n3 = self.n3(torch.cat([self.up(n4), p3], 1))
         m4 = self.m4(torch.cat([self.down3(n3), n4], 1))
         m5 = self.m5(torch.cat([self.down4(m4), p5], 1))
+        return n3, m4, m5
+
+    def forward(self, x):
+        n3, m4, m5 = self.features(x)
         return self.o3(n3), self.o4(m4), self.o5(m5)
 
 
@@ -213,6 +230,311 @@ class ErfNet(nn.Module):
         return torch.erf(self.conv(x))
 
 
+class Dfl(nn.Module):
+    """Distribution focal loss decode: per side, softmax over `bins` bins, then the expectation
+    (a fixed 1x1 conv whose weights are 0, 1, ..., bins - 1)."""
+
+    def __init__(self, bins=16):
+        super().__init__()
+        self.bins = bins
+        self.conv = nn.Conv2d(bins, 1, 1, bias=False).requires_grad_(False)
+        self.conv.weight.data[:] = torch.arange(bins, dtype=torch.float32).view(1, bins, 1, 1)
+
+    def forward(self, x):
+        b, _, a = x.shape
+        return self.conv(x.view(b, 4, self.bins, a).transpose(2, 1).softmax(1)).view(b, 4, a)
+
+
+class AnchorFreeHead(nn.Module):
+    """A YOLOv8 / YOLO11-style detect head written from its published description: per scale a
+    box branch (two 3x3 Conv-BN-SiLU, a 1x1 conv to 4 x 16 DFL bins) and a class branch (two 3x3
+    Conv-BN-SiLU, a 1x1 conv to nc logits); the scales' [1, 4*16+nc, H*W] concatenated on the
+    anchors, the DFL decode, distances to centre + size around the anchor points (cell centres)
+    times the stride, class sigmoid: [1, 4 + nc, A], boxes in input pixels."""
+
+    def __init__(self, nc, channels, strides, size, c2=16, c3=16, depthwise=False):
+        super().__init__()
+        self.nc, self.bins = nc, 16
+        self.cv2 = nn.ModuleList(nn.Sequential(ConvBnSilu(c, c2, 3), ConvBnSilu(c2, c2, 3),
+                                               nn.Conv2d(c2, 4 * self.bins, 1)) for c in channels)
+        if depthwise:  # YOLO11's class branch: depthwise 3x3 + pointwise 1x1, twice
+            self.cv3 = nn.ModuleList(nn.Sequential(
+                ConvBnSilu(c, c, 3, groups=c), ConvBnSilu(c, c3), ConvBnSilu(c3, c3, 3, groups=c3),
+                ConvBnSilu(c3, c3), nn.Conv2d(c3, nc, 1)) for c in channels)
+        else:
+            self.cv3 = nn.ModuleList(nn.Sequential(ConvBnSilu(c, c3, 3), ConvBnSilu(c3, c3, 3),
+                                                   nn.Conv2d(c3, nc, 1)) for c in channels)
+        self.dfl = Dfl(self.bins)
+        points, stride = [], []
+        for s in strides:
+            n = size // s
+            ys, xs = torch.meshgrid(torch.arange(n) + 0.5, torch.arange(n) + 0.5, indexing="ij")
+            points.append(torch.stack((xs, ys), -1).view(-1, 2))
+            stride.append(torch.full((n * n, 1), float(s)))
+        self.register_buffer("anchors", torch.cat(points).transpose(0, 1).contiguous())
+        self.register_buffer("strides", torch.cat(stride).transpose(0, 1).contiguous())
+
+    def forward(self, xs):
+        no = 4 * self.bins + self.nc
+        y = torch.cat([torch.cat((b(x), c(x)), 1).view(x.shape[0], no, -1)
+                       for x, b, c in zip(xs, self.cv2, self.cv3)], 2)
+        box, cls = y.split((4 * self.bins, self.nc), 1)
+        lt, rb = self.dfl(box).chunk(2, 1)
+        p = self.anchors.unsqueeze(0)
+        x1y1, x2y2 = p - lt, p + rb
+        xywh = torch.cat(((x1y1 + x2y2) / 2, x2y2 - x1y1), 1)
+        return torch.cat((xywh * self.strides, cls.sigmoid()), 1)
+
+
+class YoloV8nDetect(nn.Module):
+    """The YOLOv8n-like backbone and neck above (narrower) with the anchor-free head."""
+
+    def __init__(self, nc=3, w=(8, 16, 24, 32)):
+        super().__init__()
+        self.body = YoloV8nLike(w)
+        b, c, d = w[1], w[2], w[3]
+        self.body.o3 = self.body.o4 = self.body.o5 = None
+        self.head = AnchorFreeHead(nc, (b, c, d), (8, 16, 32), SIZE)
+
+    def forward(self, x):
+        return self.head(list(self.body.features(x)))
+
+
+class C3(nn.Module):
+    """YOLOv5's CSP block: two 1x1 branches, bottlenecks on the first, concat, 1x1 conv."""
+
+    def __init__(self, c_in, c_out, n=1, residual=True):
+        super().__init__()
+        c = c_out // 2
+        self.cv1 = ConvBnSilu(c_in, c)
+        self.cv2 = ConvBnSilu(c_in, c)
+        self.cv3 = ConvBnSilu(2 * c, c_out)
+        self.m = nn.Sequential(*(Bottleneck(c, residual) for _ in range(n)))
+
+    def forward(self, x):
+        return self.cv3(torch.cat((self.m(self.cv1(x)), self.cv2(x)), 1))
+
+
+class AnchorHead(nn.Module):
+    """A YOLOv5-style detect head from its published description: per scale a 1x1 conv to
+    3 x (5 + nc), viewed [1, 3, 5 + nc, H, W] and permuted to [1, 3, H, W, 5 + nc], sigmoid;
+    xy = (2 sig - 0.5 + grid) * stride, wh = (2 sig)^2 * anchor (pixels); [1, 3HW, 5 + nc] per
+    scale concatenated: [1, A, 5 + nc], objectness at 4."""
+
+    ANCHORS = ((10, 13, 16, 30, 33, 23), (30, 61, 62, 45, 59, 119), (116, 90, 156, 198, 373, 326))
+
+    def __init__(self, nc, channels, strides, size):
+        super().__init__()
+        self.no = 5 + nc
+        self.m = nn.ModuleList(nn.Conv2d(c, 3 * self.no, 1) for c in channels)
+        self.strides = strides
+        for i, s in enumerate(strides):
+            n = size // s
+            ys, xs = torch.meshgrid(torch.arange(n, dtype=torch.float32),
+                                    torch.arange(n, dtype=torch.float32), indexing="ij")
+            grid = torch.stack((xs, ys), 2).expand(1, 3, n, n, 2) - 0.5
+            anchor = torch.tensor(self.ANCHORS[i], dtype=torch.float32).view(1, 3, 1, 1, 2)
+            self.register_buffer(f"grid{i}", grid.contiguous())
+            self.register_buffer(f"anchor{i}", anchor.expand(1, 3, n, n, 2).contiguous())
+
+    def forward(self, xs):
+        z = []
+        for i, x in enumerate(xs):
+            x = self.m[i](x)
+            bs, n = x.shape[0], x.shape[2]
+            y = x.view(bs, 3, self.no, n, n).permute(0, 1, 3, 4, 2).sigmoid()
+            xy, wh, conf = y.split((2, 2, self.no - 4), 4)
+            xy = (xy * 2 + getattr(self, f"grid{i}")) * self.strides[i]
+            wh = (wh * 2) ** 2 * getattr(self, f"anchor{i}")
+            z.append(torch.cat((xy, wh, conf), 4).view(bs, -1, self.no))
+        return torch.cat(z, 1)
+
+
+class C3k2(SplitBlock):
+    """YOLO11's C3k2: the C2f-like block whose inner blocks are C3 blocks of two 3x3 bottlenecks
+    (c3k) or plain bottlenecks."""
+
+    def __init__(self, c_in, c_out, c3k=False, residual=True):
+        super().__init__(c_in, c_out, 1, residual)
+        if c3k:
+            self.m = nn.ModuleList([C3(self.c, self.c, 2, residual)])
+
+
+class Yolo11nDetect(YoloV8nDetect):
+    """A YOLO11n-like network without the C2PSA attention block (its MatMul of computed tensors
+    and the attention's Reshape / Transpose inside the backbone are not graphrun layers): the
+    YOLOv8n-like topology with C3k2 blocks and the head's depthwise class branch."""
+
+    def __init__(self, nc=3, w=(8, 16, 24, 32)):
+        super().__init__(nc, w)
+        a, b, c, d = w
+        m = self.body
+        m.s2[1] = C3k2(b, b)
+        m.s3[1] = C3k2(c, c)
+        m.s4[1] = C3k2(d, d, c3k=True)
+        m.s5[1] = C3k2(d, d, c3k=True)
+        m.n4 = C3k2(d + d, c, residual=False)
+        m.n3 = C3k2(c + c, b, residual=False)
+        m.m4 = C3k2(b + c, c, residual=False)
+        m.m5 = C3k2(c + d, d, c3k=True, residual=False)
+        self.head = AnchorFreeHead(nc, (b, c, d), (8, 16, 32), SIZE, depthwise=True)
+
+
+class YoloV5nDetect(nn.Module):
+    """A YOLOv5n-like network: Conv-BN-SiLU stem, C3 stages, SPPF, a PANet neck (1x1 convs,
+    upsample + concat, downsampling convs, C3 without residuals) and the anchor head."""
+
+    def __init__(self, nc=3, w=(8, 16, 24, 32)):
+        super().__init__()
+        a, b, c, d = w
+        self.stem = ConvBnSilu(3, a, 3, 2)
+        self.s2 = nn.Sequential(ConvBnSilu(a, b, 3, 2), C3(b, b))
+        self.s3 = nn.Sequential(ConvBnSilu(b, c, 3, 2), C3(c, c, 2))
+        self.s4 = nn.Sequential(ConvBnSilu(c, d, 3, 2), C3(d, d))
+        self.s5 = nn.Sequential(ConvBnSilu(d, d, 3, 2), C3(d, d), Sppf(d, d))
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.l5 = ConvBnSilu(d, c)
+        self.n4 = C3(c + d, c, residual=False)
+        self.l4 = ConvBnSilu(c, b)
+        self.n3 = C3(b + c, b, residual=False)
+        self.down3 = ConvBnSilu(b, b, 3, 2)
+        self.m4 = C3(b + b, c, residual=False)
+        self.down4 = ConvBnSilu(c, c, 3, 2)
+        self.m5 = C3(c + c, d, residual=False)
+        self.head = AnchorHead(nc, (b, c, d), (8, 16, 32), SIZE)
+
+    def forward(self, x):
+        p3 = self.s3(self.s2(self.stem(x)))
+        p4 = self.s4(p3)
+        p5 = self.l5(self.s5(p4))
+        n4 = self.l4(self.n4(torch.cat([self.up(p5), p4], 1)))
+        n3 = self.n3(torch.cat([self.up(n4), p3], 1))
+        m4 = self.m4(torch.cat([self.down3(n3), n4], 1))
+        m5 = self.m5(torch.cat([self.down4(m4), p5], 1))
+        return self.head([n3, m4, m5])
+
+
+class TinyHead(nn.Module):
+    """The anchor-free head on three narrow scales of a 32 x 32 input (strides 8, 16, 32; two
+    classes; output [1, 6, 21]): the fuzz corpus's detection-head model."""
+
+    def __init__(self):
+        super().__init__()
+        self.p3 = nn.Sequential(ConvBnSilu(3, 4, 3, 2), ConvBnSilu(4, 4, 3, 2),
+                                ConvBnSilu(4, 4, 3, 2))
+        self.p4 = ConvBnSilu(4, 4, 3, 2)
+        self.p5 = ConvBnSilu(4, 4, 3, 2)
+        self.head = AnchorFreeHead(2, (4, 4, 4), (8, 16, 32), 32, c2=4, c3=4)
+
+    def forward(self, x):
+        p3 = self.p3(x)
+        p4 = self.p4(p3)
+        return self.head([p3, p4, self.p5(p4)])
+
+
+THRESH, NMS = 0.25, 0.45
+
+
+def reference_detections(out, layout):
+    """The numpy decode graphrun must match (docs/onnx.md): per anchor the best class (first on
+    ties); score = its sigmoid score (v8) or objectness x class score (v5); kept above THRESH;
+    corners cx -+ w / 2 in input pixels; per-class NMS (sorted by score, IoU > NMS suppresses);
+    clipped to the image; sorted by score. Rows: class, score, left, top, right, bottom."""
+    a = out[0].T if layout == "v8" else out[0]
+    xywh = a[:, :4].astype(np.float32)
+    if layout == "v8":
+        cls = a[:, 4:]
+        k = cls.argmax(1)
+        score = cls[np.arange(len(a)), k]
+    else:
+        cls = a[:, 5:] * a[:, 4:5]
+        k = cls.argmax(1)
+        score = cls[np.arange(len(a)), k]
+    half_w, half_h = xywh[:, 2] * np.float32(0.5), xywh[:, 3] * np.float32(0.5)
+    box = np.stack((xywh[:, 0] - half_w, xywh[:, 1] - half_h, xywh[:, 0] + half_w,
+                    xywh[:, 1] + half_h), 1)
+    keep = score > THRESH
+    dets = [(int(k[i]), float(score[i]), box[i], i) for i in np.nonzero(keep)[0]]
+    dets.sort(key=lambda d: (d[0], -d[1], d[3]))
+    kept = []
+    for i, d in enumerate(dets):
+        ok = True
+        for e in kept:
+            if e[0] != d[0]:
+                continue
+            ow = min(e[2][2], d[2][2]) - max(e[2][0], d[2][0])
+            oh = min(e[2][3], d[2][3]) - max(e[2][1], d[2][1])
+            if ow < 0 or oh < 0:
+                continue
+            inter = ow * oh
+            union = ((e[2][2] - e[2][0]) * (e[2][3] - e[2][1]) +
+                     (d[2][2] - d[2][0]) * (d[2][3] - d[2][1]) - inter)
+            if union > 0 and inter / union > NMS:
+                ok = False
+                break
+        if ok:
+            kept.append(d)
+    kept.sort(key=lambda d: (-d[1], d[0], d[3]))
+    return [(d[0], d[1], *np.clip(d[2], 0, SIZE - 1)) for d in kept]
+
+
+def confident(model, head_convs, batch, k=3):
+    """Shift the class logits' biases so that about k anchors per class pass 0.6 on the inputs:
+    the decoded detections are then a handful of real boxes, not an empty list."""
+    logits = []
+    hooks = [conv.register_forward_hook(lambda m, i, o: logits.append(o)) for conv in head_convs]
+    with torch.no_grad():
+        model(batch[:1])
+    for h in hooks:
+        h.remove()
+    return logits
+
+
+def export_detector(model, batch, stem, layout, head_logit_convs, no, nc, first_class):
+    """Seed, make confident, export at two opsets, record outputs and reference detections."""
+    seed_statistics(model, batch)
+    for conv in head_logit_convs:  # a wider spread of class logits: few pass, clearly
+        conv.weight.data *= 4
+    logits = confident(model, head_logit_convs, batch)
+    for c in range(nc):
+        ch = first_class + c
+        vals = torch.cat([l[0, ch::no].flatten() if layout == "v5" else l[0, c].flatten()
+                          for l in logits])
+        shift = float(torch.logit(torch.tensor(0.9)) - vals.sort(descending=True)[0][3])
+        for conv in head_logit_convs:
+            if layout == "v5":
+                conv.bias.data[ch::no] += shift
+            else:
+                conv.bias.data[c] += shift
+    if layout == "v5":  # objectness: confident where the classes are
+        for conv in head_logit_convs:
+            conv.bias.data[4::no] += 1.0
+    for opset in (13, 17):
+        export(model, batch[:1], os.path.join(HERE, f"{stem}_op{opset}.onnx"), opset, ["output0"])
+    with torch.no_grad():
+        for i, name in enumerate(PHOTOS):
+            out = model(batch[i : i + 1]).numpy().astype(np.float32)
+            np.save(os.path.join(HERE, f"{stem}_{name}.npy"), out)
+            dets = reference_detections(out, layout)
+            with open(os.path.join(HERE, f"{stem}_{name}.txt"), "w") as f:
+                f.write("# class score left top right bottom (tests/onnx/make_models.py)\n")
+                for d in dets:
+                    f.write("%d %.7g %.7g %.7g %.7g %.7g\n" % d)
+            print(f"{stem} {name}: {list(out.shape)}, {len(dets)} detections")
+
+
+def add_metadata(path, names="{0: 'person', 1: 'bicycle', 2: 'dog'}", size=SIZE):
+    """Ultralytics-style metadata_props: names as a Python dict literal, imgsz, stride."""
+    import onnx
+
+    m = onnx.load(path)
+    for key, value in (("names", names), ("imgsz", f"[{size}, {size}]"), ("stride", "32"),
+                       ("task", "detect")):
+        p = m.metadata_props.add()
+        p.key, p.value = key, value
+    onnx.save(m, path)
+
+
 def alias_model(path):
     """Conv -> Identity -> Relu with the conv's output also a graph output: the Relu cannot be
     folded into the conv (the second output would see it), so the importer must refuse it."""
@@ -230,6 +552,107 @@ def alias_model(path):
     model.ir_version = 7
     with open(path, "wb") as f:
         f.write(model.SerializeToString())
+
+
+def head_refusals():
+    """Small files the detection-head import refuses or warns about: a head tail with an op it
+    does not run (Erf after a Reshape), a tail whose output is no detection head's ([1, 2, 256]),
+    a head with another graph output before its own, a conv no layer runs (unequal dilations:
+    refused for that, not moved to the host), and a
+    file with malformed metadata_props (it loads, with a one-line notice). Input 3x16x16,
+    as tiny_input.npy."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    def model(nodes, out_dims, path, extra=(), meta=(), first_outputs=()):
+        inits = [numpy_helper.from_array(np.ones((2, 3, 1, 1), np.float32), "w"),
+                 numpy_helper.from_array(np.array([1, 2, 256], np.int64), "shape")]
+        graph = helper.make_graph(
+            [helper.make_node("Conv", ["x", "w"], ["c"], name="conv")] + nodes, "head",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+            [helper.make_tensor_value_info(name, TensorProto.FLOAT, dims)
+             for name, dims in first_outputs] +
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_dims)], inits + list(extra))
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        m.ir_version = 7
+        for key, value in meta:
+            p = m.metadata_props.add()
+            p.key, p.value = key, value
+        with open(path, "wb") as f:
+            f.write(m.SerializeToString())
+
+    reshape = helper.make_node("Reshape", ["c", "shape"], ["r"], name="reshape")
+    model([reshape, helper.make_node("Erf", ["r"], ["y"], name="erf")], [1, 2, 256],
+          os.path.join(HERE, "head_erf.onnx"))
+    model([helper.make_node("Reshape", ["c", "shape"], ["y"], name="reshape")], [1, 2, 256],
+          os.path.join(HERE, "head_not_boxes.onnx"))
+    model([helper.make_node("Reshape", ["c", "shape"], ["y"], name="reshape")], [1, 2, 256],
+          os.path.join(HERE, "head_two_outputs.onnx"), first_outputs=[("c", [1, 2, 16, 16])])
+    model([helper.make_node("Conv", ["c", "w2"], ["y"], name="conv2", dilations=[1, 2])],
+          [1, 2, 16, 16], os.path.join(HERE, "conv_dilations.onnx"),
+          extra=[numpy_helper.from_array(np.ones((2, 2, 1, 1), np.float32), "w2")])
+    model([helper.make_node("Relu", ["c"], ["y"], name="relu")], [1, 2, 16, 16],
+          os.path.join(HERE, "bad_metadata.onnx"),
+          meta=(("names", "{0: 'a', 1: }"), ("imgsz", "[64, x]"), ("stride", "7")))
+
+
+def tail_ops_model():
+    """The host-side head's other ONNX forms, at opset 11 (the attribute forms of Squeeze,
+    Unsqueeze and Split; Softmax flattening at its axis), after a conv on a fixed input: Reshape
+    with -1, Transpose, Softmax, Slice with a negative start, an end past the dim and step 2,
+    Split with sizes, Pow, Div by a broadcast constant, Unsqueeze + Squeeze, Concat on a negative
+    axis, Mul broadcasting [1, 30, 1] over [1, 30, 8], Mul by a scalar, Sub with the constant
+    first, Sigmoid,
+    Flatten, Reshape; output [1, 30, 8]. The reference is numpy's (float64 rounded to float32)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(21)
+    x = rng.random((1, 3, 8, 8), dtype=np.float32)
+    w = (rng.standard_normal((8, 3, 1, 1)) * 0.5).astype(np.float32)
+    div = (1.0 + rng.random(5)).astype(np.float32)
+    consts = {"w": w, "shape": np.array([1, 8, -1], np.int64), "half": np.array(0.5, np.float32),
+              "div": div, "one": np.array(1.0, np.float32), "gain": np.array(2000.0, np.float32),
+              "final": np.array([1, 30, 8], np.int64)}
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w"], ["c"], name="conv"),
+             n("Reshape", ["c", "shape"], ["r"], name="reshape"),
+             n("Transpose", ["r"], ["t"], name="transpose", perm=[0, 2, 1]),
+             n("Softmax", ["t"], ["sm"], name="softmax", axis=1),
+             n("Slice", ["sm", "starts", "ends", "axes", "steps"], ["sl"], name="slice"),
+             n("Split", ["sl"], ["a", "b"], name="split", axis=2, split=[3, 5]),
+             n("Pow", ["a", "half"], ["p"], name="pow"),
+             n("Div", ["b", "div"], ["d"], name="div"),
+             n("Unsqueeze", ["p"], ["uq"], name="unsqueeze", axes=[0]),
+             n("Squeeze", ["uq"], ["sq"], name="squeeze", axes=[0]),
+             n("Concat", ["sq", "d"], ["cat"], name="concat", axis=-1),
+             n("Slice", ["cat", "zero", "one_i", "two"], ["first"], name="first"),
+             n("Mul", ["cat", "first"], ["m"], name="mul"),
+             n("Mul", ["m", "gain"], ["mg"], name="gain"),
+             n("Sub", ["one", "mg"], ["s"], name="sub"),
+             n("Sigmoid", ["s"], ["g"], name="sigmoid"),
+             n("Flatten", ["g"], ["f"], name="flatten", axis=2),
+             n("Reshape", ["f", "final"], ["y"], name="final")]
+    consts.update(starts=np.array([-60], np.int64), ends=np.array([1000], np.int64),
+                  axes=np.array([1], np.int64), steps=np.array([2], np.int64),
+                  zero=np.array([0], np.int64), one_i=np.array([1], np.int64),
+                  two=np.array([2], np.int64))
+    graph = helper.make_graph(
+        nodes, "tail_ops", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 30, 8])],
+        [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    m.ir_version = 6
+    with open(os.path.join(HERE, "tail_ops.onnx"), "wb") as f:
+        f.write(m.SerializeToString())
+    c = np.einsum("oc,nchw->nohw", w[:, :, 0, 0].astype(np.float64), x.astype(np.float64))
+    t = c.reshape(1, 8, 64).transpose(0, 2, 1)
+    e = np.exp(t - t.max())
+    sm = e / e.sum()                      # opset 11: over everything from axis 1 on
+    sl = sm[:, 4::2, :]                   # start -60 of 64, end clamped, step 2: 30 rows
+    cat = np.concatenate((sl[:, :, :3] ** 0.5, sl[:, :, 3:] / div), -1)
+    g = 1 / (1 + np.exp(-(1 - cat * cat[:, :, 0:1] * 2000)))
+    np.save(os.path.join(HERE, "tail_ops_input.npy"), x)
+    np.save(os.path.join(HERE, "tail_ops_out.npy"),
+            np.ascontiguousarray(g.reshape(1, 30, 8), np.float32))
 
 
 def letterbox(name):
@@ -301,8 +724,30 @@ def main():
     with torch.no_grad():
         np.save(os.path.join(HERE, "const_arith_out.npy"), arith(tiny_in).numpy())
     alias_model(os.path.join(HERE, "alias.onnx"))
+    head_refusals()
+    tail_ops_model()
     torch.onnx.export(ErfNet().eval(), torch.zeros(1, 3, 8, 8), os.path.join(HERE, "erf.onnx"),
                       opset_version=13, input_names=["images"], output_names=["out"])
+    torch.manual_seed(1)
+    v8 = YoloV8nDetect()
+    export_detector(v8, batch, "yolov8n_head", "v8", [s[2] for s in v8.head.cv3], 0, 3, 0)
+    add_metadata(os.path.join(HERE, "yolov8n_head_op17.onnx"))
+    torch.manual_seed(2)
+    v5 = YoloV5nDetect()
+    export_detector(v5, batch, "yolov5n_head", "v5", list(v5.head.m), 8, 3, 5)
+    torch.manual_seed(4)
+    v11 = Yolo11nDetect()
+    export_detector(v11, batch, "yolo11n_head", "v8", [s[-1] for s in v11.head.cv3], 0, 3, 0)
+    torch.manual_seed(3)
+    small = TinyHead()
+    small_in = torch.rand(2, 3, 32, 32, generator=torch.Generator().manual_seed(5))
+    seed_statistics(small, small_in)
+    torch.onnx.export(small, small_in[:1], os.path.join(HERE, "tiny_head.onnx"), opset_version=13,
+                      input_names=["images"], output_names=["output0"])
+    add_metadata(os.path.join(HERE, "tiny_head.onnx"), "['a', 'b', 'c']", 32)  # 3 names, 2 classes
+    np.save(os.path.join(HERE, "tiny_head_input.npy"), small_in[:1].numpy())
+    with torch.no_grad():
+        np.save(os.path.join(HERE, "tiny_head_out.npy"), small(small_in[:1]).numpy())
     return 0
 
 
