@@ -260,6 +260,49 @@ START_TEST(test_refuses_deep_nesting)
 }
 END_TEST
 
+/* An initializer whose dims declare 2^30 floats but which holds one: refused as a parse error
+ * before anything is allocated for the dims (the importer used to calloc 4 GB first: ASan aborts
+ * on that, a small machine fails it; fuzz_onnx found it). Hand-made bytes: ModelProto {ir_version
+ * 7, opset_import {version 13}, graph {initializer {dims [2^30], data_type FLOAT, name "w",
+ * raw_data 4 bytes}}}. */
+START_TEST(test_refuses_dims_beyond_data)
+{
+    if (!have_onnx())
+        return;
+    uint8_t tensor[32], *t = tensor;
+    *t++ = 1 << 3 | 0; /* dims */
+    t = put_varint(t, (size_t)1 << 30);
+    *t++ = 2 << 3 | 0; /* data_type FLOAT */
+    *t++ = 1;
+    *t++ = 8 << 3 | 2; /* name */
+    *t++ = 1;
+    *t++ = 'w';
+    *t++ = 9 << 3 | 2; /* raw_data */
+    *t++ = 4;
+    for (int i = 0; i < 4; i++)
+        *t++ = (uint8_t)(0x10 + i);
+    size_t tlen = (size_t)(t - tensor);
+    uint8_t data[64], *p = data;
+    *p++ = 1 << 3 | 0; /* ir_version */
+    *p++ = 7;
+    *p++ = 8 << 3 | 2; /* opset_import */
+    *p++ = 2;
+    *p++ = 2 << 3 | 0;
+    *p++ = 13;
+    *p++ = 7 << 3 | 2; /* graph */
+    p = put_varint(p, 1 + varint_size(tlen) + tlen);
+    *p++ = 5 << 3 | 2; /* initializer */
+    p = put_varint(p, tlen);
+    memcpy(p, tensor, tlen);
+    p += tlen;
+    gr_net *net = NULL;
+    ck_assert_int_eq(gr_net_parse_onnx(data, (size_t)(p - data), "dims.onnx", &net), GR_ERR_PARSE);
+    ck_assert_ptr_null(net);
+    ck_assert_msg(strstr(gr_last_error(), "holds 1 values where its dims say 1073741824"), "%s",
+                  gr_last_error());
+}
+END_TEST
+
 START_TEST(test_refuses_weights_file)
 {
     gr_model_options mo;
@@ -522,6 +565,7 @@ static Suite *onnx_suite(void)
     tcase_add_test(tc, test_refuses_unsupported_op);
     tcase_add_test(tc, test_refuses_fold_into_aliased);
     tcase_add_test(tc, test_refuses_deep_nesting);
+    tcase_add_test(tc, test_refuses_dims_beyond_data);
     tcase_add_test(tc, test_refuses_weights_file);
     tcase_add_test(tc, test_detection);
     tcase_add_test(tc, test_corrupt_files);

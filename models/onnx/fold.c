@@ -22,6 +22,17 @@ void onnx_const_free(onnx_const *k)
     memset(k, 0, sizeof *k);
 }
 
+/* The element count of dims, 0 when a dim is negative or the count passes max. */
+static int dims_count(int ndim, const int64_t *dims, size_t max, size_t *n)
+{
+    *n = 1;
+    for (int d = 0; d < ndim; d++)
+        if (dims[d] < 0 || (uint64_t)dims[d] > max || !gr_mul_size(*n, (size_t)dims[d], n) ||
+            *n > max)
+            return 0;
+    return 1;
+}
+
 gr_status onnx_const_alloc(onnx_const *k, int ndim, const int64_t *dims, int is_float, int limit,
                            char *why, size_t why_len)
 {
@@ -30,13 +41,10 @@ gr_status onnx_const_alloc(onnx_const *k, int ndim, const int64_t *dims, int is_
         snprintf(why, why_len, "rank %d (at most %d)", ndim, ONNX_MAX_RANK);
         return GR_ERR_LIMIT;
     }
-    size_t n = 1, max = limit ? ONNX_MAX_FOLD_ELEMS : GR_MAX_TENSOR_ELEMS;
-    for (int d = 0; d < ndim; d++) {
-        if (dims[d] < 0 || (uint64_t)dims[d] > max || !gr_mul_size(n, (size_t)dims[d], &n) ||
-            n > max) {
-            snprintf(why, why_len, "a constant of more than %zu elements (or a negative dim)", max);
-            return GR_ERR_LIMIT;
-        }
+    size_t n, max = limit ? ONNX_MAX_FOLD_ELEMS : GR_MAX_TENSOR_ELEMS;
+    if (!dims_count(ndim, dims, max, &n)) {
+        snprintf(why, why_len, "a constant of more than %zu elements (or a negative dim)", max);
+        return GR_ERR_LIMIT;
     }
     k->ndim = ndim;
     if (ndim > 0)
@@ -95,10 +103,6 @@ gr_status onnx_const_from_tensor(const Onnx__TensorProto *t, onnx_const *k, char
     if (t->n_dims > ONNX_MAX_RANK)
         return WHY("tensor '%s' has rank %zu (at most %d)", onnx_str(t->name), t->n_dims,
                    ONNX_MAX_RANK);
-    gr_status st = onnx_const_alloc(k, (int)t->n_dims, t->dims, type == ONNX_FLOAT, 0, why,
-                                    why_len);
-    if (st != GR_OK)
-        return st;
     size_t stored;
     if (t->has_raw_data && t->raw_data.len > 0)
         stored = t->raw_data.len / width;
@@ -108,13 +112,19 @@ gr_status onnx_const_from_tensor(const Onnx__TensorProto *t, onnx_const *k, char
         stored = t->n_int64_data;
     else
         stored = t->n_int32_data;
-    if (stored != k->n || (t->has_raw_data && t->raw_data.len > 0 && t->raw_data.len % width)) {
-        size_t want = k->n;
-        onnx_const_free(k);
+    /* The dims against the values the file holds before anything is allocated: a few bytes
+     * declaring dims of billions would otherwise ask for gigabytes (fuzz_onnx found it). */
+    size_t want;
+    if (dims_count((int)t->n_dims, t->dims, GR_MAX_TENSOR_ELEMS, &want) &&
+        (stored != want || (t->has_raw_data && t->raw_data.len > 0 && t->raw_data.len % width))) {
         snprintf(why, why_len, "tensor '%s' holds %zu values where its dims say %zu",
                  onnx_str(t->name), stored, want);
         return GR_ERR_PARSE;
     }
+    gr_status st = onnx_const_alloc(k, (int)t->n_dims, t->dims, type == ONNX_FLOAT, 0, why,
+                                    why_len);
+    if (st != GR_OK)
+        return st;
     const uint8_t *raw = t->has_raw_data && t->raw_data.len > 0 ? t->raw_data.data : NULL;
     for (size_t i = 0; i < k->n; i++) {
         if (type == ONNX_FLOAT) {
