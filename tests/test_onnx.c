@@ -18,6 +18,7 @@
 #include "graphrun/runtime.h"
 #include "models/onnx/onnx.h"
 #include "tests/support/classify_nets.h"
+#include "tests/support/onnx_inputs.h"
 #include "tools/npy.h"
 
 #define DIR "tests/onnx/"
@@ -25,33 +26,6 @@
 
 static const char *const models[] = {DIR "yolov8n_like_op13.onnx", DIR "yolov8n_like_op17.onnx"};
 static const char *const photos[] = {"dog", "horses"};
-
-static bool have_onnx(void)
-{
-    gr_net *net = NULL;
-    gr_status st = gr_net_load_onnx(DIR "erf.onnx", &net);
-    gr_net_free(net);
-    return st != GR_OK && strstr(gr_last_error(), "built without ONNX import") == NULL;
-}
-
-/* The recorded input: the letterboxed photo's pixels / 255, NCHW float. */
-static float *load_input(const char *photo, int w, int h)
-{
-    char path[256];
-    snprintf(path, sizeof path, DIR "input_%s.png", photo);
-    gr_image *im = NULL;
-    ck_assert_msg(gr_image_load(path, &im) == GR_OK, "%s", gr_last_error());
-    ck_assert_int_eq(im->w, w);
-    ck_assert_int_eq(im->h, h);
-    ck_assert_int_eq(im->c, 3);
-    float *x = malloc((size_t)3 * w * h * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    for (int c = 0; c < 3; c++)
-        for (int i = 0; i < w * h; i++)
-            x[(size_t)c * w * h + i] = (float)im->data[(size_t)i * 3 + c] / 255.0f;
-    gr_image_destroy(im);
-    return x;
-}
 
 /* The model at `path` (named as a cfg or as the model, as --cfg and --model do) on a CPU engine. */
 static gr_engine *cpu_engine(const char *path, bool as_cfg, gr_model **m)
@@ -85,7 +59,11 @@ static void check_model(const char *path, bool as_cfg)
     ck_assert_int_eq(info.synthetic_weights, 0);
     ck_assert_int_eq(gr_engine_output_count(e), 3);
     for (size_t p = 0; p < sizeof photos / sizeof photos[0]; p++) {
-        float *x = load_input(photos[p], info.width, info.height);
+        char name[64];
+        snprintf(name, sizeof name, "input_%s.png", photos[p]);
+        float *x = gr_test_onnx_input(name); /* 3 x 128 x 128, the model's input */
+        ck_assert_int_eq(info.width, 128);
+        ck_assert_int_eq(info.height, 128);
         ck_assert_msg(gr_engine_run_f32(e, x) == GR_OK, "%s", gr_last_error());
         free(x);
         for (int k = 0; k < 3; k++) {
@@ -118,7 +96,7 @@ static void check_model(const char *path, bool as_cfg)
 
 START_TEST(test_pytorch_oracle)
 {
-    if (!have_onnx())
+    if (!gr_test_have_onnx())
         return;
     check_model(models[_i], _i == 1); /* opset 17 named as a cfg, --cfg x.onnx's path */
 }
@@ -137,7 +115,7 @@ static const char *const tiny[][2] = {{"tiny_ops.onnx", "tiny_out.npy"},
 
 START_TEST(test_tiny_models)
 {
-    if (!have_onnx())
+    if (!gr_test_have_onnx())
         return;
     char path[256];
     snprintf(path, sizeof path, DIR "%s", tiny[_i][0]);
@@ -171,7 +149,7 @@ END_TEST
 
 START_TEST(test_refuses_unsupported_op)
 {
-    if (!have_onnx())
+    if (!gr_test_have_onnx())
         return;
     gr_model_options mo;
     gr_model_options_default(&mo);
@@ -190,7 +168,7 @@ END_TEST
  * the conv: the other output would see it. Refused (before: folded, the second output wrong). */
 START_TEST(test_refuses_fold_into_aliased)
 {
-    if (!have_onnx())
+    if (!gr_test_have_onnx())
         return;
     gr_net *net = NULL;
     ck_assert_int_eq(gr_net_load_onnx(DIR "alias.onnx", &net), GR_ERR_UNSUPPORTED);
@@ -220,7 +198,7 @@ static uint8_t *put_varint(uint8_t *p, size_t v)
  * recurses once per level and overflowed the stack (a crash); now refused up front. */
 START_TEST(test_refuses_deep_nesting)
 {
-    if (!have_onnx())
+    if (!gr_test_have_onnx())
         return;
     enum { DEPTH = 100000 };
     /* len[i]: bytes of the GraphProto at level i (innermost empty); the fields are
@@ -267,7 +245,7 @@ END_TEST
  * raw_data 4 bytes}}}. */
 START_TEST(test_refuses_dims_beyond_data)
 {
-    if (!have_onnx())
+    if (!gr_test_have_onnx())
         return;
     uint8_t tensor[32], *t = tensor;
     *t++ = 1 << 3 | 0; /* dims */
@@ -332,7 +310,7 @@ END_TEST
  * builds check the rest). */
 START_TEST(test_corrupt_files)
 {
-    if (!have_onnx())
+    if (!gr_test_have_onnx())
         return;
     char *data = NULL;
     size_t len = 0;
@@ -374,7 +352,7 @@ END_TEST
  * against PyTorch with the activations unquantized, <= 1e-5 (measured 7.9e-8). */
 START_TEST(test_qdq)
 {
-    if (!have_onnx())
+    if (!gr_test_have_onnx())
         return;
     gr_model_options mo;
     gr_model_options_default(&mo);
@@ -449,7 +427,7 @@ END_TEST
  * PyTorch's fake quantization, after the output's Q/DQ: measured all 1024 values equal. */
 START_TEST(test_qdq_batchnorm)
 {
-    if (!have_onnx())
+    if (!gr_test_have_onnx())
         return;
     gr_model_options mo;
     gr_model_options_default(&mo);
@@ -507,7 +485,7 @@ static const char *const qdq_bad[][2] = {
 
 START_TEST(test_qdq_refusals)
 {
-    if (!have_onnx())
+    if (!gr_test_have_onnx())
         return;
     char path[256];
     snprintf(path, sizeof path, DIR "%s", qdq_bad[_i][0]);
@@ -521,7 +499,7 @@ END_TEST
 
 START_TEST(test_qdq_partial)
 {
-    if (!have_onnx())
+    if (!gr_test_have_onnx())
         return;
     gr_model_options mo;
     gr_model_options_default(&mo);
@@ -579,7 +557,7 @@ static Suite *onnx_suite(void)
 
 int main(void)
 {
-    if (!have_onnx())
+    if (!gr_test_have_onnx())
         printf("test_onnx: this build has no ONNX import: only the detection and refusal checks "
                "run\n");
     SRunner *sr = srunner_create(onnx_suite());
