@@ -883,12 +883,13 @@ static int n_passed;
 
 /* Every other JPEG it gets is "decoded": gr_image_decode_mem and the uint8 letterbox into the
  * slot's buffer, as the GPU's letterbox equals the CPU's on the same pixels; the rest left to the
- * CPU. Its fail_decoder_call-th call fails as a lost device would. */
+ * CPU. Its fail_decoder_call-th call fails as one batch's failure (device memory) would: not a
+ * device-level one, so the engine goes on (a lost device is test_failover.c's). */
 static gr_status stand_in_decode(gr_engine *e, int slot, int n, const uint8_t *const *jpeg,
                                  const size_t *bytes, int *decoded)
 {
     if (++decoder_calls == fail_decoder_call)
-        return gr_fail(GR_ERR_CUDA, "stand-in decoder: device lost");
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "stand-in decoder: out of device memory");
     void *buffer;
     size_t size;
     ck_assert_int_eq(e->ops->input_buffer(e, slot, 1, &buffer, &size), GR_OK);
@@ -928,7 +929,7 @@ static const char *stand_in_name(const gr_engine *e)
 static gr_status stand_in_submit(gr_engine *e, int slot, int u8)
 {
     if (++submit_calls == fail_submit_call)
-        return gr_fail(GR_ERR_CUDA, "stand-in submit: launch failed");
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "stand-in submit: out of device memory");
     return cpu_ops->submit(e, slot, u8);
 }
 
@@ -1017,12 +1018,12 @@ START_TEST(a_failing_batch_fails_its_images_and_the_run_goes_on)
             continue;
         }
         ck_assert_int_eq(got->failure[k], GR_FILE_FAILED_RUN);
-        ck_assert_int_eq(got->status[k], GR_ERR_CUDA);
-        ck_assert_str_eq(got->error[k], "stand-in submit: launch failed");
+        ck_assert_int_eq(got->status[k], GR_ERR_OUT_OF_MEMORY);
+        ck_assert_str_eq(got->error[k], "stand-in submit: out of device memory");
         ck_assert_int_eq(got->n_dets[k], 0);
         char line[512];
-        snprintf(line, sizeof line, "{\"input\": \"%s\", \"error\": \"stand-in submit: launch "
-                 "failed\"}\n", path_list[k]);
+        snprintf(line, sizeof line, "{\"input\": \"%s\", \"error\": \"stand-in submit: out of "
+                 "device memory\"}\n", path_list[k]);
         ck_assert_str_eq(got->line[k], line);
     }
     free(got);
@@ -1044,8 +1045,9 @@ START_TEST(a_failing_batch_fails_its_images_and_the_run_goes_on)
         if (got->failure[k] == GR_FILE_OK)
             continue;
         ck_assert_int_eq(got->failure[k], GR_FILE_FAILED_RUN);
-        ck_assert_int_eq(got->status[k], GR_ERR_CUDA);
-        ck_assert_str_eq(got->error[k], "JPEG decoding on the GPU: stand-in decoder: device lost");
+        ck_assert_int_eq(got->status[k], GR_ERR_OUT_OF_MEMORY);
+        ck_assert_str_eq(got->error[k], "JPEG decoding on the GPU: stand-in decoder: out of device "
+                                        "memory");
         ck_assert(failed_batch < 0 || failed_batch == k / 3);
         failed_batch = k / 3;
         failed++;

@@ -753,7 +753,9 @@ typedef enum gr_file_failure {
     GR_FILE_OK = 0,           /* detections (none when nonfinite > 0) */
     GR_FILE_FAILED_READ,      /* the file could not be read or decoded */
     GR_FILE_FAILED_RUN,       /* its batch's GPU decoding, submit, run or outputs failed */
-    GR_FILE_FAILED_DETECT     /* its detections could not be decoded */
+    GR_FILE_FAILED_DETECT,    /* its detections could not be decoded */
+    GR_FILE_FAILED_DEVICE     /* its batch was bound to a device that failed ("A device that
+                                 fails" above): not run, or its run lost */
 } gr_file_failure;
 
 typedef struct gr_file_result {
@@ -860,6 +862,11 @@ struct gr_files_stats {
                                  batch's results delivered (cb returned for each) */
     double setup_s;           /* from the call's entry to the workers' start (buffers, decoders) */
     double finish_s;          /* from the workers' end to the call's return */
+    /* Devices that failed mid-run ("A device that fails" above). */
+    int devices_failed;       /* the pool's engines that failed */
+    int failed_device;        /* the first one's index in the pool (gr_pool_engine), -1: none */
+    int files_lost;           /* results GR_FILE_FAILED_DEVICE */
+    char failed_device_error[512]; /* the first one's failure: "device K (gpu N) failed: why" */
 };
 
 gr_status gr_pool_detect_files(gr_pool *pool, const char *const *paths, int n,
