@@ -683,7 +683,7 @@ gr_status gr_pool_open_jpeg_decoders(gr_pool *pool);
  *
  *   - The engines' slots (runs in flight) are the batch buffers: buffer k is slot k / D of engine
  *     k % D (D = gr_pool_devices), so batch k (images k*batch ...) runs on engine k % D: round
- *     robin over the devices, then over each one's slots.
+ *     robin over the devices, then over each one's slots (until a device fails: below).
  *   - opt->threads worker threads claim the images in order and decode and letterbox each
  *     straight into its batch's buffer (gr_engine_letterbox; one reusable reader per thread).
  *   - The calling thread submits each batch once it is filled, waits for the runs in submission
@@ -705,6 +705,22 @@ gr_status gr_pool_open_jpeg_decoders(gr_pool *pool);
  *     unless cb stops it (the CLI stops there; Python makes them records).
  *   - NaN/Inf among the image's outputs: their count in nonfinite, and no detections (error
  *     stays NULL: say it as the caller sees fit).
+ *
+ * A device that fails: an engine whose submit, run (wait), outputs or GPU decoding fails with a
+ * device-level status (GR_ERR_CUDA, GR_ERR_CUBLAS, GR_ERR_NO_DEVICE, GR_ERR_STATE: its device or
+ * context is gone) runs nothing more in this call. The batches bound to it then - the failing
+ * one, those submitted on it, those being decoded into its slots' buffers - are lost: each image
+ * GR_FILE_FAILED_DEVICE with "device K (gpu N) failed: <why>" (K its gr_pool_engine index; a
+ * file's own read failure still comes first). Its buffers take no further batch: every later
+ * batch runs on the other engines, results in input order as always, each the same as without
+ * the failure. With no engine left, every image not yet bound to one gets GR_FILE_FAILED_DEVICE
+ * "not run: no device left (<the first failure>)" without being read, and the call returns
+ * GR_OK (a source, files.h, ends there instead: its call returns the failure's status). A
+ * batch's own failure (NaN/Inf, memory, its input) fails that batch only. gr_files_stats says
+ * how many devices failed, the first and why, and the files lost. Test hook (not a user
+ * feature): the environment variable GR_TEST_FAIL_ENGINE=K:N, read once per call, makes engine K's
+ * N-th run fail as a lost device would (GR_ERR_CUDA "injected failure ..."); a value other than
+ * K:N is GR_ERR_INVALID_ARGUMENT.
  *
  * Options (gr_files_options, "Option structs" above; opt NULL: every default):
  *   - decode: CPU decodes with libjpeg-turbo (libpng, BMP) on the workers: the network input is
