@@ -76,6 +76,7 @@ typedef struct batch_buffer {
     int in_flight;       /* submitted, not waited for */
     int engine_index;    /* the engine's place in the pool */
     int lost;            /* its engine failed with the batch in flight: GR_FILE_FAILED_DEVICE */
+    int reserved;        /* held free for a batch stranded in a failed engine's buffer */
     image_slot *slots;
     const float **outputs; /* the slot's outputs after its run's wait (n_out) */
     /* The batch failed as a whole (its GPU decoding, submit, run or outputs): every image gets
@@ -119,6 +120,7 @@ typedef struct pipeline {
     int n_buf;           /* batch buffers: devices x slots used */
     int n_engines;       /* batch k runs on engine k % n_engines (until one fails) */
     int next_assign;     /* the batch the next buffer freed takes (buffer_of) */
+    int processed;       /* the last batch the calling thread submitted (or found lost) */
     /* Engines that failed with a device-level error (device_level): the calling thread's only.
      * Their buffers take no further batch. */
     int dead[GR_MAX_DEVICES];
@@ -697,13 +699,34 @@ static int deliver_batch(pipeline *p, batch_buffer *b)
     return stopped;
 }
 
+/* Batches in failed engines' buffers that the calling thread has not reached (decoded, or being
+ * decoded, into them: never submitted there), less the buffers held free for them. */
+static int stranded(const pipeline *p)
+{
+    int n = 0;
+    for (int j = 0; j < p->n_buf; j++) {
+        const batch_buffer *b = &p->buf[j];
+        if (p->dead[b->engine_index])
+            n += b->batch_index > p->processed;
+        else
+            n -= b->reserved;
+    }
+    return n;
+}
+
 /* Hand batch k's buffer to the next batch without one (batch k + n_buf while no device failed;
  * a failed engine's buffer to none), or stop the workers when cb stopped the run. */
 static void release_buffer(pipeline *p, batch_buffer *b, int k, int stop)
 {
     (void)k;
     pthread_mutex_lock(&p->lock);
-    b->batch_index = p->dead[b->engine_index] ? -1 : p->next_assign++;
+    b->reserved = 0;
+    if (p->dead[b->engine_index])
+        b->batch_index = -1;
+    else if (p->alive < p->n_engines && stranded(p) > 0) /* (never while no device failed) */
+        b->batch_index = -1, b->reserved = 1;
+    else
+        b->batch_index = p->next_assign++;
     b->lost = 0;
     b->filled = 0;
     b->handed = 0;
@@ -751,6 +774,57 @@ static int batch_all_failed(const batch_buffer *b)
         if (b->slots[s].failure != GR_FILE_FAILED_READ)
             return 0;
     return 1;
+}
+
+/* A buffer of a healthy engine held free for a stranded batch, or NULL. */
+static batch_buffer *reserved_buffer(pipeline *p)
+{
+    for (int j = 0; j < p->n_buf; j++)
+        if (p->buf[j].reserved && !p->dead[p->buf[j].engine_index])
+            return &p->buf[j];
+    return NULL;
+}
+
+/* Batch k, filled in buffer `from` of a failed engine (never submitted there), moved into `to`,
+ * a healthy engine's free buffer: its decoded images copied (the only copy of the pipeline, and
+ * only after a failure), its images' state handed over; with GPU decoding its JPEGs go to the
+ * new slot's decoder again (the failed device's decode is gone with it). */
+static void move_batch(pipeline *p, batch_buffer *from, batch_buffer *to, int k)
+{
+    size_t elem = p->use_u8 ? 1 : sizeof(float);
+    memcpy(to->input, from->input, (size_t)from->size * p->per_image * elem);
+    pthread_mutex_lock(&p->lock);
+    image_slot *slots = to->slots;
+    to->slots = from->slots;
+    from->slots = slots;
+    to->batch_index = k;
+    to->filled = from->filled;
+    to->size = from->size;
+    to->handed = from->handed;
+    to->reserved = 0;
+    free(to->error);
+    to->error = NULL;
+    to->status = GR_OK;
+    if (!device_level(from->status)) { /* a failure of the batch's own stays */
+        to->status = from->status;
+        to->error = from->error;
+        from->error = NULL;
+    }
+    from->batch_index = -1;
+    from->filled = from->handed = 0;
+    from->status = GR_OK;
+    free(from->error);
+    from->error = NULL;
+    pthread_mutex_unlock(&p->lock);
+    if (p->gpu_decode && to->status == GR_OK) {
+        int on_gpu;
+        double spent = gpu_decode_batch(p, to, to->size, &on_gpu);
+        pthread_mutex_lock(&p->lock);
+        p->st.handoff_s += spent;
+        p->st.gpu_decoded += on_gpu;
+        pthread_mutex_unlock(&p->lock);
+    }
+    p->st.batches_moved++;
 }
 
 /* Every engine failed and batches k on have no buffer: each of their images gets a
@@ -827,9 +901,24 @@ static void main_loop(pipeline *p)
         int e = b->engine_index;
         if (b->status != GR_OK && device_level(b->status)) /* its GPU decoding */
             engine_failed(p, e, b->status, b->error ? b->error : gr_status_str(b->status));
-        if (p->dead[e]) {
-            lose_batch(p, b);
-        } else if (b->status == GR_OK && !batch_all_failed(b)) {
+        if (p->dead[e]) { /* stranded: to a healthy engine's buffer once one is free */
+            batch_buffer *to;
+            while (!(to = reserved_buffer(p)) && delivered < k && !stopped)
+                stopped = deliver_next(p, delivered++);
+            if (stopped)
+                break;
+            if (to) {
+                move_batch(p, b, to, k);
+                b = to;
+                e = b->engine_index;
+                if (b->status != GR_OK && device_level(b->status)) /* its GPU decoding again */
+                    engine_failed(p, e, b->status, b->error ? b->error : "");
+            }
+            if (p->dead[e])
+                lose_batch(p, b); /* every engine failed */
+        }
+        p->processed = k;
+        if (!p->dead[e] && b->status == GR_OK && !batch_all_failed(b)) {
             gr_status st = gr_engine_submit(b->engine, b->slot);
             if (st != GR_OK) {
                 fail_batch(b, st, "");
@@ -986,6 +1075,7 @@ static gr_status pipeline_init(pipeline *p, gr_pool *pool, int n_images)
     }
     p->n_buf = p->n_engines * (slots > 0 ? slots : 1);
     p->next_assign = p->n_buf;
+    p->processed = -1;
     p->alive = p->n_engines;
     for (int k = 0; k < p->n_engines; k++)
         p->device_ordinal[k] = gr_pool_device(pool, k);

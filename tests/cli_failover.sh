@@ -28,7 +28,8 @@ ls "$d" >"$tmp/listed"
 cmp -s "$tmp/order" "$tmp/listed"; check "in input order" $?
 cmp -s <(head -2 "$tmp/got.jsonl") <(head -2 "$tmp/want.jsonl"); check "the first batch as without a failure, byte for byte" $?
 injected='device 0 (the CPU) failed: injected failure (test hook GR_TEST_FAIL_ENGINE=0:2)'
-# Batch 1 (files 2, 3) failed; the engine's 4 slots held batches 2..4 (files 4..9): lost with it.
+# Batch 1 (files 2, 3) failed with batch 2 (4, 5) in flight; batches 3, 4 (6..9), decoded into its
+# other slots, have no other device to go to: lost with it.
 [ "$(sed -n 3,10p "$tmp/got.jsonl" | grep -c "\"error\": \"$injected\"}$")" -eq 8 ]; check "its batches: the device and the failure" $?
 [ "$(sed -n 11,12p "$tmp/got.jsonl" | grep -c "\"error\": \"not run: no device left ($injected)\"}$")" -eq 2 ]; check "the rest: no device left" $?
 grep -q "^graphrun: $injected; 1 of 1 devices failed mid-run, 10 images lost with them$" "$tmp/err"; check "the summary names the device and the count" $?

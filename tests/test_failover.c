@@ -81,13 +81,13 @@ static gr_status sticky_wait(gr_engine *e, int slot, int u8)
     return st;
 }
 
-static gr_engine *cpu_engine(void)
+static gr_engine *cpu_engine(int inflight)
 {
     gr_engine_options opt;
     gr_engine_options_default(&opt);
     opt.device = GR_DEVICE_CPU;
     opt.batch = 2;
-    opt.inflight = 2;
+    opt.inflight = inflight;
     gr_engine *built = NULL;
     ck_assert_msg(gr_engine_build(model, &opt, &built) == GR_OK, "%s", gr_last_error());
     return built;
@@ -113,10 +113,19 @@ static void setup(void)
     mo.builtin = "shapes";
     ck_assert_msg(gr_model_load(&mo, &model) == GR_OK, "%s", gr_last_error());
     for (int k = 0; k < N_ENGINES; k++)
-        engines[k] = cpu_engine();
+        engines[k] = cpu_engine(3);
     memset(sticky, 0, sizeof sticky);
     make_list();
     unsetenv("GR_TEST_FAIL_ENGINE");
+}
+
+/* The engines again with `inflight` slots each. */
+static void use_inflight(int inflight)
+{
+    for (int k = 0; k < N_ENGINES; k++) {
+        gr_engine_destroy(engines[k]);
+        engines[k] = cpu_engine(inflight);
+    }
 }
 
 static void teardown(void)
@@ -234,10 +243,11 @@ static void assert_lost_only(const seen *want, const seen *got, const int *lost,
     ck_assert_str_eq(got->st.failed_device_error, why);
 }
 
-/* 3 engines, batch 2, 2 slots each: batch b runs on engine b % 3. Engine 1's second run (batch 4,
+/* 3 engines, batch 2, 3 slots each: batch b runs on engine b % 3. Engine 1's second run (batch 4,
  * files 8 and 9) fails while batch 7 (files 14, 15) is submitted on it: those are lost (9 is
- * missing: its own error), nothing else. Before, every later batch of engine 1's buffers failed
- * too (10, 13, ...: a third of the rest). */
+ * missing: its own error), nothing else. Batch 10 (files 20, 21), decoded into engine 1's third
+ * buffer by then, is moved to another engine's and runs there. Before, every later batch of
+ * engine 1's buffers failed too (10, 13, ...: a third of the rest). */
 static const int lost_of_engine_1[] = {8, 14, 15, -1};
 
 START_TEST(a_sticky_device_error_loses_only_its_batches_in_flight)
@@ -248,6 +258,7 @@ START_TEST(a_sticky_device_error_loses_only_its_batches_in_flight)
     assert_lost_only(want, got, lost_of_engine_1,
                      "device 1 (the CPU) failed: stand-in: cudaStreamSynchronize: an illegal "
                      "memory access was encountered");
+    ck_assert_int_eq(got->st.batches_moved, 1);
     free(want);
     free(got);
 }
@@ -261,8 +272,10 @@ START_TEST(the_test_hook_fails_one_engine_as_a_lost_device)
     assert_lost_only(want, got, lost_of_engine_1,
                      "device 1 (the CPU) failed: injected failure (test hook "
                      "GR_TEST_FAIL_ENGINE=1:2)");
+    ck_assert_int_eq(got->st.batches_moved, 1);
     free(got);
-    /* Two engines: engine 1's second run is batch 3 (files 6, 7), batch 5 (10, 11) in flight. */
+    /* Two engines: engine 1's second run is batch 3 (files 6, 7), batch 5 (10, 11) in flight,
+     * batch 7 (14, 15) moved. */
     free(want);
     unsetenv("GR_TEST_FAIL_ENGINE");
     want = healthy(2);
@@ -272,6 +285,7 @@ START_TEST(the_test_hook_fails_one_engine_as_a_lost_device)
     assert_lost_only(want, got, lost,
                      "device 1 (the CPU) failed: injected failure (test hook "
                      "GR_TEST_FAIL_ENGINE=1:2)");
+    ck_assert_int_eq(got->st.batches_moved, 1);
     free(got);
     free(want);
     /* A hook that names no engine of the pool changes nothing; a malformed one is refused. */
@@ -292,11 +306,12 @@ START_TEST(the_test_hook_fails_one_engine_as_a_lost_device)
 END_TEST
 
 /* Every engine failing: every file still gets its line (no hang: the tcase's timeout). 2
- * engines: engine 1 fails its second run (batch 3) with batch 5 on it, engine 0 its third (batch
+ * engines of 2 slots: engine 1 fails its second run (batch 3) with batch 5 on it, engine 0 its third (batch
  * 4) with batch 6 on it; batches 7 on (files 14..49) have no device left and are never read (the
  * missing file 20 too). */
 START_TEST(every_engine_failing_reports_every_file)
 {
+    use_inflight(2);
     seen *want = healthy(2);
     make_sticky(0, 3);
     make_sticky(1, 2);
@@ -330,7 +345,7 @@ START_TEST(every_engine_failing_reports_every_file)
 }
 END_TEST
 
-/* One engine, the hook failing its second run: the same, and a source ends with the failure. */
+/* One engine (2 slots), the hook failing its second run: the same, and a source ends with the failure. */
 static gr_image *frame;
 
 static int next_frame(void *user, int index, const gr_image **image)
@@ -350,6 +365,7 @@ static int count(void *user, const gr_file_result *r)
 
 START_TEST(a_pool_of_one_failing_ends_in_order)
 {
+    use_inflight(2);
     seen *want = healthy(1);
     setenv("GR_TEST_FAIL_ENGINE", "0:2", 1);
     seen *got = run(1);

@@ -17,7 +17,7 @@
  *
  * A file that fails to read or decode gets {"input": ..., "error": ...} (the pipeline ran it
  * grey); the rest go on, and the exit status is 3. A device that fails mid-run (a GPU's CUDA
- * error) loses only the files bound to it then, each an error record, and the rest run on the
+ * error) loses only its runs in flight, each file an error record, and the rest run on the
  * other devices: exit 1 (runtime.h, "A device that fails"). Any other failure of the engine, of
  * decoding detections or of the results stream stops the run. Throughput is reported from files on disk to
  * detections (the engine build and calibration excluded, then included), with where the time
@@ -374,6 +374,9 @@ static void print_summary(const stream *s, const gr_files_stats *st, double t_st
         fprintf(stderr, "graphrun: %s; %d of %d devices failed mid-run, %d %s lost with them%s\n",
                 st->failed_device_error, st->devices_failed, st->devices, st->files_lost, noun,
                 st->devices_failed < st->devices ? ", the others ran the rest" : "");
+    if (st->batches_moved)
+        fprintf(stderr, "graphrun: %d batches decoded for a failed device ran on another\n",
+                st->batches_moved);
     double total = now_s() - t_start;
     fprintf(stderr, "graphrun: %.2f s with the %s and the engine build (%.1f %s/s)\n", total,
             s->video ? "opening" : "listing", total > 0 ? n / total : 0.0, noun);

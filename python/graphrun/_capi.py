@@ -147,7 +147,8 @@ class FilesStats(ctypes.Structure):
         ("gpu_decoded", ctypes.c_int), ("latency_p50_s", _d), ("latency_p99_s", _d),
         ("setup_s", _d), ("finish_s", _d),
         ("devices_failed", ctypes.c_int), ("failed_device", ctypes.c_int),
-        ("files_lost", ctypes.c_int), ("failed_device_error", ctypes.c_char * 512),
+        ("files_lost", ctypes.c_int), ("batches_moved", ctypes.c_int),
+        ("failed_device_error", ctypes.c_char * 512),
     ]
 
     def as_dict(self) -> Dict[str, Any]:
