@@ -1,12 +1,12 @@
 /* Check suite for a device that fails mid-run in the folder pipeline (runtime/files.c,
  * gr_pool_detect_files; runtime.h "A device that fails"): a pool of CPU engines of the built-in
  * shapes model (gr_pool_wrap) over 50 files (data/shapes-val, the photos of data/, two missing),
- * one engine failing mid-run either with a sticky device error (a stand-in backend whose wait and submit keep
- * failing with GR_ERR_CUDA, as a GPU's after an illegal access) or through the test hook
- * GR_TEST_FAIL_ENGINE=K:N. Only the batches bound to the failed engine when it failed are lost
- * (each file GR_FILE_FAILED_DEVICE naming the device and why); every other file's result and
- * JSON line is the run without a failure's, in input order; a missing file keeps its own error;
- * the stats count it. Every engine failing: every file still gets its line, no hang (the
+ * one engine failing mid-run either with a sticky device error (a stand-in backend whose wait
+ * and submit keep failing with GR_ERR_CUDA, as a GPU's after an illegal access) or through the
+ * test hook GR_TEST_FAIL_ENGINE=K:N. Only the failed engine's runs in flight are lost (each file
+ * GR_FILE_FAILED_DEVICE naming the device and why); a batch decoded into its buffers but not
+ * submitted runs on another engine; every other file's result and JSON line is the run without
+ * a failure's, in input order; a missing file keeps its own error; the stats count it. Every engine failing: every file still gets its line, no hang (the
  * tcase's timeout), a source ends with the failure. A per-batch failure is test_files.c's. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <check.h>
@@ -17,8 +17,9 @@
 #include "graphrun/runtime.h"
 #include "runtime/engine_internal.h"
 #include "runtime/files.h"
+#include "tests/support/files_seen.h"
 
-enum { N_FILES = 50, MAX_DETS = 64, MAX_LINE = 8192, N_ENGINES = 3 };
+enum { N_FILES = 50, N_ENGINES = 3 };
 
 static char names[N_FILES][64];
 static const char *paths[N_FILES];
@@ -141,56 +142,25 @@ static void teardown(void)
 
 /* ---- what a run gave ------------------------------------------------------------------------ */
 
-typedef struct seen {
-    int calls;
-    int index[N_FILES];
-    gr_file_failure failure[N_FILES];
-    gr_status status[N_FILES];
-    char error[N_FILES][512];
-    int n_dets[N_FILES];
-    gr_detection dets[N_FILES][MAX_DETS];
-    char line[N_FILES][MAX_LINE];
-    gr_files_stats st;
-    gr_status returned;
-} seen;
+typedef gr_seen seen;
 
-static int keep(void *user, const gr_file_result *r)
-{
-    seen *s = user;
-    ck_assert_int_lt(s->calls, N_FILES);
-    int k = s->calls++;
-    s->index[k] = r->index;
-    s->failure[k] = r->failure;
-    s->status[k] = r->status;
-    snprintf(s->error[k], sizeof s->error[k], "%s", r->error ? r->error : "");
-    ck_assert_int_le(r->n_detections, MAX_DETS);
-    s->n_dets[k] = r->n_detections;
-    if (r->n_detections)
-        memcpy(s->dets[k], r->detections, (size_t)r->n_detections * sizeof *r->detections);
-    ck_assert_ptr_nonnull(r->jsonl);
-    ck_assert_int_lt(r->jsonl_len, MAX_LINE);
-    memcpy(s->line[k], r->jsonl, r->jsonl_len + 1);
-    ck_assert_str_eq(r->path, paths[r->index]);
-    return 0;
-}
-
-/* The files through a pool of the first n engines, with their JSON lines. */
+/* The files through a pool of the first n engines, with their JSON lines: every file once, in
+ * input order. */
 static seen *run(int n)
 {
     gr_pool *pool = NULL;
     ck_assert_msg(gr_pool_wrap(engines, n, &pool) == GR_OK, "%s", gr_last_error());
-    seen *s = calloc(1, sizeof *s);
-    ck_assert_ptr_nonnull(s);
     gr_files_options opt;
     gr_files_options_default(&opt);
     opt.jsonl = 1;
     opt.threads = 2;
-    s->st.struct_size = sizeof s->st;
-    s->returned = gr_pool_detect_files(pool, paths, N_FILES, &opt, keep, s, &s->st);
+    seen *s = gr_seen_run(pool, paths, N_FILES, &opt);
     gr_pool_destroy(pool);
     ck_assert_int_eq(s->calls, N_FILES);
-    for (int k = 0; k < N_FILES; k++)
-        ck_assert_int_eq(s->index[k], k); /* every file once, in input order */
+    for (int k = 0; k < N_FILES; k++) {
+        ck_assert_int_eq(s->index[k], k);
+        ck_assert_str_ne(s->line[k], "");
+    }
     return s;
 }
 
@@ -208,23 +178,13 @@ static seen *healthy(int n)
     return want;
 }
 
-static void assert_same_file(const seen *a, const seen *b, int k)
-{
-    ck_assert_int_eq(a->failure[k], b->failure[k]);
-    ck_assert_str_eq(a->error[k], b->error[k]);
-    ck_assert_int_eq(a->n_dets[k], b->n_dets[k]);
-    ck_assert_msg(memcmp(a->dets[k], b->dets[k], (size_t)a->n_dets[k] * sizeof(gr_detection)) == 0,
-                  "%s: detections differ", paths[k]);
-    ck_assert_str_eq(a->line[k], b->line[k]); /* byte-equal */
-}
-
 /* Files lost are exactly `lost` (ascending, -1 ended), each naming why; the rest as `want`. */
 static void assert_lost_only(const seen *want, const seen *got, const int *lost, const char *why)
 {
     int n_lost = 0;
     for (int k = 0; k < N_FILES; k++) {
         if (lost[n_lost] != k) {
-            assert_same_file(want, got, k);
+            gr_seen_assert_same(want, got, k);
             continue;
         }
         n_lost++;
@@ -295,9 +255,8 @@ START_TEST(the_test_hook_fails_one_engine_as_a_lost_device)
     setenv("GR_TEST_FAIL_ENGINE", "1", 1);
     gr_pool *pool = NULL;
     ck_assert_int_eq(gr_pool_wrap(engines, 1, &pool), GR_OK);
-    seen *none = calloc(1, sizeof *none);
-    ck_assert_int_eq(gr_pool_detect_files(pool, paths, N_FILES, NULL, keep, none, NULL),
-                     GR_ERR_INVALID_ARGUMENT);
+    seen *none = gr_seen_run(pool, paths, N_FILES, NULL);
+    ck_assert_int_eq(none->returned, GR_ERR_INVALID_ARGUMENT);
     ck_assert_ptr_nonnull(strstr(gr_last_error(), "GR_TEST_FAIL_ENGINE=1: K:N expected"));
     ck_assert_int_eq(none->calls, 0);
     free(none);
@@ -325,7 +284,7 @@ START_TEST(every_engine_failing_reports_every_file)
     snprintf(rest, sizeof rest, "not run: no device left (%s)", dead1);
     for (int k = 0; k < N_FILES; k++) {
         if (k < 6 || k == 9) {
-            assert_same_file(want, got, k);
+            gr_seen_assert_same(want, got, k);
             continue;
         }
         const char *why = k >= 14 ? rest : k / 2 == 3 || k / 2 == 5 ? dead1 : dead0;
@@ -371,7 +330,7 @@ START_TEST(a_pool_of_one_failing_ends_in_order)
     seen *got = run(1);
     ck_assert_int_eq(got->returned, GR_OK);
     for (int k = 0; k < 2; k++)
-        assert_same_file(want, got, k);
+        gr_seen_assert_same(want, got, k);
     int lost = 0;
     /* Batch 1 failed with batch 2 on the engine; from batch 3 (file 6) on, never read. */
     for (int k = 2; k < N_FILES; k++) {

@@ -29,6 +29,7 @@
 #include <cuda_runtime_api.h>
 
 #include "graphrun/runtime.h"
+#include "tests/support/files_seen.h"
 #include "tests/support/gpu_test.h"
 
 enum { BATCH = 4, INFLIGHT = 2, RUNS = 12, MAX_HEADS = 4 };
@@ -232,42 +233,13 @@ END_TEST
 
 /* ---- a device that fails mid-run (the folder pipeline) ------------------------------------- */
 
-enum { N_FILES = 40, MAX_DETS = 100 };
+enum { N_FILES = 40 };
 
-typedef struct seen {
-    int calls;
-    int index[N_FILES];
-    gr_file_failure failure[N_FILES];
-    gr_status status[N_FILES];
-    char error[N_FILES][256];
-    int n_dets[N_FILES];
-    gr_detection dets[N_FILES][MAX_DETS];
-    gr_files_stats st;
-} seen;
-
-static int keep(void *user, const gr_file_result *r)
+/* The files through the pool: every file once, in input order. */
+static gr_seen *detect_files(gr_pool *pool, const char *const *paths)
 {
-    seen *s = user;
-    ck_assert_int_lt(s->calls, N_FILES);
-    int k = s->calls++;
-    s->index[k] = r->index;
-    s->failure[k] = r->failure;
-    s->status[k] = r->status;
-    snprintf(s->error[k], sizeof s->error[k], "%s", r->error ? r->error : "");
-    ck_assert_int_le(r->n_detections, MAX_DETS);
-    s->n_dets[k] = r->n_detections;
-    if (r->n_detections)
-        memcpy(s->dets[k], r->detections, (size_t)r->n_detections * sizeof *r->detections);
-    return 0;
-}
-
-static seen *detect_files(gr_pool *pool, const char *const *paths)
-{
-    seen *s = calloc(1, sizeof *s);
-    ck_assert_ptr_nonnull(s);
-    s->st.struct_size = sizeof s->st;
-    ck_assert_msg(gr_pool_detect_files(pool, paths, N_FILES, NULL, keep, s, &s->st) == GR_OK, "%s",
-                  gr_last_error());
+    gr_seen *s = gr_seen_run(pool, paths, N_FILES, NULL);
+    ck_assert_msg(s->returned == GR_OK, "%s", gr_last_error());
     ck_assert_int_eq(s->calls, N_FILES);
     for (int k = 0; k < N_FILES; k++)
         ck_assert_int_eq(s->index[k], k);
@@ -294,10 +266,10 @@ START_TEST(a_failed_device_loses_only_its_batches)
     gr_pool *pool = NULL;
     ck_assert_msg(gr_pool_wrap(engines, 2, &pool) == GR_OK, "%s", gr_last_error());
     unsetenv("GR_TEST_FAIL_ENGINE");
-    seen *want = detect_files(pool, paths);
+    gr_seen *want = detect_files(pool, paths);
     ck_assert_int_eq(want->st.devices_failed, 0);
     setenv("GR_TEST_FAIL_ENGINE", "1:2", 1);
-    seen *got = detect_files(pool, paths);
+    gr_seen *got = detect_files(pool, paths);
     unsetenv("GR_TEST_FAIL_ENGINE");
     /* Batches of 4, 2 slots per engine: engine 1's second run is batch 3 (files 12..15), and
      * batch 5 (20..23) is submitted on it by then. */
@@ -312,12 +284,7 @@ START_TEST(a_failed_device_loses_only_its_batches)
             continue;
         }
         ck_assert_int_eq(want->failure[k], GR_FILE_OK);
-        ck_assert_int_eq(got->failure[k], GR_FILE_OK);
-        ck_assert_int_eq(got->n_dets[k], want->n_dets[k]);
-        ck_assert_msg(memcmp(got->dets[k], want->dets[k],
-                             (size_t)want->n_dets[k] * sizeof(gr_detection)) == 0,
-                      "file %d (%s): detections differ from the run without a failure", k,
-                      paths[k]);
+        gr_seen_assert_same(want, got, k);
     }
     ck_assert_int_eq(got->st.files_lost, lost);
     ck_assert_int_eq(got->st.devices_failed, 1);
