@@ -224,30 +224,29 @@ START_TEST(a_sticky_device_error_loses_only_its_batches_in_flight)
 }
 END_TEST
 
-START_TEST(the_test_hook_fails_one_engine_as_a_lost_device)
+/* The hook failing engine 1's second run in a pool of n engines: `lost` lost, one batch moved. */
+static void hook_loses(int n, const int *lost)
 {
-    seen *want = healthy(N_ENGINES);
-    setenv("GR_TEST_FAIL_ENGINE", "1:2", 1);
-    seen *got = run(N_ENGINES);
-    assert_lost_only(want, got, lost_of_engine_1,
-                     "device 1 (the CPU) failed: injected failure (test hook "
-                     "GR_TEST_FAIL_ENGINE=1:2)");
-    ck_assert_int_eq(got->st.batches_moved, 1);
-    free(got);
-    /* Two engines: engine 1's second run is batch 3 (files 6, 7), batch 5 (10, 11) in flight,
-     * batch 7 (14, 15) moved. */
-    free(want);
     unsetenv("GR_TEST_FAIL_ENGINE");
-    want = healthy(2);
+    seen *want = healthy(n);
     setenv("GR_TEST_FAIL_ENGINE", "1:2", 1);
-    got = run(2);
-    static const int lost[] = {6, 7, 10, 11, -1};
+    seen *got = run(n);
     assert_lost_only(want, got, lost,
                      "device 1 (the CPU) failed: injected failure (test hook "
                      "GR_TEST_FAIL_ENGINE=1:2)");
     ck_assert_int_eq(got->st.batches_moved, 1);
     free(got);
     free(want);
+}
+
+START_TEST(the_test_hook_fails_one_engine_as_a_lost_device)
+{
+    hook_loses(N_ENGINES, lost_of_engine_1);
+    /* Two engines: engine 1's second run is batch 3 (files 6, 7), batch 5 (10, 11) in flight,
+     * batch 7 (14, 15) moved. */
+    static const int lost[] = {6, 7, 10, 11, -1};
+    hook_loses(2, lost);
+    seen *want;
     /* A hook that names no engine of the pool changes nothing; a malformed one is refused. */
     setenv("GR_TEST_FAIL_ENGINE", "7:1", 1);
     want = healthy(N_ENGINES);
