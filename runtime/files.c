@@ -28,6 +28,14 @@
  * on the CPU, from the same bytes, the ones it does not take. Every other file goes the CPU way at
  * once, so its result (error included) is the same as with CPU decoding.
  *
+ * A device that fails (runtime.h, "A device that fails": a device-level status of its submit,
+ * wait, outputs or GPU decoding) is marked dead by the calling thread: its runs in flight are
+ * lost (GR_FILE_FAILED_DEVICE), its buffers are retired, and from then on a freed buffer goes to
+ * the next batch without one (buffer_of: the same as k % n_buf while nothing failed), or is held
+ * for a batch stranded in a dead engine's buffer, which is copied into it (move_batch: the only
+ * copy, after a failure only). With no engine left, the remaining files each get a line
+ * unread (fail_rest).
+ *
  * A file that fails to read or decode gets its message and a grey place in its batch; the rest go
  * on. A batch whose every image failed is not run at all (nothing in it to detect). Where the time goes is counted per stage (gr_files_stats) for the CLI's report. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
