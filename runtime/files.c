@@ -28,6 +28,14 @@
  * on the CPU, from the same bytes, the ones it does not take. Every other file goes the CPU way at
  * once, so its result (error included) is the same as with CPU decoding.
  *
+ * A device that fails (runtime.h, "A device that fails": a device-level status of its submit,
+ * wait, outputs or GPU decoding) is marked dead by the calling thread: its runs in flight are
+ * lost (GR_FILE_FAILED_DEVICE), its buffers are retired, and from then on a freed buffer goes to
+ * the next batch without one (buffer_of: the same as k % n_buf while nothing failed), or is held
+ * for a batch stranded in a dead engine's buffer, which is copied into it (move_batch: the only
+ * copy, after a failure only). With no engine left, the remaining files each get a line
+ * unread (fail_rest).
+ *
  * A file that fails to read or decode gets its message and a grey place in its batch; the rest go
  * on. A batch whose every image failed is not run at all (nothing in it to detect). Where the time goes is counted per stage (gr_files_stats) for the CLI's report. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
@@ -74,6 +82,9 @@ typedef struct batch_buffer {
     gr_engine *engine;   /* the pool's engine this buffer is a slot of, and which slot */
     int slot;
     int in_flight;       /* submitted, not waited for */
+    int engine_index;    /* the engine's place in the pool */
+    int lost;            /* its engine failed with the batch in flight: GR_FILE_FAILED_DEVICE */
+    int reserved;        /* held free for a batch stranded in a failed engine's buffer */
     image_slot *slots;
     const float **outputs; /* the slot's outputs after its run's wait (n_out) */
     /* The batch failed as a whole (its GPU decoding, submit, run or outputs): every image gets
@@ -115,7 +126,21 @@ typedef struct pipeline {
     int stop;            /* the calling thread gave up (cb stopped the run) */
     int finished;        /* every batch delivered: the workers may leave */
     int n_buf;           /* batch buffers: devices x slots used */
-    int n_engines;       /* batch k runs on engine k % n_engines */
+    int n_engines;       /* batch k runs on engine k % n_engines (until one fails) */
+    int next_assign;     /* the batch the next buffer freed takes (buffer_of) */
+    int processed;       /* the last batch the calling thread submitted (or found lost) */
+    /* Engines that failed with a device-level error (device_level): the calling thread's only.
+     * Their buffers take no further batch. */
+    int dead[GR_MAX_DEVICES];
+    gr_status dead_status[GR_MAX_DEVICES];
+    char dead_error[GR_MAX_DEVICES][512]; /* "device K (gpu N) failed: why" */
+    int alive;
+    int device_ordinal[GR_MAX_DEVICES]; /* gr_pool_device: -1 for the CPU */
+    gr_status end_status; /* a source whose every device failed: the run's status and message */
+    char end_error[600];
+    /* The test hook GR_TEST_FAIL_ENGINE=K:N (docs/errors.md): engine K's N-th run fails as a lost
+     * device would, after its wait. fail_engine -1: off. */
+    int fail_engine, fail_run, runs[GR_MAX_DEVICES];
     batch_buffer buf[GR_MAX_INFLIGHT * GR_MAX_DEVICES];
     /* The batch being reported (NULL: none): its images are claimed from report_next by whoever
      * is free, workers and the calling thread; report_done counts those finished. */
@@ -154,6 +179,62 @@ static int batch_size(const pipeline *p, int batch_index)
 {
     int left = p->total - batch_index * p->batch;
     return left < p->batch ? left : p->batch;
+}
+
+/* The buffer that holds (or is being filled with) batch k, NULL while none does: buffer
+ * k % n_buf, unless a device failed and the batches went on in the other engines' buffers. Read
+ * with the lock held, or on the calling thread (the only one that hands buffers over). */
+static batch_buffer *buffer_of(pipeline *p, int k)
+{
+    batch_buffer *b = &p->buf[k % p->n_buf];
+    if (b->batch_index == k)
+        return b;
+    for (int j = 0; j < p->n_buf; j++)
+        if (p->buf[j].batch_index == k)
+            return &p->buf[j];
+    return NULL;
+}
+
+/* A failure after which the engine runs nothing more (its device or context is gone): a CUDA or
+ * cuBLAS error, a lost device, an engine that refuses because it failed before. A batch's own
+ * failure (NaN/Inf, memory, its input) is not one. */
+static int device_level(gr_status st)
+{
+    return st == GR_ERR_CUDA || st == GR_ERR_CUBLAS || st == GR_ERR_NO_DEVICE || st == GR_ERR_STATE;
+}
+
+/* Engine e failed with a device-level error (why): its batches in flight are lost, its buffers
+ * take no further batch, and the stats say which device. The calling thread's. */
+static void engine_failed(pipeline *p, int e, gr_status st, const char *why)
+{
+    if (p->dead[e])
+        return;
+    p->dead[e] = 1;
+    p->alive--;
+    p->dead_status[e] = st;
+    char name[48];
+    if (p->device_ordinal[e] >= 0)
+        snprintf(name, sizeof name, "device %d (gpu %d)", e, p->device_ordinal[e]);
+    else
+        snprintf(name, sizeof name, "device %d (the CPU)", e);
+    snprintf(p->dead_error[e], sizeof p->dead_error[e], "%s failed: %s", name, why);
+    p->st.devices_failed++;
+    if (p->st.failed_device < 0) {
+        p->st.failed_device = e;
+        snprintf(p->st.failed_device_error, sizeof p->st.failed_device_error, "%s",
+                 p->dead_error[e]);
+    }
+}
+
+/* Batch b was bound to an engine that failed: every image of it gets that failure
+ * (GR_FILE_FAILED_DEVICE; a file's own read failure still comes first). */
+static void lose_batch(pipeline *p, batch_buffer *b)
+{
+    int e = b->engine_index;
+    free(b->error);
+    b->status = p->dead_status[e];
+    b->error = strdup(p->dead_error[e]);
+    b->lost = 1;
 }
 
 /* A copy of the calling thread's last message (NULL only without memory). */
@@ -313,7 +394,7 @@ static void fill_result(const pipeline *p, const batch_buffer *b, int s, gr_file
         r->status = slot->status;
         r->error = slot->error;
     } else {
-        r->failure = GR_FILE_FAILED_RUN;
+        r->failure = b->lost ? GR_FILE_FAILED_DEVICE : GR_FILE_FAILED_RUN;
         r->status = b->status;
         r->error = b->error;
     }
@@ -473,15 +554,15 @@ static void *worker(void *arg)
         int i = p->next_image++;
         p->source_busy = p->next != NULL;
         int batch_index = i / p->batch, s = i % p->batch;
-        batch_buffer *b = &p->buf[batch_index % p->n_buf];
-        while (!p->stop && b->batch_index != batch_index) { /* held by batch_index - n_buf */
+        batch_buffer *b = NULL;
+        while (!p->stop && !(b = buffer_of(p, batch_index))) { /* held by an earlier batch */
             if (report_one(p, &p->st.workers_report_s))
                 continue;
             double t = now_s();
             pthread_cond_wait(&p->changed, &p->lock);
             p->st.workers_blocked_s += now_s() - t;
         }
-        if (p->stop)
+        if (p->stop || !b)
             break;
         pthread_mutex_unlock(&p->lock);
         size_t elem = p->use_u8 ? 1 : sizeof(float);
@@ -548,9 +629,22 @@ static void collect_outputs(pipeline *p, batch_buffer *b)
         gr_status st = gr_engine_output(b->engine, k, &b->outputs[k]);
         if (st != GR_OK) {
             fail_batch(b, st, "");
+            if (device_level(st))
+                engine_failed(p, b->engine_index, st, gr_last_error());
             return;
         }
     }
+}
+
+/* gr_engine_wait for batch b's run; then the test hook's failure, if this is its run. */
+static gr_status wait_run(pipeline *p, batch_buffer *b)
+{
+    gr_status st = gr_engine_wait(b->engine, b->slot);
+    int e = b->engine_index;
+    if (e == p->fail_engine && ++p->runs[e] == p->fail_run)
+        return gr_fail(GR_ERR_CUDA, "injected failure (test hook GR_TEST_FAIL_ENGINE=%d:%d)", e,
+                       p->fail_run);
+    return st;
 }
 
 /* Wait for the run of batch b (on its buffer's engine and slot), have its images reported (by the
@@ -561,16 +655,21 @@ static int deliver_batch(pipeline *p, batch_buffer *b)
     int ran = b->in_flight;
     if (ran) {
         b->in_flight = 0;
-        gr_status st = gr_engine_wait(b->engine, b->slot);
+        gr_status st = wait_run(p, b);
         /* GR_ERR_NUMERIC (an engine built with nonfinite_is_error): the outputs are readable,
          * and each image's NaN/Inf is counted. */
-        if (st != GR_OK && st != GR_ERR_NUMERIC)
+        if (st != GR_OK && st != GR_ERR_NUMERIC) {
             fail_batch(b, st, "");
+            if (device_level(st))
+                engine_failed(p, b->engine_index, st, gr_last_error());
+        }
     }
     double t1 = now_s();
     p->st.main_wait_engine_s += t1 - t0;
-    if (ran && b->status == GR_OK)
+    if (ran && b->status == GR_OK && !p->dead[b->engine_index])
         collect_outputs(p, b);
+    if (ran && p->dead[b->engine_index]) /* in flight when its engine failed, or the failing run */
+        lose_batch(p, b);
     int n = b->size;
     double cpu0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
     pthread_mutex_lock(&p->lock);
@@ -589,6 +688,7 @@ static int deliver_batch(pipeline *p, batch_buffer *b)
     for (int s = 0; s < n && !stopped; s++) {
         gr_file_result r;
         fill_result(p, b, s, &r);
+        p->st.files_lost += r.failure == GR_FILE_FAILED_DEVICE;
         stopped = p->cb(p->user, &r) != 0;
     }
     double delivered = now_s();
@@ -607,11 +707,35 @@ static int deliver_batch(pipeline *p, batch_buffer *b)
     return stopped;
 }
 
-/* Hand batch k's buffer to batch k + n_buf (or stop the workers when cb stopped the run). */
+/* Batches in failed engines' buffers that the calling thread has not reached (decoded, or being
+ * decoded, into them: never submitted there), less the buffers held free for them. */
+static int stranded(const pipeline *p)
+{
+    int n = 0;
+    for (int j = 0; j < p->n_buf; j++) {
+        const batch_buffer *b = &p->buf[j];
+        if (p->dead[b->engine_index])
+            n += b->batch_index > p->processed;
+        else
+            n -= b->reserved;
+    }
+    return n;
+}
+
+/* Hand batch k's buffer to the next batch without one (batch k + n_buf while no device failed;
+ * a failed engine's buffer to none), or stop the workers when cb stopped the run. */
 static void release_buffer(pipeline *p, batch_buffer *b, int k, int stop)
 {
+    (void)k;
     pthread_mutex_lock(&p->lock);
-    b->batch_index = k + p->n_buf;
+    b->reserved = 0;
+    if (p->dead[b->engine_index])
+        b->batch_index = -1;
+    else if (p->alive < p->n_engines && stranded(p) > 0) /* (never while no device failed) */
+        b->batch_index = -1, b->reserved = 1;
+    else
+        b->batch_index = p->next_assign++;
+    b->lost = 0;
     b->filled = 0;
     b->handed = 0;
     b->status = GR_OK;
@@ -625,9 +749,8 @@ static void release_buffer(pipeline *p, batch_buffer *b, int k, int stop)
 
 /* Wait until batch k is filled: 1, or 0 when there is no batch k (the images, or the source,
  * ended before it; a source's end is known only once reached). */
-static int wait_batch(pipeline *p, int k)
+static int wait_batch(pipeline *p, batch_buffer *b, int k)
 {
-    batch_buffer *b = &p->buf[k % p->n_buf];
     double t = now_s();
     pthread_mutex_lock(&p->lock);
     while (batch_size(p, k) > 0 &&
@@ -644,7 +767,7 @@ static int wait_batch(pipeline *p, int k)
 /* Deliver batch k (its run waited for) and free its buffer. */
 static int deliver_next(pipeline *p, int k)
 {
-    batch_buffer *b = &p->buf[k % p->n_buf];
+    batch_buffer *b = buffer_of(p, k);
     int stopped = deliver_batch(p, b);
     release_buffer(p, b, k, stopped);
     return stopped;
@@ -661,6 +784,107 @@ static int batch_all_failed(const batch_buffer *b)
     return 1;
 }
 
+/* A buffer of a healthy engine held free for a stranded batch, or NULL. */
+static batch_buffer *reserved_buffer(pipeline *p)
+{
+    for (int j = 0; j < p->n_buf; j++)
+        if (p->buf[j].reserved && !p->dead[p->buf[j].engine_index])
+            return &p->buf[j];
+    return NULL;
+}
+
+/* Batch k, filled in buffer `from` of a failed engine (never submitted there), moved into `to`,
+ * a healthy engine's free buffer: its decoded images copied (the only copy of the pipeline, and
+ * only after a failure), its images' state handed over; with GPU decoding its JPEGs go to the
+ * new slot's decoder again (the failed device's decode is gone with it). */
+static void move_batch(pipeline *p, batch_buffer *from, batch_buffer *to, int k)
+{
+    size_t elem = p->use_u8 ? 1 : sizeof(float);
+    memcpy(to->input, from->input, (size_t)from->size * p->per_image * elem);
+    pthread_mutex_lock(&p->lock);
+    image_slot *slots = to->slots;
+    to->slots = from->slots;
+    from->slots = slots;
+    to->batch_index = k;
+    to->filled = from->filled;
+    to->size = from->size;
+    to->handed = from->handed;
+    to->reserved = 0;
+    free(to->error);
+    to->error = NULL;
+    to->status = GR_OK;
+    if (!device_level(from->status)) { /* a failure of the batch's own stays */
+        to->status = from->status;
+        to->error = from->error;
+        from->error = NULL;
+    }
+    from->batch_index = -1;
+    from->filled = from->handed = 0;
+    from->status = GR_OK;
+    free(from->error);
+    from->error = NULL;
+    pthread_mutex_unlock(&p->lock);
+    if (p->gpu_decode && to->status == GR_OK) {
+        int on_gpu;
+        double spent = gpu_decode_batch(p, to, to->size, &on_gpu);
+        pthread_mutex_lock(&p->lock);
+        p->st.handoff_s += spent;
+        p->st.gpu_decoded += on_gpu;
+        pthread_mutex_unlock(&p->lock);
+    }
+    p->st.batches_moved++;
+}
+
+/* Every engine failed and batches k on have no buffer: each of their images gets a
+ * GR_FILE_FAILED_DEVICE result naming the first failure, unread (in order, with its line and
+ * prepare as any other); a source ends there, its run failing with that status. Returns 1 (the
+ * run ends), 0 when there is no batch k (the images ended). */
+static int fail_rest(pipeline *p, int k)
+{
+    pthread_mutex_lock(&p->lock);
+    int total = p->total, rest = k * p->batch < total;
+    if (rest) {
+        p->stop = 1; /* the workers leave: no buffer will come */
+        if (p->next)
+            p->total = k * p->batch;
+    }
+    pthread_cond_broadcast(&p->changed);
+    pthread_mutex_unlock(&p->lock);
+    if (!rest)
+        return 0;
+    int first = p->st.failed_device;
+    gr_status status = first >= 0 ? p->dead_status[first] : GR_ERR_INTERNAL;
+    char why[sizeof p->dead_error[0] + 64];
+    snprintf(why, sizeof why, "not run: no device left (%s)",
+             first >= 0 ? p->dead_error[first] : "no batch buffer left");
+    if (p->next) {
+        p->end_status = status;
+        snprintf(p->end_error, sizeof p->end_error, "%s", why);
+        return 1;
+    }
+    image_slot none;
+    memset(&none, 0, sizeof none);
+    int stopped = 0;
+    for (int i = k * p->batch; i < total && !stopped; i++) {
+        gr_file_result r = {.path = p->paths[i], .index = i, .failure = GR_FILE_FAILED_DEVICE,
+                            .status = status, .error = why,
+                            .batch_end = (i + 1) % p->batch == 0 || i + 1 == total};
+        if (p->jsonl) {
+            format_line(p, &none, &r);
+            if (!none.line.failed && none.line.len) {
+                r.jsonl = (const char *)none.line.data;
+                r.jsonl_len = none.line.len;
+            }
+        }
+        if (p->prepare)
+            p->prepare(p->user, &r);
+        p->st.files_lost++;
+        stopped = p->cb(p->user, &r) != 0;
+    }
+    gr_bytes_free(&none.line);
+    return 1;
+}
+
 /* Submit batch k once filled, then deliver batch k - lag (after the last batch: the rest, in
  * order), so that each device has a run queued while the one before it is reported. lag is the
  * devices, less where the buffers are too few to fill batch k while k - lag is not delivered. */
@@ -668,12 +892,49 @@ static void main_loop(pipeline *p)
 {
     int lag = p->n_engines < p->n_buf - 1 ? p->n_engines : p->n_buf - 1;
     int stopped = 0, delivered = 0, k;
-    for (k = 0; !stopped && wait_batch(p, k); k++) {
-        batch_buffer *b = &p->buf[k % p->n_buf];
-        if (b->status == GR_OK && !batch_all_failed(b)) {
+    for (k = 0; !stopped; k++) {
+        /* After a device failed, fewer buffers go round: batch k gets one once an earlier batch's
+         * is freed. */
+        batch_buffer *b;
+        while (!(b = buffer_of(p, k)) && delivered < k && !stopped)
+            stopped = deliver_next(p, delivered++);
+        if (stopped)
+            break;
+        if (!b) { /* every engine failed (or the images ended) */
+            stopped = fail_rest(p, k);
+            break;
+        }
+        if (!wait_batch(p, b, k))
+            break;
+        int e = b->engine_index;
+        if (b->status != GR_OK && device_level(b->status)) /* its GPU decoding */
+            engine_failed(p, e, b->status, b->error ? b->error : gr_status_str(b->status));
+        if (p->dead[e]) { /* stranded: to a healthy engine's buffer once one is free */
+            batch_buffer *to;
+            while (!(to = reserved_buffer(p)) && delivered < k && !stopped)
+                stopped = deliver_next(p, delivered++);
+            if (stopped)
+                break;
+            if (to) {
+                move_batch(p, b, to, k);
+                b = to;
+                e = b->engine_index;
+                if (b->status != GR_OK && device_level(b->status)) /* its GPU decoding again */
+                    engine_failed(p, e, b->status, b->error ? b->error : "");
+            }
+            if (p->dead[e])
+                lose_batch(p, b); /* every engine failed */
+        }
+        p->processed = k;
+        if (!p->dead[e] && b->status == GR_OK && !batch_all_failed(b)) {
             gr_status st = gr_engine_submit(b->engine, b->slot);
-            if (st != GR_OK)
+            if (st != GR_OK) {
                 fail_batch(b, st, "");
+                if (device_level(st)) {
+                    engine_failed(p, e, st, gr_last_error());
+                    lose_batch(p, b);
+                }
+            }
             b->in_flight = st == GR_OK;
         }
         if (k - delivered >= lag)
@@ -821,6 +1082,11 @@ static gr_status pipeline_init(pipeline *p, gr_pool *pool, int n_images)
         slots = per_engine < slots ? per_engine : slots;
     }
     p->n_buf = p->n_engines * (slots > 0 ? slots : 1);
+    p->next_assign = p->n_buf;
+    p->processed = -1;
+    p->alive = p->n_engines;
+    for (int k = 0; k < p->n_engines; k++)
+        p->device_ordinal[k] = gr_pool_device(pool, k);
     p->n_out = gr_engine_output_count(engine);
     p->out_elems = gr_calloc((size_t)p->n_out, sizeof *p->out_elems, "the outputs' sizes");
     if (!p->out_elems)
@@ -834,6 +1100,7 @@ static gr_status pipeline_init(pipeline *p, gr_pool *pool, int n_images)
         batch_buffer *b = &p->buf[k];
         size_t bytes;
         b->engine = gr_pool_engine(pool, k % p->n_engines);
+        b->engine_index = k % p->n_engines;
         b->slot = k / p->n_engines;
         b->batch_index = k;
         gr_status st = gr_engine_slot_input(b->engine, b->slot, p->use_u8, &b->input, &bytes);
@@ -879,6 +1146,25 @@ static void copy_stats(const pipeline *p, gr_files_stats *stats)
     stats->struct_size = size;
 }
 
+/* The test hook GR_TEST_FAIL_ENGINE=K:N (docs/errors.md, "A device that fails mid-run"): engine
+ * K of the pool fails its N-th run as a lost device would (GR_ERR_CUDA after the run's wait), to
+ * test what a failing device loses; not a user feature. Read once per call; a value other than
+ * K:N (K >= 0, N >= 1) is refused. */
+static gr_status read_test_hook(pipeline *p, const char *fn)
+{
+    p->fail_engine = -1;
+    const char *value = getenv("GR_TEST_FAIL_ENGINE");
+    if (!value || !*value)
+        return GR_OK;
+    int k, n, used = 0;
+    if (sscanf(value, "%d:%d%n", &k, &n, &used) != 2 || value[used] || k < 0 || n < 1)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "%s: GR_TEST_FAIL_ENGINE=%s: K:N expected (a test "
+                       "hook: engine K fails its N-th run)", fn, value);
+    p->fail_engine = k;
+    p->fail_run = n;
+    return GR_OK;
+}
+
 static gr_status run_files(gr_pool *pool, const char *const *paths, int n, gr_files_next_fn next,
                            const gr_files_options *given, gr_file_fn cb, void *user,
                            gr_files_stats *stats, const char *fn)
@@ -920,6 +1206,12 @@ static gr_status run_files(gr_pool *pool, const char *const *paths, int n, gr_fi
     p->detect.thresh = o.thresh;
     p->detect.nms = o.nms;
     p->st.struct_size = sizeof p->st;
+    p->st.failed_device = -1;
+    gr_status hook = read_test_hook(p, fn);
+    if (hook != GR_OK) {
+        free(p);
+        return hook;
+    }
     p->st.images = next ? 0 : n;
     p->st.cores = usable_cores();
     int threads = o.threads > 0 ? o.threads : p->st.cores;
@@ -955,6 +1247,8 @@ static gr_status run_files(gr_pool *pool, const char *const *paths, int n, gr_fi
     else
         main_loop(p);
     stop_workers(p, tids, started);
+    if (st == GR_OK && p->end_status != GR_OK)
+        st = gr_fail(p->end_status, "%s: %s", fn, p->end_error);
     p->st.elapsed_s = now_s() - t0;
     p->st.main_cpu_s = clock_s(CLOCK_THREAD_CPUTIME_ID) - cpu0;
     pthread_cond_destroy(&p->changed);

@@ -883,12 +883,13 @@ static int n_passed;
 
 /* Every other JPEG it gets is "decoded": gr_image_decode_mem and the uint8 letterbox into the
  * slot's buffer, as the GPU's letterbox equals the CPU's on the same pixels; the rest left to the
- * CPU. Its fail_decoder_call-th call fails as a lost device would. */
+ * CPU. Its fail_decoder_call-th call fails as one batch's failure (device memory) would: not a
+ * device-level one, so the engine goes on (a lost device is test_failover.c's). */
 static gr_status stand_in_decode(gr_engine *e, int slot, int n, const uint8_t *const *jpeg,
                                  const size_t *bytes, int *decoded)
 {
     if (++decoder_calls == fail_decoder_call)
-        return gr_fail(GR_ERR_CUDA, "stand-in decoder: device lost");
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "stand-in decoder: out of device memory");
     void *buffer;
     size_t size;
     ck_assert_int_eq(e->ops->input_buffer(e, slot, 1, &buffer, &size), GR_OK);
@@ -928,7 +929,7 @@ static const char *stand_in_name(const gr_engine *e)
 static gr_status stand_in_submit(gr_engine *e, int slot, int u8)
 {
     if (++submit_calls == fail_submit_call)
-        return gr_fail(GR_ERR_CUDA, "stand-in submit: launch failed");
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "stand-in submit: out of device memory");
     return cpu_ops->submit(e, slot, u8);
 }
 
@@ -1017,12 +1018,12 @@ START_TEST(a_failing_batch_fails_its_images_and_the_run_goes_on)
             continue;
         }
         ck_assert_int_eq(got->failure[k], GR_FILE_FAILED_RUN);
-        ck_assert_int_eq(got->status[k], GR_ERR_CUDA);
-        ck_assert_str_eq(got->error[k], "stand-in submit: launch failed");
+        ck_assert_int_eq(got->status[k], GR_ERR_OUT_OF_MEMORY);
+        ck_assert_str_eq(got->error[k], "stand-in submit: out of device memory");
         ck_assert_int_eq(got->n_dets[k], 0);
         char line[512];
-        snprintf(line, sizeof line, "{\"input\": \"%s\", \"error\": \"stand-in submit: launch "
-                 "failed\"}\n", path_list[k]);
+        snprintf(line, sizeof line, "{\"input\": \"%s\", \"error\": \"stand-in submit: out of "
+                 "device memory\"}\n", path_list[k]);
         ck_assert_str_eq(got->line[k], line);
     }
     free(got);
@@ -1044,8 +1045,9 @@ START_TEST(a_failing_batch_fails_its_images_and_the_run_goes_on)
         if (got->failure[k] == GR_FILE_OK)
             continue;
         ck_assert_int_eq(got->failure[k], GR_FILE_FAILED_RUN);
-        ck_assert_int_eq(got->status[k], GR_ERR_CUDA);
-        ck_assert_str_eq(got->error[k], "JPEG decoding on the GPU: stand-in decoder: device lost");
+        ck_assert_int_eq(got->status[k], GR_ERR_OUT_OF_MEMORY);
+        ck_assert_str_eq(got->error[k], "JPEG decoding on the GPU: stand-in decoder: out of device "
+                                        "memory");
         ck_assert(failed_batch < 0 || failed_batch == k / 3);
         failed_batch = k / 3;
         failed++;
@@ -1056,6 +1058,61 @@ START_TEST(a_failing_batch_fails_its_images_and_the_run_goes_on)
     free(got);
     free(want);
     destroy_stand_in(engine);
+}
+END_TEST
+
+/* A device that fails with GPU decoding (runtime.h, "A device that fails"; the test hook
+ * GR_TEST_FAIL_ENGINE; tests/test_failover.c has the rest): two stand-in engines of 3 slots,
+ * batches of 1. Engine 1's second run (file 3) fails with file 5 submitted on it: those two are
+ * lost. File 7, already handed to engine 1's decoder, is handed to engine 0's again (a GPU
+ * decoder's pixels are in the failed device's memory) and runs there; every file but the two is
+ * CPU decoding's result. */
+START_TEST(a_failed_devices_decoded_batch_is_decoded_again_on_another)
+{
+    gr_engine *engines[2];
+    engines[0] = stand_in_engine(1, 3);
+    engines[1] = stand_in_engine(1, 3);
+    enum { N = 16 };
+    const char *list[N], *jpegs[] = {"dog.jpg", "person.jpg", "horses.jpg", "eagle.jpg"};
+    for (int k = 0; k < N; k++)
+        for (int j = 0; j < n_paths; j++)
+            if (strcmp(strrchr(path_list[j], '/') + 1, jpegs[k % 4]) == 0)
+                list[k] = path_list[j];
+    gr_pool *pool = NULL;
+    ck_assert_int_eq(gr_pool_wrap(engines, 2, &pool), GR_OK);
+    gr_files_options opt;
+    gr_files_options_default(&opt);
+    opt.decode = GR_FILES_DECODE_CPU;
+    seen *want = run_list(pool, list, N, &opt, NULL);
+    opt.decode = GR_FILES_DECODE_GPU;
+    decoder_calls = 0;
+    setenv("GR_TEST_FAIL_ENGINE", "1:2", 1);
+    gr_files_stats st = {.struct_size = sizeof st};
+    seen *got = run_list(pool, list, N, &opt, &st);
+    unsetenv("GR_TEST_FAIL_ENGINE");
+    gr_pool_destroy(pool);
+    ck_assert_int_eq(got->calls, N);
+    for (int k = 0; k < N; k++) {
+        ck_assert_int_eq(got->index[k], k);
+        if (k == 3 || k == 5) {
+            ck_assert_int_eq(got->failure[k], GR_FILE_FAILED_DEVICE);
+            continue;
+        }
+        ck_assert_int_eq(want->failure[k], GR_FILE_OK);
+        ck_assert_int_eq(got->failure[k], GR_FILE_OK);
+        ck_assert_int_eq(got->n_dets[k], want->n_dets[k]);
+        ck_assert(memcmp(got->dets[k], want->dets[k],
+                         (size_t)want->n_dets[k] * sizeof(gr_detection)) == 0);
+    }
+    ck_assert_int_eq(st.gpu_decode, 1);
+    ck_assert_int_eq(st.batches_moved, 1);
+    ck_assert_int_eq(st.files_lost, 2);
+    /* 6 slots' decoders opened, one hand-over per batch, and file 7's again. */
+    ck_assert_int_eq(decoder_calls, 6 + N + 1);
+    free(want);
+    free(got);
+    destroy_stand_in(engines[1]);
+    destroy_stand_in(engines[0]);
 }
 END_TEST
 
@@ -1185,6 +1242,7 @@ static Suite *files_suite(void)
     tcase_add_test(tc, a_source_of_images_runs_as_its_files);
     tcase_add_test(tc, jpegs_handed_to_the_gpu_decoder_give_cpu_decodings_results);
     tcase_add_test(tc, a_failing_batch_fails_its_images_and_the_run_goes_on);
+    tcase_add_test(tc, a_failed_devices_decoded_batch_is_decoded_again_on_another);
     tcase_add_test(tc, fast_decode_places_the_image_as_the_files_size_says);
     suite_add_tcase(s, tc);
     return s;

@@ -13,8 +13,13 @@
  * the precision, the run, the output and the first differing float. Also: the engines past the
  * first were loaded (no notice of a separate build on identical GPUs), each sits on its own
  * ordinal, an ordinal past the visible count is refused, and destroying a pool with runs in
- * flight on every device is clean. Exits 77 (skipped) with one line when no CUDA device is
+ * flight on every device is clean. A device that fails mid-run in the folder pipeline (two
+ * engines on GPU 0 wrapped in a pool, the test hook GR_TEST_FAIL_ENGINE=1:2): only the batches
+ * bound to engine 1 then are lost, each naming it; every other file's detections are the healthy
+ * run's, bit for bit, in input order (runtime.h, "A device that fails"; tests/test_failover.c
+ * checks the same on CPU engines). Exits 77 (skipped) with one line when no CUDA device is
  * visible. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +29,7 @@
 #include <cuda_runtime_api.h>
 
 #include "graphrun/runtime.h"
+#include "tests/support/files_seen.h"
 #include "tests/support/gpu_test.h"
 
 enum { BATCH = 4, INFLIGHT = 2, RUNS = 12, MAX_HEADS = 4 };
@@ -225,6 +231,73 @@ START_TEST(destroy_with_runs_in_flight_on_every_device)
 }
 END_TEST
 
+/* ---- a device that fails mid-run (the folder pipeline) ------------------------------------- */
+
+enum { N_FILES = 40 };
+
+/* The files through the pool: every file once, in input order. */
+static gr_seen *detect_files(gr_pool *pool, const char *const *paths)
+{
+    gr_seen *s = gr_seen_run(pool, paths, N_FILES, NULL);
+    ck_assert_msg(s->returned == GR_OK, "%s", gr_last_error());
+    ck_assert_int_eq(s->calls, N_FILES);
+    for (int k = 0; k < N_FILES; k++)
+        ck_assert_int_eq(s->index[k], k);
+    return s;
+}
+
+START_TEST(a_failed_device_loses_only_its_batches)
+{
+    const char *photos[] = {"data/dog.jpg", "data/eagle.jpg", "data/giraffe.jpg",
+                            "data/horses.jpg", "data/person.jpg"};
+    const char *paths[N_FILES];
+    for (int k = 0; k < N_FILES; k++)
+        paths[k] = photos[k % 5];
+    gr_model *m = load_model();
+    gr_engine_options eo = options(GR_PREC_FP16, INFLIGHT, 1);
+    gr_engine *engines[2] = {NULL, NULL};
+    ck_assert_msg(gr_engine_build(m, &eo, &engines[0]) == GR_OK, "%s", gr_last_error());
+    void *bytes = NULL; /* the second engine the first's saved bytes: the same kernels */
+    size_t len = 0;
+    ck_assert_int_eq(gr_engine_save_to_memory(engines[0], &bytes, &len), GR_OK);
+    ck_assert_msg(gr_engine_load_from_memory(bytes, len, &eo, &engines[1]) == GR_OK, "%s",
+                  gr_last_error());
+    free(bytes);
+    gr_pool *pool = NULL;
+    ck_assert_msg(gr_pool_wrap(engines, 2, &pool) == GR_OK, "%s", gr_last_error());
+    unsetenv("GR_TEST_FAIL_ENGINE");
+    gr_seen *want = detect_files(pool, paths);
+    ck_assert_int_eq(want->st.devices_failed, 0);
+    setenv("GR_TEST_FAIL_ENGINE", "1:2", 1);
+    gr_seen *got = detect_files(pool, paths);
+    unsetenv("GR_TEST_FAIL_ENGINE");
+    /* Batches of 4, 2 slots per engine: engine 1's second run is batch 3 (files 12..15), and
+     * batch 5 (20..23) is submitted on it by then. */
+    int lost = 0;
+    for (int k = 0; k < N_FILES; k++) {
+        if (k / BATCH == 3 || k / BATCH == 5) {
+            ck_assert_int_eq(got->failure[k], GR_FILE_FAILED_DEVICE);
+            ck_assert_int_eq(got->status[k], GR_ERR_CUDA);
+            ck_assert_str_eq(got->error[k], "device 1 (gpu 0) failed: injected failure (test "
+                                            "hook GR_TEST_FAIL_ENGINE=1:2)");
+            lost++;
+            continue;
+        }
+        ck_assert_int_eq(want->failure[k], GR_FILE_OK);
+        gr_seen_assert_same(want, got, k);
+    }
+    ck_assert_int_eq(got->st.files_lost, lost);
+    ck_assert_int_eq(got->st.devices_failed, 1);
+    ck_assert_int_eq(got->st.failed_device, 1);
+    free(want);
+    free(got);
+    gr_pool_destroy(pool);
+    gr_engine_destroy(engines[1]);
+    gr_engine_destroy(engines[0]);
+    gr_model_destroy(m);
+}
+END_TEST
+
 int main(void)
 {
     if (!gr_test_have_gpu("gpu_pool"))
@@ -240,6 +313,7 @@ int main(void)
     tcase_add_test(tc, other_devices_load_the_first_engine);
     tcase_add_test(tc, ordinal_past_visible_is_refused);
     tcase_add_test(tc, destroy_with_runs_in_flight_on_every_device);
+    tcase_add_test(tc, a_failed_device_loses_only_its_batches);
     suite_add_tcase(s, tc);
     int failed = gr_test_run_in_process(s);
     unlink(calib_cache);

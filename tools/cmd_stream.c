@@ -16,8 +16,10 @@
  * the lines are the same bytes whatever the thread count (tests/cli_stream.sh).
  *
  * A file that fails to read or decode gets {"input": ..., "error": ...} (the pipeline ran it
- * grey); the rest go on, and the exit status is 3. A failure of the engine, of decoding
- * detections or of the results stream stops the run. Throughput is reported from files on disk to
+ * grey); the rest go on, and the exit status is 3. A device that fails mid-run (a GPU's CUDA
+ * error) loses only its runs in flight, each file an error record, and the rest run on the
+ * other devices: exit 1 (runtime.h, "A device that fails"). Any other failure of the engine, of
+ * decoding detections or of the results stream stops the run. Throughput is reported from files on disk to
  * detections (the engine build and calibration excluded, then included), with where the time
  * went (gr_files_stats): the main thread waiting for decoded batches (decoding-bound), for the
  * engine (GPU-bound), getting a batch reported and writing it, its CPU time per image; the
@@ -368,6 +370,13 @@ static void print_summary(const stream *s, const gr_files_stats *st, double t_st
     if (bad)
         fprintf(stderr, "%d failed (%s)\n", bad,
                 gr_results_carries_errors(s->results) ? "their lines hold the error" : "above");
+    if (st->devices_failed)
+        fprintf(stderr, "graphrun: %s; %d of %d devices failed mid-run, %d %s lost with them%s\n",
+                st->failed_device_error, st->devices_failed, st->devices, st->files_lost, noun,
+                st->devices_failed < st->devices ? ", the others ran the rest" : "");
+    if (st->batches_moved)
+        fprintf(stderr, "graphrun: %d batches decoded for a failed device ran on another\n",
+                st->batches_moved);
     double total = now_s() - t_start;
     fprintf(stderr, "graphrun: %.2f s with the %s and the engine build (%.1f %s/s)\n", total,
             s->video ? "opening" : "listing", total > 0 ? n / total : 0.0, noun);
@@ -478,9 +487,9 @@ static int run_stream(stream *s, gr_pool *pool, double t_start)
     rc = finish_video(s, st.images, rc);
     if (rc == GR_EXIT_OK) {
         print_summary(s, &st, t_start);
-        /* NaN/Inf outputs (exit 1, as with one image) before unreadable files and outputs not
-         * written (exit 3). */
-        rc = s->failed[1]   ? GR_EXIT_FAILURE
+        /* Files lost to a failed device and NaN/Inf outputs (exit 1, as with one image) before
+         * unreadable files and outputs not written (exit 3). */
+        rc = s->failed[1] || st.files_lost ? GR_EXIT_FAILURE
              : s->failed[0] || s->failed[2] ? GR_EXIT_INPUT
                                             : GR_EXIT_OK;
     }

@@ -694,7 +694,7 @@ gr_status gr_pool_open_jpeg_decoders(gr_pool *pool);
  *
  *   - The engines' slots (runs in flight) are the batch buffers: buffer k is slot k / D of engine
  *     k % D (D = gr_pool_devices), so batch k (images k*batch ...) runs on engine k % D: round
- *     robin over the devices, then over each one's slots.
+ *     robin over the devices, then over each one's slots (until a device fails: below).
  *   - opt->threads worker threads claim the images in order and decode and letterbox each
  *     straight into its batch's buffer (gr_engine_letterbox; one reusable reader per thread).
  *   - The calling thread submits each batch once it is filled, waits for the runs in submission
@@ -716,6 +716,24 @@ gr_status gr_pool_open_jpeg_decoders(gr_pool *pool);
  *     unless cb stops it (the CLI stops there; Python makes them records).
  *   - NaN/Inf among the image's outputs: their count in nonfinite, and no detections (error
  *     stays NULL: say it as the caller sees fit).
+ *
+ * A device that fails: an engine whose submit, run (wait), outputs or GPU decoding fails with a
+ * device-level status (GR_ERR_CUDA, GR_ERR_CUBLAS, GR_ERR_NO_DEVICE, GR_ERR_STATE: its device or
+ * context is gone) runs nothing more in this call. The failing batch and those submitted on it
+ * (its runs in flight) are lost: each image GR_FILE_FAILED_DEVICE with "device K (gpu N) failed:
+ * <why>" (K its gr_pool_engine index; a file's own read failure still comes first). Batches
+ * decoded (or being decoded) into its slots' buffers but not submitted are copied into another
+ * engine's buffer once one is free and run there (the only copy the pipeline makes, and only
+ * after a failure); its buffers take no further batch. So every later batch runs on the other
+ * engines, results in input order as always, each the same as without the failure. With no
+ * engine left, every image not yet bound to one gets GR_FILE_FAILED_DEVICE "not run: no device
+ * left (<the first failure>)" without being read, and the call returns GR_OK (a source,
+ * files.h, ends there instead: its call returns the failure's status). A batch's own failure
+ * (NaN/Inf, memory, its input) fails that batch only. gr_files_stats says how many devices
+ * failed, the first and why, the files lost and the batches moved. Test hook (not a user
+ * feature): the environment variable GR_TEST_FAIL_ENGINE=K:N, read once per call, makes engine
+ * K's N-th run fail as a lost device would (GR_ERR_CUDA "injected failure ..."); a value other
+ * than K:N is GR_ERR_INVALID_ARGUMENT.
  *
  * Options (gr_files_options, "Option structs" above; opt NULL: every default):
  *   - decode: CPU decodes with libjpeg-turbo (libpng, BMP) on the workers: the network input is
@@ -764,7 +782,9 @@ typedef enum gr_file_failure {
     GR_FILE_OK = 0,           /* detections (none when nonfinite > 0) */
     GR_FILE_FAILED_READ,      /* the file could not be read or decoded */
     GR_FILE_FAILED_RUN,       /* its batch's GPU decoding, submit, run or outputs failed */
-    GR_FILE_FAILED_DETECT     /* its detections could not be decoded */
+    GR_FILE_FAILED_DETECT,    /* its detections could not be decoded */
+    GR_FILE_FAILED_DEVICE     /* its batch was bound to a device that failed ("A device that
+                                 fails" above): not run, or its run lost */
 } gr_file_failure;
 
 typedef struct gr_file_result {
@@ -871,6 +891,13 @@ struct gr_files_stats {
                                  batch's results delivered (cb returned for each) */
     double setup_s;           /* from the call's entry to the workers' start (buffers, decoders) */
     double finish_s;          /* from the workers' end to the call's return */
+    /* Devices that failed mid-run ("A device that fails" above). */
+    int devices_failed;       /* the pool's engines that failed */
+    int failed_device;        /* the first one's index in the pool (gr_pool_engine), -1: none */
+    int files_lost;           /* results GR_FILE_FAILED_DEVICE */
+    int batches_moved;        /* batches decoded into a failed device's buffers, not yet
+                                 submitted there, copied into another's and run there */
+    char failed_device_error[512]; /* the first one's failure: "device K (gpu N) failed: why" */
 };
 
 gr_status gr_pool_detect_files(gr_pool *pool, const char *const *paths, int n,

@@ -146,6 +146,9 @@ class FilesStats(ctypes.Structure):
         ("engine_s", _d), ("gpu_decode_s", _d), ("handoff_s", _d),
         ("gpu_decoded", ctypes.c_int), ("latency_p50_s", _d), ("latency_p99_s", _d),
         ("setup_s", _d), ("finish_s", _d),
+        ("devices_failed", ctypes.c_int), ("failed_device", ctypes.c_int),
+        ("files_lost", ctypes.c_int), ("batches_moved", ctypes.c_int),
+        ("failed_device_error", ctypes.c_char * 512),
     ]
 
     def as_dict(self) -> Dict[str, Any]:
@@ -164,7 +167,7 @@ class FileResult(ctypes.Structure):
         ("index", ctypes.c_int),
         ("width", ctypes.c_int),
         ("height", ctypes.c_int),
-        ("failure", ctypes.c_int),  # gr_file_failure: 0 none, else read / run / detections
+        ("failure", ctypes.c_int),  # gr_file_failure: 0 none, else read / run / detections / device
         ("status", ctypes.c_int),
         ("error", ctypes.c_char_p),
         ("nonfinite", ctypes.c_size_t),

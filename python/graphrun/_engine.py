@@ -484,7 +484,9 @@ class Engine(_Handle):
         "main_wait_engine_s") and its time in this package's callback ("main_deliver_s"), the
         workers' busy time per stage ("read_s", "decode_s", "letterbox_s", "handoff_s"), the
         decoder ("gpu_decode", "decoder"), "threads", "images", and the call's time before and
-        after its pipeline ran ("setup_s", "finish_s"), and "records": the records (lines) the
+        after its pipeline ran ("setup_s", "finish_s"), a device that failed mid-run
+        ("devices_failed", "failed_device", "files_lost": records that are its error,
+        "failed_device_error"), and "records": the records (lines) the
         call made - fewer than "images" when Ctrl-C or an exception stopped it. The last call's
         on this engine, from any thread. None before any such call."""
         return self._files_stats
