@@ -94,6 +94,10 @@ TOOLS_INTERNAL = [
     # (tools/cmd_plan.c's include of the dataflow program is an EXPERIMENT_HOOKS line)
     ("tools/cmd_compare.c", "runtime/precision/calib_cache.h",
      "`graphrun compare` reports what a calibration cache holds"),
+    ("tools/cmd_compare.c", "runtime/precision/file_scales.h",
+     "`compare --per-layer` traces int8 with an ONNX Q/DQ file's own scales, as the build does"),
+    ("tools/cmd_compare.c", "runtime/image/image.h",
+     "`graphrun compare` resolves a network's automatic preprocessing as the engine does"),
     ("tools/cmd_stream.c", "runtime/files.h", "the folder pipeline's stage report"),
     ("tools/eval.c", "runtime/detect.h", "mAP matching reuses the library's box IoU"),
     ("tools/json.c", "runtime/jsonl.h", "one JSON string escaper for the CLI and the library"),
