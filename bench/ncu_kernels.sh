@@ -1,8 +1,8 @@
 #!/bin/bash
 # ncu on the kernels of one graph replay of YOLOv2-tiny (or MODEL) whose names match REGEX, for
-# one precision and batch. A first run fills a timing cache so that the profiled run measures no
-# tactic candidates (ncu would profile every candidate's launch); the profiled run does 1 warm-up
-# and 1 timed run. On the GPU machine, after bench/gpu/stage.sh:
+# one precision and batch. A first run fills a timing cache and (int8) a calibration cache so that
+# the profiled run measures no tactic candidates and runs no fp32 calibration engine (ncu would
+# profile those launches first); the profiled run does 1 warm-up and 1 timed run. On the GPU machine, after bench/gpu/stage.sh:
 #   bash .gpu/remote.sh --no-test -- bash bench/ncu_kernels.sh detail int8 64 'k_conv_stream|conv_first'
 #       ncu's detail sections (speed of light, occupancy, launch, warp states, scheduler, memory
 #       and compute workload, source counters) of up to 40 matching launches:
@@ -15,11 +15,12 @@ set -uo pipefail
 mode=${1:-detail} prec=${2:-int8} batch=${3:-64} regex=${4:-.} skip=${5:-0} model=${6:-yolo}
 out=${OUT:-/tmp/out}
 bench=build-gpu/graphrun_bench
-cache=$(mktemp)
-rm -f "$cache"
+cache=$(mktemp) calib=$(mktemp)
+rm -f "$cache" "$calib"
 $bench --model "$model" --prec "$prec" --batch "$batch" --iters 20 --warmup 5 \
-    --timing-cache "$cache" >/dev/null || exit 1
-run=($bench --model "$model" --prec "$prec" --batch "$batch" --iters 1 --warmup 1 --timing-cache "$cache")
+    --timing-cache "$cache" --calib-cache "$calib" >/dev/null || exit 1
+run=($bench --model "$model" --prec "$prec" --batch "$batch" --iters 1 --warmup 1 --timing-cache "$cache"
+     --calib-cache "$calib")
 case $mode in
 detail)
     rep="$out/ncu-$prec-$batch"
@@ -44,5 +45,5 @@ sass)
 *)
     echo "ncu_kernels.sh: mode '$mode' is not detail or sass" >&2; exit 2 ;;
 esac
-rm -f "$cache" "$rep.ncu-rep"
+rm -f "$cache" "$calib" "$rep.ncu-rep"
 exit $rc
