@@ -468,7 +468,8 @@ class AttentionNet(nn.Module):
 
 def attention_models(batch, tiny_in):
     """The attention's oracle files (docs/onnx.md): AttentionNet at opsets 11 (Split by
-    attribute) and 13, the q-prescaled variant, the two near misses, and Yolo11nPsaDetect."""
+    attribute) and 13, the q-prescaled variant, the two near misses, one with too many tokens,
+    and Yolo11nPsaDetect."""
     variants = [("attention_op11", 11, {}), ("attention_op13", 13, {}),
                 ("attention_prescale", 13, {"prescale": True}),
                 ("attention_bad_axis", 13, {"softmax_dim": -2}),
@@ -482,6 +483,11 @@ def attention_models(batch, tiny_in):
         if not variant or "prescale" in variant:
             with torch.no_grad():
                 np.save(os.path.join(HERE, stem + "_out.npy"), net(tiny_in).numpy())
+    torch.manual_seed(5)  # 66 x 66 = 4356 tokens: past graphrun's 4096, refused at load
+    big = AttentionNet()
+    seed_statistics(big, torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(3)))
+    torch.onnx.export(big, torch.zeros(1, 3, 132, 132), os.path.join(HERE, "attention_big.onnx"),
+                      opset_version=13, input_names=["images"], output_names=["out"])
     torch.manual_seed(6)
     psa = Yolo11nPsaDetect()
     export_detector(psa, batch, "yolo11n_psa", "v8", [s[-1] for s in psa.head.cv3], 0, 3, 0)
