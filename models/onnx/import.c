@@ -1099,12 +1099,18 @@ static bool node_is(const importer *im, int user, const char *op)
     return user >= 0 && strcmp(onnx_str(im->g->node[user]->op_type), op) == 0;
 }
 
-/* Does this Reshape of a computed tensor start an attention subgraph? */
+/* Does this Reshape of a computed tensor start an attention subgraph? Its output read only by a
+ * three-way Split whose second part (k) goes to a MatMul (or its scale): a detection head that
+ * splits a reshaped layer output (the host-side tail) does not look like that. */
 static bool attn_starts(const importer *im, const Onnx__NodeProto *node, const value *x)
 {
     const value *t = node->n_output ? find_value(im, node->output[0]) : NULL;
     if (x->flat || x->layer < 0 || !t || t->uses != 1 || !node_is(im, t->user[0], "Split") ||
         im->g->node[t->user[0]]->n_output != 3)
+        return false;
+    const value *k = find_value(im, im->g->node[t->user[0]]->output[1]);
+    if (!k || k->uses != 1 || !(node_is(im, k->user[0], "MatMul") ||
+                                node_is(im, k->user[0], "Mul") || node_is(im, k->user[0], "Div")))
         return false;
     const value *shape = node_input(im, node, 1);
     return shape && shape->kind == VAL_CONST && !shape->k.is_float && shape->k.n == 4;
