@@ -172,7 +172,7 @@ START_TEST(test_refuses_unsupported_op)
 END_TEST
 
 /* Near misses of the attention pattern (make_models.py's AttentionNet variants): the softmax over
- * the queries' axis, and one scale per head instead of a scalar. Each is refused in one line
+ * the queries' axis, one scale per head instead of a scalar, q transposed [0, 2, 1, 3]. Each is refused in one line
  * naming its node and the pattern's start, not mapped onto the attention layer. And the
  * attention at 132 x 132 (66 x 66 = 4356 tokens, past GR_ATTENTION_MAX_TOKENS): GR_ERR_LIMIT at
  * load, naming the node, not a failure at build or run time. */
@@ -186,6 +186,8 @@ static const struct {
      "last axis, the keys) (in the attention pattern from '/attn/Reshape'"},
     {"attention_bad_scale.onnx", GR_ERR_UNSUPPORTED,
      "node '/attn/Mul' (Mul, opset 13): by a constant of several values"},
+    {"attention_bad_perm.onnx", GR_ERR_UNSUPPORTED,
+     "node '/attn/Transpose' (Transpose, opset 13): of q with another perm than [0, 1, 3, 2]"},
     {"attention_big.onnx", GR_ERR_LIMIT,
      "node '/attn/Reshape_1' (Reshape, opset 13): attention: 66x66 = 4356 tokens (graphrun's "
      "attention takes at most 4096"}};

@@ -468,7 +468,7 @@ class AttentionNet(nn.Module):
 
 def attention_models(batch, tiny_in):
     """The attention's oracle files (docs/onnx.md): AttentionNet at opsets 11 (Split by
-    attribute) and 13, the q-prescaled variant, the two near misses, one with too many tokens,
+    attribute) and 13, the q-prescaled variant, three near misses, one with too many tokens,
     and Yolo11nPsaDetect."""
     variants = [("attention_op11", 11, {}), ("attention_op13", 13, {}),
                 ("attention_prescale", 13, {"prescale": True}),
@@ -483,6 +483,13 @@ def attention_models(batch, tiny_in):
         if not variant or "prescale" in variant:
             with torch.no_grad():
                 np.save(os.path.join(HERE, stem + "_out.npy"), net(tiny_in).numpy())
+    import onnx  # a third near miss: q transposed with another permutation
+
+    m = onnx.load(os.path.join(HERE, "attention_op13.onnx"))
+    first = next(n for n in m.graph.node if n.op_type == "Transpose")
+    del first.attribute[:]
+    first.attribute.append(onnx.helper.make_attribute("perm", [0, 2, 1, 3]))
+    onnx.save(m, os.path.join(HERE, "attention_bad_perm.onnx"))
     torch.manual_seed(5)  # 66 x 66 = 4356 tokens: past graphrun's 4096, refused at load
     big = AttentionNet()
     seed_statistics(big, torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(3)))
