@@ -172,10 +172,10 @@ START_TEST(test_refuses_unsupported_op)
 END_TEST
 
 /* Near misses of the attention pattern (make_models.py's AttentionNet variants): the softmax over
- * the queries' axis, one scale per head instead of a scalar, q transposed [0, 2, 1, 3]. Each is refused in one line
- * naming its node and the pattern's start, not mapped onto the attention layer. And the
- * attention at 132 x 132 (66 x 66 = 4356 tokens, past GR_ATTENTION_MAX_TOKENS): GR_ERR_LIMIT at
- * load, naming the node, not a failure at build or run time. */
+ * the queries' axis, one scale per head instead of a scalar, q transposed [0, 2, 1, 3]. Each is
+ * refused in one line naming its node and the pattern's start, not mapped onto the attention
+ * layer. And the attention at 132 x 132 (66 x 66 = 4356 tokens, past GR_ATTENTION_MAX_TOKENS):
+ * GR_ERR_LIMIT at load, naming the node, not a failure at build or run time. */
 static const struct {
     const char *file;
     gr_status status;
