@@ -10,7 +10,9 @@
  *   channels -> route groups, Resize nearest with an integer scale -> upsample,
  *   GlobalAveragePool -> avgpool, Gemm -> connected, Softmax over a whole tensor -> softmax;
  *   Identity, Flatten and Reshape to the same shape or [1, -1] are aliases (a flattened tensor
- *   is marked flat: the same values, seen as [1, C*H*W]).
+ *   is marked flat: the same values, seen as [1, C*H*W]); YOLO11's C2PSA attention subgraph
+ *   (Reshape / Split / Transpose / MatMul / scale / Softmax from a Conv) -> one attention layer,
+ *   matched as a pattern ("attention" below).
  * Anything else is one line "FILE: node 'NAME' (OP, opset N): why", GR_ERR_UNSUPPORTED, and
  * malformed files GR_ERR_PARSE / GR_ERR_LIMIT; the protobuf is parsed by protobuf-c.
  * Layers use float math as PyTorch does (the AlexeyAB forms: ops/ops.h gr_act_form). */
