@@ -1,7 +1,7 @@
 /* Non-GEMM GPU kernels of graphrun: pooling, data movement (upsample, reorg, route copy,
  * shortcut, the product of [sam] / [scale_channels]), precision conversion (quantize /
  * dequantize), the detection-head activations and the classifier's softmax.
- * Plain C11 interface; the kernels live in kernels/{pool,data,quant,head}.cu.
+ * Plain C11 interface; the kernels live in kernels/{pool,data,quant,head,attention}.cu.
  *
  * Layouts (the contract with the planner's CPU emulation: planner/plan.h's header comment and
  * docs/planner.md):
@@ -168,6 +168,16 @@ cudaError_t gr_launch_yolo(gr_dtype dtype, const void *in, void *out, int n, int
  * in_view and out_view have the same shape; out may be in (same view). */
 cudaError_t gr_launch_softmax(gr_dtype dtype, const void *in, gr_kview in_view, void *out,
                               gr_kview out_view, int groups, cudaStream_t stream);
+
+/* ---- attention (attention.cu): f32 NCHW, channel slices allowed --------------------------------
+ * ops/attention.c's op: in holds per image heads x (2 key_dim + head_dim) channels in blocks
+ * [q of every head | k | v], out heads x head_dim channels of the same h x w; per head and query
+ * token n, out[head*head_dim + d][n] = sum_m v[d][m] softmax_m(scale * q[.][n] . k[.][m]) (expf
+ * after subtracting the max; f32 sums in parallel order). h * w at most GR_ATTENTION_MAX_TOKENS.
+ * out must not overlap in. */
+cudaError_t gr_launch_attention(gr_dtype dtype, const void *in, gr_kview in_view, void *out,
+                                gr_kview out_view, int heads, int key_dim, float scale,
+                                cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -87,6 +87,8 @@ typedef struct gr_shape {
 static inline size_t gr_shape_elems(gr_shape s) { return (size_t)s.c * (size_t)s.h * (size_t)s.w; }
 
 #define GR_MAX_INPUTS 8   /* route inputs at most */
+/* attention (ops/attention.c): tokens (h x w) at most; one query's scores fit in 16 kB */
+#define GR_ATTENTION_MAX_TOKENS 4096
 
 /* A yolo head's NMS (AlexeyAB Darknet's nms_kind; the network's last [yolo] layer picks it for
  * the whole image, as its test_detector does): DEFAULT is do_nms_sort (IoU > thresh); GREEDY
@@ -100,14 +102,15 @@ typedef struct gr_op_params {
     gr_op_kind op;
     gr_activation activation; /* conv, connected, shortcut, sam, scale_channels */
     int filters;              /* conv: output channels; connected: outputs */
-    int size;                 /* conv kernel size; maxpool window */
+    int size;                 /* conv kernel size; maxpool window; attention: key_dim */
     int stride;               /* conv (horizontal: Darknet's stride_x), maxpool; upsample factor;
                                  reorg block */
     int stride_y;             /* conv: vertical stride (Darknet's stride_y); 0 = stride */
     int dilation;             /* conv: tap spacing (Darknet's dilation); 0 = 1 */
     int pad;                  /* conv: pixels each side; maxpool: total padding (Darknet's
                                  'padding', default size-1) */
-    int groups;               /* conv groups; softmax groups; route groups (1 = whole tensor) */
+    int groups;               /* conv groups; softmax groups; route groups (1 = whole tensor);
+                                 attention: heads */
     int group_id;             /* route: which group of each input */
     int scale_wh;             /* scale_channels: 1 = one scale per position, 0 = per channel */
     int batch_normalize;      /* conv, connected */
@@ -129,7 +132,8 @@ typedef struct gr_op_params {
     float beta_nms;           /* yolo: DIoU-NMS exponent (default 0.6) */
     /* quantize / dequantize (planner-inserted) */
     gr_dtype dtype;           /* the quantized side: GR_DTYPE_I8 or GR_DTYPE_F16 */
-    float scale;              /* int8: real = q * scale; unused for f16 */
+    float scale;              /* int8: real = q * scale; unused for f16; attention: the
+                                 scores' factor (key_dim^-0.5) */
 } gr_op_params;
 
 /* A conv's vertical stride and dilation, their "not set" zeros read as Darknet's defaults. */

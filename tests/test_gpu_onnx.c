@@ -9,6 +9,8 @@
  *   random-weight networks is larger: docs/onnx.md).
  * qdq.onnx (explicit Q/DQ, make_qdq.py): both int8 engines take the file's scales and int8
  * weights (no calibration; the notice says so), so the GPU runs the CPU emulation's arithmetic.
+ * The attention model and the YOLO11n-like network with C2PSA run the attention layer's kernel
+ * (kernels/attention.cu; fp16 and int8 engines convert around it).
  * For the detection-head models (YOLOv8n-, YOLOv5n- and YOLO11n-like, docs/onnx.md "Detection
  * heads") also
  * the graph's output after the host-side head (fp32 <= 1e-5) and the detections at thresh 0.25
@@ -42,6 +44,8 @@ static const onnx_case cases[] = {
     {"qdq.onnx", "tiny_input.npy"}, /* explicit Q/DQ: int8 with the file's scales on both */
     {"yolov8n_head_op13.onnx", "input_dog.png"}, /* the layers before the host-side heads */
     {"yolov5n_head_op13.onnx", "input_horses.png"},
+    {"attention_op13.onnx", "tiny_input.npy"}, /* the attention layer (YOLO11's C2PSA) alone */
+    {"yolo11n_psa_op13.onnx", "input_dog.png"}, /* ... inside the YOLO11n-like network */
 };
 /* The detection-head models: the graph's output (the host-side head on the engine's outputs)
  * and the detections at thresh 0.25, GPU fp32 against CPU fp32. */
@@ -49,6 +53,7 @@ static const onnx_case head_cases[] = {
     {"yolov8n_head_op17.onnx", "input_dog.png"},
     {"yolov5n_head_op17.onnx", "input_dog.png"},
     {"yolo11n_head_op17.onnx", "input_horses.png"},
+    {"yolo11n_psa_op17.onnx", "input_dog.png"},
 };
 static const gr_precision precisions[] = {GR_PREC_FP32, GR_PREC_FP16, GR_PREC_INT8};
 static const double bounds[] = {1e-5, 1e-3, 1e-2};

@@ -168,10 +168,12 @@ static int libm_node(const gr_plan_node *nd)
     }
 }
 
-/* An f32 op that sums in another order than the CPU (cuBLAS) or calls expf. */
+/* An f32 op that sums in another order than the CPU (cuBLAS, attention's block sums) or calls
+ * expf. */
 static int inexact_f32_node(const gr_plan_node *nd)
 {
-    return nd->kind == GR_OP_CONNECTED || nd->kind == GR_OP_SOFTMAX;
+    return nd->kind == GR_OP_CONNECTED || nd->kind == GR_OP_SOFTMAX ||
+           nd->kind == GR_OP_ATTENTION;
 }
 
 /* The plan's launching nodes: any libm or inexact f32 node at all (the outputs' int8 rule). */

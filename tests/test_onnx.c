@@ -109,9 +109,16 @@ END_TEST
  * C x 1 x 1 output for ONNX's [1, C]; measured 1e-7) and ConstArith (constants folded into the
  * conv / Gemm before them: a per-channel Mul and Add, a scalar Div, a Sub after a Gemm; measured
  * 1e-8). */
-static const char *const tiny[][2] = {{"tiny_ops.onnx", "tiny_out.npy"},
-                                      {"tiny_classifier.onnx", "tiny_classifier_out.npy"},
-                                      {"const_arith.onnx", "const_arith_out.npy"}};
+static const char *const tiny[][2] = {
+    {"tiny_ops.onnx", "tiny_out.npy"},
+    {"tiny_classifier.onnx", "tiny_classifier_out.npy"},
+    {"const_arith.onnx", "const_arith_out.npy"},
+    /* YOLO11's PSA attention alone (make_models.py's AttentionNet: the subgraph mapped onto one
+     * attention layer, docs/onnx.md): Split by attribute (opset 11) and by input (13), and q
+     * scaled before its MatMul */
+    {"attention_op11.onnx", "attention_op11_out.npy"},
+    {"attention_op13.onnx", "attention_op13_out.npy"},
+    {"attention_prescale.onnx", "attention_prescale_out.npy"}};
 
 START_TEST(test_tiny_models)
 {
@@ -160,6 +167,45 @@ START_TEST(test_refuses_unsupported_op)
     const char *msg = gr_last_error();
     ck_assert_msg(strstr(msg, "erf.onnx: node '/Erf' (Erf, opset 13): not supported") != NULL,
                   "%s", msg);
+    ck_assert_ptr_null(strchr(msg, '\n'));
+}
+END_TEST
+
+/* Near misses of the attention pattern (make_models.py's AttentionNet variants): the softmax over
+ * the queries' axis, one scale per head instead of a scalar, q transposed [0, 2, 1, 3]. Each is
+ * refused in one line naming its node and the pattern's start, not mapped onto the attention
+ * layer. And the attention at 132 x 132 (66 x 66 = 4356 tokens, past GR_ATTENTION_MAX_TOKENS):
+ * GR_ERR_LIMIT at load, naming the node, not a failure at build or run time. */
+static const struct {
+    const char *file;
+    gr_status status;
+    const char *message;
+} attention_bad[] = {
+    {"attention_bad_axis.onnx", GR_ERR_UNSUPPORTED,
+     "node '/attn/Softmax' (Softmax, opset 13): on axis -2 (the pattern's softmax is over the "
+     "last axis, the keys) (in the attention pattern from '/attn/Reshape'"},
+    {"attention_bad_scale.onnx", GR_ERR_UNSUPPORTED,
+     "node '/attn/Mul' (Mul, opset 13): by a constant of several values"},
+    {"attention_bad_perm.onnx", GR_ERR_UNSUPPORTED,
+     "node '/attn/Transpose' (Transpose, opset 13): of q with another perm than [0, 1, 3, 2]"},
+    {"attention_big.onnx", GR_ERR_LIMIT,
+     "node '/attn/Reshape_1' (Reshape, opset 13): attention: 66x66 = 4356 tokens (graphrun's "
+     "attention takes at most 4096"}};
+
+START_TEST(test_refuses_attention_near_miss)
+{
+    if (!gr_test_have_onnx())
+        return;
+    char path[256];
+    snprintf(path, sizeof path, DIR "%s", attention_bad[_i].file);
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = path;
+    gr_model *m = NULL;
+    ck_assert_int_eq(gr_model_load(&mo, &m), attention_bad[_i].status);
+    ck_assert_ptr_null(m);
+    const char *msg = gr_last_error();
+    ck_assert_msg(strstr(msg, attention_bad[_i].message) != NULL, "%s", msg);
     ck_assert_ptr_null(strchr(msg, '\n'));
 }
 END_TEST
@@ -541,6 +587,8 @@ static Suite *onnx_suite(void)
     tcase_add_loop_test(tc, test_pytorch_oracle, 0, 2);
     tcase_add_loop_test(tc, test_tiny_models, 0, (int)(sizeof tiny / sizeof tiny[0]));
     tcase_add_test(tc, test_refuses_unsupported_op);
+    tcase_add_loop_test(tc, test_refuses_attention_near_miss, 0,
+                        (int)(sizeof attention_bad / sizeof attention_bad[0]));
     tcase_add_test(tc, test_refuses_fold_into_aliased);
     tcase_add_test(tc, test_refuses_deep_nesting);
     tcase_add_test(tc, test_refuses_dims_beyond_data);

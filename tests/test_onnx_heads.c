@@ -2,7 +2,8 @@
  * (tests/onnx/make_models.py): a YOLOv8n-like network with the anchor-free head (DFL decode,
  * anchor points, strides; output [1, 7, 336]) and a YOLOv5n-like one with the anchor head (grid
  * and anchor arithmetic, objectness; output [1, 1008, 8]) and a YOLO11n-like one without its
- * C2PSA block (C3k2 blocks, the depthwise class branch), each exported at opsets 13 and 17, run
+ * C2PSA block (C3k2 blocks, the depthwise class branch) and with it (its attention mapped onto
+ * one attention layer), each exported at opsets 13 and 17, run
  * on the CPU engine on the two recorded inputs: the graph's output (gr_engine_graph_output, the
  * host-side head tail after the engine's layers) within 1e-5 NRMSE of PyTorch's, and the
  * detections at thresh 0.25, NMS 0.45 those of the script's numpy decode (class, score within
@@ -31,7 +32,8 @@
 
 static const char *const models[] = {"yolov8n_head_op13", "yolov8n_head_op17",
                                      "yolov5n_head_op13", "yolov5n_head_op17",
-                                     "yolo11n_head_op13", "yolo11n_head_op17"};
+                                     "yolo11n_head_op13", "yolo11n_head_op17",
+                                     "yolo11n_psa_op13",  "yolo11n_psa_op17"};
 static const char *const photos[] = {"dog", "horses"};
 
 /* The recorded input of a photo (input_<photo>.png). */
@@ -138,7 +140,8 @@ START_TEST(test_heads_against_pytorch)
         return;
     char path[256], stem[64];
     snprintf(path, sizeof path, DIR "%s.onnx", models[_i]);
-    snprintf(stem, sizeof stem, "%.12s", models[_i]); /* yolov8n_head / yolov5n_head */
+    snprintf(stem, sizeof stem, "%s", models[_i]);
+    *strrchr(stem, '_') = '\0'; /* yolov8n_head, ..., yolo11n_psa */
     gr_model *m = NULL;
     gr_engine *e = cpu_engine(path, &m);
     gr_model_info info;

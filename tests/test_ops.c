@@ -145,7 +145,7 @@ START_TEST(test_op_flags)
 {
     static const struct {
         unsigned flag;
-        gr_op_kind kinds[6];
+        gr_op_kind kinds[7];
         int n;
     } expect[] = {
         {GR_OPF_STORED_VALUES, {GR_OP_MAXPOOL, GR_OP_ROUTE, GR_OP_UPSAMPLE, GR_OP_REORG}, 4},
@@ -156,8 +156,8 @@ START_TEST(test_op_flags)
         {GR_OPF_WEIGHTS, {GR_OP_CONV, GR_OP_CONNECTED}, 2},
         {GR_OPF_F32_ONLY,
          {GR_OP_AVGPOOL, GR_OP_CONNECTED, GR_OP_SOFTMAX, GR_OP_REGION, GR_OP_YOLO,
-          GR_OP_LOCAL_AVGPOOL},
-         6},
+          GR_OP_LOCAL_AVGPOOL, GR_OP_ATTENTION},
+         7},
         {GR_OPF_CONVERSION, {GR_OP_QUANTIZE, GR_OP_DEQUANTIZE}, 2},
     };
     for (size_t e = 0; e < sizeof expect / sizeof expect[0]; e++)
@@ -854,6 +854,41 @@ START_TEST(test_local_avgpool_means_taps_inside)
 }
 END_TEST
 
+/* attention (YOLO11's C2PSA, ops/attention.c): 2 heads, key_dim 1, head_dim 2 on 1x2 pixels,
+ * channels [q0 q1 | k0 k1 | v0 (2) v1 (2)], scale 0.5. Head 1's keys are equal, so its queries
+ * attend uniformly (the mean of v); head 0's expected values computed apart in Python (numpy,
+ * float64: v @ softmax(0.5 * q[n] * k)). */
+START_TEST(test_attention_reference)
+{
+    const float in[16] = {1, 2,  0,  -1, /* q: head 0, head 1 */
+                          3, -1, 2,  2,  /* k */
+                          1, 5,  -2, 4,  /* v head 0: d 0, d 1 */
+                          10, 20, 0, 1}; /* v head 1 */
+    gr_op_params p;
+    memset(&p, 0, sizeof p);
+    gr_op_params_default(GR_OP_ATTENTION, &p);
+    p.op = GR_OP_ATTENTION;
+    p.groups = 2;
+    p.size = 1;
+    p.scale = 0.5f;
+    gr_shape os;
+    float *out = run1(&p, NULL, in, (gr_shape){8, 1, 2}, 1, &os);
+    assert_shape(os, 4, 1, 2);
+    const float want[8] = {1.47681169f, 1.07194484f, -1.28478247f, -1.89208274f,
+                           15, 15, 0.5f, 0.5f};
+    assert_close(out, want, 8, 1e-6);
+    free(out);
+    /* Channels that are not heads x (2 key_dim + head_dim), and too many tokens: refused. */
+    ck_assert_int_eq(gr_op_infer(&p, &(gr_shape){7, 1, 2}, 1, &os), GR_ERR_PARSE);
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), "7 input channels are not 2 heads"));
+    p.size = 2;
+    ck_assert_int_eq(gr_op_infer(&p, &(gr_shape){8, 1, 2}, 1, &os), GR_ERR_PARSE);
+    p.size = 1;
+    ck_assert_int_eq(gr_op_infer(&p, &(gr_shape){8, 65, 64}, 1, &os), GR_ERR_LIMIT);
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), "65x64 = 4160 tokens"));
+}
+END_TEST
+
 START_TEST(test_maxpool_size2_stride2_odd_gives_ceil)
 {
     /* 3x3, size 2, stride 2, padding 1: out (3+1-2)/2+1 = 2 = ceil(3/2); windows start at 0 and
@@ -1461,6 +1496,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, test_maxpool_size2_stride1_keeps_size);
     tcase_add_test(tc, test_maxpool_size2_stride2_odd_gives_ceil);
     tcase_add_test(tc, test_local_avgpool_means_taps_inside);
+    tcase_add_test(tc, test_attention_reference);
     tcase_add_test(tc, test_avgpool_global_mean);
     tcase_add_test(tc, test_route_order);
     tcase_add_test(tc, test_route_groups);

@@ -10,7 +10,9 @@
  *   channels -> route groups, Resize nearest with an integer scale -> upsample,
  *   GlobalAveragePool -> avgpool, Gemm -> connected, Softmax over a whole tensor -> softmax;
  *   Identity, Flatten and Reshape to the same shape or [1, -1] are aliases (a flattened tensor
- *   is marked flat: the same values, seen as [1, C*H*W]).
+ *   is marked flat: the same values, seen as [1, C*H*W]); YOLO11's C2PSA attention subgraph
+ *   (Reshape / Split / Transpose / MatMul / scale / Softmax from a Conv) -> one attention layer,
+ *   matched as a pattern ("attention" below).
  * Anything else is one line "FILE: node 'NAME' (OP, opset N): why", GR_ERR_UNSUPPORTED, and
  * malformed files GR_ERR_PARSE / GR_ERR_LIMIT; the protobuf is parsed by protobuf-c.
  * Layers use float math as PyTorch does (the AlexeyAB forms: ops/ops.h gr_act_form). */
@@ -29,7 +31,22 @@
 #define OPSET_MAX 19
 #define MAX_NODES 1000000
 
-enum { VAL_NONE = 0, VAL_LAYER, VAL_CONST, VAL_TAIL };
+enum { VAL_NONE = 0, VAL_LAYER, VAL_CONST, VAL_TAIL, VAL_ATTN };
+
+/* VAL_ATTN: the intermediates of an attention subgraph (YOLO11's C2PSA, "attention" below),
+ * mapped as a whole onto one attention layer: the role of each. */
+enum { ATT_HEADS = 1, ATT_Q, ATT_K, ATT_V, ATT_QT, ATT_SCORES, ATT_PROBS, ATT_PROBS_T, ATT_OUT };
+
+/* One attention subgraph being matched, from the Reshape of its qkv conv's output. */
+typedef struct attn_match {
+    const char *start;  /* that Reshape's name (messages) */
+    int conv;           /* the qkv conv's layer */
+    int heads, qkv_dim; /* the Reshape's [1, heads, qkv_dim, tokens] */
+    int key_dim, head_dim; /* the Split's sizes: key_dim, key_dim, head_dim */
+    float scale;        /* the product of the Mul / Div constants (1: none) */
+    int scaled;         /* a Mul / Div was seen */
+    int v_layer;        /* the route taking v's channels, -1 until a Reshape of v needs it */
+} attn_match;
 
 typedef struct value {
     const char *name;
@@ -43,6 +60,8 @@ typedef struct value {
     int has_qp;   /* VAL_CONST made by a DequantizeLinear: its parameters in qp (qdq.c) */
     onnx_qdq_params qp;
     int tail_id;  /* VAL_TAIL: the value of the host-side head tail (models/onnx/head.h) */
+    int role;     /* VAL_ATTN: ATT_*, of match im->attn[attn] */
+    int attn;
 } value;
 
 /* A layer's learned parameters until the net's weight block exists. */
@@ -71,6 +90,8 @@ typedef struct importer {
     float qinput;  /* the network input's int8 range from a Q/DQ pair (0: none) */
     int n_qdq;     /* Q/DQ nodes seen */
     gr_onnx_tail *tail; /* the detection head's nodes after the layers, NULL when none */
+    attn_match *attn;   /* the attention subgraphs seen */
+    int n_attn;
 } importer;
 
 /* ---- messages ------------------------------------------------------------------------------ */
@@ -1044,6 +1065,295 @@ static gr_status import_softmax(importer *im, const Onnx__NodeProto *node)
     return GR_OK;
 }
 
+/* ---- attention (YOLO11's C2PSA) ------------------------------------------------------------ */
+
+/* PSABlock's Attention exports as (PyTorch 1.13, opsets 11 to 17; docs/onnx.md):
+ *   t = Reshape(qkv, [1, heads, 2 key_dim + head_dim, H*W])      qkv: a Conv's own output
+ *   q, k, v = Split(t, axis 2, [key_dim, key_dim, head_dim])
+ *   s = MatMul(Transpose(q, [0, 1, 3, 2]), k) * scale              (Mul or Div by a scalar,
+ *                                                                  on q, q^T, k or the scores)
+ *   o = MatMul(v, Transpose(Softmax(s, last axis), [0, 1, 3, 2]))
+ *   Reshape(o, [1, heads*head_dim, H, W])  -> one attention layer (ops/attention.c)
+ *   Reshape(v, [1, heads*head_dim, H, W])  -> a route of v's channels (pe's input)
+ * The qkv conv's output channels are reordered at the Split (its weights and biases: nothing
+ * else reads that output) into [q of every head | k | v], the attention op's input, where v's
+ * channels are one contiguous range a route can take. The match starts at a Reshape of a
+ * Conv's output to [1, a, b, H*W] read only by a three-way Split; from there every node
+ * reading an intermediate must be the pattern's next step, else it is refused by name. */
+
+static gr_status attn_fail(const importer *im, const Onnx__NodeProto *node, const attn_match *a,
+                           const char *fmt, ...) GR_PRINTF(4, 5);
+static gr_status attn_fail(const importer *im, const Onnx__NodeProto *node, const attn_match *a,
+                           const char *fmt, ...)
+{
+    char what[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return node_fail(im, node, GR_ERR_UNSUPPORTED, "%s (in the attention pattern from '%.100s': "
+                     "docs/onnx.md)", what, a->start);
+}
+
+/* Node `user`'s op is `op` (a node index from value.user). */
+static bool node_is(const importer *im, int user, const char *op)
+{
+    return user >= 0 && strcmp(onnx_str(im->g->node[user]->op_type), op) == 0;
+}
+
+/* Does this Reshape of a computed tensor start an attention subgraph? Its output read only by a
+ * three-way Split whose second part (k) goes to a MatMul (or its scale): a detection head that
+ * splits a reshaped layer output (the host-side tail) does not look like that. */
+static bool attn_starts(const importer *im, const Onnx__NodeProto *node, const value *x)
+{
+    const value *t = node->n_output ? find_value(im, node->output[0]) : NULL;
+    if (x->flat || x->layer < 0 || !t || t->uses != 1 || !node_is(im, t->user[0], "Split") ||
+        im->g->node[t->user[0]]->n_output != 3)
+        return false;
+    const value *k = find_value(im, im->g->node[t->user[0]]->output[1]);
+    if (!k || k->uses != 1 || !(node_is(im, k->user[0], "MatMul") ||
+                                node_is(im, k->user[0], "Mul") || node_is(im, k->user[0], "Div")))
+        return false;
+    const value *shape = node_input(im, node, 1);
+    return shape && shape->kind == VAL_CONST && !shape->k.is_float && shape->k.n == 4;
+}
+
+/* A reshape's target (ONNX's 0: copy the dim, -1: the rest) of a [1, C, H, W] tensor. */
+static bool reshape_dims(const onnx_const *shape, gr_shape in, int64_t out[4])
+{
+    const int64_t dims[4] = {1, in.c, in.h, in.w};
+    int64_t known = 1, total = (int64_t)gr_shape_elems(in);
+    int rest = -1;
+    if (shape->is_float || shape->n != 4)
+        return false;
+    for (int d = 0; d < 4; d++) {
+        out[d] = shape->i[d] == 0 ? dims[d] : shape->i[d];
+        if (out[d] == -1 && rest < 0)
+            rest = d;
+        else if (out[d] < 1)
+            return false;
+        else
+            known *= out[d];
+    }
+    if (rest >= 0)
+        out[rest] = known > 0 && total % known == 0 ? total / known : -1;
+    return out[rest >= 0 ? rest : 0] >= 1;
+}
+
+static void attn_role(importer *im, const Onnx__NodeProto *node, size_t k, int id, int role)
+{
+    value *v = k < node->n_output ? find_value(im, node->output[k]) : NULL;
+    if (v) {
+        v->kind = VAL_ATTN;
+        v->attn = id;
+        v->role = role;
+    }
+}
+
+static gr_status attn_start(importer *im, const Onnx__NodeProto *node, const value *x)
+{
+    attn_match *grown = realloc(im->attn, (size_t)(im->n_attn + 1) * sizeof *grown);
+    if (!grown)
+        return gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory", im->source);
+    im->attn = grown;
+    attn_match *a = &im->attn[im->n_attn];
+    memset(a, 0, sizeof *a);
+    a->start = node->name && node->name[0] ? node->name : "?";
+    a->conv = x->layer;
+    a->scale = 1.0f;
+    a->v_layer = -1;
+    gr_shape s = value_shape(im, x);
+    const gr_layer *l = &im->net->layers[x->layer];
+    if (l->p.op != GR_OP_CONV || x->uses != 1 || im->params[x->layer].aliased)
+        return attn_fail(im, node, a, "input '%.100s' is not the own output of a Conv that "
+                         "nothing else reads (graphrun reorders the qkv conv's channels)",
+                         x->name);
+    int64_t d[4];
+    if (!reshape_dims(&node_input(im, node, 1)->k, s, d) || d[0] != 1 ||
+        d[1] * d[2] != s.c || d[3] != (int64_t)s.h * s.w)
+        return attn_fail(im, node, a, "to another shape than [1, heads, channels / heads, %d x "
+                         "%d] of its %dx%dx%d input", s.h, s.w, s.c, s.h, s.w);
+    a->heads = (int)d[1];
+    a->qkv_dim = (int)d[2];
+    attn_role(im, node, 0, im->n_attn++, ATT_HEADS);
+    return GR_OK;
+}
+
+/* The Split into q, k, v: their sizes, and the qkv conv's channels reordered to the attention
+ * op's blocks (q of every head, then k, then v). */
+static gr_status attn_split(importer *im, const Onnx__NodeProto *node, attn_match *a, int id)
+{
+    int64_t axis = onnx_attr_int(node, "axis", 0), sizes[3];
+    if (axis4(axis) != 2 || node->n_output != 3)
+        return attn_fail(im, node, a, "on axis %lld into %zu parts (the pattern splits axis 2 "
+                         "into q, k and v)", (long long)axis, node->n_output);
+    const onnx_const *split = NULL;
+    const int64_t *attr = NULL;
+    size_t n_attr = 0;
+    if (im->opset >= 13)
+        GR_TRY(const_input(im, node, 1, true, &split));
+    else
+        n_attr = onnx_attr_ints(node, "split", &attr);
+    if ((split && (split->is_float || split->n != 3)) || (!split && n_attr && n_attr != 3))
+        return node_fail(im, node, GR_ERR_PARSE, "split must hold one size per output");
+    for (int k = 0; k < 3; k++)
+        sizes[k] = split ? split->i[k] : n_attr ? attr[k] : a->qkv_dim / 3;
+    if (sizes[0] != sizes[1] || sizes[0] < 1 || sizes[2] < 1 ||
+        sizes[0] + sizes[1] + sizes[2] != a->qkv_dim)
+        return attn_fail(im, node, a, "sizes %lld, %lld, %lld of %d (the pattern splits into "
+                         "key_dim, key_dim, head_dim)", (long long)sizes[0], (long long)sizes[1],
+                         (long long)sizes[2], a->qkv_dim);
+    for (int k = 0; k < 2; k++) {
+        const value *qk = find_value(im, node->output[k]);
+        if (!qk || qk->uses != 1)
+            return attn_fail(im, node, a, "output %d (%s) is read by %d nodes (one in the "
+                             "pattern)", k, k ? "k" : "q", qk ? qk->uses : 0);
+    }
+    a->key_dim = (int)sizes[0];
+    a->head_dim = (int)sizes[2];
+    /* Reorder the conv's filters: new channel f takes old channel src(f). */
+    const gr_layer *l = &im->net->layers[a->conv];
+    layer_params *lp = &im->params[a->conv];
+    int n = l->p.filters, kd = a->key_dim, hd = a->head_dim, heads = a->heads;
+    size_t per = gr_net_input_shape(im->net, a->conv, 0).c / (size_t)l->p.groups *
+                 (size_t)l->p.size * (size_t)l->p.size;
+    float *w = gr_malloc((size_t)n * per * sizeof *w, "attention qkv weights");
+    float *b = gr_malloc((size_t)n * sizeof *b, "attention qkv biases");
+    if (!w || !b) {
+        free(w);
+        free(b);
+        return GR_ERR_OUT_OF_MEMORY;
+    }
+    for (int f = 0; f < n; f++) {
+        int block = f < heads * kd ? 0 : f < 2 * heads * kd ? 1 : 2;
+        int rel = f - block * heads * kd, width = block < 2 ? kd : hd;
+        int src = rel / width * a->qkv_dim + block * kd + rel % width;
+        memcpy(w + (size_t)f * per, lp->weights + (size_t)src * per, per * sizeof *w);
+        b[f] = lp->biases[src];
+    }
+    free(lp->weights);
+    free(lp->biases);
+    lp->weights = w;
+    lp->biases = b;
+    attn_role(im, node, 0, id, ATT_Q);
+    attn_role(im, node, 1, id, ATT_K);
+    attn_role(im, node, 2, id, ATT_V);
+    return GR_OK;
+}
+
+/* Mul or Div of q, q^T, k or the scores by a scalar: the scores' factor. */
+static gr_status attn_scale(importer *im, const Onnx__NodeProto *node, attn_match *a, int id,
+                            const value *x, const value *c)
+{
+    bool div = strcmp(onnx_str(node->op_type), "Div") == 0;
+    if (x->role != ATT_Q && x->role != ATT_QT && x->role != ATT_K && x->role != ATT_SCORES)
+        return attn_fail(im, node, a, "scales '%.100s' (the pattern scales q, k or the scores "
+                         "q^T k)", x->name);
+    if (!c || c->kind != VAL_CONST || !c->k.is_float || c->k.n != 1 || !isfinite(c->k.f[0]) ||
+        c->k.f[0] == 0.0f || (div && node_input(im, node, 0) == c))
+        return attn_fail(im, node, a, "by %s (the pattern scales by one finite non-zero float "
+                         "constant, second for a Div)", !c || c->kind != VAL_CONST ? "a computed "
+                         "tensor" : c->k.n != 1 ? "a constant of several values" : "that constant");
+    if (a->scaled)
+        return attn_fail(im, node, a, "a second scale factor (one Mul or Div in the pattern)");
+    a->scaled = 1;
+    a->scale = div ? 1.0f / c->k.f[0] : c->k.f[0];
+    attn_role(im, node, 0, id, x->role);
+    return GR_OK;
+}
+
+/* The final Reshapes: o to the attention layer, v to the route of its channels. */
+static gr_status attn_reshape(importer *im, const Onnx__NodeProto *node, attn_match *a,
+                              const value *x)
+{
+    const value *shape = node_input(im, node, 1);
+    gr_shape s = value_shape(im, &(value){.kind = VAL_LAYER, .layer = a->conv});
+    int c = a->heads * a->head_dim;
+    gr_shape as4 = {c, s.h, s.w};
+    int64_t d[4];
+    if (!shape || shape->kind != VAL_CONST || !reshape_dims(&shape->k, as4, d) || d[0] != 1 ||
+        d[1] != c || d[2] != s.h || d[3] != s.w)
+        return attn_fail(im, node, a, "to another shape than [1, %d, %d, %d] (heads x head_dim "
+                         "channels)", c, s.h, s.w);
+    if (x->role == ATT_V) {
+        if (a->v_layer >= 0) {
+            set_output_layer(im, node, 0, a->v_layer);
+            return GR_OK;
+        }
+        value qkv = {.name = "qkv", .kind = VAL_LAYER, .layer = a->conv};
+        GR_TRY(channel_range(im, node, &qkv, 2LL * a->heads * a->key_dim, c, 0));
+        a->v_layer = find_value(im, node->output[0])->layer;
+        return GR_OK;
+    }
+    gr_op_params p;
+    base_params(GR_OP_ATTENTION, &p);
+    p.groups = a->heads;
+    p.size = a->key_dim;
+    p.scale = a->scale;
+    int layer = -1;
+    GR_TRY(add_layer(im, node, &p, &a->conv, 1, &layer));
+    set_output_layer(im, node, 0, layer);
+    return GR_OK;
+}
+
+/* A node reading an intermediate of an attention match: the pattern's next step, or refused. */
+static gr_status import_attention(importer *im, const Onnx__NodeProto *node)
+{
+    const char *op = onnx_str(node->op_type);
+    value *x = NULL, *y = node_input(im, node, 1);
+    for (size_t k = 0; k < node->n_input && !x; k++)
+        if (node_input(im, node, k) && node_input(im, node, k)->kind == VAL_ATTN)
+            x = node_input(im, node, k);
+    int id = x->attn;
+    attn_match *a = &im->attn[id];
+    value *out = node->n_output ? find_value(im, node->output[0]) : NULL;
+    static const char *const names[] = {"", "the heads' qkv", "q", "k", "v", "q^T", "the scores",
+                                        "the attention", "the attention^T", "the output"};
+    int role = x->role, next = 0;
+    /* every intermediate but v and the output has one reader: the pattern's next node */
+    if (strcmp(op, "Split") == 0 && role == ATT_HEADS)
+        return attn_split(im, node, a, id);
+    if ((strcmp(op, "Mul") == 0 || strcmp(op, "Div") == 0) && node->n_input == 2)
+        return attn_scale(im, node, a, id, x,
+                          node_input(im, node, x == node_input(im, node, 0) ? 1 : 0));
+    if (strcmp(op, "Reshape") == 0 && (role == ATT_V || role == ATT_OUT))
+        return attn_reshape(im, node, a, x);
+    if (strcmp(op, "Transpose") == 0 && (role == ATT_Q || role == ATT_PROBS)) {
+        const int64_t *perm;
+        size_t n = onnx_attr_ints(node, "perm", &perm);
+        if (n != 4 || perm[0] != 0 || perm[1] != 1 || perm[2] != 3 || perm[3] != 2)
+            return attn_fail(im, node, a, "of %s with another perm than [0, 1, 3, 2] (the "
+                             "pattern swaps the last two axes)", names[role]);
+        next = role == ATT_Q ? ATT_QT : ATT_PROBS_T;
+    } else if (strcmp(op, "MatMul") == 0) {
+        const value *l = node_input(im, node, 0), *r = y;
+        bool lr = l && r && l->kind == VAL_ATTN && r->kind == VAL_ATTN && l->attn == r->attn;
+        if (lr && l->role == ATT_QT && r->role == ATT_K)
+            next = ATT_SCORES;
+        else if (lr && l->role == ATT_V && r->role == ATT_PROBS_T)
+            next = ATT_OUT;
+        else
+            return attn_fail(im, node, a, "of %s and %s (the pattern multiplies q^T by k, and v "
+                             "by the attention^T)",
+                             l && l->kind == VAL_ATTN ? names[l->role] : "another tensor",
+                             r && r->kind == VAL_ATTN ? names[r->role] : "another tensor");
+    } else if (strcmp(op, "Softmax") == 0 && role == ATT_SCORES) {
+        int64_t axis = onnx_attr_int(node, "axis", im->opset >= 13 ? -1 : 1);
+        if (axis4(axis) != 3)
+            return attn_fail(im, node, a, "on axis %lld (the pattern's softmax is over the last "
+                             "axis, the keys)", (long long)axis);
+        next = ATT_PROBS;
+    } else {
+        return attn_fail(im, node, a, "reads '%.100s' (%s) where the pattern does not",
+                         x->name, names[role]);
+    }
+    if (!out || (next != ATT_OUT && out->uses != 1) || (next == ATT_OUT && out->uses < 1))
+        return attn_fail(im, node, a, "its output is read by %d nodes (the pattern's next node "
+                         "only)", out ? out->uses : 0);
+    attn_role(im, node, 0, id, next);
+    return GR_OK;
+}
+
 /* ---- the walk ------------------------------------------------------------------------------ */
 
 static const char *const foldable_ops[] = {
@@ -1236,6 +1546,8 @@ static gr_status map_node(importer *im, const Onnx__NodeProto *node, const char 
     }
     if (strcmp(op, "Shape") == 0 && x)
         return import_shape(im, node, x);
+    if (strcmp(op, "Reshape") == 0 && x && x->kind == VAL_LAYER && attn_starts(im, node, x))
+        return attn_start(im, node, x);
     if (strcmp(op, "Reshape") == 0 && x)
         return import_reshape(im, node, x);
     if (in_list(foldable_ops, op))
@@ -1355,6 +1667,11 @@ static gr_status import_node(importer *im, const Onnx__NodeProto *node)
             return node_fail(im, node, GR_ERR_UNSUPPORTED, "input %zu ('%.100s') is a "
                              "QuantizeLinear's int8 output (graphrun reads it only through a "
                              "DequantizeLinear)", k, v->name);
+    }
+    for (size_t k = 0; k < node->n_input; k++) {
+        const value *v = node_input(im, node, k);
+        if (v && v->kind == VAL_ATTN)
+            return import_attention(im, node);
     }
     if (all_const && (any_input || strcmp(op, "Constant") == 0) && in_list(foldable_ops, op))
         return fold_node(im, node);
@@ -1535,7 +1852,9 @@ static gr_status read_outputs(importer *im)
         if (!v || v->kind != VAL_LAYER || v->layer < 0)
             return gr_fail(GR_ERR_UNSUPPORTED, "%s: graph output '%.100s' is %s, not a computed "
                            "tensor", im->source, onnx_str(g->output[i]->name),
-                           v && v->kind == VAL_CONST ? "a constant" : "the input");
+                           v && v->kind == VAL_CONST ? "a constant"
+                           : v && v->kind == VAL_ATTN ? "inside an attention pattern"
+                                                      : "the input");
         net->output_layers[net->n_outputs++] = v->layer;
     }
     if (net->n_outputs == 1 && net->output_layers[0] == net->n_layers - 1)
@@ -1625,6 +1944,7 @@ static void importer_free(importer *im)
     free(im->vals);
     free(im->slots);
     free(im->absorbed);
+    free(im->attn);
     gr_tail_release(im->tail);
 }
 

@@ -486,6 +486,10 @@ gr_status gr_gpu_launch_node(gpu_state *g, gpu_variant *v, const gpu_instance *i
     case GR_OP_SOFTMAX:
         err = gr_launch_softmax(y->dtype, in, xv, out, yv, p->groups, stream);
         break;
+    case GR_OP_ATTENTION: /* groups: heads, size: key_dim (ops/attention.c) */
+        err = gr_launch_attention(y->dtype, in, xv, out, yv, p->groups, p->size, p->scale,
+                                  stream);
+        break;
     default: return gr_gpu_unsupported(plan, index);
     }
     return gr_gpu_launch_status(err, plan, index);

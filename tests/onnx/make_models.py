@@ -49,11 +49,11 @@ PHOTOS = ["dog", "horses"]
 
 
 class ConvBnSilu(nn.Module):
-    def __init__(self, c_in, c_out, k=1, s=1, groups=1):
+    def __init__(self, c_in, c_out, k=1, s=1, groups=1, act=True):
         super().__init__()
         self.conv = nn.Conv2d(c_in, c_out, k, s, k // 2, groups=groups, bias=False)
         self.bn = nn.BatchNorm2d(c_out)
-        self.act = nn.SiLU()
+        self.act = nn.SiLU() if act else nn.Identity()
 
     def forward(self, x):
         return self.act(self.bn(self.conv(x)))
@@ -378,6 +378,126 @@ class Yolo11nDetect(YoloV8nDetect):
         m.m4 = C3k2(b + c, c, residual=False)
         m.m5 = C3k2(c + d, d, c3k=True, residual=False)
         self.head = AnchorFreeHead(nc, (b, c, d), (8, 16, 32), SIZE, depthwise=True)
+
+
+class Attention(nn.Module):
+    """YOLO11's PSA attention from its published structure: a 1x1 Conv-BN (no activation) to
+    q, k, v of every head (per head key_dim, key_dim, head_dim channels; key_dim = head_dim / 2),
+    softmax(q^T k * key_dim^-0.5) over the keys, v times it, plus a depthwise 3x3 Conv-BN of v
+    (positional encoding), a 1x1 Conv-BN projection. Variants for the importer's tests:
+    `prescale` scales q before the MatMul; `softmax_dim` / `head_scale` make near misses."""
+
+    def __init__(self, c, heads, prescale=False, softmax_dim=-1, head_scale=False):
+        super().__init__()
+        self.heads, self.head_dim = heads, c // heads
+        self.key_dim = self.head_dim // 2
+        self.scale = self.key_dim ** -0.5
+        self.qkv = ConvBnSilu(c, c + 2 * self.key_dim * heads, act=False)
+        self.proj = ConvBnSilu(c, c, act=False)
+        self.pe = ConvBnSilu(c, c, 3, groups=c, act=False)
+        self.prescale, self.softmax_dim = prescale, softmax_dim
+        if head_scale:  # one factor per head: not the pattern's scalar
+            self.register_buffer("head_scale", torch.full((1, heads, 1, 1), self.scale))
+        else:
+            self.head_scale = None
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        q, k, v = self.qkv(x).view(b, self.heads, 2 * self.key_dim + self.head_dim, h * w).split(
+            [self.key_dim, self.key_dim, self.head_dim], dim=2)
+        if self.prescale:
+            attn = (q * self.scale).transpose(-2, -1) @ k
+        else:
+            attn = (q.transpose(-2, -1) @ k) * (self.scale if self.head_scale is None
+                                                else self.head_scale)
+        attn = attn.softmax(dim=self.softmax_dim)
+        x = (v @ attn.transpose(-2, -1)).view(b, c, h, w) + self.pe(v.reshape(b, c, h, w))
+        return self.proj(x)
+
+
+class PsaBlock(nn.Module):
+    """x + attention(x), then x + ffn(x) (1x1 Conv-BN-SiLU to 2c, 1x1 Conv-BN back)."""
+
+    def __init__(self, c, heads):
+        super().__init__()
+        self.attn = Attention(c, heads)
+        self.ffn = nn.Sequential(ConvBnSilu(c, 2 * c), ConvBnSilu(2 * c, c, act=False))
+
+    def forward(self, x):
+        x = x + self.attn(x)
+        return x + self.ffn(x)
+
+
+class C2Psa(nn.Module):
+    """YOLO11's C2PSA: a 1x1 conv to 2c, the halves, PSA blocks on the second, concat, 1x1 conv
+    (C2f's wrapping). YOLO11 takes heads = c // 64; these narrow tests set it."""
+
+    def __init__(self, c_in, c_out, heads, n=1):
+        super().__init__()
+        self.c = c_in // 2
+        self.cv1 = ConvBnSilu(c_in, 2 * self.c)
+        self.cv2 = ConvBnSilu(2 * self.c, c_out)
+        self.m = nn.Sequential(*(PsaBlock(self.c, heads) for _ in range(n)))
+
+    def forward(self, x):
+        a, b = self.cv1(x).split((self.c, self.c), dim=1)
+        return self.cv2(torch.cat((a, self.m(b)), 1))
+
+
+class Yolo11nPsaDetect(Yolo11nDetect):
+    """Yolo11nDetect with YOLO11n's C2PSA after the SPPF (2 heads of 8 channels on the 16-channel
+    half, 4 x 4 = 16 tokens at 128 x 128)."""
+
+    def __init__(self, nc=3, w=(8, 16, 24, 32)):
+        super().__init__(nc, w)
+        d = w[3]
+        self.body.s5.append(C2Psa(d, d, heads=2))
+
+
+class AttentionNet(nn.Module):
+    """The attention alone after a stride-2 Conv-BN-SiLU: 16 channels, 2 heads, 8 x 8 tokens."""
+
+    def __init__(self, **variant):
+        super().__init__()
+        self.stem = ConvBnSilu(3, 16, 3, 2)
+        self.attn = Attention(16, 2, **variant)
+
+    def forward(self, x):
+        return self.attn(self.stem(x))
+
+
+def attention_models(batch, tiny_in):
+    """The attention's oracle files (docs/onnx.md): AttentionNet at opsets 11 (Split by
+    attribute) and 13, the q-prescaled variant, three near misses, one with too many tokens,
+    and Yolo11nPsaDetect."""
+    variants = [("attention_op11", 11, {}), ("attention_op13", 13, {}),
+                ("attention_prescale", 13, {"prescale": True}),
+                ("attention_bad_axis", 13, {"softmax_dim": -2}),
+                ("attention_bad_scale", 13, {"head_scale": True})]
+    for stem, opset, variant in variants:
+        torch.manual_seed(5)
+        net = AttentionNet(**variant)
+        seed_statistics(net, torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(3)))
+        torch.onnx.export(net, tiny_in, os.path.join(HERE, stem + ".onnx"), opset_version=opset,
+                          input_names=["images"], output_names=["out"])
+        if not variant or "prescale" in variant:
+            with torch.no_grad():
+                np.save(os.path.join(HERE, stem + "_out.npy"), net(tiny_in).numpy())
+    import onnx  # a third near miss: q transposed with another permutation
+
+    m = onnx.load(os.path.join(HERE, "attention_op13.onnx"))
+    first = next(n for n in m.graph.node if n.op_type == "Transpose")
+    del first.attribute[:]
+    first.attribute.append(onnx.helper.make_attribute("perm", [0, 2, 1, 3]))
+    onnx.save(m, os.path.join(HERE, "attention_bad_perm.onnx"))
+    torch.manual_seed(5)  # 66 x 66 = 4356 tokens: past graphrun's 4096, refused at load
+    big = AttentionNet()
+    seed_statistics(big, torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(3)))
+    torch.onnx.export(big, torch.zeros(1, 3, 132, 132), os.path.join(HERE, "attention_big.onnx"),
+                      opset_version=13, input_names=["images"], output_names=["out"])
+    torch.manual_seed(6)
+    psa = Yolo11nPsaDetect()
+    export_detector(psa, batch, "yolo11n_psa", "v8", [s[-1] for s in psa.head.cv3], 0, 3, 0)
 
 
 class YoloV5nDetect(nn.Module):
@@ -748,6 +868,7 @@ def main():
     np.save(os.path.join(HERE, "tiny_head_input.npy"), small_in[:1].numpy())
     with torch.no_grad():
         np.save(os.path.join(HERE, "tiny_head_out.npy"), small(small_in[:1]).numpy())
+    attention_models(batch, tiny_in)
     return 0
 
 

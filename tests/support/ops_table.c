@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "tests/support/gpu_test.h"
+#include "tests/support/onnx_inputs.h"
 
 /* ---- the table ---------------------------------------------------------------------------- */
 
@@ -32,6 +33,7 @@
 #define YOLO(mask)                                                                                 \
     "[yolo]\nmask=" mask "\nanchors=10,14,23,27,37,58,81,82,135,169,344,319\nclasses=1\nnum=6\n"
 #define ALEXEYAB_CFG "tests/data/alexeyab/sam-scale.cfg"
+#define ATTENTION_ONNX "tests/onnx/attention_op13.onnx"
 /* yolov3-tiny's upsample concatenated with an earlier map */
 #define UPSAMPLE_NET                                                                               \
     CONV(16, 3, 1, "leaky") MAXPOOL(2, 2) CONV(16, 3, 1, "leaky") "[upsample]\nstride=2\n"         \
@@ -170,6 +172,12 @@ const gr_test_op_case gr_test_op_cases[] = {
      13, 1, P32 | P16, 0, 8, 7, 7, 0},
     {"local_avgpool batch", CONV(16, 3, 1, "leaky") "[local_avgpool]\nsize=3\nstride=2\n" HEAD,
      NULL, 18, 18, 3, P32 | P16, 0, 8, 9, 9, 0},
+    /* The attention op (YOLO11's C2PSA, ops/attention.c): no Darknet section, so an ONNX file
+     * (tests/onnx/make_models.py's AttentionNet: a stride-2 conv, the qkv conv, 2 heads of 8
+     * channels over 8 x 8 tokens, the route of v, the depthwise pe conv, the add, the proj
+     * conv). f32 kernel (kernels/attention.cu); fp16 / int8 convert around it. */
+    {"attention", NULL, ATTENTION_ONNX, 16, 16, 1, PALL, 0, 16, 8, 8, 0},
+    {"attention batch", NULL, ATTENTION_ONNX, 16, 16, 3, PALL, 0, 16, 8, 8, 0},
 };
 
 const int gr_test_op_n_cases = (int)(sizeof gr_test_op_cases / sizeof gr_test_op_cases[0]);
@@ -180,13 +188,21 @@ const char *const gr_test_op_calib[] = {"data/shapes-calib/00.png", "data/shapes
 
 /* ---- reading it --------------------------------------------------------------------------- */
 
+/* A row whose file is an ONNX model (its own weights and input size: w and h must be its). */
+static bool is_onnx(const gr_test_op_case *c)
+{
+    size_t n = c->cfg_file ? strlen(c->cfg_file) : 0;
+    return n > 5 && strcmp(c->cfg_file + n - 5, ".onnx") == 0;
+}
+
 int gr_test_op_runs(const char *filter, gr_test_op_run *runs, int max)
 {
     int n = 0;
+    const bool onnx = gr_test_have_onnx();
     for (int r = 0; r < gr_test_op_n_cases; r++) {
         const gr_test_op_case *c = &gr_test_op_cases[r];
-        if (filter && !strstr(c->name, filter))
-            continue;
+        if ((filter && !strstr(c->name, filter)) || (is_onnx(c) && !onnx))
+            continue; /* a build without ONNX import (-DGR_ENABLE_ONNX=OFF) skips ONNX rows */
         for (int a = c->acts ? 0 : -1; a < (c->acts ? GR_ACT_COUNT : 0); a++) {
             if (a >= 0 && !(c->acts & ACT(a)))
                 continue;
@@ -231,6 +247,10 @@ char *gr_test_op_cfg(const gr_test_op_case *c, const char *act)
     char *text = NULL, line[512];
     size_t len = 0;
     append(&text, &len, "", 0);
+    if (is_onnx(c)) { /* nothing to substitute: the text is its path */
+        append(&text, &len, c->cfg_file, strlen(c->cfg_file));
+        return text;
+    }
     if (c->layers) {
         snprintf(line, sizeof line, "[net]\nwidth=%d\nheight=%d\nchannels=3\n", c->w, c->h);
         append(&text, &len, line, strlen(line));
@@ -254,6 +274,8 @@ char *gr_test_op_cfg(const gr_test_op_case *c, const char *act)
 
 gr_model *gr_test_op_model(const gr_test_op_case *c, const char *act, const char *cfg_path)
 {
+    if (is_onnx(c))
+        return gr_test_load_model(NULL, c->cfg_file, 0);
     char *text = gr_test_op_cfg(c, act);
     FILE *f = fopen(cfg_path, "w");
     ck_assert_msg(f != NULL && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s",

@@ -25,7 +25,9 @@ typedef struct gr_test_op_case {
                              stands for the activation under test */
     const char *cfg_file; /* or a whole cfg file (layers NULL): its width= / height= lines are set
                              to w / h, and its "activation=logistic" lines are the activation
-                             under test where acts is not 0 */
+                             under test where acts is not 0; or an ONNX model (a name ending in
+                             .onnx: loaded as it is, its own weights; w, h must be its input's,
+                             acts 0) */
     int w, h;             /* the network input, w x h x 3 (uint8: the engines' 3-channel input) */
     int batch;
     unsigned precs;       /* P32 | P16 | P8 */
@@ -47,8 +49,9 @@ typedef struct gr_test_op_run {
     gr_precision prec;
 } gr_test_op_run;
 
-/* The runs of the rows whose name contains `filter` (NULL: every row), row by row, activation by
- * activation, fp32 / fp16 / int8, into runs[0..max); their count, or -1 when more than max. */
+/* The runs of the rows whose name contains `filter` (NULL: every row; ONNX rows only in builds
+ * with ONNX import), row by row, activation by activation, fp32 / fp16 / int8, into
+ * runs[0..max); their count, or -1 when more than max. */
 int gr_test_op_runs(const char *filter, gr_test_op_run *runs, int max);
 
 /* The int8 calibration images of every run (NULL-terminated). */
