@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Peer numbers for graphrun: PyTorch's best YOLOv2-tiny (VOC) runs on the same GPU.
 
+With --torchscript FILE --size N the network is a TorchScript module taking [B, 3, N, N] (e.g. the
+YOLOv8n twin of an ONNX benchmark model, bench/onnx_models.py).
 With --cfg FILE [--weights FILE] the network is any Darknet cfg instead, built by
 bench/darknet_torch.py (conv/bn/activations incl. mish/swish/logistic, maxpool, route with groups,
 shortcut, upsample, dropout; [yolo] layers give their raw inputs as outputs, concatenated): e.g.
@@ -126,6 +128,7 @@ def time_it(fn, iters, warmup):
 
 
 CFG = None  # (cfg path, weights path or None) from --cfg / --weights
+TORCHSCRIPT = None  # a TorchScript file from --torchscript
 
 
 class FlatHeads(nn.Module):
@@ -140,6 +143,8 @@ class FlatHeads(nn.Module):
 
 
 def base_model():
+    if TORCHSCRIPT is not None:
+        return torch.jit.load(TORCHSCRIPT, map_location="cpu").float()
     if CFG is None:
         return YoloV2TinyVoc()
     from darknet_torch import DarknetNet
@@ -352,6 +357,7 @@ def bench_curve(model, args, results):
 
 
 def main():
+    global CFG, NET_SIZE, TORCHSCRIPT
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--iters", type=int, default=1000)
     ap.add_argument("--warmup", type=int, default=100)
@@ -375,10 +381,17 @@ def main():
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--cfg", metavar="FILE", help="any Darknet cfg instead of YOLOv2-tiny VOC")
     ap.add_argument("--weights", metavar="FILE", help="its .weights (default: random, seed 1)")
+    ap.add_argument("--torchscript", metavar="FILE",
+                    help="a TorchScript network instead (input [B, 3, --size, --size])")
+    ap.add_argument("--size", type=int, default=None, help="--torchscript's input side")
     ap.add_argument("--child-json", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.torchscript:
+        if not args.size or args.cfg:
+            print("peers.py: --torchscript needs --size and excludes --cfg")
+            return 2
+        TORCHSCRIPT, NET_SIZE = args.torchscript, args.size
     if args.cfg:
-        global CFG, NET_SIZE
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from darknet_torch import parse_cfg
         with open(args.cfg) as f:
@@ -439,6 +452,8 @@ def main():
                 cmd = [sys.executable, os.path.abspath(__file__), "--child-json", child,
                        "--compile-mode", mode, "--batch", str(batch),
                        "--iters", str(args.iters), "--warmup", str(args.warmup)]
+                if args.torchscript:
+                    cmd += ["--torchscript", args.torchscript, "--size", str(args.size)]
                 if args.cfg:
                     cmd += ["--cfg", args.cfg] + (["--weights", args.weights] if args.weights else [])
                 t0 = time.time()

@@ -173,6 +173,14 @@ START_TEST(gpu_head_detections)
     ck_assert_msg(nrmse <= 1e-5, "%s: NRMSE %.3e", oc->model, nrmse);
     ck_assert_int_eq(ng, nc);
     ck_assert_int_gt(nc, 0);
+    /* Box corners are in input pixels. The graph outputs agree to 1e-5 NRMSE (RMS over the
+     * output's range, which is about the input's side); single values differ by up to ~20x the
+     * RMS, and a YOLOv8 box side is a DFL expectation times the stride, where a logit's last-bit
+     * difference in a K = 9 x C sum moves a stride-32 corner by ~1e-4 of the side (H100,
+     * 2026-12-07: 0.0138 px at 128 px). So: 2e-4 of the input's larger side, at least 0.01 px. */
+    gr_model_info info;
+    ck_assert(gr_model_get_info(m, &info) == GR_OK);
+    const float box_tol = fmaxf(0.01f, 2e-4f * (float)(info.width > info.height ? info.width : info.height));
     for (int i = 0; i < nc; i++) {
         float g[4] = {dg[i].left, dg[i].top, dg[i].right, dg[i].bottom};
         float c[4] = {dc[i].left, dc[i].top, dc[i].right, dc[i].bottom};
@@ -180,8 +188,9 @@ START_TEST(gpu_head_detections)
         ck_assert_msg(fabsf(dg[i].prob - dc[i].prob) <= 1e-4f, "det %d: %g vs %g", i,
                       (double)dg[i].prob, (double)dc[i].prob);
         for (int k = 0; k < 4; k++)
-            ck_assert_msg(fabsf(g[k] - c[k]) <= fmaxf(0.01f, 2e-4f * fabsf(c[k])),
-                          "det %d: box %g vs %g", i, (double)g[k], (double)c[k]);
+            ck_assert_msg(fabsf(g[k] - c[k]) <= fmaxf(box_tol, 2e-4f * fabsf(c[k])),
+                          "det %d: box %g vs %g (tolerance %g px)", i, (double)g[k], (double)c[k],
+                          (double)box_tol);
     }
     gr_detections_free(dg);
     gr_detections_free(dc);

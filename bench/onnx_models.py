@@ -1,0 +1,83 @@
+#!/usr/bin/python3
+"""Full-size ONNX benchmark networks for graphrun and their PyTorch twins (issue 38's speed
+measurement: YOLOv8n at 640 x 640 beside PyTorch's fp16 CUDA graph of the same network).
+
+  python3 bench/onnx_models.py OUTDIR
+writes OUTDIR/yolov8n-640.onnx (opset 17, what `yolo export format=onnx` gives for a 640 x 640
+YOLOv8n: one input [1, 3, 640, 640], one output [1, 84, 8400]) and OUTDIR/yolov8n-640.pt (the same
+module and weights as TorchScript, which bench/peers.py --torchscript loads without this source).
+Needs Debian's python3-torch and python3-onnx (this machine, not the GPU machine); ~30 s on 2 cores.
+
+The network is YOLOv8n's published structure (width 0.25, depth 0.33: channels 16, 32, 64, 128, 256;
+C2f repeats 1, 2, 2, 1 in the backbone and 1 in the neck; SPPF; the anchor-free head with 64-channel
+box and 80-channel class branches, DFL, 80 classes), built from the oracle's own modules
+(tests/onnx/make_models.py: written from the description, no Ultralytics code), with seeded weights
+and batch-norm statistics measured on random images, as the oracle networks are. Synthetic weights
+time like trained ones: the kernels do not look at the values (never zeros: see bench/README.md).
+"""
+import os
+import sys
+
+import torch
+from torch import nn
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "onnx"))
+from make_models import AnchorFreeHead, ConvBnSilu, SplitBlock, Sppf, seed_statistics  # noqa: E402
+
+SIZE = 640
+
+
+class YoloV8n(nn.Module):
+    def __init__(self, nc=80, size=SIZE):
+        super().__init__()
+        self.stem = ConvBnSilu(3, 16, 3, 2)
+        self.s2 = nn.Sequential(ConvBnSilu(16, 32, 3, 2), SplitBlock(32, 32, n=1))
+        self.s3 = nn.Sequential(ConvBnSilu(32, 64, 3, 2), SplitBlock(64, 64, n=2))
+        self.s4 = nn.Sequential(ConvBnSilu(64, 128, 3, 2), SplitBlock(128, 128, n=2))
+        self.s5 = nn.Sequential(ConvBnSilu(128, 256, 3, 2), SplitBlock(256, 256, n=1),
+                                Sppf(256, 256))
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.n4 = SplitBlock(256 + 128, 128, residual=False)
+        self.n3 = SplitBlock(128 + 64, 64, residual=False)
+        self.down3 = ConvBnSilu(64, 64, 3, 2)
+        self.m4 = SplitBlock(64 + 128, 128, residual=False)
+        self.down4 = ConvBnSilu(128, 128, 3, 2)
+        self.m5 = SplitBlock(128 + 256, 256, residual=False)
+        self.head = AnchorFreeHead(nc, (64, 128, 256), (8, 16, 32), size, c2=64, c3=80)
+
+    def forward(self, x):
+        p3 = self.s3(self.s2(self.stem(x)))
+        p4 = self.s4(p3)
+        p5 = self.s5(p4)
+        n4 = self.n4(torch.cat([self.up(p5), p4], 1))
+        n3 = self.n3(torch.cat([self.up(n4), p3], 1))
+        m4 = self.m4(torch.cat([self.down3(n3), n4], 1))
+        m5 = self.m5(torch.cat([self.down4(m4), p5], 1))
+        return self.head([n3, m4, m5])
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(0)
+    model = YoloV8n()
+    seed_statistics(model, torch.rand(2, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(5)))
+    model.eval()
+    x = torch.rand(1, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(6))
+    onnx_path = os.path.join(out, f"yolov8n-{SIZE}.onnx")
+    torch.onnx.export(model, x, onnx_path, opset_version=17, input_names=["images"],
+                      output_names=["output0"], do_constant_folding=True)
+    with torch.no_grad():
+        traced = torch.jit.trace(model, x)
+        y = model(x)
+    traced.save(os.path.join(out, f"yolov8n-{SIZE}.pt"))
+    params = sum(p.numel() for p in model.parameters())
+    print(f"{onnx_path}: {params / 1e6:.2f} M parameters, output {list(y.shape)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
