@@ -75,6 +75,29 @@ static void group_view(gr_plan *plan, gr_plan_node *nd)
     nd->noop = 1;
 }
 
+/* Inputs k, k+1, ... of route nd that are views of one root tensor, at channel offsets 0, c0,
+ * c0 + c1, ... of it, up to all its channels: true with the root in *root, the input after the
+ * run in *next and the run's channels in *width; false when the views leave a gap, overlap or
+ * do not reach the root's end (the root cannot be one slice of the concat then). */
+static int whole_run(const gr_plan *plan, const gr_plan_node *nd, int k, int *root, int *next,
+                     int *width)
+{
+    const int r = plan->tensors[nd->inputs[k]].view_of;
+    int covered = 0, j = k;
+    for (; j < nd->n_inputs; j++) {
+        const gr_plan_tensor *v = &plan->tensors[nd->inputs[j]];
+        if (v->view_of != r || v->c_offset != covered)
+            break;
+        covered += v->c;
+    }
+    if (covered != plan->tensors[r].c || plan->tensors[r].c_pad != plan->tensors[r].c)
+        return 0;
+    *root = r;
+    *next = j;
+    *width = covered;
+    return 1;
+}
+
 gr_status gr_pass_concat_views(gr_plan *plan)
 {
     int nchw_strided_views = plan->options.nchw_strided_views;
@@ -107,22 +130,29 @@ gr_status gr_pass_concat_views(gr_plan *plan)
         /* A channel slice of an NCHW tensor is dense only for one image. */
         int ok = o->layout != GR_LAYOUT_NCHW || o->n == 1 || nchw_strided_views;
         int granule = gr_plan_channel_granule(o->dtype);
-        for (int k = 0; k < nd->n_inputs && ok; k++) {
-            int src = nd->inputs[k];
+        /* The tensors that become slices: each input, or, for a run of inputs that are views of
+         * one tensor covering all its channels in order (a C2f block's two halves of one conv
+         * output, then its bottlenecks), that tensor once. at[m] is its channel offset. */
+        int slices[GR_MAX_INPUTS], at[GR_MAX_INPUTS], n_slices = 0, offset = 0;
+        for (int k = 0; k < nd->n_inputs && ok;) {
+            int src = nd->inputs[k], width = plan->tensors[src].c, next = k + 1;
+            if (plan->tensors[src].view_of >= 0)
+                ok = whole_run(plan, nd, k, &src, &next, &width);
             const gr_plan_tensor *s = &plan->tensors[src];
-            const gr_plan_node *prod = &plan->nodes[s->producer];
-            ok = s->dtype == o->dtype && s->view_of < 0 && !is_plan_io(plan, src) &&
-                 prod->kind != GR_NODE_INPUT && (k == nd->n_inputs - 1 || s->c % granule == 0);
-            for (int j = 0; j < k && ok; j++)
-                ok = nd->inputs[j] != src;
+            ok = ok && s->dtype == o->dtype && s->view_of < 0 && !is_plan_io(plan, src) &&
+                 plan->nodes[s->producer].kind != GR_NODE_INPUT &&
+                 (next == nd->n_inputs || s->c % granule == 0);
+            for (int j = 0; j < n_slices && ok; j++)
+                ok = slices[j] != src;
+            slices[n_slices] = src;
+            at[n_slices++] = offset;
+            offset += width;
+            k = next;
         }
         if (!ok)
             continue;
-        int offset = 0;
-        for (int k = 0; k < nd->n_inputs; k++) {
-            make_slice(plan, nd->inputs[k], out, offset);
-            offset += plan->tensors[nd->inputs[k]].c;
-        }
+        for (int m = 0; m < n_slices; m++)
+            make_slice(plan, slices[m], out, at[m]);
         nd->noop = 1;
     }
     return GR_OK;

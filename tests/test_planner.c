@@ -627,6 +627,53 @@ START_TEST(concat_writes_into_slices_of_the_route)
 }
 END_TEST
 
+/* A C2f block (YOLOv8's): one conv's output split in halves (two grouped routes), a bottleneck on
+ * the second half, and the concat of both halves and the bottleneck. The halves are views of one
+ * tensor covering it in order, so that tensor becomes the concat's first slice and nothing is
+ * copied; the results are the reference's (tests/test_planner_exec.c runs plans against it, and
+ * test_onnx runs YOLOv8n-like C2f blocks against PyTorch). Concatenating only the second half, or
+ * the halves out of order, leaves a gap or an overlap: copied. */
+START_TEST(concat_of_a_split_tensor_writes_it_in_place)
+{
+    static const char *const tails[3] = {"[route]\nlayers=-4,-3,-1\n", "[route]\nlayers=-3,-1\n",
+                                         "[route]\nlayers=-3,-4,-1\n"};
+    static const int aliased[3] = {1, 0, 0};
+    for (int t = 0; t < 3; t++) {
+        char cfg[1024];
+        snprintf(cfg, sizeof cfg,
+                 "[net]\nwidth=16\nheight=16\nchannels=3\n"
+                 "[convolutional]\nfilters=32\nsize=1\nactivation=leaky\n"
+                 "[route]\nlayers=-1\ngroups=2\ngroup_id=0\n"
+                 "[route]\nlayers=-2\ngroups=2\ngroup_id=1\n"
+                 "[convolutional]\nfilters=16\nsize=3\npad=1\nactivation=leaky\n"
+                 "[shortcut]\nfrom=-2\nactivation=linear\n"
+                 "%s"
+                 "[convolutional]\nfilters=8\nsize=1\nactivation=linear\n",
+                 tails[t]);
+        gr_net *net = from_cfg(cfg);
+        for (int prec = 0; prec < 3; prec++) {
+            gr_plan *p = build(net, (gr_precision)prec, 1);
+            const gr_plan_node *r = &p->nodes[node_of_layer(p, 5, GR_OP_ROUTE)];
+            ck_assert_msg(r->noop == aliased[t], "route %d, %s: noop %d", t,
+                          gr_precision_name((gr_precision)prec), r->noop);
+            if (aliased[t]) {
+                const gr_plan_tensor *conv0 = &p->tensors[p->nodes[node_of_layer(p, 0, GR_OP_CONV)].output];
+                const gr_plan_tensor *add = &p->tensors[r->inputs[2]];
+                ck_assert_int_eq(conv0->view_of, r->output);
+                ck_assert_int_eq(conv0->c_offset, 0);
+                ck_assert_int_eq(add->view_of, r->output);
+                ck_assert_int_eq(add->c_offset, 32);
+                /* the halves follow their tensor into the concat */
+                ck_assert_int_eq(p->tensors[r->inputs[1]].view_of, r->output);
+                ck_assert_int_eq(p->tensors[r->inputs[1]].c_offset, 16);
+            }
+            gr_plan_free(p);
+        }
+        release(net);
+    }
+}
+END_TEST
+
 /* A one-input [route] groups=2 group_id=1 is a view of its input's second half where the half is
  * a whole number of channel granules: 24 channels -> 12, a view in fp32 only (12 is not a multiple
  * of 8 or 16); 32 -> 16 in every precision. Its outputs: tests/test_planner_exec.c. */
@@ -912,6 +959,7 @@ static Suite *planner_suite(void)
     tcase_add_test(tc, epilogue_records_fused_parts);
     tcase_add_test(tc, int8_weights_are_per_channel_symmetric);
     tcase_add_test(tc, concat_writes_into_slices_of_the_route);
+    tcase_add_test(tc, concat_of_a_split_tensor_writes_it_in_place);
     tcase_add_test(tc, grouped_route_is_a_view_where_the_granule_allows);
     tcase_add_test(tc, shortcut_runs_in_place_when_its_input_dies);
     tcase_add_test(tc, independent_branches_get_their_own_stream);
