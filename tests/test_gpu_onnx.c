@@ -5,8 +5,8 @@
  * engine writes its calibration cache, the CPU engine reads it):
  *   fp32 <= 1e-5, fp16 <= 1e-3, int8 <= 1e-2 NRMSE (RMSE / range of the CPU output) on every
  *   output: the Darknet models' bounds. Same-precision comparisons: the GPU kernels against the
- *   planner's emulation of their arithmetic, not the precision's own error (which on these
- *   random-weight networks is larger: docs/onnx.md).
+ *   planner's emulation of their arithmetic, not the precision's own error (bounded on the CPU
+ *   by test_onnx's test_conditioning: docs/onnx.md, "Precision of the oracle networks").
  * qdq.onnx (explicit Q/DQ, make_qdq.py): both int8 engines take the file's scales and int8
  * weights (no calibration; the notice says so), so the GPU runs the CPU emulation's arithmetic.
  * The attention model and the YOLO11n-like network with C2PSA run the attention layer's kernel
