@@ -78,18 +78,7 @@ static int run(const gr_model *m, const char *cache, gr_device dev, gr_precision
         ck_assert_msg(strstr(gr_engine_notice(e), "scales from the file's QuantizeLinear") != NULL,
                       "%s", gr_engine_notice(e));
     ck_assert_msg(gr_engine_run_f32(e, x) == GR_OK, "%s", gr_last_error());
-    int count = gr_engine_output_count(e);
-    ck_assert(count >= 1 && count <= MAX_OUT);
-    for (int k = 0; k < count; k++) {
-        gr_tensor_desc d;
-        const float *o = NULL;
-        ck_assert(gr_engine_output_desc(e, k, &d) == GR_OK);
-        ck_assert(gr_engine_output(e, k, &o) == GR_OK);
-        n[k] = (size_t)d.c * d.h * d.w;
-        out[k] = malloc(n[k] * sizeof *out[k]);
-        ck_assert_ptr_nonnull(out[k]);
-        memcpy(out[k], o, n[k] * sizeof *out[k]);
-    }
+    int count = gr_test_copy_outputs(e, out, n, MAX_OUT);
     gr_engine_destroy(e);
     return count;
 }

@@ -133,18 +133,7 @@ static int run_precision(const gr_model *m, gr_precision prec, const float *x, f
     gr_engine *e = NULL;
     ck_assert_msg(gr_engine_build(m, &eo, &e) == GR_OK, "%s", gr_last_error());
     ck_assert_msg(gr_engine_run_f32(e, x) == GR_OK, "%s", gr_last_error());
-    int count = gr_engine_output_count(e);
-    ck_assert(count >= 1 && count <= 3);
-    for (int k = 0; k < count; k++) {
-        gr_tensor_desc d;
-        const float *o = NULL;
-        ck_assert_int_eq(gr_engine_output_desc(e, k, &d), GR_OK);
-        ck_assert_int_eq(gr_engine_output(e, k, &o), GR_OK);
-        n[k] = (size_t)d.c * d.h * d.w;
-        out[k] = malloc(n[k] * sizeof *out[k]);
-        ck_assert_ptr_nonnull(out[k]);
-        memcpy(out[k], o, n[k] * sizeof *out[k]);
-    }
+    int count = gr_test_copy_outputs(e, out, n, 3);
     gr_engine_destroy(e);
     return count;
 }
