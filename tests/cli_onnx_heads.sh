@@ -19,16 +19,16 @@ if grep -q "built without ONNX import" "$tmp/err"; then
 fi
 [ $rc -eq 0 ]; check "v8 head: exit 0 (got $rc)" $?
 # The recorded input at the default thresh 0.5: the reference's first boxes (make_models.py's
-# yolov8n_head_dog.txt: dog 0.9998 at 36.5 4.5 127 85.0, person 0.9986 ...), 10 above 0.5.
-grep -q "input_dog.png: 10 detections" "$tmp/out" &&
-  grep -q "^  dog  *100.0%  box left 37 top 5 right 127 bottom 85" "$tmp/out" &&
-  grep -q "^  person  *99.9%  box left 68 top 0 right 127 bottom 106" "$tmp/out"
+# yolov8n_head_dog.txt: person 0.99999 at 74.6 0 127 113.0, dog 0.99996 ...), 16 above 0.5.
+grep -q "input_dog.png: 16 detections" "$tmp/out" &&
+  grep -q "^  person  *100.0%  box left 75 top 0 right 127 bottom 113" "$tmp/out" &&
+  grep -q "^  dog  *100.0%  box left 47 top 0 right 127 bottom 85" "$tmp/out"
 check "v8 head: detections with the metadata's class names" $?
 
 "$bin" --model $v8 --device cpu --input tests/onnx/input_dog.png --output "" --json \
     --save-output "$tmp/o.npy" >"$tmp/out" 2>"$tmp/err"
 rc=$?
-[ $rc -eq 0 ] && grep -q '"class": "dog", "class_id": 2, "prob": 0.9997' "$tmp/out"
+[ $rc -eq 0 ] && grep -q '"class": "dog", "class_id": 2, "prob": 0.99996' "$tmp/out"
 check "v8 head: --json (got $rc)" $?
 [ -s "$tmp/o.npy" ] && [ ! -e "$tmp/o.1.npy" ] &&
   head -c 128 "$tmp/o.npy" | grep -q "'shape': (1, 7, 336)"
@@ -50,7 +50,7 @@ grep -q "^  horse  *100.0%" "$tmp/out"; check "v8 head: --names overrides the me
 "$bin" --model tests/onnx/yolov5n_head_op13.onnx --device cpu --input tests/onnx/input_dog.png \
     --output "" >"$tmp/out" 2>"$tmp/err"
 rc=$?
-[ $rc -eq 0 ] && grep -q "^  class 0  *95.4%  box left 127 top 49" "$tmp/out"
+[ $rc -eq 0 ] && grep -q "^  class 0  *98.2%  box left 106 top 5 right 109 bottom 91" "$tmp/out"
 check "v5 head: detections, unnamed classes (got $rc)" $?
 
 "$bin" --model tests/onnx/head_erf.onnx --device cpu --input tests/onnx/tiny_input.npy \

@@ -5,8 +5,8 @@
  * engine writes its calibration cache, the CPU engine reads it):
  *   fp32 <= 1e-5, fp16 <= 1e-3, int8 <= 1e-2 NRMSE (RMSE / range of the CPU output) on every
  *   output: the Darknet models' bounds. Same-precision comparisons: the GPU kernels against the
- *   planner's emulation of their arithmetic, not the precision's own error (which on these
- *   random-weight networks is larger: docs/onnx.md).
+ *   planner's emulation of their arithmetic, not the precision's own error (bounded on the CPU
+ *   by test_onnx's test_conditioning: docs/onnx.md, "Precision of the oracle networks").
  * qdq.onnx (explicit Q/DQ, make_qdq.py): both int8 engines take the file's scales and int8
  * weights (no calibration; the notice says so), so the GPU runs the CPU emulation's arithmetic.
  * The attention model and the YOLO11n-like network with C2PSA run the attention layer's kernel
@@ -78,18 +78,7 @@ static int run(const gr_model *m, const char *cache, gr_device dev, gr_precision
         ck_assert_msg(strstr(gr_engine_notice(e), "scales from the file's QuantizeLinear") != NULL,
                       "%s", gr_engine_notice(e));
     ck_assert_msg(gr_engine_run_f32(e, x) == GR_OK, "%s", gr_last_error());
-    int count = gr_engine_output_count(e);
-    ck_assert(count >= 1 && count <= MAX_OUT);
-    for (int k = 0; k < count; k++) {
-        gr_tensor_desc d;
-        const float *o = NULL;
-        ck_assert(gr_engine_output_desc(e, k, &d) == GR_OK);
-        ck_assert(gr_engine_output(e, k, &o) == GR_OK);
-        n[k] = (size_t)d.c * d.h * d.w;
-        out[k] = malloc(n[k] * sizeof *out[k]);
-        ck_assert_ptr_nonnull(out[k]);
-        memcpy(out[k], o, n[k] * sizeof *out[k]);
-    }
+    int count = gr_test_copy_outputs(e, out, n, MAX_OUT);
     gr_engine_destroy(e);
     return count;
 }

@@ -7,9 +7,9 @@ of tests/onnx/,
     precision (int8: both calibrated on the CPU, --calib-device cpu, so the ranges are the same),
 each as NRMSE (RMSE / range of the reference) per output, with the Darknet models' bounds
 (fp32 <= 1e-5, fp16 <= 1e-3, int8 <= 1e-2), and, unbounded, for information, each precision's
-CPU emulation against fp32 (this random-weight network loses more to fp16 and int8 than the
-Darknet models do: measured 2.4e-3 to 5.8e-3 and 0.1 to 0.47, growing layer by layer;
-`graphrun compare --per-layer` shows it). Runs the graphrun CLI of BUILD_DIR (--save-output);
+CPU emulation against fp32 (the conditioned network, docs/onnx.md "Precision of the oracle
+networks": measured on the CPU at most 1.6e-4 and 0.016; `graphrun compare --per-layer` shows
+it per layer). Runs the graphrun CLI of BUILD_DIR (--save-output);
 needs numpy and Pillow, and onnxruntime for its rows (skipped, saying so, without it).
 
 Usage: tests/onnx/ort_check.py BUILD_DIR      (from the source root; exit 1 if a bound fails)

@@ -39,3 +39,20 @@ float *gr_test_onnx_input(const char *name)
     gr_image_destroy(im);
     return x;
 }
+
+int gr_test_copy_outputs(const gr_engine *e, float **out, size_t *n, int max)
+{
+    int count = gr_engine_output_count(e);
+    ck_assert_msg(count >= 1 && count <= max, "%d outputs (1 to %d expected)", count, max);
+    for (int k = 0; k < count; k++) {
+        gr_tensor_desc d;
+        const float *o = NULL;
+        ck_assert_int_eq(gr_engine_output_desc(e, k, &d), GR_OK);
+        ck_assert_int_eq(gr_engine_output(e, k, &o), GR_OK);
+        n[k] = (size_t)d.c * d.h * d.w;
+        out[k] = malloc(n[k] * sizeof *out[k]);
+        ck_assert_ptr_nonnull(out[k]);
+        memcpy(out[k], o, n[k] * sizeof *out[k]);
+    }
+    return count;
+}
