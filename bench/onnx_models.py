@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Full-size ONNX benchmark networks for graphrun and their PyTorch twins (issue 38's speed
+"""Full-size ONNX benchmark networks for graphrun and their PyTorch twins (the ONNX speed
 measurement: YOLOv8n at 640 x 640 beside PyTorch's fp16 CUDA graph of the same network).
 
   python3 bench/onnx_models.py OUTDIR

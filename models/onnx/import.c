@@ -1130,8 +1130,8 @@ static bool reshape_dims(const onnx_const *shape, gr_shape in, int64_t out[4])
         out[d] = shape->i[d] == 0 ? dims[d] : shape->i[d];
         if (out[d] == -1 && rest < 0)
             rest = d;
-        else if (out[d] < 1)
-            return false;
+        else if (out[d] < 1 || out[d] > total / known)
+            return false; /* more elements than the input has (and no overflow) */
         else
             known *= out[d];
     }
