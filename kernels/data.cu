@@ -120,6 +120,99 @@ __device__ void mul_body(const T *x, gr_kview xv, float x_scale, const T *s, gr_
     }
 }
 
+// Vector paths for granule-aligned NHWC views (f16 / i8; kernels/pool.cu's maxpool does the
+// same): one thread per 16-byte channel granule of an output pixel instead of one per channel,
+// the same values. Lanes at or past the view's channels are written 0 (misc.h's padding rule).
+// Measured: the scalar kernels ran YOLOv8n's upsample and residual adds at 6-10% of the copy rate
+// (H100 roofline, 2026-12-07; docs/performance.md).
+template <typename T> struct Lanes {
+    static constexpr int n = 16 / (int)sizeof(T);
+    __device__ static T get(const Granule &g, int l)
+    {
+        if constexpr (sizeof(T) == 1)
+            return g.i8[l];
+        else
+            return __ushort_as_half(g.f16[l]);
+    }
+    __device__ static void set(Granule &g, int l, T v)
+    {
+        if constexpr (sizeof(T) == 1)
+            g.i8[l] = v;
+        else
+            g.f16[l] = __half_as_ushort(v);
+    }
+};
+
+// Output granule e: pixel (n, y, x) and granule index g of its channels.
+struct GranulePos {
+    unsigned n, y, x, g;
+};
+__device__ __forceinline__ GranulePos granule_pos(unsigned e, unsigned granules, const gr_kview &ov)
+{
+    GranulePos q;
+    q.g = e % granules;
+    const unsigned pixel = e / granules;
+    q.x = pixel % ov.w;
+    q.y = (pixel / ov.w) % ov.h;
+    q.n = pixel / ((unsigned)ov.w * ov.h);
+    return q;
+}
+
+// Zero the lanes of granule g at or past channel count c.
+template <typename T> __device__ __forceinline__ void zero_past(Granule &v, unsigned g, int c)
+{
+    const int valid = c - (int)(g * Lanes<T>::n);
+    if (valid < Lanes<T>::n) {
+#pragma unroll
+        for (int l = 0; l < Lanes<T>::n; l++)
+            if (l >= valid)
+                Lanes<T>::set(v, l, Dtype<T>::zero());
+    }
+}
+
+// Upsample (factor >= 1) and route copy (factor 1): output pixel (y, x) reads (y / f, x / f).
+template <typename T>
+__device__ void copy_vec_body(const T *in, gr_kview iv, T *out, gr_kview ov, int granules,
+                              int factor)
+{
+    const unsigned total = (unsigned)ov.n * ov.h * ov.w * granules;
+    GRK_GRID_STRIDE(e, total)
+    {
+        const GranulePos q = granule_pos(e, granules, ov);
+        Granule v;
+        v.v = *reinterpret_cast<const uint4 *>(
+            in + offset_of<true>(iv, q.n, q.g * Lanes<T>::n, q.y / factor, q.x / factor));
+        zero_past<T>(v, q.g, ov.c);
+        *reinterpret_cast<uint4 *>(out + offset_of<true>(ov, q.n, q.g * Lanes<T>::n, q.y, q.x)) = v.v;
+    }
+}
+
+// Shortcut of two tensors of the output's shape (no Darknet sampling): shortcut_body's arithmetic
+// per lane.
+template <typename T>
+__device__ void shortcut_vec_body(const T *x, gr_kview xv, float x_scale, const T *from,
+                                  gr_kview fv, float from_scale, T *out, gr_kview ov,
+                                  float inv_out_scale, int granules, gr_activation act)
+{
+    const unsigned total = (unsigned)ov.n * ov.h * ov.w * granules;
+    GRK_GRID_STRIDE(e, total)
+    {
+        const GranulePos q = granule_pos(e, granules, ov);
+        const unsigned ch = q.g * Lanes<T>::n;
+        Granule a, b, r;
+        a.v = *reinterpret_cast<const uint4 *>(x + offset_of<true>(xv, q.n, ch, q.y, q.x));
+        b.v = *reinterpret_cast<const uint4 *>(from + offset_of<true>(fv, q.n, ch, q.y, q.x));
+#pragma unroll
+        for (int l = 0; l < Lanes<T>::n; l++) {
+            float y = __fmul_rn(Dtype<T>::to_f32(Lanes<T>::get(a, l)), x_scale);
+            y = __fadd_rn(y, __fmul_rn(Dtype<T>::to_f32(Lanes<T>::get(b, l)), from_scale));
+            Lanes<T>::set(r, l, Store<T>::from_f32(activate(y, act), inv_out_scale));
+        }
+        zero_past<T>(r, q.g, ov.c);
+        *reinterpret_cast<uint4 *>(out + offset_of<true>(ov, q.n, ch, q.y, q.x)) = r.v;
+    }
+}
+
 } // namespace
 
 #define GRK_DEFINE_KERNELS(suffix, DT)                                                             \
@@ -153,6 +246,24 @@ __device__ void mul_body(const T *x, gr_kview xv, float x_scale, const T *s, gr_
 GRK_DEFINE_KERNELS(f32, float)
 GRK_DEFINE_KERNELS(f16, __half)
 GRK_DEFINE_KERNELS(i8, int8_t)
+
+#define GRK_DEFINE_VEC_KERNELS(suffix, DT)                                                         \
+    __global__ void k_copy_vec_##suffix(const DT *in, gr_kview iv, DT *out, gr_kview ov,           \
+                                        int granules, int factor)                                  \
+    {                                                                                              \
+        copy_vec_body<DT>(in, iv, out, ov, granules, factor);                                      \
+    }                                                                                              \
+    __global__ void k_shortcut_vec_##suffix(const DT *x, gr_kview xv, float x_scale,               \
+                                            const DT *from, gr_kview fv, float from_scale,         \
+                                            DT *out, gr_kview ov, float inv_out_scale,             \
+                                            int granules, gr_activation act)                       \
+    {                                                                                              \
+        shortcut_vec_body<DT>(x, xv, x_scale, from, fv, from_scale, out, ov, inv_out_scale,        \
+                              granules, act);                                                      \
+    }
+
+GRK_DEFINE_VEC_KERNELS(f16, __half)
+GRK_DEFINE_VEC_KERNELS(i8, int8_t)
 
 namespace {
 
@@ -244,11 +355,30 @@ cudaError_t launch_data(void (*kernel)(const T *, gr_kview, T *, gr_kview, int, 
     return cudaGetLastError();
 }
 
+template <typename T> using copy_vec_kernel = void (*)(const T *, gr_kview, T *, gr_kview, int, int);
+
+// The vector path where both views are granule-aligned (vec NULL: f32, none): true when launched.
 template <typename T>
-cudaError_t upsample(void (*kernel)(const T *, gr_kview, T *, gr_kview, int, int), const void *in,
-                     gr_kview iv, void *out, gr_kview ov, int factor, cudaStream_t stream)
+bool launch_copy_vec(copy_vec_kernel<T> vec, const void *in, const gr_kview &iv, void *out,
+                     const gr_kview &ov, int factor, cudaStream_t stream)
+{
+    const int cw = channels_written(ov, Dtype<T>::align), lanes = 16 / (int)sizeof(T);
+    if (!vec || !granule_aligned(out, ov, cw, lanes) || !granule_aligned(in, iv, lanes, lanes))
+        return false;
+    const int granules = cw / lanes;
+    vec<<<blocks_for((size_t)ov.n * granules * ov.h * ov.w), kThreads, 0, stream>>>(
+        (const T *)in, iv, (T *)out, ov, granules, factor);
+    return true;
+}
+
+template <typename T>
+cudaError_t upsample(void (*kernel)(const T *, gr_kview, T *, gr_kview, int, int),
+                     copy_vec_kernel<T> vec, const void *in, gr_kview iv, void *out, gr_kview ov,
+                     int factor, cudaStream_t stream)
 {
     GR_ARG_CHECK(upsample_args_ok<T>(in, iv, out, ov, factor));
+    if (launch_copy_vec<T>(vec, in, iv, out, ov, factor, stream))
+        return cudaGetLastError();
     return launch_data<T, int>(kernel, in, iv, out, ov, stream, factor);
 }
 
@@ -261,11 +391,23 @@ cudaError_t reorg(void (*kernel)(const T *, gr_kview, T *, gr_kview, int, int), 
 }
 
 template <typename T>
-cudaError_t route_copy(void (*kernel)(const T *, gr_kview, T *, gr_kview, int), const void *in,
-                       gr_kview iv, void *out, gr_kview ov, cudaStream_t stream)
+cudaError_t route_copy(void (*kernel)(const T *, gr_kview, T *, gr_kview, int),
+                       copy_vec_kernel<T> vec, const void *in, gr_kview iv, void *out, gr_kview ov,
+                       cudaStream_t stream)
 {
     GR_ARG_CHECK(route_copy_args_ok<T>(in, iv, out, ov));
+    if (launch_copy_vec<T>(vec, in, iv, out, ov, 1, stream))
+        return cudaGetLastError();
     return launch_data<T>(kernel, in, iv, out, ov, stream);
+}
+
+// The shortcut's vector path: both operands of the output's shape (no sampling) and every view
+// granule-aligned.
+bool shortcut_vec_ok(const void *x, const gr_kview &xv, const void *from, const gr_kview &fv,
+                     const void *out, const gr_kview &ov, int cw, int lanes)
+{
+    return fv.c == xv.c && fv.h == xv.h && fv.w == xv.w && granule_aligned(out, ov, cw, lanes) &&
+           granule_aligned(x, xv, lanes, lanes) && granule_aligned(from, fv, lanes, lanes);
 }
 
 } // namespace
@@ -274,9 +416,12 @@ extern "C" cudaError_t gr_launch_upsample(gr_dtype dtype, const void *in, gr_kvi
                                           gr_kview ov, int factor, cudaStream_t stream)
 {
     switch (dtype) {
-    case GR_DTYPE_F32: return upsample<float>(k_upsample_f32, in, iv, out, ov, factor, stream);
-    case GR_DTYPE_F16: return upsample<__half>(k_upsample_f16, in, iv, out, ov, factor, stream);
-    case GR_DTYPE_I8: return upsample<int8_t>(k_upsample_i8, in, iv, out, ov, factor, stream);
+    case GR_DTYPE_F32:
+        return upsample<float>(k_upsample_f32, nullptr, in, iv, out, ov, factor, stream);
+    case GR_DTYPE_F16:
+        return upsample<__half>(k_upsample_f16, k_copy_vec_f16, in, iv, out, ov, factor, stream);
+    case GR_DTYPE_I8:
+        return upsample<int8_t>(k_upsample_i8, k_copy_vec_i8, in, iv, out, ov, factor, stream);
     default: return no_kernel(__FILE__, __LINE__, "gr_launch_upsample");
     }
 }
@@ -296,9 +441,11 @@ extern "C" cudaError_t gr_launch_route_copy(gr_dtype dtype, const void *in, gr_k
                                             gr_kview ov, cudaStream_t stream)
 {
     switch (dtype) {
-    case GR_DTYPE_F32: return route_copy<float>(k_route_copy_f32, in, iv, out, ov, stream);
-    case GR_DTYPE_F16: return route_copy<__half>(k_route_copy_f16, in, iv, out, ov, stream);
-    case GR_DTYPE_I8: return route_copy<int8_t>(k_route_copy_i8, in, iv, out, ov, stream);
+    case GR_DTYPE_F32: return route_copy<float>(k_route_copy_f32, nullptr, in, iv, out, ov, stream);
+    case GR_DTYPE_F16:
+        return route_copy<__half>(k_route_copy_f16, k_copy_vec_f16, in, iv, out, ov, stream);
+    case GR_DTYPE_I8:
+        return route_copy<int8_t>(k_route_copy_i8, k_copy_vec_i8, in, iv, out, ov, stream);
     default: return no_kernel(__FILE__, __LINE__, "gr_launch_route_copy");
     }
 }
@@ -321,17 +468,28 @@ extern "C" cudaError_t gr_launch_shortcut(gr_dtype dtype, const void *x, gr_kvie
     case GR_DTYPE_F16:
         GR_ARG_CHECK(shortcut_args_ok<__half>(x, xv, from, fv, out, ov, act));
         cw = channels_written(ov, GR_KALIGN_F16);
-        k_shortcut_f16<<<blocks_for((size_t)ov.n * cw * ov.h * ov.w), kThreads, 0, stream>>>(
-            (const __half *)x, xv, 1.0f, (const __half *)from, fv, 1.0f, (__half *)out, ov, 1.0f,
-            cw, act);
+        if (shortcut_vec_ok(x, xv, from, fv, out, ov, cw, 8))
+            k_shortcut_vec_f16<<<blocks_for((size_t)ov.n * (cw / 8) * ov.h * ov.w), kThreads, 0,
+                                 stream>>>((const __half *)x, xv, 1.0f, (const __half *)from, fv,
+                                           1.0f, (__half *)out, ov, 1.0f, cw / 8, act);
+        else
+            k_shortcut_f16<<<blocks_for((size_t)ov.n * cw * ov.h * ov.w), kThreads, 0, stream>>>(
+                (const __half *)x, xv, 1.0f, (const __half *)from, fv, 1.0f, (__half *)out, ov,
+                1.0f, cw, act);
         break;
     case GR_DTYPE_I8:
         GR_ARG_CHECK(shortcut_args_ok<int8_t>(x, xv, from, fv, out, ov, act) && x_scale > 0.0f &&
                      from_scale > 0.0f && out_scale > 0.0f);
         cw = channels_written(ov, GR_KALIGN_I8);
-        k_shortcut_i8<<<blocks_for((size_t)ov.n * cw * ov.h * ov.w), kThreads, 0, stream>>>(
-            (const int8_t *)x, xv, x_scale, (const int8_t *)from, fv, from_scale, (int8_t *)out,
-            ov, 1.0f / out_scale, cw, act);
+        if (shortcut_vec_ok(x, xv, from, fv, out, ov, cw, 16))
+            k_shortcut_vec_i8<<<blocks_for((size_t)ov.n * (cw / 16) * ov.h * ov.w), kThreads, 0,
+                                stream>>>((const int8_t *)x, xv, x_scale, (const int8_t *)from, fv,
+                                          from_scale, (int8_t *)out, ov, 1.0f / out_scale, cw / 16,
+                                          act);
+        else
+            k_shortcut_i8<<<blocks_for((size_t)ov.n * cw * ov.h * ov.w), kThreads, 0, stream>>>(
+                (const int8_t *)x, xv, x_scale, (const int8_t *)from, fv, from_scale,
+                (int8_t *)out, ov, 1.0f / out_scale, cw, act);
         break;
     default: return no_kernel(__FILE__, __LINE__, "gr_launch_shortcut");
     }

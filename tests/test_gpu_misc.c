@@ -533,18 +533,23 @@ START_TEST(route_copy_fills_concat_slices)
 {
     /* Concat of c1 = 5 and c2 = 13 channels (total 18, not a granule multiple so the planner
      * cannot alias): the first copy leaves the rest alone, the second writes the tail padding. A
-     * third case copies one group (route groups=2 group_id=1) of a 125-channel tensor, batch 3. */
+     * third case copies one group (route groups=2 group_id=1) of a 125-channel tensor, batch 3.
+     * The fourth and fifth are granule-aligned (f16 / i8: the 16-byte vector path), a slice of
+     * two granules into the middle of a four-granule buffer and a 3-channel tensor (padding
+     * lanes) into the last granule of its own. */
     for (int d = 0; d < 3; d++) {
         gr_dtype t = all_dtypes[d];
         int a = align_of(t), total = 18, stride = (total + a - 1) / a * a;
         struct {
             gr_kview in, out;
-        } cases[3] = {
+        } cases[5] = {
             {view(t, 2, 5, 7, 5), slice(2, 5, 7, 5, stride, 0)},
             {view(t, 2, 13, 7, 5), slice(2, 13, 7, 5, stride, 5)},
             {slice(3, 62, 13, 13, view(t, 3, 125, 13, 13).c_stride, 63), view(t, 3, 62, 13, 13)},
+            {view(t, 2, 2 * a, 7, 5), slice(2, 2 * a, 7, 5, 4 * a, a)},
+            {view(t, 3, 3, 6, 9), view(t, 3, 3, 6, 9)},
         };
-        for (int c = 0; c < 3; c++) {
+        for (int c = 0; c < 5; c++) {
             kcase k = {0};
             case_input(&k, 0, t, cases[c].in, 2.0f);
             k.out_t = t;
