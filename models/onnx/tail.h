@@ -6,9 +6,11 @@
  * ([1, 4+nc, A] for YOLOv8 / YOLO11 heads, [1, A, 5+nc] for YOLOv5's), which
  * runtime/detect_tail.c decodes into detections.
  *
- * Built by the importer (models/onnx/head.c) with the builder calls below; immutable after
- * gr_tail_finish and shared by reference between a net and its copies (gr_net_clone). No
- * protobuf here: the file is built in every configuration (gr_net_free releases a tail). */
+ * Built by the importer (models/onnx/head.c) with the builder calls below, or by gr_tail_read
+ * from an engine file through the same calls (each node checked by gr_tail_add_node either way);
+ * immutable after gr_tail_finish and shared by reference between a net and its copies
+ * (gr_net_clone). No protobuf here: the file is built in every configuration (gr_net_free
+ * releases a tail). */
 #ifndef GR_MODELS_ONNX_TAIL_H
 #define GR_MODELS_ONNX_TAIL_H
 
