@@ -444,7 +444,9 @@ static void run_slice(const run_ctx *c, const gr_tail_node *nd)
     size_t base = 0;
     for (int d = 0; d < out->ndim; d++) {
         base += (size_t)nd->start[d] * in_strides[d];
-        stride[d] = (int64_t)in_strides[d] * nd->step[d];
+        /* One element along d: its step is never taken (and may be any size, an ONNX Slice's
+         * INT64_MAX among them: the product would overflow). */
+        stride[d] = out->dims[d] > 1 ? (int64_t)in_strides[d] * nd->step[d] : 0;
     }
     gather_strided(c->scratch + out->offset, data_of(c, nd->args[0]), out->ndim, out->dims, base,
                    stride, out->n);
