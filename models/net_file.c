@@ -1,10 +1,14 @@
 /* A network in binary form, for saved engines (runtime/engine_file.c): the layer list with its
- * parameters, shapes and weights, the class names and the load notice - everything gr_net holds,
- * so a saved engine needs neither the cfg nor the .weights file again.
+ * parameters, shapes and weights, the class names and the load notice, then (engine file format
+ * 5 on) an ONNX graph's outputs, its detection head run on the host (models/onnx/tail.c's
+ * record) and the file's int8 scales (gr_net_qdq) - everything gr_net holds, so a saved engine
+ * needs neither the cfg, the .weights nor the .onnx file again.
  *
  * Reading trusts nothing: every parameter is range-checked as the parser would (ops, activations,
  * dims within GR_MAX_DIM), edges must point backwards, each layer's shape is inferred again by its
- * op and must equal the stored one, and the weight count must be the one the layers imply. A file
+ * op and must equal the stored one, and the weight count must be the one the layers imply; the
+ * outputs are layers, the head is rebuilt through its builder (each node checked as the importer's
+ * are) and reads exactly those outputs, the scales are finite and sit on convolutions. A file
  * that passes holds a network the parser could have produced; one that does not is refused with
  * the layer and field that differ. */
 #include <math.h>

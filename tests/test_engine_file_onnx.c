@@ -9,9 +9,10 @@
  * fields (the output's value, an argument, an input's layer, a slice's start) set to wrong
  * values, the record cut short - with the checksum made again is refused with one line naming
  * the head, or (a constant's floats changed) loads and runs; every truncation of the file is
- * refused. Run under the ASan build to see that nothing leaks or reads past. */
+ * refused; so are an output past the layers and a weight scale that is not finite and > 0. Run under the ASan build to see that nothing leaks or reads past. */
 #define _GNU_SOURCE /* mkstemp, memmem */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,6 +228,78 @@ START_TEST(int8_weight_scales_are_used)
 }
 END_TEST
 
+/* Content length and checksum made to agree with the bytes, so the content checks are reached. */
+static void resign(uint8_t *data, size_t bytes)
+{
+    uint64_t content = bytes - GR_ENGINE_FILE_HEADER - 8;
+    for (int k = 0; k < 8; k++)
+        data[GR_ENGINE_FILE_OFF_CONTENT_BYTES + k] = (uint8_t)(content >> (8 * k));
+    uint64_t h = gr_hash64(data, bytes - 8);
+    for (int k = 0; k < 8; k++)
+        data[bytes - 8 + (size_t)k] = (uint8_t)(h >> (8 * k));
+}
+
+static void expect_refused(const uint8_t *data, size_t bytes, const char *text)
+{
+    gr_engine *e = (gr_engine *)data; /* must come back NULL */
+    ck_assert_int_eq(gr_engine_load_from_memory(data, bytes, NULL, &e), GR_ERR_PARSE);
+    ck_assert_ptr_null(e);
+    ck_assert_msg(strstr(gr_last_error(), text) != NULL, "'%s' not in: %s", text,
+                  gr_last_error());
+    ck_assert_ptr_null(strchr(gr_last_error(), '\n'));
+}
+
+/* The outputs and the Q/DQ scales are checked too (a re-signed file): an output past the layers,
+ * a negative or NaN weight scale. */
+START_TEST(outputs_and_scales_checked)
+{
+    if (!gr_test_have_onnx())
+        return;
+    gr_engine *e = build_cpu("yolov8n_like_op13.onnx", GR_PREC_FP32);
+    const gr_net *net = gr_engine_model(e)->net;
+    ck_assert_int_eq(net->n_outputs, 3);
+    int32_t outputs[4] = {3, net->output_layers[0], net->output_layers[1], net->output_layers[2]};
+    uint8_t *data;
+    size_t bytes;
+    save_bytes(e, &data, &bytes);
+    uint8_t *at = memmem(data, bytes, outputs, sizeof outputs);
+    ck_assert_ptr_nonnull(at);
+    int32_t past = net->n_layers;
+    memcpy(at + 8, &past, sizeof past);
+    resign(data, bytes);
+    char want[64];
+    snprintf(want, sizeof want, "output 1 is layer %d (outside 0..%d)", past, past - 1);
+    expect_refused(data, bytes, want);
+    gr_free(data);
+    gr_engine_destroy(e);
+
+    e = build_cpu("qdq.onnx", GR_PREC_INT8);
+    const gr_net_qdq *q = gr_engine_model(e)->net->qdq;
+    int conv = 0;
+    while (!q->wscale[conv])
+        conv++;
+    save_bytes(e, &data, &bytes);
+    at = memmem(data, bytes, q->wscale[conv], (size_t)q->n_wscale[conv] * sizeof(float));
+    ck_assert_ptr_nonnull(at);
+    const float bad[] = {-1.0f, NAN, 0.0f};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        float keep;
+        memcpy(&keep, at, sizeof keep);
+        memcpy(at, &bad[k], sizeof bad[k]);
+        resign(data, bytes);
+        snprintf(want, sizeof want, "layer %d: int8 weight scale 0 is", conv);
+        expect_refused(data, bytes, want);
+        memcpy(at, &keep, sizeof keep);
+    }
+    resign(data, bytes);
+    gr_engine *loaded = NULL;
+    ck_assert_int_eq(gr_engine_load_from_memory(data, bytes, NULL, &loaded), GR_OK);
+    gr_engine_destroy(loaded);
+    gr_free(data);
+    gr_engine_destroy(e);
+}
+END_TEST
+
 /* ---- damaged head records ------------------------------------------------------------------- */
 
 /* tiny_head.onnx's fp32 engine file, where its head's record starts in it and its length. */
@@ -254,17 +327,6 @@ static void saved_head_free(saved_head *s)
 {
     gr_free(s->data);
     gr_engine_destroy(s->built);
-}
-
-/* Content length and checksum made to agree with the bytes, so the content checks are reached. */
-static void resign(uint8_t *data, size_t bytes)
-{
-    uint64_t content = bytes - GR_ENGINE_FILE_HEADER - 8;
-    for (int k = 0; k < 8; k++)
-        data[GR_ENGINE_FILE_OFF_CONTENT_BYTES + k] = (uint8_t)(content >> (8 * k));
-    uint64_t h = gr_hash64(data, bytes - 8);
-    for (int k = 0; k < 8; k++)
-        data[bytes - 8 + (size_t)k] = (uint8_t)(h >> (8 * k));
 }
 
 /* Loaded: GR_OK and the engine runs and decodes; refused: GR_ERR_PARSE, one line with `text`. */
@@ -430,6 +492,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, round_trip, 0, (int)(sizeof cases / sizeof cases[0]));
     tcase_add_test(tc, int8_weight_scales_are_used);
+    tcase_add_test(tc, outputs_and_scales_checked);
     tcase_add_test(tc, flipped_head_bytes);
     tcase_add_test(tc, wrong_head_fields);
     tcase_add_test(tc, truncated_heads);
