@@ -114,7 +114,8 @@ const char *gr_net_builtin_weights(const char *name);
 gr_status gr_net_load_class_names(gr_net *net, const char *path);
 gr_status gr_net_set_class_names_text(gr_net *net, const char *text, size_t len, const char *source);
 
-/* Binary form of the whole network (layers, shapes, weights, class names, notice) for saved
+/* Binary form of the whole network (layers, shapes, weights, class names, notice; then its
+ * outputs, the detection head run on the host and the file's int8 scales) for saved
  * engines (models/net_file.c). gr_net_write appends to b; gr_net_read checks everything as the
  * parser would (parameters, edges, shapes inferred again, the weight count) and refuses with the
  * layer and field that differ, naming `source`. The weight floats start at a multiple of
@@ -126,8 +127,12 @@ struct gr_reader;
 gr_status gr_net_write(const gr_net *net, struct gr_bytes *b);
 /* borrow_weights: when set and the floats are float-aligned in r's buffer, the net's weights are
  * that buffer's bytes (weights_borrowed; the caller keeps the buffer alive and unchanged longer
- * than the net), not a copy. */
-gr_status gr_net_read(struct gr_reader *r, const char *source, int borrow_weights, gr_net **out);
+ * than the net), not a copy. with_outputs: the record ends with the outputs, head and Q/DQ
+ * section gr_net_write writes (engine file format 5 on; without it, as format 3 and 4 wrote it:
+ * a network without them). The head (models/onnx/tail.h) is rebuilt through its builder and
+ * checked as an imported one; its inputs must be the outputs. */
+gr_status gr_net_read(struct gr_reader *r, const char *source, int borrow_weights,
+                      int with_outputs, gr_net **out);
 
 /* What the parser refuses with GR_ERR_UNSUPPORTED (README "What graphrun refuses" lists the
  * same, tests/test_cfg.c checks both ways): a whole section (key NULL), or a key of `section`

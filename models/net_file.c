@@ -1,10 +1,14 @@
 /* A network in binary form, for saved engines (runtime/engine_file.c): the layer list with its
- * parameters, shapes and weights, the class names and the load notice - everything gr_net holds,
- * so a saved engine needs neither the cfg nor the .weights file again.
+ * parameters, shapes and weights, the class names and the load notice, then (engine file format
+ * 5 on) an ONNX graph's outputs, its detection head run on the host (models/onnx/tail.c's
+ * record) and the file's int8 scales (gr_net_qdq) - everything gr_net holds, so a saved engine
+ * needs neither the cfg, the .weights nor the .onnx file again.
  *
  * Reading trusts nothing: every parameter is range-checked as the parser would (ops, activations,
  * dims within GR_MAX_DIM), edges must point backwards, each layer's shape is inferred again by its
- * op and must equal the stored one, and the weight count must be the one the layers imply. A file
+ * op and must equal the stored one, and the weight count must be the one the layers imply; the
+ * outputs are layers, the head is rebuilt through its builder (each node checked as the importer's
+ * are) and reads exactly those outputs, the scales are finite and sit on convolutions. A file
  * that passes holds a network the parser could have produced; one that does not is refused with
  * the layer and field that differ. */
 #include <math.h>
@@ -15,6 +19,7 @@
 #include "base/bytes.h"
 #include "models/internal.h"
 #include "models/net.h"
+#include "models/onnx/tail.h"
 
 #define MAX_CLASS_NAME 4096
 
@@ -46,15 +51,40 @@ static void write_params(gr_bytes *b, const gr_op_params *p)
     gr_bytes_f32(b, p->beta_nms);
 }
 
+/* The file's int8 scales (gr_net_qdq): the input's range, then per layer its range and its
+ * weight scales (a count, 0 for none, and the floats); the counts are derived again on reading. */
+static void write_qdq(const gr_net_qdq *q, gr_bytes *b)
+{
+    gr_bytes_u32(b, q != NULL);
+    if (!q)
+        return;
+    gr_bytes_f32(b, q->input_range);
+    for (int i = 0; i < q->n_layers; i++) {
+        gr_bytes_f32(b, q->range[i]);
+        int n = q->wscale[i] ? q->n_wscale[i] : 0;
+        gr_bytes_i32(b, n);
+        gr_bytes_put(b, q->wscale[i], (size_t)n * sizeof(float));
+    }
+}
+
+/* Format 5 on: the outputs (an ONNX graph's), the detection head run on the host
+ * (models/onnx/tail.h) and the file's int8 scales. */
+static void write_outputs(const gr_net *net, gr_bytes *b)
+{
+    gr_bytes_i32(b, net->n_outputs);
+    for (int k = 0; k < net->n_outputs; k++)
+        gr_bytes_i32(b, net->output_layers[k]);
+    gr_bytes_u32(b, net->tail != NULL);
+    if (net->tail)
+        gr_tail_write(net->tail, b);
+    write_qdq(net->qdq, b);
+}
+
 gr_status gr_net_write(const gr_net *net, gr_bytes *b)
 {
-    if (net->tail)
-        return gr_fail(GR_ERR_UNSUPPORTED, "%s: a network whose detection head runs on the host "
-                       "(an ONNX graph's, docs/onnx.md) cannot be saved as an engine file yet",
-                       net->name);
-    if (net->n_outputs > 0) /* the format has no place for them yet */
-        return gr_fail(GR_ERR_UNSUPPORTED, "%s: a network with several outputs (an ONNX graph's) "
-                       "cannot be saved as an engine file yet", net->name);
+    if (net->qdq && net->qdq->n_layers != net->n_layers)
+        return gr_fail(GR_ERR_INTERNAL, "%s: Q/DQ scales of %d layers in a network of %d",
+                       net->name, net->qdq->n_layers, net->n_layers);
     gr_bytes_str(b, net->name);
     gr_bytes_i32(b, net->w);
     gr_bytes_i32(b, net->h);
@@ -83,6 +113,7 @@ gr_status gr_net_write(const gr_net *net, gr_bytes *b)
     gr_bytes_i32(b, net->class_names ? net->n_class_names : 0);
     for (int i = 0; net->class_names && i < net->n_class_names; i++)
         gr_bytes_str(b, net->class_names[i]);
+    write_outputs(net, b);
     return b->failed ? gr_fail(GR_ERR_OUT_OF_MEMORY, "%s: out of memory writing the network",
                                net->name)
                      : GR_OK;
@@ -292,7 +323,107 @@ static gr_status read_names(gr_reader *r, const char *source, gr_net *net)
     return GR_OK;
 }
 
-gr_status gr_net_read(gr_reader *r, const char *source, int borrow_weights, gr_net **out)
+static gr_status read_qdq(gr_reader *r, const char *source, gr_net *net)
+{
+    uint32_t has = gr_reader_u32(r);
+    if (r->short_read || has == 0)
+        return GR_OK;
+    if (has != 1)
+        return gr_fail(GR_ERR_PARSE, "%s: Q/DQ flag %u is neither 0 nor 1", source, has);
+    gr_net_qdq *q = net->qdq = gr_net_qdq_new(net->n_layers);
+    if (!q)
+        return GR_ERR_OUT_OF_MEMORY;
+    q->input_range = gr_reader_f32(r);
+    if (!r->short_read && !(q->input_range >= 0.0f && isfinite(q->input_range)))
+        return gr_fail(GR_ERR_PARSE, "%s: the input's Q/DQ range %g is not a finite value >= 0",
+                       source, (double)q->input_range);
+    q->n_ranges = q->input_range > 0.0f;
+    for (int i = 0; i < net->n_layers && !r->short_read; i++) {
+        const gr_layer *l = &net->layers[i];
+        q->range[i] = gr_reader_f32(r);
+        int n = gr_reader_i32(r);
+        if (r->short_read)
+            return GR_OK;
+        if (!(q->range[i] >= 0.0f && isfinite(q->range[i])))
+            return gr_fail(GR_ERR_PARSE, "%s: layer %d: Q/DQ range %g is not a finite value >= 0",
+                           source, i, (double)q->range[i]);
+        q->n_ranges += q->range[i] > 0.0f;
+        if (n == 0)
+            continue;
+        if (l->p.op != GR_OP_CONV || n != l->p.filters)
+            return gr_fail(GR_ERR_PARSE, "%s: layer %d: %d int8 weight scales, and it is not a "
+                           "convolution of as many filters", source, i, n);
+        const uint8_t *p = gr_reader_take(r, (size_t)n * sizeof(float));
+        if (!p)
+            return GR_OK;
+        q->wscale[i] = gr_malloc((size_t)n * sizeof(float), "Q/DQ weight scales");
+        if (!q->wscale[i])
+            return GR_ERR_OUT_OF_MEMORY;
+        memcpy(q->wscale[i], p, (size_t)n * sizeof(float));
+        q->n_wscale[i] = n;
+        q->n_wscaled++;
+        for (int c = 0; c < n; c++)
+            if (!(q->wscale[i][c] > 0.0f && isfinite(q->wscale[i][c])))
+                return gr_fail(GR_ERR_PARSE, "%s: layer %d: int8 weight scale %d is %g, not a "
+                               "finite value > 0", source, i, c, (double)q->wscale[i][c]);
+    }
+    return GR_OK;
+}
+
+/* The head read from the record: it reads the layers the outputs name, in their order. */
+static gr_status read_tail(gr_reader *r, const char *source, gr_net *net)
+{
+    size_t *elems = gr_malloc((size_t)net->n_layers * sizeof *elems, "layer sizes");
+    if (!elems)
+        return GR_ERR_OUT_OF_MEMORY;
+    for (int i = 0; i < net->n_layers; i++)
+        elems[i] = gr_shape_elems(net->layers[i].out);
+    gr_status st = gr_tail_read(r, source, elems, net->n_layers, &net->tail);
+    free(elems);
+    if (st != GR_OK)
+        return st;
+    bool same = gr_tail_input_count(net->tail) == net->n_outputs;
+    for (int k = 0; same && k < net->n_outputs; k++)
+        same = gr_tail_input_layer(net->tail, k) == net->output_layers[k];
+    if (!same)
+        return gr_fail(GR_ERR_PARSE, "%s: the detection head run on the host reads %d layers, "
+                       "not the network's %d outputs in their order: file corrupt", source,
+                       gr_tail_input_count(net->tail), net->n_outputs);
+    return GR_OK;
+}
+
+/* The outputs (layers, backwards edges only), the head, the Q/DQ scales (format 5 on). */
+static gr_status read_outputs(gr_reader *r, const char *source, gr_net *net)
+{
+    int n = gr_reader_i32(r);
+    if (r->short_read)
+        return GR_OK;
+    if (!in_range(n, 0, GR_NET_MAX_OUTPUTS))
+        return gr_fail(GR_ERR_PARSE, "%s: %d outputs (0..%d)", source, n, GR_NET_MAX_OUTPUTS);
+    for (int k = 0; k < n && !r->short_read; k++) {
+        net->output_layers[k] = gr_reader_i32(r);
+        if (!r->short_read && !in_range(net->output_layers[k], 0, net->n_layers - 1))
+            return gr_fail(GR_ERR_PARSE, "%s: output %d is layer %d (outside 0..%d)", source, k,
+                           net->output_layers[k], net->n_layers - 1);
+    }
+    net->n_outputs = n;
+    /* The outputs replace the heads of a network without region/yolo layers (gr_net_heads). */
+    for (int i = 0; n > 0 && i < net->n_layers; i++)
+        if (gr_op_has((int)net->layers[i].p.op, GR_OPF_HEAD))
+            return gr_fail(GR_ERR_PARSE, "%s: %d outputs listed beside layer %d's region/yolo "
+                           "head", source, n, i);
+    uint32_t has_tail = gr_reader_u32(r);
+    if (r->short_read)
+        return GR_OK;
+    if (has_tail > 1)
+        return gr_fail(GR_ERR_PARSE, "%s: head flag %u is neither 0 nor 1", source, has_tail);
+    if (has_tail)
+        GR_TRY(read_tail(r, source, net));
+    return read_qdq(r, source, net);
+}
+
+gr_status gr_net_read(gr_reader *r, const char *source, int borrow_weights, int with_outputs,
+                      gr_net **out)
 {
     *out = NULL;
     gr_net *net = gr_calloc(1, sizeof *net, "network");
@@ -303,6 +434,8 @@ gr_status gr_net_read(gr_reader *r, const char *source, int borrow_weights, gr_n
         st = read_weights(r, source, borrow_weights, net);
     if (st == GR_OK)
         st = read_names(r, source, net);
+    if (st == GR_OK && with_outputs)
+        st = read_outputs(r, source, net);
     if (st == GR_OK && r->short_read)
         st = gr_fail(GR_ERR_PARSE, "%s: the network's record ends early (byte %zu of %zu)", source,
                      r->pos, r->len);

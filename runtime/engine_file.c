@@ -120,11 +120,6 @@ static void put_options(gr_bytes *b, const gr_engine *e)
 static gr_status put_content(gr_bytes *b, const gr_engine *e)
 {
     const gr_net *net = e->net;
-    if (net->qdq && net->qdq->n_wscaled > 0 && e->layer_range)
-        return gr_fail(GR_ERR_UNSUPPORTED, "gr_engine_save: an int8 engine of a model with its own "
-                       "int8 weights (%s: ONNX Q/DQ) cannot be saved yet: the file keeps float "
-                       "weights only (rebuild it from the model, or save an fp32/fp16 engine)",
-                       net->name);
     gr_bytes_str(b, e->notice);
     put_options(b, e);
     GR_TRY(gr_net_write(net, b));
@@ -399,7 +394,7 @@ static gr_status read_content(gr_reader *r, const char *source, uint32_t version
     GR_TRY(read_options(r, source, version, s));
     if (r->short_read)
         return GR_OK;
-    GR_TRY(gr_net_read(r, source, borrow, &s->net));
+    GR_TRY(gr_net_read(r, source, borrow, version >= 5, &s->net));
     /* The options as a build checks the caller's (enums, counts): in a file, corruption. */
     if (gr_engine_validate(s->net, &s->opt) != GR_OK)
         return gr_fail_prefix(GR_ERR_PARSE, "%s: ", source);

@@ -12,7 +12,9 @@
  *     176 u64 cuBLASLt version
  *     184 u64 content bytes
  *     192 content: build notice, options (format 4 on: ending with the preprocessing), network (models/net_file.c; its weight floats at a
- *         multiple of GR_NET_WEIGHT_ALIGN bytes of the file), precision map, int8 ranges,
+ *         multiple of GR_NET_WEIGHT_ALIGN bytes of the file; format 5 on: ending with its
+ *         outputs, the detection head run on the host (models/onnx/tail.h, gr_tail_write) and
+ *         the model file's int8 scales (gr_net_qdq)), precision map, int8 ranges,
  *         backend blob (the GPU's: runtime/saved_gpu.h)
  *     end u64 gr_hash64 (base/bytes.h) of every byte before it (header included) */
 #ifndef GR_RUNTIME_ENGINE_FILE_H
@@ -21,9 +23,10 @@
 #include "runtime/engine_internal.h"
 
 #define GR_ENGINE_FILE_MAGIC "GRENGINE"
-#define GR_ENGINE_FILE_VERSION 4
+#define GR_ENGINE_FILE_VERSION 5
 /* Format 3 (0.x before the preprocessing field, options without it) still loads: its engines
- * letterbox, as they did. */
+ * letterbox, as they did; so does format 4 (before the network's outputs, head and Q/DQ
+ * section: its networks had none of them). */
 #define GR_ENGINE_FILE_OLDEST_VERSION 3
 #define GR_ENGINE_FILE_HEADER 192
 #define GR_ENGINE_FILE_OFF_VERSION 8

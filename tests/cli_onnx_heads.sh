@@ -2,7 +2,8 @@
 # ONNX detection heads in the CLI (docs/onnx.md, "Detection heads"): `graphrun --model v8.onnx`
 # prints detections named by the file's metadata (names), --json lists them, --names overrides
 # the metadata, --save-output writes the graph's own output ([1, 7, 336]); images letterbox with
-# border 114 unless --letterbox says Darknet's; a head op the host does not run is one line
+# border 114 unless --letterbox says Darknet's; an engine saved by `graphrun build -o` and run
+# with --engine prints the same detections; a head op the host does not run is one line
 # naming the node (exit 3); malformed metadata is one warning line and the model runs. Skipped (77) in a build without ONNX import.
 # $1 = the graphrun binary; run from the source root.
 set -u
@@ -52,6 +53,19 @@ grep -q "^  horse  *100.0%" "$tmp/out"; check "v8 head: --names overrides the me
 rc=$?
 [ $rc -eq 0 ] && grep -q "^  class 0  *98.2%  box left 106 top 5 right 109 bottom 91" "$tmp/out"
 check "v5 head: detections, unnamed classes (got $rc)" $?
+
+# A saved engine (graphrun build -o; engine file format 5) keeps the host-side head and the
+# metadata's names: --engine prints the detections --model does, byte for byte.
+"$bin" --model $v8 --device cpu --input tests/onnx/input_dog.png --output "" >"$tmp/direct" \
+    2>"$tmp/err"
+"$bin" build --model $v8 --device cpu -o "$tmp/v8.grengine" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+"$bin" --engine "$tmp/v8.grengine" --input tests/onnx/input_dog.png --output "" \
+    >"$tmp/loaded" 2>"$tmp/err"
+rc2=$?
+[ $rc -eq 0 ] && [ $rc2 -eq 0 ] && grep -q "^  dog  *100.0%" "$tmp/loaded" &&
+  cmp -s "$tmp/direct" "$tmp/loaded"
+check "v8 head: build -o, then --engine: the same detections (got $rc, $rc2)" $?
 
 "$bin" --model tests/onnx/head_erf.onnx --device cpu --input tests/onnx/tiny_input.npy \
     --output "" >"$tmp/out" 2>"$tmp/err"

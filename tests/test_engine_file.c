@@ -269,7 +269,7 @@ START_TEST(alexeyab_params_round_trip)
     gr_bytes b = {0};
     ck_assert_int_eq(gr_net_write(net, &b), GR_OK);
     gr_reader r = {b.data, b.len, 0, 0};
-    ck_assert_msg(gr_net_read(&r, "ab", 0, &back) == GR_OK, "%s", gr_last_error());
+    ck_assert_msg(gr_net_read(&r, "ab", 0, 1, &back) == GR_OK, "%s", gr_last_error());
     ck_assert_int_eq(back->n_layers, net->n_layers);
     for (int i = 0; i < net->n_layers; i++)
         ck_assert_msg(memcmp(&back->layers[i].p, &net->layers[i].p, sizeof net->layers[i].p) == 0,
@@ -319,12 +319,12 @@ START_TEST(weights_aligned_in_record)
         ck_assert_int_eq(gr_net_write(net, &b), GR_OK);
         gr_net *back = NULL;
         gr_reader r = {b.data, b.len, before, 0};
-        ck_assert_msg(gr_net_read(&r, "tiny", 0, &back) == GR_OK, "%s", gr_last_error());
+        ck_assert_msg(gr_net_read(&r, "tiny", 0, 1, &back) == GR_OK, "%s", gr_last_error());
         ck_assert_mem_eq(back->weight_block, net->weight_block, block);
         gr_net_free(back);
         b.data[before + fixed] = 1; /* the first zero before the floats */
         r = (gr_reader){b.data, b.len, before, 0};
-        ck_assert_int_eq(gr_net_read(&r, "tiny", 0, &back), GR_ERR_PARSE);
+        ck_assert_int_eq(gr_net_read(&r, "tiny", 0, 1, &back), GR_ERR_PARSE);
         ck_assert_ptr_null(back);
         ck_assert_ptr_nonnull(strstr(gr_last_error(), "padding before the weights"));
         gr_bytes_free(&b);
@@ -412,9 +412,10 @@ START_TEST(format_version_mismatch)
 END_TEST
 
 /* The preprocessing is saved (format 4); a format-3 file (no such field) loads as the letterbox
- * its engines did, and a value outside the enum is refused. The format-3 bytes are made from a
- * format-4 file: the field's 4 bytes taken out of the options, 4 zero bytes added to the padding
- * before the weight floats (which keeps them where they were, at a multiple of 64). */
+ * its engines did, and a value outside the enum is refused. The older files are made from a
+ * format-5 file: format 4 without the network's (empty) outputs, head and Q/DQ section; format 3
+ * also without the field's 4 bytes in the options, 4 zero bytes added to the padding before the
+ * weight floats (which keeps them where they were, at a multiple of 64). */
 START_TEST(preprocessing_saved_and_format_3_letterboxes)
 {
     gr_model *model = load_tiny(); /* a pjreddie cfg: the letterbox, unless the option says */
@@ -452,15 +453,38 @@ START_TEST(preprocessing_saved_and_format_3_letterboxes)
     resign(data, bytes);
     expect_refused(data, bytes, GR_ERR_PARSE, "preprocessing 9 is not letterbox (1), stretch");
 
+    /* Format 4 had no outputs, head and Q/DQ section at the network's end (12 bytes for a
+     * network without them: 0 outputs, no head, no scales), before the precision map and
+     * ranges flags, the input range and the CPU blob's length (20 bytes, then the checksum). */
+    const size_t section = bytes - 8 - 20 - 12;
+    static const uint8_t none[12] = {0};
+    ck_assert_mem_eq(data + section, none, 12);
+    ck_assert_int_eq(data[section + 12], 0);
+    const size_t old_bytes = bytes - 12;
     uint8_t *old = malloc(bytes);
     ck_assert_ptr_nonnull(old);
+    memcpy(old, data, section);
+    memcpy(old + section, data + section + 12, bytes - section - 12);
+    put_u32(old + GR_ENGINE_FILE_OFF_VERSION, 4);
+    put_u32(old + GR_ENGINE_FILE_OFF_CONTENT_BYTES,
+            (uint32_t)(old_bytes - GR_ENGINE_FILE_HEADER - 8));
+    put_u32(old + field, GR_PREPROCESS_STRETCH);
+    resign(old, old_bytes);
+    loaded = load_memory(old, old_bytes);
+    ck_assert_int_eq(gr_model_preprocess(gr_engine_model(loaded)), GR_PREPROCESS_STRETCH);
+    expect_same(e, loaded);
+    gr_engine_destroy(loaded);
+    /* ... and format 3 no preprocessing field either. */
     memcpy(old, data, field);
     memcpy(old + field, data + field + 4, w - field - 4);
     memset(old + w - 4, 0, 4);
-    memcpy(old + w, data + w, bytes - w);
+    memcpy(old + w, data + w, section - w);
+    memcpy(old + section, data + section + 12, bytes - section - 12);
     put_u32(old + GR_ENGINE_FILE_OFF_VERSION, 3);
-    resign(old, bytes);
-    loaded = load_memory(old, bytes);
+    put_u32(old + GR_ENGINE_FILE_OFF_CONTENT_BYTES,
+            (uint32_t)(old_bytes - GR_ENGINE_FILE_HEADER - 8));
+    resign(old, old_bytes);
+    loaded = load_memory(old, old_bytes);
     ck_assert_int_eq(gr_model_preprocess(gr_engine_model(loaded)), GR_PREPROCESS_LETTERBOX);
     expect_same(e, loaded);
     gr_engine_destroy(loaded);

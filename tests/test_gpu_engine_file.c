@@ -8,7 +8,10 @@
  * the file's device weights (runtime/saved_gpu.h) as they are: changing them changes the outputs;
  * a loaded engine saves and loads again to the same engine, and its float-input variant (planned
  * from the network's weights) equals the built one's. A GPU file whose header names another GPU is
- * refused naming both. Exits 77 (skipped) without a CUDA device. */
+ * refused naming both. An ONNX model whose detection head runs on the host (YOLOv8n's, fp16) and
+ * one with its own int8 weights (qdq.onnx, int8 with the file's scales) save and load too (engine
+ * file format 5): outputs, graph output and detections bit-identical. Exits 77 (skipped) without
+ * a CUDA device. */
 #define _POSIX_C_SOURCE 200809L /* unsetenv */
 #include <check.h>
 #include <stdio.h>
@@ -22,6 +25,7 @@
 #include "runtime/engine_file.h"
 #include "runtime/saved_gpu.h"
 #include "tests/support/gpu_test.h"
+#include "tests/support/onnx_inputs.h"
 
 static double now_ms(void)
 {
@@ -241,6 +245,87 @@ START_TEST(other_gpu_refused)
 }
 END_TEST
 
+/* ONNX models (engine file format 5: the network's outputs, its host-side head, the file's int8
+ * weight scales), built on the GPU, saved to a file and loaded: the outputs, the head's graph
+ * output (gr_engine_graph_output) and the detections are the built engine's, bit for bit. */
+static const struct {
+    const char *model, *input;
+    gr_precision prec;
+} onnx_cases[] = {{"yolov8n_head_op17.onnx", "input_dog.png", GR_PREC_FP16},
+                  {"qdq.onnx", "tiny_input.npy", GR_PREC_INT8}};
+
+START_TEST(onnx_round_trip)
+{
+    if (!gr_test_have_onnx())
+        return;
+    char path[256], what[128];
+    snprintf(path, sizeof path, "tests/onnx/%s", onnx_cases[_i].model);
+    snprintf(what, sizeof what, "%s %s", onnx_cases[_i].model,
+             gr_precision_name(onnx_cases[_i].prec));
+    gr_model_options mo;
+    gr_model_options_default(&mo);
+    mo.builtin = path;
+    gr_model *m = NULL;
+    ck_assert_msg(gr_model_load(&mo, &m) == GR_OK, "%s", gr_last_error());
+    gr_engine_options eo;
+    gr_engine_options_default(&eo);
+    eo.device = GR_DEVICE_GPU;
+    eo.precision = onnx_cases[_i].prec;
+    gr_engine *built = NULL;
+    ck_assert_msg(gr_engine_build(m, &eo, &built) == GR_OK, "%s: %s", what, gr_last_error());
+    gr_model_destroy(m);
+    char file[64];
+    snprintf(file, sizeof file, "/tmp/graphrun_gpu_onnx_%d.grengine", (int)getpid());
+    ck_assert_msg(gr_engine_save(built, file) == GR_OK, "%s: %s", what, gr_last_error());
+    gr_engine *loaded = NULL;
+    gr_status st = gr_engine_load(file, NULL, &loaded);
+    unlink(file);
+    ck_assert_msg(st == GR_OK, "%s: %s", what, gr_last_error());
+    float *x = gr_test_onnx_input(onnx_cases[_i].input);
+    ck_assert_msg(gr_engine_run_f32(built, x) == GR_OK, "%s", gr_last_error());
+    ck_assert_msg(gr_engine_run_f32(loaded, x) == GR_OK, "%s", gr_last_error());
+    free(x);
+    char msg[256];
+    ck_assert_msg(count_differences(built, loaded, what, msg, sizeof msg) == 0, "%s", msg);
+    const float *oa[8], *ob[8];
+    ck_assert_int_le(gr_engine_output_count(built), 8);
+    for (int k = 0; k < gr_engine_output_count(built); k++) {
+        ck_assert_int_eq(gr_engine_output(built, k, &oa[k]), GR_OK);
+        ck_assert_int_eq(gr_engine_output(loaded, k, &ob[k]), GR_OK);
+    }
+    float *ga = NULL, *gb = NULL;
+    int64_t da[8], db[8];
+    int na = 0, nb = 0;
+    gr_status sa = gr_engine_graph_output(built, oa, 0, &ga, da, &na);
+    ck_assert_int_eq(gr_engine_graph_output(loaded, ob, 0, &gb, db, &nb), sa);
+    if (sa == GR_OK) {
+        ck_assert_int_eq(na, nb);
+        ck_assert_mem_eq(da, db, (size_t)na * sizeof *da);
+        size_t n = 1;
+        for (int d = 0; d < na; d++)
+            n *= (size_t)da[d];
+        ck_assert_msg(memcmp(ga, gb, n * sizeof *ga) == 0, "%s: graph output differs", what);
+    }
+    free(ga);
+    free(gb);
+    gr_detect_options dopt;
+    gr_detect_options_default(&dopt);
+    gr_detection *xa = NULL, *xb = NULL;
+    int ca = 0, cb = 0;
+    sa = gr_engine_detect(built, 0, &dopt, &xa, &ca);
+    ck_assert_int_eq(gr_engine_detect(loaded, 0, &dopt, &xb, &cb), sa);
+    ck_assert_int_eq(ca, cb);
+    if (ca > 0)
+        ck_assert_mem_eq(xa, xb, (size_t)ca * sizeof *xa);
+    gr_detections_free(xa);
+    gr_detections_free(xb);
+    expect_same_tactics(built, loaded, what);
+    printf("engine file %s: outputs, graph output and %d detections identical\n", what, ca);
+    gr_engine_destroy(built);
+    gr_engine_destroy(loaded);
+}
+END_TEST
+
 int main(void)
 {
     if (!gr_test_have_gpu("gpu_engine_file"))
@@ -252,6 +337,7 @@ int main(void)
     tcase_add_loop_test(tc, round_trip, 0, (int)(sizeof cases / sizeof cases[0]));
     tcase_add_test(tc, stored_device_weights_are_used);
     tcase_add_test(tc, other_gpu_refused);
+    tcase_add_loop_test(tc, onnx_round_trip, 0, (int)(sizeof onnx_cases / sizeof onnx_cases[0]));
     suite_add_tcase(s, tc);
     return gr_test_run_in_process(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

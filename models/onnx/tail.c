@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/bytes.h"
 #include "models/onnx/tail.h"
 
 #define MAX_VALUES 4096
@@ -25,6 +26,7 @@ typedef struct tail_value {
     int input;     /* V_INPUT: its index */
     size_t offset; /* V_TEMP: in the scratch */
     float *data;   /* V_CONST */
+    int written;   /* V_TEMP: a node computes it (exactly one, before any node reads it) */
 } tail_value;
 
 struct gr_onnx_tail {
@@ -99,8 +101,11 @@ static void *reserve(void *items, int n, int *cap, size_t size)
 /* A new value; -1 with a message. */
 static int add_value(gr_onnx_tail *t, int kind, int ndim, const int64_t *dims)
 {
-    size_t n = elems(ndim, dims);
-    if (ndim < 0 || ndim > GR_TAIL_MAX_RANK || n > MAX_ELEMS || t->n_values >= MAX_VALUES) {
+    size_t n = ndim >= 0 && ndim <= GR_TAIL_MAX_RANK ? elems(ndim, dims) : MAX_ELEMS + 1;
+    for (int d = 0; n <= MAX_ELEMS && d < ndim; d++)
+        if (dims[d] > (int64_t)MAX_ELEMS) /* a dim beside a 0: no sum or product of dims wraps */
+            n = MAX_ELEMS + 1;
+    if (n > MAX_ELEMS || t->n_values >= MAX_VALUES) {
         gr_fail(GR_ERR_LIMIT, "a head-tail tensor of rank %d, %zu elements (the tail holds at "
                 "most %d tensors of rank <= %d, %zu elements)", ndim, n, MAX_VALUES,
                 GR_TAIL_MAX_RANK, MAX_ELEMS);
@@ -182,15 +187,142 @@ int gr_tail_value(gr_onnx_tail *t, int ndim, const int64_t *dims)
     return id;
 }
 
+/* ---- the nodes' checks ----------------------------------------------------------------------
+ * Every node is checked here against the values it reads and writes, whoever adds it (the
+ * importer, models/onnx/head.c, after its ONNX checks; an engine file's tail, gr_tail_read): what
+ * gr_tail_run assumes - arguments computed before, one node per computed value, dims the op
+ * gives - holds for any tail that was built, so a loaded tail is trusted exactly as an imported
+ * one. */
+
+static bool same_dims(const tail_value *a, const tail_value *b)
+{
+    return a->ndim == b->ndim && memcmp(a->dims, b->dims, (size_t)a->ndim * sizeof *a->dims) == 0;
+}
+
+/* A value a node may read: an input, a constant, or a value an earlier node computed. */
+static bool ready(const gr_onnx_tail *t, int id)
+{
+    return id >= 0 && id < t->n_values && (t->values[id].kind != V_TEMP || t->values[id].written);
+}
+
+static const char *op_name(gr_tail_op op)
+{
+    static const char *const names[] = {"copy", "transpose", "concat", "slice", "softmax",
+                                        "sigmoid", "add", "sub", "mul", "div", "pow", "conv1x1"};
+    return (unsigned)op <= GR_TAIL_CONV1X1 ? names[op] : "unknown";
+}
+
+/* The dims of op's output from its inputs', where they follow from them alone. */
+static bool dims_ok(const gr_onnx_tail *t, const gr_tail_node *nd)
+{
+    const tail_value *o = &t->values[nd->out], *x = &t->values[nd->args[0]];
+    switch (nd->op) {
+    case GR_TAIL_COPY: return x->n == o->n;
+    case GR_TAIL_SIGMOID: return same_dims(x, o);
+    case GR_TAIL_SOFTMAX:
+        return same_dims(x, o) && nd->axis >= 0 && nd->axis < nd->axis_end &&
+               nd->axis_end <= o->ndim;
+    case GR_TAIL_TRANSPOSE: {
+        bool seen[GR_TAIL_MAX_RANK] = {false};
+        if (x->ndim != o->ndim)
+            return false;
+        for (int d = 0; d < o->ndim; d++) {
+            int64_t p = nd->perm[d];
+            if (p < 0 || p >= o->ndim || seen[p] || o->dims[d] != x->dims[p])
+                return false;
+            seen[p] = true;
+        }
+        return true;
+    }
+    case GR_TAIL_SLICE: /* every index start + k * step, k < the output's dim, inside the input */
+        if (x->ndim != o->ndim)
+            return false;
+        for (int d = 0; d < o->ndim; d++)
+            if (nd->start[d] < 0 || nd->start[d] >= x->dims[d] || nd->step[d] < 1 ||
+                o->dims[d] - 1 > (x->dims[d] - 1 - nd->start[d]) / nd->step[d])
+                return false;
+        return true;
+    case GR_TAIL_CONCAT: {
+        if (nd->axis < 0 || nd->axis >= o->ndim)
+            return false;
+        int64_t along = 0;
+        for (int k = 0; k < nd->n_args; k++) {
+            const tail_value *in = &t->values[nd->args[k]];
+            if (in->ndim != o->ndim)
+                return false;
+            for (int d = 0; d < o->ndim; d++)
+                if (d != nd->axis && in->dims[d] != o->dims[d])
+                    return false;
+            along += in->dims[nd->axis];
+        }
+        return along == o->dims[nd->axis];
+    }
+    case GR_TAIL_CONV1X1: { /* weights [M, C] and bias [M]: constants, as the importer's */
+        const tail_value *w = &t->values[nd->args[1]];
+        const tail_value *bias = nd->n_args > 2 ? &t->values[nd->args[2]] : NULL;
+        return x->ndim == 4 && o->ndim == 4 && o->dims[0] == x->dims[0] &&
+               o->dims[2] == x->dims[2] && o->dims[3] == x->dims[3] && w->kind == V_CONST &&
+               w->n == (size_t)o->dims[1] * (size_t)x->dims[1] &&
+               (!bias || (bias->kind == V_CONST && bias->n == (size_t)o->dims[1]));
+    }
+    default: { /* numpy broadcasting */
+        const tail_value *y = &t->values[nd->args[1]];
+        int rank = x->ndim > y->ndim ? x->ndim : y->ndim;
+        if (o->ndim != rank)
+            return false;
+        for (int d = 0; d < rank; d++) {
+            int64_t a = d - (rank - x->ndim) >= 0 ? x->dims[d - (rank - x->ndim)] : 1;
+            int64_t b = d - (rank - y->ndim) >= 0 ? y->dims[d - (rank - y->ndim)] : 1;
+            if ((a != b && a != 1 && b != 1) || o->dims[d] != (a == 1 ? b : a))
+                return false;
+        }
+        return true;
+    }
+    }
+}
+
+static gr_status check_node(const gr_onnx_tail *t, const gr_tail_node *nd)
+{
+    int lo = 1, hi = 1;
+    if ((unsigned)nd->op > GR_TAIL_CONV1X1)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "head-tail node %d: op %d is unknown", t->n_nodes,
+                       (int)nd->op);
+    if (nd->op == GR_TAIL_CONCAT)
+        hi = GR_TAIL_MAX_ARGS;
+    else if (nd->op == GR_TAIL_CONV1X1)
+        lo = 2, hi = 3;
+    else if (nd->op >= GR_TAIL_ADD)
+        lo = hi = 2;
+    if (nd->n_args < lo || nd->n_args > hi)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "head-tail node %d (%s): %d arguments (%d to %d)",
+                       t->n_nodes, op_name(nd->op), nd->n_args, lo, hi);
+    for (int k = 0; k < nd->n_args; k++)
+        if (!ready(t, nd->args[k]))
+            return gr_fail(GR_ERR_INVALID_ARGUMENT, "head-tail node %d (%s): argument %d is value "
+                           "%d, which is no input, constant or value computed before it",
+                           t->n_nodes, op_name(nd->op), k, nd->args[k]);
+    if (nd->out < 0 || nd->out >= t->n_values || t->values[nd->out].kind != V_TEMP ||
+        t->values[nd->out].written)
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "head-tail node %d (%s): its output, value %d, is "
+                       "not a value still to compute", t->n_nodes, op_name(nd->op), nd->out);
+    if (!dims_ok(t, nd))
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "head-tail node %d (%s): output value %d's dims "
+                       "are not what the op gives from its arguments' (or its axis, perm, start "
+                       "or step is out of range)", t->n_nodes, op_name(nd->op), nd->out);
+    return GR_OK;
+}
+
 gr_status gr_tail_add_node(gr_onnx_tail *t, const gr_tail_node *node)
 {
     if (t->n_nodes >= MAX_NODES)
         return gr_fail(GR_ERR_LIMIT, "more than %d nodes in the detection head", MAX_NODES);
+    GR_TRY(check_node(t, node));
     gr_tail_node *nodes = reserve(t->nodes, t->n_nodes, &t->cap_nodes, sizeof *nodes);
     if (!nodes)
         return GR_ERR_OUT_OF_MEMORY;
     t->nodes = nodes;
     t->nodes[t->n_nodes++] = *node;
+    t->values[node->out].written = 1;
     return GR_OK;
 }
 
@@ -203,6 +335,9 @@ int gr_tail_dims(const gr_onnx_tail *t, int id, int64_t *dims)
 
 gr_status gr_tail_finish(gr_onnx_tail *t, int id, const char *name)
 {
+    if (id < 0 || id >= t->n_values || (t->values[id].kind == V_TEMP && !t->values[id].written))
+        return gr_fail(GR_ERR_INVALID_ARGUMENT, "graph output '%.100s' is value %d of the head "
+                       "tail, which no node computes", name, id);
     const tail_value *v = &t->values[id];
     if (v->kind == V_TEMP && v->ndim == 3 && v->dims[0] == 1) {
         /* The smaller of the last two dims holds each box's entries (boxes outnumber them). */
@@ -309,7 +444,9 @@ static void run_slice(const run_ctx *c, const gr_tail_node *nd)
     size_t base = 0;
     for (int d = 0; d < out->ndim; d++) {
         base += (size_t)nd->start[d] * in_strides[d];
-        stride[d] = (int64_t)in_strides[d] * nd->step[d];
+        /* One element along d: its step is never taken (and may be any size, an ONNX Slice's
+         * INT64_MAX among them: the product would overflow). */
+        stride[d] = out->dims[d] > 1 ? (int64_t)in_strides[d] * nd->step[d] : 0;
     }
     gather_strided(c->scratch + out->offset, data_of(c, nd->args[0]), out->ndim, out->dims, base,
                    stride, out->n);
@@ -476,4 +613,186 @@ const float *gr_tail_run(const gr_onnx_tail *t, const float *const *inputs, floa
         }
     }
     return data_of(&c, t->output);
+}
+
+/* ---- engine files ------------------------------------------------------------------------- */
+
+void gr_tail_write(const gr_onnx_tail *t, gr_bytes *b)
+{
+    gr_bytes_u32(b, (uint32_t)t->n_values);
+    for (int i = 0; i < t->n_values; i++) {
+        const tail_value *v = &t->values[i];
+        gr_bytes_u32(b, (uint32_t)v->kind);
+        gr_bytes_u32(b, (uint32_t)v->ndim);
+        for (int d = 0; d < v->ndim; d++)
+            gr_bytes_u64(b, (uint64_t)v->dims[d]);
+        if (v->kind == V_INPUT)
+            gr_bytes_i32(b, t->input_layers[v->input]);
+        else if (v->kind == V_CONST)
+            gr_bytes_put(b, v->data, v->n * sizeof *v->data);
+    }
+    gr_bytes_u32(b, (uint32_t)t->n_nodes);
+    for (int i = 0; i < t->n_nodes; i++) {
+        const gr_tail_node *nd = &t->nodes[i];
+        const int head[] = {(int)nd->op, nd->out, nd->axis, nd->axis_end, nd->n_args};
+        for (size_t k = 0; k < sizeof head / sizeof head[0]; k++)
+            gr_bytes_i32(b, head[k]);
+        for (int k = 0; k < nd->n_args; k++)
+            gr_bytes_i32(b, nd->args[k]);
+        /* perm (transpose), start and step (slice): one per axis of the output */
+        int rank = nd->op == GR_TAIL_TRANSPOSE || nd->op == GR_TAIL_SLICE
+                       ? t->values[nd->out].ndim : 0;
+        gr_bytes_u32(b, (uint32_t)rank);
+        for (int d = 0; d < rank; d++) {
+            gr_bytes_u64(b, (uint64_t)(nd->op == GR_TAIL_TRANSPOSE ? nd->perm[d] : nd->start[d]));
+            if (nd->op == GR_TAIL_SLICE)
+                gr_bytes_u64(b, (uint64_t)nd->step[d]);
+        }
+    }
+    gr_bytes_i32(b, t->output);
+}
+
+/* The status of a builder call's refusal (its message set): a limit or a check in a file is
+ * corruption, out of memory stays what it is. */
+static gr_status builder_refusal(void)
+{
+    return strncmp(gr_last_error(), "out of memory", 13) == 0 ? GR_ERR_OUT_OF_MEMORY
+                                                              : GR_ERR_PARSE;
+}
+
+/* Value i of the record, made by the builder call of its kind: GR_OK with *made its id, or a
+ * short read (GR_OK, *made -1), or the builder's refusal / the record's. */
+static gr_status read_value(gr_reader *r, gr_onnx_tail *t, int i, const size_t *layer_elems,
+                            int n_layers, int *made)
+{
+    *made = -1;
+    uint32_t kind = gr_reader_u32(r), ndim = gr_reader_u32(r);
+    if (r->short_read)
+        return GR_OK;
+    if (kind > V_TEMP || ndim > GR_TAIL_MAX_RANK)
+        return gr_fail(GR_ERR_PARSE, "value %d: kind %u, rank %u (at most %d)", i, kind, ndim,
+                       GR_TAIL_MAX_RANK);
+    int64_t dims[GR_TAIL_MAX_RANK];
+    for (uint32_t d = 0; d < ndim; d++)
+        dims[d] = (int64_t)gr_reader_u64(r);
+    if (kind == V_INPUT) {
+        int32_t layer = gr_reader_i32(r);
+        if (r->short_read)
+            return GR_OK;
+        size_t n = elems((int)ndim, dims);
+        if (layer < 0 || layer >= n_layers || n != layer_elems[layer])
+            return gr_fail(GR_ERR_PARSE, "value %d: an input of %zu values from layer %d, which "
+                           "is not a layer of the network or holds another count", i, n,
+                           (int)layer);
+        *made = gr_tail_input(t, layer, (int)ndim, dims);
+    } else if (kind == V_CONST) {
+        if (r->short_read)
+            return GR_OK;
+        size_t n = elems((int)ndim, dims);
+        if (n > MAX_ELEMS)
+            return gr_fail(GR_ERR_PARSE, "value %d: a constant of more than %zu values", i,
+                           MAX_ELEMS);
+        const uint8_t *p = gr_reader_take(r, n * sizeof(float));
+        if (!p)
+            return GR_OK;
+        float *data = gr_malloc((n ? n : 1) * sizeof *data, "head-tail constant");
+        if (!data)
+            return GR_ERR_OUT_OF_MEMORY;
+        memcpy(data, p, n * sizeof *data); /* p need not be float-aligned */
+        *made = gr_tail_const(t, (int)ndim, dims, data);
+        free(data);
+    } else {
+        if (r->short_read)
+            return GR_OK;
+        *made = gr_tail_value(t, (int)ndim, dims);
+    }
+    if (*made < 0)
+        return builder_refusal();
+    if (*made != i) /* an input value the same as an earlier one: never written so */
+        return gr_fail(GR_ERR_PARSE, "value %d repeats value %d", i, *made);
+    return GR_OK;
+}
+
+static gr_status read_node(gr_reader *r, gr_onnx_tail *t, int i)
+{
+    gr_tail_node nd;
+    memset(&nd, 0, sizeof nd);
+    nd.op = (gr_tail_op)gr_reader_i32(r);
+    nd.out = gr_reader_i32(r);
+    nd.axis = gr_reader_i32(r);
+    nd.axis_end = gr_reader_i32(r);
+    nd.n_args = gr_reader_i32(r);
+    if (r->short_read)
+        return GR_OK;
+    if (nd.n_args < 0 || nd.n_args > GR_TAIL_MAX_ARGS)
+        return gr_fail(GR_ERR_PARSE, "node %d: %d arguments (at most %d)", i, nd.n_args,
+                       GR_TAIL_MAX_ARGS);
+    for (int k = 0; k < nd.n_args; k++)
+        nd.args[k] = gr_reader_i32(r);
+    uint32_t rank = gr_reader_u32(r);
+    if (r->short_read)
+        return GR_OK;
+    if (rank > GR_TAIL_MAX_RANK)
+        return gr_fail(GR_ERR_PARSE, "node %d: %u axes (at most %d)", i, rank, GR_TAIL_MAX_RANK);
+    for (uint32_t d = 0; d < rank; d++) {
+        int64_t v = (int64_t)gr_reader_u64(r);
+        if (nd.op == GR_TAIL_TRANSPOSE)
+            nd.perm[d] = v;
+        else
+            nd.start[d] = v;
+        if (nd.op == GR_TAIL_SLICE)
+            nd.step[d] = (int64_t)gr_reader_u64(r);
+    }
+    if (r->short_read)
+        return GR_OK;
+    /* Transpose and slice give one entry per axis of their output, every other op none. */
+    int want = (nd.op == GR_TAIL_TRANSPOSE || nd.op == GR_TAIL_SLICE) && nd.out >= 0 &&
+                       nd.out < t->n_values ? t->values[nd.out].ndim : 0;
+    if ((int)rank != want)
+        return gr_fail(GR_ERR_PARSE, "node %d: %u axes of perm, start or step, not %d", i, rank,
+                       want);
+    return gr_tail_add_node(t, &nd) == GR_OK ? GR_OK : builder_refusal();
+}
+
+static gr_status read_tail(gr_reader *r, gr_onnx_tail *t, const size_t *layer_elems,
+                           int n_layers)
+{
+    uint32_t n_values = gr_reader_u32(r);
+    if (!r->short_read && n_values > MAX_VALUES)
+        return gr_fail(GR_ERR_PARSE, "%u values (at most %d)", n_values, MAX_VALUES);
+    for (uint32_t i = 0; i < n_values && !r->short_read; i++) {
+        int made;
+        GR_TRY(read_value(r, t, (int)i, layer_elems, n_layers, &made));
+    }
+    uint32_t n_nodes = gr_reader_u32(r);
+    if (!r->short_read && n_nodes > MAX_NODES)
+        return gr_fail(GR_ERR_PARSE, "%u nodes (at most %d)", n_nodes, MAX_NODES);
+    for (uint32_t i = 0; i < n_nodes && !r->short_read; i++)
+        GR_TRY(read_node(r, t, (int)i));
+    int32_t output = gr_reader_i32(r);
+    if (r->short_read)
+        return GR_OK;
+    return gr_tail_finish(t, output, "(the saved head's)") == GR_OK ? GR_OK : builder_refusal();
+}
+
+gr_status gr_tail_read(gr_reader *r, const char *source, const size_t *layer_elems, int n_layers,
+                       gr_onnx_tail **out)
+{
+    *out = NULL;
+    gr_onnx_tail *t = gr_tail_new();
+    if (!t)
+        return GR_ERR_OUT_OF_MEMORY;
+    gr_status st = read_tail(r, t, layer_elems, n_layers);
+    if (st == GR_OK && !r->short_read) {
+        *out = t;
+        return GR_OK;
+    }
+    gr_tail_release(t);
+    if (st == GR_OK) /* a short read */
+        st = gr_fail(GR_ERR_PARSE, "its record ends early (byte %zu of %zu)", r->pos, r->len);
+    if (st != GR_ERR_PARSE)
+        return st;
+    char why[512];
+    snprintf(why, sizeof why, "%s", gr_last_error());
+    return gr_fail(st, "%s: the detection head run on the host: %s: file corrupt", source, why);
 }

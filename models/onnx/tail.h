@@ -6,9 +6,11 @@
  * ([1, 4+nc, A] for YOLOv8 / YOLO11 heads, [1, A, 5+nc] for YOLOv5's), which
  * runtime/detect_tail.c decodes into detections.
  *
- * Built by the importer (models/onnx/head.c) with the builder calls below; immutable after
- * gr_tail_finish and shared by reference between a net and its copies (gr_net_clone). No
- * protobuf here: the file is built in every configuration (gr_net_free releases a tail). */
+ * Built by the importer (models/onnx/head.c) with the builder calls below, or by gr_tail_read
+ * from an engine file through the same calls (each node checked by gr_tail_add_node either way);
+ * immutable after gr_tail_finish and shared by reference between a net and its copies
+ * (gr_net_clone). No protobuf here: the file is built in every configuration (gr_net_free
+ * releases a tail). */
 #ifndef GR_MODELS_ONNX_TAIL_H
 #define GR_MODELS_ONNX_TAIL_H
 
@@ -66,7 +68,11 @@ int gr_tail_input(gr_onnx_tail *t, int layer, int ndim, const int64_t *dims);
 int gr_tail_const(gr_onnx_tail *t, int ndim, const int64_t *dims, const float *data);
 /* A computed value of these dims; -1 past the limits (message set). */
 int gr_tail_value(gr_onnx_tail *t, int ndim, const int64_t *dims);
-/* Append a node (its out value made by gr_tail_value); GR_ERR_LIMIT / OUT_OF_MEMORY. */
+/* Append a node (its out value made by gr_tail_value): GR_ERR_LIMIT / OUT_OF_MEMORY, and
+ * GR_ERR_INVALID_ARGUMENT for a node gr_tail_run could not run - an argument neither an input, a
+ * constant nor a value an earlier node computed, an output value already computed, or dims,
+ * axes, perm, start or step that do not follow from the arguments' dims (models/onnx/head.c
+ * makes none such; a tail read from an engine file is checked by the same call). */
 gr_status gr_tail_add_node(gr_onnx_tail *t, const gr_tail_node *node);
 /* Dims of value `id`; returns its rank. */
 int gr_tail_dims(const gr_onnx_tail *t, int id, int64_t *dims);
@@ -77,6 +83,20 @@ gr_status gr_tail_finish(gr_onnx_tail *t, int id, const char *name);
 /* ---- sharing ----------------------------------------------------------------------------- */
 gr_onnx_tail *gr_tail_retain(gr_onnx_tail *t);
 void gr_tail_release(gr_onnx_tail *t);
+
+/* ---- engine files (models/net_file.c) ---------------------------------------------------- */
+/* A finished tail's record (values in order: kind, dims, an input's layer, a constant's floats;
+ * then the nodes; then the output's value id) appended to b. */
+struct gr_bytes;
+struct gr_reader;
+void gr_tail_write(const gr_onnx_tail *t, struct gr_bytes *b);
+/* The tail of a record gr_tail_write made, rebuilt through the builder calls above (so checked
+ * as an imported tail is) and finished; each input's values count must be layer_elems[layer]
+ * (the per-image values of that layer of the network, n_layers of them). A record that fails
+ * (a short read included) is GR_ERR_PARSE with one line naming `source`, the value or node,
+ * and "file corrupt". */
+gr_status gr_tail_read(struct gr_reader *r, const char *source, const size_t *layer_elems,
+                       int n_layers, gr_onnx_tail **out);
 
 /* ---- running ----------------------------------------------------------------------------- */
 /* The layers it reads, in input order (the net's output layers). */
