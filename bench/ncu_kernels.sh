@@ -1,8 +1,11 @@
 #!/bin/bash
 # ncu on the kernels of one graph replay of YOLOv2-tiny (or MODEL) whose names match REGEX, for
-# one precision and batch. A first run fills a timing cache and (int8) a calibration cache so that
-# the profiled run measures no tactic candidates and runs no fp32 calibration engine (ncu would
-# profile those launches first); the profiled run does 1 warm-up and 1 timed run. On the GPU machine, after bench/gpu/stage.sh:
+# one precision and batch. The engine is built and saved first (`graphrun build`: calibration and
+# tactic search happen there, outside the profile), then ncu profiles `graphrun --engine FILE` on
+# one photo: the loaded engine runs its graph (a warm-up replay and the run), so every captured
+# launch is one of the replay's kernels (profiling graphrun_bench captured the search's candidate
+# checks and the fp32 calibration engine's kernels first). On the GPU machine, after
+# bench/gpu/stage.sh:
 #   bash .gpu/remote.sh --no-test -- bash bench/ncu_kernels.sh detail int8 64 'k_conv_stream|conv_first'
 #       ncu's detail sections (speed of light, occupancy, launch, warp states, scheduler, memory
 #       and compute workload, source counters) of up to 40 matching launches:
@@ -14,13 +17,11 @@
 set -uo pipefail
 mode=${1:-detail} prec=${2:-int8} batch=${3:-64} regex=${4:-.} skip=${5:-0} model=${6:-yolo}
 out=${OUT:-/tmp/out}
-bench=build-gpu/graphrun_bench
-cache=$(mktemp) calib=$(mktemp)
-rm -f "$cache" "$calib"
-$bench --model "$model" --prec "$prec" --batch "$batch" --iters 20 --warmup 5 \
-    --timing-cache "$cache" --calib-cache "$calib" >/dev/null || exit 1
-run=($bench --model "$model" --prec "$prec" --batch "$batch" --iters 1 --warmup 1 --timing-cache "$cache"
-     --calib-cache "$calib")
+graphrun=build-gpu/graphrun
+engine=$(mktemp --suffix=.engine)
+$graphrun build --model "$model" --prec "$prec" --batch "$batch" -o "$engine" >/dev/null || exit 1
+boxes=$(mktemp --suffix=.png)
+run=($graphrun --engine "$engine" --input data/dog.jpg --output "$boxes")
 case $mode in
 detail)
     rep="$out/ncu-$prec-$batch"
@@ -45,5 +46,5 @@ sass)
 *)
     echo "ncu_kernels.sh: mode '$mode' is not detail or sass" >&2; exit 2 ;;
 esac
-rm -f "$cache" "$calib" "$rep.ncu-rep"
+rm -f "$engine" "$boxes" "$rep.ncu-rep"
 exit $rc
