@@ -90,50 +90,8 @@ static void expect_same(gr_engine *a, gr_engine *b, const float *x, const char *
 {
     ck_assert_msg(gr_engine_run_f32(a, x) == GR_OK, "%s", gr_last_error());
     ck_assert_msg(gr_engine_run_f32(b, x) == GR_OK, "%s", gr_last_error());
-    int n_out = gr_engine_output_count(a);
-    ck_assert_int_eq(n_out, gr_engine_output_count(b));
-    ck_assert_int_le(n_out, 8);
-    const float *oa[8], *ob[8];
-    for (int k = 0; k < n_out; k++) {
-        ck_assert_int_eq(gr_engine_output(a, k, &oa[k]), GR_OK);
-        ck_assert_int_eq(gr_engine_output(b, k, &ob[k]), GR_OK);
-        size_t n = output_elems(a, k);
-        ck_assert_uint_eq(n, output_elems(b, k));
-        ck_assert_msg(memcmp(oa[k], ob[k], n * sizeof *oa[k]) == 0, "%s: output %d differs", what,
-                      k);
-    }
-    float *ga = NULL, *gb = NULL;
-    int64_t da[8], db[8];
-    int na = 0, nb = 0;
-    gr_status sa = gr_engine_graph_output(a, oa, 0, &ga, da, &na);
-    gr_status sb = gr_engine_graph_output(b, ob, 0, &gb, db, &nb);
-    ck_assert_int_eq(sa, sb);
-    if (sa == GR_OK) {
-        ck_assert_int_eq(na, nb);
-        ck_assert_mem_eq(da, db, (size_t)na * sizeof *da);
-        size_t n = 1;
-        for (int d = 0; d < na; d++)
-            n *= (size_t)da[d];
-        ck_assert_msg(memcmp(ga, gb, n * sizeof *ga) == 0, "%s: graph output differs", what);
-        printf("%s: graph output [%lld, %lld, %lld] identical\n", what, (long long)da[0],
-               (long long)da[1], (long long)da[2]);
-    }
-    free(ga);
-    free(gb);
-    gr_detect_options dopt;
-    gr_detect_options_default(&dopt);
-    dopt.thresh = 0.25f;
-    dopt.nms = 0.45f;
-    gr_detection *xa = NULL, *xb = NULL;
-    int ca = 0, cb = 0;
-    sa = gr_engine_detect(a, 0, &dopt, &xa, &ca);
-    sb = gr_engine_detect(b, 0, &dopt, &xb, &cb);
-    ck_assert_int_eq(sa, sb);
-    ck_assert_int_eq(ca, cb);
-    if (ca > 0)
-        ck_assert_mem_eq(xa, xb, (size_t)ca * sizeof *xa);
-    gr_detections_free(xa);
-    gr_detections_free(xb);
+    const int n_out = gr_engine_output_count(a);
+    const int ca = gr_test_expect_same_results(a, b, what);
     gr_model_info ia, ib;
     ck_assert_int_eq(gr_model_get_info(gr_engine_model(a), &ia), GR_OK);
     ck_assert_int_eq(gr_model_get_info(gr_engine_model(b), &ib), GR_OK);

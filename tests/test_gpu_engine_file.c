@@ -291,38 +291,7 @@ START_TEST(onnx_round_trip)
     free(x);
     char msg[256];
     ck_assert_msg(count_differences(built, loaded, what, msg, sizeof msg) == 0, "%s", msg);
-    const float *oa[8], *ob[8];
-    ck_assert_int_le(gr_engine_output_count(built), 8);
-    for (int k = 0; k < gr_engine_output_count(built); k++) {
-        ck_assert_int_eq(gr_engine_output(built, k, &oa[k]), GR_OK);
-        ck_assert_int_eq(gr_engine_output(loaded, k, &ob[k]), GR_OK);
-    }
-    float *ga = NULL, *gb = NULL;
-    int64_t da[8], db[8];
-    int na = 0, nb = 0;
-    gr_status sa = gr_engine_graph_output(built, oa, 0, &ga, da, &na);
-    ck_assert_int_eq(gr_engine_graph_output(loaded, ob, 0, &gb, db, &nb), sa);
-    if (sa == GR_OK) {
-        ck_assert_int_eq(na, nb);
-        ck_assert_mem_eq(da, db, (size_t)na * sizeof *da);
-        size_t n = 1;
-        for (int d = 0; d < na; d++)
-            n *= (size_t)da[d];
-        ck_assert_msg(memcmp(ga, gb, n * sizeof *ga) == 0, "%s: graph output differs", what);
-    }
-    free(ga);
-    free(gb);
-    gr_detect_options dopt;
-    gr_detect_options_default(&dopt);
-    gr_detection *xa = NULL, *xb = NULL;
-    int ca = 0, cb = 0;
-    sa = gr_engine_detect(built, 0, &dopt, &xa, &ca);
-    ck_assert_int_eq(gr_engine_detect(loaded, 0, &dopt, &xb, &cb), sa);
-    ck_assert_int_eq(ca, cb);
-    if (ca > 0)
-        ck_assert_mem_eq(xa, xb, (size_t)ca * sizeof *xa);
-    gr_detections_free(xa);
-    gr_detections_free(xb);
+    const int ca = gr_test_expect_same_results(built, loaded, what);
     expect_same_tactics(built, loaded, what);
     printf("engine file %s: outputs, graph output and %d detections identical\n", what, ca);
     gr_engine_destroy(built);

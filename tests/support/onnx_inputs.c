@@ -56,3 +56,53 @@ int gr_test_copy_outputs(const gr_engine *e, float **out, size_t *n, int max)
     }
     return count;
 }
+
+int gr_test_expect_same_results(const gr_engine *a, const gr_engine *b, const char *what)
+{
+    int n_out = gr_engine_output_count(a);
+    ck_assert_int_eq(n_out, gr_engine_output_count(b));
+    ck_assert_int_le(n_out, 8);
+    const float *oa[8], *ob[8];
+    for (int k = 0; k < n_out; k++) {
+        gr_tensor_desc da, db;
+        ck_assert_int_eq(gr_engine_output_desc(a, k, &da), GR_OK);
+        ck_assert_int_eq(gr_engine_output_desc(b, k, &db), GR_OK);
+        const size_t n = (size_t)da.n * da.c * da.h * da.w;
+        ck_assert_uint_eq(n, (size_t)db.n * db.c * db.h * db.w);
+        ck_assert_int_eq(gr_engine_output(a, k, &oa[k]), GR_OK);
+        ck_assert_int_eq(gr_engine_output(b, k, &ob[k]), GR_OK);
+        ck_assert_msg(memcmp(oa[k], ob[k], n * sizeof *oa[k]) == 0, "%s: output %d differs", what,
+                      k);
+    }
+    float *ga = NULL, *gb = NULL;
+    int64_t da[8], db[8];
+    int na = 0, nb = 0;
+    const gr_status sa = gr_engine_graph_output(a, oa, 0, &ga, da, &na);
+    ck_assert_int_eq(gr_engine_graph_output(b, ob, 0, &gb, db, &nb), sa);
+    if (sa == GR_OK) {
+        ck_assert_int_eq(na, nb);
+        ck_assert_mem_eq(da, db, (size_t)na * sizeof *da);
+        size_t n = 1;
+        for (int d = 0; d < na; d++)
+            n *= (size_t)da[d];
+        ck_assert_msg(memcmp(ga, gb, n * sizeof *ga) == 0, "%s: graph output differs", what);
+        printf("%s: graph output [%lld, %lld, %lld] identical\n", what, (long long)da[0],
+               (long long)da[1], (long long)da[2]);
+    }
+    free(ga);
+    free(gb);
+    gr_detect_options dopt;
+    gr_detect_options_default(&dopt);
+    dopt.thresh = 0.25f;
+    dopt.nms = 0.45f;
+    gr_detection *xa = NULL, *xb = NULL;
+    int ca = 0, cb = 0;
+    const gr_status da_st = gr_engine_detect(a, 0, &dopt, &xa, &ca);
+    ck_assert_int_eq(gr_engine_detect(b, 0, &dopt, &xb, &cb), da_st);
+    ck_assert_int_eq(ca, cb);
+    if (ca > 0)
+        ck_assert_mem_eq(xa, xb, (size_t)ca * sizeof *xa);
+    gr_detections_free(xa);
+    gr_detections_free(xb);
+    return ca;
+}

@@ -20,4 +20,10 @@ float *gr_test_onnx_input(const char *name);
  * W); returns their count, which must be 1 to `max` (else fails the running Check test). */
 int gr_test_copy_outputs(const gr_engine *e, float **out, size_t *n, int max);
 
+/* Two engines of one model that have both run on the same input: every output, the graph output
+ * (gr_engine_graph_output) and the detections (thresh 0.25, NMS 0.45) bit for bit, else fails the
+ * running Check test naming `what`; returns the detections' count. (Saved and loaded engines,
+ * CPU and GPU: test_engine_file_onnx, test_gpu_engine_file.) */
+int gr_test_expect_same_results(const gr_engine *a, const gr_engine *b, const char *what);
+
 #endif
