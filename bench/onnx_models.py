@@ -22,14 +22,18 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "onnx"))
-from make_models import AnchorFreeHead, ConvBnSilu, SplitBlock, Sppf, seed_statistics  # noqa: E402
+from make_models import (AnchorFreeHead, ConvBnSilu, SplitBlock, Sppf, YoloV8nLike,  # noqa: E402
+                         seed_statistics)
 
 SIZE = 640
 
 
-class YoloV8n(nn.Module):
+class YoloV8n(YoloV8nLike):
+    """The oracle's YoloV8nLike topology (its `features`: backbone, SPPF, neck) at YOLOv8n's widths
+    and depths, with the anchor-free head."""
+
     def __init__(self, nc=80, size=SIZE):
-        super().__init__()
+        nn.Module.__init__(self)
         self.stem = ConvBnSilu(3, 16, 3, 2)
         self.s2 = nn.Sequential(ConvBnSilu(16, 32, 3, 2), SplitBlock(32, 32, n=1))
         self.s3 = nn.Sequential(ConvBnSilu(32, 64, 3, 2), SplitBlock(64, 64, n=2))
@@ -46,14 +50,7 @@ class YoloV8n(nn.Module):
         self.head = AnchorFreeHead(nc, (64, 128, 256), (8, 16, 32), size, c2=64, c3=80)
 
     def forward(self, x):
-        p3 = self.s3(self.s2(self.stem(x)))
-        p4 = self.s4(p3)
-        p5 = self.s5(p4)
-        n4 = self.n4(torch.cat([self.up(p5), p4], 1))
-        n3 = self.n3(torch.cat([self.up(n4), p3], 1))
-        m4 = self.m4(torch.cat([self.down3(n3), n4], 1))
-        m5 = self.m5(torch.cat([self.down4(m4), p5], 1))
-        return self.head([n3, m4, m5])
+        return self.head(list(self.features(x)))
 
 
 def main():
