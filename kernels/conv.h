@@ -52,6 +52,7 @@ enum {
     GR_CONV_ACT_LEAKY = 1,
     GR_CONV_ACT_RELU = 2,
     GR_CONV_ACT_LOGISTIC = 3,
+    GR_CONV_ACT_SWISH = 5, /* x * logistic(x): SiLU, every conv of a YOLOv5/v8/11 export */
     GR_CONV_ACT_COUNT = 19 /* = GR_ACT_COUNT */
 };
 

@@ -656,6 +656,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kBlocks) k_conv_first_mma(cons
             case GR_CONV_ACT_LINEAR:
                 epilogue(full_tile, integral_constant<int, GR_CONV_ACT_LINEAR>());
                 break;
+            case GR_CONV_ACT_SWISH:
+                epilogue(full_tile, integral_constant<int, GR_CONV_ACT_SWISH>());
+                break;
             default:
                 epilogue(full_tile, integral_constant<int, -1>());
                 break;

@@ -32,15 +32,19 @@ __device__ __forceinline__ unsigned gr_conv_half2_bits(float lo, float hi)
 
 /* The rarer activations, out of line: inlined, their exp/log code made every epilogue of every
  * conv kernel heavier in registers even for leaky (measured on the H100, no tactic search:
- * YOLOv2-tiny int8 batch 1 201.7 -> 226.5 us, fp32 batch 64 6,272 -> 4,779 img/s). */
+ * YOLOv2-tiny int8 batch 1 201.7 -> 226.5 us, fp32 batch 64 6,272 -> 4,779 img/s). Swish (SiLU)
+ * is not rare: every conv of a YOLOv5/v8/11 export has it, and a call per value (the epilogue's
+ * live accumulators saved around it) cost more than its expf and division (docs/performance.md,
+ * "SiLU in the epilogue"); it is inline below, its formula no larger than the logistic's. */
 static __device__ __noinline__ float gr_conv_activate_rare(float y, int act)
 {
     return gr_act_epilogue(y, static_cast<gr_activation>(act));
 }
 
 /* The epilogue's activation (codes of conv.h = gr_activation): ops/activation.h's
- * gr_act_epilogue, the one definition the CPU emulation (planner/exec.c) shares; the common four
+ * gr_act_epilogue, the one definition the CPU emulation (planner/exec.c) shares; the common five
  * inline (a constant activation folds the switch), the rest through one call. */
+static_assert(GR_CONV_ACT_SWISH == static_cast<int>(GR_ACT_SWISH), "conv.h's code of swish");
 __device__ __forceinline__ float gr_conv_activate(float y, int act)
 {
     switch (act) {
@@ -48,6 +52,7 @@ __device__ __forceinline__ float gr_conv_activate(float y, int act)
     case GR_CONV_ACT_LEAKY: return gr_act_epilogue(y, GR_ACT_LEAKY);
     case GR_CONV_ACT_RELU: return gr_act_epilogue(y, GR_ACT_RELU);
     case GR_CONV_ACT_LOGISTIC: return gr_act_epilogue(y, GR_ACT_LOGISTIC);
+    case GR_CONV_ACT_SWISH: return gr_act_swish(y);
     default: return gr_conv_activate_rare(y, act);
     }
 }
