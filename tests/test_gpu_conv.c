@@ -369,7 +369,9 @@ static int run_case(const conv_case *cs, const wmma_opts *o)
         if (o->gemm) {
             size_t scratch = 0;
             const cudaError_t made = gr_conv_gemm_create(&a, o->is_i8, lt, &gemm, &scratch);
-            if (made == cudaErrorNotSupported) { /* no cuBLASLt algorithm: not a candidate */
+            /* cuBLASLt without an algorithm or refusing the shape (the tactic search then skips
+             * the candidate); the arguments' own checks (cudaErrorInvalidValue) must pass */
+            if (made == cudaErrorNotSupported || made == cudaErrorUnknown) {
                 gr_kernels_clear_failure();
                 --kinds_run;
                 CUDA_OK(cudaFree(g.base));
