@@ -20,8 +20,12 @@
  *     and round_up(out_c, 8) for f16/f32; channels in [out_c, out_c_pad) are written as 0 and
  *     nothing else is touched, so a conv can write a channel slice of a concat buffer.
  *     out_c_stride / out_c_offset are multiples of the granule; the pointer is 16-byte aligned.
- *   - Output NCHW (f32 only, GR_CONV_OUT_F32_NCHW, the network output): dense
- *     [batch][out_c][out_h][out_w], no padding; out_c_stride / out_c_offset are ignored.
+ *   - Output NCHW (f32 only, GR_CONV_OUT_F32_NCHW, the network output or a channel slice of it):
+ *     element (n, ch, y, x) at ((n*out_c_stride + out_c_offset + ch)*out_h + y)*out_w + x for ch
+ *     in [0, out_c), no padding: out_c_stride is the channels per image of the tensor written
+ *     into, out_c_offset the slice's first channel (out_c_offset + out_c <= out_c_stride, any
+ *     alignment); a dense tensor is out_c_stride = out_c, out_c_offset = 0. Channels outside
+ *     the slice are not touched, so convs can write the f32 slices of a concat.
  *
  * Epilogue, per output channel c (acc is the f32 or int32 dot product):
  *   y = mul ? fmaf((float)acc, mul[c], bias[c]) : acc + bias[c]   (bias NULL = 0)
@@ -60,7 +64,7 @@ typedef enum gr_conv_out_kind {
     GR_CONV_OUT_I8 = 0,      /* NHWC, channel-padded to 16 */
     GR_CONV_OUT_F16 = 1,     /* NHWC, channel-padded to 8 */
     GR_CONV_OUT_F32 = 2,     /* NHWC, channel-padded to 8 */
-    GR_CONV_OUT_F32_NCHW = 3 /* dense NCHW, unpadded */
+    GR_CONV_OUT_F32_NCHW = 3 /* NCHW, unpadded, a channel slice of out_c_stride channels */
 } gr_conv_out_kind;
 
 typedef struct gr_conv_args {
@@ -69,7 +73,7 @@ typedef struct gr_conv_args {
     int in_h, in_w, in_c;           /* in_c: real channels (3 for the first layer) */
     int in_c_stride, in_c_offset;   /* elements; in_c_stride >= in_c_offset + in_c_pad */
     int out_c;                      /* filters */
-    int out_c_stride, out_c_offset; /* elements (NHWC outputs only) */
+    int out_c_stride, out_c_offset; /* elements: per pixel (NHWC) or channels per image (NCHW) */
     int ksize, stride, pad;         /* square kernel; pad pixels on each side */
     /* device pointers */
     const void *in;      /* f16 (as uint16 bits) or i8 */

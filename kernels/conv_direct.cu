@@ -149,9 +149,8 @@ __device__ void direct_store(const gr_conv_direct_nhwc_args &a, int n, int oy, i
                              float y)
 {
     if (a.out_kind == GR_CONV_OUT_F32_NCHW) {
-        static_cast<float *>(a.out)[((static_cast<size_t>(n) * a.out_c + oc) * a.out_h + oy) *
-                                        a.out_w +
-                                    ox] = y;
+        const size_t channel = static_cast<size_t>(n) * a.out_c_stride + a.out_c_offset + oc;
+        static_cast<float *>(a.out)[(channel * a.out_h + oy) * a.out_w + ox] = y;
         return;
     }
     const size_t at = ((static_cast<size_t>(n) * a.out_h + oy) * a.out_w + ox) * a.out_c_stride +
@@ -200,9 +199,8 @@ cudaError_t check_nhwc(const gr_conv_direct_nhwc_args *a, bool is_i8)
     GR_ARG_CHECK(a->in_c_offset >= 0 && a->in_c_stride >= a->in_c_offset + a->in_c);
     GR_ARG_CHECK(a->out_kind == GR_CONV_OUT_I8 || a->out_kind == GR_CONV_OUT_F16 ||
                  a->out_kind == GR_CONV_OUT_F32_NCHW);
-    GR_ARG_CHECK(a->out_kind == GR_CONV_OUT_F32_NCHW ||
-                 (a->out_c_offset >= 0 &&
-                  a->out_c_stride >= a->out_c_offset + direct_out_c_pad(*a)));
+    /* NHWC: the padded channels of a pixel; NCHW: the channels of an image (unpadded) */
+    GR_ARG_CHECK(a->out_c_offset >= 0 && a->out_c_stride >= a->out_c_offset + direct_out_c_pad(*a));
     GR_ARG_CHECK(!a->in_u8 || !is_i8 || a->in_scale > 0.0f);
     GR_ARG_CHECK(a->activation >= GR_CONV_ACT_LINEAR && a->activation < GR_CONV_ACT_COUNT);
     return cudaSuccess;

@@ -63,14 +63,15 @@ cudaError_t gr_launch_conv_direct_f32(const gr_conv_direct_f32_args *a, cudaStre
  *   - Output GR_CONV_OUT_I8 / GR_CONV_OUT_F16: NHWC at ((n*out_h + y)*out_w + x)*out_c_stride +
  *     out_c_offset + ch for ch in [0, out_c_pad), out_c_pad = round_up(out_c, 16) (i8) or 8 (f16);
  *     channels in [out_c, out_c_pad) are written as 0 and nothing else is touched (conv.h's
- *     contract, so a conv can write a concat slice). GR_CONV_OUT_F32_NCHW: dense
- *     [batch][out_c][out_h][out_w] f32 (a fused dequantize: nothing rounded). */
+ *     contract, so a conv can write a concat slice). GR_CONV_OUT_F32_NCHW: f32 (a fused
+ *     dequantize: nothing rounded) at ((n*out_c_stride + out_c_offset + ch)*out_h + y)*out_w + x
+ *     for ch in [0, out_c), conv.h's channel slice of an NCHW tensor (dense: out_c / 0). */
 typedef struct gr_conv_direct_nhwc_args {
     int batch;
     int in_c, in_h, in_w;
     int in_c_stride, in_c_offset; /* elements per input pixel, the first channel's */
     int out_c, out_h, out_w;
-    int out_c_stride, out_c_offset; /* NHWC outputs only */
+    int out_c_stride, out_c_offset; /* per pixel (NHWC) or channels per image (NCHW) */
     int ksize, stride_x, stride_y, pad, dilation, groups;
     const void *in;          /* device: f16 bits, i8, or u8 with in_u8 */
     const void *weights;     /* device: f16 bits or i8, Darknet order */

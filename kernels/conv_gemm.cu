@@ -173,7 +173,8 @@ template <typename Acc> __global__ void k_epilogue(EpilogueParams p)
 #pragma unroll
             for (int e = 0; e < V; ++e)
                 if (n_base + e < p.out_c)
-                    o[(img * p.out_c + n_base + e) * hw + py * p.pw + px] = y[e];
+                    o[(img * p.out_c_stride + p.out_c_offset + n_base + e) * hw + py * p.pw + px] =
+                        y[e];
             continue;
         }
         float v[V];

@@ -509,7 +509,7 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
             if (m >= p.M || n >= p.out_c)
                 continue;
             const int img = m / hw_out, rem = m - img * hw_out;
-            out[(static_cast<long long>(img) * p.out_c + n) * hw_out + rem] =
+            out[(static_cast<long long>(img) * p.out_c_stride + p.out_c_offset + n) * hw_out + rem] =
                 epilogue(p, acc_to_float(sC[r * LDC + c]), n);
         }
         return;
@@ -613,6 +613,8 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
         GR_ARG_CHECK(a->out_c_offset >= 0 && a->out_c_offset % out_gran == 0);
         GR_ARG_CHECK(a->out_c_stride % out_gran == 0 &&
                      a->out_c_offset + out_c_pad <= a->out_c_stride);
+    } else { /* a channel slice of out_c_stride channels per image, unpadded */
+        GR_ARG_CHECK(a->out_c_offset >= 0 && a->out_c_offset + a->out_c <= a->out_c_stride);
     }
     int pool_h = 0, pool_w = 0;
     if (a->pool_size != 0) {

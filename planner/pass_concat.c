@@ -103,7 +103,8 @@ gr_status gr_pass_concat_views(gr_plan *plan)
     int nchw_strided_views = plan->options.nchw_strided_views;
     for (int i = 0; i < plan->n_nodes; i++) {
         gr_plan_node *nd = &plan->nodes[i];
-        if (nd->kind != GR_OP_ROUTE)
+        /* a no-op already: a concat whose convs write the f32 slices themselves (pass_fuse.c) */
+        if (nd->kind != GR_OP_ROUTE || nd->noop)
             continue;
         int out = nd->output;
         gr_plan_tensor *o = &plan->tensors[out];

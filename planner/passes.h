@@ -29,7 +29,9 @@ gr_status gr_pass_precision(gr_plan *plan);
  * the u8 input and quantizes as it loads (GR_FUSED_QUANTIZE_IN). */
 gr_status gr_pass_fuse_input_quantize(gr_plan *plan);
 /* A dequantize whose input is a conv's output read by nothing else disappears: the conv writes
- * the f32 NCHW tensor from its unrounded epilogue value (GR_FUSED_DEQUANT_OUT). */
+ * the f32 NCHW tensor from its unrounded epilogue value (GR_FUSED_DEQUANT_OUT). Likewise for a
+ * concat (route) read only by the dequantize whose inputs are all convs' outputs read only by it:
+ * each conv writes its channel slice of the f32 tensor, the route becomes a no-op of views. */
 gr_status gr_pass_fuse_output_dequantize(gr_plan *plan);
 /* Record bias/activation/requantize/convert as fused parts of each conv (and shortcut act). */
 gr_status gr_pass_fuse_epilogue(gr_plan *plan);

@@ -73,7 +73,8 @@ enum {
     GR_FUSED_CONVERT = 1u << 4,  /* f16 output rounded in the epilogue */
     GR_FUSED_MAXPOOL = 1u << 5,  /* the following maxpool is applied before the output conversion */
     GR_FUSED_QUANTIZE_IN = 1u << 6, /* conv reads the u8 network input and quantizes it itself */
-    GR_FUSED_DEQUANT_OUT = 1u << 7  /* conv writes f32 NCHW directly (its dequantize folded in) */
+    GR_FUSED_DEQUANT_OUT = 1u << 7  /* conv writes f32 NCHW directly (its dequantize folded in),
+                                       possibly a channel slice (c_stride, c_offset) of a concat */
 };
 
 typedef enum gr_layout { GR_LAYOUT_NCHW = 0, GR_LAYOUT_NHWC } gr_layout;
@@ -145,7 +146,11 @@ typedef struct gr_plan_options {
     int fuse_input_quantize;    /* 0 default: a conv that is the only reader of the u8 input's
                                    quantize reads the u8 input itself (GR_FUSED_QUANTIZE_IN) */
     int fuse_output_dequantize; /* 0 default: a conv whose only reader is a dequantize writes
-                                   the f32 result itself (GR_FUSED_DEQUANT_OUT) */
+                                   the f32 result itself (GR_FUSED_DEQUANT_OUT); so do the convs
+                                   whose outputs only a concat reads that only a dequantize
+                                   reads, each into its channel slice of the f32 result (strided
+                                   NCHW views whatever nchw_strided_views says: only the convs
+                                   write them; with concat_in_place 0 an f32 copy instead) */
     const unsigned char *no_fuse_layer; /* NULL, or n_no_fuse_layer flags (layer -> 1: nothing is
                                    fused into that layer's conv; the GPU engine's per-layer
                                    fallback when a kernel refuses a fusion). Read during

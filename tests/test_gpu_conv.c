@@ -1,6 +1,7 @@
 /* GPU convolution kernels (kernels/conv.h, kernels/gemm_f32.h) against an independent CPU
  * computation written here: FP16 and INT8 tensor-core convs on NHWC with padded channels and
- * channel slices, every output kind and tile shape, and the FP32 cuBLAS path.
+ * channel slices (f32 NCHW ones too: a concat the fused dequantize writes), every output kind
+ * and tile shape, and the FP32 cuBLAS path.
  * Each run uses a fresh seed (printed; GR_TEST_SEED=N repeats one). Outputs are surrounded by guard
  * bytes and poisoned with two different patterns on two runs: an element left unwritten, or a write
  * outside the tensor, shows up as a difference. Exits 77 without a CUDA device. */
@@ -26,6 +27,7 @@ int main(void)
 
 #include "kernels/common.h"
 #include "kernels/conv.h"
+#include "kernels/conv_gemm.h"
 #include "kernels/gemm_f32.h"
 #include "base/base.h"
 #include "ops/ops.h"
@@ -39,6 +41,7 @@ _Static_assert(GR_CONV_ACT_LINEAR == (int)GR_ACT_LINEAR && GR_CONV_ACT_LEAKY == 
 
 static uint64_t test_seed;
 static gr_rng rng;
+static cublasLtHandle_t lt; /* for the GEMM tactic */
 
 #define GUARD_BYTES 256
 #define CUDA_OK(stmt)                                                                              \
@@ -132,7 +135,9 @@ typedef struct conv_case {
     const char *name;
     int batch, in_c, in_h, in_w, out_c, ksize, stride, pad, act;
     int in_extra, in_offset;   /* input is a channel slice: stride = offset + c_pad + extra */
-    int out_extra, out_offset; /* output is a channel slice of a wider (concat) buffer */
+    int out_extra, out_offset; /* output is a channel slice of a wider (concat) buffer: NHWC
+                                  rounds the offset and the extra channels up to the granule,
+                                  NCHW (f32, the fused dequantize) takes them as they are */
 } conv_case;
 
 static const conv_case cases[] = {
@@ -148,6 +153,11 @@ static const conv_case cases[] = {
      GR_CONV_ACT_LEAKY, 32, 16, 32, 16},
     {"3->48 3x3 s2 17x9 batch 3, output slice", 3, 3, 9, 17, 48, 3, 2, 1, GR_CONV_ACT_LINEAR, 0, 0,
      16, 48},
+    /* YOLOv8's class conv: 3 channels after the 64 box channels of one f32 NCHW output image */
+    {"32->3 1x1 10x6 batch 2, output slice at channel 67 of 75", 2, 32, 6, 10, 3, 1, 1, 0,
+     GR_CONV_ACT_LINEAR, 0, 0, 5, 67},
+    {"128->80 3x3 13x13 batch 2, output slice at channel 64 of 144", 2, 128, 13, 13, 80, 3, 1, 1,
+     GR_CONV_ACT_LOGISTIC, 0, 0, 0, 64},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -160,6 +170,7 @@ typedef struct wmma_opts {
     double tol_rel;    /* FP16 / f32 outputs: |gpu - ref| <= tol_rel * max|ref| */
     int use_workspace; /* give a split-K workspace */
     int split_k;       /* 0 automatic, n forced */
+    int gemm;          /* the GEMM tactic (kernels/conv_gemm.h) instead of the kernel */
 } wmma_opts;
 
 /* Value of output element `idx` of an output of `kind`, as a double. */
@@ -301,9 +312,9 @@ static int run_case(const conv_case *cs, const wmma_opts *o)
         const int nchw = kind == GR_CONV_OUT_F32_NCHW;
         const int ogran = kind == GR_CONV_OUT_I8 ? 16 : 8;
         const int out_c_pad = round_up(cs->out_c, ogran);
-        const int out_offset = nchw ? 0 : round_up(cs->out_offset, ogran);
-        const int out_stride =
-            nchw ? cs->out_c : out_offset + out_c_pad + round_up(cs->out_extra, ogran);
+        const int out_offset = nchw ? cs->out_offset : round_up(cs->out_offset, ogran);
+        const int out_stride = nchw ? out_offset + cs->out_c + cs->out_extra
+                                    : out_offset + out_c_pad + round_up(cs->out_extra, ogran);
         const size_t n_out = (size_t)M * (size_t)out_stride;
         const size_t out_bytes = n_out * kind_size(kind);
         guarded g = guarded_alloc(out_bytes);
@@ -354,29 +365,55 @@ static int run_case(const conv_case *cs, const wmma_opts *o)
             }
             a.workspace = d_ws;
         }
+        gr_conv_gemm *gemm = NULL;
+        if (o->gemm) {
+            size_t scratch = 0;
+            const cudaError_t made = gr_conv_gemm_create(&a, o->is_i8, lt, &gemm, &scratch);
+            /* cuBLASLt without an algorithm or refusing the shape (the tactic search then skips
+             * the candidate); the arguments' own checks (cudaErrorInvalidValue) must pass */
+            if (made == cudaErrorNotSupported || made == cudaErrorUnknown) {
+                gr_kernels_clear_failure();
+                --kinds_run;
+                CUDA_OK(cudaFree(g.base));
+                continue;
+            }
+            CUDA_OK(made);
+            CUDA_OK(cudaMalloc(&d_ws, scratch));
+        }
         /* Both runs share the workspace: the second only works if the first left it ready. */
         for (int r = 0; r < 2; ++r) {
             run[r] = xmalloc(out_bytes);
             guarded_poison(&g, pattern[r]);
-            CUDA_OK(o->is_i8 ? gr_launch_conv_i8(&a, 0) : gr_launch_conv_f16(&a, 0));
+            CUDA_OK(gemm ? gr_conv_gemm_launch(gemm, &a, d_ws, 0)
+                         : o->is_i8 ? gr_launch_conv_i8(&a, 0) : gr_launch_conv_f16(&a, 0));
             CUDA_OK(cudaDeviceSynchronize());
             guarded_fetch(&g, pattern[r], run[r]);
         }
+        gr_conv_gemm_destroy(gemm);
 
-        /* Every element outside the written region keeps its poison; inside, both runs agree. */
+        /* Every element outside the written region keeps its poison; inside, both runs agree.
+         * idx enumerates [pixel m][channel ch] (NHWC) or [image][channel ch][pixel] (NCHW). */
         size_t mismatches = 0, compared = 0;
         for (int m = 0; m < M; ++m)
             for (int ch = 0; ch < out_stride; ++ch) {
                 const size_t idx = (size_t)m * out_stride + (size_t)ch;
-                const int c = nchw ? -1 : ch - out_offset;
-                const int written = nchw || (c >= 0 && c < out_c_pad);
+                int c, mm;
+                if (nchw) {
+                    const size_t image = idx / ((size_t)out_stride * hw);
+                    c = (int)((idx / (size_t)hw) % (size_t)out_stride) - out_offset;
+                    mm = (int)(image * (size_t)hw + idx % (size_t)hw);
+                } else {
+                    c = ch - out_offset;
+                    mm = m;
+                }
+                const int written = c >= 0 && c < (nchw ? cs->out_c : out_c_pad);
                 const size_t es = kind_size(kind);
                 if (!written) {
                     for (size_t byte = 0; byte < es; ++byte) {
                         ck_assert_msg(run[0][idx * es + byte] == pattern[0] &&
                                           run[1][idx * es + byte] == pattern[1],
                                       "%s (%s out): channel %d outside the slice was written",
-                                      cs->name, gr_conv_tile_name(o->tile_config), ch);
+                                      cs->name, gr_conv_tile_name(o->tile_config), c + out_offset);
                     }
                     continue;
                 }
@@ -384,21 +421,12 @@ static int run_case(const conv_case *cs, const wmma_opts *o)
                               "%s: out kind %d element %zu differs between runs (unwritten?)",
                               cs->name, kind_i, idx);
                 const double got = out_value(run[0], kind, idx);
-                int co, mm;
-                if (nchw) { /* idx enumerates [b][c][pixel] in this layout */
-                    const int b = (int)(idx / ((size_t)cs->out_c * hw));
-                    co = (int)((idx / (size_t)hw) % (size_t)cs->out_c);
-                    mm = b * hw + (int)(idx % (size_t)hw);
-                } else {
-                    co = c;
-                    mm = m;
-                }
-                if (co >= cs->out_c) {
-                    ck_assert_msg(got == 0.0, "%s: padded channel %d holds %g, not 0", cs->name, co,
+                if (c >= cs->out_c) {
+                    ck_assert_msg(got == 0.0, "%s: padded channel %d holds %g, not 0", cs->name, c,
                                   got);
                     continue;
                 }
-                const float y = y_ref[(size_t)mm * cs->out_c + co];
+                const float y = y_ref[(size_t)mm * cs->out_c + c];
                 ++compared;
                 if (kind == GR_CONV_OUT_I8) {
                     const double want = quantize_ref(y, inv_s_out);
@@ -406,7 +434,7 @@ static int run_case(const conv_case *cs, const wmma_opts *o)
                         ++mismatches;
                         ck_assert_msg(fabs(got - want) <= i8_max_diff,
                                       "%s: i8 out (m %d, c %d) = %g, reference %g", cs->name, mm,
-                                      co, got, want);
+                                      c, got, want);
                     }
                 } else {
                     const double want =
@@ -416,7 +444,7 @@ static int run_case(const conv_case *cs, const wmma_opts *o)
                                   "%s (%s, tile %s, out kind %d): (m %d, c %d) = %.7g, reference "
                                   "%.7g, |diff| %.3g > %.3g * range %.4g (seed %llu)",
                                   cs->name, o->is_i8 ? "i8" : "f16",
-                                  gr_conv_tile_name(o->tile_config), kind_i, mm, co, got, want,
+                                  gr_conv_tile_name(o->tile_config), kind_i, mm, c, got, want,
                                   diff, o->tol_rel, (double)y_max, (unsigned long long)test_seed);
                 }
             }
@@ -462,14 +490,14 @@ static int run_case(const conv_case *cs, const wmma_opts *o)
 
 START_TEST(test_f16_conv_matches_cpu)
 {
-    const wmma_opts o = {0, 0, 0, TOL_F16, 0, 0};
+    const wmma_opts o = {0, 0, 0, TOL_F16, 0, 0, 0};
     run_case(&cases[_i], &o);
 }
 END_TEST
 
 START_TEST(test_i8_conv_matches_cpu)
 {
-    const wmma_opts o = {1, 0, 0, TOL_I8_FLOAT_OUT, 0, 0};
+    const wmma_opts o = {1, 0, 0, TOL_I8_FLOAT_OUT, 0, 0, 0};
     run_case(&cases[_i], &o);
 }
 END_TEST
@@ -479,7 +507,7 @@ START_TEST(test_every_tile_shape)
 {
     const int tile = 1 + _i % GR_CONV_TILES;
     const int is_i8 = _i >= GR_CONV_TILES;
-    const wmma_opts o = {is_i8, 0, tile, is_i8 ? TOL_I8_FLOAT_OUT : TOL_F16, 0, 0};
+    const wmma_opts o = {is_i8, 0, tile, is_i8 ? TOL_I8_FLOAT_OUT : TOL_F16, 0, 0, 0};
     int kinds = run_case(&cases[3], &o); /* 128->255, 17x9 */
     kinds += run_case(&cases[5], &o);    /* 25->40, batch 2, no padding */
     if (tile >= GR_CONV_TILE_STREAM) {    /* odd shapes whose filters fit */
@@ -493,6 +521,8 @@ START_TEST(test_every_tile_shape)
         kinds += k4 + k6;
         kinds += run_case(&cases[7], &o); /* 1x1, concat slices in and out */
         kinds += run_case(&cases[8], &o); /* 3 channels, stride 2, output slice */
+    } else { /* every output kind, the f32 NCHW slice at an odd channel included */
+        ck_assert_int_eq(run_case(&cases[9], &o), 4);
     }
     /* a stream tile refuses NCHW outputs and filters beyond shared memory, never everything */
     ck_assert_msg(kinds >= (tile >= GR_CONV_TILE_STREAM ? 9 : 8),
@@ -505,23 +535,37 @@ START_TEST(test_split_k)
 {
     const int is_i8 = _i;
     const double tol = is_i8 ? TOL_I8_FLOAT_OUT : TOL_F16;
-    const wmma_opts forced = {is_i8, 0, 0, tol, 1, 3};
-    const wmma_opts automatic = {is_i8, 0, 0, tol, 1, 0};
-    const wmma_opts forced_small_tile = {is_i8, 0, 4, tol, 1, 5};
+    const wmma_opts forced = {is_i8, 0, 0, tol, 1, 3, 0};
+    const wmma_opts automatic = {is_i8, 0, 0, tol, 1, 0, 0};
+    const wmma_opts forced_small_tile = {is_i8, 0, 4, tol, 1, 5, 0};
     run_case(&cases[6], &forced);            /* 64->128 3x3 26x26 */
     run_case(&cases[3], &automatic);         /* 128->255 3x3 17x9 */
     run_case(&cases[2], &automatic);         /* 16->125 1x1 13x13 batch 3 */
     run_case(&cases[7], &forced_small_tile); /* concat slices, 32x64 tiles */
-    const wmma_opts split_64x64 = {is_i8, 0, 2, tol, 1, 2};
-    const wmma_opts split_128x64 = {is_i8, 0, 1, tol, 1, 4};
+    const wmma_opts split_64x64 = {is_i8, 0, 2, tol, 1, 2, 0};
+    const wmma_opts split_128x64 = {is_i8, 0, 1, tol, 1, 4, 0};
     run_case(&cases[3], &split_64x64);  /* 128->255 17x9 */
     run_case(&cases[5], &split_128x64); /* 25->40 pad 0, batch 2 */
+    run_case(&cases[10], &forced);      /* output slices, f32 NCHW strided over 2 images */
+}
+END_TEST
+
+/* The GEMM tactic (cuBLASLt and its epilogue kernel) on the same contract: every output kind
+ * cuBLASLt has an algorithm for, the f32 NCHW slices strided over the batch included. */
+START_TEST(test_gemm_tactic)
+{
+    const int is_i8 = _i;
+    const wmma_opts o = {is_i8, 0, 0, is_i8 ? TOL_I8_FLOAT_OUT : TOL_F16, 0, 0, 1};
+    run_case(&cases[2], &o); /* 16->125 1x1 13x13 batch 3 */
+    run_case(&cases[9], &o); /* 3 channels into an f32 NCHW slice at channel 67 */
+    /* 128->80 3x3 into a slice at channel 64 of 144, batch 2: cuBLASLt takes every kind */
+    ck_assert_int_eq(run_case(&cases[10], &o), 4);
 }
 END_TEST
 
 START_TEST(test_f16_accumulate)
 {
-    const wmma_opts o = {0, 1, 0, TOL_F16_ACC, 0, 0};
+    const wmma_opts o = {0, 1, 0, TOL_F16_ACC, 0, 0, 0};
     run_case(&cases[3], &o);
     run_case(&cases[6], &o);
 }
@@ -557,6 +601,18 @@ START_TEST(test_bad_arguments_rejected)
     a.out = buf;
     a.out_c_offset = 8; /* slice does not fit the stride */
     ck_assert_int_eq(gr_launch_conv_f16(&a, 0), cudaErrorInvalidValue);
+    a.out_c_offset = 0;
+    a.out_kind = GR_CONV_OUT_F32_NCHW; /* an NCHW slice: any offset, but inside the stride */
+    a.out_c_stride = 19;
+    a.out_c_offset = 3;
+    CUDA_OK(gr_launch_conv_f16(&a, 0));
+    CUDA_OK(cudaDeviceSynchronize());
+    a.out_c_offset = 4;
+    ck_assert_int_eq(gr_launch_conv_f16(&a, 0), cudaErrorInvalidValue);
+    a.out_c_offset = -1;
+    ck_assert_int_eq(gr_launch_conv_f16(&a, 0), cudaErrorInvalidValue);
+    a.out_kind = GR_CONV_OUT_F16;
+    a.out_c_stride = 16;
     a.out_c_offset = 0;
     a.in_c = a.in_c_stride = 8; /* fine for f16 (granule 8), not for i8 (granule 16) */
     CUDA_OK(gr_launch_conv_f16(&a, 0));
@@ -719,6 +775,7 @@ static Suite *conv_suite(void)
     tcase_add_loop_test(tc, test_every_tile_shape, 0, 2 * GR_CONV_TILES);
     tcase_add_test(tc, test_f16_accumulate);
     tcase_add_loop_test(tc, test_split_k, 0, 2);
+    tcase_add_loop_test(tc, test_gemm_tactic, 0, 2);
     tcase_add_loop_test(tc, test_f32_cublas_matches_cpu, 0, N_CASES);
     tcase_add_loop_test(tc, test_f32_tf32x3_matches_cpu, 0, N_CASES);
     tcase_add_test(tc, test_tf32_cublas_matches_cpu);
@@ -736,8 +793,12 @@ int main(void)
     printf("gpu_conv: seed %llu (GR_TEST_SEED=%llu repeats this run)\n",
            (unsigned long long)test_seed, (unsigned long long)test_seed);
     gr_rng_seed(&rng, test_seed);
-
+    if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) {
+        printf("gpu_conv: cublasLtCreate failed\n");
+        return 1;
+    }
     int failed = gr_test_run_in_process(conv_suite());
+    cublasLtDestroy(lt);
     return failed == 0 ? 0 : 1;
 }
 #endif

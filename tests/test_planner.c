@@ -513,6 +513,165 @@ START_TEST(no_fuse_layer_excludes_only_those_convs)
 }
 END_TEST
 
+/* YOLOv8 / YOLO11's ONNX heads, small: Concat(box conv, class conv) is the network's output
+ * (tests/data/concat_head.cfg); the variants below keep its first layer. */
+#define STEM_CFG                                                                                   \
+    "[net]\nwidth=16\nheight=16\nchannels=3\n"                                                     \
+    "[convolutional]\nfilters=16\nsize=3\npad=1\nactivation=leaky\n"
+
+static gr_net *concat_head_net(void)
+{
+    gr_net *net = NULL;
+    ck_assert_msg(gr_test_concat_head_net(&net) == GR_OK, "%s", gr_last_error());
+    return net;
+}
+
+static gr_plan *build_head(const gr_net *net, gr_precision prec, int concat_in_place,
+                           const unsigned char *no_fuse)
+{
+    gr_plan_options opt;
+    gr_plan_options_default(&opt);
+    opt.precision = prec;
+    opt.batch = 2;
+    opt.fuse_output_dequantize = 1;
+    opt.concat_in_place = concat_in_place;
+    opt.no_fuse_layer = no_fuse;
+    opt.n_no_fuse_layer = no_fuse ? net->n_layers : 0;
+    gr_plan *p = NULL;
+    ck_assert_msg(gr_plan_build(net, &opt, &p) == GR_OK, "%s", gr_last_error());
+    assert_valid_schedule(p);
+    ck_assert_msg(gr_plan_check(p) == GR_OK, "%s", gr_last_error());
+    return p;
+}
+
+/* In int8 and fp16 the concat's dequantize disappears: each conv writes its channel slice of the
+ * f32 NCHW output from its epilogue (GR_FUSED_DEQUANT_OUT; strided, batch 2) and the route is a
+ * no-op over those views - or, with concat_in_place = 0, an f32 copy of the convs' own tensors. */
+START_TEST(concat_head_dequantize_fuses_into_its_convs)
+{
+    gr_net *net = concat_head_net();
+    static const int layers[2] = {1, 3}, offsets[2] = {0, 64}, channels[2] = {64, 3};
+    for (int prec = GR_PREC_FP16; prec <= GR_PREC_INT8; prec++)
+        for (int in_place = 0; in_place <= 1; in_place++) {
+            gr_plan *p = build_head(net, (gr_precision)prec, in_place, NULL);
+            ck_assert_int_eq(gr_plan_count_kind(p, GR_OP_DEQUANTIZE), 0);
+            ck_assert_int_eq(p->fused_nodes_removed, 1);
+            const int out = p->output_tensors[0];
+            const gr_plan_tensor *o = &p->tensors[out];
+            ck_assert_int_eq(o->dtype, GR_DTYPE_F32);
+            ck_assert_int_eq(o->layout, GR_LAYOUT_NCHW);
+            ck_assert_int_eq(o->c, 67);
+            ck_assert_int_eq(o->c_stride, 67);
+            ck_assert_int_eq(o->view_of, -1);
+            const gr_plan_node *route = &p->nodes[node_of_layer(p, 4, GR_OP_ROUTE)];
+            ck_assert_int_eq(route->output, out);
+            ck_assert_int_eq(route->noop, in_place);
+            for (int k = 0; k < 2; k++) {
+                const gr_plan_node *conv = &p->nodes[node_of_layer(p, layers[k], GR_OP_CONV)];
+                ck_assert(conv->fused & GR_FUSED_DEQUANT_OUT);
+                ck_assert_uint_eq(conv->fused & (GR_FUSED_REQUANT | GR_FUSED_CONVERT), 0);
+                ck_assert_int_eq(route->inputs[k], conv->output);
+                const gr_plan_tensor *y = &p->tensors[conv->output];
+                ck_assert_int_eq(y->dtype, GR_DTYPE_F32);
+                ck_assert_int_eq(y->layout, GR_LAYOUT_NCHW);
+                ck_assert_int_eq(y->c, channels[k]);
+                ck_assert_int_eq(y->view_of, in_place ? out : -1);
+                ck_assert_int_eq(y->c_offset, in_place ? offsets[k] : 0);
+                ck_assert_int_eq(y->c_stride, in_place ? 67 : channels[k]);
+                if (in_place)
+                    ck_assert_int_eq(y->buffer, o->buffer);
+            }
+            /* the stem still rounds to its own dtype */
+            ck_assert_uint_eq(p->nodes[node_of_layer(p, 0, GR_OP_CONV)].fused &
+                                  (GR_FUSED_REQUANT | GR_FUSED_CONVERT | GR_FUSED_DEQUANT_OUT),
+                              prec == GR_PREC_INT8 ? GR_FUSED_REQUANT : GR_FUSED_CONVERT);
+            gr_plan_free(p);
+        }
+    release(net);
+
+    /* The f32 result read by an fp32 conv instead of being the output: the same fusion, and
+     * concat_views leaves the no-op route as it is (at batch 1 it would otherwise take the
+     * route's inputs, views of its own output, for a slice of it). */
+    net = from_cfg(STEM_CFG "[convolutional]\nfilters=64\nsize=1\nactivation=linear\n"
+                            "[route]\nlayers=0\n[convolutional]\nfilters=3\nsize=1\n"
+                            "activation=linear\n[route]\nlayers=1,3\n"
+                            "[convolutional]\nfilters=4\nsize=1\nactivation=linear\n");
+    gr_precision map[6] = {GR_PREC_INT8, GR_PREC_INT8, GR_PREC_INT8,
+                           GR_PREC_INT8, GR_PREC_INT8, GR_PREC_FP32};
+    gr_plan_options opt;
+    gr_plan_options_default(&opt);
+    opt.precision = GR_PREC_INT8;
+    opt.layer_precision = map;
+    opt.n_layer_precision = 6;
+    opt.fuse_output_dequantize = 1;
+    gr_plan *p = NULL;
+    ck_assert_msg(gr_plan_build(net, &opt, &p) == GR_OK, "%s", gr_last_error());
+    ck_assert_int_eq(gr_plan_count_kind(p, GR_OP_DEQUANTIZE), 0);
+    const gr_plan_node *route = &p->nodes[node_of_layer(p, 4, GR_OP_ROUTE)];
+    const gr_plan_node *reader = &p->nodes[node_of_layer(p, 5, GR_OP_CONV)];
+    ck_assert_int_eq(route->noop, 1);
+    ck_assert_int_eq(reader->inputs[0], route->output);
+    ck_assert_int_eq(p->tensors[route->output].view_of, -1);
+    ck_assert_int_eq(p->tensors[route->inputs[1]].view_of, route->output);
+    ck_assert_int_eq(p->tensors[route->inputs[1]].c_offset, 64);
+    assert_valid_schedule(p);
+    ck_assert_int_eq(gr_plan_check(p), GR_OK);
+    gr_plan_free(p);
+    release(net);
+}
+END_TEST
+
+/* Where a slice is not a conv's alone, or the concat has another reader, or a conv may not fuse,
+ * the concat keeps its dequantize and the convs their own dtype. */
+START_TEST(concat_head_keeps_its_dequantize_unless_convs_write_every_slice)
+{
+#define YOLO_CFG "[yolo]\nmask=0,1,2\nanchors=10,14,23,27,37,58\nclasses=1\nnum=3\n"
+#define TWO_HEADS(second_route)                                                                    \
+    STEM_CFG "[convolutional]\nfilters=9\nsize=1\nactivation=linear\n[route]\nlayers=0\n"          \
+             "[convolutional]\nfilters=9\nsize=1\nactivation=linear\n[route]\nlayers=1,3\n"       \
+             YOLO_CFG "[route]\nlayers=" second_route "\n"                                      \
+             "[convolutional]\nfilters=18\nsize=1\nactivation=linear\n" YOLO_CFG
+    static const struct {
+        const char *what, *cfg;
+        int no_fuse_layer; /* -1: none */
+        int other_head;    /* the conv layer of a second, fused head, or -1 */
+    } cases[] = {
+        {"a maxpool's slice",
+         STEM_CFG "[convolutional]\nfilters=64\nsize=1\nactivation=linear\n[route]\nlayers=0\n"
+                  "[maxpool]\nsize=2\nstride=1\n[route]\nlayers=1,3\n",
+         -1, -1},
+        {"the concat read again", TWO_HEADS("4"), -1, 7},
+        {"a conv output read again", TWO_HEADS("1"), -1, 7},
+        {"a conv excluded from fusions", NULL, 3, -1}, /* tests/data/concat_head.cfg */
+    };
+#undef TWO_HEADS
+#undef YOLO_CFG
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        gr_net *net = cases[c].cfg ? from_cfg(cases[c].cfg) : concat_head_net();
+        unsigned char no_fuse[8] = {0};
+        if (cases[c].no_fuse_layer >= 0)
+            no_fuse[cases[c].no_fuse_layer] = 1;
+        for (int prec = GR_PREC_FP16; prec <= GR_PREC_INT8; prec++) {
+            gr_plan *p = build_head(net, (gr_precision)prec, 1,
+                                    cases[c].no_fuse_layer >= 0 ? no_fuse : NULL);
+            const gr_dtype low = prec == GR_PREC_INT8 ? GR_DTYPE_I8 : GR_DTYPE_F16;
+            ck_assert_msg(gr_plan_count_kind(p, GR_OP_DEQUANTIZE) == 1, "%s", cases[c].what);
+            const gr_plan_node *route = &p->nodes[node_of_layer(p, 4, GR_OP_ROUTE)];
+            ck_assert_int_eq(p->tensors[route->output].dtype, low);
+            const gr_plan_node *box = &p->nodes[node_of_layer(p, 1, GR_OP_CONV)];
+            ck_assert_msg(!(box->fused & GR_FUSED_DEQUANT_OUT), "%s", cases[c].what);
+            ck_assert_int_eq(p->tensors[box->output].dtype, low);
+            if (cases[c].other_head >= 0)
+                ck_assert(p->nodes[node_of_layer(p, cases[c].other_head, GR_OP_CONV)].fused &
+                          GR_FUSED_DEQUANT_OUT);
+            gr_plan_free(p);
+        }
+        release(net);
+    }
+}
+END_TEST
+#undef STEM_CFG
+
 START_TEST(epilogue_records_fused_parts)
 {
     gr_net *net = builtin("yolov2-tiny-voc");
@@ -956,6 +1115,8 @@ static Suite *planner_suite(void)
     tcase_add_test(tc, grouped_dilated_strided_convs_stay_channels_last);
     tcase_add_test(tc, io_fusions_apply_only_where_a_conv_is_the_sole_partner);
     tcase_add_test(tc, no_fuse_layer_excludes_only_those_convs);
+    tcase_add_test(tc, concat_head_dequantize_fuses_into_its_convs);
+    tcase_add_test(tc, concat_head_keeps_its_dequantize_unless_convs_write_every_slice);
     tcase_add_test(tc, epilogue_records_fused_parts);
     tcase_add_test(tc, int8_weights_are_per_channel_symmetric);
     tcase_add_test(tc, concat_writes_into_slices_of_the_route);

@@ -333,8 +333,8 @@ START_TEST(fused_io_conv_writes_the_unrounded_epilogue_value)
 }
 END_TEST
 
-static gr_plan *build_fused_io(const gr_net *net, gr_precision prec, int batch, int quant_in,
-                               int dequant_out)
+static gr_plan *build_fused_io_concat(const gr_net *net, gr_precision prec, int batch,
+                                      int quant_in, int dequant_out, int concat_in_place)
 {
     gr_plan_options opt;
     gr_plan_options_default(&opt);
@@ -342,6 +342,7 @@ static gr_plan *build_fused_io(const gr_net *net, gr_precision prec, int batch, 
     opt.batch = batch;
     opt.fuse_input_quantize = quant_in;
     opt.fuse_output_dequantize = dequant_out;
+    opt.concat_in_place = concat_in_place;
     gr_plan *p = NULL;
     ck_assert_msg(gr_plan_build(net, &opt, &p) == GR_OK, "%s", gr_last_error());
     float ranges[GR_MAX_LAYERS];
@@ -349,6 +350,12 @@ static gr_plan *build_fused_io(const gr_net *net, gr_precision prec, int batch, 
         ranges[l] = 4.0f + 0.25f * (float)(l % 5); /* a few distinct scales */
     ck_assert_int_eq(gr_plan_set_ranges(p, ranges, 0.9f), GR_OK);
     return p;
+}
+
+static gr_plan *build_fused_io(const gr_net *net, gr_precision prec, int batch, int quant_in,
+                               int dequant_out)
+{
+    return build_fused_io_concat(net, prec, batch, quant_in, dequant_out, 1);
 }
 
 /* Plans of yolov2-tiny-voc and yolov3-tiny (64 x 64: every layer kind, a quarter of the work of
@@ -436,6 +443,42 @@ static void expect_rounding_removed(const gr_plan *plain, int k, int prec, const
 START_TEST(fused_output_dequantize_rounds_only_where_the_unfused_plan_did)
 {
     for_each_io_fusion_case(0, 1, expect_rounding_removed);
+}
+END_TEST
+
+/* The concat head (tests/data/concat_head.cfg, YOLOv8's ONNX head): with its dequantize fused,
+ * each conv writes its unrounded y into its strided slice of the f32 output (batch 2): against
+ * the unfused plan (whose slices share the concat's one scale) exactly the rounding is gone, and
+ * the views equal the f32 copy of concat_in_place = 0 bit for bit. */
+START_TEST(concat_head_convs_write_their_slices_unrounded)
+{
+    gr_net *net = NULL;
+    ck_assert_msg(gr_test_concat_head_net(&net) == GR_OK, "%s", gr_last_error());
+    uint8_t *u8;
+    float *unused;
+    paired_images(3, net->h, net->w, 2, 57, &u8, &unused);
+    for (int prec = GR_PREC_FP16; prec <= GR_PREC_INT8; prec++) {
+        gr_plan *plain = build_fused_io_concat(net, (gr_precision)prec, 2, 1, 0, 1);
+        gr_plan *views = build_fused_io_concat(net, (gr_precision)prec, 2, 1, 1, 1);
+        gr_plan *copy = build_fused_io_concat(net, (gr_precision)prec, 2, 1, 1, 0);
+        ck_assert_int_eq(gr_plan_count_kind(plain, GR_OP_DEQUANTIZE), 1);
+        ck_assert_int_eq(gr_plan_count_kind(views, GR_OP_DEQUANTIZE), 0);
+        ck_assert_int_eq(gr_plan_count_kind(copy, GR_OP_DEQUANTIZE), 0);
+        float *a = run_output(plain, u8, 0), *b = run_output(views, u8, 0),
+              *c = run_output(copy, u8, 0);
+        size_t n = tensor_elems(&plain->tensors[plain->output_tensors[0]]);
+        expect_rounding_removed(plain, 0, prec, a, b, n);
+        ck_assert_int_eq(memcmp(b, c, n * sizeof *b), 0);
+        free(a);
+        free(b);
+        free(c);
+        gr_plan_free(plain);
+        gr_plan_free(views);
+        gr_plan_free(copy);
+    }
+    free(u8);
+    free(unused);
+    gr_net_free(net);
 }
 END_TEST
 
@@ -696,6 +739,7 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, fused_io_conv_writes_the_unrounded_epilogue_value);
     tcase_add_test(tc, fused_input_quantize_is_bit_identical);
     tcase_add_test(tc, fused_output_dequantize_rounds_only_where_the_unfused_plan_did);
+    tcase_add_test(tc, concat_head_convs_write_their_slices_unrounded);
     tcase_add_test(tc, fp16_and_int8_track_fp32_after_calibration);
     tcase_add_test(tc, calibration_ranges_and_shared_scales);
     tcase_add_test(tc, classifier_tail_runs_in_fp32_around_int8_convs);

@@ -188,20 +188,17 @@ static gr_status f32_conv(const gpu_state *g, const gpu_variant *v, const gpu_in
     return GR_OK;
 }
 
-/* Where an fp16 / int8 conv writes (f32 NCHW with the dequantization fused, else its dtype) and
- * at what byte offset from its tensor's storage. */
-static gr_status tc_out_kind(const gr_plan *plan, int index, gr_conv_out_kind *kind,
-                             size_t *offset)
+/* Where an fp16 / int8 conv writes: f32 NCHW with the dequantization fused (its channel slice of
+ * the tensor's storage through out_c_stride / out_c_offset, kernels/conv.h: a concat's slice is
+ * strided at batch > 1), else its dtype, NHWC. */
+static gr_status tc_out_kind(const gr_plan *plan, int index, gr_conv_out_kind *kind)
 {
     const gr_plan_node *nd = &plan->nodes[index];
     const gr_plan_tensor *y = &plan->tensors[nd->output];
-    *offset = 0;
     if (nd->fused & GR_FUSED_DEQUANT_OUT) {
-        /* f32 NCHW straight from the accumulator; a channel slice only where it is contiguous */
-        if (y->dtype != GR_DTYPE_F32 || (y->n > 1 && y->c_stride != y->c))
+        if (y->dtype != GR_DTYPE_F32 || y->layout != GR_LAYOUT_NCHW)
             return gr_gpu_unsupported(plan, index);
         *kind = GR_CONV_OUT_F32_NCHW;
-        *offset = (size_t)y->c_offset * y->h * y->w * sizeof(float);
     } else if (y->dtype == GR_DTYPE_I8) {
         *kind = GR_CONV_OUT_I8;
     } else if (y->dtype == GR_DTYPE_F16) {
@@ -222,8 +219,7 @@ static gr_status tc_conv(const gpu_state *g, const gpu_variant *v, const gpu_ins
     const gr_plan_tensor *y = &plan->tensors[nd->output];
     const gpu_conv_weights *w = v->nw ? &v->nw[index] : NULL;
     gr_conv_out_kind out_kind = GR_CONV_OUT_I8;
-    size_t out_offset;
-    GR_TRY(tc_out_kind(plan, index, &out_kind, &out_offset));
+    GR_TRY(tc_out_kind(plan, index, &out_kind));
     const int in_u8 = (nd->fused & GR_FUSED_QUANTIZE_IN) != 0;
     if ((compute != GR_DTYPE_I8 && compute != GR_DTYPE_F16) || (in_u8 && x->dtype != GR_DTYPE_U8))
         return gr_gpu_unsupported(plan, index);
@@ -237,7 +233,7 @@ static gr_status tc_conv(const gpu_state *g, const gpu_variant *v, const gpu_ins
         .ksize = nd->p.size, .stride = nd->p.stride, .pad = nd->p.pad,
         .in = inst ? gr_gpu_tensor_storage(v, inst, nd->inputs[0]) : NULL,
         .weights = w ? w->weights : NULL, .mul = w ? w->mul : NULL, .bias = w ? w->bias : NULL,
-        .out = inst ? gr_gpu_tensor_storage(v, inst, nd->output) + out_offset : NULL,
+        .out = inst ? gr_gpu_tensor_storage(v, inst, nd->output) : NULL,
         .activation = (int)nd->p.activation, .out_kind = out_kind,
         .out_inv_scale = y->dtype == GR_DTYPE_I8 ? 1.0f / y->scale : 1.0f,
         .fp16_accumulate = compute == GR_DTYPE_F16 && g->fp16_accumulate,
@@ -263,8 +259,7 @@ static gr_status nhwc_direct_conv(const gpu_variant *v, const gpu_instance *inst
     const gr_plan_tensor *y = &plan->tensors[nd->output];
     const gpu_conv_weights *w = v->nw ? &v->nw[index] : NULL;
     gr_conv_out_kind out_kind = GR_CONV_OUT_I8;
-    size_t out_offset;
-    GR_TRY(tc_out_kind(plan, index, &out_kind, &out_offset));
+    GR_TRY(tc_out_kind(plan, index, &out_kind));
     const int in_u8 = (nd->fused & GR_FUSED_QUANTIZE_IN) != 0;
     if ((compute != GR_DTYPE_I8 && compute != GR_DTYPE_F16) || (in_u8 && x->dtype != GR_DTYPE_U8) ||
         (!in_u8 && x->dtype != compute))
@@ -283,7 +278,7 @@ static gr_status nhwc_direct_conv(const gpu_variant *v, const gpu_instance *inst
         .groups = nd->p.groups > 1 ? nd->p.groups : 1,
         .in = inst ? gr_gpu_tensor_storage(v, inst, nd->inputs[0]) : NULL,
         .weights = w ? w->weights : NULL, .mul = w ? w->mul : NULL, .bias = w ? w->bias : NULL,
-        .out = inst ? gr_gpu_tensor_storage(v, inst, nd->output) + out_offset : NULL,
+        .out = inst ? gr_gpu_tensor_storage(v, inst, nd->output) : NULL,
         .activation = (int)nd->p.activation, .out_kind = (int)out_kind,
         .out_inv_scale = y->dtype == GR_DTYPE_I8 ? 1.0f / y->scale : 1.0f,
         .in_u8 = in_u8, .in_scale = in_u8 ? nd->in_scale : 0.0f};

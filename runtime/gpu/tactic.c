@@ -106,7 +106,7 @@ typedef struct search_ctx {
 } search_ctx;
 
 /* Where a conv's output lives: rows of `width` bytes every `pitch` bytes (NHWC: one row per
- * pixel, the conv's own channel slice; NCHW: one dense row). */
+ * pixel, the conv's own channel slice; NCHW: one row per image, its channel slice's planes). */
 typedef struct out_region {
     uint8_t *dev;
     size_t pitch, width, height;
@@ -224,11 +224,12 @@ static gr_status output_region(search_ctx *s, const gpu_conv *c, int index, out_
     const gr_plan_tensor *y = &plan->tensors[plan->nodes[index].output];
     const gr_conv_args *a = &c->tc;
     if (a->out_kind == GR_CONV_OUT_F32_NCHW) {
+        const size_t plane = (size_t)y->h * y->w * 4;
         r->elem = 4;
-        r->dev = a->out;
-        r->width = (size_t)a->batch * y->c * y->h * y->w * 4;
-        r->pitch = r->width;
-        r->height = 1;
+        r->dev = (uint8_t *)a->out + (size_t)a->out_c_offset * plane;
+        r->width = (size_t)y->c * plane;
+        r->pitch = (size_t)a->out_c_stride * plane;
+        r->height = (size_t)a->batch;
     } else {
         r->elem = a->out_kind == GR_CONV_OUT_I8 ? 1 : a->out_kind == GR_CONV_OUT_F16 ? 2 : 4;
         const size_t c_pad = (size_t)round_up(y->c, a->out_kind == GR_CONV_OUT_I8 ? 16 : 8);

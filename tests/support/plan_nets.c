@@ -200,9 +200,9 @@ gr_status gr_test_builtin_at(const char *cfg_name, int side, gr_net **out)
     return parse_with_side(f->data, f->size, cfg_name, side, out);
 }
 
-gr_status gr_test_route_reorg_net(gr_net **out)
+static gr_status cfg_net(const char *path, gr_net **out)
 {
-    gr_status st = gr_net_parse_file("tests/data/route_reorg.cfg", out);
+    gr_status st = gr_net_parse_file(path, out);
     if (st == GR_OK) {
         st = gr_net_synthesize_weights(*out, 1);
         if (st != GR_OK) {
@@ -212,3 +212,7 @@ gr_status gr_test_route_reorg_net(gr_net **out)
     }
     return st;
 }
+
+gr_status gr_test_route_reorg_net(gr_net **out) { return cfg_net("tests/data/route_reorg.cfg", out); }
+
+gr_status gr_test_concat_head_net(gr_net **out) { return cfg_net("tests/data/concat_head.cfg", out); }

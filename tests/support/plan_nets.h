@@ -23,4 +23,8 @@ gr_status gr_test_builtin_at(const char *cfg_name, int side, gr_net **out);
 /* A small route/reorg network (tests/data/route_reorg.cfg), weights synthesized with seed 1. */
 gr_status gr_test_route_reorg_net(gr_net **out);
 
+/* YOLOv8's ONNX head, small (tests/data/concat_head.cfg): layer 0 a 16-channel feature map, 1 a
+ * 64-channel box conv, 3 a 3-channel class conv, 4 their concat, the output; seed 1. */
+gr_status gr_test_concat_head_net(gr_net **out);
+
 #endif
