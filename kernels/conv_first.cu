@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(kThreads) k_conv_first(const FirstParams p)
                     continue;
                 const float a = static_cast<float>(acc[q][f]);
                 const float b = p.bias ? p.bias[n] : 0.0f;
-                const float v = gr_conv_activate(p.mul ? fmaf(a, p.mul[n], b) : a + b, p.activation);
+                const float v = gr_conv_activate_lean(p.mul ? fmaf(a, p.mul[n], b) : a + b, p.activation);
                 out[f] = v > out[f] ? v : out[f];
             }
             if (n >= p.out_c)
@@ -301,7 +301,7 @@ template <> struct MmaK16<false> {
  * FP16 at 2 (128 registers; unbounded it takes 130, 1 block). 32 filters: kBlocks 1 (tile 5:
  * 156-191 registers, no spills) or 2 (tile 6: 128 registers, 90-200 bytes spilled), both
  * candidates of the tactic search, which measures which wins. */
-template <bool kI8, int NJ, bool kPool, int kBlocks>
+template <bool kI8, int NJ, bool kPool, int kBlocks, bool kSwish>
 __global__ void __launch_bounds__(kMmaWarps * 32, kBlocks) k_conv_first_mma(const FirstParams p)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -315,6 +315,14 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kBlocks) k_conv_first_mma(cons
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t4 = lane & 3;
+    /* kSwish: a kernel of its own for swish (SiLU) layers, the activation inline; the others keep
+     * the lean switch, so swish's code adds no registers to them (conv_internal.cuh) */
+    auto activate = [](float y, int act) {
+        if constexpr (kSwish)
+            return gr_conv_activate(y, act);
+        else
+            return gr_conv_activate_lean(y, act);
+    };
 
     /* Constants first (nothing of the engine writes them): the quantization table, the filters'
      * B fragments (b0: K slots 4*t4.. (INT8) or 2*t4.. (FP16) of filter 8j + g; FP16's b1 the
@@ -555,7 +563,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kBlocks) k_conv_first_mma(cons
                         float y[2];
 #pragma unroll
                         for (int e = 0; e < 2; ++e) {
-                            const float v = gr_conv_activate(
+                            const float v = activate(
                                 fmaf(static_cast<float>(c[2 * ip + (q >> 1)][j][2 * (q & 1) + e]),
                                      sm[j][e], sb[j][e]),
                                 act);
@@ -604,13 +612,13 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kBlocks) k_conv_first_mma(cons
                                 const Acc x = c[2 * ip + (q >> 1)][j][2 * (q & 1) + e];
                                 m = tap_ok[q] ? (x > m ? x : m) : m;
                             }
-                            best = gr_conv_activate(fmaf(static_cast<float>(m), sm[j][e], sb[j][e]),
+                            best = activate(fmaf(static_cast<float>(m), sm[j][e], sb[j][e]),
                                                     kAct);
                         } else {
                             best = -INFINITY; /* Darknet's pool padding never wins */
 #pragma unroll
                             for (int q = 0; q < 4; ++q) {
-                                const float x = gr_conv_activate(
+                                const float x = activate(
                                     fmaf(static_cast<float>(c[2 * ip + (q >> 1)][j][2 * (q & 1) + e]),
                                          mul_of(n), bias_of(n)),
                                     kAct);
@@ -643,6 +651,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kBlocks) k_conv_first_mma(cons
                           px0 + kMmaTileW <= p.pool_w && last_y < p.out_h && last_x < p.out_w;
         auto with_act = [&](auto full_tile) {
             using std::integral_constant;
+            if constexpr (kSwish) {
+                epilogue(full_tile, integral_constant<int, GR_CONV_ACT_SWISH>());
+                return;
+            }
             switch (p.activation) {
             case GR_CONV_ACT_LEAKY:
                 epilogue(full_tile, integral_constant<int, GR_CONV_ACT_LEAKY>());
@@ -655,9 +667,6 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kBlocks) k_conv_first_mma(cons
                 break;
             case GR_CONV_ACT_LINEAR:
                 epilogue(full_tile, integral_constant<int, GR_CONV_ACT_LINEAR>());
-                break;
-            case GR_CONV_ACT_SWISH:
-                epilogue(full_tile, integral_constant<int, GR_CONV_ACT_SWISH>());
                 break;
             default:
                 epilogue(full_tile, integral_constant<int, -1>());
@@ -675,7 +684,12 @@ __global__ void __launch_bounds__(kMmaWarps * 32, kBlocks) k_conv_first_mma(cons
 template <bool kI8, int NJ, bool kPool, int kBlocks>
 cudaError_t launch_mma(const FirstParams &p, bool pdl, cudaStream_t stream)
 {
-    const auto kernel = k_conv_first_mma<kI8, NJ, kPool, kBlocks>;
+    /* swish's own kernel for unpooled layers (the stride-2 first conv of YOLOv5/v8/11); a pooled
+     * swish layer takes the generic one, the activation through one call */
+    constexpr bool kSwishKernel = !kPool;
+    const auto kernel = kSwishKernel && p.activation == GR_CONV_ACT_SWISH
+                            ? k_conv_first_mma<kI8, NJ, kPool, kBlocks, kSwishKernel>
+                            : k_conv_first_mma<kI8, NJ, kPool, kBlocks, false>;
     int dev = 0, sms = 0, per_sm = 0;
     GR_CUDA_TRY(cudaGetDevice(&dev));
     GR_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));

@@ -32,19 +32,35 @@ __device__ __forceinline__ unsigned gr_conv_half2_bits(float lo, float hi)
 
 /* The rarer activations, out of line: inlined, their exp/log code made every epilogue of every
  * conv kernel heavier in registers even for leaky (measured on the H100, no tactic search:
- * YOLOv2-tiny int8 batch 1 201.7 -> 226.5 us, fp32 batch 64 6,272 -> 4,779 img/s). Swish (SiLU)
- * is not rare: every conv of a YOLOv5/v8/11 export has it, and a call per value (the epilogue's
- * live accumulators saved around it) cost more than its expf and division (docs/performance.md,
- * "SiLU in the epilogue"); it is inline below, its formula no larger than the logistic's. */
+ * YOLOv2-tiny int8 batch 1 201.7 -> 226.5 us, fp32 batch 64 6,272 -> 4,779 img/s). */
 static __device__ __noinline__ float gr_conv_activate_rare(float y, int act)
 {
     return gr_act_epilogue(y, static_cast<gr_activation>(act));
 }
 
 /* The epilogue's activation (codes of conv.h = gr_activation): ops/activation.h's
- * gr_act_epilogue, the one definition the CPU emulation (planner/exec.c) shares; the common five
- * inline (a constant activation folds the switch), the rest through one call. */
+ * gr_act_epilogue, the one definition the CPU emulation (planner/exec.c) shares. Two variants,
+ * the same values:
+ *   gr_conv_activate       linear, leaky, relu, logistic and swish inline, the rest one call;
+ *   gr_conv_activate_lean  swish through the call too.
+ * Swish (SiLU) is not rare: every conv of a YOLOv5/v8/11 export has it, and its call per value
+ * cost YOLOv8n 5-8% at batch 64 (docs/performance.md, "SiLU in the epilogue"). Inline it left the
+ * registers of the stream, GEMM-epilogue and first-layer kernels unchanged (ptxas), but raised
+ * the implicit-GEMM tiles' (conv_wmma.cu: int8 32x64 88 -> 103, one block per SM fewer), which
+ * therefore keep the lean variant. A constant activation folds either switch. */
 static_assert(GR_CONV_ACT_SWISH == static_cast<int>(GR_ACT_SWISH), "conv.h's code of swish");
+
+__device__ __forceinline__ float gr_conv_activate_lean(float y, int act)
+{
+    switch (act) {
+    case GR_CONV_ACT_LINEAR: return y;
+    case GR_CONV_ACT_LEAKY: return gr_act_epilogue(y, GR_ACT_LEAKY);
+    case GR_CONV_ACT_RELU: return gr_act_epilogue(y, GR_ACT_RELU);
+    case GR_CONV_ACT_LOGISTIC: return gr_act_epilogue(y, GR_ACT_LOGISTIC);
+    default: return gr_conv_activate_rare(y, act);
+    }
+}
+
 __device__ __forceinline__ float gr_conv_activate(float y, int act)
 {
     switch (act) {
@@ -60,19 +76,25 @@ __device__ __forceinline__ float gr_conv_activate(float y, int act)
 /* The epilogue of one value before its output conversion (conv.h): multiplier (i8) or none (f16),
  * bias, activation. The per-layer kernels and the dataflow kernel share it, so their int8 outputs
  * round the same values the same way. _loaded: the same with the channel's multiplier and bias
- * (0 when none) already in registers. */
+ * (0 when none) already in registers. gr_conv_epilogue is the implicit-GEMM tiles' (conv_wmma.cu),
+ * with the lean activation (above). */
+__device__ __forceinline__ float gr_conv_epilogue_affine(float acc, bool has_mul, float mul, float b)
+{
+    return has_mul ? fmaf(acc, mul, b) : acc + b;
+}
+
 __device__ __forceinline__ float gr_conv_epilogue_loaded(float acc, bool has_mul, float mul, float b,
                                                          int act)
 {
-    const float y = has_mul ? fmaf(acc, mul, b) : acc + b;
-    return gr_conv_activate(y, act);
+    return gr_conv_activate(gr_conv_epilogue_affine(acc, has_mul, mul, b), act);
 }
 
 __device__ __forceinline__ float gr_conv_epilogue(float acc, const float *mul, const float *bias,
                                                   int n, int act)
 {
-    return gr_conv_epilogue_loaded(acc, mul != nullptr, mul ? mul[n] : 0.0f, bias ? bias[n] : 0.0f,
-                                   act);
+    return gr_conv_activate_lean(
+        gr_conv_epilogue_affine(acc, mul != nullptr, mul ? mul[n] : 0.0f, bias ? bias[n] : 0.0f),
+        act);
 }
 
 /* The fused input quantize of a u8 value v (v / 255 is the real value): i8 clamp(rint((v / 255) /

@@ -232,7 +232,7 @@ __device__ __forceinline__ void store_nhwc(const ConvParams &p, const Acc *sC, i
             const Acc *acc = sC + (r0 + q) * LDC + c0; /* scalar reads: no local copy */
 #pragma unroll
             for (int e = 0; e < V; ++e) {
-                const float v = gr_conv_activate(fmaf(acc_to_float(acc[e]), mul[e], bias[e]), p.activation);
+                const float v = gr_conv_activate_lean(fmaf(acc_to_float(acc[e]), mul[e], bias[e]), p.activation);
                 y[e] = v > y[e] ? v : y[e];
             }
         }
