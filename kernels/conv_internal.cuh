@@ -44,10 +44,12 @@ static __device__ __noinline__ float gr_conv_activate_rare(float y, int act)
  *   gr_conv_activate       linear, leaky, relu, logistic and swish inline, the rest one call;
  *   gr_conv_activate_lean  swish through the call too.
  * Swish (SiLU) is not rare: every conv of a YOLOv5/v8/11 export has it, and its call per value
- * cost YOLOv8n 5-8% at batch 64 (docs/performance.md, "SiLU in the epilogue"). Inline it left the
- * registers of the stream, GEMM-epilogue and first-layer kernels unchanged (ptxas), but raised
- * the implicit-GEMM tiles' (conv_wmma.cu: int8 32x64 88 -> 103, one block per SM fewer), which
- * therefore keep the lean variant. A constant activation folds either switch. */
+ * cost YOLOv8n 5-8% at batch 64 (docs/performance.md, "SiLU in the epilogue"). Inline in the
+ * switch it left the registers of the stream and GEMM-epilogue kernels unchanged (ptxas), but
+ * raised the implicit-GEMM tiles' (conv_wmma.cu: int8 32x64 88 -> 103, one block per SM fewer)
+ * and made the first-layer kernel, whose body holds every activation's epilogue, spill: those use
+ * the lean variant (the first layer has a kernel of its own for swish). A constant activation
+ * folds either switch. */
 static_assert(GR_CONV_ACT_SWISH == static_cast<int>(GR_ACT_SWISH), "conv.h's code of swish");
 
 __device__ __forceinline__ float gr_conv_activate_lean(float y, int act)
