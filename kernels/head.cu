@@ -180,3 +180,112 @@ extern "C" cudaError_t gr_launch_softmax(gr_dtype dtype, const void *in, gr_kvie
                               in_view.n, groups, (int)(elems / (size_t)groups));
     return cudaGetLastError();
 }
+
+// ---- dfl_head: YOLOv8 / YOLO11's anchor-free head decode (ops/dfl_head.c) ----------------------
+// A thread per anchor: blockIdx.y 0 decodes the anchor's box (four softmax expectations over the
+// bins, each side's bins a plane apart: adjacent threads read adjacent floats), blockIdx.y >= 1
+// a group of kDflClasses class sigmoids; blockIdx.z is the image.
+namespace {
+
+constexpr int kDflMaxInputs = 8;
+constexpr int kDflClasses = 16;
+constexpr int kDflThreads = 128;
+
+struct DflScales {
+    const float *in[kDflMaxInputs]; // image 0's first channel
+    size_t image[kDflMaxInputs];     // floats between images
+    int plane[kDflMaxInputs];        // h * w
+    int w[kDflMaxInputs];
+    int first[kDflMaxInputs + 1];    // the scale's first anchor; first[n] = A
+    float stride[kDflMaxInputs];
+    int n;
+};
+
+// ops/dfl_head.c's expectation(): max, float sum of expf in bin order, sum of p_i * i.
+__device__ __forceinline__ float dfl_expectation(const float *bins, int n_bins, size_t plane)
+{
+    float hi = bins[0];
+    for (int i = 1; i < n_bins; i++)
+        hi = fmaxf(hi, bins[(size_t)i * plane]);
+    float sum = 0.0f;
+    for (int i = 0; i < n_bins; i++)
+        sum = __fadd_rn(sum, expf(__fsub_rn(bins[(size_t)i * plane], hi)));
+    float d = 0.0f;
+    for (int i = 0; i < n_bins; i++)
+        d = __fadd_rn(d, __fmul_rn(__fdiv_rn(expf(__fsub_rn(bins[(size_t)i * plane], hi)), sum),
+                                   (float)i));
+    return d;
+}
+
+__global__ void k_dfl_head_f32(DflScales s, float *out, size_t out_image, int bins, int classes)
+{
+    const int anchors = s.first[s.n];
+    const int a = blockIdx.x * blockDim.x + threadIdx.x;
+    if (a >= anchors)
+        return;
+    int k = 0;
+    while (k + 1 < s.n && a >= s.first[k + 1])
+        k++;
+    const int cell = a - s.first[k];
+    const size_t plane = (size_t)s.plane[k];
+    const float *v = s.in[k] + (size_t)blockIdx.z * s.image[k] + cell;
+    float *y = out + (size_t)blockIdx.z * out_image + a;
+    if (blockIdx.y == 0) {
+        float d[4];
+        for (int j = 0; j < 4; j++)
+            d[j] = dfl_expectation(v + (size_t)j * bins * plane, bins, plane);
+        const float ax = (float)(cell % s.w[k]) + 0.5f, ay = (float)(cell / s.w[k]) + 0.5f;
+        const float x1 = __fsub_rn(ax, d[0]), y1 = __fsub_rn(ay, d[1]);
+        const float x2 = __fadd_rn(ax, d[2]), y2 = __fadd_rn(ay, d[3]);
+        const float stride = s.stride[k];
+        y[0] = __fmul_rn(__fdiv_rn(__fadd_rn(x1, x2), 2.0f), stride);
+        y[(size_t)anchors] = __fmul_rn(__fdiv_rn(__fadd_rn(y1, y2), 2.0f), stride);
+        y[2 * (size_t)anchors] = __fmul_rn(__fsub_rn(x2, x1), stride);
+        y[3 * (size_t)anchors] = __fmul_rn(__fsub_rn(y2, y1), stride);
+        return;
+    }
+    const int c0 = ((int)blockIdx.y - 1) * kDflClasses;
+    const int c1 = c0 + kDflClasses < classes ? c0 + kDflClasses : classes;
+    for (int c = c0; c < c1; c++) {
+        const float logit = v[(size_t)(4 * bins + c) * plane];
+        y[(size_t)(4 + c) * anchors] = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-logit)));
+    }
+}
+
+} // namespace
+
+extern "C" cudaError_t gr_launch_dfl_head(gr_dtype dtype, const void *const *in,
+                                          const gr_kview *in_views, const float *strides, int n_in,
+                                          void *out, gr_kview out_view, int bins, int classes,
+                                          cudaStream_t stream)
+{
+    if (dtype != GR_DTYPE_F32)
+        return no_kernel(__FILE__, __LINE__, "gr_launch_dfl_head");
+    GR_ARG_CHECK(in && in_views && strides && out && n_in >= 1 && n_in <= kDflMaxInputs);
+    GR_ARG_CHECK(bins >= 1 && classes >= 1 && view_ok(out_view, 1));
+    GR_ARG_CHECK(out_view.c == 4 + classes && out_view.h == 1 && out_view.n <= 65535);
+    DflScales s = {};
+    s.n = n_in;
+    long long anchors = 0;
+    for (int k = 0; k < n_in; k++) {
+        const gr_kview &v = in_views[k];
+        GR_ARG_CHECK(in[k] && view_ok(v, 1) && v.n == out_view.n && strides[k] >= 1.0f);
+        GR_ARG_CHECK((long long)v.c == 4LL * bins + classes);
+        const size_t plane = (size_t)v.h * v.w;
+        s.in[k] = (const float *)in[k] + (size_t)v.c_offset * plane;
+        s.image[k] = (size_t)v.c_stride * plane;
+        s.plane[k] = (int)plane;
+        s.w[k] = v.w;
+        s.first[k] = (int)anchors;
+        s.stride[k] = strides[k];
+        anchors += (long long)plane;
+    }
+    GR_ARG_CHECK(anchors == out_view.w);
+    s.first[n_in] = (int)anchors;
+    const size_t hw = (size_t)out_view.w;
+    dim3 grid((unsigned)((anchors + kDflThreads - 1) / kDflThreads),
+              1 + (unsigned)((classes + kDflClasses - 1) / kDflClasses), (unsigned)out_view.n);
+    k_dfl_head_f32<<<grid, kDflThreads, 0, stream>>>(s, (float *)out + (size_t)out_view.c_offset * hw,
+                                                     (size_t)out_view.c_stride * hw, bins, classes);
+    return cudaGetLastError();
+}

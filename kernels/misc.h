@@ -169,6 +169,15 @@ cudaError_t gr_launch_yolo(gr_dtype dtype, const void *in, void *out, int n, int
 cudaError_t gr_launch_softmax(gr_dtype dtype, const void *in, gr_kview in_view, void *out,
                               gr_kview out_view, int groups, cudaStream_t stream);
 
+/* dfl_head (ops/dfl_head.c: YOLOv8 / YOLO11's anchor-free head decode; f32 NCHW, channel slices
+ * allowed): in[k] (in_views[k]) is one scale's n x (4 bins + classes) x h_k x w_k raw head,
+ * strides[k] its stride in input pixels; out (out_view) is n x (4 + classes) x 1 x A, A the sum of
+ * the inputs' h_k w_k, anchors in input order. The reference's float arithmetic (expf, float
+ * sums in bin order). 1 to 8 inputs; out must not overlap an input. */
+cudaError_t gr_launch_dfl_head(gr_dtype dtype, const void *const *in, const gr_kview *in_views,
+                               const float *strides, int n_in, void *out, gr_kview out_view,
+                               int bins, int classes, cudaStream_t stream);
+
 /* ---- attention (attention.cu): f32 NCHW, channel slices allowed --------------------------------
  * ops/attention.c's op: in holds per image heads x (2 key_dim + head_dim) channels in blocks
  * [q of every head | k | v], out heads x head_dim channels of the same h x w; per head and query

@@ -102,7 +102,8 @@ typedef struct gr_op_params {
     gr_op_kind op;
     gr_activation activation; /* conv, connected, shortcut, sam, scale_channels */
     int filters;              /* conv: output channels; connected: outputs */
-    int size;                 /* conv kernel size; maxpool window; attention: key_dim */
+    int size;                 /* conv kernel size; maxpool window; attention: key_dim; dfl_head:
+                                 the DFL bins per box side (reg_max) */
     int stride;               /* conv (horizontal: Darknet's stride_x), maxpool; upsample factor;
                                  reorg block */
     int stride_y;             /* conv: vertical stride (Darknet's stride_y); 0 = stride */
@@ -119,12 +120,13 @@ typedef struct gr_op_params {
                                * gr_bn_alexeyab_factor) and its float leaky and logistic
                                * (gr_activate_as) in the CPU reference */
     /* region / yolo heads */
-    int classes;
+    int classes;              /* region, yolo, dfl_head */
     int coords;               /* region: 4 */
     int num;                  /* anchors in the cfg (region: per cell; yolo: total) */
     int n_mask;               /* yolo: anchors used by this head (= channels / (5+classes)) */
     int mask[GR_MAX_ANCHORS]; /* yolo: indices into anchors */
-    float anchors[2 * GR_MAX_ANCHORS];
+    float anchors[2 * GR_MAX_ANCHORS]; /* region, yolo: (w, h) pairs; dfl_head: anchors[k] is
+                                          input k's stride in input pixels (an integer) */
     int softmax;              /* region: softmax over classes (Darknet default 0, cfgs set 1) */
     float scale_x_y;          /* yolo: x, y = v * scale_x_y - (scale_x_y - 1) / 2 (default 1) */
     int new_coords;           /* yolo: 1 = no logistic (the conv has it); w = (2 tw)^2 anchor */

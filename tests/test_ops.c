@@ -145,7 +145,7 @@ START_TEST(test_op_flags)
 {
     static const struct {
         unsigned flag;
-        gr_op_kind kinds[7];
+        gr_op_kind kinds[8];
         int n;
     } expect[] = {
         {GR_OPF_STORED_VALUES, {GR_OP_MAXPOOL, GR_OP_ROUTE, GR_OP_UPSAMPLE, GR_OP_REORG}, 4},
@@ -156,8 +156,8 @@ START_TEST(test_op_flags)
         {GR_OPF_WEIGHTS, {GR_OP_CONV, GR_OP_CONNECTED}, 2},
         {GR_OPF_F32_ONLY,
          {GR_OP_AVGPOOL, GR_OP_CONNECTED, GR_OP_SOFTMAX, GR_OP_REGION, GR_OP_YOLO,
-          GR_OP_LOCAL_AVGPOOL, GR_OP_ATTENTION},
-         7},
+          GR_OP_LOCAL_AVGPOOL, GR_OP_ATTENTION, GR_OP_DFL_HEAD},
+         8},
         {GR_OPF_CONVERSION, {GR_OP_QUANTIZE, GR_OP_DEQUANTIZE}, 2},
     };
     for (size_t e = 0; e < sizeof expect / sizeof expect[0]; e++)
@@ -889,6 +889,53 @@ START_TEST(test_attention_reference)
 }
 END_TEST
 
+/* dfl_head (YOLOv8's anchor-free decode, ops/dfl_head.c): 2 bins, 1 class, two scales - 1x2
+ * cells at stride 8, one cell at stride 16 - so three anchors in input order. Channels [left
+ * bins | top | right | bottom | class], each a plane of the scale's cells. Bins (0, 0) give the
+ * distance 0.5, (0, ln 3) 0.75 (softmax 1/4, 3/4), (ln 3, 0) 0.25; logits 0, ln 3, -ln 3 give
+ * 0.5, 0.75, 0.25. Worked apart: anchor 0 at (0.5, 0.5) has x1 0, y1 -0.25, x2 0.75, y2 1:
+ * centre (3, 3), size (6, 10) at stride 8; anchor 1 at (1.5, 0.5), all 0.5: (12, 4), (8, 8);
+ * anchor 2 at (0.5, 0.5) of the stride-16 scale: (8, 8), (16, 16). */
+START_TEST(test_dfl_head_reference)
+{
+    const float l3 = logf(3.0f);
+    const float in0[18] = {0, 0, 0, 0,  /* left: bin 0, bin 1 (cell 0, cell 1) */
+                           0, 0, l3, 0, /* top */
+                           l3, 0, 0, 0, /* right */
+                           0, 0, 0, 0,  /* bottom */
+                           0, l3};      /* class 0 */
+    const float in1[9] = {0, 0, 0, 0, 0, 0, 0, 0, -l3};
+    gr_op_params p;
+    memset(&p, 0, sizeof p);
+    gr_op_params_default(GR_OP_DFL_HEAD, &p);
+    p.op = GR_OP_DFL_HEAD;
+    p.size = 2;
+    p.classes = 1;
+    p.anchors[0] = 8;
+    p.anchors[1] = 16;
+    const gr_shape shapes[2] = {{9, 1, 2}, {9, 1, 1}};
+    gr_shape os;
+    ck_assert_int_eq(gr_op_infer(&p, shapes, 2, &os), GR_OK);
+    assert_shape(os, 5, 1, 3);
+    float out[15];
+    const float *src[2] = {in0, in1};
+    gr_op_ref(&p, NULL, src, shapes, 2, out, os, 1);
+    const float want[15] = {3, 12, 8,  /* x centre */
+                            3, 4, 8,   /* y centre */
+                            6, 8, 16,  /* width */
+                            10, 8, 16, /* height */
+                            0.5f, 0.75f, 0.25f};
+    assert_close(out, want, 15, 1e-5);
+    /* Channels that are not 4 x bins + classes, a fractional stride: refused. */
+    const gr_shape bad[2] = {{9, 1, 2}, {8, 1, 1}};
+    ck_assert_int_eq(gr_op_infer(&p, bad, 2, &os), GR_ERR_PARSE);
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), "input 1 has 8 channels, not 4 x 2 bins + 1"));
+    p.anchors[1] = 1.5f;
+    ck_assert_int_eq(gr_op_infer(&p, shapes, 2, &os), GR_ERR_PARSE);
+    ck_assert_ptr_nonnull(strstr(gr_last_error(), "input 1's stride 1.5 is not a whole number"));
+}
+END_TEST
+
 START_TEST(test_maxpool_size2_stride2_odd_gives_ceil)
 {
     /* 3x3, size 2, stride 2, padding 1: out (3+1-2)/2+1 = 2 = ceil(3/2); windows start at 0 and
@@ -1497,6 +1544,7 @@ static Suite *ops_suite(void)
     tcase_add_test(tc, test_maxpool_size2_stride2_odd_gives_ceil);
     tcase_add_test(tc, test_local_avgpool_means_taps_inside);
     tcase_add_test(tc, test_attention_reference);
+    tcase_add_test(tc, test_dfl_head_reference);
     tcase_add_test(tc, test_avgpool_global_mean);
     tcase_add_test(tc, test_route_order);
     tcase_add_test(tc, test_route_groups);

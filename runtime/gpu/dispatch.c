@@ -485,6 +485,17 @@ gr_status gr_gpu_launch_node(gpu_state *g, gpu_variant *v, const gpu_instance *i
         err = gr_launch_attention(y->dtype, in, xv, out, yv, p->groups, p->size, p->scale,
                                   stream);
         break;
+    case GR_OP_DFL_HEAD: { /* size: bins, anchors[k]: input k's stride (ops/dfl_head.c) */
+        const void *ins[GR_MAX_INPUTS];
+        gr_kview views[GR_MAX_INPUTS];
+        for (int k = 0; k < nd->n_inputs && k < GR_MAX_INPUTS; k++) {
+            ins[k] = gr_gpu_tensor_storage(v, inst, nd->inputs[k]);
+            views[k] = kview(&plan->tensors[nd->inputs[k]]);
+        }
+        err = gr_launch_dfl_head(y->dtype, ins, views, p->anchors, nd->n_inputs, out, yv, p->size,
+                                 p->classes, stream);
+        break;
+    }
     default: return gr_gpu_unsupported(plan, index);
     }
     return gr_gpu_launch_status(err, plan, index);

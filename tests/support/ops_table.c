@@ -34,6 +34,7 @@
     "[yolo]\nmask=" mask "\nanchors=10,14,23,27,37,58,81,82,135,169,344,319\nclasses=1\nnum=6\n"
 #define ALEXEYAB_CFG "tests/data/alexeyab/sam-scale.cfg"
 #define ATTENTION_ONNX "tests/onnx/attention_op13.onnx"
+#define DFL_HEAD_ONNX "tests/onnx/tiny_head.onnx"
 /* yolov3-tiny's upsample concatenated with an earlier map */
 #define UPSAMPLE_NET                                                                               \
     CONV(16, 3, 1, "leaky") MAXPOOL(2, 2) CONV(16, 3, 1, "leaky") "[upsample]\nstride=2\n"         \
@@ -178,6 +179,12 @@ const gr_test_op_case gr_test_op_cases[] = {
      * conv). f32 kernel (kernels/attention.cu); fp16 / int8 convert around it. */
     {"attention", NULL, ATTENTION_ONNX, 16, 16, 1, PALL, 0, 16, 8, 8, 0},
     {"attention batch", NULL, ATTENTION_ONNX, 16, 16, 3, PALL, 0, 16, 8, 8, 0},
+    /* The anchor-free head's decode (YOLOv8 / YOLO11, ops/dfl_head.c): no Darknet section, so
+     * an ONNX file (make_models.py's TinyHead: three scales of 4x4, 2x2, 1x1 cells, 16 bins, 2
+     * classes; each scale's concat of box and class convs, f32 slices in fp16 / int8 engines).
+     * f32 kernel (kernels/head.cu). */
+    {"dfl_head", NULL, DFL_HEAD_ONNX, 32, 32, 1, PALL, 0, 6, 1, 21, 0},
+    {"dfl_head batch", NULL, DFL_HEAD_ONNX, 32, 32, 3, PALL, 0, 6, 1, 21, 0},
 };
 
 const int gr_test_op_n_cases = (int)(sizeof gr_test_op_cases / sizeof gr_test_op_cases[0]);
