@@ -260,7 +260,9 @@ END_TEST
 
 /* ---- damaged head records ------------------------------------------------------------------- */
 
-/* tiny_head.onnx's fp32 engine file, where its head's record starts in it and its length. */
+/* tail_ops.onnx's fp32 engine file (a head that stays on the host: tiny_head.onnx's anchor-free
+ * decode is a dfl_head layer now, its tail one copy), where its head's record starts in it and its
+ * length. */
 typedef struct saved_head {
     gr_engine *built;
     uint8_t *data;
@@ -269,7 +271,7 @@ typedef struct saved_head {
 
 static void saved_head_make(saved_head *s)
 {
-    s->built = build_cpu("tiny_head.onnx", GR_PREC_FP32);
+    s->built = build_cpu("tail_ops.onnx", GR_PREC_FP32);
     save_bytes(s->built, &s->data, &s->bytes);
     gr_bytes rec = {0};
     gr_tail_write(gr_engine_model(s->built)->net->tail, &rec);
@@ -339,7 +341,7 @@ START_TEST(flipped_head_bytes)
         refused += load_or_refuse(s.data, s.bytes, "the detection head run on the host") != GR_OK;
         s.data[i] ^= 0x41;
     }
-    printf("tiny_head: %d of %zu head bytes flipped refused, the others loaded and ran\n", refused,
+    printf("tail_ops: %d of %zu head bytes flipped refused, the others loaded and ran\n", refused,
            s.len);
     ck_assert_int_gt(refused, (int)s.len / 2);
     saved_head_free(&s);

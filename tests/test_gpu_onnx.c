@@ -12,8 +12,9 @@
  * The attention model and the YOLO11n-like network with C2PSA run the attention layer's kernel
  * (kernels/attention.cu; fp16 and int8 engines convert around it).
  * For the detection-head models (YOLOv8n-, YOLOv5n- and YOLO11n-like, docs/onnx.md "Detection
- * heads") also
- * the graph's output after the host-side head (fp32 <= 1e-5) and the detections at thresh 0.25
+ * heads": the anchor-free heads' decode runs as the dfl_head layer, kernels/head.cu; YOLOv5's on
+ * the host) also
+ * the graph's output after the head (fp32 <= 1e-5) and the detections at thresh 0.25
  * (same count, classes, scores within 1e-4, boxes within 0.01 px or 2e-4 of the coordinate).
  * Every NRMSE is printed. Exits 77 with one line when no CUDA device is visible. */
 #define _GNU_SOURCE /* mkdtemp */
@@ -42,7 +43,7 @@ static const onnx_case cases[] = {
     {"tiny_ops.onnx", "tiny_input.npy"},
     {"tiny_classifier.onnx", "tiny_input.npy"},
     {"qdq.onnx", "tiny_input.npy"}, /* explicit Q/DQ: int8 with the file's scales on both */
-    {"yolov8n_head_op13.onnx", "input_dog.png"}, /* the layers before the host-side heads */
+    {"yolov8n_head_op13.onnx", "input_dog.png"}, /* the decoded head: the dfl_head layer */
     {"yolov5n_head_op13.onnx", "input_horses.png"},
     {"attention_op13.onnx", "tiny_input.npy"}, /* the attention layer (YOLO11's C2PSA) alone */
     {"yolo11n_psa_op13.onnx", "input_dog.png"}, /* ... inside the YOLO11n-like network */

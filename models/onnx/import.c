@@ -1807,6 +1807,113 @@ static gr_status index_graph(importer *im)
     return GR_OK;
 }
 
+/* ---- the anchor-free head's decode on the layers (ops/dfl_head.c) ------------------------- */
+
+/* The dfl_head parameters the tail's inputs would have as a YOLOv8 / YOLO11 head: each input a
+ * layer of 4 R + nc channels, the strides the input size over its cells, the cells adding up to
+ * the output's anchors. False when the tail is not shaped so. */
+static bool dfl_head_params(const importer *im, const gr_onnx_tail *t, gr_op_params *p,
+                            int *inputs, int *n_in)
+{
+    const gr_net *net = im->net;
+    int64_t dims[GR_TAIL_MAX_RANK];
+    int nc = gr_tail_classes(t), n = gr_tail_input_count(t);
+    if (gr_tail_get_layout(t) != GR_TAIL_ANCHOR_FREE || gr_tail_output_dims(t, dims) != 3 ||
+        n < 1 || n > GR_MAX_INPUTS || nc < 1)
+        return false;
+    base_params(GR_OP_DFL_HEAD, p);
+    p->classes = nc;
+    int64_t anchors = 0;
+    for (int k = 0; k < n; k++) {
+        int layer = gr_tail_input_layer(t, k);
+        if (layer < 0 || layer >= net->n_layers)
+            return false;
+        gr_shape s = net->layers[layer].out;
+        int bins = (s.c - nc) / 4;
+        if (bins < 1 || s.c != 4 * bins + nc || (k > 0 && bins != p->size) ||
+            net->h % s.h != 0 || net->w % s.w != 0 || net->h / s.h != net->w / s.w)
+            return false;
+        p->size = bins;
+        p->anchors[k] = (float)(net->h / s.h);
+        inputs[k] = layer;
+        anchors += (int64_t)s.h * s.w;
+    }
+    *n_in = n;
+    return anchors == dims[2];
+}
+
+/* Whether the dfl_head op computes what the tail does: both run on one image of pseudo-random
+ * logits in [-6, 6) and agree within 1e-5 relative (float rounding in other orders; a wrong
+ * anchor offset, stride, side or class order is off by far more). */
+static bool dfl_head_matches(const importer *im, const gr_onnx_tail *t, const gr_op_params *p,
+                             const int *inputs, int n_in)
+{
+    const gr_net *net = im->net;
+    gr_shape shapes[GR_MAX_INPUTS], out;
+    for (int k = 0; k < n_in; k++)
+        shapes[k] = net->layers[inputs[k]].out;
+    if (gr_op_infer(p, shapes, n_in, &out) != GR_OK)
+        return false;
+    float *in[GR_MAX_INPUTS] = {NULL};
+    size_t n_out = gr_shape_elems(out);
+    float *scratch = malloc(gr_tail_scratch_floats(t) * sizeof *scratch);
+    float *mine = malloc(n_out * sizeof *mine);
+    bool ok = scratch && mine;
+    uint64_t state = 0x9e3779b97f4a7c15ull;
+    for (int k = 0; ok && k < n_in; k++) {
+        size_t n = gr_shape_elems(shapes[k]);
+        in[k] = malloc(n * sizeof *in[k]);
+        ok = in[k] != NULL;
+        for (size_t i = 0; ok && i < n; i++) {
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            in[k][i] = (float)((double)(state >> 40) / (double)(1ull << 24) * 12.0 - 6.0);
+        }
+    }
+    if (ok) {
+        const float *theirs = gr_tail_run(t, (const float *const *)in, scratch);
+        gr_op_ref(p, NULL, (const float *const *)in, shapes, n_in, mine, out, 1);
+        for (size_t i = 0; ok && i < n_out; i++)
+            ok = fabsf(mine[i] - theirs[i]) <= 1e-5f * (1.0f + fabsf(theirs[i]));
+    }
+    for (int k = 0; k < n_in; k++)
+        free(in[k]);
+    free(scratch);
+    free(mine);
+    return ok;
+}
+
+/* A YOLOv8 / YOLO11 head's tail (the DFL decode, the boxes around the anchor points, the class
+ * sigmoid) becomes a dfl_head layer on the scales' raw heads, so engines run it (on the GPU
+ * with the rest) and copy out the decoded [4 + nc, A] instead of the 4 R + nc channels; the tail
+ * left is one copy of that layer. Any other tail, or one the op does not reproduce, stays. */
+static gr_status lower_dfl_head(importer *im, const char *name)
+{
+    gr_op_params p;
+    int inputs[GR_MAX_INPUTS], n_in = 0;
+    if (!dfl_head_params(im, im->tail, &p, inputs, &n_in) ||
+        !dfl_head_matches(im, im->tail, &p, inputs, n_in))
+        return GR_OK;
+    int64_t dims[GR_TAIL_MAX_RANK];
+    int rank = gr_tail_output_dims(im->tail, dims), layer = -1;
+    GR_TRY(add_layer(im, im->g->node[im->g->n_node - 1], &p, inputs, n_in, &layer));
+    gr_onnx_tail *t = gr_tail_new();
+    if (!t)
+        return GR_ERR_OUT_OF_MEMORY;
+    gr_tail_node copy = {.op = GR_TAIL_COPY, .n_args = 1};
+    copy.args[0] = gr_tail_input(t, layer, rank, dims);
+    copy.out = gr_tail_value(t, rank, dims);
+    gr_status st = copy.args[0] < 0 || copy.out < 0 ? GR_ERR_LIMIT : gr_tail_add_node(t, &copy);
+    if (st == GR_OK)
+        st = gr_tail_finish(t, copy.out, name);
+    if (st != GR_OK) {
+        gr_tail_release(t);
+        return gr_fail_prefix(st, "%s: ", im->source);
+    }
+    gr_tail_release(im->tail);
+    im->tail = t;
+    return GR_OK;
+}
+
 /* A graph ending in a detection head: its one output is the tail's; the net's outputs are the
  * layers the tail reads, in the tail's input order. */
 static gr_status tail_outputs(importer *im)
@@ -1822,6 +1929,7 @@ static gr_status tail_outputs(importer *im)
     gr_status st = gr_tail_finish(im->tail, v->tail_id, v->name);
     if (st != GR_OK)
         return gr_fail_prefix(st, "%s: ", im->source);
+    GR_TRY(lower_dfl_head(im, v->name));
     gr_net *net = im->net;
     net->n_outputs = gr_tail_input_count(im->tail);
     for (int k = 0; k < net->n_outputs; k++)
