@@ -2,7 +2,9 @@
  * nodes between the per-scale head convs (which run as graphrun layers) and the graph's output,
  * kept as a small program of N-D float tensors with ONNX semantics (Reshape, Transpose, Concat,
  * Slice, Softmax, Sigmoid, 1x1 Conv with constant weights, broadcast arithmetic) and run on the
- * host after the engine's output copy, on CPU and GPU engines alike. Its output is the graph's
+ * host after the engine's output copy, on CPU and GPU engines alike. (A YOLOv8 / YOLO11 head's
+ * program is replaced at import by a dfl_head layer and a one-node copy of its output when the
+ * two agree: models/onnx/import.c, lower_dfl_head.) Its output is the graph's
  * ([1, 4+nc, A] for YOLOv8 / YOLO11 heads, [1, A, 5+nc] for YOLOv5's), which
  * runtime/detect_tail.c decodes into detections.
  *
