@@ -25,7 +25,8 @@ static void image_inputs(const gr_net *net, const float *const *outputs, int b,
                     (size_t)b * gr_shape_elems(net->layers[net->output_layers[k]].out);
 }
 
-/* Run the tail for image b into a malloc'd scratch; *out points at its output inside it. */
+/* Run the tail for image b into a malloc'd scratch; *out points at its output inside it (or, for
+ * a tail that only copies an input - a dfl_head layer's output - at that input, *scratch NULL). */
 static gr_status run_tail(const gr_net *net, const float *const *outputs, int b, float **scratch,
                           const float **out)
 {
@@ -34,6 +35,12 @@ static gr_status run_tail(const gr_net *net, const float *const *outputs, int b,
         if (!outputs[k])
             return gr_fail(GR_ERR_INVALID_ARGUMENT, "detect: output %d is NULL", k);
     image_inputs(net, outputs, b, inputs);
+    int same = gr_tail_passthrough_input(net->tail);
+    if (same >= 0) {
+        *scratch = NULL;
+        *out = inputs[same];
+        return GR_OK;
+    }
     *scratch = gr_malloc(gr_tail_scratch_floats(net->tail) * sizeof **scratch, "head tail");
     if (!*scratch)
         return GR_ERR_OUT_OF_MEMORY;

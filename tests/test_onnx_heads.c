@@ -4,8 +4,9 @@
  * and anchor arithmetic, objectness; output [1, 1008, 8]) and a YOLO11n-like one without its
  * C2PSA block (C3k2 blocks, the depthwise class branch) and with it (its attention mapped onto
  * one attention layer), each exported at opsets 13 and 17, run
- * on the CPU engine on the two recorded inputs: the graph's output (gr_engine_graph_output, the
- * host-side head tail after the engine's layers) within 1e-5 NRMSE of PyTorch's, and the
+ * on the CPU engine on the two recorded inputs: the graph's output (gr_engine_graph_output: the
+ * anchor-free heads' dfl_head layer, YOLOv5's host-side head tail after the engine's layers)
+ * within 1e-5 NRMSE of PyTorch's, and the
  * detections at thresh 0.25, NMS 0.45 those of the script's numpy decode (class, score within
  * 1e-4, box within 0.01 px or 2e-4 of the coordinate: YOLOv5's (2 sigmoid)^2 x anchor turns the
  * float rounding of ~45 convs into up to 0.013 px at 98 px). Metadata names come through
@@ -23,7 +24,10 @@
 #include <unistd.h>
 
 #include "graphrun/runtime.h"
+#include "models/net.h"
 #include "models/onnx/onnx.h"
+#include "models/onnx/tail.h"
+#include "runtime/engine_internal.h"
 #include "tests/support/classify_nets.h"
 #include "tests/support/onnx_inputs.h"
 #include "tools/npy.h"
@@ -151,6 +155,8 @@ START_TEST(test_heads_against_pytorch)
     /* The layers the head reads: YOLOv5's three scales, its tail on the host; the anchor-free
      * heads' decode became a dfl_head layer (models/onnx/import.c), their one output. */
     ck_assert_int_eq(gr_engine_output_count(e), strstr(stem, "yolov5") ? 3 : 1);
+    /* ... whose program left is one copy, which the decode reads in place of running it */
+    ck_assert_int_eq(gr_tail_passthrough_input(m->net->tail), strstr(stem, "yolov5") ? -1 : 0);
     for (size_t p = 0; p < sizeof photos / sizeof photos[0]; p++) {
         float *x = load_png(photos[p]);
         ck_assert_msg(gr_engine_run_f32(e, x) == GR_OK, "%s", gr_last_error());

@@ -587,6 +587,14 @@ static void run_conv1x1(const run_ctx *c, const gr_tail_node *nd)
     }
 }
 
+int gr_tail_passthrough_input(const gr_onnx_tail *t)
+{
+    if (t->n_nodes != 1 || t->nodes[0].op != GR_TAIL_COPY || t->nodes[0].out != t->output)
+        return -1;
+    const tail_value *x = &t->values[t->nodes[0].args[0]];
+    return x->kind == V_INPUT ? x->input : -1;
+}
+
 const float *gr_tail_run(const gr_onnx_tail *t, const float *const *inputs, float *scratch)
 {
     run_ctx c = {t, inputs, scratch};

@@ -109,6 +109,10 @@ int gr_tail_classes(const gr_onnx_tail *t);
 /* The output's dims (rank returned) and element count. */
 int gr_tail_output_dims(const gr_onnx_tail *t, int64_t *dims);
 size_t gr_tail_output_elems(const gr_onnx_tail *t);
+/* The input whose values are the output as they are (a tail of one copy node, what a dfl_head
+ * layer leaves: models/onnx/import.c), so callers may read it instead of running the tail; -1
+ * for any other tail. */
+int gr_tail_passthrough_input(const gr_onnx_tail *t);
 /* Floats of scratch gr_tail_run needs (the output included). */
 size_t gr_tail_scratch_floats(const gr_onnx_tail *t);
 /* Run on one image: inputs[k] = that image's part of input k (gr_tail_input order). Returns
