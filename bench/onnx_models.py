@@ -6,7 +6,9 @@ measurement: YOLOv8n at 640 x 640 beside PyTorch's fp16 CUDA graph of the same n
 writes OUTDIR/yolov8n-640.onnx (opset 17, what `yolo export format=onnx` gives for a 640 x 640
 YOLOv8n: one input [1, 3, 640, 640], one output [1, 84, 8400]) and OUTDIR/yolov8n-640.pt (the same
 module and weights as TorchScript, which bench/peers.py --torchscript loads without this source).
-Needs Debian's python3-torch and python3-onnx (this machine, not the GPU machine); ~30 s on 2 cores.
+Needs PyTorch and the onnx package: Debian's python3-torch and python3-onnx here (~30 s on 2
+cores), or the GPU machine's own (~5 s; its exporter writes the weights to a side file, which
+embed_weights folds back in).
 
 The network is YOLOv8n's published structure (width 0.25, depth 0.33: channels 16, 32, 64, 128, 256;
 C2f repeats 1, 2, 2, 1 in the backbone and 1 in the neck; SPPF; the anchor-free head with 64-channel
@@ -53,6 +55,18 @@ class YoloV8n(YoloV8nLike):
         return self.head(list(self.features(x)))
 
 
+def embed_weights(path):
+    """Newer PyTorch exporters (2.11 on the GPU machine) write the initializers to a side file
+    (PATH.data), which graphrun refuses ("keeps its data in an external file"): re-save the model
+    with the weights inside, as `yolo export` and Debian's PyTorch give it."""
+    side = path + ".data"
+    if not os.path.exists(side):
+        return
+    import onnx
+    onnx.save(onnx.load(path), path, save_as_external_data=False)
+    os.remove(side)
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
@@ -67,6 +81,7 @@ def main():
     onnx_path = os.path.join(out, f"yolov8n-{SIZE}.onnx")
     torch.onnx.export(model, x, onnx_path, opset_version=17, input_names=["images"],
                       output_names=["output0"], do_constant_folding=True)
+    embed_weights(onnx_path)
     with torch.no_grad():
         traced = torch.jit.trace(model, x)
         y = model(x)
