@@ -33,24 +33,10 @@ TESTS=${GR_AB_TESTS-test_gpu_(conv|conv_fused|tactic|onnx|ops|engine)\$}
 status=0
 mkdir -p "$OUT"
 
-left() { echo $((LIMIT - ($(date +%s) - T0))); }
-# step NAME SECONDS COMMAND...: COMMAND under a limit cut to the time left, output in $R/NAME.log.
-step() {
-    local name=$1 secs=$2 t rc
-    shift 2
-    [ "$secs" -gt $(($(left) - 10)) ] && secs=$(($(left) - 10))
-    if [ "$secs" -le 5 ]; then
-        echo "[$name] skipped: the time limit is reached"
-        status=1
-        return 1
-    fi
-    t=$(date +%s)
-    timeout "$secs" "$@" >"$R/$name.log" 2>&1
-    rc=$?
-    echo "[$name] rc $rc in $(($(date +%s) - t)) s"
-    [ $rc = 0 ] || status=1
-    return $rc
-}
+# shellcheck source=bench/step.sh
+. "$(dirname "$0")/step.sh"
+STEP_LOGS=$R
+STEP_DEADLINE=$((T0 + LIMIT))
 
 if [ ! -f .base/base.tgz ]; then
     echo "ab_device.sh: no .base/base.tgz (make it here: git archive --format=tar.gz -o .base/base.tgz REF)" >&2

@@ -22,16 +22,9 @@ mkdir -p "$out"
 build="build-gpu"
 status=0
 
-# step NAME SECONDS COMMAND...: run COMMAND under a time limit, its output in $logs/NAME.log.
-step() {
-    local name=$1 secs=$2 t0 rc
-    shift 2
-    t0=$(date +%s)
-    timeout "$secs" "$@" >"$logs/$name.log" 2>&1
-    rc=$?
-    echo "[$name] rc $rc in $(($(date +%s) - t0)) s"
-    [ $rc = 0 ] || status=1
-}
+# shellcheck source=bench/step.sh
+. "$(dirname "$0")/step.sh"
+STEP_LOGS=$logs
 
 step device 30 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total,clocks.sm \
     --format=csv
