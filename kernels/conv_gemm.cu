@@ -23,6 +23,7 @@ struct gr_conv_gemm {
     int pool, pool_stride, pool_offset, pool_h, pool_w;
     int activation, out_kind;
     float out_inv_scale;
+    int sms; /* the device's SM count at create */
     size_t x_bytes, c_bytes, ws_bytes; /* scratch parts, each 256-aligned */
     cublasLtHandle_t lt;
     cublasLtMatmulDesc_t op;
@@ -101,7 +102,7 @@ struct EpilogueParams {
     int batch, out_h, out_w;                  /* the conv's map */
     int pool, pool_stride, pool_offset, ph, pw; /* the written map: pooled or the conv's */
     unsigned items;                            /* written pixels x channel vectors (< 2^31) */
-    gr_fast_div by_vecs, by_pw, by_ph;         /* out_c_pad / 4, pw, ph */
+    gr_fast_div by_vecs, by_pw, by_ph;         /* out_c_pad / V, pw, ph */
 };
 
 /* Loads 4 consecutive accumulators (16 bytes, aligned: ldc and n are multiples of 4). */
@@ -122,12 +123,14 @@ __device__ __forceinline__ void load4(const float *acc, float (&a)[4])
     a[3] = v.w;
 }
 
-/* One thread per 4 channels of a written pixel: consecutive threads read consecutive 16-byte
- * accumulator vectors and write consecutive 4-channel groups (coalesced; docs/performance.md: 16
- * channels per thread strided the warp's loads 64 bytes apart, 69 us per 13x13 layer at batch 64). */
-template <typename Acc> __global__ void k_epilogue(EpilogueParams p)
+/* One thread per V channels (4 or 8) of a written pixel: consecutive threads read consecutive
+ * 16- or 32-byte accumulator vectors and write consecutive channel groups (coalesced;
+ * docs/performance.md: 16 channels per thread strided the warp's loads 64 bytes apart, 69 us per
+ * 13x13 layer at batch 64). V = 8 wherever out_c_pad allows (always, for the planner's paddings):
+ * half the items, so half the index arithmetic per byte, and 16-byte f16 stores. */
+template <typename Acc, int V> __global__ void k_epilogue(EpilogueParams p)
 {
-    constexpr int V = 4;
+    static_assert(V == 4 || V == 8, "4 or 8 channels per item");
     /* 32-bit indices through kernels/fast_div.h: the 64-bit divisions and remainders here were
      * ~400 instructions per item and made the pass instruction-bound (~40 us per 13x13 layer at
      * batch 64 int8 on the H100/H200, for 55 MB of traffic). */
@@ -159,7 +162,14 @@ template <typename Acc> __global__ void k_epilogue(EpilogueParams p)
             }
             const long long m = (img * p.out_h + oy) * p.out_w + ox;
             float acc[V];
-            load4(static_cast<const Acc *>(p.acc) + m * p.ldc + n_base, acc);
+#pragma unroll
+            for (int h = 0; h < V / 4; ++h) {
+                float t[4];
+                load4(static_cast<const Acc *>(p.acc) + m * p.ldc + n_base + 4 * h, t);
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    acc[4 * h + e] = t[e];
+            }
 #pragma unroll
             for (int e = 0; e < V; ++e) {
                 const float a = n_base + e < p.out_c ? acc[e] : 0.0f;
@@ -183,17 +193,35 @@ template <typename Acc> __global__ void k_epilogue(EpilogueParams p)
             v[e] = n_base + e < p.out_c ? y[e] : 0.0f;
         const long long dst = static_cast<long long>(pix) * p.out_c_stride + p.out_c_offset + n_base;
         if (p.out_kind == GR_CONV_OUT_I8) {
-            unsigned w = 0u;
+            unsigned w[V / 4];
 #pragma unroll
-            for (int e = 0; e < V; ++e)
-                w |= (n_base + e < p.out_c ? gr_conv_i8_bits(v[e], p.out_inv_scale) : 0u) << (8 * e);
-            *reinterpret_cast<unsigned *>(static_cast<signed char *>(p.out) + dst) = w;
+            for (int h = 0; h < V / 4; ++h) {
+                w[h] = 0u;
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    w[h] |= (n_base + 4 * h + e < p.out_c ? gr_conv_i8_bits(v[4 * h + e], p.out_inv_scale)
+                                                          : 0u)
+                            << (8 * e);
+            }
+            signed char *o = static_cast<signed char *>(p.out) + dst;
+            if constexpr (V == 8)
+                *reinterpret_cast<uint2 *>(o) = make_uint2(w[0], w[1]);
+            else
+                *reinterpret_cast<unsigned *>(o) = w[0];
         } else if (p.out_kind == GR_CONV_OUT_F16) {
-            *reinterpret_cast<uint2 *>(static_cast<__half *>(p.out) + dst) =
-                make_uint2(gr_conv_half2_bits(v[0], v[1]), gr_conv_half2_bits(v[2], v[3]));
+            __half *o = static_cast<__half *>(p.out) + dst;
+            if constexpr (V == 8)
+                *reinterpret_cast<uint4 *>(o) =
+                    make_uint4(gr_conv_half2_bits(v[0], v[1]), gr_conv_half2_bits(v[2], v[3]),
+                               gr_conv_half2_bits(v[4], v[5]), gr_conv_half2_bits(v[6], v[7]));
+            else
+                *reinterpret_cast<uint2 *>(o) =
+                    make_uint2(gr_conv_half2_bits(v[0], v[1]), gr_conv_half2_bits(v[2], v[3]));
         } else {
-            *reinterpret_cast<float4 *>(static_cast<float *>(p.out) + dst) =
-                make_float4(v[0], v[1], v[2], v[3]);
+#pragma unroll
+            for (int h = 0; h < V / 4; ++h)
+                reinterpret_cast<float4 *>(static_cast<float *>(p.out) + dst)[h] =
+                    make_float4(v[4 * h], v[4 * h + 1], v[4 * h + 2], v[4 * h + 3]);
         }
     }
 }
@@ -330,6 +358,12 @@ extern "C" cudaError_t gr_conv_gemm_create(const gr_conv_args *a, int is_i8, cub
         return cudaErrorInvalidValue;
     }
     g->c_bytes = align256(static_cast<size_t>(g->M) * g->ldc * 4);
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&g->sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        gr_conv_gemm_destroy(g);
+        return cudaErrorInvalidDevice;
+    }
     const cudaError_t err = make_descriptors(g, a);
     if (err != cudaSuccess) {
         gr_conv_gemm_destroy(g);
@@ -408,17 +442,26 @@ extern "C" cudaError_t gr_conv_gemm_launch(const gr_conv_gemm *g, const gr_conv_
     e.pool_offset = g->pool_offset;
     e.ph = g->pool_h;
     e.pw = g->pool_w;
-    const long long items = static_cast<long long>(g->batch) * g->pool_h * g->pool_w * (g->out_c_pad / 4);
+    /* Channels per item (k_epilogue): 8 where the items of 4 would be more than one wave of
+     * threads on the GPU (2048 per SM), else 4 - a small layer (batch 1) needs the threads more
+     * than it saves index arithmetic. */
+    const long long pixels = static_cast<long long>(g->batch) * g->pool_h * g->pool_w;
+    const int vec = g->out_c_pad % 8 == 0 && pixels * (g->out_c_pad / 4) > 2048LL * g->sms ? 8 : 4;
+    const long long items = pixels * (g->out_c_pad / vec);
     GR_ARG_CHECK(items < INT_MAX); /* refused at create */
     e.items = static_cast<unsigned>(items);
-    GR_ARG_CHECK(gr_fast_div_init(&e.by_vecs, static_cast<uint32_t>(g->out_c_pad / 4)) &&
+    GR_ARG_CHECK(gr_fast_div_init(&e.by_vecs, static_cast<uint32_t>(g->out_c_pad / vec)) &&
                  gr_fast_div_init(&e.by_pw, static_cast<uint32_t>(g->pool_w)) &&
                  gr_fast_div_init(&e.by_ph, static_cast<uint32_t>(g->pool_h)));
     const int blocks = grid_for(items, 128);
-    if (g->is_i8)
-        k_epilogue<int32_t><<<blocks, 128, 0, stream>>>(e);
+    if (g->is_i8 && vec == 8)
+        k_epilogue<int32_t, 8><<<blocks, 128, 0, stream>>>(e);
+    else if (g->is_i8)
+        k_epilogue<int32_t, 4><<<blocks, 128, 0, stream>>>(e);
+    else if (vec == 8)
+        k_epilogue<float, 8><<<blocks, 128, 0, stream>>>(e);
     else
-        k_epilogue<float><<<blocks, 128, 0, stream>>>(e);
+        k_epilogue<float, 4><<<blocks, 128, 0, stream>>>(e);
     GR_LAUNCH_CHECK();
     return cudaSuccess;
 }

@@ -521,16 +521,30 @@ __device__ __forceinline__ void conv_body(const ConvParams &p)
         store_nhwc<8, BM, BN, LDC, kThreads>(p, sC, m0, n0, tid);
 }
 
-template <typename Acc, int WM, int WN, int FM, int FN, bool kTap>
-__global__ void __launch_bounds__(WM *WN * 32) k_conv_f16(const ConvParams p)
+/* Blocks per SM a tile's occupancy variant asks the compiler for (__launch_bounds__' minimum):
+ * unbounded, ptxas gives the 8-warp tiles 103-106 registers and the 4-warp tiles up to 111 (sm_90,
+ * f32/int32 accumulators), which holds them to 2 and 4 blocks per SM, a quarter of the warps the
+ * SM can hold: ncu showed these kernels latency-bound there (~10 cycles per issued instruction,
+ * 24% of the warps active; YOLOv8n at 640, batch 64). Bounded to 3 and 5 blocks they get 80 and
+ * 90-94 registers (the 8-warp tiles spill 28-36 bytes, the 4-warp tiles nothing). The launcher
+ * takes the bounded variant only for a grid that can fill those blocks on every SM: on a smaller
+ * grid (batch 1) the extra warps would not exist and the spills would be pure cost. */
+template <int WM, int WN> constexpr int occupancy_blocks()
+{
+    return WM * WN == 8 ? 3 : 5;
+}
+
+/* kMinBlocks 0: no minimum (the compiler's register choice); else occupancy_blocks(). */
+template <typename Acc, int WM, int WN, int FM, int FN, bool kTap, int kMinBlocks>
+__global__ void __launch_bounds__(WM *WN * 32, kMinBlocks) k_conv_f16(const ConvParams p)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
     conv_body<__half, Acc, WM, WN, FM, FN, kTap>(p);
 #endif
 }
 
-template <int WM, int WN, int FM, int FN, bool kTap>
-__global__ void __launch_bounds__(WM *WN * 32) k_conv_i8(const ConvParams p)
+template <int WM, int WN, int FM, int FN, bool kTap, int kMinBlocks>
+__global__ void __launch_bounds__(WM *WN * 32, kMinBlocks) k_conv_i8(const ConvParams p)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 720
     conv_body<signed char, int, WM, WN, FM, FN, kTap>(p);
@@ -540,29 +554,37 @@ __global__ void __launch_bounds__(WM *WN * 32) k_conv_i8(const ConvParams p)
 enum Dtype { kF16Float, kF16Half, kI8 };
 
 template <int WM, int WN, int FM, int FN, bool kTap>
-cudaError_t launch_tile(Dtype dt, ConvParams &p, bool pdl, cudaStream_t stream)
+cudaError_t launch_tile(Dtype dt, ConvParams &p, int sms, bool pdl, cudaStream_t stream)
 {
     constexpr int BM = WM * FM * 16, BN = WN * FN * 16;
+    constexpr int kOcc = occupancy_blocks<WM, WN>();
     const dim3 grid(static_cast<unsigned>(gr_ceil_div(p.M, BM)),
                     static_cast<unsigned>(gr_ceil_div(p.out_c, BN)),
                     static_cast<unsigned>(p.splits));
     GR_ARG_CHECK(grid.y <= 65535 && grid.z <= 64);
     const dim3 block(WM * WN * 32);
+    const long long blocks = static_cast<long long>(grid.x) * grid.y * grid.z;
+    const bool occ = blocks >= static_cast<long long>(kOcc) * sms; /* fills the bounded variant */
+    const auto go = [&](auto kernel) {
+        return gr_conv::launch_kernel(kernel, grid, block, 0, pdl, stream, p);
+    };
     switch (dt) {
     case kF16Float:
-        return gr_conv::launch_kernel(k_conv_f16<float, WM, WN, FM, FN, kTap>, grid, block, 0, pdl, stream, p);
-    case kF16Half:
-        return gr_conv::launch_kernel(k_conv_f16<__half, WM, WN, FM, FN, kTap>, grid, block, 0, pdl, stream,
-                             p);
-    default: return gr_conv::launch_kernel(k_conv_i8<WM, WN, FM, FN, kTap>, grid, block, 0, pdl, stream, p);
+        return occ ? go(k_conv_f16<float, WM, WN, FM, FN, kTap, kOcc>)
+                   : go(k_conv_f16<float, WM, WN, FM, FN, kTap, 0>);
+    case kF16Half: /* --fp16-accumulate: the unbounded kernel only (fewer registers already) */
+        return go(k_conv_f16<__half, WM, WN, FM, FN, kTap, 0>);
+    default:
+        return occ ? go(k_conv_i8<WM, WN, FM, FN, kTap, kOcc>) : go(k_conv_i8<WM, WN, FM, FN, kTap, 0>);
     }
 }
 
 template <int WM, int WN, int FM, int FN>
-cudaError_t launch_tile(Dtype dt, ConvParams &p, bool tap_aligned, bool pdl, cudaStream_t stream)
+cudaError_t launch_tile(Dtype dt, ConvParams &p, bool tap_aligned, int sms, bool pdl,
+                        cudaStream_t stream)
 {
-    return tap_aligned ? launch_tile<WM, WN, FM, FN, true>(dt, p, pdl, stream)
-                       : launch_tile<WM, WN, FM, FN, false>(dt, p, pdl, stream);
+    return tap_aligned ? launch_tile<WM, WN, FM, FN, true>(dt, p, sms, pdl, stream)
+                       : launch_tile<WM, WN, FM, FN, false>(dt, p, sms, pdl, stream);
 }
 
 int round_up(int v, int to)
@@ -583,6 +605,7 @@ struct Plan {
     ConvParams p;
     int tile;
     bool tap_aligned;
+    int sms;                /* the device's SM count */
     size_t workspace_bytes; /* 0 unless split */
 };
 
@@ -718,6 +741,7 @@ cudaError_t make_plan(const gr_conv_args *a, bool is_i8, bool split_allowed, Pla
     p.counters = nullptr;
     p.partials = nullptr;
     plan->tile = tile;
+    plan->sms = sms;
     plan->workspace_bytes = 0;
     if (p.splits > 1) {
         const size_t counter_bytes = (static_cast<size_t>(tiles) * sizeof(int) + 255) / 256 * 256;
@@ -753,10 +777,10 @@ cudaError_t launch_conv(const gr_conv_args *a, bool is_i8, cudaStream_t stream)
         return stream_launch(p, is_i8, plan.tile, pdl, stream, false);
     const bool tap = plan.tap_aligned;
     switch (plan.tile) {
-    case 1: return launch_tile<4, 2, 2, 2>(dt, p, tap, pdl, stream);
-    case 2: return launch_tile<2, 2, 2, 2>(dt, p, tap, pdl, stream);
-    case 3: return launch_tile<4, 1, 2, 1>(dt, p, tap, pdl, stream);
-    default: return launch_tile<1, 4, 2, 1>(dt, p, tap, pdl, stream);
+    case 1: return launch_tile<4, 2, 2, 2>(dt, p, tap, plan.sms, pdl, stream);
+    case 2: return launch_tile<2, 2, 2, 2>(dt, p, tap, plan.sms, pdl, stream);
+    case 3: return launch_tile<4, 1, 2, 1>(dt, p, tap, plan.sms, pdl, stream);
+    default: return launch_tile<1, 4, 2, 1>(dt, p, tap, plan.sms, pdl, stream);
     }
 }
 

@@ -563,6 +563,24 @@ START_TEST(test_gemm_tactic)
 }
 END_TEST
 
+/* A grid of several waves: 16->40 3x3 at 104x104, batch 5 (54,080 pixels). On a GPU of up to 132
+ * SMs (H100, H200) every tile shape launches at least its occupancy variant's blocks on each SM
+ * (kernels/conv_wmma.cu, occupancy_blocks: 423 blocks of 128x64, 1,690 of 32x64) and the GEMM
+ * tactic's epilogue takes 8 channels per item (kernels/conv_gemm.cu): the variants the large
+ * batches run, which the small shapes above never reach. */
+static const conv_case big_grid = {"16->40 3x3 104x104 batch 5 (several waves)", 5, 16, 104, 104, 40,
+                                   3, 1, 1, GR_CONV_ACT_LEAKY, 0, 0, 0, 0};
+
+START_TEST(test_big_grid)
+{
+    const int is_i8 = _i % 2, variant = _i / 2; /* variant 0..3: tile 1..4; 4: the GEMM tactic */
+    const double tol = is_i8 ? TOL_I8_FLOAT_OUT : TOL_F16;
+    const wmma_opts o = {is_i8, 0, variant < 4 ? 1 + variant : 0, tol, 0, 0, variant == 4};
+    const int kinds = run_case(&big_grid, &o); /* every output kind; cuBLASLt may lack one */
+    ck_assert_int_ge(kinds, variant < 4 ? 4 : 3);
+}
+END_TEST
+
 START_TEST(test_f16_accumulate)
 {
     const wmma_opts o = {0, 1, 0, TOL_F16_ACC, 0, 0, 0};
@@ -776,6 +794,7 @@ static Suite *conv_suite(void)
     tcase_add_test(tc, test_f16_accumulate);
     tcase_add_loop_test(tc, test_split_k, 0, 2);
     tcase_add_loop_test(tc, test_gemm_tactic, 0, 2);
+    tcase_add_loop_test(tc, test_big_grid, 0, 10);
     tcase_add_loop_test(tc, test_f32_cublas_matches_cpu, 0, N_CASES);
     tcase_add_loop_test(tc, test_f32_tf32x3_matches_cpu, 0, N_CASES);
     tcase_add_test(tc, test_tf32_cublas_matches_cpu);
