@@ -202,21 +202,48 @@ struct DflScales {
 };
 
 // ops/dfl_head.c's expectation(): max, float sum of expf in bin order, sum of p_i * i.
+// kBins > 0: that many bins, loaded once into registers with every load issued before the first
+// is used (the bins are a plane apart, each a separate DRAM access: one after the other they made
+// the kernel latency-bound, 2x its floor at batch 64); 0: any count, read in each pass.
+template <int kBins>
 __device__ __forceinline__ float dfl_expectation(const float *bins, int n_bins, size_t plane)
 {
-    float hi = bins[0];
-    for (int i = 1; i < n_bins; i++)
-        hi = fmaxf(hi, bins[(size_t)i * plane]);
-    float sum = 0.0f;
-    for (int i = 0; i < n_bins; i++)
-        sum = __fadd_rn(sum, expf(__fsub_rn(bins[(size_t)i * plane], hi)));
-    float d = 0.0f;
-    for (int i = 0; i < n_bins; i++)
-        d = __fadd_rn(d, __fmul_rn(__fdiv_rn(expf(__fsub_rn(bins[(size_t)i * plane], hi)), sum),
-                                   (float)i));
-    return d;
+    if constexpr (kBins > 0) {
+        float x[kBins];
+#pragma unroll
+        for (int i = 0; i < kBins; i++)
+            x[i] = __ldg(bins + (size_t)i * plane);
+        float hi = x[0];
+#pragma unroll
+        for (int i = 1; i < kBins; i++)
+            hi = fmaxf(hi, x[i]);
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kBins; i++) {
+            x[i] = expf(__fsub_rn(x[i], hi));
+            sum = __fadd_rn(sum, x[i]);
+        }
+        float d = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kBins; i++)
+            d = __fadd_rn(d, __fmul_rn(__fdiv_rn(x[i], sum), (float)i));
+        return d;
+    } else {
+        float hi = bins[0];
+        for (int i = 1; i < n_bins; i++)
+            hi = fmaxf(hi, bins[(size_t)i * plane]);
+        float sum = 0.0f;
+        for (int i = 0; i < n_bins; i++)
+            sum = __fadd_rn(sum, expf(__fsub_rn(bins[(size_t)i * plane], hi)));
+        float d = 0.0f;
+        for (int i = 0; i < n_bins; i++)
+            d = __fadd_rn(d, __fmul_rn(__fdiv_rn(expf(__fsub_rn(bins[(size_t)i * plane], hi)), sum),
+                                       (float)i));
+        return d;
+    }
 }
 
+template <int kBins>
 __global__ void k_dfl_head_f32(DflScales s, float *out, size_t out_image, int bins, int classes)
 {
     const int anchors = s.first[s.n];
@@ -233,7 +260,7 @@ __global__ void k_dfl_head_f32(DflScales s, float *out, size_t out_image, int bi
     if (blockIdx.y == 0) {
         float d[4];
         for (int j = 0; j < 4; j++)
-            d[j] = dfl_expectation(v + (size_t)j * bins * plane, bins, plane);
+            d[j] = dfl_expectation<kBins>(v + (size_t)j * bins * plane, bins, plane);
         const float ax = (float)(cell % s.w[k]) + 0.5f, ay = (float)(cell / s.w[k]) + 0.5f;
         const float x1 = __fsub_rn(ax, d[0]), y1 = __fsub_rn(ay, d[1]);
         const float x2 = __fadd_rn(ax, d[2]), y2 = __fadd_rn(ay, d[3]);
@@ -244,12 +271,16 @@ __global__ void k_dfl_head_f32(DflScales s, float *out, size_t out_image, int bi
         y[3 * (size_t)anchors] = __fmul_rn(__fsub_rn(y2, y1), stride);
         return;
     }
+    // The group's logits loaded together (each a plane apart), then the sigmoids.
     const int c0 = ((int)blockIdx.y - 1) * kDflClasses;
-    const int c1 = c0 + kDflClasses < classes ? c0 + kDflClasses : classes;
-    for (int c = c0; c < c1; c++) {
-        const float logit = v[(size_t)(4 * bins + c) * plane];
-        y[(size_t)(4 + c) * anchors] = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-logit)));
-    }
+    float logit[kDflClasses];
+#pragma unroll
+    for (int i = 0; i < kDflClasses; i++)
+        logit[i] = c0 + i < classes ? __ldg(v + (size_t)(4 * bins + c0 + i) * plane) : 0.0f;
+#pragma unroll
+    for (int i = 0; i < kDflClasses; i++)
+        if (c0 + i < classes)
+            y[(size_t)(4 + c0 + i) * anchors] = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-logit[i])));
 }
 
 } // namespace
@@ -285,7 +316,11 @@ extern "C" cudaError_t gr_launch_dfl_head(gr_dtype dtype, const void *const *in,
     const size_t hw = (size_t)out_view.w;
     dim3 grid((unsigned)((anchors + kDflThreads - 1) / kDflThreads),
               1 + (unsigned)((classes + kDflClasses - 1) / kDflClasses), (unsigned)out_view.n);
-    k_dfl_head_f32<<<grid, kDflThreads, 0, stream>>>(s, (float *)out + (size_t)out_view.c_offset * hw,
-                                                     (size_t)out_view.c_stride * hw, bins, classes);
+    float *y = (float *)out + (size_t)out_view.c_offset * hw;
+    const size_t y_image = (size_t)out_view.c_stride * hw;
+    if (bins == 16) // YOLOv8 / YOLO11 (reg_max 16)
+        k_dfl_head_f32<16><<<grid, kDflThreads, 0, stream>>>(s, y, y_image, bins, classes);
+    else
+        k_dfl_head_f32<0><<<grid, kDflThreads, 0, stream>>>(s, y, y_image, bins, classes);
     return cudaGetLastError();
 }
