@@ -126,8 +126,8 @@ __device__ __forceinline__ void load4(const float *acc, float (&a)[4])
 /* One thread per V channels (4 or 8) of a written pixel: consecutive threads read consecutive
  * 16- or 32-byte accumulator vectors and write consecutive channel groups (coalesced;
  * docs/performance.md: 16 channels per thread strided the warp's loads 64 bytes apart, 69 us per
- * 13x13 layer at batch 64). V = 8 wherever out_c_pad allows (always, for the planner's paddings):
- * half the items, so half the index arithmetic per byte, and 16-byte f16 stores. */
+ * 13x13 layer at batch 64). V = 8 (the launcher's choice for layers of more than one wave of
+ * threads): half the items, so half the index arithmetic per byte, and 16-byte f16 stores. */
 template <typename Acc, int V> __global__ void k_epilogue(EpilogueParams p)
 {
     static_assert(V == 4 || V == 8, "4 or 8 channels per item");
@@ -361,6 +361,7 @@ extern "C" cudaError_t gr_conv_gemm_create(const gr_conv_args *a, int is_i8, cub
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&g->sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        gr_kernels_record_failure(__FILE__, __LINE__, "GEMM tactic", "the device's SM count");
         gr_conv_gemm_destroy(g);
         return cudaErrorInvalidDevice;
     }
